@@ -1,0 +1,71 @@
+// register_histogram.cpp: statistic conversion shared by the client binding,
+// and a test hook that records values with the C recorder.
+#include <memory>
+#include <vector>
+
+#include "register.hpp"
+#include "stats_convert.hpp"
+
+extern "C" {
+#include "nhb.h"
+}
+
+py::dict hist_to_dict(const nhb_hist* h) {
+  py::dict d;
+  d["count"] = h->total;
+  d["min"] = h->total ? h->min : 0;
+  d["max"] = h->max;
+  d["sum"] = h->sum;
+  d["sumsq"] = h->sumsq;
+  py::list counts;
+  if (h->total) {
+    for (size_t i = 0; i < NHB_HIST_COUNTS_LEN; i++)
+      if (h->counts[i]) counts.append(py::make_tuple(i, h->counts[i]));
+  }
+  d["counts"] = counts;
+  return d;
+}
+
+py::dict stream_to_dict(const nhb_stream* s) {
+  py::dict d;
+  d["count"] = s->total;
+  d["min"] = s->total ? s->min : 0;
+  d["max"] = s->max;
+  d["sum"] = s->sum;
+  d["sumsq"] = s->sumsq;
+  return d;
+}
+
+py::dict stats_to_dict(const nhb_stats* st) {
+  py::dict d;
+  d["execution_start_ns"] = st->execution_start_ns;
+  d["execution_duration_ns"] = st->execution_duration_ns;
+  py::dict counters, hists, streams;
+  for (int i = 0; i < NHB_CTR_COUNT; i++) counters[nhb_counter_names[i]] = st->counters[i];
+  for (int i = 0; i < NHB_HIST_COUNT; i++) hists[nhb_histogram_names[i]] = hist_to_dict(st->hists[i]);
+  for (int i = 0; i < NHB_STREAM_COUNT; i++) streams[nhb_stream_names[i]] = stream_to_dict(&st->streams[i]);
+  d["counters"] = counters;
+  d["histograms"] = hists;
+  d["streams"] = streams;
+  return d;
+}
+
+void register_histogram(py::module_& m) {
+  m.def(
+      "histogram_counts",
+      [](const std::vector<uint64_t>& values) {
+        auto h = std::make_unique<nhb_hist>();
+        nhb_hist_init(h.get());
+        for (uint64_t v : values) nhb_hist_record(h.get(), v);
+        return hist_to_dict(h.get());
+      },
+      py::arg("values"), "Records `values` (ns) with the C recorder and returns the histogram dict.");
+  m.def("histogram_index", &nhb_hist_index, py::arg("value"));
+  py::list counters, hists, streams;
+  for (int i = 0; i < NHB_CTR_COUNT; i++) counters.append(nhb_counter_names[i]);
+  for (int i = 0; i < NHB_HIST_COUNT; i++) hists.append(nhb_histogram_names[i]);
+  for (int i = 0; i < NHB_STREAM_COUNT; i++) streams.append(nhb_stream_names[i]);
+  m.attr("COUNTER_NAMES") = py::tuple(counters);
+  m.attr("HISTOGRAM_NAMES") = py::tuple(hists);
+  m.attr("STREAM_NAMES") = py::tuple(streams);
+}

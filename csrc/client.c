@@ -1,0 +1,355 @@
+/* client.c: a load run: workers, the controller, and the merged statistics.
+ *
+ * nhb_run_start() starts one thread per worker plus a controller thread. The
+ * controller wakes every few milliseconds, sums the counters the workers
+ * publish, evaluates the termination and failure predicates on the sums and
+ * asks every worker to stop when one fires. When all workers are done it joins
+ * them, merges their statistics and wakes whoever waits in nhb_run_wait().
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "client.h"
+
+#define HOUSEKEEPING_MS 10
+#define TIMEOUT_SCAN_NS (50 * NHB__NS_PER_MS)
+#define CONTROLLER_PERIOD_NS (5 * NHB__NS_PER_MS)
+/* A stop request drains in-flight requests for at most this long, so that
+ * Ctrl-C gives a partial result promptly. */
+#define STOP_DRAIN_MAX_NS (1000 * NHB__NS_PER_MS)
+
+static int stats_alloc(nhb_stats* st) {
+  memset(st, 0, sizeof(*st));
+  for (int i = 0; i < NHB_HIST_COUNT; i++) {
+    st->hists[i] = malloc(sizeof(nhb_hist));
+    if (!st->hists[i]) return NHB_ENOMEM;
+    nhb_hist_init(st->hists[i]);
+  }
+  for (int i = 0; i < NHB_STREAM_COUNT; i++) nhb_stream_init(&st->streams[i]);
+  return 0;
+}
+
+static void stats_free(nhb_stats* st) {
+  for (int i = 0; i < NHB_HIST_COUNT; i++) {
+    free(st->hists[i]);
+    st->hists[i] = NULL;
+  }
+}
+
+static void publish(nhb__worker* w) {
+  for (int i = 0; i < NHB_CTR_COUNT; i++)
+    atomic_store_explicit(&w->published[i], w->stats.counters[i], memory_order_relaxed);
+}
+
+/* ---- worker ------------------------------------------------------------- */
+
+static void worker_finish(nhb__worker* w) {
+  if (w->finishing) return;
+  w->finishing = 1;
+  nhb__pool_close_all(w);
+  nhb__sequencer_close(w);
+  uv_close((uv_handle_t*)&w->housekeeping, NULL);
+  /* Once the wake-up handle is closed nobody may send to it again. */
+  pthread_mutex_lock(&w->run->lock);
+  uv_close((uv_handle_t*)&w->wakeup, NULL);
+  w->wakeup.data = NULL;
+  pthread_mutex_unlock(&w->run->lock);
+}
+
+void nhb__worker_maybe_finish(nhb__worker* w) {
+  if (!w->stopping || w->finishing) return;
+  if ((w->in_flight == 0 && w->pending_len == 0) || nhb__now_ns() >= w->drain_deadline_ns)
+    worker_finish(w);
+}
+
+static void worker_check_stop(nhb__worker* w) {
+  if (!w->stopping && atomic_load(&w->run->stop_requested)) {
+    w->stats.counters[NHB_CTR_GRACEFUL_STOP_REQUESTED]++;
+    uint64_t drain = w->run->config.drain_timeout_ns;
+    nhb__sequencer_stop_now(w, drain < STOP_DRAIN_MAX_NS ? drain : STOP_DRAIN_MAX_NS);
+  }
+}
+
+static void on_wakeup(uv_async_t* handle) { worker_check_stop((nhb__worker*)handle->data); }
+
+static void on_housekeeping(uv_timer_t* handle) {
+  nhb__worker* w = (nhb__worker*)handle->data;
+  uint64_t now = nhb__now_ns();
+  worker_check_stop(w);
+  if (now - w->last_timeout_scan_ns >= TIMEOUT_SCAN_NS) {
+    w->last_timeout_scan_ns = now;
+    nhb__pool_scan_timeouts(w, now);
+  }
+  /* The sequencer notices the end of the run on its own, except when it is
+   * blocked or waiting for connections at max rate: then this does. */
+  if (!w->stopping && now >= w->end_ns) nhb__sequencer_stop_now(w, w->run->config.drain_timeout_ns);
+  nhb__worker_maybe_finish(w);
+  publish(w);
+}
+
+static void* worker_main(void* arg) {
+  nhb__worker* w = (nhb__worker*)arg;
+  nhb__pin_thread(w->cpu);
+  int r = nhb__pool_init(w);
+  if (r == 0) r = nhb__sequencer_init(w);
+  if (r < 0) {
+    nhb__worker_record_error(w, r);
+    w->stopping = 1;
+    worker_finish(w);
+  } else {
+    uv_timer_start(&w->housekeeping, on_housekeeping, HOUSEKEEPING_MS, HOUSEKEEPING_MS);
+    if (w->run->config.prefetch_connections) nhb__pool_prefetch(w);
+    worker_check_stop(w);
+    nhb__sequencer_run(w);
+  }
+  uv_run(&w->loop, UV_RUN_DEFAULT);
+  uv_loop_close(&w->loop);
+  if (w->release_fd >= 0) close(w->release_fd);
+  nhb__pool_free(w);
+  publish(w);
+  atomic_store(&w->done, 1);
+  return NULL;
+}
+
+/* ---- run ---------------------------------------------------------------- */
+
+int nhb_run_create(const nhb_client_config* config, nhb_run** out) {
+  *out = NULL;
+  if (config->nworkers < 1 || config->nworkers > 4096 || config->connections < 1 ||
+      config->rps < 0 || !isfinite(config->rps) || config->request == NULL ||
+      config->request_len == 0 || config->addr_len == 0 || config->addr_len > sizeof(config->addr) ||
+      config->n_termination > NHB_MAX_PREDICATES || config->n_failure > NHB_MAX_PREDICATES ||
+      config->n_failure > 64)
+    return NHB_EINVAL;
+  nhb_run* run = calloc(1, sizeof(*run));
+  if (!run) return NHB_ENOMEM;
+  run->config = *config;
+  run->nworkers = config->nworkers;
+  run->cpus = calloc((size_t)run->nworkers, sizeof(int));
+  run->workers = calloc((size_t)run->nworkers, sizeof(nhb__worker));
+  if (!run->cpus || !run->workers || stats_alloc(&run->global) < 0) {
+    nhb_run_destroy(run);
+    return NHB_ENOMEM;
+  }
+  for (int i = 0; i < run->nworkers; i++) run->cpus[i] = config->cpus ? config->cpus[i] : -1;
+  run->config.cpus = run->cpus;
+  if (run->config.burst_size == 0) run->config.burst_size = 1;
+  pthread_mutex_init(&run->lock, NULL);
+  pthread_cond_init(&run->finished_cond, NULL);
+  run->end_counter = -1;
+  for (int i = 0; i < run->nworkers; i++) {
+    nhb__worker* w = &run->workers[i];
+    w->run = run;
+    w->index = i;
+    w->cpu = run->cpus[i];
+    w->release_fd = -1;
+    if (stats_alloc(&w->stats) < 0) {
+      nhb_run_destroy(run);
+      return NHB_ENOMEM;
+    }
+  }
+  *out = run;
+  return 0;
+}
+
+static void request_stop_all(nhb_run* run) {
+  atomic_store(&run->stop_requested, 1);
+  pthread_mutex_lock(&run->lock);
+  for (int i = 0; i < run->nworkers; i++) {
+    nhb__worker* w = &run->workers[i];
+    if (w->wakeup.data != NULL) uv_async_send(&w->wakeup);
+  }
+  pthread_mutex_unlock(&run->lock);
+}
+
+/* Returns the index of the first predicate that fires on `counters`, or -1. */
+static int first_firing(const nhb_predicate* preds, int n, const uint64_t* counters) {
+  for (int i = 0; i < n; i++)
+    if (counters[preds[i].counter] > preds[i].threshold) return i;
+  return -1;
+}
+
+static void evaluate_predicates(nhb_run* run, const uint64_t* counters) {
+  const nhb_client_config* cfg = &run->config;
+  for (int i = 0; i < cfg->n_failure; i++)
+    if (counters[cfg->failure[i].counter] > cfg->failure[i].threshold) {
+      run->failed_predicates |= 1ULL << i;
+      if (run->end_reason == NHB_END_NONE) {
+        run->end_reason = NHB_END_FAILURE_PREDICATE;
+        run->end_counter = cfg->failure[i].counter;
+      }
+    }
+  int t = first_firing(cfg->termination, cfg->n_termination, counters);
+  if (t >= 0 && run->end_reason == NHB_END_NONE) {
+    run->end_reason = NHB_END_TERMINATION_PREDICATE;
+    run->end_counter = cfg->termination[t].counter;
+  }
+}
+
+static void merge(nhb_run* run) {
+  nhb_stats* g = &run->global;
+  uint64_t duration_sum = 0;
+  for (int i = 0; i < run->nworkers; i++) {
+    nhb_stats* st = &run->workers[i].stats;
+    for (int c = 0; c < NHB_CTR_COUNT; c++) g->counters[c] += st->counters[c];
+    for (int h = 0; h < NHB_HIST_COUNT; h++) nhb_hist_add(g->hists[h], st->hists[h]);
+    for (int s = 0; s < NHB_STREAM_COUNT; s++) nhb_stream_add(&g->streams[s], &st->streams[s]);
+    duration_sum += st->execution_duration_ns;
+  }
+  /* As in Nighthawk, the global execution duration is the workers' mean. */
+  g->execution_duration_ns = duration_sum / (uint64_t)run->nworkers;
+  g->execution_start_ns = run->t0_realtime_ns;
+  for (int i = 0; i < run->nworkers && run->first_error[0] == '\0'; i++) {
+    int e = run->workers[i].first_error;
+    if (e < 0) snprintf(run->first_error, sizeof(run->first_error), "%s (%s)", nhb_strerror(e), nhb_err_name(e));
+  }
+}
+
+static void* controller_main(void* arg) {
+  nhb_run* run = (nhb_run*)arg;
+  uint64_t sums[NHB_CTR_COUNT];
+  for (;;) {
+    struct timespec ts = {0, (long)CONTROLLER_PERIOD_NS};
+    nanosleep(&ts, NULL);
+    int all_done = 1;
+    memset(sums, 0, sizeof(sums));
+    for (int i = 0; i < run->nworkers; i++) {
+      nhb__worker* w = &run->workers[i];
+      if (!atomic_load(&w->done)) all_done = 0;
+      for (int c = 0; c < NHB_CTR_COUNT; c++)
+        sums[c] += atomic_load_explicit(&w->published[c], memory_order_relaxed);
+    }
+    if (all_done) break;
+    pthread_mutex_lock(&run->lock);
+    nhb_end_reason_t before = run->end_reason;
+    evaluate_predicates(run, sums);
+    int fired = before == NHB_END_NONE && run->end_reason != NHB_END_NONE;
+    pthread_mutex_unlock(&run->lock);
+    if (fired) request_stop_all(run);
+  }
+  for (int i = 0; i < run->nworkers; i++) pthread_join(run->workers[i].thread, NULL);
+  merge(run);
+  pthread_mutex_lock(&run->lock);
+  /* Failure predicates are judged once more on the exact final counts. */
+  evaluate_predicates(run, run->global.counters);
+  if (run->end_reason == NHB_END_NONE)
+    run->end_reason = atomic_load(&run->stop_requested) ? NHB_END_STOP : NHB_END_DURATION;
+  run->finished = 1;
+  pthread_cond_broadcast(&run->finished_cond);
+  pthread_mutex_unlock(&run->lock);
+  return NULL;
+}
+
+int nhb_run_start(nhb_run* run) {
+  if (run->started) return NHB_ESTATE;
+  const nhb_client_config* cfg = &run->config;
+  uint64_t now = nhb__now_ns();
+  run->start_call_ns = now;
+  run->t0_ns = now + cfg->start_delay_ns;
+  run->t0_realtime_ns = nhb__realtime_ns() + cfg->start_delay_ns;
+  double interval = cfg->rps > 0 ? 1e9 / cfg->rps : 0;
+  for (int i = 0; i < run->nworkers; i++) {
+    nhb__worker* w = &run->workers[i];
+    int r = uv_loop_init(&w->loop);
+    if (r == 0) r = uv_async_init(&w->loop, &w->wakeup, on_wakeup);
+    if (r == 0) r = uv_timer_init(&w->loop, &w->housekeeping);
+    if (r < 0) return r; /* nothing runs yet; destroy() cleans up */
+    w->wakeup.data = w;
+    w->housekeeping.data = w;
+    w->interval_ns = interval;
+    /* Workers' schedules are phase-offset so that their releases interleave
+     * instead of arriving at the target in lock-step. */
+    w->start_ns = run->t0_ns + (uint64_t)llround(interval * i / run->nworkers);
+    w->end_ns = cfg->duration_ns < 0 ? UINT64_MAX : w->start_ns + (uint64_t)cfg->duration_ns;
+    w->stats.execution_start_ns = run->t0_realtime_ns + (w->start_ns - run->t0_ns);
+  }
+  run->started = 1;
+  for (int i = 0; i < run->nworkers; i++) {
+    if (pthread_create(&run->workers[i].thread, NULL, worker_main, &run->workers[i]) != 0) {
+      /* Stop the ones already running; the controller still joins them. */
+      for (int j = i; j < run->nworkers; j++) atomic_store(&run->workers[j].done, 1);
+      run->nworkers = i;
+      atomic_store(&run->stop_requested, 1);
+      run->end_reason = NHB_END_ERROR;
+      snprintf(run->first_error, sizeof(run->first_error), "%s", nhb_strerror(NHB_ETHREAD));
+      break;
+    }
+  }
+  if (run->end_reason == NHB_END_ERROR) request_stop_all(run);
+  if (pthread_create(&run->controller, NULL, controller_main, run) != 0) return NHB_ETHREAD;
+  return 0;
+}
+
+int nhb_run_wait(nhb_run* run, double timeout_s) {
+  if (!run->started) return NHB_ESTATE;
+  pthread_mutex_lock(&run->lock);
+  if (timeout_s < 0) {
+    while (!run->finished) pthread_cond_wait(&run->finished_cond, &run->lock);
+  } else if (!run->finished) {
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    uint64_t ns = (uint64_t)(timeout_s * 1e9);
+    deadline.tv_sec += (time_t)(ns / NHB__NS_PER_S);
+    deadline.tv_nsec += (long)(ns % NHB__NS_PER_S);
+    if (deadline.tv_nsec >= (long)NHB__NS_PER_S) {
+      deadline.tv_sec++;
+      deadline.tv_nsec -= (long)NHB__NS_PER_S;
+    }
+    while (!run->finished) {
+      if (pthread_cond_timedwait(&run->finished_cond, &run->lock, &deadline) == ETIMEDOUT) break;
+    }
+  }
+  int finished = run->finished;
+  pthread_mutex_unlock(&run->lock);
+  return finished;
+}
+
+void nhb_run_stop(nhb_run* run) {
+  if (!run->started) return;
+  request_stop_all(run);
+}
+
+void nhb_run_progress(nhb_run* run, uint64_t counters[NHB_CTR_COUNT], double* elapsed_s) {
+  memset(counters, 0, sizeof(uint64_t) * NHB_CTR_COUNT);
+  for (int i = 0; i < run->nworkers; i++)
+    for (int c = 0; c < NHB_CTR_COUNT; c++)
+      counters[c] += atomic_load_explicit(&run->workers[i].published[c], memory_order_relaxed);
+  uint64_t now = nhb__now_ns();
+  *elapsed_s = run->started && now > run->t0_ns ? (double)(now - run->t0_ns) / 1e9 : 0.0;
+}
+
+int nhb_run_worker_count(const nhb_run* run) { return run->nworkers; }
+
+const nhb_stats* nhb_run_worker_stats(const nhb_run* run, int index) {
+  if (!run->finished || index < 0 || index >= run->nworkers) return NULL;
+  return &run->workers[index].stats;
+}
+
+const nhb_stats* nhb_run_global_stats(const nhb_run* run) { return run->finished ? &run->global : NULL; }
+nhb_end_reason_t nhb_run_end_reason(const nhb_run* run) { return run->end_reason; }
+int nhb_run_end_counter(const nhb_run* run) { return run->end_counter; }
+uint64_t nhb_run_failed_predicates(const nhb_run* run) { return run->failed_predicates; }
+const char* nhb_run_first_error(const nhb_run* run) { return run->first_error; }
+
+void nhb_run_destroy(nhb_run* run) {
+  if (!run) return;
+  if (run->started) {
+    nhb_run_stop(run);
+    nhb_run_wait(run, -1);
+    pthread_join(run->controller, NULL);
+  }
+  if (run->workers) {
+    for (int i = 0; i < run->config.nworkers; i++) stats_free(&run->workers[i].stats);
+  }
+  stats_free(&run->global);
+  free(run->workers);
+  free(run->cpus);
+  pthread_mutex_destroy(&run->lock);
+  pthread_cond_destroy(&run->finished_cond);
+  free(run);
+}

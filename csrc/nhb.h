@@ -1,0 +1,289 @@
+/* nhb.h: the public C API of the nhbench core.
+ *
+ * Everything here is plain C11 and knows nothing about Python; the binding in
+ * csrc/binding/ is the only code that includes Python or pybind11 headers.
+ * Functions return 0 (or a non-negative value) on success and a negative error
+ * code on failure; nhb_err_name() and nhb_strerror() turn a code into text.
+ * Codes in the libuv range (negated errno) are passed through from libuv.
+ */
+#ifndef NHB_H
+#define NHB_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Our own error codes sit below -4096 so that they never collide with the
+ * negated errno values libuv returns. */
+#define NHB_ERRNO_MAP(X)                                                        \
+  X(EINVAL, -5001, "invalid argument")                                        \
+  X(ENOMEM, -5002, "out of memory")                                           \
+  X(ESTATE, -5003, "operation not valid in the current state")                \
+  X(ECPU, -5004, "cannot pin a worker thread to the requested CPU")           \
+  X(EADDR, -5005, "invalid or unsupported address")                           \
+  X(ETIMERFD, -5006, "cannot create the high-resolution release timer")       \
+  X(EPROTO, -5007, "protocol error")                                          \
+  X(ETHREAD, -5008, "cannot start a worker thread")
+
+typedef enum {
+#define NHB__ERR_ENUM(name, code, msg) NHB_##name = (code),
+  NHB_ERRNO_MAP(NHB__ERR_ENUM)
+#undef NHB__ERR_ENUM
+} nhb_errno_t;
+
+/* Returns the symbolic name ("EINVAL", "ECONNREFUSED") of an error code. */
+const char* nhb_err_name(int err);
+/* Returns a human-readable message for an error code. */
+const char* nhb_strerror(int err);
+
+/* ------------------------------------------------------------------------ */
+/* Histograms: the HdrHistogram bucket layout for 1 ns .. 60 s, 3 significant
+ * digits. The layout constants are fixed so that the Python side can hand the
+ * counts to the `hdrh` package index for index. */
+#define NHB_HIST_LOWEST 1ULL
+#define NHB_HIST_HIGHEST 60000000000ULL
+#define NHB_HIST_SIGFIG 3
+#define NHB_HIST_SUB_BUCKET_HALF_COUNT_MAGNITUDE 10
+#define NHB_HIST_SUB_BUCKET_COUNT 2048
+#define NHB_HIST_BUCKET_COUNT 26
+#define NHB_HIST_COUNTS_LEN ((NHB_HIST_BUCKET_COUNT + 1) * (NHB_HIST_SUB_BUCKET_COUNT / 2))
+
+typedef struct nhb_hist {
+  uint64_t total;
+  uint64_t min;
+  uint64_t max;
+  double sum;
+  double sumsq;
+  uint64_t counts[NHB_HIST_COUNTS_LEN];
+} nhb_hist;
+
+/* A streaming statistic: count, extremes and moments, no percentiles. */
+typedef struct nhb_stream {
+  uint64_t total;
+  uint64_t min;
+  uint64_t max;
+  double sum;
+  double sumsq;
+} nhb_stream;
+
+void nhb_hist_init(nhb_hist* h);
+void nhb_hist_record(nhb_hist* h, uint64_t value);
+void nhb_hist_add(nhb_hist* dst, const nhb_hist* src);
+size_t nhb_hist_index(uint64_t value);
+void nhb_stream_init(nhb_stream* s);
+void nhb_stream_record(nhb_stream* s, uint64_t value);
+void nhb_stream_add(nhb_stream* dst, const nhb_stream* src);
+
+/* ------------------------------------------------------------------------ */
+/* Statistics of a client run. The names follow Nighthawk's where Nighthawk has
+ * one, so that users find what they look for. */
+#define NHB_COUNTER_MAP(X)                                                 \
+  X(HTTP_1XX, "benchmark.http_1xx")                                      \
+  X(HTTP_2XX, "benchmark.http_2xx")                                      \
+  X(HTTP_3XX, "benchmark.http_3xx")                                      \
+  X(HTTP_4XX, "benchmark.http_4xx")                                      \
+  X(HTTP_5XX, "benchmark.http_5xx")                                      \
+  X(HTTP_XXX, "benchmark.http_xxx")                                      \
+  X(POOL_OVERFLOW, "benchmark.pool_overflow")                            \
+  X(POOL_CONNECTION_FAILURE, "benchmark.pool_connection_failure")        \
+  X(STREAM_RESETS, "benchmark.stream_resets")                            \
+  X(REQUEST_TIMEOUT, "benchmark.request_timeout")                        \
+  X(SEQUENCER_RELEASED, "sequencer.released")                            \
+  X(SEQUENCER_BLOCKED, "sequencer.blocked")                              \
+  X(GRACEFUL_STOP_REQUESTED, "graceful_stop_requested")                  \
+  X(UPSTREAM_RQ_TOTAL, "upstream_rq_total")                              \
+  X(UPSTREAM_RQ_PENDING_TOTAL, "upstream_rq_pending_total")              \
+  X(UPSTREAM_RQ_PENDING_OVERFLOW, "upstream_rq_pending_overflow")        \
+  X(UPSTREAM_RQ_CANCELLED, "upstream_rq_cancelled")                      \
+  X(UPSTREAM_CX_TOTAL, "upstream_cx_total")                              \
+  X(UPSTREAM_CX_HTTP1_TOTAL, "upstream_cx_http1_total")                  \
+  X(UPSTREAM_CX_CONNECT_FAIL, "upstream_cx_connect_fail")                \
+  X(UPSTREAM_CX_CONNECT_TIMEOUT, "upstream_cx_connect_timeout")          \
+  X(UPSTREAM_CX_DESTROY_REMOTE, "upstream_cx_destroy_remote")            \
+  X(UPSTREAM_CX_PROTOCOL_ERROR, "upstream_cx_protocol_error")            \
+  X(UPSTREAM_CX_RX_BYTES_TOTAL, "upstream_cx_rx_bytes_total")            \
+  X(UPSTREAM_CX_TX_BYTES_TOTAL, "upstream_cx_tx_bytes_total")
+
+typedef enum {
+#define NHB__CTR_ENUM(name, str) NHB_CTR_##name,
+  NHB_COUNTER_MAP(NHB__CTR_ENUM)
+#undef NHB__CTR_ENUM
+  NHB_CTR_COUNT
+} nhb_counter_t;
+
+#define NHB_HISTOGRAM_MAP(X)                                                        \
+  X(QUEUE_TO_CONNECT, "benchmark_http_client.queue_to_connect")                   \
+  X(REQUEST_TO_RESPONSE, "benchmark_http_client.request_to_response")             \
+  X(LATENCY_1XX, "benchmark_http_client.latency_1xx")                             \
+  X(LATENCY_2XX, "benchmark_http_client.latency_2xx")                             \
+  X(LATENCY_3XX, "benchmark_http_client.latency_3xx")                             \
+  X(LATENCY_4XX, "benchmark_http_client.latency_4xx")                             \
+  X(LATENCY_5XX, "benchmark_http_client.latency_5xx")                             \
+  X(LATENCY_XXX, "benchmark_http_client.latency_xxx")                             \
+  X(SCHEDULED_TO_RESPONSE, "benchmark_http_client.scheduled_to_response")         \
+  X(SEQUENCER_CALLBACK, "sequencer.callback")                                     \
+  X(SEQUENCER_BLOCKING, "sequencer.blocking")                                     \
+  X(RELEASE_LATENESS, "sequencer.release_lateness")
+
+typedef enum {
+#define NHB__HIST_ENUM(name, str) NHB_HIST_##name,
+  NHB_HISTOGRAM_MAP(NHB__HIST_ENUM)
+#undef NHB__HIST_ENUM
+  NHB_HIST_COUNT
+} nhb_histogram_t;
+
+#define NHB_STREAM_MAP(X)                                                   \
+  X(RESPONSE_HEADER_SIZE, "benchmark_http_client.response_header_size")   \
+  X(RESPONSE_BODY_SIZE, "benchmark_http_client.response_body_size")
+
+typedef enum {
+#define NHB__STREAM_ENUM(name, str) NHB_STREAM_##name,
+  NHB_STREAM_MAP(NHB__STREAM_ENUM)
+#undef NHB__STREAM_ENUM
+  NHB_STREAM_COUNT
+} nhb_stream_t;
+
+extern const char* const nhb_counter_names[NHB_CTR_COUNT];
+extern const char* const nhb_histogram_names[NHB_HIST_COUNT];
+extern const char* const nhb_stream_names[NHB_STREAM_COUNT];
+/* Returns the counter index for a name, or -1. */
+int nhb_counter_lookup(const char* name);
+
+/* Everything one worker (or the merged run) measured. */
+typedef struct nhb_stats {
+  uint64_t execution_start_ns; /* CLOCK_REALTIME of the first scheduled release */
+  uint64_t execution_duration_ns;
+  uint64_t counters[NHB_CTR_COUNT];
+  nhb_hist* hists[NHB_HIST_COUNT];
+  nhb_stream streams[NHB_STREAM_COUNT];
+} nhb_stats;
+
+/* ------------------------------------------------------------------------ */
+/* Client runs. */
+typedef enum {
+  NHB_IDLE_SPIN = 0,
+  NHB_IDLE_POLL = 1,
+  NHB_IDLE_SLEEP = 2
+} nhb_idle_strategy_t;
+
+typedef struct nhb_predicate {
+  int counter; /* nhb_counter_t */
+  uint64_t threshold;
+} nhb_predicate;
+
+#define NHB_MAX_PREDICATES 32
+
+typedef struct nhb_client_config {
+  /* Target. `addr` is a struct sockaddr_in or sockaddr_in6. */
+  unsigned char addr[28];
+  unsigned addr_len;
+  /* The request, rendered once; shared read-only by every worker. */
+  const char* request;
+  size_t request_len;
+  int head_request;
+  /* Workers: one per entry, pinned to that CPU (or unpinned when -1). */
+  int nworkers;
+  const int* cpus;
+  /* Load shape, per worker. */
+  double rps; /* 0 = closed loop as fast as connections allow */
+  uint32_t burst_size;
+  uint32_t connections;
+  uint32_t max_pending_requests;
+  uint64_t max_requests_per_connection; /* 0 = unlimited */
+  int prefetch_connections;
+  int open_loop;
+  nhb_idle_strategy_t idle_strategy;
+  /* Times, in nanoseconds. duration < 0 means no duration. */
+  int64_t duration_ns;
+  uint64_t connect_timeout_ns;
+  uint64_t request_timeout_ns; /* 0 = none */
+  uint64_t drain_timeout_ns;
+  uint64_t start_delay_ns;
+  /* Predicates: counter > threshold. */
+  int n_termination;
+  nhb_predicate termination[NHB_MAX_PREDICATES];
+  int n_failure;
+  nhb_predicate failure[NHB_MAX_PREDICATES];
+} nhb_client_config;
+
+typedef enum {
+  NHB_END_NONE = 0,
+  NHB_END_DURATION,
+  NHB_END_STOP,
+  NHB_END_TERMINATION_PREDICATE,
+  NHB_END_FAILURE_PREDICATE,
+  NHB_END_ERROR
+} nhb_end_reason_t;
+
+typedef struct nhb_run nhb_run;
+
+/* Validates the config and prepares a run; nothing starts yet. The config is
+ * copied, but `request` must stay valid until nhb_run_destroy(). */
+int nhb_run_create(const nhb_client_config* config, nhb_run** out);
+/* Starts the workers and returns at once. */
+int nhb_run_start(nhb_run* run);
+/* Waits up to timeout_s seconds (negative = forever). Returns 1 when the run
+ * has finished and its statistics are final, 0 on time-out. */
+int nhb_run_wait(nhb_run* run, double timeout_s);
+/* Asks the run to stop gracefully. Thread-safe and idempotent. */
+void nhb_run_stop(nhb_run* run);
+/* A live snapshot: counters summed over workers, refreshed about every 10 ms. */
+void nhb_run_progress(nhb_run* run, uint64_t counters[NHB_CTR_COUNT], double* elapsed_s);
+/* After the run finished: per-worker and merged statistics. */
+int nhb_run_worker_count(const nhb_run* run);
+const nhb_stats* nhb_run_worker_stats(const nhb_run* run, int index);
+const nhb_stats* nhb_run_global_stats(const nhb_run* run);
+nhb_end_reason_t nhb_run_end_reason(const nhb_run* run);
+/* The counter of the predicate that ended the run, or -1. */
+int nhb_run_end_counter(const nhb_run* run);
+/* Failure predicates that fired: a bit per entry of config.failure. */
+uint64_t nhb_run_failed_predicates(const nhb_run* run);
+/* The first connection or protocol error the run saw, "" if none. */
+const char* nhb_run_first_error(const nhb_run* run);
+void nhb_run_destroy(nhb_run* run);
+
+/* ------------------------------------------------------------------------ */
+/* The test server. */
+#define NHB_SERVER_MAX_LISTEN 16
+
+typedef struct nhb_server_config {
+  int nlisten;
+  unsigned char listen_addr[NHB_SERVER_MAX_LISTEN][28];
+  unsigned listen_addr_len[NHB_SERVER_MAX_LISTEN];
+  int nworkers;
+  const int* cpus; /* nworkers entries, -1 = unpinned; may be NULL */
+  uint64_t response_body_size;
+  uint64_t static_delay_ns;
+  /* Extra response header lines, already rendered: "name: value\r\n"... */
+  const char* extra_headers;
+  size_t extra_headers_len;
+} nhb_server_config;
+
+typedef struct nhb_server_stats {
+  uint64_t requests;
+  uint64_t connections_total;
+  uint64_t connections_active;
+  uint64_t rx_bytes;
+  uint64_t tx_bytes;
+  uint64_t bad_requests;
+} nhb_server_stats;
+
+typedef struct nhb_server nhb_server;
+
+int nhb_server_create(const nhb_server_config* config, nhb_server** out);
+/* Binds every listen address and starts the workers. */
+int nhb_server_start(nhb_server* server);
+/* The bound address of listener i (port 0 resolved), as a sockaddr. */
+int nhb_server_address(const nhb_server* server, int i, void* addr, unsigned* addr_len);
+void nhb_server_stats_get(const nhb_server* server, nhb_server_stats* out);
+/* Stops accepting, closes connections and joins the workers. */
+void nhb_server_stop(nhb_server* server);
+void nhb_server_destroy(nhb_server* server);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* NHB_H */

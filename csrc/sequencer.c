@@ -1,0 +1,219 @@
+/* sequencer.c: releases requests on a precise schedule.
+ *
+ * Release k of a worker is due at start + floor(k / burst) * burst * interval,
+ * always computed from the start time, so that lateness never accumulates as
+ * drift. Each release records its lateness (actual - scheduled).
+ *
+ * libuv's timers have millisecond granularity, which is far too coarse at
+ * thousands of requests per second, so the wake-up for the next release is one
+ * of three idle strategies (Nighthawk's names):
+ *   poll:  a timerfd armed at the absolute deadline and watched by the loop;
+ *          precise to tens of microseconds and costs nothing while idle.
+ *   spin:  a uv_idle handle keeps the loop polling without sleeping; the most
+ *          precise and burns a whole CPU.
+ *   sleep: a libuv millisecond timer; the cheapest and up to ~1 ms late.
+ *
+ * When a due release finds no capacity, a closed-loop sequencer blocks until a
+ * connection frees up (the wait goes to sequencer.blocking, and the requests
+ * keep their scheduled times, so the scheduled-time latency includes it); an
+ * open-loop sequencer drops the release and counts it in benchmark.pool_overflow.
+ */
+#include <math.h>
+
+#include "client.h"
+
+static void begin_stop_at(nhb__worker* w, uint64_t t);
+
+static uint64_t scheduled_time(const nhb__worker* w, uint64_t k) {
+  uint64_t burst = w->run->config.burst_size ? w->run->config.burst_size : 1;
+  uint64_t slot = (k / burst) * burst;
+  return w->start_ns + (uint64_t)llround((double)slot * w->interval_ns);
+}
+
+static void on_release_poll(uv_poll_t* handle, int status, int events) {
+  NHB__UNUSED(status);
+  NHB__UNUSED(events);
+  nhb__worker* w = (nhb__worker*)handle->data;
+  nhb__timerfd_drain(w->release_fd);
+  w->release_armed = 0;
+  nhb__sequencer_run(w);
+}
+
+static void on_release_spin(uv_idle_t* handle) {
+  nhb__worker* w = (nhb__worker*)handle->data;
+  if (nhb__now_ns() >= scheduled_time(w, w->next_index)) nhb__sequencer_run(w);
+}
+
+static void on_release_sleep(uv_timer_t* handle) {
+  nhb__worker* w = (nhb__worker*)handle->data;
+  w->release_armed = 0;
+  nhb__sequencer_run(w);
+}
+
+int nhb__sequencer_init(nhb__worker* w) {
+  const nhb_client_config* cfg = &w->run->config;
+  w->release_fd = -1;
+  switch (cfg->idle_strategy) {
+    case NHB_IDLE_POLL: {
+      int fd = nhb__timerfd_create();
+      if (fd < 0) return fd;
+      w->release_fd = fd;
+      int r = uv_poll_init(&w->loop, &w->release_poll, fd);
+      if (r < 0) return r;
+      w->release_poll.data = w;
+      return uv_poll_start(&w->release_poll, UV_READABLE, on_release_poll);
+    }
+    case NHB_IDLE_SPIN:
+      w->release_spin.data = w;
+      return uv_idle_init(&w->loop, &w->release_spin);
+    case NHB_IDLE_SLEEP:
+      w->release_sleep.data = w;
+      return uv_timer_init(&w->loop, &w->release_sleep);
+  }
+  return NHB_EINVAL;
+}
+
+/* Arranges a wake-up at `deadline` (monotonic ns). */
+static void arm(nhb__worker* w, uint64_t deadline) {
+  switch (w->run->config.idle_strategy) {
+    case NHB_IDLE_POLL:
+      nhb__timerfd_arm(w->release_fd, deadline);
+      w->release_armed = 1;
+      break;
+    case NHB_IDLE_SPIN:
+      if (!uv_is_active((uv_handle_t*)&w->release_spin))
+        uv_idle_start(&w->release_spin, on_release_spin);
+      break;
+    case NHB_IDLE_SLEEP: {
+      uint64_t now = nhb__now_ns();
+      uint64_t ms = deadline > now ? (deadline - now + NHB__NS_PER_MS - 1) / NHB__NS_PER_MS : 0;
+      uv_update_time(&w->loop);
+      uv_timer_start(&w->release_sleep, on_release_sleep, ms, 0);
+      w->release_armed = 1;
+      break;
+    }
+  }
+}
+
+/* Stops the wake-ups while the sequencer waits for capacity. */
+static void disarm(nhb__worker* w) {
+  switch (w->run->config.idle_strategy) {
+    case NHB_IDLE_POLL:
+      if (w->release_armed) nhb__timerfd_arm(w->release_fd, UINT64_MAX / 2);
+      break;
+    case NHB_IDLE_SPIN:
+      uv_idle_stop(&w->release_spin);
+      break;
+    case NHB_IDLE_SLEEP:
+      uv_timer_stop(&w->release_sleep);
+      break;
+  }
+  w->release_armed = 0;
+}
+
+static void release_max_rate(nhb__worker* w, uint64_t now) {
+  /* Closed loop as fast as the connections allow: every free connection gets
+   * a request at once; the "schedule" is the release itself. */
+  while (!w->stopping && !w->finishing && nhb__pool_has_connection(w)) {
+    nhb__pool_dispatch(w, now, now);
+    w->released++;
+    w->stats.counters[NHB_CTR_SEQUENCER_RELEASED]++;
+  }
+}
+
+void nhb__sequencer_run(nhb__worker* w) {
+  if (w->stopping || w->finishing) return;
+  uint64_t now = nhb__now_ns();
+  nhb_stats* st = &w->stats;
+  const int open_loop = w->run->config.open_loop;
+
+  if (w->interval_ns <= 0) {
+    if (now < w->start_ns) {
+      arm(w, w->start_ns);
+    } else if (now >= w->end_ns) {
+      begin_stop_at(w, w->end_ns);
+    } else {
+      disarm(w);
+      release_max_rate(w, now);
+    }
+    return;
+  }
+
+  for (;;) {
+    uint64_t t = scheduled_time(w, w->next_index);
+    if (t >= w->end_ns) {
+      if (w->blocked) nhb_hist_record(st->hists[NHB_HIST_SEQUENCER_BLOCKING], now - w->blocked_since_ns);
+      w->blocked = 0;
+      disarm(w);
+      begin_stop_at(w, w->end_ns);
+      return;
+    }
+    if (t > now) {
+      arm(w, t);
+      return;
+    }
+    if (nhb__pool_dispatch(w, t, now)) {
+      if (w->blocked) {
+        nhb_hist_record(st->hists[NHB_HIST_SEQUENCER_BLOCKING], now - w->blocked_since_ns);
+        w->blocked = 0;
+      }
+      nhb_hist_record(st->hists[NHB_HIST_RELEASE_LATENESS], now - t);
+      st->counters[NHB_CTR_SEQUENCER_RELEASED]++;
+    } else if (open_loop) {
+      /* No back-pressure: the release is lost, loudly. */
+      st->counters[NHB_CTR_POOL_OVERFLOW]++;
+      st->counters[NHB_CTR_UPSTREAM_RQ_PENDING_OVERFLOW]++;
+    } else {
+      if (!w->blocked) {
+        w->blocked = 1;
+        w->blocked_since_ns = now;
+        st->counters[NHB_CTR_SEQUENCER_BLOCKED]++;
+      }
+      disarm(w);
+      return; /* a freed connection calls us again */
+    }
+    w->next_index++;
+    w->released++;
+    if (w->stopping || w->finishing) return;
+  }
+}
+
+static void begin_stop_at(nhb__worker* w, uint64_t t) {
+  if (w->stopping) return;
+  w->stopping = 1;
+  uint64_t now = nhb__now_ns();
+  w->stats.execution_duration_ns = (t > w->start_ns ? t : now) - w->start_ns;
+  w->drain_deadline_ns = now + w->run->config.drain_timeout_ns;
+  nhb__worker_maybe_finish(w);
+}
+
+void nhb__sequencer_stop_now(nhb__worker* w, uint64_t drain_ns) {
+  if (w->stopping) return;
+  uint64_t now = nhb__now_ns();
+  if (w->blocked) {
+    nhb_hist_record(w->stats.hists[NHB_HIST_SEQUENCER_BLOCKING], now - w->blocked_since_ns);
+    w->blocked = 0;
+  }
+  w->stopping = 1;
+  disarm(w);
+  /* The run lasted until now, or until its scheduled end if that came first
+   * (the housekeeping timer notices the end up to 10 ms late). */
+  uint64_t end = now < w->end_ns ? now : w->end_ns;
+  w->stats.execution_duration_ns = end > w->start_ns ? end - w->start_ns : 0;
+  w->drain_deadline_ns = now + drain_ns;
+  nhb__worker_maybe_finish(w);
+}
+
+void nhb__sequencer_close(nhb__worker* w) {
+  switch (w->run->config.idle_strategy) {
+    case NHB_IDLE_POLL:
+      uv_close((uv_handle_t*)&w->release_poll, NULL);
+      break;
+    case NHB_IDLE_SPIN:
+      uv_close((uv_handle_t*)&w->release_spin, NULL);
+      break;
+    case NHB_IDLE_SLEEP:
+      uv_close((uv_handle_t*)&w->release_sleep, NULL);
+      break;
+  }
+}

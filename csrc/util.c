@@ -1,0 +1,74 @@
+/* util.c: thread pinning, the release timer, and the statistic name tables. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+const char* const nhb_counter_names[NHB_CTR_COUNT] = {
+#define NHB__CTR_NAME(name, str) str,
+    NHB_COUNTER_MAP(NHB__CTR_NAME)
+#undef NHB__CTR_NAME
+};
+
+const char* const nhb_histogram_names[NHB_HIST_COUNT] = {
+#define NHB__HIST_NAME(name, str) str,
+    NHB_HISTOGRAM_MAP(NHB__HIST_NAME)
+#undef NHB__HIST_NAME
+};
+
+const char* const nhb_stream_names[NHB_STREAM_COUNT] = {
+#define NHB__STREAM_NAME(name, str) str,
+    NHB_STREAM_MAP(NHB__STREAM_NAME)
+#undef NHB__STREAM_NAME
+};
+
+int nhb_counter_lookup(const char* name) {
+  for (int i = 0; i < NHB_CTR_COUNT; i++)
+    if (strcmp(nhb_counter_names[i], name) == 0) return i;
+  return -1;
+}
+
+int nhb__pin_thread(int cpu) {
+  /* The kernel may defer a sleeping thread's wake-up by its timer slack (50 us
+   * by default) to batch wake-ups; release timing wants it as exact as it can
+   * be, so the slack is set to its minimum for every engine thread. */
+  prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
+  if (cpu < 0) return 0;
+  if (cpu >= CPU_SETSIZE) return NHB_ECPU;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  return pthread_setaffinity_np(pthread_self(), sizeof(set), &set) == 0 ? 0 : NHB_ECPU;
+}
+
+int nhb__timerfd_create(void) {
+  int fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+  return fd >= 0 ? fd : NHB_ETIMERFD;
+}
+
+int nhb__timerfd_arm(int fd, uint64_t deadline_ns) {
+  struct itimerspec its;
+  memset(&its, 0, sizeof(its));
+  /* A zero it_value would disarm the timer; a deadline in the past must fire
+   * at once instead, so it is clamped to 1 ns after the epoch. */
+  if (deadline_ns == 0) deadline_ns = 1;
+  its.it_value.tv_sec = (time_t)(deadline_ns / NHB__NS_PER_S);
+  its.it_value.tv_nsec = (long)(deadline_ns % NHB__NS_PER_S);
+  return timerfd_settime(fd, TFD_TIMER_ABSTIME, &its, NULL) == 0 ? 0 : -errno;
+}
+
+void nhb__timerfd_drain(int fd) {
+  uint64_t expirations;
+  ssize_t n;
+  do {
+    n = read(fd, &expirations, sizeof(expirations));
+  } while (n < 0 && errno == EINTR);
+}
