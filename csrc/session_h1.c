@@ -27,8 +27,12 @@ static int h1_on_header_bytes(llhttp_t* p, const char* at, size_t len) {
 
 static int h1_on_headers_complete(llhttp_t* p) {
   nhb__conn* c = CONN_OF(p);
-  /* Returning 1 tells llhttp that this response has no body. */
-  return c->worker->run->config.head_request ? 1 : 0;
+  int status = llhttp_get_status_code(p);
+  /* Returning 1 tells llhttp that this response has no body. llhttp leaves it
+   * to the caller to know which ones: responses to HEAD, 1xx, 204 and 304
+   * (RFC 9112 section 6.3), whatever their Content-Length says. */
+  if (c->worker->run->config.head_request || status < 200 || status == 204 || status == 304) return 1;
+  return 0;
 }
 
 static int h1_on_body(llhttp_t* p, const char* at, size_t len) {
