@@ -6,6 +6,8 @@
 #include "register.hpp"
 #include "stats_convert.hpp"
 
+#include <pybind11/stl.h>
+
 extern "C" {
 #include "nhb.h"
 }
