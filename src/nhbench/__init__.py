@@ -1,0 +1,68 @@
+"""nhbench: an L7 HTTP load tester with a C core.
+
+It does what Envoy's Nighthawk client does, with the same option names, statistics and
+output shape, and reports an exact, coordinated-omission-correct latency::
+
+    import nhbench
+
+    with nhbench.TestServer() as server:
+        result = nhbench.run(server.url, rps=1000, duration="5s")
+    print(result.latency.p(99), result.counters["benchmark.http_2xx"], result.achieved_rps)
+
+Everything public is importable from here; the modules with a leading underscore are
+implementation. Importing nhbench does not load the compiled extension: that happens when a
+run or a test server starts.
+"""
+
+from ._exceptions import (
+    CoreError,
+    CoreUnavailableError,
+    NHBenchError,
+    OptionsError,
+    ResolveError,
+    RunError,
+    ServerError,
+)
+from ._options import DEFAULT_PERCENTILES, Options, format_validation_error, parse_duration
+from ._output import render, render_human, render_json
+from ._predicates import DEFAULT_FAILURE_PREDICATES
+from ._progress import Progress, ProgressLine
+from ._result import Counter, Counters, Percentile, Result, Statistic, WorkerResult
+from ._run import Benchmark, run
+from ._server import ServerOptions, TestServer
+from ._version import __version__
+
+__all__ = [
+    "__version__",
+    # running
+    "run",
+    "Benchmark",
+    "Options",
+    "Progress",
+    "ProgressLine",
+    "DEFAULT_FAILURE_PREDICATES",
+    "DEFAULT_PERCENTILES",
+    "parse_duration",
+    "format_validation_error",
+    # results
+    "Result",
+    "WorkerResult",
+    "Statistic",
+    "Percentile",
+    "Counter",
+    "Counters",
+    "render",
+    "render_human",
+    "render_json",
+    # test server
+    "TestServer",
+    "ServerOptions",
+    # exceptions
+    "NHBenchError",
+    "OptionsError",
+    "CoreUnavailableError",
+    "RunError",
+    "ResolveError",
+    "CoreError",
+    "ServerError",
+]

@@ -1,0 +1,70 @@
+"""Exceptions raised by nhbench.
+
+Every exception nhbench raises on purpose derives from `NHBenchError`, so a caller can catch
+them all with one clause, and each one carries a message that fits on one line (the CLI
+prints it as is, after ``nhbench: error:``).
+
+Hierarchy::
+
+    NHBenchError
+    ├── OptionsError            invalid options (also a ValueError); `.option` names the option
+    ├── CoreUnavailableError    the compiled extension nhbench._core cannot be imported
+    │                           (also an ImportError)
+    ├── RunError                the benchmark could not be carried out
+    │   ├── ResolveError        the target host name did not resolve
+    │   └── CoreError           the C core rejected the configuration or failed to start
+    └── ServerError             the test server could not be started or did not answer
+
+A run that *did* happen but went badly (connection refused, error responses) is not an
+exception: it returns a `Result` whose failure predicates fired, because the counters and
+latencies collected until then are still worth reporting.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "NHBenchError",
+    "OptionsError",
+    "CoreUnavailableError",
+    "RunError",
+    "ResolveError",
+    "CoreError",
+    "ServerError",
+]
+
+
+class NHBenchError(Exception):
+    """Base class of every exception nhbench raises on purpose."""
+
+
+class OptionsError(NHBenchError, ValueError):
+    """An option has an invalid value.
+
+    It is a ValueError too, so code that validates input generically still catches it.
+    `option` is the name of the offending option (Python spelling), or None when the problem
+    concerns several options at once.
+    """
+
+    def __init__(self, message: str, option: str | None = None) -> None:
+        super().__init__(message)
+        self.option = option
+
+
+class CoreUnavailableError(NHBenchError, ImportError):
+    """The compiled extension ``nhbench._core`` is missing or does not load."""
+
+
+class RunError(NHBenchError):
+    """The benchmark could not be carried out at all."""
+
+
+class ResolveError(RunError):
+    """The host name in the URI did not resolve to an address of the wanted family."""
+
+
+class CoreError(RunError):
+    """The C core refused the configuration or could not start its workers."""
+
+
+class ServerError(NHBenchError):
+    """The test server could not be started, or it stopped answering."""

@@ -1,0 +1,720 @@
+"""`Options`: every setting of a run, validated, with Nighthawk's names.
+
+Python spells the options in snake_case (``max_pending_requests``); the CLI spells the same
+options as Nighthawk's flags (``--max-pending-requests``). Everything is validated here, once,
+so the C core only ever sees sane values, and every error names the option and the allowed
+range (see `format_validation_error`).
+
+Units and conventions:
+
+* Times (``duration``, ``timeout``, ``request_timeout``, ``drain_timeout``, ``start_delay``)
+  are seconds as floats; strings with a unit are accepted too: ``"5"``, ``"5s"``,
+  ``"500ms"``, ``"250us"``, ``"2m"``, ``"1h"``.
+* ``rps`` and ``connections`` are per worker, as in Nighthawk: ``concurrency=4, rps=1000``
+  asks for 4000 requests per second in total.
+* ``percentiles`` are percentages, the way people type them (``50, 90, 99, 99.9``): the same
+  convention as `Statistic.p` (``result.latency.p(99)``). The output reports them as
+  Nighthawk does, as fractions (``"percentile": 0.99``), exactly at the asked points.
+"""
+
+from __future__ import annotations
+
+import difflib
+import ipaddress
+import math
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Literal
+from urllib.parse import quote, urlsplit
+
+import annotated_types
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from ._exceptions import OptionsError
+from ._predicates import DEFAULT_FAILURE_PREDICATES, parse_predicates
+from ._request import METHODS, parse_header
+
+__all__ = [
+    "Options",
+    "Target",
+    "DEFAULT_PERCENTILES",
+    "affinity_cpus",
+    "format_cpu_list",
+    "format_validation_error",
+    "make_options",
+    "parse_cpu_list",
+    "parse_duration",
+    "parse_uri",
+]
+
+UINT32_MAX = 2**32 - 1
+DEFAULT_DURATION = 5.0
+DEFAULT_PERCENTILES: tuple[float, ...] = (50.0, 75.0, 90.0, 99.0, 99.9, 99.99)
+# The request (head and body) is rendered once and kept in memory by every worker; 64 MiB is
+# far beyond any sensible load-test body while keeping a typo from allocating gigabytes.
+MAX_REQUEST_BODY_SIZE = 64 * 1024 * 1024
+
+Method = Literal["GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH", "TRACE", "CONNECT"]
+assert set(METHODS) == set(Method.__args__)  # type: ignore[attr-defined]
+
+
+# --------------------------------------------------------------------------------------------
+# Parsers for the value syntaxes the options accept. Their ValueError messages are written to
+# follow "<option>: " directly, so they read well both from Python and from the CLI.
+# --------------------------------------------------------------------------------------------
+
+_DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ns|us|µs|ms|s|m|h)?\s*$")
+_UNIT_SECONDS = {
+    None: 1.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9, "m": 60.0, "h": 3600.0,
+}
+
+
+def parse_duration(value: object) -> float:
+    """Return a duration in seconds from ``5``, ``2.5``, ``"5s"``, ``"500ms"``, ``"2m"``…
+
+    A bare number is seconds (Nighthawk's ``--duration 5``). Negative values are returned
+    as they are, so that the range check of the option reports them with its own bounds.
+    """
+    if isinstance(value, bool):
+        # bool is an int subclass; True seconds is never what anyone meant.
+        raise ValueError(f"must be a duration such as 5, 5s, 500ms or 2m (got {value!r})")
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    if isinstance(value, (int, float)):
+        if math.isnan(value) or math.isinf(value):
+            raise ValueError(f"must be a finite duration (got {value!r})")
+        return float(value)
+    if isinstance(value, str):
+        text = value.strip()
+        negative = text.startswith("-")
+        match = _DURATION_RE.match(text[1:] if negative else text)
+        if match:
+            seconds = float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+            return -seconds if negative else seconds
+    raise ValueError(f"must be a duration such as 5, 5s, 500ms or 2m (got {value!r})")
+
+
+def affinity_cpus() -> list[int]:
+    """The CPUs this process may run on (its affinity mask), sorted."""
+    try:
+        return sorted(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux: no affinity API, assume all CPUs
+        return list(range(os.cpu_count() or 1))
+
+
+def format_cpu_list(cpus: object) -> str:
+    """Format CPU ids compactly as a cpu list string: ``[0, 1, 2, 5]`` -> ``"0-2,5"``."""
+    ids = sorted(set(cpus))  # type: ignore[call-overload]
+    parts: list[str] = []
+    i = 0
+    while i < len(ids):
+        j = i
+        while j + 1 < len(ids) and ids[j + 1] == ids[j] + 1:
+            j += 1
+        parts.append(str(ids[i]) if i == j else f"{ids[i]}-{ids[j]}")
+        i = j + 1
+    return ",".join(parts)
+
+
+def parse_cpu_list(value: object) -> list[int]:
+    """Parse a cpu list (``"2,4-7"``, the taskset/cpuset syntax) or a list of ints.
+
+    Order is kept and duplicates are dropped: the order decides which worker runs where.
+    """
+    if isinstance(value, bool):
+        raise ValueError(f"must be a CPU list such as 0,2-3 (got {value!r})")
+    if isinstance(value, int):
+        value = [value]
+    cpus: list[int] = []
+    if isinstance(value, str):
+        if not value.strip():
+            raise ValueError("must be a CPU list such as 0,2-3 (got an empty string)")
+        for part in value.split(","):
+            part = part.strip()
+            match = re.fullmatch(r"(\d+)(?:\s*-\s*(\d+))?", part)
+            if not match:
+                raise ValueError(f"must be a CPU list such as 0,2-3 (got {value!r})")
+            first = int(match.group(1))
+            last = int(match.group(2)) if match.group(2) is not None else first
+            if last < first:
+                raise ValueError(f"range {part!r} goes backwards (got {value!r})")
+            cpus.extend(range(first, last + 1))
+    else:
+        try:
+            items = list(value)  # type: ignore[call-overload]
+        except TypeError:
+            raise ValueError(f"must be a CPU list such as 0,2-3 (got {value!r})") from None
+        for item in items:
+            if isinstance(item, bool) or not isinstance(item, int) or item < 0:
+                raise ValueError(f"CPU ids must be integers >= 0 (got {value!r})")
+            cpus.append(item)
+    if not cpus:
+        raise ValueError("must name at least one CPU")
+    return list(dict.fromkeys(cpus))
+
+
+@dataclass(frozen=True)
+class Target:
+    """The parts of the URI the run needs."""
+
+    scheme: str
+    host: str  # host name or IP literal, without brackets
+    port: int
+    path: str  # request-target: path plus ?query, never empty
+    authority: str  # the Host header value: host, plus :port when not the default
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.scheme}://{host}:{self.port}{self.path}"
+
+
+_HOSTNAME_RE = re.compile(
+    r"^(?=.{1,253}\.?$)[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?"
+    r"(?:\.[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?)*\.?$"
+)
+
+
+def parse_uri(uri: object) -> Target:
+    """Check the URI and split it into what the run needs.
+
+    Only ``http://`` is supported for now; ``https://`` and HTTP/2 come with the TLS work.
+    """
+    if not isinstance(uri, str) or not uri.strip():
+        raise ValueError("must be a URL such as http://127.0.0.1:8080/")
+    if any(ch.isspace() or ord(ch) < 0x20 or ord(ch) == 0x7F for ch in uri):
+        raise ValueError(f"must not contain spaces or control characters (got {uri!r})")
+    if "://" not in uri:
+        # Suggest the fix only when the text looks like a host[:port][/path] that just lacks
+        # the scheme; for anything else (such as "http//x") the suggestion would be nonsense.
+        if "//" not in uri and re.match(r"^[A-Za-z0-9.\[\]:_-]+(/|$)", uri):
+            raise ValueError(f"must start with http://, e.g. http://{uri} (got {uri!r})")
+        raise ValueError(f"must start with http:// (got {uri!r})")
+    try:
+        parts = urlsplit(uri)
+        port = parts.port
+    except ValueError as exc:
+        raise ValueError(f"malformed URL ({exc}) (got {uri!r})") from None
+    scheme = parts.scheme.lower()
+    if scheme == "https":
+        raise ValueError(
+            f"https:// is not supported yet (TLS and HTTP/2 come in a later release); "
+            f"use http:// (got {uri!r})"
+        )
+    if scheme != "http":
+        raise ValueError(f"unsupported scheme {scheme + '://'!r}, only http:// is supported")
+    if parts.username is not None or parts.password is not None:
+        raise ValueError(f"user information in the URL is not supported (got {uri!r})")
+    host = parts.hostname
+    if not host:
+        raise ValueError(f"malformed URL: no host (got {uri!r})")
+    if ":" in host:
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            raise ValueError(f"malformed URL: bad IPv6 address {host!r} (got {uri!r})") from None
+    elif not _HOSTNAME_RE.match(host):
+        raise ValueError(f"malformed URL: bad host name {host!r} (got {uri!r})")
+    if port == 0:
+        raise ValueError(f"port must be in 1..65535 (got {uri!r})")
+    # Non-ASCII characters in the path are percent-encoded (as a browser would); everything
+    # already valid in a request-target, including existing %XX escapes, is left alone.
+    safe = "/%:@!$&'()*+,;=-._~"
+    path = quote(parts.path, safe=safe) or "/"
+    if parts.query:
+        path += "?" + quote(parts.query, safe=safe + "?")
+    bracketed = f"[{host}]" if ":" in host else host
+    authority = bracketed if port in (None, 80) else f"{bracketed}:{port}"
+    return Target(scheme=scheme, host=host, port=port or 80, path=path, authority=authority)
+
+
+def _lower(value: object) -> object:
+    return value.strip().lower() if isinstance(value, str) else value
+
+
+def _as_tuple(value: object) -> object:
+    # A single string given where a list is expected is one item, not a list of characters.
+    return (value,) if isinstance(value, str) else value
+
+
+def _percent_from_text(item: object) -> float:
+    if isinstance(item, bool):
+        raise ValueError
+    number = float(item)  # type: ignore[arg-type]
+    if not (0 < number <= 100) or math.isnan(number):
+        raise ValueError
+    return number
+
+
+# --------------------------------------------------------------------------------------------
+# The model.
+# --------------------------------------------------------------------------------------------
+
+
+class Options(BaseModel):
+    """All the options of a run. Construct with keywords; instances are immutable.
+
+    ``Options(uri="http://127.0.0.1:8080/", rps=1000, duration="10s")``
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=False)
+
+    uri: str = Field(
+        description="Target URL. Only http:// for now (https:// and HTTP/2 come later)."
+    )
+    rps: float = Field(
+        default=5.0, ge=0, allow_inf_nan=False,
+        description="Target requests per second, per worker. 0 = as fast as the connections "
+        "allow (closed loop).",
+    )
+    connections: int = Field(
+        default=100, ge=1, le=1_000_000,
+        description="Maximum concurrent connections, per worker.",
+    )
+    concurrency: int | Literal["auto"] = Field(
+        default=1,
+        description="Number of workers (threads with their own event loop, each pinned to "
+        "one CPU), or 'auto' for one per CPU in the process affinity mask.",
+    )
+    cpus: tuple[int, ...] | None = Field(
+        default=None,
+        description="CPUs to pin workers to, as a cpu list such as 2,4-7. Without "
+        "--concurrency, one worker per listed CPU.",
+    )
+    duration: float | None = Field(
+        default=None, gt=0,
+        description=f"How long to send requests, in seconds or with a unit (5s, 500ms, 2m). "
+        f"Default {DEFAULT_DURATION:g} s. Mutually exclusive with no_duration.",
+    )
+    no_duration: bool = Field(
+        default=False,
+        description="Run until a predicate fires or the run is stopped (SIGINT/SIGTERM). "
+        "The default failure predicates still apply.",
+    )
+    timeout: float = Field(
+        default=30.0, gt=0, le=3600,
+        description="Connection connect timeout in seconds.",
+    )
+    request_timeout: float = Field(
+        default=30.0, ge=0, le=3600,
+        description="Per-request timeout in seconds (0 = none); a timed-out request counts "
+        "in benchmark.request_timeout and its connection is closed.",
+    )
+    request_method: Method = Field(default="GET", description="Request method.")
+    request_header: tuple[str, ...] = Field(
+        default=(),
+        description="Extra request headers as 'name: value'; repeatable. A Host or "
+        "User-Agent header replaces nhbench's own.",
+    )
+    request_body_size: int = Field(
+        default=0, ge=0, le=MAX_REQUEST_BODY_SIZE,
+        description="Request body size in bytes; the body is that many 'a' characters.",
+    )
+    max_pending_requests: int = Field(
+        default=0, ge=0, le=UINT32_MAX,
+        description="Per worker: requests that may wait for a free connection "
+        "(0 = no client-side queueing).",
+    )
+    max_requests_per_connection: int = Field(
+        default=0, ge=0, le=UINT32_MAX,
+        description="Requests after which a connection is closed and replaced (0 = "
+        "unlimited; Nighthawk's default 4294967295 means the same).",
+    )
+    prefetch_connections: bool = Field(
+        default=False, description="Open all connections before the first request is released."
+    )
+    open_loop: bool = Field(
+        default=False,
+        description="No back-pressure: a release that finds no free connection queues (up to "
+        "max_pending_requests) or is dropped and counted in benchmark.pool_overflow, instead "
+        "of blocking the schedule.",
+    )
+    sequencer_idle_strategy: Literal["spin", "poll", "sleep"] = Field(
+        default="poll",
+        description="How a worker waits for the next release: 'poll' (default) arms a timerfd "
+        "watched by the event loop - sub-millisecond precise and cheap; 'spin' busy-polls - "
+        "most precise, burns the CPU; 'sleep' uses the loop's millisecond timer - cheapest, "
+        "coarsest.",
+    )
+    burst_size: int = Field(
+        default=0, ge=0, le=1_000_000,
+        description="Release requests in bursts of this size (0 or 1 = no bursting).",
+    )
+    failure_predicate: dict[str, int] = Field(
+        default_factory=dict,
+        description="'counter:threshold'; repeatable. The run stops and fails when the "
+        "counter exceeds the threshold. Added to (and overriding) the defaults "
+        + ", ".join(f"{k}:{v}" for k, v in DEFAULT_FAILURE_PREDICATES.items()) + ".",
+    )
+    termination_predicate: dict[str, int] = Field(
+        default_factory=dict,
+        description="'counter:threshold'; repeatable. The run stops (successfully) when the "
+        "counter exceeds the threshold.",
+    )
+    no_default_failure_predicates: bool = Field(
+        default=False, description="Do not add the default failure predicates."
+    )
+    percentiles: tuple[float, ...] = Field(
+        default=DEFAULT_PERCENTILES,
+        description="Percentiles to report, in percent (50,90,99.9). Reported exactly at "
+        "these points, plus min and max.",
+    )
+    output_format: Literal["human", "json"] = Field(default="human", description="Output format.")
+    output: str | None = Field(
+        default=None, description="Write the output to this file (atomically) instead of stdout."
+    )
+    label: tuple[str, ...] = Field(default=(), description="Labels kept in the output; repeatable.")
+    address_family: Literal["auto", "v4", "v6"] = Field(
+        default="auto",
+        description="Address family used when the host name resolves to several: 'auto' "
+        "prefers IPv4, then IPv6.",
+    )
+    drain_timeout: float = Field(
+        default=5.0, ge=0, le=3600,
+        description="After the duration ends, how long to wait for requests in flight.",
+    )
+    start_delay: float = Field(
+        default=0.2, ge=0, le=60,
+        description="Time between starting the workers and the first release (connections "
+        "are prefetched in it).",
+    )
+
+    # ---- value syntaxes -------------------------------------------------------------------
+
+    @model_validator(mode="before")
+    @classmethod
+    def _duration_default(cls, data: Any) -> Any:
+        # duration and no_duration are mutually exclusive, as in Nighthawk. The default of 5 s
+        # is filled in here rather than as a field default so that an explicit duration can
+        # be told apart from the default one, and so that a no_duration run echoes
+        # duration=None (which validates again, unlike duration=5 with no_duration=True).
+        if not isinstance(data, Mapping):
+            return data
+        if data.get("cpus") is not None and data.get("concurrency") is None:
+            # Listing CPUs without a worker count means one worker per listed CPU. Writing
+            # that down as concurrency="auto" keeps the echo of the options self-contained:
+            # it means the same thing when the echo is loaded again.
+            data = {**data, "concurrency": "auto"}
+        no_duration = data.get("no_duration", False)
+        if no_duration in (True, 1, "1") or (
+            isinstance(no_duration, str) and no_duration.strip().lower() in ("true", "yes", "on")
+        ):
+            if data.get("duration") is not None:
+                raise PydanticCustomError(
+                    "options_conflict",
+                    "{a}: mutually exclusive with {b}",
+                    {"a": "no_duration", "b": "duration"},
+                )
+        elif data.get("duration") is None:
+            data = {**data, "duration": DEFAULT_DURATION}
+        return data
+
+    @field_validator("uri", mode="before")
+    @classmethod
+    def _check_uri(cls, value: object) -> object:
+        parse_uri(value)
+        return value.strip() if isinstance(value, str) else value
+
+    @field_validator(
+        "duration", "timeout", "request_timeout", "drain_timeout", "start_delay", mode="before"
+    )
+    @classmethod
+    def _parse_duration(cls, value: object) -> object:
+        return None if value is None else parse_duration(value)
+
+    @field_validator("concurrency", mode="before")
+    @classmethod
+    def _parse_concurrency(cls, value: object) -> object:
+        if isinstance(value, str) and value.strip().lower() == "auto":
+            return "auto"
+        try:
+            if isinstance(value, bool) or isinstance(value, float) and not value.is_integer():
+                raise ValueError
+            number = int(value)  # type: ignore[call-overload]
+        except (TypeError, ValueError):
+            raise ValueError(f"must be 'auto' or an integer >= 1 (got {value!r})") from None
+        if not 1 <= number <= 4096:
+            raise ValueError(f"must be 'auto' or an integer between 1 and 4096 (got {value!r})")
+        return number
+
+    @field_validator("cpus", mode="before")
+    @classmethod
+    def _parse_cpus(cls, value: object) -> object:
+        return None if value is None else tuple(parse_cpu_list(value))
+
+    @field_validator("cpus")
+    @classmethod
+    def _check_cpus_affinity(
+        cls, value: tuple[int, ...] | None, info: ValidationInfo
+    ) -> tuple[int, ...] | None:
+        # The affinity mask belongs to this machine and this process. A result written
+        # elsewhere still has to load, so the echo of options inside a Result is validated
+        # with context {"echo": True}, which skips this check.
+        if value is None or (info.context or {}).get("echo"):
+            return value
+        allowed = set(affinity_cpus())
+        outside = [cpu for cpu in value if cpu not in allowed]
+        if outside:
+            raise ValueError(
+                f"CPU {format_cpu_list(outside)} not in this process's CPU affinity "
+                f"({format_cpu_list(allowed)})"
+            )
+        return value
+
+    @field_validator("request_method", mode="before")
+    @classmethod
+    def _upper_method(cls, value: object) -> object:
+        return value.strip().upper() if isinstance(value, str) else value
+
+    @field_validator("sequencer_idle_strategy", "output_format", "address_family", mode="before")
+    @classmethod
+    def _lower_choice(cls, value: object) -> object:
+        return _lower(value)
+
+    @field_validator("request_header", mode="before")
+    @classmethod
+    def _check_headers(cls, value: object) -> object:
+        value = _as_tuple(value)
+        if isinstance(value, (list, tuple)):
+            normalized = []
+            for item in value:
+                name, header_value = parse_header(item)
+                normalized.append(f"{name}: {header_value}")
+            return tuple(normalized)
+        return value
+
+    @field_validator("label", mode="before")
+    @classmethod
+    def _labels(cls, value: object) -> object:
+        return _as_tuple(value)
+
+    @field_validator("max_requests_per_connection")
+    @classmethod
+    def _unlimited_requests(cls, value: int) -> int:
+        # Nighthawk's default (2^32-1) is its way of saying "unlimited"; store the same
+        # meaning in one spelling so the C core has a single special value, 0.
+        return 0 if value == UINT32_MAX else value
+
+    @field_validator("failure_predicate", "termination_predicate", mode="before")
+    @classmethod
+    def _parse_predicates(cls, value: object) -> object:
+        return parse_predicates(value)
+
+    @field_validator("percentiles", mode="before")
+    @classmethod
+    def _parse_percentiles(cls, value: object) -> object:
+        items: Any = value.split(",") if isinstance(value, str) else value
+        if isinstance(items, (int, float)):
+            items = [items]
+        try:
+            numbers = [_percent_from_text(item) for item in items]
+        except (TypeError, ValueError):
+            raise ValueError(
+                f"must be percentages in (0, 100], e.g. 50,90,99.9 (got {value!r})"
+            ) from None
+        if not numbers:
+            raise ValueError("must name at least one percentile, e.g. 50,90,99.9")
+        return tuple(sorted(set(numbers)))
+
+    @field_validator("output")
+    @classmethod
+    def _check_output(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise ValueError("must be a file path (got an empty string)")
+        return value
+
+    # ---- derived values -------------------------------------------------------------------
+
+    @property
+    def target(self) -> Target:
+        """The parsed URI."""
+        return parse_uri(self.uri)
+
+    @property
+    def worker_cpus(self) -> list[int]:
+        """One entry per worker: the CPU it is pinned to.
+
+        * ``concurrency`` 'auto': one worker per CPU of ``cpus`` if given, else one per CPU
+          of the process affinity mask. Giving ``cpus`` without ``concurrency`` means 'auto'.
+        * ``concurrency`` N: N workers pinned round-robin over ``cpus`` if given, else over
+          the affinity mask.
+        """
+        pool = list(self.cpus) if self.cpus is not None else affinity_cpus()
+        if self.concurrency == "auto":
+            return pool
+        count = int(self.concurrency)
+        return [pool[i % len(pool)] for i in range(count)]
+
+    @property
+    def workers(self) -> int:
+        """Number of workers the run uses."""
+        return len(self.worker_cpus)
+
+    @property
+    def effective_duration(self) -> float | None:
+        """Seconds to run, or None for no_duration."""
+        if self.no_duration:
+            return None
+        return self.duration if self.duration is not None else DEFAULT_DURATION
+
+    @property
+    def failure_predicates(self) -> dict[str, int]:
+        """The failure predicates in force: the defaults (unless disabled) and the user's."""
+        base = {} if self.no_default_failure_predicates else dict(DEFAULT_FAILURE_PREDICATES)
+        base.update(self.failure_predicate)
+        return base
+
+    @property
+    def percentile_points(self) -> list[float]:
+        """The points to report as fractions in [0, 1], min (0) and max (1) included.
+
+        Rounding to 10 decimals turns 99.9 / 100 = 0.9990000000000001 back into 0.999, so
+        the output says exactly what was asked.
+        """
+        points = {0.0, 1.0, *(round(p / 100.0, 10) for p in self.percentiles)}
+        return sorted(points)
+
+    @property
+    def headers(self) -> list[tuple[str, str]]:
+        """The user's request headers as (name, value) pairs."""
+        return [parse_header(item) for item in self.request_header]
+
+
+# --------------------------------------------------------------------------------------------
+# Turning validation errors into one line.
+# --------------------------------------------------------------------------------------------
+
+
+def _flag(name: str) -> str:
+    return "URI" if name == "uri" else "--" + name.replace("_", "-")
+
+
+def _show(value: object) -> str:
+    # Numbers typed on the command line arrive as strings; showing them without quotes gives
+    # "rps: must be >= 0 (got -1)", which is what the user typed.
+    if isinstance(value, str) and value and not any(ch.isspace() for ch in value):
+        return value
+    return repr(value)
+
+
+def _number(value: object) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def _range_text(model: type[BaseModel], field: str) -> str | None:
+    info = model.model_fields.get(field)
+    if info is None:
+        return None
+    lower = upper = None
+    for item in info.metadata:
+        if isinstance(item, annotated_types.Ge):
+            lower = f">= {_number(item.ge)}"
+        elif isinstance(item, annotated_types.Gt):
+            lower = f"> {_number(item.gt)}"
+        elif isinstance(item, annotated_types.Le):
+            upper = f"<= {_number(item.le)}"
+        elif isinstance(item, annotated_types.Lt):
+            upper = f"< {_number(item.lt)}"
+    if lower and upper:
+        return f"must be {lower} and {upper}"
+    if lower or upper:
+        return f"must be {lower or upper}"
+    return None
+
+
+_TYPE_MESSAGES = {
+    "int_parsing": "must be an integer",
+    "int_type": "must be an integer",
+    "int_from_float": "must be an integer",
+    "float_parsing": "must be a number",
+    "float_type": "must be a number",
+    "finite_number": "must be a finite number",
+    "bool_parsing": "must be true or false",
+    "bool_type": "must be true or false",
+    "string_type": "must be a string",
+    "list_type": "must be a list",
+    "tuple_type": "must be a list",
+    "dict_type": "must be a mapping",
+    "missing": "is required",
+}
+
+
+def format_validation_error(
+    exc: ValidationError, *, cli: bool = False, model: type[BaseModel] | None = None
+) -> str:
+    """Turn a pydantic ValidationError into one line naming the option and the allowed range.
+
+    ``rps: must be >= 0 (got -1)``; with ``cli=True`` the options are named by their flags:
+    ``--rps: must be >= 0 (got -1)``. Several errors are joined with "; ".
+    """
+    model = model or Options
+    name_of = _flag if cli else (lambda name: name)
+    parts: list[str] = []
+    for error in exc.errors(include_url=False):
+        loc = error.get("loc") or ()
+        kind = error["type"]
+        field = str(loc[0]) if loc else None
+        ctx = error.get("ctx") or {}
+        if kind == "options_conflict":
+            parts.append(f"{name_of(ctx['a'])}: mutually exclusive with {name_of(ctx['b'])}")
+            continue
+        if kind == "extra_forbidden":
+            close = difflib.get_close_matches(field or "", list(model.model_fields), n=1)
+            hint = f" (did you mean {name_of(close[0])}?)" if close else ""
+            parts.append(f"{name_of(field or '?')}: unknown option{hint}")
+            continue
+        if kind in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
+            message = _range_text(model, field or "") or error["msg"]
+        elif kind == "literal_error":
+            message = f"must be one of {ctx.get('expected', '')}"
+        elif kind == "value_error":
+            message = str(ctx.get("error", error["msg"]))
+        else:
+            message = _TYPE_MESSAGES.get(kind, error["msg"])
+        # Say what was given, unless the message already does, or the input is a whole list
+        # (the message then names the offending item, which is more useful than the list).
+        if (
+            "(got " not in message
+            and kind != "missing"
+            and not isinstance(error.get("input"), (list, tuple, dict))
+        ):
+            message += f" (got {_show(error.get('input'))})"
+        prefix = f"{name_of(field)}: " if field else ""
+        parts.append(prefix + message)
+    return "; ".join(parts).replace("\n", " ")
+
+
+def make_options(uri: str | Options | None = None, /, **kwargs: Any) -> Options:
+    """Build Options from a URI (or Options) plus keywords, raising a one-line OptionsError.
+
+    ``make_options(opts, rps=10)`` returns a copy of `opts` with rps changed, validated again.
+    """
+    if isinstance(uri, Options):
+        if not kwargs:
+            return uri
+        data = uri.model_dump(exclude_unset=True)
+        data.update(kwargs)
+    else:
+        data = dict(kwargs)
+        if uri is not None:
+            data["uri"] = uri
+    try:
+        return Options.model_validate(data)
+    except ValidationError as exc:
+        errors = exc.errors()
+        option = str(errors[0]["loc"][0]) if errors and errors[0].get("loc") else None
+        raise OptionsError(format_validation_error(exc), option=option) from exc

@@ -1,0 +1,307 @@
+"""Render a `Result` as text: ``human`` (a report for people) or ``json`` (Nighthawk-shaped).
+
+The human report follows Nighthawk's human output (statistic blocks with a percentile table,
+then a counters table) with three deliberate differences: the coordinated-omission-correct
+latency comes first and is labelled as the headline; dropped requests in open loop get a
+warning nobody can miss, because they are absent from every latency figure; and the report
+ends with requested vs achieved rate and the verdict of the failure predicates.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable
+from datetime import timezone
+from pathlib import Path
+
+from ._names import (
+    LATENCY_BY_CLASS,
+    QUEUE_TO_CONNECT,
+    RELEASE_LATENESS,
+    REQUEST_TO_RESPONSE,
+    RESPONSE_BODY_SIZE,
+    RESPONSE_HEADER_SIZE,
+    SCHEDULED_TO_RESPONSE,
+    SEQUENCER_BLOCKING,
+    SEQUENCER_CALLBACK,
+)
+from ._options import format_cpu_list
+from ._result import Result, Statistic
+
+__all__ = [
+    "FORMATS", "format_seconds", "render", "render_human", "render_json", "write_atomic",
+]
+
+_BLOCKING_WARNING = "Results are skewed when significant numbers are reported here."
+
+# What each section is, in the order of the report, after the headline. The notes say what
+# the number means where the id alone leaves it open.
+_SECTIONS: tuple[tuple[str, str | None], ...] = (
+    (REQUEST_TO_RESPONSE, "measured from the actual send, not corrected for coordinated "
+     "omission"),
+    *((sid, None) for sid in LATENCY_BY_CLASS),
+    (QUEUE_TO_CONNECT, None),
+    (SEQUENCER_BLOCKING, None),
+    (RELEASE_LATENESS, "how late each release left compared with its schedule"),
+    (SEQUENCER_CALLBACK, None),
+    (RESPONSE_HEADER_SIZE, None),
+    (RESPONSE_BODY_SIZE, None),
+)
+
+
+def format_seconds(seconds: float) -> str:
+    """A duration in the most readable unit: ``148.223us``, ``2.262ms``, ``5.000s``."""
+    magnitude = abs(seconds)
+    if magnitude == 0:
+        return "0s"
+    if magnitude < 1e-6:
+        return f"{seconds * 1e9:.0f}ns"
+    if magnitude < 1e-3:
+        return f"{seconds * 1e6:.3f}us"
+    if magnitude < 1:
+        return f"{seconds * 1e3:.3f}ms"
+    return f"{seconds:.3f}s"
+
+
+def _format_value(statistic: Statistic, value: float) -> str:
+    return f"{value:g}" if statistic.raw else format_seconds(value)
+
+
+def _format_rate(rps: float) -> str:
+    return f"{rps:,.2f}"
+
+
+def _statistic_block(statistic: Statistic, title: str, note: str | None = None) -> list[str]:
+    lines = [f"{title} ({statistic.count} samples)"]
+    if note:
+        lines.append(f"  ({note})")
+    if statistic.raw:
+        lines.append(
+            f"  min: {statistic.min:g} | mean: {statistic.mean:.1f} | "
+            f"max: {statistic.max:g} | pstdev: {statistic.pstdev:.1f}"
+        )
+    else:
+        lines.append(
+            f"  min: {format_seconds(statistic.min)} | mean: {format_seconds(statistic.mean)} | "
+            f"max: {format_seconds(statistic.max)} | pstdev: {format_seconds(statistic.pstdev)}"
+        )
+    if statistic.percentiles:
+        lines.append("")
+        lines.append(f"  {'Percentile':<12}{'Count':<12}Value")
+        for point in statistic.percentiles:
+            lines.append(
+                f"  {point.percentile:<12g}{point.count:<12}{_format_value(statistic, point.value)}"
+            )
+    lines.append("")
+    return lines
+
+
+def _title(statistic: Statistic) -> str:
+    if statistic.id == SEQUENCER_BLOCKING:
+        return f"{statistic.id}: Blocking. {_BLOCKING_WARNING}"
+    return f"{statistic.id}: {statistic.description}"
+
+
+def _header(result: Result) -> list[str]:
+    options = result.options
+    cpus = sorted({cpu for cpu in options.worker_cpus if cpu >= 0}) if _same_machine(result) else []
+    workers = result.worker_count
+    worker_text = f"{workers} worker{'s' if workers != 1 else ''}"
+    if cpus:
+        worker_text += f" (CPU {format_cpu_list(cpus)})"
+    loop = "open loop" if options.open_loop else "closed loop"
+    if options.no_duration:
+        duration = "no duration"
+    else:
+        duration = f"duration {format_seconds(options.duration or 0)}"
+    start = result.global_result.execution_start
+    started = (
+        start.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC"
+        if start else "not started"
+    )
+    lines = [
+        f"nhbench {result.version}: {options.request_method} {options.uri}",
+        f"  {worker_text} x {options.connections} connections, {loop}, {duration}, "
+        f"idle strategy {options.sequencer_idle_strategy}",
+        f"  started {started}, ran {format_seconds(result.duration)}, "
+        f"ended by: {result.terminated_by}",
+    ]
+    if options.label:
+        lines.append(f"  labels: {', '.join(options.label)}")
+    lines.append("")
+    return lines
+
+
+def _same_machine(result: Result) -> bool:
+    # The CPU list is only meaningful if the worker count still matches (an 'auto' run shown
+    # on another machine would otherwise print that machine's CPUs).
+    try:
+        return len(result.options.worker_cpus) == result.worker_count
+    except Exception:  # noqa: BLE001 - an odd echo must not break the report
+        return False
+
+
+def _overflow_warning(result: Result) -> list[str]:
+    dropped = result.counters["benchmark.pool_overflow"]
+    if not dropped:
+        return []
+    bar = "!" * 78
+    mode = "open loop" if result.options.open_loop else "this run"
+    return [
+        bar,
+        f"!! WARNING: {dropped} requests were DROPPED (benchmark.pool_overflow) in {mode}.",
+        "!! They were scheduled but never sent: no free connection and no pending slot.",
+        "!! They are NOT in any latency figure above, so the latencies look better than",
+        "!! the service was. Raise --connections or --max-pending-requests, or lower --rps.",
+        bar,
+        "",
+    ]
+
+
+def _workers_table(result: Result) -> list[str]:
+    if not result.workers:
+        return []
+    lines = [f"{'Worker':<12}{'2xx':>12}{'rps':>14}{'p99':>14}{'blocked':>10}"]
+    for worker in result.workers:
+        counters = worker.counter_values
+        duration = worker.execution_duration
+        rate = counters["benchmark.http_2xx"] / duration if duration > 0 else 0.0
+        try:
+            p99 = format_seconds(worker.stat(SCHEDULED_TO_RESPONSE).p(99))
+        except (KeyError, ValueError):
+            p99 = "-"
+        lines.append(
+            f"{worker.name:<12}{counters['benchmark.http_2xx']:>12}{_format_rate(rate):>14}"
+            f"{p99:>14}{counters['sequencer.blocked']:>10}"
+        )
+    lines.append("")
+    return lines
+
+
+def _counters_table(result: Result) -> list[str]:
+    nonzero = result.counters.nonzero()
+    duration = result.duration
+    width = max([len("Counter"), *(len(name) for name in nonzero)]) + 2
+    lines = [f"{'Counter':<{width}}{'Value':<14}Per second"]
+    for name, value in nonzero.items():
+        per_second = value / duration if duration > 0 else 0.0
+        lines.append(f"{name:<{width}}{value:<14}{per_second:.2f}")
+    lines.append("")
+    return lines
+
+
+def _summary(result: Result) -> list[str]:
+    options = result.options
+    workers = result.worker_count
+    if options.rps == 0:
+        requested = (
+            f"max (as fast as {options.connections} connection"
+            f"{'s' if options.connections != 1 else ''} per worker allow)"
+        )
+    else:
+        requested = (
+            f"{_format_rate(result.requested_rps)} rps "
+            f"({options.rps:g} per worker x {workers} worker{'s' if workers != 1 else ''})"
+        )
+    lines = [
+        f"Requested rate: {requested}",
+        f"Achieved rate:  {_format_rate(result.achieved_rps)} rps (2xx responses per second)",
+    ]
+    if result.interrupted:
+        lines.append(
+            f"Interrupted: stopped after {format_seconds(result.duration)}; "
+            f"this is a partial result."
+        )
+    if result.terminated_by.startswith("termination_predicate:"):
+        lines.append(f"Terminated by predicate: {result.terminated_by.split(':', 1)[1]}")
+    if result.error:
+        lines.append(f"Error: {result.error}")
+    if result.failed_predicates:
+        fired = "; ".join(str(predicate) for predicate in result.fired)
+        lines.append(f"FAILED: failure predicate fired: {fired}")
+    elif result.terminated_by == "error":
+        lines.append("FAILED: the run ended with an error.")
+    else:
+        lines.append("OK: no failure predicate fired.")
+    return lines
+
+
+def render_human(result: Result) -> str:
+    """The human report (plain text, no colours, safe to redirect into a file)."""
+    lines = _header(result)
+    lines += _overflow_warning(result)
+    statistics = {s.id: s for s in result.global_result.statistics}
+    headline = statistics.get(SCHEDULED_TO_RESPONSE)
+    if headline is not None and headline.count:
+        lines.append(
+            "LATENCY (headline): from each request's scheduled send time to the end of its "
+            "response"
+        )
+        lines.append("(coordinated-omission corrected: waiting for a connection counts)")
+        lines += _statistic_block(headline, f"{headline.id}")
+    else:
+        lines.append("LATENCY (headline): no responses were received.")
+        lines.append("")
+    for stat_id, note in _SECTIONS:
+        statistic = statistics.get(stat_id)
+        if statistic is not None and statistic.count:
+            lines += _statistic_block(statistic, _title(statistic), note)
+    # Anything the core added that this renderer does not know yet still gets shown.
+    known = {SCHEDULED_TO_RESPONSE, *(sid for sid, _ in _SECTIONS)}
+    for statistic in result.global_result.statistics:
+        if statistic.id not in known and statistic.count:
+            lines += _statistic_block(statistic, _title(statistic))
+    lines += _workers_table(result)
+    lines += _counters_table(result)
+    lines += _overflow_warning(result)
+    lines += _summary(result)
+    return "\n".join(lines) + "\n"
+
+
+def render_json(result: Result) -> str:
+    """Nighthawk-shaped JSON (see `nhbench.Result`), with a trailing newline."""
+    return result.model_dump_json(indent=2) + "\n"
+
+
+FORMATS: dict[str, Callable[[Result], str]] = {"human": render_human, "json": render_json}
+
+
+def render(result: Result, output_format: str = "human") -> str:
+    """Render `result` in one of `FORMATS`."""
+    try:
+        renderer = FORMATS[output_format]
+    except KeyError:
+        raise ValueError(
+            f"output_format: must be one of {', '.join(FORMATS)} (got {output_format!r})"
+        ) from None
+    return renderer(result)
+
+
+def write_atomic(path: str | os.PathLike[str], text: str) -> None:
+    """Write `text` to `path` so that readers see either the old file or the whole new one.
+
+    The text goes to a temporary file in the same directory (so the final rename stays on
+    one file system and is atomic), is flushed to disk, and then replaces `path` with
+    os.replace. On any failure the temporary file is removed: no partial output is left.
+    """
+    target = Path(path)
+    directory = target.parent if str(target.parent) else Path(".")
+    fd, temporary = tempfile.mkstemp(dir=directory, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        # mkstemp creates the file readable by its owner only; give it the permissions an
+        # ordinary new file would get under the current umask.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(temporary, 0o666 & ~umask)
+        os.replace(temporary, target)
+    except BaseException:
+        try:
+            os.unlink(temporary)
+        except FileNotFoundError:
+            pass
+        raise

@@ -1,0 +1,94 @@
+"""Render the HTTP/1.1 request that the C core sends, byte for byte.
+
+The core sends one pre-rendered request over and over (no per-request work on the hot path),
+so everything about the request is decided here, once, before the run: the request line, the
+Host header, user headers, framing and the body.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from ._version import __version__
+
+__all__ = ["USER_AGENT", "METHODS", "parse_header", "render_request"]
+
+USER_AGENT = f"nhbench/{__version__}"
+
+# Nighthawk's methods plus PATCH, which people load-test APIs with.
+METHODS = ("GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH", "TRACE", "CONNECT")
+
+# Methods whose requests have defined semantics for a body: they always carry a
+# Content-Length (0 when there is no body), as RFC 9110 section 8.6 asks of user agents, so
+# that servers that insist on one (411 Length Required) answer normally.
+_BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+
+# RFC 9110 token characters: what a header name may consist of.
+_TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
+
+# Headers that nhbench must own because they decide the message framing; a user value that
+# disagreed with the body actually sent would desynchronise the connection.
+_FRAMING_HEADERS = frozenset({"content-length", "transfer-encoding"})
+
+
+def parse_header(text: str) -> tuple[str, str]:
+    """Split ``"name: value"`` into ``(name, value)`` and check that it is safe to send.
+
+    The ValueError message is written to follow "<option>: " directly.
+    """
+    if not isinstance(text, str):
+        raise ValueError(f"must be a 'name: value' string (got {text!r})")
+    # CR, LF and NUL would let a header value end the header block early and smuggle a
+    # second request (or garbage) onto the connection, so they are refused anywhere.
+    if any(ch in text for ch in "\r\n\0"):
+        raise ValueError(f"must not contain CR, LF or NUL characters (got {text!r})")
+    name, sep, value = text.partition(":")
+    name, value = name.strip(), value.strip()
+    if not sep or not name:
+        raise ValueError(f"must be 'name: value' (got {text!r})")
+    if not _TOKEN.match(name):
+        raise ValueError(f"header name {name!r} has characters not allowed in a header name")
+    if name.lower() in _FRAMING_HEADERS:
+        raise ValueError(
+            f"{name} is set by nhbench from the body size and cannot be given (got {text!r})"
+        )
+    if any(ord(ch) < 0x20 and ch != "\t" or ord(ch) == 0x7F for ch in value):
+        raise ValueError(f"header value has control characters (got {text!r})")
+    try:
+        value.encode("latin-1")
+    except UnicodeEncodeError:
+        raise ValueError(f"header value must be Latin-1 text (got {text!r})") from None
+    return name, value
+
+
+def render_request(
+    method: str,
+    target: str,
+    authority: str,
+    headers: Iterable[tuple[str, str]] = (),
+    body_size: int = 0,
+) -> bytes:
+    """Return the complete request (head and body) as bytes.
+
+    `target` is the request-target (path and query, or ``host:port`` for CONNECT),
+    `authority` the default Host header value. A user ``Host`` or ``User-Agent`` header
+    replaces nhbench's own, because testing virtual hosts and user-agent routing is a normal
+    thing to do with a load tester.
+    """
+    method = method.upper()
+    user = [(name, value) for name, value in headers]
+    lowered = {name.lower() for name, _ in user}
+    lines = [f"{method} {target} HTTP/1.1"]
+    if "host" not in lowered:
+        lines.append(f"Host: {authority}")
+    if "user-agent" not in lowered:
+        lines.append(f"User-Agent: {USER_AGENT}")
+    lines.extend(f"{name}: {value}" for name, value in user)
+    if body_size > 0 or method in _BODY_METHODS:
+        lines.append(f"Content-Length: {body_size}")
+    # Header values are latin-1 on the wire (RFC 9110 section 5.5); encoding fails loudly for
+    # anything outside it rather than sending bytes the server would misread.
+    head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+    # The body is consecutive 'a' bytes, exactly like Nighthawk's --request-body-size.
+    return head + b"a" * body_size

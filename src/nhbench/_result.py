@@ -1,0 +1,529 @@
+"""The result of a run: pydantic models shaped like Nighthawk's ``Output`` proto.
+
+Shape (JSON)::
+
+    Result (Nighthawk: Output)
+      timestamp, version, options (the echo of Options), terminated_by, failed_predicates,
+      interrupted, error
+      results: [WorkerResult]      "worker_0".."worker_{n-1}" when there are several workers,
+                                   then "global" (the merge); only "global" with one worker
+        name, execution_start, execution_duration
+        statistics: [Statistic]    id, count, min, max, mean, pstdev, percentiles[], and the
+                                   encoded HdrHistogram ("hdr_histogram": "HISTFAAA...")
+          percentiles: [Percentile{percentile (fraction), count (cumulative), duration}]
+        counters: [Counter{name, value}]
+
+In Python, durations are float seconds, counts are ints and every counter is kept, zeros
+included. The JSON form follows Nighthawk's conventions so its consumers can read it:
+durations are strings like ``"0.000195004s"``, 64-bit counts are strings, size statistics
+use ``raw_min``/``raw_max``/``raw_mean``/``raw_pstdev``/``raw_value``, and only non-zero
+counters are written. Loading accepts both forms, so
+``Result.model_validate_json(result.model_dump_json())`` gives the result back.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from datetime import datetime, timezone
+from typing import Annotated, Any
+
+from hdrh.histogram import HdrHistogram
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    Field,
+    PlainSerializer,
+    PrivateAttr,
+    SerializationInfo,
+    SerializerFunctionWrapHandler,
+    field_serializer,
+    model_serializer,
+    model_validator,
+)
+
+from . import _histogram
+from ._names import (
+    COUNTERS,
+    HISTOGRAM_IDS,
+    SCHEDULED_TO_RESPONSE,
+    STATISTIC_DESCRIPTIONS,
+    STREAM_IDS,
+)
+from ._options import Options
+from ._predicates import FiredPredicate, fired_predicates
+from ._version import __version__
+
+__all__ = [
+    "Counter",
+    "Counters",
+    "Percentile",
+    "Result",
+    "Statistic",
+    "WorkerResult",
+    "format_json_duration",
+    "parse_json_duration",
+]
+
+_NS = 1_000_000_000
+
+
+def format_json_duration(seconds: float) -> str:
+    """Seconds as a protobuf JSON Duration string: ``"0.000195004s"``, ``"5s"``, ``"1.5s"``.
+
+    Like protobuf, the fraction has 0, 3, 6 or 9 digits, whichever is exact at 1 ns.
+    """
+    ns = round(seconds * _NS)
+    sign = "-" if ns < 0 else ""
+    whole, frac = divmod(abs(ns), _NS)
+    if frac == 0:
+        return f"{sign}{whole}s"
+    if frac % 1_000_000 == 0:
+        return f"{sign}{whole}.{frac // 1_000_000:03d}s"
+    if frac % 1_000 == 0:
+        return f"{sign}{whole}.{frac // 1_000:06d}s"
+    return f"{sign}{whole}.{frac:09d}s"
+
+
+def parse_json_duration(value: object) -> object:
+    """Inverse of `format_json_duration`; anything else is passed through for pydantic."""
+    if isinstance(value, str) and value.endswith("s"):
+        try:
+            return float(value[:-1])
+        except ValueError:
+            return value
+    return value
+
+
+Seconds = Annotated[
+    float,
+    BeforeValidator(parse_json_duration),
+    PlainSerializer(format_json_duration, return_type=str, when_used="json"),
+]
+# Nighthawk writes 64-bit integers as JSON strings (the proto3 JSON mapping for uint64),
+# because JavaScript consumers would silently round numbers above 2^53.
+Uint64 = Annotated[int, PlainSerializer(str, return_type=str, when_used="json")]
+
+
+class Percentile(BaseModel):
+    """One point of a distribution."""
+
+    percentile: float = Field(description="Fraction in [0, 1]: 0.99 is p99.")
+    count: int = Field(description="Cumulative number of samples up to this point.")
+    value: float = Field(
+        description="Seconds for latency statistics; the raw value for size statistics."
+    )
+
+
+class Statistic(BaseModel):
+    """A distribution: latencies in seconds, or raw values (bytes) when `raw` is true."""
+
+    id: str
+    count: int = 0
+    min: float = 0.0
+    max: float = 0.0
+    mean: float = 0.0
+    pstdev: float = 0.0
+    percentiles: list[Percentile] = Field(default_factory=list)
+    raw: bool = Field(default=False, description="Values are raw numbers (bytes), not seconds.")
+    hdr_histogram: str | None = Field(
+        default=None, description="The full HdrHistogram (ns), standard compressed base64 encoding."
+    )
+
+    # The core's sparse (index, count) pairs; kept so the histogram can be rebuilt or encoded
+    # only when somebody asks, because most callers only need the percentiles.
+    _sparse: list[tuple[int, int]] | None = PrivateAttr(None)
+    _hist: HdrHistogram | None = PrivateAttr(None)
+
+    # ---- construction from the core -------------------------------------------------------
+
+    @classmethod
+    def from_core_histogram(
+        cls, stat_id: str, d: Mapping[str, Any], points: Sequence[float]
+    ) -> Statistic:
+        """A latency statistic (ns in the core, seconds here) with exact percentile points."""
+        summary = _histogram.summary_from_core(d)
+        pairs = [(int(i), int(c)) for i, c in d.get("counts") or ()]
+        percentiles = [
+            Percentile(percentile=p.percentile, count=p.count, value=p.value / _NS)
+            for p in _histogram.percentile_points(
+                pairs, points, exact_min=summary.min, exact_max=summary.max
+            )
+        ] if summary.count else []
+        stat = cls(
+            id=stat_id,
+            count=summary.count,
+            min=summary.min / _NS,
+            max=summary.max / _NS,
+            mean=summary.mean / _NS,
+            pstdev=summary.pstdev / _NS,
+            percentiles=percentiles,
+        )
+        stat._sparse = pairs
+        return stat
+
+    @classmethod
+    def from_core_stream(cls, stat_id: str, d: Mapping[str, Any]) -> Statistic:
+        """A streaming statistic: raw values, no percentiles (as in Nighthawk)."""
+        summary = _histogram.summary_from_core(d)
+        return cls(
+            id=stat_id, count=summary.count, min=summary.min, max=summary.max,
+            mean=summary.mean, pstdev=summary.pstdev, raw=True,
+        )
+
+    # ---- accessors ------------------------------------------------------------------------
+
+    @property
+    def description(self) -> str:
+        """Nighthawk's human description of the statistic (or the id)."""
+        return STATISTIC_DESCRIPTIONS.get(self.id, self.id)
+
+    @property
+    def has_histogram(self) -> bool:
+        return bool(self._sparse) or self._hist is not None or bool(self.hdr_histogram)
+
+    def p(self, percent: float) -> float:
+        """The value at `percent` (0-100): ``p(99)`` is p99, in seconds for latencies.
+
+        Points listed in the options are looked up exactly; any other point is computed from
+        the histogram with the same rule.
+        """
+        if not 0 <= percent <= 100 or math.isnan(percent):
+            raise ValueError(f"percent must be in [0, 100] (got {percent!r})")
+        fraction = round(percent / 100.0, 10)
+        for entry in self.percentiles:
+            if math.isclose(entry.percentile, fraction, rel_tol=0, abs_tol=1e-12):
+                return entry.value
+        if self.count == 0:
+            raise ValueError(f"statistic {self.id} has no samples")
+        if fraction == 0:
+            return self.min
+        if fraction == 1:
+            return self.max
+        if self.raw or not self.has_histogram:
+            raise ValueError(f"statistic {self.id} has no histogram to compute p{percent:g} from")
+        scale = 1 if self.raw else _NS
+        point = _histogram.percentile_points(
+            self._pairs(), [fraction],
+            exact_min=round(self.min * scale), exact_max=round(self.max * scale),
+        )[0]
+        return point.value / scale
+
+    def histogram(self) -> HdrHistogram:
+        """The full histogram as an `hdrh.HdrHistogram` (values in ns)."""
+        if self._hist is None:
+            if self._sparse is not None:
+                self._hist = _histogram.from_sparse(self._sparse)
+            elif self.hdr_histogram:
+                self._hist = _histogram.decode(self.hdr_histogram)
+            else:
+                raise ValueError(f"statistic {self.id} has no histogram")
+        return self._hist
+
+    def encoded(self) -> str | None:
+        """The compressed "HISTFAAA…" encoding of the histogram (None for size statistics)."""
+        if self.hdr_histogram is None and self._sparse is not None:
+            self.hdr_histogram = _histogram.encode(self.histogram())
+        return self.hdr_histogram
+
+    def _pairs(self) -> list[tuple[int, int]]:
+        if self._sparse is None:
+            self._sparse = _histogram.sparse_counts(self.histogram())
+        return self._sparse
+
+    # ---- Nighthawk-shaped JSON ------------------------------------------------------------
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_nighthawk_json(cls, data: Any) -> Any:
+        if not isinstance(data, Mapping):
+            return data
+        data = dict(data)
+        raw = bool(data.get("raw")) or any(key.startswith("raw_") for key in data)
+        data["raw"] = raw
+        for key in ("min", "max", "mean", "pstdev"):
+            if f"raw_{key}" in data:
+                data[key] = data.pop(f"raw_{key}")
+            if not raw and key in data:
+                data[key] = parse_json_duration(data[key])
+        percentiles = []
+        for entry in data.get("percentiles") or ():
+            if isinstance(entry, Mapping) and "value" not in entry:
+                entry = dict(entry)
+                if "duration" in entry:
+                    entry["value"] = parse_json_duration(entry.pop("duration"))
+                elif "raw_value" in entry:
+                    entry["value"] = entry.pop("raw_value")
+            percentiles.append(entry)
+        data["percentiles"] = percentiles
+        return data
+
+    @model_serializer(mode="wrap")
+    def _to_nighthawk_json(
+        self, handler: SerializerFunctionWrapHandler, info: SerializationInfo
+    ) -> dict[str, Any]:
+        self.encoded()
+        if not info.mode_is_json():
+            return handler(self)
+        out: dict[str, Any] = {"count": str(self.count), "id": self.id}
+        if self.raw:
+            if self.percentiles:
+                out["percentiles"] = [
+                    {"percentile": p.percentile, "count": str(p.count),
+                     "raw_value": str(int(p.value))}
+                    for p in self.percentiles
+                ]
+            out.update(
+                raw_mean=self.mean, raw_pstdev=self.pstdev,
+                raw_min=str(int(self.min)), raw_max=str(int(self.max)),
+            )
+        else:
+            if self.percentiles:
+                out["percentiles"] = [
+                    {"percentile": p.percentile, "count": str(p.count),
+                     "duration": format_json_duration(p.value)}
+                    for p in self.percentiles
+                ]
+            out.update(
+                mean=format_json_duration(self.mean), pstdev=format_json_duration(self.pstdev),
+                min=format_json_duration(self.min), max=format_json_duration(self.max),
+            )
+        if self.hdr_histogram:
+            out["hdr_histogram"] = self.hdr_histogram
+        return out
+
+
+class Counter(BaseModel):
+    """A counter, summed over workers for ``global``."""
+
+    name: str
+    value: Uint64
+
+
+class Counters(Mapping[str, int]):
+    """Read-only mapping of counter name to value.
+
+    Every counter nhbench knows answers, zero when it did not happen, also after the result
+    was loaded from JSON (which, like Nighthawk's, leaves zero counters out). An unknown name
+    raises KeyError, so that a typo is noticed rather than read as zero.
+    """
+
+    def __init__(self, values: Mapping[str, int]) -> None:
+        self._values = {name: int(value) for name, value in values.items()}
+
+    def __getitem__(self, name: str) -> int:
+        if name in self._values:
+            return self._values[name]
+        if name in COUNTERS:
+            return 0
+        raise KeyError(f"unknown counter {name!r}")
+
+    def __iter__(self) -> Iterator[str]:
+        yield from COUNTERS
+        yield from (name for name in sorted(self._values) if name not in COUNTERS)
+
+    def __len__(self) -> int:
+        return len(COUNTERS) + sum(1 for name in self._values if name not in COUNTERS)
+
+    def nonzero(self) -> dict[str, int]:
+        """The counters that are not zero, sorted by name (what the JSON output lists)."""
+        return {name: value for name, value in sorted(self._values.items()) if value}
+
+    def __repr__(self) -> str:
+        return f"Counters({self.nonzero()!r})"
+
+
+class WorkerResult(BaseModel):
+    """The result of one worker, or the merge of all of them (``name == "global"``)."""
+
+    name: str
+    statistics: list[Statistic] = Field(default_factory=list)
+    counters: list[Counter] = Field(default_factory=list)
+    execution_start: datetime | None = None
+    execution_duration: Seconds = 0.0
+
+    @classmethod
+    def from_core(cls, name: str, d: Mapping[str, Any], points: Sequence[float]) -> WorkerResult:
+        histograms: Mapping[str, Any] = d.get("histograms") or {}
+        streams: Mapping[str, Any] = d.get("streams") or {}
+        # Known statistics in report order first, then anything newer the core adds.
+        hist_ids = [s for s in HISTOGRAM_IDS if s in histograms]
+        hist_ids += sorted(s for s in histograms if s not in HISTOGRAM_IDS)
+        stream_ids = [s for s in STREAM_IDS if s in streams]
+        stream_ids += sorted(s for s in streams if s not in STREAM_IDS)
+        statistics = [Statistic.from_core_histogram(s, histograms[s], points) for s in hist_ids]
+        statistics += [Statistic.from_core_stream(s, streams[s]) for s in stream_ids]
+        counters = [
+            Counter(name=key, value=int(value))
+            for key, value in sorted((d.get("counters") or {}).items())
+        ]
+        start_ns = int(d.get("execution_start_ns") or 0)
+        return cls(
+            name=name,
+            statistics=statistics,
+            counters=counters,
+            execution_start=(
+                datetime.fromtimestamp(start_ns / _NS, tz=timezone.utc) if start_ns else None
+            ),
+            execution_duration=int(d.get("execution_duration_ns") or 0) / _NS,
+        )
+
+    def stat(self, stat_id: str) -> Statistic:
+        """The statistic with this id; KeyError naming the ids present when absent."""
+        for statistic in self.statistics:
+            if statistic.id == stat_id:
+                return statistic
+        known = ", ".join(s.id for s in self.statistics)
+        raise KeyError(f"no statistic {stat_id!r} in {self.name} (present: {known})")
+
+    @property
+    def counter_values(self) -> Counters:
+        """All counters of this result as a mapping (zeros included)."""
+        return Counters({c.name: c.value for c in self.counters})
+
+    @field_serializer("counters", mode="wrap")
+    def _nonzero_counters(
+        self, value: list[Counter], handler: SerializerFunctionWrapHandler,
+        info: SerializationInfo,
+    ) -> Any:
+        # Nighthawk writes only non-zero counters; Python keeps them all.
+        if info.mode_is_json():
+            value = [counter for counter in value if counter.value]
+        return handler(value)
+
+
+def _echo_options(value: object) -> object:
+    # The echoed options were valid where the run happened; the machine-dependent check
+    # (cpus within this process's affinity) must not reject them on another machine.
+    if isinstance(value, Mapping):
+        return Options.model_validate(value, context={"echo": True})
+    return value
+
+
+class Result(BaseModel):
+    """Everything a run produced. Shaped like Nighthawk's ``Output``; see the module doc."""
+
+    timestamp: datetime = Field(default_factory=lambda: datetime.now(timezone.utc))
+    version: str = __version__
+    options: Annotated[Options, BeforeValidator(_echo_options)]
+    results: list[WorkerResult] = Field(default_factory=list)
+    terminated_by: str = Field(
+        default="duration",
+        description="'duration', 'stop', 'termination_predicate:<counter>', "
+        "'failure_predicate:<counter>' or 'error'.",
+    )
+    failed_predicates: list[str] = Field(
+        default_factory=list, description="Counters whose failure predicate fired."
+    )
+    interrupted: bool = Field(
+        default=False,
+        description="The run was stopped early (SIGINT/SIGTERM/stop()): partial result.",
+    )
+    error: str | None = Field(default=None, description="The first connection or I/O error seen.")
+
+    @classmethod
+    def from_core(
+        cls, core: Mapping[str, Any], options: Options, *, interrupted: bool | None = None
+    ) -> Result:
+        """Convert the dict of ``_core.ClientRun.result()`` (see docs/architecture.md)."""
+        points = options.percentile_points
+        workers = list(core.get("workers") or ())
+        results = []
+        if len(workers) > 1:
+            results = [
+                WorkerResult.from_core(f"worker_{i}", w, points) for i, w in enumerate(workers)
+            ]
+        results.append(WorkerResult.from_core("global", core["global"], points))
+        terminated_by = str(core.get("terminated_by") or "duration")
+        return cls(
+            options=options,
+            results=results,
+            terminated_by=terminated_by,
+            failed_predicates=list(core.get("failed_predicates") or ()),
+            interrupted=(terminated_by == "stop") if interrupted is None else interrupted,
+            error=core.get("error") or None,
+        )
+
+    # ---- accessors ------------------------------------------------------------------------
+
+    @property
+    def global_result(self) -> WorkerResult:
+        """The merged result of all workers."""
+        for result in self.results:
+            if result.name == "global":
+                return result
+        raise KeyError("the result has no 'global' entry")
+
+    @property
+    def workers(self) -> list[WorkerResult]:
+        """The per-worker results (empty when the run had one worker: see `global_result`)."""
+        return [result for result in self.results if result.name != "global"]
+
+    @property
+    def worker_count(self) -> int:
+        return max(1, len(self.workers))
+
+    def stat(self, stat_id: str) -> Statistic:
+        """A statistic of the global result: ``result.stat("sequencer.blocking")``."""
+        return self.global_result.stat(stat_id)
+
+    @property
+    def latency(self) -> Statistic:
+        """The headline latency: scheduled send to response end (coordinated-omission
+        corrected), ``benchmark_http_client.scheduled_to_response`` of the global result."""
+        return self.stat(SCHEDULED_TO_RESPONSE)
+
+    @property
+    def counters(self) -> Counters:
+        """Global counters by name, all of them: ``result.counters["benchmark.http_2xx"]``."""
+        return self.global_result.counter_values
+
+    @property
+    def duration(self) -> float:
+        """Seconds the global result ran (Nighthawk: the mean over workers)."""
+        return self.global_result.execution_duration
+
+    @property
+    def achieved_rps(self) -> float:
+        """2xx responses per second of execution."""
+        duration = self.duration
+        return self.counters["benchmark.http_2xx"] / duration if duration > 0 else 0.0
+
+    @property
+    def requested_rps(self) -> float:
+        """rps times the number of workers (0 means "as fast as possible")."""
+        return self.options.rps * self.worker_count
+
+    @property
+    def success(self) -> bool:
+        """True when no failure predicate fired and the run did not end in an error."""
+        return not self.failed_predicates and self.terminated_by != "error"
+
+    @property
+    def fired(self) -> list[FiredPredicate]:
+        """The failure predicates that fired, with the counter values and thresholds."""
+        return fired_predicates(
+            self.failed_predicates, self.counters, self.options.failure_predicates
+        )
+
+    def histogram(self, stat_id: str) -> HdrHistogram:
+        """The global histogram of a statistic as an `hdrh.HdrHistogram` (ns)."""
+        return self.stat(stat_id).histogram()
+
+    def encoded_histograms(self, name: str = "global") -> dict[str, str]:
+        """``{stat_id: "HISTFAAA..."}`` for every latency statistic of a result entry."""
+        entry = next((r for r in self.results if r.name == name), None)
+        if entry is None:
+            raise KeyError(f"no result named {name!r}")
+        encoded = {}
+        for statistic in entry.statistics:
+            text = statistic.encoded()
+            if text:
+                encoded[statistic.id] = text
+        return encoded
+
+    def render(self, output_format: str | None = None) -> str:
+        """The report as text, in `output_format` (default: the one in the options)."""
+        from ._output import render
+
+        return render(self, output_format or self.options.output_format)

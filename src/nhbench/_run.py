@@ -1,0 +1,276 @@
+"""Run a benchmark: Options -> core config dict -> ``_core.ClientRun`` -> `Result`.
+
+`run()` is the one-call API. `Benchmark` is the same thing in steps (start, progress, stop,
+wait, result) for callers that need to stop a run from a signal handler or another thread,
+as the CLI does.
+
+The compiled extension is imported only when a run starts, so that ``import nhbench``, the
+options, the result models and the CLI's argument checking work (and fail cleanly) without
+it.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+import time
+from collections.abc import Callable
+from types import ModuleType, TracebackType
+from typing import Any
+
+from ._exceptions import CoreError, CoreUnavailableError, ResolveError
+from ._options import Options, make_options
+from ._progress import Progress
+from ._request import render_request
+from ._result import Result
+
+__all__ = ["Benchmark", "build_core_config", "load_core", "resolve", "run"]
+
+# How often the waiting thread wakes up. Between waits Python runs signal handlers (Ctrl-C
+# becomes KeyboardInterrupt only then) and the progress callback; 0.1 s keeps Ctrl-C prompt
+# while costing nothing measurable (the core releases the GIL while waiting).
+_POLL_INTERVAL = 0.1
+# Slack on top of start_delay + duration + drain_timeout before the watchdog stops a run that
+# should have ended, and again before it gives up on the core finishing at all.
+_WATCHDOG_SLACK = 10.0
+
+
+def load_core() -> ModuleType:
+    """Import the compiled extension, or raise a CoreUnavailableError saying what to do."""
+    try:
+        from . import _core  # type: ignore[attr-defined]
+    except ImportError as exc:
+        raise CoreUnavailableError(
+            f"the compiled extension nhbench._core is not available ({exc}); "
+            f"install nhbench with 'pip install .' (see the README's Quick start)"
+        ) from exc
+    return _core
+
+
+_FAMILIES = {"auto": socket.AF_UNSPEC, "v4": socket.AF_INET, "v6": socket.AF_INET6}
+
+
+def resolve(host: str, port: int, address_family: str = "auto") -> str:
+    """Resolve `host` to one numeric IP address of the wanted family.
+
+    'auto' prefers IPv4 and falls back to IPv6 (Envoy's V4_PREFERRED). Preferring IPv4 avoids
+    the classic trap of ``localhost`` resolving to ``::1`` first while the server listens on
+    127.0.0.1 only; the core connects to one address and does not try the others.
+    """
+    family = _FAMILIES[address_family]
+    try:
+        literal = ipaddress.ip_address(host)
+    except ValueError:
+        literal = None
+    if literal is not None:
+        if address_family == "v4" and literal.version != 4 or (
+            address_family == "v6" and literal.version != 6
+        ):
+            raise ResolveError(
+                f"address {host} is IPv{literal.version} but address_family is {address_family}"
+            )
+        return str(literal)
+    try:
+        infos = socket.getaddrinfo(host, port, family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    except socket.gaierror as exc:
+        wanted = "" if address_family == "auto" else f" to an IP{address_family} address"
+        raise ResolveError(f"cannot resolve host {host!r}{wanted}: {exc.strerror}") from None
+    except UnicodeError:
+        raise ResolveError(f"cannot resolve host {host!r}: not a valid host name") from None
+    if not infos:
+        raise ResolveError(f"cannot resolve host {host!r}: no addresses")
+    if address_family == "auto":
+        infos.sort(key=lambda info: 0 if info[0] == socket.AF_INET else 1)
+    return str(infos[0][4][0])
+
+
+def build_core_config(options: Options, address: str) -> dict[str, Any]:
+    """The ``ClientRun`` config dict, exactly as docs/architecture.md specifies."""
+    target = options.target
+    method = options.request_method
+    # CONNECT's request-target is the authority (RFC 9110 section 9.3.6), not a path.
+    request_target = target.authority if method == "CONNECT" else target.path
+    if method == "CONNECT" and ":" not in target.authority.rsplit("]", 1)[-1]:
+        request_target = f"{target.authority}:{target.port}"
+    request = render_request(
+        method, request_target, target.authority, options.headers, options.request_body_size
+    )
+    duration = options.effective_duration
+    return {
+        "address": address,
+        "port": target.port,
+        "request": request,
+        "head_request": method == "HEAD",
+        "cpus": list(options.worker_cpus),
+        "rps": float(options.rps),
+        "connections": options.connections,
+        "max_pending_requests": options.max_pending_requests,
+        "max_requests_per_connection": options.max_requests_per_connection,
+        "prefetch_connections": options.prefetch_connections,
+        "connect_timeout": float(options.timeout),
+        "request_timeout": float(options.request_timeout),
+        "duration": -1.0 if duration is None else float(duration),
+        "drain_timeout": float(options.drain_timeout),
+        "open_loop": options.open_loop,
+        "idle_strategy": options.sequencer_idle_strategy,
+        # Nighthawk's 0 ("no bursting") and 1 mean the same; the core takes >= 1.
+        "burst_size": max(1, options.burst_size),
+        "termination_predicates": sorted(options.termination_predicate.items()),
+        "failure_predicates": sorted(options.failure_predicates.items()),
+        "start_delay": float(options.start_delay),
+    }
+
+
+class Benchmark:
+    """One run, in steps. ``Benchmark(uri, **options).run()`` is what `run()` does.
+
+    `stop()` may be called from a signal handler or another thread at any time, even before
+    `start()`; the run then ends gracefully and `result()` is the partial result, marked
+    ``interrupted``.
+    """
+
+    def __init__(self, uri: str | Options | None = None, /, **options: Any) -> None:
+        self.options: Options = make_options(uri, **options)
+        self.address: str | None = None
+        self._run: Any = None
+        self._stop_requested = False
+        self._started_at = 0.0
+        self._stopped_at: float | None = None
+
+    # ---- steps ----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Resolve the host, hand the config to the core and start the workers."""
+        if self._run is not None:
+            raise RuntimeError("this Benchmark was already started")
+        core = load_core()
+        target = self.options.target
+        self.address = resolve(target.host, target.port, self.options.address_family)
+        config = build_core_config(self.options, self.address)
+        try:
+            run = core.ClientRun(config)
+        except ValueError as exc:
+            raise CoreError(f"the core rejected the configuration: {exc}") from exc
+        try:
+            run.start()
+        except (RuntimeError, OSError, ValueError) as exc:
+            raise CoreError(f"could not start the workers: {exc}") from exc
+        self._run = run
+        self._started_at = time.monotonic()
+        if self._stop_requested:
+            self._stop_core()
+
+    def stop(self) -> None:
+        """Ask the run to stop gracefully (idempotent, safe from signal handlers)."""
+        self._stop_requested = True
+        if self._run is not None:
+            self._stop_core()
+
+    @property
+    def stop_requested(self) -> bool:
+        return self._stop_requested
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait up to `timeout` seconds; True once the run has finished."""
+        return bool(self._core_run().wait(timeout))
+
+    def progress(self) -> Progress:
+        """A live snapshot (cheap; any time after start)."""
+        return Progress.from_core(self._core_run().progress())
+
+    def result(self) -> Result:
+        """The result, once `wait()` returned True."""
+        return Result.from_core(self._core_run().result(), self.options)
+
+    def run(self, on_progress: Callable[[Progress], object] | None = None) -> Result:
+        """Start (unless started), wait for the end and return the result.
+
+        Ctrl-C (KeyboardInterrupt) stops the run gracefully and returns the partial result;
+        a second Ctrl-C while it drains gives up and propagates. `on_progress` is called with
+        a `Progress` about every 0.1 s.
+        """
+        if self._run is None:
+            self.start()
+        run = self._core_run()
+        try:
+            while not run.wait(_POLL_INTERVAL):
+                if on_progress is not None:
+                    on_progress(self.progress())
+                self._watchdog()
+        except KeyboardInterrupt:
+            if self._stop_requested:
+                raise
+            self.stop()
+            while not run.wait(_POLL_INTERVAL):
+                self._watchdog()
+        except BaseException:
+            # Whatever went wrong on this side (a failing progress callback, the watchdog),
+            # the workers must not go on loading the target unattended.
+            self.stop()
+            raise
+        return self.result()
+
+    # ---- context manager: a run never outlives the block that started it ------------------
+
+    def __enter__(self) -> Benchmark:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._run is not None and not self._run.wait(0):
+            self.stop()
+            self._run.wait(self.options.drain_timeout + _WATCHDOG_SLACK)
+
+    # ---- internals ------------------------------------------------------------------------
+
+    def _core_run(self) -> Any:
+        if self._run is None:
+            raise RuntimeError("this Benchmark has not been started")
+        return self._run
+
+    def _stop_core(self) -> None:
+        if self._stopped_at is None:
+            self._stopped_at = time.monotonic()
+        self._run.stop()
+
+    def _watchdog(self) -> None:
+        # The core ends a run by itself (duration, predicate, stop). Should it fail to, the
+        # run must still end: stop it well after it should have finished, and give up with an
+        # error if even the stop does not finish it. This is what keeps "never a hang" true
+        # whatever the target does.
+        now = time.monotonic()
+        options = self.options
+        if self._stopped_at is not None:
+            if now - self._stopped_at > options.drain_timeout + _WATCHDOG_SLACK:
+                raise CoreError(
+                    f"the run did not finish within {options.drain_timeout + _WATCHDOG_SLACK:g} s "
+                    f"of being stopped"
+                )
+            return
+        duration = options.effective_duration
+        if duration is None:
+            return
+        deadline = options.start_delay + duration + options.drain_timeout + _WATCHDOG_SLACK
+        if now - self._started_at > deadline:
+            self.stop()
+
+
+def run(
+    uri: str | Options | None = None,
+    /,
+    *,
+    on_progress: Callable[[Progress], object] | None = None,
+    **options: Any,
+) -> Result:
+    """Run a benchmark and return its `Result`.
+
+    ``nhbench.run("http://127.0.0.1:8080/", rps=1000, duration="10s")``, or
+    ``nhbench.run(Options(...))``; keywords override the fields of a given Options. Invalid
+    options raise `OptionsError`, an unresolvable host `ResolveError`. A run that happened but
+    failed (connection refused, error responses) returns a Result with ``success`` False.
+    """
+    return Benchmark(uri, **options).run(on_progress)

@@ -1,0 +1,123 @@
+"""Bad input on the command line: exit 2, exactly one line on stderr, no traceback.
+
+The CLI runs as a real subprocess (``python -m nhbench``), the way users run it. None of
+these cases may need the compiled extension: argument errors are found before it loads.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import nhbench
+
+# Run the same nhbench the tests import (a source checkout via PYTHONPATH, or installed).
+PACKAGE_PARENT = str(Path(nhbench.__file__).resolve().parent.parent)
+
+
+def nhbench_cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [PACKAGE_PARENT, env.get("PYTHONPATH")]))
+    return subprocess.run(
+        [sys.executable, "-m", "nhbench", *args],
+        capture_output=True, text=True, timeout=timeout, env=env, stdin=subprocess.DEVNULL,
+    )
+
+
+URI = "http://127.0.0.1:1/"
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        ((), "missing command"),
+        (("bogus",), "invalid choice: 'bogus'"),
+        (("run",), "the following arguments are required: URI"),
+        (("run", URI, "--bogus-flag"), "unrecognized arguments: --bogus-flag"),
+        (("run", URI, "--h2"), "unrecognized arguments: --h2"),
+        (("run", URI, "--conn", "5"), "unrecognized arguments"),  # no abbreviations
+        (("run", "not a url"), "URI: must not contain spaces"),
+        (("run", "http//127.0.0.1/"), "URI: must start with http://"),
+        (("run", "http://"), "URI: malformed URL: no host"),
+        (("run", "http://[::1/"), "URI: malformed URL"),
+        (("run", "ftp://127.0.0.1/"), "URI: unsupported scheme 'ftp://'"),
+        (("run", "https://127.0.0.1/"), "URI: https:// is not supported yet"),
+        (("run", URI, "--rps", "-1"), "--rps: must be >= 0 (got -1)"),
+        (("run", URI, "--rps", "lots"), "--rps: must be a number (got lots)"),
+        (("run", URI, "--duration", "5x"), "--duration: must be a duration such as 5, 5s"),
+        (("run", URI, "--duration", "0"), "--duration: must be > 0 (got 0"),
+        (("run", URI, "--duration", "5", "--no-duration"),
+         "--no-duration: mutually exclusive with --duration"),
+        (("run", URI, "--connections", "0"), "--connections: must be >= 1 and <= 1000000"),
+        (("run", URI, "--concurrency", "zero"), "--concurrency: must be 'auto' or an integer"),
+        (("run", URI, "--cpus", "100000"), "--cpus: CPU 100000 not in this process's CPU"),
+        (("run", URI, "--cpus", "3-1"), "--cpus: range '3-1' goes backwards"),
+        (("run", URI, "--request-method", "FETCH"), "--request-method: must be one of"),
+        (("run", URI, "--request-header", "X-Bad"), "--request-header: must be 'name: value'"),
+        (("run", URI, "--request-header", "X: a\r\nY: b"), "--request-header: must not contain"),
+        (("run", URI, "--sequencer-idle-strategy", "nap"),
+         "--sequencer-idle-strategy: must be one of"),
+        (("run", URI, "--failure-predicate", "benchmark.http_5xx"),
+         "--failure-predicate: must be 'counter:threshold'"),
+        (("run", URI, "--termination-predicate", "nope:1"),
+         "--termination-predicate: unknown counter 'nope'"),
+        (("run", URI, "--percentiles", "50,200"), "--percentiles: must be percentages"),
+        (("run", URI, "--output-format", "yaml"), "--output-format: must be one of"),
+        (("run", URI, "--output", "/nonexistent-dir/x.json"),
+         "--output: directory '/nonexistent-dir' does not exist"),
+        (("run", URI, "--rps", "-1", "--connections", "0"), "--rps: must be >= 0"),
+        (("server", "--listen", "127.0.0.1"), "--listen: must be HOST:PORT"),
+        (("server", "--listen", "127.0.0.1:70000"), "--listen: port must be in 0..65535"),
+        (("server", "--workers", "0"), "--workers: must be >= 1 and <= 1024"),
+        (("server", "--static-delay", "soon"), "--static-delay: must be a duration"),
+        (("server", "--response-body-size", "-1"), "--response-body-size: must be >= 0"),
+        (("server", "--response-header", "bad"), "--response-header: must be 'name: value'"),
+        (("demo", "--rps", "-5"), "--rps: must be >= 0"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(args: tuple[str, ...], expected: str) -> None:
+    proc = nhbench_cli(*args)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stdout == ""
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("nhbench: error: ")
+    assert expected in lines[0]
+
+
+def test_version() -> None:
+    proc = nhbench_cli("--version")
+    assert proc.returncode == 0
+    assert proc.stdout == f"nhbench {nhbench.__version__}\n"
+
+
+@pytest.mark.parametrize("command", [(), ("run",), ("server",), ("demo",)])
+def test_help(command: tuple[str, ...]) -> None:
+    proc = nhbench_cli(*command, "--help")
+    assert proc.returncode == 0 and proc.stderr == ""
+    assert "usage: nhbench" in proc.stdout
+
+
+def test_run_help_lists_nighthawk_flags() -> None:
+    text = nhbench_cli("run", "--help").stdout
+    for flag in ("--rps", "--connections", "--concurrency", "--duration", "--no-duration",
+                 "--timeout", "--request-method", "--request-header", "--request-body-size",
+                 "--max-pending-requests", "--max-requests-per-connection",
+                 "--prefetch-connections", "--open-loop", "--sequencer-idle-strategy",
+                 "--burst-size", "--failure-predicate", "--termination-predicate",
+                 "--no-default-failure-predicates", "--output-format", "--label", "--cpus",
+                 "--request-timeout", "--percentiles", "--output", "--drain-timeout"):
+        assert flag in text, flag
+
+
+def test_module_cli_entry_point() -> None:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [PACKAGE_PARENT, env.get("PYTHONPATH")]))
+    proc = subprocess.run([sys.executable, "-m", "nhbench.cli", "--version"],
+                          capture_output=True, text=True, env=env, timeout=60)
+    assert proc.returncode == 0 and proc.stdout.startswith("nhbench ")
