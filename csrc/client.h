@@ -108,6 +108,7 @@ struct nhb__worker {
   uv_timer_t release_sleep; /* NHB_IDLE_SLEEP: millisecond timer */
   int release_fd;
   int release_armed;
+  uint64_t release_sets; /* timerfd_settime calls, to know if one was made */
   uint64_t start_ns;    /* scheduled time of this worker's first release */
   uint64_t end_ns;      /* no release is scheduled at or after this; UINT64_MAX = none */
   double interval_ns;   /* between releases; 0 = closed loop at max rate */
