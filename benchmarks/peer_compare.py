@@ -1,0 +1,911 @@
+#!/usr/bin/env python3
+"""Peer comparison: nhbench against wrk, h2load (and fortio/oha when on PATH).
+
+Client and server are pinned to different CPUs; every tool loads the same target, and for
+each run we record the requests completed, the rate, and the client's CPU time per request.
+The ratios inside one invocation are the result (absolute numbers depend on the machine).
+
+    nox -s bench [-- ARGS]                          # or ./dev bench [-- ARGS]
+    PYTHONPATH=src python3 benchmarks/peer_compare.py [ARGS]
+
+Scenarios
+  max    HTTP/1.1, as fast as possible, --connections (50) connections, --duration (5 s):
+         nhbench rps=0, wrk -t1, h2load --h1 -t1, fortio -qps 0, oha.  Reference: wrk.
+  fixed  HTTP/1.1 at a fixed --fixed-rps (20 000) over the same connections:
+         nhbench rps=N, h2load --h1 --rps N/connections, fortio -qps N, oha -q N.
+         Reference: h2load.
+
+How CPU is measured
+  wrk, h2load, fortio, oha: user+sys of the child process from os.wait4's rusage (the tool
+  runs under `taskset -c CLIENT_CPU`, which execs it, so it is the same process).
+  nhbench: a child Python pins itself to CLIENT_CPU, imports nhbench and loads the core
+  (interpreter start-up excluded), then takes getrusage(RUSAGE_SELF) right before start()
+  and right after the run finished, before the Python Result is built. That covers every
+  thread of the process: the C worker, which records all its histograms during the run, and
+  the Python main thread polling for the end. Building the Result (histograms -> hdrh) is
+  reported separately as `result_cpu_s` in the JSON.
+  The server's CPU (nginx master+worker, or the nhbench server process) is read from
+  /proc around each run, to show which side saturates first.
+
+Output: one table per scenario (median of --repeat runs, the spread in brackets), the
+goals from issue 2, a markdown and a JSON file in benchmarks/out/, and with --update-docs
+the "Latest results" section of docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as _dt
+import json
+import math
+import os
+import platform
+import re
+import resource
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT_DIR = ROOT / "benchmarks" / "out"
+DOCS = ROOT / "docs" / "benchmarks.md"
+BEGIN_MARK = "<!-- results:begin -->"
+END_MARK = "<!-- results:end -->"
+BODY = "hello, world\n"  # 13 bytes, the same for nginx and the nhbench server
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+# Goals of issue 2: nhbench's client CPU per request over the reference tool's.
+GOALS = {"max": ("wrk", 0.75), "fixed": ("h2load", 0.75)}
+
+
+# --------------------------------------------------------------------------------------------
+# nhbench child: `peer_compare.py --nhbench-child JSON` (runs in its own pinned process)
+# --------------------------------------------------------------------------------------------
+
+
+def _thread_cpu() -> dict[str, float]:
+    """CPU seconds per thread of this process, keyed 'name/tid'."""
+    out: dict[str, float] = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                data = f.read()
+        except OSError:
+            continue
+        name = data[data.index("(") + 1 : data.rindex(")")]
+        fields = data[data.rindex(")") + 2 :].split()
+        out[f"{name}/{tid}"] = (int(fields[11]) + int(fields[12])) / CLK_TCK
+    return out
+
+
+def nhbench_child(spec: dict[str, Any]) -> None:
+    cpu = spec["client_cpu"]
+    os.sched_setaffinity(0, {cpu})
+    import nhbench
+
+    with contextlib.suppress(Exception):  # load the compiled core now, not inside the run
+        from nhbench._run import load_core
+
+        load_core()
+    bench = nhbench.Benchmark(
+        spec["url"],
+        rps=spec["rps"],
+        duration=spec["duration"],
+        connections=spec["connections"],
+        concurrency=1,
+        cpus=str(cpu),
+        sequencer_idle_strategy=spec["idle_strategy"],
+        burst_size=spec.get("burst_size", 0),
+        no_default_failure_predicates=True,
+    )
+    threads_before = _thread_cpu()
+    r0 = resource.getrusage(resource.RUSAGE_SELF)
+    t0 = time.monotonic()
+    bench.start()
+    # Sample the threads while they live (a worker's /proc entry goes when it exits), to
+    # split the process's CPU between the C worker(s) and the Python main thread.
+    threads_seen = dict(threads_before)
+    while not bench.wait(0.25):
+        threads_seen.update(_thread_cpu())
+    wall = time.monotonic() - t0
+    r1 = resource.getrusage(resource.RUSAGE_SELF)
+    threads_seen.update(_thread_cpu())
+    threads_after = threads_seen
+    result = bench.result()
+    r2 = resource.getrusage(resource.RUSAGE_SELF)
+
+    counters = result.counters
+    ok = int(counters["benchmark.http_2xx"])
+    errors = {
+        name: int(counters[name])
+        for name in (
+            "benchmark.http_1xx", "benchmark.http_3xx", "benchmark.http_4xx",
+            "benchmark.http_5xx", "benchmark.http_xxx", "benchmark.pool_overflow",
+            "benchmark.pool_connection_failure", "benchmark.stream_resets",
+            "benchmark.request_timeout", "upstream_cx_connect_fail",
+            "upstream_cx_destroy_remote", "upstream_cx_protocol_error",
+        )
+        if name in counters and int(counters[name])
+    }
+
+    def pct(stat_id: str, p: float) -> float | None:
+        try:
+            return float(result.stat(stat_id).p(p))
+        except Exception:  # noqa: BLE001 - informational only
+            return None
+
+    threads = {
+        k: round(threads_after.get(k, 0.0) - threads_before.get(k, 0.0), 3)
+        for k in threads_after
+    }
+    print(json.dumps({
+        "requests": ok,
+        "duration": float(result.duration),
+        "wall_s": wall,
+        "cpu_s": (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime),
+        "user_s": r1.ru_utime - r0.ru_utime,
+        "sys_s": r1.ru_stime - r0.ru_stime,
+        "result_cpu_s": (r2.ru_utime - r1.ru_utime) + (r2.ru_stime - r1.ru_stime),
+        "threads_cpu_s": {k: v for k, v in threads.items() if v > 0},
+        "p50": pct("benchmark_http_client.scheduled_to_response", 50),
+        "p99": pct("benchmark_http_client.scheduled_to_response", 99),
+        "p99_from_send": pct("benchmark_http_client.request_to_response", 99),
+        "lateness_p50": pct("sequencer.release_lateness", 50),
+        "lateness_p99": pct("sequencer.release_lateness", 99),
+        "upstream_rq_total": int(counters["upstream_rq_total"]),
+        "sequencer_blocked": int(counters["sequencer.blocked"]),
+        "errors": errors,
+        "success": bool(getattr(result, "success", True)),
+    }))
+
+
+# --------------------------------------------------------------------------------------------
+# targets
+# --------------------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_port(port: int, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+def proc_tree_cpu(pid: int) -> float:
+    """user+sys seconds of `pid` and its descendants (all threads)."""
+    total = 0.0
+    stack = [pid]
+    while stack:
+        p = stack.pop()
+        try:
+            with open(f"/proc/{p}/stat") as f:
+                data = f.read()
+            fields = data[data.rindex(")") + 2 :].split()
+            total += (int(fields[11]) + int(fields[12])) / CLK_TCK
+            for tid in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{tid}/children") as f:
+                    stack += [int(c) for c in f.read().split()]
+        except (OSError, ValueError):
+            continue
+    return total
+
+
+def machine_busy_s() -> float:
+    """CPU-seconds all CPUs have spent busy since boot (/proc/stat, everything but idle
+    and iowait)."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    busy = sum(fields[:8]) - fields[3] - fields[4]  # user..steal minus idle, iowait
+    return busy / CLK_TCK
+
+
+@dataclass
+class Target:
+    name: str
+    url: str
+    pid: int | None  # root of the server's process tree, for its CPU
+
+
+NGINX_CONF = """\
+worker_processes 1;
+daemon off;
+master_process on;
+pid {tmp}/nginx.pid;
+error_log {tmp}/error.log warn;
+worker_rlimit_nofile 65536;
+events {{ worker_connections 16384; multi_accept on; }}
+http {{
+    access_log off;
+    client_body_temp_path {tmp}/body;
+    proxy_temp_path {tmp}/proxy;
+    fastcgi_temp_path {tmp}/fastcgi;
+    uwsgi_temp_path {tmp}/uwsgi;
+    scgi_temp_path {tmp}/scgi;
+    keepalive_requests 1000000000;
+    keepalive_timeout 600s;
+    server {{
+        listen 127.0.0.1:{port} backlog=4096;
+        location / {{ return 200 "{body}"; }}
+    }}
+}}
+"""
+
+
+@contextlib.contextmanager
+def nginx_target(server_cpu: int) -> Iterator[Target]:
+    nginx = shutil.which("nginx") or ("/usr/sbin/nginx" if os.path.exists("/usr/sbin/nginx")
+                                      else None)
+    if not nginx:
+        raise SystemExit("peer_compare: nginx not found (apt-get install -y nginx-light)")
+    with tempfile.TemporaryDirectory(prefix="nhb-bench-nginx-") as tmp:
+        os.chmod(tmp, 0o755)
+        port = free_port()
+        conf = Path(tmp) / "nginx.conf"
+        conf.write_text(NGINX_CONF.format(tmp=tmp, port=port,
+                                          body=BODY.replace("\n", "\\n")))
+        log = open(Path(tmp) / "stderr.log", "wb")  # noqa: SIM115
+        proc = subprocess.Popen(
+            ["taskset", "-c", str(server_cpu), nginx, "-p", tmp, "-e", f"{tmp}/error.log",
+             "-c", str(conf)],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+        )
+        try:
+            try:
+                wait_port(port)
+            except OSError:
+                logs = ""
+                for name in ("stderr.log", "error.log"):
+                    with contextlib.suppress(OSError):
+                        logs += (Path(tmp) / name).read_text(errors="replace")[-500:]
+                raise SystemExit(f"peer_compare: nginx did not start: {logs.strip()}") from None
+            yield Target("nginx", f"http://127.0.0.1:{port}/", proc.pid)
+        finally:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)  # fast shutdown of master and worker
+                try:
+                    proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+            log.close()
+
+
+@contextlib.contextmanager
+def nhbench_target(server_cpu: int) -> Iterator[Target]:
+    import nhbench
+
+    server = nhbench.TestServer(
+        cpus=[server_cpu], response_body_size=len(BODY), subprocess=True
+    )
+    server.start()
+    try:
+        pid = None
+        proc = getattr(server, "_process", None)
+        if proc is not None:
+            pid = proc.pid
+            # The C worker is pinned by cpus=; pin the Python main thread too.
+            with contextlib.suppress(OSError):
+                for tid in os.listdir(f"/proc/{pid}/task"):
+                    os.sched_setaffinity(int(tid), {server_cpu})
+        yield Target("nhbench-server", server.url, pid)
+    finally:
+        server.stop()
+
+
+# --------------------------------------------------------------------------------------------
+# clients
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Sample:
+    tool: str
+    requests: int = 0
+    duration: float = 0.0
+    cpu_s: float = 0.0
+    server_cpu_s: float | None = None
+    other_cpu_s: float | None = None  # busy CPU of everything else on the machine
+    wall_s: float = 0.0
+    errors: dict[str, int] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+    failed: str | None = None
+
+    @property
+    def rps(self) -> float:
+        return self.requests / self.duration if self.duration > 0 else 0.0
+
+    @property
+    def us_per_req(self) -> float:
+        return self.cpu_s / self.requests * 1e6 if self.requests else float("nan")
+
+
+def run_child(argv: list[str], timeout: float, env: dict[str, str] | None = None
+              ) -> tuple[int, str, str, Any, float]:
+    """Run argv; return (rc, stdout, stderr, wait4's rusage, wall seconds)."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        t0 = time.monotonic()
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                                env=env)
+        deadline = t0 + timeout
+        status = None
+        rusage = None
+        while True:
+            pid, status, rusage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.monotonic() > deadline:
+                proc.kill()
+                _, status, rusage = os.wait4(proc.pid, 0)
+                break
+            time.sleep(0.02)
+        proc.returncode = os.waitstatus_to_exitcode(status)  # keep Popen from re-waiting
+        wall = time.monotonic() - t0
+        out.seek(0)
+        err.seek(0)
+        return (proc.returncode, out.read().decode(errors="replace"),
+                err.read().decode(errors="replace"), rusage, wall)
+
+
+_UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def _seconds(text: str) -> float:
+    m = re.fullmatch(r"([\d.]+)(us|ms|s|m|h)", text)
+    if not m:
+        raise ValueError(text)
+    return float(m.group(1)) * _UNITS[m.group(2)]
+
+
+class Tool:
+    name = ""
+    ref_for: tuple[str, ...] = ()
+
+    def argv(self, sc: Scenario, url: str) -> list[str]:
+        raise NotImplementedError
+
+    def parse(self, sample: Sample, out: str, err: str) -> None:
+        raise NotImplementedError
+
+    def supports(self, sc: Scenario) -> bool:
+        return True
+
+    def measure(self, sc: Scenario, url: str, cfg: argparse.Namespace) -> Sample:
+        sample = Sample(self.name)
+        argv = ["taskset", "-c", str(cfg.client_cpu), *self.argv(sc, url)]
+        rc, out, err, ru, wall = run_child(argv, timeout=sc.duration + 60)
+        sample.cpu_s, sample.wall_s = ru.ru_utime + ru.ru_stime, wall
+        sample.extra.update(user_s=ru.ru_utime, sys_s=ru.ru_stime, nvcsw=ru.ru_nvcsw,
+                            nivcsw=ru.ru_nivcsw)
+        sample.extra["argv"] = " ".join(argv)
+        try:
+            self.parse(sample, out, err)
+        except (ValueError, KeyError, AttributeError, IndexError) as exc:
+            sample.failed = f"could not parse output ({exc!r}); rc={rc}: {(out + err)[-300:]}"
+        if rc != 0 and not sample.failed:
+            sample.failed = f"exit status {rc}: {(out + err)[-300:]}"
+        return sample
+
+
+class Wrk(Tool):
+    name = "wrk"
+
+    def supports(self, sc: Scenario) -> bool:
+        return sc.rps == 0  # wrk has no fixed rate (that is wrk2)
+
+    def argv(self, sc: Scenario, url: str) -> list[str]:
+        return ["wrk", "-t1", f"-c{sc.connections}", f"-d{sc.duration:g}s", url]
+
+    def parse(self, sample: Sample, out: str, err: str) -> None:
+        m = re.search(r"(\d+) requests in ([\d.]+\w+),", out)
+        if not m:
+            raise ValueError("no 'N requests in' line")
+        sample.requests = int(m.group(1))
+        sample.duration = _seconds(m.group(2))
+        m = re.search(r"Requests/sec:\s+([\d.]+)", out)
+        sample.extra["reported_rps"] = float(m.group(1)) if m else None
+        m = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+        if m:
+            sample.errors["non_2xx_3xx"] = int(m.group(1))
+            sample.requests -= int(m.group(1))
+        m = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)",
+                      out)
+        if m:
+            for k, v in zip(("connect", "read", "write", "timeout"), m.groups()):
+                if int(v):
+                    sample.errors[k] = int(v)
+
+
+class H2load(Tool):
+    name = "h2load"
+
+    def argv(self, sc: Scenario, url: str) -> list[str]:
+        argv = ["h2load", "--h1", "-t1", f"-c{sc.connections}", "-D", f"{sc.duration:g}"]
+        if sc.rps:
+            # --rps is per client connection.
+            argv += ["--rps", f"{sc.rps / sc.connections:g}"]
+        return [*argv, url]
+
+    def parse(self, sample: Sample, out: str, err: str) -> None:
+        m = re.search(r"finished in ([\d.]+\w+), ([\d.]+) req/s", out)
+        if not m:
+            raise ValueError("no 'finished in' line")
+        sample.duration = _seconds(m.group(1))
+        sample.extra["reported_rps"] = float(m.group(2))
+        m = re.search(r"requests: (\d+) total, (\d+) started, (\d+) done, (\d+) succeeded, "
+                      r"(\d+) failed, (\d+) errored, (\d+) timeout", out)
+        if not m:
+            raise ValueError("no 'requests:' line")
+        _total, _started, _done, ok, failed, errored, tmo = map(int, m.groups())
+        sample.requests = ok
+        for k, v in (("failed", failed), ("errored", errored), ("timeout", tmo)):
+            if v:
+                sample.errors[k] = v
+        m = re.search(r"status codes: (\d+) 2xx, (\d+) 3xx, (\d+) 4xx, (\d+) 5xx", out)
+        if m and int(m.group(1)) != ok:
+            sample.errors["non_2xx"] = ok - int(m.group(1))
+
+
+class Fortio(Tool):
+    name = "fortio"
+
+    def argv(self, sc: Scenario, url: str) -> list[str]:
+        # -qps is the total rate; -c connections; -json - writes the result to stdout.
+        return ["fortio", "load", "-quiet", "-qps", f"{sc.rps:g}", "-c", str(sc.connections),
+                "-t", f"{sc.duration:g}s", "-json", "-", url]
+
+    def parse(self, sample: Sample, out: str, err: str) -> None:
+        data = json.loads(out[out.index("{"):])
+        codes = data.get("RetCodes") or {}
+        sample.requests = int(codes.get("200", 0))
+        total = int(data["DurationHistogram"]["Count"])
+        if total != sample.requests:
+            sample.errors["non_200"] = total - sample.requests
+        sample.duration = float(data["ActualDuration"]) / 1e9
+        sample.extra["reported_rps"] = float(data.get("ActualQPS", 0))
+
+
+class Oha(Tool):
+    name = "oha"
+
+    def argv(self, sc: Scenario, url: str) -> list[str]:
+        argv = ["oha", "--no-tui", "-j", "-z", f"{sc.duration:g}s", "-c", str(sc.connections)]
+        if sc.rps:
+            argv += ["-q", f"{sc.rps:g}"]
+        return [*argv, url]
+
+    def parse(self, sample: Sample, out: str, err: str) -> None:
+        data = json.loads(out[out.index("{"):])
+        codes = data.get("statusCodeDistribution") or {}
+        sample.requests = int(codes.get("200", 0))
+        other = sum(int(v) for k, v in codes.items() if k != "200")
+        if other:
+            sample.errors["non_200"] = other
+        sample.duration = float(data["summary"]["total"])
+        sample.extra["reported_rps"] = float(data["summary"].get("requestsPerSec", 0))
+
+
+class Nhbench(Tool):
+    name = "nhbench"
+
+    def __init__(self, burst: int = 0) -> None:
+        self.burst = burst
+        if burst:
+            self.name = f"nhbench burst={burst}"
+
+    def supports(self, sc: Scenario) -> bool:
+        return not self.burst or sc.rps > 0
+
+    def measure(self, sc: Scenario, url: str, cfg: argparse.Namespace) -> Sample:
+        sample = Sample(self.name)
+        spec = {"url": url, "rps": sc.rps, "duration": sc.duration,
+                "connections": sc.connections, "client_cpu": cfg.client_cpu,
+                "idle_strategy": cfg.idle_strategy, "burst_size": self.burst}
+        argv = [sys.executable, str(Path(__file__).resolve()), "--nhbench-child",
+                json.dumps(spec)]
+        rc, out, err, ru, wall = run_child(argv, timeout=sc.duration + 60, env=child_env())
+        sample.wall_s = wall
+        # The whole child, interpreter start-up included (not what the table shows).
+        sample.extra["process_cpu_s"] = ru.ru_utime + ru.ru_stime
+        lines = [ln for ln in out.splitlines() if ln.startswith("{")]
+        if rc != 0 or not lines:
+            sample.failed = f"exit status {rc}: {(out + err).strip()[-500:]}"
+            return sample
+        data = json.loads(lines[-1])
+        sample.requests = data["requests"]
+        sample.duration = data["duration"]
+        sample.cpu_s = data["cpu_s"]
+        sample.errors = data["errors"]
+        for k in ("p50", "p99", "p99_from_send", "lateness_p50", "lateness_p99", "user_s",
+                  "sys_s", "result_cpu_s", "threads_cpu_s", "upstream_rq_total",
+                  "sequencer_blocked", "success"):
+            sample.extra[k] = data.get(k)
+        return sample
+
+
+def child_env() -> dict[str, str]:
+    """The environment for the nhbench child: it must import the nhbench we imported."""
+    env = dict(os.environ)
+    try:
+        import nhbench
+
+        pkg_root = str(Path(nhbench.__file__).resolve().parent.parent)
+    except ImportError:
+        pkg_root = str(ROOT / "src")
+    env["PYTHONPATH"] = os.pathsep.join([pkg_root, *filter(None, [env.get("PYTHONPATH")])])
+    return env
+
+
+ALL_TOOLS: dict[str, Tool] = {t.name: t for t in (Nhbench(), Wrk(), H2load(), Fortio(), Oha())}
+
+
+# --------------------------------------------------------------------------------------------
+# orchestration
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Scenario:
+    key: str
+    title: str
+    rps: float
+    connections: int
+    duration: float
+
+    @property
+    def reference(self) -> str:
+        return GOALS[self.key][0]
+
+
+def median(values: list[float]) -> float:
+    values = [v for v in values if not math.isnan(v)]
+    return statistics.median(values) if values else float("nan")
+
+
+def summarize(samples: list[Sample]) -> dict[str, Any]:
+    good = [s for s in samples if not s.failed and s.requests > 0]
+    out: dict[str, Any] = {
+        "tool": samples[0].tool,
+        "runs": len(samples),
+        "ok_runs": len(good),
+        "failures": [s.failed for s in samples if s.failed],
+    }
+    if not good:
+        return out
+    us = [s.us_per_req for s in good]
+    rps = [s.rps for s in good]
+    out.update(
+        requests=int(median([s.requests for s in good])),
+        rps=median(rps), rps_min=min(rps), rps_max=max(rps),
+        us_per_req=median(us), us_min=min(us), us_max=max(us),
+        client_util=median([s.cpu_s / s.duration for s in good if s.duration]),
+        errors=sum(sum(s.errors.values()) for s in good),
+    )
+    server = [s.server_cpu_s / s.duration for s in good if s.server_cpu_s is not None
+              and s.duration]
+    out["server_util"] = median(server) if server else None
+    other = [s.extra["other_load"] for s in samples if s.extra.get("other_load") is not None]
+    out["other_load"] = median(other) if other else None
+    split = [s for s in good if s.extra.get("user_s") is not None]
+    if split:
+        out["user_us"] = median([s.extra["user_s"] / s.requests * 1e6 for s in split])
+        out["sys_us"] = median([s.extra["sys_s"] / s.requests * 1e6 for s in split])
+    for k in ("p50", "p99", "p99_from_send", "lateness_p99", "result_cpu_s"):
+        vals = [float(s.extra[k]) for s in good if s.extra.get(k) is not None]
+        if vals:
+            out[k] = median(vals)
+    return out
+
+
+def fmt_us(v: float | None) -> str:
+    if v is None:
+        return "-"
+    if v < 1e-3:
+        return f"{v * 1e6:.0f} µs"
+    return f"{v * 1e3:.2f} ms"
+
+
+def render_table(sc: Scenario, rows: list[dict[str, Any]]) -> str:
+    ref = next((r for r in rows if r["tool"] == sc.reference and "us_per_req" in r), None)
+    header = (
+        f"| tool | requests | req/s | client CPU µs/req (min–max) | vs {sc.reference} "
+        f"| user + sys µs/req | client CPU | server CPU | p50 / p99 (CO-corrected) | errors |"
+    )
+    lines = [header, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
+    for r in rows:
+        if "us_per_req" not in r:
+            failures = "; ".join(r["failures"])[:120]
+            lines.append(f"| {r['tool']} | failed: {failures} | | | | | | | | |")
+            continue
+        ratio = f"{r['us_per_req'] / ref['us_per_req']:.2f}×" if ref else "-"
+        lat = (f"{fmt_us(r.get('p50'))} / {fmt_us(r.get('p99'))}" if "p50" in r else "n/a")
+        srv = f"{r['server_util'] * 100:.0f}%" if r.get("server_util") is not None else "-"
+        fails = f" ({len(r['failures'])} failed)" if r["failures"] else ""
+        split = (f"{r['user_us']:.2f} + {r['sys_us']:.2f}" if "user_us" in r else "-")
+        lines.append(
+            f"| {r['tool']}{fails} | {r['requests']:,} | {r['rps']:,.0f} "
+            f"| {r['us_per_req']:.2f} ({r['us_min']:.2f}–{r['us_max']:.2f}) | {ratio} "
+            f"| {split} | {r['client_util'] * 100:.0f}% | {srv} | {lat} | {r['errors']} |"
+        )
+    return "\n".join(lines)
+
+
+def goal_line(sc: Scenario, rows: list[dict[str, Any]]) -> str:
+    ref_name, limit = GOALS[sc.key]
+    nhb = next((r for r in rows if r["tool"] == "nhbench" and "us_per_req" in r), None)
+    ref = next((r for r in rows if r["tool"] == ref_name and "us_per_req" in r), None)
+    what = (f"max rate: nhbench CPU/request ≤ {limit}× wrk's" if sc.key == "max"
+            else f"fixed {sc.rps:,.0f} rps: nhbench CPU/request ≤ {limit}× h2load --rps")
+    if not nhb or not ref:
+        return f"- Goal ({what}): not measured"
+    ratio = nhb["us_per_req"] / ref["us_per_req"]
+    verdict = "**met**" if ratio <= limit else "**missed**"
+    note = ""
+    if sc.key == "fixed":
+        short = [r["tool"] for r in rows if "rps" in r and r["rps"] < 0.99 * sc.rps]
+        if short:
+            note = f" (below the asked rate by >1%: {', '.join(short)})"
+    return (f"- Goal ({what}): {ratio:.2f}× ({nhb['us_per_req']:.2f} vs "
+            f"{ref['us_per_req']:.2f} µs/req) → {verdict}{note}")
+
+
+def machine_info() -> dict[str, Any]:
+    model = ""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    versions: dict[str, str] = {}
+    for tool, cmd in (("wrk", ["wrk", "-v"]), ("h2load", ["h2load", "--version"]),
+                      ("nginx", ["nginx", "-v"]), ("fortio", ["fortio", "version"]),
+                      ("oha", ["oha", "--version"])):
+        if shutil.which(tool):
+            with contextlib.suppress(Exception):
+                p = subprocess.run(cmd, capture_output=True, text=True, timeout=5, check=False)
+                versions[tool] = ((p.stdout + p.stderr).strip().splitlines() or [""])[0][:80]
+    try:
+        import nhbench
+
+        versions["nhbench"] = nhbench.__version__
+    except ImportError:
+        versions["nhbench"] = "not importable"
+    return {
+        "cpus": os.cpu_count(),
+        "cpu_model": model,
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "loadavg_before": os.getloadavg(),
+        "versions": versions,
+    }
+
+
+def run_all(cfg: argparse.Namespace) -> dict[str, Any]:
+    scenarios = []
+    if "max" in cfg.scenarios:
+        scenarios.append(Scenario("max", f"HTTP/1.1 max rate, {cfg.connections} connections",
+                                  0, cfg.connections, cfg.duration))
+    if "fixed" in cfg.scenarios:
+        scenarios.append(Scenario("fixed", f"HTTP/1.1 fixed {cfg.fixed_rps:,.0f} rps, "
+                                  f"{cfg.connections} connections",
+                                  cfg.fixed_rps, cfg.connections, cfg.duration))
+    tools: list[Tool] = []
+    for name in cfg.tools:
+        if name != "nhbench" and not shutil.which(name):
+            print(f"peer_compare: {name} not on PATH, skipped", file=sys.stderr)
+            continue
+        tools.append(ALL_TOOLS[name])
+        if name == "nhbench" and cfg.burst_row:
+            # Informational: h2load --rps paces each connection with its own timer, so its
+            # releases come in clumps of about one per connection; nhbench's default
+            # schedule is uniform. This row gives nhbench the clumped pattern.
+            tools.append(Nhbench(burst=cfg.connections))
+    targets = ["nginx", "nhbench"] if cfg.target == "both" else [cfg.target]
+
+    report: dict[str, Any] = {
+        "started": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "machine": machine_info(),
+        "settings": {
+            "duration": cfg.duration, "repeat": cfg.repeat, "connections": cfg.connections,
+            "fixed_rps": cfg.fixed_rps, "client_cpu": cfg.client_cpu,
+            "server_cpu": cfg.server_cpu, "idle_strategy": cfg.idle_strategy,
+            "body_bytes": len(BODY),
+        },
+        "results": [],
+    }
+    for target_name in targets:
+        cm = (nginx_target(cfg.server_cpu) if target_name == "nginx"
+              else nhbench_target(cfg.server_cpu))
+        with cm as target:
+            for sc in scenarios:
+                active = [t for t in tools if t.supports(sc)]
+                samples: dict[str, list[Sample]] = {t.name: [] for t in active}
+                # Round-robin over the tools so slow drift (other load on the machine)
+                # spreads over all of them instead of favouring one.
+                for i in range(cfg.repeat):
+                    for tool in active:
+                        before = proc_tree_cpu(target.pid) if target.pid else None
+                        busy0 = machine_busy_s()
+                        s = tool.measure(sc, target.url, cfg)
+                        busy = machine_busy_s() - busy0
+                        if before is not None and target.pid:
+                            s.server_cpu_s = proc_tree_cpu(target.pid) - before
+                            # Whole client process (nhbench: start-up included), as the
+                            # machine counter covers the whole wall time too.
+                            client = s.extra.get("process_cpu_s", s.cpu_s)
+                            s.other_cpu_s = max(0.0, busy - client - s.server_cpu_s)
+                            s.extra["other_load"] = s.other_cpu_s / s.wall_s if s.wall_s else None
+                        samples[tool.name].append(s)
+                        status = (f"FAILED {s.failed[:200]}" if s.failed else
+                                  f"{s.requests:>9,} req {s.rps:>9,.0f} req/s "
+                                  f"{s.us_per_req:6.2f} µs/req")
+                        print(f"  [{target.name} {sc.key} {i + 1}/{cfg.repeat}] "
+                              f"{tool.name:<8} {status}", file=sys.stderr, flush=True)
+                        time.sleep(cfg.pause)
+                rows = [summarize(samples[t.name]) for t in active]
+                report["results"].append({
+                    "target": target.name,
+                    "scenario": asdict(sc) | {"title": sc.title, "reference": sc.reference},
+                    "rows": rows,
+                    "samples": {k: [asdict(s) | {"rps": s.rps, "us_per_req": s.us_per_req}
+                                    for s in v] for k, v in samples.items()},
+                })
+    report["finished"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    report["machine"]["loadavg_after"] = os.getloadavg()
+    return report
+
+
+def short_version(text: str) -> str:
+    """'wrk debian/4.1.0-3+b2 [epoll] Copyright…' -> 'debian/4.1.0-3+b2'."""
+    m = re.search(r"[\w.+-]+/\d[\w.+-]*|\b\d+\.[\w.+-]*", text)
+    return m.group(0) if m else text
+
+
+def render_markdown(report: dict[str, Any]) -> str:
+    m, st = report["machine"], report["settings"]
+    vers = ", ".join(f"{k} {short_version(v)}" for k, v in m["versions"].items())
+    head = (
+        f"Run {report['started']} on {m['cpus']} CPUs ({m['cpu_model']}), Linux "
+        f"{m['kernel']}; client on CPU {st['client_cpu']}, server on CPU {st['server_cpu']}; "
+        f"{st['duration']:g} s per run, median of {st['repeat']} runs (min–max in brackets); "
+        f"{st['body_bytes']}-byte body. Load average before/after: "
+        f"{m['loadavg_before'][0]:.2f} / {m['loadavg_after'][0]:.2f}."
+    )
+    out = [
+        head,
+        "",
+        f"Versions: {vers}.",
+        "",
+    ]
+    for res in report["results"]:
+        sc = Scenario(**{k: res["scenario"][k] for k in
+                         ("key", "title", "rps", "connections", "duration")})
+        other = [r["other_load"] for r in res["rows"] if r.get("other_load") is not None]
+        noise = (f"Other processes used {median(other):.2f} CPUs (median over the runs; "
+                 f"0 = a quiet machine, 2 = both cores busy besides the benchmark)."
+                 if other else "")
+        out += [f"#### {sc.title} → {res['target']}", "",
+                render_table(sc, res["rows"]), "", goal_line(sc, res["rows"])]
+        burst = next((r["tool"] for r in res["rows"] if r["tool"].startswith("nhbench burst=")),
+                     None)
+        if burst:
+            out.append(f"- `{burst}` is for information, not the goal: it releases in clumps "
+                       f"of {burst.split('=')[1]} (one per connection), the pattern of "
+                       f"h2load's per-connection --rps timers; `nhbench` releases uniformly.")
+        out += [f"- {noise}", ""] if noise else [""]
+    return "\n".join(out).rstrip() + "\n"
+
+
+def update_docs(markdown: str) -> None:
+    text = DOCS.read_text() if DOCS.exists() else ""
+    block = f"{BEGIN_MARK}\n{markdown}{END_MARK}"
+    if BEGIN_MARK in text and END_MARK in text:
+        head, rest = text.split(BEGIN_MARK, 1)
+        _, tail = rest.split(END_MARK, 1)
+        text = head + block + tail
+    else:
+        text = text.rstrip() + "\n\n## Latest results\n\n" + block + "\n"
+    DOCS.write_text(text)
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--target", choices=("nginx", "nhbench", "both"), default="nginx",
+                   help="server to load (default nginx)")
+    p.add_argument("--scenarios", default="max,fixed",
+                   help="comma list of max,fixed (default both)")
+    p.add_argument("--tools", default="nhbench,wrk,h2load,fortio,oha",
+                   help="comma list; tools not on PATH are skipped")
+    p.add_argument("--duration", type=float, default=5.0, help="seconds per run (default 5)")
+    p.add_argument("--repeat", type=int, default=3, help="runs per tool, median reported")
+    p.add_argument("--connections", type=int, default=50)
+    p.add_argument("--fixed-rps", type=float, default=20000.0)
+    p.add_argument("--client-cpu", type=int, default=0)
+    p.add_argument("--server-cpu", type=int, default=1)
+    p.add_argument("--idle-strategy", choices=("poll", "spin", "sleep"), default="poll",
+                   help="nhbench --sequencer-idle-strategy (default poll)")
+    p.add_argument("--no-burst-row", dest="burst_row", action="store_false",
+                   help="fixed rate: skip the extra nhbench row with burst_size=connections "
+                   "(h2load-like clumped releases)")
+    p.add_argument("--pause", type=float, default=0.5, help="seconds between runs")
+    p.add_argument("--out-dir", type=Path, default=OUT_DIR)
+    p.add_argument("--update-docs", action="store_true",
+                   help="rewrite the Latest results section of docs/benchmarks.md")
+    p.add_argument("--from-json", type=Path, metavar="FILE",
+                   help="do not measure: re-render the tables of a saved JSON report "
+                   "(with --update-docs, into docs/benchmarks.md)")
+    p.add_argument("--nhbench-child", metavar="JSON", help=argparse.SUPPRESS)
+    cfg = p.parse_args(argv)
+    if cfg.nhbench_child:
+        return cfg
+    cfg.scenarios = [s.strip() for s in cfg.scenarios.split(",") if s.strip()]
+    cfg.tools = [t.strip() for t in cfg.tools.split(",") if t.strip()]
+    bad = [s for s in cfg.scenarios if s not in ("max", "fixed")]
+    bad += [t for t in cfg.tools if t not in ALL_TOOLS]
+    if bad:
+        p.error(f"unknown scenario/tool: {', '.join(bad)}")
+    if cfg.repeat < 1 or cfg.duration <= 0 or cfg.connections < 1 or cfg.fixed_rps <= 0:
+        p.error("--repeat, --duration, --connections and --fixed-rps must be positive")
+    allowed = os.sched_getaffinity(0)
+    for name in ("client_cpu", "server_cpu"):
+        if getattr(cfg, name) not in allowed:
+            p.error(f"--{name.replace('_', '-')} {getattr(cfg, name)} is not in this "
+                    f"process's CPU affinity {sorted(allowed)}")
+    if cfg.client_cpu == cfg.server_cpu:
+        print("peer_compare: warning: client and server share a CPU", file=sys.stderr)
+    return cfg
+
+
+def main(argv: list[str] | None = None) -> int:
+    cfg = parse_args(sys.argv[1:] if argv is None else argv)
+    if cfg.nhbench_child:
+        nhbench_child(json.loads(cfg.nhbench_child))
+        return 0
+    if cfg.from_json:
+        markdown = render_markdown(json.loads(cfg.from_json.read_text()))
+        print(markdown)
+        if cfg.update_docs:
+            update_docs(markdown)
+            print(f"updated {DOCS}", file=sys.stderr)
+        return 0
+    if not shutil.which("taskset"):
+        raise SystemExit("peer_compare: taskset not found (util-linux)")
+    report = run_all(cfg)
+    markdown = render_markdown(report)
+    print()
+    print(markdown)
+    cfg.out_dir.mkdir(parents=True, exist_ok=True)
+    stamp = report["started"].replace(":", "").replace("+0000", "Z")
+    for name in (f"peer_compare-{stamp}", "latest"):
+        (cfg.out_dir / f"{name}.md").write_text(markdown)
+        (cfg.out_dir / f"{name}.json").write_text(json.dumps(report, indent=2) + "\n")
+    print(f"wrote {cfg.out_dir / 'latest.md'} and latest.json", file=sys.stderr)
+    if cfg.update_docs:
+        update_docs(markdown)
+        print(f"updated {DOCS}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
