@@ -106,9 +106,12 @@ struct nhb__worker {
   uv_poll_t release_poll; /* NHB_IDLE_POLL: watches release_fd */
   uv_idle_t release_spin; /* NHB_IDLE_SPIN: runs every loop iteration */
   uv_timer_t release_sleep; /* NHB_IDLE_SLEEP: millisecond timer */
+  uv_prepare_t release_prepare; /* NHB_IDLE_POLL: programs release_fd */
+  uv_check_t release_check; /* releases what fell due during I/O */
   int release_fd;
-  int release_armed;
-  uint64_t release_sets; /* timerfd_settime calls, to know if one was made */
+  uint64_t next_due_ns;        /* the next release's due time; 0 = none wanted */
+  uint64_t want_deadline_ns;   /* NHB_IDLE_POLL: when the timerfd should fire */
+  uint64_t timer_deadline_ns;  /* NHB_IDLE_POLL: what it is programmed for; 0 = fired */
   uint64_t start_ns;    /* scheduled time of this worker's first release */
   uint64_t end_ns;      /* no release is scheduled at or after this; UINT64_MAX = none */
   double interval_ns;   /* between releases; 0 = closed loop at max rate */

@@ -34,38 +34,61 @@ static void on_release_poll(uv_poll_t* handle, int status, int events) {
   NHB__UNUSED(status);
   NHB__UNUSED(events);
   nhb__worker* w = (nhb__worker*)handle->data;
-  /* Re-arming the timerfd (timerfd_settime) also clears its expiration count,
-   * so in the common case the sequencer's next arm() makes the read() that
-   * would otherwise empty the fd unnecessary: one syscall less per release.
-   * When nothing re-armed it, it is emptied here so the loop does not spin. */
-  uint64_t sets = w->release_sets;
-  w->release_armed = 0;
+  /* The programmed deadline has passed. Re-programming the timerfd (which the
+   * prepare callback does when another release is wanted) also clears its
+   * expiration count, so the fd needs a read() only when nothing is wanted. */
+  w->timer_deadline_ns = 0;
   nhb__sequencer_run(w);
-  if (w->release_sets == sets) nhb__timerfd_drain(w->release_fd);
+  if (w->want_deadline_ns == 0) nhb__timerfd_drain(w->release_fd);
+}
+
+/* Runs once per loop iteration, right before the loop blocks in epoll: the
+ * only place that programs the timerfd, and only when the wanted deadline
+ * changed. On a virtual machine each timerfd_settime() costs about as much as
+ * a whole request, so re-programming for every release would double the
+ * client's CPU. */
+static void on_release_prepare(uv_prepare_t* handle) {
+  nhb__worker* w = (nhb__worker*)handle->data;
+  if (w->want_deadline_ns != 0 && w->want_deadline_ns != w->timer_deadline_ns) {
+    nhb__timerfd_arm(w->release_fd, w->want_deadline_ns);
+    w->timer_deadline_ns = w->want_deadline_ns;
+  }
+}
+
+/* Runs after every batch of I/O callbacks: releases that fell due while the
+ * loop was busy anyway go out without a timer wake-up of their own. */
+static void on_release_check(uv_check_t* handle) {
+  nhb__worker* w = (nhb__worker*)handle->data;
+  if (w->next_due_ns != 0 && nhb__now_ns() >= w->next_due_ns) nhb__sequencer_run(w);
 }
 
 static void on_release_spin(uv_idle_t* handle) {
   nhb__worker* w = (nhb__worker*)handle->data;
-  if (nhb__now_ns() >= scheduled_time(w, w->next_index)) nhb__sequencer_run(w);
+  if (nhb__now_ns() >= w->next_due_ns) nhb__sequencer_run(w);
 }
 
 static void on_release_sleep(uv_timer_t* handle) {
   nhb__worker* w = (nhb__worker*)handle->data;
-  w->release_armed = 0;
   nhb__sequencer_run(w);
 }
 
 int nhb__sequencer_init(nhb__worker* w) {
   const nhb_client_config* cfg = &w->run->config;
+  int r;
   w->release_fd = -1;
+  w->release_check.data = w;
+  if ((r = uv_check_init(&w->loop, &w->release_check)) < 0) return r;
+  if (w->interval_ns > 0) uv_check_start(&w->release_check, on_release_check);
   switch (cfg->idle_strategy) {
     case NHB_IDLE_POLL: {
       int fd = nhb__timerfd_create();
       if (fd < 0) return fd;
       w->release_fd = fd;
-      int r = uv_poll_init(&w->loop, &w->release_poll, fd);
-      if (r < 0) return r;
+      if ((r = uv_poll_init(&w->loop, &w->release_poll, fd)) < 0) return r;
       w->release_poll.data = w;
+      w->release_prepare.data = w;
+      if ((r = uv_prepare_init(&w->loop, &w->release_prepare)) < 0) return r;
+      uv_prepare_start(&w->release_prepare, on_release_prepare);
       return uv_poll_start(&w->release_poll, UV_READABLE, on_release_poll);
     }
     case NHB_IDLE_SPIN:
@@ -78,13 +101,12 @@ int nhb__sequencer_init(nhb__worker* w) {
   return NHB_EINVAL;
 }
 
-/* Arranges a wake-up at `deadline` (monotonic ns). */
+/* Arranges a wake-up for the release due at `deadline` (monotonic ns). */
 static void arm(nhb__worker* w, uint64_t deadline) {
+  w->next_due_ns = deadline;
   switch (w->run->config.idle_strategy) {
     case NHB_IDLE_POLL:
-      nhb__timerfd_arm(w->release_fd, deadline);
-      w->release_armed = 1;
-      w->release_sets++;
+      w->want_deadline_ns = deadline;
       break;
     case NHB_IDLE_SPIN:
       if (!uv_is_active((uv_handle_t*)&w->release_spin))
@@ -95,20 +117,19 @@ static void arm(nhb__worker* w, uint64_t deadline) {
       uint64_t ms = deadline > now ? (deadline - now + NHB__NS_PER_MS - 1) / NHB__NS_PER_MS : 0;
       uv_update_time(&w->loop);
       uv_timer_start(&w->release_sleep, on_release_sleep, ms, 0);
-      w->release_armed = 1;
       break;
     }
   }
 }
 
-/* Stops the wake-ups while the sequencer waits for capacity. */
+/* Stops the wake-ups while the sequencer waits for capacity or has stopped.
+ * The timerfd is left as it is: a stale wake-up finds nothing due, and not
+ * re-programming it saves a system call every time the sequencer blocks. */
 static void disarm(nhb__worker* w) {
+  w->next_due_ns = 0;
+  w->want_deadline_ns = 0;
   switch (w->run->config.idle_strategy) {
     case NHB_IDLE_POLL:
-      if (w->release_armed) {
-        nhb__timerfd_arm(w->release_fd, UINT64_MAX / 2);
-        w->release_sets++;
-      }
       break;
     case NHB_IDLE_SPIN:
       uv_idle_stop(&w->release_spin);
@@ -117,7 +138,6 @@ static void disarm(nhb__worker* w) {
       uv_timer_stop(&w->release_sleep);
       break;
   }
-  w->release_armed = 0;
 }
 
 static void release_max_rate(nhb__worker* w, uint64_t now) {
@@ -214,8 +234,10 @@ void nhb__sequencer_stop_now(nhb__worker* w, uint64_t drain_ns) {
 }
 
 void nhb__sequencer_close(nhb__worker* w) {
+  uv_close((uv_handle_t*)&w->release_check, NULL);
   switch (w->run->config.idle_strategy) {
     case NHB_IDLE_POLL:
+      uv_close((uv_handle_t*)&w->release_prepare, NULL);
       uv_close((uv_handle_t*)&w->release_poll, NULL);
       break;
     case NHB_IDLE_SPIN:
