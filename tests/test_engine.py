@@ -240,6 +240,7 @@ def test_asking_for_more_than_the_target_can_do_does_not_degrade(server):
     # the scheduled-time latency says how far behind the schedule it fell.
     max_rate = run(server.url, rps=0, duration=1.0, connections=10)
     overload = run(server.url, rps=1_000_000, duration=1.0, connections=10)
-    assert overload.achieved_rps > 0.5 * max_rate.achieved_rps
+    # Wide enough for a loaded 2-core machine; Nighthawk#576 fell to about 1%.
+    assert overload.achieved_rps > 0.3 * max_rate.achieved_rps
     assert overload.counters["sequencer.blocked"] > 0
     assert overload.latency.p(50) > 10 * overload.stat("benchmark_http_client.request_to_response").p(50)
