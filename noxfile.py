@@ -5,7 +5,7 @@
     nox -s asan             # ASan+UBSan build + engine/server tests
     nox -s selftest         # C-only selftest (csrc/tests/selftest.c) under ASan+UBSan
     nox -s demo             # build + `nhbench demo`
-    nox -s bench            # build + benchmarks/peer_compare.py
+    nox -s bench            # build + benchmarks/peer_compare.py + server_compare.py
     nox -s lint             # ruff (not part of the default run)
 """
 
@@ -75,7 +75,7 @@ def asan(session: nox.Session) -> None:
     session.install(WERROR, SANITIZE, ".[test]")
     files = sorted(
         str(p.relative_to(ROOT))
-        for pattern in ("test_engine*.py", "test_server*.py")
+        for pattern in ("test_engine*.py", "test_server*.py", "test_tls*.py", "test_h2*.py")
         for p in (ROOT / "tests").glob(pattern)
     )
     if not files:
@@ -129,9 +129,11 @@ def demo(session: nox.Session) -> None:
 
 @nox.session(reuse_venv=True)
 def bench(session: nox.Session) -> None:
-    """Build and compare against peer tools (benchmarks/peer_compare.py)."""
+    """Build and compare against peer tools (benchmarks/peer_compare.py), then the test
+    server against nginx (benchmarks/server_compare.py)."""
     session.install(".")
     session.run("python", "benchmarks/peer_compare.py", *session.posargs)
+    session.run("python", "benchmarks/server_compare.py", *session.posargs)
 
 
 @nox.session(reuse_venv=True)

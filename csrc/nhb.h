@@ -26,7 +26,8 @@ extern "C" {
   X(EADDR, -5005, "invalid or unsupported address")                           \
   X(ETIMERFD, -5006, "cannot create the high-resolution release timer")       \
   X(EPROTO, -5007, "protocol error")                                          \
-  X(ETHREAD, -5008, "cannot start a worker thread")
+  X(ETHREAD, -5008, "cannot start a worker thread")                           \
+  X(ETLS, -5009, "TLS error")
 
 typedef enum {
 #define NHB__ERR_ENUM(name, code, msg) NHB_##name = (code),
@@ -100,12 +101,18 @@ void nhb_stream_add(nhb_stream* dst, const nhb_stream* src);
   X(UPSTREAM_RQ_CANCELLED, "upstream_rq_cancelled")                      \
   X(UPSTREAM_CX_TOTAL, "upstream_cx_total")                              \
   X(UPSTREAM_CX_HTTP1_TOTAL, "upstream_cx_http1_total")                  \
+  X(UPSTREAM_CX_HTTP2_TOTAL, "upstream_cx_http2_total")                  \
   X(UPSTREAM_CX_CONNECT_FAIL, "upstream_cx_connect_fail")                \
   X(UPSTREAM_CX_CONNECT_TIMEOUT, "upstream_cx_connect_timeout")          \
   X(UPSTREAM_CX_DESTROY_REMOTE, "upstream_cx_destroy_remote")            \
   X(UPSTREAM_CX_PROTOCOL_ERROR, "upstream_cx_protocol_error")            \
   X(UPSTREAM_CX_RX_BYTES_TOTAL, "upstream_cx_rx_bytes_total")            \
-  X(UPSTREAM_CX_TX_BYTES_TOTAL, "upstream_cx_tx_bytes_total")
+  X(UPSTREAM_CX_TX_BYTES_TOTAL, "upstream_cx_tx_bytes_total")            \
+  X(UPSTREAM_CX_CLOSE_NOTIFY, "upstream_cx_close_notify")                \
+  X(UPSTREAM_RQ_RETRY, "upstream_rq_retry")                              \
+  X(SSL_HANDSHAKE, "ssl.handshake")                                      \
+  X(SSL_CONNECTION_ERROR, "ssl.connection_error")                        \
+  X(SSL_SESSION_REUSED, "ssl.session_reused")
 
 typedef enum {
 #define NHB__CTR_ENUM(name, str) NHB_CTR_##name,
@@ -126,7 +133,8 @@ typedef enum {
   X(SCHEDULED_TO_RESPONSE, "benchmark_http_client.scheduled_to_response")         \
   X(SEQUENCER_CALLBACK, "sequencer.callback")                                     \
   X(SEQUENCER_BLOCKING, "sequencer.blocking")                                     \
-  X(RELEASE_LATENESS, "sequencer.release_lateness")
+  X(RELEASE_LATENESS, "sequencer.release_lateness")                               \
+  X(TLS_HANDSHAKE, "benchmark_http_client.tls_handshake")
 
 typedef enum {
 #define NHB__HIST_ENUM(name, str) NHB_HIST_##name,
@@ -169,6 +177,36 @@ typedef enum {
   NHB_IDLE_SLEEP = 2
 } nhb_idle_strategy_t;
 
+typedef enum {
+  NHB_PROTO_HTTP1 = 0,
+  NHB_PROTO_HTTP2 = 1
+} nhb_protocol_t;
+
+/* A request header for HTTP/2 (HTTP/1.1 sends pre-rendered bytes instead). */
+typedef struct nhb_header {
+  const char* name; /* lower-case, as HTTP/2 requires */
+  size_t name_len;
+  const char* value;
+  size_t value_len;
+} nhb_header;
+
+/* TLS settings of a client run. Strings may be NULL or "" for "not set"; they
+ * are copied by nhb_run_create(). */
+typedef struct nhb_tls_config {
+  int enabled;             /* https:// */
+  const char* sni;         /* server name sent in the handshake; none when unset */
+  const char* verify_name; /* DNS name or IP address the certificate must match */
+  const char* alpn;        /* comma-separated ids; unset = from the protocol */
+  const char* cacert;      /* trusted CA file or directory; unset = the system store */
+  int insecure;            /* skip certificate verification */
+  const char* ciphers;      /* TLS 1.2 cipher list (OpenSSL syntax) */
+  const char* ciphersuites; /* TLS 1.3 cipher suites */
+  const char* groups;       /* key exchange groups, e.g. "X25519:P-256" */
+  int min_version;          /* 0x0303 = TLS 1.2, 0x0304 = TLS 1.3; 0 = default */
+  int max_version;          /* 0 = highest supported */
+  int session_reuse;        /* resume the worker's last session on new connections */
+} nhb_tls_config;
+
 typedef struct nhb_predicate {
   int counter; /* nhb_counter_t */
   uint64_t threshold;
@@ -202,6 +240,19 @@ typedef struct nhb_client_config {
   uint64_t request_timeout_ns; /* 0 = none */
   uint64_t drain_timeout_ns;
   uint64_t start_delay_ns;
+  /* Protocol. HTTP/2 sends h2_* as headers and the last request_body_size
+   * bytes of `request` as the body; HTTP/1.1 sends `request` as it is. */
+  nhb_protocol_t protocol;
+  nhb_tls_config tls;
+  uint32_t max_concurrent_streams; /* HTTP/2, per connection; 0 = unlimited */
+  uint32_t max_active_requests;    /* HTTP/2, per worker; 0 = 100 */
+  const char* h2_method;
+  const char* h2_scheme;
+  const char* h2_authority;
+  const char* h2_path;
+  const nhb_header* h2_headers; /* regular headers, lower-case, no Host */
+  int h2_nheaders;
+  size_t request_body_size;
   /* Predicates: counter > threshold. */
   int n_termination;
   nhb_predicate termination[NHB_MAX_PREDICATES];
@@ -223,6 +274,9 @@ typedef struct nhb_run nhb_run;
 /* Validates the config and prepares a run; nothing starts yet. The config is
  * copied, but `request` must stay valid until nhb_run_destroy(). */
 int nhb_run_create(const nhb_client_config* config, nhb_run** out);
+/* The same; on failure `err` (if not NULL) says what is wrong, e.g. OpenSSL's
+ * reason for rejecting a cipher list or a CA file. */
+int nhb_run_create_ex(const nhb_client_config* config, nhb_run** out, char* err, size_t err_len);
 /* Starts the workers and returns at once. */
 int nhb_run_start(nhb_run* run);
 /* Waits up to timeout_s seconds (negative = forever). Returns 1 when the run
@@ -248,18 +302,43 @@ void nhb_run_destroy(nhb_run* run);
 /* ------------------------------------------------------------------------ */
 /* The test server. */
 #define NHB_SERVER_MAX_LISTEN 16
+/* Per-status counters cover codes 0..599. */
+#define NHB_SERVER_STATUS_MAX 600
+
+/* A socket address: struct sockaddr_in, sockaddr_in6 or sockaddr_un (a path,
+ * or a Linux abstract name when sun_path[0] is NUL). */
+typedef struct nhb_sockaddr {
+  unsigned char bytes[128];
+  unsigned len;
+} nhb_sockaddr;
 
 typedef struct nhb_server_config {
+  /* HTTP listeners: TCP (every worker has its own SO_REUSEPORT socket) or
+   * unix (one socket that every worker accepts from). */
   int nlisten;
-  unsigned char listen_addr[NHB_SERVER_MAX_LISTEN][28];
-  unsigned listen_addr_len[NHB_SERVER_MAX_LISTEN];
+  nhb_sockaddr listen[NHB_SERVER_MAX_LISTEN];
+  /* Optional admin listener (GET /stats), served by worker 0. */
+  int has_admin;
+  nhb_sockaddr admin;
+  /* Echo listeners (TCP: bytes back; UDP: datagrams back), on every worker. */
+  int ntcp_echo;
+  nhb_sockaddr tcp_echo[NHB_SERVER_MAX_LISTEN];
+  int nudp_echo;
+  nhb_sockaddr udp_echo[NHB_SERVER_MAX_LISTEN];
   int nworkers;
   const int* cpus; /* nworkers entries, -1 = unpinned; may be NULL */
-  uint64_t response_body_size;
-  uint64_t static_delay_ns;
-  /* Extra response header lines, already rendered: "name: value\r\n"... */
-  const char* extra_headers;
-  size_t extra_headers_len;
+  /* Static Nighthawk ResponseOptions as JSON; NULL or "" = none. */
+  const char* response_json;
+  /* Fortio query string applied for parameters a request lacks; may be NULL. */
+  const char* echo_default_params;
+  uint64_t max_echo_delay_ns;
+  uint64_t max_payload_bytes;
+  /* Every stall_every, all workers hold responses for stall_for (0 = never). */
+  uint64_t stall_every_ns, stall_for_ns;
+  uint64_t idle_timeout_ns;   /* 0 = none */
+  uint64_t header_timeout_ns; /* 0 = none */
+  uint64_t max_header_bytes;
+  uint64_t max_body_bytes;
 } nhb_server_config;
 
 typedef struct nhb_server_stats {
@@ -269,17 +348,43 @@ typedef struct nhb_server_stats {
   uint64_t rx_bytes;
   uint64_t tx_bytes;
   uint64_t bad_requests;
+  uint64_t stalls; /* stall windows begun: periodic ones plus per-request ones */
+  uint64_t tcp_echo_bytes;
+  uint64_t udp_echo_packets;
+  uint64_t status[NHB_SERVER_STATUS_MAX]; /* responses by status code */
 } nhb_server_stats;
+
+/* Which bound sockets nhb_server_bound() reports. */
+typedef enum {
+  NHB_SOCK_HTTP = 0,
+  NHB_SOCK_ADMIN = 1,
+  NHB_SOCK_TCP_ECHO = 2,
+  NHB_SOCK_UDP_ECHO = 3
+} nhb_server_socket_t;
 
 typedef struct nhb_server nhb_server;
 
-int nhb_server_create(const nhb_server_config* config, nhb_server** out);
-/* Binds every listen address and starts the workers. */
+/* Fills the defaults: one worker, no listeners, 1.5 s echo delay cap, 256 KiB
+ * payload cap, 60 s idle and 10 s header time-outs, 64 KiB heads, 64 MiB
+ * bodies. */
+void nhb_server_config_init(nhb_server_config* config);
+/* Validates the config and prepares the server (nothing is bound yet). On
+ * NHB_EINVAL, `err` (if not NULL) says which setting and why. */
+int nhb_server_create(const nhb_server_config* config, nhb_server** out, char* err, size_t err_len);
+/* Binds every address and starts the workers. On failure nothing stays
+ * bound, and nhb_server_error() names the address. */
 int nhb_server_start(nhb_server* server);
-/* The bound address of listener i (port 0 resolved), as a sockaddr. */
+const char* nhb_server_error(const nhb_server* server);
+/* The bound address of socket i of a kind (port 0 resolved). */
+int nhb_server_bound(const nhb_server* server, nhb_server_socket_t kind, int i, void* addr,
+                     unsigned* addr_len);
+/* How many sockets of a kind are bound (0 before start). */
+int nhb_server_bound_count(const nhb_server* server, nhb_server_socket_t kind);
+/* Shorthand for nhb_server_bound(server, NHB_SOCK_HTTP, ...). */
 int nhb_server_address(const nhb_server* server, int i, void* addr, unsigned* addr_len);
+/* Exact at the moment of the call (each counter is read once). */
 void nhb_server_stats_get(const nhb_server* server, nhb_server_stats* out);
-/* Stops accepting, closes connections and joins the workers. */
+/* Stops accepting, closes connections and joins the workers. Idempotent. */
 void nhb_server_stop(nhb_server* server);
 void nhb_server_destroy(nhb_server* server);
 

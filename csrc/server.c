@@ -1,374 +1,335 @@
-/* server.c: the test server, HTTP/1.1 on libuv + llhttp.
+/* server.c: the test server's life cycle: workers, listeners, delays, stalls.
  *
- * Each worker is a thread with its own loop and its own listening socket per
- * address, all bound with SO_REUSEPORT so the kernel spreads connections over
- * the workers without a shared accept lock. Responses are rendered once at
- * start-up; answering a request is a write of shared, read-only bytes.
- * Pipelined requests are answered in order, several per write.
+ * Each worker is a thread with its own loop. A TCP address gets one
+ * listening socket per worker, all bound with SO_REUSEPORT, so the kernel
+ * spreads connections over the workers without a shared accept lock. A unix
+ * socket cannot be shared that way; it is bound once and every worker
+ * listens on a dup() of it: the workers then race for each connection (the
+ * losers' accept() returns EAGAIN, which libuv ignores), which spreads the
+ * connections about as well. The admin listener runs on worker 0 only; the
+ * echo listeners, like HTTP ones, on every worker.
  *
- * A response delay pauses the parser, stops reading, and resumes both when
- * the delay's timer fires, so a delayed connection never blocks the loop.
+ * Delayed responses: every worker keeps a min-heap of its connections whose
+ * first queued response waits for a deadline, and one timerfd armed at the
+ * earliest deadline. libuv's own timers have millisecond granularity; the
+ * timerfd wakes the loop within microseconds of the deadline. Programming a
+ * timerfd is a system call (about 15 us on some VMs), so it is re-armed only
+ * when the earliest deadline moves earlier than what it is armed for; a
+ * wake-up for a deadline that went away finds nothing due and re-arms.
  */
+#include <arpa/inet.h>
 #include <errno.h>
-#include <llhttp.h>
+#include <fcntl.h>
 #include <netinet/in.h>
-#include <pthread.h>
-#include <stdatomic.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
-#include <uv.h>
 
-#include "internal.h"
+#include "server_internal.h"
 
-#define SERVER_READ_BUFFER 16384
-/* Stop reading from a client that does not read its responses. */
-#define MAX_QUEUED_WRITE_BYTES (4u << 20)
-#define MAX_BATCH 64
+/* ---- small helpers ----------------------------------------------------------- */
 
-typedef struct srv_worker srv_worker;
-
-/* A response in its four shapes: with or without body, keep-alive or close. */
-typedef struct srv_response {
-  char* bytes[2][2]; /* [close][head_only] */
-  size_t len[2][2];
-} srv_response;
-
-typedef struct srv_conn {
-  uv_tcp_t tcp;
-  uv_timer_t delay_timer;
-  srv_worker* worker;
-  llhttp_t parser;
-  int closing;
-  int paused;          /* waiting for a delay to end */
-  int close_after;     /* close once the queued responses are written */
-  int want_close;      /* the current request asked for Connection: close */
-  int head;            /* the current request is HEAD */
-  unsigned batch;      /* responses waiting for the next flush */
-  unsigned batch_close, batch_head[MAX_BATCH];
-  size_t rb_off, rb_len; /* unparsed bytes in read_buffer while paused */
-  char read_buffer[SERVER_READ_BUFFER];
-} srv_conn;
-
-typedef struct srv_counters {
-  _Atomic uint64_t requests, connections_total, connections_active, rx_bytes, tx_bytes, bad_requests;
-} srv_counters;
-
-struct srv_worker {
-  nhb_server* server;
-  uv_loop_t loop;
-  uv_async_t wakeup;
-  pthread_t thread;
-  int cpu;
-  uv_tcp_t listeners[NHB_SERVER_MAX_LISTEN];
-  int nlisteners;
-  srv_counters counters __attribute__((aligned(64)));
-};
-
-struct nhb_server {
-  nhb_server_config config;
-  char* extra_headers;
-  int* cpus;
-  srv_response ok;
-  srv_worker* workers;
-  int started;
-  int stopped;
-  struct sockaddr_storage bound[NHB_SERVER_MAX_LISTEN];
-  socklen_t bound_len[NHB_SERVER_MAX_LISTEN];
-  char bad_request[128];
-  size_t bad_request_len;
-};
-
-/* Single-writer counters: the worker adds with plain loads and stores (no
- * locked instruction), readers on other threads load them relaxed. */
-static inline void bump(_Atomic uint64_t* c, uint64_t n) {
-  atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n, memory_order_relaxed);
+uint64_t nhb__srv_rand(srv_worker* w) {
+  /* xorshift64*: a few cycles per draw, plenty for probability lists. */
+  uint64_t x = w->rng;
+  x ^= x >> 12;
+  x ^= x << 25;
+  x ^= x >> 27;
+  w->rng = x;
+  return x * 0x2545F4914F6CDD1DULL;
 }
 
-static int render_response(nhb_server* s) {
-  const nhb_server_config* cfg = &s->config;
-  for (int close = 0; close < 2; close++) {
-    for (int head = 0; head < 2; head++) {
-      char head_buf[256];
-      int n = snprintf(head_buf, sizeof(head_buf),
-                       "HTTP/1.1 200 OK\r\nServer: nhbench\r\nContent-Length: %llu\r\n%s",
-                       (unsigned long long)cfg->response_body_size, close ? "Connection: close\r\n" : "");
-      size_t body = head ? 0 : cfg->response_body_size;
-      size_t len = (size_t)n + cfg->extra_headers_len + 2 + body;
-      char* p = malloc(len);
-      if (!p) return NHB_ENOMEM;
-      memcpy(p, head_buf, (size_t)n);
-      if (cfg->extra_headers_len) memcpy(p + n, s->extra_headers, cfg->extra_headers_len);
-      memcpy(p + n + cfg->extra_headers_len, "\r\n", 2);
-      memset(p + n + cfg->extra_headers_len + 2, 'a', body);
-      s->ok.bytes[close][head] = p;
-      s->ok.len[close][head] = len;
+static uint64_t splitmix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ULL;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+  return x ^ (x >> 31);
+}
+
+static void format_addr(const void* addr, char* out, size_t out_len) {
+  const struct sockaddr* sa = addr;
+  char host[INET6_ADDRSTRLEN] = "?";
+  if (sa->sa_family == AF_INET) {
+    const struct sockaddr_in* in = addr;
+    inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
+    snprintf(out, out_len, "%s:%u", host, ntohs(in->sin_port));
+  } else if (sa->sa_family == AF_INET6) {
+    const struct sockaddr_in6* in6 = addr;
+    inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
+    snprintf(out, out_len, "[%s]:%u", host, ntohs(in6->sin6_port));
+  } else if (sa->sa_family == AF_UNIX) {
+    const struct sockaddr_un* un = addr;
+    if (un->sun_path[0] == '\0') snprintf(out, out_len, "@%.*s", (int)sizeof(un->sun_path) - 1, un->sun_path + 1);
+    else snprintf(out, out_len, "%.*s", (int)sizeof(un->sun_path), un->sun_path);
+  } else {
+    snprintf(out, out_len, "(unknown address family)");
+  }
+}
+
+static int set_error(nhb_server* s, int err, const char* what, const void* addr) {
+  char a[160];
+  format_addr(addr, a, sizeof(a));
+  snprintf(s->err, sizeof(s->err), "%s %s: %s (%s)", what, a, nhb_strerror(err), nhb_err_name(err));
+  return err;
+}
+
+/* ---- stalls -------------------------------------------------------------------------- */
+
+uint64_t nhb__srv_stall_release(nhb_server* s, uint64_t t) {
+  uint64_t until = atomic_load_explicit(&s->stalled_until_ns, memory_order_relaxed);
+  if (t < until) t = until;
+  /* Periodic windows [k*every, k*every + for) from the start, k >= 0. A
+   * release moved to a window's end is outside every window (for < every),
+   * and still after `until`. */
+  uint64_t every = s->config.stall_every_ns, len = s->config.stall_for_ns;
+  if (every && len && t >= s->start_ns) {
+    uint64_t off = (t - s->start_ns) % every;
+    if (off < len) t += len - off;
+  }
+  return t;
+}
+
+void nhb__srv_stall_request(srv_worker* w, uint64_t now, uint64_t duration_ns) {
+  nhb_server* s = w->server;
+  uint64_t until = now + duration_ns;
+  uint64_t cur = atomic_load_explicit(&s->stalled_until_ns, memory_order_relaxed);
+  while (cur < until &&
+         !atomic_compare_exchange_weak_explicit(&s->stalled_until_ns, &cur, until, memory_order_relaxed,
+                                                memory_order_relaxed)) {
+  }
+  srv_bump(&w->counters.stall_requests, 1);
+}
+
+/* ---- the delay heap ---------------------------------------------------------- */
+
+static void heap_swap(srv_worker* w, size_t i, size_t j) {
+  srv_conn* t = w->heap[i];
+  w->heap[i] = w->heap[j];
+  w->heap[j] = t;
+  w->heap[i]->heap_idx = i;
+  w->heap[j]->heap_idx = j;
+}
+
+static void heap_up(srv_worker* w, size_t i) {
+  while (i > 0) {
+    size_t parent = (i - 1) / 2;
+    if (w->heap[parent]->wake_ns <= w->heap[i]->wake_ns) break;
+    heap_swap(w, i, parent);
+    i = parent;
+  }
+}
+
+static void heap_down(srv_worker* w, size_t i) {
+  for (;;) {
+    size_t l = 2 * i + 1, r = l + 1, m = i;
+    if (l < w->heap_len && w->heap[l]->wake_ns < w->heap[m]->wake_ns) m = l;
+    if (r < w->heap_len && w->heap[r]->wake_ns < w->heap[m]->wake_ns) m = r;
+    if (m == i) break;
+    heap_swap(w, i, m);
+    i = m;
+  }
+}
+
+static void heap_arm(srv_worker* w) {
+  if (w->heap_len == 0) return;
+  uint64_t first = w->heap[0]->wake_ns;
+  if (w->armed_ns != 0 && first >= w->armed_ns) return;
+  if (nhb__timerfd_arm(w->timer_fd, first) == 0) w->armed_ns = first;
+}
+
+void nhb__srv_heap_set(srv_worker* w, srv_conn* c, uint64_t wake_ns) {
+  if (c->heap_idx == SIZE_MAX) {
+    if (w->heap_len == w->heap_cap) {
+      size_t cap = w->heap_cap ? 2 * w->heap_cap : 64;
+      srv_conn** h = realloc(w->heap, cap * sizeof(*h));
+      if (!h) {
+        /* Without a heap slot the response would never be sent. */
+        nhb__srv_conn_close(c);
+        return;
+      }
+      w->heap = h;
+      w->heap_cap = cap;
     }
+    c->wake_ns = wake_ns;
+    c->heap_idx = w->heap_len;
+    w->heap[w->heap_len++] = c;
+    heap_up(w, c->heap_idx);
+  } else {
+    uint64_t old = c->wake_ns;
+    c->wake_ns = wake_ns;
+    if (wake_ns < old) heap_up(w, c->heap_idx);
+    else heap_down(w, c->heap_idx);
   }
-  s->bad_request_len = (size_t)snprintf(s->bad_request, sizeof(s->bad_request),
-                                        "HTTP/1.1 400 Bad Request\r\nServer: nhbench\r\n"
-                                        "Content-Length: 0\r\nConnection: close\r\n\r\n");
-  return 0;
+  heap_arm(w);
 }
 
-/* ---- connections -------------------------------------------------------- */
-
-static void conn_on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf);
-static void conn_process(srv_conn* c);
-static void on_delay_done(uv_timer_t* timer);
-
-static void conn_free(uv_handle_t* handle) {
-  srv_conn* c = (srv_conn*)handle->data;
-  /* Two handles share the connection; the timer closes last. */
-  if (handle == (uv_handle_t*)&c->tcp) {
-    uv_close((uv_handle_t*)&c->delay_timer, conn_free);
-    return;
-  }
-  bump(&c->worker->counters.connections_active, (uint64_t)-1);
-  free(c);
+void nhb__srv_heap_remove(srv_worker* w, srv_conn* c) {
+  size_t i = c->heap_idx;
+  if (i == SIZE_MAX) return;
+  c->heap_idx = SIZE_MAX;
+  srv_conn* last = w->heap[--w->heap_len];
+  if (i == w->heap_len) return;
+  w->heap[i] = last;
+  last->heap_idx = i;
+  heap_down(w, i);
+  heap_up(w, last->heap_idx);
 }
 
-static void conn_close(srv_conn* c) {
-  if (c->closing) return;
-  c->closing = 1;
-  uv_close((uv_handle_t*)&c->tcp, conn_free);
-}
-
-static void conn_on_write(uv_write_t* req, int status) {
-  srv_conn* c = (srv_conn*)req->data;
-  free(req);
-  if (c->closing) return;
-  if (status < 0) {
-    conn_close(c);
-    return;
-  }
-  if (c->close_after && c->tcp.write_queue_size == 0) {
-    conn_close(c);
-    return;
-  }
-  /* Reading stopped when too much was queued; start again once it drains. */
-  if (!c->paused && c->tcp.write_queue_size < MAX_QUEUED_WRITE_BYTES) conn_process(c);
-}
-
-static void conn_write(srv_conn* c, uv_buf_t* bufs, unsigned nbufs) {
-  if (nbufs == 0 || c->closing) return;
-  size_t total = 0;
-  for (unsigned i = 0; i < nbufs; i++) total += bufs[i].len;
-  bump(&c->worker->counters.tx_bytes, total);
-  int n = uv_try_write((uv_stream_t*)&c->tcp, bufs, nbufs);
-  if (n == UV_EAGAIN) n = 0;
-  if (n < 0) {
-    conn_close(c);
-    return;
-  }
-  if ((size_t)n == total) {
-    if (c->close_after) conn_close(c);
-    return;
-  }
-  /* The socket is full: queue the rest. This is the rare path, so the write
-   * request is allocated here rather than kept per connection. */
-  unsigned first = 0;
-  size_t skip = (size_t)n;
-  while (skip >= bufs[first].len) skip -= bufs[first++].len;
-  bufs[first].base += skip;
-  bufs[first].len -= skip;
-  uv_write_t* req = malloc(sizeof(*req));
-  if (!req) {
-    conn_close(c);
-    return;
-  }
-  req->data = c;
-  if (uv_write(req, (uv_stream_t*)&c->tcp, bufs + first, nbufs - first, conn_on_write) < 0) {
-    free(req);
-    conn_close(c);
-  }
-}
-
-static void conn_flush(srv_conn* c) {
-  nhb_server* s = c->worker->server;
-  uv_buf_t bufs[MAX_BATCH];
-  unsigned n = c->batch;
-  for (unsigned i = 0; i < n; i++) {
-    int close = (i == n - 1) && c->batch_close;
-    int head = (int)c->batch_head[i];
-    bufs[i] = uv_buf_init(s->ok.bytes[close][head], (unsigned)s->ok.len[close][head]);
-  }
-  if (c->batch_close) c->close_after = 1;
-  c->batch = 0;
-  c->batch_close = 0;
-  conn_write(c, bufs, n);
-}
-
-static int on_headers_complete(llhttp_t* p) {
-  srv_conn* c = (srv_conn*)p->data;
-  c->head = llhttp_get_method(p) == HTTP_HEAD;
-  return 0;
-}
-
-static int on_message_complete(llhttp_t* p) {
-  srv_conn* c = (srv_conn*)p->data;
-  srv_worker* w = c->worker;
-  bump(&w->counters.requests, 1);
-  c->want_close = !llhttp_should_keep_alive(p);
-  if (w->server->config.static_delay_ns > 0) {
-    /* Answer after the delay; the parser stops here until then. */
-    c->paused = 1;
-    return HPE_PAUSED;
-  }
-  c->batch_head[c->batch++] = (unsigned)c->head;
-  if (c->want_close) {
-    c->batch_close = 1;
-    return HPE_PAUSED;
-  }
-  if (c->batch == MAX_BATCH) conn_flush(c);
-  return 0;
-}
-
-static const llhttp_settings_t server_settings = {
-    .on_headers_complete = on_headers_complete,
-    .on_message_complete = on_message_complete,
-};
-
-static void conn_bad_request(srv_conn* c) {
-  nhb_server* s = c->worker->server;
-  bump(&c->worker->counters.bad_requests, 1);
-  conn_flush(c);
-  c->close_after = 1;
-  uv_buf_t buf = uv_buf_init(s->bad_request, (unsigned)s->bad_request_len);
-  conn_write(c, &buf, 1);
-}
-
-static void conn_alloc(uv_handle_t* handle, size_t suggested, uv_buf_t* buf) {
-  NHB__UNUSED(suggested);
-  srv_conn* c = (srv_conn*)handle->data;
-  buf->base = c->read_buffer;
-  buf->len = sizeof(c->read_buffer);
-}
-
-/* Parses buffered bytes [rb_off, rb_len) until they run out or a delay pauses
- * the parser, then resumes reading if nothing holds it back. */
-static void conn_process(srv_conn* c) {
-  while (c->rb_off < c->rb_len && !c->closing && !c->paused && !c->close_after) {
-    const char* start = c->read_buffer + c->rb_off;
-    size_t len = c->rb_len - c->rb_off;
-    llhttp_errno_t err = llhttp_execute(&c->parser, start, len);
-    if (err == HPE_OK) {
-      c->rb_off = c->rb_len;
-    } else if (err == HPE_PAUSED) {
-      c->rb_off = (size_t)(llhttp_get_error_pos(&c->parser) - c->read_buffer);
-      llhttp_resume(&c->parser);
-      if (c->batch_close) break;
-    } else {
-      conn_bad_request(c);
-      return;
-    }
-  }
-  if (c->closing) return;
-  conn_flush(c);
-  if (c->close_after) {
-    uv_read_stop((uv_stream_t*)&c->tcp);
-    return;
-  }
-  if (c->paused) {
-    uint64_t ms = (c->worker->server->config.static_delay_ns + NHB__NS_PER_MS - 1) / NHB__NS_PER_MS;
-    uv_read_stop((uv_stream_t*)&c->tcp);
-    uv_timer_start(&c->delay_timer, on_delay_done, ms, 0);
-    return;
-  }
-  if (c->rb_off >= c->rb_len) {
-    c->rb_off = c->rb_len = 0;
-    if (c->tcp.write_queue_size < MAX_QUEUED_WRITE_BYTES)
-      uv_read_start((uv_stream_t*)&c->tcp, conn_alloc, conn_on_read);
-    else
-      uv_read_stop((uv_stream_t*)&c->tcp);
-  }
-}
-
-static void on_delay_done(uv_timer_t* timer) {
-  srv_conn* c = (srv_conn*)timer->data;
-  if (c->closing) return;
-  c->paused = 0;
-  c->batch_head[c->batch++] = (unsigned)c->head;
-  if (c->want_close) c->batch_close = 1;
-  conn_process(c);
-}
-
-static void conn_on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf) {
-  srv_conn* c = (srv_conn*)stream->data;
-  NHB__UNUSED(buf);
-  if (nread > 0) {
-    bump(&c->worker->counters.rx_bytes, (uint64_t)nread);
-    c->rb_off = 0;
-    c->rb_len = (size_t)nread;
-    conn_process(c);
-  } else if (nread < 0) {
-    conn_close(c);
-  }
-}
-
-static void on_connection(uv_stream_t* listener, int status) {
-  srv_worker* w = (srv_worker*)listener->data;
+static void on_timer(uv_poll_t* handle, int status, int events) {
+  NHB__UNUSED(events);
+  srv_worker* w = handle->data;
   if (status < 0) return;
-  srv_conn* c = calloc(1, sizeof(*c));
-  if (!c) return;
-  c->worker = w;
-  uv_tcp_init(&w->loop, &c->tcp);
-  uv_timer_init(&w->loop, &c->delay_timer);
-  c->tcp.data = c;
-  c->delay_timer.data = c;
-  bump(&w->counters.connections_active, 1);
-  if (uv_accept(listener, (uv_stream_t*)&c->tcp) < 0) {
-    conn_close(c);
-    return;
+  w->armed_ns = 0;
+  uint64_t now = nhb__now_ns();
+  while (w->heap_len && w->heap[0]->wake_ns <= now) {
+    srv_conn* c = w->heap[0];
+    nhb__srv_heap_remove(w, c);
+    /* Sends what is due and puts the connection back if more waits. */
+    nhb__srv_conn_flush(c);
   }
-  bump(&w->counters.connections_total, 1);
-  uv_tcp_nodelay(&c->tcp, 1);
-  llhttp_init(&c->parser, HTTP_REQUEST, &server_settings);
-  c->parser.data = c;
-  uv_read_start((uv_stream_t*)&c->tcp, conn_alloc, conn_on_read);
+  /* Re-arming also clears the timerfd's expiration count; only when nothing
+   * is pending must it be read, or the level-triggered poll would spin. */
+  if (w->heap_len) heap_arm(w);
+  else nhb__timerfd_drain(w->timer_fd);
 }
 
-/* ---- workers and listeners ---------------------------------------------- */
+static void on_sweep(uv_timer_t* timer) {
+  srv_worker* w = timer->data;
+  nhb_server* s = w->server;
+  /* A per-request stall that has ended is cleared, which puts the fast path
+   * back to not reading the clock. */
+  uint64_t until = atomic_load_explicit(&s->stalled_until_ns, memory_order_relaxed);
+  if (until && nhb__now_ns() >= until)
+    atomic_compare_exchange_strong_explicit(&s->stalled_until_ns, &until, 0, memory_order_relaxed,
+                                            memory_order_relaxed);
+  nhb__srv_sweep(w);
+}
 
-static void close_any(uv_handle_t* handle, void* arg) {
+/* ---- workers ----------------------------------------------------------------- */
+
+static void close_handle(uv_handle_t* h) {
+  if (!uv_is_closing(h)) uv_close(h, NULL);
+}
+
+/* Closes everything the worker has open; the loop ends once the close
+ * callbacks have run. */
+static void worker_close_all(srv_worker* w) {
+  w->stopping = 1;
+  for (int i = 0; i < w->nlst; i++) close_handle(&w->lst[i].h.handle);
+  while (w->conns) {
+    srv_conn* c = w->conns;
+    /* Closing unlinks the connection from the list. */
+    nhb__srv_conn_close(c);
+    if (w->conns == c) break; /* cannot happen; guards the loop */
+  }
+  nhb__srv_echo_close_all(w);
+  if (w->timer_fd >= 0) close_handle((uv_handle_t*)&w->timer_poll);
+  close_handle((uv_handle_t*)&w->sweep);
+  close_handle((uv_handle_t*)&w->wakeup);
+}
+
+static void close_any(uv_handle_t* h, void* arg) {
   NHB__UNUSED(arg);
-  if (uv_is_closing(handle)) return;
-  if (handle->type == UV_TCP && handle->data != NULL && ((uv_tcp_t*)handle)->data != NULL) {
-    /* Connections close through conn_close() so that both handles go. */
-    srv_worker* w = (srv_worker*)handle->loop->data;
-    int is_listener = 0;
-    for (int i = 0; i < w->nlisteners; i++) is_listener |= handle == (uv_handle_t*)&w->listeners[i];
-    if (!is_listener) {
-      conn_close((srv_conn*)handle->data);
-      return;
-    }
-  }
-  if (handle->type == UV_TIMER && handle->data != NULL) return; /* closed with its connection */
-  uv_close(handle, NULL);
+  close_handle(h);
 }
 
-static void on_wakeup(uv_async_t* handle) { uv_walk(handle->loop, close_any, NULL); }
+/* After the loop ended: frees what the worker owned. */
+static void worker_release(srv_worker* w) {
+  if (w->loop_ready) {
+    if (uv_loop_close(&w->loop) == UV_EBUSY) {
+      /* Something was missed; close it rather than leak the loop. */
+      uv_walk(&w->loop, close_any, NULL);
+      uv_run(&w->loop, UV_RUN_DEFAULT);
+      uv_loop_close(&w->loop);
+    }
+    w->loop_ready = 0;
+  }
+  if (w->timer_fd >= 0) close(w->timer_fd);
+  w->timer_fd = -1;
+  free(w->rbuf);
+  w->rbuf = NULL;
+  free(w->heap);
+  w->heap = NULL;
+  w->heap_len = w->heap_cap = 0;
+  nhb__srv_arena_free(&w->nh_arena);
+  nhb__srv_arena_free(&w->echo_arena);
+  if (w->z_ready) deflateEnd(&w->z);
+  w->z_ready = 0;
+}
+
+static void on_wakeup(uv_async_t* handle) { worker_close_all(handle->data); }
 
 static void* worker_main(void* arg) {
-  srv_worker* w = (srv_worker*)arg;
+  srv_worker* w = arg;
+  /* libuv writes with write(2), which raises SIGPIPE when a client has
+   * reset the connection; blocked in this thread, the write just fails with
+   * EPIPE, whatever the host process does with the signal. */
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &set, NULL);
   nhb__pin_thread(w->cpu);
   uv_run(&w->loop, UV_RUN_DEFAULT);
-  uv_loop_close(&w->loop);
   return NULL;
 }
 
-/* Opens one listening socket with SO_REUSEPORT, so every worker can have its
- * own on the same address (libuv 1.44 has no flag for this). */
-static int open_listener(const struct sockaddr* addr, socklen_t len, int* out_fd) {
-  int fd = socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+static uint64_t sweep_period_ms(const nhb_server_config* c) {
+  uint64_t t = 4 * NHB__NS_PER_S;
+  if (c->idle_timeout_ns && c->idle_timeout_ns < t) t = c->idle_timeout_ns;
+  if (c->header_timeout_ns && c->header_timeout_ns < t) t = c->header_timeout_ns;
+  uint64_t ms = t / 4 / NHB__NS_PER_MS;
+  return ms < 5 ? 5 : ms;
+}
+
+static int worker_init(nhb_server* s, srv_worker* w, int index) {
+  w->server = s;
+  w->index = index;
+  w->cpu = s->cpus[index];
+  w->timer_fd = -1;
+  w->rng = splitmix64(nhb__now_ns() ^ ((uint64_t)(index + 1) * 0x9E3779B97F4A7C15ULL));
+  if (w->rng == 0) w->rng = 1;
+  w->rbuf = malloc(SRV_READ_BUFFER);
+  if (!w->rbuf) return NHB_ENOMEM;
+  int r = uv_loop_init(&w->loop);
+  if (r < 0) return r;
+  w->loop_ready = 1;
+  w->loop.data = w;
+  r = uv_async_init(&w->loop, &w->wakeup, on_wakeup);
+  if (r < 0) return r;
+  w->wakeup.data = w;
+  r = uv_timer_init(&w->loop, &w->sweep);
+  if (r < 0) return r;
+  w->sweep.data = w;
+  uint64_t period = sweep_period_ms(&s->config);
+  uv_timer_start(&w->sweep, on_sweep, period, period);
+  int fd = nhb__timerfd_create();
+  if (fd < 0) return fd;
+  r = uv_poll_init(&w->loop, &w->timer_poll, fd);
+  if (r < 0) {
+    close(fd);
+    return r;
+  }
+  w->timer_fd = fd;
+  w->timer_poll.data = w;
+  return uv_poll_start(&w->timer_poll, UV_READABLE, on_timer);
+}
+
+/* ---- listeners --------------------------------------------------------------- */
+
+static int open_inet(const nhb_sockaddr* a, int type, int* out_fd) {
+  const struct sockaddr* sa = (const struct sockaddr*)a->bytes;
+  int fd = socket(sa->sa_family, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return -errno;
   int one = 1;
   setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  /* libuv 1.44 has no flag for SO_REUSEPORT, hence the raw socket. */
   setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
-  if (addr->sa_family == AF_INET6) setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
-  if (bind(fd, addr, len) < 0 || listen(fd, 4096) < 0) {
+  if (sa->sa_family == AF_INET6) setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+  if (bind(fd, sa, a->len) < 0 || (type == SOCK_STREAM && listen(fd, 4096) < 0)) {
     int err = -errno;
     close(fd);
     return err;
@@ -377,26 +338,248 @@ static int open_listener(const struct sockaddr* addr, socklen_t len, int* out_fd
   return 0;
 }
 
-int nhb_server_create(const nhb_server_config* config, nhb_server** out) {
+/* Binds a unix socket. A socket file left by a server that is gone (connect
+ * is refused) is removed first; a live one, or any other kind of file, is
+ * left alone and the bind fails with EADDRINUSE. */
+static int open_unix(const nhb_sockaddr* a, int* out_fd) {
+  const struct sockaddr_un* un = (const struct sockaddr_un*)a->bytes;
+  if (un->sun_path[0] != '\0') {
+    struct stat st;
+    if (lstat(un->sun_path, &st) == 0) {
+      if (!S_ISSOCK(st.st_mode)) return UV_EADDRINUSE;
+      int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      if (probe < 0) return -errno;
+      int live = connect(probe, (const struct sockaddr*)un, a->len) == 0 || errno != ECONNREFUSED;
+      close(probe);
+      if (live) return UV_EADDRINUSE;
+      unlink(un->sun_path);
+    }
+  }
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -errno;
+  if (bind(fd, (const struct sockaddr*)un, a->len) < 0 || listen(fd, 4096) < 0) {
+    int err = -errno;
+    close(fd);
+    return err;
+  }
+  *out_fd = fd;
+  return 0;
+}
+
+/* SO_REUSEPORT lets any socket of the same user join a port group, so a
+ * second server started on a busy port would silently share it. A probe
+ * bound without SO_REUSEPORT fails with EADDRINUSE when anything holds the
+ * port; it is closed at once (port 0 needs no probe). */
+static int probe_port(const nhb_sockaddr* a, int type) {
+  const struct sockaddr* sa = (const struct sockaddr*)a->bytes;
+  uint16_t port = sa->sa_family == AF_INET ? ((const struct sockaddr_in*)sa)->sin_port
+                                           : ((const struct sockaddr_in6*)sa)->sin6_port;
+  if (port == 0) return 0;
+  int fd = socket(sa->sa_family, type | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -errno;
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (sa->sa_family == AF_INET6) setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+  int r = bind(fd, sa, a->len) < 0 ? -errno : 0;
+  close(fd);
+  return r;
+}
+
+/* Wraps a bound socket in a libuv handle on worker w; the fd is closed on
+ * failure. */
+static int add_listener(srv_worker* w, int fd, int kind, int is_pipe) {
+  srv_listener* l = &w->lst[w->nlst];
+  int r;
+  if (kind == SRV_L_UDP_ECHO) r = uv_udp_init(&w->loop, &l->h.udp);
+  else if (is_pipe) r = uv_pipe_init(&w->loop, &l->h.pipe, 0);
+  else r = uv_tcp_init(&w->loop, &l->h.tcp);
+  if (r < 0) {
+    close(fd);
+    return r;
+  }
+  w->nlst++;
+  l->kind = kind;
+  l->is_pipe = is_pipe;
+  l->h.handle.data = l;
+  if (kind == SRV_L_UDP_ECHO) r = uv_udp_open(&l->h.udp, fd);
+  else if (is_pipe) r = uv_pipe_open(&l->h.pipe, fd);
+  else r = uv_tcp_open(&l->h.tcp, fd);
+  if (r < 0) {
+    close(fd);
+    return r;
+  }
+  if (kind == SRV_L_HTTP || kind == SRV_L_ADMIN) return uv_listen(&l->h.stream, 4096, nhb__srv_on_connection);
+  return nhb__srv_echo_start(w, l);
+}
+
+static void record_bound(nhb_server* s, int kind, int i, int fd) {
+  s->bound_len[kind][i] = sizeof(s->bound[kind][i]);
+  getsockname(fd, (struct sockaddr*)&s->bound[kind][i], &s->bound_len[kind][i]);
+  if (s->nbound[kind] < i + 1) s->nbound[kind] = i + 1;
+}
+
+/* One SO_REUSEPORT socket per worker (or only on worker 0); port 0 is
+ * resolved by the first and reused by the others. */
+static int bind_inet(nhb_server* s, int kind, int i, const nhb_sockaddr* addr, int all_workers) {
+  nhb_sockaddr a = *addr;
+  int type = kind == SRV_L_UDP_ECHO ? SOCK_DGRAM : SOCK_STREAM;
+  int n = all_workers ? s->config.nworkers : 1;
+  static const char* const what[] = {"listen", "admin", "tcp_echo", "udp_echo"};
+  int r = probe_port(&a, type);
+  if (r < 0) return set_error(s, r, what[kind], a.bytes);
+  for (int k = 0; k < n; k++) {
+    int fd = -1;
+    r = open_inet(&a, type, &fd);
+    if (r < 0) return set_error(s, r, what[kind], a.bytes);
+    if (k == 0) {
+      record_bound(s, kind, i, fd);
+      memcpy(a.bytes, &s->bound[kind][i], s->bound_len[kind][i]);
+      a.len = s->bound_len[kind][i];
+    }
+    r = add_listener(&s->workers[k], fd, kind, 0);
+    if (r < 0) return set_error(s, r, what[kind], a.bytes);
+  }
+  return 0;
+}
+
+static int bind_unix(nhb_server* s, int i, const nhb_sockaddr* a) {
+  int fd = -1;
+  int r = open_unix(a, &fd);
+  if (r < 0) return set_error(s, r, "listen", a->bytes);
+  record_bound(s, SRV_L_HTTP, i, fd);
+  for (int k = 0; k < s->config.nworkers && r == 0; k++) {
+    int dfd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    r = dfd < 0 ? -errno : add_listener(&s->workers[k], dfd, SRV_L_HTTP, 1);
+  }
+  close(fd);
+  return r < 0 ? set_error(s, r, "listen", a->bytes) : 0;
+}
+
+static void unlink_unix_paths(nhb_server* s) {
+  for (int i = 0; i < s->nbound[SRV_L_HTTP]; i++) {
+    const struct sockaddr_un* un = (const struct sockaddr_un*)&s->bound[SRV_L_HTTP][i];
+    if (un->sun_family == AF_UNIX && un->sun_path[0] != '\0') unlink(un->sun_path);
+  }
+}
+
+/* ---- the public API ---------------------------------------------------------- */
+
+void nhb_server_config_init(nhb_server_config* c) {
+  memset(c, 0, sizeof(*c));
+  c->nworkers = 1;
+  c->max_echo_delay_ns = 1500 * NHB__NS_PER_MS;
+  c->max_payload_bytes = 256 * 1024;
+  c->idle_timeout_ns = 60 * NHB__NS_PER_S;
+  c->header_timeout_ns = 10 * NHB__NS_PER_S;
+  c->max_header_bytes = 65536;
+  c->max_body_bytes = 64ULL << 20;
+}
+
+static int config_error(char* err, size_t err_len, const char* msg) {
+  if (err && err_len) snprintf(err, err_len, "%s", msg);
+  return NHB_EINVAL;
+}
+
+static int check_addrs(const nhb_sockaddr* a, int n, int allow_unix) {
+  for (int i = 0; i < n; i++) {
+    const struct sockaddr* sa = (const struct sockaddr*)a[i].bytes;
+    if (sa->sa_family == AF_INET && a[i].len == sizeof(struct sockaddr_in)) continue;
+    if (sa->sa_family == AF_INET6 && a[i].len == sizeof(struct sockaddr_in6)) continue;
+    if (allow_unix && sa->sa_family == AF_UNIX && a[i].len > offsetof(struct sockaddr_un, sun_path) + 1 &&
+        a[i].len <= sizeof(struct sockaddr_un))
+      continue;
+    return -1;
+  }
+  return 0;
+}
+
+int nhb_server_create(const nhb_server_config* config, nhb_server** out, char* err, size_t err_len) {
   *out = NULL;
-  if (config->nlisten < 1 || config->nlisten > NHB_SERVER_MAX_LISTEN || config->nworkers < 1 ||
-      config->nworkers > 1024 || config->response_body_size > (1ULL << 30))
-    return NHB_EINVAL;
+  const nhb_server_config* c = config;
+  if (c->nlisten < 0 || c->nlisten > NHB_SERVER_MAX_LISTEN || check_addrs(c->listen, c->nlisten, 1) < 0)
+    return config_error(err, err_len, "listen: up to 16 IPv4, IPv6 or unix socket addresses");
+  if (c->ntcp_echo < 0 || c->ntcp_echo > NHB_SERVER_MAX_LISTEN || check_addrs(c->tcp_echo, c->ntcp_echo, 0) < 0)
+    return config_error(err, err_len, "tcp_echo: up to 16 IPv4 or IPv6 addresses");
+  if (c->nudp_echo < 0 || c->nudp_echo > NHB_SERVER_MAX_LISTEN || check_addrs(c->udp_echo, c->nudp_echo, 0) < 0)
+    return config_error(err, err_len, "udp_echo: up to 16 IPv4 or IPv6 addresses");
+  if (c->has_admin && check_addrs(&c->admin, 1, 0) < 0)
+    return config_error(err, err_len, "admin: an IPv4 or IPv6 address");
+  if (c->nlisten + c->ntcp_echo + c->nudp_echo + (c->has_admin ? 1 : 0) == 0)
+    return config_error(err, err_len, "listen: nothing to listen on");
+  if (c->nworkers < 1 || c->nworkers > 1024) return config_error(err, err_len, "workers: must be 1-1024");
+  if (c->max_payload_bytes < 1 || c->max_payload_bytes > (256ULL << 20))
+    return config_error(err, err_len, "max_payload_kb: must be 1-262144");
+  if (c->max_echo_delay_ns > 3600 * NHB__NS_PER_S)
+    return config_error(err, err_len, "max_echo_delay: must be 0-3600 s");
+  if (c->max_header_bytes < 256 || c->max_header_bytes > (1ULL << 30))
+    return config_error(err, err_len, "max_header_bytes: must be 256-1073741824");
+  if (c->max_body_bytes > (1ULL << 62)) return config_error(err, err_len, "max_body_bytes: too large");
+  if (c->stall_for_ns && !c->stall_every_ns)
+    return config_error(err, err_len, "stall_for: needs stall_every");
+  if (c->stall_every_ns && c->stall_for_ns >= c->stall_every_ns)
+    return config_error(err, err_len, "stall_for: must be shorter than stall_every");
+  if (c->stall_every_ns > 0 && c->stall_every_ns < 100000)
+    return config_error(err, err_len, "stall_every: must be at least 100 us");
+
   nhb_server* s = calloc(1, sizeof(*s));
   if (!s) return NHB_ENOMEM;
-  s->config = *config;
-  s->extra_headers = malloc(config->extra_headers_len + 1);
-  s->cpus = calloc((size_t)config->nworkers, sizeof(int));
-  s->workers = calloc((size_t)config->nworkers, sizeof(srv_worker));
-  if (!s->extra_headers || !s->cpus || !s->workers) {
+  s->config = *c;
+  s->cpus = calloc((size_t)c->nworkers, sizeof(int));
+  /* Workers hold 64-byte-aligned counters, which calloc does not promise. */
+  size_t wsize = (size_t)c->nworkers * sizeof(srv_worker);
+  void* wmem = NULL;
+  if (posix_memalign(&wmem, 64, wsize) == 0) memset(wmem, 0, wsize);
+  s->workers = wmem;
+  s->response_json = strdup(c->response_json ? c->response_json : "");
+  s->echo_default_params = strdup(c->echo_default_params ? c->echo_default_params : "");
+  s->a_region = malloc(SRV_NH_MAX_BODY);
+  s->payload = malloc(c->max_payload_bytes);
+  if (!s->cpus || !s->workers || !s->response_json || !s->echo_default_params || !s->a_region || !s->payload) {
     nhb_server_destroy(s);
     return NHB_ENOMEM;
   }
-  if (config->extra_headers_len) memcpy(s->extra_headers, config->extra_headers, config->extra_headers_len);
-  s->config.extra_headers = s->extra_headers;
-  for (int i = 0; i < config->nworkers; i++) s->cpus[i] = config->cpus ? config->cpus[i] : -1;
+  s->config.response_json = s->response_json;
+  s->config.echo_default_params = s->echo_default_params;
+  for (int i = 0; i < c->nworkers; i++) {
+    s->cpus[i] = c->cpus ? c->cpus[i] : -1;
+    s->workers[i].timer_fd = -1;
+  }
   s->config.cpus = s->cpus;
-  int r = render_response(s);
+  memset(s->a_region, 'a', SRV_NH_MAX_BODY);
+  /* Fortio's payload is random so that compression cannot shrink it; this
+   * one is pseudo-random and the same on every run. */
+  uint64_t x = 0x6e6862656e6368ULL;
+  for (uint64_t i = 0; i < c->max_payload_bytes; i++) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    s->payload[i] = (char)(x >> 32);
+  }
+  if (gethostname(s->hostname, sizeof(s->hostname) - 1) < 0) strcpy(s->hostname, "localhost");
+
+  char why[200];
+  size_t jlen = strlen(s->response_json);
+  if (jlen && nhb__srv_nh_parse(s->response_json, jlen, &s->nh, &s->nh_arena, why, sizeof(why)) < 0) {
+    if (err && err_len) snprintf(err, err_len, "response: %s", why);
+    nhb_server_destroy(s);
+    return NHB_EINVAL;
+  }
+  size_t qlen = strlen(s->echo_default_params);
+  const char* q = s->echo_default_params;
+  if (qlen && q[0] == '?') q++, qlen--;
+  if (qlen) {
+    if (nhb__srv_echo_parse(q, qlen, c->max_echo_delay_ns, c->max_payload_bytes, &s->echo_defaults, &s->echo_arena,
+                            why, sizeof(why)) < 0) {
+      if (err && err_len) snprintf(err, err_len, "echo_default_params: %s", why);
+      nhb_server_destroy(s);
+      return NHB_EINVAL;
+    }
+    s->has_echo_defaults = 1;
+  }
+  s->static_dynamic = (s->nh.has_echo_headers && s->nh.echo_headers) || s->nh.has_emit ||
+                      s->nh.delay_kind == SRV_DELAY_LINEAR || s->has_echo_defaults;
+  s->ok_delay_ns = s->nh.delay_kind == SRV_DELAY_STATIC ? s->nh.static_delay_ns : 0;
+  int r = nhb__srv_render_canned(s);
   if (r < 0) {
     nhb_server_destroy(s);
     return r;
@@ -405,86 +588,126 @@ int nhb_server_create(const nhb_server_config* config, nhb_server** out) {
   return 0;
 }
 
+static void teardown_unstarted(srv_worker* w) {
+  if (!w->loop_ready) return;
+  worker_close_all(w);
+  uv_run(&w->loop, UV_RUN_DEFAULT);
+  worker_release(w);
+}
+
 int nhb_server_start(nhb_server* s) {
-  if (s->started) return NHB_ESTATE;
-  const nhb_server_config* cfg = &s->config;
-  for (int i = 0; i < cfg->nworkers; i++) {
-    srv_worker* w = &s->workers[i];
-    w->server = s;
-    w->cpu = s->cpus[i];
-    int r = uv_loop_init(&w->loop);
-    if (r == 0) r = uv_async_init(&w->loop, &w->wakeup, on_wakeup);
-    if (r < 0) return r;
-    w->loop.data = w;
-    w->wakeup.data = NULL;
+  if (s->started || s->stopped) return NHB_ESTATE;
+  const nhb_server_config* c = &s->config;
+  s->err[0] = '\0';
+  s->start_ns = nhb__now_ns();
+  int r = 0;
+  for (int i = 0; i < c->nworkers && r == 0; i++) {
+    r = worker_init(s, &s->workers[i], i);
+    if (r < 0) snprintf(s->err, sizeof(s->err), "worker %d: %s (%s)", i, nhb_strerror(r), nhb_err_name(r));
   }
-  for (int a = 0; a < cfg->nlisten; a++) {
-    struct sockaddr_storage addr;
-    socklen_t len = cfg->listen_addr_len[a];
-    memcpy(&addr, cfg->listen_addr[a], len);
-    for (int i = 0; i < cfg->nworkers; i++) {
-      srv_worker* w = &s->workers[i];
-      int fd = -1;
-      int r = open_listener((struct sockaddr*)&addr, len, &fd);
-      if (r < 0) return r;
-      if (i == 0) {
-        /* Port 0 picks a free port; the other workers bind that same one. */
-        s->bound_len[a] = sizeof(s->bound[a]);
-        getsockname(fd, (struct sockaddr*)&s->bound[a], &s->bound_len[a]);
-        memcpy(&addr, &s->bound[a], s->bound_len[a]);
-        len = s->bound_len[a];
-      }
-      uv_tcp_t* l = &w->listeners[w->nlisteners++];
-      uv_tcp_init(&w->loop, l);
-      l->data = w;
-      r = uv_tcp_open(l, fd);
-      if (r == 0) r = uv_listen((uv_stream_t*)l, 4096, on_connection);
-      if (r < 0) return r;
-    }
+  for (int i = 0; i < c->nlisten && r == 0; i++) {
+    const struct sockaddr* sa = (const struct sockaddr*)c->listen[i].bytes;
+    r = sa->sa_family == AF_UNIX ? bind_unix(s, i, &c->listen[i]) : bind_inet(s, SRV_L_HTTP, i, &c->listen[i], 1);
+  }
+  if (r == 0 && c->has_admin) r = bind_inet(s, SRV_L_ADMIN, 0, &c->admin, 0);
+  for (int i = 0; i < c->ntcp_echo && r == 0; i++) r = bind_inet(s, SRV_L_TCP_ECHO, i, &c->tcp_echo[i], 1);
+  for (int i = 0; i < c->nudp_echo && r == 0; i++) r = bind_inet(s, SRV_L_UDP_ECHO, i, &c->udp_echo[i], 1);
+  if (r < 0) {
+    for (int i = 0; i < c->nworkers; i++) teardown_unstarted(&s->workers[i]);
+    unlink_unix_paths(s);
+    memset(s->nbound, 0, sizeof(s->nbound));
+    return r;
   }
   s->started = 1;
-  for (int i = 0; i < cfg->nworkers; i++)
-    if (pthread_create(&s->workers[i].thread, NULL, worker_main, &s->workers[i]) != 0) {
-      s->config.nworkers = i;
+  for (int i = 0; i < c->nworkers; i++) {
+    srv_worker* w = &s->workers[i];
+    if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
+      snprintf(s->err, sizeof(s->err), "cannot start worker thread %d", i);
       nhb_server_stop(s);
       return NHB_ETHREAD;
     }
+    w->thread_started = 1;
+  }
+  return 0;
+}
+
+const char* nhb_server_error(const nhb_server* s) { return s->err; }
+
+int nhb_server_bound_count(const nhb_server* s, nhb_server_socket_t kind) {
+  if ((int)kind < 0 || kind > NHB_SOCK_UDP_ECHO || !s->started) return 0;
+  return s->nbound[kind];
+}
+
+int nhb_server_bound(const nhb_server* s, nhb_server_socket_t kind, int i, void* addr, unsigned* addr_len) {
+  if ((int)kind < 0 || kind > NHB_SOCK_UDP_ECHO || !s->started || i < 0 || i >= s->nbound[kind] ||
+      *addr_len < s->bound_len[kind][i])
+    return NHB_EINVAL;
+  memcpy(addr, &s->bound[kind][i], s->bound_len[kind][i]);
+  *addr_len = s->bound_len[kind][i];
   return 0;
 }
 
 int nhb_server_address(const nhb_server* s, int i, void* addr, unsigned* addr_len) {
-  if (!s->started || i < 0 || i >= s->config.nlisten || *addr_len < s->bound_len[i]) return NHB_EINVAL;
-  memcpy(addr, &s->bound[i], s->bound_len[i]);
-  *addr_len = s->bound_len[i];
-  return 0;
+  return nhb_server_bound(s, NHB_SOCK_HTTP, i, addr, addr_len);
 }
 
 void nhb_server_stats_get(const nhb_server* s, nhb_server_stats* out) {
   memset(out, 0, sizeof(*out));
   for (int i = 0; i < s->config.nworkers; i++) {
     const srv_counters* c = &s->workers[i].counters;
-    out->requests += atomic_load_explicit(&c->requests, memory_order_relaxed);
-    out->connections_total += atomic_load_explicit(&c->connections_total, memory_order_relaxed);
-    out->connections_active += atomic_load_explicit(&c->connections_active, memory_order_relaxed);
-    out->rx_bytes += atomic_load_explicit(&c->rx_bytes, memory_order_relaxed);
-    out->tx_bytes += atomic_load_explicit(&c->tx_bytes, memory_order_relaxed);
-    out->bad_requests += atomic_load_explicit(&c->bad_requests, memory_order_relaxed);
+#define LOAD(x) atomic_load_explicit(&c->x, memory_order_relaxed)
+    out->requests += LOAD(requests);
+    out->connections_total += LOAD(connections_total);
+    out->connections_active += LOAD(connections_active);
+    out->rx_bytes += LOAD(rx_bytes);
+    out->tx_bytes += LOAD(tx_bytes);
+    out->bad_requests += LOAD(bad_requests);
+    out->stalls += LOAD(stall_requests);
+    out->tcp_echo_bytes += LOAD(tcp_echo_bytes);
+    out->udp_echo_packets += LOAD(udp_echo_packets);
+    for (int k = 0; k < NHB_SERVER_STATUS_MAX; k++) out->status[k] += LOAD(status[k]);
+#undef LOAD
+  }
+  if (s->started && s->config.stall_every_ns && s->config.stall_for_ns) {
+    uint64_t end = atomic_load_explicit(&s->stop_ns, memory_order_relaxed);
+    if (!end) end = nhb__now_ns();
+    out->stalls += (end - s->start_ns) / s->config.stall_every_ns + 1;
   }
 }
 
 void nhb_server_stop(nhb_server* s) {
   if (!s->started || s->stopped) return;
   s->stopped = 1;
-  for (int i = 0; i < s->config.nworkers; i++) uv_async_send(&s->workers[i].wakeup);
-  for (int i = 0; i < s->config.nworkers; i++) pthread_join(s->workers[i].thread, NULL);
+  atomic_store_explicit(&s->stop_ns, nhb__now_ns(), memory_order_relaxed);
+  for (int i = 0; i < s->config.nworkers; i++)
+    if (s->workers[i].thread_started) uv_async_send(&s->workers[i].wakeup);
+  for (int i = 0; i < s->config.nworkers; i++) {
+    srv_worker* w = &s->workers[i];
+    if (w->thread_started) {
+      pthread_join(w->thread, NULL);
+      w->thread_started = 0;
+      worker_release(w);
+    } else {
+      teardown_unstarted(w);
+    }
+  }
+  unlink_unix_paths(s);
 }
 
 void nhb_server_destroy(nhb_server* s) {
   if (!s) return;
   nhb_server_stop(s);
-  for (int c = 0; c < 2; c++)
-    for (int h = 0; h < 2; h++) free(s->ok.bytes[c][h]);
-  free(s->extra_headers);
+  for (int m = 0; m < 3; m++)
+    for (int h = 0; h < 2; h++) free(s->ok[m][h]);
+  free(s->canned_400);
+  free(s->canned_413);
+  free(s->canned_431);
+  nhb__srv_arena_free(&s->nh_arena);
+  nhb__srv_arena_free(&s->echo_arena);
+  free(s->a_region);
+  free(s->payload);
+  free(s->response_json);
+  free(s->echo_default_params);
   free(s->cpus);
   free(s->workers);
   free(s);

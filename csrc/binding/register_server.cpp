@@ -1,4 +1,11 @@
 // register_server.cpp: nhbench._core.Server, the test server.
+//
+// The config dict is converted with the GIL held (everything here touches
+// Python objects); stop() and the destructor release it while the worker
+// threads are joined. A bad config value raises ValueError naming its key.
+#include <cmath>
+#include <cstddef>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -8,6 +15,7 @@
 
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 
 extern "C" {
 #include "nhb.h"
@@ -15,39 +23,197 @@ extern "C" {
 
 namespace {
 
+const char* const kKeys[] = {"listen",       "workers",        "cpus",           "response",
+                             "echo_default_params", "max_echo_delay", "max_payload_kb", "stall_every",
+                             "stall_for",    "tcp_echo",       "udp_echo",       "admin",
+                             "idle_timeout", "header_timeout", "max_header_bytes", "max_body_bytes"};
+
+[[noreturn]] void bad(const std::string& key, const std::string& what) { throw py::value_error(key + ": " + what); }
+
+// The value of `key`, or nullptr when it is absent or None (= the default).
+py::object value_of(const py::dict& d, const char* key) {
+  if (!d.contains(key)) return py::object();
+  py::object v = d[key];
+  return v.is_none() ? py::object() : v;
+}
+
+int64_t get_int(const py::dict& d, const char* key, int64_t dflt, int64_t lo, int64_t hi) {
+  py::object v = value_of(d, key);
+  if (!v) return dflt;
+  if (!py::isinstance<py::int_>(v) || py::isinstance<py::bool_>(v)) bad(key, "expected an integer");
+  int64_t n;
+  try {
+    n = v.cast<int64_t>();
+  } catch (const py::cast_error&) {
+    bad(key, "integer out of range");
+  }
+  if (n < lo || n > hi) bad(key, "must be " + std::to_string(lo) + "-" + std::to_string(hi));
+  return n;
+}
+
+// Seconds (int or float) to nanoseconds.
+uint64_t get_seconds(const py::dict& d, const char* key, double dflt, double max_s) {
+  py::object v = value_of(d, key);
+  double s = dflt;
+  if (v) {
+    if (!(py::isinstance<py::float_>(v) || py::isinstance<py::int_>(v)) || py::isinstance<py::bool_>(v))
+      bad(key, "expected a number of seconds");
+    s = v.cast<double>();
+  }
+  if (!std::isfinite(s) || s < 0 || s > max_s) bad(key, "must be 0-" + std::to_string(static_cast<long>(max_s)) + " s");
+  return static_cast<uint64_t>(std::llround(s * 1e9));
+}
+
+std::string get_str(const py::handle& v, const std::string& key) {
+  if (!py::isinstance<py::str>(v)) bad(key, "expected a string");
+  return v.cast<std::string>();
+}
+
+int get_port(const py::handle& v, const std::string& key) {
+  if (!py::isinstance<py::int_>(v) || py::isinstance<py::bool_>(v)) bad(key, "port must be an integer");
+  long port = v.cast<long>();
+  if (port < 0 || port > 65535) bad(key, "port must be 0-65535");
+  return static_cast<int>(port);
+}
+
+py::sequence get_tuple(const py::handle& v, size_t n, const std::string& key, const char* shape) {
+  if (!py::isinstance<py::sequence>(v) || py::isinstance<py::str>(v) || py::len(v) != n)
+    bad(key, std::string("expected ") + shape);
+  return py::reinterpret_borrow<py::sequence>(v);
+}
+
+void fill_inet(const py::handle& item, nhb_sockaddr* out, const std::string& key) {
+  py::sequence t = get_tuple(item, 2, key, "(host, port)");
+  std::string host = get_str(t[0], key);
+  out->len = fill_sockaddr(host, get_port(t[1], key), out->bytes, key.c_str());
+}
+
+void fill_unix(const std::string& path, nhb_sockaddr* out, const std::string& key) {
+  sockaddr_un un{};
+  un.sun_family = AF_UNIX;
+  if (path.empty() || path == "@") bad(key, "empty unix socket path");
+  if (path.find('\0') != std::string::npos) bad(key, "NUL in unix socket path");
+  if (path.size() >= sizeof(un.sun_path)) bad(key, "unix socket path longer than 107 bytes: '" + path + "'");
+  size_t len;
+  if (path[0] == '@') {
+    // Linux abstract namespace: a leading NUL, no file.
+    un.sun_path[0] = '\0';
+    std::memcpy(un.sun_path + 1, path.data() + 1, path.size() - 1);
+    len = offsetof(sockaddr_un, sun_path) + path.size();
+  } else {
+    std::memcpy(un.sun_path, path.data(), path.size());
+    len = offsetof(sockaddr_un, sun_path) + path.size() + 1;
+  }
+  std::memcpy(out->bytes, &un, sizeof(un));
+  out->len = static_cast<unsigned>(len);
+}
+
+// A list of addresses, each checked by `fill`.
+template <typename Fill>
+int get_list(const py::dict& d, const char* key, nhb_sockaddr* out, Fill fill) {
+  py::object v = value_of(d, key);
+  if (!v) return 0;
+  if (!py::isinstance<py::list>(v) && !py::isinstance<py::tuple>(v)) bad(key, "expected a list");
+  py::sequence seq = py::reinterpret_borrow<py::sequence>(v);
+  if (py::len(seq) > NHB_SERVER_MAX_LISTEN) bad(key, "at most 16 addresses");
+  int n = 0;
+  for (const py::handle item : seq) fill(item, &out[n++], std::string(key));
+  return n;
+}
+
+py::object addr_to_py(const sockaddr_storage& ss, unsigned len, bool with_kind) {
+  if (ss.ss_family == AF_UNIX) {
+    const auto* un = reinterpret_cast<const sockaddr_un*>(&ss);
+    size_t n = len > offsetof(sockaddr_un, sun_path) ? len - offsetof(sockaddr_un, sun_path) : 0;
+    std::string path;
+    if (n > 0 && un->sun_path[0] == '\0') path = "@" + std::string(un->sun_path + 1, n - 1);
+    else path = std::string(un->sun_path, strnlen(un->sun_path, n));
+    return py::make_tuple("unix", path, 0);
+  }
+  py::tuple hp = sockaddr_to_tuple(&ss);
+  if (!with_kind) return std::move(hp);
+  return py::make_tuple("tcp", hp[0], hp[1]);
+}
+
 class Server {
  public:
   explicit Server(const py::dict& d) {
-    nhb_server_config& c = config_;
-    c = nhb_server_config{};
-    auto listen = d.contains("listen") ? d["listen"].cast<std::vector<std::pair<std::string, int>>>()
-                                       : std::vector<std::pair<std::string, int>>{{"127.0.0.1", 0}};
-    if (listen.empty() || listen.size() > NHB_SERVER_MAX_LISTEN)
-      throw py::value_error("listen: between 1 and 16 addresses");
-    c.nlisten = static_cast<int>(listen.size());
-    for (size_t i = 0; i < listen.size(); i++)
-      c.listen_addr_len[i] = fill_sockaddr(listen[i].first, listen[i].second, c.listen_addr[i], "listen");
-    c.nworkers = d.contains("workers") ? d["workers"].cast<int>() : 1;
-    if (c.nworkers < 1 || c.nworkers > 1024) throw py::value_error("workers: must be 1-1024");
-    if (d.contains("cpus")) cpus_ = d["cpus"].cast<std::vector<int>>();
-    if (!cpus_.empty()) {
-      while (static_cast<int>(cpus_.size()) < c.nworkers) cpus_.push_back(cpus_[cpus_.size() % cpus_.size()]);
-      c.cpus = cpus_.data();
+    for (const auto& item : d) {
+      if (!py::isinstance<py::str>(item.first)) throw py::value_error("config keys must be strings");
+      std::string key = item.first.cast<std::string>();
+      bool known = false;
+      for (const char* k : kKeys) known |= key == k;
+      if (!known) throw py::value_error("unknown config key '" + key + "'");
     }
-    c.response_body_size = d.contains("response_body_size") ? d["response_body_size"].cast<uint64_t>() : 0;
-    double delay = d.contains("static_delay") ? d["static_delay"].cast<double>() : 0.0;
-    if (delay < 0) throw py::value_error("static_delay: must be >= 0");
-    c.static_delay_ns = static_cast<uint64_t>(delay * 1e9);
-    if (d.contains("response_headers")) {
-      for (const auto& [name, value] : d["response_headers"].cast<std::vector<std::pair<std::string, std::string>>>()) {
-        if (name.find_first_of("\r\n:") != std::string::npos || value.find_first_of("\r\n") != std::string::npos)
-          throw py::value_error("response_headers: CR, LF or ':' in a header");
-        headers_ += name + ": " + value + "\r\n";
+    nhb_server_config& c = config_;
+    nhb_server_config_init(&c);
+
+    if (value_of(d, "listen")) {
+      c.nlisten = get_list(d, "listen", c.listen, [](const py::handle& item, nhb_sockaddr* out, const std::string& key) {
+        py::sequence t = get_tuple(item, 3, key, "(\"tcp\", host, port) or (\"unix\", path, 0)");
+        std::string kind = get_str(t[0], key);
+        if (kind == "tcp") {
+          out->len = fill_sockaddr(get_str(t[1], key), get_port(t[2], key), out->bytes, key.c_str());
+        } else if (kind == "unix") {
+          if (get_port(t[2], key) != 0) bad(key, "a unix socket entry has port 0");
+          fill_unix(get_str(t[1], key), out, key);
+        } else {
+          bad(key, "address kind must be \"tcp\" or \"unix\", not '" + kind + "'");
+        }
+      });
+    } else {
+      c.nlisten = 1;
+      c.listen[0].len = fill_sockaddr("127.0.0.1", 0, c.listen[0].bytes, "listen");
+    }
+    c.ntcp_echo = get_list(d, "tcp_echo", c.tcp_echo, fill_inet);
+    c.nudp_echo = get_list(d, "udp_echo", c.udp_echo, fill_inet);
+    if (py::object admin = value_of(d, "admin")) {
+      fill_inet(admin, &c.admin, "admin");
+      c.has_admin = 1;
+    }
+
+    c.nworkers = static_cast<int>(get_int(d, "workers", 1, 1, 1024));
+    if (py::object v = value_of(d, "cpus")) {
+      if (!py::isinstance<py::list>(v) && !py::isinstance<py::tuple>(v)) bad("cpus", "expected a list of CPU ids");
+      for (const py::handle cpu : v) {
+        if (!py::isinstance<py::int_>(cpu) || py::isinstance<py::bool_>(cpu)) bad("cpus", "expected a list of CPU ids");
+        long id = cpu.cast<long>();
+        if (id < -1 || id > 65535) bad("cpus", "CPU ids must be 0-65535 (or -1 for none)");
+        cpus_.push_back(static_cast<int>(id));
       }
     }
-    c.extra_headers = headers_.data();
-    c.extra_headers_len = headers_.size();
-    int r = nhb_server_create(&c, &server_);
+    if (!cpus_.empty()) {
+      // Cycled over the workers.
+      size_t given = cpus_.size();
+      while (static_cast<int>(cpus_.size()) < c.nworkers) cpus_.push_back(cpus_[cpus_.size() % given]);
+      c.cpus = cpus_.data();
+    }
+
+    if (py::object v = value_of(d, "response")) {
+      if (!py::isinstance<py::dict>(v)) bad("response", "expected a dict of Nighthawk response options");
+      try {
+        response_json_ = py::module_::import("json").attr("dumps")(v).cast<std::string>();
+      } catch (const py::error_already_set& e) {
+        bad("response", std::string("not JSON-serializable: ") + e.what());
+      }
+      c.response_json = response_json_.c_str();
+    }
+    if (py::object v = value_of(d, "echo_default_params")) {
+      echo_defaults_ = get_str(v, "echo_default_params");
+      c.echo_default_params = echo_defaults_.c_str();
+    }
+    c.max_echo_delay_ns = get_seconds(d, "max_echo_delay", 1.5, 3600);
+    c.max_payload_bytes = static_cast<uint64_t>(get_int(d, "max_payload_kb", 256, 1, 262144)) * 1024;
+    c.stall_every_ns = get_seconds(d, "stall_every", 0, 1e6);
+    c.stall_for_ns = get_seconds(d, "stall_for", 0, 1e6);
+    c.idle_timeout_ns = get_seconds(d, "idle_timeout", 60, 1e9);
+    c.header_timeout_ns = get_seconds(d, "header_timeout", 10, 1e9);
+    c.max_header_bytes = static_cast<uint64_t>(get_int(d, "max_header_bytes", 65536, 256, 1LL << 30));
+    c.max_body_bytes = static_cast<uint64_t>(get_int(d, "max_body_bytes", 64LL << 20, 0, 1LL << 62));
+
+    char err[300] = {0};
+    int r = nhb_server_create(&c, &server_, err, sizeof(err));
+    if (r == NHB_EINVAL) throw py::value_error(err[0] ? err : "invalid server config");
     if (r < 0) raise_core_error(r, "cannot create the server");
   }
 
@@ -60,19 +226,37 @@ class Server {
   Server& operator=(const Server&) = delete;
 
   void start() {
-    int r = nhb_server_start(server_);
-    if (r < 0) raise_core_error(r, "cannot start the server");
+    int r;
+    {
+      py::gil_scoped_release release;
+      r = nhb_server_start(server_);
+    }
+    if (r == NHB_ESTATE) throw std::runtime_error("the server was already started");
+    if (r < 0) {
+      const char* why = nhb_server_error(server_);
+      if (why && *why) throw std::runtime_error(std::string("cannot start the server: ") + why);
+      raise_core_error(r, "cannot start the server");
+    }
   }
 
-  py::list addresses() const {
+  py::list bound(nhb_server_socket_t kind, bool with_kind) const {
     py::list out;
-    for (int i = 0; i < config_.nlisten; i++) {
+    int n = nhb_server_bound_count(server_, kind);
+    for (int i = 0; i < n; i++) {
       sockaddr_storage ss{};
       unsigned len = sizeof(ss);
-      if (nhb_server_address(server_, i, &ss, &len) == 0) out.append(sockaddr_to_tuple(&ss));
+      if (nhb_server_bound(server_, kind, i, &ss, &len) == 0) out.append(addr_to_py(ss, len, with_kind));
     }
     return out;
   }
+
+  py::list addresses() const { return bound(NHB_SOCK_HTTP, true); }
+  py::object admin_address() const {
+    py::list l = bound(NHB_SOCK_ADMIN, false);
+    return l.empty() ? py::object(py::none()) : py::object(l[0]);
+  }
+  py::list tcp_echo_addresses() const { return bound(NHB_SOCK_TCP_ECHO, false); }
+  py::list udp_echo_addresses() const { return bound(NHB_SOCK_UDP_ECHO, false); }
 
   py::dict stats() const {
     nhb_server_stats s;
@@ -84,6 +268,13 @@ class Server {
     d["rx_bytes"] = s.rx_bytes;
     d["tx_bytes"] = s.tx_bytes;
     d["bad_requests"] = s.bad_requests;
+    py::dict status;
+    for (int i = 0; i < NHB_SERVER_STATUS_MAX; i++)
+      if (s.status[i]) status[py::str(std::to_string(i))] = s.status[i];
+    d["status"] = status;
+    d["stalls"] = s.stalls;
+    d["tcp_echo_bytes"] = s.tcp_echo_bytes;
+    d["udp_echo_packets"] = s.udp_echo_packets;
     return d;
   }
 
@@ -95,7 +286,8 @@ class Server {
  private:
   nhb_server_config config_{};
   std::vector<int> cpus_;
-  std::string headers_;
+  std::string response_json_;
+  std::string echo_defaults_;
   nhb_server* server_ = nullptr;
 };
 
@@ -106,6 +298,9 @@ void register_server(py::module_& m) {
       .def(py::init<const py::dict&>(), py::arg("config"))
       .def("start", &Server::start)
       .def_property_readonly("addresses", &Server::addresses)
+      .def_property_readonly("admin_address", &Server::admin_address)
+      .def_property_readonly("tcp_echo_addresses", &Server::tcp_echo_addresses)
+      .def_property_readonly("udp_echo_addresses", &Server::udp_echo_addresses)
       .def("stats", &Server::stats)
       .def("stop", &Server::stop);
 }

@@ -1,12 +1,23 @@
 /* selftest.c: the C core on its own, without Python, under ASan + UBSan with
  * leak detection (nox -s selftest). The pytest suite exercises behaviour; this
  * checks that a whole server + client life cycle frees everything it takes,
- * which the Python-hosted sanitizer run cannot (leak checking is off there). */
+ * which the Python-hosted sanitizer run cannot (leak checking is off there).
+ * It also drives every test-server feature over real sockets and feeds the
+ * server random, truncated and mutated byte streams: the server must answer
+ * or close, never crash, and keep serving. */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+#include <zlib.h>
 
 #include "nhb.h"
 
@@ -59,18 +70,472 @@ static const nhb_stats* run(nhb_client_config* c, nhb_run** out) {
   return nhb_run_global_stats(*out);
 }
 
+/* ---- the test server over raw sockets ------------------------------------ */
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int connect_tcp(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in in;
+  unsigned len;
+  loopback((unsigned char*)&in, &len, port);
+  if (fd < 0 || connect(fd, (struct sockaddr*)&in, len) < 0) {
+    if (fd >= 0) close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+static int connect_unix(const char* path) {
+  int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  struct sockaddr_un un;
+  memset(&un, 0, sizeof(un));
+  un.sun_family = AF_UNIX;
+  snprintf(un.sun_path, sizeof(un.sun_path), "%s", path);
+  if (fd < 0 || connect(fd, (struct sockaddr*)&un, sizeof(un)) < 0) {
+    if (fd >= 0) close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+static void send_all(int fd, const void* data, size_t len) {
+  const char* p = data;
+  while (len > 0) {
+    ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+    if (n <= 0) return; /* the server may close first; that is fine here */
+    p += n;
+    len -= (size_t)n;
+  }
+}
+
+/* Reads until EOF, `cap` bytes or timeout_ms without data. Returns the count,
+ * and sets *closed when the server closed. */
+static size_t read_until_close(int fd, char* out, size_t cap, int timeout_ms, int* closed) {
+  size_t got = 0;
+  *closed = 0;
+  while (got + 1 < cap) {
+    struct pollfd pfd = {fd, POLLIN, 0};
+    if (poll(&pfd, 1, timeout_ms) <= 0) break;
+    ssize_t n = recv(fd, out + got, cap - 1 - got, 0);
+    if (n <= 0) {
+      *closed = 1;
+      break;
+    }
+    got += (size_t)n;
+  }
+  out[got] = '\0';
+  return got;
+}
+
+/* One exchange on a fresh connection (requests should say Connection:
+ * close). Returns the response length. */
+static size_t http_fd(int fd, const char* req, size_t req_len, char* out, size_t cap) {
+  int closed;
+  if (fd < 0) {
+    out[0] = '\0';
+    return 0;
+  }
+  send_all(fd, req, req_len);
+  size_t n = read_until_close(fd, out, cap, 5000, &closed);
+  close(fd);
+  return n;
+}
+
+static size_t http(int port, const char* req, char* out, size_t cap) {
+  return http_fd(connect_tcp(port), req, strlen(req), out, cap);
+}
+
+static const char* body_of(const char* resp) {
+  const char* p = strstr(resp, "\r\n\r\n");
+  return p ? p + 4 : "";
+}
+
+static int status_of(const char* resp) {
+  int st = 0;
+  return sscanf(resp, "HTTP/1.1 %d", &st) == 1 ? st : 0;
+}
+
+static int server_answers(int port) {
+  char buf[4096];
+  http(port, "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", buf, sizeof(buf));
+  return status_of(buf) == 200;
+}
+
+static uint64_t fuzz_rand(uint64_t* x) {
+  *x ^= *x << 13;
+  *x ^= *x >> 7;
+  *x ^= *x << 17;
+  return *x;
+}
+
+static const char* const fuzz_seeds[] = {
+    "GET / HTTP/1.1\r\nHost: a\r\n\r\n",
+    "POST /?size=10&delay=1ms HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nhello",
+    "GET /debug?a=b HTTP/1.1\r\nHost: a\r\nX-Nighthawk-Test-Server-Config: "
+    "{\"response_body_size\": 3, \"echo_request_headers\": true, \"static_delay\": \"0.001s\"}\r\n\r\n",
+    "POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+    "GET /?status=503:50,200:10&gzip=true&header=a:b&close=50 HTTP/1.1\r\nAccept-Encoding: gzip\r\n\r\n",
+    "GET /x HTTP/1.1\r\nx-nighthawk-test-server-config: {\"response_headers\": [{\"header\": {\"key\": \"k\", "
+    "\"value\": \"v\"}, \"append\": true}], \"concurrency_based_linear_delay\": {\"minimal_delay\": \"1ms\"}}\r\n\r\n",
+    "HEAD /?size=100&stall=1ms HTTP/1.0\r\nConnection: keep-alive\r\n\r\n",
+    "GET /?delay=1ms:50,2ms:50&size=1:10,100000:20 HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\nabc",
+    "CONNECT a:1 HTTP/1.1\r\nHost: a\r\n\r\n",
+    "GET / HTTP/1.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n",
+};
+
+/* Random bytes, truncated requests, mutated requests and pipelined
+ * mixtures, sent in random pieces; the server must answer or close (within
+ * a deadline) and keep serving others. */
+static void fuzz_server(nhb_server* s, int port) {
+  nhb_server_stats before, after;
+  nhb_server_stats_get(s, &before);
+  /* NHB_SELFTEST_FUZZ=iterations[:seed] runs a longer campaign. */
+  uint64_t x = 0x9e3779b97f4a7c15ULL;
+  int N = 600;
+  const char* env = getenv("NHB_SELFTEST_FUZZ");
+  if (env) {
+    unsigned long long seed = 0;
+    if (sscanf(env, "%d:%llu", &N, &seed) == 2 && seed) x = seed;
+  }
+  static char buf[16384], resp[1 << 20];
+  int hung = 0;
+  size_t nseeds = sizeof(fuzz_seeds) / sizeof(fuzz_seeds[0]);
+  for (int i = 0; i < N; i++) {
+    size_t len = 0;
+    int mode = (int)(fuzz_rand(&x) % 4);
+    if (mode == 0) {
+      len = 1 + fuzz_rand(&x) % 2048;
+      for (size_t k = 0; k < len; k++) buf[k] = (char)fuzz_rand(&x);
+    } else {
+      int parts = mode == 3 ? 1 + (int)(fuzz_rand(&x) % 5) : 1;
+      for (int p = 0; p < parts; p++) {
+        const char* seed = fuzz_seeds[fuzz_rand(&x) % nseeds];
+        size_t sl = strlen(seed);
+        if (len + sl >= sizeof(buf)) break;
+        memcpy(buf + len, seed, sl);
+        len += sl;
+      }
+      if (mode == 1) len = 1 + fuzz_rand(&x) % len; /* truncated */
+      int flips = mode == 2 ? 1 + (int)(fuzz_rand(&x) % 8) : (mode == 3 ? (int)(fuzz_rand(&x) % 3) : 0);
+      for (int f = 0; f < flips; f++) {
+        uint64_t r = fuzz_rand(&x);
+        static const char interesting[] = " \r\n:?&=,%0-9aZ\x7f";
+        buf[r % len] = (r >> 40) % 3 == 0 ? (char)(r >> 32) : interesting[(r >> 32) % (sizeof(interesting) - 1)];
+      }
+    }
+    int fd = connect_tcp(port);
+    CHECK(fd >= 0);
+    if (fd < 0) continue;
+    size_t off = 0;
+    while (off < len) {
+      size_t piece = 1 + fuzz_rand(&x) % (len - off);
+      send_all(fd, buf + off, piece);
+      off += piece;
+    }
+    if (fuzz_rand(&x) % 3 == 0) {
+      close(fd); /* the client goes away without reading */
+      continue;
+    }
+    shutdown(fd, SHUT_WR);
+    int closed;
+    read_until_close(fd, resp, sizeof(resp), 3000, &closed);
+    if (!closed) hung++;
+    close(fd);
+    if (i % 100 == 99) CHECK(server_answers(port));
+  }
+  CHECK(hung == 0);
+  CHECK(server_answers(port));
+  nhb_server_stats_get(s, &after);
+  printf("selftest: fuzz: %d inputs, %llu requests answered, %llu rejected, %llu connections\n", N,
+         (unsigned long long)(after.requests - before.requests),
+         (unsigned long long)(after.bad_requests - before.bad_requests),
+         (unsigned long long)(after.connections_total - before.connections_total));
+}
+
+static size_t gunzip(const char* in, size_t len, char* out, size_t cap) {
+  z_stream z;
+  memset(&z, 0, sizeof(z));
+  if (inflateInit2(&z, 15 + 16) != Z_OK) return 0;
+  z.next_in = (Bytef*)in;
+  z.avail_in = (uInt)len;
+  z.next_out = (Bytef*)out;
+  z.avail_out = (uInt)cap;
+  int r = inflate(&z, Z_FINISH);
+  size_t n = cap - z.avail_out;
+  inflateEnd(&z);
+  return r == Z_STREAM_END ? n : 0;
+}
+
+static void test_server_features(void) {
+  char sock_path[108];
+  snprintf(sock_path, sizeof(sock_path), "/tmp/nhb-selftest-%d.sock", (int)getpid());
+  nhb_server_config sc;
+  nhb_server_config_init(&sc);
+  sc.nworkers = 2;
+  sc.nlisten = 2;
+  loopback(sc.listen[0].bytes, &sc.listen[0].len, 0);
+  struct sockaddr_un un;
+  memset(&un, 0, sizeof(un));
+  un.sun_family = AF_UNIX;
+  snprintf(un.sun_path, sizeof(un.sun_path), "%s", sock_path);
+  memcpy(sc.listen[1].bytes, &un, sizeof(un));
+  sc.listen[1].len = sizeof(un);
+  sc.has_admin = 1;
+  loopback(sc.admin.bytes, &sc.admin.len, 0);
+  sc.ntcp_echo = 1;
+  loopback(sc.tcp_echo[0].bytes, &sc.tcp_echo[0].len, 0);
+  sc.nudp_echo = 1;
+  loopback(sc.udp_echo[0].bytes, &sc.udp_echo[0].len, 0);
+  sc.max_header_bytes = 2048;
+  sc.max_body_bytes = 8192;
+  sc.max_echo_delay_ns = 50000000ULL; /* keeps fuzzed delays short */
+  sc.header_timeout_ns = 300000000ULL;
+  sc.idle_timeout_ns = 600000000ULL;
+  nhb_server* s;
+  CHECK(nhb_server_create(&sc, &s, NULL, 0) == 0);
+  CHECK(nhb_server_start(s) == 0);
+  CHECK(nhb_server_bound_count(s, NHB_SOCK_HTTP) == 2);
+  struct sockaddr_storage ss;
+  unsigned ss_len = sizeof(ss);
+  CHECK(nhb_server_bound(s, NHB_SOCK_HTTP, 0, &ss, &ss_len) == 0);
+  int port = ntohs(((struct sockaddr_in*)&ss)->sin_port);
+  ss_len = sizeof(ss);
+  CHECK(nhb_server_bound(s, NHB_SOCK_ADMIN, 0, &ss, &ss_len) == 0);
+  int admin_port = ntohs(((struct sockaddr_in*)&ss)->sin_port);
+  ss_len = sizeof(ss);
+  CHECK(nhb_server_bound(s, NHB_SOCK_TCP_ECHO, 0, &ss, &ss_len) == 0);
+  int echo_port = ntohs(((struct sockaddr_in*)&ss)->sin_port);
+  ss_len = sizeof(ss);
+  CHECK(nhb_server_bound(s, NHB_SOCK_UDP_ECHO, 0, &ss, &ss_len) == 0);
+  struct sockaddr_in udp_addr;
+  memcpy(&udp_addr, &ss, sizeof(udp_addr));
+
+  static char r[1 << 20];
+  /* Fortio parameters. */
+  http(port, "GET /?status=503&size=10 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", r, sizeof(r));
+  CHECK(status_of(r) == 503 && strstr(r, "Content-Length: 10\r\n") != NULL);
+  http(port, "GET /?status=503:60,500:50 HTTP/1.1\r\nConnection: close\r\n\r\n", r, sizeof(r));
+  CHECK(status_of(r) == 400 && strstr(body_of(r), "more than 100") != NULL);
+  http(port, "GET /?size=999999999 HTTP/1.1\r\nConnection: close\r\n\r\n", r, sizeof(r));
+  CHECK(strstr(r, "Content-Length: 262144\r\n") != NULL); /* the cap, not a failure */
+  http(port, "GET /?header=X-A:1&header=X-B:%20two HTTP/1.1\r\nConnection: close\r\n\r\n", r, sizeof(r));
+  CHECK(strstr(r, "\r\nX-A: 1\r\n") != NULL && strstr(r, "\r\nX-B: two\r\n") != NULL);
+  http(port, "GET /?header=X-A:1%0d%0aEvil:1 HTTP/1.1\r\nConnection: close\r\n\r\n", r, sizeof(r));
+  CHECK(status_of(r) == 400); /* no response splitting */
+  http(port, "POST /echo HTTP/1.1\r\nContent-Length: 11\r\nConnection: close\r\n\r\nhello world", r, sizeof(r));
+  CHECK(status_of(r) == 200 && strcmp(body_of(r), "hello world") == 0);
+  size_t n = http(port, "GET /?size=5000&gzip=true HTTP/1.1\r\nAccept-Encoding: gzip\r\nConnection: close\r\n\r\n",
+                  r, sizeof(r));
+  const char* gz = body_of(r);
+  static char plain[8192];
+  CHECK(strstr(r, "Content-Encoding: gzip") != NULL);
+  CHECK(n > (size_t)(gz - r) && gunzip(gz, n - (size_t)(gz - r), plain, sizeof(plain)) == 5000);
+  http(port, "GET /debug HTTP/1.1\r\nX-Test: 1\r\nConnection: close\r\n\r\n", r, sizeof(r));
+  CHECK(strstr(body_of(r), "GET /debug HTTP/1.1") != NULL && strstr(body_of(r), "X-Test: 1") != NULL);
+
+  /* Nighthawk options per request. */
+  http(port,
+       "GET / HTTP/1.1\r\nx-nighthawk-test-server-config: {\"response_body_size\": 7, \"response_headers\": "
+       "[{\"header\": {\"key\": \"foo\", \"value\": \"bar\"}}]}\r\nConnection: close\r\n\r\n",
+       r, sizeof(r));
+  CHECK(strcmp(body_of(r), "aaaaaaa") == 0 && strstr(r, "\r\nfoo: bar\r\n") != NULL);
+  http(port, "GET / HTTP/1.1\r\nx-nighthawk-test-server-config: {\"response_body_size\": }\r\nConnection: close\r\n\r\n",
+       r, sizeof(r));
+  CHECK(status_of(r) == 500 && strncmp(body_of(r), "test-server didn't understand the request: ", 43) == 0);
+  http(port,
+       "GET /p HTTP/1.1\r\nx-nighthawk-test-server-config: {\"echo_request_headers\": true}\r\nConnection: close\r\n\r\n",
+       r, sizeof(r));
+  CHECK(strstr(body_of(r), "Request Headers:\n") != NULL && strstr(body_of(r), "':path', '/p'") != NULL);
+
+  /* A delay, and order behind it (pipelined). */
+  double t0 = now_s();
+  static const char pipelined[] =
+      "GET /?delay=30ms HTTP/1.1\r\n\r\nGET /?status=201 HTTP/1.1\r\n\r\nGET /?status=202 HTTP/1.1\r\nConnection: "
+      "close\r\n\r\n";
+  http_fd(connect_tcp(port), pipelined, sizeof(pipelined) - 1, r, sizeof(r));
+  double dt = now_s() - t0;
+  CHECK(dt >= 0.030 && dt < 1.0);
+  const char* second = strstr(r + 1, "HTTP/1.1");
+  const char* third = second ? strstr(second + 1, "HTTP/1.1") : NULL;
+  CHECK(status_of(r) == 200 && second && status_of(second) == 201 && third && status_of(third) == 202);
+
+  /* A per-request stall holds other connections' responses too. */
+  int stall_fd = connect_tcp(port);
+  send_all(stall_fd, "GET /?stall=40ms HTTP/1.1\r\n\r\n", 29);
+  usleep(5000);
+  t0 = now_s();
+  CHECK(server_answers(port));
+  CHECK(now_s() - t0 >= 0.025);
+  close(stall_fd);
+
+  /* Limits: 431, 413, 400. */
+  static char big[4096];
+  snprintf(big, sizeof(big), "GET / HTTP/1.1\r\nX-Big: %03000d\r\n\r\n", 0);
+  http(port, big, r, sizeof(r));
+  CHECK(status_of(r) == 431);
+  http(port, "POST / HTTP/1.1\r\nContent-Length: 100000\r\n\r\n", r, sizeof(r));
+  CHECK(status_of(r) == 413);
+  http(port, "GARBAGE\r\n\r\n", r, sizeof(r));
+  CHECK(status_of(r) == 400);
+
+  /* Time-outs: a head that never completes, and an idle keep-alive. */
+  int fd = connect_tcp(port);
+  send_all(fd, "GET / HTTP/1.1\r\nHo", 18);
+  int closed;
+  t0 = now_s();
+  read_until_close(fd, r, sizeof(r), 3000, &closed);
+  CHECK(closed && now_s() - t0 < 2.0);
+  close(fd);
+
+  /* Unix socket, admin, echo listeners. */
+  http_fd(connect_unix(sock_path), "GET /?status=418 HTTP/1.1\r\nConnection: close\r\n\r\n", 48, r, sizeof(r));
+  CHECK(status_of(r) == 418);
+  http(admin_port, "GET /stats HTTP/1.1\r\nConnection: close\r\n\r\n", r, sizeof(r));
+  CHECK(status_of(r) == 200 && strstr(body_of(r), "\"requests\": ") != NULL);
+  http(admin_port, "GET /other HTTP/1.1\r\nConnection: close\r\n\r\n", r, sizeof(r));
+  CHECK(status_of(r) == 404);
+  fd = connect_tcp(echo_port);
+  send_all(fd, "echo me", 7);
+  shutdown(fd, SHUT_WR);
+  read_until_close(fd, r, sizeof(r), 3000, &closed);
+  CHECK(strcmp(r, "echo me") == 0);
+  close(fd);
+  int ufd = socket(AF_INET, SOCK_DGRAM, 0);
+  sendto(ufd, "datagram", 8, 0, (struct sockaddr*)&udp_addr, sizeof(udp_addr));
+  struct pollfd pfd = {ufd, POLLIN, 0};
+  CHECK(poll(&pfd, 1, 3000) == 1 && recv(ufd, r, 100, 0) == 8 && memcmp(r, "datagram", 8) == 0);
+  close(ufd);
+
+  /* Many idle connections cost memory only. */
+  enum { IDLE = 300 };
+  int idle[IDLE];
+  for (int i = 0; i < IDLE; i++) idle[i] = connect_tcp(port);
+  CHECK(server_answers(port));
+  for (int i = 0; i < IDLE; i++)
+    if (idle[i] >= 0) close(idle[i]);
+
+  /* Counters are exact at the time of the call. */
+  nhb_server_stats before, after;
+  nhb_server_stats_get(s, &before);
+  for (int i = 0; i < 5; i++) server_answers(port);
+  nhb_server_stats_get(s, &after);
+  CHECK(after.requests - before.requests == 5);
+  CHECK(after.status[200] - before.status[200] == 5);
+  CHECK(after.bad_requests >= 3 && after.status[431] == 1 && after.status[413] == 1);
+  CHECK(after.stalls >= 1 && after.tcp_echo_bytes == 7 && after.udp_echo_packets == 1);
+
+  fuzz_server(s, port);
+
+  nhb_server_stop(s);
+  nhb_server_destroy(s);
+  CHECK(access(sock_path, F_OK) != 0); /* the socket file is removed */
+}
+
+/* Static options: a pre-rendered response with a delay, then options that
+ * make every response dynamic, echo defaults and periodic stalls. */
+static void test_server_static(void) {
+  static char r[65536];
+  nhb_server_config sc;
+  nhb_server_config_init(&sc);
+  sc.nlisten = 1;
+  loopback(sc.listen[0].bytes, &sc.listen[0].len, 0);
+  sc.response_json = "{\"response_body_size\": 4, \"static_delay\": \"0.02s\", \"response_headers\": "
+                     "[{\"header\": {\"key\": \"server\", \"value\": \"other\"}}, {\"header\": {\"key\": \"x-s\", "
+                     "\"value\": \"1\"}}, {\"header\": {\"key\": \"x-s\", \"value\": \"2\"}, \"append\": true}]}";
+  nhb_server* s;
+  CHECK(nhb_server_create(&sc, &s, NULL, 0) == 0 && nhb_server_start(s) == 0);
+  struct sockaddr_in bound;
+  unsigned len = sizeof(bound);
+  CHECK(nhb_server_address(s, 0, &bound, &len) == 0);
+  int port = ntohs(bound.sin_port);
+  double t0 = now_s();
+  http(port, "GET / HTTP/1.1\r\nConnection: close\r\n\r\n", r, sizeof(r));
+  CHECK(now_s() - t0 >= 0.020);
+  CHECK(strcmp(body_of(r), "aaaa") == 0 && strstr(r, "\r\nx-s: 1\r\nx-s: 2\r\n") != NULL);
+  CHECK(strstr(r, "\r\nserver: other\r\n") != NULL && strstr(r, "nhbench") == NULL);
+  /* HTTP/1.0 keep-alive is confirmed; a plain HTTP/1.0 request is closed. */
+  static const char two[] = "GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\nGET / HTTP/1.0\r\n\r\n";
+  http_fd(connect_tcp(port), two, sizeof(two) - 1, r, sizeof(r));
+  CHECK(strstr(r, "Connection: keep-alive\r\n") != NULL && strstr(r, "Connection: close\r\n") != NULL);
+  nhb_server_destroy(s);
+
+  nhb_server_config_init(&sc);
+  sc.nlisten = 1;
+  loopback(sc.listen[0].bytes, &sc.listen[0].len, 0);
+  sc.response_json = "{\"echo_request_headers\": true, \"emit_previous_request_delta_in_response_header\": \"x-delta\"}";
+  sc.echo_default_params = "status=418&header=X-D:1";
+  sc.stall_every_ns = 50000000ULL;
+  sc.stall_for_ns = 5000000ULL;
+  CHECK(nhb_server_create(&sc, &s, NULL, 0) == 0 && nhb_server_start(s) == 0);
+  len = sizeof(bound);
+  CHECK(nhb_server_address(s, 0, &bound, &len) == 0);
+  port = ntohs(bound.sin_port);
+  static const char pair[] = "GET /a HTTP/1.1\r\n\r\nGET /b?status=201 HTTP/1.1\r\nConnection: close\r\n\r\n";
+  http_fd(connect_tcp(port), pair, sizeof(pair) - 1, r, sizeof(r));
+  const char* second = strstr(r + 1, "HTTP/1.1 ");
+  CHECK(status_of(r) == 418 && strstr(r, "\r\nX-D: 1\r\n") != NULL);
+  CHECK(second && status_of(second) == 201 && strstr(second, "\r\nx-delta: ") != NULL);
+  CHECK(strstr(r, "\nRequest Headers:\n':method', 'GET'\n':path', '/a'\n") != NULL);
+  usleep(120000);
+  nhb_server_stats st;
+  nhb_server_stats_get(s, &st);
+  CHECK(st.stalls >= 3 && st.status[418] == 1 && st.status[201] == 1);
+  nhb_server_stop(s);
+  nhb_server_destroy(s);
+}
+
+static void test_server_config_errors(void) {
+  nhb_server_config sc;
+  nhb_server* s = NULL;
+  char err[256];
+  nhb_server_config_init(&sc);
+  sc.nlisten = 1;
+  loopback(sc.listen[0].bytes, &sc.listen[0].len, 0);
+  sc.response_json = "{\"bogus\": 1}";
+  CHECK(nhb_server_create(&sc, &s, err, sizeof(err)) == NHB_EINVAL && strstr(err, "bogus") != NULL);
+  sc.response_json = "{\"static_delay\": \"1s\", \"concurrency_based_linear_delay\": {}}";
+  CHECK(nhb_server_create(&sc, &s, err, sizeof(err)) == NHB_EINVAL);
+  sc.response_json = NULL;
+  sc.echo_default_params = "delay=1s:70,2s:40";
+  CHECK(nhb_server_create(&sc, &s, err, sizeof(err)) == NHB_EINVAL && strstr(err, "echo_default_params") != NULL);
+  sc.echo_default_params = NULL;
+  sc.stall_every_ns = 1000000;
+  sc.stall_for_ns = 2000000;
+  CHECK(nhb_server_create(&sc, &s, err, sizeof(err)) == NHB_EINVAL && strstr(err, "stall_for") != NULL);
+
+  /* A busy explicit port fails to start, and leaks nothing. */
+  nhb_server_config_init(&sc);
+  sc.nlisten = 1;
+  loopback(sc.listen[0].bytes, &sc.listen[0].len, 0);
+  nhb_server* a;
+  CHECK(nhb_server_create(&sc, &a, NULL, 0) == 0 && nhb_server_start(a) == 0);
+  struct sockaddr_in bound;
+  unsigned len = sizeof(bound);
+  CHECK(nhb_server_address(a, 0, &bound, &len) == 0);
+  sc.nworkers = 2;
+  loopback(sc.listen[0].bytes, &sc.listen[0].len, ntohs(bound.sin_port));
+  CHECK(nhb_server_create(&sc, &s, NULL, 0) == 0);
+  CHECK(nhb_server_start(s) == -EADDRINUSE && strstr(nhb_server_error(s), "in use") != NULL);
+  nhb_server_destroy(s);
+  nhb_server_destroy(a);
+}
+
 int main(void) {
   /* The server, with a body and an extra header. */
   nhb_server_config sc;
-  memset(&sc, 0, sizeof(sc));
+  nhb_server_config_init(&sc);
   sc.nlisten = 1;
-  loopback(sc.listen_addr[0], &sc.listen_addr_len[0], 0);
+  loopback(sc.listen[0].bytes, &sc.listen[0].len, 0);
   sc.nworkers = 2;
-  sc.response_body_size = 100;
-  sc.extra_headers = "x-selftest: 1\r\n";
-  sc.extra_headers_len = strlen(sc.extra_headers);
+  sc.response_json = "{\"response_body_size\": 100, \"response_headers\": "
+                     "[{\"header\": {\"key\": \"x-selftest\", \"value\": \"1\"}}]}";
   nhb_server* server;
-  CHECK(nhb_server_create(&sc, &server) == 0);
+  CHECK(nhb_server_create(&sc, &server, NULL, 0) == 0);
   CHECK(nhb_server_start(server) == 0);
   struct sockaddr_in bound;
   unsigned bound_len = sizeof(bound);
@@ -119,6 +584,10 @@ int main(void) {
   nhb_run_destroy(r);
   c.connections = 0;
   CHECK(nhb_run_create(&c, &r) == NHB_EINVAL);
+
+  test_server_features();
+  test_server_static();
+  test_server_config_errors();
 
   if (failures) fprintf(stderr, "selftest: %d check(s) failed\n", failures);
   else printf("selftest: all checks passed\n");

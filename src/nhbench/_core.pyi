@@ -49,11 +49,35 @@ class ClientRun:
     def progress(self) -> ProgressDict: ...
     def result(self) -> dict[str, Any]: ...
 
+class ServerStatsDict(TypedDict):
+    requests: int
+    connections_total: int
+    connections_active: int
+    rx_bytes: int
+    tx_bytes: int
+    bad_requests: int
+    status: dict[str, int]  # "200" -> responses sent with that status
+    stalls: int
+    tcp_echo_bytes: int
+    udp_echo_packets: int
+
 class Server:
-    addresses: list[tuple[str, int]]
+    """The test server (docs/architecture.md, "The test server").
+
+    config keys: listen [("tcp", host, port) | ("unix", path, 0)], workers, cpus, response
+    (Nighthawk ResponseOptions dict), echo_default_params, max_echo_delay, max_payload_kb,
+    stall_every, stall_for, tcp_echo [(host, port)], udp_echo [(host, port)],
+    admin (host, port) | None, idle_timeout, header_timeout, max_header_bytes, max_body_bytes.
+    """
+
+    # bound addresses, valid after start(): ("tcp", host, port) or ("unix", path, 0)
+    addresses: list[tuple[str, str, int]]
+    admin_address: tuple[str, int] | None
+    tcp_echo_addresses: list[tuple[str, int]]
+    udp_echo_addresses: list[tuple[str, int]]
     def __init__(self, config: dict[str, Any]) -> None: ...
     def start(self) -> None: ...
-    def stats(self) -> dict[str, int]: ...
+    def stats(self) -> ServerStatsDict: ...
     def stop(self) -> None: ...
 
 def histogram_counts(values: list[int]) -> HistogramDict: ...

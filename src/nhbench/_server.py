@@ -1,18 +1,24 @@
-"""`TestServer`: the C engine's HTTP/1.1 test server, in this process or in a child process.
+"""`TestServer`: the C engine's test server, in this process or in a child process.
 
 In-process (the default) is what tests and the demo use: no start-up cost, and `stats()`
-reads the server's own counters directly, so a test can compare them with the client's.
-``subprocess=True`` runs ``python -m nhbench server`` instead, which keeps the server's
-threads out of this process (useful when measuring the client's CPU use); its statistics
-are then available after `stop()`, when the child prints them.
+reads the server's own counters directly, exact at the moment of the call, so a test can
+compare them with the client's. ``subprocess=True`` runs ``python -m nhbench server``
+instead, which keeps the server's threads out of this process (useful when measuring the
+client's CPU use); `stats()` then goes through the admin endpoint when one is configured,
+and is otherwise available after `stop()`, when the child prints its final counters.
+
+Options: see `ServerOptions` (``_server_options.py``) and docs/server.md.
 """
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import selectors
 import signal
+import socket
+import stat
 import subprocess as _subprocess
 import sys
 import tempfile
@@ -23,165 +29,134 @@ from types import TracebackType
 from typing import Any
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
-
-from ._exceptions import OptionsError, ServerError
-from ._options import (
-    affinity_cpus,
-    format_cpu_list,
-    format_validation_error,
-    parse_cpu_list,
-    parse_duration,
+from ._exceptions import ServerError
+from ._server_options import (
+    MAX_RESPONSE_BODY_SIZE,
+    ResponseOptions,
+    ServerOptions,
+    format_address,
+    make_server_options,
+    parse_listen,
 )
-from ._request import parse_header
 
-__all__ = ["ServerOptions", "TestServer", "parse_listen"]
+__all__ = [
+    "MAX_RESPONSE_BODY_SIZE",
+    "ResponseOptions",
+    "ServerOptions",
+    "TestServer",
+    "address_report",
+    "parse_listen",
+    "write_address_file",
+]
 
-# Nighthawk's test server caps the response body at 4 MiB; so does this one.
-MAX_RESPONSE_BODY_SIZE = 4 * 1024 * 1024
 STATS_PREFIX = "stats "
 LISTENING_PREFIX = "listening on "
+ADMIN_PREFIX = "admin on "
+TCP_ECHO_PREFIX = "tcp-echo on "
+UDP_ECHO_PREFIX = "udp-echo on "
+
+# Unset marker for keyword arguments: None is a meaningful value for some options.
+_UNSET: Any = object()
 
 
-def parse_listen(value: object) -> tuple[str, int]:
-    """``"127.0.0.1:8080"``, ``"[::1]:0"``, ``":8080"`` (all IPv4) or ``("127.0.0.1", 0)``."""
-    if isinstance(value, (tuple, list)) and len(value) == 2:
-        host, port = value
-    elif isinstance(value, str):
-        text = value.strip()
-        if text.startswith("["):
-            host, sep, port = text[1:].partition("]:")
+def _url(host: str, port: int, path: str = "/") -> str:
+    return f"http://{format_address(host, port)}{path}"
+
+
+def _split_host_port(text: str) -> tuple[str, int]:
+    parts = urlsplit("//" + text.strip())
+    return str(parts.hostname), int(parts.port or 0)
+
+
+def address_report(
+    listen: Sequence[tuple[str, str, int]],
+    admin: tuple[str, int] | None,
+    tcp_echo: Sequence[tuple[str, int]],
+    udp_echo: Sequence[tuple[str, int]],
+) -> dict[str, Any]:
+    """The bound addresses as the JSON object ``--address-file`` holds (docs/server.md)."""
+    entries: list[dict[str, Any]] = []
+    for kind, where, port in listen:
+        if kind == "unix":
+            entries.append({"kind": "unix", "path": where, "url": f"unix:{where}"})
         else:
-            host, sep, port = text.rpartition(":")
-        if not sep:
-            raise ValueError(f"must be HOST:PORT such as 127.0.0.1:8080 (got {value!r})")
-        host = host or "0.0.0.0"
-    else:
-        raise ValueError(f"must be HOST:PORT such as 127.0.0.1:8080 (got {value!r})")
+            entries.append({"kind": "tcp", "host": where, "port": port,
+                            "url": _url(where, port)})
+    return {
+        "pid": os.getpid(),
+        "listen": entries,
+        "admin": (
+            {"host": admin[0], "port": admin[1], "url": _url(admin[0], admin[1], "/stats")}
+            if admin else None
+        ),
+        "tcp_echo": [{"host": h, "port": p} for h, p in tcp_echo],
+        "udp_echo": [{"host": h, "port": p} for h, p in udp_echo],
+    }
+
+
+def write_address_file(path: str | os.PathLike[str], report: Mapping[str, Any]) -> None:
+    """Write `report` as JSON to `path` atomically (temporary file in the same directory,
+    fsync, rename): a reader polling for the file never sees it half written."""
+    target = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
-        port_number = int(port)
-    except (TypeError, ValueError):
-        raise ValueError(f"port must be an integer in 0..65535 (got {value!r})") from None
-    if not 0 <= port_number <= 65535:
-        raise ValueError(f"port must be in 0..65535 (got {value!r})")
-    # The core binds numeric addresses; a name is resolved here, once.
-    from ._exceptions import ResolveError
-    from ._run import resolve
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(report, f, indent=2, sort_keys=True)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
 
+
+def _remove_stale_socket(path: str) -> None:
+    """Unlink `path` if it is a unix socket nobody listens on (left by a server that died).
+
+    Anything else (a live socket, a regular file) is left alone for bind() to refuse.
+    """
     try:
-        address = resolve(str(host), port_number)
-    except ResolveError as exc:
-        raise ValueError(f"{exc} (got {value!r})") from None
-    return address, port_number
-
-
-class ServerOptions(BaseModel):
-    """Validated settings of the test server (the flags of ``nhbench server``)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    listen: tuple[tuple[str, int], ...] = Field(
-        default=(("127.0.0.1", 0),), description="Addresses to listen on; port 0 picks a free port."
-    )
-    workers: int = Field(default=1, ge=1, le=1024, description="Server threads.")
-    cpus: tuple[int, ...] | None = Field(default=None, description="CPUs to pin the workers to.")
-    response_body_size: int = Field(
-        default=0, ge=0, le=MAX_RESPONSE_BODY_SIZE, description="Response body size in bytes."
-    )
-    static_delay: float = Field(
-        default=0.0, ge=0, le=3600, description="Fixed delay before each response, in seconds."
-    )
-    response_header: tuple[str, ...] = Field(default=(), description="Extra 'name: value' headers.")
-
-    @field_validator("listen", mode="before")
-    @classmethod
-    def _parse_listen(cls, value: Any) -> object:
-        if isinstance(value, str) or (
-            isinstance(value, (tuple, list)) and len(value) == 2 and isinstance(value[1], int)
-        ):
-            value = [value]
-        items = [parse_listen(item) for item in value]
-        if not items:
-            raise ValueError("must name at least one address")
-        return tuple(items)
-
-    @field_validator("cpus", mode="before")
-    @classmethod
-    def _parse_cpus(cls, value: object) -> object:
-        if value is None:
-            return None
-        cpus = parse_cpu_list(value)
-        allowed = set(affinity_cpus())
-        outside = [cpu for cpu in cpus if cpu not in allowed]
-        if outside:
-            raise ValueError(
-                f"CPU {format_cpu_list(outside)} not in this process's CPU affinity "
-                f"({format_cpu_list(allowed)})"
-            )
-        return tuple(cpus)
-
-    @field_validator("static_delay", mode="before")
-    @classmethod
-    def _parse_delay(cls, value: object) -> object:
-        return parse_duration(value)
-
-    @field_validator("response_header", mode="before")
-    @classmethod
-    def _check_headers(cls, value: Any) -> object:
-        if isinstance(value, str):
-            value = (value,)
-        if isinstance(value, Mapping):
-            value = [f"{k}: {v}" for k, v in value.items()]
-        items = []
-        for item in value:
-            if isinstance(item, (tuple, list)) and len(item) == 2:
-                item = f"{item[0]}: {item[1]}"
-            name, header_value = parse_header(item)
-            items.append(f"{name}: {header_value}")
-        return tuple(items)
-
-    def core_config(self) -> dict[str, Any]:
-        """The ``_core.Server`` config dict (docs/architecture.md)."""
-        cpus = list(self.cpus or ())
-        return {
-            "listen": [tuple(address) for address in self.listen],
-            "workers": self.workers,
-            # One CPU per worker, round-robin over the given ones, or none (no pinning).
-            "cpus": [cpus[i % len(cpus)] for i in range(self.workers)] if cpus else [],
-            "response_body_size": self.response_body_size,
-            "static_delay": float(self.static_delay),
-            "response_headers": [parse_header(item) for item in self.response_header],
-        }
-
-    def cli_args(self) -> list[str]:
-        """The ``nhbench server`` flags that reproduce these options."""
-        args: list[str] = []
-        for host, port in self.listen:
-            args += ["--listen", f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
-        args += ["--workers", str(self.workers)]
-        if self.cpus:
-            # Listed one by one rather than as ranges: the order decides which worker gets
-            # which CPU, and ranges would sort them.
-            args += ["--cpus", ",".join(map(str, self.cpus))]
-        args += ["--response-body-size", str(self.response_body_size)]
-        args += ["--static-delay", repr(float(self.static_delay))]
-        for header in self.response_header:
-            args += ["--response-header", header]
-        return args
-
-
-def _url(address: Sequence[Any]) -> str:
-    host, port = str(address[0]), int(address[1])
-    return f"http://[{host}]:{port}/" if ":" in host else f"http://{host}:{port}/"
+        if not stat.S_ISSOCK(os.stat(path).st_mode):
+            return
+    except OSError:
+        return
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.settimeout(1.0)
+        probe.connect(path)
+    except ConnectionRefusedError:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+    except OSError:
+        pass
+    finally:
+        probe.close()
 
 
 class TestServer:
-    """The embedded HTTP/1.1 test server, as a context manager.
+    """The embedded test server, as a context manager.
 
-    ``with TestServer() as server: nhbench.run(server.url, rps=100)``
+    ``with TestServer(static_delay="2ms", response_body_size=64) as server:
+    nhbench.run(server.url, rps=100)``
 
-    `url` and `address` are those of the first listen address (the port is the bound one
-    when 0 was asked for).
+    Every `ServerOptions` option is a keyword (``listen``, ``workers``, ``cpus``,
+    ``response_body_size``, ``response_headers``, ``echo_request_headers``, ``static_delay``,
+    ``concurrency_based_linear_delay``, ``emit_previous_request_delta_in_response_header``,
+    ``echo_default_params``, ``max_echo_delay``, ``max_payload_kb``, ``stall_every``,
+    ``stall_for``, ``tcp_echo``, ``udp_echo``, ``admin``, ``address_file``, ``idle_timeout``,
+    ``header_timeout``, ``max_header_bytes``, ``max_body_bytes``, and ``response`` for
+    Nighthawk's ResponseOptions as one object); ``config`` is a JSON/YAML file path or a
+    mapping that the keywords override. Invalid options raise `OptionsError` (one line).
+
+    `url` and `address` are those of the first TCP listen address (the bound port when 0 was
+    asked for); `urls` lists every TCP one; `unix_paths` the unix sockets.
     """
 
     # Its name starts with "Test"; this tells pytest it is not a test class to collect.
@@ -189,28 +164,43 @@ class TestServer:
 
     def __init__(
         self,
-        listen: object = ("127.0.0.1", 0),
-        workers: int = 1,
-        response_body_size: int = 0,
-        static_delay: float | str = 0.0,
-        response_headers: Iterable[object] | Mapping[str, str] = (),
-        cpus: object = None,
+        listen: object = _UNSET,
+        *,
+        config: str | os.PathLike[str] | Mapping[str, Any] | None = None,
+        workers: int | str = _UNSET,
+        cpus: object = _UNSET,
+        response: Mapping[str, Any] | ResponseOptions = _UNSET,
+        response_body_size: int | None = _UNSET,
+        response_headers: Iterable[object] | Mapping[str, str] = _UNSET,
+        echo_request_headers: bool = _UNSET,
+        static_delay: float | str | None = _UNSET,
+        concurrency_based_linear_delay: object = _UNSET,
+        emit_previous_request_delta_in_response_header: str | None = _UNSET,
+        echo_default_params: str = _UNSET,
+        max_echo_delay: float | str = _UNSET,
+        max_payload_kb: int = _UNSET,
+        stall_every: float | str = _UNSET,
+        stall_for: float | str = _UNSET,
+        tcp_echo: object = _UNSET,
+        udp_echo: object = _UNSET,
+        admin: object = _UNSET,
+        address_file: str | os.PathLike[str] | None = _UNSET,
+        idle_timeout: float | str = _UNSET,
+        header_timeout: float | str = _UNSET,
+        max_header_bytes: int | str = _UNSET,
+        max_body_bytes: int | str = _UNSET,
         subprocess: bool = False,
         startup_timeout: float = 10.0,
     ) -> None:
-        try:
-            options = ServerOptions.model_validate(
-                {
-                    "listen": listen,
-                    "workers": workers,
-                    "cpus": cpus,
-                    "response_body_size": response_body_size,
-                    "static_delay": static_delay,
-                    "response_header": response_headers,
-                }
-            )
-        except ValidationError as exc:
-            raise OptionsError(format_validation_error(exc, model=ServerOptions)) from exc
+        given = {
+            name: value
+            for name, value in locals().items()
+            if value is not _UNSET
+            and name not in ("self", "config", "subprocess", "startup_timeout")
+        }
+        if isinstance(given.get("response"), ResponseOptions):
+            given["response"] = given["response"].model_dump(exclude_defaults=True)
+        options = make_server_options(given, config=config)
         self._init(options, subprocess, startup_timeout)
 
     @classmethod
@@ -226,12 +216,16 @@ class TestServer:
         self.options = options
         self.subprocess = subprocess
         self.startup_timeout = startup_timeout
-        self.addresses: list[tuple[str, int]] = []
+        self.listen_addresses: list[tuple[str, str, int]] = []
+        self.admin_address: tuple[str, int] | None = None
+        self.tcp_echo_addresses: list[tuple[str, int]] = []
+        self.udp_echo_addresses: list[tuple[str, int]] = []
         self._server: Any = None
         self._process: _subprocess.Popen[bytes] | None = None
         self._stderr: Any = None
         self._pending_output = b""
         self._final_stats: dict[str, Any] | None = None
+        self._wrote_address_file: str | None = None
 
     # ---- lifecycle ------------------------------------------------------------------------
 
@@ -239,6 +233,7 @@ class TestServer:
         """Bind and start serving; returns self."""
         if self._server is not None or self._process is not None:
             raise RuntimeError("this TestServer is already running")
+        self._final_stats = None
         if self.subprocess:
             self._start_subprocess()
         else:
@@ -246,11 +241,14 @@ class TestServer:
         return self
 
     def stop(self) -> None:
-        """Stop serving (idempotent)."""
+        """Stop serving (idempotent). The final counters stay available from `stats()`."""
         if self._server is not None:
             server, self._server = self._server, None
-            self._final_stats = dict(server.stats())
-            server.stop()
+            try:
+                self._final_stats = dict(server.stats())
+            finally:
+                server.stop()
+                self._remove_address_file()
         if self._process is not None:
             self._stop_subprocess()
 
@@ -274,33 +272,123 @@ class TestServer:
         )
 
     @property
-    def address(self) -> tuple[str, int]:
-        """(host, port) of the first listen address."""
-        if not self.addresses:
+    def pid(self) -> int:
+        """The process serving: this one, or the child's in subprocess mode."""
+        return self._process.pid if self._process is not None else os.getpid()
+
+    @property
+    def addresses(self) -> list[tuple[str, int]]:
+        """(host, port) of every bound TCP listen address."""
+        return [(where, port) for kind, where, port in self.listen_addresses if kind == "tcp"]
+
+    @property
+    def unix_paths(self) -> list[str]:
+        return [where for kind, where, _ in self.listen_addresses if kind == "unix"]
+
+    def _need_started(self) -> None:
+        if not self.listen_addresses:
             raise ServerError("the test server has not been started")
+
+    @property
+    def address(self) -> tuple[str, int]:
+        """(host, port) of the first TCP listen address."""
+        self._need_started()
+        if not self.addresses:
+            raise ServerError(
+                f"the test server listens on unix sockets only ({', '.join(self.unix_paths)})"
+            )
         return self.addresses[0]
 
     @property
     def url(self) -> str:
-        """``http://host:port/`` of the first listen address."""
-        return _url(self.address)
+        """``http://host:port/`` of the first TCP listen address."""
+        return _url(*self.address)
 
     @property
     def urls(self) -> list[str]:
-        return [_url(address) for address in self.addresses]
+        """``http://host:port/`` of every TCP listen address."""
+        return [_url(host, port) for host, port in self.addresses]
+
+    @property
+    def unix_path(self) -> str:
+        """The first unix socket path."""
+        self._need_started()
+        if not self.unix_paths:
+            raise ServerError("the test server has no unix socket listener")
+        return self.unix_paths[0]
+
+    @property
+    def admin_url(self) -> str:
+        """``http://host:port/stats``, the admin endpoint."""
+        self._need_started()
+        if self.admin_address is None:
+            raise ServerError("the test server has no admin listener (admin=HOST:PORT)")
+        return _url(*self.admin_address, "/stats")
+
+    @property
+    def tcp_echo_address(self) -> tuple[str, int]:
+        """(host, port) of the first TCP echo listener."""
+        self._need_started()
+        if not self.tcp_echo_addresses:
+            raise ServerError("the test server has no TCP echo listener (tcp_echo=HOST:PORT)")
+        return self.tcp_echo_addresses[0]
+
+    @property
+    def udp_echo_address(self) -> tuple[str, int]:
+        """(host, port) of the first UDP echo listener."""
+        self._need_started()
+        if not self.udp_echo_addresses:
+            raise ServerError("the test server has no UDP echo listener (udp_echo=HOST:PORT)")
+        return self.udp_echo_addresses[0]
+
+    def report(self) -> dict[str, Any]:
+        """The bound addresses, as written to ``address_file``."""
+        self._need_started()
+        report = address_report(self.listen_addresses, self.admin_address,
+                                self.tcp_echo_addresses, self.udp_echo_addresses)
+        report["pid"] = self.pid
+        return report
 
     def stats(self) -> dict[str, Any]:
-        """The server's own counters: requests, connections_total, rx_bytes, tx_bytes…
+        """The server's own counters (docs/server.md): requests, connections_total,
+        connections_active, rx_bytes, tx_bytes, bad_requests, status, stalls,
+        tcp_echo_bytes, udp_echo_packets.
 
-        Live for an in-process server; for a subprocess server, available after `stop()`.
+        Live for an in-process server; for a subprocess server, live through the admin
+        endpoint when there is one, else available after `stop()`.
         """
         if self._server is not None:
             return dict(self._server.stats())
+        if self._process is not None:
+            if self.admin_address is not None:
+                return self._fetch_admin_stats()
+            raise ServerError(
+                "a subprocess test server without admin= reports its statistics after stop()"
+            )
         if self._final_stats is not None:
             return dict(self._final_stats)
-        if self._process is not None:
-            raise ServerError("a subprocess test server reports its statistics after stop()")
         raise ServerError("the test server has not been started")
+
+    def _fetch_admin_stats(self) -> dict[str, Any]:
+        assert self.admin_address is not None
+        host, port = self.admin_address
+        connection = http.client.HTTPConnection(host, port, timeout=10)
+        try:
+            connection.request("GET", "/stats")
+            response = connection.getresponse()
+            body = response.read()
+        except OSError as exc:
+            raise ServerError(f"the admin endpoint {self.admin_url} did not answer: {exc}") \
+                from exc
+        finally:
+            connection.close()
+        if response.status != 200:
+            raise ServerError(f"the admin endpoint {self.admin_url} answered {response.status}")
+        try:
+            data = json.loads(body)
+        except ValueError as exc:
+            raise ServerError(f"the admin endpoint {self.admin_url} sent no JSON") from exc
+        return dict(data)
 
     # ---- in-process -----------------------------------------------------------------------
 
@@ -308,13 +396,46 @@ class TestServer:
         from ._run import load_core
 
         core = load_core()
+        for kind, path, _ in self.options.listen:
+            if kind == "unix":
+                _remove_stale_socket(path)
         try:
             server = core.Server(self.options.core_config())
             server.start()
         except (OSError, RuntimeError, ValueError) as exc:
             raise ServerError(f"the test server could not start: {exc}") from exc
         self._server = server
-        self.addresses = [(str(host), int(port)) for host, port in server.addresses]
+        try:
+            self.listen_addresses = [
+                (str(kind), str(where), int(port)) for kind, where, port in server.addresses
+            ]
+            admin = getattr(server, "admin_address", None)
+            self.admin_address = (str(admin[0]), int(admin[1])) if admin else None
+            self.tcp_echo_addresses = [
+                (str(h), int(p)) for h, p in getattr(server, "tcp_echo_addresses", [])
+            ]
+            self.udp_echo_addresses = [
+                (str(h), int(p)) for h, p in getattr(server, "udp_echo_addresses", [])
+            ]
+            if self.options.address_file:
+                write_address_file(self.options.address_file, self.report())
+                self._wrote_address_file = self.options.address_file
+        except BaseException:
+            self._server = None
+            server.stop()
+            raise
+
+    def _remove_address_file(self) -> None:
+        path, self._wrote_address_file = self._wrote_address_file, None
+        if path:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+        # Our own unix sockets go too, so that the next start can bind the same path.
+        for kind, where, _ in self.listen_addresses:
+            if kind == "unix":
+                _remove_stale_socket(where)
 
     # ---- subprocess -----------------------------------------------------------------------
 
@@ -337,18 +458,42 @@ class TestServer:
             command, stdout=_subprocess.PIPE, stderr=self._stderr, stdin=_subprocess.DEVNULL,
             env=env,
         )
+        options = self.options
+        expected = (
+            len(options.listen) + (1 if options.admin else 0) + len(options.tcp_echo)
+            + len(options.udp_echo)
+        )
+        prefixes = (LISTENING_PREFIX, ADMIN_PREFIX, TCP_ECHO_PREFIX, UDP_ECHO_PREFIX)
         try:
-            lines = self._read_lines(len(self.options.listen), self.startup_timeout,
-                                     LISTENING_PREFIX)
+            lines = self._read_lines(expected, self.startup_timeout, prefixes)
         except ServerError:
             self._kill_subprocess()
             raise
-        self.addresses = []
+        self.listen_addresses, self.tcp_echo_addresses, self.udp_echo_addresses = [], [], []
+        self.admin_address = None
         for line in lines:
-            parts = urlsplit(line[len(LISTENING_PREFIX):].strip())
-            self.addresses.append((str(parts.hostname), int(parts.port or 80)))
+            if line.startswith(LISTENING_PREFIX):
+                where = line[len(LISTENING_PREFIX):].strip()
+                if where.startswith("unix:"):
+                    self.listen_addresses.append(("unix", where[len("unix:"):], 0))
+                else:
+                    parts = urlsplit(where)
+                    self.listen_addresses.append(
+                        ("tcp", str(parts.hostname), int(parts.port or 80))
+                    )
+            elif line.startswith(ADMIN_PREFIX):
+                parts = urlsplit(line[len(ADMIN_PREFIX):].strip())
+                self.admin_address = (str(parts.hostname), int(parts.port or 80))
+            elif line.startswith(TCP_ECHO_PREFIX):
+                self.tcp_echo_addresses.append(
+                    _split_host_port(line[len(TCP_ECHO_PREFIX):])
+                )
+            elif line.startswith(UDP_ECHO_PREFIX):
+                self.udp_echo_addresses.append(
+                    _split_host_port(line[len(UDP_ECHO_PREFIX):])
+                )
 
-    def _read_lines(self, count: int, timeout: float, prefix: str) -> list[str]:
+    def _read_lines(self, count: int, timeout: float, prefixes: tuple[str, ...]) -> list[str]:
         assert self._process is not None and self._process.stdout is not None
         found: list[str] = []
         deadline = time.monotonic() + timeout
@@ -359,14 +504,15 @@ class TestServer:
                 while b"\n" in self._pending_output and len(found) < count:
                     raw, self._pending_output = self._pending_output.split(b"\n", 1)
                     line = raw.decode("utf-8", "replace").strip()
-                    if line.startswith(prefix):
+                    if line.startswith(prefixes):
                         found.append(line)
                 if len(found) >= count:
                     break
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     raise ServerError(
-                        f"the test server subprocess did not report {prefix.strip()!r} within "
+                        f"the test server subprocess did not report "
+                        f"{' / '.join(p.strip() for p in prefixes)!r} within "
                         f"{timeout:g} s{self._stderr_tail()}"
                     )
                 if selector.select(remaining):
@@ -394,7 +540,7 @@ class TestServer:
         if process.poll() is None:
             process.send_signal(signal.SIGTERM)
         try:
-            lines = self._read_lines(1, 15.0, STATS_PREFIX)
+            lines = self._read_lines(1, 15.0, (STATS_PREFIX,))
             self._final_stats = json.loads(lines[0][len(STATS_PREFIX):])
         except (ServerError, ValueError):
             self._final_stats = None

@@ -75,8 +75,9 @@ def _add_run_parser(commands: argparse._SubParsersAction[Any]) -> None:
     parser = commands.add_parser(
         "run",
         help="run a benchmark against a URI",
-        description="Send HTTP/1.1 requests to URI at a fixed rate (or as fast as possible) "
-        "and report latency and counters. Flags follow Nighthawk's names.",
+        description="Send HTTP/1.1 or HTTP/2 requests (over TCP or TLS) to URI at a fixed "
+        "rate (or as fast as possible) and report latency and counters. Flags follow "
+        "Nighthawk's names.",
         argument_default=argparse.SUPPRESS,
         allow_abbrev=False,
     )
@@ -116,33 +117,97 @@ def _add_run_parser(commands: argparse._SubParsersAction[Any]) -> None:
     add("--address-family", metavar="auto|v4|v6", help=_help("address_family"))
     add("--drain-timeout", metavar="TIME", help=_help("drain_timeout") + " Default 5.")
     add("--start-delay", metavar="TIME", help=_help("start_delay") + " Default 0.2.")
+    group = parser.add_argument_group("HTTP/2")
+    group.add_argument("-p", "--protocol", metavar="http1|http2",
+                       help=_help("protocol") + " Default http1.")
+    group.add_argument("--h2", dest="protocol", action="store_const", const="http2",
+                       help="Same as --protocol http2 (Nighthawk's flag).")
+    group.add_argument("--h2c", action="store_true", help=_help("h2c"))
+    group.add_argument("--max-concurrent-streams", metavar="N",
+                       help=_help("max_concurrent_streams"))
+    group.add_argument("--max-active-requests", metavar="N", help=_help("max_active_requests"))
+    group = parser.add_argument_group("TLS (https:// URIs)")
+    group.add_argument("--sni", metavar="NAME", help=_help("sni"))
+    group.add_argument("--alpn", metavar="ID,ID", help=_help("alpn"))
+    group.add_argument("--cacert", metavar="FILE", help=_help("cacert"))
+    group.add_argument("-k", "--insecure", action="store_true", help=_help("insecure"))
+    group.add_argument("--tls-ciphers", metavar="LIST", help=_help("tls_ciphers"))
+    group.add_argument("--tls-ciphersuites", metavar="LIST", help=_help("tls_ciphersuites"))
+    group.add_argument("--tls-groups", metavar="LIST", help=_help("tls_groups"))
+    group.add_argument("--tls-min-version", metavar="1.2|1.3", help=_help("tls_min_version"))
+    group.add_argument("--tls-max-version", metavar="1.2|1.3", help=_help("tls_max_version"))
+    group.add_argument("--tls-session-reuse", metavar="on|off", help=_help("tls_session_reuse"))
     parser.set_defaults(func=_cmd_run, subparser=parser)
 
 
 def _add_server_parser(commands: argparse._SubParsersAction[Any]) -> None:
-    from .._server import ServerOptions
+    from .._server_options import ResponseOptions, ServerOptions
 
-    fields = ServerOptions.model_fields
+    def text(model: Any, field: str, default: str | None = None) -> str:
+        description = (model.model_fields[field].description or "").replace("%", "%%")
+        return description + (f" Default {default}." if default else "")
+
+    server = ServerOptions
+    response = ResponseOptions
     parser = commands.add_parser(
         "server",
-        help="run the HTTP/1.1 test server",
-        description="Serve HTTP/1.1 on the given addresses until SIGINT or SIGTERM. Prints "
-        "one line 'listening on http://HOST:PORT/' per bound address.",
+        help="run the test server (Nighthawk response options, Fortio echo)",
+        description="Serve HTTP/1.1 on the given addresses until SIGINT or SIGTERM. Responses "
+        "follow Nighthawk's response options (static here or per request in the "
+        "x-nighthawk-test-server-config header) and Fortio's echo parameters (?delay=, "
+        "status=, size=, close=, header=, gzip=). Prints one line per bound address: "
+        "'listening on http://HOST:PORT/' (or 'unix:PATH'), 'admin on ...', 'tcp-echo on "
+        "...', 'udp-echo on ...'. See docs/server.md.",
         argument_default=argparse.SUPPRESS,
         allow_abbrev=False,
     )
     add = parser.add_argument
-    add("--listen", metavar="HOST:PORT", action="append",
-        help="Address to listen on; repeatable. Port 0 picks a free one. "
-        "Default 127.0.0.1:0.")
-    add("--workers", metavar="N", help=(fields["workers"].description or "") + " Default 1.")
-    add("--cpus", metavar="LIST", help=fields["cpus"].description)
-    add("--response-body-size", metavar="BYTES",
-        help=(fields["response_body_size"].description or "") + " Default 0.")
-    add("--static-delay", metavar="TIME",
-        help="Fixed delay before each response (5ms, 0.1s). Default 0.")
-    add("--response-header", metavar="'NAME: VALUE'", action="append",
-        help="Extra response header; repeatable.")
+    # Values are taken as strings and validated by ServerOptions, so that the CLI, config
+    # files and TestServer accept the same syntax and give the same messages.
+    add("--config", metavar="FILE",
+        help="JSON or YAML file with server options, or Nighthawk's ResponseOptions (or an "
+        "Envoy bootstrap of Nighthawk's test server). Flags override it.")
+    add("--listen", metavar="ADDR", action="append",
+        help=text(server, "listen", "127.0.0.1:0"))
+    add("--workers", metavar="N|auto", help=text(server, "workers", "1"))
+    add("--cpus", metavar="LIST", help=text(server, "cpus"))
+    add("--admin", metavar="HOST:PORT", help=text(server, "admin"))
+    add("--address-file", metavar="FILE", help=text(server, "address_file"))
+    group = parser.add_argument_group("Nighthawk response options (static)")
+    group.add_argument("--response-body-size", metavar="BYTES",
+                       help=text(response, "response_body_size"))
+    group.add_argument("--response-header", metavar="'NAME: VALUE'|JSON", action="append",
+                       dest="response_headers", help=text(response, "response_headers"))
+    group.add_argument("--echo-request-headers", action="store_true",
+                       help=text(response, "echo_request_headers"))
+    group.add_argument("--static-delay", metavar="TIME", help=text(response, "static_delay"))
+    group.add_argument("--concurrency-based-linear-delay", metavar="MINIMAL,FACTOR",
+                       help=text(response, "concurrency_based_linear_delay"))
+    group.add_argument("--emit-previous-request-delta-in-response-header", metavar="NAME",
+                       help=text(response, "emit_previous_request_delta_in_response_header"))
+    group = parser.add_argument_group("Fortio echo options")
+    group.add_argument("--echo-default-params", "--echo-server-default-params",
+                       metavar="QUERY", dest="echo_default_params",
+                       help=text(server, "echo_default_params"))
+    group.add_argument("--max-echo-delay", metavar="TIME",
+                       help=text(server, "max_echo_delay", "1.5s"))
+    group.add_argument("--max-payload-kb", "--maxpayloadsizekb", metavar="KB",
+                       dest="max_payload_kb", help=text(server, "max_payload_kb", "256"))
+    group.add_argument("--tcp-echo", metavar="HOST:PORT", action="append",
+                       help=text(server, "tcp_echo"))
+    group.add_argument("--udp-echo", metavar="HOST:PORT", action="append",
+                       help=text(server, "udp_echo"))
+    group = parser.add_argument_group("self-test")
+    group.add_argument("--stall-every", metavar="TIME", help=text(server, "stall_every"))
+    group.add_argument("--stall-for", metavar="TIME", help=text(server, "stall_for"))
+    group = parser.add_argument_group("limits")
+    group.add_argument("--idle-timeout", metavar="TIME", help=text(server, "idle_timeout", "60s"))
+    group.add_argument("--header-timeout", metavar="TIME",
+                       help=text(server, "header_timeout", "10s"))
+    group.add_argument("--max-header-bytes", metavar="BYTES",
+                       help=text(server, "max_header_bytes", "65536"))
+    group.add_argument("--max-body-bytes", metavar="BYTES",
+                       help=text(server, "max_body_bytes", "67108864 (64 MiB)"))
     # Used by TestServer(subprocess=True) to collect the server's statistics at exit.
     add("--print-stats-json", action="store_true", help=argparse.SUPPRESS)
     parser.set_defaults(func=_cmd_server, subparser=parser)
@@ -266,7 +331,9 @@ def run_and_report(options: Options) -> int:
         _note(f"interrupted after {result.duration:.3f}s: the result is partial")
     if result.failed_predicates:
         fired = "; ".join(str(predicate) for predicate in result.fired)
-        _note(f"failure predicate fired: {fired}")
+        # The first error says why (a refused port, OpenSSL's reason for a failed handshake).
+        cause = f" (first error: {result.error})" if result.error else ""
+        _note(f"failure predicate fired: {fired}{cause}")
         return 1
     if result.terminated_by == "error":
         _note(f"the run ended with an error: {result.error or 'unknown error'}")
@@ -288,15 +355,40 @@ def _cmd_run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 # --------------------------------------------------------------------------------------------
 
 
-def _cmd_server(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from .._server import ServerOptions, TestServer
+def server_options_from_args(
+    args: argparse.Namespace, parser: argparse.ArgumentParser
+) -> Any:
+    """ServerOptions from the parsed flags over the --config file; errors exit 2."""
+    from .._server_options import ServerOptions, format_server_error, load_config_file
 
     data = {k: v for k, v in vars(args).items()
-            if k not in _NOT_OPTIONS and k != "print_stats_json"}
+            if k not in _NOT_OPTIONS and k not in ("print_stats_json", "config")}
+    config_name = getattr(args, "config", None)
+    base: dict[str, Any] = {}
+    if config_name is not None:
+        try:
+            base = load_config_file(config_name)
+        except ValueError as exc:
+            parser.error(f"--config: {exc}")
     try:
-        options = ServerOptions.model_validate(data)
+        return ServerOptions.model_validate({**base, **data})
     except ValidationError as exc:
-        parser.error(format_validation_error(exc, cli=True, model=ServerOptions))
+        parser.error(format_server_error(exc, cli=True, cli_keys=data.keys(),
+                                         config_name=config_name))
+
+
+def _cmd_server(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from .._server import (
+        ADMIN_PREFIX,
+        LISTENING_PREFIX,
+        STATS_PREFIX,
+        TCP_ECHO_PREFIX,
+        UDP_ECHO_PREFIX,
+        TestServer,
+    )
+    from .._server_options import format_address
+
+    options = server_options_from_args(args, parser)
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -309,8 +401,15 @@ def _cmd_server(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
             server.start()
         except (ServerError, CoreUnavailableError) as exc:
             _die(str(exc), status=1)
-        for url in server.urls:
-            sys.stdout.write(f"listening on {url}\n")
+        except OSError as exc:  # the address file could not be written
+            _die(f"--address-file: cannot write {options.address_file!r}: "
+                 f"{exc.strerror or exc}", status=1)
+        lines = [LISTENING_PREFIX + entry["url"] for entry in server.report()["listen"]]
+        if server.admin_address is not None:
+            lines.append(ADMIN_PREFIX + server.admin_url)
+        lines += [TCP_ECHO_PREFIX + format_address(*a) for a in server.tcp_echo_addresses]
+        lines += [UDP_ECHO_PREFIX + format_address(*a) for a in server.udp_echo_addresses]
+        sys.stdout.write("".join(line + "\n" for line in lines))
         sys.stdout.flush()
         while not stop.is_set():
             stop.wait(0.5)
@@ -323,7 +422,7 @@ def _cmd_server(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
     except ServerError:
         stats = {}
     if getattr(args, "print_stats_json", False):
-        sys.stdout.write(f"stats {json.dumps(stats, sort_keys=True)}\n")
+        sys.stdout.write(f"{STATS_PREFIX}{json.dumps(stats, sort_keys=True)}\n")
         sys.stdout.flush()
     if stats:
         requests = int(stats.get("requests", 0))

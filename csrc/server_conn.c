@@ -1,0 +1,707 @@
+/* server_conn.c: the test server's HTTP/1.1 connections (TCP or unix).
+ *
+ * Input is read into the worker's one read buffer and parsed at once; the
+ * bytes a connection cannot parse yet (it paused for back-pressure) are
+ * copied aside, which is the rare case. Every request's URL and headers are
+ * captured into a per-connection buffer that is reused, so a request costs
+ * no allocation.
+ *
+ * Responses go through a per-connection queue in request order (HTTP/1.1
+ * pipelining): a response that waits for a deadline (a delay or a stall)
+ * holds back the ones behind it. Ready responses are written together with
+ * one uv_try_write; the common response is a pre-rendered one, shared by all
+ * connections. Dynamic responses are rendered into the connection's `out`
+ * buffer, which is emptied whenever the queue is.
+ *
+ * Time-outs are checked by a per-worker sweep over the connection list
+ * rather than by a timer per connection.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "server_internal.h"
+
+static void conn_run(srv_conn* c, const char* p, size_t n);
+static void conn_alloc(uv_handle_t* handle, size_t suggested, uv_buf_t* buf);
+static void conn_on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf);
+
+/* A write that did not fit into the socket at once; owns copies of the
+ * bytes that lived in the connection's out buffer. */
+typedef struct srv_write_req {
+  uv_write_t req;
+  srv_conn* c;
+  char data[];
+} srv_write_req;
+
+static const char continue_100[] = "HTTP/1.1 100 Continue\r\n\r\n";
+
+static int backpressure(const srv_conn* c) {
+  return c->q_len >= SRV_MAX_PENDING || c->out.len >= SRV_MAX_OUT ||
+         c->h.stream.write_queue_size >= SRV_MAX_QUEUED_WRITE;
+}
+
+/* ---- closing -------------------------------------------------------------------- */
+
+static void conn_free(uv_handle_t* handle) {
+  srv_conn* c = handle->data;
+  if (c->kind == SRV_CONN_HTTP) srv_bump(&c->w->counters.connections_active, (uint64_t)-1);
+  nhb__srv_buf_free(&c->req.buf);
+  free(c->req.hdrs);
+  free(c->q);
+  nhb__srv_buf_free(&c->out);
+  free(c->stash);
+  free(c);
+}
+
+void nhb__srv_conn_close(srv_conn* c) {
+  if (c->closing) return;
+  c->closing = 1;
+  srv_worker* w = c->w;
+  if (c->prev) c->prev->next = c->next;
+  else w->conns = c->next;
+  if (c->next) c->next->prev = c->prev;
+  c->prev = c->next = NULL;
+  nhb__srv_heap_remove(w, c);
+  for (size_t i = 0; i < c->q_len; i++)
+    if (c->q[(c->q_head + i) & (c->q_cap - 1)].delayed) w->delayed--;
+  c->q_len = 0;
+  /* Pending writes and the shutdown are cancelled; their callbacks run
+   * before conn_free(), and see `closing`. */
+  uv_close(&c->h.handle, conn_free);
+}
+
+static void on_shutdown(uv_shutdown_t* req, int status) {
+  srv_conn* c = req->data;
+  if (c->closing) return;
+  if (status < 0) {
+    nhb__srv_conn_close(c);
+    return;
+  }
+  /* Keep reading, and discarding, until the client closes: closing with
+   * unread input would send a reset that can destroy the final response
+   * before the client reads it. The sweep ends this after SRV_LINGER_MS. */
+  c->lingering = 1;
+  c->linger_start_ms = uv_now(&c->w->loop);
+  if (!c->reading && uv_read_start(&c->h.stream, conn_alloc, conn_on_read) == 0) c->reading = 1;
+  if (!c->reading) nhb__srv_conn_close(c);
+}
+
+/* The last response is queued for writing: shut the write side down after
+ * it, then linger. */
+static void conn_finish(srv_conn* c) {
+  if (c->reading) {
+    uv_read_stop(&c->h.stream);
+    c->reading = 0;
+  }
+  free(c->stash);
+  c->stash = NULL;
+  c->stash_len = c->stash_off = 0;
+  c->shutdown.data = c;
+  /* From here on input is discarded; until the writes are done, the idle
+   * time-out (which write progress resets) applies, not the linger time. */
+  c->finishing = 1;
+  c->in_head = 0;
+  if (uv_shutdown(&c->shutdown, &c->h.stream, on_shutdown) < 0) nhb__srv_conn_close(c);
+}
+
+/* ---- writing ---------------------------------------------------------------------- */
+
+static void conn_maybe_resume(srv_conn* c);
+
+static void conn_on_write(uv_write_t* req, int status) {
+  srv_write_req* wr = (srv_write_req*)req;
+  srv_conn* c = wr->c;
+  free(wr);
+  if (c->closing) return;
+  if (status < 0) {
+    nhb__srv_conn_close(c);
+    return;
+  }
+  c->last_active_ms = uv_now(&c->w->loop);
+  conn_maybe_resume(c);
+}
+
+/* Writes bufs; returns -1 if the connection was closed. */
+static int conn_write(srv_conn* c, uv_buf_t* bufs, unsigned nbufs, size_t total) {
+  if (c->kind == SRV_CONN_HTTP) srv_bump(&c->w->counters.tx_bytes, total);
+  int n = uv_try_write(&c->h.stream, bufs, nbufs);
+  if (n == UV_EAGAIN || n == UV_ENOSYS) n = 0;
+  if (n < 0) {
+    nhb__srv_conn_close(c);
+    return -1;
+  }
+  if ((size_t)n == total) return 0;
+  /* The socket is full: queue the rest. Bytes in `out` are copied, because
+   * `out` is reused; the server's own regions outlive every write. */
+  unsigned first = 0;
+  size_t skip = (size_t)n;
+  while (skip >= bufs[first].len) skip -= bufs[first++].len;
+  bufs[first].base += skip;
+  bufs[first].len -= skip;
+  const char* lo = c->out.p;
+  const char* hi = c->out.p + c->out.len;
+  size_t copy = 0;
+  for (unsigned i = first; i < nbufs; i++)
+    if (lo && bufs[i].base >= lo && bufs[i].base < hi) copy += bufs[i].len;
+  srv_write_req* wr = malloc(sizeof(*wr) + copy);
+  if (!wr) {
+    nhb__srv_conn_close(c);
+    return -1;
+  }
+  wr->c = c;
+  size_t at = 0;
+  for (unsigned i = first; i < nbufs; i++) {
+    if (lo && bufs[i].base >= lo && bufs[i].base < hi) {
+      memcpy(wr->data + at, bufs[i].base, bufs[i].len);
+      bufs[i].base = wr->data + at;
+      at += bufs[i].len;
+    }
+  }
+  if (uv_write(&wr->req, &c->h.stream, bufs + first, nbufs - first, conn_on_write) < 0) {
+    free(wr);
+    nhb__srv_conn_close(c);
+    return -1;
+  }
+  return 0;
+}
+
+int nhb__srv_conn_push(srv_conn* c, const srv_resp* r) {
+  if (c->q_len == c->q_cap) {
+    size_t cap = c->q_cap ? 2 * c->q_cap : 8;
+    srv_resp* q = malloc(cap * sizeof(*q));
+    if (!q) return NHB_ENOMEM;
+    for (size_t i = 0; i < c->q_len; i++) q[i] = c->q[(c->q_head + i) & (c->q_cap - 1)];
+    free(c->q);
+    c->q = q;
+    c->q_cap = cap;
+    c->q_head = 0;
+  }
+  srv_resp* slot = &c->q[(c->q_head + c->q_len) & (c->q_cap - 1)];
+  *slot = *r;
+  slot->delayed = 0;
+  if (r->deadline_ns) {
+    slot->delayed = 1;
+    c->w->delayed++;
+  }
+  c->q_len++;
+  if (r->close) c->close_after = 1;
+  return 0;
+}
+
+/* Moves the bytes still referenced by queued responses to the front of
+ * `out` once the dead prefix is large, so a connection that always has a
+ * response waiting does not grow `out` forever. */
+static void conn_compact(srv_conn* c) {
+  size_t lo = c->out.len;
+  for (size_t i = 0; i < c->q_len; i++) {
+    const srv_resp* r = &c->q[(c->q_head + i) & (c->q_cap - 1)];
+    for (int k = 0; k < r->npieces; k++)
+      if (!r->p[k].ext && r->p[k].off < lo) lo = r->p[k].off;
+  }
+  if (lo < 65536 || lo < c->out.len / 2) return;
+  memmove(c->out.p, c->out.p + lo, c->out.len - lo);
+  c->out.len -= lo;
+  for (size_t i = 0; i < c->q_len; i++) {
+    srv_resp* r = &c->q[(c->q_head + i) & (c->q_cap - 1)];
+    for (int k = 0; k < r->npieces; k++)
+      if (!r->p[k].ext) r->p[k].off -= lo;
+  }
+}
+
+void nhb__srv_conn_flush(srv_conn* c) {
+  if (c->closing) return;
+  srv_worker* w = c->w;
+  nhb_server* s = w->server;
+  int stall = c->kind == SRV_CONN_HTTP && srv_stall_possible(s);
+  uint64_t now = 0;
+  int finished = 0;
+  while (c->q_len > 0 && !finished) {
+    uv_buf_t bufs[SRV_MAX_BATCH * 3];
+    unsigned nb = 0, nrec = 0;
+    size_t total = 0;
+    while (c->q_len > 0 && nrec < SRV_MAX_BATCH) {
+      srv_resp* r = &c->q[c->q_head];
+      if (r->deadline_ns || stall) {
+        if (!now) now = nhb__now_ns();
+        if (r->deadline_ns > now) break;
+        if (stall) {
+          /* A stall that began after this response was queued holds it too. */
+          uint64_t release = nhb__srv_stall_release(s, now);
+          if (release > now) {
+            r->deadline_ns = release;
+            if (!r->delayed) {
+              r->delayed = 1;
+              w->delayed++;
+            }
+            break;
+          }
+        }
+      }
+      for (int k = 0; k < r->npieces; k++) {
+        const srv_piece* p = &r->p[k];
+        if (p->len == 0) continue;
+        bufs[nb++] = uv_buf_init(p->ext ? (char*)p->ext : c->out.p + p->off, (unsigned)p->len);
+        total += p->len;
+      }
+      if (r->delayed) w->delayed--;
+      finished = r->close;
+      c->q_head = (c->q_head + 1) & (c->q_cap - 1);
+      c->q_len--;
+      nrec++;
+      if (finished) break;
+    }
+    if (nb && conn_write(c, bufs, nb, total) < 0) return;
+    if (nrec < SRV_MAX_BATCH && !finished) break;
+  }
+  if (finished) {
+    /* Nothing is parsed after a closing response, so nothing should follow
+     * it; drop anything that does. */
+    for (size_t i = 0; i < c->q_len; i++)
+      if (c->q[(c->q_head + i) & (c->q_cap - 1)].delayed) w->delayed--;
+    c->q_len = 0;
+  }
+  if (c->q_len == 0) {
+    c->out.len = 0;
+    nhb__srv_heap_remove(w, c);
+    if ((c->close_after || (c->eof && !c->stash)) && !c->finishing) {
+      conn_finish(c);
+      return;
+    }
+  } else {
+    conn_compact(c);
+    const srv_resp* head = &c->q[c->q_head];
+    if (head->deadline_ns) nhb__srv_heap_set(w, c, head->deadline_ns);
+  }
+  conn_maybe_resume(c);
+}
+
+/* ---- parser callbacks ------------------------------------------------------------ */
+
+static inline srv_conn* conn_of(llhttp_t* p) { return (srv_conn*)p->data; }
+
+static int head_grow(srv_conn* c, size_t n) {
+  c->req.head_bytes += n;
+  if (NHB__UNLIKELY(c->req.head_bytes > c->w->server->config.max_header_bytes)) {
+    c->error_status = 431;
+    return -1;
+  }
+  return 0;
+}
+
+static int on_message_begin(llhttp_t* p) {
+  srv_conn* c = conn_of(p);
+  srv_req* q = &c->req;
+  if (!c->in_head) {
+    c->in_head = 1;
+    c->head_start_ms = uv_now(&c->w->loop);
+  }
+  q->buf.len = 0;
+  q->url_off = q->url_len = 0;
+  q->nhdrs = 0;
+  q->state = 0;
+  q->head_bytes = 16; /* the request line's fixed parts, roughly */
+  q->body_bytes = 0;
+  q->body_off = q->body_len = 0;
+  q->capture_body = 0;
+  q->nh_idx = -1;
+  q->expect_continue = q->accept_gzip = q->has_query = q->is_debug = 0;
+  return 0;
+}
+
+static int on_url(llhttp_t* p, const char* at, size_t len) {
+  srv_conn* c = conn_of(p);
+  if (head_grow(c, len) < 0) return -1;
+  if (nhb__srv_buf_append(&c->req.buf, at, len) < 0) return -1;
+  c->req.url_len += len;
+  return 0;
+}
+
+static int on_url_complete(llhttp_t* p) {
+  srv_req* q = &conn_of(p)->req;
+  const char* url = q->buf.p + q->url_off;
+  const char* mark = q->url_len ? memchr(url, '?', q->url_len) : NULL;
+  size_t path_len = mark ? (size_t)(mark - url) : q->url_len;
+  q->has_query = mark != NULL;
+  q->is_debug = path_len == 6 && memcmp(url, "/debug", 6) == 0;
+  return 0;
+}
+
+static int on_header_field(llhttp_t* p, const char* at, size_t len) {
+  srv_conn* c = conn_of(p);
+  srv_req* q = &c->req;
+  if (head_grow(c, len) < 0) return -1;
+  if (q->state != 1) {
+    if (q->nhdrs == q->hdrs_cap) {
+      size_t cap = q->hdrs_cap ? 2 * q->hdrs_cap : 16;
+      srv_hdr_pos* h = realloc(q->hdrs, cap * sizeof(*h));
+      if (!h) return -1;
+      q->hdrs = h;
+      q->hdrs_cap = cap;
+    }
+    srv_hdr_pos* h = &q->hdrs[q->nhdrs++];
+    h->name_off = q->buf.len;
+    h->name_len = 0;
+    h->value_off = h->value_len = 0;
+    q->state = 1;
+  }
+  if (nhb__srv_buf_append(&q->buf, at, len) < 0) return -1;
+  q->hdrs[q->nhdrs - 1].name_len += len;
+  return 0;
+}
+
+static int on_header_value(llhttp_t* p, const char* at, size_t len) {
+  srv_conn* c = conn_of(p);
+  srv_req* q = &c->req;
+  if (head_grow(c, len) < 0) return -1;
+  srv_hdr_pos* h = &q->hdrs[q->nhdrs - 1];
+  if (q->state != 2) {
+    h->value_off = q->buf.len;
+    h->value_len = 0;
+    q->state = 2;
+  }
+  if (nhb__srv_buf_append(&q->buf, at, len) < 0) return -1;
+  h->value_len += len;
+  return 0;
+}
+
+static int value_has_token(const char* v, size_t len, const char* token, size_t tlen) {
+  for (size_t i = 0; i + tlen <= len; i++)
+    if (strncasecmp(v + i, token, tlen) == 0) return 1;
+  return 0;
+}
+
+static int on_header_value_complete(llhttp_t* p) {
+  srv_conn* c = conn_of(p);
+  srv_req* q = &c->req;
+  if (head_grow(c, 4) < 0) return -1;
+  srv_hdr_pos* h = &q->hdrs[q->nhdrs - 1];
+  if (q->state != 2) { /* an empty value */
+    h->value_off = q->buf.len;
+    h->value_len = 0;
+  }
+  q->state = 0;
+  const char* name = q->buf.p + h->name_off;
+  const char* value = q->buf.p + h->value_off;
+  /* Only a few header names matter; their lengths rule out almost every
+   * other header without a comparison. */
+  switch (h->name_len) {
+    case 30:
+      if (strncasecmp(name, "x-nighthawk-test-server-config", 30) == 0) q->nh_idx = (int)(q->nhdrs - 1);
+      break;
+    case 6:
+      if (strncasecmp(name, "expect", 6) == 0 && h->value_len == 12 && strncasecmp(value, "100-continue", 12) == 0)
+        q->expect_continue = 1;
+      break;
+    case 15:
+      if (strncasecmp(name, "accept-encoding", 15) == 0 && value_has_token(value, h->value_len, "gzip", 4))
+        q->accept_gzip = 1;
+      break;
+    default:
+      break;
+  }
+  return 0;
+}
+
+static int on_headers_complete(llhttp_t* p) {
+  srv_conn* c = conn_of(p);
+  srv_req* q = &c->req;
+  nhb_server* s = c->w->server;
+  c->in_head = 0;
+  int has_length = (p->flags & F_CONTENT_LENGTH) != 0;
+  if (has_length && p->content_length > s->config.max_body_bytes) {
+    c->error_status = 413;
+    return -1;
+  }
+  int has_body = (p->flags & F_CHUNKED) || (has_length && p->content_length > 0);
+  if (has_body) {
+    /* The body is kept when it may be echoed: that is, unless a static
+     * body size answers every plain request. */
+    q->capture_body = c->kind == SRV_CONN_HTTP && (!s->nh.has_body_size || s->static_dynamic || q->has_query ||
+                                                   q->nh_idx >= 0 || q->is_debug);
+    q->body_off = q->buf.len;
+    if (q->expect_continue && c->q_len == 0) {
+      srv_resp r;
+      memset(&r, 0, sizeof(r));
+      r.npieces = 1;
+      r.p[0].ext = continue_100;
+      r.p[0].len = sizeof(continue_100) - 1;
+      if (nhb__srv_conn_push(c, &r) < 0) return -1;
+      nhb__srv_conn_flush(c);
+    }
+  }
+  return 0;
+}
+
+static int on_body(llhttp_t* p, const char* at, size_t len) {
+  srv_conn* c = conn_of(p);
+  srv_req* q = &c->req;
+  nhb_server* s = c->w->server;
+  q->body_bytes += len;
+  if (q->body_bytes > s->config.max_body_bytes) {
+    c->error_status = 413;
+    return -1;
+  }
+  if (q->capture_body && q->body_len < s->config.max_payload_bytes) {
+    size_t room = s->config.max_payload_bytes - q->body_len;
+    size_t n = len < room ? len : room;
+    if (nhb__srv_buf_append(&q->buf, at, n) < 0) return -1;
+    q->body_len += n;
+  }
+  return 0;
+}
+
+static int on_message_complete(llhttp_t* p) {
+  srv_conn* c = conn_of(p);
+  srv_worker* w = c->w;
+  nhb_server* s = w->server;
+  srv_req* q = &c->req;
+  c->in_head = 0;
+  int keep = llhttp_should_keep_alive(p);
+  int mode = !keep ? SRV_MODE_CLOSE : (p->http_major == 1 && p->http_minor == 0) ? SRV_MODE_KEEPALIVE : SRV_MODE_PLAIN;
+  int head_only = p->method == HTTP_HEAD;
+  int r;
+  if (NHB__UNLIKELY(c->kind == SRV_CONN_ADMIN)) {
+    r = nhb__srv_respond_admin(c, mode, head_only);
+  } else {
+    srv_bump(&w->counters.requests, 1);
+    if (NHB__LIKELY(!s->static_dynamic && !q->has_query && !q->is_debug && q->nh_idx < 0 &&
+                    (q->body_bytes == 0 || s->nh.has_body_size))) {
+      /* The fast path: the pre-rendered response. */
+      w->last_req_ns = w->now_ns;
+      srv_resp rec;
+      rec.deadline_ns = s->ok_delay_ns ? w->now_ns + s->ok_delay_ns : 0;
+      if (NHB__UNLIKELY(srv_stall_possible(s))) {
+        uint64_t t = rec.deadline_ns ? rec.deadline_ns : w->now_ns;
+        uint64_t release = nhb__srv_stall_release(s, t);
+        if (release > t) rec.deadline_ns = release;
+      }
+      rec.npieces = 1;
+      rec.close = mode == SRV_MODE_CLOSE;
+      rec.status = 200;
+      rec.p[0].ext = s->ok[mode][head_only];
+      rec.p[0].off = 0;
+      rec.p[0].len = s->ok_len[mode][head_only];
+      srv_bump(&w->counters.status[200], 1);
+      r = nhb__srv_conn_push(c, &rec);
+    } else {
+      r = nhb__srv_respond(c, mode, head_only, w->now_ns);
+    }
+  }
+  if (NHB__UNLIKELY(r < 0)) {
+    nhb__srv_conn_close(c);
+    return HPE_PAUSED;
+  }
+  /* After a closing response nothing more is parsed. */
+  if (c->close_after) return HPE_PAUSED;
+  if (c->q_len >= SRV_MAX_BATCH) nhb__srv_conn_flush(c);
+  if (c->closing) return HPE_PAUSED;
+  if (NHB__UNLIKELY(backpressure(c))) {
+    c->paused = 1;
+    return HPE_PAUSED;
+  }
+  return 0;
+}
+
+static const llhttp_settings_t server_settings = {
+    .on_message_begin = on_message_begin,
+    .on_url = on_url,
+    .on_url_complete = on_url_complete,
+    .on_header_field = on_header_field,
+    .on_header_value = on_header_value,
+    .on_header_value_complete = on_header_value_complete,
+    .on_headers_complete = on_headers_complete,
+    .on_body = on_body,
+    .on_message_complete = on_message_complete,
+};
+
+/* ---- reading and parsing ----------------------------------------------------------- */
+
+/* A request the parser rejected: the matching canned response, then close. */
+static void conn_fail(srv_conn* c, unsigned status) {
+  nhb_server* s = c->w->server;
+  srv_resp r;
+  memset(&r, 0, sizeof(r));
+  r.npieces = 1;
+  r.close = 1;
+  r.status = (uint16_t)status;
+  r.p[0].ext = status == 413 ? s->canned_413 : status == 431 ? s->canned_431 : s->canned_400;
+  r.p[0].len = status == 413 ? s->canned_413_len : status == 431 ? s->canned_431_len : s->canned_400_len;
+  if (c->kind == SRV_CONN_HTTP) {
+    srv_bump(&c->w->counters.bad_requests, 1);
+    srv_bump(&c->w->counters.status[status], 1);
+  }
+  if (nhb__srv_conn_push(c, &r) < 0) nhb__srv_conn_close(c);
+}
+
+static void conn_alloc(uv_handle_t* handle, size_t suggested, uv_buf_t* buf) {
+  NHB__UNUSED(suggested);
+  srv_conn* c = handle->data;
+  /* Safe to share: libuv calls alloc, read() and the read callback in a
+   * row for one stream, and the callback consumes or copies every byte. */
+  buf->base = c->w->rbuf;
+  buf->len = SRV_READ_BUFFER;
+}
+
+static void set_reading(srv_conn* c, int want) {
+  if (want && !c->reading) {
+    if (uv_read_start(&c->h.stream, conn_alloc, conn_on_read) == 0) c->reading = 1;
+  } else if (!want && c->reading) {
+    uv_read_stop(&c->h.stream);
+    c->reading = 0;
+  }
+}
+
+/* Parses p[0..n) (fresh input), or the stash when p is NULL, until the input
+ * runs out, a closing response ends the connection, or back-pressure pauses
+ * it; writes what is ready; resumes from the stash while it can. */
+static void conn_run(srv_conn* c, const char* p, size_t n) {
+  if (!p && c->stash) {
+    p = c->stash + c->stash_off;
+    n = c->stash_len;
+  }
+  for (;;) {
+    while (n > 0) {
+      llhttp_errno_t err = llhttp_execute(&c->parser, p, n);
+      if (c->closing) return;
+      if (err == HPE_OK) {
+        n = 0;
+      } else if (err == HPE_PAUSED) {
+        const char* pos = llhttp_get_error_pos(&c->parser);
+        llhttp_resume(&c->parser);
+        n -= (size_t)(pos - p);
+        p = pos;
+        if (c->close_after) n = 0;
+        if (c->paused) break;
+      } else if (err == HPE_PAUSED_UPGRADE) {
+        /* Upgrade and CONNECT were answered as plain requests; this server
+         * switches no protocol, so the connection ends there. */
+        c->close_after = 1;
+        n = 0;
+      } else {
+        conn_fail(c, c->error_status ? c->error_status : 400);
+        if (c->closing) return;
+        n = 0;
+      }
+    }
+    /* Keep what could not be parsed: in place if it is the stash already. */
+    if (c->stash && p >= c->stash && p <= c->stash + c->stash_off + c->stash_len) {
+      if (n == 0) {
+        free(c->stash);
+        c->stash = NULL;
+        c->stash_off = c->stash_len = 0;
+      } else {
+        c->stash_off = (size_t)(p - c->stash);
+        c->stash_len = n;
+      }
+    } else if (n > 0) {
+      c->stash = malloc(n);
+      if (!c->stash) {
+        nhb__srv_conn_close(c);
+        return;
+      }
+      memcpy(c->stash, p, n);
+      c->stash_off = 0;
+      c->stash_len = n;
+    }
+    c->paused |= 2; /* keeps conn_maybe_resume() from re-entering from the flush */
+    nhb__srv_conn_flush(c);
+    if (c->closing) return;
+    c->paused &= 1;
+    if (c->paused && !c->close_after && !backpressure(c)) {
+      c->paused = 0;
+      if (c->stash) {
+        c->w->now_ns = nhb__now_ns();
+        p = c->stash + c->stash_off;
+        n = c->stash_len;
+        continue;
+      }
+    }
+    break;
+  }
+  if (c->finishing) return;
+  if (!c->paused && !c->close_after && c->h.stream.write_queue_size >= SRV_MAX_QUEUED_WRITE) c->paused = 1;
+  set_reading(c, !c->paused && !c->close_after && !c->eof);
+}
+
+static void conn_maybe_resume(srv_conn* c) {
+  if (c->paused != 1 || c->closing || c->close_after || backpressure(c)) return;
+  c->paused = 0;
+  if (c->stash) c->w->now_ns = nhb__now_ns();
+  conn_run(c, NULL, 0);
+}
+
+static void conn_on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf) {
+  srv_conn* c = stream->data;
+  NHB__UNUSED(buf);
+  if (nread > 0) {
+    if (c->kind == SRV_CONN_HTTP) srv_bump(&c->w->counters.rx_bytes, (uint64_t)nread);
+    c->last_active_ms = uv_now(&c->w->loop);
+    if (c->finishing || c->close_after) return; /* discarded */
+    c->w->now_ns = nhb__now_ns();
+    conn_run(c, c->w->rbuf, (size_t)nread);
+  } else if (nread < 0) {
+    if (nread == UV_EOF && (c->q_len > 0 || c->stash) && !c->finishing) {
+      /* The client half-closed with requests still to answer: answer them,
+       * then close. */
+      set_reading(c, 0);
+      c->eof = 1;
+      return;
+    }
+    nhb__srv_conn_close(c);
+  }
+}
+
+void nhb__srv_on_connection(uv_stream_t* listener, int status) {
+  srv_listener* l = listener->data;
+  srv_worker* w = listener->loop->data;
+  if (status < 0 || w->stopping) return;
+  srv_conn* c = calloc(1, sizeof(*c));
+  if (!c) return;
+  c->w = w;
+  c->kind = l->kind == SRV_L_ADMIN ? SRV_CONN_ADMIN : SRV_CONN_HTTP;
+  c->is_pipe = (uint8_t)l->is_pipe;
+  c->heap_idx = SIZE_MAX;
+  c->req.nh_idx = -1;
+  if (c->is_pipe) uv_pipe_init(&w->loop, &c->h.pipe, 0);
+  else uv_tcp_init(&w->loop, &c->h.tcp);
+  c->h.handle.data = c;
+  c->next = w->conns;
+  if (w->conns) w->conns->prev = c;
+  w->conns = c;
+  if (c->kind == SRV_CONN_HTTP) srv_bump(&w->counters.connections_active, 1);
+  if (uv_accept(listener, &c->h.stream) < 0) {
+    nhb__srv_conn_close(c);
+    return;
+  }
+  if (c->kind == SRV_CONN_HTTP) srv_bump(&w->counters.connections_total, 1);
+  if (!c->is_pipe) uv_tcp_nodelay(&c->h.tcp, 1);
+  llhttp_init(&c->parser, HTTP_REQUEST, &server_settings);
+  c->parser.data = c;
+  /* The header time-out runs from the accept until the first head is in. */
+  c->in_head = 1;
+  c->head_start_ms = c->last_active_ms = uv_now(&w->loop);
+  set_reading(c, 1);
+}
+
+/* ---- time-outs ------------------------------------------------------------------------- */
+
+void nhb__srv_sweep(srv_worker* w) {
+  const nhb_server_config* cfg = &w->server->config;
+  uint64_t now = uv_now(&w->loop);
+  uint64_t idle_ms = cfg->idle_timeout_ns / NHB__NS_PER_MS;
+  uint64_t head_ms = cfg->header_timeout_ns / NHB__NS_PER_MS;
+  if (cfg->idle_timeout_ns && !idle_ms) idle_ms = 1;
+  if (cfg->header_timeout_ns && !head_ms) head_ms = 1;
+  srv_conn* next;
+  for (srv_conn* c = w->conns; c; c = next) {
+    next = c->next;
+    if (c->lingering) {
+      if (now - c->linger_start_ms >= SRV_LINGER_MS) nhb__srv_conn_close(c);
+    } else if (c->in_head && head_ms && now - c->head_start_ms >= head_ms) {
+      nhb__srv_conn_close(c);
+    } else if (idle_ms && c->q_len == 0 && now - c->last_active_ms >= idle_ms) {
+      nhb__srv_conn_close(c);
+    }
+  }
+}
