@@ -118,13 +118,70 @@ static void* worker_main(void* arg) {
 
 /* ---- run ---------------------------------------------------------------- */
 
+/* Copies the config's strings into one block owned by the run, so that the
+ * caller's may go away after nhb_run_create(). */
+static int copy_strings(nhb_run* run) {
+  nhb_client_config* cfg = &run->config;
+  const char** fields[] = {&cfg->tls.sni,          &cfg->tls.verify_name, &cfg->tls.alpn,
+                           &cfg->tls.cacert,       &cfg->tls.ciphers,     &cfg->tls.ciphersuites,
+                           &cfg->tls.groups,       &cfg->h2_method,       &cfg->h2_scheme,
+                           &cfg->h2_authority,     &cfg->h2_path};
+  const size_t nfields = sizeof(fields) / sizeof(fields[0]);
+  int nh = cfg->h2_headers != NULL && cfg->h2_nheaders > 0 ? cfg->h2_nheaders : 0;
+  size_t total = 0;
+  for (size_t i = 0; i < nfields; i++)
+    if (*fields[i] != NULL) total += strlen(*fields[i]) + 1;
+  for (int i = 0; i < nh; i++) total += cfg->h2_headers[i].name_len + cfg->h2_headers[i].value_len + 2;
+  run->strings = malloc(total ? total : 1);
+  run->h2_headers = nh ? calloc((size_t)nh, sizeof(nhb_header)) : NULL;
+  if (run->strings == NULL || (nh && run->h2_headers == NULL)) return NHB_ENOMEM;
+  char* p = run->strings;
+  for (size_t i = 0; i < nfields; i++) {
+    if (*fields[i] == NULL) continue;
+    size_t len = strlen(*fields[i]);
+    memcpy(p, *fields[i], len + 1);
+    *fields[i] = p;
+    p += len + 1;
+  }
+  for (int i = 0; i < nh; i++) {
+    const nhb_header* src = &cfg->h2_headers[i];
+    nhb_header* dst = &run->h2_headers[i];
+    memcpy(p, src->name, src->name_len);
+    p[src->name_len] = '\0';
+    dst->name = p;
+    dst->name_len = src->name_len;
+    p += src->name_len + 1;
+    memcpy(p, src->value, src->value_len);
+    p[src->value_len] = '\0';
+    dst->value = p;
+    dst->value_len = src->value_len;
+    p += src->value_len + 1;
+  }
+  cfg->h2_headers = run->h2_headers;
+  cfg->h2_nheaders = nh;
+  return 0;
+}
+
+static int create_error(nhb_run* run, int code, char* err, size_t err_len, const char* text) {
+  if (err != NULL && err_len > 0 && text != NULL && err[0] == '\0') snprintf(err, err_len, "%s", text);
+  nhb_run_destroy(run);
+  return code;
+}
+
 int nhb_run_create(const nhb_client_config* config, nhb_run** out) {
+  return nhb_run_create_ex(config, out, NULL, 0);
+}
+
+int nhb_run_create_ex(const nhb_client_config* config, nhb_run** out, char* err, size_t err_len) {
   *out = NULL;
+  if (err != NULL && err_len > 0) err[0] = '\0';
   if (config->nworkers < 1 || config->nworkers > 4096 || config->connections < 1 ||
       config->rps < 0 || !isfinite(config->rps) || config->request == NULL ||
       config->request_len == 0 || config->addr_len == 0 || config->addr_len > sizeof(config->addr) ||
       config->n_termination > NHB_MAX_PREDICATES || config->n_failure > NHB_MAX_PREDICATES ||
-      config->n_failure > 64)
+      config->n_failure > 64 ||
+      (config->protocol != NHB_PROTO_HTTP1 && config->protocol != NHB_PROTO_HTTP2) ||
+      config->request_body_size > config->request_len)
     return NHB_EINVAL;
   nhb_run* run = calloc(1, sizeof(*run));
   if (!run) return NHB_ENOMEM;
@@ -132,13 +189,14 @@ int nhb_run_create(const nhb_client_config* config, nhb_run** out) {
   run->nworkers = config->nworkers;
   run->cpus = calloc((size_t)run->nworkers, sizeof(int));
   run->workers = calloc((size_t)run->nworkers, sizeof(nhb__worker));
-  if (!run->cpus || !run->workers || stats_alloc(&run->global) < 0) {
-    nhb_run_destroy(run);
-    return NHB_ENOMEM;
-  }
+  if (!run->cpus || !run->workers || stats_alloc(&run->global) < 0 || copy_strings(run) < 0)
+    return create_error(run, NHB_ENOMEM, err, err_len, NULL);
   for (int i = 0; i < run->nworkers; i++) run->cpus[i] = config->cpus ? config->cpus[i] : -1;
   run->config.cpus = run->cpus;
   if (run->config.burst_size == 0) run->config.burst_size = 1;
+  /* Nighthawk's default: at most 100 requests in flight per worker over HTTP/2. */
+  if (run->config.max_active_requests == 0) run->config.max_active_requests = 100;
+  run->body = run->config.request + run->config.request_len - run->config.request_body_size;
   pthread_mutex_init(&run->lock, NULL);
   pthread_cond_init(&run->finished_cond, NULL);
   run->end_counter = -1;
@@ -148,11 +206,14 @@ int nhb_run_create(const nhb_client_config* config, nhb_run** out) {
     w->index = i;
     w->cpu = run->cpus[i];
     w->release_fd = -1;
-    if (stats_alloc(&w->stats) < 0) {
-      nhb_run_destroy(run);
-      return NHB_ENOMEM;
-    }
+    if (stats_alloc(&w->stats) < 0) return create_error(run, NHB_ENOMEM, err, err_len, NULL);
   }
+  /* Built once and shared read-only by the workers: the TLS context (its
+   * settings fail here, with OpenSSL's reason, not in the middle of a run)
+   * and HTTP/2's callbacks and header block. */
+  int r = nhb__tls_ctx_create(run, err, err_len);
+  if (r == 0) r = nhb__h2_run_init(run, err, err_len);
+  if (r < 0) return create_error(run, r, err, err_len, NULL);
   *out = run;
   return 0;
 }
@@ -205,8 +266,13 @@ static void merge(nhb_run* run) {
   g->execution_duration_ns = duration_sum / (uint64_t)run->nworkers;
   g->execution_start_ns = run->t0_realtime_ns;
   for (int i = 0; i < run->nworkers && run->first_error[0] == '\0'; i++) {
-    int e = run->workers[i].first_error;
-    if (e < 0) snprintf(run->first_error, sizeof(run->first_error), "%s (%s)", nhb_strerror(e), nhb_err_name(e));
+    const nhb__worker* w = &run->workers[i];
+    int e = w->first_error;
+    if (e < 0 && w->first_error_text[0] != '\0') {
+      snprintf(run->first_error, sizeof(run->first_error), "%s", w->first_error_text);
+    } else if (e < 0) {
+      snprintf(run->first_error, sizeof(run->first_error), "%s (%s)", nhb_strerror(e), nhb_err_name(e));
+    }
   }
 }
 
@@ -347,6 +413,10 @@ void nhb_run_destroy(nhb_run* run) {
     for (int i = 0; i < run->config.nworkers; i++) stats_free(&run->workers[i].stats);
   }
   stats_free(&run->global);
+  nhb__tls_ctx_free(run);
+  nhb__h2_run_free(run);
+  free(run->strings);
+  free(run->h2_headers);
   free(run->workers);
   free(run->cpus);
   pthread_mutex_destroy(&run->lock);

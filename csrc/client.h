@@ -6,8 +6,8 @@
  * workers' statistics after they have all stopped.
  *
  * The layers, from the bottom up:
- *   transport (transport_tcp.c; TLS later) moves bytes,
- *   session   (session_h1.c; HTTP/2 later) turns requests and responses into bytes,
+ *   transport (transport_tcp.c, transport_tls.c) moves bytes,
+ *   session   (session_h1.c, session_h2.c) turns requests and responses into bytes,
  *   pool      (pool.c) hands released requests to connections,
  *   sequencer (sequencer.c) releases requests on the schedule,
  *   client    (client.c) runs workers, evaluates predicates, merges statistics.
@@ -24,6 +24,8 @@
 
 typedef struct nhb__worker nhb__worker;
 typedef struct nhb__conn nhb__conn;
+typedef struct nhb__tls nhb__tls;
+typedef struct nhb__h2 nhb__h2;
 
 /* One request's timestamps, all CLOCK_MONOTONIC ns. */
 typedef struct nhb__request {
@@ -32,8 +34,28 @@ typedef struct nhb__request {
   uint64_t send_ns;      /* when it was handed to a connection */
 } nhb__request;
 
-/* The transport moves bytes for a connection. TCP passes them through; TLS
- * (a later issue) will encrypt and run its handshake through the same calls. */
+/* A request on its way: from the moment the pool gives it to a connection
+ * (which may still be connecting) until it ends as a response or an error.
+ * Slots come from a per-worker pool sized once in nhb__pool_init() (one per
+ * connection for HTTP/1.1, --max-active-requests for HTTP/2), so carrying a
+ * request never allocates. A connection keeps its slots in a list. */
+typedef struct nhb__slot {
+  nhb__request rq;
+  nhb__conn* conn;
+  struct nhb__slot* next; /* the connection's list, or the worker's free list */
+  struct nhb__slot* prev;
+  uint64_t header_bytes;
+  uint64_t body_bytes;
+  uint64_t body_left; /* HTTP/2: request body bytes not yet handed to nghttp2 */
+  int32_t stream_id;  /* HTTP/2: 0 = no stream yet (or refused, to be re-sent) */
+  int status;         /* HTTP/2: the :status of the response so far */
+  int sent;           /* times written (more than once: retries of a refused request) */
+  int refused;        /* HTTP/2: the server refused the stream; re-sent on a new connection */
+  int refusals;       /* HTTP/2: refusals without a GOAWAY (re-sent on the same connection) */
+} nhb__slot;
+
+/* The transport moves bytes for a connection: plain TCP, or TLS through
+ * OpenSSL with memory BIOs. */
 typedef struct nhb__transport_vtable {
   const char* name;
   /* The TCP connection is up. The transport calls nhb__conn_ready() once
@@ -42,36 +64,50 @@ typedef struct nhb__transport_vtable {
   /* Bytes arrived from the socket; plaintext goes to c->session->on_data.
    * Returns 0, or a negative code to close the connection. */
   int (*on_read)(nhb__conn* c, const char* data, size_t len);
-  /* Sends plaintext that stays valid until written (the run's request bytes). */
+  /* Sends bytes that stay valid and unchanged until c->write_pending is 0
+   * again (at once, or when session->on_writable is called). Only one write
+   * may be outstanding: callers check c->write_pending first. */
   int (*write)(nhb__conn* c, const char* data, size_t len);
+  /* Releases per-connection state; called from the handle's close callback. */
+  void (*close)(nhb__conn* c);
 } nhb__transport_vtable;
 
 /* The protocol session turns requests into bytes and bytes into responses.
- * It reports back through nhb__conn_response() and nhb__conn_fail(). */
+ * It reports back through nhb__conn_response() and nhb__conn_slot_failed(). */
 typedef struct nhb__session_vtable {
   const char* name;
-  /* A new connection is ready: reset per-connection protocol state. */
-  void (*reset)(nhb__conn* c);
-  /* How many more requests this connection can take now. */
-  unsigned (*capacity)(const nhb__conn* c);
-  /* Sends the run's request on this connection. */
-  int (*send)(nhb__conn* c);
+  /* A new connection is ready: set up per-connection protocol state. */
+  int (*open)(nhb__conn* c);
+  /* Sends a request on this connection. */
+  int (*send)(nhb__conn* c, nhb__slot* s);
   /* Plaintext from the transport. Returns 0, or a negative code when the
    * peer broke the protocol (the connection is then closed). */
   int (*on_data)(nhb__conn* c, const char* data, size_t len);
-  /* The peer closed its side: finishes a close-delimited response. */
-  int (*on_eof)(nhb__conn* c);
+  /* The byte stream ended: `err` is UV_EOF when the peer closed its side,
+   * else the error. Finishes a close-delimited response (HTTP/1.1) or marks
+   * requests that never left as refused (HTTP/2). The pool then fails the
+   * requests still waiting; < 0 fails them too. */
+  int (*on_eof)(nhb__conn* c, int err);
+  /* A write that was pending has gone out (may be NULL). */
+  void (*on_writable)(nhb__conn* c);
+  /* Abandons one request whose time-out expired, keeping the connection
+   * (HTTP/2 resets the stream). NULL: the connection is closed instead. */
+  void (*cancel)(nhb__conn* c, nhb__slot* s);
+  /* Releases per-connection state; called from the handle's close callback. */
+  void (*close)(nhb__conn* c);
 } nhb__session_vtable;
 
 typedef enum {
   NHB__CX_DISCONNECTED = 0, /* slot free, handle closed */
-  NHB__CX_CONNECTING,
-  NHB__CX_IDLE,    /* connected, no request in flight */
-  NHB__CX_BUSY,    /* a request in flight */
-  NHB__CX_CLOSING  /* uv_close() called, waiting for the close callback */
+  NHB__CX_CONNECTING,       /* TCP connect and, with TLS, the handshake */
+  NHB__CX_READY,            /* requests can be sent */
+  NHB__CX_CLOSING           /* uv_close() called, waiting for the close callback */
 } nhb__cx_state;
 
 #define NHB__READ_BUFFER_SIZE 65536
+/* A request the server keeps refusing on a live connection is given up after
+ * this many refusals. */
+#define NHB__MAX_REFUSALS 8
 
 struct nhb__conn {
   uv_tcp_t tcp; /* first member: the handle's pointer is the connection's */
@@ -81,17 +117,25 @@ struct nhb__conn {
   const nhb__transport_vtable* transport;
   const nhb__session_vtable* session;
   nhb__cx_state state;
-  int write_pending; /* a uv_write is outstanding */
-  int keep_alive;
+  int write_pending; /* a write is outstanding (see nhb__transport_vtable.write) */
+  int keep_alive;    /* HTTP/1.1: the last response allows another request */
+  int draining;      /* takes no new requests (GOAWAY, request limit) */
+  int32_t avail_pos; /* index in worker->avail, -1 when not there */
+  uint32_t capacity; /* requests it may carry at once */
+  uint32_t nactive;  /* slots attached, refused ones included */
+  uint32_t nrefused; /* HTTP/2: slots waiting to be re-sent on a new connection */
+  nhb__slot* slots;  /* the attached slots */
   uint64_t connect_start_ns;
   uint64_t requests_on_connection;
-  nhb__request rq; /* HTTP/1.1: one request in flight per connection */
-  /* HTTP/1.1 response parsing state. */
+  /* HTTP/1.1 response parsing state. The sizes are counted here and copied
+   * into the slot when the response ends (one pointer less per callback). */
   llhttp_t parser;
   uint64_t header_bytes;
   uint64_t body_bytes;
   int response_done;
   char* read_buffer; /* NHB__READ_BUFFER_SIZE bytes, allocated with the pool */
+  nhb__tls* tls;     /* TLS state, allocated on the first TLS connection of this entry */
+  nhb__h2* h2;       /* HTTP/2 state, likewise */
 };
 
 struct nhb__worker {
@@ -122,13 +166,28 @@ struct nhb__worker {
   /* Pool. */
   nhb__conn* conns;
   uint32_t nconns;
-  nhb__conn** idle;     /* stack of idle connections: most recently used first */
-  uint32_t nidle;
-  nhb__conn** free_slots; /* stack of disconnected slots */
+  nhb__conn** avail;    /* stack of connections that can take a request: most recently used first */
+  uint32_t navail;
+  nhb__conn** free_conns; /* stack of disconnected entries */
   uint32_t nfree;
+  nhb__slot* slot_pool; /* every slot, allocated once */
+  nhb__slot* free_slot_list;
+  uint32_t max_in_flight; /* HTTP/2: --max-active-requests; HTTP/1.1: no limit beyond connections */
+  uint32_t conn_capacity; /* requests one connection may carry: 1, or HTTP/2's stream limit */
   nhb__request* pending; /* ring buffer of queued requests */
   uint32_t pending_cap, pending_head, pending_len;
   uint32_t in_flight;   /* requests on a connection or waiting for one */
+  void* tls_session;    /* SSL_SESSION* to resume (--tls-session-reuse), or NULL */
+  /* HTTP/2: connections with frames to write, written once per loop
+   * iteration (right before the loop polls) so that the requests released in
+   * one iteration share a write. */
+  uv_prepare_t h2_prepare;
+  int h2_prepare_active;
+  nhb__conn** h2_dirty;
+  uint32_t h2_ndirty;
+  /* HTTP/2: nghttp2 allocates a few small blocks per stream; they are
+   * recycled through per-size free lists instead of going back to malloc. */
+  void* h2_mem_free[64];
   /* Life cycle. */
   int stopping;         /* no more releases */
   int finishing;        /* handles are being closed */
@@ -140,6 +199,7 @@ struct nhb__worker {
   _Atomic uint64_t published[NHB_CTR_COUNT];
   atomic_int done;
   int first_error; /* first connection/protocol error code, 0 if none */
+  char first_error_text[512]; /* its explanation when there is more to say (TLS) */
 };
 
 struct nhb_run {
@@ -160,11 +220,22 @@ struct nhb_run {
   nhb_end_reason_t end_reason;
   int end_counter;
   uint64_t failed_predicates;
-  char first_error[256];
+  char first_error[512];
+  /* Owned copies of the config's strings (config.* point into these). */
+  char* strings;
+  nhb_header* h2_headers;
+  /* Built once per run from the config, shared read-only by the workers. */
+  void* ssl_ctx;        /* SSL_CTX* when TLS is enabled */
+  void* h2_callbacks;   /* nghttp2_session_callbacks* for HTTP/2 */
+  void* h2_nva;         /* nghttp2_nv[h2_nvlen]: the request's header block */
+  size_t h2_nvlen;
+  const char* body;     /* the request body (the tail of config.request) */
 };
 
 extern const nhb__transport_vtable nhb__transport_tcp;
+extern const nhb__transport_vtable nhb__transport_tls;
 extern const nhb__session_vtable nhb__session_h1;
+extern const nhb__session_vtable nhb__session_h2;
 
 /* pool.c */
 int nhb__pool_init(nhb__worker* w);
@@ -173,17 +244,49 @@ void nhb__pool_prefetch(nhb__worker* w);
 /* Hands a released request to a connection, starts a connection for it or
  * queues it. Returns 1 if taken, 0 if there is no capacity. */
 int nhb__pool_dispatch(nhb__worker* w, uint64_t scheduled_ns, uint64_t release_ns);
-/* Closed loop at max rate: can a request go out at once? */
-int nhb__pool_has_connection(const nhb__worker* w);
+/* Can a request go out at once? A connection with a free slot (or an entry to
+ * open one) and, for HTTP/2, fewer than --max-active-requests in flight. */
+static inline int nhb__pool_has_connection(const nhb__worker* w) {
+  return (w->navail > 0 || w->nfree > 0) && w->in_flight < w->max_in_flight;
+}
 void nhb__pool_scan_timeouts(nhb__worker* w, uint64_t now);
 void nhb__pool_close_all(nhb__worker* w);
 /* Called by the transport when plaintext can flow. */
 void nhb__conn_ready(nhb__conn* c);
-/* Called by the session when a response ended. */
-void nhb__conn_response(nhb__conn* c, int status);
-/* Closes a connection after an error; fails its request if one is in flight. */
+/* Called by the transport when the peer ended the stream of bytes. */
+void nhb__conn_eof(nhb__conn* c);
+/* Called by the session when the response of slot `s` ended. */
+void nhb__conn_response(nhb__conn* c, nhb__slot* s, int status);
+/* Called by the session when one request failed and the connection lives on
+ * (HTTP/2 RST_STREAM): counts it against `reason` and frees the slot. */
+void nhb__conn_slot_failed(nhb__conn* c, nhb__slot* s, nhb_counter_t reason);
+/* Called by the session when the server refused a stream it never processed
+ * (GOAWAY above its last stream id, REFUSED_STREAM): the request is re-sent
+ * on a new connection once this one has closed. */
+void nhb__conn_slot_refused(nhb__conn* c, nhb__slot* s);
+/* Called by the session when the connection may take another request (a
+ * stream ended, SETTINGS raised the limit) or must take no more (draining). */
+void nhb__conn_update(nhb__conn* c);
+/* Closes a connection after an error; fails every request it carries. */
 void nhb__conn_fail(nhb__conn* c, int err, nhb_counter_t reason);
 void nhb__worker_record_error(nhb__worker* w, int err);
+/* The same, with an explanation that replaces the code's generic message in
+ * the run's first error (OpenSSL's reason, for instance). */
+void nhb__worker_record_error_text(nhb__worker* w, int err, const char* text);
+
+/* transport_tls.c */
+int nhb__tls_ctx_create(nhb_run* run, char* err, size_t err_len);
+void nhb__tls_ctx_free(nhb_run* run);
+void nhb__tls_worker_free(nhb__worker* w);
+void nhb__tls_conn_free(nhb__conn* c);
+
+/* session_h2.c */
+int nhb__h2_run_init(nhb_run* run, char* err, size_t err_len);
+void nhb__h2_run_free(nhb_run* run);
+void nhb__h2_conn_free(nhb__conn* c);
+int nhb__h2_worker_init(nhb__worker* w);
+void nhb__h2_worker_close(nhb__worker* w);
+void nhb__h2_worker_free(nhb__worker* w);
 
 /* sequencer.c */
 int nhb__sequencer_init(nhb__worker* w);

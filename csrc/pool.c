@@ -1,60 +1,185 @@
-/* pool.c: a worker's connections and the requests waiting for them.
+/* pool.c: a worker's connections and the requests they carry.
  *
- * Capacity comes from three places, tried in order: an idle connection (the
- * most recently used first, as Nighthawk's default "mru" reuse strategy), a
- * disconnected slot that can start a new connection carrying the request, and
- * the pending queue (bounded by --max-pending-requests). When all three are
- * exhausted the sequencer either blocks (closed loop) or drops the release
- * (open loop). Nothing here allocates after nhb__pool_init().
+ * Capacity comes from three places, tried in order: a connection that can
+ * take another request (the most recently used first, as Nighthawk's default
+ * "mru" reuse strategy), a disconnected entry that can start a new connection
+ * carrying the request, and the pending queue (bounded by
+ * --max-pending-requests). When all three are exhausted the sequencer either
+ * blocks (closed loop) or drops the release (open loop).
+ *
+ * An HTTP/1.1 connection carries one request at a time; an HTTP/2 connection
+ * up to min(--max-concurrent-streams, the server's SETTINGS) streams, and a
+ * worker at most --max-active-requests in all. That is Nighthawk's closed-loop
+ * rule: a release is refused when in-flight >= max_pending + (h2 ?
+ * max_active_requests : connections).
+ *
+ * Requests travel in slots (client.h) from a per-worker pool; connections
+ * that can take a request sit on the `avail` stack. Nothing here allocates
+ * after nhb__pool_init().
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "client.h"
 
 static void conn_on_close(uv_handle_t* handle);
-static void conn_send(nhb__conn* c, const nhb__request* rq);
+static void conn_start(nhb__worker* w, nhb__conn* c);
+static void conn_send(nhb__conn* c, nhb__slot* s);
+static void pool_pump(nhb__worker* w);
 
 void nhb__worker_record_error(nhb__worker* w, int err) {
   if (w->first_error == 0 && err < 0) w->first_error = err;
 }
 
+void nhb__worker_record_error_text(nhb__worker* w, int err, const char* text) {
+  if (w->first_error != 0 || err >= 0) return;
+  w->first_error = err;
+  snprintf(w->first_error_text, sizeof(w->first_error_text), "%s", text);
+}
+
 int nhb__pool_init(nhb__worker* w) {
   const nhb_client_config* cfg = &w->run->config;
+  const int h2 = cfg->protocol == NHB_PROTO_HTTP2;
   w->nconns = cfg->connections;
+  /* HTTP/1.1 carries one request per connection, so one slot per connection
+   * suffices; HTTP/2 never has more than --max-active-requests in flight. */
+  uint32_t nslots = h2 ? cfg->max_active_requests : w->nconns;
+  w->max_in_flight = h2 ? cfg->max_active_requests : UINT32_MAX;
+  w->conn_capacity = 1;
+  if (h2) {
+    uint32_t mcs = cfg->max_concurrent_streams ? cfg->max_concurrent_streams : UINT32_MAX;
+    w->conn_capacity = mcs < cfg->max_active_requests ? mcs : cfg->max_active_requests;
+  }
   w->conns = calloc(w->nconns, sizeof(nhb__conn));
-  w->idle = calloc(w->nconns, sizeof(nhb__conn*));
-  w->free_slots = calloc(w->nconns, sizeof(nhb__conn*));
+  w->avail = calloc(w->nconns, sizeof(nhb__conn*));
+  w->free_conns = calloc(w->nconns, sizeof(nhb__conn*));
+  w->slot_pool = calloc(nslots, sizeof(nhb__slot));
   w->pending_cap = cfg->max_pending_requests;
   w->pending = calloc(w->pending_cap ? w->pending_cap : 1, sizeof(nhb__request));
   char* buffers = malloc((size_t)w->nconns * NHB__READ_BUFFER_SIZE);
-  if (!w->conns || !w->idle || !w->free_slots || !w->pending || !buffers) {
+  if (!w->conns || !w->avail || !w->free_conns || !w->slot_pool || !w->pending || !buffers) {
     free(buffers);
     return NHB_ENOMEM;
   }
-  /* Slots are stacked in reverse so that connection 0 is used first. */
+  for (uint32_t i = nslots; i-- > 0;) {
+    w->slot_pool[i].next = w->free_slot_list;
+    w->free_slot_list = &w->slot_pool[i];
+  }
+  /* Entries are stacked in reverse so that connection 0 is used first. */
   for (uint32_t i = 0; i < w->nconns; i++) {
     nhb__conn* c = &w->conns[i];
     c->worker = w;
-    c->transport = &nhb__transport_tcp;
-    c->session = &nhb__session_h1;
+    c->transport = cfg->tls.enabled ? &nhb__transport_tls : &nhb__transport_tcp;
+    c->session = h2 ? &nhb__session_h2 : &nhb__session_h1;
     c->state = NHB__CX_DISCONNECTED;
+    c->avail_pos = -1;
     c->read_buffer = buffers + (size_t)i * NHB__READ_BUFFER_SIZE;
-    w->free_slots[w->nconns - 1 - i] = c;
+    w->free_conns[w->nconns - 1 - i] = c;
   }
   w->nfree = w->nconns;
-  return 0;
+  return h2 ? nhb__h2_worker_init(w) : 0;
 }
 
 void nhb__pool_free(nhb__worker* w) {
-  if (w->conns) free(w->conns[0].read_buffer);
+  if (w->conns) {
+    for (uint32_t i = 0; i < w->nconns; i++) {
+      nhb__tls_conn_free(&w->conns[i]);
+      nhb__h2_conn_free(&w->conns[i]);
+    }
+    free(w->conns[0].read_buffer);
+  }
+  nhb__tls_worker_free(w);
+  nhb__h2_worker_free(w);
   free(w->conns);
-  free(w->idle);
-  free(w->free_slots);
+  free(w->avail);
+  free(w->free_conns);
+  free(w->slot_pool);
   free(w->pending);
   w->conns = NULL;
-  w->idle = w->free_slots = NULL;
+  w->avail = w->free_conns = NULL;
+  w->slot_pool = w->free_slot_list = NULL;
   w->pending = NULL;
+}
+
+/* ---- slots --------------------------------------------------------------- */
+
+static inline nhb__slot* slot_get(nhb__worker* w, const nhb__request* rq) {
+  nhb__slot* s = w->free_slot_list;
+  w->free_slot_list = s->next;
+  /* The sessions reset the response sizes and the stream when they send. */
+  s->rq = *rq;
+  s->stream_id = 0;
+  s->sent = 0;
+  s->refused = 0;
+  s->refusals = 0;
+  w->in_flight++;
+  return s;
+}
+
+static void avail_remove(nhb__worker* w, nhb__conn* c);
+
+/* Gives a request to a connection. --max-requests-per-connection counts the
+ * requests given, not those sent, so that an HTTP/2 connection that is still
+ * connecting does not collect more than its share. */
+static void slot_attach(nhb__conn* c, nhb__slot* s) {
+  s->conn = c;
+  s->prev = NULL;
+  s->next = c->slots;
+  if (c->slots) c->slots->prev = s;
+  c->slots = s;
+  c->nactive++;
+  uint64_t max_rq = c->worker->run->config.max_requests_per_connection;
+  if (++c->requests_on_connection == max_rq) {
+    c->draining = 1;
+    if (c->avail_pos >= 0) avail_remove(c->worker, c);
+  }
+}
+
+/* Detaches a slot from its connection and returns it to the pool: the request
+ * is over. */
+static void slot_release(nhb__worker* w, nhb__conn* c, nhb__slot* s) {
+  if (s->prev) s->prev->next = s->next;
+  else c->slots = s->next;
+  if (s->next) s->next->prev = s->prev;
+  c->nactive--;
+  if (s->refused) c->nrefused--;
+  s->conn = NULL;
+  s->next = w->free_slot_list;
+  w->free_slot_list = s;
+  w->in_flight--;
+}
+
+/* Ends a request as a failure: it counts against its reason and in the
+ * initiation-to-completion statistic, and never silently disappears. */
+static void slot_fail(nhb__worker* w, nhb__conn* c, nhb__slot* s, nhb_counter_t reason, uint64_t now) {
+  w->stats.counters[reason]++;
+  nhb_hist_record(w->stats.hists[NHB_HIST_SEQUENCER_CALLBACK], now - s->rq.release_ns);
+  slot_release(w, c, s);
+}
+
+/* ---- the stack of connections that can take a request ------------------- */
+
+static void avail_remove(nhb__worker* w, nhb__conn* c) {
+  /* Rare (a connection that closes or drains while it could take requests),
+   * so the order of the others is kept at the price of a short move. */
+  for (uint32_t j = (uint32_t)c->avail_pos + 1; j < w->navail; j++) {
+    w->avail[j - 1] = w->avail[j];
+    w->avail[j - 1]->avail_pos = (int32_t)(j - 1);
+  }
+  w->navail--;
+  c->avail_pos = -1;
+}
+
+static inline void avail_sync(nhb__worker* w, nhb__conn* c) {
+  int can_take = (c->state == NHB__CX_READY || c->state == NHB__CX_CONNECTING) && !c->draining &&
+                 c->keep_alive && c->nactive < c->capacity;
+  if (can_take && c->avail_pos < 0) {
+    c->avail_pos = (int32_t)w->navail;
+    w->avail[w->navail++] = c;
+  } else if (!can_take && c->avail_pos >= 0) {
+    avail_remove(w, c);
+  }
 }
 
 /* ---- pending queue (a ring buffer of released requests) ---------------- */
@@ -87,24 +212,10 @@ static void conn_alloc(uv_handle_t* handle, size_t suggested, uv_buf_t* buf) {
 
 static void conn_close(nhb__conn* c) {
   if (c->state == NHB__CX_DISCONNECTED || c->state == NHB__CX_CLOSING) return;
-  if (c->state == NHB__CX_IDLE) {
-    /* Take it off the idle stack; the stack is small and closing is rare. */
-    nhb__worker* w = c->worker;
-    for (uint32_t i = 0; i < w->nidle; i++) {
-      if (w->idle[i] == c) {
-        memmove(&w->idle[i], &w->idle[i + 1], (w->nidle - i - 1) * sizeof(nhb__conn*));
-        w->nidle--;
-        break;
-      }
-    }
-  }
+  if (c->avail_pos >= 0) avail_remove(c->worker, c);
   c->state = NHB__CX_CLOSING;
   uv_read_stop((uv_stream_t*)&c->tcp);
   uv_close((uv_handle_t*)&c->tcp, conn_on_close);
-}
-
-static int conn_has_request(const nhb__conn* c) {
-  return c->state == NHB__CX_BUSY || (c->state == NHB__CX_CONNECTING && c->rq.release_ns != 0);
 }
 
 void nhb__conn_fail(nhb__conn* c, int err, nhb_counter_t reason) {
@@ -114,17 +225,74 @@ void nhb__conn_fail(nhb__conn* c, int err, nhb_counter_t reason) {
   if (c->state == NHB__CX_CONNECTING) {
     ctr[err == UV_ETIMEDOUT ? NHB_CTR_UPSTREAM_CX_CONNECT_TIMEOUT : NHB_CTR_UPSTREAM_CX_CONNECT_FAIL]++;
   }
-  if (conn_has_request(c)) {
-    /* The request ends as an error: it counts against its reason and in the
-     * initiation-to-completion statistic, never silently disappears. */
-    ctr[reason]++;
-    nhb_hist_record(w->stats.hists[NHB_HIST_SEQUENCER_CALLBACK], nhb__now_ns() - c->rq.release_ns);
-    w->in_flight--;
-  }
-  c->rq.release_ns = 0;
+  /* Every request the connection carries fails once, refused ones included. */
+  uint64_t now = nhb__now_ns();
+  while (c->slots != NULL) slot_fail(w, c, c->slots, reason, now);
   conn_close(c);
   nhb__worker_maybe_finish(w);
 }
+
+/* The connection may have room again, or may have to go: close it when it is
+ * done, else give it queued requests and let the sequencer use the rest. */
+void nhb__conn_update(nhb__conn* c) {
+  nhb__worker* w = c->worker;
+  if (c->state != NHB__CX_READY) return;
+  if (NHB__UNLIKELY(c->draining | !c->keep_alive | w->finishing) && c->nactive == c->nrefused) {
+    /* Closing re-sends refused requests on a new connection (conn_on_close). */
+    conn_close(c);
+    return;
+  }
+  nhb__request rq;
+  while (w->pending_len > 0 && !c->draining && c->keep_alive && c->nactive < c->capacity &&
+         w->in_flight < w->max_in_flight && pending_pop(w, &rq)) {
+    nhb__slot* s = slot_get(w, &rq);
+    slot_attach(c, s);
+    conn_send(c, s);
+    if (c->state != NHB__CX_READY) return;
+  }
+  avail_sync(w, c);
+  /* A request that ended frees room beyond this connection too (HTTP/2's
+   * --max-active-requests): queued requests and a blocked or max-rate
+   * sequencer may go on elsewhere. */
+  if (NHB__UNLIKELY(w->pending_len > 0)) pool_pump(w);
+  if (nhb__pool_has_connection(w)) nhb__sequencer_run(w);
+}
+
+/* The byte stream ended: `err` is UV_EOF for a clean end, else the error. A
+ * close-delimited HTTP/1.1 response ends here; requests still waiting for
+ * their response fail as resets; refused HTTP/2 requests go out again on the
+ * next connection (a server may reset the connection right after its GOAWAY). */
+static void conn_lost(nhb__conn* c, int err) {
+  nhb__worker* w = c->worker;
+  if (c->state == NHB__CX_CONNECTING) {
+    /* Only TLS reads before the connection is ready: the handshake broke. */
+    if (c->transport == &nhb__transport_tls) w->stats.counters[NHB_CTR_SSL_CONNECTION_ERROR]++;
+    if (err == UV_EOF) {
+      nhb__worker_record_error_text(w, NHB_ETLS, "TLS handshake failed: the server closed the connection");
+      err = NHB_ETLS;
+    }
+    nhb__conn_fail(c, err, NHB_CTR_POOL_CONNECTION_FAILURE);
+    return;
+  }
+  if (c->state != NHB__CX_READY) return;
+  if (c->nactive > c->nrefused) {
+    int r = c->session->on_eof(c, err);
+    if (c->state != NHB__CX_READY) return;
+    if (r < 0 || c->nactive > c->nrefused) {
+      nhb__worker_record_error(w, err == UV_EOF ? UV_ECONNRESET : err);
+      uint64_t now = nhb__now_ns();
+      for (nhb__slot* s = c->slots; s != NULL;) {
+        nhb__slot* next = s->next;
+        if (!s->refused) slot_fail(w, c, s, NHB_CTR_STREAM_RESETS, now);
+        s = next;
+      }
+    }
+  }
+  conn_close(c);
+  nhb__worker_maybe_finish(w);
+}
+
+void nhb__conn_eof(nhb__conn* c) { conn_lost(c, UV_EOF); }
 
 static void conn_on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf) {
   nhb__conn* c = (nhb__conn*)stream->data;
@@ -132,25 +300,16 @@ static void conn_on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf
   if (nread > 0) {
     w->stats.counters[NHB_CTR_UPSTREAM_CX_RX_BYTES_TOTAL] += (uint64_t)nread;
     int r = c->transport->on_read(c, buf->base, (size_t)nread);
-    if (r < 0 && c->state != NHB__CX_CLOSING && c->state != NHB__CX_DISCONNECTED) {
+    if (r < 0 && (c->state == NHB__CX_READY || c->state == NHB__CX_CONNECTING)) {
       w->stats.counters[NHB_CTR_UPSTREAM_CX_PROTOCOL_ERROR]++;
-      nhb__conn_fail(c, r, NHB_CTR_STREAM_RESETS);
+      nhb__conn_fail(c, r, c->state == NHB__CX_CONNECTING ? NHB_CTR_POOL_CONNECTION_FAILURE
+                                                          : NHB_CTR_STREAM_RESETS);
     }
     return;
   }
   if (nread == 0) return;
   w->stats.counters[NHB_CTR_UPSTREAM_CX_DESTROY_REMOTE]++;
-  if (nread == UV_EOF && c->state == NHB__CX_BUSY) {
-    /* A close-delimited response ends here; anything else is a reset. */
-    c->session->on_eof(c);
-    if (c->state == NHB__CX_BUSY) nhb__conn_fail(c, UV_ECONNRESET, NHB_CTR_STREAM_RESETS);
-    return;
-  }
-  if (c->state == NHB__CX_BUSY) {
-    nhb__conn_fail(c, (int)nread, NHB_CTR_STREAM_RESETS);
-  } else {
-    conn_close(c);
-  }
+  conn_lost(c, (int)nread);
 }
 
 static void conn_on_connect(uv_connect_t* req, int status) {
@@ -168,97 +327,142 @@ static void conn_on_connect(uv_connect_t* req, int status) {
   c->transport->on_connected(c);
 }
 
-/* Starts a connection in a free slot; `rq` (may be NULL) rides along and is
- * sent as soon as the connection is ready. */
-static void conn_start(nhb__worker* w, nhb__conn* c, const nhb__request* rq) {
+/* Starts a connection in a disconnected entry; the slots attached to it (if
+ * any) ride along and are sent as soon as the connection is ready. */
+static void conn_start(nhb__worker* w, nhb__conn* c) {
   const nhb_client_config* cfg = &w->run->config;
   uint64_t* ctr = w->stats.counters;
-  memset(&c->rq, 0, sizeof(c->rq));
-  if (rq) c->rq = *rq;
   c->state = NHB__CX_CONNECTING;
-  c->requests_on_connection = 0;
+  /* The requests riding along count against its request limit. */
+  c->requests_on_connection = c->nactive;
+  uint64_t max_rq = cfg->max_requests_per_connection;
   c->write_pending = 0;
+  c->keep_alive = 1;
+  c->draining = max_rq != 0 && c->requests_on_connection >= max_rq;
+  c->capacity = w->conn_capacity;
   c->connect_start_ns = nhb__now_ns();
   ctr[NHB_CTR_UPSTREAM_CX_TOTAL]++;
-  ctr[NHB_CTR_UPSTREAM_CX_HTTP1_TOTAL]++;
-  if (rq) w->in_flight++;
+  ctr[cfg->protocol == NHB_PROTO_HTTP2 ? NHB_CTR_UPSTREAM_CX_HTTP2_TOTAL : NHB_CTR_UPSTREAM_CX_HTTP1_TOTAL]++;
   int r = uv_tcp_init(&w->loop, &c->tcp);
   if (r < 0) {
-    /* Without a handle there is nothing to close: fail the request here. */
+    /* Without a handle there is nothing to close: fail the requests here. */
     nhb__worker_record_error(w, r);
     ctr[NHB_CTR_UPSTREAM_CX_CONNECT_FAIL]++;
-    if (rq) {
-      ctr[NHB_CTR_POOL_CONNECTION_FAILURE]++;
-      w->in_flight--;
-    }
+    uint64_t now = nhb__now_ns();
+    while (c->slots != NULL) slot_fail(w, c, c->slots, NHB_CTR_POOL_CONNECTION_FAILURE, now);
     c->state = NHB__CX_DISCONNECTED;
-    w->free_slots[w->nfree++] = c;
+    w->free_conns[w->nfree++] = c;
     return;
   }
   c->tcp.data = c;
   uv_tcp_nodelay(&c->tcp, 1);
   r = uv_tcp_connect(&c->connect_req, &c->tcp, (const struct sockaddr*)cfg->addr, conn_on_connect);
-  if (r < 0) nhb__conn_fail(c, r, NHB_CTR_POOL_CONNECTION_FAILURE);
+  if (r < 0) {
+    nhb__conn_fail(c, r, NHB_CTR_POOL_CONNECTION_FAILURE);
+    return;
+  }
+  /* HTTP/2: a connection that is still connecting takes requests up to its
+   * capacity, as Envoy's pool attaches pending streams to a connecting client. */
+  avail_sync(w, c);
+}
+
+/* Hands a request to the most recently used connection that has room, or to
+ * a new connection. The caller checked nhb__pool_has_connection(). */
+static void assign(nhb__worker* w, const nhb__request* rq) {
+  nhb__slot* s = slot_get(w, rq);
+  if (w->navail > 0) {
+    nhb__conn* c = w->avail[w->navail - 1];
+    slot_attach(c, s);
+    if (c->nactive >= c->capacity && c->avail_pos >= 0) {
+      w->navail--;
+      c->avail_pos = -1;
+    }
+    if (c->state == NHB__CX_READY) conn_send(c, s);
+    /* else it rides along with the connection and goes out when it is ready */
+  } else {
+    nhb__conn* c = w->free_conns[--w->nfree];
+    slot_attach(c, s);
+    conn_start(w, c);
+  }
+}
+
+/* Serves the pending queue while there is capacity. */
+static void pool_pump(nhb__worker* w) {
+  nhb__request rq;
+  while (w->pending_len > 0 && !w->finishing && nhb__pool_has_connection(w)) {
+    pending_pop(w, &rq);
+    assign(w, &rq);
+  }
 }
 
 static void conn_on_close(uv_handle_t* handle) {
   nhb__conn* c = (nhb__conn*)handle->data;
   nhb__worker* w = c->worker;
+  if (c->transport->close) c->transport->close(c);
+  if (c->session->close) c->session->close(c);
   c->state = NHB__CX_DISCONNECTED;
   if (w->finishing) return;
-  nhb__request rq;
-  if (pending_pop(w, &rq)) {
-    conn_start(w, c, &rq);
+  if (c->nactive > 0) {
+    /* Requests the server refused without processing them (RFC 9113 section
+     * 8.7) go out again on a fresh connection in this entry. */
+    for (nhb__slot* s = c->slots; s != NULL; s = s->next) s->refused = 0;
+    c->nrefused = 0;
+    conn_start(w, c);
+    pool_pump(w);
     return;
   }
-  w->free_slots[w->nfree++] = c;
-  /* A slot came free: a blocked or max-rate sequencer can go on. */
+  nhb__request rq;
+  if (w->in_flight < w->max_in_flight && pending_pop(w, &rq)) {
+    slot_attach(c, slot_get(w, &rq));
+    conn_start(w, c);
+    pool_pump(w);
+    return;
+  }
+  w->free_conns[w->nfree++] = c;
+  /* An entry came free: a blocked or max-rate sequencer can go on. */
   nhb__sequencer_run(w);
   nhb__worker_maybe_finish(w);
 }
 
-/* The connection has nothing in flight: serve the queue or go idle. */
-static void conn_idle(nhb__conn* c) {
-  nhb__worker* w = c->worker;
-  nhb__request rq;
-  if (pending_pop(w, &rq)) {
-    conn_send(c, &rq);
+void nhb__conn_ready(nhb__conn* c) {
+  c->state = NHB__CX_READY;
+  int r = c->session->open(c);
+  if (r < 0) {
+    nhb__conn_fail(c, r, NHB_CTR_POOL_CONNECTION_FAILURE);
     return;
   }
-  c->state = NHB__CX_IDLE;
-  w->idle[w->nidle++] = c;
-  nhb__sequencer_run(w);
-}
-
-void nhb__conn_ready(nhb__conn* c) {
-  c->session->reset(c);
-  if (c->rq.release_ns != 0) {
-    nhb__request rq = c->rq;
-    c->worker->in_flight--; /* conn_send counts it again */
-    conn_send(c, &rq);
-  } else {
-    conn_idle(c);
+  /* Requests that rode along with the connection go out now. */
+  nhb__slot* s = c->slots;
+  while (s != NULL && c->state == NHB__CX_READY) {
+    nhb__slot* next = s->next;
+    conn_send(c, s);
+    s = next;
   }
+  nhb__conn_update(c);
+  nhb__worker_maybe_finish(c->worker);
 }
 
-static void conn_send(nhb__conn* c, const nhb__request* rq) {
+static void conn_send(nhb__conn* c, nhb__slot* s) {
   nhb__worker* w = c->worker;
-  c->rq = *rq;
-  c->rq.send_ns = nhb__now_ns();
-  c->state = NHB__CX_BUSY;
-  c->requests_on_connection++;
-  w->in_flight++;
-  w->stats.counters[NHB_CTR_UPSTREAM_RQ_TOTAL]++;
-  nhb_hist_record(w->stats.hists[NHB_HIST_QUEUE_TO_CONNECT], c->rq.send_ns - c->rq.release_ns);
-  int r = c->session->send(c);
+  uint64_t* ctr = w->stats.counters;
+  if (NHB__LIKELY(s->sent++ == 0)) {
+    s->rq.send_ns = nhb__now_ns();
+    nhb_hist_record(w->stats.hists[NHB_HIST_QUEUE_TO_CONNECT], s->rq.send_ns - s->rq.release_ns);
+  } else {
+    /* A refused request goes out again; its times stay those of the first
+     * attempt, so its latency includes the detour. */
+    ctr[NHB_CTR_UPSTREAM_RQ_RETRY]++;
+  }
+  ctr[NHB_CTR_UPSTREAM_RQ_TOTAL]++;
+  int r = c->session->send(c, s);
   if (r < 0) nhb__conn_fail(c, r, NHB_CTR_STREAM_RESETS);
 }
 
-void nhb__conn_response(nhb__conn* c, int status) {
+void nhb__conn_response(nhb__conn* c, nhb__slot* s, int status) {
   nhb__worker* w = c->worker;
   nhb_stats* st = &w->stats;
   uint64_t now = nhb__now_ns();
-  uint64_t latency = now - c->rq.send_ns;
+  uint64_t latency = now - s->rq.send_ns;
   int klass = status / 100;
   nhb_counter_t ctr = NHB_CTR_HTTP_XXX;
   nhb_histogram_t hist = NHB_HIST_LATENCY_XXX;
@@ -269,40 +473,62 @@ void nhb__conn_response(nhb__conn* c, int status) {
   st->counters[ctr]++;
   nhb_hist_record(st->hists[hist], latency);
   nhb_hist_record(st->hists[NHB_HIST_REQUEST_TO_RESPONSE], latency);
-  nhb_hist_record(st->hists[NHB_HIST_SCHEDULED_TO_RESPONSE], now - c->rq.scheduled_ns);
-  nhb_hist_record(st->hists[NHB_HIST_SEQUENCER_CALLBACK], now - c->rq.release_ns);
-  nhb_stream_record(&st->streams[NHB_STREAM_RESPONSE_HEADER_SIZE], c->header_bytes);
-  nhb_stream_record(&st->streams[NHB_STREAM_RESPONSE_BODY_SIZE], c->body_bytes);
-  w->in_flight--;
-  c->rq.release_ns = 0;
-  uint64_t max_rq = w->run->config.max_requests_per_connection;
-  if (c->keep_alive && !w->finishing && (max_rq == 0 || c->requests_on_connection < max_rq)) {
-    conn_idle(c);
-  } else {
-    conn_close(c);
-  }
+  nhb_hist_record(st->hists[NHB_HIST_SCHEDULED_TO_RESPONSE], now - s->rq.scheduled_ns);
+  nhb_hist_record(st->hists[NHB_HIST_SEQUENCER_CALLBACK], now - s->rq.release_ns);
+  nhb_stream_record(&st->streams[NHB_STREAM_RESPONSE_HEADER_SIZE], s->header_bytes);
+  nhb_stream_record(&st->streams[NHB_STREAM_RESPONSE_BODY_SIZE], s->body_bytes);
+  slot_release(w, c, s);
+  nhb__conn_update(c);
   nhb__worker_maybe_finish(w);
+}
+
+void nhb__conn_slot_failed(nhb__conn* c, nhb__slot* s, nhb_counter_t reason) {
+  nhb__worker* w = c->worker;
+  slot_fail(w, c, s, reason, nhb__now_ns());
+  nhb__conn_update(c);
+  nhb__worker_maybe_finish(w);
+}
+
+void nhb__conn_slot_refused(nhb__conn* c, nhb__slot* s) {
+  nhb__worker* w = c->worker;
+  s->stream_id = 0;
+  if (!c->draining && c->state == NHB__CX_READY) {
+    /* Refused without a GOAWAY: over the server's stream limit, whose
+     * SETTINGS had not arrived when the request left. The connection sends
+     * it again; nghttp2 holds it back until a stream is free. A server that
+     * refuses the same request again and again would make this loop without
+     * progress, so it ends as a reset after a few tries. (Refusals with a
+     * GOAWAY cost a new connection each; the request time-out bounds them.) */
+    if (++s->refusals >= NHB__MAX_REFUSALS) {
+      nhb__worker_record_error_text(w, NHB_EPROTO, "HTTP/2: the server refused a request over and over");
+      nhb__conn_slot_failed(c, s, NHB_CTR_STREAM_RESETS);
+      return;
+    }
+    conn_send(c, s);
+    return;
+  }
+  /* The server is going away: the request waits for this connection to close
+   * and goes out on the next one (conn_on_close). */
+  if (!s->refused) {
+    s->refused = 1;
+    c->nrefused++;
+  }
+  nhb__conn_update(c);
 }
 
 /* ---- what the sequencer and the housekeeping timer call ----------------- */
 
 int nhb__pool_dispatch(nhb__worker* w, uint64_t scheduled_ns, uint64_t release_ns) {
   nhb__request rq = {scheduled_ns, release_ns, 0};
-  if (w->nidle > 0) {
-    conn_send(w->idle[--w->nidle], &rq);
-    return 1;
-  }
-  if (w->nfree > 0) {
-    conn_start(w, w->free_slots[--w->nfree], &rq);
+  if (nhb__pool_has_connection(w)) {
+    assign(w, &rq);
     return 1;
   }
   return pending_push(w, &rq);
 }
 
-int nhb__pool_has_connection(const nhb__worker* w) { return w->nidle > 0 || w->nfree > 0; }
-
 void nhb__pool_prefetch(nhb__worker* w) {
-  while (w->nfree > 0 && !w->finishing) conn_start(w, w->free_slots[--w->nfree], NULL);
+  while (w->nfree > 0 && !w->finishing) conn_start(w, w->free_conns[--w->nfree]);
 }
 
 void nhb__pool_scan_timeouts(nhb__worker* w, uint64_t now) {
@@ -311,11 +537,28 @@ void nhb__pool_scan_timeouts(nhb__worker* w, uint64_t now) {
     nhb__conn* c = &w->conns[i];
     if (c->state == NHB__CX_CONNECTING && now - c->connect_start_ns > cfg->connect_timeout_ns) {
       nhb__conn_fail(c, UV_ETIMEDOUT, NHB_CTR_POOL_CONNECTION_FAILURE);
-    } else if (c->state == NHB__CX_BUSY && cfg->request_timeout_ns != 0 &&
-               now - c->rq.send_ns > cfg->request_timeout_ns) {
-      nhb__conn_fail(c, UV_ETIMEDOUT, NHB_CTR_REQUEST_TIMEOUT);
+      continue;
     }
+    if (c->state != NHB__CX_READY || cfg->request_timeout_ns == 0) continue;
+    int expired = 0;
+    for (nhb__slot* s = c->slots; s != NULL && c->state == NHB__CX_READY;) {
+      nhb__slot* next = s->next;
+      if (s->sent && now - s->rq.send_ns > cfg->request_timeout_ns) {
+        if (c->session->cancel == NULL) {
+          /* HTTP/1.1 cannot abandon a request and keep the connection. */
+          nhb__conn_fail(c, UV_ETIMEDOUT, NHB_CTR_REQUEST_TIMEOUT);
+          break;
+        }
+        nhb__worker_record_error(w, UV_ETIMEDOUT);
+        c->session->cancel(c, s);
+        slot_fail(w, c, s, NHB_CTR_REQUEST_TIMEOUT, now);
+        expired = 1;
+      }
+      s = next;
+    }
+    if (expired) nhb__conn_update(c);
   }
+  nhb__worker_maybe_finish(w);
 }
 
 void nhb__pool_close_all(nhb__worker* w) {
@@ -323,10 +566,12 @@ void nhb__pool_close_all(nhb__worker* w) {
   w->stats.counters[NHB_CTR_UPSTREAM_RQ_CANCELLED] += w->in_flight + w->pending_len;
   w->in_flight = 0;
   w->pending_len = 0;
-  w->nidle = 0;
+  w->navail = 0;
+  nhb__h2_worker_close(w);
   for (uint32_t i = 0; i < w->nconns; i++) {
     nhb__conn* c = &w->conns[i];
-    if (c->state == NHB__CX_CONNECTING || c->state == NHB__CX_IDLE || c->state == NHB__CX_BUSY) {
+    c->avail_pos = -1;
+    if (c->state == NHB__CX_CONNECTING || c->state == NHB__CX_READY) {
       c->state = NHB__CX_CLOSING;
       uv_read_stop((uv_stream_t*)&c->tcp);
       uv_close((uv_handle_t*)&c->tcp, conn_on_close);

@@ -1,10 +1,11 @@
 /* session_h1.c: the HTTP/1.1 protocol session, parsing responses with llhttp.
  *
- * One request is in flight per connection (no pipelining, as in Nighthawk).
- * The request bytes were rendered once for the whole run, so sending is a
- * single write of shared memory. llhttp's callbacks only add up sizes; the
- * parser is paused at the end of each response so the pool can act on the
- * response outside the parser.
+ * One request is in flight per connection (no pipelining, as in Nighthawk),
+ * so the request being answered is always the connection's only slot. The
+ * request bytes were rendered once for the whole run, so sending is a single
+ * write of shared memory. llhttp's callbacks only add up sizes; the parser is
+ * paused at the end of each response so the pool can act on the response
+ * outside the parser.
  */
 #include "client.h"
 
@@ -47,6 +48,7 @@ static int h1_on_message_complete(llhttp_t* p) {
   /* Interim responses (100 Continue, 103 Early Hints) precede the real one. */
   if (status >= 100 && status < 200 && status != 101) return 0;
   c->keep_alive = llhttp_should_keep_alive(p);
+  if (!c->keep_alive) c->worker->stats.counters[NHB_CTR_UPSTREAM_CX_CLOSE_NOTIFY]++;
   c->response_done = 1;
   return HPE_PAUSED;
 }
@@ -60,18 +62,16 @@ static const llhttp_settings_t h1_settings = {
     .on_message_complete = h1_on_message_complete,
 };
 
-static void h1_reset(nhb__conn* c) {
+static int h1_open(nhb__conn* c) {
   llhttp_init(&c->parser, HTTP_RESPONSE, &h1_settings);
   c->parser.data = c;
   c->response_done = 0;
   c->keep_alive = 1;
+  return 0;
 }
 
-static unsigned h1_capacity(const nhb__conn* c) {
-  return c->state == NHB__CX_IDLE ? 1u : 0u;
-}
-
-static int h1_send(nhb__conn* c) {
+static int h1_send(nhb__conn* c, nhb__slot* s) {
+  NHB__UNUSED(s);
   const nhb_client_config* cfg = &c->worker->run->config;
   c->response_done = 0;
   return c->transport->write(c, cfg->request, cfg->request_len);
@@ -81,12 +81,18 @@ static int h1_send(nhb__conn* c) {
 static int h1_finish_response(nhb__conn* c) {
   int status = llhttp_get_status_code(&c->parser);
   c->response_done = 0;
-  nhb__conn_response(c, status);
+  /* A response that arrives before the request was fully written means the
+   * server did not read all of it: the connection cannot be reused. */
+  if (c->write_pending) c->keep_alive = 0;
+  nhb__slot* s = c->slots;
+  s->header_bytes = c->header_bytes;
+  s->body_bytes = c->body_bytes;
+  nhb__conn_response(c, s, status);
   return 0;
 }
 
 static int h1_on_data(nhb__conn* c, const char* data, size_t len) {
-  if (c->state != NHB__CX_BUSY) {
+  if (c->nactive == 0) {
     /* Bytes with no request in flight: the server is broken. */
     return NHB_EPROTO;
   }
@@ -102,10 +108,11 @@ static int h1_on_data(nhb__conn* c, const char* data, size_t len) {
   return NHB_EPROTO;
 }
 
-static int h1_on_eof(nhb__conn* c) {
-  if (c->state != NHB__CX_BUSY) return 0;
-  llhttp_errno_t err = llhttp_finish(&c->parser);
-  if ((err == HPE_OK || err == HPE_PAUSED) && c->response_done) {
+static int h1_on_eof(nhb__conn* c, int err) {
+  if (c->nactive == 0) return 0;
+  if (err != UV_EOF) return err;
+  llhttp_errno_t end = llhttp_finish(&c->parser);
+  if ((end == HPE_OK || end == HPE_PAUSED) && c->response_done) {
     /* A close-delimited body ended with the connection. */
     c->keep_alive = 0;
     return h1_finish_response(c);
@@ -114,5 +121,5 @@ static int h1_on_eof(nhb__conn* c) {
 }
 
 const nhb__session_vtable nhb__session_h1 = {
-    "http/1.1", h1_reset, h1_capacity, h1_send, h1_on_data, h1_on_eof,
+    "http/1.1", h1_open, h1_send, h1_on_data, h1_on_eof, NULL, NULL, NULL,
 };

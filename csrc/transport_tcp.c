@@ -15,8 +15,12 @@ static int tcp_on_read(nhb__conn* c, const char* data, size_t len) {
 static void tcp_write_done(uv_write_t* req, int status) {
   nhb__conn* c = (nhb__conn*)req->handle->data;
   c->write_pending = 0;
-  if (status < 0 && status != UV_ECANCELED && c->state == NHB__CX_BUSY)
+  if (c->state != NHB__CX_READY || status == UV_ECANCELED) return;
+  if (status < 0) {
     nhb__conn_fail(c, status, NHB_CTR_STREAM_RESETS);
+  } else if (c->session->on_writable) {
+    c->session->on_writable(c);
+  }
 }
 
 static int tcp_write(nhb__conn* c, const char* data, size_t len) {
@@ -38,4 +42,5 @@ const nhb__transport_vtable nhb__transport_tcp = {
     tcp_on_connected,
     tcp_on_read,
     tcp_write,
+    NULL,
 };

@@ -17,7 +17,7 @@ from nhbench._options import (
     parse_uri,
 )
 from nhbench._predicates import DEFAULT_FAILURE_PREDICATES, parse_predicates
-from nhbench._request import USER_AGENT, parse_header, render_request
+from nhbench._request import USER_AGENT, parse_header, render_h2_request, render_request
 from nhbench._run import build_core_config, resolve
 
 URI = "http://127.0.0.1:8080/"
@@ -116,7 +116,7 @@ def test_bad_value_names_option(kwargs: dict, expected: str) -> None:
     ("uri", "expected"),
     [
         ("ftp://example.com/", "unsupported scheme 'ftp://'"),
-        ("https://example.com/", "https:// is not supported yet"),
+        ("gopher://example.com/", "only http:// and https:// are supported"),
         ("http://", "malformed URL: no host"),
         ("http://[::1/", "malformed URL"),
         ("http://host:99999/", "malformed URL"),
@@ -309,6 +309,10 @@ def test_parse_uri() -> None:
     assert parse_uri("http://h").path == "/"
     assert parse_uri("http://h/caf\u00e9").path == "/caf%C3%A9"
     assert parse_uri("http://h/%41").path == "/%41"
+    t = parse_uri("https://Example.com/x")
+    assert (t.scheme, t.port, t.authority) == ("https", 443, "example.com")
+    assert parse_uri("https://example.com:8443/").authority == "example.com:8443"
+    assert parse_uri("https://example.com:80/").authority == "example.com:80"
 
 
 # ---- request rendering ------------------------------------------------------------------------
@@ -360,8 +364,10 @@ CONFIG_KEYS = {
     "max_pending_requests", "max_requests_per_connection", "prefetch_connections",
     "connect_timeout", "request_timeout", "duration", "drain_timeout", "open_loop",
     "idle_strategy", "burst_size", "termination_predicates", "failure_predicates",
-    "start_delay",
+    "start_delay", "scheme", "protocol", "request_body_size",
 }
+H2_KEYS = {"h2_method", "h2_path", "h2_authority", "h2_headers", "max_concurrent_streams",
+           "max_active_requests"}
 
 
 def test_core_config_matches_contract() -> None:
@@ -405,3 +411,67 @@ def test_resolve() -> None:
 def test_unresolvable_host() -> None:
     with pytest.raises(ResolveError, match="cannot resolve host 'no-such-host.invalid'"):
         resolve("no-such-host.invalid", 80)
+
+
+# ---- TLS and HTTP/2 ---------------------------------------------------------------------------
+
+
+def test_protocol_options() -> None:
+    assert opts().protocol == "http1"
+    assert opts(protocol="HTTP2").protocol == "http2"
+    assert opts(protocol="h2").protocol == "http2"
+    o = opts(h2c=True)
+    assert (o.protocol, o.h2c) == ("http2", True)
+    assert make_options("https://h/", protocol="http2").protocol == "http2"
+    assert opts().max_concurrent_streams == 2**31 - 1  # Nighthawk's "unlimited"
+    assert opts().max_active_requests == 100  # Nighthawk's default
+    assert error_of(protocol="http2", request_method="CONNECT").startswith(
+        "protocol: CONNECT is not supported over HTTP/2")
+
+
+def test_tls_options() -> None:
+    o = make_options("https://Example.com/", insecure=True, tls_min_version="TLSv1.3",
+                     tls_session_reuse="off", alpn="h2,http/1.1")
+    assert (o.insecure, o.tls_min_version, o.tls_session_reuse) == (True, "1.3", False)
+    assert o.alpn == ("h2", "http/1.1")
+    assert (o.tls_server_name, o.tls_verify_name) == ("example.com", "example.com")
+    o = make_options("https://127.0.0.1:8443/")
+    assert (o.tls_server_name, o.tls_verify_name) == (None, "127.0.0.1")  # no SNI for an IP
+    o = make_options("https://127.0.0.1:8443/", sni="Svc.Example")
+    assert (o.tls_server_name, o.tls_verify_name) == ("svc.example", "svc.example")
+    for key, value in (("sni", "x.example"), ("insecure", True), ("cacert", __file__),
+                       ("tls_session_reuse", False), ("tls_min_version", "1.3")):
+        assert error_of(**{key: value}).startswith(f"{key}: only applies to https:// URIs")
+    with pytest.raises(OptionsError, match="tls_max_version: must not be below"):
+        make_options("https://h/", tls_min_version="1.3", tls_max_version="1.2")
+    with pytest.raises(OptionsError, match="sni: must be a DNS host name"):
+        make_options("https://h/", sni="1.2.3.4:5")
+    with pytest.raises(OptionsError, match="h2c: is HTTP/2 without TLS"):
+        make_options("https://h/", h2c=True)
+
+
+def test_render_h2_request() -> None:
+    h2 = render_h2_request("post", "/p?q=1", "h:8080",
+                           [("X-A", "1"), ("Host", "vhost"), ("Connection", "close"),
+                            ("TE", "gzip"), ("User-Agent", "me")], body_size=5)
+    assert (h2.method, h2.path, h2.authority, h2.body_size) == ("POST", "/p?q=1", b"vhost", 5)
+    assert h2.headers == ((b"x-a", b"1"), (b"user-agent", b"me"), (b"content-length", b"5"))
+    default = render_h2_request("GET", "/", "h")
+    assert default.headers == ((b"user-agent", USER_AGENT.encode()),)
+
+
+def test_core_config_http2_and_tls() -> None:
+    o = make_options("https://localhost:8443/x", protocol="http2", request_body_size=3,
+                     request_method="PUT", max_concurrent_streams=10, insecure=True,
+                     tls_session_reuse=False)
+    config = build_core_config(o, "127.0.0.1")
+    assert set(config) == CONFIG_KEYS | H2_KEYS | {"tls"}
+    assert (config["scheme"], config["protocol"]) == ("https", "http2")
+    assert (config["h2_method"], config["h2_path"], config["h2_authority"]) == (
+        "PUT", "/x", b"localhost:8443")
+    assert (b"content-length", b"3") in config["h2_headers"]
+    assert config["request"].endswith(b"\r\n\r\naaa") and config["request_body_size"] == 3
+    assert config["max_concurrent_streams"] == 10 and config["max_active_requests"] == 100
+    tls = config["tls"]
+    assert (tls["sni"], tls["verify_name"], tls["insecure"], tls["session_reuse"]) == (
+        "localhost", "localhost", True, False)

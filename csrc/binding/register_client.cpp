@@ -88,8 +88,75 @@ class ClientRun {
     c.start_delay_ns = seconds_to_ns(d, "start_delay", 0.0);
     c.n_termination = parse_predicates(d, "termination_predicates", c.termination);
     c.n_failure = parse_predicates(d, "failure_predicates", c.failure);
-    int r = nhb_run_create(&c, &run_);
+    parse_protocol(d);
+    char err[512] = "";
+    int r = nhb_run_create_ex(&c, &run_, err, sizeof(err));
+    if (r < 0 && err[0] != '\0') throw py::value_error(err);
     if (r < 0) raise_core_error(r, "cannot create the run");
+  }
+
+  // Protocol, TLS and HTTP/2 keys. The strings are kept in members until the
+  // core has copied them (nhb_run_create copies every string but `request`).
+  void parse_protocol(const py::dict& d) {
+    nhb_client_config& c = config_;
+    std::string protocol = get<std::string>(d, "protocol", "http1");
+    if (protocol == "http1") c.protocol = NHB_PROTO_HTTP1;
+    else if (protocol == "http2") c.protocol = NHB_PROTO_HTTP2;
+    else throw py::value_error("config 'protocol' must be http1 or http2");
+    std::string scheme = get<std::string>(d, "scheme", "http");
+    if (scheme != "http" && scheme != "https") throw py::value_error("config 'scheme' must be http or https");
+    c.max_concurrent_streams = get<uint32_t>(d, "max_concurrent_streams", 0);
+    c.max_active_requests = get<uint32_t>(d, "max_active_requests", 100);
+    if (c.max_active_requests < 1) throw py::value_error("config 'max_active_requests' must be >= 1");
+    uint64_t body = get<uint64_t>(d, "request_body_size", 0);
+    if (body > c.request_len) throw py::value_error("config 'request_body_size' exceeds the request");
+    c.request_body_size = static_cast<size_t>(body);
+    if (c.protocol == NHB_PROTO_HTTP2) {
+      h2_method_ = get<std::string>(d, "h2_method", "GET");
+      h2_scheme_ = scheme;
+      h2_authority_ = get<std::string>(d, "h2_authority", "");
+      h2_path_ = get<std::string>(d, "h2_path", "/");
+      if (h2_authority_.empty()) throw py::value_error("config 'h2_authority' must not be empty");
+      h2_header_strings_ = get<std::vector<std::pair<std::string, std::string>>>(d, "h2_headers", {});
+      for (const auto& [name, value] : h2_header_strings_)
+        h2_headers_.push_back(nhb_header{name.data(), name.size(), value.data(), value.size()});
+      c.h2_method = h2_method_.c_str();
+      c.h2_scheme = h2_scheme_.c_str();
+      c.h2_authority = h2_authority_.c_str();
+      c.h2_path = h2_path_.c_str();
+      c.h2_headers = h2_headers_.data();
+      c.h2_nheaders = static_cast<int>(h2_headers_.size());
+    }
+    if (scheme == "https") {
+      py::dict tls = d.contains("tls") && !d["tls"].is_none() ? d["tls"].cast<py::dict>() : py::dict();
+      nhb_tls_config& t = c.tls;
+      t.enabled = 1;
+      auto str = [&](const char* key, std::string& keep) -> const char* {
+        keep = get<std::string>(tls, key, "");
+        return keep.empty() ? nullptr : keep.c_str();
+      };
+      t.sni = str("sni", tls_sni_);
+      t.verify_name = str("verify_name", tls_verify_name_);
+      t.cacert = str("cacert", tls_cacert_);
+      t.ciphers = str("ciphers", tls_ciphers_);
+      t.ciphersuites = str("ciphersuites", tls_ciphersuites_);
+      t.groups = str("groups", tls_groups_);
+      std::vector<std::string> alpn = get<std::vector<std::string>>(tls, "alpn", {});
+      for (const auto& id : alpn) tls_alpn_ += (tls_alpn_.empty() ? "" : ",") + id;
+      t.alpn = tls_alpn_.empty() ? nullptr : tls_alpn_.c_str();
+      t.insecure = get<bool>(tls, "insecure", false);
+      t.session_reuse = get<bool>(tls, "session_reuse", true);
+      t.min_version = tls_version(get<std::string>(tls, "min_version", ""), "min_version");
+      t.max_version = tls_version(get<std::string>(tls, "max_version", ""), "max_version");
+      insecure_ = t.insecure;
+    }
+  }
+
+  static int tls_version(const std::string& v, const char* key) {
+    if (v.empty()) return 0;
+    if (v == "1.2") return 0x0303;
+    if (v == "1.3") return 0x0304;
+    throw py::value_error(std::string("config 'tls.") + key + "' must be 1.2 or 1.3");
   }
 
   ~ClientRun() {
@@ -151,6 +218,7 @@ class ClientRun {
     d["failed_predicates"] = failed;
     std::string err = nhb_run_first_error(run_);
     d["error"] = err.empty() ? py::object(py::none()) : py::object(py::str(err));
+    d["insecure"] = insecure_;
     py::list workers;
     for (int i = 0; i < nhb_run_worker_count(run_); i++) workers.append(stats_to_dict(nhb_run_worker_stats(run_, i)));
     d["workers"] = workers;
@@ -162,6 +230,11 @@ class ClientRun {
   nhb_client_config config_{};
   std::string request_;
   std::vector<int> cpus_;
+  std::string h2_method_, h2_scheme_, h2_authority_, h2_path_;
+  std::vector<std::pair<std::string, std::string>> h2_header_strings_;
+  std::vector<nhb_header> h2_headers_;
+  std::string tls_sni_, tls_verify_name_, tls_cacert_, tls_ciphers_, tls_ciphersuites_, tls_groups_, tls_alpn_;
+  bool insecure_ = false;
   nhb_run* run_ = nullptr;
 };
 

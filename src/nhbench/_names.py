@@ -12,6 +12,7 @@ __all__ = [
     "SCHEDULED_TO_RESPONSE",
     "REQUEST_TO_RESPONSE",
     "QUEUE_TO_CONNECT",
+    "TLS_HANDSHAKE",
     "SEQUENCER_CALLBACK",
     "SEQUENCER_BLOCKING",
     "RELEASE_LATENESS",
@@ -22,12 +23,14 @@ __all__ = [
     "STREAM_IDS",
     "STATISTIC_DESCRIPTIONS",
     "COUNTERS",
+    "COUNTER_DESCRIPTIONS",
     "ERROR_COUNTERS",
 ]
 
 SCHEDULED_TO_RESPONSE = "benchmark_http_client.scheduled_to_response"
 REQUEST_TO_RESPONSE = "benchmark_http_client.request_to_response"
 QUEUE_TO_CONNECT = "benchmark_http_client.queue_to_connect"
+TLS_HANDSHAKE = "benchmark_http_client.tls_handshake"
 SEQUENCER_CALLBACK = "sequencer.callback"
 SEQUENCER_BLOCKING = "sequencer.blocking"
 RELEASE_LATENESS = "sequencer.release_lateness"
@@ -46,6 +49,7 @@ HISTOGRAM_IDS: tuple[str, ...] = (
     REQUEST_TO_RESPONSE,
     *LATENCY_BY_CLASS,
     QUEUE_TO_CONNECT,
+    TLS_HANDSHAKE,
     SEQUENCER_CALLBACK,
     SEQUENCER_BLOCKING,
     RELEASE_LATENESS,
@@ -59,6 +63,7 @@ STATISTIC_DESCRIPTIONS: dict[str, str] = {
     SCHEDULED_TO_RESPONSE: "Scheduled send to response end (coordinated-omission corrected)",
     REQUEST_TO_RESPONSE: "Request start to response end",
     QUEUE_TO_CONNECT: "Queueing and connection setup latency",
+    TLS_HANDSHAKE: "TLS handshake (TCP connected to handshake done)",
     SEQUENCER_CALLBACK: "Initiation to completion",
     SEQUENCER_BLOCKING: "Blocking. Results are skewed when significant numbers are reported here.",
     RELEASE_LATENESS: "Release lateness (actual release minus scheduled release)",
@@ -88,13 +93,31 @@ COUNTERS: tuple[str, ...] = (
     "upstream_rq_cancelled",
     "upstream_cx_total",
     "upstream_cx_http1_total",
+    "upstream_cx_http2_total",
     "upstream_cx_rx_bytes_total",
     "upstream_cx_tx_bytes_total",
     "upstream_cx_connect_fail",
     "upstream_cx_connect_timeout",
     "upstream_cx_destroy_remote",
     "upstream_cx_protocol_error",
+    "upstream_cx_close_notify",
+    "upstream_rq_retry",
+    "ssl.handshake",
+    "ssl.connection_error",
+    "ssl.session_reused",
 )
+
+# What the counters added with TLS and HTTP/2 mean (the others are in docs/engine.md).
+COUNTER_DESCRIPTIONS: dict[str, str] = {
+    "upstream_cx_http2_total": "HTTP/2 connections opened",
+    "upstream_cx_close_notify": "connections the server announced it would close "
+    "(HTTP/1.1 'Connection: close', HTTP/2 GOAWAY)",
+    "upstream_rq_retry": "HTTP/2 requests sent again because the server refused their stream "
+    "without processing it (GOAWAY above its last stream id, REFUSED_STREAM)",
+    "ssl.handshake": "TLS handshakes completed",
+    "ssl.connection_error": "TLS handshakes that failed (certificate verification included)",
+    "ssl.session_reused": "TLS handshakes that resumed an earlier session",
+}
 
 # Counters that mean "a request did not get a 1xx-3xx answer"; the live progress line sums them.
 ERROR_COUNTERS: tuple[str, ...] = (

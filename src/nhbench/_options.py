@@ -60,6 +60,10 @@ __all__ = [
 ]
 
 UINT32_MAX = 2**32 - 1
+# Nighthawk's default for --max-concurrent-streams, its way of saying "no limit".
+MAX_CONCURRENT_STREAMS_UNLIMITED = 2**31 - 1
+# Every in-flight HTTP/2 request has a slot allocated before the run; this bounds the memory.
+MAX_ACTIVE_REQUESTS = 1_000_000
 DEFAULT_DURATION = 5.0
 DEFAULT_PERCENTILES: tuple[float, ...] = (50.0, 75.0, 90.0, 99.0, 99.9, 99.99)
 # The request (head and body) is rendered once and kept in memory by every worker; 64 MiB is
@@ -187,11 +191,11 @@ _HOSTNAME_RE = re.compile(
 )
 
 
-def parse_uri(uri: object) -> Target:
-    """Check the URI and split it into what the run needs.
+_DEFAULT_PORTS = {"http": 80, "https": 443}
 
-    Only ``http://`` is supported for now; ``https://`` and HTTP/2 come with the TLS work.
-    """
+
+def parse_uri(uri: object) -> Target:
+    """Check the URI and split it into what the run needs: ``http://`` or ``https://``."""
     if not isinstance(uri, str) or not uri.strip():
         raise ValueError("must be a URL such as http://127.0.0.1:8080/")
     if any(ch.isspace() or ord(ch) < 0x20 or ord(ch) == 0x7F for ch in uri):
@@ -201,20 +205,17 @@ def parse_uri(uri: object) -> Target:
         # the scheme; for anything else (such as "http//x") the suggestion would be nonsense.
         if "//" not in uri and re.match(r"^[A-Za-z0-9.\[\]:_-]+(/|$)", uri):
             raise ValueError(f"must start with http://, e.g. http://{uri} (got {uri!r})")
-        raise ValueError(f"must start with http:// (got {uri!r})")
+        raise ValueError(f"must start with http:// or https:// (got {uri!r})")
     try:
         parts = urlsplit(uri)
         port = parts.port
     except ValueError as exc:
         raise ValueError(f"malformed URL ({exc}) (got {uri!r})") from None
     scheme = parts.scheme.lower()
-    if scheme == "https":
+    if scheme not in _DEFAULT_PORTS:
         raise ValueError(
-            f"https:// is not supported yet (TLS and HTTP/2 come in a later release); "
-            f"use http:// (got {uri!r})"
+            f"unsupported scheme {scheme + '://'!r}, only http:// and https:// are supported"
         )
-    if scheme != "http":
-        raise ValueError(f"unsupported scheme {scheme + '://'!r}, only http:// is supported")
     if parts.username is not None or parts.password is not None:
         raise ValueError(f"user information in the URL is not supported (got {uri!r})")
     host = parts.hostname
@@ -236,8 +237,17 @@ def parse_uri(uri: object) -> Target:
     if parts.query:
         path += "?" + quote(parts.query, safe=safe + "?")
     bracketed = f"[{host}]" if ":" in host else host
-    authority = bracketed if port in (None, 80) else f"{bracketed}:{port}"
-    return Target(scheme=scheme, host=host, port=port or 80, path=path, authority=authority)
+    default_port = _DEFAULT_PORTS[scheme]
+    authority = bracketed if port in (None, default_port) else f"{bracketed}:{port}"
+    return Target(
+        scheme=scheme, host=host, port=port or default_port, path=path, authority=authority
+    )
+
+
+def _scheme(info: ValidationInfo) -> str | None:
+    # The URI is the first field, so other fields' validators see it (when it was valid).
+    uri = info.data.get("uri")
+    return urlsplit(uri).scheme.lower() if isinstance(uri, str) else None
 
 
 def _lower(value: object) -> object:
@@ -272,7 +282,8 @@ class Options(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=False)
 
     uri: str = Field(
-        description="Target URL. Only http:// for now (https:// and HTTP/2 come later)."
+        description="Target URL: http:// or https:// (TLS; certificates are verified unless "
+        "insecure)."
     )
     rps: float = Field(
         default=5.0, ge=0, allow_inf_nan=False,
@@ -390,6 +401,72 @@ class Options(BaseModel):
         description="Time between starting the workers and the first release (connections "
         "are prefetched in it).",
     )
+    # ---- protocol ------------------------------------------------------------------------
+    protocol: Literal["http1", "http2"] = Field(
+        default="http1",
+        description="http1 or http2. HTTP/2 is negotiated with ALPN (h2) on https:// and "
+        "spoken with prior knowledge (h2c) on http://.",
+    )
+    h2c: bool = Field(
+        default=False,
+        description="HTTP/2 over cleartext TCP with prior knowledge: protocol http2 on an "
+        "http:// URI.",
+    )
+    max_concurrent_streams: int = Field(
+        default=MAX_CONCURRENT_STREAMS_UNLIMITED, ge=1, le=MAX_CONCURRENT_STREAMS_UNLIMITED,
+        description="HTTP/2: streams one connection carries at once (the server's own limit "
+        "applies too). Nighthawk's default 2147483647 means no limit of ours: requests share "
+        "one connection until max_active_requests; 1 gives every concurrent request its own "
+        "connection.",
+    )
+    max_active_requests: int = Field(
+        default=100, ge=1, le=MAX_ACTIVE_REQUESTS,
+        description="HTTP/2: requests in flight per worker (closed loop: a release waits when "
+        "this many plus max_pending_requests are outstanding). Nighthawk's default, 100.",
+    )
+    # ---- TLS -----------------------------------------------------------------------------
+    sni: str | None = Field(
+        default=None,
+        description="TLS server name to send and to check the certificate against (default: "
+        "the URI's host; no SNI is sent for an IP address).",
+    )
+    alpn: tuple[str, ...] | None = Field(
+        default=None,
+        description="TLS ALPN protocol ids to offer, comma-separated (default: h2 for "
+        "protocol http2, http/1.1 otherwise). The server's choice must match the protocol.",
+    )
+    cacert: str | None = Field(
+        default=None,
+        description="PEM file (or OpenSSL hashed directory) of CA certificates to trust "
+        "instead of the system store.",
+    )
+    insecure: bool = Field(
+        default=False,
+        description="Do not verify the server's certificate (the result records that it was "
+        "not verified).",
+    )
+    tls_ciphers: str | None = Field(
+        default=None, description="TLS 1.2 cipher list, OpenSSL syntax (ECDHE-RSA-AES128-GCM-"
+        "SHA256:...)."
+    )
+    tls_ciphersuites: str | None = Field(
+        default=None, description="TLS 1.3 cipher suites, colon-separated "
+        "(TLS_AES_128_GCM_SHA256:...)."
+    )
+    tls_groups: str | None = Field(
+        default=None, description="TLS key exchange groups, colon-separated (X25519:P-256)."
+    )
+    tls_min_version: Literal["1.2", "1.3"] | None = Field(
+        default=None, description="Lowest TLS version to accept: 1.2 (default) or 1.3."
+    )
+    tls_max_version: Literal["1.2", "1.3"] | None = Field(
+        default=None, description="Highest TLS version to offer: 1.2 or 1.3 (default)."
+    )
+    tls_session_reuse: bool = Field(
+        default=True,
+        description="Resume TLS sessions on new connections (on, the default, as Envoy "
+        "does); off makes a full handshake on every connection, the usual lab practice.",
+    )
 
     # ---- value syntaxes -------------------------------------------------------------------
 
@@ -420,6 +497,21 @@ class Options(BaseModel):
         elif data.get("duration") is None:
             data = {**data, "duration": DEFAULT_DURATION}
         return data
+
+    @model_validator(mode="before")
+    @classmethod
+    def _h2c_means_http2(cls, data: Any) -> Any:
+        # h2c is protocol http2 spelled for cleartext; writing the protocol down keeps the
+        # echo of the options self-explanatory.
+        if not isinstance(data, Mapping) or data.get("h2c") not in (True, 1, "1", "true", "on"):
+            return data
+        protocol = data.get("protocol")
+        if protocol is not None and _lower(protocol) != "http2":
+            raise PydanticCustomError(
+                "options_conflict", "{a}: mutually exclusive with {b}",
+                {"a": "h2c", "b": "protocol"},
+            )
+        return {**data, "protocol": "http2"}
 
     @field_validator("uri", mode="before")
     @classmethod
@@ -528,6 +620,123 @@ class Options(BaseModel):
             raise ValueError("must name at least one percentile, e.g. 50,90,99.9")
         return tuple(sorted(set(numbers)))
 
+    @field_validator("protocol", mode="before")
+    @classmethod
+    def _parse_protocol(cls, value: object) -> object:
+        value = _lower(value)
+        if value in ("h2", "2", "http/2"):
+            return "http2"
+        if value in ("h1", "1", "http/1.1", "http1.1"):
+            return "http1"
+        if value == "http3":
+            raise ValueError("http3 is not supported; use http1 or http2")
+        return value
+
+    @field_validator("protocol")
+    @classmethod
+    def _check_protocol(cls, value: str, info: ValidationInfo) -> str:
+        if value == "http2" and info.data.get("request_method") == "CONNECT":
+            raise ValueError("CONNECT is not supported over HTTP/2; use http1")
+        return value
+
+    @field_validator("h2c")
+    @classmethod
+    def _check_h2c(cls, value: bool, info: ValidationInfo) -> bool:
+        if value and _scheme(info) == "https":
+            raise ValueError(
+                "is HTTP/2 without TLS, but the URI is https:// (use protocol http2 for "
+                "HTTP/2 over TLS)"
+            )
+        return value
+
+    @field_validator(
+        "sni", "alpn", "cacert", "insecure", "tls_ciphers", "tls_ciphersuites", "tls_groups",
+        "tls_min_version", "tls_max_version", "tls_session_reuse",
+    )
+    @classmethod
+    def _tls_needs_https(cls, value: object, info: ValidationInfo) -> object:
+        # A TLS setting on an http:// URI would silently do nothing; that is almost always a
+        # mistake worth saying (a setting left at its default is fine).
+        default = cls.model_fields[info.field_name or ""].default
+        if value != default and _scheme(info) == "http":
+            raise ValueError("only applies to https:// URIs")
+        return value
+
+    @field_validator("sni", mode="before")
+    @classmethod
+    def _check_sni(cls, value: object) -> object:
+        if value is None:
+            return None
+        if not isinstance(value, str) or not _HOSTNAME_RE.match(value.strip().lower()):
+            raise ValueError(f"must be a DNS host name (got {value!r})")
+        return value.strip().lower().rstrip(".")
+
+    @field_validator("alpn", mode="before")
+    @classmethod
+    def _parse_alpn(cls, value: object) -> object:
+        if value is None:
+            return None
+        items = value.split(",") if isinstance(value, str) else value
+        try:
+            ids = [str(item).strip() for item in items]  # type: ignore[union-attr]
+        except TypeError:
+            raise ValueError(f"must be protocol ids such as h2,http/1.1 (got {value!r})") from None
+        if not ids or any(not 0 < len(i) < 256 or not i.isascii() or not i.isprintable()
+                          or "," in i or " " in i for i in ids):
+            raise ValueError(f"must be protocol ids such as h2,http/1.1 (got {value!r})")
+        return tuple(ids)
+
+    @field_validator("cacert")
+    @classmethod
+    def _check_cacert(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        path = os.path.expanduser(value)
+        if not os.path.exists(path):
+            raise ValueError(f"no such file or directory: {value!r}")
+        if not os.access(path, os.R_OK):
+            raise ValueError(f"not readable: {value!r}")
+        return path
+
+    @field_validator("tls_ciphers")
+    @classmethod
+    def _check_ciphers(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        import ssl
+
+        # Python's ssl module runs on OpenSSL too: a list it rejects, the core would reject.
+        try:
+            ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).set_ciphers(value)
+        except ssl.SSLError:
+            raise ValueError(f"OpenSSL knows none of these ciphers (got {value!r})") from None
+        return value
+
+    @field_validator("tls_ciphersuites", "tls_groups")
+    @classmethod
+    def _check_colon_list(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"[A-Za-z0-9_\-]+(:[A-Za-z0-9_\-]+)*", value):
+            raise ValueError(f"must be names separated by colons (got {value!r})")
+        return value
+
+    @field_validator("tls_min_version", "tls_max_version", mode="before")
+    @classmethod
+    def _parse_tls_version(cls, value: object) -> object:
+        if isinstance(value, str):
+            text = value.strip().lower().replace("tlsv", "").replace("tls", "").strip()
+            return text
+        if isinstance(value, float):
+            return f"{value:.1f}"
+        return value
+
+    @field_validator("tls_max_version")
+    @classmethod
+    def _check_tls_versions(cls, value: str | None, info: ValidationInfo) -> str | None:
+        low = info.data.get("tls_min_version")
+        if value is not None and low is not None and float(low) > float(value):
+            raise ValueError(f"must not be below tls_min_version {low} (got {value})")
+        return value
+
     @field_validator("output")
     @classmethod
     def _check_output(cls, value: str | None) -> str | None:
@@ -590,6 +799,23 @@ class Options(BaseModel):
     def headers(self) -> list[tuple[str, str]]:
         """The user's request headers as (name, value) pairs."""
         return [parse_header(item) for item in self.request_header]
+
+    @property
+    def tls_server_name(self) -> str | None:
+        """The SNI to send: `sni`, else the URI's host unless it is an IP address."""
+        if self.sni is not None:
+            return self.sni
+        host = self.target.host
+        try:
+            ipaddress.ip_address(host)
+        except ValueError:
+            return host.lower().rstrip(".")
+        return None
+
+    @property
+    def tls_verify_name(self) -> str:
+        """The name (or IP address) the server's certificate must be valid for."""
+        return self.sni if self.sni is not None else self.target.host.lower().rstrip(".")
 
 
 # --------------------------------------------------------------------------------------------

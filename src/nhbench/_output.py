@@ -25,6 +25,7 @@ from ._names import (
     SCHEDULED_TO_RESPONSE,
     SEQUENCER_BLOCKING,
     SEQUENCER_CALLBACK,
+    TLS_HANDSHAKE,
 )
 from ._options import format_cpu_list
 from ._result import Result, Statistic
@@ -42,6 +43,7 @@ _SECTIONS: tuple[tuple[str, str | None], ...] = (
      "omission"),
     *((sid, None) for sid in LATENCY_BY_CLASS),
     (QUEUE_TO_CONNECT, None),
+    (TLS_HANDSHAKE, None),
     (SEQUENCER_BLOCKING, None),
     (RELEASE_LATENESS, "how late each release left compared with its schedule"),
     (SEQUENCER_CALLBACK, None),
@@ -127,6 +129,18 @@ def _header(result: Result) -> list[str]:
         f"  started {started}, ran {format_seconds(result.duration)}, "
         f"ended by: {result.terminated_by}",
     ]
+    if options.protocol == "http2" or result.options.target.scheme == "https":
+        protocol = "HTTP/2" if options.protocol == "http2" else "HTTP/1.1"
+        transport = "TLS" if result.options.target.scheme == "https" else "cleartext"
+        extra = ""
+        if options.protocol == "http2":
+            streams = ("unlimited" if options.max_concurrent_streams >= 2**31 - 1
+                       else str(options.max_concurrent_streams))
+            extra = (f", max {streams} streams per connection, "
+                     f"{options.max_active_requests} active requests per worker")
+        lines.append(f"  {protocol} over {transport}{extra}")
+    if result.insecure:
+        lines.append("  !! TLS certificates were NOT verified (--insecure)")
     if options.label:
         lines.append(f"  labels: {', '.join(options.label)}")
     lines.append("")
@@ -138,7 +152,7 @@ def _same_machine(result: Result) -> bool:
     # on another machine would otherwise print that machine's CPUs).
     try:
         return len(result.options.worker_cpus) == result.worker_count
-    except Exception:  # noqa: BLE001 - an odd echo must not break the report
+    except Exception:
         return False
 
 

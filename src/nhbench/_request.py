@@ -1,18 +1,23 @@
-"""Render the HTTP/1.1 request that the C core sends, byte for byte.
+"""Render the request that the C core sends: HTTP/1.1 bytes, and HTTP/2's header block.
 
 The core sends one pre-rendered request over and over (no per-request work on the hot path),
 so everything about the request is decided here, once, before the run: the request line, the
-Host header, user headers, framing and the body.
+Host header, user headers, framing and the body. HTTP/2 gets the same request as separate
+parts (`render_h2_request`): method, path, authority and lower-case header fields; the core
+builds the header block from them once and sends the body from the tail of the HTTP/1.1
+bytes.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from ._version import __version__
 
-__all__ = ["USER_AGENT", "METHODS", "parse_header", "render_request"]
+__all__ = ["METHODS", "USER_AGENT", "H2Request", "parse_header", "render_h2_request",
+           "render_request"]
 
 USER_AGENT = f"nhbench/{__version__}"
 
@@ -30,6 +35,11 @@ _TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
 # Headers that nhbench must own because they decide the message framing; a user value that
 # disagreed with the body actually sent would desynchronise the connection.
 _FRAMING_HEADERS = frozenset({"content-length", "transfer-encoding"})
+
+# Connection-specific header fields: meaningful to HTTP/1.1 only, and forbidden in HTTP/2
+# (RFC 9113 section 8.2.2), where a server would reset the stream. They are left out of the
+# HTTP/2 request; HTTP/1.1 still sends them.
+_H1_ONLY_HEADERS = frozenset({"connection", "keep-alive", "proxy-connection", "upgrade"})
 
 
 def parse_header(text: str) -> tuple[str, str]:
@@ -92,3 +102,53 @@ def render_request(
     head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
     # The body is consecutive 'a' bytes, exactly like Nighthawk's --request-body-size.
     return head + b"a" * body_size
+
+
+@dataclass(frozen=True)
+class H2Request:
+    """The request as HTTP/2 sends it. Values are Latin-1 bytes, as on the HTTP/1.1 wire."""
+
+    method: str
+    path: str
+    authority: bytes
+    headers: tuple[tuple[bytes, bytes], ...]  # lower-case names, pseudo-headers excluded
+    body_size: int
+
+
+def render_h2_request(
+    method: str,
+    target: str,
+    authority: str,
+    headers: Iterable[tuple[str, str]] = (),
+    body_size: int = 0,
+) -> H2Request:
+    """The same request as `render_request`, in HTTP/2's terms.
+
+    A user ``Host`` header becomes ``:authority`` (RFC 9113 section 8.3.1 prefers it over
+    Host); field names are lower-cased; connection-specific fields are left out; ``TE`` is
+    kept only as ``trailers``, the one value HTTP/2 allows.
+    """
+    method = method.upper()
+    fields: list[tuple[bytes, bytes]] = []
+    user_agent = True
+    for name, value in headers:
+        lower = name.lower()
+        if lower == "host":
+            authority = value
+            continue
+        if lower in _H1_ONLY_HEADERS or (lower == "te" and value.strip().lower() != "trailers"):
+            continue
+        if lower == "user-agent":
+            user_agent = False
+        fields.append((lower.encode("latin-1"), value.encode("latin-1")))
+    if user_agent:
+        fields.insert(0, (b"user-agent", USER_AGENT.encode("latin-1")))
+    if body_size > 0 or method in _BODY_METHODS:
+        fields.append((b"content-length", str(body_size).encode("ascii")))
+    return H2Request(
+        method=method,
+        path=target,
+        authority=authority.encode("latin-1"),
+        headers=tuple(fields),
+        body_size=body_size,
+    )

@@ -4,7 +4,7 @@ Shape (JSON)::
 
     Result (Nighthawk: Output)
       timestamp, version, options (the echo of Options), terminated_by, failed_predicates,
-      interrupted, error
+      interrupted, error, insecure (TLS certificates were not verified)
       results: [WorkerResult]      "worker_0".."worker_{n-1}" when there are several workers,
                                    then "global" (the merge); only "global" with one worker
         name, execution_start, execution_duration
@@ -420,6 +420,10 @@ class Result(BaseModel):
         description="The run was stopped early (SIGINT/SIGTERM/stop()): partial result.",
     )
     error: str | None = Field(default=None, description="The first connection or I/O error seen.")
+    insecure: bool = Field(
+        default=False,
+        description="TLS certificates were not verified (the run used insecure).",
+    )
 
     @classmethod
     def from_core(
@@ -442,6 +446,7 @@ class Result(BaseModel):
             failed_predicates=list(core.get("failed_predicates") or ()),
             interrupted=(terminated_by == "stop") if interrupted is None else interrupted,
             error=core.get("error") or None,
+            insecure=bool(core.get("insecure", False)),
         )
 
     # ---- accessors ------------------------------------------------------------------------

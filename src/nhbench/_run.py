@@ -21,7 +21,7 @@ from typing import Any
 from ._exceptions import CoreError, CoreUnavailableError, ResolveError
 from ._options import Options, make_options
 from ._progress import Progress
-from ._request import render_request
+from ._request import render_h2_request, render_request
 from ._result import Result
 
 __all__ = ["Benchmark", "build_core_config", "load_core", "resolve", "run"]
@@ -96,7 +96,7 @@ def build_core_config(options: Options, address: str) -> dict[str, Any]:
         method, request_target, target.authority, options.headers, options.request_body_size
     )
     duration = options.effective_duration
-    return {
+    config: dict[str, Any] = {
         "address": address,
         "port": target.port,
         "request": request,
@@ -118,7 +118,38 @@ def build_core_config(options: Options, address: str) -> dict[str, Any]:
         "termination_predicates": sorted(options.termination_predicate.items()),
         "failure_predicates": sorted(options.failure_predicates.items()),
         "start_delay": float(options.start_delay),
+        "scheme": target.scheme,
+        "protocol": options.protocol,
+        # The body is the tail of `request`; HTTP/2 sends it from there.
+        "request_body_size": options.request_body_size,
     }
+    if options.protocol == "http2":
+        h2 = render_h2_request(
+            method, request_target, target.authority, options.headers, options.request_body_size
+        )
+        config.update({
+            "h2_method": h2.method,
+            "h2_path": h2.path,
+            "h2_authority": h2.authority,
+            "h2_headers": list(h2.headers),
+            "max_concurrent_streams": options.max_concurrent_streams,
+            "max_active_requests": options.max_active_requests,
+        })
+    if target.scheme == "https":
+        config["tls"] = {
+            "sni": options.tls_server_name or "",
+            "verify_name": options.tls_verify_name,
+            "alpn": list(options.alpn or ()),
+            "cacert": options.cacert or "",
+            "insecure": options.insecure,
+            "ciphers": options.tls_ciphers or "",
+            "ciphersuites": options.tls_ciphersuites or "",
+            "groups": options.tls_groups or "",
+            "min_version": options.tls_min_version or "",
+            "max_version": options.tls_max_version or "",
+            "session_reuse": options.tls_session_reuse,
+        }
+    return config
 
 
 class Benchmark:

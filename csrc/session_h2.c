@@ -1,0 +1,558 @@
+/* session_h2.c: the HTTP/2 protocol session, on nghttp2.
+ *
+ * nghttp2 does the framing, HPACK and flow control; this file feeds it bytes
+ * and turns its callbacks into the pool's events. The request's header block
+ * is built once per run (nhb__h2_run_init) as an nghttp2_nv array that every
+ * stream shares (nghttp2 is told not to copy the names and values); the body,
+ * when there is one, is read from the run's rendered request by a data
+ * provider.
+ *
+ * Output: nghttp2_session_mem_send() serializes frames into nghttp2's own
+ * buffer, which stays valid only until the next call; they are copied into
+ * the connection's staging buffer and handed to the transport in one write
+ * per loop iteration. Sessions with something to send are marked dirty and
+ * written from a uv_prepare handle, which runs right before the loop polls:
+ * every request released or answered in one iteration shares that write.
+ *
+ * Streams are tied to slots through the stream user data. A slot can outlive
+ * its stream (a time-out resets the stream and frees the slot), so every
+ * callback checks that the slot still belongs to this connection and stream
+ * before using it.
+ *
+ * Flow control: the client announces a large stream window and raises the
+ * connection window, and nghttp2 acknowledges consumed DATA automatically,
+ * so large response bodies stream at full speed; request bodies go out as
+ * fast as the server's windows allow.
+ */
+#include <nghttp2/nghttp2.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client.h"
+
+#define H2_STAGE_SIZE 65536
+/* h2load's defaults (-w 30 -W 30): windows large enough that a load test is
+ * never limited by them. */
+#define H2_STREAM_WINDOW ((1 << 30) - 1)
+#define H2_CONNECTION_WINDOW ((1 << 30) - 1)
+
+struct nhb__h2 {
+  nghttp2_session* session;
+  char* stage; /* H2_STAGE_SIZE bytes, kept across connections of this entry */
+  const uint8_t* leftover; /* what of the last mem_send chunk did not fit the stage */
+  size_t leftover_len;
+  int dirty; /* on the worker's dirty stack */
+};
+
+static void h2_flush(nhb__conn* c);
+
+static nhb__conn* conn_of(void* user_data) { return (nhb__conn*)user_data; }
+
+/* The slot of a stream, or NULL when the stream is not (or no longer) one of
+ * this connection's requests. */
+static nhb__slot* h2_slot(nhb__conn* c, nghttp2_session* session, int32_t stream_id) {
+  if (c->state != NHB__CX_READY) return NULL;
+  nhb__slot* s = (nhb__slot*)nghttp2_session_get_stream_user_data(session, stream_id);
+  if (s == NULL || s->conn != c || s->stream_id != stream_id) return NULL;
+  return s;
+}
+
+static void h2_mark_dirty(nhb__conn* c) {
+  nhb__h2* h = c->h2;
+  if (h->dirty) return;
+  h->dirty = 1;
+  nhb__worker* w = c->worker;
+  w->h2_dirty[w->h2_ndirty++] = c;
+}
+
+/* ---- nghttp2 callbacks ----------------------------------------------------- */
+
+static int h2_on_header(nghttp2_session* session, const nghttp2_frame* frame, const uint8_t* name,
+                        size_t namelen, const uint8_t* value, size_t valuelen, uint8_t flags,
+                        void* user_data) {
+  NHB__UNUSED(flags);
+  if (frame->hd.type != NGHTTP2_HEADERS) return 0;
+  nhb__slot* s = h2_slot(conn_of(user_data), session, frame->hd.stream_id);
+  if (s == NULL) return 0;
+  if (namelen == 7 && memcmp(name, ":status", 7) == 0) {
+    int status = 0;
+    for (size_t i = 0; i < valuelen && i < 3; i++) status = status * 10 + (value[i] - '0');
+    s->status = status;
+  } else if (namelen > 0 && name[0] != ':') {
+    /* As for HTTP/1.1: names plus values of the regular header fields. */
+    s->header_bytes += namelen + valuelen;
+  }
+  return 0;
+}
+
+static int h2_on_data_chunk(nghttp2_session* session, uint8_t flags, int32_t stream_id,
+                            const uint8_t* data, size_t len, void* user_data) {
+  NHB__UNUSED(flags);
+  NHB__UNUSED(data);
+  nhb__slot* s = h2_slot(conn_of(user_data), session, stream_id);
+  if (s != NULL) s->body_bytes += len;
+  return 0;
+}
+
+static int h2_on_frame_recv(nghttp2_session* session, const nghttp2_frame* frame, void* user_data) {
+  nhb__conn* c = conn_of(user_data);
+  if (c->state != NHB__CX_READY) return 0;
+  nhb__worker* w = c->worker;
+  switch (frame->hd.type) {
+    case NGHTTP2_HEADERS:
+    case NGHTTP2_DATA: {
+      nhb__slot* s = h2_slot(c, session, frame->hd.stream_id);
+      if (s == NULL) return 0;
+      if (frame->hd.type == NGHTTP2_HEADERS && s->status >= 100 && s->status < 200) {
+        /* An interim response (100 Continue, 103 Early Hints): the real one follows. */
+        s->status = 0;
+        s->header_bytes = 0;
+        return 0;
+      }
+      if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) {
+        /* The response is complete; the stream may linger until our side of
+         * it is closed too, but the request is over. */
+        nghttp2_session_set_stream_user_data(session, frame->hd.stream_id, NULL);
+        s->stream_id = 0;
+        nhb__conn_response(c, s, s->status);
+      }
+      return 0;
+    }
+    case NGHTTP2_GOAWAY:
+      /* The server is going away: no new streams on this connection. Streams
+       * above last_stream_id are closed by nghttp2 with REFUSED_STREAM. */
+      w->stats.counters[NHB_CTR_UPSTREAM_CX_CLOSE_NOTIFY]++;
+      if (frame->goaway.error_code != NGHTTP2_NO_ERROR) {
+        char text[sizeof(w->first_error_text)];
+        snprintf(text, sizeof(text), "HTTP/2: the server sent GOAWAY (%s)",
+                 nghttp2_http2_strerror(frame->goaway.error_code));
+        nhb__worker_record_error_text(w, NHB_EPROTO, text);
+      }
+      c->draining = 1;
+      nhb__conn_update(c);
+      return 0;
+    case NGHTTP2_SETTINGS:
+      if (!(frame->hd.flags & NGHTTP2_FLAG_ACK)) {
+        /* The server's stream limit caps the connection's capacity. */
+        uint32_t limit = nghttp2_session_get_remote_settings(session, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS);
+        uint32_t cap = w->conn_capacity < limit ? w->conn_capacity : limit;
+        if (cap != c->capacity) {
+          c->capacity = cap;
+          nhb__conn_update(c);
+        }
+      }
+      return 0;
+    default:
+      return 0;
+  }
+}
+
+static int h2_on_stream_close(nghttp2_session* session, int32_t stream_id, uint32_t error_code,
+                              void* user_data) {
+  nhb__conn* c = conn_of(user_data);
+  nhb__slot* s = h2_slot(c, session, stream_id);
+  if (s == NULL) return 0; /* answered, timed out, or the connection is closing */
+  nghttp2_session_set_stream_user_data(session, stream_id, NULL);
+  if (error_code == NGHTTP2_REFUSED_STREAM) {
+    /* Never processed (RFC 9113 section 8.7): safe to send again. */
+    nhb__conn_slot_refused(c, s);
+    return 0;
+  }
+  nhb__worker* w = c->worker;
+  char text[sizeof(w->first_error_text)];
+  snprintf(text, sizeof(text), "HTTP/2: stream reset before the response ended (%s)",
+           nghttp2_http2_strerror(error_code));
+  nhb__worker_record_error_text(w, NHB_EPROTO, text);
+  s->stream_id = 0;
+  nhb__conn_slot_failed(c, s, NHB_CTR_STREAM_RESETS);
+  return 0;
+}
+
+/* A frame nghttp2 gave up sending. For a request's HEADERS that means the
+ * stream never opened (a GOAWAY arrived while it waited for a free stream),
+ * so nghttp2 will never close it: the request is sent again elsewhere. */
+static int h2_on_frame_not_send(nghttp2_session* session, const nghttp2_frame* frame, int lib_error_code,
+                                void* user_data) {
+  NHB__UNUSED(session);
+  nhb__conn* c = conn_of(user_data);
+  if (frame->hd.type != NGHTTP2_HEADERS || c->state != NHB__CX_READY) return 0;
+  nhb__slot* s = c->slots;
+  while (s != NULL && s->stream_id != frame->hd.stream_id) s = s->next;
+  if (s == NULL) return 0;
+  s->stream_id = 0;
+  if (lib_error_code == NGHTTP2_ERR_START_STREAM_NOT_ALLOWED || lib_error_code == NGHTTP2_ERR_STREAM_CLOSING ||
+      lib_error_code == NGHTTP2_ERR_STREAM_ID_NOT_AVAILABLE) {
+    /* Never sent: it goes out on the next connection. */
+    c->draining = 1;
+    nhb__conn_slot_refused(c, s);
+  } else {
+    char text[sizeof(c->worker->first_error_text)];
+    snprintf(text, sizeof(text), "HTTP/2: cannot send a request: %s", nghttp2_strerror(lib_error_code));
+    nhb__worker_record_error_text(c->worker, NHB_EPROTO, text);
+    nhb__conn_slot_failed(c, s, NHB_CTR_STREAM_RESETS);
+  }
+  return 0;
+}
+
+/* The request body: the tail of the run's rendered request ('a' bytes, as
+ * Nighthawk sends). */
+static ssize_t h2_read_body(nghttp2_session* session, int32_t stream_id, uint8_t* buf, size_t length,
+                            uint32_t* data_flags, nghttp2_data_source* source, void* user_data) {
+  NHB__UNUSED(source);
+  nhb__conn* c = conn_of(user_data);
+  nhb__slot* s = h2_slot(c, session, stream_id);
+  if (s == NULL) {
+    *data_flags |= NGHTTP2_DATA_FLAG_EOF;
+    return 0;
+  }
+  const nhb_run* run = c->worker->run;
+  size_t total = run->config.request_body_size;
+  size_t n = s->body_left < length ? (size_t)s->body_left : length;
+  memcpy(buf, run->body + (total - s->body_left), n);
+  s->body_left -= n;
+  if (s->body_left == 0) *data_flags |= NGHTTP2_DATA_FLAG_EOF;
+  return (ssize_t)n;
+}
+
+/* ---- memory ---------------------------------------------------------------- */
+
+/* nghttp2 allocates per stream (the stream, its outbound item, a copy of the
+ * header array, one buffer per received header). Through this allocator the
+ * small blocks come from per-worker free lists, in 16-byte size classes up to
+ * 1 KiB, so that a busy worker reuses them instead of calling malloc for every
+ * request; larger blocks (frame buffers, the HPACK tables) go to malloc. Each
+ * block carries a 16-byte header, which keeps the 16-byte alignment malloc
+ * gives. The lists only grow to the worker's peak and are freed when it ends. */
+#define H2_MEM_STEP 16
+#define H2_MEM_CLASSES 64
+
+typedef struct h2_block {
+  size_t cls;  /* size class (1..H2_MEM_CLASSES), 0 for a block from malloc */
+  size_t size; /* cls 0: the usable size; on a free list: unused */
+} h2_block;
+
+typedef struct h2_free {
+  struct h2_free* next;
+} h2_free;
+
+static void* h2_malloc(size_t size, void* user_data) {
+  nhb__worker* w = (nhb__worker*)user_data;
+  size_t cls = size == 0 ? 1 : (size + H2_MEM_STEP - 1) / H2_MEM_STEP;
+  h2_block* b;
+  if (cls <= H2_MEM_CLASSES) {
+    h2_free* f = (h2_free*)w->h2_mem_free[cls - 1];
+    if (f != NULL) {
+      w->h2_mem_free[cls - 1] = f->next;
+      b = (h2_block*)f;
+    } else if ((b = malloc(sizeof(h2_block) + cls * H2_MEM_STEP)) == NULL) {
+      return NULL;
+    }
+    b->cls = cls;
+  } else {
+    if ((b = malloc(sizeof(h2_block) + size)) == NULL) return NULL;
+    b->cls = 0;
+    b->size = size;
+  }
+  return b + 1;
+}
+
+static void h2_free_block(void* ptr, void* user_data) {
+  if (ptr == NULL) return;
+  nhb__worker* w = (nhb__worker*)user_data;
+  h2_block* b = (h2_block*)ptr - 1;
+  if (b->cls == 0) {
+    free(b);
+    return;
+  }
+  /* The list link overwrites the header: read the class first. */
+  size_t cls = b->cls;
+  h2_free* f = (h2_free*)b;
+  f->next = (h2_free*)w->h2_mem_free[cls - 1];
+  w->h2_mem_free[cls - 1] = f;
+}
+
+static void* h2_calloc(size_t nmemb, size_t size, void* user_data) {
+  if (size != 0 && nmemb > SIZE_MAX / size) return NULL;
+  void* p = h2_malloc(nmemb * size, user_data);
+  if (p != NULL) memset(p, 0, nmemb * size);
+  return p;
+}
+
+static void* h2_realloc(void* ptr, size_t size, void* user_data) {
+  if (ptr == NULL) return h2_malloc(size, user_data);
+  h2_block* b = (h2_block*)ptr - 1;
+  size_t have = b->cls ? b->cls * H2_MEM_STEP : b->size;
+  if (size <= have) return ptr;
+  void* p = h2_malloc(size, user_data);
+  if (p == NULL) return NULL;
+  memcpy(p, ptr, have);
+  h2_free_block(ptr, user_data);
+  return p;
+}
+
+/* ---- the session vtable ---------------------------------------------------- */
+
+static int h2_open(nhb__conn* c) {
+  nhb__h2* h = c->h2;
+  if (h == NULL) {
+    h = calloc(1, sizeof(*h));
+    if (h != NULL && (h->stage = malloc(H2_STAGE_SIZE)) == NULL) {
+      free(h);
+      h = NULL;
+    }
+    if (h == NULL) return NHB_ENOMEM;
+    c->h2 = h;
+  }
+  h->leftover_len = 0;
+  const nhb_run* run = c->worker->run;
+  /* nghttp2 copies the allocator; its user data is the worker that owns the lists. */
+  nghttp2_mem mem = {c->worker, h2_malloc, h2_free_block, h2_calloc, h2_realloc};
+  if (nghttp2_session_client_new3(&h->session, (const nghttp2_session_callbacks*)run->h2_callbacks, c, NULL,
+                                  &mem) != 0)
+    return NHB_ENOMEM;
+  nghttp2_settings_entry settings[] = {
+      {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
+      {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, H2_STREAM_WINDOW},
+  };
+  if (nghttp2_submit_settings(h->session, NGHTTP2_FLAG_NONE, settings, 2) != 0 ||
+      nghttp2_session_set_local_window_size(h->session, NGHTTP2_FLAG_NONE, 0, H2_CONNECTION_WINDOW) != 0)
+    return NHB_ENOMEM;
+  /* The preface and SETTINGS go out with the first requests. */
+  h2_mark_dirty(c);
+  return 0;
+}
+
+static int h2_send(nhb__conn* c, nhb__slot* s) {
+  nhb__h2* h = c->h2;
+  const nhb_run* run = c->worker->run;
+  s->header_bytes = 0;
+  s->body_bytes = 0;
+  s->status = 0;
+  s->body_left = run->config.request_body_size;
+  nghttp2_data_provider body;
+  body.source.ptr = NULL;
+  body.read_callback = h2_read_body;
+  int32_t id = nghttp2_submit_request(h->session, NULL, (const nghttp2_nv*)run->h2_nva, run->h2_nvlen,
+                                      s->body_left > 0 ? &body : NULL, s);
+  if (id == NGHTTP2_ERR_STREAM_ID_NOT_AVAILABLE) {
+    /* Stream ids exhausted (2^30 requests): carry on on a new connection. */
+    c->draining = 1;
+    nhb__conn_slot_refused(c, s);
+    return 0;
+  }
+  if (id < 0) return NHB_EPROTO;
+  s->stream_id = id;
+  h2_mark_dirty(c);
+  return 0;
+}
+
+static int h2_on_data(nhb__conn* c, const char* data, size_t len) {
+  nhb__h2* h = c->h2;
+  ssize_t n = nghttp2_session_mem_recv(h->session, (const uint8_t*)data, len);
+  if (c->state != NHB__CX_READY) return 0;
+  if (n < 0) {
+    char text[sizeof(c->worker->first_error_text)];
+    snprintf(text, sizeof(text), "HTTP/2: %s", nghttp2_strerror((int)n));
+    nhb__worker_record_error_text(c->worker, NHB_EPROTO, text);
+    return NHB_EPROTO;
+  }
+  /* SETTINGS acknowledgements, WINDOW_UPDATEs, new requests. */
+  h2_mark_dirty(c);
+  return 0;
+}
+
+static int h2_on_eof(nhb__conn* c, int err) {
+  NHB__UNUSED(err);
+  /* A request nghttp2 still holds back (waiting for a free stream when the
+   * server's GOAWAY and close arrived in one read) never left: it goes out
+   * again on the next connection. The pool fails the others. */
+  nhb__h2* h = c->h2;
+  c->draining = 1;
+  for (nhb__slot* s = c->slots; s != NULL;) {
+    nhb__slot* next = s->next;
+    if (!s->refused && s->stream_id > 0 && nghttp2_session_find_stream(h->session, s->stream_id) == NULL)
+      nhb__conn_slot_refused(c, s);
+    s = next;
+  }
+  return 0;
+}
+
+static void h2_cancel(nhb__conn* c, nhb__slot* s) {
+  nhb__h2* h = c->h2;
+  if (s->stream_id > 0) {
+    nghttp2_submit_rst_stream(h->session, NGHTTP2_FLAG_NONE, s->stream_id, NGHTTP2_CANCEL);
+    nghttp2_session_set_stream_user_data(h->session, s->stream_id, NULL);
+    s->stream_id = 0;
+    h2_mark_dirty(c);
+  }
+}
+
+static void h2_close(nhb__conn* c) {
+  nhb__h2* h = c->h2;
+  if (h == NULL || h->session == NULL) return;
+  nghttp2_session_del(h->session);
+  h->session = NULL;
+  h->leftover_len = 0;
+}
+
+/* Serializes what nghttp2 has to send into the stage and writes it, until
+ * nothing is left or the transport is busy (on_writable resumes). */
+static void h2_flush(nhb__conn* c) {
+  nhb__h2* h = c->h2;
+  while (c->state == NHB__CX_READY && !c->write_pending) {
+    size_t len = 0;
+    while (len < H2_STAGE_SIZE) {
+      if (h->leftover_len == 0) {
+        const uint8_t* p;
+        ssize_t n = nghttp2_session_mem_send(h->session, &p);
+        if (n < 0) {
+          nhb__conn_fail(c, NHB_EPROTO, NHB_CTR_STREAM_RESETS);
+          return;
+        }
+        if (n == 0) break;
+        h->leftover = p;
+        h->leftover_len = (size_t)n;
+      }
+      size_t take = h->leftover_len < H2_STAGE_SIZE - len ? h->leftover_len : H2_STAGE_SIZE - len;
+      memcpy(h->stage + len, h->leftover, take);
+      len += take;
+      h->leftover += take;
+      h->leftover_len -= take;
+    }
+    if (len == 0) break;
+    int r = c->transport->write(c, h->stage, len);
+    if (r < 0) {
+      nhb__conn_fail(c, r, NHB_CTR_STREAM_RESETS);
+      return;
+    }
+  }
+  if (c->state != NHB__CX_READY || c->write_pending) return;
+  if (!nghttp2_session_want_read(h->session) && !nghttp2_session_want_write(h->session)) {
+    /* nghttp2 ended the session (a GOAWAY sent or received and nothing left
+     * to do): streams still open will never complete. */
+    if (c->nactive > c->nrefused) {
+      nhb__worker_record_error_text(c->worker, NHB_EPROTO, "HTTP/2: the session ended with streams open");
+      c->worker->stats.counters[NHB_CTR_UPSTREAM_CX_PROTOCOL_ERROR]++;
+      nhb__conn_fail(c, NHB_EPROTO, NHB_CTR_STREAM_RESETS);
+    } else {
+      c->draining = 1;
+      nhb__conn_update(c);
+    }
+  }
+}
+
+static void h2_on_writable(nhb__conn* c) { h2_flush(c); }
+
+const nhb__session_vtable nhb__session_h2 = {
+    "h2", h2_open, h2_send, h2_on_data, h2_on_eof, h2_on_writable, h2_cancel, h2_close,
+};
+
+/* ---- per worker ------------------------------------------------------------ */
+
+static void h2_on_prepare(uv_prepare_t* handle) {
+  nhb__worker* w = (nhb__worker*)handle->data;
+  /* A stack: a connection flushed here can be marked again (by another's
+   * failure, say) and is then simply flushed again. */
+  while (w->h2_ndirty > 0) {
+    nhb__conn* c = w->h2_dirty[--w->h2_ndirty];
+    c->h2->dirty = 0;
+    if (c->state == NHB__CX_READY && c->h2->session != NULL) h2_flush(c);
+  }
+}
+
+int nhb__h2_worker_init(nhb__worker* w) {
+  w->h2_dirty = calloc(w->nconns, sizeof(nhb__conn*));
+  if (w->h2_dirty == NULL) return NHB_ENOMEM;
+  int r = uv_prepare_init(&w->loop, &w->h2_prepare);
+  if (r < 0) return r;
+  w->h2_prepare.data = w;
+  w->h2_prepare_active = 1;
+  return uv_prepare_start(&w->h2_prepare, h2_on_prepare);
+}
+
+void nhb__h2_worker_close(nhb__worker* w) {
+  if (!w->h2_prepare_active) return;
+  w->h2_prepare_active = 0;
+  w->h2_ndirty = 0;
+  uv_close((uv_handle_t*)&w->h2_prepare, NULL);
+}
+
+void nhb__h2_worker_free(nhb__worker* w) {
+  free(w->h2_dirty);
+  w->h2_dirty = NULL;
+  /* Every session is gone by now (they are deleted in the close callbacks),
+   * so every small block is on a list. */
+  for (int i = 0; i < H2_MEM_CLASSES; i++) {
+    h2_free* f = (h2_free*)w->h2_mem_free[i];
+    while (f != NULL) {
+      h2_free* next = f->next;
+      free(f);
+      f = next;
+    }
+    w->h2_mem_free[i] = NULL;
+  }
+}
+
+void nhb__h2_conn_free(nhb__conn* c) {
+  if (c->h2 == NULL) return;
+  h2_close(c);
+  free(c->h2->stage);
+  free(c->h2);
+  c->h2 = NULL;
+}
+
+/* ---- per run --------------------------------------------------------------- */
+
+static nghttp2_nv make_nv(const char* name, size_t name_len, const char* value, size_t value_len) {
+  nghttp2_nv nv;
+  nv.name = (uint8_t*)name;
+  nv.namelen = name_len;
+  nv.value = (uint8_t*)value;
+  nv.valuelen = value_len;
+  /* The strings live as long as the run: nghttp2 need not copy them. */
+  nv.flags = NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE;
+  return nv;
+}
+
+int nhb__h2_run_init(nhb_run* run, char* err, size_t err_len) {
+  const nhb_client_config* cfg = &run->config;
+  if (cfg->protocol != NHB_PROTO_HTTP2) return 0;
+  if (cfg->h2_method == NULL || cfg->h2_scheme == NULL || cfg->h2_authority == NULL || cfg->h2_path == NULL ||
+      cfg->h2_nheaders < 0 || (cfg->h2_nheaders > 0 && cfg->h2_headers == NULL)) {
+    if (err) snprintf(err, err_len, "HTTP/2 needs h2_method, h2_scheme, h2_authority and h2_path");
+    return NHB_EINVAL;
+  }
+  nghttp2_nv* nva = calloc((size_t)cfg->h2_nheaders + 4, sizeof(nghttp2_nv));
+  nghttp2_session_callbacks* cb = NULL;
+  if (nva == NULL || nghttp2_session_callbacks_new(&cb) != 0) {
+    free(nva);
+    return NHB_ENOMEM;
+  }
+  size_t n = 0;
+  nva[n++] = make_nv(":method", 7, cfg->h2_method, strlen(cfg->h2_method));
+  nva[n++] = make_nv(":scheme", 7, cfg->h2_scheme, strlen(cfg->h2_scheme));
+  nva[n++] = make_nv(":authority", 10, cfg->h2_authority, strlen(cfg->h2_authority));
+  nva[n++] = make_nv(":path", 5, cfg->h2_path, strlen(cfg->h2_path));
+  for (int i = 0; i < cfg->h2_nheaders; i++) {
+    const nhb_header* hd = &cfg->h2_headers[i];
+    nva[n++] = make_nv(hd->name, hd->name_len, hd->value, hd->value_len);
+  }
+  run->h2_nva = nva;
+  run->h2_nvlen = n;
+  nghttp2_session_callbacks_set_on_header_callback(cb, h2_on_header);
+  nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, h2_on_data_chunk);
+  nghttp2_session_callbacks_set_on_frame_recv_callback(cb, h2_on_frame_recv);
+  nghttp2_session_callbacks_set_on_stream_close_callback(cb, h2_on_stream_close);
+  nghttp2_session_callbacks_set_on_frame_not_send_callback(cb, h2_on_frame_not_send);
+  run->h2_callbacks = cb;
+  return 0;
+}
+
+void nhb__h2_run_free(nhb_run* run) {
+  if (run->h2_callbacks != NULL) nghttp2_session_callbacks_del((nghttp2_session_callbacks*)run->h2_callbacks);
+  run->h2_callbacks = NULL;
+  free(run->h2_nva);
+  run->h2_nva = NULL;
+}

@@ -1,0 +1,452 @@
+/* transport_tls.c: TLS through OpenSSL, without ever blocking the loop.
+ *
+ * OpenSSL never touches the socket. Each connection's SSL object reads
+ * ciphertext from one memory BIO and writes ciphertext into another: bytes the
+ * socket delivered are appended to the first and then decrypted with
+ * SSL_read(); plaintext is encrypted with SSL_write() and the ciphertext is
+ * moved from the second BIO into the connection's output buffer and written
+ * with uv_try_write() (uv_write() for what would block). The handshake runs
+ * the same way, one step per arrival of bytes, so no call ever waits.
+ *
+ * One SSL_CTX is built per run (nhb__tls_ctx_create) and shared read-only by
+ * the workers. With --tls-session-reuse each worker keeps the last session the
+ * server gave it and offers it on every new connection; without, every
+ * connection makes a full handshake (the lab practice).
+ */
+#include <arpa/inet.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "client.h"
+
+/* Ciphertext on its way to the socket. Kept per connection entry and reused by
+ * every connection it makes, so sending never allocates. */
+#define TLS_OUT_SIZE 65536
+/* Plaintext is encrypted in chunks of three full records, whose ciphertext
+ * fits the output buffer, so a large body goes out in large writes without
+ * piling up in the BIO. */
+#define TLS_PLAIN_CHUNK (3 * 16384)
+
+struct nhb__tls {
+  SSL* ssl;
+  BIO* rbio; /* ciphertext from the server, read by OpenSSL */
+  BIO* wbio; /* ciphertext for the server, written by OpenSSL */
+  char* out; /* TLS_OUT_SIZE bytes */
+  const char* plain; /* plaintext handed to tls_write() and not yet encrypted */
+  size_t plain_len;
+  int sock_pending; /* a uv_write of `out` is outstanding */
+  int handshake_done;
+  uint64_t connected_ns;
+};
+
+static void tls_write_done(uv_write_t* req, int status);
+
+/* ---- errors --------------------------------------------------------------- */
+
+/* Describes the failure of the last OpenSSL call in one line: the verification
+ * result when the certificate was rejected ("certificate verify failed:
+ * self-signed certificate"), else OpenSSL's error string. */
+static void tls_describe(nhb__conn* c, const char* what, char* text, size_t len) {
+  nhb__tls* t = c->tls;
+  const nhb_tls_config* tc = &c->worker->run->config.tls;
+  long verify = t && t->ssl ? SSL_get_verify_result(t->ssl) : X509_V_OK;
+  unsigned long e = ERR_peek_last_error();
+  if (verify != X509_V_OK && !tc->insecure) {
+    if (verify == X509_V_ERR_HOSTNAME_MISMATCH || verify == X509_V_ERR_IP_ADDRESS_MISMATCH) {
+      snprintf(text, len, "%s: certificate verify failed: %s (the certificate is not valid for '%s')",
+               what, X509_verify_cert_error_string(verify), tc->verify_name ? tc->verify_name : "");
+    } else {
+      snprintf(text, len, "%s: certificate verify failed: %s", what, X509_verify_cert_error_string(verify));
+    }
+  } else if (e != 0) {
+    char buf[256];
+    ERR_error_string_n(e, buf, sizeof(buf));
+    const char* reason = ERR_reason_error_string(e);
+    if (reason != NULL) {
+      snprintf(text, len, "%s: %s (%.200s)", what, reason, buf);
+    } else {
+      snprintf(text, len, "%s: %.200s", what, buf);
+    }
+  } else {
+    snprintf(text, len, "%s: the server closed the connection", what);
+  }
+  ERR_clear_error();
+}
+
+static int tls_pump(nhb__conn* c);
+
+static void tls_fail_handshake(nhb__conn* c) {
+  nhb__worker* w = c->worker;
+  char text[sizeof(w->first_error_text)];
+  tls_describe(c, "TLS handshake failed", text, sizeof(text));
+  /* Send the alert that tells the server why (best effort), then give up. */
+  tls_pump(c);
+  w->stats.counters[NHB_CTR_SSL_CONNECTION_ERROR]++;
+  nhb__worker_record_error_text(w, NHB_ETLS, text);
+  nhb__conn_fail(c, NHB_ETLS, NHB_CTR_POOL_CONNECTION_FAILURE);
+}
+
+/* An error after the handshake (a bad record, an alert): the caller closes the
+ * connection; the run keeps OpenSSL's reason. */
+static int tls_fail_io(nhb__conn* c) {
+  char text[sizeof(c->worker->first_error_text)];
+  tls_describe(c, "TLS error", text, sizeof(text));
+  nhb__worker_record_error_text(c->worker, NHB_ETLS, text);
+  return NHB_ETLS;
+}
+
+/* ---- output --------------------------------------------------------------- */
+
+static int tls_sock_write(nhb__conn* c, size_t len) {
+  nhb__tls* t = c->tls;
+  uv_stream_t* stream = (uv_stream_t*)&c->tcp;
+  uv_buf_t buf = uv_buf_init(t->out, (unsigned)len);
+  c->worker->stats.counters[NHB_CTR_UPSTREAM_CX_TX_BYTES_TOTAL] += len;
+  int n = uv_try_write(stream, &buf, 1);
+  if (n == (int)len) return 0;
+  if (n < 0 && n != UV_EAGAIN) return n;
+  if (n < 0) n = 0;
+  buf = uv_buf_init(t->out + n, (unsigned)(len - (size_t)n));
+  int r = uv_write(&c->write_req, stream, &buf, 1, tls_write_done);
+  if (r == 0) t->sock_pending = 1;
+  return r;
+}
+
+/* Moves ciphertext to the socket and encrypts pending plaintext, until both
+ * are done or the socket is full. */
+static int tls_pump(nhb__conn* c) {
+  nhb__tls* t = c->tls;
+  int r = 0;
+  while (!t->sock_pending) {
+    int n = BIO_read(t->wbio, t->out, TLS_OUT_SIZE);
+    if (n > 0) {
+      if ((r = tls_sock_write(c, (size_t)n)) < 0) break;
+      continue;
+    }
+    if (t->plain_len == 0) break;
+    size_t chunk = t->plain_len < TLS_PLAIN_CHUNK ? t->plain_len : TLS_PLAIN_CHUNK;
+    int m = SSL_write(t->ssl, t->plain, (int)chunk);
+    if (m <= 0) {
+      r = tls_fail_io(c);
+      break;
+    }
+    t->plain += m;
+    t->plain_len -= (size_t)m;
+  }
+  c->write_pending = t->sock_pending || t->plain_len > 0;
+  return r;
+}
+
+static void tls_write_done(uv_write_t* req, int status) {
+  nhb__conn* c = (nhb__conn*)req->handle->data;
+  nhb__tls* t = c->tls;
+  t->sock_pending = 0;
+  if (status == UV_ECANCELED || (c->state != NHB__CX_READY && c->state != NHB__CX_CONNECTING)) return;
+  if (status == 0) status = tls_pump(c);
+  if (status < 0) {
+    nhb__conn_fail(c, status, c->state == NHB__CX_CONNECTING ? NHB_CTR_POOL_CONNECTION_FAILURE
+                                                             : NHB_CTR_STREAM_RESETS);
+    return;
+  }
+  if (!c->write_pending && c->state == NHB__CX_READY && c->session->on_writable) c->session->on_writable(c);
+}
+
+static int tls_write(nhb__conn* c, const char* data, size_t len) {
+  nhb__tls* t = c->tls;
+  if (t->plain_len > 0) return NHB_ESTATE; /* one write at a time */
+  t->plain = data;
+  t->plain_len = len;
+  return tls_pump(c);
+}
+
+/* ---- handshake ------------------------------------------------------------- */
+
+/* The handshake is over: statistics, the ALPN check, and plaintext may flow. */
+static void tls_established(nhb__conn* c) {
+  nhb__worker* w = c->worker;
+  nhb__tls* t = c->tls;
+  const nhb_client_config* cfg = &w->run->config;
+  t->handshake_done = 1;
+  w->stats.counters[NHB_CTR_SSL_HANDSHAKE]++;
+  if (SSL_session_reused(t->ssl)) w->stats.counters[NHB_CTR_SSL_SESSION_REUSED]++;
+  nhb_hist_record(w->stats.hists[NHB_HIST_TLS_HANDSHAKE], nhb__now_ns() - t->connected_ns);
+  /* The session must speak what the server agreed to: HTTP/2 needs "h2"
+   * (there is no other way to know a TLS server speaks it), and a server that
+   * picked another protocol than the run's would not understand its bytes. */
+  const unsigned char* sel = NULL;
+  unsigned sel_len = 0;
+  SSL_get0_alpn_selected(t->ssl, &sel, &sel_len);
+  const char* want = cfg->protocol == NHB_PROTO_HTTP2 ? "h2" : "http/1.1";
+  int mismatch = sel_len > 0 ? (sel_len != strlen(want) || memcmp(sel, want, sel_len) != 0)
+                             : cfg->protocol == NHB_PROTO_HTTP2;
+  if (mismatch) {
+    char text[sizeof(w->first_error_text)];
+    if (sel_len > 0) {
+      snprintf(text, sizeof(text), "ALPN: the server selected '%.*s', but the run speaks %s",
+               (int)sel_len, (const char*)sel, want);
+    } else {
+      snprintf(text, sizeof(text),
+               "ALPN: the server did not select h2 (it does not offer HTTP/2 over TLS on this port)");
+    }
+    w->stats.counters[NHB_CTR_UPSTREAM_CX_PROTOCOL_ERROR]++;
+    nhb__worker_record_error_text(w, NHB_EPROTO, text);
+    nhb__conn_fail(c, NHB_EPROTO, NHB_CTR_POOL_CONNECTION_FAILURE);
+    return;
+  }
+  nhb__conn_ready(c);
+}
+
+/* Runs one step of the handshake. Returns 0 (even when the handshake failed
+ * and the connection was closed), or a negative code for an I/O error. */
+static int tls_handshake(nhb__conn* c) {
+  nhb__tls* t = c->tls;
+  int r = SSL_do_handshake(t->ssl);
+  int err = r == 1 ? SSL_ERROR_NONE : SSL_get_error(t->ssl, r);
+  if (err != SSL_ERROR_NONE && err != SSL_ERROR_WANT_READ) {
+    tls_fail_handshake(c);
+    return 0;
+  }
+  int w = tls_pump(c);
+  if (w < 0) return w;
+  if (err == SSL_ERROR_NONE) tls_established(c);
+  return 0;
+}
+
+static void tls_on_connected(nhb__conn* c) {
+  nhb__worker* w = c->worker;
+  nhb_run* run = w->run;
+  const nhb_tls_config* tc = &run->config.tls;
+  nhb__tls* t = c->tls;
+  if (t == NULL) {
+    t = calloc(1, sizeof(*t));
+    if (t != NULL && (t->out = malloc(TLS_OUT_SIZE)) == NULL) {
+      free(t);
+      t = NULL;
+    }
+    if (t == NULL) {
+      nhb__conn_fail(c, NHB_ENOMEM, NHB_CTR_POOL_CONNECTION_FAILURE);
+      return;
+    }
+    c->tls = t;
+  }
+  t->plain_len = 0;
+  t->sock_pending = 0;
+  t->handshake_done = 0;
+  t->connected_ns = nhb__now_ns();
+  t->ssl = SSL_new((SSL_CTX*)run->ssl_ctx);
+  t->rbio = BIO_new(BIO_s_mem());
+  t->wbio = BIO_new(BIO_s_mem());
+  if (t->ssl == NULL || t->rbio == NULL || t->wbio == NULL) {
+    BIO_free(t->rbio);
+    BIO_free(t->wbio);
+    t->rbio = t->wbio = NULL;
+    ERR_clear_error();
+    nhb__conn_fail(c, NHB_ENOMEM, NHB_CTR_POOL_CONNECTION_FAILURE);
+    return;
+  }
+  /* An empty read BIO means "no bytes yet" (retry), not end of file. */
+  BIO_set_mem_eof_return(t->rbio, -1);
+  SSL_set_bio(t->ssl, t->rbio, t->wbio);
+  SSL_set_connect_state(t->ssl);
+  SSL_set_app_data(t->ssl, c);
+  if (tc->sni != NULL && tc->sni[0] != '\0') SSL_set_tlsext_host_name(t->ssl, tc->sni);
+  if (tc->session_reuse && w->tls_session != NULL) SSL_set_session(t->ssl, (SSL_SESSION*)w->tls_session);
+  int r = tls_handshake(c);
+  if (r < 0 && c->state == NHB__CX_CONNECTING) nhb__conn_fail(c, r, NHB_CTR_POOL_CONNECTION_FAILURE);
+}
+
+/* ---- input ----------------------------------------------------------------- */
+
+static int tls_on_read(nhb__conn* c, const char* data, size_t len) {
+  nhb__tls* t = c->tls;
+  if (BIO_write(t->rbio, data, (int)len) != (int)len) return NHB_ENOMEM;
+  if (!t->handshake_done) {
+    int r = tls_handshake(c);
+    if (r < 0) return r;
+    if (c->state != NHB__CX_READY) return 0;
+  }
+  /* The ciphertext now lives in the BIO, so the read buffer is free to take
+   * the plaintext. */
+  for (;;) {
+    int n = SSL_read(t->ssl, c->read_buffer, NHB__READ_BUFFER_SIZE);
+    if (n > 0) {
+      int r = c->session->on_data(c, c->read_buffer, (size_t)n);
+      if (r < 0) return r;
+      if (c->state != NHB__CX_READY) return 0;
+      continue;
+    }
+    int err = SSL_get_error(t->ssl, n);
+    if (err == SSL_ERROR_WANT_READ) break;
+    if (err == SSL_ERROR_ZERO_RETURN) {
+      /* close_notify: the server ended the connection cleanly. */
+      ERR_clear_error();
+      c->worker->stats.counters[NHB_CTR_UPSTREAM_CX_DESTROY_REMOTE]++;
+      nhb__conn_eof(c);
+      return 0;
+    }
+    return tls_fail_io(c);
+  }
+  /* Reading can produce output too (a KeyUpdate answer). */
+  return c->write_pending ? 0 : tls_pump(c);
+}
+
+static void tls_close(nhb__conn* c) {
+  nhb__tls* t = c->tls;
+  if (t == NULL || t->ssl == NULL) return;
+  /* OpenSSL marks the session of a connection freed without a shutdown as not
+   * resumable; the connection may close for ordinary reasons (a request
+   * limit, the server's), so it is declared shut down and the worker's saved
+   * session stays usable. */
+  SSL_set_shutdown(t->ssl, SSL_SENT_SHUTDOWN | SSL_RECEIVED_SHUTDOWN);
+  SSL_free(t->ssl); /* frees both BIOs */
+  t->ssl = NULL;
+  t->rbio = t->wbio = NULL;
+  t->plain_len = 0;
+  t->sock_pending = 0;
+}
+
+const nhb__transport_vtable nhb__transport_tls = {
+    "tls",
+    tls_on_connected,
+    tls_on_read,
+    tls_write,
+    tls_close,
+};
+
+void nhb__tls_conn_free(nhb__conn* c) {
+  if (c->tls == NULL) return;
+  tls_close(c);
+  free(c->tls->out);
+  free(c->tls);
+  c->tls = NULL;
+}
+
+void nhb__tls_worker_free(nhb__worker* w) {
+  if (w->tls_session != NULL) SSL_SESSION_free((SSL_SESSION*)w->tls_session);
+  w->tls_session = NULL;
+}
+
+/* ---- the run's SSL_CTX ----------------------------------------------------- */
+
+/* A new session from the server (TLS 1.3 sends them after the handshake):
+ * the worker keeps the latest one to resume on its next connections. */
+static int tls_new_session(SSL* ssl, SSL_SESSION* session) {
+  nhb__conn* c = (nhb__conn*)SSL_get_app_data(ssl);
+  if (c == NULL) return 0;
+  nhb__worker* w = c->worker;
+  if (w->tls_session != NULL) SSL_SESSION_free((SSL_SESSION*)w->tls_session);
+  w->tls_session = session;
+  return 1; /* the reference is ours */
+}
+
+static int set_str(const char* s) { return s != NULL && s[0] != '\0'; }
+
+static int ctx_error(char* err, size_t err_len, const char* fmt, const char* arg) {
+  char reason[256] = "";
+  unsigned long e = ERR_peek_last_error();
+  if (e != 0) {
+    const char* r = ERR_reason_error_string(e);
+    if (r != NULL) snprintf(reason, sizeof(reason), " (%s)", r);
+  }
+  ERR_clear_error();
+  if (err != NULL && err_len > 0) {
+    char msg[512];
+    snprintf(msg, sizeof(msg), fmt, arg);
+    snprintf(err, err_len, "%s%s", msg, reason);
+  }
+  return NHB_EINVAL;
+}
+
+/* Turns "h2,http/1.1" into ALPN's wire format: length-prefixed ids. */
+static int alpn_wire(const char* list, unsigned char* out, size_t cap, size_t* out_len) {
+  size_t n = 0;
+  const char* p = list;
+  while (*p != '\0') {
+    const char* end = strchr(p, ',');
+    size_t len = end ? (size_t)(end - p) : strlen(p);
+    if (len == 0 || len > 255 || n + 1 + len > cap) return -1;
+    out[n++] = (unsigned char)len;
+    memcpy(out + n, p, len);
+    n += len;
+    p += len;
+    if (*p == ',') p++;
+  }
+  *out_len = n;
+  return n > 0 ? 0 : -1;
+}
+
+int nhb__tls_ctx_create(nhb_run* run, char* err, size_t err_len) {
+  const nhb_client_config* cfg = &run->config;
+  const nhb_tls_config* tc = &cfg->tls;
+  if (!tc->enabled) return 0;
+  SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
+  if (ctx == NULL) return ctx_error(err, err_len, "%s", "cannot create the TLS context");
+  run->ssl_ctx = ctx;
+  if (!SSL_CTX_set_min_proto_version(ctx, tc->min_version ? tc->min_version : TLS1_2_VERSION))
+    return ctx_error(err, err_len, "%s", "tls min_version: not supported by this OpenSSL");
+  if (tc->max_version && !SSL_CTX_set_max_proto_version(ctx, tc->max_version))
+    return ctx_error(err, err_len, "%s", "tls max_version: not supported by this OpenSSL");
+  if (set_str(tc->ciphers) && !SSL_CTX_set_cipher_list(ctx, tc->ciphers))
+    return ctx_error(err, err_len, "tls ciphers: OpenSSL accepts none of '%s'", tc->ciphers);
+  if (set_str(tc->ciphersuites) && !SSL_CTX_set_ciphersuites(ctx, tc->ciphersuites))
+    return ctx_error(err, err_len, "tls ciphersuites: OpenSSL does not accept '%s'", tc->ciphersuites);
+  if (set_str(tc->groups) && !SSL_CTX_set1_groups_list(ctx, tc->groups))
+    return ctx_error(err, err_len, "tls groups: OpenSSL does not accept '%s'", tc->groups);
+
+  /* ALPN: what the user asked for, else the run's protocol. */
+  const char* alpn = set_str(tc->alpn) ? tc->alpn : cfg->protocol == NHB_PROTO_HTTP2 ? "h2" : "http/1.1";
+  unsigned char wire[256];
+  size_t wire_len = 0;
+  if (alpn_wire(alpn, wire, sizeof(wire), &wire_len) < 0)
+    return ctx_error(err, err_len, "tls alpn: not a comma-separated list of protocol ids: '%s'", alpn);
+  /* Unlike most of OpenSSL, this one returns 0 on success. */
+  if (SSL_CTX_set_alpn_protos(ctx, wire, (unsigned)wire_len) != 0)
+    return ctx_error(err, err_len, "tls alpn: OpenSSL does not accept '%s'", alpn);
+
+  /* Verification is on unless --insecure says otherwise; Nighthawk never
+   * verifies, nhbench does by default. */
+  if (tc->insecure) {
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, NULL);
+  } else {
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+    if (set_str(tc->cacert)) {
+      struct stat st;
+      int is_dir = stat(tc->cacert, &st) == 0 && S_ISDIR(st.st_mode);
+      if (!SSL_CTX_load_verify_locations(ctx, is_dir ? NULL : tc->cacert, is_dir ? tc->cacert : NULL))
+        return ctx_error(err, err_len, "cacert: cannot load CA certificates from '%s'", tc->cacert);
+    } else if (!SSL_CTX_set_default_verify_paths(ctx)) {
+      return ctx_error(err, err_len, "%s", "cannot load the system's CA certificates");
+    }
+    /* The host name check is set once on the context; every SSL_new() copies
+     * it, so connections pay nothing for it. */
+    if (set_str(tc->verify_name)) {
+      X509_VERIFY_PARAM* param = SSL_CTX_get0_param(ctx);
+      unsigned char ip[16];
+      int is_ip = inet_pton(AF_INET, tc->verify_name, ip) == 1 || inet_pton(AF_INET6, tc->verify_name, ip) == 1;
+      X509_VERIFY_PARAM_set_hostflags(param, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+      int ok = is_ip ? X509_VERIFY_PARAM_set1_ip_asc(param, tc->verify_name)
+                     : X509_VERIFY_PARAM_set1_host(param, tc->verify_name, 0);
+      if (!ok) return ctx_error(err, err_len, "tls: cannot check the certificate against '%s'", tc->verify_name);
+    }
+  }
+
+  if (tc->session_reuse) {
+    /* The workers keep their sessions themselves (no shared cache, no lock). */
+    SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
+    SSL_CTX_sess_set_new_cb(ctx, tls_new_session);
+  } else {
+    SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+    SSL_CTX_set_options(ctx, SSL_OP_NO_TICKET);
+  }
+  return 0;
+}
+
+void nhb__tls_ctx_free(nhb_run* run) {
+  if (run->ssl_ctx != NULL) SSL_CTX_free((SSL_CTX*)run->ssl_ctx);
+  run->ssl_ctx = NULL;
+}

@@ -1,0 +1,236 @@
+"""nginx as an independent HTTP/1.1, HTTP/2 (h2c) and TLS peer for the client tests.
+
+`NginxOrigin` writes a configuration into a temporary directory, generates self-signed
+certificates with the ``openssl`` command, starts nginx in the foreground and stops it
+again. Every request nginx answers is one line in its access log, so tests can compare the
+client's counters with an independent count.
+
+Ports (all on 127.0.0.1):
+
+* ``h1``: plain HTTP/1.1;
+* ``h2c``: HTTP/2 over cleartext with prior knowledge (``listen ... http2``);
+* ``tls``: TLS with ALPN h2 and http/1.1, certificate for ``localhost`` and ``127.0.0.1``;
+* ``tls_other``: TLS with a certificate for ``other.example`` only (host name mismatch).
+
+Paths: ``/`` answers 13 bytes, ``/big`` a 1 MiB file, ``/upload`` stores a PUT body of up
+to 16 MiB (201/204), ``/reset`` answers nothing (HTTP/1.1: the connection closes; HTTP/2: RST_STREAM).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+BODY = "hello, world\n"
+BIG_SIZE = 1024 * 1024
+
+_CONF = """\
+worker_processes 1;
+daemon off;
+master_process on;
+pid {tmp}/nginx.pid;
+error_log {tmp}/error.log warn;
+events {{ worker_connections 4096; }}
+http {{
+    log_format nhb '$connection $connection_requests $server_protocol $status $request_method $request_length $body_bytes_sent';
+    access_log {access_log};
+    client_body_temp_path {tmp}/body;
+    proxy_temp_path {tmp}/proxy;
+    fastcgi_temp_path {tmp}/fastcgi;
+    uwsgi_temp_path {tmp}/uwsgi;
+    scgi_temp_path {tmp}/scgi;
+    keepalive_requests {keepalive_requests};
+    keepalive_timeout 600s;
+    http2_max_concurrent_streams {max_streams};
+    ssl_protocols TLSv1.2 TLSv1.3;
+    ssl_session_tickets on;
+    ssl_session_cache shared:nhb:1m;
+    default_type text/plain;
+    server {{
+        listen 127.0.0.1:{h1};
+        listen 127.0.0.1:{h2c} http2;
+        listen 127.0.0.1:{tls} ssl http2;
+        ssl_certificate {tmp}/cert.pem;
+        ssl_certificate_key {tmp}/key.pem;
+        root {tmp}/www;
+        location = / {{ return 200 "{body}"; }}
+        location = /big {{ try_files /big =404; }}
+        # WebDAV PUT stores the body, so nginx reads all of it ($request_length shows it).
+        location = /upload {{ client_max_body_size 16m; dav_methods PUT; }}
+        # 444: close without a response; over HTTP/2 nginx resets the stream instead.
+        location = /reset {{ return 444; }}
+    }}
+    server {{
+        listen 127.0.0.1:{tls_other} ssl http2;
+        ssl_certificate {tmp}/other-cert.pem;
+        ssl_certificate_key {tmp}/other-key.pem;
+        location / {{ return 200 "{body}"; }}
+    }}
+}}
+"""
+
+
+def nginx_binary() -> str | None:
+    found = shutil.which("nginx")
+    if found:
+        return found
+    return "/usr/sbin/nginx" if os.path.exists("/usr/sbin/nginx") else None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _self_signed(tmp: Path, prefix: str, cn: str, san: str) -> None:
+    # EC keys: a handshake costs a fraction of an RSA one, which keeps tests that make a
+    # full handshake per connection quick.
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+         "-nodes", "-keyout", str(tmp / f"{prefix}key.pem"), "-out", str(tmp / f"{prefix}cert.pem"),
+         "-days", "2", "-subj", f"/CN={cn}", "-addext", f"subjectAltName={san}"],
+        check=True, capture_output=True,
+    )
+
+
+class NginxOrigin:
+    """nginx in a temporary directory; use as a context manager."""
+
+    def __init__(
+        self, keepalive_requests: int = 1_000_000_000, max_streams: int = 128,
+        access_log: bool = True,
+    ) -> None:
+        self.keepalive_requests = keepalive_requests
+        self.access_log = access_log
+        self.max_streams = max_streams
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self.dir = Path()
+        self.ports: dict[str, int] = {}
+
+    # ---- life cycle -------------------------------------------------------------------
+
+    def __enter__(self) -> NginxOrigin:
+        nginx = nginx_binary()
+        if nginx is None:
+            raise RuntimeError("nginx not found")
+        self._tmp = tempfile.TemporaryDirectory(prefix="nhb-nginx-")
+        self.dir = Path(self._tmp.name)
+        os.chmod(self.dir, 0o755)  # the worker runs as an unprivileged user
+        (self.dir / "www").mkdir()
+        (self.dir / "www" / "big").write_bytes(b"b" * BIG_SIZE)
+        os.chmod(self.dir / "www", 0o777)  # the worker stores uploads there
+        os.chmod(self.dir / "www" / "big", 0o644)
+        _self_signed(self.dir, "", "localhost", "DNS:localhost,IP:127.0.0.1")
+        _self_signed(self.dir, "other-", "other.example", "DNS:other.example")
+        self.ports = {name: _free_port() for name in ("h1", "h2c", "tls", "tls_other")}
+        conf = self.dir / "nginx.conf"
+        conf.write_text(_CONF.format(
+            tmp=self.dir, body=BODY.replace("\n", "\\n"),
+            access_log=f"{self.dir}/access.log nhb" if self.access_log else "off",
+            keepalive_requests=self.keepalive_requests, max_streams=self.max_streams,
+            **self.ports,
+        ))
+        log = open(self.dir / "stderr.log", "wb")
+        self._proc = subprocess.Popen(
+            [nginx, "-p", str(self.dir), "-e", str(self.dir / "error.log"), "-c", str(conf)],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+        )
+        log.close()
+        try:
+            for port in self.ports.values():
+                self._wait_port(port)
+        except Exception:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.send_signal(signal.SIGTERM)
+            try:
+                self._proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+        self._proc = None
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+    def _wait_port(self, port: int, timeout: float = 10.0) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            if self._proc is not None and self._proc.poll() is not None:
+                raise RuntimeError(f"nginx exited: {self.logs()}")
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                    return
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"nginx did not listen on {port}: {self.logs()}") from None
+                time.sleep(0.05)
+
+    @property
+    def pids(self) -> list[int]:
+        """nginx's master and worker processes (to pin them, say)."""
+        if self._proc is None:
+            return []
+        pid = self._proc.pid
+        with contextlib.suppress(OSError):
+            children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+            return [pid, *map(int, children)]
+        return [pid]
+
+    def logs(self) -> str:
+        text = ""
+        for name in ("stderr.log", "error.log"):
+            with contextlib.suppress(OSError):
+                text += (self.dir / name).read_text(errors="replace")[-2000:]
+        return text.strip()
+
+    # ---- what tests use ---------------------------------------------------------------
+
+    @property
+    def cacert(self) -> str:
+        return str(self.dir / "cert.pem")
+
+    @property
+    def other_cacert(self) -> str:
+        return str(self.dir / "other-cert.pem")
+
+    def url(self, kind: str, path: str = "/", host: str = "127.0.0.1") -> str:
+        scheme = "https" if kind.startswith("tls") else "http"
+        return f"{scheme}://{host}:{self.ports[kind]}{path}"
+
+    def access_lines(self) -> list[list[str]]:
+        """The access log so far, one list of fields per request (see log_format)."""
+        path = self.dir / "access.log"
+        if not path.exists():
+            return []
+        return [line.split() for line in path.read_text().splitlines() if line.strip()]
+
+    def mark(self) -> int:
+        """The number of access log lines now; `since(mark)` gives the lines after it."""
+        return len(self.access_lines())
+
+    def since(self, mark: int) -> list[list[str]]:
+        # nginx writes a request's line when it has finished it, which can be a moment after
+        # the client saw the last byte; wait until the count is stable.
+        previous = -1
+        lines: list[list[str]] = []
+        for _ in range(50):
+            lines = self.access_lines()[mark:]
+            if len(lines) == previous:
+                break
+            previous = len(lines)
+            time.sleep(0.05)
+        return lines
