@@ -126,8 +126,11 @@ def test_session_reuse_on_and_off(origin: NginxOrigin, version: str) -> None:
     for result in (on, off):
         c = result.counters
         assert result.success, result.error
-        assert c["benchmark.http_2xx"] == 200
-        assert c["ssl.handshake"] == c["upstream_cx_total"] >= 40
+        # A handshake every five requests: in a slow (sanitizer) build the closed loop may
+        # still wait for one when the 1 s run ends, so a release or two may not happen.
+        # Every release that did happen must have ended in a 2xx.
+        assert c["benchmark.http_2xx"] == c["sequencer.released"] >= 190
+        assert c["ssl.handshake"] == c["upstream_cx_total"] >= c["benchmark.http_2xx"] // 5
     assert on.counters["ssl.session_reused"] > on.counters["ssl.handshake"] // 2
     assert off.counters["ssl.session_reused"] == 0
 
