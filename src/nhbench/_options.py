@@ -24,7 +24,7 @@ import ipaddress
 import math
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Literal
@@ -130,6 +130,32 @@ def format_cpu_list(cpus: object) -> str:
         parts.append(str(ids[i]) if i == j else f"{ids[i]}-{ids[j]}")
         i = j + 1
     return ",".join(parts)
+
+
+def parse_worker_count(value: object, maximum: int) -> int | str:
+    """'auto', or a whole number of workers from 1 to `maximum` (client and server alike)."""
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        return "auto"
+    try:
+        if isinstance(value, bool) or isinstance(value, float) and not value.is_integer():
+            raise ValueError
+        number = int(value.strip() if isinstance(value, str) else value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ValueError(f"must be 'auto' or an integer >= 1 (got {value!r})") from None
+    if not 1 <= number <= maximum:
+        raise ValueError(f"must be >= 1 and <= {maximum}, or 'auto' (got {value!r})")
+    return number
+
+
+def check_affinity(cpus: Iterable[int]) -> None:
+    """Raises ValueError naming the CPUs outside this process's affinity mask."""
+    allowed = set(affinity_cpus())
+    outside = [cpu for cpu in cpus if cpu not in allowed]
+    if outside:
+        raise ValueError(
+            f"CPU {format_cpu_list(outside)} not in this process's CPU affinity "
+            f"({format_cpu_list(allowed)})"
+        )
 
 
 def parse_cpu_list(value: object) -> list[int]:
@@ -529,17 +555,7 @@ class Options(BaseModel):
     @field_validator("concurrency", mode="before")
     @classmethod
     def _parse_concurrency(cls, value: object) -> object:
-        if isinstance(value, str) and value.strip().lower() == "auto":
-            return "auto"
-        try:
-            if isinstance(value, bool) or isinstance(value, float) and not value.is_integer():
-                raise ValueError
-            number = int(value)  # type: ignore[call-overload]
-        except (TypeError, ValueError):
-            raise ValueError(f"must be 'auto' or an integer >= 1 (got {value!r})") from None
-        if not 1 <= number <= 4096:
-            raise ValueError(f"must be 'auto' or an integer between 1 and 4096 (got {value!r})")
-        return number
+        return parse_worker_count(value, 4096)
 
     @field_validator("cpus", mode="before")
     @classmethod
@@ -556,13 +572,7 @@ class Options(BaseModel):
         # with context {"echo": True}, which skips this check.
         if value is None or (info.context or {}).get("echo"):
             return value
-        allowed = set(affinity_cpus())
-        outside = [cpu for cpu in value if cpu not in allowed]
-        if outside:
-            raise ValueError(
-                f"CPU {format_cpu_list(outside)} not in this process's CPU affinity "
-                f"({format_cpu_list(allowed)})"
-            )
+        check_affinity(value)
         return value
 
     @field_validator("request_method", mode="before")
@@ -879,6 +889,28 @@ _TYPE_MESSAGES = {
 }
 
 
+def error_message(model: type[BaseModel], field: str | None, error: Any) -> str:
+    """The text for one pydantic error, without the option name (shared with the server)."""
+    kind, ctx = error["type"], error.get("ctx") or {}
+    if kind in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
+        message = (_range_text(model, field) if field else None) or error["msg"]
+    elif kind == "literal_error":
+        message = f"must be one of {ctx.get('expected', '')}"
+    elif kind == "value_error":
+        message = str(ctx.get("error", error["msg"]))
+    else:
+        message = _TYPE_MESSAGES.get(kind, error["msg"])
+    # Say what was given, unless the message already does, or the input is a whole list
+    # (the message then names the offending item, which is more useful than the list).
+    if (
+        "(got " not in message
+        and kind != "missing"
+        and not isinstance(error.get("input"), (list, tuple, dict))
+    ):
+        message += f" (got {_show(error.get('input'))})"
+    return message
+
+
 def format_validation_error(
     exc: ValidationError, *, cli: bool = False, model: type[BaseModel] | None = None
 ) -> str:
@@ -903,22 +935,7 @@ def format_validation_error(
             hint = f" (did you mean {name_of(close[0])}?)" if close else ""
             parts.append(f"{name_of(field or '?')}: unknown option{hint}")
             continue
-        if kind in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
-            message = _range_text(model, field or "") or error["msg"]
-        elif kind == "literal_error":
-            message = f"must be one of {ctx.get('expected', '')}"
-        elif kind == "value_error":
-            message = str(ctx.get("error", error["msg"]))
-        else:
-            message = _TYPE_MESSAGES.get(kind, error["msg"])
-        # Say what was given, unless the message already does, or the input is a whole list
-        # (the message then names the offending item, which is more useful than the list).
-        if (
-            "(got " not in message
-            and kind != "missing"
-            and not isinstance(error.get("input"), (list, tuple, dict))
-        ):
-            message += f" (got {_show(error.get('input'))})"
+        message = error_message(model, field, error)
         prefix = f"{name_of(field)}: " if field else ""
         parts.append(prefix + message)
     return "; ".join(parts).replace("\n", " ")

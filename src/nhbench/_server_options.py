@@ -48,13 +48,12 @@ from pydantic_core import PydanticCustomError
 
 from ._exceptions import OptionsError
 from ._options import (
-    _TYPE_MESSAGES,
-    _range_text,
-    _show,
     affinity_cpus,
-    format_cpu_list,
+    check_affinity,
+    error_message,
     parse_cpu_list,
     parse_duration,
+    parse_worker_count,
 )
 
 __all__ = [
@@ -805,17 +804,7 @@ class ServerOptions(_Strict):
     @field_validator("workers", mode="before")
     @classmethod
     def _parse_workers(cls, value: object) -> object:
-        if isinstance(value, str) and value.strip().lower() == "auto":
-            return "auto"
-        try:
-            if isinstance(value, bool) or isinstance(value, float) and not value.is_integer():
-                raise ValueError
-            number = int(value.strip() if isinstance(value, str) else value)  # type: ignore[arg-type]
-        except (TypeError, ValueError):
-            raise ValueError(f"must be 'auto' or an integer >= 1 (got {value!r})") from None
-        if not 1 <= number <= 1024:
-            raise ValueError(f"must be >= 1 and <= 1024, or 'auto' (got {value!r})")
-        return number
+        return parse_worker_count(value, 1024)
 
     @field_validator("cpus", mode="before")
     @classmethod
@@ -823,13 +812,7 @@ class ServerOptions(_Strict):
         if value is None:
             return None
         cpus = parse_cpu_list(value)
-        allowed = set(affinity_cpus())
-        outside = [cpu for cpu in cpus if cpu not in allowed]
-        if outside:
-            raise ValueError(
-                f"CPU {format_cpu_list(outside)} not in this process's CPU affinity "
-                f"({format_cpu_list(allowed)})"
-            )
+        check_affinity(cpus)
         return tuple(cpus)
 
     @field_validator("max_echo_delay", "stall_every", "stall_for", "idle_timeout",
@@ -1218,20 +1201,7 @@ def format_server_error(
                 if close else ""
             parts.append(f"{name_of(full)}: unknown option{hint}")
             continue
-        if kind in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
-            message = (_range_text(model, field) if field else None) or error["msg"]
-        elif kind == "literal_error":
-            message = f"must be one of {ctx.get('expected', '')}"
-        elif kind == "value_error":
-            message = str(ctx.get("error", error["msg"]))
-        else:
-            message = _TYPE_MESSAGES.get(kind, error["msg"])
-        if (
-            "(got " not in message
-            and kind != "missing"
-            and not isinstance(error.get("input"), (list, tuple, dict))
-        ):
-            message += f" (got {_show(error.get('input'))})"
+        message = error_message(model, field, error)
         prefix = f"{name_of(option)}: " if option else ""
         parts.append(prefix + message)
     return "; ".join(parts).replace("\n", " ")
