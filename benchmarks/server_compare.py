@@ -43,6 +43,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+# Run as `python benchmarks/server_compare.py`, so benchmarks/ is on sys.path: the port
+# and /proc helpers are peer_compare's.
+from peer_compare import free_port, proc_tree_cpu, wait_port  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 OUT_DIR = ROOT / "benchmarks" / "out"
 DOCS = ROOT / "docs" / "benchmarks.md"
@@ -80,43 +84,6 @@ http {{
 # --------------------------------------------------------------------------------------------
 # helpers
 # --------------------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_port(port: int, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.05)
-
-
-def proc_tree_cpu(pid: int) -> float:
-    """user+sys seconds of `pid` and its descendants (all their threads), from /proc."""
-    total = 0.0
-    stack = [pid]
-    while stack:
-        p = stack.pop()
-        try:
-            with open(f"/proc/{p}/stat") as f:
-                data = f.read()
-            fields = data[data.rindex(")") + 2 :].split()
-            total += (int(fields[11]) + int(fields[12])) / CLK_TCK
-            for tid in os.listdir(f"/proc/{p}/task"):
-                with open(f"/proc/{p}/task/{tid}/children") as f:
-                    stack += [int(c) for c in f.read().split()]
-        except (OSError, ValueError):
-            continue
-    return total
 
 
 def machine_busy_s() -> float:
