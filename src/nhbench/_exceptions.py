@@ -13,7 +13,14 @@ Hierarchy::
     ├── RunError                the benchmark could not be carried out
     │   ├── ResolveError        the target host name did not resolve
     │   └── CoreError           the C core rejected the configuration or failed to start
-    └── ServerError             the test server could not be started or did not answer
+    ├── ServerError             the test server could not be started or did not answer
+    ├── HostError               a host (local or over SSH) could not be used
+    │   ├── UnreachableError    the SSH host (or jump host) did not answer or refused TCP
+    │   ├── HostKeyError        the host key is unknown or changed; nothing was sent
+    │   ├── AuthenticationError the SSH server refused every offered credential
+    │   └── CommandError        a command on the host failed in a way the caller cannot skip
+    └── CampaignError           a campaign directory is unusable (corrupt manifest, resume
+                                with different options, directory not empty)
 
 A run that *did* happen but went badly (connection refused, error responses) is not an
 exception: it returns a `Result` whose failure predicates fired, because the counters and
@@ -30,6 +37,12 @@ __all__ = [
     "ResolveError",
     "CoreError",
     "ServerError",
+    "HostError",
+    "UnreachableError",
+    "HostKeyError",
+    "AuthenticationError",
+    "CommandError",
+    "CampaignError",
 ]
 
 
@@ -68,3 +81,30 @@ class CoreError(RunError):
 
 class ServerError(NHBenchError):
     """The test server could not be started, or it stopped answering."""
+
+
+class HostError(NHBenchError):
+    """A host that a sweep runs commands on (local or over SSH) could not be used."""
+
+
+class UnreachableError(HostError):
+    """The SSH host or its jump host could not be reached (DNS, refused, timeout)."""
+
+
+class HostKeyError(HostError):
+    """The SSH host key is not in known_hosts, or differs from the one recorded there.
+
+    Nothing (no credential, no command) has been sent to the host when this is raised.
+    """
+
+
+class AuthenticationError(HostError):
+    """The SSH server refused every credential offered (key, agent, password)."""
+
+
+class CommandError(HostError):
+    """A command on a host failed and the caller cannot carry on without it."""
+
+
+class CampaignError(NHBenchError):
+    """A campaign directory cannot be created, resumed or read."""

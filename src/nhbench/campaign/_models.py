@@ -1,0 +1,152 @@
+"""The campaign's data: the plan, one record per finished step, and the manifest.
+
+A campaign directory looks like this (all JSON written atomically)::
+
+    DIR/manifest.json                 CampaignManifest: plan, options, facts, steps so far
+    DIR/steps/001-rps100/result.json  the step's full Result (Nighthawk-shaped JSON)
+    DIR/steps/001-rps100/step.json    the StepRecord (also copied into the manifest)
+    DIR/steps/001-rps100/target/...   captures from the target host (mpstat, perf, SVG)
+    DIR/steps/001-rps100/loadgen/...  captures from the load generator
+    DIR/report.txt, results.csv, report.html
+
+Every model round-trips through JSON (``model_dump_json`` / ``model_validate_json``), which
+is what `load_campaign` and ``nhbench report DIR`` rely on.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..capture._models import CaptureResult
+from ..hosts._facts_model import MachineFacts
+
+__all__ = [
+    "CAMPAIGN_FORMAT",
+    "CampaignManifest",
+    "CampaignStatus",
+    "SloCheck",
+    "StepRecord",
+    "SweepPlan",
+]
+
+CAMPAIGN_FORMAT = "nhbench-campaign/1"
+
+CampaignStatus = Literal["running", "completed", "stopped", "interrupted", "failed"]
+
+#: The headline latency percentiles every step records, as keys of `StepRecord.latency`.
+LATENCY_KEYS = ("p50", "p90", "p99", "p99.9")
+
+
+class SweepPlan(BaseModel):
+    """The offered-load steps and the rules that end a sweep early.
+
+    Rates follow Nighthawk: `steps` are per worker; a step's total requested rate is the
+    per-worker rate times the worker count.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    steps: list[float] = Field(description="Per-worker requests per second, in order.")
+    duration: float = Field(description="Seconds per step.")
+    cooldown: float = Field(default=0.0, description="Seconds of idle between steps.")
+    stop_on_blocked: bool = False
+    stop_on_slo: list[str] = Field(
+        default_factory=list,
+        description="Expressions such as 'p99<5ms', 'error_rate<0.1%', "
+        "'achieved/requested>0.95'.",
+    )
+    extend: bool = Field(
+        default=False,
+        description="Keep adding steps of `step` beyond the last until a stop rule fires "
+        "(RPS-SLA mode).",
+    )
+    step: float | None = Field(default=None, description="Step size used when extending.")
+    extend_limit: float | None = Field(
+        default=None, description="Never extend beyond this per-worker rate."
+    )
+
+
+class SloCheck(BaseModel):
+    """One stop-rule expression evaluated on one step."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    expression: str
+    value: float | None = Field(description="The measured left-hand side (None: no data).")
+    passed: bool
+
+
+class StepRecord(BaseModel):
+    """One finished step, as the report table and the DataFrame show it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    index: int = Field(description="1-based step number (the report's 'No.').")
+    directory: str = Field(description="Step directory relative to the campaign directory.")
+    rps_per_worker: float
+    workers: int
+    requested_rps: float = Field(description="rps_per_worker x workers.")
+    achieved_rps: float = Field(description="benchmark.http_2xx per second of the step.")
+    duration: float = Field(description="Measured seconds.")
+    requests: int = Field(description="upstream_rq_total.")
+    http_2xx: int
+    latency: dict[str, float | None] = Field(
+        description="Headline latency (scheduled_to_response) in seconds by 'p50', 'p90', "
+        "'p99', 'p99.9'."
+    )
+    blocked: bool = Field(description="Any sequencer.blocking or benchmark.pool_overflow.")
+    blocked_count: int = Field(default=0, description="Blocked releases plus pool overflows.")
+    errors: dict[str, int] = Field(
+        default_factory=dict, description="Non-zero error counters (non-2xx, resets, …)."
+    )
+    error_rate: float = Field(default=0.0, description="Errors / requests, 0..1.")
+    target_cpu: dict[str, float | None] = Field(
+        default_factory=dict, description="Watched CPU group -> busy % on the target."
+    )
+    loadgen_cpu: float | None = Field(
+        default=None, description="Busy % of the load generator's worker CPUs."
+    )
+    slo: list[SloCheck] = Field(default_factory=list)
+    passed: bool = Field(description="No stop rule fired on this step.")
+    target_capture: CaptureResult | None = None
+    loadgen_capture: CaptureResult | None = None
+    started_at: datetime
+    ended_at: datetime
+
+
+class CampaignManifest(BaseModel):
+    """The campaign: what was asked, on which machines, and the steps finished so far."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    format: Literal["nhbench-campaign/1"] = CAMPAIGN_FORMAT
+    nhbench_version: str
+    created_at: datetime
+    updated_at: datetime
+    url: str
+    label: list[str] = Field(default_factory=list)
+    note: str | None = None
+    command: list[str] = Field(
+        default_factory=list, description="The command line, with secrets never present."
+    )
+    options: dict[str, Any] = Field(
+        description="The run options every step shares (Options as JSON, rps excluded)."
+    )
+    plan: SweepPlan
+    ssh: str | None = Field(default=None, description="user@host:port of the target host.")
+    target_capture: dict[str, Any] | None = Field(
+        default=None, description="CaptureSpec for the target host (as JSON)."
+    )
+    loadgen_capture: dict[str, Any] | None = None
+    facts: dict[str, MachineFacts] = Field(
+        default_factory=dict, description="'target' and 'loadgen' machine facts."
+    )
+    steps: list[StepRecord] = Field(default_factory=list)
+    status: CampaignStatus = "running"
+    stop_reason: str | None = None
+    highest_passing_step: int | None = Field(
+        default=None, description="index of the highest-rate step that passed every rule."
+    )
