@@ -9,11 +9,20 @@ The ratios inside one invocation are the result (absolute numbers depend on the 
     PYTHONPATH=src python3 benchmarks/peer_compare.py [ARGS]
 
 Scenarios
-  max    HTTP/1.1, as fast as possible, --connections (50) connections, --duration (5 s):
-         nhbench rps=0, wrk -t1, h2load --h1 -t1, fortio -qps 0, oha.  Reference: wrk.
-  fixed  HTTP/1.1 at a fixed --fixed-rps (20 000) over the same connections:
-         nhbench rps=N, h2load --h1 --rps N/connections, fortio -qps N, oha -q N.
-         Reference: h2load.
+  max     HTTP/1.1, as fast as possible, --connections (50) connections, --duration (5 s):
+          nhbench rps=0, wrk -t1, h2load --h1 -t1, fortio -qps 0, oha.  Reference: wrk.
+  fixed   HTTP/1.1 at a fixed --fixed-rps (20 000) over the same connections:
+          nhbench rps=N, h2load --h1 --rps N/connections, fortio -qps N, oha -q N.
+          Reference: h2load.
+  h2c     HTTP/2 with prior knowledge, as fast as possible, --h2-connections (10)
+          connections x --h2-streams (100) streams: h2load -t1 -c10 -m100; nhbench --h2c
+          --connections 10 --max-concurrent-streams 100 --max-active-requests 1000.
+          Reference: h2load.
+  tls-h1  HTTP/1.1 over TLS (ALPN http/1.1), as fast as possible, --connections
+          connections: h2load --h1, wrk; nhbench -k.  Reference: h2load.
+  tls-h2  HTTP/2 over TLS (ALPN h2), as fast as possible, like h2c.  Reference: h2load.
+  The TLS scenarios use persistent connections, so they measure TLS record encryption and
+  decryption per request, not handshakes (which happen once per connection at start-up).
 
 How CPU is measured
   wrk, h2load, fortio, oha: user+sys of the child process from os.wait4's rusage (the tool
@@ -65,7 +74,17 @@ BODY = "hello, world\n"  # 13 bytes, the same for nginx and the nhbench server
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 # Goals of issue 2: nhbench's client CPU per request over the reference tool's.
-GOALS = {"max": ("wrk", 0.75), "fixed": ("h2load", 0.75)}
+# Issue 4 adds the HTTP/2 and TLS scenarios, each against h2load.
+GOALS = {"max": ("wrk", 0.75), "fixed": ("h2load", 0.75), "h2c": ("h2load", 0.75),
+         "tls-h1": ("h2load", 0.75), "tls-h2": ("h2load", 0.75)}
+SCENARIO_KEYS = tuple(GOALS)
+# How each scenario reaches the server: the Target.urls key, and nhbench's options.
+PROTOCOL_OPTIONS: dict[str, dict[str, Any]] = {
+    "h1": {},
+    "h2c": {"protocol": "http2", "h2c": True},
+    "tls-h1": {"protocol": "http1", "insecure": True},
+    "tls-h2": {"protocol": "http2", "insecure": True},
+}
 
 
 # --------------------------------------------------------------------------------------------
@@ -97,6 +116,13 @@ def nhbench_child(spec: dict[str, Any]) -> None:
         from nhbench._run import load_core
 
         load_core()
+    protocol = spec.get("protocol", "h1")
+    extra: dict[str, Any] = dict(PROTOCOL_OPTIONS[protocol])
+    if protocol in ("h2c", "tls-h2"):
+        # h2load -cC -mM keeps C x M requests in flight; Nighthawk's equivalent is
+        # max_active_requests, with the streams per connection capped at M.
+        extra["max_concurrent_streams"] = spec["streams"]
+        extra["max_active_requests"] = spec["connections"] * spec["streams"]
     bench = nhbench.Benchmark(
         spec["url"],
         rps=spec["rps"],
@@ -107,6 +133,7 @@ def nhbench_child(spec: dict[str, Any]) -> None:
         sequencer_idle_strategy=spec["idle_strategy"],
         burst_size=spec.get("burst_size", 0),
         no_default_failure_predicates=True,
+        **extra,
     )
     threads_before = _thread_cpu()
     r0 = resource.getrusage(resource.RUSAGE_SELF)
@@ -223,7 +250,7 @@ def machine_busy_s() -> float:
 @dataclass
 class Target:
     name: str
-    url: str
+    urls: dict[str, str]  # by protocol: h1, h2c, tls-h1, tls-h2
     pid: int | None  # root of the server's process tree, for its CPU
 
 
@@ -244,8 +271,14 @@ http {{
     scgi_temp_path {tmp}/scgi;
     keepalive_requests 1000000000;
     keepalive_timeout 600s;
+    ssl_protocols TLSv1.2 TLSv1.3;
+    http2_max_concurrent_streams 128;
     server {{
         listen 127.0.0.1:{port} backlog=4096;
+        listen 127.0.0.1:{h2c_port} http2 backlog=4096;
+        listen 127.0.0.1:{tls_port} ssl http2 backlog=4096;
+        ssl_certificate {tmp}/cert.pem;
+        ssl_certificate_key {tmp}/key.pem;
         location / {{ return 200 "{body}"; }}
     }}
 }}
@@ -260,9 +293,18 @@ def nginx_target(server_cpu: int) -> Iterator[Target]:
         raise SystemExit("peer_compare: nginx not found (apt-get install -y nginx-light)")
     with tempfile.TemporaryDirectory(prefix="nhb-bench-nginx-") as tmp:
         os.chmod(tmp, 0o755)
-        port = free_port()
+        port, h2c_port, tls_port = free_port(), free_port(), free_port()
+        # An ECDSA P-256 certificate, the common choice for TLS 1.3 servers today.
+        subprocess.run(
+            ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+             "ec_paramgen_curve:prime256v1", "-nodes", "-days", "2", "-subj", "/CN=localhost",
+             "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
+             "-keyout", f"{tmp}/key.pem", "-out", f"{tmp}/cert.pem"],
+            check=True, capture_output=True,
+        )
         conf = Path(tmp) / "nginx.conf"
-        conf.write_text(NGINX_CONF.format(tmp=tmp, port=port,
+        conf.write_text(NGINX_CONF.format(tmp=tmp, port=port, h2c_port=h2c_port,
+                                          tls_port=tls_port,
                                           body=BODY.replace("\n", "\\n")))
         log = open(Path(tmp) / "stderr.log", "wb")  # noqa: SIM115
         proc = subprocess.Popen(
@@ -279,7 +321,12 @@ def nginx_target(server_cpu: int) -> Iterator[Target]:
                     with contextlib.suppress(OSError):
                         logs += (Path(tmp) / name).read_text(errors="replace")[-500:]
                 raise SystemExit(f"peer_compare: nginx did not start: {logs.strip()}") from None
-            yield Target("nginx", f"http://127.0.0.1:{port}/", proc.pid)
+            yield Target("nginx", {
+                "h1": f"http://127.0.0.1:{port}/",
+                "h2c": f"http://127.0.0.1:{h2c_port}/",
+                "tls-h1": f"https://127.0.0.1:{tls_port}/",
+                "tls-h2": f"https://127.0.0.1:{tls_port}/",
+            }, proc.pid)
         finally:
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)  # fast shutdown of master and worker
@@ -308,7 +355,7 @@ def nhbench_target(server_cpu: int) -> Iterator[Target]:
             with contextlib.suppress(OSError):
                 for tid in os.listdir(f"/proc/{pid}/task"):
                     os.sched_setaffinity(int(tid), {server_cpu})
-        yield Target("nhbench-server", server.url, pid)
+        yield Target("nhbench-server", {"h1": server.url}, pid)
     finally:
         server.stop()
 
@@ -411,7 +458,8 @@ class Wrk(Tool):
     name = "wrk"
 
     def supports(self, sc: Scenario) -> bool:
-        return sc.rps == 0  # wrk has no fixed rate (that is wrk2)
+        # wrk has no fixed rate (that is wrk2) and speaks only HTTP/1.1.
+        return sc.rps == 0 and sc.protocol in ("h1", "tls-h1")
 
     def argv(self, sc: Scenario, url: str) -> list[str]:
         return ["wrk", "-t1", f"-c{sc.connections}", f"-d{sc.duration:g}s", url]
@@ -440,7 +488,12 @@ class H2load(Tool):
     name = "h2load"
 
     def argv(self, sc: Scenario, url: str) -> list[str]:
-        argv = ["h2load", "--h1", "-t1", f"-c{sc.connections}", "-D", f"{sc.duration:g}"]
+        argv = ["h2load", "-t1", f"-c{sc.connections}", "-D", f"{sc.duration:g}"]
+        if sc.protocol in ("h1", "tls-h1"):
+            argv.insert(1, "--h1")
+        else:
+            # http:// means h2c with prior knowledge to h2load; https:// negotiates h2.
+            argv += [f"-m{sc.streams}"]
         if sc.rps:
             # --rps is per client connection.
             argv += ["--rps", f"{sc.rps / sc.connections:g}"]
@@ -469,6 +522,9 @@ class H2load(Tool):
 class Fortio(Tool):
     name = "fortio"
 
+    def supports(self, sc: Scenario) -> bool:
+        return sc.protocol == "h1"
+
     def argv(self, sc: Scenario, url: str) -> list[str]:
         # -qps is the total rate; -c connections; -json - writes the result to stdout.
         return ["fortio", "load", "-quiet", "-qps", f"{sc.rps:g}", "-c", str(sc.connections),
@@ -487,6 +543,9 @@ class Fortio(Tool):
 
 class Oha(Tool):
     name = "oha"
+
+    def supports(self, sc: Scenario) -> bool:
+        return sc.protocol == "h1"
 
     def argv(self, sc: Scenario, url: str) -> list[str]:
         argv = ["oha", "--no-tui", "-j", "-z", f"{sc.duration:g}s", "-c", str(sc.connections)]
@@ -520,7 +579,8 @@ class Nhbench(Tool):
         sample = Sample(self.name)
         spec = {"url": url, "rps": sc.rps, "duration": sc.duration,
                 "connections": sc.connections, "client_cpu": cfg.client_cpu,
-                "idle_strategy": cfg.idle_strategy, "burst_size": self.burst}
+                "idle_strategy": cfg.idle_strategy, "burst_size": self.burst,
+                "protocol": sc.protocol, "streams": sc.streams}
         argv = [sys.executable, str(Path(__file__).resolve()), "--nhbench-child",
                 json.dumps(spec)]
         rc, out, err, ru, wall = run_child(argv, timeout=sc.duration + 60, env=child_env())
@@ -571,6 +631,8 @@ class Scenario:
     rps: float
     connections: int
     duration: float
+    protocol: str = "h1"  # a Target.urls key and a PROTOCOL_OPTIONS key
+    streams: int = 1  # HTTP/2: concurrent streams per connection
 
     @property
     def reference(self) -> str:
@@ -654,8 +716,8 @@ def goal_line(sc: Scenario, rows: list[dict[str, Any]]) -> str:
     ref_name, limit = GOALS[sc.key]
     nhb = next((r for r in rows if r["tool"] == "nhbench" and "us_per_req" in r), None)
     ref = next((r for r in rows if r["tool"] == ref_name and "us_per_req" in r), None)
-    what = (f"max rate: nhbench CPU/request ≤ {limit}× wrk's" if sc.key == "max"
-            else f"fixed {sc.rps:,.0f} rps: nhbench CPU/request ≤ {limit}× h2load --rps")
+    what = (f"fixed {sc.rps:,.0f} rps: nhbench CPU/request ≤ {limit}× h2load --rps"
+            if sc.rps else f"max rate: nhbench CPU/request ≤ {limit}× {ref_name}'s")
     if not nhb or not ref:
         return f"- Goal ({what}): not measured"
     ratio = nhb["us_per_req"] / ref["us_per_req"]
@@ -709,6 +771,16 @@ def run_all(cfg: argparse.Namespace) -> dict[str, Any]:
         scenarios.append(Scenario("fixed", f"HTTP/1.1 fixed {cfg.fixed_rps:,.0f} rps, "
                                   f"{cfg.connections} connections",
                                   cfg.fixed_rps, cfg.connections, cfg.duration))
+    h2 = f"{cfg.h2_connections} connections × {cfg.h2_streams} streams"
+    if "h2c" in cfg.scenarios:
+        scenarios.append(Scenario("h2c", f"HTTP/2 (h2c) max rate, {h2}", 0,
+                                  cfg.h2_connections, cfg.duration, "h2c", cfg.h2_streams))
+    if "tls-h1" in cfg.scenarios:
+        scenarios.append(Scenario("tls-h1", f"HTTP/1.1 over TLS max rate, {cfg.connections} "
+                                  "connections", 0, cfg.connections, cfg.duration, "tls-h1"))
+    if "tls-h2" in cfg.scenarios:
+        scenarios.append(Scenario("tls-h2", f"HTTP/2 over TLS max rate, {h2}", 0,
+                                  cfg.h2_connections, cfg.duration, "tls-h2", cfg.h2_streams))
     tools: list[Tool] = []
     for name in cfg.tools:
         if name != "nhbench" and not shutil.which(name):
@@ -728,6 +800,7 @@ def run_all(cfg: argparse.Namespace) -> dict[str, Any]:
         "settings": {
             "duration": cfg.duration, "repeat": cfg.repeat, "connections": cfg.connections,
             "fixed_rps": cfg.fixed_rps, "client_cpu": cfg.client_cpu,
+            "h2_connections": cfg.h2_connections, "h2_streams": cfg.h2_streams,
             "server_cpu": cfg.server_cpu, "idle_strategy": cfg.idle_strategy,
             "body_bytes": len(BODY),
         },
@@ -738,6 +811,11 @@ def run_all(cfg: argparse.Namespace) -> dict[str, Any]:
               else nhbench_target(cfg.server_cpu))
         with cm as target:
             for sc in scenarios:
+                url = target.urls.get(sc.protocol)
+                if url is None:
+                    print(f"peer_compare: {target.name} does not serve {sc.protocol}; "
+                          f"{sc.key} skipped", file=sys.stderr)
+                    continue
                 active = [t for t in tools if t.supports(sc)]
                 samples: dict[str, list[Sample]] = {t.name: [] for t in active}
                 # Round-robin over the tools so slow drift (other load on the machine)
@@ -746,7 +824,7 @@ def run_all(cfg: argparse.Namespace) -> dict[str, Any]:
                     for tool in active:
                         before = proc_tree_cpu(target.pid) if target.pid else None
                         busy0 = machine_busy_s()
-                        s = tool.measure(sc, target.url, cfg)
+                        s = tool.measure(sc, url, cfg)
                         busy = machine_busy_s() - busy0
                         if before is not None and target.pid:
                             s.server_cpu_s = proc_tree_cpu(target.pid) - before
@@ -799,7 +877,8 @@ def render_markdown(report: dict[str, Any]) -> str:
     ]
     for res in report["results"]:
         sc = Scenario(**{k: res["scenario"][k] for k in
-                         ("key", "title", "rps", "connections", "duration")})
+                         ("key", "title", "rps", "connections", "duration", "protocol",
+                          "streams") if k in res["scenario"]})
         other = [r["other_load"] for r in res["rows"] if r.get("other_load") is not None]
         noise = (f"Other processes used {median(other):.2f} CPUs (median over the runs; "
                  f"0 = a quiet machine, 2 = both cores busy besides the benchmark)."
@@ -833,14 +912,18 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--target", choices=("nginx", "nhbench", "both"), default="nginx",
                    help="server to load (default nginx)")
-    p.add_argument("--scenarios", default="max,fixed",
-                   help="comma list of max,fixed (default both)")
+    p.add_argument("--scenarios", default=",".join(SCENARIO_KEYS),
+                   help=f"comma list of {','.join(SCENARIO_KEYS)} (default all)")
     p.add_argument("--tools", default="nhbench,wrk,h2load,fortio,oha",
                    help="comma list; tools not on PATH are skipped")
     p.add_argument("--duration", type=float, default=5.0, help="seconds per run (default 5)")
     p.add_argument("--repeat", type=int, default=3, help="runs per tool, median reported")
     p.add_argument("--connections", type=int, default=50)
     p.add_argument("--fixed-rps", type=float, default=20000.0)
+    p.add_argument("--h2-connections", type=int, default=10,
+                   help="HTTP/2 scenarios: connections (h2load -c; default 10)")
+    p.add_argument("--h2-streams", type=int, default=100,
+                   help="HTTP/2 scenarios: streams per connection (h2load -m; default 100)")
     p.add_argument("--client-cpu", type=int, default=0)
     p.add_argument("--server-cpu", type=int, default=1)
     p.add_argument("--idle-strategy", choices=("poll", "spin", "sleep"), default="poll",
@@ -861,12 +944,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         return cfg
     cfg.scenarios = [s.strip() for s in cfg.scenarios.split(",") if s.strip()]
     cfg.tools = [t.strip() for t in cfg.tools.split(",") if t.strip()]
-    bad = [s for s in cfg.scenarios if s not in ("max", "fixed")]
+    bad = [s for s in cfg.scenarios if s not in SCENARIO_KEYS]
     bad += [t for t in cfg.tools if t not in ALL_TOOLS]
     if bad:
         p.error(f"unknown scenario/tool: {', '.join(bad)}")
-    if cfg.repeat < 1 or cfg.duration <= 0 or cfg.connections < 1 or cfg.fixed_rps <= 0:
-        p.error("--repeat, --duration, --connections and --fixed-rps must be positive")
+    if (cfg.repeat < 1 or cfg.duration <= 0 or cfg.connections < 1 or cfg.fixed_rps <= 0
+            or cfg.h2_connections < 1 or cfg.h2_streams < 1):
+        p.error("--repeat, --duration, --connections, --fixed-rps, --h2-connections and "
+                "--h2-streams must be positive")
     allowed = os.sched_getaffinity(0)
     for name in ("client_cpu", "server_cpu"):
         if getattr(cfg, name) not in allowed:
