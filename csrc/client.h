@@ -20,6 +20,7 @@
 #include <stdatomic.h>
 #include <uv.h>
 
+#include "h2_mem.h"
 #include "internal.h"
 
 typedef struct nhb__worker nhb__worker;
@@ -187,7 +188,7 @@ struct nhb__worker {
   uint32_t h2_ndirty;
   /* HTTP/2: nghttp2 allocates a few small blocks per stream; they are
    * recycled through per-size free lists instead of going back to malloc. */
-  void* h2_mem_free[64];
+  nhb__h2_mem h2_mem;
   /* Life cycle. */
   int stopping;         /* no more releases */
   int finishing;        /* handles are being closed */

@@ -31,6 +31,7 @@
 #include <string.h>
 
 #include "client.h"
+#include "h2_mem.h"
 
 #define H2_STAGE_SIZE 65536
 /* h2load's defaults (-w 30 -W 30): windows large enough that a load test is
@@ -216,82 +217,6 @@ static ssize_t h2_read_body(nghttp2_session* session, int32_t stream_id, uint8_t
   return (ssize_t)n;
 }
 
-/* ---- memory ---------------------------------------------------------------- */
-
-/* nghttp2 allocates per stream (the stream, its outbound item, a copy of the
- * header array, one buffer per received header). Through this allocator the
- * small blocks come from per-worker free lists, in 16-byte size classes up to
- * 1 KiB, so that a busy worker reuses them instead of calling malloc for every
- * request; larger blocks (frame buffers, the HPACK tables) go to malloc. Each
- * block carries a 16-byte header, which keeps the 16-byte alignment malloc
- * gives. The lists only grow to the worker's peak and are freed when it ends. */
-#define H2_MEM_STEP 16
-#define H2_MEM_CLASSES 64
-
-typedef struct h2_block {
-  size_t cls;  /* size class (1..H2_MEM_CLASSES), 0 for a block from malloc */
-  size_t size; /* cls 0: the usable size; on a free list: unused */
-} h2_block;
-
-typedef struct h2_free {
-  struct h2_free* next;
-} h2_free;
-
-static void* h2_malloc(size_t size, void* user_data) {
-  nhb__worker* w = (nhb__worker*)user_data;
-  size_t cls = size == 0 ? 1 : (size + H2_MEM_STEP - 1) / H2_MEM_STEP;
-  h2_block* b;
-  if (cls <= H2_MEM_CLASSES) {
-    h2_free* f = (h2_free*)w->h2_mem_free[cls - 1];
-    if (f != NULL) {
-      w->h2_mem_free[cls - 1] = f->next;
-      b = (h2_block*)f;
-    } else if ((b = malloc(sizeof(h2_block) + cls * H2_MEM_STEP)) == NULL) {
-      return NULL;
-    }
-    b->cls = cls;
-  } else {
-    if ((b = malloc(sizeof(h2_block) + size)) == NULL) return NULL;
-    b->cls = 0;
-    b->size = size;
-  }
-  return b + 1;
-}
-
-static void h2_free_block(void* ptr, void* user_data) {
-  if (ptr == NULL) return;
-  nhb__worker* w = (nhb__worker*)user_data;
-  h2_block* b = (h2_block*)ptr - 1;
-  if (b->cls == 0) {
-    free(b);
-    return;
-  }
-  /* The list link overwrites the header: read the class first. */
-  size_t cls = b->cls;
-  h2_free* f = (h2_free*)b;
-  f->next = (h2_free*)w->h2_mem_free[cls - 1];
-  w->h2_mem_free[cls - 1] = f;
-}
-
-static void* h2_calloc(size_t nmemb, size_t size, void* user_data) {
-  if (size != 0 && nmemb > SIZE_MAX / size) return NULL;
-  void* p = h2_malloc(nmemb * size, user_data);
-  if (p != NULL) memset(p, 0, nmemb * size);
-  return p;
-}
-
-static void* h2_realloc(void* ptr, size_t size, void* user_data) {
-  if (ptr == NULL) return h2_malloc(size, user_data);
-  h2_block* b = (h2_block*)ptr - 1;
-  size_t have = b->cls ? b->cls * H2_MEM_STEP : b->size;
-  if (size <= have) return ptr;
-  void* p = h2_malloc(size, user_data);
-  if (p == NULL) return NULL;
-  memcpy(p, ptr, have);
-  h2_free_block(ptr, user_data);
-  return p;
-}
-
 /* ---- the session vtable ---------------------------------------------------- */
 
 static int h2_open(nhb__conn* c) {
@@ -307,8 +232,9 @@ static int h2_open(nhb__conn* c) {
   }
   h->leftover_len = 0;
   const nhb_run* run = c->worker->run;
-  /* nghttp2 copies the allocator; its user data is the worker that owns the lists. */
-  nghttp2_mem mem = {c->worker, h2_malloc, h2_free_block, h2_calloc, h2_realloc};
+  /* nghttp2's per-stream allocations come from the worker's free lists
+   * (h2_mem.c); nghttp2 copies the allocator. */
+  nghttp2_mem mem = nhb__h2_mem_allocator(&c->worker->h2_mem);
   if (nghttp2_session_client_new3(&h->session, (const nghttp2_session_callbacks*)run->h2_callbacks, c, NULL,
                                   &mem) != 0)
     return NHB_ENOMEM;
@@ -484,15 +410,7 @@ void nhb__h2_worker_free(nhb__worker* w) {
   w->h2_dirty = NULL;
   /* Every session is gone by now (they are deleted in the close callbacks),
    * so every small block is on a list. */
-  for (int i = 0; i < H2_MEM_CLASSES; i++) {
-    h2_free* f = (h2_free*)w->h2_mem_free[i];
-    while (f != NULL) {
-      h2_free* next = f->next;
-      free(f);
-      f = next;
-    }
-    w->h2_mem_free[i] = NULL;
-  }
+  nhb__h2_mem_release(&w->h2_mem);
 }
 
 void nhb__h2_conn_free(nhb__conn* c) {

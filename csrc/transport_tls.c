@@ -23,6 +23,7 @@
 #include <sys/stat.h>
 
 #include "client.h"
+#include "tls_common.h"
 
 /* Ciphertext on its way to the socket. Kept per connection entry and reused by
  * every connection it makes, so sending never allocates. */
@@ -64,14 +65,9 @@ static void tls_describe(nhb__conn* c, const char* what, char* text, size_t len)
       snprintf(text, len, "%s: certificate verify failed: %s", what, X509_verify_cert_error_string(verify));
     }
   } else if (e != 0) {
-    char buf[256];
-    ERR_error_string_n(e, buf, sizeof(buf));
-    const char* reason = ERR_reason_error_string(e);
-    if (reason != NULL) {
-      snprintf(text, len, "%s: %s (%.200s)", what, reason, buf);
-    } else {
-      snprintf(text, len, "%s: %.200s", what, buf);
-    }
+    char reason[320];
+    nhb__tls_error_text(reason, sizeof(reason));
+    snprintf(text, len, "%s: %s", what, reason);
   } else {
     snprintf(text, len, "%s: the server closed the connection", what);
   }
@@ -238,20 +234,12 @@ static void tls_on_connected(nhb__conn* c) {
   t->sock_pending = 0;
   t->handshake_done = 0;
   t->connected_ns = nhb__now_ns();
-  t->ssl = SSL_new((SSL_CTX*)run->ssl_ctx);
-  t->rbio = BIO_new(BIO_s_mem());
-  t->wbio = BIO_new(BIO_s_mem());
-  if (t->ssl == NULL || t->rbio == NULL || t->wbio == NULL) {
-    BIO_free(t->rbio);
-    BIO_free(t->wbio);
+  t->ssl = nhb__tls_new((SSL_CTX*)run->ssl_ctx, &t->rbio, &t->wbio);
+  if (t->ssl == NULL) {
     t->rbio = t->wbio = NULL;
-    ERR_clear_error();
     nhb__conn_fail(c, NHB_ENOMEM, NHB_CTR_POOL_CONNECTION_FAILURE);
     return;
   }
-  /* An empty read BIO means "no bytes yet" (retry), not end of file. */
-  BIO_set_mem_eof_return(t->rbio, -1);
-  SSL_set_bio(t->ssl, t->rbio, t->wbio);
   SSL_set_connect_state(t->ssl);
   SSL_set_app_data(t->ssl, c);
   if (tc->sni != NULL && tc->sni[0] != '\0') SSL_set_tlsext_host_name(t->ssl, tc->sni);
@@ -362,24 +350,6 @@ static int ctx_error(char* err, size_t err_len, const char* fmt, const char* arg
   return NHB_EINVAL;
 }
 
-/* Turns "h2,http/1.1" into ALPN's wire format: length-prefixed ids. */
-static int alpn_wire(const char* list, unsigned char* out, size_t cap, size_t* out_len) {
-  size_t n = 0;
-  const char* p = list;
-  while (*p != '\0') {
-    const char* end = strchr(p, ',');
-    size_t len = end ? (size_t)(end - p) : strlen(p);
-    if (len == 0 || len > 255 || n + 1 + len > cap) return -1;
-    out[n++] = (unsigned char)len;
-    memcpy(out + n, p, len);
-    n += len;
-    p += len;
-    if (*p == ',') p++;
-  }
-  *out_len = n;
-  return n > 0 ? 0 : -1;
-}
-
 int nhb__tls_ctx_create(nhb_run* run, char* err, size_t err_len) {
   const nhb_client_config* cfg = &run->config;
   const nhb_tls_config* tc = &cfg->tls;
@@ -402,7 +372,7 @@ int nhb__tls_ctx_create(nhb_run* run, char* err, size_t err_len) {
   const char* alpn = set_str(tc->alpn) ? tc->alpn : cfg->protocol == NHB_PROTO_HTTP2 ? "h2" : "http/1.1";
   unsigned char wire[256];
   size_t wire_len = 0;
-  if (alpn_wire(alpn, wire, sizeof(wire), &wire_len) < 0)
+  if (nhb__tls_alpn_wire(alpn, wire, sizeof(wire), &wire_len) < 0)
     return ctx_error(err, err_len, "tls alpn: not a comma-separated list of protocol ids: '%s'", alpn);
   /* Unlike most of OpenSSL, this one returns 0 on success. */
   if (SSL_CTX_set_alpn_protos(ctx, wire, (unsigned)wire_len) != 0)
