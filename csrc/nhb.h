@@ -304,6 +304,8 @@ void nhb_run_destroy(nhb_run* run);
 #define NHB_SERVER_MAX_LISTEN 16
 /* Per-status counters cover codes 0..599. */
 #define NHB_SERVER_STATUS_MAX 600
+/* Extra names for a generated certificate. */
+#define NHB_SERVER_MAX_SAN 16
 
 /* A socket address: struct sockaddr_in, sockaddr_in6 or sockaddr_un (a path,
  * or a Linux abstract name when sun_path[0] is NUL). */
@@ -339,6 +341,24 @@ typedef struct nhb_server_config {
   uint64_t header_timeout_ns; /* 0 = none */
   uint64_t max_header_bytes;
   uint64_t max_body_bytes;
+  /* TLS on every HTTP listener (the admin listener stays plain HTTP): a
+   * certificate chain and its key (PEM files), or a self-signed certificate
+   * generated at nhb_server_create(). */
+  int tls;
+  const char* tls_cert_file;
+  const char* tls_key_file;
+  int tls_self_signed;
+  /* Generated certificate: names (DNS names or IP addresses) on top of
+   * localhost, 127.0.0.1, ::1, the host name and the listen addresses. */
+  int ntls_san;
+  const char* tls_san[NHB_SERVER_MAX_SAN];
+  /* The protocols spoken, as ALPN ids in the server's order of preference:
+   * "h2,http/1.1" (NULL or "" means that), "http/1.1,h2", "http/1.1" or
+   * "h2". Over TLS this is the ALPN list; on plain connections HTTP/2 (the
+   * client preface, Upgrade: h2c) is honoured only when "h2" is in it. */
+  const char* alpn;
+  /* HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS, per connection (default 100). */
+  uint32_t max_concurrent_streams;
 } nhb_server_config;
 
 typedef struct nhb_server_stats {
@@ -351,6 +371,13 @@ typedef struct nhb_server_stats {
   uint64_t stalls; /* stall windows begun: periodic ones plus per-request ones */
   uint64_t tcp_echo_bytes;
   uint64_t udp_echo_packets;
+  uint64_t connections_http1;    /* connections that spoke HTTP/1.x only */
+  uint64_t connections_http2;    /* ... HTTP/2 (prior knowledge, ALPN, or upgraded) */
+  uint64_t tls_handshakes;       /* TLS handshakes completed */
+  uint64_t tls_handshake_errors; /* TLS connections that ended before the handshake completed */
+  uint64_t tls_session_reused;   /* handshakes that resumed a session */
+  uint64_t h2_streams_reset;     /* HTTP/2 streams the client reset before their response was sent */
+  uint64_t h2_protocol_errors;   /* HTTP/2 connections ended for a protocol error */
   uint64_t status[NHB_SERVER_STATUS_MAX]; /* responses by status code */
 } nhb_server_stats;
 
@@ -384,6 +411,9 @@ int nhb_server_bound_count(const nhb_server* server, nhb_server_socket_t kind);
 int nhb_server_address(const nhb_server* server, int i, void* addr, unsigned* addr_len);
 /* Exact at the moment of the call (each counter is read once). */
 void nhb_server_stats_get(const nhb_server* server, nhb_server_stats* out);
+/* The certificate the server presents (PEM; for a generated one, what a
+ * client must trust), or NULL without TLS. Valid until nhb_server_destroy. */
+const char* nhb_server_tls_cert_pem(const nhb_server* server);
 /* Stops accepting, closes connections and joins the workers. Idempotent. */
 void nhb_server_stop(nhb_server* server);
 void nhb_server_destroy(nhb_server* server);

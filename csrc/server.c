@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "server_internal.h"
+#include "tls_common.h"
 
 /* ---- small helpers ----------------------------------------------------------- */
 
@@ -255,6 +256,12 @@ static void worker_release(srv_worker* w) {
   free(w->heap);
   w->heap = NULL;
   w->heap_len = w->heap_cap = 0;
+  free(w->tls_plain);
+  free(w->tls_out);
+  free(w->h2_stage);
+  w->tls_plain = w->tls_out = w->h2_stage = NULL;
+  /* After the loop: every connection, hence every HTTP/2 session, is gone. */
+  nhb__srv_h2_worker_free(w);
   nhb__srv_arena_free(&w->nh_arena);
   nhb__srv_arena_free(&w->echo_arena);
   if (w->z_ready) deflateEnd(&w->z);
@@ -294,6 +301,9 @@ static int worker_init(nhb_server* s, srv_worker* w, int index) {
   if (w->rng == 0) w->rng = 1;
   w->rbuf = malloc(SRV_READ_BUFFER);
   if (!w->rbuf) return NHB_ENOMEM;
+  /* Scratch for TLS and HTTP/2 output, set up once per worker. */
+  if (s->ssl_ctx && (!(w->tls_plain = malloc(16384)) || !(w->tls_out = malloc(SRV_TLS_OUT)))) return NHB_ENOMEM;
+  if (s->h2_ok && !(w->h2_stage = malloc(SRV_H2_STAGE))) return NHB_ENOMEM;
   int r = uv_loop_init(&w->loop);
   if (r < 0) return r;
   w->loop_ready = 1;
@@ -464,6 +474,11 @@ static void unlink_unix_paths(nhb_server* s) {
 
 /* ---- the public API ---------------------------------------------------------- */
 
+static int config_error(char* err, size_t err_len, const char* msg) {
+  if (err && err_len) snprintf(err, err_len, "%s", msg);
+  return NHB_EINVAL;
+}
+
 void nhb_server_config_init(nhb_server_config* c) {
   memset(c, 0, sizeof(*c));
   c->nworkers = 1;
@@ -473,12 +488,27 @@ void nhb_server_config_init(nhb_server_config* c) {
   c->header_timeout_ns = 10 * NHB__NS_PER_S;
   c->max_header_bytes = 65536;
   c->max_body_bytes = 64ULL << 20;
+  c->max_concurrent_streams = 100;
 }
 
-static int config_error(char* err, size_t err_len, const char* msg) {
-  if (err && err_len) snprintf(err, err_len, "%s", msg);
-  return NHB_EINVAL;
+/* "h2,http/1.1" and the like: which protocols, and ALPN's wire format. */
+static int parse_alpn(nhb_server* s, const char* list, char* err, size_t err_len) {
+  if (!list || !*list) list = "h2,http/1.1";
+  const char* p = list;
+  while (*p) {
+    const char* end = strchr(p, ',');
+    size_t len = end ? (size_t)(end - p) : strlen(p);
+    if (len == 2 && memcmp(p, "h2", 2) == 0 && !s->h2_ok) s->h2_ok = 1;
+    else if (len == 8 && memcmp(p, "http/1.1", 8) == 0 && !s->h1_ok) s->h1_ok = 1;
+    else return config_error(err, err_len, "alpn: a list of h2 and http/1.1, each at most once");
+    p += len;
+    if (*p == ',') p++;
+  }
+  if (nhb__tls_alpn_wire(list, s->alpn_wire, sizeof(s->alpn_wire), &s->alpn_wire_len) < 0)
+    return config_error(err, err_len, "alpn: a list of h2 and http/1.1, each at most once");
+  return 0;
 }
+
 
 static int check_addrs(const nhb_sockaddr* a, int n, int allow_unix) {
   for (int i = 0; i < n; i++) {
@@ -520,6 +550,15 @@ int nhb_server_create(const nhb_server_config* config, nhb_server** out, char* e
     return config_error(err, err_len, "stall_for: must be shorter than stall_every");
   if (c->stall_every_ns > 0 && c->stall_every_ns < 100000)
     return config_error(err, err_len, "stall_every: must be at least 100 us");
+  if (c->max_concurrent_streams < 1 || c->max_concurrent_streams > 0x7fffffffu)
+    return config_error(err, err_len, "max_concurrent_streams: must be 1-2147483647");
+  if (c->ntls_san < 0 || c->ntls_san > NHB_SERVER_MAX_SAN)
+    return config_error(err, err_len, "tls: at most 16 extra certificate names");
+  for (int i = 0; i < c->ntls_san; i++)
+    if (!c->tls_san[i] || !*c->tls_san[i] || strlen(c->tls_san[i]) > 253)
+      return config_error(err, err_len, "tls: a certificate name must be 1-253 characters");
+  if (c->tls && !c->tls_self_signed && (!c->tls_cert_file || !*c->tls_cert_file || !c->tls_key_file || !*c->tls_key_file))
+    return config_error(err, err_len, "tls: needs a certificate and a key file, or self_signed");
 
   nhb_server* s = calloc(1, sizeof(*s));
   if (!s) return NHB_ENOMEM;
@@ -576,10 +615,17 @@ int nhb_server_create(const nhb_server_config* config, nhb_server** out, char* e
     }
     s->has_echo_defaults = 1;
   }
+  int r = parse_alpn(s, c->alpn, err, err_len);
+  if (r == 0) r = nhb__srv_tls_init(s, err, err_len);
+  if (r == 0) r = nhb__srv_h2_init(s);
+  if (r < 0) {
+    nhb_server_destroy(s);
+    return r;
+  }
   s->static_dynamic = (s->nh.has_echo_headers && s->nh.echo_headers) || s->nh.has_emit ||
                       s->nh.delay_kind == SRV_DELAY_LINEAR || s->has_echo_defaults;
   s->ok_delay_ns = s->nh.delay_kind == SRV_DELAY_STATIC ? s->nh.static_delay_ns : 0;
-  int r = nhb__srv_render_canned(s);
+  r = nhb__srv_render_canned(s);
   if (r < 0) {
     nhb_server_destroy(s);
     return r;
@@ -633,6 +679,8 @@ int nhb_server_start(nhb_server* s) {
 
 const char* nhb_server_error(const nhb_server* s) { return s->err; }
 
+const char* nhb_server_tls_cert_pem(const nhb_server* s) { return s->cert_pem; }
+
 int nhb_server_bound_count(const nhb_server* s, nhb_server_socket_t kind) {
   if ((int)kind < 0 || kind > NHB_SOCK_UDP_ECHO || !s->started) return 0;
   return s->nbound[kind];
@@ -665,6 +713,13 @@ void nhb_server_stats_get(const nhb_server* s, nhb_server_stats* out) {
     out->stalls += LOAD(stall_requests);
     out->tcp_echo_bytes += LOAD(tcp_echo_bytes);
     out->udp_echo_packets += LOAD(udp_echo_packets);
+    out->connections_http1 += LOAD(connections_http1);
+    out->connections_http2 += LOAD(connections_http2);
+    out->tls_handshakes += LOAD(tls_handshakes);
+    out->tls_handshake_errors += LOAD(tls_handshake_errors);
+    out->tls_session_reused += LOAD(tls_session_reused);
+    out->h2_streams_reset += LOAD(h2_streams_reset);
+    out->h2_protocol_errors += LOAD(h2_protocol_errors);
     for (int k = 0; k < NHB_SERVER_STATUS_MAX; k++) out->status[k] += LOAD(status[k]);
 #undef LOAD
   }
@@ -702,6 +757,9 @@ void nhb_server_destroy(nhb_server* s) {
   free(s->canned_400);
   free(s->canned_413);
   free(s->canned_431);
+  free(s->canned_505);
+  nhb__srv_tls_free(s);
+  nhb__srv_h2_free(s);
   nhb__srv_arena_free(&s->nh_arena);
   nhb__srv_arena_free(&s->echo_arena);
   free(s->a_region);

@@ -1,4 +1,12 @@
-/* server_conn.c: the test server's HTTP/1.1 connections (TCP or unix).
+/* server_conn.c: the test server's HTTP connections (TCP or unix), and
+ * HTTP/1.1 on them.
+ *
+ * A connection's bytes pass through TLS when the server has it
+ * (server_tls.c), then to its protocol: HTTP/1.1 here, or HTTP/2
+ * (server_h2.c). Which one is decided by ALPN on TLS and otherwise by the
+ * first bytes: the HTTP/2 client preface ("PRI * HTTP/2.0...") means HTTP/2
+ * with prior knowledge (h2c), anything else HTTP/1.1, on the same port. An
+ * HTTP/1.1 request with `Upgrade: h2c` switches the connection to HTTP/2.
  *
  * Input is read into the worker's one read buffer and parsed at once; the
  * bytes a connection cannot parse yet (it paused for back-pressure) are
@@ -35,17 +43,35 @@ typedef struct srv_write_req {
 } srv_write_req;
 
 static const char continue_100[] = "HTTP/1.1 100 Continue\r\n\r\n";
+static const char h2_preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+#define H2_PREFACE_LEN 24
+
+size_t nhb__srv_conn_queued(const srv_conn* c) {
+  size_t n = c->h.stream.write_queue_size;
+  if (c->tls) n += nhb__srv_tls_pending(c);
+  return n;
+}
 
 static int backpressure(const srv_conn* c) {
-  return c->q_len >= SRV_MAX_PENDING || c->out.len >= SRV_MAX_OUT ||
-         c->h.stream.write_queue_size >= SRV_MAX_QUEUED_WRITE;
+  return c->q_len >= SRV_MAX_PENDING || c->out.len >= SRV_MAX_OUT || nhb__srv_conn_queued(c) >= SRV_MAX_QUEUED_WRITE;
 }
+
+/* Input that arrived but was not handed to the protocol yet. */
+static int has_input(const srv_conn* c) { return c->stash != NULL || (c->tls && nhb__srv_tls_has_input(c)); }
 
 /* ---- closing -------------------------------------------------------------------- */
 
 static void conn_free(uv_handle_t* handle) {
   srv_conn* c = handle->data;
   if (c->kind == SRV_CONN_HTTP) srv_bump(&c->w->counters.connections_active, (uint64_t)-1);
+  if (c->tls) {
+    /* Every TLS connection ends up counted once: as a handshake or as a
+     * connection that never completed one (an alert, garbage, a time-out,
+     * a client that went away). */
+    if (!nhb__srv_tls_handshake_done(c)) srv_bump(&c->w->counters.tls_handshake_errors, 1);
+    nhb__srv_tls_conn_free(c);
+  }
+  nhb__srv_h2_conn_free(c);
   nhb__srv_buf_free(&c->req.buf);
   free(c->req.hdrs);
   free(c->q);
@@ -66,6 +92,7 @@ void nhb__srv_conn_close(srv_conn* c) {
   for (size_t i = 0; i < c->q_len; i++)
     if (c->q[(c->q_head + i) & (c->q_cap - 1)].delayed) w->delayed--;
   c->q_len = 0;
+  w->delayed -= nhb__srv_h2_waiting(c);
   /* Pending writes and the shutdown are cancelled; their callbacks run
    * before conn_free(), and see `closing`. */
   uv_close(&c->h.handle, conn_free);
@@ -89,7 +116,14 @@ static void on_shutdown(uv_shutdown_t* req, int status) {
 
 /* The last response is queued for writing: shut the write side down after
  * it, then linger. */
-static void conn_finish(srv_conn* c) {
+void nhb__srv_conn_finish(srv_conn* c) {
+  if (c->closing || c->finishing) return;
+  if (c->tls) {
+    /* close_notify, then every byte of ciphertext goes to the socket before
+     * the shutdown that follows it. */
+    nhb__srv_tls_shutdown(c);
+    if (nhb__srv_tls_drain(c, 1) < 0) return;
+  }
   if (c->reading) {
     uv_read_stop(&c->h.stream);
     c->reading = 0;
@@ -109,6 +143,17 @@ static void conn_finish(srv_conn* c) {
 
 static void conn_maybe_resume(srv_conn* c);
 
+/* The socket took everything written so far: the protocol may go on. */
+static void conn_output_ready(srv_conn* c) {
+  if (c->proto == SRV_PROTO_H2) {
+    nhb__srv_h2_send(c);
+  } else if (c->tls && c->q_len > 0) {
+    nhb__srv_conn_flush(c); /* the next slice of a large response */
+  } else {
+    conn_maybe_resume(c);
+  }
+}
+
 static void conn_on_write(uv_write_t* req, int status) {
   srv_write_req* wr = (srv_write_req*)req;
   srv_conn* c = wr->c;
@@ -119,11 +164,12 @@ static void conn_on_write(uv_write_t* req, int status) {
     return;
   }
   c->last_active_ms = uv_now(&c->w->loop);
-  conn_maybe_resume(c);
+  if (c->finishing) return;
+  if (c->tls && nhb__srv_tls_drain(c, 0) < 0) return;
+  if (c->h.stream.write_queue_size == 0) conn_output_ready(c);
 }
 
-/* Writes bufs; returns -1 if the connection was closed. */
-static int conn_write(srv_conn* c, uv_buf_t* bufs, unsigned nbufs, size_t total) {
+int nhb__srv_sock_write(srv_conn* c, uv_buf_t* bufs, unsigned nbufs, size_t total, const uint8_t* keep) {
   if (c->kind == SRV_CONN_HTTP) srv_bump(&c->w->counters.tx_bytes, total);
   int n = uv_try_write(&c->h.stream, bufs, nbufs);
   if (n == UV_EAGAIN || n == UV_ENOSYS) n = 0;
@@ -132,18 +178,17 @@ static int conn_write(srv_conn* c, uv_buf_t* bufs, unsigned nbufs, size_t total)
     return -1;
   }
   if ((size_t)n == total) return 0;
-  /* The socket is full: queue the rest. Bytes in `out` are copied, because
-   * `out` is reused; the server's own regions outlive every write. */
+  /* The socket is full: queue the rest. Bytes that do not outlive the call
+   * (the connection's `out`, which is reused, TLS and HTTP/2 staging) are
+   * copied; the server's own regions are referenced. */
   unsigned first = 0;
   size_t skip = (size_t)n;
   while (skip >= bufs[first].len) skip -= bufs[first++].len;
   bufs[first].base += skip;
   bufs[first].len -= skip;
-  const char* lo = c->out.p;
-  const char* hi = c->out.p + c->out.len;
   size_t copy = 0;
   for (unsigned i = first; i < nbufs; i++)
-    if (lo && bufs[i].base >= lo && bufs[i].base < hi) copy += bufs[i].len;
+    if (!keep || !keep[i]) copy += bufs[i].len;
   srv_write_req* wr = malloc(sizeof(*wr) + copy);
   if (!wr) {
     nhb__srv_conn_close(c);
@@ -152,7 +197,7 @@ static int conn_write(srv_conn* c, uv_buf_t* bufs, unsigned nbufs, size_t total)
   wr->c = c;
   size_t at = 0;
   for (unsigned i = first; i < nbufs; i++) {
-    if (lo && bufs[i].base >= lo && bufs[i].base < hi) {
+    if (!keep || !keep[i]) {
       memcpy(wr->data + at, bufs[i].base, bufs[i].len);
       bufs[i].base = wr->data + at;
       at += bufs[i].len;
@@ -164,6 +209,11 @@ static int conn_write(srv_conn* c, uv_buf_t* bufs, unsigned nbufs, size_t total)
     return -1;
   }
   return 0;
+}
+
+int nhb__srv_conn_write(srv_conn* c, uv_buf_t* bufs, unsigned nbufs, size_t total, const uint8_t* keep) {
+  if (c->tls) return nhb__srv_tls_write(c, bufs, nbufs);
+  return nhb__srv_sock_write(c, bufs, nbufs, total, keep);
 }
 
 int nhb__srv_conn_push(srv_conn* c, const srv_resp* r) {
@@ -211,6 +261,10 @@ static void conn_compact(srv_conn* c) {
 
 void nhb__srv_conn_flush(srv_conn* c) {
   if (c->closing) return;
+  if (c->proto == SRV_PROTO_H2) {
+    nhb__srv_h2_flush(c);
+    return;
+  }
   srv_worker* w = c->w;
   nhb_server* s = w->server;
   int stall = c->kind == SRV_CONN_HTTP && srv_stall_possible(s);
@@ -218,13 +272,28 @@ void nhb__srv_conn_flush(srv_conn* c) {
   int finished = 0;
   while (c->q_len > 0 && !finished) {
     uv_buf_t bufs[SRV_MAX_BATCH * 3];
+    uint8_t keep[SRV_MAX_BATCH * 3];
     unsigned nb = 0, nrec = 0;
     size_t total = 0;
-    while (c->q_len > 0 && nrec < SRV_MAX_BATCH) {
+    /* Plain TCP writes every ready response at once: the kernel takes what
+     * fits and libuv keeps the rest, referenced. TLS must encrypt what it
+     * sends, so a large response goes out in slices as the socket drains
+     * (c->head_sent marks how far the first one got). */
+    size_t budget = SIZE_MAX;
+    if (c->tls) {
+      size_t queued = nhb__srv_conn_queued(c);
+      if (queued >= SRV_WRITE_HIGH) break;
+      budget = SRV_WRITE_HIGH - queued;
+    }
+    int partial = 0, waiting = 0;
+    while (c->q_len > 0 && nrec < SRV_MAX_BATCH && budget > 0) {
       srv_resp* r = &c->q[c->q_head];
-      if (r->deadline_ns || stall) {
+      if ((r->deadline_ns || stall) && c->head_sent == 0) {
         if (!now) now = nhb__now_ns();
-        if (r->deadline_ns > now) break;
+        if (r->deadline_ns > now) {
+          waiting = 1;
+          break;
+        }
         if (stall) {
           /* A stall that began after this response was queued holds it too. */
           uint64_t release = nhb__srv_stall_release(s, now);
@@ -234,16 +303,39 @@ void nhb__srv_conn_flush(srv_conn* c) {
               r->delayed = 1;
               w->delayed++;
             }
+            waiting = 1;
             break;
           }
         }
       }
+      size_t skip = c->head_sent;
+      size_t taken = 0;
       for (int k = 0; k < r->npieces; k++) {
         const srv_piece* p = &r->p[k];
-        if (p->len == 0) continue;
-        bufs[nb++] = uv_buf_init(p->ext ? (char*)p->ext : c->out.p + p->off, (unsigned)p->len);
-        total += p->len;
+        size_t len = p->len;
+        if (skip >= len) {
+          skip -= len;
+          continue;
+        }
+        const char* base = (p->ext ? p->ext : c->out.p + p->off) + skip;
+        len -= skip;
+        skip = 0;
+        if (len > budget) {
+          len = budget;
+          partial = 1;
+        }
+        keep[nb] = p->ext != NULL;
+        bufs[nb++] = uv_buf_init((char*)base, (unsigned)len);
+        total += len;
+        taken += len;
+        budget -= len;
+        if (partial) break;
       }
+      if (partial) {
+        c->head_sent += taken;
+        break;
+      }
+      c->head_sent = 0;
       if (r->delayed) w->delayed--;
       finished = r->close;
       c->q_head = (c->q_head + 1) & (c->q_cap - 1);
@@ -251,8 +343,9 @@ void nhb__srv_conn_flush(srv_conn* c) {
       nrec++;
       if (finished) break;
     }
-    if (nb && conn_write(c, bufs, nb, total) < 0) return;
-    if (nrec < SRV_MAX_BATCH && !finished) break;
+    if (nb && nhb__srv_conn_write(c, bufs, nb, total, keep) < 0) return;
+    if (waiting || finished) break;
+    if (!partial && nrec < SRV_MAX_BATCH) break;
   }
   if (finished) {
     /* Nothing is parsed after a closing response, so nothing should follow
@@ -264,14 +357,14 @@ void nhb__srv_conn_flush(srv_conn* c) {
   if (c->q_len == 0) {
     c->out.len = 0;
     nhb__srv_heap_remove(w, c);
-    if ((c->close_after || (c->eof && !c->stash)) && !c->finishing) {
-      conn_finish(c);
+    if ((c->close_after || (c->eof && !has_input(c))) && !c->finishing) {
+      nhb__srv_conn_finish(c);
       return;
     }
   } else {
     conn_compact(c);
     const srv_resp* head = &c->q[c->q_head];
-    if (head->deadline_ns) nhb__srv_heap_set(w, c, head->deadline_ns);
+    if (head->deadline_ns && c->head_sent == 0) nhb__srv_heap_set(w, c, head->deadline_ns);
   }
   conn_maybe_resume(c);
 }
@@ -305,7 +398,8 @@ static int on_message_begin(llhttp_t* p) {
   q->body_off = q->body_len = 0;
   q->capture_body = 0;
   q->nh_idx = -1;
-  q->expect_continue = q->accept_gzip = q->has_query = q->is_debug = 0;
+  q->settings_idx = -1;
+  q->expect_continue = q->accept_gzip = q->has_query = q->is_debug = q->upgrade_h2c = 0;
   return 0;
 }
 
@@ -317,13 +411,16 @@ static int on_url(llhttp_t* p, const char* at, size_t len) {
   return 0;
 }
 
-static int on_url_complete(llhttp_t* p) {
-  srv_req* q = &conn_of(p)->req;
+void nhb__srv_req_note_url(srv_req* q) {
   const char* url = q->buf.p + q->url_off;
   const char* mark = q->url_len ? memchr(url, '?', q->url_len) : NULL;
   size_t path_len = mark ? (size_t)(mark - url) : q->url_len;
   q->has_query = mark != NULL;
   q->is_debug = path_len == 6 && memcmp(url, "/debug", 6) == 0;
+}
+
+static int on_url_complete(llhttp_t* p) {
+  nhb__srv_req_note_url(&conn_of(p)->req);
   return 0;
 }
 
@@ -371,6 +468,37 @@ static int value_has_token(const char* v, size_t len, const char* token, size_t 
   return 0;
 }
 
+void nhb__srv_req_note_header(srv_req* q, size_t i) {
+  const srv_hdr_pos* h = &q->hdrs[i];
+  const char* name = q->buf.p + h->name_off;
+  const char* value = q->buf.p + h->value_off;
+  /* Only a few header names matter; their lengths rule out almost every
+   * other header without a comparison. */
+  switch (h->name_len) {
+    case 30:
+      if (strncasecmp(name, "x-nighthawk-test-server-config", 30) == 0) q->nh_idx = (int)i;
+      break;
+    case 6:
+      if (strncasecmp(name, "expect", 6) == 0 && h->value_len == 12 && strncasecmp(value, "100-continue", 12) == 0)
+        q->expect_continue = 1;
+      break;
+    case 15:
+      if (strncasecmp(name, "accept-encoding", 15) == 0 && value_has_token(value, h->value_len, "gzip", 4))
+        q->accept_gzip = 1;
+      break;
+    case 7:
+      if (strncasecmp(name, "upgrade", 7) == 0 && value_has_token(value, h->value_len, "h2c", 3))
+        q->upgrade_h2c = 1;
+      break;
+    case 14:
+      /* Exactly one, as RFC 7540 section 3.2.1 requires. */
+      if (strncasecmp(name, "http2-settings", 14) == 0) q->settings_idx = q->settings_idx == -1 ? (int)i : -2;
+      break;
+    default:
+      break;
+  }
+}
+
 static int on_header_value_complete(llhttp_t* p) {
   srv_conn* c = conn_of(p);
   srv_req* q = &c->req;
@@ -381,25 +509,7 @@ static int on_header_value_complete(llhttp_t* p) {
     h->value_len = 0;
   }
   q->state = 0;
-  const char* name = q->buf.p + h->name_off;
-  const char* value = q->buf.p + h->value_off;
-  /* Only a few header names matter; their lengths rule out almost every
-   * other header without a comparison. */
-  switch (h->name_len) {
-    case 30:
-      if (strncasecmp(name, "x-nighthawk-test-server-config", 30) == 0) q->nh_idx = (int)(q->nhdrs - 1);
-      break;
-    case 6:
-      if (strncasecmp(name, "expect", 6) == 0 && h->value_len == 12 && strncasecmp(value, "100-continue", 12) == 0)
-        q->expect_continue = 1;
-      break;
-    case 15:
-      if (strncasecmp(name, "accept-encoding", 15) == 0 && value_has_token(value, h->value_len, "gzip", 4))
-        q->accept_gzip = 1;
-      break;
-    default:
-      break;
-  }
+  nhb__srv_req_note_header(q, q->nhdrs - 1);
   return 0;
 }
 
@@ -461,6 +571,15 @@ static int on_message_complete(llhttp_t* p) {
   int mode = !keep ? SRV_MODE_CLOSE : (p->http_major == 1 && p->http_minor == 0) ? SRV_MODE_KEEPALIVE : SRV_MODE_PLAIN;
   int head_only = p->method == HTTP_HEAD;
   int r;
+  if (NHB__UNLIKELY(q->upgrade_h2c) && c->kind == SRV_CONN_HTTP && !c->tls && s->h2_ok && q->settings_idx >= 0 &&
+      c->q_len == 0) {
+    /* Upgrade: h2c (what curl --http2 sends to an http:// URL): 101, and
+     * the rest of the connection is HTTP/2. Only when nothing is queued
+     * ahead of it, since the 101 must come first. */
+    int u = nhb__srv_h2_upgrade(c, head_only);
+    if (u < 0) nhb__srv_conn_close(c);
+    if (u <= 0) return HPE_PAUSED;
+  }
   if (NHB__UNLIKELY(c->kind == SRV_CONN_ADMIN)) {
     r = nhb__srv_respond_admin(c, mode, head_only);
   } else {
@@ -525,8 +644,11 @@ static void conn_fail(srv_conn* c, unsigned status) {
   r.npieces = 1;
   r.close = 1;
   r.status = (uint16_t)status;
-  r.p[0].ext = status == 413 ? s->canned_413 : status == 431 ? s->canned_431 : s->canned_400;
-  r.p[0].len = status == 413 ? s->canned_413_len : status == 431 ? s->canned_431_len : s->canned_400_len;
+  r.p[0].ext = status == 413 ? s->canned_413 : status == 431 ? s->canned_431 : status == 505 ? s->canned_505 : s->canned_400;
+  r.p[0].len = status == 413   ? s->canned_413_len
+               : status == 431 ? s->canned_431_len
+               : status == 505 ? s->canned_505_len
+                               : s->canned_400_len;
   if (c->kind == SRV_CONN_HTTP) {
     srv_bump(&c->w->counters.bad_requests, 1);
     srv_bump(&c->w->counters.status[status], 1);
@@ -564,6 +686,18 @@ static void conn_run(srv_conn* c, const char* p, size_t n) {
     while (n > 0) {
       llhttp_errno_t err = llhttp_execute(&c->parser, p, n);
       if (c->closing) return;
+      if (c->proto == SRV_PROTO_H2) {
+        /* Upgraded to HTTP/2 by the request just parsed: what follows it is
+         * HTTP/2 (the client preface). */
+        const char* pos = llhttp_get_error_pos(&c->parser);
+        size_t rest = pos && pos >= p && pos <= p + n ? n - (size_t)(pos - p) : 0;
+        char* stash = c->stash;
+        c->stash = NULL;
+        c->stash_len = c->stash_off = 0;
+        if (rest) nhb__srv_h2_recv(c, pos, rest);
+        free(stash);
+        return;
+      }
       if (err == HPE_OK) {
         n = 0;
       } else if (err == HPE_PAUSED) {
@@ -574,8 +708,9 @@ static void conn_run(srv_conn* c, const char* p, size_t n) {
         if (c->close_after) n = 0;
         if (c->paused) break;
       } else if (err == HPE_PAUSED_UPGRADE) {
-        /* Upgrade and CONNECT were answered as plain requests; this server
-         * switches no protocol, so the connection ends there. */
+        /* Upgrade (other than h2c) and CONNECT were answered as plain
+         * requests; this server switches to no other protocol, so the
+         * connection ends there. */
         c->close_after = 1;
         n = 0;
       } else {
@@ -620,8 +755,10 @@ static void conn_run(srv_conn* c, const char* p, size_t n) {
     break;
   }
   if (c->finishing) return;
-  if (!c->paused && !c->close_after && c->h.stream.write_queue_size >= SRV_MAX_QUEUED_WRITE) c->paused = 1;
+  if (!c->paused && !c->close_after && nhb__srv_conn_queued(c) >= SRV_MAX_QUEUED_WRITE) c->paused = 1;
   set_reading(c, !c->paused && !c->close_after && !c->eof);
+  /* TLS may hold more plaintext than the parser took before it paused. */
+  if (c->tls && !c->paused && !c->close_after && !c->in_input) nhb__srv_tls_pull(c);
 }
 
 static void conn_maybe_resume(srv_conn* c) {
@@ -631,21 +768,96 @@ static void conn_maybe_resume(srv_conn* c) {
   conn_run(c, NULL, 0);
 }
 
+int nhb__srv_conn_set_proto(srv_conn* c, int proto) {
+  srv_worker* w = c->w;
+  c->proto = (uint8_t)proto;
+  if (proto == SRV_PROTO_H2) {
+    srv_bump(&w->counters.connections_http2, 1);
+    return nhb__srv_h2_start(c);
+  }
+  srv_bump(&w->counters.connections_http1, 1);
+  return 0;
+}
+
+/* HTTP/1.1 input on a server that speaks only HTTP/2 here. */
+static void refuse_http1(srv_conn* c) {
+  c->close_after = 1;
+  conn_fail(c, 505);
+  if (!c->closing) nhb__srv_conn_flush(c);
+}
+
+void nhb__srv_conn_deliver(srv_conn* c, const char* p, size_t n) {
+  if (NHB__LIKELY(c->proto == SRV_PROTO_H1)) {
+    conn_run(c, p, n);
+    return;
+  }
+  if (c->proto == SRV_PROTO_H2) {
+    nhb__srv_h2_recv(c, p, n);
+    return;
+  }
+  /* Not decided yet: the HTTP/2 client preface means HTTP/2 with prior
+   * knowledge, anything else HTTP/1.1. The preface may arrive in pieces. */
+  nhb_server* s = c->w->server;
+  size_t have = c->preface_n;
+  size_t m = n < H2_PREFACE_LEN - have ? n : H2_PREFACE_LEN - have;
+  if (s->h2_ok && memcmp(p, h2_preface + have, m) == 0) {
+    c->preface_n = (uint8_t)(have + m);
+    if (c->preface_n < H2_PREFACE_LEN) return;
+    if (nhb__srv_conn_set_proto(c, SRV_PROTO_H2) < 0) {
+      nhb__srv_conn_close(c);
+      return;
+    }
+    /* nghttp2 reads the preface itself. */
+    nhb__srv_h2_recv(c, h2_preface, H2_PREFACE_LEN);
+    if (!c->closing && n > m) nhb__srv_h2_recv(c, p + m, n - m);
+    return;
+  }
+  if (!s->h1_ok) {
+    c->proto = SRV_PROTO_H1;
+    refuse_http1(c);
+    return;
+  }
+  nhb__srv_conn_set_proto(c, SRV_PROTO_H1);
+  if (have == 0) {
+    conn_run(c, p, n);
+    return;
+  }
+  /* A prefix of the preface came first (rare): parse it with the rest. */
+  char* joined = malloc(have + n);
+  if (!joined) {
+    nhb__srv_conn_close(c);
+    return;
+  }
+  memcpy(joined, h2_preface, have);
+  memcpy(joined + have, p, n);
+  conn_run(c, joined, have + n);
+  free(joined);
+}
+
+void nhb__srv_conn_eof(srv_conn* c) {
+  if (c->proto == SRV_PROTO_H1 && (c->q_len > 0 || has_input(c)) && !c->finishing) {
+    /* The client half-closed with requests still to answer: answer them,
+     * then close. */
+    set_reading(c, 0);
+    c->eof = 1;
+    return;
+  }
+  nhb__srv_conn_close(c);
+}
+
 static void conn_on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf) {
   srv_conn* c = stream->data;
   NHB__UNUSED(buf);
   if (nread > 0) {
     if (c->kind == SRV_CONN_HTTP) srv_bump(&c->w->counters.rx_bytes, (uint64_t)nread);
     c->last_active_ms = uv_now(&c->w->loop);
-    if (c->finishing || c->close_after) return; /* discarded */
+    if (c->finishing || (c->close_after && c->proto != SRV_PROTO_H2)) return; /* discarded */
     c->w->now_ns = nhb__now_ns();
-    conn_run(c, c->w->rbuf, (size_t)nread);
+    if (c->tls) nhb__srv_tls_on_read(c, c->w->rbuf, (size_t)nread);
+    else nhb__srv_conn_deliver(c, c->w->rbuf, (size_t)nread);
   } else if (nread < 0) {
-    if (nread == UV_EOF && (c->q_len > 0 || c->stash) && !c->finishing) {
-      /* The client half-closed with requests still to answer: answer them,
-       * then close. */
-      set_reading(c, 0);
-      c->eof = 1;
+    if (nread == UV_EOF && !c->finishing) {
+      nhb__srv_conn_eof(c);
       return;
     }
     nhb__srv_conn_close(c);
@@ -655,6 +867,7 @@ static void conn_on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf
 void nhb__srv_on_connection(uv_stream_t* listener, int status) {
   srv_listener* l = listener->data;
   srv_worker* w = listener->loop->data;
+  nhb_server* s = w->server;
   if (status < 0 || w->stopping) return;
   srv_conn* c = calloc(1, sizeof(*c));
   if (!c) return;
@@ -663,6 +876,7 @@ void nhb__srv_on_connection(uv_stream_t* listener, int status) {
   c->is_pipe = (uint8_t)l->is_pipe;
   c->heap_idx = SIZE_MAX;
   c->req.nh_idx = -1;
+  c->req.settings_idx = -1;
   if (c->is_pipe) uv_pipe_init(&w->loop, &c->h.pipe, 0);
   else uv_tcp_init(&w->loop, &c->h.tcp);
   c->h.handle.data = c;
@@ -678,7 +892,16 @@ void nhb__srv_on_connection(uv_stream_t* listener, int status) {
   if (!c->is_pipe) uv_tcp_nodelay(&c->h.tcp, 1);
   llhttp_init(&c->parser, HTTP_REQUEST, &server_settings);
   c->parser.data = c;
-  /* The header time-out runs from the accept until the first head is in. */
+  /* The admin endpoint speaks HTTP/1.1 only; an HTTP listener decides by the
+   * first bytes (or ALPN) unless it speaks only HTTP/1.1. */
+  if (c->kind == SRV_CONN_ADMIN) c->proto = SRV_PROTO_H1;
+  else if (!s->h2_ok && !s->ssl_ctx) nhb__srv_conn_set_proto(c, SRV_PROTO_H1);
+  if (c->kind == SRV_CONN_HTTP && s->ssl_ctx && nhb__srv_tls_accept(c) < 0) {
+    nhb__srv_conn_close(c);
+    return;
+  }
+  /* The header time-out runs from the accept (the TLS handshake included)
+   * until the first head is in. */
   c->in_head = 1;
   c->head_start_ms = c->last_active_ms = uv_now(&w->loop);
   set_reading(c, 1);
@@ -696,12 +919,15 @@ void nhb__srv_sweep(srv_worker* w) {
   srv_conn* next;
   for (srv_conn* c = w->conns; c; c = next) {
     next = c->next;
+    int busy = c->proto == SRV_PROTO_H2 ? nhb__srv_h2_busy(c) : c->q_len > 0;
     if (c->lingering) {
       if (now - c->linger_start_ms >= SRV_LINGER_MS) nhb__srv_conn_close(c);
     } else if (c->in_head && head_ms && now - c->head_start_ms >= head_ms) {
       nhb__srv_conn_close(c);
-    } else if (idle_ms && c->q_len == 0 && now - c->last_active_ms >= idle_ms) {
-      nhb__srv_conn_close(c);
+    } else if (idle_ms && !busy && !c->finishing && now - c->last_active_ms >= idle_ms) {
+      /* HTTP/2 says goodbye with GOAWAY; HTTP/1.1 just closes. */
+      if (c->proto == SRV_PROTO_H2) nhb__srv_h2_goaway(c);
+      else nhb__srv_conn_close(c);
     }
   }
 }

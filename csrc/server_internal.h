@@ -1,10 +1,21 @@
 /* server_internal.h: what the test server's translation units share.
  *
  *   server.c          life cycle, workers, listeners, the delay heap, stalls
- *   server_conn.c     HTTP/1.1 connections: parsing, the response queue, writes
- *   server_respond.c  dynamic responses: options merged per request, rendering
+ *   server_conn.c     connections: reading, protocol detection, writes, and
+ *                     HTTP/1.1 (parsing, the response queue)
+ *   server_tls.c      TLS on connections (OpenSSL, memory BIOs), the
+ *                     server's SSL_CTX and the self-signed certificate
+ *   server_h2.c       HTTP/2 (nghttp2's server API): streams, responses
+ *   server_respond.c  responses: options merged per request into a reply that
+ *                     either protocol renders
  *   server_options.c  parsers: durations, Nighthawk JSON, Fortio query strings
  *   server_echo.c     TCP and UDP echo listeners
+ *
+ * The layers of an HTTP connection, from the socket up: the socket (reads into
+ * the worker's buffer, writes with uv_try_write), optionally TLS (ciphertext
+ * in, plaintext out, and the reverse), then one protocol: HTTP/1.1 (llhttp) or
+ * HTTP/2 (nghttp2), chosen by ALPN on TLS or by the first bytes (the HTTP/2
+ * client preface) otherwise, or switched to by an HTTP/1.1 `Upgrade: h2c`.
  *
  * Every worker is one thread with one libuv loop; everything a worker owns
  * (its connections, heap, scratch buffers, counters) is touched by that thread
@@ -23,6 +34,7 @@
 #include <uv.h>
 #include <zlib.h>
 
+#include "h2_mem.h"
 #include "internal.h"
 
 /* One shared read buffer per worker: connections keep no input buffer of
@@ -44,9 +56,21 @@
  * client sees the final response instead of a reset. */
 #define SRV_LINGER_MS 2000
 #define SRV_MAX_LISTENERS (3 * NHB_SERVER_MAX_LISTEN + 1)
+/* TLS: responses are encrypted in slices so that at most about this much
+ * ciphertext waits in a connection's write BIO; the rest of a large response
+ * stays referenced (not copied) until the socket drains. HTTP/2 stops asking
+ * nghttp2 for frames at the same mark. */
+#define SRV_WRITE_HIGH (256u * 1024u)
+/* Ciphertext is moved from the write BIO to the socket in pieces this big. */
+#define SRV_TLS_OUT (64u * 1024u)
+/* HTTP/2 frames are gathered into one write up to this size. */
+#define SRV_H2_STAGE (64u * 1024u)
 
 typedef struct srv_worker srv_worker;
 typedef struct srv_conn srv_conn;
+typedef struct srv_tls srv_tls;
+typedef struct srv_h2 srv_h2;
+typedef struct srv_h2_stream srv_h2_stream;
 
 /* ---- buffers ----------------------------------------------------------- */
 
@@ -171,6 +195,9 @@ typedef struct srv_hdr_pos {
 } srv_hdr_pos;
 
 enum { SRV_CONN_HTTP = 0, SRV_CONN_ADMIN = 1 };
+/* The protocol a connection speaks; DETECT until its first bytes (or ALPN)
+ * decide. */
+enum { SRV_PROTO_DETECT = 0, SRV_PROTO_H1 = 1, SRV_PROTO_H2 = 2 };
 
 /* The request being parsed. Every request is captured (URL, header names
  * and values, and the body when it may be echoed) into one buffer that the
@@ -186,8 +213,19 @@ typedef struct srv_req {
   size_t body_off, body_len;
   int capture_body;
   int nh_idx; /* index of x-nighthawk-test-server-config in hdrs, or -1 */
-  int expect_continue, accept_gzip, has_query, is_debug;
+  int settings_idx; /* HTTP/1.1: index of HTTP2-Settings in hdrs, or -1 */
+  int expect_continue, accept_gzip, has_query, is_debug, upgrade_h2c;
+  /* Set when the request is complete, before a response is built. */
+  const char* method;
+  size_t method_len;
+  uint8_t http_major, http_minor;
 } srv_req;
+
+/* Notes what the server looks at in header i of q (the Nighthawk config
+ * header, Expect, Accept-Encoding, Upgrade, HTTP2-Settings). */
+void nhb__srv_req_note_header(srv_req* q, size_t i);
+/* Notes the query string and /debug from the URL q->buf[url_off, url_len). */
+void nhb__srv_req_note_url(srv_req* q);
 
 typedef union srv_stream {
   uv_handle_t handle;
@@ -212,7 +250,13 @@ struct srv_conn {
   uint8_t in_head;     /* a request head is being received */
   uint8_t is_pipe;
   uint8_t eof;         /* the client half-closed; answer what was parsed, then close */
+  uint8_t proto;       /* SRV_PROTO_* */
+  uint8_t preface_n;   /* DETECT: bytes of the HTTP/2 client preface seen so far */
+  uint8_t in_input;    /* TLS plaintext is being delivered (no re-entry) */
   uint16_t error_status; /* 413/431 decided inside a parser callback */
+  size_t head_sent;    /* TLS: bytes of the first queued response already written */
+  srv_tls* tls;        /* TLS state, or NULL */
+  srv_h2* h2;          /* HTTP/2 state, or NULL */
   uint64_t last_active_ms, head_start_ms, linger_start_ms;
   size_t heap_idx; /* position in the worker's delay heap, or SIZE_MAX */
   uint64_t wake_ns;
@@ -231,6 +275,8 @@ struct srv_conn {
 typedef struct srv_counters {
   _Atomic uint64_t requests, connections_total, connections_active, rx_bytes, tx_bytes, bad_requests;
   _Atomic uint64_t stall_requests, tcp_echo_bytes, udp_echo_packets;
+  _Atomic uint64_t connections_http1, connections_http2, tls_handshakes, tls_handshake_errors, tls_session_reused;
+  _Atomic uint64_t h2_streams_reset, h2_protocol_errors;
   _Atomic uint64_t status[NHB_SERVER_STATUS_MAX];
 } srv_counters;
 
@@ -285,6 +331,17 @@ struct srv_worker {
   srv_arena nh_arena, echo_arena;
   z_stream z;
   int z_ready;
+  /* TLS: plaintext gathered into records, and ciphertext on its way out. */
+  char* tls_plain;
+  char* tls_out;
+  /* HTTP/2: frames gathered for one write, stream structs to reuse, the
+   * header array built for each response, nghttp2's recycled blocks. */
+  char* h2_stage;
+  srv_h2_stream* h2_free;
+  size_t h2_nfree;
+  void* h2_nv;
+  size_t h2_nv_cap;
+  nhb__h2_mem h2_mem;
   srv_counters counters __attribute__((aligned(64)));
 };
 
@@ -318,6 +375,15 @@ struct nhb_server {
   size_t canned_413_len;
   char* canned_431;
   size_t canned_431_len;
+  char* canned_505;
+  size_t canned_505_len;
+  /* TLS and protocols. */
+  void* ssl_ctx;   /* SSL_CTX*, NULL without TLS */
+  char* cert_pem;  /* the certificate served (PEM), NULL without TLS */
+  void* h2_callbacks; /* nghttp2_session_callbacks* */
+  int h1_ok, h2_ok;   /* protocols spoken (config.alpn) */
+  unsigned char alpn_wire[32];
+  size_t alpn_wire_len;
   /* Body sources: Nighthawk's 'a' bytes and Fortio's pseudo-random payload. */
   char* a_region;
   char* payload;
@@ -352,18 +418,120 @@ void nhb__srv_conn_flush(srv_conn* c);
 /* Appends a response to the queue; returns 0 or NHB_ENOMEM. */
 int nhb__srv_conn_push(srv_conn* c, const srv_resp* r);
 void nhb__srv_sweep(srv_worker* w);
+/* Plaintext from the socket or from TLS, to the connection's protocol. */
+void nhb__srv_conn_deliver(srv_conn* c, const char* p, size_t n);
+/* Sends bufs, through TLS if the connection has it. keep[i] != 0 says bufs[i]
+ * outlives the connection (the server's shared regions) and need not be
+ * copied if the socket cannot take it at once; keep may be NULL. Returns 0,
+ * or -1 when the connection was closed. */
+int nhb__srv_conn_write(srv_conn* c, uv_buf_t* bufs, unsigned nbufs, size_t total, const uint8_t* keep);
+/* The same on the socket itself, below TLS. */
+int nhb__srv_sock_write(srv_conn* c, uv_buf_t* bufs, unsigned nbufs, size_t total, const uint8_t* keep);
+/* Bytes written but not yet taken by the kernel (plus ciphertext not yet
+ * handed to the socket). */
+size_t nhb__srv_conn_queued(const srv_conn* c);
+/* No more responses: shut the write side down after what is queued, then
+ * linger (discarding input) until the client closes. */
+void nhb__srv_conn_finish(srv_conn* c);
+/* The client ended its side (EOF, or TLS close_notify). */
+void nhb__srv_conn_eof(srv_conn* c);
+/* Starts the protocol a connection will speak (counts it). */
+int nhb__srv_conn_set_proto(srv_conn* c, int proto);
 
 /* server_respond.c */
-/* Renders the response to the request just parsed and queues it. */
+
+/* The headers of a response: the server's own (Server: nhbench), then three
+ * lists from the options, each header with append = 0 replacing earlier ones
+ * of its name, then the extras (content type, gzip, the time delta), which
+ * nothing replaces. */
+typedef struct srv_headers {
+  const srv_header* list[3];
+  size_t n[3];
+  const srv_header* extra;
+  size_t nextra;
+} srv_headers;
+
+/* Calls emit() for every header that goes out, in order. Stops at (and
+ * returns) the first negative return. */
+int nhb__srv_headers_emit(const srv_headers* h, int (*emit)(void* ctx, const srv_header* hd), void* ctx);
+
+/* A response, independent of the protocol that carries it. Its bytes live in
+ * the `out` buffer it was built into (pieces with ext == NULL are offsets in
+ * it) or in the server's shared regions; header names and values point into
+ * the options and into extra_buf, so a reply must be rendered before the
+ * worker builds the next one. */
+typedef struct srv_reply {
+  unsigned status;
+  int close;   /* the connection ends after this response */
+  int no_body; /* 204, 304: neither a body nor a Content-Length */
+  uint64_t delay_ns;
+  srv_headers h;
+  srv_header extra[4];
+  char extra_buf[32];
+  srv_piece body[2];
+  int nbody;
+  size_t body_len;
+} srv_reply;
+
+/* Builds the response to the complete request q (its method and version
+ * set), appending dynamic bytes to out. Returns 0 or NHB_ENOMEM. */
+int nhb__srv_reply_build(srv_conn* c, srv_req* q, srv_buf* out, uint64_t now, srv_reply* r);
+/* A text response (errors): body "<prefix><text>", Content-Type text/plain. */
+int nhb__srv_reply_text(srv_reply* r, srv_buf* out, unsigned status, const char* prefix, const char* text);
+/* HTTP/1.1: renders the response to the request just parsed and queues it. */
 int nhb__srv_respond(srv_conn* c, int mode, int head_only, uint64_t now);
 int nhb__srv_respond_admin(srv_conn* c, int mode, int head_only);
-/* Renders a head; content_length < 0 = none. Headers are applied in order,
- * append = 0 replacing earlier ones of the same name. */
-int nhb__srv_render_head(srv_buf* b, unsigned status, int64_t content_length, int mode,
-                         const srv_header* h1, size_t n1, const srv_header* h2, size_t n2,
-                         const srv_header* h3, size_t n3, const char* extra);
+/* Renders an HTTP/1.1 head; content_length < 0 = none. */
+int nhb__srv_render_head(srv_buf* b, unsigned status, int64_t content_length, int mode, const srv_headers* h);
 int nhb__srv_render_canned(nhb_server* s);
 void nhb__srv_render_stats_json(const nhb_server* s, srv_buf* b);
+
+/* server_tls.c */
+/* Builds the SSL_CTX from the config (loading or generating the certificate). */
+int nhb__srv_tls_init(nhb_server* s, char* err, size_t err_len);
+void nhb__srv_tls_free(nhb_server* s);
+/* Per-connection TLS state for an accepted connection; returns 0 or NHB_ENOMEM. */
+int nhb__srv_tls_accept(srv_conn* c);
+/* Ciphertext from the socket: handshake, then plaintext to the protocol. */
+void nhb__srv_tls_on_read(srv_conn* c, const char* p, size_t n);
+/* Delivers plaintext still buffered (after back-pressure let go). */
+void nhb__srv_tls_pull(srv_conn* c);
+/* Is there input not yet delivered? */
+int nhb__srv_tls_has_input(const srv_conn* c);
+/* Encrypts bufs into the write BIO and moves what it can to the socket.
+ * Returns 0 or -1 (the connection was closed). */
+int nhb__srv_tls_write(srv_conn* c, const uv_buf_t* bufs, unsigned nbufs);
+/* Moves ciphertext from the write BIO to the socket: while the socket takes
+ * it at once, or all of it (queued behind what is pending) when `all`. */
+int nhb__srv_tls_drain(srv_conn* c, int all);
+size_t nhb__srv_tls_pending(const srv_conn* c);
+/* Queues close_notify. */
+void nhb__srv_tls_shutdown(srv_conn* c);
+int nhb__srv_tls_handshake_done(const srv_conn* c);
+void nhb__srv_tls_conn_free(srv_conn* c);
+
+/* server_h2.c */
+int nhb__srv_h2_init(nhb_server* s);
+void nhb__srv_h2_free(nhb_server* s);
+/* An HTTP/2 session for the connection (prior knowledge, ALPN, upgrade). */
+int nhb__srv_h2_start(srv_conn* c);
+void nhb__srv_h2_recv(srv_conn* c, const char* p, size_t n);
+/* Writes what nghttp2 has to send, up to SRV_WRITE_HIGH queued. */
+void nhb__srv_h2_send(srv_conn* c);
+/* Submits the responses whose deadline has come, then sends. */
+void nhb__srv_h2_flush(srv_conn* c);
+/* HTTP/1.1 `Upgrade: h2c` for the request just parsed into c->req: 101, then
+ * the response on stream 1 over HTTP/2. Returns 0, 1 when the upgrade was
+ * declined (a malformed HTTP2-Settings: answer over HTTP/1.1), or a negative
+ * code. */
+int nhb__srv_h2_upgrade(srv_conn* c, int head_only);
+/* Idle: GOAWAY and close once it is out. */
+void nhb__srv_h2_goaway(srv_conn* c);
+int nhb__srv_h2_busy(const srv_conn* c);
+/* Responses waiting for a deadline (for the worker's `delayed`). */
+size_t nhb__srv_h2_waiting(const srv_conn* c);
+void nhb__srv_h2_conn_free(srv_conn* c);
+void nhb__srv_h2_worker_free(srv_worker* w);
 
 /* server_echo.c */
 int nhb__srv_echo_start(srv_worker* w, srv_listener* l);

@@ -1,9 +1,12 @@
-/* server_respond.c: responses the test server renders per request.
+/* server_respond.c: the responses the test server builds per request.
  *
- * A request takes this path when something about it is dynamic: a query
- * string (Fortio's echo parameters), the x-nighthawk-test-server-config
- * header, /debug, a body to echo, or static options that differ per request.
- * The options are merged in this order: static Nighthawk options, then the
+ * A request's response is built once, as a protocol-independent srv_reply
+ * (status, headers, body pieces, delay, close), which HTTP/1.1 renders into a
+ * head and queues (here) and HTTP/2 turns into a HEADERS frame and a data
+ * source (server_h2.c). The common HTTP/1.1 response does not come here at
+ * all: it is pre-rendered once (nhb__srv_render_canned) and shared.
+ *
+ * Options are merged in this order: static Nighthawk options, then the
  * request's Nighthawk JSON over them (scalars replace, response_headers
  * append), then Fortio's parameters (the request's, else the
  * echo_default_params ones, each parameter on its own).
@@ -13,7 +16,7 @@
  * echo_request_headers appends a dump of the request head to any of them.
  * Nighthawk's delay and Fortio's `delay` add up.
  *
- * Rendering writes into the connection's `out` buffer; bodies made of 'a'
+ * Dynamic bytes are written into the caller's buffer; bodies made of 'a'
  * bytes or of the random payload are not copied but referenced in the
  * server's shared regions.
  */
@@ -88,43 +91,64 @@ static const char* reason_phrase(unsigned status) {
 }
 
 static const srv_header server_header = {{"Server", 6}, {"nhbench", 7}, 0};
+static const srv_header text_plain = {{"Content-Type", 12}, {"text/plain", 10}, 0};
 
 static int same_name(const srv_header* a, const srv_header* b) {
   return a->name.len == b->name.len && strncasecmp(a->name.p, b->name.p, a->name.len) == 0;
 }
 
-int nhb__srv_render_head(srv_buf* b, unsigned status, int64_t content_length, int mode, const srv_header* h1,
-                         size_t n1, const srv_header* h2, size_t n2, const srv_header* h3, size_t n3,
-                         const char* extra) {
-  const srv_header* lists[4] = {&server_header, h1, h2, h3};
-  size_t counts[4] = {1, h1 ? n1 : 0, h2 ? n2 : 0, h3 ? n3 : 0};
-  if (nhb__srv_buf_printf(b, "HTTP/1.1 %u %s\r\n", status, reason_phrase(status)) < 0) return NHB_ENOMEM;
+int nhb__srv_headers_emit(const srv_headers* h, int (*emit)(void* ctx, const srv_header* hd), void* ctx) {
+  const srv_header* lists[4] = {&server_header, h->list[0], h->list[1], h->list[2]};
+  size_t counts[4] = {1, h->list[0] ? h->n[0] : 0, h->list[1] ? h->n[1] : 0, h->list[2] ? h->n[2] : 0};
   for (int l = 0; l < 4; l++) {
     for (size_t i = 0; i < counts[l]; i++) {
-      const srv_header* h = &lists[l][i];
+      const srv_header* hd = &lists[l][i];
       /* Skipped when a later header of the same name replaces it. */
       int replaced = 0;
       for (int l2 = l; l2 < 4 && !replaced; l2++)
         for (size_t j = (l2 == l ? i + 1 : 0); j < counts[l2] && !replaced; j++)
-          replaced = !lists[l2][j].append && same_name(h, &lists[l2][j]);
+          replaced = !lists[l2][j].append && same_name(hd, &lists[l2][j]);
       if (replaced) continue;
-      if (nhb__srv_buf_reserve(b, h->name.len + h->value.len + 4) < 0) return NHB_ENOMEM;
-      memcpy(b->p + b->len, h->name.p, h->name.len);
-      b->len += h->name.len;
-      memcpy(b->p + b->len, ": ", 2);
-      b->len += 2;
-      memcpy(b->p + b->len, h->value.p, h->value.len);
-      b->len += h->value.len;
-      memcpy(b->p + b->len, "\r\n", 2);
-      b->len += 2;
+      int r = emit(ctx, hd);
+      if (r < 0) return r;
     }
   }
+  for (size_t i = 0; i < h->nextra; i++) {
+    int r = emit(ctx, &h->extra[i]);
+    if (r < 0) return r;
+  }
+  return 0;
+}
+
+/* ---- HTTP/1.1 rendering ------------------------------------------------------------ */
+
+static int h1_header(void* ctx, const srv_header* h) {
+  srv_buf* b = ctx;
+  if (nhb__srv_buf_reserve(b, h->name.len + h->value.len + 4) < 0) return NHB_ENOMEM;
+  memcpy(b->p + b->len, h->name.p, h->name.len);
+  b->len += h->name.len;
+  memcpy(b->p + b->len, ": ", 2);
+  b->len += 2;
+  memcpy(b->p + b->len, h->value.p, h->value.len);
+  b->len += h->value.len;
+  memcpy(b->p + b->len, "\r\n", 2);
+  b->len += 2;
+  return 0;
+}
+
+int nhb__srv_render_head(srv_buf* b, unsigned status, int64_t content_length, int mode, const srv_headers* h) {
+  if (nhb__srv_buf_printf(b, "HTTP/1.1 %u %s\r\n", status, reason_phrase(status)) < 0) return NHB_ENOMEM;
+  /* The extras go after the framing headers, as they always have. */
+  srv_headers main = *h;
+  main.nextra = 0;
+  if (nhb__srv_headers_emit(&main, h1_header, b) < 0) return NHB_ENOMEM;
   if (content_length >= 0 && nhb__srv_buf_printf(b, "Content-Length: %lld\r\n", (long long)content_length) < 0)
     return NHB_ENOMEM;
   if (mode == SRV_MODE_CLOSE && nhb__srv_buf_append(b, "Connection: close\r\n", 19) < 0) return NHB_ENOMEM;
   if (mode == SRV_MODE_KEEPALIVE && nhb__srv_buf_append(b, "Connection: keep-alive\r\n", 24) < 0)
     return NHB_ENOMEM;
-  if (extra && nhb__srv_buf_append(b, extra, strlen(extra)) < 0) return NHB_ENOMEM;
+  for (size_t i = 0; i < h->nextra; i++)
+    if (h1_header(b, &h->extra[i]) < 0) return NHB_ENOMEM;
   return nhb__srv_buf_append(b, "\r\n", 2);
 }
 
@@ -140,9 +164,8 @@ static int take(srv_buf* b, char** out, size_t* out_len) {
 static int canned_error(unsigned status, const char* text, char** out, size_t* out_len) {
   srv_buf b = {0};
   size_t n = strlen(text);
-  if (nhb__srv_render_head(&b, status, (int64_t)n, SRV_MODE_CLOSE, NULL, 0, NULL, 0, NULL, 0,
-                           "Content-Type: text/plain\r\n") < 0 ||
-      nhb__srv_buf_append(&b, text, n) < 0) {
+  srv_headers h = {{NULL, NULL, NULL}, {0, 0, 0}, &text_plain, 1};
+  if (nhb__srv_render_head(&b, status, (int64_t)n, SRV_MODE_CLOSE, &h) < 0 || nhb__srv_buf_append(&b, text, n) < 0) {
     nhb__srv_buf_free(&b);
     return NHB_ENOMEM;
   }
@@ -151,11 +174,11 @@ static int canned_error(unsigned status, const char* text, char** out, size_t* o
 
 int nhb__srv_render_canned(nhb_server* s) {
   uint64_t size = s->nh.has_body_size ? s->nh.body_size : 0;
+  srv_headers h = {{s->nh.headers, NULL, NULL}, {s->nh.nheaders, 0, 0}, NULL, 0};
   for (int mode = 0; mode < 3; mode++) {
     for (int head = 0; head < 2; head++) {
       srv_buf b = {0};
-      if (nhb__srv_render_head(&b, 200, (int64_t)size, mode, s->nh.headers, s->nh.nheaders, NULL, 0, NULL, 0, NULL) <
-              0 ||
+      if (nhb__srv_render_head(&b, 200, (int64_t)size, mode, &h) < 0 ||
           (!head && nhb__srv_buf_append(&b, s->a_region, size) < 0)) {
         nhb__srv_buf_free(&b);
         return NHB_ENOMEM;
@@ -165,7 +188,8 @@ int nhb__srv_render_canned(nhb_server* s) {
   }
   if (canned_error(400, "malformed request\n", &s->canned_400, &s->canned_400_len) < 0 ||
       canned_error(413, "request body too large\n", &s->canned_413, &s->canned_413_len) < 0 ||
-      canned_error(431, "request header fields too large\n", &s->canned_431, &s->canned_431_len) < 0)
+      canned_error(431, "request header fields too large\n", &s->canned_431, &s->canned_431_len) < 0 ||
+      canned_error(505, "this server speaks only HTTP/2 here\n", &s->canned_505, &s->canned_505_len) < 0)
     return NHB_ENOMEM;
   return 0;
 }
@@ -180,6 +204,26 @@ static srv_piece out_piece(size_t off, size_t len) {
 static srv_piece ext_piece(const char* p, size_t len) {
   srv_piece x = {p, 0, len};
   return x;
+}
+
+static void reply_init(srv_reply* r, unsigned status) {
+  memset(&r->h, 0, sizeof(r->h));
+  r->status = status;
+  r->close = 0;
+  r->no_body = 0;
+  r->delay_ns = 0;
+  r->h.extra = r->extra;
+  r->nbody = 0;
+  r->body_len = 0;
+}
+
+static void add_extra(srv_reply* r, const char* name, size_t name_len, const char* value, size_t value_len) {
+  srv_header* h = &r->extra[r->h.nextra++];
+  h->name.p = name;
+  h->name.len = name_len;
+  h->value.p = value;
+  h->value.len = value_len;
+  h->append = 1;
 }
 
 /* Gzips the body pieces into `out`, replacing them with one piece. */
@@ -215,53 +259,24 @@ static int gzip_body(srv_worker* w, srv_buf* out, srv_piece* body, int* nbody) {
   return 0;
 }
 
-/* Queues head + body pieces as one response. */
-static int queue_response(srv_conn* c, unsigned status, int mode, int head_only, uint64_t now, uint64_t delay_ns,
-                          size_t head_off, const srv_piece* body, int nbody) {
-  srv_worker* w = c->w;
-  nhb_server* s = w->server;
-  srv_resp r;
-  memset(&r, 0, sizeof(r));
-  r.status = (uint16_t)status;
-  r.close = mode == SRV_MODE_CLOSE;
-  r.p[0] = out_piece(head_off, c->out.len - head_off);
-  r.npieces = 1;
-  if (!head_only)
-    for (int i = 0; i < nbody; i++) r.p[r.npieces++] = body[i];
-  r.deadline_ns = delay_ns ? now + delay_ns : 0;
-  /* Stalls hold HTTP responses; the admin endpoint keeps answering. */
-  if (c->kind == SRV_CONN_HTTP && srv_stall_possible(s)) {
-    uint64_t t = r.deadline_ns ? r.deadline_ns : now;
-    uint64_t release = nhb__srv_stall_release(s, t);
-    if (release > t) r.deadline_ns = release;
-  }
-  if (c->kind == SRV_CONN_HTTP && status < NHB_SERVER_STATUS_MAX) srv_bump(&w->counters.status[status], 1);
-  return nhb__srv_conn_push(c, &r);
-}
-
-static int respond_text(srv_conn* c, unsigned status, int mode, int head_only, uint64_t now, const char* prefix,
-                        const char* text) {
-  srv_buf* out = &c->out;
+int nhb__srv_reply_text(srv_reply* r, srv_buf* out, unsigned status, const char* prefix, const char* text) {
+  reply_init(r, status);
   size_t body_off = out->len;
   if (nhb__srv_buf_printf(out, "%s%s", prefix, text) < 0) return NHB_ENOMEM;
-  size_t body_len = out->len - body_off;
-  size_t head_off = out->len;
-  if (nhb__srv_render_head(out, status, (int64_t)body_len, mode, NULL, 0, NULL, 0, NULL, 0,
-                           "Content-Type: text/plain\r\n") < 0)
-    return NHB_ENOMEM;
-  srv_piece body = out_piece(body_off, body_len);
-  return queue_response(c, status, mode, head_only, now, 0, head_off, &body, 1);
+  r->body[0] = out_piece(body_off, out->len - body_off);
+  r->nbody = 1;
+  r->body_len = out->len - body_off;
+  r->extra[0] = text_plain;
+  r->h.nextra = 1;
+  return 0;
 }
 
 /* Nighthawk's echo_request_headers text: after the body, "\nRequest
  * Headers:\n" and one "'name', 'value'" line per header, names lowercased
  * as Envoy's HTTP/1 codec shows them, pseudo-headers first. */
-static int dump_headers(srv_conn* c) {
-  srv_req* q = &c->req;
-  srv_buf* out = &c->out;
-  const char* method = llhttp_method_name((llhttp_method_t)c->parser.method);
-  if (nhb__srv_buf_printf(out, "\nRequest Headers:\n':method', '%s'\n':path', '%.*s'\n", method, (int)q->url_len,
-                          q->buf.p + q->url_off) < 0)
+static int dump_headers(const srv_req* q, srv_buf* out) {
+  if (nhb__srv_buf_printf(out, "\nRequest Headers:\n':method', '%.*s'\n':path', '%.*s'\n", (int)q->method_len,
+                          q->method, (int)q->url_len, q->buf.p + q->url_off) < 0)
     return NHB_ENOMEM;
   for (size_t i = 0; i < q->nhdrs; i++) {
     const srv_hdr_pos* h = &q->hdrs[i];
@@ -301,21 +316,18 @@ static void peer_name(srv_conn* c, char* out, size_t out_len) {
 }
 
 /* /debug: the request as text, like Fortio's debug handler. */
-static int respond_debug(srv_conn* c, int mode, int head_only, uint64_t now) {
-  srv_worker* w = c->w;
-  nhb_server* s = w->server;
-  srv_req* q = &c->req;
-  srv_buf* out = &c->out;
+static int reply_debug(srv_conn* c, const srv_req* q, srv_buf* out, uint64_t now, srv_reply* r) {
+  nhb_server* s = c->w->server;
   char peer[80];
   peer_name(c, peer, sizeof(peer));
+  reply_init(r, 200);
   size_t body_off = out->len;
   double up = (double)(now - s->start_ns) / 1e9;
   if (nhb__srv_buf_printf(out,
-                          "nhbench %s echo debug server up for %.3fs on %s - request from %s\n\n"
-                          "%s %.*s HTTP/%u.%u\n\nheaders:\n\n",
-                          NHB_VERSION, up, s->hostname, peer,
-                          llhttp_method_name((llhttp_method_t)c->parser.method), (int)q->url_len,
-                          q->buf.p + q->url_off, c->parser.http_major, c->parser.http_minor) < 0)
+                          "nhbench %s echo debug server up for %.3fs on %s - request from %s%s\n\n"
+                          "%.*s %.*s HTTP/%u.%u\n\nheaders:\n\n",
+                          NHB_VERSION, up, s->hostname, peer, c->tls ? " (TLS)" : "", (int)q->method_len,
+                          q->method, (int)q->url_len, q->buf.p + q->url_off, q->http_major, q->http_minor) < 0)
     return NHB_ENOMEM;
   for (size_t i = 0; i < q->nhdrs; i++) {
     const srv_hdr_pos* h = &q->hdrs[i];
@@ -331,13 +343,11 @@ static int respond_debug(srv_conn* c, int mode, int head_only, uint64_t now) {
     return NHB_ENOMEM;
   }
   if (nhb__srv_buf_append(out, q->buf.p + q->body_off, q->body_len) < 0) return NHB_ENOMEM;
-  size_t body_len = out->len - body_off;
-  size_t head_off = out->len;
-  if (nhb__srv_render_head(out, 200, (int64_t)body_len, mode, NULL, 0, NULL, 0, NULL, 0,
-                           "Content-Type: text/plain; charset=utf-8\r\n") < 0)
-    return NHB_ENOMEM;
-  srv_piece body = out_piece(body_off, body_len);
-  return queue_response(c, 200, mode, head_only, now, 0, head_off, &body, 1);
+  r->body[0] = out_piece(body_off, out->len - body_off);
+  r->nbody = 1;
+  r->body_len = out->len - body_off;
+  add_extra(r, "Content-Type", 12, "text/plain; charset=utf-8", 25);
+  return 0;
 }
 
 /* ---- the dynamic path -------------------------------------------------------------- */
@@ -346,10 +356,9 @@ static void take_default(srv_choices* mine, const srv_choices* dflt) {
   if (!mine->present) *mine = *dflt;
 }
 
-int nhb__srv_respond(srv_conn* c, int mode, int head_only, uint64_t now) {
+int nhb__srv_reply_build(srv_conn* c, srv_req* q, srv_buf* out, uint64_t now, srv_reply* r) {
   srv_worker* w = c->w;
   nhb_server* s = w->server;
-  srv_req* q = &c->req;
   char why[256];
   if (!now) now = nhb__now_ns();
   uint64_t prev = w->last_req_ns;
@@ -362,7 +371,7 @@ int nhb__srv_respond(srv_conn* c, int mode, int head_only, uint64_t now) {
   if (q->nh_idx >= 0) {
     const srv_hdr_pos* h = &q->hdrs[q->nh_idx];
     if (nhb__srv_nh_parse(q->buf.p + h->value_off, h->value_len, &rq, &w->nh_arena, why, sizeof(why)) < 0)
-      return respond_text(c, 500, mode, head_only, now, "test-server didn't understand the request: ", why);
+      return nhb__srv_reply_text(r, out, 500, "test-server didn't understand the request: ", why);
     if (rq.has_body_size) nh.has_body_size = 1, nh.body_size = rq.body_size;
     if (rq.has_echo_headers) nh.has_echo_headers = 1, nh.echo_headers = rq.echo_headers;
     if (rq.delay_kind) {
@@ -373,7 +382,7 @@ int nhb__srv_respond(srv_conn* c, int mode, int head_only, uint64_t now) {
     }
     if (rq.has_emit) nh.has_emit = 1, nh.emit_header = rq.emit_header;
   }
-  if (q->is_debug) return respond_debug(c, mode, head_only, now);
+  if (q->is_debug) return reply_debug(c, q, out, now, r);
 
   /* Fortio: the request's parameters, the defaults for those it lacks. */
   srv_echo_opts e;
@@ -387,7 +396,7 @@ int nhb__srv_respond(srv_conn* c, int mode, int head_only, uint64_t now) {
     if (hash) qlen = (size_t)(hash - (mark + 1));
     if (nhb__srv_echo_parse(mark + 1, qlen, s->config.max_echo_delay_ns, s->config.max_payload_bytes, &e,
                             &w->echo_arena, why, sizeof(why)) < 0)
-      return respond_text(c, 400, mode, head_only, now, "", why);
+      return nhb__srv_reply_text(r, out, 400, "", why);
   }
   if (s->has_echo_defaults) {
     const srv_echo_opts* d = &s->echo_defaults;
@@ -413,50 +422,97 @@ int nhb__srv_respond(srv_conn* c, int mode, int head_only, uint64_t now) {
      * requests in progress on this worker, this one included. */
     delay += nh.linear_min_ns + nh.linear_factor_ns * (uint64_t)(w->delayed + 1);
   }
-  if (close) mode = SRV_MODE_CLOSE;
+  reply_init(r, status);
+  r->close = close;
+  r->delay_ns = delay;
 
   /* The body. */
-  srv_buf* out = &c->out;
-  srv_piece body[2];
-  int nbody = 0;
   int no_body = status == 204 || status == 304;
+  r->no_body = no_body;
   if (!no_body) {
     if (size >= 0) {
-      body[nbody++] = ext_piece(s->payload, (size_t)size);
+      r->body[r->nbody++] = ext_piece(s->payload, (size_t)size);
     } else if (nh.has_body_size) {
-      body[nbody++] = ext_piece(s->a_region, nh.body_size);
+      r->body[r->nbody++] = ext_piece(s->a_region, nh.body_size);
     } else if (q->body_len) {
       size_t off = out->len;
       if (nhb__srv_buf_append(out, q->buf.p + q->body_off, q->body_len) < 0) return NHB_ENOMEM;
-      body[nbody++] = out_piece(off, q->body_len);
+      r->body[r->nbody++] = out_piece(off, q->body_len);
     }
     if (nh.has_echo_headers && nh.echo_headers) {
       size_t off = out->len;
-      if (dump_headers(c) < 0) return NHB_ENOMEM;
-      if (nbody && !body[nbody - 1].ext && body[nbody - 1].off + body[nbody - 1].len == off)
-        body[nbody - 1].len += out->len - off; /* adjacent in `out`: one piece */
+      if (dump_headers(q, out) < 0) return NHB_ENOMEM;
+      srv_piece* last = r->nbody ? &r->body[r->nbody - 1] : NULL;
+      if (last && !last->ext && last->off + last->len == off)
+        last->len += out->len - off; /* adjacent in `out`: one piece */
       else
-        body[nbody++] = out_piece(off, out->len - off);
+        r->body[r->nbody++] = out_piece(off, out->len - off);
     }
-    if (gzip && gzip_body(w, out, body, &nbody) < 0) return NHB_ENOMEM;
+    if (gzip && gzip_body(w, out, r->body, &r->nbody) < 0) return NHB_ENOMEM;
   }
-  size_t body_len = 0;
-  for (int i = 0; i < nbody; i++) body_len += body[i].len;
+  for (int i = 0; i < r->nbody; i++) r->body_len += r->body[i].len;
 
-  /* The head. */
-  /* Room for a 255-byte header name, its value and the gzip headers. */
-  char extra[384];
-  size_t xl = 0;
-  extra[0] = '\0';
-  if (nh.has_emit && prev != 0 && nh.emit_header.len < 256)
-    xl += (size_t)snprintf(extra + xl, sizeof(extra) - xl, "%.*s: %llu\r\n", (int)nh.emit_header.len,
-                           nh.emit_header.p, (unsigned long long)(now - prev));
-  if (gzip && !no_body) snprintf(extra + xl, sizeof(extra) - xl, "Content-Encoding: gzip\r\nVary: Accept-Encoding\r\n");
-  size_t head_off = out->len;
-  if (nhb__srv_render_head(out, status, no_body ? -1 : (int64_t)body_len, mode, nh.headers, nh.nheaders, rq.headers,
-                           rq.nheaders, e.has_headers ? e.headers : NULL, e.nheaders, extra) < 0)
+  /* The headers: the options' lists, then the server's extras. */
+  r->h.list[0] = nh.headers;
+  r->h.n[0] = nh.nheaders;
+  r->h.list[1] = rq.headers;
+  r->h.n[1] = rq.nheaders;
+  r->h.list[2] = e.has_headers ? e.headers : NULL;
+  r->h.n[2] = e.nheaders;
+  if (nh.has_emit && prev != 0 && nh.emit_header.len < 256) {
+    int n = snprintf(r->extra_buf, sizeof(r->extra_buf), "%llu", (unsigned long long)(now - prev));
+    add_extra(r, nh.emit_header.p, nh.emit_header.len, r->extra_buf, (size_t)n);
+  }
+  if (gzip && !no_body) {
+    add_extra(r, "Content-Encoding", 16, "gzip", 4);
+    add_extra(r, "Vary", 4, "Accept-Encoding", 15);
+  }
+  return 0;
+}
+
+/* ---- HTTP/1.1 ---------------------------------------------------------------------- */
+
+/* Queues head + body pieces as one response. */
+static int queue_response(srv_conn* c, unsigned status, int mode, int head_only, uint64_t now, uint64_t delay_ns,
+                          size_t head_off, const srv_piece* body, int nbody) {
+  srv_worker* w = c->w;
+  nhb_server* s = w->server;
+  srv_resp r;
+  memset(&r, 0, sizeof(r));
+  r.status = (uint16_t)status;
+  r.close = mode == SRV_MODE_CLOSE;
+  r.p[0] = out_piece(head_off, c->out.len - head_off);
+  r.npieces = 1;
+  if (!head_only)
+    for (int i = 0; i < nbody; i++) r.p[r.npieces++] = body[i];
+  r.deadline_ns = delay_ns ? now + delay_ns : 0;
+  /* Stalls hold HTTP responses; the admin endpoint keeps answering. */
+  if (c->kind == SRV_CONN_HTTP && srv_stall_possible(s)) {
+    uint64_t t = r.deadline_ns ? r.deadline_ns : now;
+    uint64_t release = nhb__srv_stall_release(s, t);
+    if (release > t) r.deadline_ns = release;
+  }
+  if (c->kind == SRV_CONN_HTTP && status < NHB_SERVER_STATUS_MAX) srv_bump(&w->counters.status[status], 1);
+  return nhb__srv_conn_push(c, &r);
+}
+
+static int queue_reply(srv_conn* c, const srv_reply* r, int mode, int head_only, uint64_t now) {
+  if (r->close) mode = SRV_MODE_CLOSE;
+  size_t head_off = c->out.len;
+  if (nhb__srv_render_head(&c->out, r->status, r->no_body ? -1 : (int64_t)r->body_len, mode, &r->h) < 0)
     return NHB_ENOMEM;
-  return queue_response(c, status, mode, head_only, now, delay, head_off, body, nbody);
+  return queue_response(c, r->status, mode, head_only, now, r->delay_ns, head_off, r->body, r->nbody);
+}
+
+int nhb__srv_respond(srv_conn* c, int mode, int head_only, uint64_t now) {
+  srv_req* q = &c->req;
+  q->method = llhttp_method_name((llhttp_method_t)c->parser.method);
+  q->method_len = strlen(q->method);
+  q->http_major = c->parser.http_major;
+  q->http_minor = c->parser.http_minor;
+  srv_reply r;
+  if (nhb__srv_reply_build(c, q, &c->out, now, &r) < 0) return NHB_ENOMEM;
+  return queue_reply(c, &r, mode, head_only, now);
 }
 
 /* ---- admin ------------------------------------------------------------------------- */
@@ -476,9 +532,17 @@ void nhb__srv_render_stats_json(const nhb_server* s, srv_buf* b) {
     nhb__srv_buf_printf(b, "%s\"%d\": %llu", sep, i, (unsigned long long)st.status[i]);
     sep = ", ";
   }
-  nhb__srv_buf_printf(b, "}, \"stalls\": %llu, \"tcp_echo_bytes\": %llu, \"udp_echo_packets\": %llu}\n",
+  nhb__srv_buf_printf(b, "}, \"stalls\": %llu, \"tcp_echo_bytes\": %llu, \"udp_echo_packets\": %llu",
                       (unsigned long long)st.stalls, (unsigned long long)st.tcp_echo_bytes,
                       (unsigned long long)st.udp_echo_packets);
+  nhb__srv_buf_printf(b,
+                      ", \"connections_http1\": %llu, \"connections_http2\": %llu, \"tls_handshakes\": %llu, "
+                      "\"tls_handshake_errors\": %llu, \"tls_session_reused\": %llu, \"h2_streams_reset\": %llu, "
+                      "\"h2_protocol_errors\": %llu}\n",
+                      (unsigned long long)st.connections_http1, (unsigned long long)st.connections_http2,
+                      (unsigned long long)st.tls_handshakes, (unsigned long long)st.tls_handshake_errors,
+                      (unsigned long long)st.tls_session_reused, (unsigned long long)st.h2_streams_reset,
+                      (unsigned long long)st.h2_protocol_errors);
 }
 
 int nhb__srv_respond_admin(srv_conn* c, int mode, int head_only) {
@@ -488,16 +552,17 @@ int nhb__srv_respond_admin(srv_conn* c, int mode, int head_only) {
   size_t path_len = mark ? (size_t)(mark - url) : q->url_len;
   int method = c->parser.method;
   uint64_t now = nhb__now_ns();
-  if (!(path_len == 6 && memcmp(url, "/stats", 6) == 0) || (method != HTTP_GET && method != HTTP_HEAD))
-    return respond_text(c, 404, mode, head_only, now, "", "not found; try GET /stats\n");
-  srv_buf* out = &c->out;
-  size_t body_off = out->len;
-  nhb__srv_render_stats_json(c->w->server, out);
-  size_t body_len = out->len - body_off;
-  size_t head_off = out->len;
-  if (nhb__srv_render_head(out, 200, (int64_t)body_len, mode, NULL, 0, NULL, 0, NULL, 0,
-                           "Content-Type: application/json\r\n") < 0)
-    return NHB_ENOMEM;
-  srv_piece body = out_piece(body_off, body_len);
-  return queue_response(c, 200, mode, head_only, now, 0, head_off, &body, 1);
+  srv_reply r;
+  if (!(path_len == 6 && memcmp(url, "/stats", 6) == 0) || (method != HTTP_GET && method != HTTP_HEAD)) {
+    if (nhb__srv_reply_text(&r, &c->out, 404, "", "not found; try GET /stats\n") < 0) return NHB_ENOMEM;
+    return queue_reply(c, &r, mode, head_only, now);
+  }
+  reply_init(&r, 200);
+  size_t body_off = c->out.len;
+  nhb__srv_render_stats_json(c->w->server, &c->out);
+  r.body[0] = out_piece(body_off, c->out.len - body_off);
+  r.nbody = 1;
+  r.body_len = c->out.len - body_off;
+  add_extra(&r, "Content-Type", 12, "application/json", 16);
+  return queue_reply(c, &r, mode, head_only, now);
 }

@@ -137,6 +137,9 @@ def test_defaults_and_core_config_is_exactly_the_contract() -> None:
         "header_timeout": 10.0,
         "max_header_bytes": 65536,
         "max_body_bytes": 67108864,
+        "tls": None,
+        "alpn": ["h2", "http/1.1"],
+        "max_concurrent_streams": 100,
     }
 
 
@@ -163,6 +166,10 @@ def test_full_core_config() -> None:
         header_timeout=0.5,
         max_header_bytes="8KiB",
         max_body_bytes="1MiB",
+        tls_self_signed=True,
+        tls_san=["example.test", "[fd00::1]"],
+        alpn="http/1.1, h2",
+        max_concurrent_streams=10,
     )
     config = options.core_config()
     assert config == {
@@ -192,6 +199,9 @@ def test_full_core_config() -> None:
         "header_timeout": 0.5,
         "max_header_bytes": 8192,
         "max_body_bytes": 1048576,
+        "tls": {"self_signed": True, "san": ["example.test", "fd00::1"]},
+        "alpn": ["http/1.1", "h2"],
+        "max_concurrent_streams": 10,
     }
     # JSON-able as it is (the C side reads plain Python containers)
     json.dumps(config)

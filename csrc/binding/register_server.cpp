@@ -26,7 +26,9 @@ namespace {
 const char* const kKeys[] = {"listen",       "workers",        "cpus",           "response",
                              "echo_default_params", "max_echo_delay", "max_payload_kb", "stall_every",
                              "stall_for",    "tcp_echo",       "udp_echo",       "admin",
-                             "idle_timeout", "header_timeout", "max_header_bytes", "max_body_bytes"};
+                             "idle_timeout", "header_timeout", "max_header_bytes", "max_body_bytes",
+                             "tls",          "alpn",           "max_concurrent_streams"};
+const char* const kTlsKeys[] = {"cert", "key", "self_signed", "san"};
 
 [[noreturn]] void bad(const std::string& key, const std::string& what) { throw py::value_error(key + ": " + what); }
 
@@ -210,6 +212,45 @@ class Server {
     c.header_timeout_ns = get_seconds(d, "header_timeout", 10, 1e9);
     c.max_header_bytes = static_cast<uint64_t>(get_int(d, "max_header_bytes", 65536, 256, 1LL << 30));
     c.max_body_bytes = static_cast<uint64_t>(get_int(d, "max_body_bytes", 64LL << 20, 0, 1LL << 62));
+    c.max_concurrent_streams = static_cast<uint32_t>(get_int(d, "max_concurrent_streams", 100, 1, 2147483647LL));
+
+    if (py::object v = value_of(d, "alpn")) {
+      if (!py::isinstance<py::list>(v) && !py::isinstance<py::tuple>(v)) bad("alpn", "expected a list of protocol ids");
+      for (const py::handle id : v) {
+        std::string p = get_str(id, "alpn");
+        if (p.empty() || p.find(',') != std::string::npos) bad("alpn", "protocol ids are h2 and http/1.1");
+        if (!alpn_.empty()) alpn_ += ",";
+        alpn_ += p;
+      }
+      if (alpn_.empty()) bad("alpn", "at least one protocol");
+      c.alpn = alpn_.c_str();
+    }
+    if (py::object v = value_of(d, "tls")) {
+      if (!py::isinstance<py::dict>(v)) bad("tls", "expected a dict with cert and key, or self_signed");
+      py::dict t = v.cast<py::dict>();
+      for (const auto& item : t) {
+        std::string key = py::isinstance<py::str>(item.first) ? item.first.cast<std::string>() : std::string("?");
+        bool known = false;
+        for (const char* k : kTlsKeys) known |= key == k;
+        if (!known) bad("tls", "unknown key '" + key + "'");
+      }
+      c.tls = 1;
+      if (py::object cert = value_of(t, "cert")) tls_cert_ = get_str(cert, "tls: cert");
+      if (py::object key = value_of(t, "key")) tls_key_ = get_str(key, "tls: key");
+      c.tls_cert_file = tls_cert_.c_str();
+      c.tls_key_file = tls_key_.c_str();
+      if (py::object ss = value_of(t, "self_signed")) {
+        if (!py::isinstance<py::bool_>(ss)) bad("tls", "self_signed: expected a bool");
+        c.tls_self_signed = ss.cast<bool>() ? 1 : 0;
+      }
+      if (py::object san = value_of(t, "san")) {
+        if (!py::isinstance<py::list>(san) && !py::isinstance<py::tuple>(san)) bad("tls", "san: expected a list of names");
+        for (const py::handle name : san) tls_san_.push_back(get_str(name, "tls: san"));
+        if (tls_san_.size() > NHB_SERVER_MAX_SAN) bad("tls", "san: at most 16 names");
+        c.ntls_san = static_cast<int>(tls_san_.size());
+        for (size_t i = 0; i < tls_san_.size(); i++) c.tls_san[i] = tls_san_[i].c_str();
+      }
+    }
 
     char err[300] = {0};
     int r = nhb_server_create(&c, &server_, err, sizeof(err));
@@ -275,7 +316,19 @@ class Server {
     d["stalls"] = s.stalls;
     d["tcp_echo_bytes"] = s.tcp_echo_bytes;
     d["udp_echo_packets"] = s.udp_echo_packets;
+    d["connections_http1"] = s.connections_http1;
+    d["connections_http2"] = s.connections_http2;
+    d["tls_handshakes"] = s.tls_handshakes;
+    d["tls_handshake_errors"] = s.tls_handshake_errors;
+    d["tls_session_reused"] = s.tls_session_reused;
+    d["h2_streams_reset"] = s.h2_streams_reset;
+    d["h2_protocol_errors"] = s.h2_protocol_errors;
     return d;
+  }
+
+  py::object tls_cert_pem() const {
+    const char* pem = nhb_server_tls_cert_pem(server_);
+    return pem ? py::object(py::str(pem)) : py::object(py::none());
   }
 
   void stop() {
@@ -288,6 +341,10 @@ class Server {
   std::vector<int> cpus_;
   std::string response_json_;
   std::string echo_defaults_;
+  std::string alpn_;
+  std::string tls_cert_;
+  std::string tls_key_;
+  std::vector<std::string> tls_san_;
   nhb_server* server_ = nullptr;
 };
 
@@ -301,6 +358,7 @@ void register_server(py::module_& m) {
       .def_property_readonly("admin_address", &Server::admin_address)
       .def_property_readonly("tcp_echo_addresses", &Server::tcp_echo_addresses)
       .def_property_readonly("udp_echo_addresses", &Server::udp_echo_addresses)
+      .def_property_readonly("tls_cert_pem", &Server::tls_cert_pem)
       .def("stats", &Server::stats)
       .def("stop", &Server::stop);
 }

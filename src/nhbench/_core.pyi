@@ -60,6 +60,19 @@ class ServerStatsDict(TypedDict):
     stalls: int
     tcp_echo_bytes: int
     udp_echo_packets: int
+    connections_http1: int
+    connections_http2: int
+    tls_handshakes: int
+    tls_handshake_errors: int
+    tls_session_reused: int
+    h2_streams_reset: int
+    h2_protocol_errors: int
+
+class ServerTlsDict(TypedDict, total=False):
+    cert: str  # PEM certificate (chain) file, with key
+    key: str  # PEM private key file
+    self_signed: bool  # generate a key and a self-signed certificate instead
+    san: list[str]  # extra names (DNS or IP) for the generated certificate
 
 class Server:
     """The test server (docs/architecture.md, "The test server").
@@ -67,7 +80,9 @@ class Server:
     config keys: listen [("tcp", host, port) | ("unix", path, 0)], workers, cpus, response
     (Nighthawk ResponseOptions dict), echo_default_params, max_echo_delay, max_payload_kb,
     stall_every, stall_for, tcp_echo [(host, port)], udp_echo [(host, port)],
-    admin (host, port) | None, idle_timeout, header_timeout, max_header_bytes, max_body_bytes.
+    admin (host, port) | None, idle_timeout, header_timeout, max_header_bytes, max_body_bytes,
+    tls (ServerTlsDict) | None, alpn [str] (h2, http/1.1; preference order),
+    max_concurrent_streams.
     """
 
     # bound addresses, valid after start(): ("tcp", host, port) or ("unix", path, 0)
@@ -75,6 +90,8 @@ class Server:
     admin_address: tuple[str, int] | None
     tcp_echo_addresses: list[tuple[str, int]]
     udp_echo_addresses: list[tuple[str, int]]
+    # the certificate presented (PEM; the generated one with tls.self_signed), None without TLS
+    tls_cert_pem: str | None
     def __init__(self, config: dict[str, Any]) -> None: ...
     def start(self) -> None: ...
     def stats(self) -> ServerStatsDict: ...

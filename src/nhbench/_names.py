@@ -25,6 +25,8 @@ __all__ = [
     "COUNTERS",
     "COUNTER_DESCRIPTIONS",
     "ERROR_COUNTERS",
+    "SERVER_STATS",
+    "SERVER_STAT_DESCRIPTIONS",
 ]
 
 SCHEDULED_TO_RESPONSE = "benchmark_http_client.scheduled_to_response"
@@ -129,3 +131,37 @@ ERROR_COUNTERS: tuple[str, ...] = (
     "benchmark.stream_resets",
     "benchmark.request_timeout",
 )
+
+# The test server's statistics: the keys of TestServer.stats() and of the admin endpoint's
+# /stats JSON, in the order docs/server.md lists them ("status" maps codes to counts).
+SERVER_STATS: tuple[str, ...] = (
+    "requests",
+    "connections_total",
+    "connections_active",
+    "rx_bytes",
+    "tx_bytes",
+    "bad_requests",
+    "status",
+    "stalls",
+    "tcp_echo_bytes",
+    "udp_echo_packets",
+    "connections_http1",
+    "connections_http2",
+    "tls_handshakes",
+    "tls_handshake_errors",
+    "tls_session_reused",
+    "h2_streams_reset",
+    "h2_protocol_errors",
+)
+
+# What the statistics added with TLS and HTTP/2 mean (the others are in docs/server.md).
+SERVER_STAT_DESCRIPTIONS: dict[str, str] = {
+    "connections_http1": "connections that spoke HTTP/1.x only",
+    "connections_http2": "connections that spoke HTTP/2 (h2 by ALPN, h2c by preface or "
+    "Upgrade: h2c)",
+    "tls_handshakes": "TLS handshakes completed",
+    "tls_handshake_errors": "TLS connections that ended before their handshake completed",
+    "tls_session_reused": "TLS handshakes that resumed an earlier session",
+    "h2_streams_reset": "HTTP/2 streams reset before their response was sent",
+    "h2_protocol_errors": "HTTP/2 connections ended because the client broke the protocol",
+}

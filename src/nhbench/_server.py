@@ -7,6 +7,11 @@ instead, which keeps the server's threads out of this process (useful when measu
 client's CPU use); `stats()` then goes through the admin endpoint when one is configured,
 and is otherwise available after `stop()`, when the child prints its final counters.
 
+With TLS (``tls_self_signed=True``, or ``tls_cert``/``tls_key``) `url` is ``https://...``
+and `ca_cert` names a PEM file a client can trust (``nhbench.run(server.url,
+cacert=server.ca_cert)``): ``tls_ca_out`` if given, else a temporary file written at start
+and removed at stop.
+
 Options: see `ServerOptions` (``_server_options.py``) and docs/server.md.
 """
 
@@ -47,6 +52,7 @@ __all__ = [
     "address_report",
     "parse_listen",
     "write_address_file",
+    "write_file_atomically",
 ]
 
 STATS_PREFIX = "stats "
@@ -59,8 +65,8 @@ UDP_ECHO_PREFIX = "udp-echo on "
 _UNSET: Any = object()
 
 
-def _url(host: str, port: int, path: str = "/") -> str:
-    return f"http://{format_address(host, port)}{path}"
+def _url(host: str, port: int, path: str = "/", scheme: str = "http") -> str:
+    return f"{scheme}://{format_address(host, port)}{path}"
 
 
 def _split_host_port(text: str) -> tuple[str, int]:
@@ -73,6 +79,8 @@ def address_report(
     admin: tuple[str, int] | None,
     tcp_echo: Sequence[tuple[str, int]],
     udp_echo: Sequence[tuple[str, int]],
+    scheme: str = "http",
+    ca_cert: str | None = None,
 ) -> dict[str, Any]:
     """The bound addresses as the JSON object ``--address-file`` holds (docs/server.md)."""
     entries: list[dict[str, Any]] = []
@@ -81,8 +89,8 @@ def address_report(
             entries.append({"kind": "unix", "path": where, "url": f"unix:{where}"})
         else:
             entries.append({"kind": "tcp", "host": where, "port": port,
-                            "url": _url(where, port)})
-    return {
+                            "url": _url(where, port, scheme=scheme)})
+    report: dict[str, Any] = {
         "pid": os.getpid(),
         "listen": entries,
         "admin": (
@@ -92,17 +100,19 @@ def address_report(
         "tcp_echo": [{"host": h, "port": p} for h, p in tcp_echo],
         "udp_echo": [{"host": h, "port": p} for h, p in udp_echo],
     }
+    if scheme == "https":
+        report["tls"] = {"ca_cert": ca_cert}
+    return report
 
 
-def write_address_file(path: str | os.PathLike[str], report: Mapping[str, Any]) -> None:
-    """Write `report` as JSON to `path` atomically (temporary file in the same directory,
-    fsync, rename): a reader polling for the file never sees it half written."""
+def write_file_atomically(path: str | os.PathLike[str], text: str) -> None:
+    """Write `text` to `path` atomically (temporary file in the same directory, fsync,
+    rename): a reader polling for the file never sees it half written."""
     target = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(report, f, indent=2, sort_keys=True)
-            f.write("\n")
+            f.write(text)
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, 0o644)
@@ -113,6 +123,11 @@ def write_address_file(path: str | os.PathLike[str], report: Mapping[str, Any]) 
         except OSError:
             pass
         raise
+
+
+def write_address_file(path: str | os.PathLike[str], report: Mapping[str, Any]) -> None:
+    """Write `report` as JSON to `path` atomically (see `write_file_atomically`)."""
+    write_file_atomically(path, json.dumps(report, indent=2, sort_keys=True) + "\n")
 
 
 def _remove_stale_socket(path: str) -> None:
@@ -151,12 +166,15 @@ class TestServer:
     ``concurrency_based_linear_delay``, ``emit_previous_request_delta_in_response_header``,
     ``echo_default_params``, ``max_echo_delay``, ``max_payload_kb``, ``stall_every``,
     ``stall_for``, ``tcp_echo``, ``udp_echo``, ``admin``, ``address_file``, ``idle_timeout``,
-    ``header_timeout``, ``max_header_bytes``, ``max_body_bytes``, and ``response`` for
-    Nighthawk's ResponseOptions as one object); ``config`` is a JSON/YAML file path or a
-    mapping that the keywords override. Invalid options raise `OptionsError` (one line).
+    ``header_timeout``, ``max_header_bytes``, ``max_body_bytes``, ``tls_cert``,
+    ``tls_key``, ``tls_self_signed``, ``tls_san``, ``tls_ca_out``, ``alpn``,
+    ``max_concurrent_streams``, and ``response`` for Nighthawk's ResponseOptions as one
+    object); ``config`` is a JSON/YAML file path or a mapping that the keywords override.
+    Invalid options raise `OptionsError` (one line).
 
     `url` and `address` are those of the first TCP listen address (the bound port when 0 was
-    asked for); `urls` lists every TCP one; `unix_paths` the unix sockets.
+    asked for; ``https://`` with TLS); `urls` lists every TCP one; `unix_paths` the unix
+    sockets; `ca_cert` the PEM file to trust with TLS.
     """
 
     # Its name starts with "Test"; this tells pytest it is not a test class to collect.
@@ -189,6 +207,13 @@ class TestServer:
         header_timeout: float | str = _UNSET,
         max_header_bytes: int | str = _UNSET,
         max_body_bytes: int | str = _UNSET,
+        tls_cert: str | os.PathLike[str] | None = _UNSET,
+        tls_key: str | os.PathLike[str] | None = _UNSET,
+        tls_self_signed: bool = _UNSET,
+        tls_san: Iterable[str] | str = _UNSET,
+        tls_ca_out: str | os.PathLike[str] | None = _UNSET,
+        alpn: Iterable[str] | str = _UNSET,
+        max_concurrent_streams: int = _UNSET,
         subprocess: bool = False,
         startup_timeout: float = 10.0,
     ) -> None:
@@ -226,6 +251,10 @@ class TestServer:
         self._pending_output = b""
         self._final_stats: dict[str, Any] | None = None
         self._wrote_address_file: str | None = None
+        # TLS: the certificate served (PEM), and the file clients can trust.
+        self._cert_pem: str | None = None
+        self._ca_cert: str | None = None
+        self._ca_tempdir: tempfile.TemporaryDirectory[str] | None = None
 
     # ---- lifecycle ------------------------------------------------------------------------
 
@@ -300,14 +329,44 @@ class TestServer:
         return self.addresses[0]
 
     @property
+    def scheme(self) -> str:
+        """``https`` with TLS, else ``http``."""
+        return self.options.scheme
+
+    @property
     def url(self) -> str:
-        """``http://host:port/`` of the first TCP listen address."""
-        return _url(*self.address)
+        """``http://host:port/`` (``https://`` with TLS) of the first TCP listen address."""
+        return _url(*self.address, scheme=self.scheme)
 
     @property
     def urls(self) -> list[str]:
-        """``http://host:port/`` of every TCP listen address."""
-        return [_url(host, port) for host, port in self.addresses]
+        """``http(s)://host:port/`` of every TCP listen address."""
+        return [_url(host, port, scheme=self.scheme) for host, port in self.addresses]
+
+    @property
+    def ca_cert(self) -> str:
+        """A PEM file that makes clients trust the server's certificate (``--cacert``).
+
+        Self-signed: ``tls_ca_out`` if given, else a temporary file that lives until `stop()`.
+        With ``tls_cert``: that file (which a client trusts as is only when it is
+        self-signed; otherwise give clients the CA that issued it).
+        """
+        self._need_started()
+        if not self.options.tls:
+            raise ServerError("the test server does not use TLS (tls_self_signed=True or "
+                              "tls_cert=/tls_key=)")
+        assert self._ca_cert is not None
+        return self._ca_cert
+
+    @property
+    def tls_cert_pem(self) -> str:
+        """The certificate the server presents, PEM."""
+        self._need_started()
+        if self._cert_pem is None:
+            if not self.options.tls:
+                raise ServerError("the test server does not use TLS")
+            self._cert_pem = Path(self.ca_cert).read_text(encoding="ascii")
+        return self._cert_pem
 
     @property
     def unix_path(self) -> str:
@@ -345,14 +404,17 @@ class TestServer:
         """The bound addresses, as written to ``address_file``."""
         self._need_started()
         report = address_report(self.listen_addresses, self.admin_address,
-                                self.tcp_echo_addresses, self.udp_echo_addresses)
+                                self.tcp_echo_addresses, self.udp_echo_addresses,
+                                scheme=self.scheme, ca_cert=self._ca_cert)
         report["pid"] = self.pid
         return report
 
     def stats(self) -> dict[str, Any]:
         """The server's own counters (docs/server.md): requests, connections_total,
         connections_active, rx_bytes, tx_bytes, bad_requests, status, stalls,
-        tcp_echo_bytes, udp_echo_packets.
+        tcp_echo_bytes, udp_echo_packets, connections_http1, connections_http2,
+        tls_handshakes, tls_handshake_errors, tls_session_reused, h2_streams_reset,
+        h2_protocol_errors.
 
         Live for an in-process server; for a subprocess server, live through the admin
         endpoint when there is one, else available after `stop()`.
@@ -417,6 +479,9 @@ class TestServer:
             self.udp_echo_addresses = [
                 (str(h), int(p)) for h, p in getattr(server, "udp_echo_addresses", [])
             ]
+            if self.options.tls:
+                self._cert_pem = str(server.tls_cert_pem)
+                self._write_ca_cert()
             if self.options.address_file:
                 write_address_file(self.options.address_file, self.report())
                 self._wrote_address_file = self.options.address_file
@@ -425,7 +490,37 @@ class TestServer:
             server.stop()
             raise
 
+    def _write_ca_cert(self) -> None:
+        """Where clients find the certificate to trust: tls_ca_out, the given certificate,
+        or a temporary file."""
+        options = self.options
+        if options.tls_cert:
+            self._ca_cert = options.tls_cert
+            return
+        assert self._cert_pem is not None
+        if options.tls_ca_out:
+            path = options.tls_ca_out
+        else:
+            self._ca_tempdir = tempfile.TemporaryDirectory(prefix="nhbench-ca-")
+            path = os.path.join(self._ca_tempdir.name, "ca.pem")
+        write_file_atomically(path, self._cert_pem)
+        self._ca_cert = path
+
+    def _remove_ca_cert(self) -> None:
+        # Like the address file, the certificate file goes with the server: the next start
+        # generates another, and a script waiting for the file must not find a stale one.
+        if self._ca_tempdir is not None:
+            self._ca_tempdir.cleanup()
+            self._ca_tempdir = None
+        elif self._server is None and self._process is None and self.options.tls_ca_out \
+                and self._ca_cert == self.options.tls_ca_out:
+            try:
+                os.unlink(self.options.tls_ca_out)
+            except OSError:
+                pass
+
     def _remove_address_file(self) -> None:
+        self._remove_ca_cert()
         path, self._wrote_address_file = self._wrote_address_file, None
         if path:
             try:
@@ -447,9 +542,13 @@ class TestServer:
         env["PYTHONPATH"] = os.pathsep.join(
             [package_root, *filter(None, [env.get("PYTHONPATH")])]
         )
+        args = self.options.cli_args()
+        if self.options.tls_self_signed and not self.options.tls_ca_out:
+            # The child generates the certificate; it writes it where this process reads it.
+            self._ca_tempdir = tempfile.TemporaryDirectory(prefix="nhbench-ca-")
+            args += ["--tls-ca-out", os.path.join(self._ca_tempdir.name, "ca.pem")]
         command = [
-            sys.executable, "-m", "nhbench", "server", *self.options.cli_args(),
-            "--print-stats-json",
+            sys.executable, "-m", "nhbench", "server", *args, "--print-stats-json",
         ]
         # stderr goes to a file, not a pipe: nobody reads it while the server runs, and a
         # full pipe would block the server.
@@ -468,7 +567,13 @@ class TestServer:
             lines = self._read_lines(expected, self.startup_timeout, prefixes)
         except ServerError:
             self._kill_subprocess()
+            self._remove_ca_cert()
             raise
+        if options.tls_cert:
+            self._ca_cert = options.tls_cert
+        elif options.tls_self_signed:
+            self._ca_cert = options.tls_ca_out or os.path.join(
+                self._ca_tempdir.name if self._ca_tempdir else "", "ca.pem")
         self.listen_addresses, self.tcp_echo_addresses, self.udp_echo_addresses = [], [], []
         self.admin_address = None
         for line in lines:
@@ -479,7 +584,8 @@ class TestServer:
                 else:
                     parts = urlsplit(where)
                     self.listen_addresses.append(
-                        ("tcp", str(parts.hostname), int(parts.port or 80))
+                        ("tcp", str(parts.hostname),
+                         int(parts.port or (443 if parts.scheme == "https" else 80)))
                     )
             elif line.startswith(ADMIN_PREFIX):
                 parts = urlsplit(line[len(ADMIN_PREFIX):].strip())
@@ -545,6 +651,7 @@ class TestServer:
         except (ServerError, ValueError):
             self._final_stats = None
         self._kill_subprocess()
+        self._remove_ca_cert()
 
     def _kill_subprocess(self) -> None:
         process, self._process = self._process, None

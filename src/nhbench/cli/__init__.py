@@ -152,12 +152,14 @@ def _add_server_parser(commands: argparse._SubParsersAction[Any]) -> None:
     parser = commands.add_parser(
         "server",
         help="run the test server (Nighthawk response options, Fortio echo)",
-        description="Serve HTTP/1.1 on the given addresses until SIGINT or SIGTERM. Responses "
+        description="Serve HTTP/1.1 and HTTP/2 (h2c on the same port, detected by its "
+        "preface or by Upgrade: h2c; over TLS, h2 by ALPN, with --tls-cert/--tls-key or "
+        "--tls-self-signed) on the given addresses until SIGINT or SIGTERM. Responses "
         "follow Nighthawk's response options (static here or per request in the "
         "x-nighthawk-test-server-config header) and Fortio's echo parameters (?delay=, "
         "status=, size=, close=, header=, gzip=). Prints one line per bound address: "
         "'listening on http://HOST:PORT/' (or 'unix:PATH'), 'admin on ...', 'tcp-echo on "
-        "...', 'udp-echo on ...'. See docs/server.md.",
+        "...', 'udp-echo on ...' (https:// with TLS). See docs/server.md.",
         argument_default=argparse.SUPPRESS,
         allow_abbrev=False,
     )
@@ -208,6 +210,17 @@ def _add_server_parser(commands: argparse._SubParsersAction[Any]) -> None:
                        help=text(server, "max_header_bytes", "65536"))
     group.add_argument("--max-body-bytes", metavar="BYTES",
                        help=text(server, "max_body_bytes", "67108864 (64 MiB)"))
+    group = parser.add_argument_group("TLS and HTTP/2")
+    group.add_argument("--tls-cert", metavar="FILE", help=text(server, "tls_cert"))
+    group.add_argument("--tls-key", metavar="FILE", help=text(server, "tls_key"))
+    group.add_argument("--tls-self-signed", action="store_true",
+                       help=text(server, "tls_self_signed"))
+    group.add_argument("--tls-san", metavar="NAME", action="append",
+                       help=text(server, "tls_san"))
+    group.add_argument("--tls-ca-out", metavar="FILE", help=text(server, "tls_ca_out"))
+    group.add_argument("--alpn", metavar="ID,ID", help=text(server, "alpn", "h2,http/1.1"))
+    group.add_argument("--max-concurrent-streams", metavar="N",
+                       help=text(server, "max_concurrent_streams", "100"))
     # Used by TestServer(subprocess=True) to collect the server's statistics at exit.
     add("--print-stats-json", action="store_true", help=argparse.SUPPRESS)
     parser.set_defaults(func=_cmd_server, subparser=parser)
@@ -411,6 +424,12 @@ def _cmd_server(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
         lines += [UDP_ECHO_PREFIX + format_address(*a) for a in server.udp_echo_addresses]
         sys.stdout.write("".join(line + "\n" for line in lines))
         sys.stdout.flush()
+        if options.tls_ca_out:
+            _note(f"TLS: self-signed certificate written to {options.tls_ca_out} "
+                  f"(clients: --cacert {options.tls_ca_out})")
+        elif options.tls_self_signed:
+            _note("TLS: self-signed certificate; write it out for clients with --tls-ca-out "
+                  "FILE (or let them skip verification: nhbench run -k, curl -k)")
         while not stop.is_set():
             stop.wait(0.5)
     finally:

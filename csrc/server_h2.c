@@ -1,0 +1,775 @@
+/* server_h2.c: HTTP/2 in the test server, on nghttp2's server API.
+ *
+ * A connection speaks HTTP/2 when ALPN chose "h2", when its first bytes are
+ * the client preface (h2c with prior knowledge, on the same port as
+ * HTTP/1.1), or after an HTTP/1.1 `Upgrade: h2c` (101, then the response to
+ * the upgrading request on stream 1). nghttp2 does the framing, HPACK, flow
+ * control and the protocol's rules; this file captures each request into a
+ * stream struct, builds its response with the same code as HTTP/1.1
+ * (nhb__srv_reply_build, so every option behaves the same), and submits it.
+ *
+ * Streams are independent: a response that waits for a delay or a stall
+ * waits on its own, and the others go out meanwhile. The connection sits in
+ * the worker's delay heap keyed by the earliest deadline of its waiting
+ * streams; the timer submits the ones that are due.
+ *
+ * Memory: stream structs (with the buffers they grew to) are recycled through
+ * a per-worker free list, and nghttp2's own per-stream blocks through the
+ * recycling allocator of h2_mem.c, so a request costs no malloc once the
+ * worker is warm. Response bodies are copied into DATA frames by a data
+ * source that reads the reply's pieces (the server's shared regions or the
+ * stream's buffer); nghttp2 paces them by the client's flow-control windows.
+ *
+ * Output: frames from nghttp2_session_mem_send() are gathered into the
+ * worker's stage and written through the connection (TLS or not) until about
+ * SRV_WRITE_HIGH bytes wait for the socket; the write completion resumes.
+ *
+ * A Fortio `close` sends GOAWAY (NO_ERROR) naming the last stream begun: the
+ * streams already received are answered, later ones are refused
+ * (REFUSED_STREAM, which a client may retry elsewhere), and once nghttp2 has
+ * nothing left to do the connection waits for the client to close it (at
+ * most SRV_LINGER_MS).
+ */
+#include <nghttp2/nghttp2.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "server_internal.h"
+
+/* Windows large enough that flow control never limits a test: request
+ * bodies are consumed (captured or dropped) as they arrive. */
+#define H2_STREAM_WINDOW ((1 << 24) - 1)
+#define H2_CONNECTION_WINDOW ((1 << 30) - 1)
+/* Stream structs kept for reuse per worker; more are freed. */
+#define H2_MAX_FREE_STREAMS 1024
+
+struct srv_h2_stream {
+  srv_h2_stream *prev, *next; /* the connection's streams, or the free list */
+  srv_conn* c;
+  int32_t id;
+  uint8_t responded; /* a response is decided (submitted or waiting) */
+  uint8_t complete;  /* our END_STREAM went out */
+  uint8_t waiting;   /* waits for deadline_ns */
+  uint8_t head_only;
+  uint8_t has_length;
+  uint16_t error_status; /* 413/431: the request is refused */
+  uint64_t deadline_ns;
+  uint64_t content_length;
+  size_t method_off, method_len;
+  srv_req req;
+  /* The response: header names and values (lower-case) and dynamic body
+   * bytes live in `out`; rh[i] locates header i. */
+  srv_buf out;
+  srv_hdr_pos* rh;
+  size_t nrh, rh_cap;
+  char status_txt[4];
+  srv_piece body[2];
+  int nbody, body_i;
+  size_t body_at, body_len;
+};
+
+struct srv_h2 {
+  nghttp2_session* session;
+  srv_h2_stream* streams;
+  size_t nstreams, nwaiting;
+  int32_t max_id;      /* the highest stream begun */
+  int32_t goaway_last; /* last_stream_id of our GOAWAY */
+  uint8_t want_goaway; /* a GOAWAY is to be sent before the next frames */
+  uint8_t goaway;      /* it was submitted */
+  uint8_t sending;
+};
+
+static const char connection_specific[][18] = {"connection", "keep-alive", "proxy-connection", "transfer-encoding",
+                                               "upgrade", "te"};
+
+/* ---- streams ----------------------------------------------------------------- */
+
+static srv_h2_stream* stream_new(srv_conn* c, int32_t id) {
+  srv_worker* w = c->w;
+  srv_h2* h = c->h2;
+  srv_h2_stream* st = w->h2_free;
+  if (st) {
+    w->h2_free = st->next;
+    w->h2_nfree--;
+  } else if (!(st = calloc(1, sizeof(*st)))) {
+    return NULL;
+  }
+  /* The buffers stay (grown to the largest request and response seen); the
+   * rest starts over. */
+  srv_req keep_req = st->req;
+  srv_buf keep_out = st->out;
+  srv_hdr_pos* keep_rh = st->rh;
+  size_t keep_rh_cap = st->rh_cap;
+  memset(st, 0, sizeof(*st));
+  st->req.buf = keep_req.buf;
+  st->req.buf.len = 0;
+  st->req.hdrs = keep_req.hdrs;
+  st->req.hdrs_cap = keep_req.hdrs_cap;
+  st->req.nh_idx = -1;
+  st->req.settings_idx = -1;
+  st->out = keep_out;
+  st->out.len = 0;
+  st->rh = keep_rh;
+  st->rh_cap = keep_rh_cap;
+  st->c = c;
+  st->id = id;
+  st->next = h->streams;
+  if (h->streams) h->streams->prev = st;
+  h->streams = st;
+  h->nstreams++;
+  if (id > h->max_id) h->max_id = id;
+  return st;
+}
+
+static void stream_free_memory(srv_h2_stream* st) {
+  nhb__srv_buf_free(&st->req.buf);
+  free(st->req.hdrs);
+  nhb__srv_buf_free(&st->out);
+  free(st->rh);
+  free(st);
+}
+
+/* Unlinks a stream and keeps it for reuse. `account`: the worker's count of
+ * waiting responses still includes it (not when the connection closed). */
+static void stream_release(srv_h2_stream* st, int account) {
+  srv_conn* c = st->c;
+  srv_worker* w = c->w;
+  srv_h2* h = c->h2;
+  if (st->prev) st->prev->next = st->next;
+  else h->streams = st->next;
+  if (st->next) st->next->prev = st->prev;
+  h->nstreams--;
+  if (st->waiting) {
+    h->nwaiting--;
+    if (account) w->delayed--;
+  }
+  if (w->h2_nfree >= H2_MAX_FREE_STREAMS) {
+    stream_free_memory(st);
+    return;
+  }
+  st->prev = NULL;
+  st->next = w->h2_free;
+  w->h2_free = st;
+  w->h2_nfree++;
+}
+
+static srv_h2_stream* stream_of(nghttp2_session* session, int32_t id) {
+  return (srv_h2_stream*)nghttp2_session_get_stream_user_data(session, id);
+}
+
+static int req_add_header(srv_req* q, const uint8_t* name, size_t name_len, const uint8_t* value, size_t value_len) {
+  if (q->nhdrs == q->hdrs_cap) {
+    size_t cap = q->hdrs_cap ? 2 * q->hdrs_cap : 16;
+    srv_hdr_pos* hd = realloc(q->hdrs, cap * sizeof(*hd));
+    if (!hd) return NHB_ENOMEM;
+    q->hdrs = hd;
+    q->hdrs_cap = cap;
+  }
+  srv_hdr_pos* hd = &q->hdrs[q->nhdrs];
+  hd->name_off = q->buf.len;
+  hd->name_len = name_len;
+  if (nhb__srv_buf_append(&q->buf, name, name_len) < 0) return NHB_ENOMEM;
+  hd->value_off = q->buf.len;
+  hd->value_len = value_len;
+  if (nhb__srv_buf_append(&q->buf, value, value_len) < 0) return NHB_ENOMEM;
+  q->nhdrs++;
+  nhb__srv_req_note_header(q, q->nhdrs - 1);
+  return 0;
+}
+
+/* ---- responses ------------------------------------------------------------------ */
+
+static int rh_add(srv_h2_stream* st, const char* name, size_t name_len, const char* value, size_t value_len) {
+  if (st->nrh == st->rh_cap) {
+    size_t cap = st->rh_cap ? 2 * st->rh_cap : 16;
+    srv_hdr_pos* r = realloc(st->rh, cap * sizeof(*r));
+    if (!r) return NHB_ENOMEM;
+    st->rh = r;
+    st->rh_cap = cap;
+  }
+  /* Trimmed: HTTP/2 forbids leading and trailing white space in values. */
+  while (value_len && (value[0] == ' ' || value[0] == '\t')) value++, value_len--;
+  while (value_len && (value[value_len - 1] == ' ' || value[value_len - 1] == '\t')) value_len--;
+  srv_buf* b = &st->out;
+  if (nhb__srv_buf_reserve(b, name_len + value_len) < 0) return NHB_ENOMEM;
+  srv_hdr_pos* r = &st->rh[st->nrh++];
+  r->name_off = b->len;
+  r->name_len = name_len;
+  /* HTTP/2 header names are lower case. */
+  for (size_t i = 0; i < name_len; i++) {
+    char ch = name[i];
+    b->p[b->len++] = (ch >= 'A' && ch <= 'Z') ? (char)(ch + 32) : ch;
+  }
+  r->value_off = b->len;
+  r->value_len = value_len;
+  memcpy(b->p + b->len, value, value_len);
+  b->len += value_len;
+  return 0;
+}
+
+static int h2_header(void* ctx, const srv_header* hd) {
+  srv_h2_stream* st = ctx;
+  /* Connection-specific fields mean nothing in HTTP/2, and a client must
+   * treat a response carrying one as malformed: they are left out. */
+  for (size_t i = 0; i < sizeof(connection_specific) / sizeof(connection_specific[0]); i++)
+    if (hd->name.len == strlen(connection_specific[i]) &&
+        strncasecmp(hd->name.p, connection_specific[i], hd->name.len) == 0)
+      return 0;
+  return rh_add(st, hd->name.p, hd->name.len, hd->value.p, hd->value.len);
+}
+
+/* Turns a reply into the stream's header list and body pieces; the same
+ * headers as HTTP/1.1 sends, in the same order, lower-cased. */
+static int render(srv_h2_stream* st, const srv_reply* r) {
+  st->nrh = 0;
+  snprintf(st->status_txt, sizeof(st->status_txt), "%03u", r->status % 1000);
+  srv_headers main = r->h;
+  main.nextra = 0;
+  if (nhb__srv_headers_emit(&main, h2_header, st) < 0) return NHB_ENOMEM;
+  if (!r->no_body) {
+    char len[24];
+    int n = snprintf(len, sizeof(len), "%zu", r->body_len);
+    if (rh_add(st, "content-length", 14, len, (size_t)n) < 0) return NHB_ENOMEM;
+  }
+  for (size_t i = 0; i < r->h.nextra; i++)
+    if (h2_header(st, &r->h.extra[i]) < 0) return NHB_ENOMEM;
+  st->nbody = r->no_body || st->head_only ? 0 : r->nbody;
+  for (int i = 0; i < st->nbody; i++) st->body[i] = r->body[i];
+  st->body_len = st->nbody ? r->body_len : 0;
+  st->body_i = 0;
+  st->body_at = 0;
+  return 0;
+}
+
+/* The data source: copies the next bytes of the body pieces into the frame. */
+static ssize_t read_body(nghttp2_session* session, int32_t id, uint8_t* buf, size_t length, uint32_t* flags,
+                         nghttp2_data_source* source, void* user_data) {
+  NHB__UNUSED(session);
+  NHB__UNUSED(id);
+  NHB__UNUSED(user_data);
+  srv_h2_stream* st = source->ptr;
+  size_t done = 0;
+  while (done < length && st->body_i < st->nbody) {
+    const srv_piece* p = &st->body[st->body_i];
+    size_t take = p->len - st->body_at;
+    if (take > length - done) take = length - done;
+    memcpy(buf + done, (p->ext ? p->ext : st->out.p + p->off) + st->body_at, take);
+    done += take;
+    st->body_at += take;
+    if (st->body_at == p->len) {
+      st->body_i++;
+      st->body_at = 0;
+    }
+  }
+  if (st->body_i >= st->nbody) *flags |= NGHTTP2_DATA_FLAG_EOF;
+  return (ssize_t)done;
+}
+
+static void submit(srv_h2_stream* st) {
+  srv_conn* c = st->c;
+  srv_worker* w = c->w;
+  size_t n = st->nrh + 1;
+  if (n > w->h2_nv_cap) {
+    size_t cap = n < 32 ? 32 : 2 * n;
+    void* nv = realloc(w->h2_nv, cap * sizeof(nghttp2_nv));
+    if (!nv) {
+      nghttp2_submit_rst_stream(c->h2->session, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
+      return;
+    }
+    w->h2_nv = nv;
+    w->h2_nv_cap = cap;
+  }
+  nghttp2_nv* nv = w->h2_nv;
+  nv[0].name = (uint8_t*)":status";
+  nv[0].namelen = 7;
+  nv[0].value = (uint8_t*)st->status_txt;
+  nv[0].valuelen = 3;
+  nv[0].flags = NGHTTP2_NV_FLAG_NO_COPY_NAME;
+  for (size_t i = 0; i < st->nrh; i++) {
+    const srv_hdr_pos* r = &st->rh[i];
+    nv[i + 1].name = (uint8_t*)st->out.p + r->name_off;
+    nv[i + 1].namelen = r->name_len;
+    nv[i + 1].value = (uint8_t*)st->out.p + r->value_off;
+    nv[i + 1].valuelen = r->value_len;
+    nv[i + 1].flags = NGHTTP2_NV_FLAG_NONE;
+  }
+  nghttp2_data_provider body;
+  body.source.ptr = st;
+  body.read_callback = read_body;
+  if (nghttp2_submit_response(c->h2->session, st->id, nv, n, st->nbody ? &body : NULL) != 0)
+    nghttp2_submit_rst_stream(c->h2->session, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
+}
+
+/* Puts the connection in the delay heap for its earliest waiting stream. */
+static void schedule(srv_conn* c, uint64_t deadline) {
+  if (c->heap_idx == SIZE_MAX || deadline < c->wake_ns) nhb__srv_heap_set(c->w, c, deadline);
+}
+
+static void wait_or_submit(srv_h2_stream* st, uint64_t deadline) {
+  srv_conn* c = st->c;
+  if (deadline) {
+    st->waiting = 1;
+    st->deadline_ns = deadline;
+    c->h2->nwaiting++;
+    c->w->delayed++;
+    schedule(c, deadline);
+    return;
+  }
+  submit(st);
+}
+
+static void respond_error(srv_h2_stream* st) {
+  srv_conn* c = st->c;
+  srv_worker* w = c->w;
+  srv_reply r;
+  st->responded = 1;
+  st->out.len = 0;
+  /* As over HTTP/1.1: counted as a bad request and by status, not among the
+   * requests answered. */
+  srv_bump(&w->counters.bad_requests, 1);
+  if (st->error_status < NHB_SERVER_STATUS_MAX) srv_bump(&w->counters.status[st->error_status], 1);
+  const char* text = st->error_status == 413 ? "request body too large\n" : "request header fields too large\n";
+  if (nhb__srv_reply_text(&r, &st->out, st->error_status, "", text) < 0 || render(st, &r) < 0) {
+    nghttp2_submit_rst_stream(c->h2->session, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
+    return;
+  }
+  submit(st);
+}
+
+static void respond(srv_h2_stream* st) {
+  srv_conn* c = st->c;
+  srv_worker* w = c->w;
+  nhb_server* s = w->server;
+  srv_req* q = &st->req;
+  if (st->responded) return;
+  if (st->error_status) {
+    respond_error(st);
+    return;
+  }
+  st->responded = 1;
+  q->method = q->buf.p + st->method_off;
+  q->method_len = st->method_len;
+  q->http_major = 2;
+  q->http_minor = 0;
+  uint64_t now = w->now_ns ? w->now_ns : nhb__now_ns();
+  srv_bump(&w->counters.requests, 1);
+  st->out.len = 0;
+  srv_reply r;
+  if (nhb__srv_reply_build(c, q, &st->out, now, &r) < 0 || render(st, &r) < 0) {
+    nghttp2_submit_rst_stream(c->h2->session, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
+    return;
+  }
+  if (r.status < NHB_SERVER_STATUS_MAX) srv_bump(&w->counters.status[r.status], 1);
+  /* HTTP/1.1 closes after such a response; HTTP/2 says GOAWAY. */
+  if (r.close) c->h2->want_goaway = 1;
+  uint64_t deadline = r.delay_ns ? now + r.delay_ns : 0;
+  if (srv_stall_possible(s)) {
+    uint64_t t = deadline ? deadline : now;
+    uint64_t release = nhb__srv_stall_release(s, t);
+    if (release > t) deadline = release;
+  }
+  wait_or_submit(st, deadline);
+}
+
+/* ---- nghttp2 callbacks ------------------------------------------------------------ */
+
+static int on_begin_headers(nghttp2_session* session, const nghttp2_frame* frame, void* user_data) {
+  srv_conn* c = user_data;
+  if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
+  srv_h2* h = c->h2;
+  if (h->goaway && frame->hd.stream_id > h->goaway_last) {
+    /* After our GOAWAY: refused unprocessed, so the client may retry it. */
+    nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, frame->hd.stream_id, NGHTTP2_REFUSED_STREAM);
+    return 0;
+  }
+  srv_h2_stream* st = stream_new(c, frame->hd.stream_id);
+  if (!st) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* resets the stream */
+  nghttp2_session_set_stream_user_data(session, frame->hd.stream_id, st);
+  return 0;
+}
+
+static int on_header(nghttp2_session* session, const nghttp2_frame* frame, const uint8_t* name, size_t name_len,
+                     const uint8_t* value, size_t value_len, uint8_t flags, void* user_data) {
+  NHB__UNUSED(flags);
+  srv_conn* c = user_data;
+  if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0; /* trailers */
+  srv_h2_stream* st = stream_of(session, frame->hd.stream_id);
+  if (!st || st->error_status) return 0;
+  srv_req* q = &st->req;
+  q->head_bytes += name_len + value_len + 4;
+  if (q->head_bytes > c->w->server->config.max_header_bytes) {
+    st->error_status = 431;
+    return 0;
+  }
+  if (name_len > 0 && name[0] == ':') {
+    if (name_len == 7 && memcmp(name, ":method", 7) == 0) {
+      st->method_off = q->buf.len;
+      st->method_len = value_len;
+      if (nhb__srv_buf_append(&q->buf, value, value_len) < 0) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+      st->head_only = value_len == 4 && memcmp(value, "HEAD", 4) == 0;
+    } else if (name_len == 5 && memcmp(name, ":path", 5) == 0) {
+      q->url_off = q->buf.len;
+      q->url_len = value_len;
+      if (nhb__srv_buf_append(&q->buf, value, value_len) < 0) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+      nhb__srv_req_note_url(q);
+    } else if ((name_len == 10 && memcmp(name, ":authority", 10) == 0) ||
+               (name_len == 7 && memcmp(name, ":scheme", 7) == 0)) {
+      /* Kept with their names, for /debug and the header echo. */
+      if (req_add_header(q, name, name_len, value, value_len) < 0) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+    }
+    return 0;
+  }
+  if (req_add_header(q, name, name_len, value, value_len) < 0) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+  if (name_len == 14 && memcmp(name, "content-length", 14) == 0) {
+    /* nghttp2 checks it against the DATA received; here it only says early
+     * that a body will be too large. */
+    uint64_t n = 0;
+    for (size_t i = 0; i < value_len && n < (1ULL << 62); i++)
+      if (value[i] >= '0' && value[i] <= '9') n = n * 10 + (uint64_t)(value[i] - '0');
+    st->content_length = n;
+    st->has_length = 1;
+  }
+  return 0;
+}
+
+/* The request head is complete. */
+static void head_done(srv_conn* c, srv_h2_stream* st, int end_stream) {
+  nhb_server* s = c->w->server;
+  srv_req* q = &st->req;
+  /* The header time-out ends with the first complete request head. */
+  c->in_head = 0;
+  q->body_off = q->buf.len;
+  if (!st->error_status && st->has_length && st->content_length > s->config.max_body_bytes) st->error_status = 413;
+  if (st->error_status) {
+    respond_error(st);
+    return;
+  }
+  if (end_stream) {
+    respond(st);
+    return;
+  }
+  /* The body is kept when it may be echoed, as for HTTP/1.1. */
+  q->capture_body = !s->nh.has_body_size || s->static_dynamic || q->has_query || q->nh_idx >= 0 || q->is_debug;
+  if (q->expect_continue) {
+    nghttp2_nv nv = {(uint8_t*)":status", (uint8_t*)"100", 7, 3, NGHTTP2_NV_FLAG_NO_COPY_NAME};
+    nghttp2_submit_headers(c->h2->session, NGHTTP2_FLAG_NONE, st->id, NULL, &nv, 1, NULL);
+  }
+}
+
+static int on_frame_recv(nghttp2_session* session, const nghttp2_frame* frame, void* user_data) {
+  srv_conn* c = user_data;
+  int end = (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0;
+  if (frame->hd.type == NGHTTP2_HEADERS) {
+    srv_h2_stream* st = stream_of(session, frame->hd.stream_id);
+    if (!st) return 0;
+    if (frame->headers.cat == NGHTTP2_HCAT_REQUEST) head_done(c, st, end);
+    else if (end) respond(st); /* trailers end the request */
+  } else if (frame->hd.type == NGHTTP2_DATA && end) {
+    srv_h2_stream* st = stream_of(session, frame->hd.stream_id);
+    if (st) respond(st);
+  }
+  return 0;
+}
+
+static int on_data_chunk(nghttp2_session* session, uint8_t flags, int32_t id, const uint8_t* data, size_t len,
+                         void* user_data) {
+  NHB__UNUSED(flags);
+  srv_conn* c = user_data;
+  nhb_server* s = c->w->server;
+  srv_h2_stream* st = stream_of(session, id);
+  if (!st || st->responded) return 0; /* after an early answer the rest is dropped */
+  srv_req* q = &st->req;
+  q->body_bytes += len;
+  if (q->body_bytes > s->config.max_body_bytes) {
+    st->error_status = 413;
+    respond_error(st);
+    return 0;
+  }
+  if (q->capture_body && q->body_len < s->config.max_payload_bytes) {
+    size_t room = s->config.max_payload_bytes - q->body_len;
+    size_t n = len < room ? len : room;
+    if (nhb__srv_buf_append(&q->buf, data, n) < 0) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+    q->body_len += n;
+  }
+  return 0;
+}
+
+static int on_frame_send(nghttp2_session* session, const nghttp2_frame* frame, void* user_data) {
+  srv_conn* c = user_data;
+  if (frame->hd.type == NGHTTP2_GOAWAY) {
+    /* nghttp2 sends GOAWAY with an error when the client broke the protocol. */
+    if (frame->goaway.error_code != NGHTTP2_NO_ERROR) srv_bump(&c->w->counters.h2_protocol_errors, 1);
+    return 0;
+  }
+  if ((frame->hd.type == NGHTTP2_DATA || frame->hd.type == NGHTTP2_HEADERS) &&
+      (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
+    srv_h2_stream* st = stream_of(session, frame->hd.stream_id);
+    if (!st) return 0;
+    st->complete = 1;
+    /* A refused request whose body is still coming: asked to stop without
+     * error once the answer is out (RFC 9113 section 8.1). */
+    if (st->error_status && !nghttp2_session_get_stream_remote_close(session, st->id))
+      nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_NO_ERROR);
+  }
+  return 0;
+}
+
+static int on_stream_close(nghttp2_session* session, int32_t id, uint32_t error_code, void* user_data) {
+  srv_conn* c = user_data;
+  srv_h2_stream* st = stream_of(session, id);
+  if (!st) return 0;
+  /* Reset before its response was out (by the client, or refused by ours). */
+  if (!st->complete && error_code != NGHTTP2_REFUSED_STREAM) srv_bump(&c->w->counters.h2_streams_reset, 1);
+  nghttp2_session_set_stream_user_data(session, id, NULL);
+  stream_release(st, 1);
+  return 0;
+}
+
+/* ---- the connection ------------------------------------------------------------ */
+
+int nhb__srv_h2_init(nhb_server* s) {
+  if (!s->h2_ok) return 0;
+  nghttp2_session_callbacks* cb = NULL;
+  if (nghttp2_session_callbacks_new(&cb) != 0) return NHB_ENOMEM;
+  nghttp2_session_callbacks_set_on_begin_headers_callback(cb, on_begin_headers);
+  nghttp2_session_callbacks_set_on_header_callback(cb, on_header);
+  nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);
+  nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data_chunk);
+  nghttp2_session_callbacks_set_on_frame_send_callback(cb, on_frame_send);
+  nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
+  s->h2_callbacks = cb;
+  return 0;
+}
+
+void nhb__srv_h2_free(nhb_server* s) {
+  if (s->h2_callbacks) nghttp2_session_callbacks_del((nghttp2_session_callbacks*)s->h2_callbacks);
+  s->h2_callbacks = NULL;
+}
+
+int nhb__srv_h2_start(srv_conn* c) {
+  srv_worker* w = c->w;
+  nhb_server* s = w->server;
+  srv_h2* h = calloc(1, sizeof(*h));
+  if (!h) return NHB_ENOMEM;
+  c->h2 = h;
+  nghttp2_mem mem = nhb__h2_mem_allocator(&w->h2_mem);
+  if (nghttp2_session_server_new3(&h->session, (const nghttp2_session_callbacks*)s->h2_callbacks, c, NULL, &mem) !=
+      0) {
+    h->session = NULL;
+    return NHB_ENOMEM;
+  }
+  uint64_t max_header = s->config.max_header_bytes;
+  nghttp2_settings_entry settings[] = {
+      {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, s->config.max_concurrent_streams},
+      {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, H2_STREAM_WINDOW},
+      {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, max_header > UINT32_MAX ? UINT32_MAX : (uint32_t)max_header},
+  };
+  if (nghttp2_submit_settings(h->session, NGHTTP2_FLAG_NONE, settings, 3) != 0 ||
+      nghttp2_session_set_local_window_size(h->session, NGHTTP2_FLAG_NONE, 0, H2_CONNECTION_WINDOW) != 0)
+    return NHB_ENOMEM;
+  return 0;
+}
+
+void nhb__srv_h2_recv(srv_conn* c, const char* p, size_t n) {
+  srv_h2* h = c->h2;
+  if (!h || !h->session || c->closing || c->finishing) return;
+  ssize_t r = nghttp2_session_mem_recv(h->session, (const uint8_t*)p, n);
+  if (c->closing) return;
+  if (r < 0) {
+    /* Not HTTP/2 at all (a bad preface), a flood, or out of memory. */
+    srv_bump(&c->w->counters.h2_protocol_errors, 1);
+    nhb__srv_conn_close(c);
+    return;
+  }
+  nhb__srv_h2_send(c);
+}
+
+static int write_out(srv_conn* c, const char* p, size_t n) {
+  uv_buf_t b = uv_buf_init((char*)p, (unsigned)n);
+  return nhb__srv_conn_write(c, &b, 1, n, NULL);
+}
+
+void nhb__srv_h2_send(srv_conn* c) {
+  srv_h2* h = c->h2;
+  if (!h || !h->session || c->closing || c->finishing || h->sending) return;
+  h->sending = 1;
+  if (h->want_goaway && !h->goaway) {
+    /* Every stream begun is answered; later ones are refused. */
+    h->goaway = 1;
+    h->goaway_last = h->max_id;
+    nghttp2_submit_goaway(h->session, NGHTTP2_FLAG_NONE, h->max_id, NGHTTP2_NO_ERROR, NULL, 0);
+  }
+  char* stage = c->w->h2_stage;
+  size_t have = 0;
+  int failed = 0;
+  while (nhb__srv_conn_queued(c) < SRV_WRITE_HIGH) {
+    const uint8_t* data;
+    ssize_t n = nghttp2_session_mem_send(h->session, &data);
+    if (n < 0) {
+      h->sending = 0;
+      nhb__srv_conn_close(c);
+      return;
+    }
+    if (n == 0) break;
+    if (have + (size_t)n > SRV_H2_STAGE) {
+      if (write_out(c, stage, have) < 0) {
+        failed = 1;
+        break;
+      }
+      have = 0;
+    }
+    if ((size_t)n > SRV_H2_STAGE) {
+      if (write_out(c, (const char*)data, (size_t)n) < 0) {
+        failed = 1;
+        break;
+      }
+    } else {
+      memcpy(stage + have, data, (size_t)n);
+      have += (size_t)n;
+    }
+  }
+  if (!failed && have) failed = write_out(c, stage, have) < 0;
+  h->sending = 0;
+  if (failed || c->closing) return;
+  if (!c->lingering && !nghttp2_session_want_read(h->session) && !nghttp2_session_want_write(h->session)) {
+    /* GOAWAY sent or received and every stream done: the session is over.
+     * The client closes next (it knows from the GOAWAY which of its requests
+     * to send elsewhere); until it does, or SRV_LINGER_MS pass, the
+     * connection keeps reading, and nghttp2 ignores what comes, rather than
+     * closing under frames still in flight (RFC 9113 section 6.8). */
+    c->lingering = 1;
+    c->linger_start_ms = uv_now(&c->w->loop);
+  }
+}
+
+void nhb__srv_h2_flush(srv_conn* c) {
+  srv_h2* h = c->h2;
+  if (!h || !h->session) return;
+  nhb_server* s = c->w->server;
+  uint64_t now = nhb__now_ns();
+  uint64_t next = UINT64_MAX;
+  int stall = srv_stall_possible(s);
+  for (srv_h2_stream* st = h->streams; st; st = st->next) {
+    if (!st->waiting) continue;
+    if (st->deadline_ns <= now && stall) {
+      /* A stall that began after this response was decided holds it too. */
+      uint64_t release = nhb__srv_stall_release(s, now);
+      if (release > now) st->deadline_ns = release;
+    }
+    if (st->deadline_ns > now) {
+      if (st->deadline_ns < next) next = st->deadline_ns;
+      continue;
+    }
+    st->waiting = 0;
+    st->deadline_ns = 0;
+    h->nwaiting--;
+    c->w->delayed--;
+    submit(st);
+  }
+  if (next != UINT64_MAX) nhb__srv_heap_set(c->w, c, next);
+  else nhb__srv_heap_remove(c->w, c);
+  nhb__srv_h2_send(c);
+}
+
+void nhb__srv_h2_goaway(srv_conn* c) {
+  if (!c->h2 || !c->h2->session) {
+    nhb__srv_conn_close(c);
+    return;
+  }
+  c->h2->want_goaway = 1;
+  nhb__srv_h2_send(c);
+}
+
+int nhb__srv_h2_busy(const srv_conn* c) { return c->h2 && c->h2->nstreams > 0; }
+
+size_t nhb__srv_h2_waiting(const srv_conn* c) { return c->h2 ? c->h2->nwaiting : 0; }
+
+/* base64url without padding (RFC 7540 section 3.2.1), through OpenSSL's
+ * base64 decoder. Returns the decoded length or -1. */
+static int base64url_decode(const char* in, size_t len, uint8_t* out, size_t cap) {
+  char tmp[1024];
+  if (len + 4 > sizeof(tmp) || (len % 4) == 1) return -1;
+  size_t n = 0;
+  for (size_t i = 0; i < len; i++) {
+    char ch = in[i];
+    if (ch == '-') ch = '+';
+    else if (ch == '_') ch = '/';
+    else if (ch == '=') break;
+    tmp[n++] = ch;
+  }
+  if (n == 0) return 0; /* no settings: valid, and nothing to decode */
+  size_t pad = (4 - n % 4) % 4;
+  for (size_t i = 0; i < pad; i++) tmp[n++] = '=';
+  if (n / 4 * 3 > cap + 3) return -1;
+  unsigned char dec[1024];
+  int r = EVP_DecodeBlock(dec, (const unsigned char*)tmp, (int)n);
+  if (r < 0 || (size_t)r < pad || (size_t)r - pad > cap) return -1;
+  memcpy(out, dec, (size_t)r - pad);
+  return r - (int)pad;
+}
+
+int nhb__srv_h2_upgrade(srv_conn* c, int head_only) {
+  srv_worker* w = c->w;
+  srv_req* q = &c->req;
+  const srv_hdr_pos* hs = &q->hdrs[q->settings_idx];
+  uint8_t settings[512];
+  int slen = base64url_decode(q->buf.p + hs->value_off, hs->value_len, settings, sizeof(settings));
+  static const char switching[] = "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n";
+  /* A malformed HTTP2-Settings: no upgrade (RFC 7540 section 3.2.1), the
+   * request is answered over HTTP/1.1. */
+  if (slen < 0 || slen % 6 != 0) return 1;
+  const char* method = llhttp_method_name((llhttp_method_t)c->parser.method);
+  uv_buf_t b = uv_buf_init((char*)switching, sizeof(switching) - 1);
+  uint8_t keep = 1;
+  if (nhb__srv_sock_write(c, &b, 1, b.len, &keep) < 0) return 0; /* closed */
+  /* Counted as HTTP/1.1 when its first bytes came; it speaks HTTP/2 now. */
+  srv_bump(&w->counters.connections_http1, (uint64_t)-1);
+  if (nhb__srv_conn_set_proto(c, SRV_PROTO_H2) < 0) return NHB_ENOMEM;
+  srv_h2* h = c->h2;
+  srv_h2_stream* st = stream_new(c, 1);
+  if (!st) return NHB_ENOMEM;
+  /* The request moves to stream 1, buffers and all; the connection gets the
+   * stream's empty ones. */
+  srv_req tmp = st->req;
+  st->req = *q;
+  *q = tmp;
+  srv_req* sq = &st->req;
+  st->method_off = sq->buf.len;
+  st->method_len = strlen(method);
+  if (nhb__srv_buf_append(&sq->buf, method, st->method_len) < 0) return NHB_ENOMEM;
+  st->head_only = (uint8_t)head_only;
+  if (nghttp2_session_upgrade2(h->session, settings, (size_t)slen, head_only, st) != 0) return NHB_EPROTO;
+  nghttp2_session_set_stream_user_data(h->session, 1, st);
+  c->in_head = 0;
+  respond(st);
+  nhb__srv_h2_send(c);
+  return 0;
+}
+
+void nhb__srv_h2_conn_free(srv_conn* c) {
+  srv_h2* h = c->h2;
+  if (!h) return;
+  /* nghttp2 calls nothing back while it is deleted; the streams it referred
+   * to are released after. */
+  if (h->session) nghttp2_session_del(h->session);
+  h->session = NULL;
+  while (h->streams) stream_release(h->streams, 0);
+  free(h);
+  c->h2 = NULL;
+}
+
+void nhb__srv_h2_worker_free(srv_worker* w) {
+  while (w->h2_free) {
+    srv_h2_stream* st = w->h2_free;
+    w->h2_free = st->next;
+    stream_free_memory(st);
+  }
+  w->h2_nfree = 0;
+  free(w->h2_nv);
+  w->h2_nv = NULL;
+  w->h2_nv_cap = 0;
+  nhb__h2_mem_release(&w->h2_mem);
+}
