@@ -70,7 +70,8 @@ def test_client_and_server_counts_agree(protocol: str, tls: bool) -> None:
                              connections=4, cpus=CLIENT_CPU, **tls_kw)
         c = result.counters
         assert result.success, result.error
-        assert c["benchmark.http_2xx"] == c["upstream_rq_total"] == c["sequencer.released"] == 400
+        # A slow (sanitizer) build may release fewer than 400; every release must be answered.
+        assert c["benchmark.http_2xx"] == c["upstream_rq_total"] == c["sequencer.released"] > 100
 
         def agreed(s: dict) -> bool:
             return (s["rx_bytes"] == c["upstream_cx_tx_bytes_total"]
