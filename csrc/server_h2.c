@@ -507,12 +507,10 @@ static int on_frame_send(nghttp2_session* session, const nghttp2_frame* frame, v
   if ((frame->hd.type == NGHTTP2_DATA || frame->hd.type == NGHTTP2_HEADERS) &&
       (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
     srv_h2_stream* st = stream_of(session, frame->hd.stream_id);
-    if (!st) return 0;
-    st->complete = 1;
-    /* A refused request whose body is still coming: asked to stop without
-     * error once the answer is out (RFC 9113 section 8.1). */
-    if (st->error_status && !nghttp2_session_get_stream_remote_close(session, st->id))
-      nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_NO_ERROR);
+    /* The rest of a refused request's body is read and dropped. RFC 9113
+     * section 8.1 would allow RST_STREAM NO_ERROR here to stop the upload,
+     * but clients such as curl then report the stream as failed. */
+    if (st) st->complete = 1;
   }
   return 0;
 }

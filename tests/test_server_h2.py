@@ -278,6 +278,20 @@ def test_static_options_and_per_request_config_with_nhbench_over_h2() -> None:
     assert stats["status"] == {"201": 200}
 
 
+@needs_curl
+def test_head_and_body_limits_over_h2(tmp_path: Path) -> None:
+    upload = tmp_path / "up.bin"
+    upload.write_bytes(b"u" * 100_000)
+    with nhbench.TestServer(max_header_bytes=1024, max_body_bytes=1000) as server:
+        # Refused on their stream, each with its status; the connection is not closed.
+        assert fetch(server.url, "h2c", "-H", "X-Big: " + "x" * 2000)[0] == 431
+        assert fetch(server.url, "h2c", "--data-binary", f"@{upload}")[0] == 413
+        assert fetch(server.url, "h2c", "--data-binary", "small")[2] == b"small"
+        stats = server.stats()
+    assert stats["bad_requests"] == 2 and stats["requests"] == 1
+    assert stats["status"] == {"431": 1, "413": 1, "200": 1}
+
+
 # --------------------------------------------------------------------------------------------
 # large bodies, both ways (flow control)
 # --------------------------------------------------------------------------------------------
