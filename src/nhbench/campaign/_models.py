@@ -150,3 +150,9 @@ class CampaignManifest(BaseModel):
     highest_passing_step: int | None = Field(
         default=None, description="index of the highest-rate step that passed every rule."
     )
+    settings: dict[str, Any] = Field(
+        default_factory=dict,
+        description="The sweep's settings as given (CLI flags over the scenario file, Python "
+        "spelling), which `--resume` starts from. Never holds a secret: a password is not a "
+        "setting, only the name of the environment variable that holds it.",
+    )
