@@ -342,7 +342,7 @@ def prepare_sweep(settings: Mapping[str, Any]) -> SweepConfig:
                 if text is None:
                     continue
                 try:
-                    ssh_api.SSHTarget.parse(text)
+                    ssh_api.SSHTarget.parse(text, option=flag)
                 except (ValueError, NHBenchError) as exc:
                     message = str(exc)
                     prefix = f"--{flag.replace('_', '-')}"
@@ -639,6 +639,10 @@ class Sweep:
                 ignore=("uri",) if config.embedded else (),
             )
 
+    def use_password(self, password: str | None) -> None:
+        """Set the SSH password (kept in memory only, never written anywhere)."""
+        self._password = password
+
     @property
     def directory(self) -> Path | None:
         return None if self.store is None else self.store.directory
@@ -669,7 +673,7 @@ class Sweep:
             raise HostError("--ssh: SSH support (nhbench.hosts._ssh) is not available in this "
                             "installation")
         target = api.SSHTarget.parse(ssh.target)
-        jump = api.SSHTarget.parse(ssh.jump) if ssh.jump else None
+        jump = api.SSHTarget.parse(ssh.jump, option="ssh_jump") if ssh.jump else None
         password = self._password
         if password is None and ssh.password_env:
             password = api.password_from_environment(ssh.password_env)
@@ -708,7 +712,7 @@ class Sweep:
             return False
         try:
             if spec.install_tools:
-                api.install_tools(host)
+                api.install_tools(host, spec)
             missing = api.check_tools(host, spec)
         except HostError as exc:
             self._note(f"{role} captures skipped: {exc}")
