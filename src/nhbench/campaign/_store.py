@@ -281,6 +281,12 @@ def check_resume(
     except for the keys in `ignore` (the URL of an embedded test server, which gets a new port
     every time). CampaignError says what differs.
     """
+    why = _plan_difference(saved.plan, plan, saved.steps)
+    if why is not None:
+        raise CampaignError(
+            f"cannot resume with a different plan: {why}; a resumed campaign may only add "
+            f"steps (a higher --max-rps, more --steps, --extend)"
+        )
     old = {k: v for k, v in saved.options.items() if k not in ignore}
     new = {k: v for k, v in options.items() if k not in ignore}
     if old != new:
@@ -291,12 +297,6 @@ def check_resume(
         raise CampaignError(
             f"cannot resume with different run options: {shown}; resume with the campaign's "
             f"own options (give only --resume DIR) or start a new campaign"
-        )
-    why = _plan_difference(saved.plan, plan, saved.steps)
-    if why is not None:
-        raise CampaignError(
-            f"cannot resume with a different plan: {why}; a resumed campaign may only add "
-            f"steps (a higher --max-rps, more --steps, --extend)"
         )
     manifest = saved.model_copy(deep=True)
     manifest.plan = plan

@@ -183,7 +183,7 @@ def _password(config: Any) -> str | None:
 
 def _cmd_sweep(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from ..campaign._store import load_manifest
-    from ..sweep._runner import Sweep, prepare_sweep, settings_for_resume
+    from ..sweep._runner import Sweep, overlay, prepare_sweep, settings_for_resume
     from ..sweep._scenario import load_scenario
 
     given = {k: v for k, v in vars(args).items() if k not in _NOT_OPTIONS}
@@ -193,7 +193,7 @@ def _cmd_sweep(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
     argv = list(getattr(args, "argv", []))
     try:
         scenario = given.pop("scenario", None)
-        settings = {**(load_scenario(scenario) if scenario else {}), **given}
+        settings = overlay(load_scenario(scenario) if scenario else {}, given)
         resume = settings.pop("resume", None)
         if resume is not None:
             settings = settings_for_resume(load_manifest(resume), settings)

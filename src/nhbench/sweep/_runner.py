@@ -60,6 +60,7 @@ __all__ = [
     "Sweep",
     "SweepConfig",
     "default_out",
+    "overlay",
     "parse_watch_cpus",
     "prepare_sweep",
     "record_from_result",
@@ -430,18 +431,23 @@ def prepare_sweep(settings: Mapping[str, Any]) -> SweepConfig:
     )
 
 
-def settings_for_resume(manifest: CampaignManifest, given: Mapping[str, Any]) -> dict[str, Any]:
-    """The settings to resume with: the campaign's own, overridden by what was `given`.
-
-    Giving any of the plan keys (rps, max-rps, step-rps, steps) replaces all of them, so that
-    ``--resume DIR --max-rps 400`` extends the saved range and ``--resume DIR --steps ...``
-    does not collide with a saved ``--rps``.
-    """
-    base = dict(manifest.settings)
+def overlay(base: Mapping[str, Any], given: Mapping[str, Any]) -> dict[str, Any]:
+    """`given` over `base` (flags over a campaign file, or over a resumed campaign's own
+    settings). Giving any of the plan keys (rps, max-rps, step-rps, steps) replaces all of
+    them, so that ``--steps 50,100`` over a file with ``rps``/``max-rps`` is not a conflict
+    and ``--max-rps 400`` alone keeps no stale ``--steps``."""
+    merged = dict(base)
     if any(key in given for key in PLAN_KEYS):
         for key in PLAN_KEYS:
-            base.pop(key, None)
-    return {**base, **given}
+            merged.pop(key, None)
+    merged.update(given)
+    return merged
+
+
+def settings_for_resume(manifest: CampaignManifest, given: Mapping[str, Any]) -> dict[str, Any]:
+    """The settings to resume with: the campaign's own, overridden by what was `given`
+    (see `overlay`)."""
+    return overlay(manifest.settings, given)
 
 
 # --------------------------------------------------------------------------------------------
