@@ -195,8 +195,10 @@ def test_embedded_server_with_captures_facts_and_reports(tmp_path: Path) -> None
             assert capture.mpstat_file and (out / step.directory / capture.mpstat_file).is_file()
         if "mpstat" not in (step.target_capture.skipped if step.target_capture else {"mpstat"}):
             assert "server" in step.target_cpu
-    report = pytest.importorskip("nhbench.report", reason="nhbench.report not available")
-    assert report is not None
+    try:
+        from nhbench.report import write_reports  # noqa: F401
+    except ImportError:
+        pytest.skip("nhbench.report is not available: the reports were not checked")
     assert (out / "report.txt").is_file() and (out / "results.csv").is_file()
     assert (out / "report.html").is_file()
 
