@@ -154,12 +154,13 @@ def _create_password_user() -> tuple[tuple[str, str] | None, str]:
         [useradd, "--no-create-home", "--home-dir", "/nonexistent", "--shell", "/bin/sh", name],
         capture_output=True,
         text=True,
+        check=False,
     )
     if proc.returncode != 0:
         return None, f"useradd failed: {proc.stderr.strip()}"
-    proc = subprocess.run([chpasswd], input=f"{name}:{password}\n", capture_output=True, text=True)
+    proc = subprocess.run([chpasswd], input=f"{name}:{password}\n", capture_output=True, text=True, check=False)
     if proc.returncode != 0:
-        subprocess.run(["userdel", name], capture_output=True)
+        subprocess.run(["userdel", name], capture_output=True, check=False)
         return None, f"chpasswd failed: {proc.stderr.strip()}"
     return (name, password), ""
 
@@ -190,11 +191,11 @@ def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SSHServer]:
     for _attempt in range(5):
         port = _free_port()
         config.write_text(_config(directory, port, penalties))
-        check = subprocess.run([SSHD, "-t", "-f", str(config)], capture_output=True, text=True)
+        check = subprocess.run([SSHD, "-t", "-f", str(config)], capture_output=True, text=True, check=False)
         if check.returncode != 0 and "PerSourcePenalties" in check.stderr:
             penalties = False
             config.write_text(_config(directory, port, penalties))
-            check = subprocess.run([SSHD, "-t", "-f", str(config)], capture_output=True, text=True)
+            check = subprocess.run([SSHD, "-t", "-f", str(config)], capture_output=True, text=True, check=False)
         if check.returncode != 0:
             pytest.fail(f"sshd rejects the test configuration: {check.stderr.strip()}")
         with log_file.open("ab") as log:
@@ -244,4 +245,4 @@ def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SSHServer]:
             process.kill()
             process.wait()
         if password_login is not None:
-            subprocess.run(["userdel", password_login[0]], capture_output=True)
+            subprocess.run(["userdel", password_login[0]], capture_output=True, check=False)

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from sshd_fixture import SSHServer
 
 from nhbench._exceptions import (
     AuthenticationError,
@@ -29,9 +30,7 @@ from nhbench.hosts import (
     SSHHost,
     SSHTarget,
     password_from_environment,
-    prompt_password,
 )
-from sshd_fixture import SSHServer
 
 pytestmark = pytest.mark.peer
 
@@ -126,9 +125,9 @@ def test_prompt_password_without_terminal_is_a_clear_error() -> None:
         text=True,
         env={"PYTHONPATH": str(Path(__file__).parents[1] / "src"), "PATH": "/usr/bin:/bin"},
         timeout=60,
+        check=False,
     )
     assert "no terminal" in proc.stdout, proc.stderr
-    assert prompt_password is not None
 
 
 # --------------------------------------------------------------------------------------
@@ -431,8 +430,6 @@ def test_masking_filter_hides_a_logged_password(sshd: SSHServer, caplog: pytest.
     if sshd.password_login is None:
         pytest.skip(sshd.password_skip_reason)
     user, password = sshd.password_login
-    import paramiko
-
     from nhbench.hosts import _ssh
 
     caplog.set_level(logging.DEBUG)
@@ -450,7 +447,6 @@ def test_masking_filter_hides_a_logged_password(sshd: SSHServer, caplog: pytest.
         _ssh._RefuseUnknownKey.missing_host_key = original  # type: ignore[method-assign]
     messages = [r.getMessage() for r in caplog.records if r.getMessage().startswith("oops")]
     assert messages == ["oops ********"]
-    assert paramiko is not None
 
 
 def test_jump_host(sshd: SSHServer) -> None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import ipaddress
 import json
-import re
 import shlex
 import socket
 from collections import Counter
@@ -32,15 +31,17 @@ __all__ = [
     "collect_facts",
     "facts_script",
     "group_counts",
+    "nic_interface",
     "parse_cpufreq_listing",
     "parse_ethtool",
     "parse_facts_output",
     "parse_ip_addr_show",
     "parse_ip_route_get",
     "parse_irqbalance",
-    "parse_lscpu",
     "parse_lsb_release",
+    "parse_lscpu",
     "parse_net_drivers",
+    "parse_nic",
     "parse_os_release",
     "parse_rdmsr_uncore",
     "parse_sections",
@@ -577,12 +578,11 @@ def _resolve(address: str) -> tuple[str | None, str | None]:
     return str(infos[0][4][0]), None
 
 
-def _nic_facts(host: Host, sections: dict[str, str], address: str, tools: set[str]) -> tuple[NicFacts, dict[str, str]]:
-    unknown: dict[str, str] = {}
-    nic = NicFacts()
-    if "ip" not in tools:
-        unknown["nic"] = "ip not installed (package iproute2)"
-        return nic, unknown
+def nic_interface(sections: dict[str, str], address: str) -> tuple[str | None, str | None, str | None]:
+    """(interface, local address, None) for the NIC that carries `address`, or
+    (None, None, reason), from the script's "tools", "route" and "addr" sections."""
+    if "ip" not in set(sections.get("tools", "").split()):
+        return None, None, "ip not installed (package iproute2)"
     dev, src, kind = parse_ip_route_get(sections.get("route", ""))
     if kind == "local":
         # The address is this machine's own: the route goes through lo, but the interface
@@ -590,32 +590,62 @@ def _nic_facts(host: Host, sections: dict[str, str], address: str, tools: set[st
         dev = parse_ip_addr_show(sections.get("addr", "")) or dev
         src = address
     if dev is None:
-        unknown["nic"] = f"no route to {address}"
-        return nic, unknown
-    nic.interface, nic.address = dev, src
+        return None, None, f"no route to {address}"
+    return dev, src, None
+
+
+def parse_nic(
+    sections: dict[str, str], address: str, ethtool: str | None, ethtool_error: str | None = None
+) -> tuple[NicFacts | None, dict[str, str]]:
+    """NicFacts for the interface carrying `address`, and the unknown reasons.
+
+    `ethtool` is the output of ``ethtool -i DEV`` for that interface, or None when it was
+    not run (then `ethtool_error` says why it failed, or ethtool is not in "tools"). The
+    driver and its version fall back to sysfs (net_drivers section); the firmware version
+    only ethtool knows."""
+    dev, src, reason = nic_interface(sections, address)
+    if dev is None:
+        return None, {"nic": reason or "no interface found"}
+    nic = NicFacts(interface=dev, address=src)
+    unknown: dict[str, str] = {}
     if dev == "lo":
         for name in ("driver", "driver_version", "firmware"):
             unknown[f"nic.{name}"] = "loopback interface has no driver"
         return nic, unknown
+    tools = set(sections.get("tools", "").split())
     sysfs_driver, sysfs_version = parse_net_drivers(sections.get("net_drivers", "")).get(dev, (None, None))
-    info: dict[str, str] = {}
-    ethtool_reason = "ethtool not installed"
-    if "ethtool" in tools:
-        result = host.run(f"PATH=\"$PATH:/usr/local/sbin:/usr/sbin:/sbin\" ethtool -i {shlex.quote(dev)}", timeout=30)
-        info = parse_ethtool(result.stdout) if result.ok else {}
-        first = (result.stderr.strip().splitlines() or ["no output"])[0]
-        ethtool_reason = f"ethtool -i {dev} failed: {first}" if not result.ok else ""
+    info = parse_ethtool(ethtool) if ethtool is not None else {}
+    if ethtool_error:
+        ethtool_reason = ethtool_error
+    elif "ethtool" not in tools:
+        ethtool_reason = "ethtool not installed"
+    elif ethtool is None:
+        ethtool_reason = "ethtool was not run"
+    else:
+        ethtool_reason = ""
     nic.driver = info.get("driver") or sysfs_driver
     nic.driver_version = info.get("version") or sysfs_version
     nic.firmware = info.get("firmware-version")
-    virtual = "virtual interface (no device driver in sysfs)"
     if nic.driver is None:
-        unknown["nic.driver"] = ethtool_reason or virtual
+        unknown["nic.driver"] = ethtool_reason or "virtual interface (no device driver in sysfs)"
     if nic.driver_version is None:
         unknown["nic.driver_version"] = ethtool_reason or f"driver {nic.driver} reports no version"
     if nic.firmware is None:
         unknown["nic.firmware"] = ethtool_reason or f"driver {nic.driver} reports no firmware version"
     return nic, unknown
+
+
+def _run_ethtool(host: Host, sections: dict[str, str], address: str) -> tuple[str | None, str | None]:
+    """Run ``ethtool -i`` for the NIC of `address` when there is one worth asking about:
+    (output, None), (None, why it failed) or (None, None) when it was not run."""
+    dev, _, _ = nic_interface(sections, address)
+    if dev is None or dev == "lo" or "ethtool" not in set(sections.get("tools", "").split()):
+        return None, None
+    result = host.run(f'PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin" ethtool -i {shlex.quote(dev)}', timeout=30)
+    if result.ok:
+        return result.stdout, None
+    first = (result.stderr.strip().splitlines() or [f"exit status {result.exit_status}"])[0]
+    return None, f"ethtool -i {dev} failed: {first}"
 
 
 def collect_facts(host: Host, *, role: str, target_address: str | None = None) -> MachineFacts:
@@ -638,7 +668,8 @@ def collect_facts(host: Host, *, role: str, target_address: str | None = None) -
     elif address is None:
         parsed.unknown["nic"] = resolve_reason or f"cannot resolve {target_address}"
     else:
-        nic, nic_unknown = _nic_facts(host, sections, address, set(sections.get("tools", "").split()))
+        ethtool, ethtool_error = _run_ethtool(host, sections, address)
+        nic, nic_unknown = parse_nic(sections, address, ethtool, ethtool_error)
         parsed.unknown.update(nic_unknown)
     return MachineFacts(
         role=role,

@@ -162,7 +162,7 @@ def prompt_password(target: SSHTarget | str) -> str:
     if not (sys.stdin.isatty() or _has_controlling_tty()):
         raise OptionsError(
             f"cannot prompt for the SSH password of {target}: there is no terminal; "
-            "put it in an environment variable instead",
+            "put it in an environment variable and name it with --ssh-password-env",
             option="ssh_password",
         )
     try:
@@ -577,7 +577,7 @@ class SSHHost:
             if self._jump_client is not None:
                 self._jump_client.close()
 
-    def __enter__(self) -> SSHHost:
+    def __enter__(self) -> SSHHost:  # noqa: PYI034 - typing.Self needs Python 3.11
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -720,7 +720,7 @@ def _open_client(target: SSHTarget, options: _ConnectOptions, *, sock: Any, labe
     except socket.gaierror as exc:
         client.close()
         raise UnreachableError(f"cannot resolve {target.host}{label}: {exc.strerror or exc}") from None
-    except (TimeoutError, socket.timeout):
+    except TimeoutError:
         client.close()
         raise UnreachableError(f"no answer from {where} within {options.timeout:g} s") from None
     except paramiko.ssh_exception.NoValidConnectionsError as exc:
