@@ -410,8 +410,13 @@ def test_perf_capture_has_the_burner_and_a_valid_svg(burned_capture: Captured) -
     assert result.flamegraph_file == "target/flamegraph.svg"
     folded = parse_folded((burned_capture.step_dir / result.folded_file).read_text())
     burner = sum(count for stack, count in folded.items() if stack.split(";")[0] == BURNER_NAME)
-    # perf recorded only the burned CPU, where the burner ran nearly all the time.
-    assert burner > sum(folded.values()) / 2, format_folded(folded)[:2000]
+    total = sum(folded.values())
+    # perf recorded only the burned CPU, so the burner's share of the samples estimates its
+    # share of that CPU's time, which /proc/PID/stat measured independently over the same
+    # seconds (about 100 % on a quiet machine, less when other work shares the CPU). Half of
+    # it is a wide margin for the two windows not being identical.
+    expected = burned_capture.burner_share / 100 * total
+    assert burner >= 0.5 * expected > 0, (burner, total, burned_capture.burner_share)
     svg = (burned_capture.step_dir / result.flamegraph_file).read_text()
     root = ET.fromstring(svg)
     assert root.tag == f"{SVG_NS}svg"
@@ -525,3 +530,33 @@ def test_perf_without_rights_is_a_clear_skip_reason() -> None:
     reasons = check_tools(host, CaptureSpec(mpstat=False, perf=True))
     assert reasons["perf"].startswith("perf needs root for CPU-wide recording")
     assert f"perf_event_paranoid is {paranoid}" in reasons["perf"]
+
+
+class FetchFailsHost(LocalHost):
+    """This machine, except that copying a file back fails, as it does when an SSH
+    connection drops at the end of a step (which cannot be staged reliably here)."""
+
+    name = "fetch-fails"
+
+    def fetch(self, remote_path: str, local_path: Path) -> None:
+        from nhbench._exceptions import HostError
+
+        raise HostError(f"connection to {self.name} lost while copying {remote_path}")
+
+
+def test_a_failing_host_costs_the_capture_not_the_step(tmp_path: Path) -> None:
+    host = FetchFailsHost()
+    if check_tools(host, CaptureSpec(mpstat=True, perf=False)):
+        pytest.skip("mpstat is not installed here")
+    remote_tmp = tmp_path / "host-tmp"
+    remote_tmp.mkdir()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TMPDIR", str(remote_tmp))
+        capture = StepCapture(host, CaptureSpec(mpstat=True, perf=False), tmp_path / "t")
+        capture.start()
+        time.sleep(1.2)
+        result = capture.stop()
+    assert "connection to fetch-fails lost" in result.skipped["mpstat"]
+    assert result.mpstat_file is None
+    # mpstat was stopped and the host's temporary directory removed all the same.
+    assert list(remote_tmp.iterdir()) == []

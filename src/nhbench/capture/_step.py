@@ -31,8 +31,10 @@ left out and `CaptureResult.skipped` says why ("mpstat", "perf", "flamegraph", a
 
 from __future__ import annotations
 
+import gzip
 import logging
 import shlex
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
@@ -216,9 +218,18 @@ class StepCapture:
             return
         self._remote_dir = made.stdout.strip()
         if self.spec.mpstat:
-            self._start_mpstat()
+            self._guard("mpstat", self._start_mpstat)
         if self.spec.perf:
-            self._start_perf()
+            self._guard("perf", self._start_perf)
+
+    def _guard(self, capture: str, action: Callable[[], None]) -> None:
+        """Run one capture's `action`; an exception (the host went away, a file could not
+        be written) costs that capture only, with the error as its skip reason."""
+        try:
+            action()
+        except Exception as exc:  # noqa: BLE001 - a capture must never cost the step
+            log.warning("%s: %s capture failed: %s", self.host.name, capture, exc)
+            self._skipped.setdefault(capture, f"{capture} failed: {type(exc).__name__}: {exc}")
 
     def _remote(self, name: str) -> str:
         assert self._remote_dir is not None
@@ -260,15 +271,25 @@ class StepCapture:
         if self._result is not None:
             return self._result
         result = CaptureResult(host=self.host.name)
+        done: dict[str, CommandResult] = {}
+
+        def stopper(name: str, command: BackgroundCommand, timeout: float) -> Callable[[], None]:
+            def stop() -> None:
+                done[name] = command.stop(timeout=timeout)
+
+            return stop
+
         try:
             # Stop both before any post-processing, so perf does not record the
             # `perf script` run and mpstat does not time the folding.
-            mpstat_done = self._mpstat.stop() if self._mpstat else None
-            perf_done = self._perf.stop(timeout=60) if self._perf else None
-            if self._mpstat is not None and mpstat_done is not None:
-                self._collect_mpstat(result, mpstat_done)
-            if self._perf is not None and perf_done is not None:
-                self._collect_perf(result, perf_done)
+            if self._mpstat is not None:
+                self._guard("mpstat", stopper("mpstat", self._mpstat, 10))
+            if self._perf is not None:
+                self._guard("perf", stopper("perf", self._perf, 60))
+            if "mpstat" in done:
+                self._guard("mpstat", lambda: self._collect_mpstat(result, done["mpstat"]))
+            if "perf" in done:
+                self._guard("perf", lambda: self._collect_perf(result, done["perf"]))
         finally:
             self._cleanup()
         result.skipped.update(self._skipped)
@@ -335,12 +356,20 @@ class StepCapture:
             errors = self.host.run(f"cat {self._remote('perf.script.err')}", timeout=30)
             self._skipped["perf"] = f"perf script failed: {_first_line(errors.stdout)}"
             return
+        # perf script text is about 1 kB per sample (a 144-CPU host at 99 Hz for 30 s makes
+        # hundreds of MB); gzip -1 shrinks it about tenfold before it crosses the network.
+        name = "perf.script"
+        if self.host.run("command -v gzip", timeout=30).ok and self.host.run(
+            f"gzip -1 {self._remote(name)}", sudo=sudo, timeout=600
+        ).ok:
+            name += ".gz"
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        raw_local = self.out_dir / ".perf.script"
+        raw_local = self.out_dir / f".{name}"
         try:
             assert self._remote_dir is not None
-            self.host.fetch(f"{self._remote_dir}/perf.script", raw_local)
-            with raw_local.open(encoding="utf-8", errors="replace") as handle:
+            self.host.fetch(f"{self._remote_dir}/{name}", raw_local)
+            opener = gzip.open if name.endswith(".gz") else open
+            with opener(raw_local, "rt", encoding="utf-8", errors="replace") as handle:
                 folded = fold_perf_script(handle)
         finally:
             raw_local.unlink(missing_ok=True)
