@@ -21,8 +21,8 @@ from nhbench.sweep import run_sweep
 
 SERVER_CPU = max(os.sched_getaffinity(0))
 CLIENT_CPU = min(os.sched_getaffinity(0))
-QUICK = dict(duration="0.5s", cpus=str(CLIENT_CPU), captures=False, facts=False,
-             reports=False)
+QUICK = {"duration": "0.5s", "cpus": str(CLIENT_CPU), "captures": False, "facts": False,
+         "reports": False}
 
 
 @pytest.fixture

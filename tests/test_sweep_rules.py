@@ -25,12 +25,13 @@ REPO = Path(__file__).resolve().parent.parent
 
 def record(**fields: object) -> StepRecord:
     now = datetime.now(timezone.utc)
-    base: dict[str, object] = dict(
-        index=1, directory="steps/001-rps100", rps_per_worker=100.0, workers=2,
-        requested_rps=200.0, achieved_rps=190.0, duration=1.0, requests=190, http_2xx=190,
-        latency={"p50": 0.001, "p90": 0.002, "p99": 0.004, "p99.9": 0.010},
-        blocked=False, passed=True, started_at=now, ended_at=now,
-    )
+    base: dict[str, object] = {
+        "index": 1, "directory": "steps/001-rps100", "rps_per_worker": 100.0, "workers": 2,
+        "requested_rps": 200.0, "achieved_rps": 190.0, "duration": 1.0, "requests": 190,
+        "http_2xx": 190,
+        "latency": {"p50": 0.001, "p90": 0.002, "p99": 0.004, "p99.9": 0.010},
+        "blocked": False, "passed": True, "started_at": now, "ended_at": now,
+    }
     base.update(fields)
     return StepRecord.model_validate(base)
 
@@ -116,14 +117,14 @@ def test_inclusive_range_like_the_intel_script() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "needle"),
     [
-        (dict(rps=200, max_rps=100), "--max-rps: must be >= --rps"),
-        (dict(rps=0), "--rps: must be a finite number > 0"),
-        (dict(rps="fast"), "--rps: must be a number"),
-        (dict(rps=1, max_rps=2, step_rps=0), "--step-rps: must be a finite number > 0"),
-        (dict(rps=1, max_rps=1e9, step_rps=1), "more than 10000 steps"),
-        (dict(steps="100,,200"), "--steps: must be a list"),
-        (dict(steps="100", rps=5), "--steps: mutually exclusive with --rps"),
-        (dict(), "missing the load"),
+        ({"rps": 200, "max_rps": 100}, "--max-rps: must be >= --rps"),
+        ({"rps": 0}, "--rps: must be a finite number > 0"),
+        ({"rps": "fast"}, "--rps: must be a number"),
+        ({"rps": 1, "max_rps": 2, "step_rps": 0}, "--step-rps: must be a finite number > 0"),
+        ({"rps": 1, "max_rps": 1e9, "step_rps": 1}, "more than 10000 steps"),
+        ({"steps": "100,,200"}, "--steps: must be a list"),
+        ({"steps": "100", "rps": 5}, "--steps: mutually exclusive with --rps"),
+        ({}, "missing the load"),
     ],
 )
 def test_bad_plans(kwargs: dict[str, object], needle: str) -> None:

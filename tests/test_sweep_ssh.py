@@ -34,7 +34,7 @@ def cli(*args: str, env: dict[str, str] | None = None,
     child.pop("SSH_AUTH_SOCK", None)
     child.update(env or {})
     return subprocess.run(
-        [sys.executable, "-m", "nhbench", *args], capture_output=True, text=True,
+        [sys.executable, "-m", "nhbench", *args], check=False, capture_output=True, text=True,
         timeout=timeout, env=child, stdin=subprocess.DEVNULL,
     )
 

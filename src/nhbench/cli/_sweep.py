@@ -31,7 +31,7 @@ from types import FrameType
 from typing import Any
 
 from .._exceptions import CampaignError, OptionsError
-from . import PROG, _die, _NOT_OPTIONS, _note, add_run_options
+from . import _NOT_OPTIONS, PROG, _die, _note, add_run_options
 
 __all__ = ["add_report_parser", "add_sweep_parser"]
 

@@ -15,7 +15,13 @@ from ._runner import (
     settings_for_resume,
     step_line,
 )
-from ._scenario import EMBEDDED_URL, RUN_OPTION_KEYS, SWEEP_KEYS, Scenario, load_scenario
+from ._scenario import (
+    EMBEDDED_URL,
+    RUN_OPTION_KEYS,
+    SWEEP_KEYS,
+    Scenario,
+    load_scenario,
+)
 from ._slo import StopRule, evaluate_rules, parse_rule, parse_rules
 
 __all__ = [
@@ -23,8 +29,8 @@ __all__ = [
     "EMBEDDED_URL",
     "ERROR_COUNTERS",
     "RUN_OPTION_KEYS",
-    "SSHSettings",
     "SWEEP_KEYS",
+    "SSHSettings",
     "Scenario",
     "StopRule",
     "Sweep",

@@ -38,7 +38,13 @@ from .._options import (
 from .._result import Result
 from .._run import Benchmark, resolve
 from .._version import __version__
-from ..campaign._models import LATENCY_KEYS, CampaignManifest, SloCheck, StepRecord, SweepPlan
+from ..campaign._models import (
+    LATENCY_KEYS,
+    CampaignManifest,
+    SloCheck,
+    StepRecord,
+    SweepPlan,
+)
 from ..campaign._store import (
     Campaign,
     CampaignStore,
@@ -809,7 +815,6 @@ class Sweep:
               loadgen_host: Host | None) -> None:
         manifest = store.manifest
         plan = manifest.plan
-        rules = self.config.rules
         done = len(manifest.steps)
         last = manifest.steps[-1].rps_per_worker if done else None
         planned = len(plan.steps)
