@@ -262,6 +262,8 @@ def test_text_header_outcome_and_facts(manifest: CampaignManifest) -> None:
     assert "unknown (ethtool -i printed no firmware-version)" in lines["Firmware"]
     assert "unknown (no route to 10.0.0.5)" in lines["Driver"]
     assert "on" in lines["SMT"].split() and "off" in lines["Turbo"].split()
+    # Long reasons wrap inside their column, so the two machines fit in 120 columns.
+    assert max(len(line) for line in facts.splitlines()) <= 120
 
 
 def test_text_without_steps_or_facts() -> None:

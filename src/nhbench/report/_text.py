@@ -9,6 +9,8 @@ summary, side by side.
 
 from __future__ import annotations
 
+import textwrap
+
 from ..campaign._models import CampaignManifest, StepRecord
 from ._common import (
     describe_plan,
@@ -23,12 +25,31 @@ from ._common import (
 
 __all__ = ["render_text", "text_table"]
 
+# Wide enough for a CPU model name ("Intel(R) Xeon(R) Platinum 8380 CPU @ 2.30GHz") on one
+# line; long "unknown (reason)" texts wrap, so two machines fit in about 120 columns.
+_FACT_WIDTH = 48
 
-def text_table(headers: list[str], rows: list[list[str]], numeric: list[bool]) -> list[str]:
+
+def text_table(
+    headers: list[str],
+    rows: list[list[str]],
+    numeric: list[bool],
+    *,
+    max_width: int | None = None,
+) -> list[str]:
     """A fixed-width table: numeric columns right-aligned, text left-aligned, two spaces
-    between columns, a dashed rule under the header."""
+    between columns, a dashed rule under the header. With `max_width`, longer cells are
+    wrapped onto continuation lines (the facts' "unknown (reason)" texts can be long)."""
+    wrapped_rows: list[list[list[str]]] = []
+    for row in rows:
+        wrapped_rows.append([
+            textwrap.wrap(cell, max_width, break_on_hyphens=False) or [""]
+            if max_width and len(cell) > max_width else [cell]
+            for cell in row
+        ])
     widths = [
-        max([len(header), *(len(row[i]) for row in rows)]) for i, header in enumerate(headers)
+        max([len(header), *(len(part) for row in wrapped_rows for part in row[i])])
+        for i, header in enumerate(headers)
     ]
 
     def line(cells: list[str]) -> str:
@@ -38,7 +59,12 @@ def text_table(headers: list[str], rows: list[list[str]], numeric: list[bool]) -
         ]
         return "  ".join(parts).rstrip()
 
-    return [line(headers), "  ".join("-" * width for width in widths), *map(line, rows)]
+    out = [line(headers), "  ".join("-" * width for width in widths)]
+    for row in wrapped_rows:
+        height = max(len(parts) for parts in row)
+        for index in range(height):
+            out.append(line([parts[index] if index < len(parts) else "" for parts in row]))
+    return out
 
 
 def _step_summary(step: StepRecord) -> str:
@@ -144,4 +170,4 @@ def _facts_side_by_side(manifest: CampaignManifest) -> list[str]:
                 f"  {row.label}",
                 *(sections[role][index].rows[row_index].value for role in roles),
             ])
-    return text_table(headers, rows, [False] * len(headers))
+    return text_table(headers, rows, [False] * len(headers), max_width=_FACT_WIDTH)
