@@ -71,6 +71,7 @@ def test_steps_are_recorded_with_their_results(server: nhbench.TestServer,
         assert step.latency["p99"] == result.latency.p(99)
         assert result.options.rps == step.rps_per_worker and result.options.label == ("t1",)
         assert step.loadgen_cpu is not None  # from the process's CPU time (no mpstat here)
+        assert step.nhbench_cpu is not None and step.nhbench_cpu > 0
         step_dir = out / step.directory
         assert step.directory == f"steps/{step.index:03d}-rps{step.rps_per_worker:g}"
         # step.json is the record the manifest holds.
@@ -93,7 +94,7 @@ def test_dataframe_has_one_row_per_step(server: nhbench.TestServer, tmp_path: Pa
     assert list(frame.index) == [1, 2]
     assert list(frame["rps_per_worker"]) == [30, 60]
     for column in ("requested_rps", "achieved_rps", "p50", "p90", "p99", "p99.9", "blocked",
-                   "errors", "error_rate", "loadgen_cpu", "passed"):
+                   "errors", "error_rate", "loadgen_cpu", "nhbench_cpu", "passed"):
         assert column in frame.columns, column
     assert frame["p99"].iloc[0] == campaign.steps[0].latency["p99"]
 

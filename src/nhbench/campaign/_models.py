@@ -106,6 +106,11 @@ class StepRecord(BaseModel):
     target_cpu: dict[str, float | None] = Field(
         default_factory=dict, description="Watched CPU group -> busy % on the target."
     )
+    nhbench_cpu: float | None = Field(
+        default=None,
+        description="CPU time the nhbench process itself used during the step, as % of one "
+        "CPU per worker. loadgen_cpu (mpstat) also counts anything else on those CPUs.",
+    )
     loadgen_cpu: float | None = Field(
         default=None, description="Busy % of the load generator's worker CPUs."
     )

@@ -364,6 +364,7 @@ class Campaign:
                 row[f"cpu_{name}"] = record.target_cpu.get(name)
             row.update({
                 "loadgen_cpu": record.loadgen_cpu,
+                "nhbench_cpu": record.nhbench_cpu,
                 "passed": record.passed,
                 "duration": record.duration,
                 "requests": record.requests,

@@ -24,6 +24,7 @@ from ..hosts._facts_model import MachineFacts
 
 __all__ = [
     "LOADGEN_COLUMN",
+    "NHBENCH_COLUMN",
     "Column",
     "FactRow",
     "FactSection",
@@ -42,6 +43,7 @@ __all__ = [
 ]
 
 LOADGEN_COLUMN = "Loadgen CPU %"
+NHBENCH_COLUMN = "nhbench CPU %"
 
 
 def _significant(value: float, digits: int = 3) -> str:
@@ -190,6 +192,7 @@ def step_columns(manifest: CampaignManifest) -> list[Column]:
             Column(f"{group} CPU %", lambda s, g=group: format_percent(s.target_cpu.get(g)))
         )
     columns.append(Column(LOADGEN_COLUMN, lambda s: format_percent(s.loadgen_cpu)))
+    columns.append(Column(NHBENCH_COLUMN, lambda s: format_percent(s.nhbench_cpu)))
     columns.append(Column("Result", lambda s: "pass" if s.passed else "FAIL", numeric=False))
     return columns
 

@@ -21,6 +21,7 @@ Columns, always present and in this order (`CSV_COLUMNS`):
 ``errors``             sum of the step's error counters
 ``error_rate``         errors / finished requests, 0..1
 ``loadgen_cpu``        busy % of the load generator's worker CPUs (empty: not measured)
+``nhbench_cpu``        CPU time of the nhbench process, % of one CPU per worker
 ``passed``             ``true``/``false``: no stop rule fired on this step
 ``failed_checks``      the failed rules, ``; ``-separated (empty when passed)
 ``started_at``         ISO 8601 with time zone
@@ -64,6 +65,7 @@ CSV_COLUMNS: tuple[str, ...] = (
     "errors",
     "error_rate",
     "loadgen_cpu",
+    "nhbench_cpu",
     "passed",
     "failed_checks",
     "started_at",
@@ -116,6 +118,7 @@ def _row(step: StepRecord, groups: list[str], extra_latency: list[str]) -> list[
         str(sum(step.errors.values())),
         _number(step.error_rate),
         _number(step.loadgen_cpu),
+        _number(step.nhbench_cpu),
         _bool(step.passed),
         "; ".join(check.expression for check in step.slo if not check.passed),
         step.started_at.isoformat(),

@@ -481,6 +481,7 @@ def record_from_result(
     target_capture: CaptureResult | None = None,
     loadgen_capture: CaptureResult | None = None,
     loadgen_cpu_fallback: float | None = None,
+    nhbench_cpu: float | None = None,
 ) -> StepRecord:
     """Turn a step's `Result` (and captures) into its `StepRecord`, stop rules evaluated."""
     counters = result.counters
@@ -529,6 +530,7 @@ def record_from_result(
         error_rate=error_rate,
         target_cpu=target_cpu,
         loadgen_cpu=loadgen_cpu,
+        nhbench_cpu=nhbench_cpu,
         passed=True,
         target_capture=target_capture,
         loadgen_capture=loadgen_capture,
@@ -804,9 +806,12 @@ class Sweep:
         from .._server import TestServer
 
         # The server gets a CPU the load generator's workers do not use, when there is one,
-        # so that the two do not compete for a core; otherwise it is left unpinned.
+        # so that the two do not compete for a core; otherwise it is left unpinned. It runs
+        # as a separate process so that the step's "nhbench CPU %" (this process's CPU
+        # time) is the load generator's alone.
         spare = [cpu for cpu in affinity_cpus() if cpu not in set(options.worker_cpus)]
-        server = TestServer(cpus=[spare[-1]]) if spare else TestServer()
+        server = (TestServer(cpus=[spare[-1]], subprocess=True) if spare
+                  else TestServer(subprocess=True))
         server.start()
         self._note(f"embedded test server on {server.url}")
         return server
@@ -964,6 +969,7 @@ class Sweep:
             target_capture=target_capture,
             loadgen_capture=loadgen_capture,
             loadgen_cpu_fallback=fallback,
+            nhbench_cpu=fallback,
         )
         return record, result
 
