@@ -22,3 +22,6 @@ def server() -> Iterator[nhbench.TestServer]:  # noqa: F821 - imported lazily
 
     with nhbench.TestServer() as test_server:
         yield test_server
+
+# The session-scoped `sshd` fixture (a real OpenSSH server), for every test file.
+pytest_plugins = ["sshd_fixture"]

@@ -15,6 +15,7 @@ run or a test server starts.
 """
 
 from ._exceptions import (
+    CampaignError,
     CoreError,
     CoreUnavailableError,
     NHBenchError,
@@ -31,6 +32,26 @@ from ._result import Counter, Counters, Percentile, Result, Statistic, WorkerRes
 from ._run import Benchmark, run
 from ._server import ServerOptions, TestServer
 from ._version import __version__
+
+# The sweep side (campaigns, hosts, SSH with paramiko) is imported when first used, so that
+# ``import nhbench`` for a plain run stays as light as it was.
+_LAZY = {
+    "Campaign": ("nhbench.campaign._store", "Campaign"),
+    "load_campaign": ("nhbench.campaign._store", "load_campaign"),
+    "run_sweep": ("nhbench.sweep._runner", "run_sweep"),
+}
+
+
+def __getattr__(name: str) -> object:
+    if name in _LAZY:
+        import importlib
+
+        module, attribute = _LAZY[name]
+        value = getattr(importlib.import_module(module), attribute)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'nhbench' has no attribute {name!r}")
+
 
 __all__ = [
     "__version__",
@@ -57,6 +78,10 @@ __all__ = [
     # test server
     "TestServer",
     "ServerOptions",
+    # sweeps
+    "run_sweep",
+    "load_campaign",
+    "Campaign",
     # exceptions
     "NHBenchError",
     "OptionsError",
@@ -65,4 +90,5 @@ __all__ = [
     "ResolveError",
     "CoreError",
     "ServerError",
+    "CampaignError",
 ]

@@ -9,13 +9,31 @@ from ._models import (
     StepRecord,
     SweepPlan,
 )
+from ._store import (
+    Campaign,
+    CampaignStore,
+    atomic_write_text,
+    check_resume,
+    is_campaign,
+    load_campaign,
+    load_manifest,
+    step_directory,
+)
 
 __all__ = [
     "CAMPAIGN_FORMAT",
     "LATENCY_KEYS",
+    "Campaign",
     "CampaignManifest",
     "CampaignStatus",
+    "CampaignStore",
     "SloCheck",
     "StepRecord",
     "SweepPlan",
+    "atomic_write_text",
+    "check_resume",
+    "is_campaign",
+    "load_campaign",
+    "load_manifest",
+    "step_directory",
 ]

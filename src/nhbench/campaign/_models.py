@@ -106,6 +106,11 @@ class StepRecord(BaseModel):
     target_cpu: dict[str, float | None] = Field(
         default_factory=dict, description="Watched CPU group -> busy % on the target."
     )
+    nhbench_cpu: float | None = Field(
+        default=None,
+        description="CPU time the nhbench process itself used during the step, as % of one "
+        "CPU per worker. loadgen_cpu (mpstat) also counts anything else on those CPUs.",
+    )
     loadgen_cpu: float | None = Field(
         default=None, description="Busy % of the load generator's worker CPUs."
     )
@@ -149,4 +154,10 @@ class CampaignManifest(BaseModel):
     stop_reason: str | None = None
     highest_passing_step: int | None = Field(
         default=None, description="index of the highest-rate step that passed every rule."
+    )
+    settings: dict[str, Any] = Field(
+        default_factory=dict,
+        description="The sweep's settings as given (CLI flags over the scenario file, Python "
+        "spelling), which `--resume` starts from. Never holds a secret: a password is not a "
+        "setting, only the name of the environment variable that holds it.",
     )

@@ -1,4 +1,4 @@
-"""The ``nhbench`` command: ``run``, ``server``, ``demo``.
+"""The ``nhbench`` command: ``run``, ``sweep``, ``report``, ``server``, ``demo``.
 
 ``nhbench run URI [flags]`` takes Nighthawk's flag names (``--rps``, ``--connections``,
 ``--concurrency``, ``--duration``, ``--open-loop``, ``--failure-predicate``…) plus nhbench's
@@ -42,7 +42,7 @@ __all__ = ["main", "run_and_report"]
 
 PROG = "nhbench"
 # Namespace entries that are argparse plumbing, not options.
-_NOT_OPTIONS = frozenset({"func", "subparser", "command", "version"})
+_NOT_OPTIONS = frozenset({"func", "subparser", "command", "version", "argv"})
 
 
 class _Parser(argparse.ArgumentParser):
@@ -82,7 +82,29 @@ def _add_run_parser(commands: argparse._SubParsersAction[Any]) -> None:
         allow_abbrev=False,
     )
     parser.add_argument("uri", metavar="URI", help=_help("uri"))
-    add = parser.add_argument
+    add_run_options(parser)
+    parser.set_defaults(func=_cmd_run, subparser=parser)
+
+
+#: The `nhbench run` flags a sweep defines its own way (per-step rate, step duration, the
+#: campaign's labels and directory), so `add_run_options(sweep=True)` leaves them out.
+SWEEP_REDEFINED = ("--rps", "--duration", "--no-duration", "--output", "--output-format",
+                   "--label")
+
+
+def add_run_options(parser: argparse.ArgumentParser, *, sweep: bool = False) -> None:
+    """Add the flags of ``nhbench run`` (all of them but the URI) to `parser`.
+
+    ``nhbench sweep`` calls this too, with `sweep` True, so that every run option works in a
+    sweep with the same spelling, help and validation; the flags in `SWEEP_REDEFINED` are
+    then left for the sweep to define.
+    """
+    skip = frozenset(SWEEP_REDEFINED) if sweep else frozenset()
+
+    def add(*flags: str, **kwargs: Any) -> None:
+        if not skip.intersection(flags):
+            parser.add_argument(*flags, **kwargs)
+
     # Values are taken as strings and validated by Options, so that the CLI and the Python
     # API accept the same syntax and give the same messages.
     add("--rps", metavar="N", help=_help("rps") + " Default 5.")
@@ -137,7 +159,6 @@ def _add_run_parser(commands: argparse._SubParsersAction[Any]) -> None:
     group.add_argument("--tls-min-version", metavar="1.2|1.3", help=_help("tls_min_version"))
     group.add_argument("--tls-max-version", metavar="1.2|1.3", help=_help("tls_max_version"))
     group.add_argument("--tls-session-reuse", metavar="on|off", help=_help("tls_session_reuse"))
-    parser.set_defaults(func=_cmd_run, subparser=parser)
 
 
 def _add_server_parser(commands: argparse._SubParsersAction[Any]) -> None:
@@ -255,6 +276,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run_parser(commands)
     _add_server_parser(commands)
     _add_demo_parser(commands)
+    from ._sweep import add_report_parser, add_sweep_parser
+
+    add_sweep_parser(commands)
+    add_report_parser(commands)
     return parser
 
 
@@ -475,11 +500,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``nhbench`` console script; returns the exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    # The command line as given, for the sweep's manifest (no flag takes a secret).
+    args.argv = list(sys.argv[1:] if argv is None else argv)
     if args.version:
         sys.stdout.write(f"{PROG} {__version__}\n")
         return 0
     if args.command is None:
-        parser.error("missing command: choose run, server or demo (see nhbench --help)")
+        parser.error("missing command: choose run, sweep, report, server or demo "
+                     "(see nhbench --help)")
     try:
         return int(args.func(args, args.subparser))
     except KeyboardInterrupt:

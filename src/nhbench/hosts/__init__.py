@@ -1,7 +1,21 @@
 """Machines a sweep works on: this one (`LocalHost`) or one reached over SSH (`SSHHost`),
-and the facts a report records about them (`MachineFacts`)."""
+and the facts a report records about them (`MachineFacts`, `collect_facts`)."""
 
+from ._facts import collect_facts
 from ._facts_model import MachineFacts, NicFacts
 from ._host import BackgroundCommand, CommandResult, Host, LocalHost
+from ._ssh import SSHHost, SSHTarget, password_from_environment, prompt_password
 
-__all__ = ["BackgroundCommand", "CommandResult", "Host", "LocalHost", "MachineFacts", "NicFacts"]
+__all__ = [
+    "BackgroundCommand",
+    "CommandResult",
+    "Host",
+    "LocalHost",
+    "MachineFacts",
+    "NicFacts",
+    "SSHHost",
+    "SSHTarget",
+    "collect_facts",
+    "password_from_environment",
+    "prompt_password",
+]

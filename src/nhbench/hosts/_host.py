@@ -138,6 +138,7 @@ class LocalHost:
                 text=True,
                 timeout=timeout,
                 errors="replace",
+                check=False,
             )
         except subprocess.TimeoutExpired as exc:
             out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else ""

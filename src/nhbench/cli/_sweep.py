@@ -1,0 +1,262 @@
+"""``nhbench sweep URL [flags]`` and ``nhbench report DIR``.
+
+Exit status of ``nhbench sweep``:
+
+* 0: the campaign ended as planned: every step ran, or a stop rule fired (finding where a
+  rule fires is what a sweep is for; the manifest and the last progress line say which).
+* 1: the sweep could not be carried out (the SSH host refused us, the target did not
+  resolve, a host command failed): one line on stderr. Steps finished until then are kept
+  and the manifest says ``failed``.
+* 2: invalid input (a flag, a stop rule, a campaign file, an --out directory that is not
+  empty, a --resume with different options): one line, and nothing was created.
+* 130: stopped by SIGINT (Ctrl-C), 143: stopped by SIGTERM. The step in progress is
+  abandoned, the finished ones are on disk, the manifest says ``interrupted``, and
+  ``--resume DIR`` continues. These are the shell's 128+signal codes, so a script can tell
+  an interrupted campaign from a finished one.
+
+``nhbench report DIR`` re-renders report.txt, results.csv and report.html from the saved
+results; 2 when DIR is not a campaign.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from .._exceptions import CampaignError, OptionsError
+from . import _NOT_OPTIONS, PROG, _die, _note, add_run_options
+
+__all__ = ["add_report_parser", "add_sweep_parser"]
+
+
+def add_sweep_parser(commands: argparse._SubParsersAction[Any]) -> None:
+    parser = commands.add_parser(
+        "sweep",
+        help="step the offered load and record every step in a campaign directory",
+        description="Run URL at each rate of a plan (--rps R --max-rps M --step-rps S, or "
+        "--steps A,B,C), writing each step's full result to the campaign directory the moment "
+        "it ends, until the plan ends or a stop rule fires. Every 'nhbench run' option applies "
+        "to every step; --rps is per worker, as in Nighthawk. With --ssh the target host's "
+        "facts, CPU load (mpstat) and flame graphs (perf) are captured over SSH; without it, "
+        "on this machine. URL 'embedded' starts nhbench's own test server. See docs/sweep.md.",
+        argument_default=argparse.SUPPRESS,
+        allow_abbrev=False,
+    )
+    parser.add_argument("url", metavar="URL", nargs="?",
+                        help="Target URL, or 'embedded' for the built-in test server. "
+                        "Optional with --scenario or --resume.")
+    group = parser.add_argument_group("plan")
+    add = group.add_argument
+    add("--rps", metavar="N", help="First (or only) step: requests per second per worker.")
+    add("--max-rps", metavar="N", help="Last step of the range, included.")
+    add("--step-rps", metavar="N", help="Step of the range (and of --extend). Default 10.")
+    add("--steps", metavar="N,N,...", help="Explicit per-worker rates instead of a range.")
+    add("--duration", metavar="TIME", help="Length of each step (5s, 500ms, 2m). Default 5 s.")
+    add("--cooldown", metavar="TIME", help="Idle time between steps. Default 0.")
+    add("--extend", action="store_true",
+        help="RPS-SLA mode: after the planned steps, keep adding --step-rps until a stop rule "
+        "fires (or --extend-limit); the report names the highest passing step.")
+    add("--extend-limit", metavar="N", help="Never extend beyond this per-worker rate.")
+    add("--stop-on-blocked", action="store_true",
+        help="Stop after a step in which the sequencer blocked (closed loop) or dropped "
+        "requests (open loop): the load generator could not offer the rate.")
+    add("--stop-on-slo", metavar="EXPR", action="append",
+        help="Stop after a step that breaks EXPR, e.g. 'p99<5ms', 'p99.9<=20ms', "
+        "'error_rate<0.1%%', 'achieved/requested>0.95'. Repeatable.")
+    group = parser.add_argument_group("campaign")
+    add = group.add_argument
+    add("--out", metavar="DIR",
+        help="Campaign directory (created; must be new or empty). Default "
+        "campaigns/<timestamp>-<label>.")
+    add("--resume", metavar="DIR",
+        help="Continue an interrupted campaign with its own settings; flags given with it "
+        "must match, except that the plan may be extended.")
+    add("--scenario", metavar="FILE",
+        help="YAML campaign file whose keys are these options' names; flags override it.")
+    add("--note", metavar="TEXT", help="Free text shown in the reports.")
+    add("--label", metavar="TEXT", action="append",
+        help="Label of the campaign (names the default directory; kept in every result). "
+        "Repeatable.")
+    group = parser.add_argument_group("target host over SSH")
+    add = group.add_argument
+    add("--ssh", metavar="USER@HOST[:PORT]",
+        help="Run captures and collect facts on this host (the target's machine).")
+    add("--ssh-key", metavar="FILE", help="Private key file (the SSH agent is tried too).")
+    add("--ssh-password-env", metavar="VAR",
+        help="Read the SSH password from environment variable VAR (never from a flag).")
+    add("--ssh-password-prompt", action="store_true", help="Ask for the SSH password.")
+    add("--ssh-jump", metavar="USER@HOST[:PORT]", help="Connect through this jump host.")
+    add("--ssh-known-hosts", metavar="FILE",
+        help="known_hosts file to check host keys against. Default ~/.ssh/known_hosts.")
+    add("--ssh-accept-new", action="store_true",
+        help="Trust and record a host key seen for the first time (a changed key is always "
+        "refused).")
+    group = parser.add_argument_group("captures (on the target host; local without --ssh)")
+    add = group.add_argument
+    add("--watch-cpus", metavar="NAME=LIST", action="append",
+        help="Report the load of this CPU group, e.g. ingress=5,22,77,94. Repeatable.")
+    add("--perf", action="store_true", help="perf record each step; write a flame graph.")
+    add("--perf-cpus", metavar="LIST", help="CPUs perf records on. Default all.")
+    add("--perf-frequency", metavar="HZ", help="perf sampling frequency. Default 99.")
+    add("--no-mpstat", action="store_true",
+        help="Do not run mpstat (no CPU load in the report; the load generator's CPU then "
+        "comes from its own CPU time).")
+    add("--install-tools", action="store_true",
+        help="Install missing sysstat/perf with the host's package manager.")
+    add_run_options(parser, sweep=True)
+    # 'nhbench run' flags that make no sense in a sweep get a message that says what to do
+    # instead of argparse's bare "unrecognized arguments".
+    for flag in ("--output", "--output-format", "--no-duration"):
+        parser.add_argument(flag, nargs="?", help=argparse.SUPPRESS,
+                            dest="redefined_" + flag[2:].replace("-", "_"))
+    parser.set_defaults(func=_cmd_sweep, subparser=parser)
+
+
+def add_report_parser(commands: argparse._SubParsersAction[Any]) -> None:
+    parser = commands.add_parser(
+        "report",
+        help="re-render a campaign's reports from its saved results",
+        description="Write DIR/report.txt, DIR/results.csv and DIR/report.html again from "
+        "the campaign's manifest and step results, and print the text report.",
+        argument_default=argparse.SUPPRESS,
+        allow_abbrev=False,
+    )
+    parser.add_argument("directory", metavar="DIR", help="A campaign directory.")
+    parser.set_defaults(func=_cmd_report, subparser=parser)
+
+
+_REDEFINED = {
+    "redefined_output": "--output: a sweep writes every step's result into the campaign "
+    "directory; use --out DIR",
+    "redefined_output_format": "--output-format: a sweep writes JSON results and its own "
+    "reports; see nhbench report",
+    "redefined_no_duration": "--no-duration: every sweep step needs a --duration",
+}
+
+
+@contextmanager
+def _stop_on_signals(sweep: Any) -> Iterator[None]:
+    """The first SIGINT or SIGTERM stops the sweep after abandoning the step in progress;
+    a second SIGINT raises KeyboardInterrupt at once."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        if signum == signal.SIGINT and sweep.stop_requested:
+            raise KeyboardInterrupt
+        if not sweep.stop_requested:
+            name = signal.Signals(signum).name
+            sys.stderr.write(f"{PROG}: {name}: stopping; the step in progress is abandoned, "
+                             f"finished steps are kept (Ctrl-C again to stop at once)\n")
+            sys.stderr.flush()
+        sweep.stop(signum)
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _password(config: Any) -> str | None:
+    ssh = config.ssh
+    if ssh is None or not ssh.password_prompt:
+        return None
+    try:
+        from ..hosts._ssh import prompt_password
+
+        return prompt_password(ssh.target)  # type: ignore[no-any-return]
+    except ImportError:
+        import getpass
+
+        return getpass.getpass(f"password for {ssh.target}: ")
+
+
+def _cmd_sweep(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from ..campaign._store import load_manifest
+    from ..sweep._runner import Sweep, overlay, prepare_sweep, settings_for_resume
+    from ..sweep._scenario import load_scenario
+
+    given = {k: v for k, v in vars(args).items() if k not in _NOT_OPTIONS}
+    for key, message in _REDEFINED.items():
+        if key in given:
+            _die(message, status=2)
+    argv = list(getattr(args, "argv", []))
+    try:
+        scenario = given.pop("scenario", None)
+        settings = overlay(load_scenario(scenario) if scenario else {}, given)
+        resume = settings.pop("resume", None)
+        if resume is not None:
+            settings = settings_for_resume(load_manifest(resume), settings)
+            settings["resume"] = resume
+        config = prepare_sweep(settings)
+        sweep = Sweep(config, command=[PROG, *argv])
+    except (OptionsError, CampaignError) as exc:
+        _die(str(exc), status=2)
+    # Asked only now, once everything else is known to be valid.
+    sweep.use_password(_password(config))
+    with _stop_on_signals(sweep):
+        campaign = sweep.run()
+    manifest = campaign.manifest
+    _print_summary(campaign)
+    if manifest.status == "interrupted":
+        return 143 if sweep.signal == signal.SIGTERM else 130
+    return 0
+
+
+def _print_summary(campaign: Any) -> None:
+    manifest = campaign.manifest
+    try:
+        from ..report import render_text
+
+        text = render_text(manifest)
+    except ImportError:
+        text = None
+    except Exception as exc:  # noqa: BLE001 - the campaign is safe on disk whatever this does
+        _note(f"text report not rendered: {type(exc).__name__}: {exc}".splitlines()[0])
+        text = None
+    if text:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        sys.stdout.flush()
+    steps = len(manifest.steps)
+    summary = f"campaign {campaign.directory}: {manifest.status}, {steps} step" + (
+        "s" if steps != 1 else "")
+    if manifest.stop_reason:
+        summary += f" ({manifest.stop_reason})"
+    if manifest.highest_passing_step is not None:
+        best = campaign.step(manifest.highest_passing_step)
+        summary += (f"; highest passing step {best.index}: {best.rps_per_worker:g} rps per "
+                    f"worker, {best.achieved_rps:.1f} achieved")
+    _note(summary)
+
+
+def _cmd_report(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from ..campaign._store import load_manifest
+
+    directory = Path(args.directory)
+    try:
+        manifest = load_manifest(directory)
+    except CampaignError as exc:
+        _die(str(exc), status=2)
+    try:
+        from ..report import render_text, write_reports
+    except ImportError:
+        _die("reports are not available in this installation (nhbench.report is missing)",
+             status=1)
+    written = write_reports(directory, manifest)
+    text = render_text(manifest)
+    if text:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        sys.stdout.flush()
+    if written:
+        _note("wrote " + ", ".join(str(path) for path in written))
+    return 0

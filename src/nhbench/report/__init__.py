@@ -1,0 +1,25 @@
+"""Reports of a sweep campaign: report.txt, results.csv and a self-contained report.html.
+
+``write_reports(directory, manifest)`` writes all three into the campaign directory;
+``nhbench report DIR`` calls it with the saved manifest. The renderers are pure functions of
+the manifest (plus, for the HTML, the directory its links point into).
+"""
+
+from ._charts import Series, line_chart
+from ._common import format_latency
+from ._csv import CSV_COLUMNS, render_csv
+from ._html import render_html
+from ._text import render_text
+from ._write import REPORT_FILES, write_reports
+
+__all__ = [
+    "CSV_COLUMNS",
+    "REPORT_FILES",
+    "Series",
+    "format_latency",
+    "line_chart",
+    "render_csv",
+    "render_html",
+    "render_text",
+    "write_reports",
+]

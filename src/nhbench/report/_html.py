@@ -1,0 +1,159 @@
+"""report.html: the campaign as one self-contained page.
+
+Rendered with jinja2 from ``templates/report.html.j2`` (package data), autoescaped. The page
+has its CSS inline and its charts as inline SVG (`nhbench.report._charts`): it needs no
+network and no JavaScript. Links to each step's ``result.json`` and flame graph are
+relative to the campaign directory, where report.html is written, and are only made for
+files that exist there (`campaign_dir` is used for that check, nothing else).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import jinja2
+from markupsafe import Markup
+
+from ..campaign._models import LATENCY_KEYS, CampaignManifest, StepRecord
+from ._charts import PALETTE, Series, line_chart
+from ._common import (
+    describe_plan,
+    fact_sections,
+    format_check,
+    format_latency,
+    format_percent,
+    format_rate,
+    highest_passing,
+    machine_title,
+    step_columns,
+    watched_groups,
+)
+
+__all__ = ["render_html"]
+
+TEMPLATE = "report.html.j2"
+
+
+@dataclass(frozen=True)
+class Link:
+    label: str
+    href: str
+
+
+def _environment() -> jinja2.Environment:
+    # PackageLoader reads the templates through importlib.resources, so they are found in
+    # an installed wheel as well as in the source tree.
+    return jinja2.Environment(
+        loader=jinja2.PackageLoader("nhbench.report", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+
+
+def _links(step: StepRecord, campaign_dir: Path) -> list[Link]:
+    links: list[Link] = []
+    candidates = [("result.json", f"{step.directory}/result.json")]
+    for role, capture in (("target", step.target_capture), ("loadgen", step.loadgen_capture)):
+        if capture is None:
+            continue
+        if capture.flamegraph_file:
+            candidates.append((f"{role} flame graph",
+                               f"{step.directory}/{capture.flamegraph_file}"))
+        if capture.mpstat_file:
+            candidates.append((f"{role} mpstat", f"{step.directory}/{capture.mpstat_file}"))
+    for label, href in candidates:
+        if (campaign_dir / href).is_file():
+            links.append(Link(label, href))
+    return links
+
+
+def _charts(manifest: CampaignManifest) -> list[Markup]:
+    steps = manifest.steps
+    passed = [step.passed for step in steps]
+    charts: list[Markup] = []
+    latency = []
+    for colour, key in zip(PALETTE, LATENCY_KEYS):
+        points = [(s.requested_rps, s.latency[key]) for s in steps
+                  if s.latency.get(key) is not None]
+        flags = [s.passed for s in steps if s.latency.get(key) is not None]
+        latency.append(Series(key, points, colour, flags))
+    charts.append(Markup(line_chart(
+        "Latency vs offered load", latency, x_label="requested RPS", y_label="latency",
+        y_format=format_latency, x_format=format_rate,
+    )))
+    achieved = Series("achieved", [(s.requested_rps, s.achieved_rps) for s in steps],
+                      PALETTE[0], passed)
+    charts.append(Markup(line_chart(
+        "Achieved vs offered load", [achieved], x_label="requested RPS",
+        y_label="achieved RPS (2xx/s)", x_format=format_rate, y_format=format_rate,
+        diagonal=True,
+    )))
+    cpu_series = []
+    names = watched_groups(manifest)
+    for colour, name in zip(PALETTE, names):
+        points = [(s.requested_rps, s.target_cpu[name]) for s in steps
+                  if s.target_cpu.get(name) is not None]
+        flags = [s.passed for s in steps if s.target_cpu.get(name) is not None]
+        if points:
+            cpu_series.append(Series(f"target {name}", points, colour, flags))
+    loadgen = [(s.requested_rps, s.loadgen_cpu) for s in steps if s.loadgen_cpu is not None]
+    if loadgen:
+        flags = [s.passed for s in steps if s.loadgen_cpu is not None]
+        cpu_series.append(Series("load generator", loadgen,
+                                 PALETTE[len(cpu_series) % len(PALETTE)], flags))
+    if cpu_series:
+        charts.append(Markup(line_chart(
+            "CPU busy vs offered load", cpu_series, x_label="requested RPS",
+            y_label="CPU busy %", x_format=format_rate, y_format=lambda v: f"{v:g}",
+            y_max=100.0,
+        )))
+    return charts
+
+
+def render_html(manifest: CampaignManifest, campaign_dir: Path) -> str:
+    """The HTML report of a campaign (the content of report.html in `campaign_dir`)."""
+    campaign_dir = Path(campaign_dir)
+    columns = step_columns(manifest)
+    rows = [
+        {
+            "cells": [column.cell(step) for column in columns],
+            "passed": step.passed,
+            "links": _links(step, campaign_dir),
+            "failed": [format_check(c) for c in step.slo if not c.passed],
+        }
+        for step in manifest.steps
+    ]
+    roles = [role for role in ("target", "loadgen") if role in manifest.facts]
+    roles += [role for role in manifest.facts if role not in roles]
+    machines = [
+        {"title": machine_title(role, manifest.facts[role]),
+         "sections": fact_sections(manifest.facts[role])}
+        for role in roles
+    ]
+    skipped: dict[str, list[int]] = {}
+    for step in manifest.steps:
+        for role, capture in (("target", step.target_capture), ("loadgen", step.loadgen_capture)):
+            if capture is not None:
+                for what, reason in capture.skipped.items():
+                    skipped.setdefault(f"{role} {what}: {reason}", []).append(step.index)
+    best = highest_passing(manifest)
+    template = _environment().get_template(TEMPLATE)
+    return template.render(
+        manifest=manifest,
+        title="nhbench sweep" + (f": {', '.join(manifest.label)}" if manifest.label else ""),
+        plan=describe_plan(manifest.plan),
+        headers=[column.header for column in columns],
+        numeric=[column.numeric for column in columns],
+        rows=rows,
+        charts=_charts(manifest) if manifest.steps else [],
+        machines=machines,
+        skipped=skipped,
+        best=best,
+        best_p99=format_latency(best.latency.get("p99")) if best else None,
+        format_rate=format_rate,
+        format_percent=format_percent,
+    )

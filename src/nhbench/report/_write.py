@@ -1,0 +1,36 @@
+"""Writing the three reports into a campaign directory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .._output import write_atomic
+from ..campaign._models import CampaignManifest
+from ._csv import render_csv
+from ._html import render_html
+from ._text import render_text
+
+__all__ = ["REPORT_FILES", "write_reports"]
+
+#: The files `write_reports` writes, in the campaign directory.
+REPORT_FILES = ("report.txt", "results.csv", "report.html")
+
+
+def write_reports(campaign_dir: Path, manifest: CampaignManifest) -> list[Path]:
+    """Render report.txt, results.csv and report.html for `manifest` and write them into
+    `campaign_dir`, each atomically (a temporary file in the same directory, then
+    os.replace), so a reader never sees half a report. All three are rendered before the
+    first is written: a rendering error leaves the previous reports untouched. Returns the
+    paths written."""
+    directory = Path(campaign_dir)
+    texts = {
+        "report.txt": render_text(manifest),
+        "results.csv": render_csv(manifest),
+        "report.html": render_html(manifest, directory),
+    }
+    written = []
+    for name in REPORT_FILES:
+        path = directory / name
+        write_atomic(path, texts[name])
+        written.append(path)
+    return written
