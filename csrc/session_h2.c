@@ -333,6 +333,11 @@ static void h2_flush(nhb__conn* c) {
       if (h->leftover_len == 0) {
         const uint8_t* p;
         ssize_t n = nghttp2_session_mem_send(h->session, &p);
+        /* nghttp2's callbacks may have closed the connection meanwhile: a
+         * request it could not start after the server's GOAWAY is refused,
+         * and the last refusal closes the connection so that the refused
+         * requests go out on a new one. Nothing more may be written then. */
+        if (c->state != NHB__CX_READY) return;
         if (n < 0) {
           nhb__conn_fail(c, NHB_EPROTO, NHB_CTR_STREAM_RESETS);
           return;

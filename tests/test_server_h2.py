@@ -517,6 +517,24 @@ def test_one_request_at_a_time_with_close_over_h2() -> None:
     assert c["upstream_cx_close_notify"] >= 49
 
 
+def test_goaway_with_requests_in_flight_retries_the_unprocessed_ones() -> None:
+    # Every response carries a GOAWAY while up to 8 requests share the connection: those the
+    # server never started are refused (RFC 9113 section 6.8) and go out again on a new
+    # connection. None may end as a reset; a write to the closed connection once did.
+    with nhbench.TestServer() as server:
+        result = nhbench.run(server.url + "?close=true", protocol="http2", rps=0, duration=0.3,
+                             connections=1, max_active_requests=8, cpus=CLIENT_CPU,
+                             no_default_failure_predicates=True)
+        c = result.counters
+        stats = settle(server, lambda s: s["connections_active"] == 0)
+    assert result.error is None, result.error
+    assert c.get("benchmark.stream_resets", 0) == 0
+    assert c["benchmark.http_2xx"] == stats["requests"] > 0
+    assert c["upstream_rq_retry"] > 0
+    # Every attempt ends as a response or a retry: nothing is lost or counted twice.
+    assert c["upstream_rq_total"] == c["benchmark.http_2xx"] + c["upstream_rq_retry"]
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_garbage_after_the_preface_never_breaks_the_server(raw_server: nhbench.TestServer,
                                                            seed: int) -> None:
