@@ -223,12 +223,21 @@ def test_stop_captures_output_printed_on_sigint(ssh_host: SSHHost, tmp_path: Pat
 
 def test_stop_reaches_every_process_of_a_pipeline(ssh_host: SSHHost, tmp_path: Path) -> None:
     ready = tmp_path / "ready"
-    handle = ssh_host.start(f"touch {ready}; sleep 300 | sleep 301")
+    # Durations no other test uses, so that pgrep (machine-wide) sees only this pipeline.
+    handle = ssh_host.start(f"touch {ready}; sleep 3017 | sleep 3018")
     _wait_for(ready, "the pipeline")
     result = handle.stop(timeout=60)
     # SIGINT ended it, not the SIGKILL that stop() falls back to.
     assert result.exit_status != -signal.SIGKILL, result
-    assert ssh_host.run("pgrep -x -f 'sleep 30[01]' || true").stdout.strip() == ""
+    # The shell may be reaped before the first sleep of the pipeline has finished exiting,
+    # so the check waits (boundedly) for the processes to go rather than sampling once.
+    left = ""
+    for _ in range(100):
+        left = ssh_host.run("pgrep -x -f 'sleep 301[78]' || true").stdout.strip()
+        if not left:
+            break
+        time.sleep(0.1)
+    assert left == ""
 
 
 def test_stop_after_the_command_finished(ssh_host: SSHHost) -> None:
