@@ -251,7 +251,7 @@ def machine_busy_s() -> float:
 class Target:
     name: str
     urls: dict[str, str]  # by protocol: h1, h2c, tls-h1, tls-h2
-    pid: int | None  # root of the server's process tree, for its CPU
+    pids: list[int]  # roots of the server's process trees, for its CPU
 
 
 NGINX_CONF = """\
@@ -326,7 +326,7 @@ def nginx_target(server_cpu: int) -> Iterator[Target]:
                 "h2c": f"http://127.0.0.1:{h2c_port}/",
                 "tls-h1": f"https://127.0.0.1:{tls_port}/",
                 "tls-h2": f"https://127.0.0.1:{tls_port}/",
-            }, proc.pid)
+            }, [proc.pid])
         finally:
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)  # fast shutdown of master and worker
@@ -342,22 +342,29 @@ def nginx_target(server_cpu: int) -> Iterator[Target]:
 def nhbench_target(server_cpu: int) -> Iterator[Target]:
     import nhbench
 
-    server = nhbench.TestServer(
+    # One server for HTTP/1.1 and h2c (it tells them apart by the HTTP/2 preface), one with
+    # a self-signed certificate for TLS (h2 or HTTP/1.1 by ALPN), both on the server CPU.
+    plain = nhbench.TestServer(
         cpus=[server_cpu], response_body_size=len(BODY), subprocess=True
     )
-    server.start()
-    try:
-        pid = None
-        proc = getattr(server, "_process", None)
-        if proc is not None:
-            pid = proc.pid
-            # The C worker is pinned by cpus=; pin the Python main thread too.
-            with contextlib.suppress(OSError):
-                for tid in os.listdir(f"/proc/{pid}/task"):
-                    os.sched_setaffinity(int(tid), {server_cpu})
-        yield Target("nhbench-server", {"h1": server.url}, pid)
-    finally:
-        server.stop()
+    tls = nhbench.TestServer(
+        cpus=[server_cpu], response_body_size=len(BODY), subprocess=True, tls_self_signed=True
+    )
+    with contextlib.ExitStack() as stack:
+        pids = []
+        for server in (plain, tls):
+            server.start()
+            stack.callback(server.stop)
+            proc = getattr(server, "_process", None)
+            if proc is not None:
+                pids.append(proc.pid)
+                # The C worker is pinned by cpus=; pin the Python main thread too.
+                with contextlib.suppress(OSError):
+                    for tid in os.listdir(f"/proc/{proc.pid}/task"):
+                        os.sched_setaffinity(int(tid), {server_cpu})
+        yield Target("nhbench-server", {
+            "h1": plain.url, "h2c": plain.url, "tls-h1": tls.url, "tls-h2": tls.url,
+        }, pids)
 
 
 # --------------------------------------------------------------------------------------------
@@ -824,12 +831,14 @@ def run_all(cfg: argparse.Namespace) -> dict[str, Any]:
                 # spreads over all of them instead of favouring one.
                 for i in range(cfg.repeat):
                     for tool in active:
-                        before = proc_tree_cpu(target.pid) if target.pid else None
+                        before = (sum(proc_tree_cpu(pid) for pid in target.pids)
+                                  if target.pids else None)
                         busy0 = machine_busy_s()
                         s = tool.measure(sc, url, cfg)
                         busy = machine_busy_s() - busy0
-                        if before is not None and target.pid:
-                            s.server_cpu_s = proc_tree_cpu(target.pid) - before
+                        if before is not None:
+                            s.server_cpu_s = (sum(proc_tree_cpu(pid) for pid in target.pids)
+                                              - before)
                             # Whole client process (nhbench: start-up included), as the
                             # machine counter covers the whole wall time too.
                             client = s.extra.get("process_cpu_s", s.cpu_s)
