@@ -381,6 +381,9 @@ void nhb__srv_tls_pull(srv_conn* c) {
     int n = SSL_read(t->ssl, w->rbuf, SRV_READ_BUFFER);
     if (n > 0) {
       nhb__srv_conn_deliver(c, w->rbuf, (size_t)n);
+      /* Nothing left to decrypt: another SSL_read would only report
+       * SSL_ERROR_WANT_READ, which costs a full pass through OpenSSL. */
+      if (BIO_ctrl_pending(t->rbio) == 0 && SSL_pending(t->ssl) == 0) break;
       continue;
     }
     int e = SSL_get_error(t->ssl, n);

@@ -266,6 +266,9 @@ static int tls_on_read(nhb__conn* c, const char* data, size_t len) {
       int r = c->session->on_data(c, c->read_buffer, (size_t)n);
       if (r < 0) return r;
       if (c->state != NHB__CX_READY) return 0;
+      /* Nothing left to decrypt: another SSL_read would only report
+       * SSL_ERROR_WANT_READ, which costs a full pass through OpenSSL. */
+      if (BIO_ctrl_pending(t->rbio) == 0 && SSL_pending(t->ssl) == 0) break;
       continue;
     }
     int err = SSL_get_error(t->ssl, n);
