@@ -425,9 +425,10 @@ _UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
 def _seconds(text: str) -> float:
-    m = re.fullmatch(r"([\d.]+)(us|ms|s|m|h)", text)
+    """'1.5ms' -> 0.0015, as wrk and h2load print durations."""
+    m = re.fullmatch(r"([\d.]+)(us|ms|s|m|h)", text.strip())
     if not m:
-        raise ValueError(text)
+        raise ValueError(f"bad duration {text!r}")
     return float(m.group(1)) * _UNITS[m.group(2)]
 
 
@@ -613,7 +614,7 @@ class Nhbench(Tool):
 
 
 def child_env() -> dict[str, str]:
-    """The environment for the nhbench child: it must import the nhbench we imported."""
+    """The environment for an nhbench child process: it must import the nhbench we import."""
     env = dict(os.environ)
     try:
         import nhbench
@@ -906,15 +907,18 @@ def render_markdown(report: dict[str, Any]) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
-def update_docs(markdown: str) -> None:
+def update_docs(markdown: str, begin: str = BEGIN_MARK, end: str = END_MARK,
+                heading: str = "Latest results") -> None:
+    """Replace the block between `begin` and `end` in docs/benchmarks.md (or append it under
+    a new `heading`). server_compare.py uses it with its own markers."""
     text = DOCS.read_text() if DOCS.exists() else ""
-    block = f"{BEGIN_MARK}\n{markdown}{END_MARK}"
-    if BEGIN_MARK in text and END_MARK in text:
-        head, rest = text.split(BEGIN_MARK, 1)
-        _, tail = rest.split(END_MARK, 1)
+    block = f"{begin}\n{markdown}{end}"
+    if begin in text and end in text:
+        head, rest = text.split(begin, 1)
+        _, tail = rest.split(end, 1)
         text = head + block + tail
     else:
-        text = text.rstrip() + "\n\n## Latest results\n\n" + block + "\n"
+        text = text.rstrip() + f"\n\n## {heading}\n\n" + block + "\n"
     DOCS.write_text(text)
 
 

@@ -45,7 +45,15 @@ from typing import Any
 
 # Run as `python benchmarks/server_compare.py`, so benchmarks/ is on sys.path: the port
 # and /proc helpers are peer_compare's.
-from peer_compare import free_port, proc_tree_cpu, wait_port  # noqa: E402
+from peer_compare import (  # noqa: E402
+    _seconds,
+    child_env,
+    free_port,
+    machine_busy_s,
+    proc_tree_cpu,
+    update_docs,
+    wait_port,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT_DIR = ROOT / "benchmarks" / "out"
@@ -53,7 +61,6 @@ DOCS = ROOT / "docs" / "benchmarks.md"
 BEGIN_MARK = "<!-- server-results:begin -->"
 END_MARK = "<!-- server-results:end -->"
 BODY = "hello, world\n"  # 13 bytes
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 SERVERS = ("nginx", "nhbench")
 
 NGINX_CONF = """\
@@ -86,13 +93,6 @@ http {{
 # --------------------------------------------------------------------------------------------
 
 
-def machine_busy_s() -> float:
-    """CPU-seconds all CPUs have spent busy since boot (/proc/stat, all but idle and iowait)."""
-    with open("/proc/stat") as f:
-        fields = [int(x) for x in f.readline().split()[1:]]
-    return (sum(fields[:8]) - fields[3] - fields[4]) / CLK_TCK
-
-
 def response_head(port: int) -> bytes:
     """The response head the server sends to wrk's request, for the record."""
     with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
@@ -104,19 +104,6 @@ def response_head(port: int) -> bytes:
                 break
             data += chunk
     return data.partition(b"\r\n\r\n")[0] + b"\r\n\r\n"
-
-
-def child_env() -> dict[str, str]:
-    """The environment for `python -m nhbench`: it must import the nhbench we import."""
-    env = dict(os.environ)
-    try:
-        import nhbench
-
-        pkg_root = str(Path(nhbench.__file__).resolve().parent.parent)
-    except ImportError:
-        pkg_root = str(ROOT / "src")
-    env["PYTHONPATH"] = os.pathsep.join([pkg_root, *filter(None, [env.get("PYTHONPATH")])])
-    return env
 
 
 @dataclass
@@ -221,16 +208,6 @@ class Sample:
     @property
     def server_us_per_req(self) -> float:
         return self.server_cpu_s / self.requests * 1e6 if self.requests else float("nan")
-
-
-_UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
-def _seconds(text: str) -> float:
-    m = re.fullmatch(r"([\d.]+)(us|ms|s|m|h)", text.strip())
-    if not m:
-        raise ValueError(f"bad duration {text!r}")
-    return float(m.group(1)) * _UNITS[m.group(2)]
 
 
 def run_wrk(target: Target, cfg: argparse.Namespace) -> Sample:
@@ -431,18 +408,6 @@ def render_markdown(report: dict[str, Any]) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
-def update_docs(markdown: str) -> None:
-    text = DOCS.read_text() if DOCS.exists() else ""
-    block = f"{BEGIN_MARK}\n{markdown}{END_MARK}"
-    if BEGIN_MARK in text and END_MARK in text:
-        head, rest = text.split(BEGIN_MARK, 1)
-        _, tail = rest.split(END_MARK, 1)
-        text = head + block + tail
-    else:
-        text = text.rstrip() + "\n\n## Test server: nhbench server vs nginx\n\n" + block + "\n"
-    DOCS.write_text(text)
-
-
 def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -491,7 +456,7 @@ def main(argv: list[str] | None = None) -> int:
         markdown = render_markdown(report)
         print(markdown)
         if cfg.update_docs:
-            update_docs(markdown)
+            update_docs(markdown, BEGIN_MARK, END_MARK, "Test server: nhbench server vs nginx")
             print(f"updated {DOCS}", file=sys.stderr)
         return 0
     for tool in ("taskset", "wrk"):
@@ -506,7 +471,7 @@ def main(argv: list[str] | None = None) -> int:
     (cfg.out_dir / "server_compare.json").write_text(json.dumps(report, indent=2) + "\n")
     print(f"wrote {cfg.out_dir / 'server_compare.json'} and server_compare.md", file=sys.stderr)
     if cfg.update_docs:
-        update_docs(markdown)
+        update_docs(markdown, BEGIN_MARK, END_MARK, "Test server: nhbench server vs nginx")
         print(f"updated {DOCS}", file=sys.stderr)
     return 0
 
