@@ -27,6 +27,7 @@ from nhbench._exceptions import (
 from nhbench.hosts import (
     BackgroundCommand,
     Host,
+    LocalHost,
     SSHHost,
     SSHTarget,
     password_from_environment,
@@ -269,6 +270,13 @@ def test_fetch(ssh_host: SSHHost, tmp_path: Path) -> None:
 def test_fetch_missing_file(ssh_host: SSHHost, tmp_path: Path) -> None:
     with pytest.raises(CommandError, match="cannot copy /nonexistent/file from"):
         ssh_host.fetch("/nonexistent/file", tmp_path / "x")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_local_fetch_of_a_missing_file_raises_the_same_error(tmp_path: Path) -> None:
+    # Callers (the captures) handle one error type whatever the host is.
+    with pytest.raises(CommandError, match="cannot copy /nonexistent/file from local"):
+        LocalHost().fetch("/nonexistent/file", tmp_path / "x")
     assert list(tmp_path.iterdir()) == []
 
 

@@ -312,7 +312,7 @@ class StepCapture:
         local = self.out_dir / self._mpstat_name
         try:
             text = self._fetch_text(self._mpstat_name, local)
-        except Exception as exc:  # noqa: BLE001 - OSError locally, HostError over SSH: a skip
+        except Exception as exc:  # noqa: BLE001 - a HostError, or worse: still a skip
             self._skipped["mpstat"] = (
                 f"mpstat output could not be copied: {exc} "
                 f"(mpstat: {_first_line(done.stderr)})"

@@ -78,7 +78,8 @@ class Host(Protocol):
 
     def fetch(self, remote_path: str, local_path: Path) -> None:
         """Copy a file from the host to `local_path` on this machine (atomic: written to a
-        temporary name in the same directory, then renamed)."""
+        temporary name in the same directory, then renamed). A file that cannot be read
+        raises CommandError, on every kind of host."""
         ...
 
     def close(self) -> None:
@@ -95,6 +96,9 @@ def _as_root(command: str, sudo: bool) -> list[str]:
 class _LocalBackground:
     def __init__(self, command: str, argv: list[str]) -> None:
         self._command = command
+        # A command started through sudo runs as root: a non-root user signals it through
+        # sudo as well.
+        self._via_sudo = argv[0] == "sudo"
         # A new session so that SIGINT reaches the whole pipeline and not our own process.
         self._proc = subprocess.Popen(
             argv,
@@ -105,21 +109,25 @@ class _LocalBackground:
         )
         self._result: CommandResult | None = None
 
+    def _signal(self, signum: int) -> None:
+        try:
+            os.killpg(self._proc.pid, signum)
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            if self._via_sudo:
+                subprocess.run(["sudo", "-n", "kill", f"-{signum}", "--", f"-{self._proc.pid}"],
+                               capture_output=True, check=False)
+
     def stop(self, timeout: float = 10.0) -> CommandResult:
         if self._result is not None:
             return self._result
         if self._proc.poll() is None:
-            try:
-                os.killpg(self._proc.pid, signal.SIGINT)
-            except ProcessLookupError:
-                pass
+            self._signal(signal.SIGINT)
         try:
             out, err = self._proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
-            try:
-                os.killpg(self._proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            self._signal(signal.SIGKILL)
             out, err = self._proc.communicate()
         self._result = CommandResult(self._command, self._proc.returncode, out, err)
         return self._result
@@ -152,8 +160,15 @@ class LocalHost:
         local_path = Path(local_path)
         local_path.parent.mkdir(parents=True, exist_ok=True)
         tmp = local_path.with_name(f".{local_path.name}.tmp")
-        shutil.copyfile(remote_path, tmp)
-        os.replace(tmp, local_path)
+        try:
+            shutil.copyfile(remote_path, tmp)
+            os.replace(tmp, local_path)
+        except OSError as exc:
+            raise CommandError(
+                f"cannot copy {remote_path} from {self.name}: {exc.strerror or exc}"
+            ) from exc
+        finally:
+            tmp.unlink(missing_ok=True)
 
     def close(self) -> None:
         pass
