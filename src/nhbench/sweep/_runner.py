@@ -28,6 +28,7 @@ from pydantic import ValidationError
 from .._exceptions import CampaignError, HostError, NHBenchError, OptionsError
 from .._options import (
     DEFAULT_DURATION,
+    CpuCheck,
     Options,
     affinity_cpus,
     format_validation_error,
@@ -211,8 +212,13 @@ def _strings(value: object) -> list[str]:
 _GROUP_NAME = re.compile(r"^[A-Za-z0-9_.:-]+$")
 
 
-def parse_watch_cpus(value: object) -> dict[str, list[int]]:
-    """``["ingress=5,22,77,94", "sidecar=10-12"]`` or a mapping -> {name: [cpus]}."""
+def parse_watch_cpus(value: object, within: CpuCheck | None = None) -> dict[str, list[int]]:
+    """``["ingress=5,22,77,94", "sidecar=10-12"]`` or a mapping -> {name: [cpus]}.
+
+    `within` is "machine" when the target is this machine (its CPUs are known), None when it
+    is a remote host: its lists are then only bounded, and a CPU it lacks shows as missing
+    in the capture.
+    """
     items: list[tuple[str, object]] = []
     if isinstance(value, Mapping):
         items = [(str(k), v) for k, v in value.items()]
@@ -235,17 +241,17 @@ def parse_watch_cpus(value: object) -> dict[str, list[int]]:
         if isinstance(cpus, (list, tuple)):
             cpus = ",".join(str(cpu) for cpu in cpus)
         try:
-            groups[name] = parse_cpu_list(cpus)
+            groups[name] = parse_cpu_list(cpus, within)
         except ValueError as exc:
             raise OptionsError(f"--watch-cpus {name}: {exc}", "watch_cpus") from None
     return groups
 
 
-def _cpu_list(name: str, value: object) -> list[int]:
+def _cpu_list(name: str, value: object, within: CpuCheck | None) -> list[int]:
     if isinstance(value, (list, tuple)):
         value = ",".join(str(cpu) for cpu in value)
     try:
-        return parse_cpu_list(value)
+        return parse_cpu_list(value, within)
     except ValueError as exc:
         raise OptionsError(f"--{name.replace('_', '-')}: {exc}", name) from None
 
@@ -375,7 +381,10 @@ def prepare_sweep(settings: Mapping[str, Any]) -> SweepConfig:
 
     mpstat = not _bool("no_mpstat", data.get("no_mpstat", False))
     perf = _bool("perf", data.get("perf", False))
-    perf_cpus = _cpu_list("perf_cpus", data["perf_cpus"]) if data.get("perf_cpus") else None
+    # The target's CPUs are this machine's unless the target is reached over SSH.
+    target_cpus: CpuCheck | None = None if ssh is not None else "machine"
+    perf_cpus = (_cpu_list("perf_cpus", data["perf_cpus"], target_cpus)
+                 if data.get("perf_cpus") else None)
     if perf_cpus is not None and not perf:
         raise OptionsError("--perf-cpus: only meaningful with --perf", "perf_cpus")
     try:
@@ -388,7 +397,7 @@ def prepare_sweep(settings: Mapping[str, Any]) -> SweepConfig:
     try:
         target_spec = CaptureSpec(
             mpstat=mpstat,
-            watch_cpus=parse_watch_cpus(data.get("watch_cpus")),
+            watch_cpus=parse_watch_cpus(data.get("watch_cpus"), target_cpus),
             perf=perf,
             perf_cpus=perf_cpus,
             perf_frequency=frequency,
