@@ -169,10 +169,10 @@ def parse_worker_count(value: object, maximum: int) -> int | str:
     return number
 
 
-#: The highest CPU id a list may name when it cannot be checked against the CPUs that exist
-#: (a remote host's CPUs, the echo of a run made elsewhere). Linux supports at most 8192 CPUs
+#: How many CPUs a list may name when it cannot be checked against the CPUs that exist (a
+#: remote host's CPUs, the echo of a run made elsewhere). Linux supports at most 8192 CPUs
 #: today; the bound is what keeps ``0-999999999`` from expanding into gigabytes of list.
-MAX_CPU_ID = 65535
+MAX_CPU_LIST_LENGTH = 65536
 
 _CPU_LIST_EXAMPLE = "must be a CPU list such as 0,2-3"
 CpuCheck = Literal["affinity", "machine"]
@@ -204,9 +204,10 @@ def _check_ranges(ranges: list[tuple[int, int]], within: CpuCheck | None) -> Non
     # Every check looks at the ranges as written, before any is expanded: a list naming CPUs
     # that do not exist is refused in microseconds, whatever its size.
     if within is None:
-        for first, last in ranges:
-            if last > MAX_CPU_ID:
-                raise ValueError(f"CPU {last} is out of range (CPU ids go up to {MAX_CPU_ID})")
+        named = sum(last - first + 1 for first, last in ranges)
+        if named > MAX_CPU_LIST_LENGTH:
+            raise ValueError(f"names {named} CPUs, more than any machine has "
+                             f"(at most {MAX_CPU_LIST_LENGTH} are accepted)")
         return
     machine = machine_cpus()
     absent = [gap for first, last in ranges for gap in _missing(first, last, machine)]
@@ -246,7 +247,7 @@ def parse_cpu_list(value: object, within: CpuCheck | None = None) -> list[int]:
       and under taskset someone deliberately kept nhbench off those CPUs, usually to leave
       them to the server under test.
     * ``"machine"``: CPUs this machine has online (for watching them).
-    * None: anything up to `MAX_CPU_ID` (another machine's CPUs).
+    * None: any CPUs, at most `MAX_CPU_LIST_LENGTH` of them (another machine's CPUs).
     """
     if isinstance(value, bool):
         raise ValueError(f"{_CPU_LIST_EXAMPLE} (got {value!r})")
@@ -498,6 +499,11 @@ class Options(BaseModel):
     )
     no_default_failure_predicates: bool = Field(
         default=False, description="Do not add the default failure predicates."
+    )
+    allow_no_success: bool = Field(
+        default=False,
+        description="Let a run in which no request succeeded (no 2xx response at all) exit 0. "
+        "Without it such a run fails: exit status 1 and one line saying why.",
     )
     percentiles: tuple[float, ...] = Field(
         default=DEFAULT_PERCENTILES,
