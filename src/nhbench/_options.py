@@ -502,8 +502,8 @@ class Options(BaseModel):
     )
     allow_no_success: bool = Field(
         default=False,
-        description="Let a run in which no request succeeded (no 2xx response at all) exit 0. "
-        "Without it such a run fails: exit status 1 and one line saying why.",
+        description="Accept a run (or sweep step) in which no request succeeded, i.e. got a "
+        "2xx response. Without it such a run fails: exit status 1 and one line saying why.",
     )
     percentiles: tuple[float, ...] = Field(
         default=DEFAULT_PERCENTILES,
