@@ -38,7 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -147,11 +147,13 @@ def nginx_target(server_cpu: int) -> Iterator[Target]:
 
 
 @contextlib.contextmanager
-def nhbench_target(server_cpu: int) -> Iterator[Target]:
+def nhbench_target(server_cpu: int, extra_args: Sequence[str] = ()) -> Iterator[Target]:
+    """`nhbench server` alone on `server_cpu`; `extra_args` are more server flags (soak.py
+    adds --admin)."""
     port = free_port()
     argv = ["taskset", "-c", str(server_cpu), sys.executable, "-m", "nhbench", "server",
             "--listen", f"127.0.0.1:{port}", "--workers", "1", "--cpus", str(server_cpu),
-            "--response-body-size", str(len(BODY))]
+            "--response-body-size", str(len(BODY)), *extra_args]
     with tempfile.TemporaryFile() as err:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=err, env=child_env())

@@ -531,11 +531,23 @@ void nhb__pool_prefetch(nhb__worker* w) {
   while (w->nfree > 0 && !w->finishing) conn_start(w, w->free_conns[--w->nfree]);
 }
 
+/* Both time-outs are UV_ETIMEDOUT, whose text is "connection timed out": the
+ * first error would then call a request time-out a connect failure. Each gets
+ * its own words, written once per worker (only the first error is kept). */
+static void record_timeout(nhb__worker* w, const char* what, uint64_t ns) {
+  if (w->first_error != 0) return;
+  char text[sizeof(w->first_error_text)];
+  snprintf(text, sizeof(text), "%s %g s (ETIMEDOUT)", what, (double)ns / 1e9);
+  nhb__worker_record_error_text(w, UV_ETIMEDOUT, text);
+}
+
 void nhb__pool_scan_timeouts(nhb__worker* w, uint64_t now) {
   const nhb_client_config* cfg = &w->run->config;
   for (uint32_t i = 0; i < w->nconns; i++) {
     nhb__conn* c = &w->conns[i];
     if (c->state == NHB__CX_CONNECTING && now - c->connect_start_ns > cfg->connect_timeout_ns) {
+      record_timeout(w, "connect timed out: no connection within --timeout",
+                     cfg->connect_timeout_ns);
       nhb__conn_fail(c, UV_ETIMEDOUT, NHB_CTR_POOL_CONNECTION_FAILURE);
       continue;
     }
@@ -544,6 +556,8 @@ void nhb__pool_scan_timeouts(nhb__worker* w, uint64_t now) {
     for (nhb__slot* s = c->slots; s != NULL && c->state == NHB__CX_READY;) {
       nhb__slot* next = s->next;
       if (s->sent && now - s->rq.send_ns > cfg->request_timeout_ns) {
+        record_timeout(w, "request timed out: no response within --request-timeout",
+                       cfg->request_timeout_ns);
         if (c->session->cancel == NULL) {
           /* HTTP/1.1 cannot abandon a request and keep the connection. */
           nhb__conn_fail(c, UV_ETIMEDOUT, NHB_CTR_REQUEST_TIMEOUT);

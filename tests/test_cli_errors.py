@@ -45,6 +45,10 @@ URI = "http://127.0.0.1:1/"
         (("run", "http://"), "URI: malformed URL: no host"),
         (("run", "http://[::1/"), "URI: malformed URL"),
         (("run", "ftp://127.0.0.1/"), "URI: unsupported scheme 'ftp://'"),
+        (("run", "unix:/tmp/x.sock"), "URI: Unix domain sockets are not supported"),
+        (("run", "unix:///tmp/x.sock"), "URI: Unix domain sockets are not supported"),
+        (("run", "http+unix://%2Ftmp%2Fx.sock/"), "URI: Unix domain sockets are not supported"),
+        (("run", "/tmp/x.sock"), "URI: Unix domain sockets are not supported"),
         (("run", "https://127.0.0.1/", "--h2c"), "--h2c: is HTTP/2 without TLS"),
         (("run", URI, "--insecure"), "--insecure: only applies to https:// URIs"),
         (("run", URI, "-p", "http3"), "--protocol: http3 is not supported"),
@@ -64,7 +68,7 @@ URI = "http://127.0.0.1:1/"
          "--no-duration: mutually exclusive with --duration"),
         (("run", URI, "--connections", "0"), "--connections: must be >= 1 and <= 1000000"),
         (("run", URI, "--concurrency", "zero"), "--concurrency: must be 'auto' or an integer"),
-        (("run", URI, "--cpus", "100000"), "--cpus: CPU 100000 not in this process's CPU"),
+        (("run", URI, "--cpus", "100000"), "--cpus: CPU 100000 does not exist (this machine"),
         (("run", URI, "--cpus", "3-1"), "--cpus: range '3-1' goes backwards"),
         (("run", URI, "--request-method", "FETCH"), "--request-method: must be one of"),
         (("run", URI, "--request-header", "X-Bad"), "--request-header: must be 'name: value'"),
@@ -98,6 +102,69 @@ def test_bad_input_is_one_line_and_exit_2(args: tuple[str, ...], expected: str) 
     assert len(lines) == 1, proc.stderr
     assert lines[0].startswith("nhbench: error: ")
     assert expected in lines[0]
+
+
+def _run_measured(args: tuple[str, ...]) -> tuple[int, str, int]:
+    """Run the CLI and return (exit status, stderr, peak RSS in KiB) of that one process.
+
+    The address space is capped at 2 GiB, so a regression (a CPU range expanded into a list
+    before it is checked: 24 GB for 0-999999999) fails with MemoryError instead of calling
+    the OOM killer on a shared machine.
+    """
+    import resource
+    import tempfile
+    import time
+
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [PACKAGE_PARENT, env.get("PYTHONPATH")]))
+    with tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen([sys.executable, "-m", "nhbench", *args],
+                                stdout=subprocess.DEVNULL, stderr=err,
+                                stdin=subprocess.DEVNULL, env=env, preexec_fn=cap)
+        # wait4 rather than Popen.wait: it gives this child's own peak RSS.
+        deadline = time.monotonic() + 60
+        while True:
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.monotonic() > deadline:
+                proc.kill()
+                os.wait4(proc.pid, 0)
+                raise AssertionError(f"nhbench {' '.join(args)} did not exit within 60 s")
+            time.sleep(0.02)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        err.seek(0)
+        return proc.returncode, err.read().decode(), usage.ru_maxrss
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("run", URI, "--cpus", "0-999999999"),
+        ("run", URI, "--cpus", "0,999999999"),
+        ("server", "--cpus", "0-999999999"),
+        ("sweep", URI, "--rps", "10", "--cpus", "0-999999999"),
+        ("sweep", URI, "--rps", "10", "--watch-cpus", "server=0-999999999"),
+        ("sweep", URI, "--rps", "10", "--perf", "--perf-cpus", "0-999999999"),
+    ],
+)
+def test_cpu_list_beyond_the_machine_is_refused_before_it_is_expanded(
+    args: tuple[str, ...],
+) -> None:
+    status, stderr, peak_kib = _run_measured(args)
+    assert status == 2, stderr
+    # The interpreter with pydantic loaded is well under 200 MiB; the expanded list alone
+    # would be gigabytes.
+    assert peak_kib < 200 * 1024, peak_kib
+    lines = stderr.splitlines()
+    assert len(lines) == 1 and "Traceback" not in stderr, stderr
+    flag = next(arg for arg in args if arg.endswith("cpus"))
+    assert lines[0].startswith(f"nhbench: error: {flag}"), lines[0]
+    assert "999999999 do not exist (this machine has CPU" in lines[0] or (
+        "CPU 999999999 does not exist (this machine has CPU" in lines[0]), lines[0]
 
 
 def test_version() -> None:

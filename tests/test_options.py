@@ -11,6 +11,7 @@ import nhbench
 from nhbench import Options, OptionsError, ResolveError
 from nhbench._options import (
     format_cpu_list,
+    machine_cpus,
     make_options,
     parse_cpu_list,
     parse_duration,
@@ -215,6 +216,25 @@ def test_parse_cpu_list(text: object, cpus: list[int]) -> None:
 def test_parse_cpu_list_rejects(text: object) -> None:
     with pytest.raises(ValueError):
         parse_cpu_list(text)
+
+
+def test_parse_cpu_list_checks_ranges_before_expanding_them() -> None:
+    machine = machine_cpus()
+    top = max(machine)
+    # Checked against this machine: a huge range is refused at once, naming what is missing.
+    with pytest.raises(ValueError, match=rf"CPUs {top + 1}-999999999 do not exist "
+                       rf"\(this machine has CPUs? {format_cpu_list(machine)}\)"):
+        parse_cpu_list("0-999999999", "machine")
+    with pytest.raises(ValueError, match=rf"^CPU {top + 1} does not exist"):
+        parse_cpu_list([0, top + 1], "affinity")
+    assert parse_cpu_list(format_cpu_list(machine), "machine") == machine
+    assert parse_cpu_list(format_cpu_list(AFFINITY), "affinity") == AFFINITY
+    # Unchecked (another machine's CPUs): bounded, so still never gigabytes.
+    assert parse_cpu_list("0-3,999999999") == [0, 1, 2, 3, 999999999]
+    with pytest.raises(ValueError, match="names 1000000000 CPUs, more than any machine has"):
+        parse_cpu_list("0-999999999")
+    with pytest.raises(ValueError, match="must be a CPU list"):
+        parse_cpu_list("1" * 30)
 
 
 def test_format_cpu_list() -> None:

@@ -79,7 +79,7 @@ def test_human_failure_error_interrupt() -> None:
     text = render_human(result)
     assert ("FAILED: failure predicate fired: benchmark.http_5xx = 3 > 0; "
             "benchmark.pool_connection_failure = 1 > 0") in text
-    assert "Error: connect to 127.0.0.1:1: connection refused" in text
+    assert "First error: connect to 127.0.0.1:1: connection refused" in text
     assert "Interrupted: stopped after 5.000s; this is a partial result." in text
 
 

@@ -8,6 +8,8 @@ counter that Nighthawk-style JSON left out because it was zero.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 __all__ = [
     "SCHEDULED_TO_RESPONSE",
     "REQUEST_TO_RESPONSE",
@@ -25,6 +27,14 @@ __all__ = [
     "COUNTERS",
     "COUNTER_DESCRIPTIONS",
     "ERROR_COUNTERS",
+    "CONNECTION_ERROR_COUNTERS",
+    "ERROR_NAMES",
+    "RETRY_LIMIT_EXCEEDED",
+    "SUCCESS_COUNTER",
+    "describe_errors",
+    "error_total",
+    "no_success_reason",
+    "response_total",
     "SERVER_STATS",
     "SERVER_STAT_DESCRIPTIONS",
 ]
@@ -121,16 +131,107 @@ COUNTER_DESCRIPTIONS: dict[str, str] = {
     "ssl.session_reused": "TLS handshakes that resumed an earlier session",
 }
 
-# Counters that mean "a request did not get a 1xx-3xx answer"; the live progress line sums them.
+#: The counter of requests that succeeded: a complete response with a 2xx status. It is what
+#: the achieved rate counts, and a run in which it stays 0 is a failed run (exit 1) unless
+#: --allow-no-success.
+SUCCESS_COUNTER = "benchmark.http_2xx"
+
+#: Counted by the client once it gives up re-sending a request the server keeps refusing.
+RETRY_LIMIT_EXCEEDED = "upstream_rq_retry_limit_exceeded"
+
+#: THE definition of an error, used by every report (human output, the live progress line,
+#: the sweep's step line, stop rules and error rate, report.txt/csv/html): a request that was
+#: sent (released) and ended in anything but a 2xx response. Each released request ends in
+#: exactly one counter (docs/engine.md), so the sum of these is the error count and
+#: ``2xx + errors`` is every request that finished. Not in it: requests dropped before they
+#: were sent (``benchmark.pool_overflow``, reported as dropped/blocked), requests cancelled by
+#: the end of the run (``upstream_rq_cancelled``) and connection-level counters (below), whose
+#: requests are already counted here. `RETRY_LIMIT_EXCEEDED` may be absent from a core that
+#: predates it; every sum reads counters with a default of 0.
 ERROR_COUNTERS: tuple[str, ...] = (
+    "benchmark.http_1xx",
+    "benchmark.http_3xx",
     "benchmark.http_4xx",
     "benchmark.http_5xx",
     "benchmark.http_xxx",
-    "benchmark.pool_overflow",
     "benchmark.pool_connection_failure",
     "benchmark.stream_resets",
     "benchmark.request_timeout",
+    RETRY_LIMIT_EXCEEDED,
 )
+
+#: Connection-level counters shown next to the errors but never added to them: the requests
+#: they affected are already counted in `ERROR_COUNTERS` (or, for a protocol error after a
+#: complete response, in the response's status class).
+CONNECTION_ERROR_COUNTERS: tuple[str, ...] = (
+    "upstream_cx_connect_fail",
+    "upstream_cx_connect_timeout",
+    "upstream_cx_protocol_error",
+    "ssl.connection_error",
+)
+
+#: How the human report and the one-line verdict name each error: (singular, plural).
+ERROR_NAMES: dict[str, tuple[str, str]] = {
+    "benchmark.http_1xx": ("1xx response", "1xx responses"),
+    "benchmark.http_3xx": ("3xx response", "3xx responses"),
+    "benchmark.http_4xx": ("4xx response", "4xx responses"),
+    "benchmark.http_5xx": ("5xx response", "5xx responses"),
+    "benchmark.http_xxx": ("response with an invalid status", "responses with an invalid status"),
+    "benchmark.pool_connection_failure": ("connection failure", "connection failures"),
+    "benchmark.stream_resets": ("reset", "resets"),
+    "benchmark.request_timeout": ("request time-out", "request time-outs"),
+    RETRY_LIMIT_EXCEEDED: ("request given up after the retry limit",
+                           "requests given up after the retry limit"),
+}
+
+_RESPONSE_COUNTERS = tuple(
+    f"benchmark.http_{c}" for c in ("1xx", "2xx", "3xx", "4xx", "5xx", "xxx")
+)
+
+
+def _count(counters: Mapping[str, int], name: str) -> int:
+    # Counters may be a plain dict from an older core or a JSON file: absent means 0.
+    try:
+        return int(counters.get(name, 0) or 0)
+    except (KeyError, TypeError, ValueError):
+        return 0
+
+
+def error_total(counters: Mapping[str, int]) -> int:
+    """The number of errors: the sum of `ERROR_COUNTERS` (absent ones count 0)."""
+    return sum(_count(counters, name) for name in ERROR_COUNTERS)
+
+
+def response_total(counters: Mapping[str, int]) -> int:
+    """Complete responses of any status."""
+    return sum(_count(counters, name) for name in _RESPONSE_COUNTERS)
+
+
+def describe_errors(counters: Mapping[str, int]) -> str:
+    """``"19 request time-outs, 2 5xx responses"``: the non-zero errors by kind, largest
+    first ("" when there are none)."""
+    parts = [(_count(counters, name), name) for name in ERROR_COUNTERS]
+    parts = sorted((p for p in parts if p[0]), key=lambda p: -p[0])
+    return ", ".join(
+        f"{value} {ERROR_NAMES[name][0 if value == 1 else 1]}" for value, name in parts
+    )
+
+
+def no_success_reason(counters: Mapping[str, int]) -> str | None:
+    """None when a request succeeded (a 2xx), else one line saying why none did, e.g.
+    ``"no request succeeded: 100 request time-outs (0 responses)"``."""
+    if _count(counters, SUCCESS_COUNTER):
+        return None
+    responses = response_total(counters)
+    what = describe_errors(counters)
+    dropped = _count(counters, "benchmark.pool_overflow")
+    if not what:
+        what = "no request was sent" if not _count(counters, "upstream_rq_total") else (
+            "no request finished")
+    if dropped:
+        what += f", {dropped} dropped before sending (benchmark.pool_overflow)"
+    return f"no request succeeded: {what} ({responses} response{'s' if responses != 1 else ''})"
+
 
 # The test server's statistics: the keys of TestServer.stats() and of the admin endpoint's
 # /stats JSON, in the order docs/server.md lists them ("status" maps codes to counts).

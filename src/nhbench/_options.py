@@ -53,6 +53,7 @@ __all__ = [
     "affinity_cpus",
     "format_cpu_list",
     "format_validation_error",
+    "machine_cpus",
     "make_options",
     "parse_cpu_list",
     "parse_duration",
@@ -118,6 +119,27 @@ def affinity_cpus() -> list[int]:
         return list(range(os.cpu_count() or 1))
 
 
+def _sysfs_cpus(name: str) -> list[int] | None:
+    try:
+        with open(f"/sys/devices/system/cpu/{name}", encoding="ascii") as handle:
+            return sorted(parse_cpu_list(handle.read().strip()))
+    except (OSError, ValueError):
+        return None
+
+
+def machine_cpus() -> list[int]:
+    """The CPUs this machine has online, sorted: what a CPU list is checked against.
+
+    Read from /sys/devices/system/cpu/online (ids can have holes when CPUs are offline);
+    without sysfs, 0 .. os.cpu_count() - 1. The affinity mask is added in case sysfs and the
+    scheduler disagree: a CPU the process may run on certainly exists.
+    """
+    online = _sysfs_cpus("online")
+    if online is None:
+        online = list(range(os.cpu_count() or 1))
+    return sorted(set(online) | set(affinity_cpus()))
+
+
 def format_cpu_list(cpus: object) -> str:
     """Format CPU ids compactly as a cpu list string: ``[0, 1, 2, 5]`` -> ``"0-2,5"``."""
     ids = sorted(set(cpus))  # type: ignore[call-overload]
@@ -147,51 +169,117 @@ def parse_worker_count(value: object, maximum: int) -> int | str:
     return number
 
 
-def check_affinity(cpus: Iterable[int]) -> None:
-    """Raises ValueError naming the CPUs outside this process's affinity mask."""
-    allowed = set(affinity_cpus())
-    outside = [cpu for cpu in cpus if cpu not in allowed]
-    if outside:
+#: How many CPUs a list may name when it cannot be checked against the CPUs that exist (a
+#: remote host's CPUs, the echo of a run made elsewhere). Linux supports at most 8192 CPUs
+#: today; the bound is what keeps ``0-999999999`` from expanding into gigabytes of list.
+MAX_CPU_LIST_LENGTH = 65536
+
+_CPU_LIST_EXAMPLE = "must be a CPU list such as 0,2-3"
+CpuCheck = Literal["affinity", "machine"]
+
+
+def _missing(first: int, last: int, have: list[int]) -> list[tuple[int, int]]:
+    """The stretches of first..last that are not in `have` (sorted), without expanding."""
+    gaps: list[tuple[int, int]] = []
+    at = first
+    for cpu in have:
+        if cpu > last:
+            break
+        if cpu >= at:
+            if cpu > at:
+                gaps.append((at, cpu - 1))
+            at = cpu + 1
+    if at <= last:
+        gaps.append((at, last))
+    return gaps
+
+
+def _format_ranges(ranges: list[tuple[int, int]]) -> tuple[str, bool]:
+    """``"2-999999999,7"`` and whether it names more than one CPU."""
+    text = ",".join(str(a) if a == b else f"{a}-{b}" for a, b in ranges)
+    return text, len(ranges) > 1 or ranges[0][0] != ranges[0][1]
+
+
+def _check_ranges(ranges: list[tuple[int, int]], within: CpuCheck | None) -> None:
+    # Every check looks at the ranges as written, before any is expanded: a list naming CPUs
+    # that do not exist is refused in microseconds, whatever its size.
+    if within is None:
+        named = sum(last - first + 1 for first, last in ranges)
+        if named > MAX_CPU_LIST_LENGTH:
+            raise ValueError(f"names {named} CPUs, more than any machine has "
+                             f"(at most {MAX_CPU_LIST_LENGTH} are accepted)")
+        return
+    machine = machine_cpus()
+    absent = [gap for first, last in ranges for gap in _missing(first, last, machine)]
+    if absent:
+        text, plural = _format_ranges(absent)
+        offline = _sysfs_cpus("present") or []
+        verb = "do not exist" if plural else "does not exist"
+        if offline and all(not _missing(a, b, offline) for a, b in absent):
+            verb = "are offline" if plural else "is offline"
         raise ValueError(
-            f"CPU {format_cpu_list(outside)} not in this process's CPU affinity "
-            f"({format_cpu_list(allowed)})"
+            f"CPU{'s' if plural else ''} {text} {verb} "
+            f"(this machine has CPU{'s' if len(machine) > 1 else ''} {format_cpu_list(machine)})"
         )
+    if within == "affinity":
+        allowed = affinity_cpus()
+        outside = [gap for first, last in ranges for gap in _missing(first, last, allowed)]
+        if outside:
+            text, plural = _format_ranges(outside)
+            raise ValueError(
+                f"CPU{'s' if plural else ''} {text} {'are' if plural else 'is'} not in this "
+                f"process's CPU affinity ({format_cpu_list(allowed)}; see taskset or the "
+                f"cgroup's cpuset)"
+            )
 
 
-def parse_cpu_list(value: object) -> list[int]:
+def parse_cpu_list(value: object, within: CpuCheck | None = None) -> list[int]:
     """Parse a cpu list (``"2,4-7"``, the taskset/cpuset syntax) or a list of ints.
 
+    This is the only CPU-list parser of the package; every option that takes CPUs uses it.
     Order is kept and duplicates are dropped: the order decides which worker runs where.
+
+    `within` says what the CPUs must be, checked before any range is expanded:
+
+    * ``"affinity"``: CPUs this process may run on (for pinning threads). A CPU that exists
+      but is outside the affinity mask is an error, not a silent widening: under a cgroup
+      cpuset the kernel would refuse the pinning anyway (later, as a failed worker start),
+      and under taskset someone deliberately kept nhbench off those CPUs, usually to leave
+      them to the server under test.
+    * ``"machine"``: CPUs this machine has online (for watching them).
+    * None: any CPUs, at most `MAX_CPU_LIST_LENGTH` of them (another machine's CPUs).
     """
     if isinstance(value, bool):
-        raise ValueError(f"must be a CPU list such as 0,2-3 (got {value!r})")
+        raise ValueError(f"{_CPU_LIST_EXAMPLE} (got {value!r})")
     if isinstance(value, int):
         value = [value]
-    cpus: list[int] = []
+    ranges: list[tuple[int, int]] = []
     if isinstance(value, str):
         if not value.strip():
-            raise ValueError("must be a CPU list such as 0,2-3 (got an empty string)")
+            raise ValueError(f"{_CPU_LIST_EXAMPLE} (got an empty string)")
         for part in value.split(","):
             part = part.strip()
-            match = re.fullmatch(r"(\d+)(?:\s*-\s*(\d+))?", part)
+            match = re.fullmatch(r"(\d{1,20})(?:\s*-\s*(\d{1,20}))?", part)
             if not match:
-                raise ValueError(f"must be a CPU list such as 0,2-3 (got {value!r})")
+                raise ValueError(f"{_CPU_LIST_EXAMPLE} (got {value!r})")
             first = int(match.group(1))
             last = int(match.group(2)) if match.group(2) is not None else first
             if last < first:
                 raise ValueError(f"range {part!r} goes backwards (got {value!r})")
-            cpus.extend(range(first, last + 1))
+            ranges.append((first, last))
     else:
         try:
             items = list(value)  # type: ignore[call-overload]
         except TypeError:
-            raise ValueError(f"must be a CPU list such as 0,2-3 (got {value!r})") from None
+            raise ValueError(f"{_CPU_LIST_EXAMPLE} (got {value!r})") from None
         for item in items:
             if isinstance(item, bool) or not isinstance(item, int) or item < 0:
                 raise ValueError(f"CPU ids must be integers >= 0 (got {value!r})")
-            cpus.append(item)
-    if not cpus:
+            ranges.append((item, item))
+    if not ranges:
         raise ValueError("must name at least one CPU")
+    _check_ranges(ranges, within)
+    cpus = (cpu for first, last in ranges for cpu in range(first, last + 1))
     return list(dict.fromkeys(cpus))
 
 
@@ -226,10 +314,19 @@ def parse_uri(uri: object) -> Target:
         raise ValueError("must be a URL such as http://127.0.0.1:8080/")
     if any(ch.isspace() or ord(ch) < 0x20 or ord(ch) == 0x7F for ch in uri):
         raise ValueError(f"must not contain spaces or control characters (got {uri!r})")
+    lowered = uri.lower()
+    if lowered.startswith(("unix:", "http+unix:", "https+unix:", "/")):
+        # The test server listens on unix:PATH, so people try the same spelling here.
+        raise ValueError(
+            "Unix domain sockets are not supported: the client connects over TCP only, to "
+            f"an http:// or https:// URL with a host and port (got {uri!r})"
+        )
     if "://" not in uri:
         # Suggest the fix only when the text looks like a host[:port][/path] that just lacks
         # the scheme; for anything else (such as "http//x") the suggestion would be nonsense.
-        if "//" not in uri and re.match(r"^[A-Za-z0-9.\[\]:_-]+(/|$)", uri):
+        if "//" not in uri and re.match(
+            r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+)(:\d+)?(/|$)", uri
+        ):
             raise ValueError(f"must start with http://, e.g. http://{uri} (got {uri!r})")
         raise ValueError(f"must start with http:// or https:// (got {uri!r})")
     try:
@@ -403,6 +500,11 @@ class Options(BaseModel):
     no_default_failure_predicates: bool = Field(
         default=False, description="Do not add the default failure predicates."
     )
+    allow_no_success: bool = Field(
+        default=False,
+        description="Accept a run (or sweep step) in which no request succeeded, i.e. got a "
+        "2xx response. Without it such a run fails: exit status 1 and one line saying why.",
+    )
     percentiles: tuple[float, ...] = Field(
         default=DEFAULT_PERCENTILES,
         description="Percentiles to report, in percent (50,90,99.9). Reported exactly at "
@@ -559,21 +661,14 @@ class Options(BaseModel):
 
     @field_validator("cpus", mode="before")
     @classmethod
-    def _parse_cpus(cls, value: object) -> object:
-        return None if value is None else tuple(parse_cpu_list(value))
-
-    @field_validator("cpus")
-    @classmethod
-    def _check_cpus_affinity(
-        cls, value: tuple[int, ...] | None, info: ValidationInfo
-    ) -> tuple[int, ...] | None:
-        # The affinity mask belongs to this machine and this process. A result written
-        # elsewhere still has to load, so the echo of options inside a Result is validated
-        # with context {"echo": True}, which skips this check.
-        if value is None or (info.context or {}).get("echo"):
-            return value
-        check_affinity(value)
-        return value
+    def _parse_cpus(cls, value: object, info: ValidationInfo) -> object:
+        # The CPUs that exist and the affinity mask belong to this machine and this process.
+        # A result written elsewhere still has to load, so the echo of options inside a Result
+        # is validated with context {"echo": True}, which checks only the syntax and bound.
+        if value is None:
+            return None
+        echo = bool((info.context or {}).get("echo"))
+        return tuple(parse_cpu_list(value, None if echo else "affinity"))
 
     @field_validator("request_method", mode="before")
     @classmethod

@@ -26,6 +26,7 @@ from ._names import (
     SEQUENCER_BLOCKING,
     SEQUENCER_CALLBACK,
     TLS_HANDSHAKE,
+    describe_errors,
 )
 from ._options import format_cpu_list
 from ._result import Result, Statistic
@@ -229,13 +230,23 @@ def _summary(result: Result) -> list[str]:
         )
     if result.terminated_by.startswith("termination_predicate:"):
         lines.append(f"Terminated by predicate: {result.terminated_by.split(':', 1)[1]}")
+    errors = result.error_count
+    if errors:
+        # The same definition and sum as the sweep's reports (nhbench._names.ERROR_COUNTERS).
+        lines.append(f"Errors:         {errors} ({describe_errors(result.counters)})")
     if result.error:
-        lines.append(f"Error: {result.error}")
+        lines.append(f"First error: {result.error}")
+    no_success = result.no_success_reason
     if result.failed_predicates:
         fired = "; ".join(str(predicate) for predicate in result.fired)
         lines.append(f"FAILED: failure predicate fired: {fired}")
     elif result.terminated_by == "error":
         lines.append("FAILED: the run ended with an error.")
+    elif no_success is not None:
+        lines.append(f"FAILED: {no_success}.")
+    elif not result.succeeded:
+        lines.append("OK: no failure predicate fired (no request succeeded, allowed by "
+                     "allow_no_success).")
     else:
         lines.append("OK: no failure predicate fired.")
     return lines

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from ._names import ERROR_COUNTERS
+from ._names import error_total
 
 __all__ = ["Progress", "ProgressLine"]
 
@@ -45,8 +45,8 @@ class Progress:
 
     @property
     def errors(self) -> int:
-        """Non-2xx/3xx responses, connection failures, resets, timeouts and dropped requests."""
-        return sum(int(self.counters.get(name, 0)) for name in ERROR_COUNTERS)
+        """Errors so far, as every report counts them (`nhbench._names.ERROR_COUNTERS`)."""
+        return error_total(self.counters)
 
 
 class ProgressLine:

@@ -49,6 +49,9 @@ from ._names import (
     SCHEDULED_TO_RESPONSE,
     STATISTIC_DESCRIPTIONS,
     STREAM_IDS,
+    SUCCESS_COUNTER,
+    error_total,
+    no_success_reason,
 )
 from ._options import Options
 from ._predicates import FiredPredicate, fired_predicates
@@ -500,9 +503,31 @@ class Result(BaseModel):
         return self.options.rps * self.worker_count
 
     @property
+    def succeeded(self) -> int:
+        """Requests that succeeded: complete responses with a 2xx status."""
+        return self.counters[SUCCESS_COUNTER]
+
+    @property
+    def error_count(self) -> int:
+        """Requests that ended in an error (the sum of `nhbench._names.ERROR_COUNTERS`: non-2xx
+        responses, connection failures, resets, request time-outs, retry give-ups)."""
+        return error_total(self.counters)
+
+    @property
+    def no_success_reason(self) -> str | None:
+        """Why this run failed for lack of any success, e.g. ``"no request succeeded: 100
+        request time-outs (0 responses)"``; None when a request succeeded or the options
+        have ``allow_no_success``."""
+        if self.options.allow_no_success:
+            return None
+        return no_success_reason(self.counters)
+
+    @property
     def success(self) -> bool:
-        """True when no failure predicate fired and the run did not end in an error."""
-        return not self.failed_predicates and self.terminated_by != "error"
+        """True when no failure predicate fired, the run did not end in an error and at least
+        one request succeeded (unless ``allow_no_success``); see `no_success_reason`."""
+        return (not self.failed_predicates and self.terminated_by != "error"
+                and self.no_success_reason is None)
 
     @property
     def fired(self) -> list[FiredPredicate]:

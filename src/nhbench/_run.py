@@ -302,6 +302,9 @@ def run(
     ``nhbench.run("http://127.0.0.1:8080/", rps=1000, duration="10s")``, or
     ``nhbench.run(Options(...))``; keywords override the fields of a given Options. Invalid
     options raise `OptionsError`, an unresolvable host `ResolveError`. A run that happened but
-    failed (connection refused, error responses) returns a Result with ``success`` False.
+    failed (connection refused, error responses, a fired failure predicate, or no request
+    succeeded at all) returns a Result with ``success`` False and does not raise: the
+    Result is the measurement, and a notebook keeps it. ``result.no_success_reason`` says
+    why a run without any 2xx response failed (None with ``allow_no_success=True``).
     """
     return Benchmark(uri, **options).run(on_progress)

@@ -53,7 +53,6 @@ from pydantic_core import PydanticCustomError
 from ._exceptions import OptionsError
 from ._options import (
     affinity_cpus,
-    check_affinity,
     error_message,
     parse_cpu_list,
     parse_duration,
@@ -959,9 +958,7 @@ class ServerOptions(_Strict):
     def _parse_cpus(cls, value: object) -> object:
         if value is None:
             return None
-        cpus = parse_cpu_list(value)
-        check_affinity(cpus)
-        return tuple(cpus)
+        return tuple(parse_cpu_list(value, "affinity"))
 
     @field_validator("max_echo_delay", "stall_every", "stall_for", "idle_timeout",
                      "header_timeout", mode="before")

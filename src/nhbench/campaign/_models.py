@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .._names import error_total
 from ..capture._models import CaptureResult
 from ..hosts._facts_model import MachineFacts
 
@@ -100,9 +101,13 @@ class StepRecord(BaseModel):
     blocked: bool = Field(description="Any sequencer.blocking or benchmark.pool_overflow.")
     blocked_count: int = Field(default=0, description="Blocked releases plus pool overflows.")
     errors: dict[str, int] = Field(
-        default_factory=dict, description="Non-zero error counters (non-2xx, resets, …)."
+        default_factory=dict,
+        description="Non-zero error counters (nhbench._names.ERROR_COUNTERS) and the "
+        "connection counters behind them (CONNECTION_ERROR_COUNTERS, not errors themselves).",
     )
-    error_rate: float = Field(default=0.0, description="Errors / requests, 0..1.")
+    error_rate: float = Field(
+        default=0.0, description="Errors / finished requests (2xx + errors), 0..1."
+    )
     target_cpu: dict[str, float | None] = Field(
         default_factory=dict, description="Watched CPU group -> busy % on the target."
     )
@@ -120,6 +125,12 @@ class StepRecord(BaseModel):
     loadgen_capture: CaptureResult | None = None
     started_at: datetime
     ended_at: datetime
+
+    @property
+    def error_count(self) -> int:
+        """The step's errors: `errors` summed over ERROR_COUNTERS only, as every report does
+        (the connection counters in `errors` describe requests already counted)."""
+        return error_total(self.errors)
 
 
 class CampaignManifest(BaseModel):

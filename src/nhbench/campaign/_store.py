@@ -357,7 +357,7 @@ class Campaign:
             row.update({
                 "blocked": record.blocked,
                 "blocked_count": record.blocked_count,
-                "errors": sum(record.errors.values()),
+                "errors": record.error_count,
                 "error_rate": record.error_rate,
             })
             for name in groups:

@@ -9,8 +9,9 @@ Exit status:
 * 0: the run completed and no failure predicate fired. A run stopped by SIGINT or SIGTERM
   also ends with 0 when no predicate fired: the partial result is printed (and written with
   ``--output``) as usual and marked ``interrupted``.
-* 1: a failure predicate fired (stderr names it), or the run could not be carried out
-  (unresolvable host, extension missing, output file not writable): one line on stderr.
+* 1: a failure predicate fired (stderr names it), no request succeeded (no 2xx response at
+  all; ``--allow-no-success`` allows it), or the run could not be carried out (unresolvable
+  host, extension missing, output file not writable): one line on stderr.
 * 2: invalid input (unknown flag, malformed URL, unsupported scheme, out-of-range value):
   one line on stderr, ``nhbench: error: <what>``, never a traceback.
 * 130: a second Ctrl-C abandoned the run before it drained; no result.
@@ -131,6 +132,7 @@ def add_run_options(parser: argparse.ArgumentParser, *, sweep: bool = False) -> 
         help=_help("termination_predicate"))
     add("--no-default-failure-predicates", action="store_true",
         help=_help("no_default_failure_predicates"))
+    add("--allow-no-success", action="store_true", help=_help("allow_no_success"))
     add("--percentiles", metavar="P,P,...", help=_help("percentiles")
         + " Default 50,75,90,99,99.9,99.99.")
     add("--output-format", metavar="human|json", help=_help("output_format") + " Default human.")
@@ -375,6 +377,10 @@ def run_and_report(options: Options) -> int:
         return 1
     if result.terminated_by == "error":
         _note(f"the run ended with an error: {result.error or 'unknown error'}")
+        return 1
+    reason = result.no_success_reason
+    if reason is not None:
+        _note(reason)
         return 1
     return 0
 

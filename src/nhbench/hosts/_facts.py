@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from .._options import parse_cpu_list
 from ._facts_model import MachineFacts, NicFacts
 from ._host import Host
 
@@ -219,16 +220,10 @@ def _lscpu_fields(text: str) -> dict[str, str]:
 
 def _count_cpu_list(text: str) -> int | None:
     """Number of CPUs in a list like ``0-71,144-215`` (None when it is not one)."""
-    total = 0
-    for part in text.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        low, dash, high = part.partition("-")
-        if not low.isdigit() or (dash and not high.isdigit()):
-            return None
-        total += int(high) - int(low) + 1 if dash else 1
-    return total or None
+    try:
+        return len(parse_cpu_list(text.strip().strip(",")))
+    except ValueError:
+        return None
 
 
 def _as_int(value: str | None) -> int | None:

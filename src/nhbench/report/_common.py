@@ -198,7 +198,7 @@ def step_columns(manifest: CampaignManifest) -> list[Column]:
 
 
 def _errors_cell(step: StepRecord) -> str:
-    total = sum(step.errors.values())
+    total = step.error_count
     if total == 0:
         return "0"
     return f"{total} ({step.error_rate * 100:.2g}%)"

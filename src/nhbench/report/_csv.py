@@ -18,7 +18,7 @@ Columns, always present and in this order (`CSV_COLUMNS`):
 ``latency_p99_9_s``
 ``blocked``            ``true``/``false``: the sequencer blocked or the pool overflowed
 ``blocked_count``      blocked releases plus pool overflows
-``errors``             sum of the step's error counters
+``errors``             the step's errors (nhbench._names.ERROR_COUNTERS, as every report)
 ``error_rate``         errors / finished requests, 0..1
 ``loadgen_cpu``        busy % of the load generator's worker CPUs (empty: not measured)
 ``nhbench_cpu``        CPU time of the nhbench process, % of one CPU per worker
@@ -115,7 +115,7 @@ def _row(step: StepRecord, groups: list[str], extra_latency: list[str]) -> list[
         *(_number(step.latency.get(key)) for key in LATENCY_KEYS),
         _bool(step.blocked),
         str(step.blocked_count),
-        str(sum(step.errors.values())),
+        str(step.error_count),
         _number(step.error_rate),
         _number(step.loadgen_cpu),
         _number(step.nhbench_cpu),

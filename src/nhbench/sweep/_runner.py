@@ -26,8 +26,10 @@ from typing import Any, TextIO
 from pydantic import ValidationError
 
 from .._exceptions import CampaignError, HostError, NHBenchError, OptionsError
+from .._names import CONNECTION_ERROR_COUNTERS, ERROR_COUNTERS, error_total
 from .._options import (
     DEFAULT_DURATION,
+    CpuCheck,
     Options,
     affinity_cpus,
     format_validation_error,
@@ -74,24 +76,6 @@ __all__ = [
     "settings_for_resume",
     "step_line",
 ]
-
-#: Counters that count a request that did not end in a 2xx response. Non-2xx responses,
-#: broken streams, timeouts and requests whose connection could not be made; each failed
-#: request is in exactly one of them (docs/engine.md), so their sum is the error count.
-ERROR_COUNTERS = (
-    "benchmark.http_1xx",
-    "benchmark.http_3xx",
-    "benchmark.http_4xx",
-    "benchmark.http_5xx",
-    "benchmark.http_xxx",
-    "benchmark.stream_resets",
-    "benchmark.request_timeout",
-    "benchmark.pool_connection_failure",
-)
-#: Connection-level counters shown with the errors but not added to the error rate: the
-#: requests they affected are already counted as pool_connection_failure.
-_CONNECTION_COUNTERS = ("upstream_cx_connect_fail", "upstream_cx_connect_timeout",
-                        "ssl.connection_error")
 
 #: Name of the load generator's CPU group (its worker CPUs) in the loadgen capture.
 LOADGEN_GROUP = "nhbench"
@@ -211,8 +195,13 @@ def _strings(value: object) -> list[str]:
 _GROUP_NAME = re.compile(r"^[A-Za-z0-9_.:-]+$")
 
 
-def parse_watch_cpus(value: object) -> dict[str, list[int]]:
-    """``["ingress=5,22,77,94", "sidecar=10-12"]`` or a mapping -> {name: [cpus]}."""
+def parse_watch_cpus(value: object, within: CpuCheck | None = None) -> dict[str, list[int]]:
+    """``["ingress=5,22,77,94", "sidecar=10-12"]`` or a mapping -> {name: [cpus]}.
+
+    `within` is "machine" when the target is this machine (its CPUs are known), None when it
+    is a remote host: its lists are then only bounded, and a CPU it lacks shows as missing
+    in the capture.
+    """
     items: list[tuple[str, object]] = []
     if isinstance(value, Mapping):
         items = [(str(k), v) for k, v in value.items()]
@@ -235,17 +224,17 @@ def parse_watch_cpus(value: object) -> dict[str, list[int]]:
         if isinstance(cpus, (list, tuple)):
             cpus = ",".join(str(cpu) for cpu in cpus)
         try:
-            groups[name] = parse_cpu_list(cpus)
+            groups[name] = parse_cpu_list(cpus, within)
         except ValueError as exc:
             raise OptionsError(f"--watch-cpus {name}: {exc}", "watch_cpus") from None
     return groups
 
 
-def _cpu_list(name: str, value: object) -> list[int]:
+def _cpu_list(name: str, value: object, within: CpuCheck | None) -> list[int]:
     if isinstance(value, (list, tuple)):
         value = ",".join(str(cpu) for cpu in value)
     try:
-        return parse_cpu_list(value)
+        return parse_cpu_list(value, within)
     except ValueError as exc:
         raise OptionsError(f"--{name.replace('_', '-')}: {exc}", name) from None
 
@@ -375,7 +364,10 @@ def prepare_sweep(settings: Mapping[str, Any]) -> SweepConfig:
 
     mpstat = not _bool("no_mpstat", data.get("no_mpstat", False))
     perf = _bool("perf", data.get("perf", False))
-    perf_cpus = _cpu_list("perf_cpus", data["perf_cpus"]) if data.get("perf_cpus") else None
+    # The target's CPUs are this machine's unless the target is reached over SSH.
+    target_cpus: CpuCheck | None = None if ssh is not None else "machine"
+    perf_cpus = (_cpu_list("perf_cpus", data["perf_cpus"], target_cpus)
+                 if data.get("perf_cpus") else None)
     if perf_cpus is not None and not perf:
         raise OptionsError("--perf-cpus: only meaningful with --perf", "perf_cpus")
     try:
@@ -388,7 +380,7 @@ def prepare_sweep(settings: Mapping[str, Any]) -> SweepConfig:
     try:
         target_spec = CaptureSpec(
             mpstat=mpstat,
-            watch_cpus=parse_watch_cpus(data.get("watch_cpus")),
+            watch_cpus=parse_watch_cpus(data.get("watch_cpus"), target_cpus),
             perf=perf,
             perf_cpus=perf_cpus,
             perf_frequency=frequency,
@@ -492,12 +484,14 @@ def record_from_result(
     except KeyError:
         blocked_stretches = 0
     blocked_count = int(blocked_stretches) + int(counters.get("benchmark.pool_overflow", 0))
+    # Error counters and, for the record, the connection counters behind them; only the
+    # former are summed (error_total), so a refused connection is not counted twice.
     errors = {
         name: int(counters.get(name, 0))
-        for name in (*ERROR_COUNTERS, *_CONNECTION_COUNTERS)
+        for name in (*ERROR_COUNTERS, *CONNECTION_ERROR_COUNTERS)
         if counters.get(name, 0)
     }
-    failed = sum(errors.get(name, 0) for name in ERROR_COUNTERS)
+    failed = error_total(errors)
     http_2xx = int(counters.get("benchmark.http_2xx", 0))
     finished = http_2xx + failed
     error_rate = failed / finished if finished else 0.0
@@ -548,6 +542,10 @@ def record_from_result(
                                value=float(counters.get(name, 0)), passed=False))
     if result.terminated_by == "error":
         checks.append(SloCheck(expression="run ended without error", value=None, passed=False))
+    # A step in which nothing succeeded measured nothing, whatever the rules say (as `nhbench
+    # run` exits 1 for it); allow_no_success lets it pass, as it does for a run.
+    if result.no_success_reason is not None:
+        checks.append(SloCheck(expression="a request succeeded", value=0.0, passed=False))
     record.slo = checks
     record.passed = all(check.passed for check in checks)
     return record
@@ -577,7 +575,7 @@ def step_line(record: StepRecord, planned: int | None, extend: bool) -> str:
     verdict = "pass" if record.passed else "FAIL: " + "; ".join(
         _format_check(check) for check in record.slo if not check.passed
     )
-    errors = sum(record.errors.get(name, 0) for name in ERROR_COUNTERS)
+    errors = record.error_count
     blocked = f"yes ({record.blocked_count})" if record.blocked else "no"
     return (
         f"step {record.index}{total}: {record.rps_per_worker:g} rps x {record.workers} = "
