@@ -381,26 +381,63 @@ def _set_nofile(pid: int, limit: int) -> None:
     resource.prlimit(pid, resource.RLIMIT_NOFILE, (limit, limit))
 
 
-def test_fd_exhaustion_by_idle_connections_does_not_spin(fresh: nhbench.TestServer) -> None:
-    pid = fresh.pid
-    _set_nofile(pid, open_fds(pid) + 40)
-    socks = []
+@pytest.fixture
+def patient() -> Iterator[nhbench.TestServer]:
+    """A server that keeps silent connections (header_timeout 30 s), so that idle
+    connections really hold their fds for the whole attack."""
+    server = start_server(header_timeout="30s")
     try:
-        for _ in range(150):  # far more than the server may open
-            socks.append(socket.create_connection(fresh.address, timeout=5))
+        yield server
+    finally:
+        server.stop()
+
+
+class _Exhausted:
+    """The server's RLIMIT_NOFILE lowered to 40 above what it uses, then 150 idle
+    connections: it is out of fds until they close."""
+
+    def __init__(self, server: nhbench.TestServer) -> None:
+        self.pid = server.pid
+        _set_nofile(self.pid, open_fds(self.pid) + 40)
+        self.socks = [socket.create_connection(server.address, timeout=5) for _ in range(150)]
         time.sleep(0.2)
-        before = cpu_seconds(pid)
+        # The precondition, so that a test never passes without the server being starved:
+        # it holds (nearly) every fd it may open. Eight spare allow for a reserve a server
+        # may keep for itself (issue 9's fd reserve).
+        assert self.limit_reached(), f"{open_fds(self.pid)} fds open, the server is not starved"
+
+    def limit_reached(self) -> bool:
+        return open_fds(self.pid) >= resource.prlimit(self.pid, resource.RLIMIT_NOFILE)[0] - 8
+
+    def close(self) -> None:
+        for sock in self.socks:
+            sock.close()
+        time.sleep(0.2)  # the server reads the closes and frees the fds
+
+
+def test_fd_exhaustion_does_not_spin_and_recovers(patient: nhbench.TestServer) -> None:
+    attack = _Exhausted(patient)
+    try:
+        before = cpu_seconds(attack.pid)
         time.sleep(1.0)
-        busy = cpu_seconds(pid) - before
+        busy = cpu_seconds(attack.pid) - before
         # A loop that retries accept() on EMFILE burns a whole CPU; an idle server ~0.
         assert busy < 0.3, f"the server used {busy:.2f} s of CPU in 1 s while out of fds"
-        # The admin endpoint still answers while the HTTP listener is starved.
-        assert_consistent(fresh.stats())
+        assert attack.limit_reached(), "the server was not out of fds for the whole second"
     finally:
-        for sock in socks:
-            sock.close()
-    time.sleep(0.2)  # the server reads the closes and frees the fds
-    assert_healthy(fresh)
+        attack.close()
+    assert_healthy(patient)
+
+
+@pytest.mark.xfail(strict=True, reason="issue 9 defect 4: no fd reserve, /stats refused while "
+                   "idle connections hold every fd")
+def test_fd_exhaustion_leaves_stats_reachable(patient: nhbench.TestServer) -> None:
+    attack = _Exhausted(patient)
+    try:
+        assert_consistent(patient.stats())
+    finally:
+        attack.close()
+    assert_healthy(patient)
 
 
 DELAY_HEADER = b'x-nighthawk-test-server-config: {"static_delay": "86400s"}\r\n'
