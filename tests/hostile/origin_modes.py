@@ -25,6 +25,10 @@ from .accounting import get, responses
 Handler = Callable[[socket.socket], None]
 Counters = Mapping[str, int]
 
+# Every client run lasts this long, with this drain_timeout (seconds).
+DURATION = 0.3
+DRAIN = 0.3
+
 
 @dataclass(frozen=True)
 class Mode:
@@ -75,6 +79,15 @@ def bounded_retries(c: Counters) -> bool:
     released = max(get(c, "sequencer.released"), 1)
     return no_success(c) and get(c, "upstream_rq_retry") <= 10 * released and \
         get(c, "upstream_cx_total") <= 10 * released + 10
+
+
+def scheduled_exactly(rps: int) -> Callable[[Counters], bool]:
+    """Open loop: every release the schedule asked for was sent or counted as dropped
+    (docs/engine.md), however high the rate; the run lasts ``DURATION`` seconds."""
+    def check(c: Counters) -> bool:
+        return no_success(c) and \
+            get(c, "sequencer.released") + get(c, "benchmark.pool_overflow") == round(rps * DURATION)
+    return check
 
 
 def anything(c: Counters) -> bool:
@@ -396,6 +409,10 @@ def modes(origin_stopped: threading.Event) -> list[Mode]:
         Mode("silence_never_read", silent, unfinished),
         Mode("silence_after_request", silent_read, unfinished),
         Mode("slowloris_response", slowloris(OK)(origin_stopped), unfinished),
+        # The open loop at a million releases per second against an origin that never
+        # answers: every release but the first two is dropped, and each drop is counted.
+        Mode("open_loop_1e6_against_silence", silent_read, scheduled_exactly(10**6),
+             client={"open_loop": True, "rps": 10**6}),
 
         # HTTP/2 (h2c, frames by hand).
         Mode("h2_goaway_zero_every_connection", h2_session(never_answer, on_connect=goaway_zero),

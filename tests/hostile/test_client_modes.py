@@ -27,15 +27,13 @@ from scripted_origin import ScriptedOrigin
 import nhbench
 
 from .accounting import accounting, assert_accounting
-from .origin_modes import Mode, modes
+from .origin_modes import DRAIN, DURATION, Mode, modes
 
 pytestmark = pytest.mark.hostile
 
 CPUS = sorted(os.sched_getaffinity(0))
 CLIENT_CPU = str(CPUS[0])
 
-DURATION = 0.3
-DRAIN = 0.3
 # Wide on purpose: the client's working set is a few MB; an unbounded buffer of an endless
 # body or header block would pass this within the run's fraction of a second.
 RSS_BOUND_MB = 200
@@ -190,7 +188,9 @@ def test_client_subprocess_survives_hostile_origin(
     if maybe_tls is not None:
         args += ["--cacert", maybe_tls[0]]
     for key, value in mode.client.items():
-        args += ["--" + key.replace("_", "-"), str(value)]
+        flag = "--" + key.replace("_", "-")
+        if key != "rps":  # already given, from kw
+            args += [flag] if value is True else [flag, str(value)]
     out, err = tmp_path / "out.json", tmp_path / "err.txt"
     with _origin(name, maybe_tls) as origin, open(out, "wb") as stdout, open(err, "wb") as stderr:
         start = time.monotonic()

@@ -473,3 +473,31 @@ def test_h2_delayed_streams_whose_clients_left_free_their_fds(fresh: nhbench.Tes
         time.sleep(0.05)
     assert open_fds(pid) <= baseline, f"{open_fds(pid) - baseline} fds still held after 2 s"
     assert_healthy(fresh)
+
+
+@pytest.mark.xfail(strict=True, reason="issue 9 defect 11: a delayed response is counted when "
+                   "decided, not when written")
+@pytest.mark.parametrize("protocol", ["h1", "h2_client_leaves"])
+def test_delayed_response_is_counted_when_written(fresh: nhbench.TestServer, protocol: str) -> None:
+    delay = b'{"static_delay": "0.5s"}'
+    if protocol == "h1":
+        with socket.create_connection(fresh.address, timeout=5) as sock:
+            sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nx-nighthawk-test-server-config: "
+                         + delay + b"\r\n\r\n")
+            time.sleep(0.2)
+            during = fresh.stats()["requests"]
+            data = b""
+            while not split_responses(data):
+                chunk = sock.recv(65536)
+                assert chunk, "the server closed without answering"
+                data += chunk
+        assert (during, fresh.stats()["requests"]) == (0, 1)
+    else:
+        block = h2.request_block() + h2.hpack_literal(b"x-nighthawk-test-server-config", delay)
+        with _h2_connect(fresh.address) as sock:
+            sock.sendall(h2.frame(h2.HEADERS, h2.END_HEADERS | h2.END_STREAM, 1, block))
+            time.sleep(0.2)
+            during = fresh.stats()["requests"]
+        time.sleep(0.6)  # past the delay: the response had nobody to go to
+        assert (during, fresh.stats()["requests"]) == (0, 0)
+    assert_healthy(fresh)
