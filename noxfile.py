@@ -75,7 +75,8 @@ def asan(session: nox.Session) -> None:
     session.install(WERROR, SANITIZE, ".[test]")
     files = sorted(
         str(p.relative_to(ROOT))
-        for pattern in ("test_engine*.py", "test_server*.py", "test_tls*.py", "test_h2*.py")
+        for pattern in ("test_engine*.py", "test_server*.py", "test_tls*.py", "test_h2*.py",
+                        "hostile/test_*.py")
         for p in (ROOT / "tests").glob(pattern)
     )
     if not files:

@@ -5,14 +5,22 @@ It is a real TCP server (nothing is mocked): each accepted connection reads one 
 (and its Content-Length body) at a time and answers with the bytes that ``respond(request)``
 returns; returning ``None`` closes the connection, and a response may end with a close by
 setting ``close_after``.
+
+For misbehaviour that is not "one reply per request" (resets at a chosen byte, endless
+bodies, silence, hand-written HTTP/2 frames; see tests/hostile/) pass ``handler`` instead:
+it gets each accepted connection and does with it whatever it likes until it returns (the
+connection is then closed). ``ssl_context`` wraps every accepted connection in TLS first.
+``close()`` shuts every live connection down, so handlers blocked in a read or waiting on
+``stopped`` end with the origin.
 """
 
 from __future__ import annotations
 
 import socket
+import ssl
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 
 @dataclass
@@ -21,20 +29,55 @@ class Reply:
     close_after: bool = False
 
 
+def read_request(conn: socket.socket, buf: bytes) -> tuple[bytes, bytes] | None:
+    """One request (head and Content-Length body) from ``buf`` plus what ``conn`` sends:
+    ``(request, rest of buf)``, or ``None`` when the peer closed or the socket failed."""
+    while b"\r\n\r\n" not in buf:
+        try:
+            chunk = conn.recv(65536)
+        except OSError:
+            return None
+        if not chunk:
+            return None
+        buf += chunk
+    head, _, rest = buf.partition(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value.strip())
+    while len(rest) < length:
+        try:
+            chunk = conn.recv(65536)
+        except OSError:
+            return None
+        if not chunk:
+            return None
+        rest += chunk
+    return head + b"\r\n\r\n" + rest[:length], rest[length:]
+
+
 @dataclass
 class ScriptedOrigin:
-    respond: Callable[[bytes], Reply | None]
+    respond: Callable[[bytes], Reply | None] | None = None
     requests: list[bytes] = field(default_factory=list)
+    handler: Callable[[socket.socket], None] | None = None
+    ssl_context: ssl.SSLContext | None = None
 
     def __post_init__(self) -> None:
+        assert (self.respond is None) != (self.handler is None), "respond or handler"
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._sock.bind(("127.0.0.1", 0))
         self._sock.listen(128)
         self.port = self._sock.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}/"
+        scheme = "https" if self.ssl_context is not None else "http"
+        self.url = f"{scheme}://127.0.0.1:{self.port}/"
         self._lock = threading.Lock()
         self._stop = False
+        self.stopped = threading.Event()
+        self.connections = 0
+        self._live: set[socket.socket] = set()
         self._threads: list[threading.Thread] = []
         t = threading.Thread(target=self._accept_loop, daemon=True)
         t.start()
@@ -46,52 +89,64 @@ class ScriptedOrigin:
                 conn, _ = self._sock.accept()
             except OSError:
                 return
-            t = threading.Thread(target=self._serve, args=(conn,), daemon=True)
+            with self._lock:
+                self.connections += 1
+                self._live.add(conn)
+            t = threading.Thread(target=self._connection, args=(conn,), daemon=True)
             t.start()
 
-    def _serve(self, conn: socket.socket) -> None:
-        buf = b""
-        with conn:
-            while not self._stop:
-                while b"\r\n\r\n" not in buf:
-                    try:
-                        chunk = conn.recv(65536)
-                    except OSError:
-                        return
-                    if not chunk:
-                        return
-                    buf += chunk
-                head, _, rest = buf.partition(b"\r\n\r\n")
-                length = 0
-                for line in head.split(b"\r\n")[1:]:
-                    name, _, value = line.partition(b":")
-                    if name.strip().lower() == b"content-length":
-                        length = int(value.strip())
-                while len(rest) < length:
-                    chunk = conn.recv(65536)
-                    if not chunk:
-                        return
-                    rest += chunk
-                request = head + b"\r\n\r\n" + rest[:length]
-                buf = rest[length:]
-                with self._lock:
-                    self.requests.append(request)
-                reply = self.respond(request)
-                if reply is None:
+    def _connection(self, conn: socket.socket) -> None:
+        try:
+            with conn:
+                if self.ssl_context is None:
+                    self._dispatch(conn)
                     return
                 try:
-                    conn.sendall(reply.data)
+                    tls = self.ssl_context.wrap_socket(conn, server_side=True)
+                except (OSError, ValueError):
+                    return
+                with tls:
+                    self._dispatch(tls)
+        finally:
+            with self._lock:
+                self._live.discard(conn)
+
+    def _dispatch(self, conn: socket.socket) -> None:
+        if self.handler is not None:
+            try:
+                self.handler(conn)
+            except (OSError, ValueError):
+                pass  # the client went away; that is its right
+        else:
+            self._serve(conn)
+
+    def _serve(self, conn: socket.socket) -> None:
+        assert self.respond is not None
+        buf = b""
+        while not self._stop:
+            got = read_request(conn, buf)
+            if got is None:
+                return
+            request, buf = got
+            with self._lock:
+                self.requests.append(request)
+            reply = self.respond(request)
+            if reply is None:
+                return
+            try:
+                conn.sendall(reply.data)
+            except OSError:
+                return
+            if reply.close_after:
+                try:
+                    conn.shutdown(socket.SHUT_WR)
                 except OSError:
-                    return
-                if reply.close_after:
-                    try:
-                        conn.shutdown(socket.SHUT_WR)
-                    except OSError:
-                        pass
-                    return
+                    pass
+                return
 
     def close(self) -> None:
         self._stop = True
+        self.stopped.set()
         # close() alone does not wake a thread blocked in accept(), and the socket would
         # keep listening; shutdown() does.
         try:
@@ -99,6 +154,13 @@ class ScriptedOrigin:
         except OSError:
             pass
         self._sock.close()
+        with self._lock:
+            live = list(self._live)
+        for conn in live:
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
     def __enter__(self) -> ScriptedOrigin:
         return self
