@@ -20,7 +20,9 @@
  *   4    send everything that is left
  *   5    half-close the client's side (shutdown(SHUT_WR))
  *   6    close the client connection (a new one is opened by the next send)
- *   7    run the loop once more
+ *   7    wait for the responses held back by a delay (at most WAIT_MAX_NS;
+ *        Fortio's delay= is capped below that, a longer Nighthawk delay is
+ *        not waited for) and send them
  * After every operation the loop runs until the server has nothing more to
  * say (bounded), reading every answer.
  *
@@ -37,6 +39,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "server_internal.h"
@@ -47,6 +50,8 @@
  * moves at least a socket buffer's worth (about 200 KiB), so this covers the
  * largest response (Nighthawk's 4 MiB body) several times over. */
 #define MAX_ROUNDS 64
+/* The longest wait for a delayed response (operation 7). */
+#define WAIT_MAX_NS (5 * NHB__NS_PER_MS)
 
 static nhb_server* servers[NVARIANTS];
 static struct sockaddr_un listen_addr;
@@ -68,11 +73,11 @@ static void make_servers(void) {
     memcpy(cfg.listen[0].bytes, &listen_addr, listen_addr_len);
     cfg.listen[0].len = listen_addr_len;
     /* Time-outs come from the sweep timer, which a fuzz run does not wait
-     * for; delays stay short so that a delayed response is still queued
-     * (and freed) when the connection closes. */
+     * for. Fortio delays are capped at 2 ms so that operation 7 can wait
+     * for them; longer ones (Nighthawk's) stay queued until the teardown. */
     cfg.idle_timeout_ns = 0;
     cfg.header_timeout_ns = 0;
-    cfg.max_echo_delay_ns = 50 * NHB__NS_PER_MS;
+    cfg.max_echo_delay_ns = 2 * NHB__NS_PER_MS;
     cfg.max_payload_bytes = 64 * 1024;
     switch (i) {
       case 0: /* the defaults: h2 and http/1.1, no static response options */
@@ -206,6 +211,13 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (clients[i] >= 0) shutdown(clients[i], SHUT_WR);
     } else if (kind == 6) {
       client_close(i);
+    } else if (w->heap_len > 0) {
+      /* The delay heap's timerfd fires in the loop, through the real path. */
+      uint64_t now = nhb__now_ns(), due = w->heap[0]->wake_ns;
+      if (due > now && due - now <= WAIT_MAX_NS) {
+        struct timespec ts = {0, (long)(due - now)};
+        nanosleep(&ts, NULL);
+      }
     }
     settle(w);
   }
