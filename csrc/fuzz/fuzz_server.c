@@ -33,6 +33,8 @@
  */
 #include <assert.h>
 #include <errno.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -109,6 +111,13 @@ static void make_servers(void) {
 int LLVMFuzzerInitialize(int* argc, char*** argv) {
   NHB__UNUSED(argc);
   NHB__UNUSED(argv);
+  /* The worker runs on this thread: block SIGPIPE as its own thread does
+   * (worker_main in server.c), so that writing to a client that went away
+   * fails with EPIPE instead of killing the process. */
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &set, NULL);
   make_servers();
   for (int i = 0; i < NCLIENTS; i++) clients[i] = -1;
   return 0;
