@@ -359,8 +359,10 @@ static void conn_start(nhb__worker* w, nhb__conn* c) {
   }
   c->tcp.data = c;
   uv_tcp_nodelay(&c->tcp, 1);
-  r = c->transport->connect ? c->transport->connect(c)
-                            : uv_tcp_connect(&c->connect_req, &c->tcp, (const struct sockaddr*)cfg->addr, conn_on_connect);
+  if (NHB__LIKELY(c->transport->connect == NULL))
+    r = uv_tcp_connect(&c->connect_req, &c->tcp, (const struct sockaddr*)cfg->addr, conn_on_connect);
+  else
+    r = c->transport->connect(c);
   if (r < 0) {
     nhb__conn_fail(c, r, NHB_CTR_POOL_CONNECTION_FAILURE);
     return;
