@@ -4,6 +4,8 @@
     nox -s tests -- -k foo  # pytest args; a filtered run skips asan/selftest
     nox -s asan             # ASan+UBSan build + engine/server tests
     nox -s selftest         # C-only selftest (csrc/tests/selftest.c) under ASan+UBSan
+    nox -s fuzz             # libFuzzer targets (clang, ASan+UBSan), 5 min each
+    nox -s fuzz -- --seconds 30 --target fuzz_server   # shorter, one target
     nox -s demo             # build + `nhbench demo`
     nox -s bench            # build + benchmarks/peer_compare.py + server_compare.py
     nox -s lint             # ruff (not part of the default run)
@@ -63,9 +65,12 @@ def tests(session: nox.Session) -> None:
             "(run them with ./dev asan / ./dev selftest)"
         )
         return
-    # selftest first (quick), so the log ends with the asan pytest summary.
+    # selftest first (quick), then a short fuzz run of every target, so the
+    # log ends with the asan pytest summary.
     if (ROOT / "csrc" / "tests" / "selftest.c").exists():
         session.notify("selftest", posargs=[])
+    if (ROOT / "csrc" / "fuzz").is_dir():
+        session.notify("fuzz", posargs=["--seconds", os.environ.get("NHB_FUZZ_CI_SECONDS", "20")])
     session.notify("asan", posargs=[])
 
 
@@ -119,6 +124,98 @@ def selftest(session: nox.Session) -> None:
                 "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1",
             },
         )
+
+
+def _fuzz_args(session: nox.Session) -> tuple[int, list[str], list[str]]:
+    """--seconds N, --target NAME (repeatable); anything after `--` goes to libFuzzer."""
+    seconds = int(os.environ.get("NHB_FUZZ_SECONDS", "300"))
+    targets: list[str] = []
+    extra: list[str] = []
+    args = list(session.posargs)
+    while args:
+        a = args.pop(0)
+        if a == "--":
+            extra = args
+            break
+        if a in ("--seconds", "--target") and not args:
+            session.error(f"fuzz: {a} needs a value")
+        if a == "--seconds":
+            value = args.pop(0)
+            if not value.isdigit() or int(value) < 1:
+                session.error(f"fuzz: --seconds must be a positive whole number, not {value!r}")
+            seconds = int(value)
+        elif a == "--target":
+            targets.append(args.pop(0))
+        else:
+            session.error(f"fuzz: unknown argument {a!r} (--seconds N, --target NAME, -- LIBFUZZER-ARGS)")
+    return seconds, targets, extra
+
+
+@nox.session(venv_backend="none")
+def fuzz(session: nox.Session) -> None:
+    """Build the libFuzzer targets (csrc/fuzz/fuzz_*.c) with clang under ASan+UBSan and
+    run each for --seconds (default 300, NHB_FUZZ_SECONDS) on its corpus."""
+    fuzz_dir = ROOT / "csrc" / "fuzz"
+    all_targets = sorted(p.stem for p in fuzz_dir.glob("fuzz_*.c"))
+    if not all_targets:
+        session.skip("no csrc/fuzz/fuzz_*.c")
+    seconds, targets, extra = _fuzz_args(session)
+    for t in targets:
+        if t not in all_targets:
+            session.error(f"fuzz: no target {t!r} (there are: {', '.join(all_targets)})")
+    targets = targets or all_targets
+    # libFuzzer ships with clang's runtime libraries, in a separate Debian
+    # package (libclang-rt-N-dev): say so instead of failing at link time.
+    resource = subprocess.run(
+        ["clang", "-print-resource-dir"], capture_output=True, text=True, check=False
+    ).stdout.strip()
+    if not resource or not list(Path(resource).glob("lib/linux/libclang_rt.fuzzer-*.a")):
+        session.error(
+            "fuzz: clang's libFuzzer is missing; install clang and libclang-rt-dev "
+            "(./dev fuzz does this)"
+        )
+    build = ROOT / "build" / "fuzz"
+    session.run(
+        "cmake", "-S", str(ROOT), "-B", str(build),
+        "-DCMAKE_C_COMPILER=clang", "-DCMAKE_CXX_COMPILER=clang++",
+        "-DNHB_PYTHON=OFF", "-DNHB_FUZZ=ON", "-DNHB_WERROR=ON",
+        external=True,
+    )
+    session.run("cmake", "--build", str(build), "--target", *targets, external=True)
+    env = {
+        "ASAN_OPTIONS": "detect_leaks=1",
+        "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1",
+    }
+    for t in targets:
+        # New inputs go to build/fuzz/corpus/<t>; the seeds in the repository are
+        # only read, so it stays small (csrc/fuzz/make_seeds.py rewrites them).
+        work = build / "corpus" / t
+        artifacts = build / "artifacts" / t
+        work.mkdir(parents=True, exist_ok=True)
+        artifacts.mkdir(parents=True, exist_ok=True)
+        cmd = [
+            str(build / t),
+            f"-max_total_time={seconds}",
+            "-timeout=10",
+            "-rss_limit_mb=2048",
+            "-print_final_stats=1",
+            f"-artifact_prefix={artifacts}/",
+        ]
+        if (fuzz_dir / f"{t}.dict").exists():
+            cmd.append(f"-dict={fuzz_dir / f'{t}.dict'}")
+        cmd += [*extra, str(work)]
+        if (fuzz_dir / "corpus" / t).is_dir():
+            cmd.append(str(fuzz_dir / "corpus" / t))
+        session.log(f"fuzz: {t} for {seconds} s")
+        try:
+            session.run(*cmd, external=True, env=env)
+        except Exception:
+            found = sorted(artifacts.glob("*"))
+            where = f" (input: {found[-1]})" if found else ""
+            session.error(
+                f"fuzz: {t} found a problem{where}; reproduce with: "
+                f"build/fuzz/{t} {found[-1] if found else '<input>'}"
+            )
 
 
 @nox.session(reuse_venv=True)

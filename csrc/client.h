@@ -71,6 +71,12 @@ typedef struct nhb__transport_vtable {
   int (*write)(nhb__conn* c, const char* data, size_t len);
   /* Releases per-connection state; called from the handle's close callback. */
   void (*close)(nhb__conn* c);
+  /* Starts the connection on c->tcp, which is initialized but unconnected,
+   * and arranges for on_connected once it is up. NULL (TCP and TLS) means a
+   * TCP connect to the run's address. Only the fuzz targets' memory transport
+   * (csrc/fuzz/) sets it: it has no socket and lets the target decide when
+   * the connection is up. Called once per connection, never per request. */
+  int (*connect)(nhb__conn* c);
 } nhb__transport_vtable;
 
 /* The protocol session turns requests into bytes and bytes into responses.
@@ -256,6 +262,11 @@ void nhb__pool_close_all(nhb__worker* w);
 void nhb__conn_ready(nhb__conn* c);
 /* Called by the transport when the peer ended the stream of bytes. */
 void nhb__conn_eof(nhb__conn* c);
+/* What the socket's read callback does with one read: nread > 0 bytes at
+ * `data` go through the transport to the session, UV_EOF or an error ends
+ * the connection. The fuzz targets (csrc/fuzz/) call it to deliver their
+ * input as received bytes without a socket. */
+void nhb__conn_read(nhb__conn* c, ssize_t nread, const char* data);
 /* Called by the session when the response of slot `s` ended. */
 void nhb__conn_response(nhb__conn* c, nhb__slot* s, int status);
 /* Called by the session when one request failed and the connection lives on

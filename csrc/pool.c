@@ -294,12 +294,11 @@ static void conn_lost(nhb__conn* c, int err) {
 
 void nhb__conn_eof(nhb__conn* c) { conn_lost(c, UV_EOF); }
 
-static void conn_on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf) {
-  nhb__conn* c = (nhb__conn*)stream->data;
+void nhb__conn_read(nhb__conn* c, ssize_t nread, const char* data) {
   nhb__worker* w = c->worker;
   if (nread > 0) {
     w->stats.counters[NHB_CTR_UPSTREAM_CX_RX_BYTES_TOTAL] += (uint64_t)nread;
-    int r = c->transport->on_read(c, buf->base, (size_t)nread);
+    int r = c->transport->on_read(c, data, (size_t)nread);
     if (r < 0 && (c->state == NHB__CX_READY || c->state == NHB__CX_CONNECTING)) {
       w->stats.counters[NHB_CTR_UPSTREAM_CX_PROTOCOL_ERROR]++;
       nhb__conn_fail(c, r, c->state == NHB__CX_CONNECTING ? NHB_CTR_POOL_CONNECTION_FAILURE
@@ -310,6 +309,10 @@ static void conn_on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf
   if (nread == 0) return;
   w->stats.counters[NHB_CTR_UPSTREAM_CX_DESTROY_REMOTE]++;
   conn_lost(c, (int)nread);
+}
+
+static void conn_on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf) {
+  nhb__conn_read((nhb__conn*)stream->data, nread, buf->base);
 }
 
 static void conn_on_connect(uv_connect_t* req, int status) {
@@ -356,7 +359,10 @@ static void conn_start(nhb__worker* w, nhb__conn* c) {
   }
   c->tcp.data = c;
   uv_tcp_nodelay(&c->tcp, 1);
-  r = uv_tcp_connect(&c->connect_req, &c->tcp, (const struct sockaddr*)cfg->addr, conn_on_connect);
+  if (NHB__LIKELY(c->transport->connect == NULL))
+    r = uv_tcp_connect(&c->connect_req, &c->tcp, (const struct sockaddr*)cfg->addr, conn_on_connect);
+  else
+    r = c->transport->connect(c);
   if (r < 0) {
     nhb__conn_fail(c, r, NHB_CTR_POOL_CONNECTION_FAILURE);
     return;

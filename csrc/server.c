@@ -641,6 +641,10 @@ static void teardown_unstarted(srv_worker* w) {
   worker_release(w);
 }
 
+int nhb__srv_worker_open(nhb_server* s, srv_worker* w) { return worker_init(s, w, (int)(w - s->workers)); }
+
+void nhb__srv_worker_shut(srv_worker* w) { teardown_unstarted(w); }
+
 int nhb_server_start(nhb_server* s) {
   if (s->started || s->stopped) return NHB_ESTATE;
   const nhb_server_config* c = &s->config;

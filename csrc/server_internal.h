@@ -397,6 +397,13 @@ struct nhb_server {
 };
 
 /* server.c */
+/* Test seam for the fuzz targets (csrc/fuzz/): sets up worker w of a created,
+ * unstarted server on the caller's thread (its loop, buffers, timers), as
+ * nhb_server_start() does for each worker before its thread runs, and closes
+ * and frees it again (also after a failed open). Neither is used by the
+ * server itself. */
+int nhb__srv_worker_open(nhb_server* s, srv_worker* w);
+void nhb__srv_worker_shut(srv_worker* w);
 void nhb__srv_heap_set(srv_worker* w, srv_conn* c, uint64_t wake_ns);
 void nhb__srv_heap_remove(srv_worker* w, srv_conn* c);
 /* The earliest time >= t at which no stall holds responses. */

@@ -43,4 +43,5 @@ const nhb__transport_vtable nhb__transport_tcp = {
     tcp_on_read,
     tcp_write,
     NULL,
+    NULL,
 };

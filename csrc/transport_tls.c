@@ -307,6 +307,7 @@ const nhb__transport_vtable nhb__transport_tls = {
     tls_on_read,
     tls_write,
     tls_close,
+    NULL,
 };
 
 void nhb__tls_conn_free(nhb__conn* c) {

@@ -1,0 +1,362 @@
+/* fuzz_client.h: the harness shared by fuzz_client_h1.c and fuzz_client_h2.c.
+ *
+ * It drives the real client worker: pool.c hands requests to connections,
+ * session_h1.c / session_h2.c turn them into bytes and parse what comes back,
+ * sequencer.c releases new requests at the maximum rate (closed loop) as
+ * responses end. Only the transport is replaced: a memory transport with no
+ * socket, whose connect completes when the harness says so, whose writes go
+ * nowhere, and whose "received" bytes are the fuzz input, delivered through
+ * nhb__conn_read() exactly as the socket's read callback delivers them.
+ *
+ * Input: the first byte picks one of four client configurations (FUZZ_PROTO
+ * decides which ones, see the including file); then a list of operations,
+ * each one byte (kind = b >> 5, connection = b & 1) plus its data:
+ *   0-3  a read of n bytes on the connection, n = the next byte
+ *   4    a read of everything that is left
+ *   5    the server closed the connection (EOF)
+ *   6    the connection was reset (ECONNRESET)
+ *   7    control, by b & 31: 0 hold writes (the transport reports them
+ *        pending), 1 complete held writes, 2 run the loop once, 3 scan
+ *        request time-outs 10 s in the future, 4 stop the run (drain)
+ * Reads go only to a connection that is up (as libuv would); after every
+ * operation the loop runs once and connections being opened come up.
+ *
+ * Invariants checked after every operation (abort = a finding):
+ *   - every slot is on exactly one connection: the connections' request
+ *     counts add up to the worker's in-flight count, which never exceeds the
+ *     slot pool (a "negative" count would wrap far above it);
+ *   - a connection never carries more refused requests than requests, and an
+ *     HTTP/1.1 connection never more than one request;
+ *   - no request disappears or ends twice: released = ended + in flight +
+ *     queued, where "ended" is the number of samples in sequencer.callback,
+ *     which both the response and the failure paths record exactly once;
+ *   - responses counted <= requests sent;
+ *   - HTTP/1.1 writes are exactly the rendered request.
+ * At the end the run is stopped and every handle closed; the loop must close
+ * cleanly (no handle left) and LeakSanitizer checks that nothing leaked.
+ */
+#ifndef NHB_FUZZ_CLIENT_H
+#define NHB_FUZZ_CLIENT_H
+
+#include <arpa/inet.h>
+#include <assert.h>
+#include <netinet/in.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client.h"
+
+#define FUZZ_NVARIANTS 4
+
+static nhb_run* fuzz_runs[FUZZ_NVARIANTS];
+static nhb__worker fuzz_worker;
+static int fuzz_hold_writes;
+
+/* ---- the memory transport ------------------------------------------------ */
+
+static void mem_on_connected(nhb__conn* c) { nhb__conn_ready(c); }
+
+static int mem_on_read(nhb__conn* c, const char* data, size_t len) { return c->session->on_data(c, data, len); }
+
+static int mem_write(nhb__conn* c, const char* data, size_t len) {
+  const nhb_client_config* cfg = &c->worker->run->config;
+  assert(!c->write_pending); /* callers check before writing */
+  assert(len > 0);
+  if (cfg->protocol == NHB_PROTO_HTTP1) assert(len == cfg->request_len && memcmp(data, cfg->request, len) == 0);
+  c->worker->stats.counters[NHB_CTR_UPSTREAM_CX_TX_BYTES_TOTAL] += len;
+  if (fuzz_hold_writes) c->write_pending = 1;
+  return 0;
+}
+
+/* The connection comes up when the harness calls on_connected. */
+static int mem_connect(nhb__conn* c) {
+  NHB__UNUSED(c);
+  return 0;
+}
+
+static const nhb__transport_vtable fuzz_mem_transport = {
+    "fuzz-memory", mem_on_connected, mem_on_read, mem_write, NULL, mem_connect,
+};
+
+/* ---- configurations --------------------------------------------------------- */
+
+static const char fuzz_h1_get[] = "GET /fuzz HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: nhbench\r\n\r\n";
+static const char fuzz_h1_head[] = "HEAD /fuzz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+static const char fuzz_h1_post[] =
+    "POST /fuzz HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 16\r\n\r\naaaaaaaaaaaaaaaa";
+
+static void fuzz_base_config(nhb_client_config* cfg) {
+  memset(cfg, 0, sizeof(*cfg));
+  struct sockaddr_in* sin = (struct sockaddr_in*)cfg->addr;
+  /* Never connected to: the memory transport has no socket. */
+  sin->sin_family = AF_INET;
+  sin->sin_port = htons(9);
+  sin->sin_addr.s_addr = htonl(0x7f000001);
+  cfg->addr_len = sizeof(*sin);
+  cfg->nworkers = 1;
+  cfg->rps = 0; /* closed loop at the maximum rate: a response releases the next request */
+  cfg->connections = 2;
+  cfg->idle_strategy = NHB_IDLE_SLEEP;
+  cfg->duration_ns = -1;
+  cfg->connect_timeout_ns = 1000000000ULL;
+  cfg->drain_timeout_ns = 0;
+}
+
+static nhb_run* fuzz_make_run(const nhb_client_config* cfg) {
+  nhb_run* run = NULL;
+  char err[256] = "";
+  if (nhb_run_create_ex(cfg, &run, err, sizeof(err)) != 0) {
+    fprintf(stderr, "fuzz: nhb_run_create: %s\n", err);
+    abort();
+  }
+  return run;
+}
+
+static void fuzz_make_runs(void) {
+  nhb_client_config cfg;
+#if !FUZZ_HTTP2
+  /* 0: GET on two connections. */
+  fuzz_base_config(&cfg);
+  cfg.request = fuzz_h1_get;
+  cfg.request_len = sizeof(fuzz_h1_get) - 1;
+  fuzz_runs[0] = fuzz_make_run(&cfg);
+  /* 1: HEAD (responses have no body whatever they say). */
+  cfg.request = fuzz_h1_head;
+  cfg.request_len = sizeof(fuzz_h1_head) - 1;
+  cfg.head_request = 1;
+  fuzz_runs[1] = fuzz_make_run(&cfg);
+  /* 2: one connection, three requests each, with a request time-out. */
+  fuzz_base_config(&cfg);
+  cfg.request = fuzz_h1_get;
+  cfg.request_len = sizeof(fuzz_h1_get) - 1;
+  cfg.connections = 1;
+  cfg.max_requests_per_connection = 3;
+  cfg.request_timeout_ns = 1000000000ULL;
+  fuzz_runs[2] = fuzz_make_run(&cfg);
+  /* 3: POST with a body, with a request time-out. */
+  fuzz_base_config(&cfg);
+  cfg.request = fuzz_h1_post;
+  cfg.request_len = sizeof(fuzz_h1_post) - 1;
+  cfg.request_body_size = 16;
+  cfg.request_timeout_ns = 1000000000ULL;
+  fuzz_runs[3] = fuzz_make_run(&cfg);
+#else
+  static const char body[] = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+  static const nhb_header hdr = {"user-agent", 10, "nhbench", 7};
+  fuzz_base_config(&cfg);
+  cfg.protocol = NHB_PROTO_HTTP2;
+  cfg.request = body; /* HTTP/2 sends only the body part of the rendered request */
+  cfg.request_len = sizeof(body) - 1;
+  cfg.h2_method = "GET";
+  cfg.h2_scheme = "http";
+  cfg.h2_authority = "127.0.0.1";
+  cfg.h2_path = "/fuzz";
+  cfg.h2_headers = &hdr;
+  cfg.h2_nheaders = 1;
+  /* 0: one connection, four streams. */
+  cfg.connections = 1;
+  cfg.max_active_requests = 4;
+  fuzz_runs[0] = fuzz_make_run(&cfg);
+  /* 1: POST with a body, two connections of at most two streams. */
+  cfg.h2_method = "POST";
+  cfg.connections = 2;
+  cfg.max_active_requests = 8;
+  cfg.max_concurrent_streams = 2;
+  cfg.request_body_size = sizeof(body) - 1;
+  fuzz_runs[1] = fuzz_make_run(&cfg);
+  /* 2: five requests per connection, with a request time-out. */
+  cfg.h2_method = "GET";
+  cfg.request_body_size = 0;
+  cfg.connections = 1;
+  cfg.max_active_requests = 3;
+  cfg.max_concurrent_streams = 0;
+  cfg.max_requests_per_connection = 5;
+  cfg.request_timeout_ns = 1000000000ULL;
+  fuzz_runs[2] = fuzz_make_run(&cfg);
+  /* 3: one stream at a time. */
+  cfg.max_requests_per_connection = 0;
+  cfg.request_timeout_ns = 0;
+  cfg.max_active_requests = 1;
+  fuzz_runs[3] = fuzz_make_run(&cfg);
+#endif
+}
+
+/* ---- the worker ------------------------------------------------------------------ */
+
+static void fuzz_on_wakeup(uv_async_t* handle) { NHB__UNUSED(handle); }
+
+static uint32_t fuzz_nslots(const nhb__worker* w) {
+  const nhb_client_config* cfg = &w->run->config;
+  return cfg->protocol == NHB_PROTO_HTTP2 ? cfg->max_active_requests : cfg->connections;
+}
+
+static uint64_t fuzz_callback_base;
+
+static void fuzz_check(nhb__worker* w) {
+  const uint64_t* ctr = w->stats.counters;
+  uint64_t responses = 0;
+  for (int k = NHB_CTR_HTTP_1XX; k <= NHB_CTR_HTTP_XXX; k++) responses += ctr[k];
+  assert(responses <= ctr[NHB_CTR_UPSTREAM_RQ_TOTAL]);
+  if (w->finishing) return; /* close_all dropped the counts; the slots stay put */
+  uint64_t nactive = 0;
+  for (uint32_t i = 0; i < w->nconns; i++) {
+    const nhb__conn* c = &w->conns[i];
+    assert(c->nrefused <= c->nactive);
+    if (w->run->config.protocol == NHB_PROTO_HTTP1) assert(c->nactive <= 1);
+    if (c->state == NHB__CX_DISCONNECTED) assert(c->nactive == 0);
+    nactive += c->nactive;
+  }
+  assert(w->in_flight <= fuzz_nslots(w));
+  assert(nactive == w->in_flight);
+  uint64_t ended = w->stats.hists[NHB_HIST_SEQUENCER_CALLBACK]->total - fuzz_callback_base;
+  assert(ctr[NHB_CTR_SEQUENCER_RELEASED] == ended + w->in_flight + w->pending_len);
+}
+
+/* Runs the loop once (close callbacks, HTTP/2 writes) and brings up the
+ * connections being opened, which send their requests. */
+static void fuzz_settle(nhb__worker* w) {
+  for (int round = 0; round < 4; round++) {
+    uv_run(&w->loop, UV_RUN_NOWAIT);
+    int connected = 0;
+    for (uint32_t i = 0; i < w->nconns; i++) {
+      nhb__conn* c = &w->conns[i];
+      if (c->state == NHB__CX_CONNECTING) {
+        c->transport->on_connected(c);
+        connected = 1;
+      }
+    }
+    if (!connected) break;
+  }
+}
+
+static void fuzz_worker_start(nhb__worker* w, nhb_run* run) {
+  nhb_stats stats = run->workers[0].stats;
+  memset(w, 0, sizeof(*w));
+  w->run = run;
+  w->cpu = -1;
+  w->release_fd = -1;
+  w->stats = stats;
+  memset(w->stats.counters, 0, sizeof(w->stats.counters));
+  fuzz_callback_base = w->stats.hists[NHB_HIST_SEQUENCER_CALLBACK]->total;
+  fuzz_hold_writes = 0;
+  if (uv_loop_init(&w->loop) != 0 || uv_async_init(&w->loop, &w->wakeup, fuzz_on_wakeup) != 0 ||
+      uv_timer_init(&w->loop, &w->housekeeping) != 0)
+    abort();
+  w->wakeup.data = w;
+  w->housekeeping.data = w;
+  w->start_ns = nhb__now_ns();
+  w->end_ns = UINT64_MAX;
+  w->interval_ns = 0;
+  if (nhb__pool_init(w) != 0) abort();
+  for (uint32_t i = 0; i < w->nconns; i++) w->conns[i].transport = &fuzz_mem_transport;
+  if (nhb__sequencer_init(w) != 0) abort();
+  nhb__sequencer_run(w);
+  fuzz_settle(w);
+  fuzz_check(w);
+}
+
+static void fuzz_worker_end(nhb__worker* w) {
+  /* Stop with no drain (or end a drain that an operation started): every
+   * request still out is cancelled. */
+  if (!w->stopping) {
+    nhb__sequencer_stop_now(w, 0);
+  } else {
+    w->drain_deadline_ns = 0;
+    nhb__worker_maybe_finish(w);
+  }
+  assert(w->finishing);
+  uv_run(&w->loop, UV_RUN_DEFAULT);
+  const uint64_t* ctr = w->stats.counters;
+  uint64_t ended = w->stats.hists[NHB_HIST_SEQUENCER_CALLBACK]->total - fuzz_callback_base;
+  assert(ctr[NHB_CTR_SEQUENCER_RELEASED] == ended + ctr[NHB_CTR_UPSTREAM_RQ_CANCELLED]);
+  /* Every handle was closed. */
+  int r = uv_loop_close(&w->loop);
+  assert(r == 0);
+  (void)r;
+  nhb__pool_free(w);
+}
+
+static void fuzz_op(nhb__worker* w, const uint8_t** pp, const uint8_t* end) {
+  const uint8_t* p = *pp;
+  uint8_t b = *p++;
+  int kind = b >> 5;
+  nhb__conn* c = &w->conns[(b & 1) % w->nconns];
+  int up = c->state == NHB__CX_READY && !w->finishing;
+  if (kind <= 4) {
+    size_t n = (size_t)(end - p);
+    if (kind < 4) {
+      if (p == end) {
+        *pp = p;
+        return;
+      }
+      size_t want = *p++;
+      n = (size_t)(end - p) < want ? (size_t)(end - p) : want;
+    }
+    if (up && n > 0) {
+      /* A buffer of exactly n bytes, as the socket's read buffer would hold
+       * them, so that reading past the end is caught. */
+      char* buf = malloc(n);
+      memcpy(buf, p, n);
+      nhb__conn_read(c, (ssize_t)n, buf);
+      free(buf);
+    }
+    p += n;
+  } else if (kind == 5) {
+    if (up) nhb__conn_read(c, UV_EOF, NULL);
+  } else if (kind == 6) {
+    if (up) nhb__conn_read(c, UV_ECONNRESET, NULL);
+  } else {
+    switch (b & 31) {
+      case 0:
+        fuzz_hold_writes = 1;
+        break;
+      case 1:
+        fuzz_hold_writes = 0;
+        for (uint32_t i = 0; i < w->nconns; i++) {
+          nhb__conn* d = &w->conns[i];
+          if (!d->write_pending) continue;
+          d->write_pending = 0;
+          if (d->state == NHB__CX_READY && d->session->on_writable) d->session->on_writable(d);
+        }
+        break;
+      case 2:
+        uv_run(&w->loop, UV_RUN_NOWAIT);
+        break;
+      case 3:
+        if (!w->finishing) nhb__pool_scan_timeouts(w, nhb__now_ns() + 10 * NHB__NS_PER_S);
+        break;
+      case 4:
+        nhb__sequencer_stop_now(w, 60 * NHB__NS_PER_S);
+        break;
+      default:
+        break;
+    }
+  }
+  *pp = p;
+}
+
+int LLVMFuzzerInitialize(int* argc, char*** argv) {
+  NHB__UNUSED(argc);
+  NHB__UNUSED(argv);
+  fuzz_make_runs();
+  return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size < 1) return 0;
+  nhb__worker* w = &fuzz_worker;
+  fuzz_worker_start(w, fuzz_runs[data[0] % FUZZ_NVARIANTS]);
+  const uint8_t* p = data + 1;
+  const uint8_t* end = data + size;
+  while (p < end) {
+    fuzz_op(w, &p, end);
+    fuzz_settle(w);
+    fuzz_check(w);
+  }
+  fuzz_worker_end(w);
+  return 0;
+}
+
+#endif /* NHB_FUZZ_CLIENT_H */

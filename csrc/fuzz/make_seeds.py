@@ -1,0 +1,338 @@
+#!/usr/bin/env python3
+"""Writes the seed corpora of the fuzz targets (csrc/fuzz/corpus/<target>/).
+
+    .venv/bin/python csrc/fuzz/make_seeds.py        # needs the built extension
+
+Seeds come from real traffic where there is any: the requests below are sent to
+the real test server (nhbench.TestServer, on 127.0.0.1) over raw sockets, and
+each request becomes a seed of fuzz_server while the server's answer becomes a
+seed of fuzz_client_h1 / fuzz_client_h2. A few responses our server never sends
+(chunked bodies, close-delimited bodies, interim responses, GOAWAY and stream
+resets) are added from templates below, because other servers do send them.
+The option parsers' seeds are the values the docs and tests use.
+
+Every seed is wrapped in the target's input format (see the targets' header
+comments): a first byte choosing the configuration, then operations; 0x80 is
+"deliver everything that is left in one read". Old seeds are removed first, so
+the corpus is exactly what this script writes. File names are content hashes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import socket
+import struct
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+CORPUS = HERE / "corpus"
+
+OP_REST = b"\x80"  # deliver the rest of the input at once
+OP_EOF = bytes([5 << 5])  # the peer closed (client targets) / half-close (server)
+OP_WAIT = bytes([7 << 5])  # fuzz_server: wait for delayed responses
+
+# ---- HTTP/2 framing (just enough to speak to the server) -------------------------
+
+PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+DATA, HEADERS, RST_STREAM, SETTINGS, PING, GOAWAY, WINDOW_UPDATE = 0, 1, 3, 4, 6, 7, 8
+END_STREAM, END_HEADERS, ACK = 0x1, 0x4, 0x1
+
+
+def frame(ftype: int, flags: int, stream: int, payload: bytes = b"") -> bytes:
+    return struct.pack(">I", len(payload))[1:] + bytes([ftype, flags]) + struct.pack(">I", stream) + payload
+
+
+def hpack_int(value: int, prefix_bits: int, first: int = 0) -> bytes:
+    limit = (1 << prefix_bits) - 1
+    if value < limit:
+        return bytes([first | value])
+    out = bytearray([first | limit])
+    value -= limit
+    while value >= 128:
+        out.append((value & 127) | 128)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def hpack(headers: list[tuple[str, str]]) -> bytes:
+    """Literal header fields without indexing, new names, no Huffman."""
+    out = bytearray()
+    for name, value in headers:
+        n, v = name.encode(), value.encode()
+        out += b"\x00" + hpack_int(len(n), 7) + n + hpack_int(len(v), 7) + v
+    return bytes(out)
+
+
+def h2_request(streams: list[tuple[int, list[tuple[str, str]], bytes]]) -> bytes:
+    """A client's first bytes: preface, SETTINGS, then HEADERS (+DATA) per stream."""
+    out = PREFACE + frame(SETTINGS, 0, 0, struct.pack(">HI", 2, 0))
+    for sid, headers, body in streams:
+        out += frame(HEADERS, END_HEADERS | (0 if body else END_STREAM), sid, hpack(headers))
+        if body:
+            out += frame(DATA, END_STREAM, sid, body)
+    return out
+
+
+def h2_get(path: str, extra: list[tuple[str, str]] | None = None, method: str = "GET") -> list[tuple[str, str]]:
+    return [(":method", method), (":scheme", "http"), (":authority", "127.0.0.1"), (":path", path)] + (extra or [])
+
+
+# ---- talking to the real server ----------------------------------------------------
+
+
+def exchange(addr: tuple[str, int], data: bytes, quiet: float = 0.3, h2_last: int = 0) -> bytes:
+    """Sends data and returns what the server answers until it goes quiet, closes,
+    or (HTTP/2) ends stream h2_last."""
+    with socket.create_connection(addr, timeout=5) as s:
+        s.sendall(data)
+        s.settimeout(quiet)
+        got = b""
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            try:
+                chunk = s.recv(65536)
+            except socket.timeout:
+                break
+            if not chunk:
+                break
+            got += chunk
+            if h2_last and h2_stream_ended(got, h2_last):
+                break
+        return got
+
+
+def h2_stream_ended(data: bytes, sid: int) -> bool:
+    pos = 0
+    while pos + 9 <= len(data):
+        length = int.from_bytes(data[pos : pos + 3], "big")
+        ftype, flags = data[pos + 3], data[pos + 4]
+        stream = int.from_bytes(data[pos + 5 : pos + 9], "big") & 0x7FFFFFFF
+        if pos + 9 + length > len(data):
+            return False
+        if stream == sid and ftype in (DATA, HEADERS) and flags & END_STREAM:
+            return True
+        pos += 9 + length
+    return False
+
+
+# ---- the traffic -----------------------------------------------------------------------
+
+NH = "x-nighthawk-test-server-config"
+
+
+def h1(method: str, target: str, headers: list[str] | None = None, body: bytes = b"", version: str = "1.1") -> bytes:
+    lines = [f"{method} {target} HTTP/{version}", "Host: 127.0.0.1"] + (headers or [])
+    if body and not any(h.lower().startswith(("content-length", "transfer-encoding")) for h in headers or []):
+        lines.append(f"Content-Length: {len(body)}")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
+
+
+# (server variant, request, client_h1 variant or None). Server variants: 0
+# defaults, 1 static options + Fortio defaults, 2 HTTP/1.1 only with small
+# limits, 3 HTTP/2 only. Client variants: 0 GET, 1 HEAD, 2 GET with a request
+# limit, 3 POST.
+H1_TRAFFIC: list[tuple[int, bytes, int | None]] = [
+    (0, h1("GET", "/"), 0),
+    (0, h1("GET", "/echo?size=100&status=201"), 0),
+    (0, h1("GET", "/?status=503:50,200:50&delay=1ms&size=10:50,20:50"), 0),
+    (0, h1("GET", "/?gzip=true&size=2000", ["Accept-Encoding: gzip"]), 0),
+    (0, h1("GET", "/?header=x-a:b&header=x-c:%20d&close=true"), 0),
+    (0, h1("GET", "/?status=404"), 2),
+    (0, h1("GET", "/?stall=1ms&size=0"), 0),
+    (1, h1("GET", "/"), 0),
+    (1, h1("GET", "/?size=5000"), 0),
+    (0, h1("GET", "/", [NH + ': {"response_body_size": 20, "response_headers": '
+                        '[{"header": {"key": "x-nh", "value": "1"}}]}']), 0),
+    (0, h1("GET", "/", [NH + ': {"static_delay": "0.001s", "echo_request_headers": true}']), 0),
+    (0, h1("GET", "/", [NH + ': {"emit_previous_request_delta_in_response_header": "x-delta"}']), 0),
+    (0, h1("GET", "/", [NH + ': {"concurrency_based_linear_delay": {"minimal_delay": "0.001s", '
+                        '"concurrency_delay_factor": "0.0001s"}}']), 0),
+    (0, h1("GET", "/", [NH + ': {"response_body_size": "x"}']), 0),  # a 500 with the reason
+    (0, h1("GET", "/", [NH + ': {"response_body_size": 4194304}']) + h1("GET", "/"), None),  # partial writes
+    (0, h1("GET", "/?delay=1ms:50,2ms:50&size=200000") + h1("GET", "/?delay=1ms"), None),
+    (0, h1("HEAD", "/"), 1),
+    (0, h1("HEAD", "/?size=100"), 1),
+    (0, h1("POST", "/", body=b"0123456789"), 3),
+    (0, h1("POST", "/echo", ["Transfer-Encoding: chunked"], b"5\r\nhello\r\n0\r\n\r\n"), 3),
+    (0, h1("POST", "/", ["Expect: 100-continue", "Content-Length: 4"], b"abcd"), 3),
+    (0, h1("GET", "/a") + h1("GET", "/b?size=3") + h1("HEAD", "/c"), 0),
+    (0, h1("GET", "/", ["Connection: Upgrade, HTTP2-Settings", "Upgrade: h2c", "HTTP2-Settings: AAMAAABkAAQAAP__"]), None),
+    (0, h1("GET", "/debug?x=1"), 0),
+    (0, h1("GET", "/", version="1.0"), 0),
+    (0, h1("GET", "/", ["Connection: close"]), 0),
+    (0, b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nBad Header\r\n\r\n", 0),  # 400
+    (2, h1("GET", "/", ["X-Big: " + "b" * 1100]), 0),  # 431
+    (2, h1("POST", "/", body=b"z" * 5000), 3),  # 413
+    (2, h1("GET", "/", version="2.0"), 0),  # 505
+    (3, h1("GET", "/"), 0),  # HTTP/1.1 on an h2-only server
+]
+
+H2_TRAFFIC: list[tuple[int, bytes, int, int | None]] = [
+    # (server variant, bytes, last stream, client_h2 variant or None). Client
+    # variants: 0 four streams, 1 POST on 2 streams/conn, 2 request limit, 3 one stream.
+    (0, h2_request([(1, h2_get("/"), b"")]), 1, 3),
+    (0, h2_request([(1, h2_get("/?size=50&status=201"), b"")]), 1, 3),
+    (0, h2_request([(1, h2_get("/", [(NH, '{"response_body_size": 7}')]), b"")]), 1, 3),
+    (0, h2_request([(sid, h2_get(f"/?size={sid}"), b"") for sid in (1, 3, 5, 7)]), 7, 0),
+    (0, h2_request([(sid, h2_get("/"), b"") for sid in (1, 3, 5)]), 5, 2),
+    (0, h2_request([(1, h2_get("/", method="POST"), b"a" * 100), (3, h2_get("/", method="POST"), b"a" * 100)]), 3, 1),
+    (1, h2_request([(1, h2_get("/?gzip=true", [("accept-encoding", "gzip")]), b"")]), 1, 3),
+    (3, h2_request([(1, h2_get("/"), b""), (3, h2_get("/"), b""), (5, h2_get("/"), b"")]), 5, None),
+    (0, h2_request([(1, h2_get("/?delay=1ms"), b"")]) + frame(PING, 0, 0, b"12345678"), 1, 3),
+]
+
+
+def h2_server_extras() -> list[tuple[int, bytes]]:
+    """Client behaviour the server must survive: resets, window updates, GOAWAY."""
+    base = h2_request([(1, h2_get("/?delay=10ms"), b"")])
+    return [
+        (0, base + frame(RST_STREAM, 0, 1, struct.pack(">I", 8))),
+        (0, base + frame(WINDOW_UPDATE, 0, 0, struct.pack(">I", 65535))),
+        (0, base + frame(GOAWAY, 0, 0, struct.pack(">II", 1, 0))),
+        (0, PREFACE + frame(SETTINGS, 0, 0) + frame(HEADERS, END_HEADERS, 1, hpack(h2_get("/", method="POST")))
+         + frame(DATA, 0, 1, b"abc") + frame(DATA, END_STREAM, 1, b"def")),
+    ]
+
+
+# Responses other servers send and ours does not (templates, not captures).
+H1_TEMPLATES: list[tuple[int, list[bytes]]] = [
+    (0, [OP_REST + b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\nX-Trailer: 1\r\n\r\n"]),
+    (0, [OP_REST[:0] + bytes([0, 20]) + b"HTTP/1.1 200 OK\r\n\r\n" + b"body", OP_EOF]),  # close-delimited
+    (0, [OP_REST + b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"]),
+    (0, [OP_REST + b"HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 204 No Content\r\nContent-Length: 9\r\n\r\n"]),
+    (0, [OP_REST + b"HTTP/1.1 304 Not Modified\r\nContent-Length: 5\r\n\r\n"]),
+    (0, [OP_REST + b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokHTTP/1.1 200 OK\r\n"]),  # unasked-for bytes
+    (0, [OP_REST + b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok"]),
+    (2, [OP_REST + b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 1\r\n\r\nx"]),
+]
+
+
+def h2_client_templates() -> list[tuple[int, bytes]]:
+    settings = frame(SETTINGS, 0, 0, struct.pack(">HI", 3, 1)) + frame(SETTINGS, ACK, 0)
+    hdrs = frame(HEADERS, END_HEADERS, 1, hpack([(":status", "200"), ("content-length", "2")]))
+    return [
+        (0, settings + hdrs + frame(DATA, END_STREAM, 1, b"ok") + frame(RST_STREAM, 0, 3, struct.pack(">I", 7))),
+        (0, settings + frame(GOAWAY, 0, 0, struct.pack(">II", 1, 0)) + hdrs + frame(DATA, END_STREAM, 1, b"ok")),
+        (3, frame(SETTINGS, 0, 0) + frame(HEADERS, END_HEADERS, 1, hpack([(":status", "100")]))
+         + frame(HEADERS, END_HEADERS | END_STREAM, 1, hpack([(":status", "204")]))),
+        (3, frame(SETTINGS, 0, 0) + frame(RST_STREAM, 0, 1, struct.pack(">I", 2))),
+        (3, frame(SETTINGS, 0, 0) + frame(GOAWAY, 0, 0, struct.pack(">II", 0, 2))),
+    ]
+
+
+OPTION_SEEDS: list[tuple[int, str]] = (
+    [(0, d) for d in ["1.5s", "150us", "1m30s", "2", "0.5s", "10ms", "1h", "3ns", "1.25", "-1s", "1e3s"]]
+    + [(1, j) for j in [
+        '{"response_body_size": 10}',
+        '{"response_headers": [{"header": {"key": "x-a", "value": "b"}, "append": true}]}',
+        '{"v3_response_headers": [{"header": {"key": "x-b", "value": "c"}}]}',
+        '{"echo_request_headers": true, "static_delay": "0.5s"}',
+        '{"concurrency_based_linear_delay": {"minimal_delay": "0.01s", "concurrency_delay_factor": "0.001s"}}',
+        '{"emit_previous_request_delta_in_response_header": "x-delta"}',
+        '{"responseBodySize": 4194304, "staticDelay": "1s"}',
+        '{"response_body_size": -1}',
+        '{"response_headers": [{"header": {"key": "content-length", "value": "1"}}]}',
+        '{} ',
+        '[1,2]',
+    ]]
+    + [(2, q) for q in [
+        "delay=10ms:50,0:50&status=200:90,503:10",
+        "size=1000&gzip=true",
+        "close=true&header=x-a:b&header=x-b:%20c",
+        "status=404:25,503:25&size=10:10,20:10,30:10",
+        "stall=1s&delay=2s",
+        "close=5&gzip=50",
+        "header=content-type:text%2Fplain",
+        "size=99999999999999999999",
+        "a=b&&=c&status=",
+    ]]
+    + [(3, t) for t in ["x-nighthawk", "a b", "x\tv", "\x7f"]]
+)
+
+
+def write(target: str, seeds: list[bytes]) -> int:
+    d = CORPUS / target
+    if d.exists():
+        shutil.rmtree(d)
+    d.mkdir(parents=True)
+    for seed in seeds:
+        (d / hashlib.sha1(seed).hexdigest()).write_bytes(seed)
+    return len(set(seeds))
+
+
+def chunked_ops(data: bytes, size: int) -> bytes:
+    """The same bytes as reads of `size` bytes each (operation 0 with a length)."""
+    out = bytearray()
+    for i in range(0, len(data), size):
+        piece = data[i : i + size]
+        out += bytes([0, len(piece)]) + piece
+    return bytes(out)
+
+
+def main() -> None:
+    import nhbench
+
+    server_seeds: list[bytes] = []
+    h1_seeds: list[bytes] = []
+    h2_seeds: list[bytes] = []
+    configs = {
+        0: {},
+        1: {"response_body_size": 10, "echo_default_params": "size=100:50,2000:50&status=200:90,503:10"},
+        2: {"max_header_bytes": 1024, "max_body_bytes": 4096, "alpn": "http/1.1"},
+        3: {"alpn": "h2", "max_concurrent_streams": 2},
+    }
+    for variant, kwargs in configs.items():
+        with nhbench.TestServer(**kwargs) as server:
+            addr = server.address
+            for sv, req, cv in H1_TRAFFIC:
+                if sv != variant:
+                    continue
+                server_seeds.append(bytes([sv]) + OP_REST + req)
+                if b"delay" in req:
+                    # The same in reads, then a wait for the delayed responses.
+                    server_seeds.append(bytes([sv]) + chunked_ops(req, 255) + OP_WAIT)
+                if cv is None:
+                    continue
+                resp = exchange(addr, req)
+                if resp:
+                    h1_seeds.append(bytes([cv]) + OP_REST + resp)
+                    h1_seeds.append(bytes([cv]) + chunked_ops(resp, 7) + OP_EOF)
+            for sv, req, last, cv in H2_TRAFFIC:
+                if sv != variant:
+                    continue
+                server_seeds.append(bytes([sv]) + OP_REST + req)
+                if cv is None:
+                    continue
+                resp = exchange(addr, req, h2_last=last)
+                if resp:
+                    h2_seeds.append(bytes([cv]) + OP_REST + resp)
+                    h2_seeds.append(bytes([cv]) + chunked_ops(resp, 50))
+    for sv, req in h2_server_extras():
+        server_seeds.append(bytes([sv]) + OP_REST + req)
+    # Two connections at once, and a half-close after a request.
+    server_seeds.append(b"\x00" + bytes([0, 40]) + h1("GET", "/x")[:40] + bytes([1, 30]) + h1("GET", "/y")[:30]
+                        + OP_REST + h1("GET", "/x")[40:])
+    server_seeds.append(b"\x00" + bytes([0, len(h1("GET", "/"))]) + h1("GET", "/") + OP_EOF)
+    for cv, parts in H1_TEMPLATES:
+        h1_seeds.append(bytes([cv]) + b"".join(parts))
+    for cv, resp in h2_client_templates():
+        h2_seeds.append(bytes([cv]) + OP_REST + resp)
+    option_seeds = [bytes([which]) + text.encode() for which, text in OPTION_SEEDS]
+
+    counts = {
+        "fuzz_server": write("fuzz_server", server_seeds),
+        "fuzz_client_h1": write("fuzz_client_h1", h1_seeds),
+        "fuzz_client_h2": write("fuzz_client_h2", h2_seeds),
+        "fuzz_server_options": write("fuzz_server_options", option_seeds),
+    }
+    total = sum(p.stat().st_size for p in CORPUS.rglob("*") if p.is_file())
+    for name, n in counts.items():
+        print(f"{name}: {n} seeds")
+    print(f"total {total} bytes in {CORPUS}")
+
+
+if __name__ == "__main__":
+    main()
