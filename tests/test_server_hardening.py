@@ -550,5 +550,8 @@ def test_rapid_reset_is_bounded_and_counts_match_what_was_received() -> None:
         stats = server.stats()
     assert stats["h2_protocol_errors"] == 1
     assert stats["requests"] == stats["status"].get("200", 0) == len(answered)
-    # The reset streams that were never answered, at most the bucket and what was in flight.
-    assert stats["h2_streams_reset"] <= 1100
+    # Reset streams processed: the bucket's 1000, plus the rest of the read (64 KiB at
+    # most, 41 bytes per opened-and-reset stream) that nghttp2 goes through before its
+    # GOAWAY goes out; never all 3000.
+    per_stream = len(frame(HEADERS, 0, 1, REQUEST_HEAD)) + len(frame(RST_STREAM, 0, 1, b"1234"))
+    assert stats["h2_streams_reset"] <= 1000 + 65536 // per_stream + 1
