@@ -462,7 +462,7 @@ static void on_listener(uv_poll_t* handle, int status, int events) {
 /* Wraps a bound socket in a libuv handle on worker w; the fd is closed on
  * failure.
  *
- * HTTP and admin listeners are polled and accepted from here (server_conn.c)
+ * Stream listeners (HTTP, admin, TCP echo) are polled and accepted from here (server_conn.c)
  * rather than through uv_listen(): when accept() fails for want of
  * descriptors, libuv's listener retries in a loop that only its one reserve
  * descriptor breaks, and with several workers in a process another thread
@@ -473,7 +473,7 @@ static int add_listener(srv_worker* w, int fd, int kind, int is_pipe) {
   int r;
   l->fd = -1;
   l->paused = 0;
-  if (kind == SRV_L_HTTP || kind == SRV_L_ADMIN) {
+  if (kind != SRV_L_UDP_ECHO) {
     r = uv_poll_init(&w->loop, &l->h.poll, fd);
     if (r < 0) {
       close(fd);
@@ -486,9 +486,7 @@ static int add_listener(srv_worker* w, int fd, int kind, int is_pipe) {
     l->h.handle.data = l;
     return uv_poll_start(&l->h.poll, UV_READABLE, on_listener);
   }
-  if (kind == SRV_L_UDP_ECHO) r = uv_udp_init(&w->loop, &l->h.udp);
-  else if (is_pipe) r = uv_pipe_init(&w->loop, &l->h.pipe, 0);
-  else r = uv_tcp_init(&w->loop, &l->h.tcp);
+  r = uv_udp_init(&w->loop, &l->h.udp);
   if (r < 0) {
     close(fd);
     return r;
@@ -497,9 +495,7 @@ static int add_listener(srv_worker* w, int fd, int kind, int is_pipe) {
   l->kind = kind;
   l->is_pipe = is_pipe;
   l->h.handle.data = l;
-  if (kind == SRV_L_UDP_ECHO) r = uv_udp_open(&l->h.udp, fd);
-  else if (is_pipe) r = uv_pipe_open(&l->h.pipe, fd);
-  else r = uv_tcp_open(&l->h.tcp, fd);
+  r = uv_udp_open(&l->h.udp, fd);
   if (r < 0) {
     close(fd);
     return r;

@@ -989,7 +989,7 @@ static int accept_fd(int lfd) { return accept4(lfd, NULL, NULL, SOCK_NONBLOCK | 
 /* accept() failed for want of descriptors (EMFILE, ENFILE, or the kernel's
  * memory). Unanswered, the pending connection would keep the listener
  * readable and the loop would spin on it. The admin endpoint gives up one of
- * its reserved descriptors and serves the connection; an HTTP listener gives
+ * its reserved descriptors and serves the connection; another listener gives
  * up its spare to take the connection and close it at once (the classic
  * trick), counted in connections_refused. When no reserve is left the
  * listener is paused for SRV_ACCEPT_RETRY_MS. Returns 1 when accepting may
@@ -1037,7 +1037,7 @@ void nhb__srv_accept(srv_listener* l) {
       }
       return; /* EAGAIN: nothing pending (another worker may have taken it) */
     }
-    if (l->kind == SRV_L_HTTP) {
+    if (l->kind != SRV_L_ADMIN) {
       /* One atomic add per connection (not per request) keeps the limit
        * exact across workers. */
       uint64_t open_now = atomic_fetch_add_explicit(&s->conns_open, 1, memory_order_relaxed) + 1;
@@ -1048,7 +1048,8 @@ void nhb__srv_accept(srv_listener* l) {
         continue;
       }
     }
-    conn_open(w, l, fd, 0);
+    if (l->kind == SRV_L_TCP_ECHO) nhb__srv_echo_open(w, fd);
+    else conn_open(w, l, fd, 0);
   }
 }
 

@@ -577,7 +577,10 @@ void nhb__srv_h2_conn_free(srv_conn* c);
 void nhb__srv_h2_worker_free(srv_worker* w);
 
 /* server_echo.c */
+/* Starts a UDP echo listener. */
 int nhb__srv_echo_start(srv_worker* w, srv_listener* l);
+/* Starts a TCP echo connection on an accepted socket (counted in conns_open). */
+void nhb__srv_echo_open(srv_worker* w, int fd);
 void nhb__srv_echo_close_all(srv_worker* w);
 
 #endif /* NHB_SERVER_INTERNAL_H */

@@ -15,7 +15,6 @@ import contextlib
 import json
 import os
 import re
-import resource
 import socket
 import struct
 import subprocess
@@ -56,7 +55,7 @@ def read_all(sock: socket.socket, timeout: float = 5.0) -> tuple[bytes, bool]:
             if not chunk:
                 return data, True
             data += chunk
-    except (socket.timeout, TimeoutError):
+    except TimeoutError:
         return data, False
     except ConnectionResetError:
         return data, True
@@ -78,14 +77,11 @@ class ServerProcess:
     def __init__(self, *args: str, nofile: int | None = None) -> None:
         env = dict(os.environ)
         env["PYTHONPATH"] = PACKAGE_PARENT + os.pathsep + env.get("PYTHONPATH", "")
-
-        def limit() -> None:
-            if nofile is not None:
-                resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
-
+        # util-linux's prlimit sets the limit and execs the server (same pid).
+        limit = ["prlimit", f"--nofile={nofile}"] if nofile is not None else []
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "nhbench", "server", "--admin", "127.0.0.1:0", *args],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, preexec_fn=limit,
+            [*limit, sys.executable, "-m", "nhbench", "server", "--admin", "127.0.0.1:0", *args],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
         )
         self.address: tuple[str, int] = ("", 0)
         self.admin: tuple[str, int] = ("", 0)
@@ -193,7 +189,7 @@ def test_static_delay_over_max_delay_is_an_option_error() -> None:
         nhbench.TestServer(static_delay="2m")
     proc = subprocess.run([sys.executable, "-m", "nhbench", "server", "--static-delay", "5s",
                            "--max-delay", "1s"], capture_output=True, timeout=60,
-                          env={**os.environ, "PYTHONPATH": PACKAGE_PARENT})
+                          env={**os.environ, "PYTHONPATH": PACKAGE_PARENT}, check=False)
     assert proc.returncode == 2
     assert proc.stderr.decode().strip().splitlines() == [
         "nhbench: error: --static-delay: 5 s is over --max-delay (1 s)"]
@@ -224,7 +220,7 @@ def test_out_of_descriptors_neither_spins_nor_starves_stats() -> None:
                 try:
                     if sock.recv(1) == b"":
                         closed += 1
-                except (socket.timeout, TimeoutError):
+                except TimeoutError:
                     pass
                 except ConnectionResetError:
                     closed += 1
@@ -253,6 +249,36 @@ def test_max_connections_refuses_at_accept_and_counts() -> None:
                 sock.close()
         assert wait_until(lambda: server.stats()["connections_active"] == 0)
         assert b" 200 " in http_get(server.address)
+
+
+def test_tcp_echo_connections_count_against_max_connections() -> None:
+    # TCP echo listeners are accepted the same way (no libuv accept loop that could spin)
+    # and their connections hold descriptors too.
+    with nhbench.TestServer(max_connections=2, tcp_echo="127.0.0.1:0") as server:
+        echo = server.tcp_echo_address
+        held = [socket.create_connection(echo, timeout=10) for _ in range(2)]
+        try:
+            for sock in held:
+                sock.sendall(b"ping")
+                assert sock.recv(4) == b"ping"
+            extra = socket.create_connection(echo, timeout=10)
+            data, closed = read_all(extra, timeout=5)
+            extra.close()
+            assert data == b"" and closed
+            assert server.stats()["connections_refused"] == 1
+        finally:
+            for sock in held:
+                sock.close()
+
+        def echoes() -> bool:  # once the held ones are gone, a new one is served again
+            with socket.create_connection(echo, timeout=10) as sock:
+                sock.sendall(b"pong")
+                sock.settimeout(2)
+                with contextlib.suppress(OSError):
+                    return sock.recv(4) == b"pong"
+            return False
+
+        assert wait_until(echoes)
 
 
 # --------------------------------------------------------------------------------------------
@@ -336,7 +362,7 @@ def test_h1_counters_equal_the_responses_received() -> None:
         received: dict[str, int] = {}
 
         def note(reply: bytes) -> None:
-            for status in re.findall(rb"^HTTP/1\.1 (\d{3}) ", reply, re.M):
+            for status in re.findall(rb"^HTTP/1\.1 (\d{3}) ", reply, re.MULTILINE):
                 received[status.decode()] = received.get(status.decode(), 0) + 1
 
         note(http_get(server.address, "/?status=404"))
@@ -460,11 +486,11 @@ def test_hpack_bomb_does_not_starve_other_clients_on_the_worker() -> None:
 
         def bomber() -> None:
             while not stop.is_set():
-                with contextlib.suppress(OSError):
-                    with socket.create_connection(server.address, timeout=10) as sock:
-                        sock.sendall(PREFACE + frame(SETTINGS, 0, 0) + bomb_frames())
-                        read_all(sock, timeout=5)
-                        bombs[0] += 1
+                with contextlib.suppress(OSError), \
+                        socket.create_connection(server.address, timeout=10) as sock:
+                    sock.sendall(PREFACE + frame(SETTINGS, 0, 0) + bomb_frames())
+                    read_all(sock, timeout=5)
+                    bombs[0] += 1
 
         thread = threading.Thread(target=bomber)
         thread.start()
@@ -511,7 +537,7 @@ def test_continuation_flood_is_cut_off() -> None:
     with nhbench.TestServer() as server:
         with socket.create_connection(server.address, timeout=10) as sock:
             flood = frame(HEADERS, 0, 1, REQUEST_HEAD)
-            flood += b"".join(frame(CONTINUATION, 0, 1, hpack_literal("x-c%d" % i, "1"))
+            flood += b"".join(frame(CONTINUATION, 0, 1, hpack_literal(f"x-c{i}", "1"))
                               for i in range(100))
             with contextlib.suppress(OSError):
                 sock.sendall(PREFACE + frame(SETTINGS, 0, 0) + flood)
@@ -543,7 +569,7 @@ def test_rapid_reset_is_bounded_and_counts_match_what_was_received() -> None:
             data, closed = read_all(sock, timeout=10)
         frames = parse_frames(data)
         assert closed and goaway_code(frames) == INTERNAL_ERROR
-        last = [int.from_bytes(p[:4], "big") for k, _, _, p in frames if k == GOAWAY][0]
+        last = next(int.from_bytes(p[:4], "big") for k, _, _, p in frames if k == GOAWAY)
         assert last <= 2 * 1000 + 1  # no more than the bucket's 1000 streams processed
         answered = {s for k, f, s, _ in frames if k in (DATA, HEADERS) and f & END_STREAM}
         assert wait_until(lambda: server.stats()["connections_active"] == 0)
