@@ -876,7 +876,8 @@ class ServerOptions(_Strict):
     )
     max_connections: int = Field(
         default=0, ge=0, le=2**40,
-        description="HTTP connections open at once (all workers); more are closed as soon "
+        description="HTTP and TCP echo connections open at once (all workers); more are "
+        "closed as soon "
         "as accepted. 0 = the file-descriptor limit (soft RLIMIT_NOFILE) minus 64, so that "
         "/stats and the process never run out.",
     )
