@@ -334,6 +334,9 @@ typedef struct nhb_server_config {
   /* Fortio query string applied for parameters a request lacks; may be NULL. */
   const char* echo_default_params;
   uint64_t max_echo_delay_ns;
+  /* Cap for Nighthawk's delays (static_delay, concurrency_based_linear_delay),
+   * static or per request: a longer one is clamped to it. */
+  uint64_t max_delay_ns;
   uint64_t max_payload_bytes;
   /* Every stall_every, all workers hold responses for stall_for (0 = never). */
   uint64_t stall_every_ns, stall_for_ns;
@@ -359,6 +362,9 @@ typedef struct nhb_server_config {
   const char* alpn;
   /* HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS, per connection (default 100). */
   uint32_t max_concurrent_streams;
+  /* HTTP connections open at once, over all workers; more are accepted and
+   * closed at once. 0 = the soft RLIMIT_NOFILE minus a reserve. */
+  uint64_t max_connections;
 } nhb_server_config;
 
 typedef struct nhb_server_stats {
@@ -378,6 +384,7 @@ typedef struct nhb_server_stats {
   uint64_t tls_session_reused;   /* handshakes that resumed a session */
   uint64_t h2_streams_reset;     /* HTTP/2 streams the client reset before their response was sent */
   uint64_t h2_protocol_errors;   /* HTTP/2 connections ended for a protocol error */
+  uint64_t connections_refused;  /* closed at accept: over max_connections, or out of descriptors */
   uint64_t status[NHB_SERVER_STATUS_MAX]; /* responses by status code */
 } nhb_server_stats;
 
@@ -391,7 +398,8 @@ typedef enum {
 
 typedef struct nhb_server nhb_server;
 
-/* Fills the defaults: one worker, no listeners, 1.5 s echo delay cap, 256 KiB
+/* Fills the defaults: one worker, no listeners, 1.5 s echo delay cap, 60 s
+ * Nighthawk delay cap, max_connections from RLIMIT_NOFILE, 256 KiB
  * payload cap, 60 s idle and 10 s header time-outs, 64 KiB heads, 64 MiB
  * bodies. */
 void nhb_server_config_init(nhb_server_config* config);

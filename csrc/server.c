@@ -25,12 +25,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include "server_internal.h"
 #include "tls_common.h"
+
+static void on_listener(uv_poll_t* handle, int status, int events);
 
 /* ---- small helpers ----------------------------------------------------------- */
 
@@ -220,7 +223,13 @@ static void close_handle(uv_handle_t* h) {
  * callbacks have run. */
 static void worker_close_all(srv_worker* w) {
   w->stopping = 1;
-  for (int i = 0; i < w->nlst; i++) close_handle(&w->lst[i].h.handle);
+  for (int i = 0; i < w->nlst; i++) {
+    close_handle(&w->lst[i].h.handle);
+    /* A poll handle does not own its descriptor; it is out of epoll once
+     * uv_close() returns. */
+    if (w->lst[i].fd >= 0) close(w->lst[i].fd);
+    w->lst[i].fd = -1;
+  }
   while (w->conns) {
     srv_conn* c = w->conns;
     /* Closing unlinks the connection from the list. */
@@ -230,6 +239,7 @@ static void worker_close_all(srv_worker* w) {
   nhb__srv_echo_close_all(w);
   if (w->timer_fd >= 0) close_handle((uv_handle_t*)&w->timer_poll);
   close_handle((uv_handle_t*)&w->sweep);
+  close_handle((uv_handle_t*)&w->accept_retry);
   close_handle((uv_handle_t*)&w->wakeup);
 }
 
@@ -251,6 +261,12 @@ static void worker_release(srv_worker* w) {
   }
   if (w->timer_fd >= 0) close(w->timer_fd);
   w->timer_fd = -1;
+  if (w->spare_fd >= 0) close(w->spare_fd);
+  w->spare_fd = -1;
+  for (int i = 0; i < SRV_ADMIN_RESERVE; i++) {
+    if (w->admin_fds[i] >= 0) close(w->admin_fds[i]);
+    w->admin_fds[i] = -1;
+  }
   free(w->rbuf);
   w->rbuf = NULL;
   free(w->heap);
@@ -284,6 +300,42 @@ static void* worker_main(void* arg) {
   return NULL;
 }
 
+/* A descriptor held only to be given up when the process runs out. */
+static int reserve_fd(void) { return open("/dev/null", O_RDONLY | O_CLOEXEC); }
+
+void nhb__srv_admin_reserve_refill(srv_worker* w) {
+  for (int i = 0; i < SRV_ADMIN_RESERVE; i++)
+    if (w->admin_fds[i] < 0) {
+      w->admin_fds[i] = reserve_fd();
+      return;
+    }
+}
+
+/* Listeners paused for want of descriptors are polled again, and the
+ * reserves refilled, a while later: by then connections may have closed. */
+static void on_accept_retry(uv_timer_t* timer) {
+  srv_worker* w = timer->data;
+  w->accept_retry_armed = 0;
+  if (w->stopping) return;
+  if (w->spare_fd < 0) w->spare_fd = reserve_fd();
+  if (w->index == 0 && w->server->config.has_admin)
+    for (int i = 0; i < SRV_ADMIN_RESERVE; i++)
+      if (w->admin_fds[i] < 0) w->admin_fds[i] = reserve_fd();
+  for (int i = 0; i < w->nlst; i++) {
+    srv_listener* l = &w->lst[i];
+    if (l->paused && l->fd >= 0 && uv_poll_start(&l->h.poll, UV_READABLE, on_listener) == 0) l->paused = 0;
+  }
+}
+
+void nhb__srv_listener_pause(srv_worker* w, srv_listener* l) {
+  if (!l->paused) {
+    uv_poll_stop(&l->h.poll);
+    l->paused = 1;
+  }
+  if (!w->accept_retry_armed && uv_timer_start(&w->accept_retry, on_accept_retry, SRV_ACCEPT_RETRY_MS, 0) == 0)
+    w->accept_retry_armed = 1;
+}
+
 static uint64_t sweep_period_ms(const nhb_server_config* c) {
   uint64_t t = 4 * NHB__NS_PER_S;
   if (c->idle_timeout_ns && c->idle_timeout_ns < t) t = c->idle_timeout_ns;
@@ -297,6 +349,9 @@ static int worker_init(nhb_server* s, srv_worker* w, int index) {
   w->index = index;
   w->cpu = s->cpus[index];
   w->timer_fd = -1;
+  w->spare_fd = reserve_fd();
+  for (int i = 0; i < SRV_ADMIN_RESERVE; i++)
+    w->admin_fds[i] = index == 0 && s->config.has_admin ? reserve_fd() : -1;
   w->rng = splitmix64(nhb__now_ns() ^ ((uint64_t)(index + 1) * 0x9E3779B97F4A7C15ULL));
   if (w->rng == 0) w->rng = 1;
   w->rbuf = malloc(SRV_READ_BUFFER);
@@ -314,6 +369,9 @@ static int worker_init(nhb_server* s, srv_worker* w, int index) {
   r = uv_timer_init(&w->loop, &w->sweep);
   if (r < 0) return r;
   w->sweep.data = w;
+  r = uv_timer_init(&w->loop, &w->accept_retry);
+  if (r < 0) return r;
+  w->accept_retry.data = w;
   uint64_t period = sweep_period_ms(&s->config);
   uv_timer_start(&w->sweep, on_sweep, period, period);
   int fd = nhb__timerfd_create();
@@ -395,14 +453,40 @@ static int probe_port(const nhb_sockaddr* a, int type) {
   return r;
 }
 
+static void on_listener(uv_poll_t* handle, int status, int events) {
+  NHB__UNUSED(events);
+  if (status < 0) return;
+  nhb__srv_accept(handle->data);
+}
+
 /* Wraps a bound socket in a libuv handle on worker w; the fd is closed on
- * failure. */
+ * failure.
+ *
+ * Stream listeners (HTTP, admin, TCP echo) are polled and accepted from here (server_conn.c)
+ * rather than through uv_listen(): when accept() fails for want of
+ * descriptors, libuv's listener retries in a loop that only its one reserve
+ * descriptor breaks, and with several workers in a process another thread
+ * can take that descriptor, after which the loop spins at 100 % CPU; nor can
+ * a uv_listen() listener be paused. */
 static int add_listener(srv_worker* w, int fd, int kind, int is_pipe) {
   srv_listener* l = &w->lst[w->nlst];
   int r;
-  if (kind == SRV_L_UDP_ECHO) r = uv_udp_init(&w->loop, &l->h.udp);
-  else if (is_pipe) r = uv_pipe_init(&w->loop, &l->h.pipe, 0);
-  else r = uv_tcp_init(&w->loop, &l->h.tcp);
+  l->fd = -1;
+  l->paused = 0;
+  if (kind != SRV_L_UDP_ECHO) {
+    r = uv_poll_init(&w->loop, &l->h.poll, fd);
+    if (r < 0) {
+      close(fd);
+      return r;
+    }
+    w->nlst++;
+    l->kind = kind;
+    l->is_pipe = is_pipe;
+    l->fd = fd;
+    l->h.handle.data = l;
+    return uv_poll_start(&l->h.poll, UV_READABLE, on_listener);
+  }
+  r = uv_udp_init(&w->loop, &l->h.udp);
   if (r < 0) {
     close(fd);
     return r;
@@ -411,14 +495,11 @@ static int add_listener(srv_worker* w, int fd, int kind, int is_pipe) {
   l->kind = kind;
   l->is_pipe = is_pipe;
   l->h.handle.data = l;
-  if (kind == SRV_L_UDP_ECHO) r = uv_udp_open(&l->h.udp, fd);
-  else if (is_pipe) r = uv_pipe_open(&l->h.pipe, fd);
-  else r = uv_tcp_open(&l->h.tcp, fd);
+  r = uv_udp_open(&l->h.udp, fd);
   if (r < 0) {
     close(fd);
     return r;
   }
-  if (kind == SRV_L_HTTP || kind == SRV_L_ADMIN) return uv_listen(&l->h.stream, 4096, nhb__srv_on_connection);
   return nhb__srv_echo_start(w, l);
 }
 
@@ -483,6 +564,7 @@ void nhb_server_config_init(nhb_server_config* c) {
   memset(c, 0, sizeof(*c));
   c->nworkers = 1;
   c->max_echo_delay_ns = 1500 * NHB__NS_PER_MS;
+  c->max_delay_ns = 60 * NHB__NS_PER_S;
   c->max_payload_bytes = 256 * 1024;
   c->idle_timeout_ns = 60 * NHB__NS_PER_S;
   c->header_timeout_ns = 10 * NHB__NS_PER_S;
@@ -541,6 +623,7 @@ int nhb_server_create(const nhb_server_config* config, nhb_server** out, char* e
     return config_error(err, err_len, "max_payload_kb: must be 1-262144");
   if (c->max_echo_delay_ns > 3600 * NHB__NS_PER_S)
     return config_error(err, err_len, "max_echo_delay: must be 0-3600 s");
+  if (c->max_delay_ns > 3600 * NHB__NS_PER_S) return config_error(err, err_len, "max_delay: must be 0-3600 s");
   if (c->max_header_bytes < 256 || c->max_header_bytes > (1ULL << 30))
     return config_error(err, err_len, "max_header_bytes: must be 256-1073741824");
   if (c->max_body_bytes > (1ULL << 62)) return config_error(err, err_len, "max_body_bytes: too large");
@@ -582,6 +665,8 @@ int nhb_server_create(const nhb_server_config* config, nhb_server** out, char* e
   for (int i = 0; i < c->nworkers; i++) {
     s->cpus[i] = c->cpus ? c->cpus[i] : -1;
     s->workers[i].timer_fd = -1;
+    s->workers[i].spare_fd = -1;
+    for (int k = 0; k < SRV_ADMIN_RESERVE; k++) s->workers[i].admin_fds[k] = -1;
   }
   s->config.cpus = s->cpus;
   memset(s->a_region, 'a', SRV_NH_MAX_BODY);
@@ -614,6 +699,17 @@ int nhb_server_create(const nhb_server_config* config, nhb_server** out, char* e
       return NHB_EINVAL;
     }
     s->has_echo_defaults = 1;
+  }
+  /* A static delay is known now: over the cap it is an error here rather
+   * than a surprise per request (a per-request one is clamped). */
+  if ((s->nh.delay_kind == SRV_DELAY_STATIC && s->nh.static_delay_ns > c->max_delay_ns) ||
+      (s->nh.delay_kind == SRV_DELAY_LINEAR && s->nh.linear_min_ns > c->max_delay_ns)) {
+    if (err && err_len)
+      snprintf(err, err_len, "response: %s is over max_delay (%.6g s)",
+               s->nh.delay_kind == SRV_DELAY_STATIC ? "static_delay" : "concurrency_based_linear_delay minimal_delay",
+               (double)c->max_delay_ns / 1e9);
+    nhb_server_destroy(s);
+    return NHB_EINVAL;
   }
   int r = parse_alpn(s, c->alpn, err, err_len);
   if (r == 0) r = nhb__srv_tls_init(s, err, err_len);
@@ -650,6 +746,16 @@ int nhb_server_start(nhb_server* s) {
   const nhb_server_config* c = &s->config;
   s->err[0] = '\0';
   s->start_ns = nhb__now_ns();
+  s->max_connections = c->max_connections;
+  if (!s->max_connections) {
+    /* Enough descriptors stay free that the admin endpoint, the listeners'
+     * reserves and the rest of the process never run short because of
+     * HTTP connections. */
+    struct rlimit rl;
+    s->max_connections = UINT64_MAX;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+      s->max_connections = rl.rlim_cur > 2 * SRV_FD_HEADROOM ? rl.rlim_cur - SRV_FD_HEADROOM : rl.rlim_cur / 2;
+  }
   int r = 0;
   for (int i = 0; i < c->nworkers && r == 0; i++) {
     r = worker_init(s, &s->workers[i], i);
@@ -724,6 +830,7 @@ void nhb_server_stats_get(const nhb_server* s, nhb_server_stats* out) {
     out->tls_session_reused += LOAD(tls_session_reused);
     out->h2_streams_reset += LOAD(h2_streams_reset);
     out->h2_protocol_errors += LOAD(h2_protocol_errors);
+    out->connections_refused += LOAD(connections_refused);
     for (int k = 0; k < NHB_SERVER_STATUS_MAX; k++) out->status[k] += LOAD(status[k]);
 #undef LOAD
   }

@@ -24,9 +24,12 @@
  * Time-outs are checked by a per-worker sweep over the connection list
  * rather than by a timer per connection.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "server_internal.h"
 
@@ -63,7 +66,12 @@ static int has_input(const srv_conn* c) { return c->stash != NULL || (c->tls && 
 
 static void conn_free(uv_handle_t* handle) {
   srv_conn* c = handle->data;
-  if (c->kind == SRV_CONN_HTTP) srv_bump(&c->w->counters.connections_active, (uint64_t)-1);
+  if (c->kind == SRV_CONN_HTTP) {
+    srv_bump(&c->w->counters.connections_active, (uint64_t)-1);
+    atomic_fetch_sub_explicit(&c->w->server->conns_open, 1, memory_order_relaxed);
+  }
+  /* Its descriptor is closed by now: the admin reserve takes it back. */
+  if (c->spare_fd) nhb__srv_admin_reserve_refill(c->w);
   if (c->tls) {
     /* Every TLS connection ends up counted once: as a handshake or as a
      * connection that never completed one (an alert, garbage, a time-out,
@@ -286,6 +294,10 @@ void nhb__srv_conn_flush(srv_conn* c) {
       budget = SRV_WRITE_HIGH - queued;
     }
     int partial = 0, waiting = 0;
+    /* What the batch answers, counted once its bytes are handed over. */
+    uint16_t done_status[SRV_MAX_BATCH];
+    uint8_t done_bad[SRV_MAX_BATCH];
+    unsigned ndone = 0;
     while (c->q_len > 0 && nrec < SRV_MAX_BATCH && budget > 0) {
       srv_resp* r = &c->q[c->q_head];
       if ((r->deadline_ns || stall) && c->head_sent == 0) {
@@ -337,6 +349,10 @@ void nhb__srv_conn_flush(srv_conn* c) {
       }
       c->head_sent = 0;
       if (r->delayed) w->delayed--;
+      if (r->status) {
+        done_status[ndone] = r->status;
+        done_bad[ndone++] = r->bad;
+      }
       finished = r->close;
       c->q_head = (c->q_head + 1) & (c->q_cap - 1);
       c->q_len--;
@@ -344,6 +360,16 @@ void nhb__srv_conn_flush(srv_conn* c) {
       if (finished) break;
     }
     if (nb && nhb__srv_conn_write(c, bufs, nb, total, keep) < 0) return;
+    if (ndone && c->kind == SRV_CONN_HTTP) {
+      /* Counted as written, so a response that waits for a delay, or is
+       * dropped with its connection, is not among them; the admin
+       * endpoint's own are never counted. */
+      srv_bump(&w->counters.requests, ndone);
+      for (unsigned i = 0; i < ndone; i++) {
+        if (done_status[i] < NHB_SERVER_STATUS_MAX) srv_bump(&w->counters.status[done_status[i]], 1);
+        if (done_bad[i]) srv_bump(&w->counters.bad_requests, 1);
+      }
+    }
     if (waiting || finished) break;
     if (!partial && nrec < SRV_MAX_BATCH) break;
   }
@@ -429,6 +455,10 @@ static int on_header_field(llhttp_t* p, const char* at, size_t len) {
   srv_req* q = &c->req;
   if (head_grow(c, len) < 0) return -1;
   if (q->state != 1) {
+    if (NHB__UNLIKELY(q->nhdrs >= SRV_MAX_HEADERS)) {
+      c->error_status = 431;
+      return -1;
+    }
     if (q->nhdrs == q->hdrs_cap) {
       size_t cap = q->hdrs_cap ? 2 * q->hdrs_cap : 16;
       srv_hdr_pos* h = realloc(q->hdrs, cap * sizeof(*h));
@@ -447,10 +477,31 @@ static int on_header_field(llhttp_t* p, const char* at, size_t len) {
   return 0;
 }
 
+/* Does a header value chunk at `at` begin on a line of its own, that is,
+ * after a line break and blanks? That is obs-fold (a value continued on the
+ * next line), which llhttp 8 accepts: `Transfer-Encoding:\r\n chunked`
+ * reaches it as the value "chunked" without marking the request chunked, so
+ * the body would be parsed as the next request. RFC 9112 section 5.2 lets a
+ * server refuse it with 400, which this one does. */
+static int value_is_folded(const srv_conn* c, const char* at) {
+  const char* k = at;
+  while (k > c->parse_base && (k[-1] == ' ' || k[-1] == '\t')) k--;
+  if (k > c->parse_base) return k[-1] == '\n';
+  return c->tail_lf; /* the line began in an earlier read */
+}
+
+/* Notes whether parsed input [start, end) ends in a line break and blanks,
+ * for value_is_folded() at the start of the next read. */
+static void note_tail(srv_conn* c, const char* start, const char* end) {
+  while (end > start && (end[-1] == ' ' || end[-1] == '\t')) end--;
+  if (end > start) c->tail_lf = end[-1] == '\n';
+}
+
 static int on_header_value(llhttp_t* p, const char* at, size_t len) {
   srv_conn* c = conn_of(p);
   srv_req* q = &c->req;
   if (head_grow(c, len) < 0) return -1;
+  if (NHB__UNLIKELY(value_is_folded(c, at))) return -1;
   srv_hdr_pos* h = &q->hdrs[q->nhdrs - 1];
   if (q->state != 2) {
     h->value_off = q->buf.len;
@@ -518,6 +569,11 @@ static int on_headers_complete(llhttp_t* p) {
   srv_req* q = &c->req;
   nhb_server* s = c->w->server;
   c->in_head = 0;
+  /* Transfer-Encoding in an HTTP/1.0 request means its framing cannot be
+   * trusted (RFC 9112 section 6.1): refused, as every other ambiguous framing
+   * is by llhttp itself (Content-Length with Transfer-Encoding, differing or
+   * repeated Content-Length, a coding after chunked). */
+  if (NHB__UNLIKELY((p->flags & F_TRANSFER_ENCODING) && p->http_major == 1 && p->http_minor == 0)) return -1;
   int has_length = (p->flags & F_CONTENT_LENGTH) != 0;
   if (has_length && p->content_length > s->config.max_body_bytes) {
     c->error_status = 413;
@@ -583,7 +639,6 @@ static int on_message_complete(llhttp_t* p) {
   if (NHB__UNLIKELY(c->kind == SRV_CONN_ADMIN)) {
     r = nhb__srv_respond_admin(c, mode, head_only);
   } else {
-    srv_bump(&w->counters.requests, 1);
     if (NHB__LIKELY(!s->static_dynamic && !q->has_query && !q->is_debug && q->nh_idx < 0 &&
                     (q->body_bytes == 0 || s->nh.has_body_size))) {
       /* The fast path: the pre-rendered response. */
@@ -601,7 +656,7 @@ static int on_message_complete(llhttp_t* p) {
       rec.p[0].ext = s->ok[mode][head_only];
       rec.p[0].off = 0;
       rec.p[0].len = s->ok_len[mode][head_only];
-      srv_bump(&w->counters.status[200], 1);
+      rec.bad = 0;
       r = nhb__srv_conn_push(c, &rec);
     } else {
       r = nhb__srv_respond(c, mode, head_only, w->now_ns);
@@ -649,10 +704,7 @@ static void conn_fail(srv_conn* c, unsigned status) {
                : status == 431 ? s->canned_431_len
                : status == 505 ? s->canned_505_len
                                : s->canned_400_len;
-  if (c->kind == SRV_CONN_HTTP) {
-    srv_bump(&c->w->counters.bad_requests, 1);
-    srv_bump(&c->w->counters.status[status], 1);
-  }
+  r.bad = 1; /* counted with the response, when it is written */
   if (nhb__srv_conn_push(c, &r) < 0) nhb__srv_conn_close(c);
 }
 
@@ -684,6 +736,7 @@ static void conn_run(srv_conn* c, const char* p, size_t n) {
   }
   for (;;) {
     while (n > 0) {
+      c->parse_base = p;
       llhttp_errno_t err = llhttp_execute(&c->parser, p, n);
       if (c->closing) return;
       if (c->proto == SRV_PROTO_H2) {
@@ -699,9 +752,11 @@ static void conn_run(srv_conn* c, const char* p, size_t n) {
         return;
       }
       if (err == HPE_OK) {
+        note_tail(c, p, p + n);
         n = 0;
       } else if (err == HPE_PAUSED) {
         const char* pos = llhttp_get_error_pos(&c->parser);
+        note_tail(c, p, pos);
         llhttp_resume(&c->parser);
         n -= (size_t)(pos - p);
         p = pos;
@@ -756,7 +811,9 @@ static void conn_run(srv_conn* c, const char* p, size_t n) {
   }
   if (c->finishing) return;
   if (!c->paused && !c->close_after && nhb__srv_conn_queued(c) >= SRV_MAX_QUEUED_WRITE) c->paused = 1;
-  set_reading(c, !c->paused && !c->close_after && !c->eof);
+  /* After the last request (close_after) the connection still reads, and
+   * discards, so that it sees the client leave while a response waits. */
+  set_reading(c, !c->paused && !c->eof);
   /* TLS may hold more plaintext than the parser took before it paused. */
   if (c->tls && !c->paused && !c->close_after && !c->in_input) nhb__srv_tls_pull(c);
 }
@@ -835,6 +892,18 @@ void nhb__srv_conn_deliver(srv_conn* c, const char* p, size_t n) {
 }
 
 void nhb__srv_conn_eof(srv_conn* c) {
+  if (c->proto == SRV_PROTO_H1 && c->q_len > 0 && c->head_sent == 0 && c->q[c->q_head].deadline_ns &&
+      c->q[c->q_head].deadline_ns > nhb__now_ns()) {
+    /* The response next in line waits for a delay or a stall, and the
+     * client has closed: almost always it is gone (a timed-out client, or
+     * one that asked for a long delay and left), and holding the
+     * connection and its descriptor for the rest of the delay is how a few
+     * hundred such clients used to exhaust the server's descriptors. The
+     * connection and its waiting responses go now, as over HTTP/2; a client
+     * that only half-closed loses these responses. */
+    nhb__srv_conn_close(c);
+    return;
+  }
   if (c->proto == SRV_PROTO_H1 && (c->q_len > 0 || has_input(c)) && !c->finishing) {
     /* The client half-closed with requests still to answer: answer them,
      * then close. */
@@ -864,16 +933,22 @@ static void conn_on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf
   }
 }
 
-void nhb__srv_on_connection(uv_stream_t* listener, int status) {
-  srv_listener* l = listener->data;
-  srv_worker* w = listener->loop->data;
+/* Starts a connection on an accepted socket; `spare`: it took one of the
+ * admin endpoint's reserved descriptors. */
+static void conn_open(srv_worker* w, srv_listener* l, int fd, int spare) {
   nhb_server* s = w->server;
-  if (status < 0 || w->stopping) return;
+  int http = l->kind != SRV_L_ADMIN;
   srv_conn* c = calloc(1, sizeof(*c));
-  if (!c) return;
+  if (!c) {
+    close(fd);
+    if (http) atomic_fetch_sub_explicit(&s->conns_open, 1, memory_order_relaxed);
+    if (spare) nhb__srv_admin_reserve_refill(w);
+    return;
+  }
   c->w = w;
-  c->kind = l->kind == SRV_L_ADMIN ? SRV_CONN_ADMIN : SRV_CONN_HTTP;
+  c->kind = http ? SRV_CONN_HTTP : SRV_CONN_ADMIN;
   c->is_pipe = (uint8_t)l->is_pipe;
+  c->spare_fd = (uint8_t)spare;
   c->heap_idx = SIZE_MAX;
   c->req.nh_idx = -1;
   c->req.settings_idx = -1;
@@ -883,12 +958,14 @@ void nhb__srv_on_connection(uv_stream_t* listener, int status) {
   c->next = w->conns;
   if (w->conns) w->conns->prev = c;
   w->conns = c;
-  if (c->kind == SRV_CONN_HTTP) srv_bump(&w->counters.connections_active, 1);
-  if (uv_accept(listener, &c->h.stream) < 0) {
+  if (http) srv_bump(&w->counters.connections_active, 1);
+  /* From here conn_free() gives back what the connection holds. */
+  if ((c->is_pipe ? uv_pipe_open(&c->h.pipe, fd) : uv_tcp_open(&c->h.tcp, fd)) < 0) {
+    close(fd); /* not the handle's yet */
     nhb__srv_conn_close(c);
     return;
   }
-  if (c->kind == SRV_CONN_HTTP) srv_bump(&w->counters.connections_total, 1);
+  if (http) srv_bump(&w->counters.connections_total, 1);
   if (!c->is_pipe) uv_tcp_nodelay(&c->h.tcp, 1);
   llhttp_init(&c->parser, HTTP_REQUEST, &server_settings);
   c->parser.data = c;
@@ -905,6 +982,75 @@ void nhb__srv_on_connection(uv_stream_t* listener, int status) {
   c->in_head = 1;
   c->head_start_ms = c->last_active_ms = uv_now(&w->loop);
   set_reading(c, 1);
+}
+
+static int accept_fd(int lfd) { return accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC); }
+
+/* accept() failed for want of descriptors (EMFILE, ENFILE, or the kernel's
+ * memory). Unanswered, the pending connection would keep the listener
+ * readable and the loop would spin on it. The admin endpoint gives up one of
+ * its reserved descriptors and serves the connection; another listener gives
+ * up its spare to take the connection and close it at once (the classic
+ * trick), counted in connections_refused. When no reserve is left the
+ * listener is paused for SRV_ACCEPT_RETRY_MS. Returns 1 when accepting may
+ * go on. */
+static int accept_starved(srv_worker* w, srv_listener* l) {
+  if (l->kind == SRV_L_ADMIN) {
+    for (int i = 0; i < SRV_ADMIN_RESERVE; i++) {
+      if (w->admin_fds[i] < 0) continue;
+      close(w->admin_fds[i]);
+      w->admin_fds[i] = -1;
+      int fd = accept_fd(l->fd);
+      if (fd >= 0) {
+        conn_open(w, l, fd, 1);
+        return 1;
+      }
+      nhb__srv_admin_reserve_refill(w);
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
+      break;
+    }
+  } else if (w->spare_fd >= 0) {
+    close(w->spare_fd);
+    int fd = accept_fd(l->fd);
+    if (fd >= 0) {
+      close(fd);
+      srv_bump(&w->counters.connections_refused, 1);
+    }
+    int again = fd >= 0 || errno == EAGAIN || errno == EWOULDBLOCK;
+    w->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    /* Another thread may have taken the descriptor meanwhile. */
+    if (w->spare_fd >= 0 && again) return fd >= 0;
+  }
+  nhb__srv_listener_pause(w, l);
+  return 0;
+}
+
+void nhb__srv_accept(srv_listener* l) {
+  srv_worker* w = l->h.handle.loop->data;
+  nhb_server* s = w->server;
+  for (int i = 0; i < SRV_ACCEPT_BATCH && !w->stopping && !l->paused; i++) {
+    int fd = accept_fd(l->fd);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO) continue;
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+        if (accept_starved(w, l)) continue;
+      }
+      return; /* EAGAIN: nothing pending (another worker may have taken it) */
+    }
+    if (l->kind != SRV_L_ADMIN) {
+      /* One atomic add per connection (not per request) keeps the limit
+       * exact across workers. */
+      uint64_t open_now = atomic_fetch_add_explicit(&s->conns_open, 1, memory_order_relaxed) + 1;
+      if (open_now > s->max_connections) {
+        atomic_fetch_sub_explicit(&s->conns_open, 1, memory_order_relaxed);
+        close(fd);
+        srv_bump(&w->counters.connections_refused, 1);
+        continue;
+      }
+    }
+    if (l->kind == SRV_L_TCP_ECHO) nhb__srv_echo_open(w, fd);
+    else conn_open(w, l, fd, 0);
+  }
 }
 
 /* ---- time-outs ------------------------------------------------------------------------- */

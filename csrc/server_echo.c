@@ -7,11 +7,15 @@
  * read cannot make the server buffer without bound. At EOF the write side is
  * shut down after the pending echo, then the connection is closed.
  *
+ * TCP echo connections are accepted by nhb__srv_accept() (server_conn.c),
+ * like HTTP ones, and count against max_connections.
+ *
  * UDP: every datagram is sent back to its sender with a non-blocking send;
  * when the socket buffer is full the reply is dropped, as UDP may.
  */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "server_internal.h"
 
@@ -33,7 +37,13 @@ typedef struct echo_write {
   char data[];
 } echo_write;
 
-static void echo_free(uv_handle_t* handle) { free(handle->data); }
+static void echo_free(uv_handle_t* handle) {
+  srv_echo_conn* e = handle->data;
+  /* Echo connections hold descriptors too: they count against
+   * max_connections with the HTTP ones. */
+  atomic_fetch_sub_explicit(&e->w->server->conns_open, 1, memory_order_relaxed);
+  free(e);
+}
 
 static void echo_close(srv_echo_conn* e) {
   if (e->closing) return;
@@ -107,18 +117,21 @@ static void echo_on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf
   }
 }
 
-static void echo_on_connection(uv_stream_t* listener, int status) {
-  srv_worker* w = listener->loop->data;
-  if (status < 0 || w->stopping) return;
+void nhb__srv_echo_open(srv_worker* w, int fd) {
   srv_echo_conn* e = calloc(1, sizeof(*e));
-  if (!e) return;
+  if (!e) {
+    close(fd);
+    atomic_fetch_sub_explicit(&w->server->conns_open, 1, memory_order_relaxed);
+    return;
+  }
   e->w = w;
   uv_tcp_init(&w->loop, &e->h.tcp);
   e->h.handle.data = e;
   e->next = w->echo_conns;
   if (w->echo_conns) w->echo_conns->prev = e;
   w->echo_conns = e;
-  if (uv_accept(listener, &e->h.stream) < 0) {
+  if (uv_tcp_open(&e->h.tcp, fd) < 0) {
+    close(fd); /* not the handle's yet */
     echo_close(e);
     return;
   }
@@ -139,8 +152,7 @@ static void udp_on_recv(uv_udp_t* handle, ssize_t nread, const uv_buf_t* buf, co
 
 int nhb__srv_echo_start(srv_worker* w, srv_listener* l) {
   NHB__UNUSED(w);
-  if (l->kind == SRV_L_UDP_ECHO) return uv_udp_recv_start(&l->h.udp, echo_alloc, udp_on_recv);
-  return uv_listen(&l->h.stream, 4096, echo_on_connection);
+  return uv_udp_recv_start(&l->h.udp, echo_alloc, udp_on_recv);
 }
 
 void nhb__srv_echo_close_all(srv_worker* w) {

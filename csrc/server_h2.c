@@ -45,6 +45,10 @@
 #define H2_CONNECTION_WINDOW ((1 << 30) - 1)
 /* Stream structs kept for reuse per worker; more are freed. */
 #define H2_MAX_FREE_STREAMS 1024
+/* nghttp2's flood limits; see nhb__srv_h2_init(). */
+#define H2_RESET_BURST 1000
+#define H2_RESET_RATE 33
+#define H2_MAX_CONTINUATIONS 8
 
 struct srv_h2_stream {
   srv_h2_stream *prev, *next; /* the connection's streams, or the free list */
@@ -55,7 +59,9 @@ struct srv_h2_stream {
   uint8_t waiting;   /* waits for deadline_ns */
   uint8_t head_only;
   uint8_t has_length;
+  uint8_t bad;           /* the response refuses the request (413, 431) */
   uint16_t error_status; /* 413/431: the request is refused */
+  uint16_t status;       /* of the response submitted, counted when its END_STREAM goes out */
   uint64_t deadline_ns;
   uint64_t content_length;
   size_t method_off, method_len;
@@ -80,6 +86,11 @@ struct srv_h2 {
   uint8_t want_goaway; /* a GOAWAY is to be sent before the next frames */
   uint8_t goaway;      /* it was submitted */
   uint8_t sending;
+  uint8_t calm;        /* ended with ENHANCE_YOUR_CALM: a header block too large to decode */
+  /* The header block being received (any stream, trailers too): decoded
+   * bytes and fields, against the connection-ending limit. */
+  uint64_t block_bytes;
+  uint32_t block_fields;
 };
 
 static const char connection_specific[][18] = {"connection", "keep-alive", "proxy-connection", "transfer-encoding",
@@ -325,12 +336,13 @@ static void respond_error(srv_h2_stream* st) {
   srv_conn* c = st->c;
   srv_worker* w = c->w;
   srv_reply r;
+  NHB__UNUSED(w);
   st->responded = 1;
   st->out.len = 0;
-  /* As over HTTP/1.1: counted as a bad request and by status, not among the
-   * requests answered. */
-  srv_bump(&w->counters.bad_requests, 1);
-  if (st->error_status < NHB_SERVER_STATUS_MAX) srv_bump(&w->counters.status[st->error_status], 1);
+  /* As over HTTP/1.1, counted (bad_requests, requests, status) when the
+   * response is out. */
+  st->bad = 1;
+  st->status = st->error_status;
   const char* text = st->error_status == 413 ? "request body too large\n" : "request header fields too large\n";
   if (nhb__srv_reply_text(&r, &st->out, st->error_status, "", text) < 0 || render(st, &r) < 0) {
     nghttp2_submit_rst_stream(c->h2->session, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
@@ -355,14 +367,13 @@ static void respond(srv_h2_stream* st) {
   q->http_major = 2;
   q->http_minor = 0;
   uint64_t now = w->now_ns ? w->now_ns : nhb__now_ns();
-  srv_bump(&w->counters.requests, 1);
   st->out.len = 0;
   srv_reply r;
   if (nhb__srv_reply_build(c, q, &st->out, now, &r) < 0 || render(st, &r) < 0) {
     nghttp2_submit_rst_stream(c->h2->session, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
     return;
   }
-  if (r.status < NHB_SERVER_STATUS_MAX) srv_bump(&w->counters.status[r.status], 1);
+  st->status = (uint16_t)r.status;
   /* HTTP/1.1 closes after such a response; HTTP/2 says GOAWAY. */
   if (r.close) c->h2->want_goaway = 1;
   uint64_t deadline = r.delay_ns ? now + r.delay_ns : 0;
@@ -378,8 +389,10 @@ static void respond(srv_h2_stream* st) {
 
 static int on_begin_headers(nghttp2_session* session, const nghttp2_frame* frame, void* user_data) {
   srv_conn* c = user_data;
-  if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
   srv_h2* h = c->h2;
+  h->block_bytes = 0;
+  h->block_fields = 0;
+  if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
   if (h->goaway && frame->hd.stream_id > h->goaway_last) {
     /* After our GOAWAY: refused unprocessed, so the client may retry it. */
     nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, frame->hd.stream_id, NGHTTP2_REFUSED_STREAM);
@@ -395,12 +408,29 @@ static int on_header(nghttp2_session* session, const nghttp2_frame* frame, const
                      const uint8_t* value, size_t value_len, uint8_t flags, void* user_data) {
   NHB__UNUSED(flags);
   srv_conn* c = user_data;
+  srv_h2* h = c->h2;
+  uint64_t max_head = c->w->server->config.max_header_bytes;
+  /* An HPACK bomb: a small block whose fields refer many times to a large
+   * entry of the dynamic table decodes to megabytes, which nghttp2 checks
+   * field by field before this callback: 16 KiB of frame cost 30 ms of CPU.
+   * Every block (trailers, refused streams included) is limited to twice
+   * max_header_bytes plus 64 KiB of decoded fields, and 2 x SRV_MAX_HEADERS
+   * fields: beyond that the connection ends with ENHANCE_YOUR_CALM at once,
+   * and the rest of the input is not decoded. Under the limit, a request
+   * head over max_header_bytes gets 431 on its stream, as before. */
+  h->block_bytes += name_len + value_len + 4;
+  h->block_fields++;
+  if (NHB__UNLIKELY(h->block_bytes > 2 * max_head + 65536 || h->block_fields > 2 * SRV_MAX_HEADERS)) {
+    h->calm = 1;
+    nghttp2_session_terminate_session(session, NGHTTP2_ENHANCE_YOUR_CALM);
+    return NGHTTP2_ERR_CALLBACK_FAILURE;
+  }
   if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0; /* trailers */
   srv_h2_stream* st = stream_of(session, frame->hd.stream_id);
   if (!st || st->error_status) return 0;
   srv_req* q = &st->req;
   q->head_bytes += name_len + value_len + 4;
-  if (q->head_bytes > c->w->server->config.max_header_bytes) {
+  if (q->head_bytes > max_head || q->nhdrs >= SRV_MAX_HEADERS) {
     st->error_status = 431;
     return 0;
   }
@@ -463,6 +493,8 @@ static int on_frame_recv(nghttp2_session* session, const nghttp2_frame* frame, v
   srv_conn* c = user_data;
   int end = (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0;
   if (frame->hd.type == NGHTTP2_HEADERS) {
+    c->h2->block_bytes = 0;
+    c->h2->block_fields = 0;
     srv_h2_stream* st = stream_of(session, frame->hd.stream_id);
     if (!st) return 0;
     if (frame->headers.cat == NGHTTP2_HCAT_REQUEST) head_done(c, st, end);
@@ -510,6 +542,16 @@ static int on_frame_send(nghttp2_session* session, const nghttp2_frame* frame, v
     /* The rest of a refused request's body is read and dropped. RFC 9113
      * section 8.1 would allow RST_STREAM NO_ERROR here to stop the upload,
      * but clients such as curl then report the stream as failed. */
+    if (st && !st->complete && st->status) {
+      /* The response's last frame is serialized, and goes to the socket
+       * (or TLS) in this same send: it counts now, as HTTP/1.1's does
+       * when it is written. A stream reset or a connection closed before
+       * this point was never answered and is not counted. */
+      srv_worker* w = c->w;
+      srv_bump(&w->counters.requests, 1);
+      if (st->status < NHB_SERVER_STATUS_MAX) srv_bump(&w->counters.status[st->status], 1);
+      if (st->bad) srv_bump(&w->counters.bad_requests, 1);
+    }
     if (st) st->complete = 1;
   }
   return 0;
@@ -539,12 +581,27 @@ int nhb__srv_h2_init(nhb_server* s) {
   nghttp2_session_callbacks_set_on_frame_send_callback(cb, on_frame_send);
   nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
   s->h2_callbacks = cb;
+  nghttp2_option* opt = NULL;
+  if (nghttp2_option_new(&opt) != 0) return NHB_ENOMEM;
+  /* Set explicitly (they are the defaults of the installed nghttp2, 1.52
+   * with Debian's backports) so the bounds do not depend on its version:
+   * rapid reset (CVE-2023-44487): a token bucket of 1000 RST_STREAMs from
+   * the client, refilled at 33 per second, after which the connection gets
+   * GOAWAY; CONTINUATION flood (CVE-2024-27316 and kin): at most 8
+   * CONTINUATION frames after a HEADERS frame; at most 32 entries in a
+   * SETTINGS frame. */
+  nghttp2_option_set_stream_reset_rate_limit(opt, H2_RESET_BURST, H2_RESET_RATE);
+  nghttp2_option_set_max_continuations(opt, H2_MAX_CONTINUATIONS);
+  nghttp2_option_set_max_settings(opt, 32);
+  s->h2_option = opt;
   return 0;
 }
 
 void nhb__srv_h2_free(nhb_server* s) {
   if (s->h2_callbacks) nghttp2_session_callbacks_del((nghttp2_session_callbacks*)s->h2_callbacks);
   s->h2_callbacks = NULL;
+  if (s->h2_option) nghttp2_option_del((nghttp2_option*)s->h2_option);
+  s->h2_option = NULL;
 }
 
 int nhb__srv_h2_start(srv_conn* c) {
@@ -554,7 +611,8 @@ int nhb__srv_h2_start(srv_conn* c) {
   if (!h) return NHB_ENOMEM;
   c->h2 = h;
   nghttp2_mem mem = nhb__h2_mem_allocator(&w->h2_mem);
-  if (nghttp2_session_server_new3(&h->session, (const nghttp2_session_callbacks*)s->h2_callbacks, c, NULL, &mem) !=
+  if (nghttp2_session_server_new3(&h->session, (const nghttp2_session_callbacks*)s->h2_callbacks, c,
+                                  (const nghttp2_option*)s->h2_option, &mem) !=
       0) {
     h->session = NULL;
     return NHB_ENOMEM;
@@ -576,6 +634,14 @@ void nhb__srv_h2_recv(srv_conn* c, const char* p, size_t n) {
   if (!h || !h->session || c->closing || c->finishing) return;
   ssize_t r = nghttp2_session_mem_recv(h->session, (const uint8_t*)p, n);
   if (c->closing) return;
+  if (r < 0 && h->calm) {
+    /* A header block over the limit: the GOAWAY (ENHANCE_YOUR_CALM, which
+     * counts in h2_protocol_errors as it goes out) is sent, then the
+     * connection ends; nothing more is decoded. */
+    nhb__srv_h2_send(c);
+    if (!c->closing) nhb__srv_conn_finish(c);
+    return;
+  }
   if (r < 0) {
     /* Not HTTP/2 at all (a bad preface), a flood, or out of memory. */
     srv_bump(&c->w->counters.h2_protocol_errors, 1);

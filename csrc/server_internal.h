@@ -56,6 +56,23 @@
  * client sees the final response instead of a reset. */
 #define SRV_LINGER_MS 2000
 #define SRV_MAX_LISTENERS (3 * NHB_SERVER_MAX_LISTEN + 1)
+/* Descriptors worker 0 keeps for the admin endpoint: that many /stats
+ * connections can be open at once when the process is out of descriptors. */
+#define SRV_ADMIN_RESERVE 2
+/* Descriptors left free under the default max_connections (the soft
+ * RLIMIT_NOFILE minus this): listeners, timers, the loops' own, the admin
+ * reserve, and whatever else the process (a client in the same process,
+ * Python) opens. */
+#define SRV_FD_HEADROOM 64
+/* HTTP/1.1 and HTTP/2: a request head with more header fields than this is
+ * refused like one over max_header_bytes (431). */
+#define SRV_MAX_HEADERS 1000
+/* Accepts per readiness event on one listener, so that a burst of
+ * connections cannot hold the worker's loop. */
+#define SRV_ACCEPT_BATCH 64
+/* A listener paused because the process is out of descriptors is polled
+ * again after this long. */
+#define SRV_ACCEPT_RETRY_MS 100
 /* TLS: responses are encrypted in slices so that at most about this much
  * ciphertext waits in a connection's write BIO; the rest of a large response
  * stays referenced (not copied) until the socket drains. HTTP/2 stops asking
@@ -185,7 +202,8 @@ typedef struct srv_resp {
   uint8_t npieces;
   uint8_t close;   /* the connection closes after this response */
   uint8_t delayed; /* counted in the worker's `delayed` */
-  uint16_t status;
+  uint8_t bad;     /* a refused request (400, 413, 431, 505): counts in bad_requests */
+  uint16_t status; /* 0 for an interim response (100 Continue), which is not counted */
   srv_piece p[3];
 } srv_resp;
 
@@ -253,6 +271,9 @@ struct srv_conn {
   uint8_t proto;       /* SRV_PROTO_* */
   uint8_t preface_n;   /* DETECT: bytes of the HTTP/2 client preface seen so far */
   uint8_t in_input;    /* TLS plaintext is being delivered (no re-entry) */
+  uint8_t spare_fd;    /* admin: accepted with a reserved descriptor, given back at close */
+  uint8_t tail_lf;     /* the input parsed so far ends in a line break (and blanks) */
+  const char* parse_base; /* the start of the input being parsed */
   uint16_t error_status; /* 413/431 decided inside a parser callback */
   size_t head_sent;    /* TLS: bytes of the first queued response already written */
   srv_tls* tls;        /* TLS state, or NULL */
@@ -276,7 +297,7 @@ typedef struct srv_counters {
   _Atomic uint64_t requests, connections_total, connections_active, rx_bytes, tx_bytes, bad_requests;
   _Atomic uint64_t stall_requests, tcp_echo_bytes, udp_echo_packets;
   _Atomic uint64_t connections_http1, connections_http2, tls_handshakes, tls_handshake_errors, tls_session_reused;
-  _Atomic uint64_t h2_streams_reset, h2_protocol_errors;
+  _Atomic uint64_t h2_streams_reset, h2_protocol_errors, connections_refused;
   _Atomic uint64_t status[NHB_SERVER_STATUS_MAX];
 } srv_counters;
 
@@ -293,9 +314,12 @@ typedef struct srv_listener {
     uv_tcp_t tcp;
     uv_pipe_t pipe;
     uv_udp_t udp;
+    uv_poll_t poll; /* HTTP and admin listeners: accept() is ours (see server.c) */
   } h;
   int kind;
   int is_pipe;
+  int fd;          /* HTTP and admin listeners: the listening socket */
+  int paused;      /* out of descriptors: not polled until the retry timer */
 } srv_listener;
 
 typedef struct srv_echo_conn srv_echo_conn;
@@ -322,6 +346,15 @@ struct srv_worker {
   uv_timer_t sweep;
   srv_conn* conns;
   srv_echo_conn* echo_conns;
+  /* File descriptors held in reserve (open on /dev/null): `spare_fd` lets an
+   * accept() that failed for want of descriptors take the pending
+   * connection and close it, so the listener does not stay readable and
+   * spin; worker 0's `admin_fds` are given up one at a time so that the
+   * admin endpoint can accept when nothing else can. */
+  int spare_fd;
+  int admin_fds[SRV_ADMIN_RESERVE];
+  uv_timer_t accept_retry; /* re-polls paused listeners */
+  int accept_retry_armed;
   char* rbuf;
   uint64_t now_ns;      /* when the input being parsed was read */
   uint64_t last_req_ns; /* the previous request on this worker */
@@ -381,6 +414,7 @@ struct nhb_server {
   void* ssl_ctx;   /* SSL_CTX*, NULL without TLS */
   char* cert_pem;  /* the certificate served (PEM), NULL without TLS */
   void* h2_callbacks; /* nghttp2_session_callbacks* */
+  void* h2_option;    /* nghttp2_option*: the flood limits */
   int h1_ok, h2_ok;   /* protocols spoken (config.alpn) */
   unsigned char alpn_wire[32];
   size_t alpn_wire_len;
@@ -390,6 +424,9 @@ struct nhb_server {
   uint64_t start_ns;
   _Atomic uint64_t stop_ns; /* 0 while running; stops the count of stall windows */
   _Atomic uint64_t stalled_until_ns;
+  /* HTTP connections open on all workers, against max_connections. */
+  _Atomic uint64_t conns_open;
+  uint64_t max_connections; /* resolved at start (the config's 0 = from RLIMIT_NOFILE) */
   /* Bound addresses. */
   struct sockaddr_storage bound[4][NHB_SERVER_MAX_LISTEN];
   socklen_t bound_len[4][NHB_SERVER_MAX_LISTEN];
@@ -404,6 +441,11 @@ struct nhb_server {
  * server itself. */
 int nhb__srv_worker_open(nhb_server* s, srv_worker* w);
 void nhb__srv_worker_shut(srv_worker* w);
+/* Takes back one of worker 0's admin descriptors after an admin connection
+ * that used one closed. */
+void nhb__srv_admin_reserve_refill(srv_worker* w);
+/* Stops polling a listener until the retry timer (out of descriptors). */
+void nhb__srv_listener_pause(srv_worker* w, srv_listener* l);
 void nhb__srv_heap_set(srv_worker* w, srv_conn* c, uint64_t wake_ns);
 void nhb__srv_heap_remove(srv_worker* w, srv_conn* c);
 /* The earliest time >= t at which no stall holds responses. */
@@ -419,7 +461,8 @@ static inline double srv_rand_pct(srv_worker* w) {
 }
 
 /* server_conn.c */
-void nhb__srv_on_connection(uv_stream_t* listener, int status);
+/* A listener is readable: accepts what is pending (server.c calls it). */
+void nhb__srv_accept(srv_listener* l);
 void nhb__srv_conn_close(srv_conn* c);
 void nhb__srv_conn_flush(srv_conn* c);
 /* Appends a response to the queue; returns 0 or NHB_ENOMEM. */
@@ -541,7 +584,10 @@ void nhb__srv_h2_conn_free(srv_conn* c);
 void nhb__srv_h2_worker_free(srv_worker* w);
 
 /* server_echo.c */
+/* Starts a UDP echo listener. */
 int nhb__srv_echo_start(srv_worker* w, srv_listener* l);
+/* Starts a TCP echo connection on an accepted socket (counted in conns_open). */
+void nhb__srv_echo_open(srv_worker* w, int fd);
 void nhb__srv_echo_close_all(srv_worker* w);
 
 #endif /* NHB_SERVER_INTERNAL_H */

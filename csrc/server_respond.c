@@ -415,13 +415,21 @@ int nhb__srv_reply_build(srv_conn* c, srv_req* q, srv_buf* out, uint64_t now, sr
   int close = e.close.present && nhb__srv_choose(&e.close, srv_rand_pct(w), 0);
   int gzip = e.gzip.present && nhb__srv_choose(&e.gzip, srv_rand_pct(w), 0) && q->accept_gzip;
   if (e.has_stall) nhb__srv_stall_request(w, now, e.stall_ns);
+  uint64_t nh_delay = 0;
   if (nh.delay_kind == SRV_DELAY_STATIC) {
-    delay += nh.static_delay_ns;
+    nh_delay = nh.static_delay_ns;
   } else if (nh.delay_kind == SRV_DELAY_LINEAR) {
     /* Nighthawk's model of an overloaded server: the delay grows with the
-     * requests in progress on this worker, this one included. */
-    delay += nh.linear_min_ns + nh.linear_factor_ns * (uint64_t)(w->delayed + 1);
+     * requests in progress on this worker, this one included. Saturating,
+     * as a factor from the request header may be anything. */
+    uint64_t n = (uint64_t)w->delayed + 1;
+    nh_delay = nh.linear_factor_ns > (UINT64_MAX - nh.linear_min_ns) / n ? UINT64_MAX
+                                                                         : nh.linear_min_ns + nh.linear_factor_ns * n;
   }
+  /* Clamped, as Fortio clamps `delay`: otherwise a request could hold its
+   * connection (and a descriptor) for as long as it likes. */
+  if (nh_delay > s->config.max_delay_ns) nh_delay = s->config.max_delay_ns;
+  delay += nh_delay;
   reply_init(r, status);
   r->close = close;
   r->delay_ns = delay;
@@ -492,7 +500,7 @@ static int queue_response(srv_conn* c, unsigned status, int mode, int head_only,
     uint64_t release = nhb__srv_stall_release(s, t);
     if (release > t) r.deadline_ns = release;
   }
-  if (c->kind == SRV_CONN_HTTP && status < NHB_SERVER_STATUS_MAX) srv_bump(&w->counters.status[status], 1);
+  /* Counted when it is written (nhb__srv_conn_flush). */
   return nhb__srv_conn_push(c, &r);
 }
 
@@ -538,11 +546,11 @@ void nhb__srv_render_stats_json(const nhb_server* s, srv_buf* b) {
   nhb__srv_buf_printf(b,
                       ", \"connections_http1\": %llu, \"connections_http2\": %llu, \"tls_handshakes\": %llu, "
                       "\"tls_handshake_errors\": %llu, \"tls_session_reused\": %llu, \"h2_streams_reset\": %llu, "
-                      "\"h2_protocol_errors\": %llu}\n",
+                      "\"h2_protocol_errors\": %llu, \"connections_refused\": %llu}\n",
                       (unsigned long long)st.connections_http1, (unsigned long long)st.connections_http2,
                       (unsigned long long)st.tls_handshakes, (unsigned long long)st.tls_handshake_errors,
                       (unsigned long long)st.tls_session_reused, (unsigned long long)st.h2_streams_reset,
-                      (unsigned long long)st.h2_protocol_errors);
+                      (unsigned long long)st.h2_protocol_errors, (unsigned long long)st.connections_refused);
 }
 
 int nhb__srv_respond_admin(srv_conn* c, int mode, int head_only) {

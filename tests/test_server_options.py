@@ -140,6 +140,8 @@ def test_defaults_and_core_config_is_exactly_the_contract() -> None:
         "tls": None,
         "alpn": ["h2", "http/1.1"],
         "max_concurrent_streams": 100,
+        "max_delay": 60.0,
+        "max_connections": 0,
     }
 
 
@@ -202,6 +204,8 @@ def test_full_core_config() -> None:
         "tls": {"self_signed": True, "san": ["example.test", "fd00::1"]},
         "alpn": ["http/1.1", "h2"],
         "max_concurrent_streams": 10,
+        "max_delay": 60.0,
+        "max_connections": 0,
     }
     # JSON-able as it is (the C side reads plain Python containers)
     json.dumps(config)

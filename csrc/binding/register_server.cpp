@@ -27,7 +27,8 @@ const char* const kKeys[] = {"listen",       "workers",        "cpus",          
                              "echo_default_params", "max_echo_delay", "max_payload_kb", "stall_every",
                              "stall_for",    "tcp_echo",       "udp_echo",       "admin",
                              "idle_timeout", "header_timeout", "max_header_bytes", "max_body_bytes",
-                             "tls",          "alpn",           "max_concurrent_streams"};
+                             "tls",          "alpn",           "max_concurrent_streams", "max_delay",
+                             "max_connections"};
 const char* const kTlsKeys[] = {"cert", "key", "self_signed", "san"};
 
 [[noreturn]] void bad(const std::string& key, const std::string& what) { throw py::value_error(key + ": " + what); }
@@ -205,6 +206,8 @@ class Server {
       c.echo_default_params = echo_defaults_.c_str();
     }
     c.max_echo_delay_ns = get_seconds(d, "max_echo_delay", 1.5, 3600);
+    c.max_delay_ns = get_seconds(d, "max_delay", 60, 3600);
+    c.max_connections = static_cast<uint64_t>(get_int(d, "max_connections", 0, 0, 1LL << 40));
     c.max_payload_bytes = static_cast<uint64_t>(get_int(d, "max_payload_kb", 256, 1, 262144)) * 1024;
     c.stall_every_ns = get_seconds(d, "stall_every", 0, 1e6);
     c.stall_for_ns = get_seconds(d, "stall_for", 0, 1e6);
@@ -323,6 +326,7 @@ class Server {
     d["tls_session_reused"] = s.tls_session_reused;
     d["h2_streams_reset"] = s.h2_streams_reset;
     d["h2_protocol_errors"] = s.h2_protocol_errors;
+    d["connections_refused"] = s.connections_refused;
     return d;
   }
 

@@ -82,7 +82,8 @@ class Server:
     stall_every, stall_for, tcp_echo [(host, port)], udp_echo [(host, port)],
     admin (host, port) | None, idle_timeout, header_timeout, max_header_bytes, max_body_bytes,
     tls (ServerTlsDict) | None, alpn [str] (h2, http/1.1; preference order),
-    max_concurrent_streams.
+    max_concurrent_streams, max_delay (s; cap for Nighthawk delays), max_connections (0 =
+    from RLIMIT_NOFILE).
     """
 
     # bound addresses, valid after start(): ("tcp", host, port) or ("unix", path, 0)

@@ -253,10 +253,26 @@ SERVER_STATS: tuple[str, ...] = (
     "tls_session_reused",
     "h2_streams_reset",
     "h2_protocol_errors",
+    "connections_refused",
 )
 
-# What the statistics added with TLS and HTTP/2 mean (the others are in docs/server.md).
+# What each statistic means; docs/server.md has the same table. A response counts when its
+# last byte is handed to the socket (or to TLS), never when it is merely decided.
 SERVER_STAT_DESCRIPTIONS: dict[str, str] = {
+    "requests": "responses written (every status, refusals included); a response still "
+    "waiting for a delay, or dropped because the client left or reset the stream, is not "
+    "counted; the admin endpoint's own are never counted",
+    "connections_total": "HTTP connections accepted (not those refused at accept)",
+    "connections_active": "HTTP connections open now",
+    "rx_bytes": "bytes read from HTTP connections",
+    "tx_bytes": "bytes written to HTTP connections (handed to the socket, TLS records "
+    "included)",
+    "bad_requests": "responses written that refused a request as malformed (400), too "
+    "large (431, 413) or in a protocol not spoken (505); a subset of requests",
+    "status": "responses written, by status code; they add up to requests",
+    "stalls": "stall windows begun (periodic and per request)",
+    "tcp_echo_bytes": "bytes echoed by the TCP echo listeners",
+    "udp_echo_packets": "datagrams echoed by the UDP echo listeners",
     "connections_http1": "connections that spoke HTTP/1.x only",
     "connections_http2": "connections that spoke HTTP/2 (h2 by ALPN, h2c by preface or "
     "Upgrade: h2c)",
@@ -264,5 +280,8 @@ SERVER_STAT_DESCRIPTIONS: dict[str, str] = {
     "tls_handshake_errors": "TLS connections that ended before their handshake completed",
     "tls_session_reused": "TLS handshakes that resumed an earlier session",
     "h2_streams_reset": "HTTP/2 streams reset before their response was sent",
-    "h2_protocol_errors": "HTTP/2 connections ended because the client broke the protocol",
+    "h2_protocol_errors": "HTTP/2 connections ended because the client broke the protocol "
+    "(GOAWAY with an error: a bad frame, a flood, a header block over the limit)",
+    "connections_refused": "connections closed as soon as accepted: over max_connections, "
+    "or the process out of file descriptors",
 }

@@ -164,9 +164,10 @@ class TestServer:
     Every `ServerOptions` option is a keyword (``listen``, ``workers``, ``cpus``,
     ``response_body_size``, ``response_headers``, ``echo_request_headers``, ``static_delay``,
     ``concurrency_based_linear_delay``, ``emit_previous_request_delta_in_response_header``,
-    ``echo_default_params``, ``max_echo_delay``, ``max_payload_kb``, ``stall_every``,
-    ``stall_for``, ``tcp_echo``, ``udp_echo``, ``admin``, ``address_file``, ``idle_timeout``,
-    ``header_timeout``, ``max_header_bytes``, ``max_body_bytes``, ``tls_cert``,
+    ``echo_default_params``, ``max_echo_delay``, ``max_delay``, ``max_payload_kb``,
+    ``stall_every``, ``stall_for``, ``tcp_echo``, ``udp_echo``, ``admin``, ``address_file``,
+    ``idle_timeout``, ``header_timeout``, ``max_header_bytes``, ``max_body_bytes``,
+    ``max_connections``, ``tls_cert``,
     ``tls_key``, ``tls_self_signed``, ``tls_san``, ``tls_ca_out``, ``alpn``,
     ``max_concurrent_streams``, and ``response`` for Nighthawk's ResponseOptions as one
     object); ``config`` is a JSON/YAML file path or a mapping that the keywords override.
@@ -196,6 +197,7 @@ class TestServer:
         emit_previous_request_delta_in_response_header: str | None = _UNSET,
         echo_default_params: str = _UNSET,
         max_echo_delay: float | str = _UNSET,
+        max_delay: float | str = _UNSET,
         max_payload_kb: int = _UNSET,
         stall_every: float | str = _UNSET,
         stall_for: float | str = _UNSET,
@@ -207,6 +209,7 @@ class TestServer:
         header_timeout: float | str = _UNSET,
         max_header_bytes: int | str = _UNSET,
         max_body_bytes: int | str = _UNSET,
+        max_connections: int = _UNSET,
         tls_cert: str | os.PathLike[str] | None = _UNSET,
         tls_key: str | os.PathLike[str] | None = _UNSET,
         tls_self_signed: bool = _UNSET,
@@ -414,7 +417,7 @@ class TestServer:
         connections_active, rx_bytes, tx_bytes, bad_requests, status, stalls,
         tcp_echo_bytes, udp_echo_packets, connections_http1, connections_http2,
         tls_handshakes, tls_handshake_errors, tls_session_reused, h2_streams_reset,
-        h2_protocol_errors.
+        h2_protocol_errors, connections_refused.
 
         Live for an in-process server; for a subprocess server, live through the admin
         endpoint when there is one, else available after `stop()`.

@@ -822,6 +822,11 @@ class ServerOptions(_Strict):
         default=1.5, ge=0, le=3600,
         description="Cap for the delay= echo parameter (a larger one gets the cap).",
     )
+    max_delay: float = Field(
+        default=60.0, ge=0, le=3600,
+        description="Cap for Nighthawk's delays (static_delay, concurrency_based_linear_delay) "
+        "given per request: a larger one gets the cap. A static one over it is an error.",
+    )
     max_payload_kb: int = Field(
         default=256, ge=0, le=65536,
         description="Cap, in KiB, for the size= echo parameter and for echoed bodies.",
@@ -867,6 +872,13 @@ class ServerOptions(_Strict):
     max_body_bytes: int = Field(
         default=64 * 1024 * 1024, ge=0, le=2**40,
         description="Largest request body accepted; a larger one gets 413 and a close.",
+    )
+    max_connections: int = Field(
+        default=0, ge=0, le=2**40,
+        description="HTTP and TCP echo connections open at once (all workers); more are "
+        "closed as soon "
+        "as accepted. 0 = the file-descriptor limit (soft RLIMIT_NOFILE) minus 64, so that "
+        "/stats and the process never run out.",
     )
     tls_cert: str | None = Field(
         default=None,
@@ -960,8 +972,8 @@ class ServerOptions(_Strict):
             return None
         return tuple(parse_cpu_list(value, "affinity"))
 
-    @field_validator("max_echo_delay", "stall_every", "stall_for", "idle_timeout",
-                     "header_timeout", mode="before")
+    @field_validator("max_echo_delay", "max_delay", "stall_every", "stall_for",
+                     "idle_timeout", "header_timeout", mode="before")
     @classmethod
     def _durations(cls, value: object) -> object:
         return _duration(value)
@@ -1041,6 +1053,18 @@ class ServerOptions(_Strict):
 
     @model_validator(mode="after")
     def _check_combinations(self) -> ServerOptions:
+        # A static delay over the cap is known now: an error here, rather than a clamp on
+        # every request (a per-request one is clamped, as Fortio clamps delay=).
+        linear = self.response.concurrency_based_linear_delay
+        for name, value in (("static_delay", self.response.static_delay),
+                            ("concurrency_based_linear_delay",
+                             linear.minimal_delay if linear is not None else None)):
+            if value is not None and float(value) > self.max_delay:
+                raise PydanticCustomError(
+                    "options_over_cap", "{a}: {msg}",
+                    {"a": name, "b": "max_delay",
+                     "msg": f"{float(value):g} s is over max_delay ({self.max_delay:g} s)"},
+                )
         if self.stall_for > 0 and self.stall_every <= 0:
             raise PydanticCustomError(
                 "options_needs", "{a}: needs {b}", {"a": "stall_for", "b": "stall_every"}
@@ -1110,6 +1134,8 @@ class ServerOptions(_Strict):
             "response": self.response.core_dict(),
             "echo_default_params": self.echo_default_params,
             "max_echo_delay": float(self.max_echo_delay),
+            "max_delay": float(self.max_delay),
+            "max_connections": int(self.max_connections),
             "max_payload_kb": int(self.max_payload_kb),
             "stall_every": float(self.stall_every),
             "stall_for": float(self.stall_for),
@@ -1162,6 +1188,7 @@ class ServerOptions(_Strict):
         if self.echo_default_params:
             args += ["--echo-default-params", self.echo_default_params]
         args += ["--max-echo-delay", repr(float(self.max_echo_delay))]
+        args += ["--max-delay", repr(float(self.max_delay))]
         args += ["--max-payload-kb", str(self.max_payload_kb)]
         if self.stall_every > 0:
             args += ["--stall-every", repr(float(self.stall_every)),
@@ -1178,6 +1205,7 @@ class ServerOptions(_Strict):
         args += ["--header-timeout", repr(float(self.header_timeout))]
         args += ["--max-header-bytes", str(self.max_header_bytes)]
         args += ["--max-body-bytes", str(self.max_body_bytes)]
+        args += ["--max-connections", str(self.max_connections)]
         if self.tls_cert:
             args += ["--tls-cert", self.tls_cert, "--tls-key", str(self.tls_key)]
         if self.tls_self_signed:
@@ -1398,6 +1426,11 @@ def format_server_error(
         if kind == "options_order":
             parts.append(f"{name_of(ctx['a'])}: must be shorter than {name_of(ctx['b'])}, "
                          f"or the server never answers")
+            continue
+        if kind == "options_over_cap":
+            # The cap is named as the user gave it (flag, config key or keyword).
+            message = str(ctx["msg"]).replace(str(ctx["b"]), name_of(str(ctx["b"])))
+            parts.append(f"{name_of(ctx['a'])}: {message}")
             continue
         if kind == "options_conflict_port":
             parts.append(str(error["msg"]))

@@ -233,6 +233,9 @@ def _add_server_parser(commands: argparse._SubParsersAction[Any]) -> None:
                        help=text(server, "max_header_bytes", "65536"))
     group.add_argument("--max-body-bytes", metavar="BYTES",
                        help=text(server, "max_body_bytes", "67108864 (64 MiB)"))
+    group.add_argument("--max-delay", metavar="TIME", help=text(server, "max_delay", "60s"))
+    group.add_argument("--max-connections", metavar="N",
+                       help=text(server, "max_connections", "0 (from RLIMIT_NOFILE)"))
     group = parser.add_argument_group("TLS and HTTP/2")
     group.add_argument("--tls-cert", metavar="FILE", help=text(server, "tls_cert"))
     group.add_argument("--tls-key", metavar="FILE", help=text(server, "tls_key"))
