@@ -204,8 +204,12 @@ def fuzz(session: nox.Session) -> None:
         if (fuzz_dir / f"{t}.dict").exists():
             cmd.append(f"-dict={fuzz_dir / f'{t}.dict'}")
         cmd += [*extra, str(work)]
-        if (fuzz_dir / "corpus" / t).is_dir():
-            cmd.append(str(fuzz_dir / "corpus" / t))
+        # Seeds, then the inputs of fixed findings (kept apart from the seeds because
+        # make_seeds.py rewrites corpus/ whole): both only read, so each run first
+        # replays every past finding.
+        for kept in ("corpus", "regressions"):
+            if (fuzz_dir / kept / t).is_dir():
+                cmd.append(str(fuzz_dir / kept / t))
         session.log(f"fuzz: {t} for {seconds} s")
         try:
             session.run(*cmd, external=True, env=env)

@@ -438,6 +438,13 @@ static int on_url(llhttp_t* p, const char* at, size_t len) {
 }
 
 void nhb__srv_req_note_url(srv_req* q) {
+  /* An empty URL ("CONNECT " then a bare LF) can end before anything was
+   * captured, when the buffer is still NULL: NULL + 0 is undefined in C. */
+  if (q->url_len == 0) {
+    q->has_query = 0;
+    q->is_debug = 0;
+    return;
+  }
   const char* url = q->buf.p + q->url_off;
   const char* mark = q->url_len ? memchr(url, '?', q->url_len) : NULL;
   size_t path_len = mark ? (size_t)(mark - url) : q->url_len;

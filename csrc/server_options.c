@@ -283,7 +283,8 @@ static int parse_header_option(const cJSON* item, srv_header* h, srv_arena* a, c
       if (cJSON_IsString(f) && (strcmp(f->string, "append_action") == 0 || strcmp(f->string, "appendAction") == 0))
         h->append = strcmp(f->valuestring, "OVERWRITE_IF_EXISTS_OR_ADD") != 0;
     } else {
-      return fail(err, err_len, "%s: unknown field '%s'", field, f->string);
+      char q[48];
+      return fail(err, err_len, "%s: unknown field '%s'", field, shown(f->string, strlen(f->string), q));
     }
   }
   if (!cJSON_IsObject(header)) return fail(err, err_len, "%s: each entry needs a 'header' object", field);
@@ -293,7 +294,10 @@ static int parse_header_option(const cJSON* item, srv_header* h, srv_arena* a, c
     if (strcmp(f->string, "key") == 0) key = f;
     else if (strcmp(f->string, "value") == 0) value = f;
     else if (strcmp(f->string, "raw_value") == 0 || strcmp(f->string, "rawValue") == 0) value = f;
-    else return fail(err, err_len, "%s: unknown field 'header.%s'", field, f->string);
+    else {
+      char q[48];
+      return fail(err, err_len, "%s: unknown field 'header.%s'", field, shown(f->string, strlen(f->string), q));
+    }
   }
   if (!cJSON_IsString(key)) return fail(err, err_len, "%s: 'header.key' must be a string", field);
   if (value && !cJSON_IsString(value) && !cJSON_IsNull(value))
@@ -357,7 +361,13 @@ static int nh_parse_tree(const cJSON* root, size_t json_len, srv_nh_opts* o, srv
         uint64_t* dst;
         if (field_is(g->string, "minimal_delay", "minimalDelay")) dst = &o->linear_min_ns;
         else if (field_is(g->string, "concurrency_delay_factor", "concurrencyDelayFactor")) dst = &o->linear_factor_ns;
-        else return fail(err, err_len, "concurrency_based_linear_delay: unknown field '%s'", g->string);
+        else {
+          /* Quoted like every other piece of untrusted input, so that a name
+           * holding a newline cannot make a multi-line error. */
+          char q[48];
+          return fail(err, err_len, "concurrency_based_linear_delay: unknown field '%s'",
+                      shown(g->string, strlen(g->string), q));
+        }
         if (cJSON_IsNull(g)) continue;
         if (json_duration(g, dst) < 0)
           return fail(err, err_len, "concurrency_based_linear_delay.%s: must be a duration such as \"0.01s\"",
