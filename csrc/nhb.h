@@ -214,6 +214,10 @@ typedef struct nhb_predicate {
 
 #define NHB_MAX_PREDICATES 32
 
+/* The highest rate a worker may be asked for, as Nighthawk's --rps bound
+ * (1 to 1000000 per worker). nhb_run_create() refuses more. */
+#define NHB_MAX_RPS 1000000
+
 typedef struct nhb_client_config {
   /* Target. `addr` is a struct sockaddr_in or sockaddr_in6. */
   unsigned char addr[28];
