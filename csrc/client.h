@@ -134,6 +134,13 @@ struct nhb__conn {
   uint64_t header_bytes;
   uint64_t body_bytes;
   int response_done;
+  /* Obs-fold detection (session_h1.c): a header line is open between its
+   * name and the end of its value; hdr_gap is where the bytes llhttp skipped
+   * since the last name or value piece begin in the current read, and
+   * hdr_gap_lf says that an earlier read left a line feed in that gap. */
+  int hdr_open;
+  int hdr_gap_lf;
+  const char* hdr_gap;
   char* read_buffer; /* NHB__READ_BUFFER_SIZE bytes, allocated with the pool */
   nhb__tls* tls;     /* TLS state, allocated on the first TLS connection of this entry */
   nhb__h2* h2;       /* HTTP/2 state, likewise */

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -19,6 +20,9 @@ from typing import Callable
 class Reply:
     data: bytes
     close_after: bool = False
+    # Send one byte at a time with a short pause, so that the client reads the response in
+    # many pieces (parsers must not depend on where reads split).
+    dribble: bool = False
 
 
 @dataclass
@@ -80,7 +84,13 @@ class ScriptedOrigin:
                 if reply is None:
                     return
                 try:
-                    conn.sendall(reply.data)
+                    if reply.dribble:
+                        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                        for i in range(len(reply.data)):
+                            conn.sendall(reply.data[i:i + 1])
+                            time.sleep(0.001)
+                    else:
+                        conn.sendall(reply.data)
                 except OSError:
                     return
                 if reply.close_after:
