@@ -110,6 +110,7 @@ void nhb_stream_add(nhb_stream* dst, const nhb_stream* src);
   X(UPSTREAM_CX_TX_BYTES_TOTAL, "upstream_cx_tx_bytes_total")            \
   X(UPSTREAM_CX_CLOSE_NOTIFY, "upstream_cx_close_notify")                \
   X(UPSTREAM_RQ_RETRY, "upstream_rq_retry")                              \
+  X(UPSTREAM_RQ_RETRY_LIMIT_EXCEEDED, "upstream_rq_retry_limit_exceeded") \
   X(SSL_HANDSHAKE, "ssl.handshake")                                      \
   X(SSL_CONNECTION_ERROR, "ssl.connection_error")                        \
   X(SSL_SESSION_REUSED, "ssl.session_reused")

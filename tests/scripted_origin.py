@@ -115,3 +115,53 @@ class ScriptedOrigin:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+@dataclass
+class RawOrigin:
+    """A TCP server that hands every accepted connection to ``serve(conn)`` in its own thread:
+    for peers that speak something other than HTTP/1.1 request-response (hand-written HTTP/2
+    frames, say). ``connections`` counts the connections accepted."""
+
+    serve: Callable[[socket.socket], None]
+    connections: int = 0
+
+    def __post_init__(self) -> None:
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._sock.bind(("127.0.0.1", 0))
+        self._sock.listen(128)
+        self.port = self._sock.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}/"
+        self._lock = threading.Lock()
+        threading.Thread(target=self._accept_loop, daemon=True).start()
+
+    def _accept_loop(self) -> None:
+        while True:
+            try:
+                conn, _ = self._sock.accept()
+            except OSError:
+                return
+            with self._lock:
+                self.connections += 1
+            threading.Thread(target=self._run, args=(conn,), daemon=True).start()
+
+    def _run(self, conn: socket.socket) -> None:
+        with conn:
+            try:
+                self.serve(conn)
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        try:
+            self._sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self._sock.close()
+
+    def __enter__(self) -> RawOrigin:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
