@@ -449,8 +449,10 @@ static void conn_on_close(uv_handle_t* handle) {
   c->state = NHB__CX_DISCONNECTED;
   if (w->finishing) return;
   /* The server went away (GOAWAY, close) before answering anything on this
-   * connection: the next one may fare no better, so wait before opening it. */
-  if (c->peer_gone && !c->answered) backoff_step(w);
+   * connection: the next one may fare no better, so wait before opening it.
+   * A connection that never carried a request (prefetched, closed by the
+   * server's idle time-out) says nothing about that. */
+  if (c->peer_gone && !c->answered && c->requests_on_connection > 0) backoff_step(w);
   if (c->nactive > 0) {
     /* Requests the server refused without processing them (RFC 9113 section
      * 8.7) go out again on a fresh connection in this entry, at once or when
