@@ -332,6 +332,10 @@ int nhb_run_start(nhb_run* run) {
   run->t0_ns = now + cfg->start_delay_ns;
   run->t0_realtime_ns = nhb__realtime_ns() + cfg->start_delay_ns;
   double interval = cfg->rps > 0 ? 1e9 / cfg->rps : 0;
+  /* A tiny rate (1e-300) would make the interval infinite and the schedule's
+   * arithmetic NaN. Thirty years between releases is the same thing for any
+   * run that can happen, and stays finite. */
+  if (interval > 1e18) interval = 1e18;
   for (int i = 0; i < run->nworkers; i++) {
     nhb__worker* w = &run->workers[i];
     int r = uv_loop_init(&w->loop);

@@ -69,6 +69,15 @@ def test_rps_above_the_bound_is_refused_in_one_line() -> None:
         core.ClientRun({**config, "rps": 1e12})
 
 
+@pytest.mark.parametrize("rps", [1e-300, 5e-324])
+def test_tiny_rates_release_once_and_end(rps: float) -> None:
+    # 1e9 / rps is infinite: the core caps the interval instead of computing with NaN.
+    with nhbench.TestServer(cpus=SERVER_CPUS) as srv:
+        result = run(srv.url, rps=rps, duration=0.3)
+    assert result.counters["sequencer.released"] == result.counters["benchmark.http_2xx"] == 1
+    assert result.terminated_by == "duration"
+
+
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("burst_size", [1, 1000])
 def test_open_loop_at_the_bound_counts_every_drop_and_ends(burst_size: int) -> None:
