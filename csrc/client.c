@@ -86,8 +86,14 @@ static void on_housekeeping(uv_timer_t* handle) {
     nhb__pool_scan_timeouts(w, now);
   }
   /* The sequencer notices the end of the run on its own, except when it is
-   * blocked or waiting for connections at max rate: then this does. */
-  if (!w->stopping && now >= w->end_ns) nhb__sequencer_stop_now(w, w->run->config.drain_timeout_ns);
+   * blocked or waiting for connections at max rate: then this does. It runs
+   * once first, so that releases due before the end that it has not made yet
+   * (this timer can fire before the release wake-up in the same iteration)
+   * are made or counted as dropped, and the schedule's count stays exact. */
+  if (!w->stopping && now >= w->end_ns) {
+    nhb__sequencer_run(w);
+    if (!w->stopping) nhb__sequencer_stop_now(w, w->run->config.drain_timeout_ns);
+  }
   nhb__worker_maybe_finish(w);
   publish(w);
 }
@@ -175,8 +181,15 @@ int nhb_run_create(const nhb_client_config* config, nhb_run** out) {
 int nhb_run_create_ex(const nhb_client_config* config, nhb_run** out, char* err, size_t err_len) {
   *out = NULL;
   if (err != NULL && err_len > 0) err[0] = '\0';
+  if (!(config->rps >= 0 && config->rps <= NHB_MAX_RPS)) {
+    /* Beyond the bound the schedule's arithmetic loses precision and no
+     * worker could come near the rate anyway: refused as unsafe. */
+    if (err != NULL && err_len > 0)
+      snprintf(err, err_len, "rps must be between 0 and %d per worker", NHB_MAX_RPS);
+    return NHB_EINVAL;
+  }
   if (config->nworkers < 1 || config->nworkers > 4096 || config->connections < 1 ||
-      config->rps < 0 || !isfinite(config->rps) || config->request == NULL ||
+      config->request == NULL ||
       config->request_len == 0 || config->addr_len == 0 || config->addr_len > sizeof(config->addr) ||
       config->n_termination > NHB_MAX_PREDICATES || config->n_failure > NHB_MAX_PREDICATES ||
       config->n_failure > 64 ||
@@ -319,6 +332,10 @@ int nhb_run_start(nhb_run* run) {
   run->t0_ns = now + cfg->start_delay_ns;
   run->t0_realtime_ns = nhb__realtime_ns() + cfg->start_delay_ns;
   double interval = cfg->rps > 0 ? 1e9 / cfg->rps : 0;
+  /* A tiny rate (1e-300) would make the interval infinite and the schedule's
+   * arithmetic NaN. Thirty years between releases is the same thing for any
+   * run that can happen, and stays finite. */
+  if (interval > 1e18) interval = 1e18;
   for (int i = 0; i < run->nworkers; i++) {
     nhb__worker* w = &run->workers[i];
     int r = uv_loop_init(&w->loop);

@@ -52,7 +52,6 @@ typedef struct nhb__slot {
   int status;         /* HTTP/2: the :status of the response so far */
   int sent;           /* times written (more than once: retries of a refused request) */
   int refused;        /* HTTP/2: the server refused the stream; re-sent on a new connection */
-  int refusals;       /* HTTP/2: refusals without a GOAWAY (re-sent on the same connection) */
 } nhb__slot;
 
 /* The transport moves bytes for a connection: plain TCP, or TLS through
@@ -112,9 +111,18 @@ typedef enum {
 } nhb__cx_state;
 
 #define NHB__READ_BUFFER_SIZE 65536
-/* A request the server keeps refusing on a live connection is given up after
- * this many refusals. */
-#define NHB__MAX_REFUSALS 8
+/* A request the server refused unprocessed (HTTP/2 GOAWAY above its last
+ * stream id, REFUSED_STREAM) is sent again at most this many times, then
+ * given up (upstream_rq_retry_limit_exceeded): at most 4 attempts. Envoy
+ * retries once by default and gRPC allows up to 5 attempts; 3 retries ride
+ * out a graceful GOAWAY or a stream limit learnt late (which need one) with
+ * room to spare, and bound what a server that refuses everything costs. */
+#define NHB__MAX_RETRIES 3
+/* Back-off on new connections after consecutive connections that failed to
+ * connect or ended (GOAWAY, close) before a single response: the first waits
+ * BASE, each next one twice as long, up to MAX; a response resets it. */
+#define NHB__BACKOFF_BASE_MS 4
+#define NHB__BACKOFF_MAX_MS 1000
 
 struct nhb__conn {
   uv_tcp_t tcp; /* first member: the handle's pointer is the connection's */
@@ -134,12 +142,21 @@ struct nhb__conn {
   nhb__slot* slots;  /* the attached slots */
   uint64_t connect_start_ns;
   uint64_t requests_on_connection;
+  int answered;  /* a response arrived on this connection */
+  int peer_gone; /* the server sent GOAWAY or closed the connection */
   /* HTTP/1.1 response parsing state. The sizes are counted here and copied
    * into the slot when the response ends (one pointer less per callback). */
   llhttp_t parser;
   uint64_t header_bytes;
   uint64_t body_bytes;
   int response_done;
+  /* Obs-fold detection (session_h1.c): a header line is open between its
+   * name and the end of its value; hdr_gap is where the bytes llhttp skipped
+   * since the last name or value piece begin in the current read, and
+   * hdr_gap_lf says that an earlier read left a line feed in that gap. */
+  int hdr_open;
+  int hdr_gap_lf;
+  const char* hdr_gap;
   char* read_buffer; /* NHB__READ_BUFFER_SIZE bytes, allocated with the pool */
   nhb__tls* tls;     /* TLS state, allocated on the first TLS connection of this entry */
   nhb__h2* h2;       /* HTTP/2 state, likewise */
@@ -184,6 +201,13 @@ struct nhb__worker {
   nhb__request* pending; /* ring buffer of queued requests */
   uint32_t pending_cap, pending_head, pending_len;
   uint32_t in_flight;   /* requests on a connection or waiting for one */
+  /* Back-off (pool.c): while it runs, no new connection is started; entries
+   * whose refused requests wait for a new connection stay disconnected with
+   * their slots attached, and start when the timer fires. */
+  uv_timer_t backoff_timer;
+  int backoff_timer_init;
+  int backoff_active;
+  uint32_t backoff_failures; /* consecutive back-off steps since the last response */
   void* tls_session;    /* SSL_SESSION* to resume (--tls-session-reuse), or NULL */
   /* HTTP/2: connections with frames to write, written once per loop
    * iteration (right before the loop polls) so that the requests released in
@@ -252,9 +276,10 @@ void nhb__pool_prefetch(nhb__worker* w);
  * queues it. Returns 1 if taken, 0 if there is no capacity. */
 int nhb__pool_dispatch(nhb__worker* w, uint64_t scheduled_ns, uint64_t release_ns);
 /* Can a request go out at once? A connection with a free slot (or an entry to
- * open one) and, for HTTP/2, fewer than --max-active-requests in flight. */
+ * open one, unless new connections are backing off) and, for HTTP/2, fewer
+ * than --max-active-requests in flight. */
 static inline int nhb__pool_has_connection(const nhb__worker* w) {
-  return (w->navail > 0 || w->nfree > 0) && w->in_flight < w->max_in_flight;
+  return (w->navail > 0 || (w->nfree > 0 && !w->backoff_active)) && w->in_flight < w->max_in_flight;
 }
 void nhb__pool_scan_timeouts(nhb__worker* w, uint64_t now);
 void nhb__pool_close_all(nhb__worker* w);

@@ -110,6 +110,7 @@ void nhb_stream_add(nhb_stream* dst, const nhb_stream* src);
   X(UPSTREAM_CX_TX_BYTES_TOTAL, "upstream_cx_tx_bytes_total")            \
   X(UPSTREAM_CX_CLOSE_NOTIFY, "upstream_cx_close_notify")                \
   X(UPSTREAM_RQ_RETRY, "upstream_rq_retry")                              \
+  X(UPSTREAM_RQ_RETRY_LIMIT_EXCEEDED, "upstream_rq_retry_limit_exceeded") \
   X(SSL_HANDSHAKE, "ssl.handshake")                                      \
   X(SSL_CONNECTION_ERROR, "ssl.connection_error")                        \
   X(SSL_SESSION_REUSED, "ssl.session_reused")
@@ -213,6 +214,10 @@ typedef struct nhb_predicate {
 } nhb_predicate;
 
 #define NHB_MAX_PREDICATES 32
+
+/* The highest rate a worker may be asked for, as Nighthawk's --rps bound
+ * (1 to 1000000 per worker). nhb_run_create() refuses more. */
+#define NHB_MAX_RPS 1000000
 
 typedef struct nhb_client_config {
   /* Target. `addr` is a struct sockaddr_in or sockaddr_in6. */

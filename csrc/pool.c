@@ -25,6 +25,7 @@
 
 static void conn_on_close(uv_handle_t* handle);
 static void conn_start(nhb__worker* w, nhb__conn* c);
+static void on_backoff_end(uv_timer_t* handle);
 static void conn_send(nhb__conn* c, nhb__slot* s);
 static void pool_pump(nhb__worker* w);
 
@@ -78,6 +79,10 @@ int nhb__pool_init(nhb__worker* w) {
     w->free_conns[w->nconns - 1 - i] = c;
   }
   w->nfree = w->nconns;
+  int r = uv_timer_init(&w->loop, &w->backoff_timer);
+  if (r < 0) return r;
+  w->backoff_timer.data = w;
+  w->backoff_timer_init = 1;
   return h2 ? nhb__h2_worker_init(w) : 0;
 }
 
@@ -112,7 +117,6 @@ static inline nhb__slot* slot_get(nhb__worker* w, const nhb__request* rq) {
   s->stream_id = 0;
   s->sent = 0;
   s->refused = 0;
-  s->refusals = 0;
   w->in_flight++;
   return s;
 }
@@ -201,6 +205,43 @@ static int pending_pop(nhb__worker* w, nhb__request* out) {
   return 1;
 }
 
+/* ---- back-off on failing connections ------------------------------------ */
+
+/* A port that refuses connections, or a server that answers every connection
+ * with GOAWAY, fails a new connection within microseconds; without a pause
+ * the worker would open tens of thousands a second (and re-send refused
+ * requests as often). After such a failure no new connection starts for a
+ * while, doubling with each consecutive failure up to NHB__BACKOFF_MAX_MS,
+ * until a response arrives. Connections that were already on their way when
+ * the back-off began may fail during it: they do not lengthen it, so a pool
+ * of many connections backs off as one. Costs nothing per request: one flag
+ * in nhb__pool_has_connection() and one in nhb__conn_response(). */
+static void backoff_step(nhb__worker* w) {
+  if (w->backoff_active || w->finishing || !w->backoff_timer_init) return;
+  uint32_t n = w->backoff_failures < 16 ? w->backoff_failures : 16;
+  uint64_t ms = (uint64_t)NHB__BACKOFF_BASE_MS << n;
+  if (ms > NHB__BACKOFF_MAX_MS) ms = NHB__BACKOFF_MAX_MS;
+  w->backoff_failures++;
+  w->backoff_active = 1;
+  uv_update_time(&w->loop);
+  uv_timer_start(&w->backoff_timer, on_backoff_end, ms, 0);
+}
+
+/* The back-off is over: entries holding refused requests reconnect, queued
+ * requests go out, and a blocked sequencer goes on. */
+static void on_backoff_end(uv_timer_t* handle) {
+  nhb__worker* w = (nhb__worker*)handle->data;
+  w->backoff_active = 0;
+  if (w->finishing) return;
+  for (uint32_t i = 0; i < w->nconns; i++) {
+    nhb__conn* c = &w->conns[i];
+    if (c->state == NHB__CX_DISCONNECTED && c->nactive > 0) conn_start(w, c);
+  }
+  pool_pump(w);
+  nhb__sequencer_run(w);
+  nhb__worker_maybe_finish(w);
+}
+
 /* ---- connection life cycle ---------------------------------------------- */
 
 static void conn_alloc(uv_handle_t* handle, size_t suggested, uv_buf_t* buf) {
@@ -224,6 +265,7 @@ void nhb__conn_fail(nhb__conn* c, int err, nhb_counter_t reason) {
   nhb__worker_record_error(w, err);
   if (c->state == NHB__CX_CONNECTING) {
     ctr[err == UV_ETIMEDOUT ? NHB_CTR_UPSTREAM_CX_CONNECT_TIMEOUT : NHB_CTR_UPSTREAM_CX_CONNECT_FAIL]++;
+    backoff_step(w);
   }
   /* Every request the connection carries fails once, refused ones included. */
   uint64_t now = nhb__now_ns();
@@ -275,6 +317,7 @@ static void conn_lost(nhb__conn* c, int err) {
     return;
   }
   if (c->state != NHB__CX_READY) return;
+  c->peer_gone = 1;
   if (c->nactive > c->nrefused) {
     int r = c->session->on_eof(c, err);
     if (c->state != NHB__CX_READY) return;
@@ -343,6 +386,8 @@ static void conn_start(nhb__worker* w, nhb__conn* c) {
   c->keep_alive = 1;
   c->draining = max_rq != 0 && c->requests_on_connection >= max_rq;
   c->capacity = w->conn_capacity;
+  c->answered = 0;
+  c->peer_gone = 0;
   c->connect_start_ns = nhb__now_ns();
   ctr[NHB_CTR_UPSTREAM_CX_TOTAL]++;
   ctr[cfg->protocol == NHB_PROTO_HTTP2 ? NHB_CTR_UPSTREAM_CX_HTTP2_TOTAL : NHB_CTR_UPSTREAM_CX_HTTP1_TOTAL]++;
@@ -351,6 +396,7 @@ static void conn_start(nhb__worker* w, nhb__conn* c) {
     /* Without a handle there is nothing to close: fail the requests here. */
     nhb__worker_record_error(w, r);
     ctr[NHB_CTR_UPSTREAM_CX_CONNECT_FAIL]++;
+    backoff_step(w);
     uint64_t now = nhb__now_ns();
     while (c->slots != NULL) slot_fail(w, c, c->slots, NHB_CTR_POOL_CONNECTION_FAILURE, now);
     c->state = NHB__CX_DISCONNECTED;
@@ -408,17 +454,24 @@ static void conn_on_close(uv_handle_t* handle) {
   if (c->session->close) c->session->close(c);
   c->state = NHB__CX_DISCONNECTED;
   if (w->finishing) return;
+  /* The server went away (GOAWAY, close) before answering anything on this
+   * connection: the next one may fare no better, so wait before opening it.
+   * A connection that never carried a request (prefetched, closed by the
+   * server's idle time-out) says nothing about that. */
+  if (c->peer_gone && !c->answered && c->requests_on_connection > 0) backoff_step(w);
   if (c->nactive > 0) {
     /* Requests the server refused without processing them (RFC 9113 section
-     * 8.7) go out again on a fresh connection in this entry. */
+     * 8.7) go out again on a fresh connection in this entry, at once or when
+     * the back-off ends (on_backoff_end). */
     for (nhb__slot* s = c->slots; s != NULL; s = s->next) s->refused = 0;
     c->nrefused = 0;
+    if (w->backoff_active) return;
     conn_start(w, c);
     pool_pump(w);
     return;
   }
   nhb__request rq;
-  if (w->in_flight < w->max_in_flight && pending_pop(w, &rq)) {
+  if (!w->backoff_active && w->in_flight < w->max_in_flight && pending_pop(w, &rq)) {
     slot_attach(c, slot_get(w, &rq));
     conn_start(w, c);
     pool_pump(w);
@@ -483,6 +536,8 @@ void nhb__conn_response(nhb__conn* c, nhb__slot* s, int status) {
   nhb_hist_record(st->hists[NHB_HIST_SEQUENCER_CALLBACK], now - s->rq.release_ns);
   nhb_stream_record(&st->streams[NHB_STREAM_RESPONSE_HEADER_SIZE], s->header_bytes);
   nhb_stream_record(&st->streams[NHB_STREAM_RESPONSE_BODY_SIZE], s->body_bytes);
+  c->answered = 1;
+  if (NHB__UNLIKELY(w->backoff_failures != 0)) w->backoff_failures = 0;
   slot_release(w, c, s);
   nhb__conn_update(c);
   nhb__worker_maybe_finish(w);
@@ -498,18 +553,25 @@ void nhb__conn_slot_failed(nhb__conn* c, nhb__slot* s, nhb_counter_t reason) {
 void nhb__conn_slot_refused(nhb__conn* c, nhb__slot* s) {
   nhb__worker* w = c->worker;
   s->stream_id = 0;
+  if (s->sent > NHB__MAX_RETRIES) {
+    /* A server that refuses the same request again and again (GOAWAY with
+     * last stream id 0 on every connection, REFUSED_STREAM every time) would
+     * make it go round for ever: it ends here, counted on its own. */
+    if (w->first_error == 0) {
+      char text[sizeof(w->first_error_text)];
+      snprintf(text, sizeof(text),
+               "HTTP/2: the server refused a request %d times without processing it (GOAWAY or "
+               "REFUSED_STREAM); given up after %d retries",
+               s->sent, NHB__MAX_RETRIES);
+      nhb__worker_record_error_text(w, NHB_EPROTO, text);
+    }
+    nhb__conn_slot_failed(c, s, NHB_CTR_UPSTREAM_RQ_RETRY_LIMIT_EXCEEDED);
+    return;
+  }
   if (!c->draining && c->state == NHB__CX_READY) {
     /* Refused without a GOAWAY: over the server's stream limit, whose
      * SETTINGS had not arrived when the request left. The connection sends
-     * it again; nghttp2 holds it back until a stream is free. A server that
-     * refuses the same request again and again would make this loop without
-     * progress, so it ends as a reset after a few tries. (Refusals with a
-     * GOAWAY cost a new connection each; the request time-out bounds them.) */
-    if (++s->refusals >= NHB__MAX_REFUSALS) {
-      nhb__worker_record_error_text(w, NHB_EPROTO, "HTTP/2: the server refused a request over and over");
-      nhb__conn_slot_failed(c, s, NHB_CTR_STREAM_RESETS);
-      return;
-    }
+     * it again; nghttp2 holds it back until a stream is free. */
     conn_send(c, s);
     return;
   }
@@ -587,6 +649,11 @@ void nhb__pool_close_all(nhb__worker* w) {
   w->in_flight = 0;
   w->pending_len = 0;
   w->navail = 0;
+  if (w->backoff_timer_init) {
+    w->backoff_timer_init = 0;
+    w->backoff_active = 0;
+    uv_close((uv_handle_t*)&w->backoff_timer, NULL);
+  }
   nhb__h2_worker_close(w);
   for (uint32_t i = 0; i < w->nconns; i++) {
     nhb__conn* c = &w->conns[i];

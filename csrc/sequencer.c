@@ -19,15 +19,39 @@
  * open-loop sequencer drops the release and counts it in benchmark.pool_overflow.
  */
 #include <math.h>
+#include <stdatomic.h>
 
 #include "client.h"
 
 static void begin_stop_at(nhb__worker* w, uint64_t t);
 
+/* The due time of the first release of burst group g. nhb_run_create_ex()
+ * bounds the rate (NHB_MAX_RPS), so the interval is at least 1 us and g stays
+ * far below 2^53 for any run that fits in a uint64_t of nanoseconds; the
+ * saturation only guards against arithmetic that could not be represented. */
+static uint64_t group_time(const nhb__worker* w, uint64_t g) {
+  double offset = (double)g * (double)w->run->config.burst_size * w->interval_ns;
+  if (NHB__UNLIKELY(offset >= (double)(UINT64_MAX - w->start_ns) - 1e6)) return UINT64_MAX;
+  return w->start_ns + (uint64_t)llround(offset);
+}
+
 static uint64_t scheduled_time(const nhb__worker* w, uint64_t k) {
-  uint64_t burst = w->run->config.burst_size ? w->run->config.burst_size : 1;
-  uint64_t slot = (k / burst) * burst;
-  return w->start_ns + (uint64_t)llround((double)slot * w->interval_ns);
+  return group_time(w, k / w->run->config.burst_size);
+}
+
+/* The index of the first release at or after next_index that is due after
+ * `limit`. Computed from the rate rather than by stepping through the
+ * releases, so that dropping a backlog costs the same at any rate; the
+ * division may be one group off because of the rounding in group_time(), and
+ * the two loops settle that. */
+static uint64_t first_due_after(const nhb__worker* w, uint64_t limit) {
+  const uint64_t burst = w->run->config.burst_size;
+  double span = (double)burst * w->interval_ns;
+  uint64_t g = limit > w->start_ns ? (uint64_t)((double)(limit - w->start_ns) / span) + 1 : 0;
+  while (g > 0 && group_time(w, g - 1) > limit) g--;
+  while (group_time(w, g) <= limit) g++;
+  uint64_t k = g * burst;
+  return k > w->next_index ? k : w->next_index;
 }
 
 static void on_release_poll(uv_poll_t* handle, int status, int events) {
@@ -169,6 +193,10 @@ void nhb__sequencer_run(nhb__worker* w) {
   }
 
   for (;;) {
+    /* A stop asked for from another thread (SIGINT) is acted on by the wake-up
+     * handle once this returns; checking here keeps a long burst of releases
+     * from delaying it. */
+    if (NHB__UNLIKELY(atomic_load_explicit(&w->run->stop_requested, memory_order_relaxed))) return;
     uint64_t t = scheduled_time(w, w->next_index);
     if (t >= w->end_ns) {
       if (w->blocked) nhb_hist_record(st->hists[NHB_HIST_SEQUENCER_BLOCKING], now - w->blocked_since_ns);
@@ -189,9 +217,18 @@ void nhb__sequencer_run(nhb__worker* w) {
       nhb_hist_record(st->hists[NHB_HIST_RELEASE_LATENESS], now - t);
       st->counters[NHB_CTR_SEQUENCER_RELEASED]++;
     } else if (open_loop) {
-      /* No back-pressure: the release is lost, loudly. */
-      st->counters[NHB_CTR_POOL_OVERFLOW]++;
-      st->counters[NHB_CTR_UPSTREAM_RQ_PENDING_OVERFLOW]++;
+      /* No back-pressure: the release is lost, loudly. Nothing can free
+       * capacity before this returns to the loop, so every release due by
+       * now (and before the end) is lost too: they are counted at once, so
+       * that the cost of falling behind does not grow with the rate. */
+      uint64_t limit = now < w->end_ns ? now : w->end_ns - 1;
+      uint64_t next = first_due_after(w, limit);
+      uint64_t dropped = next - w->next_index;
+      st->counters[NHB_CTR_POOL_OVERFLOW] += dropped;
+      st->counters[NHB_CTR_UPSTREAM_RQ_PENDING_OVERFLOW] += dropped;
+      w->next_index = next;
+      w->released += dropped;
+      continue;
     } else {
       if (!w->blocked) {
         w->blocked = 1;

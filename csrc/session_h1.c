@@ -7,6 +7,9 @@
  * paused at the end of each response so the pool can act on the response
  * outside the parser.
  */
+#include <stdio.h>
+#include <string.h>
+
 #include "client.h"
 
 #define CONN_OF(parser) ((nhb__conn*)(parser)->data)
@@ -20,14 +23,45 @@ static int h1_on_message_begin(llhttp_t* p) {
 
 /* Header size is counted as Envoy's HeaderMap::byteSize() counts it (names
  * plus values), so that it matches Nighthawk's response_header_size. */
-static int h1_on_header_bytes(llhttp_t* p, const char* at, size_t len) {
-  NHB__UNUSED(at);
-  CONN_OF(p)->header_bytes += len;
+static int h1_on_header_field(llhttp_t* p, const char* at, size_t len) {
+  nhb__conn* c = CONN_OF(p);
+  c->header_bytes += len;
+  c->hdr_open = 1;
+  c->hdr_gap_lf = 0;
+  c->hdr_gap = at + len;
+  return 0;
+}
+
+/* llhttp 8 accepts obs-fold (a header line continued on the next line after
+ * a space) in strict mode too and hands the value over in pieces with the
+ * fold left out, so "Transfer-Encoding:\r\n chunked" frames the body as
+ * chunked. RFC 9112 section 5.2 forbids servers to send it; a load tester
+ * that accepted it would count responses that other clients read
+ * differently. Within one header line, the only bytes llhttp skips between
+ * the name and a value piece, or between two value pieces, are the colon and
+ * white space; a line feed there is a fold, and the response is rejected.
+ * Pieces split by a read boundary leave no gap (hdr_gap_lf carries a line
+ * feed seen at the end of the previous read). */
+static int h1_on_header_value(llhttp_t* p, const char* at, size_t len) {
+  nhb__conn* c = CONN_OF(p);
+  /* llhttp reports an empty value as an empty piece once it has seen the
+   * line end; a fold needs a non-empty piece after it to change anything. */
+  if (len == 0) return 0;
+  c->header_bytes += len;
+  if (NHB__UNLIKELY(c->hdr_gap_lf) || (at > c->hdr_gap && memchr(c->hdr_gap, '\n', (size_t)(at - c->hdr_gap))))
+    return -1;
+  c->hdr_gap = at + len;
+  return 0;
+}
+
+static int h1_on_header_value_complete(llhttp_t* p) {
+  CONN_OF(p)->hdr_open = 0;
   return 0;
 }
 
 static int h1_on_headers_complete(llhttp_t* p) {
   nhb__conn* c = CONN_OF(p);
+  c->hdr_open = 0;
   int status = llhttp_get_status_code(p);
   /* Returning 1 tells llhttp that this response has no body. llhttp leaves it
    * to the caller to know which ones: responses to HEAD, 1xx, 204 and 304
@@ -55,8 +89,9 @@ static int h1_on_message_complete(llhttp_t* p) {
 
 static const llhttp_settings_t h1_settings = {
     .on_message_begin = h1_on_message_begin,
-    .on_header_field = h1_on_header_bytes,
-    .on_header_value = h1_on_header_bytes,
+    .on_header_field = h1_on_header_field,
+    .on_header_value = h1_on_header_value,
+    .on_header_value_complete = h1_on_header_value_complete,
     .on_headers_complete = h1_on_headers_complete,
     .on_body = h1_on_body,
     .on_message_complete = h1_on_message_complete,
@@ -64,8 +99,19 @@ static const llhttp_settings_t h1_settings = {
 
 static int h1_open(nhb__conn* c) {
   llhttp_init(&c->parser, HTTP_RESPONSE, &h1_settings);
+  /* Strict parsing (docs/engine.md): llhttp's lenient modes are off by
+   * default, and are turned off here explicitly so that it stays so. The
+   * checks that llhttp makes only when compiled with LLHTTP_STRICT_MODE
+   * (CRLF after chunk data, header name characters) depend on the build;
+   * CMakeLists.txt makes sure of it. */
+  llhttp_set_lenient_headers(&c->parser, 0);
+  llhttp_set_lenient_chunked_length(&c->parser, 0);
+  llhttp_set_lenient_keep_alive(&c->parser, 0);
+  llhttp_set_lenient_transfer_encoding(&c->parser, 0);
   c->parser.data = c;
   c->response_done = 0;
+  c->hdr_open = 0;
+  c->hdr_gap_lf = 0;
   c->keep_alive = 1;
   return 0;
 }
@@ -91,19 +137,49 @@ static int h1_finish_response(nhb__conn* c) {
   return 0;
 }
 
+/* Records why the parser gave up, once per worker (the run's first error). */
+static void h1_parse_error(nhb__conn* c, const char* reason) {
+  nhb__worker* w = c->worker;
+  if (w->first_error != 0) return;
+  char text[sizeof(w->first_error_text)];
+  snprintf(text, sizeof(text), "HTTP/1.1: invalid response from the server: %s", reason);
+  nhb__worker_record_error_text(w, NHB_EPROTO, text);
+}
+
 static int h1_on_data(nhb__conn* c, const char* data, size_t len) {
   if (c->nactive == 0) {
     /* Bytes with no request in flight: the server is broken. */
+    h1_parse_error(c, "bytes with no request in flight");
     return NHB_EPROTO;
   }
+  if (c->hdr_open) c->hdr_gap = data;
   llhttp_errno_t err = llhttp_execute(&c->parser, data, len);
-  if (err == HPE_OK) return 0;
+  if (err == HPE_OK) {
+    if (NHB__UNLIKELY(c->hdr_open) && memchr(c->hdr_gap, '\n', (size_t)(data + len - c->hdr_gap)))
+      c->hdr_gap_lf = 1;
+    return 0;
+  }
   if (err == HPE_PAUSED && c->response_done) {
     const char* pos = llhttp_get_error_pos(&c->parser);
     llhttp_resume(&c->parser);
-    /* Anything after the response is a response nobody asked for. */
-    if (pos != NULL && pos < data + len) return NHB_EPROTO;
+    if (NHB__UNLIKELY(pos != NULL && pos < data + len)) {
+      /* A complete response followed by bytes nobody asked for (a body
+       * after HEAD or 204, a second response, a body longer than its
+       * Content-Length). The response itself arrived and is counted; the
+       * rest breaks the protocol, so the connection is not used again
+       * (keep_alive = 0 makes the pool close it once the response is
+       * counted) and the next request goes out on a new one. */
+      h1_parse_error(c, "bytes after the end of a response");
+      c->worker->stats.counters[NHB_CTR_UPSTREAM_CX_PROTOCOL_ERROR]++;
+      c->keep_alive = 0;
+    }
     return h1_finish_response(c);
+  }
+  if (err == HPE_USER) {
+    h1_parse_error(c, "obs-fold (a header line continued on the next line)");
+  } else {
+    const char* reason = llhttp_get_error_reason(&c->parser);
+    h1_parse_error(c, reason != NULL ? reason : llhttp_errno_name(err));
   }
   return NHB_EPROTO;
 }

@@ -125,6 +125,7 @@ static int h2_on_frame_recv(nghttp2_session* session, const nghttp2_frame* frame
       /* The server is going away: no new streams on this connection. Streams
        * above last_stream_id are closed by nghttp2 with REFUSED_STREAM. */
       w->stats.counters[NHB_CTR_UPSTREAM_CX_CLOSE_NOTIFY]++;
+      c->peer_gone = 1;
       if (frame->goaway.error_code != NGHTTP2_NO_ERROR) {
         char text[sizeof(w->first_error_text)];
         snprintf(text, sizeof(text), "HTTP/2: the server sent GOAWAY (%s)",

@@ -19,6 +19,7 @@ from __future__ import annotations
 import socket
 import ssl
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -27,6 +28,9 @@ from dataclasses import dataclass, field
 class Reply:
     data: bytes
     close_after: bool = False
+    # Send one byte at a time with a short pause, so that the client reads the response in
+    # many pieces (parsers must not depend on where reads split).
+    dribble: bool = False
 
 
 def read_request(conn: socket.socket, buf: bytes) -> tuple[bytes, bytes] | None:
@@ -134,7 +138,13 @@ class ScriptedOrigin:
             if reply is None:
                 return
             try:
-                conn.sendall(reply.data)
+                if reply.dribble:
+                    conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                    for i in range(len(reply.data)):
+                        conn.sendall(reply.data[i:i + 1])
+                        time.sleep(0.001)
+                else:
+                    conn.sendall(reply.data)
             except OSError:
                 return
             if reply.close_after:

@@ -60,7 +60,7 @@ URI = "http://127.0.0.1:1/"
         (("run", "https://127.0.0.1/", "--tls-ciphers", "NOPE-NOTHING"),
          "--tls-ciphers: OpenSSL knows none of these ciphers"),
         (("run", URI, "--max-active-requests", "0"), "--max-active-requests: must be >= 1"),
-        (("run", URI, "--rps", "-1"), "--rps: must be >= 0 (got -1)"),
+        (("run", URI, "--rps", "-1"), "--rps: must be >= 0 and <= 1000000 (got -1)"),
         (("run", URI, "--rps", "lots"), "--rps: must be a number (got lots)"),
         (("run", URI, "--duration", "5x"), "--duration: must be a duration such as 5, 5s"),
         (("run", URI, "--duration", "0"), "--duration: must be > 0 (got 0"),

@@ -31,6 +31,7 @@ ENDINGS = (
     "benchmark.http_1xx", "benchmark.http_2xx", "benchmark.http_3xx", "benchmark.http_4xx",
     "benchmark.http_5xx", "benchmark.http_xxx", "benchmark.stream_resets",
     "benchmark.pool_connection_failure", "benchmark.request_timeout", "upstream_rq_cancelled",
+    "upstream_rq_retry_limit_exceeded",
 )
 
 

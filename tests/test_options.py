@@ -68,7 +68,8 @@ def test_options_are_frozen() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "expected"),
     [
-        ({"rps": -1}, "rps: must be >= 0 (got -1)"),
+        ({"rps": -1}, "rps: must be >= 0 and <= 1000000 (got -1)"),
+        ({"rps": 1e12}, "rps: must be >= 0 and <= 1000000 (got 1000000000000"),
         ({"rps": "fast"}, "rps: must be a number (got fast)"),
         ({"rps": float("inf")}, "rps: "),
         ({"connections": 0}, "connections: must be >= 1 and <= 1000000 (got 0)"),

@@ -67,7 +67,8 @@ class ClientRun {
     c.nworkers = static_cast<int>(cpus_.size());
     c.cpus = cpus_.data();
     c.rps = get<double>(d, "rps", 5.0);
-    if (!std::isfinite(c.rps) || c.rps < 0) throw py::value_error("config 'rps' must be >= 0");
+    if (!std::isfinite(c.rps) || c.rps < 0 || c.rps > NHB_MAX_RPS)
+      throw py::value_error("config 'rps' must be between 0 and " + std::to_string(NHB_MAX_RPS));
     c.burst_size = get<uint32_t>(d, "burst_size", 1);
     c.connections = get<uint32_t>(d, "connections", 100);
     if (c.connections < 1 || c.connections > 1000000) throw py::value_error("config 'connections' must be 1-1000000");

@@ -114,6 +114,7 @@ COUNTERS: tuple[str, ...] = (
     "upstream_cx_protocol_error",
     "upstream_cx_close_notify",
     "upstream_rq_retry",
+    "upstream_rq_retry_limit_exceeded",
     "ssl.handshake",
     "ssl.connection_error",
     "ssl.session_reused",
@@ -126,6 +127,8 @@ COUNTER_DESCRIPTIONS: dict[str, str] = {
     "(HTTP/1.1 'Connection: close', HTTP/2 GOAWAY)",
     "upstream_rq_retry": "HTTP/2 requests sent again because the server refused their stream "
     "without processing it (GOAWAY above its last stream id, REFUSED_STREAM)",
+    "upstream_rq_retry_limit_exceeded": "HTTP/2 requests given up because the server refused "
+    "them unprocessed once more after 3 retries",
     "ssl.handshake": "TLS handshakes completed",
     "ssl.connection_error": "TLS handshakes that failed (certificate verification included)",
     "ssl.session_reused": "TLS handshakes that resumed an earlier session",

@@ -409,9 +409,11 @@ class Options(BaseModel):
         "insecure)."
     )
     rps: float = Field(
-        default=5.0, ge=0, allow_inf_nan=False,
-        description="Target requests per second, per worker. 0 = as fast as the connections "
-        "allow (closed loop).",
+        # The upper bound is Nighthawk's (1 to 1000000 per worker) and the C core's
+        # NHB_MAX_RPS: far above what one worker can send, so overload runs stay possible.
+        default=5.0, ge=0, le=1_000_000, allow_inf_nan=False,
+        description="Target requests per second, per worker (at most 1000000). 0 = as fast "
+        "as the connections allow (closed loop).",
     )
     connections: int = Field(
         default=100, ge=1, le=1_000_000,
@@ -934,7 +936,7 @@ def _flag(name: str) -> str:
 
 def _show(value: object) -> str:
     # Numbers typed on the command line arrive as strings; showing them without quotes gives
-    # "rps: must be >= 0 (got -1)", which is what the user typed.
+    # "rps: must be >= 0 and <= 1000000 (got -1)", which is what the user typed.
     if isinstance(value, str) and value and not any(ch.isspace() for ch in value):
         return value
     return repr(value)
@@ -1011,8 +1013,8 @@ def format_validation_error(
 ) -> str:
     """Turn a pydantic ValidationError into one line naming the option and the allowed range.
 
-    ``rps: must be >= 0 (got -1)``; with ``cli=True`` the options are named by their flags:
-    ``--rps: must be >= 0 (got -1)``. Several errors are joined with "; ".
+    ``rps: must be >= 0 and <= 1000000 (got -1)``; with ``cli=True`` the options are named by their flags:
+    ``--rps: must be >= 0 and <= 1000000 (got -1)``. Several errors are joined with "; ".
     """
     model = model or Options
     name_of = _flag if cli else (lambda name: name)

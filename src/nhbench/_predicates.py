@@ -24,12 +24,15 @@ __all__ = [
 
 UINT64_MAX = 2**64 - 1
 
-# Nighthawk's defaults: no error status codes, no connection failures, no stream resets.
+# Nighthawk's defaults: no error status codes, no connection failures, no stream resets. Plus
+# no request given up after the retry limit: such a request used to end as a stream reset,
+# and a run in which the server refused requests over and over must not pass silently.
 DEFAULT_FAILURE_PREDICATES: dict[str, int] = {
     "benchmark.http_4xx": 0,
     "benchmark.http_5xx": 0,
     "benchmark.pool_connection_failure": 0,
     "benchmark.stream_resets": 0,
+    "upstream_rq_retry_limit_exceeded": 0,
 }
 
 
