@@ -333,9 +333,6 @@ def modes(origin_stopped: threading.Event) -> list[Mode]:
     """Every mode, with handlers bound to the origin's stop event."""
     silent_read = silence(read=True)(origin_stopped)
     silent = silence(read=False)(origin_stopped)
-    d8 = "issue 9 defect 8: lenient HTTP/1.1 parsing in the client"
-    d9 = "issue 9 defect 9: a complete response followed by extra bytes counted as a reset"
-    d5 = "issue 9 defect 5: HTTP/2 client retries without limit after GOAWAY(0)"
     return [
         # Controls: the scaffolding works (a broken origin would make every other mode pass).
         Mode("h1_ok", replies(OK), all_ok),
@@ -347,7 +344,7 @@ def modes(origin_stopped: threading.Event) -> list[Mode]:
         Mode("bad_chunk_size", replies(_chunked(b"zz\r\nhello\r\n0\r\n\r\n")), rejected),
         Mode("huge_chunk_size", replies(_chunked(b"fffffffffffffffffffff\r\nhello\r\n0\r\n\r\n")),
              rejected),
-        Mode("garbage_after_chunk_data", replies(_chunked(b"5\r\nhelloXX0\r\n\r\n")), rejected, xfail=d8),
+        Mode("garbage_after_chunk_data", replies(_chunked(b"5\r\nhelloXX0\r\n\r\n")), rejected),
         Mode("negative_content_length",
              replies(b"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n"), rejected),
         Mode("huge_content_length",
@@ -363,28 +360,28 @@ def modes(origin_stopped: threading.Event) -> list[Mode]:
                                   b"Content-Length: 7\r\n\r\n2\r\nok\r\n0\r\n\r\n"), rejected),
         Mode("obs_fold_transfer_encoding",
              replies(b"HTTP/1.1 200 OK\r\nTransfer-Encoding:\r\n chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n"),
-             rejected, xfail=d8),
+             rejected),
         Mode("obs_fold_other_header",
              replies(b"HTTP/1.1 200 OK\r\nX-Folded: a\r\n b\r\nContent-Length: 2\r\n\r\nok"),
              anything),
         Mode("space_in_header_name",
              replies(b"HTTP/1.1 200 OK\r\nContent Length: 2\r\nContent-Length: 2\r\n\r\nok"),
-             rejected, xfail=d8),
+             rejected),
         Mode("space_before_colon",
              replies(b"HTTP/1.1 200 OK\r\nContent-Length : 2\r\n\r\nok"), rejected),
         Mode("nul_in_header", replies(b"HTTP/1.1 200 OK\r\nX-A: a\x00b\r\nContent-Length: 2\r\n\r\nok"),
              rejected),
         Mode("http09_reply", replies(b"hello, this is not HTTP/1.x\n", close_after=True), rejected),
-        Mode("body_on_head", replies(OK), response_then_protocol_error, xfail=d9,
+        Mode("body_on_head", replies(OK), response_then_protocol_error,
              client={"request_method": "HEAD"}),
         Mode("body_on_204", replies(b"HTTP/1.1 204 No Content\r\nContent-Length: 5\r\n\r\nhello"),
-             response_then_protocol_error, xfail=d9),
+             response_then_protocol_error),
         Mode("body_on_304", replies(b"HTTP/1.1 304 Not Modified\r\n\r\nhello"),
-             response_then_protocol_error, xfail=d9),
-        Mode("two_responses_per_request", replies(OK + OK), response_then_protocol_error, xfail=d9),
+             response_then_protocol_error),
+        Mode("two_responses_per_request", replies(OK + OK), response_then_protocol_error),
         Mode("content_length_shorter_than_body",
              replies(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokEXTRA"),
-             response_then_protocol_error, xfail=d9),
+             response_then_protocol_error),
 
         # Endless responses, bounded only by the run.
         Mode("endless_body_content_length",
@@ -416,7 +413,7 @@ def modes(origin_stopped: threading.Event) -> list[Mode]:
 
         # HTTP/2 (h2c, frames by hand).
         Mode("h2_goaway_zero_every_connection", h2_session(never_answer, on_connect=goaway_zero),
-             bounded_retries, protocol="http2", xfail=d5),
+             bounded_retries, protocol="http2"),
         Mode("h2_goaway_last_stream_beyond_sent", h2_session(goaway_beyond), no_success,
              protocol="http2"),
         Mode("h2_rst_every_stream", h2_session(rst_every_stream(h2.INTERNAL_ERROR)), rejected,
