@@ -468,7 +468,7 @@ static void on_listener(uv_poll_t* handle, int status, int events) {
  * descriptor breaks, and with several workers in a process another thread
  * can take that descriptor, after which the loop spins at 100 % CPU; nor can
  * a uv_listen() listener be paused. */
-static int add_listener(srv_worker* w, int fd, int kind, int is_pipe) {
+int nhb__srv_add_listener(srv_worker* w, int fd, int kind, int is_pipe) {
   srv_listener* l = &w->lst[w->nlst];
   int r;
   l->fd = -1;
@@ -527,7 +527,7 @@ static int bind_inet(nhb_server* s, int kind, int i, const nhb_sockaddr* addr, i
       memcpy(a.bytes, &s->bound[kind][i], s->bound_len[kind][i]);
       a.len = s->bound_len[kind][i];
     }
-    r = add_listener(&s->workers[k], fd, kind, 0);
+    r = nhb__srv_add_listener(&s->workers[k], fd, kind, 0);
     if (r < 0) return set_error(s, r, what[kind], a.bytes);
   }
   return 0;
@@ -540,7 +540,7 @@ static int bind_unix(nhb_server* s, int i, const nhb_sockaddr* a) {
   record_bound(s, SRV_L_HTTP, i, fd);
   for (int k = 0; k < s->config.nworkers && r == 0; k++) {
     int dfd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-    r = dfd < 0 ? -errno : add_listener(&s->workers[k], dfd, SRV_L_HTTP, 1);
+    r = dfd < 0 ? -errno : nhb__srv_add_listener(&s->workers[k], dfd, SRV_L_HTTP, 1);
   }
   close(fd);
   return r < 0 ? set_error(s, r, "listen", a->bytes) : 0;

@@ -441,6 +441,10 @@ struct nhb_server {
  * server itself. */
 int nhb__srv_worker_open(nhb_server* s, srv_worker* w);
 void nhb__srv_worker_shut(srv_worker* w);
+/* Wraps a bound, listening socket in worker w's listener table (polled, and
+ * accepted by nhb__srv_accept()); closes fd on failure. Used by the server's
+ * own set-up and by the fuzz targets' listener. */
+int nhb__srv_add_listener(srv_worker* w, int fd, int kind, int is_pipe);
 /* Takes back one of worker 0's admin descriptors after an admin connection
  * that used one closed. */
 void nhb__srv_admin_reserve_refill(srv_worker* w);

@@ -105,6 +105,9 @@ static void make_servers(void) {
       fprintf(stderr, "fuzz: nhb_server_create: %s\n", err);
       abort();
     }
+    /* nhb_server_start() (not called here) derives the connection limit from
+     * RLIMIT_NOFILE; the two clients never come near any limit. */
+    servers[i]->max_connections = UINT64_MAX;
   }
 }
 
@@ -192,14 +195,10 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
    * closed connections, which the teardown ends anyway; it must not make a
    * run depend on the clock. */
   uv_timer_stop(&w->sweep);
-  srv_listener* l = &w->lst[w->nlst++];
-  l->kind = SRV_L_HTTP;
-  l->is_pipe = 1;
-  if (uv_pipe_init(&w->loop, &l->h.pipe, 0) != 0) abort();
-  l->h.handle.data = l;
+  /* The real listener path: a polled socket accepted by nhb__srv_accept(). */
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0 || bind(fd, (const struct sockaddr*)&listen_addr, listen_addr_len) != 0 ||
-      uv_pipe_open(&l->h.pipe, fd) != 0 || uv_listen(&l->h.stream, 128, nhb__srv_on_connection) != 0) {
+  if (fd < 0 || bind(fd, (const struct sockaddr*)&listen_addr, listen_addr_len) != 0 || listen(fd, 128) != 0 ||
+      nhb__srv_add_listener(w, fd, SRV_L_HTTP, 1) != 0) {
     perror("fuzz: listener");
     abort();
   }
