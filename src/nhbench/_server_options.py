@@ -362,20 +362,13 @@ def _readable_file(value: object) -> str:
 
 
 def _writable_file(value: object) -> str:
-    """A file path whose directory exists and is writable (the file itself may not exist)."""
+    """A path nhbench may write by its file rules (`nhbench._io.check_output_path`): its
+    directory exists and is writable, or it is a FIFO, a character device or ``-``."""
+    from ._io import check_output_path
+
     if not isinstance(value, (str, os.PathLike)):
         raise ValueError(f"must be a file path (got {value!r})")
-    if not str(os.fspath(value)).strip():
-        raise ValueError("must be a file path (got an empty string)")
-    path = Path(os.path.expanduser(os.fspath(value)))
-    if path.is_dir():
-        raise ValueError(f"{str(path)!r} is a directory")
-    directory = path.parent
-    if not directory.is_dir():
-        raise ValueError(f"directory {str(directory)!r} does not exist")
-    if not os.access(directory, os.W_OK):
-        raise ValueError(f"directory {str(directory)!r} is not writable")
-    return str(path)
+    return check_output_path(value)
 
 
 def _check_key_pair(cert: str, key: str) -> tuple[str, str] | None:
