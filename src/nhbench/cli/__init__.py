@@ -349,6 +349,12 @@ def run_and_report(options: Options) -> int:
     with _graceful_stop(benchmark.stop):
         try:
             result = benchmark.run(progress)
+        except OptionsError as exc:
+            # The core refused the configuration (ConfigRejectedError): invalid input that
+            # Python's checks did not catch, such as a TLS group OpenSSL does not know.
+            if progress is not None:
+                progress.clear()
+            _die(str(exc), status=2)
         except (RunError, CoreUnavailableError) as exc:
             if progress is not None:
                 progress.clear()
