@@ -1251,19 +1251,27 @@ def load_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise ValueError(f"{name}: no such file") from None
     except IsADirectoryError:
         raise ValueError(f"{name}: is a directory") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ValueError(f"cannot read {name}: {getattr(exc, 'strerror', None) or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{name}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at "
+                         f"offset {exc.start})") from None
+    except OSError as exc:
+        raise ValueError(f"cannot read {name}: {exc.strerror or exc}") from None
     suffix = Path(name).suffix.lower()
     data: Any
-    if suffix == ".json":
-        data = _load_json(text, name)
-    elif suffix in (".yaml", ".yml"):
-        data = _load_yaml(text, name)
-    else:
-        try:
-            data = json.loads(text)
-        except ValueError:
+    # Both parsers recurse once per level of nesting; a file nested deeper than the
+    # interpreter's stack allows is refused with one line instead of a RecursionError.
+    try:
+        if suffix == ".json":
+            data = _load_json(text, name)
+        elif suffix in (".yaml", ".yml"):
             data = _load_yaml(text, name)
+        else:
+            try:
+                data = json.loads(text)
+            except ValueError:
+                data = _load_yaml(text, name)
+    except RecursionError:
+        raise ValueError(f"{name}: nested too deeply to be a config file") from None
     if data is None:
         return {}
     if not isinstance(data, Mapping):
