@@ -80,6 +80,9 @@ assert set(METHODS) == set(Method.__args__)  # type: ignore[attr-defined]
 # --------------------------------------------------------------------------------------------
 
 _DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ns|us|µs|ms|s|m|h)?\s*$")
+#: The longest --duration (365 days), in seconds.
+MAX_DURATION = 365 * 86400.0
+
 _UNIT_SECONDS = {
     None: 1.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9, "m": 60.0, "h": 3600.0,
 }
@@ -351,8 +354,10 @@ class Options(BaseModel):
         description="CPUs to pin workers to, as a cpu list such as 2,4-7. Without "
         "--concurrency, one worker per listed CPU.",
     )
+    # The upper bound keeps the duration far inside the core's int64 nanoseconds (a larger
+    # value overflowed there); no benchmark runs for a year, and --no-duration exists.
     duration: float | None = Field(
-        default=None, gt=0,
+        default=None, gt=0, le=MAX_DURATION,
         description=f"How long to send requests, in seconds or with a unit (5s, 500ms, 2m). "
         f"Default {DEFAULT_DURATION:g} s. Mutually exclusive with no_duration.",
     )
