@@ -33,7 +33,8 @@ it starts any work.
 
 A file is never deleted unless this process created it: `write_output` returns a `Written`
 record, and `remove_written` unlinks the path only if nothing existed there before the write
-and the path still holds the file that was written (same ``st_dev`` and ``st_ino``).
+and the path still holds the file that was written (same ``st_dev`` and ``st_ino``, and
+same size and modification time, since a freed inode number is reused at once).
 
 API: `write_output` (text or bytes), `write_text`, `write_bytes`, `atomic_writer` (a context
 manager for writers that produce their data piecewise), `check_output_path`,
@@ -88,11 +89,14 @@ class OutputError(OSError):
 class Written:
     """What a write did: `path` is the file written (a symbolic link resolved), `created`
     whether nothing existed at the path before, `identity` the (st_dev, st_ino) of the file
-    written, or None when the data was streamed (stdout, a FIFO, a device)."""
+    written, or None when the data was streamed (stdout, a FIFO, a device). `stamp` is its
+    (st_size, st_mtime_ns): file systems hand a freed inode number to the next new file at
+    once, so a file deleted and written again by someone else can have the same identity."""
 
     path: str
     created: bool
     identity: tuple[int, int] | None
+    stamp: tuple[int, int] | None = None
 
 
 def _reason(exc: OSError) -> str:
@@ -310,7 +314,8 @@ class atomic_writer:  # noqa: N801 - used like a function: ``with atomic_writer(
         os.replace(self._temporary, self._target)
         self._temporary = None
         _fsync_directory(os.path.dirname(self._target) or ".")
-        self.written = Written(self._target, created=created, identity=(st.st_dev, st.st_ino))
+        self.written = Written(self._target, created=created, identity=(st.st_dev, st.st_ino),
+                               stamp=(st.st_size, st.st_mtime_ns))
 
     @staticmethod
     def _close_quietly(handle: IO[Any] | None) -> None:
@@ -350,7 +355,11 @@ def write_output(path: str | os.PathLike[str], data: str | bytes) -> Written:
     binary = isinstance(data, (bytes, bytearray, memoryview))
     writer = atomic_writer(path, binary=binary)
     with writer as handle:
-        handle.write(data)
+        try:
+            handle.write(data)
+        except OSError as exc:
+            # A full disk or a device refusing data shows here, before the commit.
+            raise OutputError(writer.path, _reason(exc), exc.errno) from None
     assert writer.written is not None
     return writer.written
 
@@ -375,6 +384,8 @@ def remove_written(written: Written | None) -> bool:
     except OSError:
         return False
     if not stat.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) != written.identity:
+        return False
+    if written.stamp is not None and (st.st_size, st.st_mtime_ns) != written.stamp:
         return False
     try:
         os.unlink(written.path)

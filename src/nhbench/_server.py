@@ -152,7 +152,8 @@ def _created_file(path: str) -> Written | None:
         return None
     if not stat.S_ISREG(st.st_mode):
         return None
-    return Written(os.path.realpath(path), created=True, identity=(st.st_dev, st.st_ino))
+    return Written(os.path.realpath(path), created=True, identity=(st.st_dev, st.st_ino),
+                   stamp=(st.st_size, st.st_mtime_ns))
 
 
 class TestServer:
