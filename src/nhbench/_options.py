@@ -436,7 +436,9 @@ class Options(BaseModel):
     )
     output_format: Literal["human", "json"] = Field(default="human", description="Output format.")
     output: str | None = Field(
-        default=None, description="Write the output to this file (atomically) instead of stdout."
+        default=None, description="Write the output to this file instead of stdout: a regular "
+        "file is replaced atomically (its permissions kept); -, a FIFO or a device such as "
+        "/dev/null is streamed into; a symbolic link is followed (docs/reliability.md)."
     )
     label: tuple[str, ...] = Field(default=(), description="Labels kept in the output; repeatable.")
     address_family: Literal["auto", "v4", "v6"] = Field(

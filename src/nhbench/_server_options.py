@@ -842,7 +842,7 @@ class ServerOptions(_Strict):
     address_file: str | None = Field(
         default=None,
         description="Write the bound addresses to this file as JSON (atomically) once "
-        "listening; removed at exit.",
+        "listening; removed at exit if the server created it (docs/reliability.md).",
     )
     idle_timeout: float = Field(
         default=60.0, ge=0, le=86400,
@@ -884,7 +884,8 @@ class ServerOptions(_Strict):
     tls_ca_out: str | None = Field(
         default=None,
         description="Write the generated certificate (PEM) to this file, atomically, once "
-        "listening, for clients to trust (curl --cacert, nhbench run --cacert).",
+        "listening, for clients to trust (curl --cacert, nhbench run --cacert); removed at "
+        "exit if the server created it.",
     )
     alpn: tuple[str, ...] = Field(
         default=DEFAULT_ALPN,
