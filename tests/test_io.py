@@ -154,6 +154,26 @@ def test_dev_null_is_streamed_into_and_stays_a_device() -> None:
     assert written.identity is None and not remove_written(written)
 
 
+def test_descriptor_paths_append_to_what_stdout_is(tmp_path: Path) -> None:
+    # `--output /dev/stdout >> log` must append to log, not replace it with a new file.
+    log = tmp_path / "log"
+    log.write_text("before\n")
+    inode = log.stat().st_ino
+    code = ("import nhbench._io as io; io.write_output('/dev/stdout', 'a\\n'); "
+            "io.write_output('/proc/self/fd/1', 'b\\n'); io.write_output('-', b'c\\n')")
+    with log.open("a") as out:
+        subprocess.run([sys.executable, "-c", code], stdout=out, env=_env(), check=True,
+                       timeout=60)
+    assert log.read_text() == "before\na\nb\nc\n"
+    assert log.stat().st_ino == inode
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["log"]
+
+
+def test_closed_descriptor_path_is_refused() -> None:
+    with pytest.raises(ValueError, match="is not an open descriptor"):
+        check_output_path("/dev/fd/987")
+
+
 def test_dev_full_gives_one_line_with_the_reason() -> None:
     with pytest.raises(OutputError) as info:
         write_text("/dev/full", "x" * 10000)

@@ -116,7 +116,7 @@ def _is_descriptor_path(path: str) -> bool:
     match = _DESCRIPTOR_PATH.fullmatch(path)
     if match is None:
         return False
-    pid = match.group(3)
+    pid = match.group(2)
     return pid is None or not pid.isdigit() or int(pid) == os.getpid()
 
 
@@ -152,7 +152,7 @@ def _plan(path: str) -> tuple[str, str]:
             raise ValueError(f"{path!r} is not a regular file")
         if not os.access(path, os.W_OK):
             raise ValueError(f"{path!r} is not writable")
-    elif os.path.islink(path) and _is_descriptor_path(path):
+    elif _is_descriptor_path(path):
         raise ValueError(f"{path!r} is not an open descriptor")
     # A regular file or nothing: written atomically where the symbolic links (if any) lead.
     real = os.path.realpath(path)
