@@ -313,6 +313,8 @@ ROWS: list[Row] = [
     r("server", "--tls-self-signed", "--tls-ca-out", "{blockdev}", expect="--tls-ca-out:",
       needs="blockdev"),
     r("server", "--tls-ca-out", "ca.pem", expect="--tls-ca-out:", target="ca.pem"),
+    r("server", "--tls-self-signed", "--tls-ca-out", "same.json", "--address-file", "same.json",
+      expect="--tls-ca-out: is the same file as --address-file", target="same.json"),
     # ---- server --config files ---------------------------------------------------------
     r("server", "--config", "/nonexistent.yaml", expect="--config: /nonexistent.yaml: no such"),
     r("server", "--config", "{in}/dir", expect="--config: {in}/dir: is a directory"),

@@ -1029,6 +1029,14 @@ class ServerOptions(_Strict):
                 {"a": "tls_ca_out", "msg": "needs --tls-self-signed (with --tls-cert, clients "
                  "trust the CA that issued it)"},
             )
+        if (self.tls_ca_out and self.address_file and self.tls_ca_out != "-"
+                and os.path.realpath(self.tls_ca_out) == os.path.realpath(self.address_file)):
+            # One would overwrite the other: clients would read JSON as a certificate.
+            raise PydanticCustomError(
+                "options_file", "{a}: {msg}",
+                {"a": "tls_ca_out", "msg": f"is the same file as --address-file "
+                 f"({self.tls_ca_out!r})"},
+            )
         if self.tls_cert and self.tls_key:
             problem = _check_key_pair(self.tls_cert, self.tls_key)
             if problem:
