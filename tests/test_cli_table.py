@@ -487,7 +487,7 @@ def _invoke(row: Row, values: dict[str, str], cwd: Path) -> Outcome:
         cwd.mkdir()
         outcome.proc = subprocess.run(
             [sys.executable, "-m", "nhbench", *args],
-            capture_output=True, text=True, timeout=120, env=_environment(), cwd=cwd,
+            capture_output=True, text=True, timeout=120, env=_environment(), cwd=cwd, check=False,
             stdin=subprocess.DEVNULL,
         )
     return outcome

@@ -44,7 +44,7 @@ def cli(*args: str, timeout: float = 60, cwd: Path | None = None
         ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "nhbench", *args], capture_output=True, text=True,
-        timeout=timeout, env=_env(), stdin=subprocess.DEVNULL, cwd=cwd,
+        timeout=timeout, env=_env(), stdin=subprocess.DEVNULL, cwd=cwd, check=False,
     )
 
 

@@ -184,7 +184,7 @@ def check_output_path(path: str | os.PathLike[str]) -> str:
     return expanded
 
 
-class atomic_writer:  # noqa: N801 - used like a function: ``with atomic_writer(path) as f``
+class atomic_writer:  # named like a function: ``with atomic_writer(path) as handle``
     """Context manager: ``with atomic_writer(path) as handle: handle.write(...)``.
 
     The handle is a text file (UTF-8) or, with ``binary=True``, a binary one. The data
