@@ -299,6 +299,8 @@ ROWS: list[Row] = [
     r(*run("--output", "{in}/file.txt/x.json"), expect="--output:",
       target="{in}/file.txt/x.json"),
     r(*run("--output", "{in}/dangling"), expect="whose directory does not exist"),
+    r(*run("--output", "newdir/"), expect="ends with '/' but is not a directory",
+      target="newdir"),
     r(*run("--output", "{blockdev}"), expect="is a block device", needs="blockdev"),
     r("server", "--address-file", "/nonexistent-dir/a.json",
       expect="--address-file: directory '/nonexistent-dir' does not exist"),

@@ -128,6 +128,9 @@ def _plan(path: str) -> tuple[str, str]:
         raise ValueError("must be a file path (got an empty string)")
     if "\0" in path:
         raise ValueError(f"must not contain a NUL character (got {path!r})")
+    if path.endswith("/") and not os.path.isdir(path):
+        # A trailing slash names a directory; writing a file without it would surprise.
+        raise ValueError(f"{path!r} ends with '/' but is not a directory; name a file")
     try:
         st = os.stat(path)
     except FileNotFoundError:
