@@ -63,7 +63,7 @@ URI = "http://127.0.0.1:1/"
         (("run", URI, "--rps", "-1"), "--rps: must be >= 0 and <= 1000000 (got -1)"),
         (("run", URI, "--rps", "lots"), "--rps: must be a number (got lots)"),
         (("run", URI, "--duration", "5x"), "--duration: must be a duration such as 5, 5s"),
-        (("run", URI, "--duration", "0"), "--duration: must be > 0 (got 0"),
+        (("run", URI, "--duration", "0"), "--duration: must be > 0 and <= 31536000 (got 0"),
         (("run", URI, "--duration", "5", "--no-duration"),
          "--no-duration: mutually exclusive with --duration"),
         (("run", URI, "--connections", "0"), "--connections: must be >= 1 and <= 1000000"),

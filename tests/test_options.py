@@ -76,7 +76,7 @@ def test_options_are_frozen() -> None:
         ({"connections": 1.5}, "connections: must be an integer"),
         ({"concurrency": 0}, "concurrency: must be >= 1 and <= 4096, or 'auto'"),
         ({"concurrency": "many"}, "concurrency: must be 'auto' or an integer >= 1"),
-        ({"duration": 0}, "duration: must be > 0 (got 0"),
+        ({"duration": 0}, "duration: must be > 0 and <= 31536000 (got 0"),
         ({"duration": "-1s"}, "duration: must be > 0"),
         ({"duration": "5 parsecs"}, "duration: must be a duration such as 5, 5s, 500ms or 2m"),
         ({"timeout": 0}, "timeout: must be > 0 and <= 3600"),

@@ -16,6 +16,7 @@ run or a test server starts.
 
 from ._exceptions import (
     CampaignError,
+    ConfigRejectedError,
     CoreError,
     CoreUnavailableError,
     NHBenchError,
@@ -89,6 +90,7 @@ __all__ = [
     "RunError",
     "ResolveError",
     "CoreError",
+    "ConfigRejectedError",
     "ServerError",
     "CampaignError",
 ]

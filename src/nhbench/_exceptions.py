@@ -13,6 +13,8 @@ Hierarchy::
     ├── RunError                the benchmark could not be carried out
     │   ├── ResolveError        the target host name did not resolve
     │   └── CoreError           the C core rejected the configuration or failed to start
+    │       └── ConfigRejectedError  the C core rejected the configuration (bad input:
+    │                           also an OptionsError, so the CLI exits 2)
     ├── ServerError             the test server could not be started or did not answer
     ├── HostError               a host (local or over SSH) could not be used
     │   ├── UnreachableError    the SSH host (or jump host) did not answer or refused TCP
@@ -36,6 +38,7 @@ __all__ = [
     "RunError",
     "ResolveError",
     "CoreError",
+    "ConfigRejectedError",
     "ServerError",
     "HostError",
     "UnreachableError",
@@ -77,6 +80,11 @@ class ResolveError(RunError):
 
 class CoreError(RunError):
     """The C core refused the configuration or could not start its workers."""
+
+
+class ConfigRejectedError(CoreError, OptionsError):
+    """The C core refused the configuration (``ClientRun`` raised ValueError, e.g. a CA file
+    or a TLS group OpenSSL rejects). The input was invalid, so it is an `OptionsError` too."""
 
 
 class ServerError(NHBenchError):

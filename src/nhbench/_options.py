@@ -81,6 +81,9 @@ assert set(METHODS) == set(Method.__args__)  # type: ignore[attr-defined]
 # --------------------------------------------------------------------------------------------
 
 _DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ns|us|µs|ms|s|m|h)?\s*$")
+#: The longest --duration (365 days), in seconds.
+MAX_DURATION = 365 * 86400.0
+
 _UNIT_SECONDS = {
     None: 1.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9, "m": 60.0, "h": 3600.0,
 }
@@ -231,6 +234,27 @@ def _check_ranges(ranges: list[tuple[int, int]], within: CpuCheck | None) -> Non
                 f"process's CPU affinity ({format_cpu_list(allowed)}; see taskset or the "
                 f"cgroup's cpuset)"
             )
+
+
+def check_ca_file(path: str) -> None:
+    """Raise ValueError with OpenSSL's reason when `path` holds no CA certificate it can load.
+
+    Python's ssl module runs on the system OpenSSL, the one the core links, so a file it
+    cannot load the core's SSL_CTX_load_verify_locations cannot load either. Checking here
+    makes a bad --cacert invalid input (exit 2, nothing started) rather than a failed run.
+    """
+    import ssl
+
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    try:
+        context.load_verify_locations(cafile=path)
+    except ssl.SSLError as exc:
+        text = str(exc.args[1] if len(exc.args) > 1 else exc)
+        reason = re.sub(r"\s*\(_ssl\.c:\d+\)$", "", text).strip() or "unknown reason"
+        raise ValueError(f"OpenSSL cannot load CA certificates from {path!r}: {reason}") \
+            from None
+    except OSError as exc:
+        raise ValueError(f"cannot read {path!r}: {exc.strerror or exc}") from None
 
 
 def parse_cpu_list(value: object, within: CpuCheck | None = None) -> list[int]:
@@ -429,8 +453,10 @@ class Options(BaseModel):
         description="CPUs to pin workers to, as a cpu list such as 2,4-7. Without "
         "--concurrency, one worker per listed CPU.",
     )
+    # The upper bound keeps the duration far inside the core's int64 nanoseconds (a larger
+    # value overflowed there); no benchmark runs for a year, and --no-duration exists.
     duration: float | None = Field(
-        default=None, gt=0,
+        default=None, gt=0, le=MAX_DURATION,
         description=f"How long to send requests, in seconds or with a unit (5s, 500ms, 2m). "
         f"Default {DEFAULT_DURATION:g} s. Mutually exclusive with no_duration.",
     )
@@ -514,7 +540,9 @@ class Options(BaseModel):
     )
     output_format: Literal["human", "json"] = Field(default="human", description="Output format.")
     output: str | None = Field(
-        default=None, description="Write the output to this file (atomically) instead of stdout."
+        default=None, description="Write the output to this file instead of stdout: a regular "
+        "file is replaced atomically (its permissions kept); -, a FIFO or a device such as "
+        "/dev/null is streamed into; a symbolic link is followed (docs/reliability.md)."
     )
     label: tuple[str, ...] = Field(default=(), description="Labels kept in the output; repeatable.")
     address_family: Literal["auto", "v4", "v6"] = Field(
@@ -795,14 +823,20 @@ class Options(BaseModel):
 
     @field_validator("cacert")
     @classmethod
-    def _check_cacert(cls, value: str | None) -> str | None:
+    def _check_cacert(cls, value: str | None, info: ValidationInfo) -> str | None:
         if value is None:
             return None
         path = os.path.expanduser(value)
+        # The file belongs to the machine of the run: the echo of options in a Result
+        # written elsewhere must load without it.
+        if (info.context or {}).get("echo"):
+            return path
         if not os.path.exists(path):
             raise ValueError(f"no such file or directory: {value!r}")
         if not os.access(path, os.R_OK):
             raise ValueError(f"not readable: {value!r}")
+        if not os.path.isdir(path):  # a directory is a hashed CA directory (c_rehash)
+            check_ca_file(path)
         return path
 
     @field_validator("tls_ciphers")

@@ -10,11 +10,10 @@ ends with requested vs achieved rate and the verdict of the failure predicates.
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Callable
 from datetime import timezone
-from pathlib import Path
 
+from ._io import write_output
 from ._names import (
     LATENCY_BY_CLASS,
     QUEUE_TO_CONNECT,
@@ -304,29 +303,8 @@ def render(result: Result, output_format: str = "human") -> str:
 
 
 def write_atomic(path: str | os.PathLike[str], text: str) -> None:
-    """Write `text` to `path` so that readers see either the old file or the whole new one.
-
-    The text goes to a temporary file in the same directory (so the final rename stays on
-    one file system and is atomic), is flushed to disk, and then replaces `path` with
-    os.replace. On any failure the temporary file is removed: no partial output is left.
-    """
-    target = Path(path)
-    directory = target.parent if str(target.parent) else Path(".")
-    fd, temporary = tempfile.mkstemp(dir=directory, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        # mkstemp creates the file readable by its owner only; give it the permissions an
-        # ordinary new file would get under the current umask.
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(temporary, 0o666 & ~umask)
-        os.replace(temporary, target)
-    except BaseException:
-        try:
-            os.unlink(temporary)
-        except FileNotFoundError:
-            pass
-        raise
+    """Write `text` to `path` by the package's one set of file rules (`nhbench._io`): a
+    regular file or a new path is replaced atomically (readers see the old file or the whole
+    new one, nothing partial is left on failure); stdout (``-``), a FIFO or a character
+    device is streamed into. Raises `nhbench._io.OutputError` (an OSError, one line)."""
+    write_output(path, text)

@@ -18,7 +18,12 @@ from collections.abc import Callable
 from types import ModuleType, TracebackType
 from typing import Any
 
-from ._exceptions import CoreError, CoreUnavailableError, ResolveError
+from ._exceptions import (
+    ConfigRejectedError,
+    CoreError,
+    CoreUnavailableError,
+    ResolveError,
+)
 from ._options import Options, make_options
 from ._progress import Progress
 from ._request import render_h2_request, render_request
@@ -181,7 +186,7 @@ class Benchmark:
         try:
             run = core.ClientRun(config)
         except ValueError as exc:
-            raise CoreError(f"the core rejected the configuration: {exc}") from exc
+            raise ConfigRejectedError(f"the core rejected the configuration: {exc}") from exc
         try:
             run.start()
         except (RuntimeError, OSError, ValueError) as exc:

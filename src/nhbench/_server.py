@@ -35,6 +35,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ._exceptions import ServerError
+from ._io import Written, remove_written, write_text
 from ._server_options import (
     MAX_RESPONSE_BODY_SIZE,
     ResponseOptions,
@@ -105,29 +106,17 @@ def address_report(
     return report
 
 
-def write_file_atomically(path: str | os.PathLike[str], text: str) -> None:
-    """Write `text` to `path` atomically (temporary file in the same directory, fsync,
-    rename): a reader polling for the file never sees it half written."""
-    target = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+def write_file_atomically(path: str | os.PathLike[str], text: str) -> Written:
+    """Write `text` to `path` by the package's file rules (`nhbench._io`): a regular file or
+    a new path atomically (temporary file in the same directory, fsync, rename), so that a
+    reader polling for the file never sees it half written; a FIFO, a character device or
+    ``-`` (stdout) streamed into. Returns what was written, for `remove_written`."""
+    return write_text(path, text)
 
 
-def write_address_file(path: str | os.PathLike[str], report: Mapping[str, Any]) -> None:
+def write_address_file(path: str | os.PathLike[str], report: Mapping[str, Any]) -> Written:
     """Write `report` as JSON to `path` atomically (see `write_file_atomically`)."""
-    write_file_atomically(path, json.dumps(report, indent=2, sort_keys=True) + "\n")
+    return write_file_atomically(path, json.dumps(report, indent=2, sort_keys=True) + "\n")
 
 
 def _remove_stale_socket(path: str) -> None:
@@ -153,6 +142,18 @@ def _remove_stale_socket(path: str) -> None:
         pass
     finally:
         probe.close()
+
+
+def _created_file(path: str) -> Written | None:
+    """The record of a regular file another process (our child) created at `path`."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    return Written(os.path.realpath(path), created=True, identity=(st.st_dev, st.st_ino),
+                   stamp=(st.st_size, st.st_mtime_ns))
 
 
 class TestServer:
@@ -253,7 +254,9 @@ class TestServer:
         self._stderr: Any = None
         self._pending_output = b""
         self._final_stats: dict[str, Any] | None = None
-        self._wrote_address_file: str | None = None
+        # The address and CA files this process wrote (nhbench._io.Written): removed at
+        # stop only if they were created by the write and are still that file.
+        self._written_files: list[Written] = []
         # TLS: the certificate served (PEM), and the file clients can trust.
         self._cert_pem: str | None = None
         self._ca_cert: str | None = None
@@ -486,11 +489,12 @@ class TestServer:
                 self._cert_pem = str(server.tls_cert_pem)
                 self._write_ca_cert()
             if self.options.address_file:
-                write_address_file(self.options.address_file, self.report())
-                self._wrote_address_file = self.options.address_file
+                self._written_files.append(
+                    write_address_file(self.options.address_file, self.report()))
         except BaseException:
             self._server = None
             server.stop()
+            self._remove_address_file()
             raise
 
     def _write_ca_cert(self) -> None:
@@ -506,30 +510,27 @@ class TestServer:
         else:
             self._ca_tempdir = tempfile.TemporaryDirectory(prefix="nhbench-ca-")
             path = os.path.join(self._ca_tempdir.name, "ca.pem")
-        write_file_atomically(path, self._cert_pem)
+        written = write_file_atomically(path, self._cert_pem)
+        if options.tls_ca_out:
+            self._written_files.append(written)
         self._ca_cert = path
 
     def _remove_ca_cert(self) -> None:
-        # Like the address file, the certificate file goes with the server: the next start
-        # generates another, and a script waiting for the file must not find a stale one.
         if self._ca_tempdir is not None:
             self._ca_tempdir.cleanup()
             self._ca_tempdir = None
-        elif self._server is None and self._process is None and self.options.tls_ca_out \
-                and self._ca_cert == self.options.tls_ca_out:
-            try:
-                os.unlink(self.options.tls_ca_out)
-            except OSError:
-                pass
 
     def _remove_address_file(self) -> None:
+        # The address and certificate files go with the server: the next start binds other
+        # ports and generates another certificate, and a script waiting for the file must
+        # not find a stale one. But only a file this server created is removed, and only
+        # while it is still the file written: one that existed before the start (replaced
+        # by the start), a FIFO or a device streamed into, or a file someone put there
+        # since, is left alone.
         self._remove_ca_cert()
-        path, self._wrote_address_file = self._wrote_address_file, None
-        if path:
-            try:
-                os.unlink(path)
-            except OSError:
-                pass
+        written, self._written_files = self._written_files, []
+        for record in written:
+            remove_written(record)
         # Our own unix sockets go too, so that the next start can bind the same path.
         for kind, where, _ in self.listen_addresses:
             if kind == "unix":
@@ -553,6 +554,11 @@ class TestServer:
         command = [
             sys.executable, "-m", "nhbench", "server", *args, "--print-stats-json",
         ]
+        # The child writes the address and certificate files and removes them when it stops.
+        # Should it have to be killed, this process removes the ones the child created (absent
+        # before the start, still the same file), by the same rule as in-process.
+        absent = [path for path in (self.options.address_file, self.options.tls_ca_out)
+                  if path and path != "-" and not os.path.lexists(path)]
         # stderr goes to a file, not a pipe: nobody reads it while the server runs, and a
         # full pipe would block the server.
         self._stderr = tempfile.TemporaryFile()
@@ -572,6 +578,7 @@ class TestServer:
             self._kill_subprocess()
             self._remove_ca_cert()
             raise
+        self._written_files = [record for record in map(_created_file, absent) if record]
         if options.tls_cert:
             self._ca_cert = options.tls_cert
         elif options.tls_self_signed:
@@ -654,7 +661,7 @@ class TestServer:
         except (ServerError, ValueError):
             self._final_stats = None
         self._kill_subprocess()
-        self._remove_ca_cert()
+        self._remove_address_file()
 
     def _kill_subprocess(self) -> None:
         process, self._process = self._process, None

@@ -361,20 +361,13 @@ def _readable_file(value: object) -> str:
 
 
 def _writable_file(value: object) -> str:
-    """A file path whose directory exists and is writable (the file itself may not exist)."""
+    """A path nhbench may write by its file rules (`nhbench._io.check_output_path`): its
+    directory exists and is writable, or it is a FIFO, a character device or ``-``."""
+    from ._io import check_output_path
+
     if not isinstance(value, (str, os.PathLike)):
         raise ValueError(f"must be a file path (got {value!r})")
-    if not str(os.fspath(value)).strip():
-        raise ValueError("must be a file path (got an empty string)")
-    path = Path(os.path.expanduser(os.fspath(value)))
-    if path.is_dir():
-        raise ValueError(f"{str(path)!r} is a directory")
-    directory = path.parent
-    if not directory.is_dir():
-        raise ValueError(f"directory {str(directory)!r} does not exist")
-    if not os.access(directory, os.W_OK):
-        raise ValueError(f"directory {str(directory)!r} is not writable")
-    return str(path)
+    return check_output_path(value)
 
 
 def _check_key_pair(cert: str, key: str) -> tuple[str, str] | None:
@@ -853,7 +846,7 @@ class ServerOptions(_Strict):
     address_file: str | None = Field(
         default=None,
         description="Write the bound addresses to this file as JSON (atomically) once "
-        "listening; removed at exit.",
+        "listening; removed at exit if the server created it (docs/reliability.md).",
     )
     idle_timeout: float = Field(
         default=60.0, ge=0, le=86400,
@@ -902,7 +895,8 @@ class ServerOptions(_Strict):
     tls_ca_out: str | None = Field(
         default=None,
         description="Write the generated certificate (PEM) to this file, atomically, once "
-        "listening, for clients to trust (curl --cacert, nhbench run --cacert).",
+        "listening, for clients to trust (curl --cacert, nhbench run --cacert); removed at "
+        "exit if the server created it.",
     )
     alpn: tuple[str, ...] = Field(
         default=DEFAULT_ALPN,
@@ -1043,6 +1037,14 @@ class ServerOptions(_Strict):
                 "options_file", "{a}: {msg}",
                 {"a": "tls_ca_out", "msg": "needs --tls-self-signed (with --tls-cert, clients "
                  "trust the CA that issued it)"},
+            )
+        if (self.tls_ca_out and self.address_file and self.tls_ca_out != "-"
+                and os.path.realpath(self.tls_ca_out) == os.path.realpath(self.address_file)):
+            # One would overwrite the other: clients would read JSON as a certificate.
+            raise PydanticCustomError(
+                "options_file", "{a}: {msg}",
+                {"a": "tls_ca_out", "msg": f"is the same file as --address-file "
+                 f"({self.tls_ca_out!r})"},
             )
         if self.tls_cert and self.tls_key:
             problem = _check_key_pair(self.tls_cert, self.tls_key)
@@ -1283,19 +1285,27 @@ def load_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise ValueError(f"{name}: no such file") from None
     except IsADirectoryError:
         raise ValueError(f"{name}: is a directory") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ValueError(f"cannot read {name}: {getattr(exc, 'strerror', None) or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{name}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at "
+                         f"offset {exc.start})") from None
+    except OSError as exc:
+        raise ValueError(f"cannot read {name}: {exc.strerror or exc}") from None
     suffix = Path(name).suffix.lower()
     data: Any
-    if suffix == ".json":
-        data = _load_json(text, name)
-    elif suffix in (".yaml", ".yml"):
-        data = _load_yaml(text, name)
-    else:
-        try:
-            data = json.loads(text)
-        except ValueError:
+    # Both parsers recurse once per level of nesting; a file nested deeper than the
+    # interpreter's stack allows is refused with one line instead of a RecursionError.
+    try:
+        if suffix == ".json":
+            data = _load_json(text, name)
+        elif suffix in (".yaml", ".yml"):
             data = _load_yaml(text, name)
+        else:
+            try:
+                data = json.loads(text)
+            except ValueError:
+                data = _load_yaml(text, name)
+    except RecursionError:
+        raise ValueError(f"{name}: nested too deeply to be a config file") from None
     if data is None:
         return {}
     if not isinstance(data, Mapping):

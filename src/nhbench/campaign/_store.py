@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
@@ -22,6 +21,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from .._exceptions import CampaignError
+from .._io import write_text
 from .._result import Result
 from ..hosts._facts_model import MachineFacts
 from ._models import LATENCY_KEYS, CampaignManifest, StepRecord, SweepPlan
@@ -42,41 +42,11 @@ MANIFEST_NAME = "manifest.json"
 STEPS_DIR = "steps"
 
 
-def _file_mode() -> int:
-    # mkstemp creates files readable by the owner only; campaign files are ordinary results
-    # that colleagues read, so they get the mode open() would give them (0666 minus umask).
-    # The umask can only be read by setting it, hence once, at import.
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return 0o666 & ~mask
-
-
-_FILE_MODE = _file_mode()
-
-
 def atomic_write_text(path: Path, text: str) -> None:
-    """Write `text` to `path` so that readers see the old content or the new, never a mix."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            os.fchmod(handle.fileno(), _FILE_MODE)
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    # The rename is durable only once the directory entry is on disk too.
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    """Write `text` to `path` so that readers see the old content or the new, never a mix
+    (`nhbench._io`: temporary file, fsync, rename, fsync of the directory; a new file gets
+    the mode open() would give it under the umask)."""
+    write_text(path, text)
 
 
 def step_directory(index: int, rate: float) -> str:

@@ -39,7 +39,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-from .._output import write_atomic
+from .._io import write_text
 from ._flamegraph import render_flamegraph
 from ._models import CaptureResult, CaptureSpec
 from ._mpstat import group_loads, mpstat_command, parse_mpstat
@@ -374,7 +374,7 @@ class StepCapture:
         finally:
             raw_local.unlink(missing_ok=True)
         folded_path = self.out_dir / FOLDED
-        write_atomic(folded_path, format_folded(folded))
+        write_text(folded_path, format_folded(folded))
         result.folded_file = self._relative(folded_path)
         if not folded:
             self._skipped["flamegraph"] = "perf recorded no samples"
@@ -389,7 +389,7 @@ class StepCapture:
             subtitle=f"{result.perf_event} at {self.spec.perf_frequency} Hz on {where}",
         )
         svg_path = self.out_dir / FLAMEGRAPH
-        write_atomic(svg_path, svg)
+        write_text(svg_path, svg)
         result.flamegraph_file = self._relative(svg_path)
 
     def _cleanup(self) -> None:

@@ -29,7 +29,6 @@ import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from pathlib import Path
 from types import FrameType
 from typing import Any, NoReturn
 
@@ -325,13 +324,15 @@ def _graceful_stop(stop: Callable[[], None]) -> Iterator[None]:
 
 
 def _check_output_path(path: str) -> None:
-    directory = Path(path).expanduser().parent
-    if not directory.is_dir():
-        _die(f"--output: directory {str(directory)!r} does not exist", status=2)
-    if Path(path).is_dir():
-        _die(f"--output: {path!r} is a directory", status=2)
-    if not os.access(directory, os.W_OK):
-        _die(f"--output: directory {str(directory)!r} is not writable", status=2)
+    # Everything that can be known before the run (a missing or read-only directory, a
+    # directory or a block device at the path) is refused before any load is sent; the
+    # rules are nhbench._io's, shared by every file the package writes.
+    from .._io import check_output_path
+
+    try:
+        check_output_path(path)
+    except ValueError as exc:
+        _die(f"--output: {exc}", status=2)
 
 
 def run_and_report(options: Options) -> int:
@@ -353,6 +354,12 @@ def run_and_report(options: Options) -> int:
     with _graceful_stop(benchmark.stop):
         try:
             result = benchmark.run(progress)
+        except OptionsError as exc:
+            # The core refused the configuration (ConfigRejectedError): invalid input that
+            # Python's checks did not catch, such as a TLS group OpenSSL does not know.
+            if progress is not None:
+                progress.clear()
+            _die(str(exc), status=2)
         except (RunError, CoreUnavailableError) as exc:
             if progress is not None:
                 progress.clear()
@@ -362,9 +369,10 @@ def run_and_report(options: Options) -> int:
     text = render(result, options.output_format)
     if options.output:
         try:
-            write_atomic(Path(options.output).expanduser(), text)
+            write_atomic(options.output, text)
         except OSError as exc:
-            _die(f"cannot write --output {options.output!r}: {exc.strerror or exc}", status=1)
+            # A runtime failure (a full disk, the reader of a FIFO gone): the run happened.
+            _die(f"--output: {exc}", status=1)
         if sys.stderr.isatty():
             _note(f"wrote {options.output_format} output to {options.output}")
     else:

@@ -248,11 +248,23 @@ def _cmd_report(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
     except CampaignError as exc:
         _die(str(exc), status=2)
     try:
-        from ..report import render_text, write_reports
+        from ..report import REPORT_FILES, render_text, write_reports
     except ImportError:
         _die("reports are not available in this installation (nhbench.report is missing)",
              status=1)
-    written = write_reports(directory, manifest)
+    from .._io import check_output_path
+
+    # A read-only campaign (or a directory squatting on a report's name) is refused before
+    # anything is rendered; what only the write can find out (a full disk) exits 1.
+    for name in REPORT_FILES:
+        try:
+            check_output_path(directory / name)
+        except ValueError as exc:
+            _die(f"cannot write the reports: {exc}", status=2)
+    try:
+        written = write_reports(directory, manifest)
+    except OSError as exc:
+        _die(str(exc), status=1)
     text = render_text(manifest)
     if text:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")

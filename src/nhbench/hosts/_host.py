@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from .._exceptions import CommandError
+from .._io import atomic_writer
 
 __all__ = ["BackgroundCommand", "CommandResult", "Host", "LocalHost"]
 
@@ -159,16 +160,16 @@ class LocalHost:
     def fetch(self, remote_path: str, local_path: Path) -> None:
         local_path = Path(local_path)
         local_path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = local_path.with_name(f".{local_path.name}.tmp")
         try:
-            shutil.copyfile(remote_path, tmp)
-            os.replace(tmp, local_path)
+            # The package's one writer (nhbench._io): a temporary file renamed into place,
+            # removed if the copy fails.
+            with open(remote_path, "rb") as source, \
+                    atomic_writer(local_path, binary=True) as handle:
+                shutil.copyfileobj(source, handle)
         except OSError as exc:
             raise CommandError(
                 f"cannot copy {remote_path} from {self.name}: {exc.strerror or exc}"
             ) from exc
-        finally:
-            tmp.unlink(missing_ok=True)
 
     def close(self) -> None:
         pass

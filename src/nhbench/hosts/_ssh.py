@@ -18,6 +18,7 @@ Security decisions, in one place:
 
 from __future__ import annotations
 
+import errno
 import getpass
 import logging
 import os
@@ -28,7 +29,6 @@ import socket
 import sys
 import threading
 import time
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,6 +45,7 @@ from .._exceptions import (
     OptionsError,
     UnreachableError,
 )
+from .._io import atomic_writer
 from ._host import CommandResult
 
 __all__ = ["SSHHost", "SSHTarget", "password_from_environment", "prompt_password"]
@@ -549,22 +550,23 @@ class SSHHost:
     def fetch(self, remote_path: str, local_path: Path) -> None:
         local_path = Path(local_path)
         local_path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = local_path.with_name(f".{local_path.name}.{uuid.uuid4().hex[:8]}.tmp")
         try:
             with self._lock:
                 if self._sftp is None:
                     self._sftp = self._client.open_sftp()
                 sftp = self._sftp
-            sftp.get(remote_path, str(tmp))
-            os.replace(tmp, local_path)
+            # The package's one writer (nhbench._io): a temporary file renamed into place,
+            # removed if the transfer fails.
+            with atomic_writer(local_path, binary=True) as handle:
+                size = sftp.getfo(remote_path, handle)
+                if handle.seekable() and handle.tell() != size:
+                    raise OSError(errno.EIO, f"short transfer ({handle.tell()} of {size} bytes)")
         except OSError as exc:
             raise CommandError(
                 f"cannot copy {remote_path} from {self.name}: {exc.strerror or exc}"
             ) from exc
         except paramiko.SSHException as exc:
             raise HostError(f"SFTP to {self.name} failed: {exc}") from exc
-        finally:
-            tmp.unlink(missing_ok=True)
 
     def close(self) -> None:
         with self._lock:

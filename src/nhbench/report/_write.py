@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .._output import write_atomic
+from .._io import write_text
 from ..campaign._models import CampaignManifest
 from ._csv import render_csv
 from ._html import render_html
@@ -18,10 +18,11 @@ REPORT_FILES = ("report.txt", "results.csv", "report.html")
 
 def write_reports(campaign_dir: Path, manifest: CampaignManifest) -> list[Path]:
     """Render report.txt, results.csv and report.html for `manifest` and write them into
-    `campaign_dir`, each atomically (a temporary file in the same directory, then
-    os.replace), so a reader never sees half a report. All three are rendered before the
-    first is written: a rendering error leaves the previous reports untouched. Returns the
-    paths written."""
+    `campaign_dir`, each atomically (`nhbench._io`: a temporary file in the same
+    directory, then a rename), so a reader never sees half a report. All three are rendered
+    before the first is written: a rendering error leaves the previous reports untouched.
+    Returns the paths written; a file that cannot be written raises `nhbench._io.OutputError`
+    (an OSError, one line)."""
     directory = Path(campaign_dir)
     texts = {
         "report.txt": render_text(manifest),
@@ -31,6 +32,6 @@ def write_reports(campaign_dir: Path, manifest: CampaignManifest) -> list[Path]:
     written = []
     for name in REPORT_FILES:
         path = directory / name
-        write_atomic(path, texts[name])
+        write_text(path, texts[name])
         written.append(path)
     return written

@@ -26,6 +26,8 @@ __all__ = ["DEFAULT_STEP_RPS", "MAX_STEPS", "build_plan", "next_step", "parse_st
 DEFAULT_STEP_RPS = 10.0
 #: A guard against a typo turning a sweep into days of steps (--step-rps 0.001).
 MAX_STEPS = 10_000
+#: The longest --cooldown between steps, in seconds (a day).
+MAX_COOLDOWN = 86400.0
 
 
 def _rate(name: str, value: object, *, allow_zero: bool = False) -> float:
@@ -137,6 +139,10 @@ def build_plan(
         raise OptionsError("--extend-limit: only meaningful with --extend", "extend_limit")
     if cooldown < 0:
         raise OptionsError(f"--cooldown: must be >= 0 (got {cooldown:g})", "cooldown")
+    if cooldown > MAX_COOLDOWN:
+        # time.sleep raises OverflowError on absurd values; a day between steps is plenty.
+        raise OptionsError(f"--cooldown: must be <= {MAX_COOLDOWN:g} s (got {cooldown:g})",
+                           "cooldown")
     return SweepPlan(
         steps=rates,
         duration=duration,

@@ -113,11 +113,19 @@ def load_scenario(path: str | os.PathLike[str]) -> dict[str, Any]:
     name = str(path)
     try:
         text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise OptionsError(f"--scenario {name}: not UTF-8 text (byte "
+                           f"0x{exc.object[exc.start]:02x} at offset {exc.start})",
+                           "scenario") from None
     except OSError as exc:
         raise OptionsError(f"--scenario: cannot read {name!r}: {exc.strerror or exc}",
                            "scenario") from None
     try:
         data = yaml.safe_load(text)
+    except RecursionError:
+        # PyYAML's composer recurses once per level of nesting.
+        raise OptionsError(f"--scenario {name}: nested too deeply to be a campaign file",
+                           "scenario") from None
     except yaml.YAMLError as exc:
         where = ""
         mark = getattr(exc, "problem_mark", None)
