@@ -22,7 +22,22 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import h2frames as h2
 import pytest
+from h2frames import (
+    ACK,
+    DATA,
+    END_HEADERS,
+    END_STREAM,
+    GOAWAY,
+    HEADERS,
+    PING,
+    PREFACE,
+    RST_STREAM,
+    SETTINGS,
+    WINDOW_UPDATE,
+    frame,
+)
 
 import nhbench
 
@@ -337,37 +352,10 @@ def test_large_echo_is_byte_exact_with_curl(mode: str, tmp_path: Path) -> None:
 # raw frames: streams that do not block each other, resets, GOAWAY, garbage
 # --------------------------------------------------------------------------------------------
 
-PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
-DATA, HEADERS, RST_STREAM, SETTINGS, PING, GOAWAY, WINDOW_UPDATE = 0, 1, 3, 4, 6, 7, 8
-END_STREAM, END_HEADERS, ACK = 1, 4, 1
-
-
-def frame(kind: int, flags: int, stream: int, payload: bytes = b"") -> bytes:
-    return struct.pack(">I", len(payload))[1:] + bytes([kind, flags]) + \
-        struct.pack(">I", stream) + payload
-
-
 def hpack_literal(headers: list[tuple[str, str]]) -> bytes:
     """HPACK literal header fields without indexing, new names, no Huffman: enough to
     send a request (and never needing a decoder)."""
-
-    def integer(value: int, prefix_bits: int, first: int = 0) -> bytes:
-        limit = (1 << prefix_bits) - 1
-        if value < limit:
-            return bytes([first | value])
-        out = [first | limit]
-        value -= limit
-        while value >= 128:
-            out.append((value & 127) | 128)
-            value >>= 7
-        out.append(value)
-        return bytes(out)
-
-    block = b""
-    for name, value in headers:
-        n, v = name.encode(), value.encode()
-        block += b"\x00" + integer(len(n), 7) + n + integer(len(v), 7) + v
-    return block
+    return b"".join(h2.hpack_literal(n.encode(), v.encode()) for n, v in headers)
 
 
 def request_frame(stream: int, path: str, extra: list[tuple[str, str]] | None = None,

@@ -25,6 +25,21 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from h2frames import (
+    CONTINUATION,
+    DATA,
+    END_HEADERS,
+    END_STREAM,
+    ENHANCE_YOUR_CALM,
+    GOAWAY,
+    HEADERS,
+    INTERNAL_ERROR,
+    PREFACE,
+    RST_STREAM,
+    SETTINGS,
+    frame,
+)
+from h2frames import hpack_literal as _hpack_literal
 
 import nhbench
 
@@ -389,34 +404,8 @@ def test_h1_counters_equal_the_responses_received() -> None:
 # defect 6: HTTP/2 floods (frames written by hand)
 # --------------------------------------------------------------------------------------------
 
-PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
-DATA, HEADERS, RST_STREAM, SETTINGS, GOAWAY, CONTINUATION = 0, 1, 3, 4, 7, 9
-END_STREAM, END_HEADERS, ACK = 1, 4, 1
-INTERNAL_ERROR, ENHANCE_YOUR_CALM = 2, 11
-
-
-def frame(kind: int, flags: int, stream: int, payload: bytes = b"") -> bytes:
-    return struct.pack(">I", len(payload))[1:] + bytes([kind, flags]) + \
-        struct.pack(">I", stream) + payload
-
-
-def hpack_int(value: int, prefix_bits: int, first: int = 0) -> bytes:
-    limit = (1 << prefix_bits) - 1
-    if value < limit:
-        return bytes([first | value])
-    out = [first | limit]
-    value -= limit
-    while value >= 128:
-        out.append((value & 127) | 128)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 def hpack_literal(name: str, value: str, index: bool = False) -> bytes:
-    """A literal field with a new name: added to the dynamic table when `index`."""
-    n, v = name.encode(), value.encode()
-    return (b"\x40" if index else b"\x00") + hpack_int(len(n), 7) + n + hpack_int(len(v), 7) + v
+    return _hpack_literal(name.encode(), value.encode(), index)
 
 
 # :method GET, :scheme http, :path / from the static table; :authority literal.

@@ -17,9 +17,9 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+import h2frames as h2
 from scripted_origin import read_request
 
-from . import h2frames as h2
 from .accounting import get, responses
 
 Handler = Callable[[socket.socket], None]

@@ -20,11 +20,10 @@ import threading
 import time
 from collections.abc import Iterator
 
+import h2frames as h2
 import pytest
 
 import nhbench
-
-from . import h2frames as h2
 
 pytestmark = pytest.mark.hostile
 

@@ -1,5 +1,6 @@
 """HTTP/2 frames and HPACK blocks written by hand with ``struct``, for both sides of the
-hostile suites: the scripted origin's misbehaving replies and the attack client's requests.
+hostile suites (the scripted origin's misbehaving replies, the attack client's requests) and
+the server hardening tests.
 
 Only what the suites need is here (RFC 9113 framing, RFC 7541 integer and literal encoding,
 no Huffman). The ``h2`` package is deliberately not used: the point is to send what a
