@@ -81,7 +81,7 @@ def asan(session: nox.Session) -> None:
     files = sorted(
         str(p.relative_to(ROOT))
         for pattern in ("test_engine*.py", "test_server*.py", "test_tls*.py", "test_h2*.py",
-                        "hostile/test_*.py")
+                        "test_client_*.py", "hostile/test_*.py")
         for p in (ROOT / "tests").glob(pattern)
     )
     if not files:

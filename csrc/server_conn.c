@@ -359,17 +359,21 @@ void nhb__srv_conn_flush(srv_conn* c) {
       nrec++;
       if (finished) break;
     }
-    if (nb && nhb__srv_conn_write(c, bufs, nb, total, keep) < 0) return;
     if (ndone && c->kind == SRV_CONN_HTTP) {
-      /* Counted as written, so a response that waits for a delay, or is
-       * dropped with its connection, is not among them; the admin
-       * endpoint's own are never counted. */
+      /* Counted as the responses are handed to the socket, so a response
+       * that waits for a delay, or is dropped with its connection before its
+       * turn, is not among them; the admin endpoint's own are never counted.
+       * Counted just before the write rather than after it, so that a client
+       * holding a response never reads counters that do not include it yet
+       * (HTTP/2 counts at the same point: when nghttp2 hands the frame over,
+       * before the socket write). */
       srv_bump(&w->counters.requests, ndone);
       for (unsigned i = 0; i < ndone; i++) {
         if (done_status[i] < NHB_SERVER_STATUS_MAX) srv_bump(&w->counters.status[done_status[i]], 1);
         if (done_bad[i]) srv_bump(&w->counters.bad_requests, 1);
       }
     }
+    if (nb && nhb__srv_conn_write(c, bufs, nb, total, keep) < 0) return;
     if (waiting || finished) break;
     if (!partial && nrec < SRV_MAX_BATCH) break;
   }
