@@ -54,6 +54,7 @@ from ._names import (
     no_success_reason,
 )
 from ._options import Options
+from ._output import render as _render
 from ._predicates import FiredPredicate, fired_predicates
 from ._version import __version__
 
@@ -554,6 +555,4 @@ class Result(BaseModel):
 
     def render(self, output_format: str | None = None) -> str:
         """The report as text, in `output_format` (default: the one in the options)."""
-        from ._output import render
-
-        return render(self, output_format or self.options.output_format)
+        return _render(self, output_format or self.options.output_format)

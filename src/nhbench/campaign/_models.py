@@ -21,8 +21,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from .._names import error_total
-from ..capture._models import CaptureResult
-from ..hosts._facts_model import MachineFacts
+from ..capture import CaptureResult
+from ..hosts import MachineFacts
 
 __all__ = [
     "CAMPAIGN_FORMAT",

@@ -56,7 +56,7 @@ from ._perf import (
 
 if TYPE_CHECKING:
     # Only for annotations: any object with the Host methods works (LocalHost, SSHHost).
-    from ..hosts._host import BackgroundCommand, CommandResult, Host
+    from ..hosts import BackgroundCommand, CommandResult, Host
 
 __all__ = ["StepCapture", "check_tools", "install_tools"]
 

@@ -13,14 +13,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..campaign._models import (
+from ..campaign import (
     LATENCY_KEYS,
     CampaignManifest,
     SloCheck,
     StepRecord,
     SweepPlan,
 )
-from ..hosts._facts_model import MachineFacts
+from ..hosts import MachineFacts
 
 __all__ = [
     "LOADGEN_COLUMN",

@@ -15,7 +15,7 @@ from pathlib import Path
 import jinja2
 from markupsafe import Markup
 
-from ..campaign._models import LATENCY_KEYS, CampaignManifest, StepRecord
+from ..campaign import LATENCY_KEYS, CampaignManifest, StepRecord
 from ._charts import PALETTE, Series, line_chart
 from ._common import (
     describe_plan,

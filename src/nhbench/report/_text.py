@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import textwrap
 
-from ..campaign._models import CampaignManifest, StepRecord
+from ..campaign import CampaignManifest, StepRecord
 from ._common import (
     describe_plan,
     fact_sections,

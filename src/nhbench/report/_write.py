@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .._io import write_text
-from ..campaign._models import CampaignManifest
+from ..campaign import CampaignManifest
 from ._csv import render_csv
 from ._html import render_html
 from ._text import render_text
