@@ -18,6 +18,7 @@ import subprocess
 from pathlib import Path
 
 import nox
+from nox.command import CommandFailed
 
 ROOT = Path(__file__).resolve().parent
 
@@ -213,7 +214,7 @@ def fuzz(session: nox.Session) -> None:
         session.log(f"fuzz: {t} for {seconds} s")
         try:
             session.run(*cmd, external=True, env=env)
-        except Exception:
+        except CommandFailed:
             found = sorted(artifacts.glob("*"))
             where = f" (input: {found[-1]})" if found else ""
             session.error(

@@ -158,7 +158,8 @@ def _same_machine(result: Result) -> bool:
     # on another machine would otherwise print that machine's CPUs).
     try:
         return len(result.options.worker_cpus) == result.worker_count
-    except Exception:
+    except (OSError, ValueError, ArithmeticError):
+        # No affinity mask to read, or an empty CPU pool: the report just omits the list.
         return False
 
 

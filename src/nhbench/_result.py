@@ -268,7 +268,8 @@ class Statistic(BaseModel):
     ) -> dict[str, Any]:
         self.encoded()
         if not info.mode_is_json():
-            return handler(self)
+            plain: dict[str, Any] = handler(self)
+            return plain
         out: dict[str, Any] = {"count": str(self.count), "id": self.id}
         if self.raw:
             if self.percentiles:

@@ -43,7 +43,7 @@ _WATCHDOG_SLACK = 10.0
 def load_core() -> ModuleType:
     """Import the compiled extension, or raise a CoreUnavailableError saying what to do."""
     try:
-        from . import _core  # type: ignore[attr-defined]
+        from . import _core
     except ImportError as exc:
         raise CoreUnavailableError(
             f"the compiled extension nhbench._core is not available ({exc}); "

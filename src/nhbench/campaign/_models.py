@@ -33,7 +33,7 @@ __all__ = [
     "SweepPlan",
 ]
 
-CAMPAIGN_FORMAT = "nhbench-campaign/1"
+CAMPAIGN_FORMAT: Literal["nhbench-campaign/1"] = "nhbench-campaign/1"
 
 CampaignStatus = Literal["running", "completed", "stopped", "interrupted", "failed"]
 

@@ -174,7 +174,7 @@ def _password(config: Any) -> str | None:
     try:
         from ..hosts import prompt_password
 
-        return prompt_password(ssh.target)  # type: ignore[no-any-return]
+        return prompt_password(ssh.target)
     except ImportError:
         import getpass
 

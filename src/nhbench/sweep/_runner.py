@@ -104,7 +104,7 @@ def _facts_api() -> Callable[..., Any] | None:
         from ..hosts import collect_facts
     except ImportError:
         return None
-    return collect_facts  # type: ignore[no-any-return]
+    return collect_facts
 
 
 def _report_api() -> Any:
@@ -213,16 +213,15 @@ def parse_watch_cpus(value: object, within: CpuCheck | None = None) -> dict[str,
                 )
             items.append((name.strip(), cpus))
     groups: dict[str, list[int]] = {}
-    for name, cpus in items:
+    for name, given in items:
         if not _GROUP_NAME.match(name):
             raise OptionsError(
                 f"--watch-cpus: group name {name!r} must be letters, digits, '_', '.', ':' or '-'",
                 "watch_cpus",
             )
-        if isinstance(cpus, (list, tuple)):
-            cpus = ",".join(str(cpu) for cpu in cpus)
+        spec = ",".join(str(cpu) for cpu in given) if isinstance(given, (list, tuple)) else given
         try:
-            groups[name] = parse_cpu_list(cpus, within)
+            groups[name] = parse_cpu_list(spec, within)
         except ValueError as exc:
             raise OptionsError(f"--watch-cpus {name}: {exc}", "watch_cpus") from None
     return groups
