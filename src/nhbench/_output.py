@@ -313,5 +313,5 @@ def write_atomic(path: str | os.PathLike[str], text: str) -> None:
     """Write `text` to `path` by the package's one set of file rules (`nhbench._io`): a
     regular file or a new path is replaced atomically (readers see the old file or the whole
     new one, nothing partial is left on failure); stdout (``-``), a FIFO or a character
-    device is streamed into. Raises `nhbench._io.OutputError` (an OSError, one line)."""
+    device is streamed into. Raises `nhbench.OutputError` (an OSError, one line)."""
     write_output(path, text)

@@ -21,7 +21,7 @@ def write_reports(campaign_dir: Path, manifest: CampaignManifest) -> list[Path]:
     `campaign_dir`, each atomically (`nhbench._io`: a temporary file in the same
     directory, then a rename), so a reader never sees half a report. All three are rendered
     before the first is written: a rendering error leaves the previous reports untouched.
-    Returns the paths written; a file that cannot be written raises `nhbench._io.OutputError`
+    Returns the paths written; a file that cannot be written raises `nhbench.OutputError`
     (an OSError, one line)."""
     directory = Path(campaign_dir)
     texts = {
