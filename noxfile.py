@@ -8,16 +8,18 @@
     nox -s fuzz -- --seconds 30 --target fuzz_server   # shorter, one target
     nox -s demo             # build + `nhbench demo`
     nox -s bench            # build + benchmarks/peer_compare.py + server_compare.py
-    nox -s lint             # ruff (not part of the default run)
+    nox -s lint             # ruff, mypy and import-linter (part of `tests`)
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
+import tomllib
 from pathlib import Path
 
 import nox
+from nox.command import CommandFailed
 
 ROOT = Path(__file__).resolve().parent
 
@@ -65,8 +67,9 @@ def tests(session: nox.Session) -> None:
             "(run them with ./dev asan / ./dev selftest)"
         )
         return
-    # selftest first (quick), then a short fuzz run of every target, so the
+    # lint and selftest first (quick), then a short fuzz run of every target, so the
     # log ends with the asan pytest summary.
+    session.notify("lint", posargs=[])
     if (ROOT / "csrc" / "tests" / "selftest.c").exists():
         session.notify("selftest", posargs=[])
     if (ROOT / "csrc" / "fuzz").is_dir():
@@ -213,7 +216,7 @@ def fuzz(session: nox.Session) -> None:
         session.log(f"fuzz: {t} for {seconds} s")
         try:
             session.run(*cmd, external=True, env=env)
-        except Exception:
+        except CommandFailed:
             found = sorted(artifacts.glob("*"))
             where = f" (input: {found[-1]})" if found else ""
             session.error(
@@ -247,8 +250,27 @@ def soak(session: nox.Session) -> None:
     session.run("python", "benchmarks/soak.py", *session.posargs)
 
 
+# The checkers are pinned to a minor version: a new release can add checks under the rule
+# sets we select, and `tests` (CI) must not turn red without a change here.
+LINT_TOOLS = [
+    "ruff>=0.17,<0.18",
+    "mypy>=2.4,<2.5",
+    "import-linter>=2.16,<3",
+    # Type stubs for the dependencies that ship none (hdrhistogram has none at all).
+    "types-PyYAML",
+    "types-paramiko",
+    "pandas-stubs",
+]
+
+
 @nox.session(reuse_venv=True)
 def lint(session: nox.Session) -> None:
-    """Static checks of the Python code (not in the default run)."""
-    session.install("ruff")
-    session.run("ruff", "check", "src", "tests", "noxfile.py", *session.posargs)
+    """ruff on the Python code, mypy on src/nhbench, import-linter's layer contracts (all
+    configured in pyproject.toml; docs/development.md). No build: the package's Python
+    dependencies are installed and the checks read src/ directly."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    session.install(*LINT_TOOLS, *project["dependencies"])
+    session.run("ruff", "check", "src", "tests", "benchmarks", "noxfile.py", *session.posargs)
+    session.run("mypy")
+    # import-linter imports nothing but must find the package: from src/, without a build.
+    session.run("lint-imports", env={"PYTHONPATH": str(ROOT / "src")})

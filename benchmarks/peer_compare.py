@@ -487,7 +487,7 @@ class Wrk(Tool):
         m = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)",
                       out)
         if m:
-            for k, v in zip(("connect", "read", "write", "timeout"), m.groups()):
+            for k, v in zip(("connect", "read", "write", "timeout"), m.groups(), strict=True):
                 if int(v):
                     sample.errors[k] = int(v)
 

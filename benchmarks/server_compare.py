@@ -248,7 +248,7 @@ def run_wrk(target: Target, cfg: argparse.Namespace) -> Sample:
         sample.requests -= int(m.group(1))
     m = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", text)
     if m:
-        for name, value in zip(("connect", "read", "write", "timeout"), m.groups()):
+        for name, value in zip(("connect", "read", "write", "timeout"), m.groups(), strict=True):
             if int(value):
                 sample.errors[name] = int(value)
     return sample

@@ -20,9 +20,9 @@ import time
 from pathlib import Path
 
 import pytest
+from scripted_origin import Reply, ScriptedOrigin
 
 import nhbench
-from scripted_origin import Reply, ScriptedOrigin
 
 CPUS = sorted(os.sched_getaffinity(0))
 CLIENT_CPU = str(CPUS[0])

@@ -10,9 +10,9 @@ from __future__ import annotations
 import os
 
 import pytest
+from scripted_origin import Reply, ScriptedOrigin
 
 import nhbench
-from scripted_origin import Reply, ScriptedOrigin
 
 CPUS = sorted(os.sched_getaffinity(0))
 # Client and server on different CPUs where there are two; everything on one otherwise.

@@ -326,7 +326,8 @@ def test_accept_new_keeps_existing_lines(sshd: SSHServer, tmp_path: Path) -> Non
     known = tmp_path / "known_hosts"
     # An existing file without a final newline, with a comment paramiko would drop if it
     # rewrote the file.
-    known.write_text("# keep me\nother.example ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIG0zGK2cS0l4Dm1TyT0fXq0c3bMMZbIuR5Wl2f3yq0iD")
+    known.write_text("# keep me\n"
+                     "other.example ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIG0zGK2cS0l4Dm1TyT0fXq0c3bMMZbIuR5Wl2f3yq0iD")
     with sshd.connect(known_hosts=known, accept_new=True):
         pass
     lines = known.read_text().splitlines()

@@ -285,7 +285,7 @@ def test_csv_round_trip(manifest: CampaignManifest) -> None:
     header = list(rows[0])
     assert header[: len(CSV_COLUMNS)] == list(CSV_COLUMNS)
     assert header[len(CSV_COLUMNS):] == ["target_cpu_ingress", "target_cpu_sidecar"]
-    for row, step in zip(rows, manifest.steps):
+    for row, step in zip(rows, manifest.steps, strict=True):
         assert int(row["index"]) == step.index
         assert row["directory"] == step.directory
         assert float(row["requested_rps"]) == step.requested_rps

@@ -1222,7 +1222,7 @@ def test_thousands_of_idle_connections() -> None:
 
 def test_stop_with_open_connections_is_prompt() -> None:
     server = nhbench.TestServer(static_delay="5s").start()
-    with connect(server.address) as idle, connect(server.address) as busy:
+    with connect(server.address) as _idle, connect(server.address) as busy:
         busy.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
         time.sleep(0.1)
         start = time.monotonic()

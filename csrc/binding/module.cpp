@@ -46,7 +46,15 @@ py::tuple sockaddr_to_tuple(const void* addr) {
 }
 
 void raise_core_error(int err, const std::string& context) {
-  throw std::runtime_error(context + ": " + nhb_strerror(err) + " (" + nhb_err_name(err) + ")");
+  // A RuntimeError that also carries the code and its name, so that the Python side can
+  // hand them on (nhbench.CoreError.code and .name) without parsing the message.
+  const char* name = nhb_err_name(err);
+  py::object exc = py::reinterpret_borrow<py::object>(PyExc_RuntimeError)(
+      context + ": " + nhb_strerror(err) + " (" + name + ")");
+  exc.attr("code") = err;
+  exc.attr("name") = name;
+  PyErr_SetObject(PyExc_RuntimeError, exc.ptr());
+  throw py::error_already_set();
 }
 
 PYBIND11_MODULE(_core, m) {

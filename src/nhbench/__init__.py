@@ -15,16 +15,22 @@ run or a test server starts.
 """
 
 from ._exceptions import (
+    AuthenticationError,
     CampaignError,
+    CommandError,
     ConfigRejectedError,
     CoreError,
     CoreUnavailableError,
+    HostError,
+    HostKeyError,
     NHBenchError,
     OptionsError,
     ResolveError,
     RunError,
     ServerError,
+    UnreachableError,
 )
+from ._io import OutputError
 from ._options import DEFAULT_PERCENTILES, Options, format_validation_error, parse_duration
 from ._output import render, render_human, render_json
 from ._predicates import DEFAULT_FAILURE_PREDICATES
@@ -37,9 +43,9 @@ from ._version import __version__
 # The sweep side (campaigns, hosts, SSH with paramiko) is imported when first used, so that
 # ``import nhbench`` for a plain run stays as light as it was.
 _LAZY = {
-    "Campaign": ("nhbench.campaign._store", "Campaign"),
-    "load_campaign": ("nhbench.campaign._store", "load_campaign"),
-    "run_sweep": ("nhbench.sweep._runner", "run_sweep"),
+    "Campaign": ("nhbench.campaign", "Campaign"),
+    "load_campaign": ("nhbench.campaign", "load_campaign"),
+    "run_sweep": ("nhbench.sweep", "run_sweep"),
 }
 
 
@@ -92,5 +98,11 @@ __all__ = [
     "CoreError",
     "ConfigRejectedError",
     "ServerError",
+    "HostError",
+    "UnreachableError",
+    "HostKeyError",
+    "AuthenticationError",
+    "CommandError",
     "CampaignError",
+    "OutputError",
 ]

@@ -24,6 +24,9 @@ Hierarchy::
     └── CampaignError           a campaign directory is unusable (corrupt manifest, resume
                                 with different options, directory not empty)
 
+    OutputError                 (an OSError, defined in nhbench._io) an output file (report,
+                                JSON result) could not be written; one line naming the path
+
 A run that *did* happen but went badly (connection refused, error responses) is not an
 exception: it returns a `Result` whose failure predicates fired, because the counters and
 latencies collected until then are still worth reporting.
@@ -79,7 +82,18 @@ class ResolveError(RunError):
 
 
 class CoreError(RunError):
-    """The C core refused the configuration or could not start its workers."""
+    """The C core refused the configuration or could not start its workers.
+
+    `code` is the core's error code (negative: an ``NHB_E*`` code of csrc/nhb.h, or a
+    negated errno from libuv) and `name` its name (``"EMFILE"``, ``"NHB_ETHREAD"``...);
+    both are None when the failure did not come with a code from the core (the run's
+    watchdog, or a configuration the core rejected as invalid).
+    """
+
+    def __init__(self, message: str, code: int | None = None, name: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.name = name
 
 
 class ConfigRejectedError(CoreError, OptionsError):

@@ -24,7 +24,7 @@ import ipaddress
 import math
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Literal
@@ -157,14 +157,14 @@ def format_cpu_list(cpus: object) -> str:
     return ",".join(parts)
 
 
-def parse_worker_count(value: object, maximum: int) -> int | str:
+def parse_worker_count(value: Any, maximum: int) -> int | str:
     """'auto', or a whole number of workers from 1 to `maximum` (client and server alike)."""
     if isinstance(value, str) and value.strip().lower() == "auto":
         return "auto"
     try:
         if isinstance(value, bool) or isinstance(value, float) and not value.is_integer():
             raise ValueError
-        number = int(value.strip() if isinstance(value, str) else value)  # type: ignore[arg-type]
+        number = int(value.strip() if isinstance(value, str) else value)
     except (TypeError, ValueError):
         raise ValueError(f"must be 'auto' or an integer >= 1 (got {value!r})") from None
     if not 1 <= number <= maximum:
@@ -808,12 +808,12 @@ class Options(BaseModel):
 
     @field_validator("alpn", mode="before")
     @classmethod
-    def _parse_alpn(cls, value: object) -> object:
+    def _parse_alpn(cls, value: Any) -> object:
         if value is None:
             return None
         items = value.split(",") if isinstance(value, str) else value
         try:
-            ids = [str(item).strip() for item in items]  # type: ignore[union-attr]
+            ids = [str(item).strip() for item in items]
         except TypeError:
             raise ValueError(f"must be protocol ids such as h2,http/1.1 (got {value!r})") from None
         if not ids or any(not 0 < len(i) < 256 or not i.isascii() or not i.isprintable()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from datetime import timezone
+from typing import TYPE_CHECKING
 
 from ._io import write_output
 from ._names import (
@@ -28,7 +29,12 @@ from ._names import (
     describe_errors,
 )
 from ._options import format_cpu_list
-from ._result import Result, Statistic
+
+if TYPE_CHECKING:
+    # Only for annotations: the renderers read a result's fields and never build one, and
+    # `Result.render` calls them, so the result layer sits above this one (an annotation
+    # import is not executed and import-linter's contracts do not count it).
+    from ._result import Result, Statistic
 
 __all__ = [
     "FORMATS", "format_seconds", "render", "render_human", "render_json", "write_atomic",
@@ -152,7 +158,8 @@ def _same_machine(result: Result) -> bool:
     # on another machine would otherwise print that machine's CPUs).
     try:
         return len(result.options.worker_cpus) == result.worker_count
-    except Exception:
+    except (OSError, ValueError, ArithmeticError):
+        # No affinity mask to read, or an empty CPU pool: the report just omits the list.
         return False
 
 
@@ -306,5 +313,5 @@ def write_atomic(path: str | os.PathLike[str], text: str) -> None:
     """Write `text` to `path` by the package's one set of file rules (`nhbench._io`): a
     regular file or a new path is replaced atomically (readers see the old file or the whole
     new one, nothing partial is left on failure); stdout (``-``), a FIFO or a character
-    device is streamed into. Raises `nhbench._io.OutputError` (an OSError, one line)."""
+    device is streamed into. Raises `nhbench.OutputError` (an OSError, one line)."""
     write_output(path, text)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from ._names import COUNTERS
 
@@ -105,11 +106,11 @@ def _check_name(name: str) -> str:
     return name
 
 
-def _check_threshold(threshold: object, text: object) -> int:
+def _check_threshold(threshold: Any, text: object) -> int:
     if isinstance(threshold, bool):
         raise ValueError(f"threshold must be an integer (got {text!r})")
     try:
-        value = int(threshold)  # type: ignore[call-overload]
+        value = int(threshold)
     except (TypeError, ValueError):
         raise ValueError(
             f"threshold must be an integer in 0..{UINT64_MAX} (got {text!r})"

@@ -54,6 +54,7 @@ from ._names import (
     no_success_reason,
 )
 from ._options import Options
+from ._output import render as _render
 from ._predicates import FiredPredicate, fired_predicates
 from ._version import __version__
 
@@ -267,7 +268,8 @@ class Statistic(BaseModel):
     ) -> dict[str, Any]:
         self.encoded()
         if not info.mode_is_json():
-            return handler(self)
+            plain: dict[str, Any] = handler(self)
+            return plain
         out: dict[str, Any] = {"count": str(self.count), "id": self.id}
         if self.raw:
             if self.percentiles:
@@ -554,6 +556,4 @@ class Result(BaseModel):
 
     def render(self, output_format: str | None = None) -> str:
         """The report as text, in `output_format` (default: the one in the options)."""
-        from ._output import render
-
-        return render(self, output_format or self.options.output_format)
+        return _render(self, output_format or self.options.output_format)

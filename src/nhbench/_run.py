@@ -43,7 +43,7 @@ _WATCHDOG_SLACK = 10.0
 def load_core() -> ModuleType:
     """Import the compiled extension, or raise a CoreUnavailableError saying what to do."""
     try:
-        from . import _core  # type: ignore[attr-defined]
+        from . import _core
     except ImportError as exc:
         raise CoreUnavailableError(
             f"the compiled extension nhbench._core is not available ({exc}); "
@@ -190,7 +190,12 @@ class Benchmark:
         try:
             run.start()
         except (RuntimeError, OSError, ValueError) as exc:
-            raise CoreError(f"could not start the workers: {exc}") from exc
+            # The core's failures carry its error code and name (csrc/binding/module.cpp).
+            raise CoreError(
+                f"could not start the workers: {exc}",
+                code=getattr(exc, "code", None),
+                name=getattr(exc, "name", None),
+            ) from exc
         self._run = run
         self._started_at = time.monotonic()
         if self._stop_requested:

@@ -80,7 +80,7 @@ __all__ = [
 MAX_RESPONSE_BODY_SIZE = 4 * 1024 * 1024
 # sockaddr_un.sun_path is 108 bytes on Linux, one of which is the terminating NUL.
 MAX_UNIX_PATH = 107
-DEFAULT_LISTEN: tuple[tuple[str, str, int], ...] = (("tcp", "127.0.0.1", 0),)
+DEFAULT_LISTEN: tuple[tuple[Literal["tcp", "unix"], str, int], ...] = (("tcp", "127.0.0.1", 0),)
 # The protocols the server speaks, as ALPN ids, in its order of preference.
 PROTOCOLS = ("h2", "http/1.1")
 DEFAULT_ALPN: tuple[str, ...] = ("h2", "http/1.1")
@@ -254,7 +254,7 @@ def _format_listen(item: Listen) -> str:
     return f"unix:{where}" if kind == "unix" else format_address(where, port)
 
 
-def _as_list(value: object) -> list[Any]:
+def _as_list(value: Any) -> list[Any]:
     """A single address (string, 2-tuple host/port) is one item, not a list of them."""
     if value is None:
         return []
@@ -269,7 +269,7 @@ def _as_list(value: object) -> list[Any]:
     ):
         return [value]
     try:
-        return list(value)  # type: ignore[call-overload]
+        return list(value)
     except TypeError:
         return [value]
 
@@ -639,7 +639,7 @@ class ResponseOptions(_Strict):
         return out
 
 
-def _as_header_list(value: object) -> list[Any]:
+def _as_header_list(value: Any) -> list[Any]:
     if value is None:
         return []
     if isinstance(value, str):
@@ -656,7 +656,7 @@ def _as_header_list(value: object) -> list[Any]:
         # ("X-A", "1") given where a list is expected is one header
         return [value]
     try:
-        return list(value)  # type: ignore[call-overload]
+        return list(value)
     except TypeError:
         return [value]
 

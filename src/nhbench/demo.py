@@ -1,8 +1,7 @@
-"""The demo: the embedded test server on a loopback port, a 5 s load against it, the report.
+"""``python -m nhbench.demo``: the same as ``nhbench demo``.
 
-``nhbench demo`` and ``python -m nhbench.demo`` both run `main`. With more than one CPU the
-client worker and the server are pinned to different CPUs, the way a benchmark should be set
-up, so that neither steals the other's time.
+The demo itself is a CLI command (`nhbench.cli`); this module only keeps the ``-m`` entry
+point, on top of the CLI, so that the CLI never imports it.
 """
 
 from __future__ import annotations
@@ -10,68 +9,14 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from pydantic import ValidationError
+from .cli import main as _cli_main
 
-__all__ = ["main", "DEMO_RPS", "DEMO_CONNECTIONS", "DEMO_DURATION"]
-
-# 10k requests per second is well inside what one core can do, high enough that the
-# sub-millisecond release schedule (one release every 100 us) shows in the release-lateness
-# statistic, and low enough that the run stays a paced, open-to-inspection run rather than a
-# saturation test.
-DEMO_RPS = 10_000
-DEMO_CONNECTIONS = 10
-DEMO_DURATION = "5s"
+__all__ = ["main"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the demo and return the exit status (that of ``nhbench run``)."""
-    from ._exceptions import CoreUnavailableError, ServerError
-    from ._options import Options, affinity_cpus, format_validation_error
-    from ._server import TestServer
-    from .cli import _die, _Parser, run_and_report
-
-    parser = _Parser(prog="nhbench demo", allow_abbrev=False)
-    parser.add_argument("--rps", default=str(DEMO_RPS))
-    parser.add_argument("--duration", default=DEMO_DURATION)
-    parser.add_argument("--connections", default=str(DEMO_CONNECTIONS))
-    parser.add_argument("--output-format", default="human")
-    args = parser.parse_args(argv)
-
-    cpus = affinity_cpus()
-    client_cpu = cpus[0]
-    server_cpus = [cpus[-1]] if len(cpus) > 1 else None
-    try:
-        server = TestServer(listen=("127.0.0.1", 0), workers=1, cpus=server_cpus)
-        server.start()
-    except (ServerError, CoreUnavailableError) as exc:
-        _die(str(exc), status=1)
-    try:
-        try:
-            options = Options.model_validate(
-                {
-                    "uri": server.url,
-                    "rps": args.rps,
-                    "duration": args.duration,
-                    "connections": args.connections,
-                    "concurrency": 1,
-                    "cpus": [client_cpu],
-                    "output_format": args.output_format,
-                    "label": ["demo"],
-                }
-            )
-        except ValidationError as exc:
-            parser.error(format_validation_error(exc, cli=True))
-        if options.output_format == "human":
-            where = f"CPU {server_cpus[0]}" if server_cpus else "unpinned"
-            sys.stdout.write(
-                f"nhbench demo: test server on {server.url} ({where}); client on CPU "
-                f"{client_cpu}: {options.rps:g} rps over {options.connections} connections for "
-                f"{options.duration:g} s\n\n"
-            )
-            sys.stdout.flush()
-        return run_and_report(options)
-    finally:
-        server.stop()
+    """Run the demo with `argv` (default: the command line) and return the exit status."""
+    return _cli_main(["demo", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

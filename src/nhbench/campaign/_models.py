@@ -21,8 +21,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from .._names import error_total
-from ..capture._models import CaptureResult
-from ..hosts._facts_model import MachineFacts
+from ..capture import CaptureResult
+from ..hosts import MachineFacts
 
 __all__ = [
     "CAMPAIGN_FORMAT",
@@ -33,7 +33,7 @@ __all__ = [
     "SweepPlan",
 ]
 
-CAMPAIGN_FORMAT = "nhbench-campaign/1"
+CAMPAIGN_FORMAT: Literal["nhbench-campaign/1"] = "nhbench-campaign/1"
 
 CampaignStatus = Literal["running", "completed", "stopped", "interrupted", "failed"]
 

@@ -23,7 +23,7 @@ from pydantic import ValidationError
 from .._exceptions import CampaignError
 from .._io import write_text
 from .._result import Result
-from ..hosts._facts_model import MachineFacts
+from ..hosts import MachineFacts
 from ._models import LATENCY_KEYS, CampaignManifest, StepRecord, SweepPlan
 
 __all__ = [

@@ -19,8 +19,8 @@ accept decimal commas (``12,50``), which mpstat prints under locales such as de_
 a recorded file from such a machine is parsed later.
 
 The per-CPU value is the mean over the interval samples. The ``Average:`` lines of the text
-format (translated under other locales) are ignored: they average the same intervals, and skipping them keeps the text and JSON
-paths identical (the JSON format has no average at all).
+format (translated under other locales) are ignored: they average the same intervals, and
+skipping them keeps the text and JSON paths identical (the JSON format has no average at all).
 
 The parse functions are pure: they take the text and return data, and are tested on output
 from real machines (tests/data/mpstat/).

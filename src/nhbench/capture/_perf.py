@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     # Only for annotations: capture works with any object that has the Host methods.
-    from ..hosts._host import Host
+    from ..hosts import Host
 
 __all__ = [
     "PerfProbe",

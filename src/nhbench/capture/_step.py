@@ -56,7 +56,7 @@ from ._perf import (
 
 if TYPE_CHECKING:
     # Only for annotations: any object with the Host methods works (LocalHost, SSHHost).
-    from ..hosts._host import BackgroundCommand, CommandResult, Host
+    from ..hosts import BackgroundCommand, CommandResult, Host
 
 __all__ = ["StepCapture", "check_tools", "install_tools"]
 
@@ -133,13 +133,14 @@ def install_tools(host: Host, spec: CaptureSpec | None = None) -> None:
         wanted.append("perf")
     if not wanted:
         return
-    for manager, sysstat_pkg, perf_pkg in _INSTALLERS:
-        if host.run(f"command -v {manager}", timeout=30).ok:
-            break
-    else:
+    installer = next(
+        (row for row in _INSTALLERS if host.run(f"command -v {row[0]}", timeout=30).ok), None
+    )
+    if installer is None:
         log.warning("%s: cannot install %s: no known package manager (apt-get, dnf, yum, "
                     "zypper, apk)", host.name, " and ".join(wanted))
         return
+    manager, sysstat_pkg, perf_pkg = installer
     packages = " ".join(sysstat_pkg if tool == "sysstat" else perf_pkg for tool in wanted)
     commands = {
         "apt-get": f"export DEBIAN_FRONTEND=noninteractive; apt-get install -y -q {packages} "
@@ -353,8 +354,8 @@ class StepCapture:
             perf_script_command(data, self._remote("perf.script")), sudo=sudo, timeout=600
         )
         if not script.ok:
-            errors = self.host.run(f"cat {self._remote('perf.script.err')}", timeout=30)
-            self._skipped["perf"] = f"perf script failed: {_first_line(errors.stdout)}"
+            script_errors = self.host.run(f"cat {self._remote('perf.script.err')}", timeout=30)
+            self._skipped["perf"] = f"perf script failed: {_first_line(script_errors.stdout)}"
             return
         # perf script text is about 1 kB per sample (a 144-CPU host at 99 Hz for 30 s makes
         # hundreds of MB); gzip -1 shrinks it about tenfold before it crosses the network.

@@ -501,13 +501,13 @@ def _cmd_server(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
 
 
 def _cmd_demo(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from .. import demo
+    from . import _demo
 
     argv: list[str] = []
     for name in ("rps", "duration", "connections", "output_format"):
         if hasattr(args, name):
             argv += ["--" + name.replace("_", "-"), str(getattr(args, name))]
-    return demo.main(argv)
+    return _demo.main(argv)
 
 
 # --------------------------------------------------------------------------------------------

@@ -172,9 +172,9 @@ def _password(config: Any) -> str | None:
     if ssh is None or not ssh.password_prompt:
         return None
     try:
-        from ..hosts._ssh import prompt_password
+        from ..hosts import prompt_password
 
-        return prompt_password(ssh.target)  # type: ignore[no-any-return]
+        return prompt_password(ssh.target)
     except ImportError:
         import getpass
 
@@ -182,9 +182,8 @@ def _password(config: Any) -> str | None:
 
 
 def _cmd_sweep(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from ..campaign._store import load_manifest
-    from ..sweep._runner import Sweep, overlay, prepare_sweep, settings_for_resume
-    from ..sweep._scenario import load_scenario
+    from ..campaign import load_manifest
+    from ..sweep import Sweep, load_scenario, overlay, prepare_sweep, settings_for_resume
 
     given = {k: v for k, v in vars(args).items() if k not in _NOT_OPTIONS}
     for key, message in _REDEFINED.items():
@@ -240,7 +239,7 @@ def _print_summary(campaign: Any) -> None:
 
 
 def _cmd_report(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from ..campaign._store import load_manifest
+    from ..campaign import load_manifest
 
     directory = Path(args.directory)
     try:

@@ -31,7 +31,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import paramiko
 from paramiko.channel import Channel
@@ -210,7 +210,9 @@ class _RefuseUnknownKey(paramiko.RejectPolicy):
         self._known_hosts = known_hosts
         self._label = label
 
-    def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
+    def missing_host_key(
+        self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey
+    ) -> NoReturn:
         raise HostKeyError(
             f"host key for {hostname}{self._label} is not in {_display_path(self._known_hosts)}; "
             "verify it and add it, or pass --ssh-accept-new to trust it on first use "
@@ -304,7 +306,8 @@ def _handle_channel_request(chan: Channel, m: paramiko.Message) -> None:
     start = m.packet.tell()
     if m.get_text() != "exit-signal":
         m.packet.seek(start)
-        Channel._handle_request(chan, m)
+        # A private paramiko method (so not in its type stubs): the request is passed on.
+        Channel._handle_request(chan, m)  # type: ignore[attr-defined]
         return
     m.get_boolean()  # want_reply: always false for exit-signal (RFC 4254 6.10)
     name = m.get_text()
@@ -727,7 +730,11 @@ def _open_client(target: SSHTarget, options: _ConnectOptions, *, sock: Any, labe
         raise UnreachableError(f"no answer from {where} within {options.timeout:g} s") from None
     except paramiko.ssh_exception.NoValidConnectionsError as exc:
         client.close()
-        reasons = sorted({e.strerror or str(e) for e in exc.errors.values()})
+        # The stubs say Exception; paramiko stores the OSError of each address tried.
+        reasons = sorted({
+            (e.strerror if isinstance(e, OSError) else None) or str(e)
+            for e in exc.errors.values()
+        })
         raise UnreachableError(f"cannot connect to {where}: {'; '.join(reasons)}") from None
     except OSError as exc:
         client.close()

@@ -167,7 +167,7 @@ def line_chart(
             path = " ".join(f"{x:.1f},{y:.1f}" for x, y in coords)
             out.append(f'<polyline points="{path}" fill="none" stroke="{s.colour}" '
                        'stroke-width="2"/>')
-        for i, (x, y) in zip(ordered, coords):
+        for i, (x, y) in zip(ordered, coords, strict=True):
             passed = s.passed[i] if s.passed is not None else True
             fill = s.colour if passed else "#fff"
             value_x, value_y = s.points[i]

@@ -13,14 +13,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..campaign._models import (
+from ..campaign import (
     LATENCY_KEYS,
     CampaignManifest,
     SloCheck,
     StepRecord,
     SweepPlan,
 )
-from ..hosts._facts_model import MachineFacts
+from ..hosts import MachineFacts
 
 __all__ = [
     "LOADGEN_COLUMN",
@@ -102,7 +102,9 @@ def _compact_cpus(cpus: Sequence[int]) -> str:
     """0,1,2,3,8 -> 0-3,8"""
     ordered = sorted(set(cpus))
     parts: list[str] = []
-    start = previous = None
+    # `previous` is only read while a range is open (start is not None).
+    start: int | None = None
+    previous = 0
     for cpu in [*ordered, None]:
         if start is not None and (cpu is None or cpu != previous + 1):
             parts.append(str(start) if start == previous else f"{start}-{previous}")

@@ -39,7 +39,7 @@ from __future__ import annotations
 import csv
 import io
 
-from ..campaign._models import LATENCY_KEYS, CampaignManifest, StepRecord
+from ..campaign import LATENCY_KEYS, CampaignManifest, StepRecord
 from ._common import watched_groups
 
 __all__ = ["CSV_COLUMNS", "render_csv"]

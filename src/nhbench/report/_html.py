@@ -9,13 +9,14 @@ files that exist there (`campaign_dir` is used for that check, nothing else).
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from pathlib import Path
 
 import jinja2
 from markupsafe import Markup
 
-from ..campaign._models import LATENCY_KEYS, CampaignManifest, StepRecord
+from ..campaign import LATENCY_KEYS, CampaignManifest, StepRecord
 from ._charts import PALETTE, Series, line_chart
 from ._common import (
     describe_plan,
@@ -76,9 +77,9 @@ def _charts(manifest: CampaignManifest) -> list[Markup]:
     passed = [step.passed for step in steps]
     charts: list[Markup] = []
     latency = []
-    for colour, key in zip(PALETTE, LATENCY_KEYS):
-        points = [(s.requested_rps, s.latency[key]) for s in steps
-                  if s.latency.get(key) is not None]
+    for colour, key in zip(PALETTE, LATENCY_KEYS, strict=False):  # more colours than keys
+        points = [(s.requested_rps, value) for s in steps
+                  if (value := s.latency.get(key)) is not None]
         flags = [s.passed for s in steps if s.latency.get(key) is not None]
         latency.append(Series(key, points, colour, flags))
     charts.append(Markup(line_chart(
@@ -94,9 +95,10 @@ def _charts(manifest: CampaignManifest) -> list[Markup]:
     )))
     cpu_series = []
     names = watched_groups(manifest)
-    for colour, name in zip(PALETTE, names):
-        points = [(s.requested_rps, s.target_cpu[name]) for s in steps
-                  if s.target_cpu.get(name) is not None]
+    # More watched groups than colours reuse colours rather than drop groups from the chart.
+    for colour, name in zip(itertools.cycle(PALETTE), names):
+        points = [(s.requested_rps, value) for s in steps
+                  if (value := s.target_cpu.get(name)) is not None]
         flags = [s.passed for s in steps if s.target_cpu.get(name) is not None]
         if points:
             cpu_series.append(Series(f"target {name}", points, colour, flags))
@@ -127,7 +129,7 @@ def render_html(manifest: CampaignManifest, campaign_dir: Path) -> str:
         }
         for step in manifest.steps
     ]
-    roles = [role for role in ("target", "loadgen") if role in manifest.facts]
+    roles: list[str] = [role for role in ("target", "loadgen") if role in manifest.facts]
     roles += [role for role in manifest.facts if role not in roles]
     machines = [
         {"title": machine_title(role, manifest.facts[role]),

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import textwrap
 
-from ..campaign._models import CampaignManifest, StepRecord
+from ..campaign import CampaignManifest, StepRecord
 from ._common import (
     describe_plan,
     fact_sections,
@@ -55,15 +55,15 @@ def text_table(
     def line(cells: list[str]) -> str:
         parts = [
             cell.rjust(width) if is_number else cell.ljust(width)
-            for cell, width, is_number in zip(cells, widths, numeric)
+            for cell, width, is_number in zip(cells, widths, numeric, strict=True)
         ]
         return "  ".join(parts).rstrip()
 
     out = [line(headers), "  ".join("-" * width for width in widths)]
-    for row in wrapped_rows:
-        height = max(len(parts) for parts in row)
+    for wrapped in wrapped_rows:
+        height = max(len(parts) for parts in wrapped)
         for index in range(height):
-            out.append(line([parts[index] if index < len(parts) else "" for parts in row]))
+            out.append(line([parts[index] if index < len(parts) else "" for parts in wrapped]))
     return out
 
 
@@ -157,7 +157,7 @@ def _capture_notes(manifest: CampaignManifest) -> list[str]:
 
 
 def _facts_side_by_side(manifest: CampaignManifest) -> list[str]:
-    roles = [role for role in ("target", "loadgen") if role in manifest.facts]
+    roles: list[str] = [role for role in ("target", "loadgen") if role in manifest.facts]
     roles += [role for role in manifest.facts if role not in roles]
     sections = {role: fact_sections(manifest.facts[role]) for role in roles}
     headers = ["", *(machine_title(role, manifest.facts[role]) for role in roles)]

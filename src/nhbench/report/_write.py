@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .._io import write_text
-from ..campaign._models import CampaignManifest
+from ..campaign import CampaignManifest
 from ._csv import render_csv
 from ._html import render_html
 from ._text import render_text
@@ -21,7 +21,7 @@ def write_reports(campaign_dir: Path, manifest: CampaignManifest) -> list[Path]:
     `campaign_dir`, each atomically (`nhbench._io`: a temporary file in the same
     directory, then a rename), so a reader never sees half a report. All three are rendered
     before the first is written: a rendering error leaves the previous reports untouched.
-    Returns the paths written; a file that cannot be written raises `nhbench._io.OutputError`
+    Returns the paths written; a file that cannot be written raises `nhbench.OutputError`
     (an OSError, one line)."""
     directory = Path(campaign_dir)
     texts = {

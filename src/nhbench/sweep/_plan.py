@@ -18,7 +18,7 @@ import math
 from collections.abc import Sequence
 
 from .._exceptions import OptionsError
-from ..campaign._models import SweepPlan
+from ..campaign import SweepPlan
 
 __all__ = ["DEFAULT_STEP_RPS", "MAX_STEPS", "build_plan", "next_step", "parse_steps", "plan_steps"]
 

@@ -40,23 +40,21 @@ from .._options import (
 from .._result import Result
 from .._run import Benchmark, resolve
 from .._version import __version__
-from ..campaign._models import (
+from ..campaign import (
     LATENCY_KEYS,
+    Campaign,
     CampaignManifest,
+    CampaignStore,
     SloCheck,
     StepRecord,
     SweepPlan,
-)
-from ..campaign._store import (
-    Campaign,
-    CampaignStore,
     check_resume,
     is_campaign,
     load_manifest,
     step_directory,
 )
-from ..capture._models import CaptureResult, CaptureSpec
-from ..hosts._host import Host, LocalHost
+from ..capture import CaptureResult, CaptureSpec
+from ..hosts import Host, LocalHost
 from ._plan import build_plan, next_step
 from ._scenario import EMBEDDED_URL, PLAN_KEYS, RUN_OPTION_KEYS, SWEEP_KEYS
 from ._slo import StopRule, latency_points, parse_rules
@@ -103,10 +101,10 @@ def _capture_api() -> Any:
 
 def _facts_api() -> Callable[..., Any] | None:
     try:
-        from ..hosts._facts import collect_facts
+        from ..hosts import collect_facts
     except ImportError:
         return None
-    return collect_facts  # type: ignore[no-any-return]
+    return collect_facts
 
 
 def _report_api() -> Any:
@@ -121,7 +119,7 @@ def _report_api() -> Any:
 
 def _ssh_api() -> Any:
     try:
-        from ..hosts import _ssh
+        from .. import hosts as _ssh
     except ImportError:
         return None
     return _ssh
@@ -215,16 +213,15 @@ def parse_watch_cpus(value: object, within: CpuCheck | None = None) -> dict[str,
                 )
             items.append((name.strip(), cpus))
     groups: dict[str, list[int]] = {}
-    for name, cpus in items:
+    for name, given in items:
         if not _GROUP_NAME.match(name):
             raise OptionsError(
                 f"--watch-cpus: group name {name!r} must be letters, digits, '_', '.', ':' or '-'",
                 "watch_cpus",
             )
-        if isinstance(cpus, (list, tuple)):
-            cpus = ",".join(str(cpu) for cpu in cpus)
+        spec = ",".join(str(cpu) for cpu in given) if isinstance(given, (list, tuple)) else given
         try:
-            groups[name] = parse_cpu_list(cpus, within)
+            groups[name] = parse_cpu_list(spec, within)
         except ValueError as exc:
             raise OptionsError(f"--watch-cpus {name}: {exc}", "watch_cpus") from None
     return groups

@@ -89,7 +89,7 @@ def _scenario_model() -> type[BaseModel]:
     # values are (Options, the plan, the stop rules), so a file and a flag accept exactly the
     # same syntax and fail with the same message. This model's job is the set of keys.
     fields: dict[str, Any] = {name: (Any, None) for name in (*SWEEP_KEYS, *RUN_OPTION_KEYS)}
-    return create_model(  # type: ignore[call-overload, no-any-return]
+    return create_model(
         "Scenario",
         __config__=ConfigDict(extra="forbid"),
         __doc__="The keys of a campaign file (see the module doc).",
@@ -149,7 +149,8 @@ def load_scenario(path: str | os.PathLike[str]) -> dict[str, Any]:
         hint = f" (did you mean {close[0].replace('_', '-')}?)" if close else ""
         spelled = key.replace("_", "-")
         if key in _NOT_RUN_KEYS:
-            raise OptionsError(f"--scenario {name}: {spelled!r} is not a sweep option", "scenario")
+            raise OptionsError(f"--scenario {name}: {spelled!r} is not a sweep option",
+                               "scenario") from None
         raise OptionsError(f"--scenario {name}: unknown key {spelled!r}{hint}",
                            "scenario") from None
     return {key: value for key, value in settings.items() if value is not None}

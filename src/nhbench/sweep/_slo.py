@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from .._exceptions import OptionsError
-from ..campaign._models import SloCheck, StepRecord
+from ..campaign import SloCheck, StepRecord
 
 __all__ = ["StopRule", "evaluate_rules", "latency_points", "parse_rule", "parse_rules"]
 
