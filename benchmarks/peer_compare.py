@@ -922,6 +922,18 @@ def update_docs(markdown: str, begin: str = BEGIN_MARK, end: str = END_MARK,
     DOCS.write_text(text)
 
 
+
+def check_cpu_args(p: argparse.ArgumentParser, cfg: argparse.Namespace, tool: str) -> None:
+    """--client-cpu and --server-cpu must be CPUs this process may use; warns when they are
+    the same CPU. Shared by peer_compare, server_compare and soak."""
+    allowed = os.sched_getaffinity(0)
+    for name in ("client_cpu", "server_cpu"):
+        if getattr(cfg, name) not in allowed:
+            p.error(f"--{name.replace('_', '-')} {getattr(cfg, name)} is not in this "
+                    f"process's CPU affinity {sorted(allowed)}")
+    if cfg.client_cpu == cfg.server_cpu:
+        print(f"{tool}: warning: client and server share a CPU", file=sys.stderr)
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -967,13 +979,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
             or cfg.h2_connections < 1 or cfg.h2_streams < 1):
         p.error("--repeat, --duration, --connections, --fixed-rps, --h2-connections and "
                 "--h2-streams must be positive")
-    allowed = os.sched_getaffinity(0)
-    for name in ("client_cpu", "server_cpu"):
-        if getattr(cfg, name) not in allowed:
-            p.error(f"--{name.replace('_', '-')} {getattr(cfg, name)} is not in this "
-                    f"process's CPU affinity {sorted(allowed)}")
-    if cfg.client_cpu == cfg.server_cpu:
-        print("peer_compare: warning: client and server share a CPU", file=sys.stderr)
+    check_cpu_args(p, cfg, "peer_compare")
     return cfg
 
 

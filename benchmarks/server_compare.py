@@ -47,6 +47,7 @@ from typing import Any
 # and /proc helpers are peer_compare's.
 from peer_compare import (  # noqa: E402
     _seconds,
+    check_cpu_args,
     child_env,
     free_port,
     machine_busy_s,
@@ -436,13 +437,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         p.error(f"unknown server: {', '.join(bad)}")
     if cfg.repeat < 1 or cfg.duration <= 0 or cfg.connections < 1:
         p.error("--repeat, --duration and --connections must be positive")
-    allowed = os.sched_getaffinity(0)
-    for name in ("client_cpu", "server_cpu"):
-        if getattr(cfg, name) not in allowed:
-            p.error(f"--{name.replace('_', '-')} {getattr(cfg, name)} is not in this "
-                    f"process's CPU affinity {sorted(allowed)}")
-    if cfg.client_cpu == cfg.server_cpu:
-        print("server_compare: warning: client and server share a CPU", file=sys.stderr)
+    check_cpu_args(p, cfg, "server_compare")
     return cfg
 
 

@@ -45,7 +45,13 @@ from typing import Any
 
 # Run as `python benchmarks/soak.py`, so benchmarks/ is on sys.path: the server, port and
 # environment helpers are the other benchmarks'.
-from peer_compare import _seconds, child_env, free_port, machine_info  # noqa: E402
+from peer_compare import (  # noqa: E402
+    _seconds,
+    check_cpu_args,
+    child_env,
+    free_port,
+    machine_info,
+)
 from server_compare import nhbench_target  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -294,13 +300,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         p.error("--rps must be > 0, --connections >= 1, --close-percent within 0..100")
     if not 0 <= cfg.warmup < 0.5:
         p.error("--warmup must be within 0..0.5")
-    allowed = os.sched_getaffinity(0)
-    for name in ("client_cpu", "server_cpu"):
-        if getattr(cfg, name) not in allowed:
-            p.error(f"--{name.replace('_', '-')} {getattr(cfg, name)} is not in this "
-                    f"process's CPU affinity {sorted(allowed)}")
-    if cfg.client_cpu == cfg.server_cpu:
-        print("soak: warning: client and server share a CPU", file=sys.stderr)
+    check_cpu_args(p, cfg, "soak")
     return cfg
 
 
