@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sockets import read_until_close
 
 import nhbench
 
@@ -133,28 +134,6 @@ def curl_full(url: str, *args: str) -> tuple[int, dict[str, list[str]], bytes]:
 
 def connect(address: tuple[str, int], timeout: float = 10) -> socket.socket:
     return socket.create_connection(address, timeout=timeout)
-
-
-def read_until_close(sock: socket.socket, timeout: float = 10) -> tuple[bytes, bool]:
-    """Everything the peer sends until it closes; (data, closed). closed is False when the
-    peer kept the connection open for `timeout` seconds."""
-    sock.settimeout(timeout)
-    data = b""
-    deadline = time.monotonic() + timeout
-    while True:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return data, False
-        sock.settimeout(remaining)
-        try:
-            chunk = sock.recv(65536)
-        except TimeoutError:
-            return data, False
-        except ConnectionResetError:
-            return data, True
-        if not chunk:
-            return data, True
-        data += chunk
 
 
 def exchange(address: tuple[str, int], data: bytes, timeout: float = 10) -> tuple[bytes, bool]:

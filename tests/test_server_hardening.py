@@ -40,6 +40,7 @@ from h2frames import (
     frame,
 )
 from h2frames import hpack_literal as _hpack_literal
+from sockets import read_until_close
 
 import nhbench
 
@@ -60,28 +61,12 @@ def wait_until(check: object, timeout: float = 10.0) -> bool:
     return bool(check())  # type: ignore[operator]
 
 
-def read_all(sock: socket.socket, timeout: float = 5.0) -> tuple[bytes, bool]:
-    """Everything until the server closes (True) or `timeout` passes (False)."""
-    sock.settimeout(timeout)
-    data = b""
-    try:
-        while True:
-            chunk = sock.recv(65536)
-            if not chunk:
-                return data, True
-            data += chunk
-    except TimeoutError:
-        return data, False
-    except ConnectionResetError:
-        return data, True
-
-
 def http_get(address: tuple[str, int], path: str = "/", headers: str = "",
              timeout: float = 10.0) -> bytes:
     with socket.create_connection(address, timeout=timeout) as sock:
         sock.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n{headers}\r\n"
                      .encode())
-        data, _ = read_all(sock, timeout)
+        data, _ = read_until_close(sock, timeout)
     return data
 
 
@@ -254,7 +239,7 @@ def test_max_connections_refuses_at_accept_and_counts() -> None:
         try:
             assert wait_until(lambda: server.stats()["connections_active"] == 5)
             extra = socket.create_connection(server.address, timeout=10)
-            data, closed = read_all(extra, timeout=5)
+            data, closed = read_until_close(extra, timeout=5)
             extra.close()
             assert data == b"" and closed
             stats = server.stats()
@@ -277,7 +262,7 @@ def test_tcp_echo_connections_count_against_max_connections() -> None:
                 sock.sendall(b"ping")
                 assert sock.recv(4) == b"ping"
             extra = socket.create_connection(echo, timeout=10)
-            data, closed = read_all(extra, timeout=5)
+            data, closed = read_until_close(extra, timeout=5)
             extra.close()
             assert data == b"" and closed
             assert server.stats()["connections_refused"] == 1
@@ -327,7 +312,7 @@ def test_smuggling_variants_get_400_and_close(name: str) -> None:
     with nhbench.TestServer() as server:
         with socket.create_connection(server.address, timeout=10) as sock:
             sock.sendall(SMUGGLING[name] + SMUGGLED)
-            data, closed = read_all(sock, timeout=10)
+            data, closed = read_until_close(sock, timeout=10)
         assert closed, name
         assert data.startswith(b"HTTP/1.1 400 "), (name, data[:200])
         assert data.count(b"HTTP/1.1 ") == 1 and b" 299 " not in data, (name, data)
@@ -342,7 +327,7 @@ def test_obs_fold_split_across_reads_is_still_refused() -> None:
             sock.sendall(b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding:\r\n")
             time.sleep(0.3)
             sock.sendall(b" chunked\r\n\r\n0\r\n\r\n" + SMUGGLED)
-            data, closed = read_all(sock, timeout=10)
+            data, closed = read_until_close(sock, timeout=10)
         assert closed and data.startswith(b"HTTP/1.1 400 ") and b" 299 " not in data
 
 
@@ -353,7 +338,7 @@ def test_valid_framing_still_works() -> None:
                          b"5;ext=1\r\nhello\r\n0\r\n\r\n"
                          b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n"
                          b"Connection: close\r\n\r\nabc")
-            data, closed = read_all(sock, timeout=10)
+            data, closed = read_until_close(sock, timeout=10)
         assert closed and data.count(b"HTTP/1.1 200 ") == 2
         assert b"\r\n\r\nhello" in data and data.endswith(b"abc")
 
@@ -363,7 +348,7 @@ def test_too_many_header_fields_get_431() -> None:
         with socket.create_connection(server.address, timeout=10) as sock:
             fields = b"".join(b"X-%d: 1\r\n" % i for i in range(1001))
             sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n" + fields + b"\r\n")
-            data, closed = read_all(sock, timeout=10)
+            data, closed = read_until_close(sock, timeout=10)
         assert closed and data.startswith(b"HTTP/1.1 431 ")
 
 
@@ -384,11 +369,11 @@ def test_h1_counters_equal_the_responses_received() -> None:
         note(http_get(server.address, "/?status=abc"))  # a bad echo parameter: 400
         with socket.create_connection(server.address, timeout=10) as sock:  # malformed
             sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nBad Name: 1\r\n\r\n")
-            note(read_all(sock)[0])
+            note(read_until_close(sock)[0])
         with socket.create_connection(server.address, timeout=10) as sock:  # pipelined
             sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n" * 3 +
                          b"GET /?status=201 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-            note(read_all(sock)[0])
+            note(read_until_close(sock)[0])
         for _ in range(5):  # delayed, and the client leaves first: never answered
             with socket.create_connection(server.address, timeout=10) as sock:
                 sock.sendall(b"GET /?delay=5s HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -451,7 +436,7 @@ def test_hpack_bomb_ends_the_connection_after_one_frame() -> None:
                 sock.sendall(PREFACE + frame(SETTINGS, 0, 0) + bomb_frames()
                              + frame(HEADERS, END_HEADERS | END_STREAM, 5,
                                      REQUEST_HEAD + b"\xbe" * 16000))
-                data, closed = read_all(sock, timeout=10)
+                data, closed = read_until_close(sock, timeout=10)
             frames = parse_frames(data)
             assert closed and goaway_code(frames) == ENHANCE_YOUR_CALM, frames
             # Streams 3 and 5 are never answered; stream 1 (the honest part) may be, unless
@@ -478,7 +463,7 @@ def test_hpack_bomb_does_not_starve_other_clients_on_the_worker() -> None:
                 with contextlib.suppress(OSError), \
                         socket.create_connection(server.address, timeout=10) as sock:
                     sock.sendall(PREFACE + frame(SETTINGS, 0, 0) + bomb_frames())
-                    read_all(sock, timeout=5)
+                    read_until_close(sock, timeout=5)
                     bombs[0] += 1
 
         thread = threading.Thread(target=bomber)
@@ -530,7 +515,7 @@ def test_continuation_flood_is_cut_off() -> None:
                               for i in range(100))
             with contextlib.suppress(OSError):
                 sock.sendall(PREFACE + frame(SETTINGS, 0, 0) + flood)
-            _, closed = read_all(sock, timeout=10)
+            _, closed = read_until_close(sock, timeout=10)
         assert closed
         stats = server.stats()
         assert stats["h2_protocol_errors"] == 1 and stats["requests"] == 0
@@ -555,7 +540,7 @@ def test_rapid_reset_is_bounded_and_counts_match_what_was_received() -> None:
                         sock.sendall(batch)
                         batch = b""
                 sock.sendall(batch)
-            data, closed = read_all(sock, timeout=10)
+            data, closed = read_until_close(sock, timeout=10)
         frames = parse_frames(data)
         assert closed and goaway_code(frames) == INTERNAL_ERROR
         last = next(int.from_bytes(p[:4], "big") for k, _, _, p in frames if k == GOAWAY)

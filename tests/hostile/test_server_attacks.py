@@ -22,6 +22,7 @@ from collections.abc import Iterator
 
 import h2frames as h2
 import pytest
+from sockets import read_until_close
 
 import nhbench
 
@@ -115,24 +116,6 @@ def assert_healthy(server: nhbench.TestServer) -> None:
     assert_consistent(server.stats())
 
 
-def read_until_closed(sock: socket.socket, timeout: float) -> tuple[bytes, bool]:
-    """Everything the server sends until it closes (True) or ``timeout`` passes (False)."""
-    sock.settimeout(timeout)
-    data = b""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            chunk = sock.recv(65536)
-        except TimeoutError:
-            return data, False
-        except ConnectionResetError:
-            return data, True
-        if not chunk:
-            return data, True
-        data += chunk
-    return data, False
-
-
 def cpu_seconds(pid: int) -> float:
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rpartition(")")[2].split()
@@ -176,7 +159,7 @@ SMUGGLING = {
 def test_smuggling_is_refused_with_400_and_close(shared: nhbench.TestServer, variant: str) -> None:
     with socket.create_connection(shared.address, timeout=5) as sock:
         sock.sendall(SMUGGLING[variant])
-        data, closed = read_until_closed(sock, 1.5)
+        data, closed = read_until_close(sock, 1.5)
     statuses = split_responses(data)
     # One 400, the connection closed, and the smuggled request never answered.
     assert statuses == [400], (statuses, data[:300])
@@ -217,7 +200,7 @@ def test_header_flood_gets_431_and_close(fresh: nhbench.TestServer, shape: str) 
             sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n" + headers + b"\r\n")
         except (BrokenPipeError, ConnectionResetError):
             pass  # the server may close before the flood is all sent; its answer is read below
-        data, closed = read_until_closed(sock, 3.0)
+        data, closed = read_until_close(sock, 3.0)
     assert split_responses(data) == [431] and closed
     assert_healthy(fresh)
 
