@@ -9,7 +9,10 @@ from pydantic import ValidationError
 
 import nhbench
 from nhbench import Options, OptionsError, ResolveError
-from nhbench._options import (
+from nhbench._predicates import DEFAULT_FAILURE_PREDICATES, parse_predicates
+from nhbench._request import USER_AGENT, parse_header, render_h2_request, render_request
+from nhbench._run import build_core_config, resolve
+from nhbench.options._run import (
     format_cpu_list,
     machine_cpus,
     make_options,
@@ -17,9 +20,6 @@ from nhbench._options import (
     parse_duration,
     parse_uri,
 )
-from nhbench._predicates import DEFAULT_FAILURE_PREDICATES, parse_predicates
-from nhbench._request import USER_AGENT, parse_header, render_h2_request, render_request
-from nhbench._run import build_core_config, resolve
 
 URI = "http://127.0.0.1:8080/"
 AFFINITY = sorted(os.sched_getaffinity(0))

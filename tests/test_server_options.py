@@ -16,7 +16,8 @@ import pytest
 
 import nhbench
 from nhbench._server import address_report, write_address_file
-from nhbench._server_options import (
+from nhbench.cli import build_parser, server_options_from_args
+from nhbench.options._server import (
     ServerOptions,
     load_config_file,
     make_server_options,
@@ -24,7 +25,6 @@ from nhbench._server_options import (
     parse_echo_params,
     parse_listen,
 )
-from nhbench.cli import build_parser, server_options_from_args
 
 SRC = str(Path(nhbench.__file__).resolve().parent.parent)
 CPUS = sorted(os.sched_getaffinity(0))
@@ -315,7 +315,7 @@ def test_testserver_validates_without_starting() -> None:
 
 
 def test_testserver_config_and_keywords(tmp_path: Path) -> None:
-    from nhbench._server_options import ResponseOptions
+    from nhbench.options._server import ResponseOptions
 
     path = tmp_path / "c.json"
     path.write_text('{"response_body_size": 3, "static_delay": "5ms", "workers": 2}')

@@ -31,7 +31,6 @@ from ._exceptions import (
     UnreachableError,
 )
 from ._io import OutputError
-from ._options import DEFAULT_PERCENTILES, Options, format_validation_error, parse_duration
 from ._output import render, render_human, render_json
 from ._predicates import DEFAULT_FAILURE_PREDICATES
 from ._progress import Progress, ProgressLine
@@ -39,6 +38,7 @@ from ._result import Counter, Counters, Percentile, Result, Statistic, WorkerRes
 from ._run import Benchmark, run
 from ._server import ServerOptions, TestServer
 from ._version import __version__
+from .options import DEFAULT_PERCENTILES, Options, format_validation_error, parse_duration
 
 # The sweep side (campaigns, hosts, SSH with paramiko) is imported when first used, so that
 # ``import nhbench`` for a plain run stays as light as it was.

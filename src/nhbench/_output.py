@@ -28,7 +28,7 @@ from ._names import (
     TLS_HANDSHAKE,
     describe_errors,
 )
-from ._options import format_cpu_list
+from .options import format_cpu_list
 
 if TYPE_CHECKING:
     # Only for annotations: the renderers read a result's fields and never build one, and

@@ -53,10 +53,10 @@ from ._names import (
     error_total,
     no_success_reason,
 )
-from ._options import Options
 from ._output import render as _render
 from ._predicates import FiredPredicate, fired_predicates
 from ._version import __version__
+from .options import Options
 
 __all__ = [
     "Counter",

@@ -24,10 +24,10 @@ from ._exceptions import (
     CoreUnavailableError,
     ResolveError,
 )
-from ._options import Options, make_options
 from ._progress import Progress
 from ._request import render_h2_request, render_request
 from ._result import Result
+from .options import Options, make_options
 
 __all__ = ["Benchmark", "build_core_config", "load_core", "resolve", "run"]
 

@@ -12,7 +12,7 @@ and `ca_cert` names a PEM file a client can trust (``nhbench.run(server.url,
 cacert=server.ca_cert)``): ``tls_ca_out`` if given, else a temporary file written at start
 and removed at stop.
 
-Options: see `ServerOptions` (``_server_options.py``) and docs/server.md.
+Options: see `ServerOptions` (``nhbench/options/_server.py``) and docs/server.md.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from urllib.parse import urlsplit
 
 from ._exceptions import ServerError
 from ._io import Written, remove_written, write_text
-from ._server_options import (
+from .options import (
     MAX_RESPONSE_BODY_SIZE,
     ResponseOptions,
     ServerOptions,

@@ -35,8 +35,8 @@ from typing import Any, NoReturn
 from pydantic import ValidationError
 
 from .._exceptions import CoreUnavailableError, NHBenchError, OptionsError, RunError, ServerError
-from .._options import Options, format_validation_error
 from .._version import __version__
+from ..options import Options, format_validation_error
 
 __all__ = ["main", "run_and_report"]
 
@@ -163,7 +163,7 @@ def add_run_options(parser: argparse.ArgumentParser, *, sweep: bool = False) -> 
 
 
 def _add_server_parser(commands: argparse._SubParsersAction[Any]) -> None:
-    from .._server_options import ResponseOptions, ServerOptions
+    from ..options import ResponseOptions, ServerOptions
 
     def text(model: Any, field: str, default: str | None = None) -> str:
         description = (model.model_fields[field].description or "").replace("%", "%%")
@@ -414,7 +414,7 @@ def server_options_from_args(
     args: argparse.Namespace, parser: argparse.ArgumentParser
 ) -> Any:
     """ServerOptions from the parsed flags over the --config file; errors exit 2."""
-    from .._server_options import ServerOptions, format_server_error, load_config_file
+    from ..options import ServerOptions, format_server_error, load_config_file
 
     data = {k: v for k, v in vars(args).items()
             if k not in _NOT_OPTIONS and k not in ("print_stats_json", "config")}
@@ -441,7 +441,7 @@ def _cmd_server(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
         UDP_ECHO_PREFIX,
         TestServer,
     )
-    from .._server_options import format_address
+    from ..options import format_address
 
     options = server_options_from_args(args, parser)
     stop = threading.Event()

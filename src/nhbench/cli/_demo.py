@@ -27,8 +27,8 @@ DEMO_DURATION = "5s"
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the demo and return the exit status (that of ``nhbench run``)."""
     from .._exceptions import CoreUnavailableError, ServerError
-    from .._options import Options, affinity_cpus, format_validation_error
     from .._server import TestServer
+    from ..options import Options, affinity_cpus, format_validation_error
     from . import _die, _Parser, run_and_report
 
     parser = _Parser(prog="nhbench demo", allow_abbrev=False)

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from .._options import parse_cpu_list
+from ..options import parse_cpu_list
 from ._facts_model import MachineFacts, NicFacts
 from ._host import Host
 

@@ -27,16 +27,6 @@ from pydantic import ValidationError
 
 from .._exceptions import CampaignError, HostError, NHBenchError, OptionsError
 from .._names import CONNECTION_ERROR_COUNTERS, ERROR_COUNTERS, error_total
-from .._options import (
-    DEFAULT_DURATION,
-    CpuCheck,
-    Options,
-    affinity_cpus,
-    format_validation_error,
-    make_options,
-    parse_cpu_list,
-    parse_duration,
-)
 from .._result import Result
 from .._run import Benchmark, resolve
 from .._version import __version__
@@ -55,6 +45,16 @@ from ..campaign import (
 )
 from ..capture import CaptureResult, CaptureSpec
 from ..hosts import Host, LocalHost
+from ..options import (
+    DEFAULT_DURATION,
+    CpuCheck,
+    Options,
+    affinity_cpus,
+    format_validation_error,
+    make_options,
+    parse_cpu_list,
+    parse_duration,
+)
 from ._plan import build_plan, next_step
 from ._scenario import EMBEDDED_URL, PLAN_KEYS, RUN_OPTION_KEYS, SWEEP_KEYS
 from ._slo import StopRule, latency_points, parse_rules

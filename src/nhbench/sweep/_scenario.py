@@ -30,7 +30,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from .._exceptions import OptionsError
-from .._options import Options
+from ..options import Options
 
 __all__ = [
     "EMBEDDED_URL",

@@ -50,8 +50,8 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from ._exceptions import OptionsError
-from ._options import (
+from .._exceptions import OptionsError
+from ._run import (
     affinity_cpus,
     error_message,
     parse_cpu_list,
@@ -363,7 +363,7 @@ def _readable_file(value: object) -> str:
 def _writable_file(value: object) -> str:
     """A path nhbench may write by its file rules (`nhbench._io.check_output_path`): its
     directory exists and is writable, or it is a FIFO, a character device or ``-``."""
-    from ._io import check_output_path
+    from .._io import check_output_path
 
     if not isinstance(value, (str, os.PathLike)):
         raise ValueError(f"must be a file path (got {value!r})")

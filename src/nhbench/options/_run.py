@@ -42,9 +42,9 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from ._exceptions import OptionsError
-from ._predicates import DEFAULT_FAILURE_PREDICATES, parse_predicates
-from ._request import METHODS, parse_header
+from .._exceptions import OptionsError
+from .._predicates import DEFAULT_FAILURE_PREDICATES, parse_predicates
+from .._request import METHODS, parse_header
 
 __all__ = [
     "Options",
