@@ -36,7 +36,7 @@ from pydantic import ValidationError
 
 from .._exceptions import CoreUnavailableError, NHBenchError, OptionsError, RunError, ServerError
 from .._version import __version__
-from ..options import Options, format_validation_error
+from ..options import Options, add_model_flags, format_validation_error
 
 __all__ = ["main", "run_and_report"]
 
@@ -66,11 +66,6 @@ def _note(message: str) -> None:
     sys.stderr.flush()
 
 
-def _help(field: str) -> str:
-    description = Options.model_fields[field].description or ""
-    return description.replace("%", "%%")
-
-
 def _add_run_parser(commands: argparse._SubParsersAction[Any]) -> None:
     parser = commands.add_parser(
         "run",
@@ -81,15 +76,14 @@ def _add_run_parser(commands: argparse._SubParsersAction[Any]) -> None:
         argument_default=argparse.SUPPRESS,
         allow_abbrev=False,
     )
-    parser.add_argument("uri", metavar="URI", help=_help("uri"))
+    add_model_flags(parser, Options, only=lambda name: name == "uri")
     add_run_options(parser)
     parser.set_defaults(func=_cmd_run, subparser=parser)
 
 
-#: The `nhbench run` flags a sweep defines its own way (per-step rate, step duration, the
+#: The `nhbench run` options (field names) a sweep defines its own way (per-step rate, step duration, the
 #: campaign's labels and directory), so `add_run_options(sweep=True)` leaves them out.
-SWEEP_REDEFINED = ("--rps", "--duration", "--no-duration", "--output", "--output-format",
-                   "--label")
+SWEEP_REDEFINED = ("rps", "duration", "no_duration", "output", "output_format", "label")
 
 
 def add_run_options(parser: argparse.ArgumentParser, *, sweep: bool = False) -> None:
@@ -99,67 +93,11 @@ def add_run_options(parser: argparse.ArgumentParser, *, sweep: bool = False) -> 
     sweep with the same spelling, help and validation; the flags in `SWEEP_REDEFINED` are
     then left for the sweep to define.
     """
-    skip = frozenset(SWEEP_REDEFINED) if sweep else frozenset()
-
-    def add(*flags: str, **kwargs: Any) -> None:
-        if not skip.intersection(flags):
-            parser.add_argument(*flags, **kwargs)
-
+    skip = ("uri", *SWEEP_REDEFINED) if sweep else ("uri",)
     # Values are taken as strings and validated by Options, so that the CLI and the Python
-    # API accept the same syntax and give the same messages.
-    add("--rps", metavar="N", help=_help("rps") + " Default 5.")
-    add("--connections", metavar="N", help=_help("connections") + " Default 100.")
-    add("--concurrency", metavar="N|auto", help=_help("concurrency") + " Default 1.")
-    add("--cpus", metavar="LIST", help=_help("cpus"))
-    add("--duration", metavar="TIME", help=_help("duration"))
-    add("--no-duration", action="store_true", help=_help("no_duration"))
-    add("--timeout", metavar="TIME", help=_help("timeout") + " Default 30.")
-    add("--request-timeout", metavar="TIME", help=_help("request_timeout") + " Default 30.")
-    add("--request-method", metavar="METHOD", help=_help("request_method") + " Default GET.")
-    add("--request-header", metavar="'NAME: VALUE'", action="append", help=_help("request_header"))
-    add("--request-body-size", metavar="BYTES", help=_help("request_body_size"))
-    add("--max-pending-requests", metavar="N", help=_help("max_pending_requests"))
-    add("--max-requests-per-connection", metavar="N", help=_help("max_requests_per_connection"))
-    add("--prefetch-connections", action="store_true", help=_help("prefetch_connections"))
-    add("--open-loop", action="store_true", help=_help("open_loop"))
-    add("--sequencer-idle-strategy", metavar="spin|poll|sleep",
-        help=_help("sequencer_idle_strategy"))
-    add("--burst-size", metavar="N", help=_help("burst_size"))
-    add("--failure-predicate", metavar="COUNTER:N", action="append",
-        help=_help("failure_predicate"))
-    add("--termination-predicate", metavar="COUNTER:N", action="append",
-        help=_help("termination_predicate"))
-    add("--no-default-failure-predicates", action="store_true",
-        help=_help("no_default_failure_predicates"))
-    add("--allow-no-success", action="store_true", help=_help("allow_no_success"))
-    add("--percentiles", metavar="P,P,...", help=_help("percentiles")
-        + " Default 50,75,90,99,99.9,99.99.")
-    add("--output-format", metavar="human|json", help=_help("output_format") + " Default human.")
-    add("--output", metavar="FILE", help=_help("output"))
-    add("--label", metavar="TEXT", action="append", help=_help("label"))
-    add("--address-family", metavar="auto|v4|v6", help=_help("address_family"))
-    add("--drain-timeout", metavar="TIME", help=_help("drain_timeout") + " Default 5.")
-    add("--start-delay", metavar="TIME", help=_help("start_delay") + " Default 0.2.")
-    group = parser.add_argument_group("HTTP/2")
-    group.add_argument("-p", "--protocol", metavar="http1|http2",
-                       help=_help("protocol") + " Default http1.")
-    group.add_argument("--h2", dest="protocol", action="store_const", const="http2",
-                       help="Same as --protocol http2 (Nighthawk's flag).")
-    group.add_argument("--h2c", action="store_true", help=_help("h2c"))
-    group.add_argument("--max-concurrent-streams", metavar="N",
-                       help=_help("max_concurrent_streams"))
-    group.add_argument("--max-active-requests", metavar="N", help=_help("max_active_requests"))
-    group = parser.add_argument_group("TLS (https:// URIs)")
-    group.add_argument("--sni", metavar="NAME", help=_help("sni"))
-    group.add_argument("--alpn", metavar="ID,ID", help=_help("alpn"))
-    group.add_argument("--cacert", metavar="FILE", help=_help("cacert"))
-    group.add_argument("-k", "--insecure", action="store_true", help=_help("insecure"))
-    group.add_argument("--tls-ciphers", metavar="LIST", help=_help("tls_ciphers"))
-    group.add_argument("--tls-ciphersuites", metavar="LIST", help=_help("tls_ciphersuites"))
-    group.add_argument("--tls-groups", metavar="LIST", help=_help("tls_groups"))
-    group.add_argument("--tls-min-version", metavar="1.2|1.3", help=_help("tls_min_version"))
-    group.add_argument("--tls-max-version", metavar="1.2|1.3", help=_help("tls_max_version"))
-    group.add_argument("--tls-session-reuse", metavar="on|off", help=_help("tls_session_reuse"))
+    # API accept the same syntax and give the same messages. The flags, their help and their
+    # groups are declared on the model's fields (nhbench.options, `Flag`).
+    add_model_flags(parser, Options, skip=skip)
 
 
 def _add_server_parser(commands: argparse._SubParsersAction[Any]) -> None:

@@ -7,6 +7,7 @@ this package imports it through this face (an import-linter contract), never a p
 
 from __future__ import annotations
 
+from ._flags import Flag, add_model_flags, flag_of, model_flags
 from ._run import (
     DEFAULT_DURATION,
     DEFAULT_PERCENTILES,
@@ -46,13 +47,16 @@ __all__ = [
     "MAX_RESPONSE_BODY_SIZE",
     "RESPONSE_FIELDS",
     "CpuCheck",
+    "Flag",
     "LinearDelay",
     "Options",
     "ResponseHeader",
     "ResponseOptions",
     "ServerOptions",
     "Target",
+    "add_model_flags",
     "affinity_cpus",
+    "flag_of",
     "format_address",
     "format_cpu_list",
     "format_server_error",
@@ -61,6 +65,7 @@ __all__ = [
     "machine_cpus",
     "make_options",
     "make_server_options",
+    "model_flags",
     "parse_address",
     "parse_cpu_list",
     "parse_duration",

@@ -27,7 +27,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import quote, urlsplit
 
 import annotated_types
@@ -45,6 +45,7 @@ from pydantic_core import PydanticCustomError
 from .._exceptions import OptionsError
 from .._predicates import DEFAULT_FAILURE_PREDICATES, parse_predicates
 from .._request import METHODS, parse_header
+from ._flags import Flag, flag_of
 
 __all__ = [
     "Options",
@@ -428,199 +429,230 @@ class Options(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=False)
 
-    uri: str = Field(
+    uri: Annotated[str, Flag(positional=True, metavar="URI")] = Field(
         description="Target URL: http:// or https:// (TLS; certificates are verified unless "
         "insecure)."
     )
-    rps: float = Field(
+    rps: Annotated[float, Flag(metavar="N")] = Field(
         # The upper bound is Nighthawk's (1 to 1000000 per worker) and the C core's
         # NHB_MAX_RPS: far above what one worker can send, so overload runs stay possible.
         default=5.0, ge=0, le=1_000_000, allow_inf_nan=False,
         description="Target requests per second, per worker (at most 1000000). 0 = as fast "
         "as the connections allow (closed loop).",
     )
-    connections: int = Field(
+    connections: Annotated[int, Flag(metavar="N")] = Field(
         default=100, ge=1, le=1_000_000,
         description="Maximum concurrent connections, per worker.",
     )
-    concurrency: int | Literal["auto"] = Field(
+    concurrency: Annotated[int | Literal["auto"], Flag(metavar="N|auto")] = Field(
         default=1,
         description="Number of workers (threads with their own event loop, each pinned to "
         "one CPU), or 'auto' for one per CPU in the process affinity mask.",
     )
-    cpus: tuple[int, ...] | None = Field(
+    cpus: Annotated[tuple[int, ...] | None, Flag(metavar="LIST")] = Field(
         default=None,
         description="CPUs to pin workers to, as a cpu list such as 2,4-7. Without "
         "--concurrency, one worker per listed CPU.",
     )
     # The upper bound keeps the duration far inside the core's int64 nanoseconds (a larger
     # value overflowed there); no benchmark runs for a year, and --no-duration exists.
-    duration: float | None = Field(
+    duration: Annotated[float | None, Flag(metavar="TIME")] = Field(
         default=None, gt=0, le=MAX_DURATION,
         description=f"How long to send requests, in seconds or with a unit (5s, 500ms, 2m). "
         f"Default {DEFAULT_DURATION:g} s. Mutually exclusive with no_duration.",
     )
-    no_duration: bool = Field(
+    no_duration: Annotated[bool, Flag()] = Field(
         default=False,
         description="Run until a predicate fires or the run is stopped (SIGINT/SIGTERM). "
         "The default failure predicates still apply.",
     )
-    timeout: float = Field(
+    timeout: Annotated[float, Flag(metavar="TIME")] = Field(
         default=30.0, gt=0, le=3600,
         description="Connection connect timeout in seconds.",
     )
-    request_timeout: float = Field(
+    request_timeout: Annotated[float, Flag(metavar="TIME")] = Field(
         default=30.0, ge=0, le=3600,
         description="Per-request timeout in seconds (0 = none); a timed-out request counts "
         "in benchmark.request_timeout and its connection is closed.",
     )
-    request_method: Method = Field(default="GET", description="Request method.")
-    request_header: tuple[str, ...] = Field(
+    request_method: Annotated[
+        Method, Flag(metavar="METHOD")
+    ] = Field(
+        default="GET", description="Request method."
+    )
+    request_header: Annotated[tuple[str, ...], Flag(metavar="'NAME: VALUE'", append=True)] = Field(
         default=(),
         description="Extra request headers as 'name: value'; repeatable. A Host or "
         "User-Agent header replaces nhbench's own.",
     )
-    request_body_size: int = Field(
+    request_body_size: Annotated[int, Flag(metavar="BYTES")] = Field(
         default=0, ge=0, le=MAX_REQUEST_BODY_SIZE,
         description="Request body size in bytes; the body is that many 'a' characters.",
     )
-    max_pending_requests: int = Field(
+    max_pending_requests: Annotated[int, Flag(metavar="N")] = Field(
         default=0, ge=0, le=UINT32_MAX,
         description="Per worker: requests that may wait for a free connection "
         "(0 = no client-side queueing).",
     )
-    max_requests_per_connection: int = Field(
+    max_requests_per_connection: Annotated[int, Flag(metavar="N")] = Field(
         default=0, ge=0, le=UINT32_MAX,
         description="Requests after which a connection is closed and replaced (0 = "
         "unlimited; Nighthawk's default 4294967295 means the same).",
     )
-    prefetch_connections: bool = Field(
+    prefetch_connections: Annotated[bool, Flag()] = Field(
         default=False, description="Open all connections before the first request is released."
     )
-    open_loop: bool = Field(
+    open_loop: Annotated[bool, Flag()] = Field(
         default=False,
         description="No back-pressure: a release that finds no free connection queues (up to "
         "max_pending_requests) or is dropped and counted in benchmark.pool_overflow, instead "
         "of blocking the schedule.",
     )
-    sequencer_idle_strategy: Literal["spin", "poll", "sleep"] = Field(
+    sequencer_idle_strategy: Annotated[
+        Literal["spin", "poll", "sleep"], Flag(metavar="spin|poll|sleep", default="")
+    ] = Field(
         default="poll",
         description="How a worker waits for the next release: 'poll' (default) arms a timerfd "
         "watched by the event loop - sub-millisecond precise and cheap; 'spin' busy-polls - "
         "most precise, burns the CPU; 'sleep' uses the loop's millisecond timer - cheapest, "
         "coarsest.",
     )
-    burst_size: int = Field(
+    burst_size: Annotated[int, Flag(metavar="N")] = Field(
         default=0, ge=0, le=1_000_000,
         description="Release requests in bursts of this size (0 or 1 = no bursting).",
     )
-    failure_predicate: dict[str, int] = Field(
+    failure_predicate: Annotated[dict[str, int], Flag(metavar="COUNTER:N", append=True)] = Field(
         default_factory=dict,
         description="'counter:threshold'; repeatable. The run stops and fails when the "
         "counter exceeds the threshold. Added to (and overriding) the defaults "
         + ", ".join(f"{k}:{v}" for k, v in DEFAULT_FAILURE_PREDICATES.items()) + ".",
     )
-    termination_predicate: dict[str, int] = Field(
+    termination_predicate: Annotated[
+        dict[str, int], Flag(metavar="COUNTER:N", append=True)
+    ] = Field(
         default_factory=dict,
         description="'counter:threshold'; repeatable. The run stops (successfully) when the "
         "counter exceeds the threshold.",
     )
-    no_default_failure_predicates: bool = Field(
+    no_default_failure_predicates: Annotated[bool, Flag()] = Field(
         default=False, description="Do not add the default failure predicates."
     )
-    allow_no_success: bool = Field(
+    allow_no_success: Annotated[bool, Flag()] = Field(
         default=False,
         description="Accept a run (or sweep step) in which no request succeeded, i.e. got a "
         "2xx response. Without it such a run fails: exit status 1 and one line saying why.",
     )
-    percentiles: tuple[float, ...] = Field(
+    percentiles: Annotated[tuple[float, ...], Flag(metavar="P,P,...")] = Field(
         default=DEFAULT_PERCENTILES,
         description="Percentiles to report, in percent (50,90,99.9). Reported exactly at "
         "these points, plus min and max.",
     )
-    output_format: Literal["human", "json"] = Field(default="human", description="Output format.")
-    output: str | None = Field(
+    output_format: Annotated[
+        Literal["human", "json"], Flag(metavar="human|json")
+    ] = Field(
+        default="human", description="Output format."
+    )
+    output: Annotated[str | None, Flag(metavar="FILE")] = Field(
         default=None, description="Write the output to this file instead of stdout: a regular "
         "file is replaced atomically (its permissions kept); -, a FIFO or a device such as "
         "/dev/null is streamed into; a symbolic link is followed (docs/reliability.md)."
     )
-    label: tuple[str, ...] = Field(default=(), description="Labels kept in the output; repeatable.")
-    address_family: Literal["auto", "v4", "v6"] = Field(
+    label: Annotated[
+        tuple[str, ...], Flag(metavar="TEXT", append=True)
+    ] = Field(
+        default=(), description="Labels kept in the output; repeatable."
+    )
+    address_family: Annotated[
+        Literal["auto", "v4", "v6"], Flag(metavar="auto|v4|v6", default="")
+    ] = Field(
         default="auto",
         description="Address family used when the host name resolves to several: 'auto' "
         "prefers IPv4, then IPv6.",
     )
-    drain_timeout: float = Field(
+    drain_timeout: Annotated[float, Flag(metavar="TIME")] = Field(
         default=5.0, ge=0, le=3600,
         description="After the duration ends, how long to wait for requests in flight.",
     )
-    start_delay: float = Field(
+    start_delay: Annotated[float, Flag(metavar="TIME")] = Field(
         default=0.2, ge=0, le=60,
         description="Time between starting the workers and the first release (connections "
         "are prefetched in it).",
     )
     # ---- protocol ------------------------------------------------------------------------
-    protocol: Literal["http1", "http2"] = Field(
+    protocol: Annotated[
+        Literal["http1", "http2"],
+        Flag(metavar="http1|http2", aliases=("-p",), consts=(("--h2", "http2"),), group="HTTP/2"),
+    ] = Field(
         default="http1",
         description="http1 or http2. HTTP/2 is negotiated with ALPN (h2) on https:// and "
         "spoken with prior knowledge (h2c) on http://.",
     )
-    h2c: bool = Field(
+    h2c: Annotated[bool, Flag(group="HTTP/2")] = Field(
         default=False,
         description="HTTP/2 over cleartext TCP with prior knowledge: protocol http2 on an "
         "http:// URI.",
     )
-    max_concurrent_streams: int = Field(
+    max_concurrent_streams: Annotated[int, Flag(metavar="N", default="", group="HTTP/2")] = Field(
         default=MAX_CONCURRENT_STREAMS_UNLIMITED, ge=1, le=MAX_CONCURRENT_STREAMS_UNLIMITED,
         description="HTTP/2: streams one connection carries at once (the server's own limit "
         "applies too). Nighthawk's default 2147483647 means no limit of ours: requests share "
         "one connection until max_active_requests; 1 gives every concurrent request its own "
         "connection.",
     )
-    max_active_requests: int = Field(
+    max_active_requests: Annotated[int, Flag(metavar="N", default="", group="HTTP/2")] = Field(
         default=100, ge=1, le=MAX_ACTIVE_REQUESTS,
         description="HTTP/2: requests in flight per worker (closed loop: a release waits when "
         "this many plus max_pending_requests are outstanding). Nighthawk's default, 100.",
     )
     # ---- TLS -----------------------------------------------------------------------------
-    sni: str | None = Field(
+    sni: Annotated[str | None, Flag(metavar="NAME", group="TLS (https:// URIs)")] = Field(
         default=None,
         description="TLS server name to send and to check the certificate against (default: "
         "the URI's host; no SNI is sent for an IP address).",
     )
-    alpn: tuple[str, ...] | None = Field(
+    alpn: Annotated[
+        tuple[str, ...] | None, Flag(metavar="ID,ID", group="TLS (https:// URIs)")
+    ] = Field(
         default=None,
         description="TLS ALPN protocol ids to offer, comma-separated (default: h2 for "
         "protocol http2, http/1.1 otherwise). The server's choice must match the protocol.",
     )
-    cacert: str | None = Field(
+    cacert: Annotated[str | None, Flag(metavar="FILE", group="TLS (https:// URIs)")] = Field(
         default=None,
         description="PEM file (or OpenSSL hashed directory) of CA certificates to trust "
         "instead of the system store.",
     )
-    insecure: bool = Field(
+    insecure: Annotated[bool, Flag(aliases=("-k",), group="TLS (https:// URIs)")] = Field(
         default=False,
         description="Do not verify the server's certificate (the result records that it was "
         "not verified).",
     )
-    tls_ciphers: str | None = Field(
+    tls_ciphers: Annotated[str | None, Flag(metavar="LIST", group="TLS (https:// URIs)")] = Field(
         default=None, description="TLS 1.2 cipher list, OpenSSL syntax (ECDHE-RSA-AES128-GCM-"
         "SHA256:...)."
     )
-    tls_ciphersuites: str | None = Field(
+    tls_ciphersuites: Annotated[
+        str | None, Flag(metavar="LIST", group="TLS (https:// URIs)")
+    ] = Field(
         default=None, description="TLS 1.3 cipher suites, colon-separated "
         "(TLS_AES_128_GCM_SHA256:...)."
     )
-    tls_groups: str | None = Field(
+    tls_groups: Annotated[str | None, Flag(metavar="LIST", group="TLS (https:// URIs)")] = Field(
         default=None, description="TLS key exchange groups, colon-separated (X25519:P-256)."
     )
-    tls_min_version: Literal["1.2", "1.3"] | None = Field(
+    tls_min_version: Annotated[
+        Literal["1.2", "1.3"] | None, Flag(metavar="1.2|1.3", group="TLS (https:// URIs)")
+    ] = Field(
         default=None, description="Lowest TLS version to accept: 1.2 (default) or 1.3."
     )
-    tls_max_version: Literal["1.2", "1.3"] | None = Field(
+    tls_max_version: Annotated[
+        Literal["1.2", "1.3"] | None, Flag(metavar="1.2|1.3", group="TLS (https:// URIs)")
+    ] = Field(
         default=None, description="Highest TLS version to offer: 1.2 or 1.3 (default)."
     )
-    tls_session_reuse: bool = Field(
+    tls_session_reuse: Annotated[
+        bool, Flag(metavar="on|off", default="", group="TLS (https:// URIs)")
+    ] = Field(
         default=True,
         description="Resume TLS sessions on new connections (on, the default, as Envoy "
         "does); off makes a full handshake on every connection, the usual lab practice.",
@@ -964,10 +996,6 @@ class Options(BaseModel):
 # --------------------------------------------------------------------------------------------
 
 
-def _flag(name: str) -> str:
-    return "URI" if name == "uri" else "--" + name.replace("_", "-")
-
-
 def _show(value: object) -> str:
     # Numbers typed on the command line arrive as strings; showing them without quotes gives
     # "rps: must be >= 0 and <= 1000000 (got -1)", which is what the user typed.
@@ -1051,7 +1079,9 @@ def format_validation_error(
     ``--rps: must be >= 0 and <= 1000000 (got -1)``. Several errors are joined with "; ".
     """
     model = model or Options
-    name_of = _flag if cli else (lambda name: name)
+    def name_of(name: str) -> str:
+        return flag_of(model, name) if cli else name
+
     parts: list[str] = []
     for error in exc.errors(include_url=False):
         loc = error.get("loc") or ()
