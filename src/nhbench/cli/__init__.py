@@ -33,6 +33,7 @@ from typing import Any, NoReturn
 from pydantic import ValidationError
 
 from .._exceptions import CoreUnavailableError, NHBenchError, OptionsError, RunError, ServerError
+from .._format import format_seconds
 from .._version import __version__
 from ..options import Options, format_validation_error
 from ._signals import stop_on_signals
@@ -357,7 +358,7 @@ def run_and_report(options: Options) -> int:
         sys.stdout.write(text)
         sys.stdout.flush()
     if result.interrupted:
-        _note(f"interrupted after {result.duration:.3f}s: the result is partial")
+        _note(f"interrupted after {format_seconds(result.duration)}: the result is partial")
     if result.failed_predicates:
         fired = "; ".join(str(predicate) for predicate in result.fired)
         # The first error says why (a refused port, OpenSSL's reason for a failed handshake).

@@ -26,6 +26,7 @@ from typing import Any, TextIO
 from pydantic import ValidationError
 
 from .._exceptions import CampaignError, HostError, NHBenchError, OptionsError
+from .._format import format_latency
 from .._names import ERROR_COUNTERS, error_counters
 from .._names import error_rate as errors_over_finished
 from .._result import Result
@@ -543,19 +544,11 @@ def record_from_result(
     return record
 
 
-def _ms(value: float | None) -> str:
-    if value is None:
-        return "-"
-    if value >= 1:
-        return f"{value:.3f} s"
-    return f"{value * 1e3:.3f} ms"
-
-
 def _format_check(check: SloCheck) -> str:
     if check.value is None:
         return f"{check.expression} (no data)"
     if check.expression.startswith("p"):
-        return f"{check.expression} (was {_ms(check.value)})"
+        return f"{check.expression} (was {format_latency(check.value)})"
     if check.expression.startswith(("error_rate", "achieved")):
         return f"{check.expression} (was {check.value:.4g})"
     return f"{check.expression} (was {check.value:g})"
@@ -572,7 +565,8 @@ def step_line(record: StepRecord, planned: int | None, extend: bool) -> str:
     return (
         f"step {record.index}{total}: {record.rps_per_worker:g} rps x {record.workers} = "
         f"{record.requested_rps:g} requested, achieved {record.achieved_rps:.1f}, "
-        f"p99 {_ms(record.latency.get('p99'))}, blocked {blocked}, errors {errors}: {verdict}"
+        f"p99 {format_latency(record.latency.get('p99'))}, blocked {blocked}, "
+        f"errors {errors}: {verdict}"
     )
 
 
