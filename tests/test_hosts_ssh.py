@@ -448,21 +448,21 @@ def test_masking_filter_hides_a_logged_password(sshd: SSHServer, caplog: pytest.
     if sshd.password_login is None:
         pytest.skip(sshd.password_skip_reason)
     user, password = sshd.password_login
-    from nhbench.hosts import _ssh
+    from nhbench.hosts import _ssh_connect
 
     caplog.set_level(logging.DEBUG)
-    original = _ssh._RefuseUnknownKey.missing_host_key
+    original = _ssh_connect._RefuseUnknownKey.missing_host_key
 
     def leaky(self, client, hostname, key):  # type: ignore[no-untyped-def]
         logging.getLogger("paramiko.transport.nhbench").debug("oops %s", password)
         return original(self, client, hostname, key)
 
-    _ssh._RefuseUnknownKey.missing_host_key = leaky  # type: ignore[method-assign]
+    _ssh_connect._RefuseUnknownKey.missing_host_key = leaky  # type: ignore[method-assign]
     try:
         with pytest.raises(HostKeyError):
             SSHHost.connect(sshd.target(user), password=password, known_hosts=sshd.directory / "none", use_agent=False)
     finally:
-        _ssh._RefuseUnknownKey.missing_host_key = original  # type: ignore[method-assign]
+        _ssh_connect._RefuseUnknownKey.missing_host_key = original  # type: ignore[method-assign]
     messages = [r.getMessage() for r in caplog.records if r.getMessage().startswith("oops")]
     assert messages == ["oops ********"]
 

@@ -169,6 +169,45 @@ def test_refused_connections_without_predicates_are_no_success() -> None:
 # ---- run and sweep count the same errors ---------------------------------------------------
 
 
+def test_run_outputs_and_sweep_step_count_one_given_counter_set() -> None:
+    # Every error counter, and every counter that is not an error (connection counters,
+    # dropped and cancelled requests) set high enough to show if anything added it.
+    from fakecore import core_result, core_worker
+
+    given = {
+        "benchmark.http_1xx": 1, "benchmark.http_3xx": 2, "benchmark.http_4xx": 3,
+        "benchmark.http_5xx": 4, "benchmark.http_xxx": 5,
+        "benchmark.pool_connection_failure": 6, "benchmark.stream_resets": 7,
+        "benchmark.request_timeout": 8, RETRY_LIMIT_EXCEEDED: 9,
+        "upstream_cx_connect_fail": 100, "upstream_cx_connect_timeout": 200,
+        "upstream_cx_protocol_error": 300, "ssl.connection_error": 400,
+        "benchmark.pool_overflow": 1000, "upstream_rq_cancelled": 2000,
+    }
+    options = nhbench.Options(uri="http://127.0.0.1:8080/", rps=100,
+                              no_default_failure_predicates=True)
+    result = nhbench.Result.from_core(
+        core_result([core_worker([1_000_000] * 55, counters=given)]), options)
+    expected = 45  # 1 + 2 + ... + 9
+    assert result.counters["benchmark.http_2xx"] == 55
+
+    # nhbench run: the human report, and the JSON output read back.
+    assert re.search(rf"^Errors: +{expected} \(", result.render("human"), re.M)
+    from_json = nhbench.Result.model_validate_json(result.render("json"))
+    assert from_json.error_count == expected
+    assert {name: from_json.counters[name] for name in given} == given
+
+    # nhbench sweep: the step record (connection counters kept, not added) and its line.
+    step = record(result)
+    assert step.error_count == expected
+    assert step.errors == {name: value for name, value in given.items()
+                           if name not in ("benchmark.pool_overflow", "upstream_rq_cancelled")}
+    assert step.error_rate == pytest.approx(expected / (55 + expected))
+    # Every request took 1 ms (1.001 ms from its scheduled time); the step line writes the
+    # p99 as the reports do (nhbench._format.format_latency).
+    # (The 1000 dropped requests make the step blocked, not erroneous.)
+    assert f"p99 1.00 ms, blocked yes (1000), errors {expected}:" in step_line(step, None, False)
+
+
 def test_run_and_sweep_error_totals_agree(tmp_path: Path) -> None:
     # A mix of 2xx, 3xx, 503s and request time-outs from one real run (the two definitions
     # there were disagreed on 3xx and on dropped requests).

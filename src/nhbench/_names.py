@@ -32,6 +32,8 @@ __all__ = [
     "RETRY_LIMIT_EXCEEDED",
     "SUCCESS_COUNTER",
     "describe_errors",
+    "error_counters",
+    "error_rate",
     "error_total",
     "no_success_reason",
     "response_total",
@@ -203,6 +205,25 @@ def _count(counters: Mapping[str, int], name: str) -> int:
 def error_total(counters: Mapping[str, int]) -> int:
     """The number of errors: the sum of `ERROR_COUNTERS` (absent ones count 0)."""
     return sum(_count(counters, name) for name in ERROR_COUNTERS)
+
+
+def error_rate(counters: Mapping[str, int]) -> float:
+    """Errors over finished requests, ``errors / (2xx + errors)``, from 0 to 1 (0 when no
+    request finished): the sweep's ``error_rate`` and its stop rule."""
+    errors = error_total(counters)
+    finished = _count(counters, SUCCESS_COUNTER) + errors
+    return errors / finished if finished else 0.0
+
+
+def error_counters(counters: Mapping[str, int]) -> dict[str, int]:
+    """The non-zero `ERROR_COUNTERS` and, for the record, the non-zero
+    `CONNECTION_ERROR_COUNTERS` behind them: what a sweep step keeps as its ``errors``.
+    `error_total` of it is the error count, since it leaves the connection counters out."""
+    return {
+        name: _count(counters, name)
+        for name in (*ERROR_COUNTERS, *CONNECTION_ERROR_COUNTERS)
+        if _count(counters, name)
+    }
 
 
 def response_total(counters: Mapping[str, int]) -> int:

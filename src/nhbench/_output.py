@@ -14,6 +14,7 @@ from collections.abc import Callable
 from datetime import timezone
 from typing import TYPE_CHECKING
 
+from ._format import format_seconds
 from ._io import write_output
 from ._names import (
     LATENCY_BY_CLASS,
@@ -56,20 +57,6 @@ _SECTIONS: tuple[tuple[str, str | None], ...] = (
     (RESPONSE_HEADER_SIZE, None),
     (RESPONSE_BODY_SIZE, None),
 )
-
-
-def format_seconds(seconds: float) -> str:
-    """A duration in the most readable unit: ``148.223us``, ``2.262ms``, ``5.000s``."""
-    magnitude = abs(seconds)
-    if magnitude == 0:
-        return "0s"
-    if magnitude < 1e-6:
-        return f"{seconds * 1e9:.0f}ns"
-    if magnitude < 1e-3:
-        return f"{seconds * 1e6:.3f}us"
-    if magnitude < 1:
-        return f"{seconds * 1e3:.3f}ms"
-    return f"{seconds:.3f}s"
 
 
 def _format_value(statistic: Statistic, value: float) -> str:

@@ -40,6 +40,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 
 from .._io import write_text
+from ..options import format_cpu_list
 from ._flamegraph import render_flamegraph
 from ._models import CaptureResult, CaptureSpec
 from ._mpstat import group_loads, mpstat_command, parse_mpstat
@@ -332,7 +333,7 @@ class StepCapture:
         result.groups = loads
         for name, cpus in missing.items():
             self._skipped[f"group {name}"] = (
-                f"CPUs {','.join(map(str, cpus))} not reported by mpstat on {self.host.name} "
+                f"CPUs {format_cpu_list(cpus)} not reported by mpstat on {self.host.name} "
                 f"(it reported {len(result.cpu_busy)} CPUs)"
             )
 
@@ -381,7 +382,7 @@ class StepCapture:
             self._skipped["flamegraph"] = "perf recorded no samples"
             return
         cpus = self.spec.perf_cpus or []
-        where = ("CPU " if len(cpus) == 1 else "CPUs ") + ",".join(map(str, cpus))
+        where = ("CPU " if len(cpus) == 1 else "CPUs ") + format_cpu_list(cpus)
         if not cpus:
             where = "all CPUs"
         svg = render_flamegraph(

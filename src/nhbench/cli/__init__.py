@@ -27,16 +27,16 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from types import FrameType
+from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from pydantic import ValidationError
 
 from .._exceptions import CoreUnavailableError, NHBenchError, OptionsError, RunError, ServerError
+from .._format import format_seconds
 from .._version import __version__
 from ..options import Options, add_model_flags, format_validation_error
+from ._signals import stop_on_signals
 
 __all__ = ["main", "run_and_report"]
 
@@ -230,35 +230,12 @@ def build_parser() -> argparse.ArgumentParser:
 # --------------------------------------------------------------------------------------------
 
 
-@contextmanager
-def _graceful_stop(stop: Callable[[], None]) -> Iterator[None]:
-    """Make SIGTERM (and a first SIGINT) call `stop`; a second SIGINT aborts.
-
-    Signal handlers run in the main thread between bytecodes; the run's wait loop wakes every
-    0.1 s, so a signal takes effect within that.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    interrupted = False
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        nonlocal interrupted
-        if signum == signal.SIGINT and interrupted:
-            raise KeyboardInterrupt
-        interrupted = True
-        if sys.stderr.isatty():
-            name = signal.Signals(signum).name
-            sys.stderr.write(f"\r\x1b[K{PROG}: {name}: stopping, waiting for requests in "
-                             f"flight (Ctrl-C again to abandon)\n")
-        stop()
-
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+def _notice_run_stop(signum: int, first: bool) -> None:
+    # Only a person at a terminal is told; the line clears the progress line first.
+    if sys.stderr.isatty():
+        name = signal.Signals(signum).name
+        sys.stderr.write(f"\r\x1b[K{PROG}: {name}: stopping, waiting for requests in "
+                         f"flight (Ctrl-C again to abandon)\n")
 
 
 def _check_output_path(path: str) -> None:
@@ -289,7 +266,9 @@ def run_and_report(options: Options) -> int:
         if sys.stdout.isatty() and sys.stderr.isatty()
         else None
     )
-    with _graceful_stop(benchmark.stop):
+    # The first SIGINT or SIGTERM drains and reports; a second SIGINT abandons (exit 130).
+    # The run's wait loop wakes every 0.1 s, so a signal takes effect within that.
+    with stop_on_signals(lambda signum: benchmark.stop(), notice=_notice_run_stop):
         try:
             result = benchmark.run(progress)
         except OptionsError as exc:
@@ -317,7 +296,7 @@ def run_and_report(options: Options) -> int:
         sys.stdout.write(text)
         sys.stdout.flush()
     if result.interrupted:
-        _note(f"interrupted after {result.duration:.3f}s: the result is partial")
+        _note(f"interrupted after {format_seconds(result.duration)}: the result is partial")
     if result.failed_predicates:
         fired = "; ".join(str(predicate) for predicate in result.fired)
         # The first error says why (a refused port, OpenSSL's reason for a failed handshake).
@@ -383,39 +362,34 @@ def _cmd_server(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
 
     options = server_options_from_args(args, parser)
     stop = threading.Event()
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
-    server = TestServer.from_options(options)
-    try:
+    # Every SIGINT or SIGTERM only stops serving: the final counters are always printed.
+    with stop_on_signals(lambda signum: stop.set(), second_sigint_aborts=False):
+        server = TestServer.from_options(options)
         try:
-            server.start()
-        except (ServerError, CoreUnavailableError) as exc:
-            _die(str(exc), status=1)
-        except OSError as exc:  # the address file could not be written
-            _die(f"--address-file: cannot write {options.address_file!r}: "
-                 f"{exc.strerror or exc}", status=1)
-        lines = [LISTENING_PREFIX + entry["url"] for entry in server.report()["listen"]]
-        if server.admin_address is not None:
-            lines.append(ADMIN_PREFIX + server.admin_url)
-        lines += [TCP_ECHO_PREFIX + format_address(*a) for a in server.tcp_echo_addresses]
-        lines += [UDP_ECHO_PREFIX + format_address(*a) for a in server.udp_echo_addresses]
-        sys.stdout.write("".join(line + "\n" for line in lines))
-        sys.stdout.flush()
-        if options.tls_ca_out:
-            _note(f"TLS: self-signed certificate written to {options.tls_ca_out} "
-                  f"(clients: --cacert {options.tls_ca_out})")
-        elif options.tls_self_signed:
-            _note("TLS: self-signed certificate; write it out for clients with --tls-ca-out "
-                  "FILE (or let them skip verification: nhbench run -k, curl -k)")
-        while not stop.is_set():
-            stop.wait(0.5)
-    finally:
-        server.stop()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+            try:
+                server.start()
+            except (ServerError, CoreUnavailableError) as exc:
+                _die(str(exc), status=1)
+            except OSError as exc:  # the address file could not be written
+                _die(f"--address-file: cannot write {options.address_file!r}: "
+                     f"{exc.strerror or exc}", status=1)
+            lines = [LISTENING_PREFIX + entry["url"] for entry in server.report()["listen"]]
+            if server.admin_address is not None:
+                lines.append(ADMIN_PREFIX + server.admin_url)
+            lines += [TCP_ECHO_PREFIX + format_address(*a) for a in server.tcp_echo_addresses]
+            lines += [UDP_ECHO_PREFIX + format_address(*a) for a in server.udp_echo_addresses]
+            sys.stdout.write("".join(line + "\n" for line in lines))
+            sys.stdout.flush()
+            if options.tls_ca_out:
+                _note(f"TLS: self-signed certificate written to {options.tls_ca_out} "
+                      f"(clients: --cacert {options.tls_ca_out})")
+            elif options.tls_self_signed:
+                _note("TLS: self-signed certificate; write it out for clients with --tls-ca-out "
+                      "FILE (or let them skip verification: nhbench run -k, curl -k)")
+            while not stop.is_set():
+                stop.wait(0.5)
+        finally:
+            server.stop()
     try:
         stats = server.stats()
     except ServerError:

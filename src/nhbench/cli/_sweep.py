@@ -23,15 +23,12 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 from .._exceptions import CampaignError, OptionsError
 from . import _NOT_OPTIONS, PROG, _die, _note, add_run_options
+from ._signals import stop_on_signals
 
 __all__ = ["add_report_parser", "add_sweep_parser"]
 
@@ -141,30 +138,12 @@ _REDEFINED = {
 }
 
 
-@contextmanager
-def _stop_on_signals(sweep: Any) -> Iterator[None]:
-    """The first SIGINT or SIGTERM stops the sweep after abandoning the step in progress;
-    a second SIGINT raises KeyboardInterrupt at once."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        if signum == signal.SIGINT and sweep.stop_requested:
-            raise KeyboardInterrupt
-        if not sweep.stop_requested:
-            name = signal.Signals(signum).name
-            sys.stderr.write(f"{PROG}: {name}: stopping; the step in progress is abandoned, "
-                             f"finished steps are kept (Ctrl-C again to stop at once)\n")
-            sys.stderr.flush()
-        sweep.stop(signum)
-
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+def _notice_sweep_stop(signum: int, first: bool) -> None:
+    if first:
+        name = signal.Signals(signum).name
+        sys.stderr.write(f"{PROG}: {name}: stopping; the step in progress is abandoned, "
+                         f"finished steps are kept (Ctrl-C again to stop at once)\n")
+        sys.stderr.flush()
 
 
 def _password(config: Any) -> str | None:
@@ -203,7 +182,9 @@ def _cmd_sweep(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
         _die(str(exc), status=2)
     # Asked only now, once everything else is known to be valid.
     sweep.use_password(_password(config))
-    with _stop_on_signals(sweep):
+    # The first SIGINT or SIGTERM abandons the step in progress and ends the campaign as
+    # interrupted; a second SIGINT stops at once.
+    with stop_on_signals(sweep.stop, notice=_notice_sweep_stop):
         campaign = sweep.run()
     manifest = campaign.manifest
     _print_summary(campaign)

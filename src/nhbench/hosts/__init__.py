@@ -4,7 +4,8 @@ and the facts a report records about them (`MachineFacts`, `collect_facts`)."""
 from ._facts import collect_facts
 from ._facts_model import MachineFacts, NicFacts
 from ._host import BackgroundCommand, CommandResult, Host, LocalHost
-from ._ssh import SSHHost, SSHTarget, password_from_environment, prompt_password
+from ._ssh import SSHHost
+from ._ssh_connect import SSHTarget, password_from_environment, prompt_password
 
 __all__ = [
     "BackgroundCommand",

@@ -3,7 +3,7 @@
 A sweep does the same things on the target machine whatever the way there is: it reads
 machine facts, starts mpstat and perf while a step runs, stops them and copies their output
 back. `Host` is that small surface. `LocalHost` implements it with subprocesses on this
-machine; `SSHHost` (in ``_ssh.py``) implements it over one paramiko connection.
+machine; `SSHHost` (in ``_ssh.py``) implements it over one paramiko connection (connected by ``_ssh_connect.py``).
 
 Commands are shell command lines (POSIX ``sh``), because the facts and captures are
 naturally written as pipelines and the remote side of SSH is a shell anyway. Callers quote

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .._format import format_latency
 from ..campaign import (
     LATENCY_KEYS,
     CampaignManifest,
@@ -21,6 +21,7 @@ from ..campaign import (
     SweepPlan,
 )
 from ..hosts import MachineFacts
+from ..options import format_cpu_list
 
 __all__ = [
     "LOADGEN_COLUMN",
@@ -44,33 +45,6 @@ __all__ = [
 
 LOADGEN_COLUMN = "Loadgen CPU %"
 NHBENCH_COLUMN = "nhbench CPU %"
-
-
-def _significant(value: float, digits: int = 3) -> str:
-    """`value` with `digits` significant digits, without exponent: 1.23, 12.3, 123, 1234."""
-    if value == 0:
-        return "0"
-    decimals = max(0, digits - 1 - math.floor(math.log10(abs(value))))
-    return f"{value:.{decimals}f}"
-
-
-def format_latency(seconds: float | None) -> str:
-    """Seconds in the unit that reads best, three significant digits: ``850 µs``,
-    ``1.23 ms``, ``2.50 s``; ``-`` for no value."""
-    if seconds is None or (isinstance(seconds, float) and math.isnan(seconds)):
-        return "-"
-    if seconds < 0:
-        return "-" + format_latency(-seconds)
-    if seconds == 0:
-        return "0 s"
-    # Round to three significant digits first, so that 999.6 µs becomes 1.00 ms and not
-    # "1000 µs".
-    seconds = float(f"{seconds:.3g}")
-    if seconds < 1e-3:
-        return f"{_significant(seconds * 1e6)} µs"
-    if seconds < 1:
-        return f"{_significant(seconds * 1e3)} ms"
-    return f"{_significant(seconds)} s"
 
 
 def format_rate(rps: float | None) -> str:
@@ -98,29 +72,11 @@ def format_check(check: SloCheck) -> str:
     return f"{check.expression} (was {check.value:.4g})"
 
 
-def _compact_cpus(cpus: Sequence[int]) -> str:
-    """0,1,2,3,8 -> 0-3,8"""
-    ordered = sorted(set(cpus))
-    parts: list[str] = []
-    # `previous` is only read while a range is open (start is not None).
-    start: int | None = None
-    previous = 0
-    for cpu in [*ordered, None]:
-        if start is not None and (cpu is None or cpu != previous + 1):
-            parts.append(str(start) if start == previous else f"{start}-{previous}")
-            start = None
-        if cpu is not None:
-            if start is None:
-                start = cpu
-            previous = cpu
-    return ",".join(parts)
-
-
 def workers_of(manifest: CampaignManifest, step: StepRecord) -> str:
     """The "Core/Thread" column: the worker count, and the CPUs they were pinned to."""
     cpus = manifest.options.get("cpus")
     if cpus:
-        return f"{step.workers} @{_compact_cpus([int(c) for c in cpus])}"
+        return f"{step.workers} @{format_cpu_list([int(c) for c in cpus])}"
     return str(step.workers)
 
 

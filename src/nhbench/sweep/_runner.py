@@ -26,7 +26,9 @@ from typing import Any, TextIO
 from pydantic import ValidationError
 
 from .._exceptions import CampaignError, HostError, NHBenchError, OptionsError
-from .._names import CONNECTION_ERROR_COUNTERS, ERROR_COUNTERS, error_total
+from .._format import format_latency
+from .._names import ERROR_COUNTERS, error_counters
+from .._names import error_rate as errors_over_finished
 from .._result import Result
 from .._run import Benchmark, resolve
 from .._version import __version__
@@ -482,16 +484,10 @@ def record_from_result(
         blocked_stretches = 0
     blocked_count = int(blocked_stretches) + int(counters.get("benchmark.pool_overflow", 0))
     # Error counters and, for the record, the connection counters behind them; only the
-    # former are summed (error_total), so a refused connection is not counted twice.
-    errors = {
-        name: int(counters.get(name, 0))
-        for name in (*ERROR_COUNTERS, *CONNECTION_ERROR_COUNTERS)
-        if counters.get(name, 0)
-    }
-    failed = error_total(errors)
+    # former are errors (nhbench._names, the definition `nhbench run` uses too).
+    errors = error_counters(counters)
     http_2xx = int(counters.get("benchmark.http_2xx", 0))
-    finished = http_2xx + failed
-    error_rate = failed / finished if finished else 0.0
+    error_rate = errors_over_finished(counters)
 
     target_cpu: dict[str, float | None] = {}
     if target_capture is not None:
@@ -548,19 +544,11 @@ def record_from_result(
     return record
 
 
-def _ms(value: float | None) -> str:
-    if value is None:
-        return "-"
-    if value >= 1:
-        return f"{value:.3f} s"
-    return f"{value * 1e3:.3f} ms"
-
-
 def _format_check(check: SloCheck) -> str:
     if check.value is None:
         return f"{check.expression} (no data)"
     if check.expression.startswith("p"):
-        return f"{check.expression} (was {_ms(check.value)})"
+        return f"{check.expression} (was {format_latency(check.value)})"
     if check.expression.startswith(("error_rate", "achieved")):
         return f"{check.expression} (was {check.value:.4g})"
     return f"{check.expression} (was {check.value:g})"
@@ -577,7 +565,8 @@ def step_line(record: StepRecord, planned: int | None, extend: bool) -> str:
     return (
         f"step {record.index}{total}: {record.rps_per_worker:g} rps x {record.workers} = "
         f"{record.requested_rps:g} requested, achieved {record.achieved_rps:.1f}, "
-        f"p99 {_ms(record.latency.get('p99'))}, blocked {blocked}, errors {errors}: {verdict}"
+        f"p99 {format_latency(record.latency.get('p99'))}, blocked {blocked}, "
+        f"errors {errors}: {verdict}"
     )
 
 

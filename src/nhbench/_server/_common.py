@@ -1,0 +1,166 @@
+"""What both `TestServer` implementations share: the lines ``nhbench server`` prints (which
+the subprocess implementation reads back), the address report and its file, and the files
+a server leaves behind (address file, CA certificate, unix sockets), removed at stop."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import stat
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from .._io import Written, remove_written, write_text
+from ..options import format_address
+
+__all__ = [
+    "ADMIN_PREFIX",
+    "LISTENING_PREFIX",
+    "STATS_PREFIX",
+    "TCP_ECHO_PREFIX",
+    "UDP_ECHO_PREFIX",
+    "Bound",
+    "ServerFiles",
+    "address_report",
+    "remove_stale_socket",
+    "split_host_port",
+    "url",
+    "write_address_file",
+]
+
+# The lines ``nhbench server`` prints on stdout: the cli writes them, the subprocess
+# implementation parses them.
+STATS_PREFIX = "stats "
+LISTENING_PREFIX = "listening on "
+ADMIN_PREFIX = "admin on "
+TCP_ECHO_PREFIX = "tcp-echo on "
+UDP_ECHO_PREFIX = "udp-echo on "
+
+
+def url(host: str, port: int, path: str = "/", scheme: str = "http") -> str:
+    return f"{scheme}://{format_address(host, port)}{path}"
+
+
+def split_host_port(text: str) -> tuple[str, int]:
+    parts = urlsplit("//" + text.strip())
+    return str(parts.hostname), int(parts.port or 0)
+
+
+def address_report(
+    listen: Sequence[tuple[str, str, int]],
+    admin: tuple[str, int] | None,
+    tcp_echo: Sequence[tuple[str, int]],
+    udp_echo: Sequence[tuple[str, int]],
+    scheme: str = "http",
+    ca_cert: str | None = None,
+) -> dict[str, Any]:
+    """The bound addresses as the JSON object ``--address-file`` holds (docs/server.md)."""
+    entries: list[dict[str, Any]] = []
+    for kind, where, port in listen:
+        if kind == "unix":
+            entries.append({"kind": "unix", "path": where, "url": f"unix:{where}"})
+        else:
+            entries.append({"kind": "tcp", "host": where, "port": port,
+                            "url": url(where, port, scheme=scheme)})
+    report: dict[str, Any] = {
+        "pid": os.getpid(),
+        "listen": entries,
+        "admin": (
+            {"host": admin[0], "port": admin[1], "url": url(admin[0], admin[1], "/stats")}
+            if admin else None
+        ),
+        "tcp_echo": [{"host": h, "port": p} for h, p in tcp_echo],
+        "udp_echo": [{"host": h, "port": p} for h, p in udp_echo],
+    }
+    if scheme == "https":
+        report["tls"] = {"ca_cert": ca_cert}
+    return report
+
+
+def write_address_file(path: str | os.PathLike[str], report: Mapping[str, Any]) -> Written:
+    """Write `report` as JSON to `path` by the package's file rules (`nhbench._io`): a
+    regular file or a new path atomically, so that a reader polling for the file never sees
+    it half written; a FIFO, a character device or ``-`` (stdout) streamed into. Returns
+    what was written, for `remove_written`."""
+    return write_text(path, json.dumps(report, indent=2, sort_keys=True) + "\n")
+
+
+def remove_stale_socket(path: str) -> None:
+    """Unlink `path` if it is a unix socket nobody listens on (left by a server that died).
+
+    Anything else (a live socket, a regular file) is left alone for bind() to refuse.
+    """
+    try:
+        if not stat.S_ISSOCK(os.stat(path).st_mode):
+            return
+    except OSError:
+        return
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.settimeout(1.0)
+        probe.connect(path)
+    except ConnectionRefusedError:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+    except OSError:
+        pass
+    finally:
+        probe.close()
+
+
+@dataclass
+class Bound:
+    """What a started server is reachable at; `TestServer` copies it into its attributes.
+    An implementation fills it in as it learns each part, so that a start that fails after
+    binding still shows what was bound (as `TestServer` always did)."""
+
+    listen: list[tuple[str, str, int]] = field(default_factory=list)
+    admin: tuple[str, int] | None = None
+    tcp_echo: list[tuple[str, int]] = field(default_factory=list)
+    udp_echo: list[tuple[str, int]] = field(default_factory=list)
+    #: The PEM file clients trust (TLS only).
+    ca_cert: str | None = None
+    #: The certificate served, PEM, when the implementation has it at hand (in-process).
+    cert_pem: str | None = None
+
+
+class ServerFiles:
+    """The files a server run leaves: the address and CA files written at start (records
+    from `nhbench._io`), a temporary directory for a generated CA certificate, and the
+    server's unix sockets. `remove` deletes them at stop."""
+
+    def __init__(self) -> None:
+        self.written: list[Written] = []
+        self.ca_tempdir: tempfile.TemporaryDirectory[str] | None = None
+
+    def temporary_ca_path(self) -> str:
+        """A path for the generated CA certificate in a directory removed at stop."""
+        self.ca_tempdir = tempfile.TemporaryDirectory(prefix="nhbench-ca-")
+        return os.path.join(self.ca_tempdir.name, "ca.pem")
+
+    def remove_ca_tempdir(self) -> None:
+        if self.ca_tempdir is not None:
+            self.ca_tempdir.cleanup()
+            self.ca_tempdir = None
+
+    def remove(self, listen: Sequence[tuple[str, str, int]]) -> None:
+        # The address and certificate files go with the server: the next start binds other
+        # ports and generates another certificate, and a script waiting for the file must
+        # not find a stale one. But only a file this server created is removed, and only
+        # while it is still the file written: one that existed before the start (replaced
+        # by the start), a FIFO or a device streamed into, or a file someone put there
+        # since, is left alone.
+        self.remove_ca_tempdir()
+        written, self.written = self.written, []
+        for record in written:
+            remove_written(record)
+        # Our own unix sockets go too, so that the next start can bind the same path.
+        for kind, where, _ in listen:
+            if kind == "unix":
+                remove_stale_socket(where)
