@@ -16,11 +16,14 @@ from typing import Any
 from ..campaign import (
     LATENCY_KEYS,
     CampaignManifest,
-    SloCheck,
     StepRecord,
     SweepPlan,
 )
 from ..hosts import MachineFacts
+
+# A failed stop rule and a latency are written the same way in every output: the one
+# formatter of each lives with the rule grammar.
+from ..options import format_check, format_latency
 
 __all__ = [
     "LOADGEN_COLUMN",
@@ -46,33 +49,6 @@ LOADGEN_COLUMN = "Loadgen CPU %"
 NHBENCH_COLUMN = "nhbench CPU %"
 
 
-def _significant(value: float, digits: int = 3) -> str:
-    """`value` with `digits` significant digits, without exponent: 1.23, 12.3, 123, 1234."""
-    if value == 0:
-        return "0"
-    decimals = max(0, digits - 1 - math.floor(math.log10(abs(value))))
-    return f"{value:.{decimals}f}"
-
-
-def format_latency(seconds: float | None) -> str:
-    """Seconds in the unit that reads best, three significant digits: ``850 µs``,
-    ``1.23 ms``, ``2.50 s``; ``-`` for no value."""
-    if seconds is None or (isinstance(seconds, float) and math.isnan(seconds)):
-        return "-"
-    if seconds < 0:
-        return "-" + format_latency(-seconds)
-    if seconds == 0:
-        return "0 s"
-    # Round to three significant digits first, so that 999.6 µs becomes 1.00 ms and not
-    # "1000 µs".
-    seconds = float(f"{seconds:.3g}")
-    if seconds < 1e-3:
-        return f"{_significant(seconds * 1e6)} µs"
-    if seconds < 1:
-        return f"{_significant(seconds * 1e3)} ms"
-    return f"{_significant(seconds)} s"
-
-
 def format_rate(rps: float | None) -> str:
     """Requests per second for a table: thousands separated, one decimal below 100."""
     if rps is None:
@@ -84,18 +60,6 @@ def format_rate(rps: float | None) -> str:
 
 def format_percent(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}"
-
-
-def format_check(check: SloCheck) -> str:
-    """A stop-rule check in words: ``p99<5ms (was 7.21 ms)``."""
-    if check.value is None:
-        return f"{check.expression} (no data)"
-    expression = check.expression.replace(" ", "")
-    if expression[:1] == "p" and expression[1:2].isdigit():
-        return f"{check.expression} (was {format_latency(check.value)})"
-    if expression.startswith("error_rate"):
-        return f"{check.expression} (was {check.value * 100:.3g}%)"
-    return f"{check.expression} (was {check.value:.4g})"
 
 
 def _compact_cpus(cpus: Sequence[int]) -> str:

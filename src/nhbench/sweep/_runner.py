@@ -50,6 +50,7 @@ from ..options import (
     CpuCheck,
     Options,
     affinity_cpus,
+    format_check,
     format_validation_error,
     make_options,
     parse_cpu_list,
@@ -556,21 +557,11 @@ def _ms(value: float | None) -> str:
     return f"{value * 1e3:.3f} ms"
 
 
-def _format_check(check: SloCheck) -> str:
-    if check.value is None:
-        return f"{check.expression} (no data)"
-    if check.expression.startswith("p"):
-        return f"{check.expression} (was {_ms(check.value)})"
-    if check.expression.startswith(("error_rate", "achieved")):
-        return f"{check.expression} (was {check.value:.4g})"
-    return f"{check.expression} (was {check.value:g})"
-
-
 def step_line(record: StepRecord, planned: int | None, extend: bool) -> str:
     """The one-line progress report of a finished step."""
     total = "" if planned is None else f"/{planned}{'+' if extend else ''}"
     verdict = "pass" if record.passed else "FAIL: " + "; ".join(
-        _format_check(check) for check in record.slo if not check.passed
+        format_check(check) for check in record.slo if not check.passed
     )
     errors = record.error_count
     blocked = f"yes ({record.blocked_count})" if record.blocked else "no"
@@ -870,7 +861,7 @@ class Sweep:
 
     @staticmethod
     def _reason(record: StepRecord) -> str:
-        fired = "; ".join(_format_check(check) for check in record.slo if not check.passed)
+        fired = "; ".join(format_check(check) for check in record.slo if not check.passed)
         return f"step {record.index} ({record.rps_per_worker:g} rps) failed: {fired}"
 
     @staticmethod
