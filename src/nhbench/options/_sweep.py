@@ -322,8 +322,9 @@ class SweepOptions(BaseModel):
             return data
         data = dict(data)
         if "stop_on_slo" in data:
-            rules = parse_rules(_strings(data["stop_on_slo"]))
-            data["stop_on_slo"] = tuple(rule.expression for rule in rules)
+            # Kept as written: the campaign's plan records the expressions as given.
+            data["stop_on_slo"] = _strings(data["stop_on_slo"])
+            parse_rules(data["stop_on_slo"])
         if "watch_cpus" in data:
             data["watch_cpus"] = parse_watch_cpus(data["watch_cpus"],
                                                   _target_cpus(data.get("ssh")))
