@@ -121,14 +121,9 @@ def _password(config: Any) -> str | None:
     ssh = config.ssh
     if ssh is None or not ssh.password_prompt:
         return None
-    try:
-        from ..hosts import prompt_password
+    from ..hosts import prompt_password
 
-        return prompt_password(ssh.target)
-    except ImportError:
-        import getpass
-
-        return getpass.getpass(f"password for {ssh.target}: ")
+    return prompt_password(ssh.target)
 
 
 def _cmd_sweep(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
@@ -164,12 +159,11 @@ def _cmd_sweep(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
 
 def _print_summary(campaign: Any) -> None:
     manifest = campaign.manifest
-    try:
-        from ..report import render_text
+    from ..report import render_text
 
+    text: str | None
+    try:
         text = render_text(manifest)
-    except ImportError:
-        text = None
     except Exception as exc:  # noqa: BLE001 - the campaign is safe on disk whatever this does
         _note(f"text report not rendered: {type(exc).__name__}: {exc}".splitlines()[0])
         text = None
@@ -196,12 +190,8 @@ def _cmd_report(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
         manifest = load_manifest(directory)
     except CampaignError as exc:
         _die(str(exc), status=2)
-    try:
-        from ..report import REPORT_FILES, render_text, write_reports
-    except ImportError:
-        _die("reports are not available in this installation (nhbench.report is missing)",
-             status=1)
     from .._io import check_output_path
+    from ..report import REPORT_FILES, render_text, write_reports
 
     # A read-only campaign (or a directory squatting on a report's name) is refused before
     # anything is rendered; what only the write can find out (a full disk) exits 1.
