@@ -108,6 +108,7 @@ from ._sweep import (
     SCENARIO_KEYS,
     SweepOptions,
     parse_watch_cpus,
+    sweep_options_table,
     validate_sweep,
 )
 
@@ -139,5 +140,6 @@ __all__ += [
     "plan_steps",
     "round_rate",
     "step_size",
+    "sweep_options_table",
     "validate_sweep",
 ]

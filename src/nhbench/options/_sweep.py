@@ -39,7 +39,7 @@ from pydantic import (
 )
 
 from .._exceptions import OptionsError
-from ._flags import Flag
+from ._flags import Flag, flag_of, flagged_fields, help_text
 from ._rules import StopRule, latency_points, parse_rules
 from ._run import (
     DEFAULT_DURATION,
@@ -67,6 +67,7 @@ __all__ = [
     "SCENARIO_KEYS",
     "SweepOptions",
     "parse_watch_cpus",
+    "sweep_options_table",
     "validate_sweep",
 ]
 
@@ -465,3 +466,20 @@ def validate_sweep(settings: Mapping[str, Any]) -> tuple[SweepOptions, Options]:
         raise OptionsError(format_validation_error(exc, cli=True, model=SweepOptions),
                            _option_of(exc)) from None
     return sweep, sweep.run_options(run)
+
+
+def sweep_options_table() -> str:
+    """The Markdown table of the sweep's own options, as docs/sweep.md shows it between its
+    ``BEGIN``/``END sweep options`` markers (a test keeps the two equal)."""
+    rows = ["| flag | campaign-file key | meaning |", "|---|---|---|"]
+    for name, info, spec in flagged_fields(SweepOptions):
+        if spec.positional:
+            flag = f"`{spec.metavar or name.upper()}`"
+        else:
+            metavar = "" if spec.metavar is None and info.annotation is bool else (
+                f" {spec.metavar or 'VALUE'}")
+            flag = f"`{flag_of(SweepOptions, name)}{metavar}`"
+        key = "-" if name in CLI_ONLY else f"`{name.replace('_', '-')}`"
+        meaning = help_text(info, spec).replace("|", "\\|")
+        rows.append(f"| {flag} | {key} | {meaning} |")
+    return "\n".join(rows) + "\n"
