@@ -24,6 +24,9 @@ from .._names import error_total
 from ..capture import CaptureResult
 from ..hosts import MachineFacts
 
+# A check is the outcome of a stop rule, defined with the rule grammar; a step keeps its checks.
+from ..options import SloCheck
+
 __all__ = [
     "CAMPAIGN_FORMAT",
     "CampaignManifest",
@@ -68,16 +71,6 @@ class SweepPlan(BaseModel):
     extend_limit: float | None = Field(
         default=None, description="Never extend beyond this per-worker rate."
     )
-
-
-class SloCheck(BaseModel):
-    """One stop-rule expression evaluated on one step."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    expression: str
-    value: float | None = Field(description="The measured left-hand side (None: no data).")
-    passed: bool
 
 
 class StepRecord(BaseModel):

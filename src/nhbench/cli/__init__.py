@@ -35,7 +35,7 @@ from pydantic import ValidationError
 from .._exceptions import CoreUnavailableError, NHBenchError, OptionsError, RunError, ServerError
 from .._format import format_seconds
 from .._version import __version__
-from ..options import Options, add_model_flags, format_validation_error
+from ..options import RUN_OPTION_KEYS, Options, add_model_flags, format_validation_error
 from ._signals import stop_on_signals
 
 __all__ = ["main", "run_and_report"]
@@ -81,23 +81,21 @@ def _add_run_parser(commands: argparse._SubParsersAction[Any]) -> None:
     parser.set_defaults(func=_cmd_run, subparser=parser)
 
 
-#: The `nhbench run` options (field names) a sweep defines its own way (per-step rate, step duration, the
-#: campaign's labels and directory), so `add_run_options(sweep=True)` leaves them out.
-SWEEP_REDEFINED = ("rps", "duration", "no_duration", "output", "output_format", "label")
-
-
 def add_run_options(parser: argparse.ArgumentParser, *, sweep: bool = False) -> None:
     """Add the flags of ``nhbench run`` (all of them but the URI) to `parser`.
 
     ``nhbench sweep`` calls this too, with `sweep` True, so that every run option works in a
-    sweep with the same spelling, help and validation; the flags in `SWEEP_REDEFINED` are
-    then left for the sweep to define.
+    sweep with the same spelling, help and validation; only the run options a sweep passes
+    on to its steps (`RUN_OPTION_KEYS`) are added then: the sweep defines rps, duration and
+    label its own way (`SweepOptions`) and has no use for the others.
     """
-    skip = ("uri", *SWEEP_REDEFINED) if sweep else ("uri",)
     # Values are taken as strings and validated by Options, so that the CLI and the Python
     # API accept the same syntax and give the same messages. The flags, their help and their
     # groups are declared on the model's fields (nhbench.options, `Flag`).
-    add_model_flags(parser, Options, skip=skip)
+    if sweep:
+        add_model_flags(parser, Options, only=lambda name: name in RUN_OPTION_KEYS)
+    else:
+        add_model_flags(parser, Options, skip=("uri",))
 
 
 def _add_server_parser(commands: argparse._SubParsersAction[Any]) -> None:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from .._exceptions import CampaignError, OptionsError
+from ..options import SweepOptions, add_model_flags
 from . import _NOT_OPTIONS, PROG, _die, _note, add_run_options
 from ._signals import stop_on_signals
 
@@ -46,67 +47,16 @@ def add_sweep_parser(commands: argparse._SubParsersAction[Any]) -> None:
         argument_default=argparse.SUPPRESS,
         allow_abbrev=False,
     )
+    # The URL may come from --scenario or --resume, so the positional is optional here and
+    # required by SweepOptions once the settings are merged.
     parser.add_argument("url", metavar="URL", nargs="?",
-                        help="Target URL, or 'embedded' for the built-in test server. "
-                        "Optional with --scenario or --resume.")
-    group = parser.add_argument_group("plan")
-    add = group.add_argument
-    add("--rps", metavar="N", help="First (or only) step: requests per second per worker.")
-    add("--max-rps", metavar="N", help="Last step of the range, included.")
-    add("--step-rps", metavar="N", help="Step of the range (and of --extend). Default 10.")
-    add("--steps", metavar="N,N,...", help="Explicit per-worker rates instead of a range.")
-    add("--duration", metavar="TIME", help="Length of each step (5s, 500ms, 2m). Default 5 s.")
-    add("--cooldown", metavar="TIME", help="Idle time between steps. Default 0.")
-    add("--extend", action="store_true",
-        help="RPS-SLA mode: after the planned steps, keep adding --step-rps until a stop rule "
-        "fires (or --extend-limit); the report names the highest passing step.")
-    add("--extend-limit", metavar="N", help="Never extend beyond this per-worker rate.")
-    add("--stop-on-blocked", action="store_true",
-        help="Stop after a step in which the sequencer blocked (closed loop) or dropped "
-        "requests (open loop): the load generator could not offer the rate.")
-    add("--stop-on-slo", metavar="EXPR", action="append",
-        help="Stop after a step that breaks EXPR, e.g. 'p99<5ms', 'p99.9<=20ms', "
-        "'error_rate<0.1%%', 'achieved/requested>0.95'. Repeatable.")
-    group = parser.add_argument_group("campaign")
-    add = group.add_argument
-    add("--out", metavar="DIR",
-        help="Campaign directory (created; must be new or empty). Default "
-        "campaigns/<timestamp>-<label>.")
-    add("--resume", metavar="DIR",
-        help="Continue an interrupted campaign with its own settings; flags given with it "
-        "must match, except that the plan may be extended.")
-    add("--scenario", metavar="FILE",
-        help="YAML campaign file whose keys are these options' names; flags override it.")
-    add("--note", metavar="TEXT", help="Free text shown in the reports.")
-    add("--label", metavar="TEXT", action="append",
-        help="Label of the campaign (names the default directory; kept in every result). "
-        "Repeatable.")
-    group = parser.add_argument_group("target host over SSH")
-    add = group.add_argument
-    add("--ssh", metavar="USER@HOST[:PORT]",
-        help="Run captures and collect facts on this host (the target's machine).")
-    add("--ssh-key", metavar="FILE", help="Private key file (the SSH agent is tried too).")
-    add("--ssh-password-env", metavar="VAR",
-        help="Read the SSH password from environment variable VAR (never from a flag).")
-    add("--ssh-password-prompt", action="store_true", help="Ask for the SSH password.")
-    add("--ssh-jump", metavar="USER@HOST[:PORT]", help="Connect through this jump host.")
-    add("--ssh-known-hosts", metavar="FILE",
-        help="known_hosts file to check host keys against. Default ~/.ssh/known_hosts.")
-    add("--ssh-accept-new", action="store_true",
-        help="Trust and record a host key seen for the first time (a changed key is always "
-        "refused).")
-    group = parser.add_argument_group("captures (on the target host; local without --ssh)")
-    add = group.add_argument
-    add("--watch-cpus", metavar="NAME=LIST", action="append",
-        help="Report the load of this CPU group, e.g. ingress=5,22,77,94. Repeatable.")
-    add("--perf", action="store_true", help="perf record each step; write a flame graph.")
-    add("--perf-cpus", metavar="LIST", help="CPUs perf records on. Default all.")
-    add("--perf-frequency", metavar="HZ", help="perf sampling frequency. Default 99.")
-    add("--no-mpstat", action="store_true",
-        help="Do not run mpstat (no CPU load in the report; the load generator's CPU then "
-        "comes from its own CPU time).")
-    add("--install-tools", action="store_true",
-        help="Install missing sysstat/perf with the host's package manager.")
+                        help=SweepOptions.model_fields["url"].description)
+    # --scenario is where the options come from, not an option itself (a campaign file
+    # cannot name another one).
+    parser.add_argument("--scenario", metavar="FILE",
+                        help="YAML campaign file whose keys are these options' names; flags "
+                        "override it.")
+    add_model_flags(parser, SweepOptions, skip=("url",))
     add_run_options(parser, sweep=True)
     # 'nhbench run' flags that make no sense in a sweep get a message that says what to do
     # instead of argparse's bare "unrecognized arguments".
@@ -150,14 +100,9 @@ def _password(config: Any) -> str | None:
     ssh = config.ssh
     if ssh is None or not ssh.password_prompt:
         return None
-    try:
-        from ..hosts import prompt_password
+    from ..hosts import prompt_password
 
-        return prompt_password(ssh.target)
-    except ImportError:
-        import getpass
-
-        return getpass.getpass(f"password for {ssh.target}: ")
+    return prompt_password(ssh.target)
 
 
 def _cmd_sweep(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
@@ -195,12 +140,11 @@ def _cmd_sweep(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
 
 def _print_summary(campaign: Any) -> None:
     manifest = campaign.manifest
-    try:
-        from ..report import render_text
+    from ..report import render_text
 
+    text: str | None
+    try:
         text = render_text(manifest)
-    except ImportError:
-        text = None
     except Exception as exc:  # noqa: BLE001 - the campaign is safe on disk whatever this does
         _note(f"text report not rendered: {type(exc).__name__}: {exc}".splitlines()[0])
         text = None
@@ -227,12 +171,8 @@ def _cmd_report(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
         manifest = load_manifest(directory)
     except CampaignError as exc:
         _die(str(exc), status=2)
-    try:
-        from ..report import REPORT_FILES, render_text, write_reports
-    except ImportError:
-        _die("reports are not available in this installation (nhbench.report is missing)",
-             status=1)
     from .._io import check_output_path
+    from ..report import REPORT_FILES, render_text, write_reports
 
     # A read-only campaign (or a directory squatting on a report's name) is refused before
     # anything is rendered; what only the write can find out (a full disk) exits 1.

@@ -73,3 +73,71 @@ __all__ = [
     "parse_listen",
     "parse_uri",
 ]
+
+# The sweep's options and the grammars they need (stop rules, step plans), kept apart from
+# the list above so that the run and server options can change without touching these lines.
+from ._rules import (
+    Measures,
+    SloCheck,
+    StopRule,
+    format_check,
+    latency_points,
+    parse_rule,
+    parse_rules,
+)
+from ._steps import (
+    DEFAULT_STEP_RPS,
+    MAX_COOLDOWN,
+    MAX_STEPS,
+    PLAN_KEYS,
+    check_cooldown,
+    check_extension,
+    parse_rate,
+    parse_step_list,
+    parse_steps,
+    plan_steps,
+    round_rate,
+    step_size,
+)
+from ._sweep import (
+    CLI_ONLY,
+    EMBEDDED_URL,
+    NOT_IN_A_SWEEP,
+    RUN_OPTION_KEYS,
+    SCENARIO_KEYS,
+    SweepOptions,
+    parse_watch_cpus,
+    sweep_options_table,
+    validate_sweep,
+)
+
+__all__ += [
+    "CLI_ONLY",
+    "DEFAULT_STEP_RPS",
+    "EMBEDDED_URL",
+    "MAX_COOLDOWN",
+    "MAX_STEPS",
+    "NOT_IN_A_SWEEP",
+    "PLAN_KEYS",
+    "RUN_OPTION_KEYS",
+    "SCENARIO_KEYS",
+    "Measures",
+    "SloCheck",
+    "StopRule",
+    "SweepOptions",
+    "check_cooldown",
+    "check_extension",
+    "format_check",
+    "latency_points",
+    "parse_rate",
+    "parse_rule",
+    "parse_rules",
+    "parse_step_list",
+    "parse_steps",
+    "parse_watch_cpus",
+    "plan_steps",
+    "round_rate",
+    "step_size",
+    "sweep_options_table",
+    "validate_sweep",
+]

@@ -16,12 +16,14 @@ from .._format import format_latency
 from ..campaign import (
     LATENCY_KEYS,
     CampaignManifest,
-    SloCheck,
     StepRecord,
     SweepPlan,
 )
 from ..hosts import MachineFacts
-from ..options import format_cpu_list
+
+# A failed stop rule is written the same way in every output: its one formatter lives with
+# the rule grammar (and a latency's in nhbench._format).
+from ..options import format_check, format_cpu_list
 
 __all__ = [
     "LOADGEN_COLUMN",
@@ -60,16 +62,6 @@ def format_percent(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}"
 
 
-def format_check(check: SloCheck) -> str:
-    """A stop-rule check in words: ``p99<5ms (was 7.21 ms)``."""
-    if check.value is None:
-        return f"{check.expression} (no data)"
-    expression = check.expression.replace(" ", "")
-    if expression[:1] == "p" and expression[1:2].isdigit():
-        return f"{check.expression} (was {format_latency(check.value)})"
-    if expression.startswith("error_rate"):
-        return f"{check.expression} (was {check.value * 100:.3g}%)"
-    return f"{check.expression} (was {check.value:.4g})"
 
 
 def workers_of(manifest: CampaignManifest, step: StepRecord) -> str:

@@ -1,27 +1,24 @@
-"""Sweeps: step the offered load, record every step, stop on rules (``nhbench sweep``)."""
+"""Sweeps: step the offered load, record every step, stop on rules (``nhbench sweep``).
 
-from ._plan import DEFAULT_STEP_RPS, build_plan, next_step, plan_steps
-from ._runner import (
-    ERROR_COUNTERS,
+``_config``: settings -> `SweepConfig` (`prepare_sweep`, validated by
+`nhbench.options.SweepOptions`); ``_plan``: the `SweepPlan` and the step after the last;
+``_records``: a step's `Result` -> `StepRecord`; ``_loop``: `Sweep` and `run_sweep`;
+``_scenario``: campaign files; ``_slo``: stop rules evaluated on a step.
+"""
+
+from ..options import EMBEDDED_URL, RUN_OPTION_KEYS, SweepOptions, parse_watch_cpus
+from ._config import (
     SSHSettings,
-    Sweep,
     SweepConfig,
     default_out,
     overlay,
-    parse_watch_cpus,
     prepare_sweep,
-    record_from_result,
-    run_sweep,
     settings_for_resume,
-    step_line,
 )
-from ._scenario import (
-    EMBEDDED_URL,
-    RUN_OPTION_KEYS,
-    SWEEP_KEYS,
-    Scenario,
-    load_scenario,
-)
+from ._loop import Sweep, run_sweep
+from ._plan import DEFAULT_STEP_RPS, build_plan, next_step, plan_steps
+from ._records import ERROR_COUNTERS, record_from_result, step_line
+from ._scenario import SWEEP_KEYS, load_scenario
 from ._slo import StopRule, evaluate_rules, parse_rule, parse_rules
 
 __all__ = [
@@ -31,10 +28,10 @@ __all__ = [
     "RUN_OPTION_KEYS",
     "SWEEP_KEYS",
     "SSHSettings",
-    "Scenario",
     "StopRule",
     "Sweep",
     "SweepConfig",
+    "SweepOptions",
     "build_plan",
     "default_out",
     "evaluate_rules",

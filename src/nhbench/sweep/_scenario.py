@@ -15,8 +15,9 @@ which makes a campaign file runnable on any machine (see scenarios/local-demo.ya
     cpus: 5-9
     stop-on-slo: [p99<50ms]
 
-The file is parsed with PyYAML into the `Scenario` model, which rejects unknown keys (with a
-suggestion) so that a misspelt option is an error rather than silently ignored.
+The file is parsed with PyYAML; its keys must be `nhbench.options.SCENARIO_KEYS` (the
+`SweepOptions` fields and the run options a sweep passes on), so that a misspelt option is an
+error, with a suggestion, rather than silently ignored.
 """
 
 from __future__ import annotations
@@ -27,77 +28,14 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from .._exceptions import OptionsError
-from ..options import Options
+from ..options import CLI_ONLY, NOT_IN_A_SWEEP, SCENARIO_KEYS, SweepOptions
 
-__all__ = [
-    "EMBEDDED_URL",
-    "PLAN_KEYS",
-    "RUN_OPTION_KEYS",
-    "SWEEP_KEYS",
-    "Scenario",
-    "load_scenario",
-]
+__all__ = ["SWEEP_KEYS", "load_scenario"]
 
-#: ``url: embedded`` (or the URL argument ``embedded``): start nhbench's test server.
-EMBEDDED_URL = "embedded"
-
-#: Keys that choose the steps; a resumed campaign given any of them replaces all of them.
-PLAN_KEYS = ("rps", "max_rps", "step_rps", "steps")
-
-#: The sweep's own settings (Python spelling), besides the run options.
-SWEEP_KEYS = (
-    "url",
-    *PLAN_KEYS,
-    "duration",
-    "cooldown",
-    "extend",
-    "extend_limit",
-    "stop_on_blocked",
-    "stop_on_slo",
-    "out",
-    "note",
-    "label",
-    "ssh",
-    "ssh_key",
-    "ssh_password_env",
-    "ssh_password_prompt",
-    "ssh_jump",
-    "ssh_known_hosts",
-    "ssh_accept_new",
-    "watch_cpus",
-    "perf",
-    "perf_cpus",
-    "perf_frequency",
-    "no_mpstat",
-    "install_tools",
-)
-
-# Run options a sweep sets itself (uri, rps, duration, label) or has no use for: a step's
-# result always goes to the campaign directory as JSON, and a step needs a duration.
-_NOT_RUN_KEYS = frozenset({"uri", "rps", "duration", "label", "output", "output_format",
-                           "no_duration"})
-
-#: Every `nhbench run` option a sweep passes on to each step unchanged.
-RUN_OPTION_KEYS = tuple(name for name in Options.model_fields if name not in _NOT_RUN_KEYS)
-
-
-def _scenario_model() -> type[BaseModel]:
-    # One optional, untyped field per key: the values are checked where the command-line
-    # values are (Options, the plan, the stop rules), so a file and a flag accept exactly the
-    # same syntax and fail with the same message. This model's job is the set of keys.
-    fields: dict[str, Any] = {name: (Any, None) for name in (*SWEEP_KEYS, *RUN_OPTION_KEYS)}
-    return create_model(
-        "Scenario",
-        __config__=ConfigDict(extra="forbid"),
-        __doc__="The keys of a campaign file (see the module doc).",
-        **fields,
-    )
-
-
-Scenario = _scenario_model()
+#: The sweep's own campaign-file keys (Python spelling); the run options are the others.
+SWEEP_KEYS = tuple(name for name in SweepOptions.model_fields if name not in CLI_ONLY)
 
 
 def _key(name: object) -> str:
@@ -139,18 +77,14 @@ def load_scenario(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise OptionsError(f"--scenario {name}: must be a mapping of option names to values",
                            "scenario")
     settings = {_key(key): value for key, value in data.items()}
-    try:
-        Scenario.model_validate(settings)
-    except ValidationError as exc:
-        error = exc.errors()[0]
-        key = str(error["loc"][0]) if error.get("loc") else "?"
-        known = [*SWEEP_KEYS, *RUN_OPTION_KEYS]
-        close = difflib.get_close_matches(key, known, n=1)
-        hint = f" (did you mean {close[0].replace('_', '-')}?)" if close else ""
+    unknown = [key for key in settings if key not in SCENARIO_KEYS]
+    if unknown:
+        key = unknown[0]
         spelled = key.replace("_", "-")
-        if key in _NOT_RUN_KEYS:
+        if key in NOT_IN_A_SWEEP:
             raise OptionsError(f"--scenario {name}: {spelled!r} is not a sweep option",
-                               "scenario") from None
-        raise OptionsError(f"--scenario {name}: unknown key {spelled!r}{hint}",
-                           "scenario") from None
+                               "scenario")
+        close = difflib.get_close_matches(key, SCENARIO_KEYS, n=1)
+        hint = f" (did you mean {close[0].replace('_', '-')}?)" if close else ""
+        raise OptionsError(f"--scenario {name}: unknown key {spelled!r}{hint}", "scenario")
     return {key: value for key, value in settings.items() if value is not None}

@@ -1,0 +1,468 @@
+"""The step loop: `Sweep` and `run_sweep`.
+
+For each step the sweep starts the captures (mpstat and perf on the target host, mpstat over
+the load generator's worker CPUs), runs ``nhbench.run`` at the step's rate with the shared
+options, stops the captures, turns the result into a `StepRecord`, writes both to the
+campaign directory at once, re-renders the reports, evaluates the stop rules and cools down.
+
+Everything the user can get wrong is checked by `prepare_sweep` before anything happens
+(no directory, no connection, no server): a bad option is one `OptionsError`. Ctrl-C (or
+`Sweep.stop`) abandons the step in progress, unless it had already finished, in which case
+it is recorded; finished steps are on disk already, and the manifest ends ``interrupted``.
+"""
+
+from __future__ import annotations
+
+import resource
+import sys
+import time
+from collections.abc import Callable, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, TextIO
+
+from .._exceptions import HostError
+from .._result import Result
+from .._run import Benchmark, resolve
+from .._server import TestServer
+from .._version import __version__
+from ..campaign import (
+    Campaign,
+    CampaignManifest,
+    CampaignStore,
+    StepRecord,
+    check_resume,
+    load_manifest,
+    step_directory,
+)
+from ..capture import CaptureResult, CaptureSpec, StepCapture, check_tools, install_tools
+from ..hosts import (
+    Host,
+    LocalHost,
+    SSHHost,
+    SSHTarget,
+    collect_facts,
+    password_from_environment,
+)
+from ..options import Options, affinity_cpus, format_check, make_options
+from ..report import write_reports
+from ._config import SweepConfig, default_out, prepare_sweep, settings_for_resume
+from ._plan import next_step
+from ._records import record_from_result, step_line
+
+__all__ = ["Sweep", "run_sweep"]
+
+# How often an idle wait (cooldown) looks at the stop flag.
+_TICK = 0.1
+
+
+def _note_to(stream: TextIO | None) -> Callable[[str], None]:
+    def note(message: str) -> None:
+        if stream is not None:
+            stream.write(f"nhbench: {message}\n")
+            stream.flush()
+
+    return note
+
+
+def _cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+class Sweep:
+    """A sweep being run: ``Sweep(prepare_sweep(settings)).run()`` -> `Campaign`.
+
+    `stop()` may be called from a signal handler or another thread: the step in progress is
+    abandoned (or recorded, if it had ended) and the campaign ends ``interrupted``.
+
+    `target_host` replaces the host the settings name (tests pass one; otherwise it is
+    `LocalHost`, or an `SSHHost` connected with `password`). `captures`, `facts` and
+    `reports` turn those parts off. `on_step` is called with each recorded StepRecord;
+    `stream` gets the progress lines and notes (None: silent).
+    """
+
+    def __init__(
+        self,
+        config: SweepConfig,
+        *,
+        command: Sequence[str] = (),
+        password: str | None = None,
+        target_host: Host | None = None,
+        captures: bool = True,
+        facts: bool = True,
+        reports: bool = True,
+        on_step: Callable[[StepRecord], object] | None = None,
+        stream: TextIO | None = sys.stderr,
+    ) -> None:
+        self.config = config
+        self.command = list(command)
+        self._password = password
+        self._target_host = target_host
+        self._captures = captures
+        self._facts = facts
+        self._reports = reports
+        self._on_step = on_step
+        self._note = _note_to(stream)
+        self._stop_requested = False
+        self._benchmark: Benchmark | None = None
+        self.store: CampaignStore | None = None
+        self.signal: int | None = None
+        self._saved: CampaignManifest | None = None
+        if config.resume is not None:
+            # Checked here, before any connection or server, so that an incompatible resume
+            # fails as fast and as cleanly as a bad option.
+            saved = load_manifest(config.resume)
+            self._saved = check_resume(
+                saved, options=config.options_json, plan=config.plan,
+                ignore=("uri",) if config.embedded else (),
+            )
+
+    def use_password(self, password: str | None) -> None:
+        """Set the SSH password (kept in memory only, never written anywhere)."""
+        self._password = password
+
+    @property
+    def directory(self) -> Path | None:
+        return None if self.store is None else self.store.directory
+
+    def stop(self, signum: int | None = None) -> None:
+        """Stop after (or abandon) the current step. Safe from a signal handler."""
+        if signum is not None and self.signal is None:
+            self.signal = signum
+        self._stop_requested = True
+        benchmark = self._benchmark
+        if benchmark is not None:
+            benchmark.stop()
+
+    @property
+    def stop_requested(self) -> bool:
+        return self._stop_requested
+
+    # ---- setup ------------------------------------------------------------------------------
+
+    def _connect(self) -> Host:
+        if self._target_host is not None:
+            return self._target_host
+        ssh = self.config.ssh
+        if ssh is None:
+            return LocalHost()
+        target = SSHTarget.parse(ssh.target)
+        jump = SSHTarget.parse(ssh.jump, option="ssh_jump") if ssh.jump else None
+        password = self._password
+        if password is None and ssh.password_env:
+            password = password_from_environment(ssh.password_env)
+        return SSHHost.connect(
+            target,
+            key_filename=ssh.key_filename,
+            password=password,
+            use_agent=True,
+            known_hosts=ssh.known_hosts,
+            accept_new=ssh.accept_new,
+            jump=jump,
+        )
+
+    def _collect_facts(self, target: Host, loadgen: Host, address: str) -> dict[str, Any]:
+        if not self._facts:
+            return {}
+        facts = {}
+        for role, host in (("target", target), ("loadgen", loadgen)):
+            try:
+                facts[role] = collect_facts(host, role=role, target_address=address)
+            except HostError as exc:
+                self._note(f"{role} machine facts skipped: {exc}")
+        return facts
+
+    def _check_tools(self, host: Host, spec: CaptureSpec | None, role: str) -> bool:
+        """Install (if asked) and check the capture tools; False turns this host's captures
+        off (nothing to capture, or the host cannot be used)."""
+        if spec is None or not (spec.mpstat or spec.perf):
+            return False
+        try:
+            if spec.install_tools:
+                install_tools(host, spec)
+            missing = check_tools(host, spec)
+        except HostError as exc:
+            self._note(f"{role} captures skipped: {exc}")
+            return False
+        for tool, reason in (missing or {}).items():
+            self._note(f"{role}: {tool} capture skipped: {reason}")
+        return True
+
+    def _new_manifest(self, url: str, options: Options, ssh_name: str | None,
+                      facts: dict[str, Any]) -> CampaignManifest:
+        now = datetime.now(timezone.utc)
+        config = self.config
+        return CampaignManifest(
+            nhbench_version=__version__,
+            created_at=now,
+            updated_at=now,
+            url=url,
+            label=list(config.label),
+            note=config.note,
+            command=self.command,
+            options=options.model_dump(mode="json", exclude={"rps"}),
+            plan=config.plan,
+            ssh=ssh_name,
+            target_capture=None if config.target_spec is None
+            else config.target_spec.model_dump(mode="json"),
+            loadgen_capture=None if config.loadgen_spec is None
+            else config.loadgen_spec.model_dump(mode="json"),
+            facts=facts,
+            settings=config.settings,
+        )
+
+    # ---- the loop ----------------------------------------------------------------------------
+
+    def run(self) -> Campaign:
+        """Run the remaining steps; return the campaign as written."""
+        config = self.config
+        host = self._connect()
+        loadgen: Host = LocalHost()
+        server = None
+        try:
+            options = config.options
+            url = config.url
+            if config.embedded:
+                server = self._start_embedded(options)
+                url = server.url
+                options = make_options(options, uri=url)
+            target = options.target
+            address = resolve(target.host, target.port, options.address_family)
+            ssh_name = None if config.ssh is None else host.name
+            if self._saved is not None:
+                manifest = self._saved
+                manifest.url = url
+                store = CampaignStore.resume(config.out or Path("."), manifest)
+                self._note(f"resuming {store.directory}: {len(manifest.steps)} step(s) done")
+            else:
+                facts = self._collect_facts(host, loadgen, address)
+                manifest = self._new_manifest(url, options, ssh_name, facts)
+                out = config.out or default_out(config.label)
+                store = CampaignStore.create(out, manifest)
+                self._note(f"campaign directory {store.directory}")
+            self.store = store
+            target_captures = self._captures and self._check_tools(host, config.target_spec,
+                                                                   "target")
+            loadgen_captures = self._captures and self._check_tools(
+                loadgen, config.loadgen_spec, "loadgen")
+            self._loop(store, options, host if target_captures else None,
+                       loadgen if loadgen_captures else None)
+            self._render_reports()
+            return Campaign(store.directory, store.manifest)
+        finally:
+            if server is not None:
+                server.stop()
+            if host is not self._target_host:
+                host.close()
+
+    def _start_embedded(self, options: Options) -> TestServer:
+        # The server gets a CPU the load generator's workers do not use, when there is one,
+        # so that the two do not compete for a core; otherwise it is left unpinned. It runs
+        # as a separate process so that the step's "nhbench CPU %" (this process's CPU
+        # time) is the load generator's alone.
+        spare = [cpu for cpu in affinity_cpus() if cpu not in set(options.worker_cpus)]
+        server = (TestServer(cpus=[spare[-1]], subprocess=True) if spare
+                  else TestServer(subprocess=True))
+        server.start()
+        self._note(f"embedded test server on {server.url}")
+        return server
+
+    def _loop(self, store: CampaignStore, options: Options, target_host: Host | None,
+              loadgen_host: Host | None) -> None:
+        manifest = store.manifest
+        plan = manifest.plan
+        done = len(manifest.steps)
+        last = manifest.steps[-1].rps_per_worker if done else None
+        planned = len(plan.steps)
+        failed = next((step for step in manifest.steps if not step.passed), None)
+        if failed is not None:
+            store.finish("stopped", self._reason(failed))
+            return
+        current: tuple[int, float] | None = None
+        try:
+            while True:
+                if self._stop_requested:
+                    store.finish("interrupted", "interrupted before the next step")
+                    return
+                rate = next_step(plan, done, last)
+                if rate is None:
+                    reason = ("extend limit reached" if plan.extend else "all steps done")
+                    store.finish("completed", reason)
+                    return
+                index = done + 1
+                current = (index, rate)
+                record, result = self._run_step(store, options, index, rate, target_host,
+                                                loadgen_host)
+                if record is None or result is None:
+                    store.discard_step(index, rate)
+                    current = None
+                    store.finish("interrupted", f"interrupted during step {index}; "
+                                 f"the step was abandoned")
+                    return
+                store.record_step(record, result)
+                current = None
+                self._update_highest(manifest)
+                store.save()
+                self._note(step_line(record, planned, plan.extend))
+                if self._on_step is not None:
+                    self._on_step(record)
+                self._render_reports()
+                if not record.passed:
+                    store.finish("stopped", self._reason(record))
+                    return
+                done, last = index, rate
+                if plan.cooldown > 0 and next_step(plan, done, last) is not None:
+                    self._sleep(plan.cooldown)
+        except BaseException as exc:
+            # Whatever ends the loop (a second Ctrl-C, a host that went away, a bug), the
+            # steps already recorded stay, the half-done one goes, and the manifest says why.
+            if current is not None:
+                store.discard_step(*current)
+            if isinstance(exc, KeyboardInterrupt):
+                store.finish("interrupted", "abandoned with a second interrupt")
+            else:
+                store.finish("failed", str(exc).splitlines()[0] if str(exc) else repr(exc))
+            raise
+
+    @staticmethod
+    def _reason(record: StepRecord) -> str:
+        fired = "; ".join(format_check(check) for check in record.slo if not check.passed)
+        return f"step {record.index} ({record.rps_per_worker:g} rps) failed: {fired}"
+
+    @staticmethod
+    def _update_highest(manifest: CampaignManifest) -> None:
+        passing = [step for step in manifest.steps if step.passed]
+        manifest.highest_passing_step = (
+            max(passing, key=lambda step: (step.requested_rps, step.index)).index
+            if passing else None
+        )
+
+    def _sleep(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while not self._stop_requested:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            time.sleep(min(_TICK, left))
+
+    def _start_capture(self, host: Host | None, spec: CaptureSpec | None, path: Path,
+                       role: str) -> StepCapture | None:
+        if host is None or spec is None:
+            return None
+        try:
+            step_capture = StepCapture(host, spec, path)
+            step_capture.start()
+            return step_capture
+        except HostError as exc:
+            self._note(f"{role} capture not started: {exc}")
+            return None
+
+    def _stop_capture(self, capture: StepCapture | None, role: str) -> CaptureResult | None:
+        if capture is None:
+            return None
+        try:
+            return capture.stop()
+        except HostError as exc:
+            self._note(f"{role} capture lost: {exc}")
+            return None
+
+    def _run_step(
+        self, store: CampaignStore, options: Options, index: int, rate: float,
+        target_host: Host | None, loadgen_host: Host | None,
+    ) -> tuple[StepRecord | None, Result | None]:
+        path = store.prepare_step(index, rate)
+        step_options = make_options(options, rps=rate)
+        started_at = datetime.now(timezone.utc)
+        captures: list[tuple[StepCapture | None, str]] = []
+        result: Result | None = None
+        try:
+            captures.append((self._start_capture(target_host, self.config.target_spec,
+                                                 path / "target", "target"), "target"))
+            captures.append((self._start_capture(loadgen_host, self.config.loadgen_spec,
+                                                 path / "loadgen", "loadgen"), "loadgen"))
+            if self._stop_requested:
+                return None, None
+            cpu0, wall0 = _cpu_seconds(), time.monotonic()
+            benchmark = Benchmark(step_options)
+            self._benchmark = benchmark
+            try:
+                # The check after the assignment closes the window in which a stop() could
+                # have seen no benchmark to stop.
+                if self._stop_requested:
+                    return None, None
+                result = benchmark.run()
+            finally:
+                self._benchmark = None
+            cpu, wall = _cpu_seconds() - cpu0, time.monotonic() - wall0
+        finally:
+            results = [self._stop_capture(capture, role) for capture, role in captures]
+        ended_at = datetime.now(timezone.utc)
+        if result.interrupted:
+            # Stopped part-way (Ctrl-C): not a measurement of this step.
+            self._stop_requested = True
+            return None, None
+        target_capture = results[0] if results else None
+        loadgen_capture = results[1] if len(results) > 1 else None
+        workers = max(1, result.worker_count)
+        fallback = 100.0 * cpu / (wall * workers) if wall > 0 else None
+        record = record_from_result(
+            result,
+            index=index,
+            rate=rate,
+            directory=step_directory(index, rate),
+            rules=self.config.rules,
+            stop_on_blocked=store.manifest.plan.stop_on_blocked,
+            started_at=started_at,
+            ended_at=ended_at,
+            target_capture=target_capture,
+            loadgen_capture=loadgen_capture,
+            loadgen_cpu_fallback=fallback,
+            nhbench_cpu=fallback,
+        )
+        return record, result
+
+    def _render_reports(self) -> None:
+        if not self._reports or self.store is None:
+            return
+        try:
+            write_reports(self.store.directory, self.store.manifest)
+        except Exception as exc:  # noqa: BLE001 - a report must never cost the measurements
+            self._note(f"report not written: {type(exc).__name__}: {exc}".splitlines()[0])
+
+
+def run_sweep(
+    url: str | None = None,
+    /,
+    *,
+    out: str | Path | None = None,
+    resume: str | Path | None = None,
+    password: str | None = None,
+    target_host: Host | None = None,
+    captures: bool = True,
+    facts: bool = True,
+    reports: bool = True,
+    on_step: Callable[[StepRecord], object] | None = None,
+    stream: TextIO | None = None,
+    **settings: Any,
+) -> Campaign:
+    """Run a sweep and return the `Campaign` it wrote.
+
+    ``run_sweep("http://10.0.0.5/", rps=100, max_rps=500, step_rps=100, duration="10s",
+    out="campaigns/gw", stop_on_slo=["p99<5ms"], connections=50, cpus="2-3")``. Keywords are
+    the sweep's option names in Python spelling (see ``nhbench sweep --help``) and every
+    `nhbench.run` option. ``resume=DIR`` continues a campaign (with its own settings, any
+    given here overriding them). Invalid settings raise OptionsError before anything runs.
+    """
+    given = dict(settings)
+    if url is not None:
+        given["url"] = url
+    if out is not None:
+        given["out"] = str(out)
+    if resume is not None:
+        given = settings_for_resume(load_manifest(resume), given)
+        given["resume"] = str(resume)
+    config = prepare_sweep(given)
+    sweep = Sweep(config, password=password, target_host=target_host, captures=captures,
+                  facts=facts, reports=reports, on_step=on_step, stream=stream)
+    return sweep.run()
