@@ -11,8 +11,6 @@ it.
 
 from __future__ import annotations
 
-import ipaddress
-import socket
 import time
 from collections.abc import Callable
 from types import ModuleType, TracebackType
@@ -22,12 +20,14 @@ from ._exceptions import (
     ConfigRejectedError,
     CoreError,
     CoreUnavailableError,
-    ResolveError,
 )
 from ._progress import Progress
 from ._request import render_h2_request, render_request
 from ._result import Result
-from .options import Options, make_options
+
+# `resolve` lives with the address grammar in nhbench.options; it is re-exported here because
+# callers have always found it next to the run.
+from .options import Options, make_options, resolve
 
 __all__ = ["Benchmark", "build_core_config", "load_core", "resolve", "run"]
 
@@ -50,43 +50,6 @@ def load_core() -> ModuleType:
             f"install nhbench with 'pip install .' (see the README's Quick start)"
         ) from exc
     return _core
-
-
-_FAMILIES = {"auto": socket.AF_UNSPEC, "v4": socket.AF_INET, "v6": socket.AF_INET6}
-
-
-def resolve(host: str, port: int, address_family: str = "auto") -> str:
-    """Resolve `host` to one numeric IP address of the wanted family.
-
-    'auto' prefers IPv4 and falls back to IPv6 (Envoy's V4_PREFERRED). Preferring IPv4 avoids
-    the classic trap of ``localhost`` resolving to ``::1`` first while the server listens on
-    127.0.0.1 only; the core connects to one address and does not try the others.
-    """
-    family = _FAMILIES[address_family]
-    try:
-        literal = ipaddress.ip_address(host)
-    except ValueError:
-        literal = None
-    if literal is not None:
-        if address_family == "v4" and literal.version != 4 or (
-            address_family == "v6" and literal.version != 6
-        ):
-            raise ResolveError(
-                f"address {host} is IPv{literal.version} but address_family is {address_family}"
-            )
-        return str(literal)
-    try:
-        infos = socket.getaddrinfo(host, port, family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    except socket.gaierror as exc:
-        wanted = "" if address_family == "auto" else f" to an IP{address_family} address"
-        raise ResolveError(f"cannot resolve host {host!r}{wanted}: {exc.strerror}") from None
-    except UnicodeError:
-        raise ResolveError(f"cannot resolve host {host!r}: not a valid host name") from None
-    if not infos:
-        raise ResolveError(f"cannot resolve host {host!r}: no addresses")
-    if address_family == "auto":
-        infos.sort(key=lambda info: 0 if info[0] == socket.AF_INET else 1)
-    return str(infos[0][4][0])
 
 
 def build_core_config(options: Options, address: str) -> dict[str, Any]:

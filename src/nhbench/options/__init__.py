@@ -1,5 +1,5 @@
 """Every option nhbench takes, in one place: the run's `Options`, the test server's
-`ServerOptions`, and the value grammar they share (durations, CPU lists, addresses).
+`ServerOptions`, and the value grammar they share (durations, sizes, CPU lists, headers, addresses: `_values`).
 
 The CLI's flags and the sweep's scenario keys are built from these models; everything above
 this package imports it through this face (an import-linter contract), never a private module.
@@ -11,16 +11,10 @@ from ._flags import Flag, add_model_flags, flag_of, model_flags
 from ._run import (
     DEFAULT_DURATION,
     DEFAULT_PERCENTILES,
-    CpuCheck,
     Options,
     Target,
-    affinity_cpus,
-    format_cpu_list,
     format_validation_error,
-    machine_cpus,
     make_options,
-    parse_cpu_list,
-    parse_duration,
     parse_uri,
 )
 from ._server import (
@@ -31,21 +25,42 @@ from ._server import (
     ResponseHeader,
     ResponseOptions,
     ServerOptions,
-    format_address,
     format_server_error,
     load_config_file,
     make_server_options,
-    parse_address,
     parse_echo_params,
     parse_listen,
+)
+from ._values import (
+    LATENCY_UNITS,
+    MAX_DURATION,
+    UNIT_SECONDS,
+    CpuCheck,
+    affinity_cpus,
+    format_address,
+    format_cpu_list,
+    format_json_duration,
+    machine_cpus,
+    parse_address,
+    parse_cpu_list,
+    parse_duration,
+    parse_go_duration,
+    parse_header,
+    parse_json_duration,
+    parse_server_duration,
+    parse_size,
+    resolve,
 )
 
 __all__ = [
     "DEFAULT_DURATION",
     "DEFAULT_LISTEN",
     "DEFAULT_PERCENTILES",
+    "LATENCY_UNITS",
+    "MAX_DURATION",
     "MAX_RESPONSE_BODY_SIZE",
     "RESPONSE_FIELDS",
+    "UNIT_SECONDS",
     "CpuCheck",
     "Flag",
     "LinearDelay",
@@ -59,6 +74,7 @@ __all__ = [
     "flag_of",
     "format_address",
     "format_cpu_list",
+    "format_json_duration",
     "format_server_error",
     "format_validation_error",
     "load_config_file",
@@ -70,6 +86,12 @@ __all__ = [
     "parse_cpu_list",
     "parse_duration",
     "parse_echo_params",
+    "parse_go_duration",
+    "parse_header",
+    "parse_json_duration",
     "parse_listen",
+    "parse_server_duration",
+    "parse_size",
     "parse_uri",
+    "resolve",
 ]

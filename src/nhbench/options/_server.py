@@ -33,11 +33,10 @@ import json
 import math
 import os
 import re
-import socket
 import ssl
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import parse_qsl
 
 from pydantic import (
@@ -51,12 +50,20 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from .._exceptions import OptionsError
-from ._run import (
+from ._errors import format_validation_error, option_name
+from ._flags import Flag
+from ._values import (
+    ADDRESS_HELP,
     affinity_cpus,
-    error_message,
+    check_header_name,
+    check_header_value,
+    format_address,
+    parse_address,
     parse_cpu_list,
-    parse_duration,
+    parse_server_duration,
+    parse_size,
     parse_worker_count,
+    split_header,
 )
 
 __all__ = [
@@ -92,87 +99,11 @@ MAX_TLS_SAN = 16
 Listen = tuple[Literal["tcp", "unix"], str, int]
 Address = tuple[str, int]
 
-_TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
-# Response headers that decide the framing of the response: the server owns them.
-_FRAMING_HEADERS = frozenset({"content-length", "transfer-encoding", "connection"})
-# Go's duration syntax, which Fortio's delay= takes: "1m30s", "1.5h", "300ms".
-_GO_DURATION = re.compile(r"^(?:(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h))+$")
-_GO_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
-_GO_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0,
-             "h": 3600.0}
 
 
 # --------------------------------------------------------------------------------------------
 # Addresses
 # --------------------------------------------------------------------------------------------
-
-
-def _resolve(host: str, port: int) -> str:
-    """A numeric IP for `host` (a literal is returned normalised); IPv4 preferred."""
-    try:
-        return str(ipaddress.ip_address(host))
-    except ValueError:
-        pass
-    try:
-        infos = socket.getaddrinfo(host, port, socket.AF_UNSPEC, socket.SOCK_STREAM)
-    except socket.gaierror as exc:
-        raise ValueError(f"cannot resolve host {host!r}: {exc.strerror}") from None
-    except UnicodeError:
-        raise ValueError(f"cannot resolve host {host!r}: not a valid host name") from None
-    if not infos:
-        raise ValueError(f"cannot resolve host {host!r}: no addresses")
-    infos.sort(key=lambda info: 0 if info[0] == socket.AF_INET else 1)
-    return str(infos[0][4][0])
-
-
-_ADDRESS_HELP = "must be HOST:PORT such as 127.0.0.1:8080, [::1]:0 or :8080"
-
-
-def parse_address(value: object) -> Address:
-    """``"127.0.0.1:8080"``, ``"[::1]:0"``, ``":8080"`` (0.0.0.0) or ``("host", port)``.
-
-    Host names are resolved here, once (IPv4 preferred): the C server binds numeric
-    addresses only. Returns ``(numeric_host, port)``.
-    """
-    if isinstance(value, (tuple, list)) and len(value) == 2:
-        host, port = value
-        if not isinstance(host, str):
-            raise ValueError(f"{_ADDRESS_HELP} (got {value!r})")
-        host = host.strip().strip("[]")
-    elif isinstance(value, Mapping) and {"host", "port"} <= set(value):
-        return parse_address((value["host"], value["port"]))
-    elif isinstance(value, str):
-        text = value.strip()
-        if text.startswith("["):
-            host, sep, port = text[1:].partition("]:")
-        else:
-            host, sep, port = text.rpartition(":")
-            if ":" in host:
-                raise ValueError(
-                    f"an IPv6 address needs brackets, as in [::1]:8080 (got {value!r})"
-                )
-        if not sep:
-            hint = f"; did you mean :{text}?" if text.isdigit() else ""
-            raise ValueError(f"{_ADDRESS_HELP}{hint} (got {value!r})")
-        host = host or "0.0.0.0"
-    else:
-        raise ValueError(f"{_ADDRESS_HELP} (got {value!r})")
-    if isinstance(port, bool):
-        raise ValueError(f"port must be an integer in 0..65535 (got {value!r})")
-    try:
-        port_number = int(str(port).strip()) if isinstance(port, str) else int(port)
-        if isinstance(port, float) and not port.is_integer():
-            raise ValueError
-    except (TypeError, ValueError):
-        raise ValueError(f"port must be an integer in 0..65535 (got {value!r})") from None
-    if not 0 <= port_number <= 65535:
-        raise ValueError(f"port must be in 0..65535 (got {value!r})")
-    if not host:
-        raise ValueError(f"{_ADDRESS_HELP} (got {value!r})")
-    try:
-        return _resolve(host, port_number), port_number
-    except ValueError as exc:
-        raise ValueError(f"{exc} (got {value!r})") from None
 
 
 def _unix_path(path: str, original: object) -> str:
@@ -229,24 +160,19 @@ def parse_listen(value: object) -> Listen:
             return ("unix", _unix_path(os.path.expanduser(text), value), 0)
         if "/" in text:
             raise ValueError(
-                f"{_ADDRESS_HELP}, or a unix socket path such as /tmp/x.sock or "
+                f"{ADDRESS_HELP}, or a unix socket path such as /tmp/x.sock or "
                 f"unix:x.sock (got {value!r})"
             )
     try:
         host, port = parse_address(value)
     except ValueError as exc:
         message = str(exc)
-        if message.startswith(_ADDRESS_HELP):
+        if message.startswith(ADDRESS_HELP):
             message = message.replace(
-                _ADDRESS_HELP, _ADDRESS_HELP + ", or a unix socket path such as /tmp/x.sock", 1
+                ADDRESS_HELP, ADDRESS_HELP + ", or a unix socket path such as /tmp/x.sock", 1
             )
         raise ValueError(message) from None
     return ("tcp", host, port)
-
-
-def format_address(host: str, port: int) -> str:
-    """``127.0.0.1:8080`` or ``[::1]:8080``."""
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def _format_listen(item: Listen) -> str:
@@ -279,70 +205,8 @@ def _as_list(value: Any) -> list[Any]:
 # --------------------------------------------------------------------------------------------
 
 
-def _duration(value: object) -> float:
-    """parse_duration plus protobuf's JSON Duration object ``{"seconds": 1, "nanos": 5}``."""
-    if isinstance(value, Mapping) and set(value) <= {"seconds", "nanos"} and value:
-        try:
-            return round(float(value.get("seconds", 0)) + float(value.get("nanos", 0)) / 1e9, 9)
-        except (TypeError, ValueError):
-            pass
-        raise ValueError(f"must be a duration such as 5, 5s, 500ms or 2m (got {value!r})")
-    # Rounded to the nanosecond, the server's resolution: "100us" is 0.0001, not
-    # 9.999999999999999e-05.
-    try:
-        return round(parse_duration(value), 9)
-    except ValueError:
-        seconds = _go_duration(value)
-        if seconds is None:
-            raise
-        return round(seconds, 9)
-
-
-def _go_duration(value: object) -> float | None:
-    """Seconds from a Go duration with several parts ("1m30s"), else None."""
-    if not isinstance(value, str):
-        return None
-    text = value.strip()
-    negative = text.startswith("-")
-    if negative:
-        text = text[1:]
-    if not _GO_DURATION.match(text):
-        return None
-    seconds = sum(float(n) * _GO_UNITS[u] for n, u in _GO_PART.findall(text))
-    return -seconds if negative else seconds
-
-
-def _check_header_name(name: str, original: object) -> str:
-    if not name or not _TOKEN.match(name):
-        raise ValueError(f"header name {name!r} has characters not allowed in a header name "
-                         f"(got {original!r})")
-    if name.lower() in _FRAMING_HEADERS:
-        raise ValueError(
-            f"{name} is set by the server from the body it sends and cannot be given "
-            f"(got {original!r})"
-        )
-    return name
-
-
-def _check_header_value(value: str, original: object) -> str:
-    if any(ch in value for ch in "\r\n\0"):
-        raise ValueError(f"must not contain CR, LF or NUL characters (got {original!r})")
-    if any(ord(ch) < 0x20 and ch != "\t" or ord(ch) == 0x7F for ch in value):
-        raise ValueError(f"header value has control characters (got {original!r})")
-    try:
-        value.encode("latin-1")
-    except UnicodeEncodeError:
-        raise ValueError(f"header value must be Latin-1 text (got {original!r})") from None
-    return value
-
-
 def _header_from_text(text: str) -> dict[str, Any]:
-    if any(ch in text for ch in "\r\n\0"):
-        raise ValueError(f"must not contain CR, LF or NUL characters (got {text!r})")
-    name, sep, value = text.partition(":")
-    name, value = name.strip(), value.strip()
-    if not sep or not name:
-        raise ValueError(f"must be 'name: value' (got {text!r})")
+    name, value = split_header(text)
     return {"header": {"key": name, "value": value}, "append": False}
 
 
@@ -453,8 +317,8 @@ class HeaderKeyValue(_Strict):
 
     @model_validator(mode="after")
     def _check(self) -> HeaderKeyValue:
-        _check_header_name(self.key, f"{self.key}: {self.value}")
-        _check_header_value(self.value, f"{self.key}: {self.value}")
+        check_header_name(self.key, f"{self.key}: {self.value}")
+        check_header_value(self.value, f"{self.key}: {self.value}")
         return self
 
 
@@ -510,7 +374,7 @@ class LinearDelay(_Strict):
     @field_validator("minimal_delay", "concurrency_delay_factor", mode="before")
     @classmethod
     def _durations(cls, value: object) -> object:
-        return _duration(value)
+        return parse_server_duration(value)
 
 
 def _parse_linear_delay(value: object) -> object:
@@ -539,7 +403,9 @@ class ResponseOptions(_Strict):
         description="Response body size in bytes (at most 4 MiB). Unset: Fortio's rules "
         "(the request body is echoed unless size= asks otherwise).",
     )
-    response_headers: tuple[ResponseHeader, ...] = Field(
+    response_headers: Annotated[
+        tuple[ResponseHeader, ...], Flag(name="--response-header")
+    ] = Field(
         default=(),
         description="Extra response headers, 'name: value' or Nighthawk's "
         "{\"header\": {\"key\": ..., \"value\": ...}, \"append\": bool}; repeatable.",
@@ -583,7 +449,7 @@ class ResponseOptions(_Strict):
     @field_validator("static_delay", mode="before")
     @classmethod
     def _delay(cls, value: object) -> object:
-        return None if value is None else _duration(value)
+        return None if value is None else parse_server_duration(value)
 
     @field_validator("concurrency_based_linear_delay", mode="before")
     @classmethod
@@ -600,7 +466,7 @@ class ResponseOptions(_Strict):
         name = value.strip()
         if not name:
             return None  # proto3's empty string: off
-        return _check_header_name(name, value)
+        return check_header_name(name, value)
 
     @model_validator(mode="after")
     def _one_delay(self) -> ResponseOptions:
@@ -685,7 +551,7 @@ def _percent(text: str, original: str) -> float:
 def _echo_value(name: str, text: str, original: str) -> None:
     if name == "delay":
         try:
-            seconds = _duration(text)
+            seconds = parse_server_duration(text)
         except ValueError:
             raise ValueError(f"delay {text!r} is not a duration such as 10ms or 0.5s") \
                 from None
@@ -707,8 +573,8 @@ def _echo_param(name: str, value: str, original: str) -> None:
         key, sep, header_value = value.partition(":")
         if not sep or not key.strip():
             raise ValueError(f"header must be NAME:VALUE (got {value!r})")
-        _check_header_name(key.strip(), original)
-        _check_header_value(header_value.strip(), original)
+        check_header_name(key.strip(), original)
+        check_header_value(header_value.strip(), original)
         return
     if name in ("close", "gzip") and "," not in value and ":" not in value:
         # true/false, or a percentage (Fortio's close=5 closes 5 % of the connections)
@@ -802,7 +668,7 @@ class ServerOptions(_Strict):
         default=None,
         description="CPUs to pin the workers to, as a cpu list such as 1,3-4 (round-robin).",
     )
-    response: ResponseOptions = Field(
+    response: Annotated[ResponseOptions, Flag(flatten=True)] = Field(
         default_factory=ResponseOptions,
         description="Nighthawk's ResponseOptions applied to every response.",
     )
@@ -970,7 +836,7 @@ class ServerOptions(_Strict):
                      "idle_timeout", "header_timeout", mode="before")
     @classmethod
     def _durations(cls, value: object) -> object:
-        return _duration(value)
+        return parse_server_duration(value)
 
     @field_validator("echo_default_params", mode="before")
     @classmethod
@@ -986,12 +852,7 @@ class ServerOptions(_Strict):
     @classmethod
     def _sizes(cls, value: object) -> object:
         # "64KiB" / "1MiB" / "4k" for the byte limits, as people write them
-        if isinstance(value, str):
-            match = re.fullmatch(r"\s*(\d+)\s*([kKmMgG]i?[bB]?)?\s*", value)
-            if match and match.group(2):
-                scale = {"k": 1024, "m": 1024**2, "g": 1024**3}[match.group(2)[0].lower()]
-                return int(match.group(1)) * scale
-        return value
+        return parse_size(value)
 
     @field_validator("tls_cert", "tls_key", mode="before")
     @classmethod
@@ -1350,55 +1211,6 @@ def _load_yaml(text: str, name: str) -> Any:
         raise ValueError(f"{name}: not valid JSON or YAML: {problem}{where}") from None
 
 
-# --------------------------------------------------------------------------------------------
-# Errors: one line naming the option
-# --------------------------------------------------------------------------------------------
-
-# Flags whose name is not the field name with dashes.
-_FLAG_NAMES = {"response_headers": "--response-header"}
-_NESTED_MODELS: dict[str, type[BaseModel]] = {
-    "response": ResponseOptions,
-    "concurrency_based_linear_delay": LinearDelay,
-}
-
-
-def server_flag(name: str) -> str:
-    """``static_delay`` -> ``--static-delay``; a nested name keeps its inner part:
-    ``concurrency_based_linear_delay.minimal_delay`` -> ``--concurrency-based-linear-delay
-    minimal_delay``."""
-    root, _, rest = name.partition(".")
-    flag = _FLAG_NAMES.get(root, "--" + root.replace("_", "-"))
-    return f"{flag} {rest}" if rest else flag
-
-
-def _option_name(loc: Sequence[Any]) -> tuple[str, type[BaseModel], str | None]:
-    """(display name, model holding the field, field name) for an error location."""
-    model: type[BaseModel] = ServerOptions
-    parts = [p for p in loc if isinstance(p, str)]
-    if parts and parts[0] == "response":
-        parts = parts[1:]
-        model = ResponseOptions
-    names: list[str] = []
-    field = None
-    for part in parts:
-        if part in model.model_fields:
-            names.append(part)
-            field = part
-            nested = _NESTED_MODELS.get(part)
-            if nested is not None:
-                model, field = nested, None
-        else:
-            break
-    if not names:
-        return ("response" if loc and loc[0] == "response" else "", model, None)
-    if names[0] == "response_headers":
-        return ("response_headers", ResponseOptions, None)
-    holder = model if field is not None and field in model.model_fields else (
-        ResponseOptions if names[0] in RESPONSE_FIELDS else ServerOptions
-    )
-    return (".".join(names), holder, field)
-
-
 def format_server_error(
     exc: ValidationError,
     *,
@@ -1406,63 +1218,9 @@ def format_server_error(
     cli_keys: Iterable[str] | None = None,
     config_name: str | None = None,
 ) -> str:
-    """One line naming the option: ``--static-delay: must be a duration … (got soon)``.
-
-    With ``cli=True`` options are named by their flags, except those that came from the
-    config file (not in `cli_keys`), which are named ``--config FILE: key``.
-    """
-    given = set(cli_keys) if cli_keys is not None else None
-    parts: list[str] = []
-
-    def name_of(option: str) -> str:
-        if not option:
-            return ""
-        root = option.split(".", 1)[0]
-        if config_name is not None and (given is None or root not in given):
-            return f"--config {config_name}: {option}" if cli else f"config {config_name}: {option}"
-        return server_flag(option) if cli else option
-
-    for error in exc.errors(include_url=False):
-        loc = error.get("loc") or ()
-        kind = error["type"]
-        ctx = error.get("ctx") or {}
-        option, model, field = _option_name(loc)
-        if kind == "options_conflict":
-            parts.append(f"{name_of(ctx['a'])}: mutually exclusive with {name_of(ctx['b'])}")
-            continue
-        if kind == "options_needs":
-            parts.append(f"{name_of(ctx['a'])}: needs {name_of(ctx['b'])}")
-            continue
-        if kind == "options_order":
-            parts.append(f"{name_of(ctx['a'])}: must be shorter than {name_of(ctx['b'])}, "
-                         f"or the server never answers")
-            continue
-        if kind == "options_over_cap":
-            # The cap is named as the user gave it (flag, config key or keyword).
-            message = str(ctx["msg"]).replace(str(ctx["b"]), name_of(str(ctx["b"])))
-            parts.append(f"{name_of(ctx['a'])}: {message}")
-            continue
-        if kind == "options_conflict_port":
-            parts.append(str(error["msg"]))
-            continue
-        if kind == "options_file":
-            parts.append(f"{name_of(ctx['a'])}: {ctx['msg']}")
-            continue
-        if kind == "extra_forbidden":
-            bad = str(loc[-1]) if loc else "?"
-            known = list(model.model_fields)
-            if model is ServerOptions or model is ResponseOptions and option == "":
-                known += list(RESPONSE_FIELDS)
-            close = difflib.get_close_matches(bad, known, n=1)
-            full = f"{option}.{bad}" if option else bad
-            hint = f" (did you mean {name_of(close[0]) if not option else close[0]}?)" \
-                if close else ""
-            parts.append(f"{name_of(full)}: unknown option{hint}")
-            continue
-        message = error_message(model, field, error)
-        prefix = f"{name_of(option)}: " if option else ""
-        parts.append(prefix + message)
-    return "; ".join(parts).replace("\n", " ")
+    """`format_validation_error` for `ServerOptions` (kept for its callers)."""
+    return format_validation_error(exc, ServerOptions, cli=cli, cli_keys=cli_keys,
+                                   config_name=config_name)
 
 
 def make_server_options(
@@ -1493,9 +1251,7 @@ def make_server_options(
         return ServerOptions.model_validate(merged)
     except ValidationError as exc:
         errors = exc.errors()
-        option = None
-        if errors and errors[0].get("loc"):
-            option = _option_name(errors[0]["loc"])[0].split(".", 1)[0] or None
+        option = option_name(ServerOptions, errors[0].get("loc") or ()) if errors else None
         raise OptionsError(
             format_server_error(exc, cli_keys=given.keys(), config_name=config_name),
             option=option,

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from .._exceptions import OptionsError
 from ..campaign import SloCheck, StepRecord
+from ..options import LATENCY_UNITS as _LATENCY_UNITS
 
 __all__ = ["StopRule", "evaluate_rules", "latency_points", "parse_rule", "parse_rules"]
 
@@ -37,7 +38,6 @@ _OPERATORS: dict[str, Callable[[float, float], bool]] = {
     "<": operator.lt,
     ">": operator.gt,
 }
-_LATENCY_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0}
 _NUMBER = r"[0-9]+(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?|\.[0-9]+(?:[eE][-+]?[0-9]+)?"
 _RULE = re.compile(
     r"^\s*(?P<metric>p\(\s*[0-9.]+\s*\)|p[0-9.]+|error_rate|achieved\s*/\s*requested)"
