@@ -1,5 +1,6 @@
 """Every option nhbench takes, in one place: the run's `Options`, the test server's
-`ServerOptions`, and the value grammar they share (durations, sizes, CPU lists, headers, addresses: `_values`).
+`ServerOptions`, and the value grammar they share (durations, sizes, CPU lists, headers,
+addresses: `_values`).
 
 The CLI's flags and the sweep's scenario keys are built from these models; everything above
 this package imports it through this face (an import-linter contract), never a private module.
@@ -7,7 +8,17 @@ this package imports it through this face (an import-linter contract), never a p
 
 from __future__ import annotations
 
+from ._config_files import load_config_file
+from ._echo import parse_echo_params
 from ._flags import Flag, add_model_flags, flag_of, model_flags
+from ._listen import DEFAULT_LISTEN, parse_listen
+from ._response import (
+    MAX_RESPONSE_BODY_SIZE,
+    RESPONSE_FIELDS,
+    LinearDelay,
+    ResponseHeader,
+    ResponseOptions,
+)
 from ._run import (
     DEFAULT_DURATION,
     DEFAULT_PERCENTILES,
@@ -17,20 +28,7 @@ from ._run import (
     make_options,
     parse_uri,
 )
-from ._server import (
-    DEFAULT_LISTEN,
-    MAX_RESPONSE_BODY_SIZE,
-    RESPONSE_FIELDS,
-    LinearDelay,
-    ResponseHeader,
-    ResponseOptions,
-    ServerOptions,
-    format_server_error,
-    load_config_file,
-    make_server_options,
-    parse_echo_params,
-    parse_listen,
-)
+from ._server import ServerOptions, format_server_error, make_server_options
 from ._values import (
     LATENCY_UNITS,
     MAX_DURATION,

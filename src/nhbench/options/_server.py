@@ -23,25 +23,24 @@ A config file (`load_config_file`) holds either the whole ServerOptions or Night
 a bare ``ResponseOptions`` object (with or without ``"@type"``), or an Envoy bootstrap of a
 Nighthawk test server, from which the test-server, dynamic-delay and time-tracking filter
 configs and the listener addresses are taken.
+
+The model composes its concerns, each in its own module: listen addresses (`_listen`), the
+Nighthawk response options (`_response`), Fortio's echo parameters (`_echo`) and config files
+(`_config_files`); this module keeps the TLS and limit fields and the checks across fields.
 """
 
 from __future__ import annotations
 
-import difflib
 import ipaddress
 import json
-import math
 import os
 import re
 import ssl
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
-from urllib.parse import parse_qsl
 
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     ValidationError,
     field_validator,
@@ -50,44 +49,24 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from .._exceptions import OptionsError
+from ._config_files import config_mapping, load_config_file
+from ._echo import parse_echo_params
 from ._errors import format_validation_error, option_name
 from ._flags import Flag
+from ._listen import DEFAULT_LISTEN, Address, Listen, as_address_list, format_listen, parse_listen
+from ._response import RESPONSE_FIELDS, ResponseOptions, StrictModel
 from ._values import (
-    ADDRESS_HELP,
     affinity_cpus,
-    check_header_name,
-    check_header_value,
     format_address,
     parse_address,
     parse_cpu_list,
     parse_server_duration,
     parse_size,
     parse_worker_count,
-    split_header,
 )
 
-__all__ = [
-    "DEFAULT_LISTEN",
-    "MAX_RESPONSE_BODY_SIZE",
-    "RESPONSE_FIELDS",
-    "LinearDelay",
-    "ResponseHeader",
-    "ResponseOptions",
-    "ServerOptions",
-    "format_address",
-    "format_server_error",
-    "load_config_file",
-    "make_server_options",
-    "parse_address",
-    "parse_echo_params",
-    "parse_listen",
-]
+__all__ = ["ServerOptions", "format_server_error", "make_server_options"]
 
-# Nighthawk's test server caps the response body at 4 MiB; so does this one.
-MAX_RESPONSE_BODY_SIZE = 4 * 1024 * 1024
-# sockaddr_un.sun_path is 108 bytes on Linux, one of which is the terminating NUL.
-MAX_UNIX_PATH = 107
-DEFAULT_LISTEN: tuple[tuple[Literal["tcp", "unix"], str, int], ...] = (("tcp", "127.0.0.1", 0),)
 # The protocols the server speaks, as ALPN ids, in its order of preference.
 PROTOCOLS = ("h2", "http/1.1")
 DEFAULT_ALPN: tuple[str, ...] = ("h2", "http/1.1")
@@ -96,118 +75,10 @@ DEFAULT_ALPN: tuple[str, ...] = ("h2", "http/1.1")
 DEFAULT_MAX_CONCURRENT_STREAMS = 100
 MAX_TLS_SAN = 16
 
-Listen = tuple[Literal["tcp", "unix"], str, int]
-Address = tuple[str, int]
-
-
 
 # --------------------------------------------------------------------------------------------
-# Addresses
+# TLS files and names
 # --------------------------------------------------------------------------------------------
-
-
-def _unix_path(path: str, original: object) -> str:
-    if not path:
-        raise ValueError(f"a unix socket needs a path, as in unix:/tmp/nhbench.sock "
-                         f"(got {original!r})")
-    if "\0" in path:
-        raise ValueError(f"a unix socket path must not contain NUL (got {original!r})")
-    if len(os.fsencode(path)) > MAX_UNIX_PATH:
-        raise ValueError(
-            f"a unix socket path is at most {MAX_UNIX_PATH} bytes long (got {original!r})"
-        )
-    if path.startswith("@"):
-        # Linux's abstract namespace: no file, no directory
-        if len(path) < 2:
-            raise ValueError(f"an abstract unix socket needs a name after @ (got {original!r})")
-        return path
-    # Absolute, so that what is printed and written to the address file can be used from
-    # any directory.
-    path = os.path.abspath(path)
-    if len(os.fsencode(path)) > MAX_UNIX_PATH:
-        raise ValueError(
-            f"a unix socket path is at most {MAX_UNIX_PATH} bytes long once made absolute "
-            f"(got {original!r})"
-        )
-    directory = os.path.dirname(path)
-    if not os.path.isdir(directory):
-        raise ValueError(f"directory {directory!r} of the unix socket does not exist "
-                         f"(got {original!r})")
-    return path
-
-
-def parse_listen(value: object) -> Listen:
-    """One listen address: ``("tcp", numeric_host, port)`` or ``("unix", path, 0)``.
-
-    Accepts what `parse_address` accepts, a unix socket path (``/tmp/x.sock``,
-    ``./x.sock``, ``unix:/tmp/x.sock``, ``unix:x.sock``), and the tuples themselves.
-    """
-    if isinstance(value, (tuple, list)) and len(value) == 3:
-        kind, where, port = value
-        if kind == "unix":
-            return ("unix", _unix_path(str(where), value), 0)
-        if kind == "tcp":
-            host, number = parse_address((where, port))
-            return ("tcp", host, number)
-        raise ValueError(f"kind must be 'tcp' or 'unix' (got {value!r})")
-    if isinstance(value, Mapping) and "path" in value:
-        return ("unix", _unix_path(str(value["path"]), value), 0)
-    if isinstance(value, str):
-        text = value.strip()
-        if text.startswith("unix:"):
-            return ("unix", _unix_path(text[len("unix:"):], value), 0)
-        if text.startswith(("/", "./", "../", "~", "@")):
-            return ("unix", _unix_path(os.path.expanduser(text), value), 0)
-        if "/" in text:
-            raise ValueError(
-                f"{ADDRESS_HELP}, or a unix socket path such as /tmp/x.sock or "
-                f"unix:x.sock (got {value!r})"
-            )
-    try:
-        host, port = parse_address(value)
-    except ValueError as exc:
-        message = str(exc)
-        if message.startswith(ADDRESS_HELP):
-            message = message.replace(
-                ADDRESS_HELP, ADDRESS_HELP + ", or a unix socket path such as /tmp/x.sock", 1
-            )
-        raise ValueError(message) from None
-    return ("tcp", host, port)
-
-
-def _format_listen(item: Listen) -> str:
-    kind, where, port = item
-    return f"unix:{where}" if kind == "unix" else format_address(where, port)
-
-
-def _as_list(value: Any) -> list[Any]:
-    """A single address (string, 2-tuple host/port) is one item, not a list of them."""
-    if value is None:
-        return []
-    if isinstance(value, (str, Mapping)):
-        return [value]
-    if (
-        isinstance(value, (tuple, list))
-        and len(value) in (2, 3)
-        and isinstance(value[0], str)
-        and isinstance(value[-1], int)
-        and not isinstance(value[-1], bool)
-    ):
-        return [value]
-    try:
-        return list(value)
-    except TypeError:
-        return [value]
-
-
-# --------------------------------------------------------------------------------------------
-# Durations and headers
-# --------------------------------------------------------------------------------------------
-
-
-def _header_from_text(text: str) -> dict[str, Any]:
-    name, value = split_header(text)
-    return {"header": {"key": name, "value": value}, "append": False}
 
 
 def _readable_file(value: object) -> str:
@@ -307,346 +178,12 @@ def _parse_san(value: object) -> str:
     return name
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class HeaderKeyValue(_Strict):
-    key: str
-    value: str = ""
-
-    @model_validator(mode="after")
-    def _check(self) -> HeaderKeyValue:
-        check_header_name(self.key, f"{self.key}: {self.value}")
-        check_header_value(self.value, f"{self.key}: {self.value}")
-        return self
-
-
-class ResponseHeader(_Strict):
-    """Envoy's ``HeaderValueOption``: ``{"header": {"key": k, "value": v}, "append": b}``.
-
-    ``append`` false (Nighthawk's default) replaces any header of that name the response
-    already has (the server's own ``content-type``, or one set earlier); true adds another.
-    """
-
-    header: HeaderKeyValue
-    append: bool = False
-
-    @model_validator(mode="before")
-    @classmethod
-    def _from_shortcuts(cls, data: Any) -> Any:
-        if isinstance(data, str) and data.lstrip().startswith("{"):
-            # the JSON shape given as text (a --response-header flag)
-            try:
-                data = json.loads(data)
-            except ValueError:
-                raise ValueError(
-                    f"must be 'name: value' or Nighthawk's JSON "
-                    f"{{\"header\": {{\"key\": ..., \"value\": ...}}, \"append\": ...}} "
-                    f"(got {data!r})"
-                ) from None
-        if isinstance(data, str):
-            return _header_from_text(data)
-        if isinstance(data, (tuple, list)) and len(data) == 2:
-            name, value = data
-            return {"header": {"key": str(name).strip(), "value": str(value).strip()},
-                    "append": False}
-        if isinstance(data, Mapping) and isinstance(data.get("append"), Mapping):
-            # protobuf's BoolValue wrapper written out: {"value": true}
-            data = {**data, "append": data["append"].get("value", False)}
-        return data
-
-    def text(self) -> str:
-        return f"{self.header.key}: {self.header.value}"
-
-
 # --------------------------------------------------------------------------------------------
-# Nighthawk ResponseOptions
+# The model: listen addresses, response options, echo, limits, TLS
 # --------------------------------------------------------------------------------------------
 
 
-class LinearDelay(_Strict):
-    """Nighthawk's ``ConcurrencyBasedLinearDelay``: delay = minimal + factor × active requests."""
-
-    minimal_delay: float = Field(default=0.0, ge=0, le=3600)
-    concurrency_delay_factor: float = Field(default=0.0, ge=0, le=3600)
-
-    @field_validator("minimal_delay", "concurrency_delay_factor", mode="before")
-    @classmethod
-    def _durations(cls, value: object) -> object:
-        return parse_server_duration(value)
-
-
-def _parse_linear_delay(value: object) -> object:
-    """``"1ms,100us"`` (minimal, factor) on the command line; a mapping in files."""
-    if isinstance(value, str):
-        parts = [p.strip() for p in value.split(",")]
-        if len(parts) != 2:
-            raise ValueError(
-                f"must be MINIMAL,FACTOR such as 1ms,100us (got {value!r})"
-            )
-        return {"minimal_delay": parts[0], "concurrency_delay_factor": parts[1]}
-    if isinstance(value, (tuple, list)) and len(value) == 2:
-        return {"minimal_delay": value[0], "concurrency_delay_factor": value[1]}
-    return value
-
-
-class ResponseOptions(_Strict):
-    """Nighthawk's ``ResponseOptions`` (its JSON names), static or per request.
-
-    Per request, the same JSON goes in the ``x-nighthawk-test-server-config`` request header
-    and is merged over these (scalars replace, ``response_headers`` append).
-    """
-
-    response_body_size: int | None = Field(
-        default=None, ge=0, le=MAX_RESPONSE_BODY_SIZE,
-        description="Response body size in bytes (at most 4 MiB). Unset: Fortio's rules "
-        "(the request body is echoed unless size= asks otherwise).",
-    )
-    response_headers: Annotated[
-        tuple[ResponseHeader, ...], Flag(name="--response-header")
-    ] = Field(
-        default=(),
-        description="Extra response headers, 'name: value' or Nighthawk's "
-        "{\"header\": {\"key\": ..., \"value\": ...}, \"append\": bool}; repeatable.",
-    )
-    echo_request_headers: bool = Field(
-        default=False, description="Echo the request headers in the response body."
-    )
-    static_delay: float | None = Field(
-        default=None, ge=0, le=3600,
-        description="Fixed delay before each response (5ms, 0.1s); a timer, not a sleep.",
-    )
-    concurrency_based_linear_delay: LinearDelay | None = Field(
-        default=None,
-        description="Delay of minimal_delay + concurrency_delay_factor x requests active on "
-        "the worker, given as MINIMAL,FACTOR (1ms,100us).",
-    )
-    emit_previous_request_delta_in_response_header: str | None = Field(
-        default=None,
-        description="Response header that carries the nanoseconds since the previous "
-        "request on that worker.",
-    )
-
-    @model_validator(mode="before")
-    @classmethod
-    def _nighthawk_names(cls, data: Any) -> Any:
-        if not isinstance(data, Mapping):
-            return data
-        data = dict(data)
-        data.pop("@type", None)
-        # Newer Nighthawk spells the list v3_response_headers; both mean the same here.
-        if "v3_response_headers" in data:
-            v3 = _as_header_list(data.pop("v3_response_headers"))
-            data["response_headers"] = [*_as_header_list(data.get("response_headers")), *v3]
-        return data
-
-    @field_validator("response_headers", mode="before")
-    @classmethod
-    def _headers(cls, value: object) -> object:
-        return _as_header_list(value)
-
-    @field_validator("static_delay", mode="before")
-    @classmethod
-    def _delay(cls, value: object) -> object:
-        return None if value is None else parse_server_duration(value)
-
-    @field_validator("concurrency_based_linear_delay", mode="before")
-    @classmethod
-    def _linear(cls, value: object) -> object:
-        return _parse_linear_delay(value)
-
-    @field_validator("emit_previous_request_delta_in_response_header", mode="before")
-    @classmethod
-    def _delta_header(cls, value: object) -> object:
-        if value is None:
-            return None
-        if not isinstance(value, str):
-            raise ValueError(f"must be a header name (got {value!r})")
-        name = value.strip()
-        if not name:
-            return None  # proto3's empty string: off
-        return check_header_name(name, value)
-
-    @model_validator(mode="after")
-    def _one_delay(self) -> ResponseOptions:
-        if self.static_delay is not None and self.concurrency_based_linear_delay is not None:
-            raise PydanticCustomError(
-                "options_conflict", "{a}: mutually exclusive with {b}",
-                {"a": "static_delay", "b": "concurrency_based_linear_delay"},
-            )
-        return self
-
-    def core_dict(self) -> dict[str, Any]:
-        """The ``response`` entry of the core config: only what is set."""
-        out: dict[str, Any] = {}
-        if self.response_body_size is not None:
-            out["response_body_size"] = self.response_body_size
-        if self.response_headers:
-            out["response_headers"] = [
-                {"header": {"key": h.header.key, "value": h.header.value}, "append": h.append}
-                for h in self.response_headers
-            ]
-        if self.echo_request_headers:
-            out["echo_request_headers"] = True
-        if self.static_delay is not None:
-            out["static_delay"] = float(self.static_delay)
-        if self.concurrency_based_linear_delay is not None:
-            out["concurrency_based_linear_delay"] = {
-                "minimal_delay": float(self.concurrency_based_linear_delay.minimal_delay),
-                "concurrency_delay_factor": float(
-                    self.concurrency_based_linear_delay.concurrency_delay_factor
-                ),
-            }
-        if self.emit_previous_request_delta_in_response_header:
-            out["emit_previous_request_delta_in_response_header"] = (
-                self.emit_previous_request_delta_in_response_header
-            )
-        return out
-
-
-def _as_header_list(value: Any) -> list[Any]:
-    if value is None:
-        return []
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, Mapping):
-        if "header" in value:
-            return [value]
-        # {"X-A": "1", "X-B": "2"}: the dictionary shortcut
-        return [{"header": {"key": str(k), "value": str(v)}, "append": False}
-                for k, v in value.items()]
-    if isinstance(value, (tuple, list)) and len(value) == 2 and all(
-        isinstance(x, str) for x in value
-    ) and ":" not in value[0]:
-        # ("X-A", "1") given where a list is expected is one header
-        return [value]
-    try:
-        return list(value)
-    except TypeError:
-        return [value]
-
-
-RESPONSE_FIELDS: tuple[str, ...] = tuple(ResponseOptions.model_fields)
-
-
-# --------------------------------------------------------------------------------------------
-# Fortio echo parameters
-# --------------------------------------------------------------------------------------------
-
-ECHO_PARAMS = ("delay", "status", "size", "close", "header", "gzip")
-
-
-def _percent(text: str, original: str) -> float:
-    try:
-        # Fortio accepts (and drops) a trailing %: status=503:5%
-        number = float(text.removesuffix("%"))
-    except ValueError:
-        raise ValueError(f"{text!r} is not a percentage") from None
-    if math.isnan(number) or not 0 <= number <= 100:
-        raise ValueError(f"percentage {text} is not in 0..100")
-    return number
-
-
-def _echo_value(name: str, text: str, original: str) -> None:
-    if name == "delay":
-        try:
-            seconds = parse_server_duration(text)
-        except ValueError:
-            raise ValueError(f"delay {text!r} is not a duration such as 10ms or 0.5s") \
-                from None
-        if seconds < 0:
-            raise ValueError(f"delay {text!r} is negative")
-    elif name == "status":
-        if not re.fullmatch(r"\d{3}", text) or not 200 <= int(text) <= 599:
-            raise ValueError(f"status {text!r} is not an HTTP status in 200..599")
-    elif name == "size":
-        if not re.fullmatch(r"\d+", text):
-            raise ValueError(f"size {text!r} is not a byte count")
-    elif name in ("close", "gzip"):
-        if text.lower() not in ("true", "false", ""):
-            raise ValueError(f"{name} {text!r} must be true, false or a percentage")
-
-
-def _echo_param(name: str, value: str, original: str) -> None:
-    if name == "header":
-        key, sep, header_value = value.partition(":")
-        if not sep or not key.strip():
-            raise ValueError(f"header must be NAME:VALUE (got {value!r})")
-        check_header_name(key.strip(), original)
-        check_header_value(header_value.strip(), original)
-        return
-    if name in ("close", "gzip") and "," not in value and ":" not in value:
-        # true/false, or a percentage (Fortio's close=5 closes 5 % of the connections)
-        if value.lower() in ("true", "false", ""):
-            return
-        try:
-            _percent(value, original)
-        except ValueError:
-            raise ValueError(f"{name} {value!r} must be true, false or a percentage") from None
-        return
-    items = value.split(",")
-    if len(items) == 1 and ":" not in value:
-        _echo_value(name, value, original)
-        return
-    total = 0.0
-    for item in items:
-        item_value, sep, percent = item.rpartition(":")
-        if not sep:
-            raise ValueError(
-                f"{name} list items must be VALUE:PERCENT, e.g. {name}="
-                + {"delay": "10ms:50,1s:1", "status": "503:10,429:1", "size": "1024:10",
-                   "close": "true:5", "gzip": "true:50"}[name]
-                + f", not {item!r}"
-            )
-        _echo_value(name, item_value, original)
-        total += _percent(percent, original)
-    if total > 100 + 1e-9:
-        raise ValueError(f"{name} percentages add up to {total:g} > 100")
-
-
-def parse_echo_params(value: object) -> str:
-    """Check a Fortio echo query string (``delay=10ms:50,1s:1&status=503:5``), return it.
-
-    The leading ``?`` is dropped. Unknown parameters are refused (a typo would silently do
-    nothing); ``stall`` belongs to --stall-every/--stall-for, not to the defaults.
-    """
-    if value is None:
-        return ""
-    if not isinstance(value, str):
-        raise ValueError(f"must be a query string such as delay=10ms&status=503:5 "
-                         f"(got {value!r})")
-    text = value.strip().lstrip("?")
-    if not text:
-        return ""
-    if any(ch.isspace() for ch in text):
-        raise ValueError(f"must not contain spaces; encode them as %20 (got {value!r})")
-    try:
-        pairs = parse_qsl(text, keep_blank_values=True, strict_parsing=True)
-    except ValueError:
-        raise ValueError(f"must be a query string such as delay=10ms&status=503:5 "
-                         f"(got {value!r})") from None
-    for name, item in pairs:
-        if name == "stall":
-            raise ValueError("stall cannot be a default parameter; use --stall-every and "
-                             f"--stall-for (got {value!r})")
-        if name not in ECHO_PARAMS:
-            close = difflib.get_close_matches(name, ECHO_PARAMS, n=1)
-            hint = f"; did you mean {close[0]}?" if close else ""
-            raise ValueError(f"unknown echo parameter {name!r} (known: "
-                             f"{', '.join(ECHO_PARAMS)}){hint}")
-        if name != "header" and sum(1 for n, _ in pairs if n == name) > 1:
-            raise ValueError(f"{name} is given more than once (got {value!r})")
-        _echo_param(name, item, text)
-    return text
-
-
-# --------------------------------------------------------------------------------------------
-# The model.
-# --------------------------------------------------------------------------------------------
-
-
-class ServerOptions(_Strict):
+class ServerOptions(StrictModel):
     """Validated settings of the test server (the flags of ``nhbench server``).
 
     Response options may be given nested (``response={...}``, Nighthawk's ResponseOptions)
@@ -803,7 +340,7 @@ class ServerOptions(_Strict):
     @field_validator("listen", mode="before")
     @classmethod
     def _parse_listen(cls, value: object) -> object:
-        items = [parse_listen(item) for item in _as_list(value)]
+        items = [parse_listen(item) for item in as_address_list(value)]
         if not items:
             raise ValueError("must name at least one address")
         if len(items) > 16:
@@ -813,7 +350,7 @@ class ServerOptions(_Strict):
     @field_validator("tcp_echo", "udp_echo", mode="before")
     @classmethod
     def _parse_echo_listeners(cls, value: object) -> object:
-        return tuple(parse_address(item) for item in _as_list(value))
+        return tuple(parse_address(item) for item in as_address_list(value))
 
     @field_validator("admin", mode="before")
     @classmethod
@@ -1025,7 +562,7 @@ class ServerOptions(_Strict):
         """The ``nhbench server`` flags that reproduce these options exactly."""
         args: list[str] = []
         for item in self.listen:
-            args += ["--listen", _format_listen(item)]
+            args += ["--listen", format_listen(item)]
         args += ["--workers", str(self.workers)]
         if self.cpus:
             # One by one rather than as ranges: the order decides which worker gets which CPU.
@@ -1082,135 +619,6 @@ class ServerOptions(_Strict):
         return args
 
 
-# --------------------------------------------------------------------------------------------
-# Config files
-# --------------------------------------------------------------------------------------------
-
-_NIGHTHAWK_TYPES = (
-    "nighthawk.server.ResponseOptions",
-    "nighthawk.server.DynamicDelayConfiguration",
-    "nighthawk.server.TimeTrackingConfiguration",
-)
-
-
-def _from_envoy_bootstrap(data: Mapping[str, Any]) -> dict[str, Any]:
-    """Response options and listen addresses out of a Nighthawk test server's Envoy config."""
-    response: dict[str, Any] = {}
-    listen: list[str] = []
-
-    def walk(node: Any) -> None:
-        if isinstance(node, Mapping):
-            kind = str(node.get("@type", ""))
-            if any(kind.endswith(t) for t in _NIGHTHAWK_TYPES):
-                body = {k: v for k, v in node.items() if k != "@type"}
-                # the filters other than test-server nest theirs
-                body = dict(body.get("experimental_response_options", body))
-                headers = body.pop("response_headers", None)
-                v3 = body.pop("v3_response_headers", None)
-                response.update(body)
-                for extra in (headers, v3):
-                    if extra:
-                        response["response_headers"] = [
-                            *response.get("response_headers", []), *extra
-                        ]
-                return
-            address = node.get("socket_address")
-            if isinstance(address, Mapping) and "address" in address:
-                listen.append(
-                    format_address(str(address["address"]), int(address.get("port_value", 0)))
-                )
-            for value in node.values():
-                walk(value)
-        elif isinstance(node, list):
-            for value in node:
-                walk(value)
-
-    walk(data.get("static_resources", {}))
-    out: dict[str, Any] = {"response": response}
-    if listen:
-        out["listen"] = listen
-    return out
-
-
-def load_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read a JSON or YAML config file into a ServerOptions input dict.
-
-    ``.json`` is JSON, ``.yaml``/``.yml`` YAML; any other name is tried as JSON, then YAML.
-    The content is the whole ServerOptions, or Nighthawk's shape (a ResponseOptions object,
-    or an Envoy bootstrap of its test server). Raises ValueError with a one-line message.
-    """
-    name = os.fspath(path)
-    try:
-        text = Path(name).expanduser().read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ValueError(f"{name}: no such file") from None
-    except IsADirectoryError:
-        raise ValueError(f"{name}: is a directory") from None
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"{name}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at "
-                         f"offset {exc.start})") from None
-    except OSError as exc:
-        raise ValueError(f"cannot read {name}: {exc.strerror or exc}") from None
-    suffix = Path(name).suffix.lower()
-    data: Any
-    # Both parsers recurse once per level of nesting; a file nested deeper than the
-    # interpreter's stack allows is refused with one line instead of a RecursionError.
-    try:
-        if suffix == ".json":
-            data = _load_json(text, name)
-        elif suffix in (".yaml", ".yml"):
-            data = _load_yaml(text, name)
-        else:
-            try:
-                data = json.loads(text)
-            except ValueError:
-                data = _load_yaml(text, name)
-    except RecursionError:
-        raise ValueError(f"{name}: nested too deeply to be a config file") from None
-    if data is None:
-        return {}
-    if not isinstance(data, Mapping):
-        raise ValueError(f"{name}: must hold a mapping of options (got {type(data).__name__})")
-    try:
-        return _config_mapping(data)
-    except ValueError as exc:
-        raise ValueError(f"{name}: {exc}") from None
-
-
-def _config_mapping(data: Mapping[str, Any]) -> dict[str, Any]:
-    """A config mapping in any accepted shape as ServerOptions input."""
-    if "static_resources" in data:
-        return _from_envoy_bootstrap(data)
-    kind = str(data.get("@type", ""))
-    if kind:
-        if not any(kind.endswith(t) for t in _NIGHTHAWK_TYPES):
-            raise ValueError(f"unsupported @type {kind!r} (expected one of "
-                             f"{', '.join(_NIGHTHAWK_TYPES)})")
-        body = {k: v for k, v in data.items() if k != "@type"}
-        return {"response": dict(body.get("experimental_response_options", body))}
-    return dict(data)
-
-
-def _load_json(text: str, name: str) -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{name}: not valid JSON: {exc.msg} at line {exc.lineno} "
-                         f"column {exc.colno}") from None
-
-
-def _load_yaml(text: str, name: str) -> Any:
-    import yaml
-
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ValueError(f"{name}: not valid JSON or YAML: {problem}{where}") from None
-
-
 def format_server_error(
     exc: ValidationError,
     *,
@@ -1236,7 +644,7 @@ def make_server_options(
     config_name = None
     if isinstance(config, Mapping):
         try:
-            base = _config_mapping(config)
+            base = config_mapping(config)
         except ValueError as exc:
             raise OptionsError(f"config: {exc}", option="config") from None
     elif config is not None:
