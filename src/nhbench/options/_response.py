@@ -28,6 +28,8 @@ from ._values import (
 __all__ = ["MAX_RESPONSE_BODY_SIZE", "RESPONSE_FIELDS", "HeaderKeyValue", "LinearDelay",
            "ResponseHeader", "ResponseOptions", "StrictModel"]
 
+# The section of ``nhbench server --help`` these options are listed in.
+_GROUP = "Nighthawk response options (static)"
 # Nighthawk's test server caps the response body at 4 MiB; so does this one.
 MAX_RESPONSE_BODY_SIZE = 4 * 1024 * 1024
 
@@ -127,31 +129,36 @@ class ResponseOptions(StrictModel):
     and is merged over these (scalars replace, ``response_headers`` append).
     """
 
-    response_body_size: int | None = Field(
+    response_body_size: Annotated[int | None, Flag(metavar="BYTES", group=_GROUP)] = Field(
         default=None, ge=0, le=MAX_RESPONSE_BODY_SIZE,
         description="Response body size in bytes (at most 4 MiB). Unset: Fortio's rules "
         "(the request body is echoed unless size= asks otherwise).",
     )
     response_headers: Annotated[
-        tuple[ResponseHeader, ...], Flag(name="--response-header")
+        tuple[ResponseHeader, ...],
+        Flag(name="--response-header", metavar="'NAME: VALUE'|JSON", append=True, group=_GROUP),
     ] = Field(
         default=(),
         description="Extra response headers, 'name: value' or Nighthawk's "
         "{\"header\": {\"key\": ..., \"value\": ...}, \"append\": bool}; repeatable.",
     )
-    echo_request_headers: bool = Field(
+    echo_request_headers: Annotated[bool, Flag(group=_GROUP)] = Field(
         default=False, description="Echo the request headers in the response body."
     )
-    static_delay: float | None = Field(
+    static_delay: Annotated[float | None, Flag(metavar="TIME", group=_GROUP)] = Field(
         default=None, ge=0, le=3600,
         description="Fixed delay before each response (5ms, 0.1s); a timer, not a sleep.",
     )
-    concurrency_based_linear_delay: LinearDelay | None = Field(
+    concurrency_based_linear_delay: Annotated[
+        LinearDelay | None, Flag(metavar="MINIMAL,FACTOR", group=_GROUP)
+    ] = Field(
         default=None,
         description="Delay of minimal_delay + concurrency_delay_factor x requests active on "
         "the worker, given as MINIMAL,FACTOR (1ms,100us).",
     )
-    emit_previous_request_delta_in_response_header: str | None = Field(
+    emit_previous_request_delta_in_response_header: Annotated[
+        str | None, Flag(metavar="NAME", group=_GROUP)
+    ] = Field(
         default=None,
         description="Response header that carries the nanoseconds since the previous "
         "request on that worker.",

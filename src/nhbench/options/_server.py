@@ -67,6 +67,13 @@ from ._values import (
 
 __all__ = ["ServerOptions", "format_server_error", "make_server_options"]
 
+# The sections of ``nhbench server --help`` (the fields' Flag groups); fields are declared in
+# the order the help lists them.
+_FORTIO = "Fortio echo options"
+_SELF_TEST = "self-test"
+_LIMITS = "limits"
+_TLS = "TLS and HTTP/2"
+
 # The protocols the server speaks, as ALPN ids, in its order of preference.
 PROTOCOLS = ("h2", "http/1.1")
 DEFAULT_ALPN: tuple[str, ...] = ("h2", "http/1.1")
@@ -190,123 +197,141 @@ class ServerOptions(StrictModel):
     or flat (``response_body_size=64``); flat ones win over nested ones of the same name.
     """
 
-    listen: tuple[Listen, ...] = Field(
+    listen: Annotated[
+        tuple[Listen, ...], Flag(metavar="ADDR", append=True, default="127.0.0.1:0")
+    ] = Field(
         default=DEFAULT_LISTEN,
         description="Address to listen on: HOST:PORT, [IPv6]:PORT, :PORT (all IPv4 "
         "interfaces) or a unix socket path (/tmp/x.sock, unix:x.sock); repeatable. Port 0 "
         "picks a free one.",
     )
-    workers: int | Literal["auto"] = Field(
+    workers: Annotated[int | Literal["auto"], Flag(metavar="N|auto", default="1")] = Field(
         default=1,
         description="Server threads, each with its own event loop and SO_REUSEPORT "
         "listeners, or 'auto' for one per CPU (of --cpus, else of the affinity mask).",
     )
-    cpus: tuple[int, ...] | None = Field(
+    cpus: Annotated[tuple[int, ...] | None, Flag(metavar="LIST")] = Field(
         default=None,
         description="CPUs to pin the workers to, as a cpu list such as 1,3-4 (round-robin).",
+    )
+    admin: Annotated[Address | None, Flag(metavar="HOST:PORT")] = Field(
+        default=None,
+        description="Admin listener HOST:PORT: GET /stats returns the server's counters "
+        "as JSON.",
+    )
+    address_file: Annotated[str | None, Flag(metavar="FILE")] = Field(
+        default=None,
+        description="Write the bound addresses to this file as JSON (atomically) once "
+        "listening; removed at exit if the server created it (docs/reliability.md).",
     )
     response: Annotated[ResponseOptions, Flag(flatten=True)] = Field(
         default_factory=ResponseOptions,
         description="Nighthawk's ResponseOptions applied to every response.",
     )
-    echo_default_params: str = Field(
+    echo_default_params: Annotated[
+        str, Flag(metavar="QUERY", aliases=("--echo-server-default-params",), group=_FORTIO)
+    ] = Field(
         default="",
         description="Fortio echo parameters used when a request does not give them, as a "
         "query string: 'delay=10ms:50,1s:1&status=503:5'.",
     )
-    max_echo_delay: float = Field(
+    max_echo_delay: Annotated[float, Flag(metavar="TIME", default="1.5s", group=_FORTIO)] = Field(
         default=1.5, ge=0, le=3600,
         description="Cap for the delay= echo parameter (a larger one gets the cap).",
     )
-    max_delay: float = Field(
-        default=60.0, ge=0, le=3600,
-        description="Cap for Nighthawk's delays (static_delay, concurrency_based_linear_delay) "
-        "given per request: a larger one gets the cap. A static one over it is an error.",
-    )
-    max_payload_kb: int = Field(
+    max_payload_kb: Annotated[
+        int, Flag(metavar="KB", aliases=("--maxpayloadsizekb",), default="256", group=_FORTIO)
+    ] = Field(
         default=256, ge=0, le=65536,
         description="Cap, in KiB, for the size= echo parameter and for echoed bodies.",
     )
-    stall_every: float = Field(
+    tcp_echo: Annotated[
+        tuple[Address, ...], Flag(metavar="HOST:PORT", append=True, group=_FORTIO)
+    ] = Field(
+        default=(), description="TCP echo listener HOST:PORT; repeatable."
+    )
+    udp_echo: Annotated[
+        tuple[Address, ...], Flag(metavar="HOST:PORT", append=True, group=_FORTIO)
+    ] = Field(
+        default=(), description="UDP echo listener HOST:PORT; repeatable."
+    )
+    stall_every: Annotated[float, Flag(metavar="TIME", group=_SELF_TEST)] = Field(
         default=0.0, ge=0, le=86400,
         description="Every this long, all workers hold their responses for --stall-for "
         "(a known stall to check a client's coordinated-omission correction).",
     )
-    stall_for: float = Field(
+    stall_for: Annotated[float, Flag(metavar="TIME", group=_SELF_TEST)] = Field(
         default=0.0, ge=0, le=3600, description="Length of each stall (see --stall-every)."
     )
-    tcp_echo: tuple[Address, ...] = Field(
-        default=(), description="TCP echo listener HOST:PORT; repeatable."
-    )
-    udp_echo: tuple[Address, ...] = Field(
-        default=(), description="UDP echo listener HOST:PORT; repeatable."
-    )
-    admin: Address | None = Field(
-        default=None,
-        description="Admin listener HOST:PORT: GET /stats returns the server's counters "
-        "as JSON.",
-    )
-    address_file: str | None = Field(
-        default=None,
-        description="Write the bound addresses to this file as JSON (atomically) once "
-        "listening; removed at exit if the server created it (docs/reliability.md).",
-    )
-    idle_timeout: float = Field(
+    idle_timeout: Annotated[float, Flag(metavar="TIME", default="60s", group=_LIMITS)] = Field(
         default=60.0, ge=0, le=86400,
         description="Close a keep-alive connection idle (no request in progress) this long; "
         "0 = never.",
     )
-    header_timeout: float = Field(
+    header_timeout: Annotated[float, Flag(metavar="TIME", default="10s", group=_LIMITS)] = Field(
         default=10.0, ge=0, le=3600,
         description="Close a connection whose request head is not complete this long "
         "after it began; 0 = never.",
     )
-    max_header_bytes: int = Field(
+    max_header_bytes: Annotated[
+        int, Flag(metavar="BYTES", default="65536", group=_LIMITS)
+    ] = Field(
         default=65536, ge=128, le=16 * 1024 * 1024,
         description="Largest request head accepted; a larger one gets 431 and a close.",
     )
-    max_body_bytes: int = Field(
+    max_body_bytes: Annotated[
+        int, Flag(metavar="BYTES", default="67108864 (64 MiB)", group=_LIMITS)
+    ] = Field(
         default=64 * 1024 * 1024, ge=0, le=2**40,
         description="Largest request body accepted; a larger one gets 413 and a close.",
     )
-    max_connections: int = Field(
+    max_delay: Annotated[float, Flag(metavar="TIME", default="60s", group=_LIMITS)] = Field(
+        default=60.0, ge=0, le=3600,
+        description="Cap for Nighthawk's delays (static_delay, concurrency_based_linear_delay) "
+        "given per request: a larger one gets the cap. A static one over it is an error.",
+    )
+    max_connections: Annotated[
+        int, Flag(metavar="N", default="0 (from RLIMIT_NOFILE)", group=_LIMITS)
+    ] = Field(
         default=0, ge=0, le=2**40,
         description="HTTP and TCP echo connections open at once (all workers); more are "
         "closed as soon "
         "as accepted. 0 = the file-descriptor limit (soft RLIMIT_NOFILE) minus 64, so that "
         "/stats and the process never run out.",
     )
-    tls_cert: str | None = Field(
+    tls_cert: Annotated[str | None, Flag(metavar="FILE", group=_TLS)] = Field(
         default=None,
         description="Serve HTTPS on every listen address with this PEM certificate (chain); "
         "needs --tls-key.",
     )
-    tls_key: str | None = Field(
+    tls_key: Annotated[str | None, Flag(metavar="FILE", group=_TLS)] = Field(
         default=None, description="The PEM private key of --tls-cert (unencrypted)."
     )
-    tls_self_signed: bool = Field(
+    tls_self_signed: Annotated[bool, Flag(group=_TLS)] = Field(
         default=False,
         description="Serve HTTPS with a key and a self-signed certificate generated at "
         "start-up, valid for localhost, 127.0.0.1, ::1, the host name, the listen addresses "
         "and --tls-san.",
     )
-    tls_san: tuple[str, ...] = Field(
+    tls_san: Annotated[tuple[str, ...], Flag(metavar="NAME", append=True, group=_TLS)] = Field(
         default=(),
         description="Another name (DNS name or IP address) for the generated certificate; "
         "repeatable.",
     )
-    tls_ca_out: str | None = Field(
+    tls_ca_out: Annotated[str | None, Flag(metavar="FILE", group=_TLS)] = Field(
         default=None,
         description="Write the generated certificate (PEM) to this file, atomically, once "
         "listening, for clients to trust (curl --cacert, nhbench run --cacert); removed at "
         "exit if the server created it.",
     )
-    alpn: tuple[str, ...] = Field(
+    alpn: Annotated[
+        tuple[str, ...], Flag(metavar="ID,ID", default="h2,http/1.1", group=_TLS)
+    ] = Field(
         default=DEFAULT_ALPN,
         description="Protocols spoken, by ALPN id, in order of preference: h2,http/1.1; "
         "http/1.1,h2; http/1.1 (no HTTP/2, also not h2c); h2 (no HTTP/1.1).",
     )
-    max_concurrent_streams: int = Field(
+    max_concurrent_streams: Annotated[int, Flag(metavar="N", default="100", group=_TLS)] = Field(
         default=DEFAULT_MAX_CONCURRENT_STREAMS, ge=1, le=2**31 - 1,
         description="HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS, per connection.",
     )
