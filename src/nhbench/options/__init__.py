@@ -9,6 +9,7 @@ this package imports it through this face (an import-linter contract), never a p
 from __future__ import annotations
 
 from ._config_files import load_config_file
+from ._docs import markdown_table, render_option_docs
 from ._echo import parse_echo_params
 from ._flags import Flag, add_model_flags, flag_of, model_flags
 from ._listen import DEFAULT_LISTEN, parse_listen
@@ -79,6 +80,7 @@ __all__ = [
     "machine_cpus",
     "make_options",
     "make_server_options",
+    "markdown_table",
     "model_flags",
     "parse_address",
     "parse_cpu_list",
@@ -91,5 +93,6 @@ __all__ = [
     "parse_server_duration",
     "parse_size",
     "parse_uri",
+    "render_option_docs",
     "resolve",
 ]
