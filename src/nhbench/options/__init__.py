@@ -9,6 +9,7 @@ this package imports it through this face (an import-linter contract), never a p
 from __future__ import annotations
 
 from ._config_files import load_config_file
+from ._core import client_core_config, server_core_config
 from ._docs import markdown_table, render_option_docs
 from ._echo import parse_echo_params
 from ._flags import Flag, add_model_flags, flag_of, model_flags
@@ -70,6 +71,7 @@ __all__ = [
     "Target",
     "add_model_flags",
     "affinity_cpus",
+    "client_core_config",
     "flag_of",
     "format_address",
     "format_cpu_list",
@@ -94,5 +96,6 @@ __all__ = [
     "parse_size",
     "parse_uri",
     "render_option_docs",
+    "server_core_config",
     "resolve",
 ]

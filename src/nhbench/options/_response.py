@@ -17,6 +17,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from ._core import response_core_config
 from ._flags import Flag
 from ._values import (
     check_header_name,
@@ -214,31 +215,9 @@ class ResponseOptions(StrictModel):
         return self
 
     def core_dict(self) -> dict[str, Any]:
-        """The ``response`` entry of the core config: only what is set."""
-        out: dict[str, Any] = {}
-        if self.response_body_size is not None:
-            out["response_body_size"] = self.response_body_size
-        if self.response_headers:
-            out["response_headers"] = [
-                {"header": {"key": h.header.key, "value": h.header.value}, "append": h.append}
-                for h in self.response_headers
-            ]
-        if self.echo_request_headers:
-            out["echo_request_headers"] = True
-        if self.static_delay is not None:
-            out["static_delay"] = float(self.static_delay)
-        if self.concurrency_based_linear_delay is not None:
-            out["concurrency_based_linear_delay"] = {
-                "minimal_delay": float(self.concurrency_based_linear_delay.minimal_delay),
-                "concurrency_delay_factor": float(
-                    self.concurrency_based_linear_delay.concurrency_delay_factor
-                ),
-            }
-        if self.emit_previous_request_delta_in_response_header:
-            out["emit_previous_request_delta_in_response_header"] = (
-                self.emit_previous_request_delta_in_response_header
-            )
-        return out
+        """The ``response`` entry of the core config: only what is set
+        (`response_core_config` documents every key)."""
+        return response_core_config(self)
 
 
 def _as_header_list(value: Any) -> list[Any]:

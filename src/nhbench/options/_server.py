@@ -50,6 +50,7 @@ from pydantic_core import PydanticCustomError
 
 from .._exceptions import OptionsError
 from ._config_files import config_mapping, load_config_file
+from ._core import server_core_config
 from ._echo import parse_echo_params
 from ._errors import format_validation_error, option_name
 from ._flags import Flag
@@ -551,37 +552,8 @@ class ServerOptions(StrictModel):
         return [cpus[i % len(cpus)] for i in range(self.worker_count)] if cpus else []
 
     def core_config(self) -> dict[str, Any]:
-        """The ``_core.Server`` config dict, exactly as docs/architecture.md specifies."""
-        return {
-            "listen": [tuple(item) for item in self.listen],
-            "workers": self.worker_count,
-            "cpus": self.worker_cpus,
-            "response": self.response.core_dict(),
-            "echo_default_params": self.echo_default_params,
-            "max_echo_delay": float(self.max_echo_delay),
-            "max_delay": float(self.max_delay),
-            "max_connections": int(self.max_connections),
-            "max_payload_kb": int(self.max_payload_kb),
-            "stall_every": float(self.stall_every),
-            "stall_for": float(self.stall_for),
-            "tcp_echo": [tuple(a) for a in self.tcp_echo],
-            "udp_echo": [tuple(a) for a in self.udp_echo],
-            "admin": tuple(self.admin) if self.admin else None,
-            "idle_timeout": float(self.idle_timeout),
-            "header_timeout": float(self.header_timeout),
-            "max_header_bytes": int(self.max_header_bytes),
-            "max_body_bytes": int(self.max_body_bytes),
-            "tls": self._core_tls(),
-            "alpn": list(self.alpn),
-            "max_concurrent_streams": int(self.max_concurrent_streams),
-        }
-
-    def _core_tls(self) -> dict[str, Any] | None:
-        if self.tls_self_signed:
-            return {"self_signed": True, "san": list(self.tls_san)}
-        if self.tls_cert:
-            return {"cert": self.tls_cert, "key": self.tls_key}
-        return None
+        """The ``_core.Server`` config dict (`server_core_config` documents every key)."""
+        return server_core_config(self)
 
     def cli_args(self) -> list[str]:
         """The ``nhbench server`` flags that reproduce these options exactly."""
