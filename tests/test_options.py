@@ -10,14 +10,15 @@ from pydantic import ValidationError
 import nhbench
 from nhbench import Options, OptionsError, ResolveError
 from nhbench._predicates import DEFAULT_FAILURE_PREDICATES, parse_predicates
-from nhbench._request import USER_AGENT, parse_header, render_h2_request, render_request
+from nhbench._request import USER_AGENT, render_h2_request, render_request
 from nhbench._run import build_core_config, resolve
-from nhbench.options._run import (
+from nhbench.options import (
     format_cpu_list,
     machine_cpus,
     make_options,
     parse_cpu_list,
     parse_duration,
+    parse_header,
     parse_uri,
 )
 

@@ -17,7 +17,7 @@ import pytest
 import nhbench
 from nhbench._server import address_report, write_address_file
 from nhbench.cli import build_parser, server_options_from_args
-from nhbench.options._server import (
+from nhbench.options import (
     ServerOptions,
     load_config_file,
     make_server_options,
@@ -315,7 +315,7 @@ def test_testserver_validates_without_starting() -> None:
 
 
 def test_testserver_config_and_keywords(tmp_path: Path) -> None:
-    from nhbench.options._server import ResponseOptions
+    from nhbench.options import ResponseOptions
 
     path = tmp_path / "c.json"
     path.write_text('{"response_body_size": 3, "static_delay": "5ms", "workers": 2}')

@@ -6,18 +6,19 @@ Host header, user headers, framing and the body. HTTP/2 gets the same request as
 parts (`render_h2_request`): method, path, authority and lower-case header fields; the core
 builds the header block from them once and sends the body from the tail of the HTTP/1.1
 bytes.
+
+The headers arrive checked: the options validate them (`nhbench.options.parse_header`), so
+this module only renders.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ._version import __version__
 
-__all__ = ["METHODS", "USER_AGENT", "H2Request", "parse_header", "render_h2_request",
-           "render_request"]
+__all__ = ["METHODS", "USER_AGENT", "H2Request", "render_h2_request", "render_request"]
 
 USER_AGENT = f"nhbench/{__version__}"
 
@@ -29,47 +30,10 @@ METHODS = ("GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH", "TRACE", 
 # that servers that insist on one (411 Length Required) answer normally.
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 
-# RFC 9110 token characters: what a header name may consist of.
-_TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
-
-# Headers that nhbench must own because they decide the message framing; a user value that
-# disagreed with the body actually sent would desynchronise the connection.
-_FRAMING_HEADERS = frozenset({"content-length", "transfer-encoding"})
-
 # Connection-specific header fields: meaningful to HTTP/1.1 only, and forbidden in HTTP/2
 # (RFC 9113 section 8.2.2), where a server would reset the stream. They are left out of the
 # HTTP/2 request; HTTP/1.1 still sends them.
 _H1_ONLY_HEADERS = frozenset({"connection", "keep-alive", "proxy-connection", "upgrade"})
-
-
-def parse_header(text: str) -> tuple[str, str]:
-    """Split ``"name: value"`` into ``(name, value)`` and check that it is safe to send.
-
-    The ValueError message is written to follow "<option>: " directly.
-    """
-    if not isinstance(text, str):
-        raise ValueError(f"must be a 'name: value' string (got {text!r})")
-    # CR, LF and NUL would let a header value end the header block early and smuggle a
-    # second request (or garbage) onto the connection, so they are refused anywhere.
-    if any(ch in text for ch in "\r\n\0"):
-        raise ValueError(f"must not contain CR, LF or NUL characters (got {text!r})")
-    name, sep, value = text.partition(":")
-    name, value = name.strip(), value.strip()
-    if not sep or not name:
-        raise ValueError(f"must be 'name: value' (got {text!r})")
-    if not _TOKEN.match(name):
-        raise ValueError(f"header name {name!r} has characters not allowed in a header name")
-    if name.lower() in _FRAMING_HEADERS:
-        raise ValueError(
-            f"{name} is set by nhbench from the body size and cannot be given (got {text!r})"
-        )
-    if any(ord(ch) < 0x20 and ch != "\t" or ord(ch) == 0x7F for ch in value):
-        raise ValueError(f"header value has control characters (got {text!r})")
-    try:
-        value.encode("latin-1")
-    except UnicodeEncodeError:
-        raise ValueError(f"header value must be Latin-1 text (got {text!r})") from None
-    return name, value
 
 
 def render_request(

@@ -56,7 +56,7 @@ from ._names import (
 from ._output import render as _render
 from ._predicates import FiredPredicate, fired_predicates
 from ._version import __version__
-from .options import Options
+from .options import Options, format_json_duration, parse_json_duration
 
 __all__ = [
     "Counter",
@@ -70,33 +70,6 @@ __all__ = [
 ]
 
 _NS = 1_000_000_000
-
-
-def format_json_duration(seconds: float) -> str:
-    """Seconds as a protobuf JSON Duration string: ``"0.000195004s"``, ``"5s"``, ``"1.5s"``.
-
-    Like protobuf, the fraction has 0, 3, 6 or 9 digits, whichever is exact at 1 ns.
-    """
-    ns = round(seconds * _NS)
-    sign = "-" if ns < 0 else ""
-    whole, frac = divmod(abs(ns), _NS)
-    if frac == 0:
-        return f"{sign}{whole}s"
-    if frac % 1_000_000 == 0:
-        return f"{sign}{whole}.{frac // 1_000_000:03d}s"
-    if frac % 1_000 == 0:
-        return f"{sign}{whole}.{frac // 1_000:06d}s"
-    return f"{sign}{whole}.{frac:09d}s"
-
-
-def parse_json_duration(value: object) -> object:
-    """Inverse of `format_json_duration`; anything else is passed through for pydantic."""
-    if isinstance(value, str) and value.endswith("s"):
-        try:
-            return float(value[:-1])
-        except ValueError:
-            return value
-    return value
 
 
 Seconds = Annotated[

@@ -11,8 +11,6 @@ it.
 
 from __future__ import annotations
 
-import ipaddress
-import socket
 import time
 from collections.abc import Callable
 from types import ModuleType, TracebackType
@@ -22,12 +20,13 @@ from ._exceptions import (
     ConfigRejectedError,
     CoreError,
     CoreUnavailableError,
-    ResolveError,
 )
 from ._progress import Progress
-from ._request import render_h2_request, render_request
 from ._result import Result
-from .options import Options, make_options
+
+# `resolve` lives with the address grammar in nhbench.options; it is re-exported here because
+# callers have always found it next to the run.
+from .options import Options, client_core_config, make_options, resolve
 
 __all__ = ["Benchmark", "build_core_config", "load_core", "resolve", "run"]
 
@@ -52,109 +51,10 @@ def load_core() -> ModuleType:
     return _core
 
 
-_FAMILIES = {"auto": socket.AF_UNSPEC, "v4": socket.AF_INET, "v6": socket.AF_INET6}
-
-
-def resolve(host: str, port: int, address_family: str = "auto") -> str:
-    """Resolve `host` to one numeric IP address of the wanted family.
-
-    'auto' prefers IPv4 and falls back to IPv6 (Envoy's V4_PREFERRED). Preferring IPv4 avoids
-    the classic trap of ``localhost`` resolving to ``::1`` first while the server listens on
-    127.0.0.1 only; the core connects to one address and does not try the others.
-    """
-    family = _FAMILIES[address_family]
-    try:
-        literal = ipaddress.ip_address(host)
-    except ValueError:
-        literal = None
-    if literal is not None:
-        if address_family == "v4" and literal.version != 4 or (
-            address_family == "v6" and literal.version != 6
-        ):
-            raise ResolveError(
-                f"address {host} is IPv{literal.version} but address_family is {address_family}"
-            )
-        return str(literal)
-    try:
-        infos = socket.getaddrinfo(host, port, family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    except socket.gaierror as exc:
-        wanted = "" if address_family == "auto" else f" to an IP{address_family} address"
-        raise ResolveError(f"cannot resolve host {host!r}{wanted}: {exc.strerror}") from None
-    except UnicodeError:
-        raise ResolveError(f"cannot resolve host {host!r}: not a valid host name") from None
-    if not infos:
-        raise ResolveError(f"cannot resolve host {host!r}: no addresses")
-    if address_family == "auto":
-        infos.sort(key=lambda info: 0 if info[0] == socket.AF_INET else 1)
-    return str(infos[0][4][0])
-
-
 def build_core_config(options: Options, address: str) -> dict[str, Any]:
-    """The ``ClientRun`` config dict, exactly as docs/architecture.md specifies."""
-    target = options.target
-    method = options.request_method
-    # CONNECT's request-target is the authority (RFC 9110 section 9.3.6), not a path.
-    request_target = target.authority if method == "CONNECT" else target.path
-    if method == "CONNECT" and ":" not in target.authority.rsplit("]", 1)[-1]:
-        request_target = f"{target.authority}:{target.port}"
-    request = render_request(
-        method, request_target, target.authority, options.headers, options.request_body_size
-    )
-    duration = options.effective_duration
-    config: dict[str, Any] = {
-        "address": address,
-        "port": target.port,
-        "request": request,
-        "head_request": method == "HEAD",
-        "cpus": list(options.worker_cpus),
-        "rps": float(options.rps),
-        "connections": options.connections,
-        "max_pending_requests": options.max_pending_requests,
-        "max_requests_per_connection": options.max_requests_per_connection,
-        "prefetch_connections": options.prefetch_connections,
-        "connect_timeout": float(options.timeout),
-        "request_timeout": float(options.request_timeout),
-        "duration": -1.0 if duration is None else float(duration),
-        "drain_timeout": float(options.drain_timeout),
-        "open_loop": options.open_loop,
-        "idle_strategy": options.sequencer_idle_strategy,
-        # Nighthawk's 0 ("no bursting") and 1 mean the same; the core takes >= 1.
-        "burst_size": max(1, options.burst_size),
-        "termination_predicates": sorted(options.termination_predicate.items()),
-        "failure_predicates": sorted(options.failure_predicates.items()),
-        "start_delay": float(options.start_delay),
-        "scheme": target.scheme,
-        "protocol": options.protocol,
-        # The body is the tail of `request`; HTTP/2 sends it from there.
-        "request_body_size": options.request_body_size,
-    }
-    if options.protocol == "http2":
-        h2 = render_h2_request(
-            method, request_target, target.authority, options.headers, options.request_body_size
-        )
-        config.update({
-            "h2_method": h2.method,
-            "h2_path": h2.path,
-            "h2_authority": h2.authority,
-            "h2_headers": list(h2.headers),
-            "max_concurrent_streams": options.max_concurrent_streams,
-            "max_active_requests": options.max_active_requests,
-        })
-    if target.scheme == "https":
-        config["tls"] = {
-            "sni": options.tls_server_name or "",
-            "verify_name": options.tls_verify_name,
-            "alpn": list(options.alpn or ()),
-            "cacert": options.cacert or "",
-            "insecure": options.insecure,
-            "ciphers": options.tls_ciphers or "",
-            "ciphersuites": options.tls_ciphersuites or "",
-            "groups": options.tls_groups or "",
-            "min_version": options.tls_min_version or "",
-            "max_version": options.tls_max_version or "",
-            "session_reuse": options.tls_session_reuse,
-        }
-    return config
+    """The ``ClientRun`` config dict (`nhbench.options.client_core_config`, which documents
+    every key; docs/architecture.md "Binding contract")."""
+    return client_core_config(options, address)
 
 
 class Benchmark:

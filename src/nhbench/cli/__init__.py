@@ -99,14 +99,8 @@ def add_run_options(parser: argparse.ArgumentParser, *, sweep: bool = False) -> 
 
 
 def _add_server_parser(commands: argparse._SubParsersAction[Any]) -> None:
-    from ..options import ResponseOptions, ServerOptions
+    from ..options import ServerOptions
 
-    def text(model: Any, field: str, default: str | None = None) -> str:
-        description = (model.model_fields[field].description or "").replace("%", "%%")
-        return description + (f" Default {default}." if default else "")
-
-    server = ServerOptions
-    response = ResponseOptions
     parser = commands.add_parser(
         "server",
         help="run the test server (Nighthawk response options, Fortio echo)",
@@ -121,69 +115,19 @@ def _add_server_parser(commands: argparse._SubParsersAction[Any]) -> None:
         argument_default=argparse.SUPPRESS,
         allow_abbrev=False,
     )
-    add = parser.add_argument
-    # Values are taken as strings and validated by ServerOptions, so that the CLI, config
-    # files and TestServer accept the same syntax and give the same messages.
-    add("--config", metavar="FILE",
+    # --config and --print-stats-json are the only flags written here: they are not options
+    # (one names where options come from, the other is TestServer's plumbing). Every other
+    # flag, its help and its section are declared on the ServerOptions fields (`Flag`), and
+    # values are validated by ServerOptions, so that the CLI, config files and TestServer
+    # accept the same syntax and give the same messages.
+    parser.add_argument(
+        "--config", metavar="FILE",
         help="JSON or YAML file with server options, or Nighthawk's ResponseOptions (or an "
-        "Envoy bootstrap of Nighthawk's test server). Flags override it.")
-    add("--listen", metavar="ADDR", action="append",
-        help=text(server, "listen", "127.0.0.1:0"))
-    add("--workers", metavar="N|auto", help=text(server, "workers", "1"))
-    add("--cpus", metavar="LIST", help=text(server, "cpus"))
-    add("--admin", metavar="HOST:PORT", help=text(server, "admin"))
-    add("--address-file", metavar="FILE", help=text(server, "address_file"))
-    group = parser.add_argument_group("Nighthawk response options (static)")
-    group.add_argument("--response-body-size", metavar="BYTES",
-                       help=text(response, "response_body_size"))
-    group.add_argument("--response-header", metavar="'NAME: VALUE'|JSON", action="append",
-                       dest="response_headers", help=text(response, "response_headers"))
-    group.add_argument("--echo-request-headers", action="store_true",
-                       help=text(response, "echo_request_headers"))
-    group.add_argument("--static-delay", metavar="TIME", help=text(response, "static_delay"))
-    group.add_argument("--concurrency-based-linear-delay", metavar="MINIMAL,FACTOR",
-                       help=text(response, "concurrency_based_linear_delay"))
-    group.add_argument("--emit-previous-request-delta-in-response-header", metavar="NAME",
-                       help=text(response, "emit_previous_request_delta_in_response_header"))
-    group = parser.add_argument_group("Fortio echo options")
-    group.add_argument("--echo-default-params", "--echo-server-default-params",
-                       metavar="QUERY", dest="echo_default_params",
-                       help=text(server, "echo_default_params"))
-    group.add_argument("--max-echo-delay", metavar="TIME",
-                       help=text(server, "max_echo_delay", "1.5s"))
-    group.add_argument("--max-payload-kb", "--maxpayloadsizekb", metavar="KB",
-                       dest="max_payload_kb", help=text(server, "max_payload_kb", "256"))
-    group.add_argument("--tcp-echo", metavar="HOST:PORT", action="append",
-                       help=text(server, "tcp_echo"))
-    group.add_argument("--udp-echo", metavar="HOST:PORT", action="append",
-                       help=text(server, "udp_echo"))
-    group = parser.add_argument_group("self-test")
-    group.add_argument("--stall-every", metavar="TIME", help=text(server, "stall_every"))
-    group.add_argument("--stall-for", metavar="TIME", help=text(server, "stall_for"))
-    group = parser.add_argument_group("limits")
-    group.add_argument("--idle-timeout", metavar="TIME", help=text(server, "idle_timeout", "60s"))
-    group.add_argument("--header-timeout", metavar="TIME",
-                       help=text(server, "header_timeout", "10s"))
-    group.add_argument("--max-header-bytes", metavar="BYTES",
-                       help=text(server, "max_header_bytes", "65536"))
-    group.add_argument("--max-body-bytes", metavar="BYTES",
-                       help=text(server, "max_body_bytes", "67108864 (64 MiB)"))
-    group.add_argument("--max-delay", metavar="TIME", help=text(server, "max_delay", "60s"))
-    group.add_argument("--max-connections", metavar="N",
-                       help=text(server, "max_connections", "0 (from RLIMIT_NOFILE)"))
-    group = parser.add_argument_group("TLS and HTTP/2")
-    group.add_argument("--tls-cert", metavar="FILE", help=text(server, "tls_cert"))
-    group.add_argument("--tls-key", metavar="FILE", help=text(server, "tls_key"))
-    group.add_argument("--tls-self-signed", action="store_true",
-                       help=text(server, "tls_self_signed"))
-    group.add_argument("--tls-san", metavar="NAME", action="append",
-                       help=text(server, "tls_san"))
-    group.add_argument("--tls-ca-out", metavar="FILE", help=text(server, "tls_ca_out"))
-    group.add_argument("--alpn", metavar="ID,ID", help=text(server, "alpn", "h2,http/1.1"))
-    group.add_argument("--max-concurrent-streams", metavar="N",
-                       help=text(server, "max_concurrent_streams", "100"))
+        "Envoy bootstrap of Nighthawk's test server). Flags override it.",
+    )
+    add_model_flags(parser, ServerOptions)
     # Used by TestServer(subprocess=True) to collect the server's statistics at exit.
-    add("--print-stats-json", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--print-stats-json", action="store_true", help=argparse.SUPPRESS)
     parser.set_defaults(func=_cmd_server, subparser=parser)
 
 

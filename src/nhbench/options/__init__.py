@@ -1,5 +1,6 @@
 """Every option nhbench takes, in one place: the run's `Options`, the test server's
-`ServerOptions`, and the value grammar they share (durations, CPU lists, addresses).
+`ServerOptions`, and the value grammar they share (durations, sizes, CPU lists, headers,
+addresses: `_values`).
 
 The CLI's flags and the sweep's scenario keys are built from these models; everything above
 this package imports it through this face (an import-linter contract), never a private module.
@@ -7,45 +8,59 @@ this package imports it through this face (an import-linter contract), never a p
 
 from __future__ import annotations
 
+from ._config_files import load_config_file
+from ._core import client_core_config, server_core_config
+from ._docs import markdown_table, render_option_docs
+from ._echo import parse_echo_params
 from ._flags import Flag, add_model_flags, flag_of, model_flags
-from ._run import (
-    DEFAULT_DURATION,
-    DEFAULT_PERCENTILES,
-    CpuCheck,
-    Options,
-    Target,
-    affinity_cpus,
-    format_cpu_list,
-    format_validation_error,
-    machine_cpus,
-    make_options,
-    parse_cpu_list,
-    parse_duration,
-    parse_uri,
-)
-from ._server import (
-    DEFAULT_LISTEN,
+from ._listen import DEFAULT_LISTEN, parse_listen
+from ._response import (
     MAX_RESPONSE_BODY_SIZE,
     RESPONSE_FIELDS,
     LinearDelay,
     ResponseHeader,
     ResponseOptions,
-    ServerOptions,
+)
+from ._run import (
+    DEFAULT_DURATION,
+    DEFAULT_PERCENTILES,
+    Options,
+    Target,
+    format_validation_error,
+    make_options,
+    parse_uri,
+)
+from ._server import ServerOptions, format_server_error, make_server_options
+from ._values import (
+    LATENCY_UNITS,
+    MAX_DURATION,
+    UNIT_SECONDS,
+    CpuCheck,
+    affinity_cpus,
     format_address,
-    format_server_error,
-    load_config_file,
-    make_server_options,
+    format_cpu_list,
+    format_json_duration,
+    machine_cpus,
     parse_address,
-    parse_echo_params,
-    parse_listen,
+    parse_cpu_list,
+    parse_duration,
+    parse_go_duration,
+    parse_header,
+    parse_json_duration,
+    parse_server_duration,
+    parse_size,
+    resolve,
 )
 
 __all__ = [
     "DEFAULT_DURATION",
     "DEFAULT_LISTEN",
     "DEFAULT_PERCENTILES",
+    "LATENCY_UNITS",
+    "MAX_DURATION",
     "MAX_RESPONSE_BODY_SIZE",
     "RESPONSE_FIELDS",
+    "UNIT_SECONDS",
     "CpuCheck",
     "Flag",
     "LinearDelay",
@@ -56,22 +71,33 @@ __all__ = [
     "Target",
     "add_model_flags",
     "affinity_cpus",
+    "client_core_config",
     "flag_of",
     "format_address",
     "format_cpu_list",
+    "format_json_duration",
     "format_server_error",
     "format_validation_error",
     "load_config_file",
     "machine_cpus",
     "make_options",
     "make_server_options",
+    "markdown_table",
     "model_flags",
     "parse_address",
     "parse_cpu_list",
     "parse_duration",
     "parse_echo_params",
+    "parse_go_duration",
+    "parse_header",
+    "parse_json_duration",
     "parse_listen",
+    "parse_server_duration",
+    "parse_size",
     "parse_uri",
+    "render_option_docs",
+    "server_core_config",
+    "resolve",
 ]
 
 # The sweep's options and the grammars they need (stop rules, step plans), kept apart from

@@ -25,7 +25,17 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-__all__ = ["Flag", "add_model_flags", "flag_of", "flag_spec", "flagged_fields", "model_flags"]
+__all__ = [
+    "Flag",
+    "add_model_flags",
+    "field_owner",
+    "flag_of",
+    "flag_spec",
+    "flagged_fields",
+    "flattened_models",
+    "model_flags",
+    "nested_model",
+]
 
 
 @dataclass(frozen=True)
@@ -50,6 +60,38 @@ class Flag:
     consts: tuple[tuple[str, str], ...] = ()
     positional: bool = False
     hidden: bool = False
+    flatten: bool = False
+
+
+def nested_model(info: FieldInfo) -> type[BaseModel] | None:
+    """The model a field holds (``LinearDelay`` for ``LinearDelay | None``), or None."""
+    annotation = info.annotation
+    for candidate in (annotation, *getattr(annotation, "__args__", ())):
+        if isinstance(candidate, type) and issubclass(candidate, BaseModel):
+            return candidate
+    return None
+
+
+def flattened_models(model: type[BaseModel]) -> Iterator[tuple[str, type[BaseModel]]]:
+    """(field name, model) for each field of `model` whose own fields are flags of `model`'s
+    command (``Flag(flatten=True)``: ServerOptions' ``response`` gives --static-delay...)."""
+    for name, info in model.model_fields.items():
+        spec = flag_spec(info)
+        sub = nested_model(info)
+        if spec is not None and spec.flatten and sub is not None:
+            yield name, sub
+
+
+def field_owner(model: type[BaseModel], field_name: str) -> type[BaseModel] | None:
+    """The model that declares option `field_name` for `model`'s command: `model` itself or
+    a model flattened into it; None when no such field exists."""
+    if field_name in model.model_fields:
+        return model
+    for _name, sub in flattened_models(model):
+        owner = field_owner(sub, field_name)
+        if owner is not None:
+            return owner
+    return None
 
 
 def flag_spec(info: FieldInfo) -> Flag | None:
@@ -69,8 +111,13 @@ def flagged_fields(model: type[BaseModel]) -> Iterator[tuple[str, FieldInfo, Fla
 
 
 def flag_of(model: type[BaseModel], field_name: str) -> str:
-    """How the user typed option `field_name` on the command line (``--rps``, ``URI``)."""
-    info = model.model_fields.get(field_name)
+    """How the user typed option `field_name` on the command line (``--rps``, ``URI``).
+
+    Fields of models flattened into `model` are found too; a name that is no field at all
+    (an unknown option) is spelled the default way, ``--`` plus the name with dashes.
+    """
+    owner = field_owner(model, field_name) or model
+    info = owner.model_fields.get(field_name)
     spec = flag_spec(info) if info is not None else None
     if spec is None:
         return "--" + field_name.replace("_", "-")
@@ -83,6 +130,11 @@ def model_flags(model: type[BaseModel]) -> dict[str, str]:
     """Every command-line spelling of `model`'s fields (aliases included) → field name."""
     flags: dict[str, str] = {}
     for name, _info, spec in flagged_fields(model):
+        if spec.flatten:
+            sub = nested_model(_info)
+            if sub is not None:
+                flags.update(model_flags(sub))
+            continue
         if spec.positional:
             continue
         for flag in (flag_of(model, name), *spec.aliases, *(c for c, _ in spec.consts)):
@@ -134,10 +186,23 @@ def add_model_flags(
     ``argument_default=argparse.SUPPRESS``), so that only what the user typed reaches the
     model and everything else takes the model's default.
     """
-    skipped = frozenset(skip)
-    groups: dict[str, Any] = {}
+    _add_flags(parser, model, frozenset(skip), only, {})
+
+
+def _add_flags(
+    parser: argparse.ArgumentParser,
+    model: type[BaseModel],
+    skipped: frozenset[str],
+    only: Callable[[str], bool] | None,
+    groups: dict[str, Any],
+) -> None:
     for name, info, spec in flagged_fields(model):
         if name in skipped or (only is not None and not only(name)):
+            continue
+        if spec.flatten:
+            sub = nested_model(info)
+            if sub is not None:
+                _add_flags(parser, sub, skipped, only, groups)
             continue
         target: Any = parser
         if spec.group is not None:

@@ -35,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .._exceptions import OptionsError
 from .._format import format_latency
+from ._values import LATENCY_UNITS
 
 __all__ = [
     "Measures",
@@ -52,7 +53,6 @@ _OPERATORS: dict[str, Callable[[float, float], bool]] = {
     "<": operator.lt,
     ">": operator.gt,
 }
-_LATENCY_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0}
 _NUMBER = r"[0-9]+(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?|\.[0-9]+(?:[eE][-+]?[0-9]+)?"
 _RULE = re.compile(
     r"^\s*(?P<metric>p\(\s*[0-9.]+\s*\)|p[0-9.]+|error_rate|achieved\s*/\s*requested)"
@@ -134,9 +134,9 @@ class StopRule:
                 ) from None
             if not 0 < percentile <= 100:
                 raise ValueError(f"{text!r}: the percentile must be in (0, 100]")
-            scale = _LATENCY_UNITS.get(unit) if unit else None
+            scale = LATENCY_UNITS.get(unit) if unit else None
             if scale is None:
-                scale = _LATENCY_UNITS.get(unit.lower()) if unit else None
+                scale = LATENCY_UNITS.get(unit.lower()) if unit else None
             if scale is None:
                 raise ValueError(f"{text!r}: a latency needs a unit: ns, us, µs, ms or s")
             return cls(expression, "latency", op, number * scale, percentile)

@@ -19,18 +19,15 @@ Units and conventions:
 
 from __future__ import annotations
 
-import difflib
 import ipaddress
 import math
 import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Annotated, Any, Literal
 from urllib.parse import quote, urlsplit
 
-import annotated_types
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -44,8 +41,19 @@ from pydantic_core import PydanticCustomError
 
 from .._exceptions import OptionsError
 from .._predicates import DEFAULT_FAILURE_PREDICATES, parse_predicates
-from .._request import METHODS, parse_header
-from ._flags import Flag, flag_of
+from .._request import METHODS
+from ._errors import format_validation_error
+from ._flags import Flag
+from ._values import (
+    MAX_DURATION,
+    affinity_cpus,
+    format_cpu_list,
+    machine_cpus,
+    parse_cpu_list,
+    parse_duration,
+    parse_header,
+    parse_worker_count,
+)
 
 __all__ = [
     "Options",
@@ -77,165 +85,9 @@ assert set(METHODS) == set(Method.__args__)  # type: ignore[attr-defined]
 
 
 # --------------------------------------------------------------------------------------------
-# Parsers for the value syntaxes the options accept. Their ValueError messages are written to
-# follow "<option>: " directly, so they read well both from Python and from the CLI.
+# Parsers for the value syntaxes only the run accepts (the shared ones are in _values). Their
+# ValueError messages are written to follow "<option>: " directly.
 # --------------------------------------------------------------------------------------------
-
-_DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ns|us|µs|ms|s|m|h)?\s*$")
-#: The longest --duration (365 days), in seconds.
-MAX_DURATION = 365 * 86400.0
-
-_UNIT_SECONDS = {
-    None: 1.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9, "m": 60.0, "h": 3600.0,
-}
-
-
-def parse_duration(value: object) -> float:
-    """Return a duration in seconds from ``5``, ``2.5``, ``"5s"``, ``"500ms"``, ``"2m"``…
-
-    A bare number is seconds (Nighthawk's ``--duration 5``). Negative values are returned
-    as they are, so that the range check of the option reports them with its own bounds.
-    """
-    if isinstance(value, bool):
-        # bool is an int subclass; True seconds is never what anyone meant.
-        raise ValueError(f"must be a duration such as 5, 5s, 500ms or 2m (got {value!r})")
-    if isinstance(value, timedelta):
-        return value.total_seconds()
-    if isinstance(value, (int, float)):
-        if math.isnan(value) or math.isinf(value):
-            raise ValueError(f"must be a finite duration (got {value!r})")
-        return float(value)
-    if isinstance(value, str):
-        text = value.strip()
-        negative = text.startswith("-")
-        match = _DURATION_RE.match(text[1:] if negative else text)
-        if match:
-            seconds = float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
-            return -seconds if negative else seconds
-    raise ValueError(f"must be a duration such as 5, 5s, 500ms or 2m (got {value!r})")
-
-
-def affinity_cpus() -> list[int]:
-    """The CPUs this process may run on (its affinity mask), sorted."""
-    try:
-        return sorted(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux: no affinity API, assume all CPUs
-        return list(range(os.cpu_count() or 1))
-
-
-def _sysfs_cpus(name: str) -> list[int] | None:
-    try:
-        with open(f"/sys/devices/system/cpu/{name}", encoding="ascii") as handle:
-            return sorted(parse_cpu_list(handle.read().strip()))
-    except (OSError, ValueError):
-        return None
-
-
-def machine_cpus() -> list[int]:
-    """The CPUs this machine has online, sorted: what a CPU list is checked against.
-
-    Read from /sys/devices/system/cpu/online (ids can have holes when CPUs are offline);
-    without sysfs, 0 .. os.cpu_count() - 1. The affinity mask is added in case sysfs and the
-    scheduler disagree: a CPU the process may run on certainly exists.
-    """
-    online = _sysfs_cpus("online")
-    if online is None:
-        online = list(range(os.cpu_count() or 1))
-    return sorted(set(online) | set(affinity_cpus()))
-
-
-def format_cpu_list(cpus: object) -> str:
-    """Format CPU ids compactly as a cpu list string: ``[0, 1, 2, 5]`` -> ``"0-2,5"``."""
-    ids = sorted(set(cpus))  # type: ignore[call-overload]
-    parts: list[str] = []
-    i = 0
-    while i < len(ids):
-        j = i
-        while j + 1 < len(ids) and ids[j + 1] == ids[j] + 1:
-            j += 1
-        parts.append(str(ids[i]) if i == j else f"{ids[i]}-{ids[j]}")
-        i = j + 1
-    return ",".join(parts)
-
-
-def parse_worker_count(value: Any, maximum: int) -> int | str:
-    """'auto', or a whole number of workers from 1 to `maximum` (client and server alike)."""
-    if isinstance(value, str) and value.strip().lower() == "auto":
-        return "auto"
-    try:
-        if isinstance(value, bool) or isinstance(value, float) and not value.is_integer():
-            raise ValueError
-        number = int(value.strip() if isinstance(value, str) else value)
-    except (TypeError, ValueError):
-        raise ValueError(f"must be 'auto' or an integer >= 1 (got {value!r})") from None
-    if not 1 <= number <= maximum:
-        raise ValueError(f"must be >= 1 and <= {maximum}, or 'auto' (got {value!r})")
-    return number
-
-
-#: How many CPUs a list may name when it cannot be checked against the CPUs that exist (a
-#: remote host's CPUs, the echo of a run made elsewhere). Linux supports at most 8192 CPUs
-#: today; the bound is what keeps ``0-999999999`` from expanding into gigabytes of list.
-MAX_CPU_LIST_LENGTH = 65536
-
-_CPU_LIST_EXAMPLE = "must be a CPU list such as 0,2-3"
-CpuCheck = Literal["affinity", "machine"]
-
-
-def _missing(first: int, last: int, have: list[int]) -> list[tuple[int, int]]:
-    """The stretches of first..last that are not in `have` (sorted), without expanding."""
-    gaps: list[tuple[int, int]] = []
-    at = first
-    for cpu in have:
-        if cpu > last:
-            break
-        if cpu >= at:
-            if cpu > at:
-                gaps.append((at, cpu - 1))
-            at = cpu + 1
-    if at <= last:
-        gaps.append((at, last))
-    return gaps
-
-
-def _format_ranges(ranges: list[tuple[int, int]]) -> tuple[str, bool]:
-    """``"2-999999999,7"`` and whether it names more than one CPU."""
-    text = ",".join(str(a) if a == b else f"{a}-{b}" for a, b in ranges)
-    return text, len(ranges) > 1 or ranges[0][0] != ranges[0][1]
-
-
-def _check_ranges(ranges: list[tuple[int, int]], within: CpuCheck | None) -> None:
-    # Every check looks at the ranges as written, before any is expanded: a list naming CPUs
-    # that do not exist is refused in microseconds, whatever its size.
-    if within is None:
-        named = sum(last - first + 1 for first, last in ranges)
-        if named > MAX_CPU_LIST_LENGTH:
-            raise ValueError(f"names {named} CPUs, more than any machine has "
-                             f"(at most {MAX_CPU_LIST_LENGTH} are accepted)")
-        return
-    machine = machine_cpus()
-    absent = [gap for first, last in ranges for gap in _missing(first, last, machine)]
-    if absent:
-        text, plural = _format_ranges(absent)
-        offline = _sysfs_cpus("present") or []
-        verb = "do not exist" if plural else "does not exist"
-        if offline and all(not _missing(a, b, offline) for a, b in absent):
-            verb = "are offline" if plural else "is offline"
-        raise ValueError(
-            f"CPU{'s' if plural else ''} {text} {verb} "
-            f"(this machine has CPU{'s' if len(machine) > 1 else ''} {format_cpu_list(machine)})"
-        )
-    if within == "affinity":
-        allowed = affinity_cpus()
-        outside = [gap for first, last in ranges for gap in _missing(first, last, allowed)]
-        if outside:
-            text, plural = _format_ranges(outside)
-            raise ValueError(
-                f"CPU{'s' if plural else ''} {text} {'are' if plural else 'is'} not in this "
-                f"process's CPU affinity ({format_cpu_list(allowed)}; see taskset or the "
-                f"cgroup's cpuset)"
-            )
-
 
 def check_ca_file(path: str) -> None:
     """Raise ValueError with OpenSSL's reason when `path` holds no CA certificate it can load.
@@ -256,56 +108,6 @@ def check_ca_file(path: str) -> None:
             from None
     except OSError as exc:
         raise ValueError(f"cannot read {path!r}: {exc.strerror or exc}") from None
-
-
-def parse_cpu_list(value: object, within: CpuCheck | None = None) -> list[int]:
-    """Parse a cpu list (``"2,4-7"``, the taskset/cpuset syntax) or a list of ints.
-
-    This is the only CPU-list parser of the package; every option that takes CPUs uses it.
-    Order is kept and duplicates are dropped: the order decides which worker runs where.
-
-    `within` says what the CPUs must be, checked before any range is expanded:
-
-    * ``"affinity"``: CPUs this process may run on (for pinning threads). A CPU that exists
-      but is outside the affinity mask is an error, not a silent widening: under a cgroup
-      cpuset the kernel would refuse the pinning anyway (later, as a failed worker start),
-      and under taskset someone deliberately kept nhbench off those CPUs, usually to leave
-      them to the server under test.
-    * ``"machine"``: CPUs this machine has online (for watching them).
-    * None: any CPUs, at most `MAX_CPU_LIST_LENGTH` of them (another machine's CPUs).
-    """
-    if isinstance(value, bool):
-        raise ValueError(f"{_CPU_LIST_EXAMPLE} (got {value!r})")
-    if isinstance(value, int):
-        value = [value]
-    ranges: list[tuple[int, int]] = []
-    if isinstance(value, str):
-        if not value.strip():
-            raise ValueError(f"{_CPU_LIST_EXAMPLE} (got an empty string)")
-        for part in value.split(","):
-            part = part.strip()
-            match = re.fullmatch(r"(\d{1,20})(?:\s*-\s*(\d{1,20}))?", part)
-            if not match:
-                raise ValueError(f"{_CPU_LIST_EXAMPLE} (got {value!r})")
-            first = int(match.group(1))
-            last = int(match.group(2)) if match.group(2) is not None else first
-            if last < first:
-                raise ValueError(f"range {part!r} goes backwards (got {value!r})")
-            ranges.append((first, last))
-    else:
-        try:
-            items = list(value)  # type: ignore[call-overload]
-        except TypeError:
-            raise ValueError(f"{_CPU_LIST_EXAMPLE} (got {value!r})") from None
-        for item in items:
-            if isinstance(item, bool) or not isinstance(item, int) or item < 0:
-                raise ValueError(f"CPU ids must be integers >= 0 (got {value!r})")
-            ranges.append((item, item))
-    if not ranges:
-        raise ValueError("must name at least one CPU")
-    _check_ranges(ranges, within)
-    cpus = (cpu for first, last in ranges for cpu in range(first, last + 1))
-    return list(dict.fromkeys(cpus))
 
 
 @dataclass(frozen=True)
@@ -989,117 +791,6 @@ class Options(BaseModel):
     def tls_verify_name(self) -> str:
         """The name (or IP address) the server's certificate must be valid for."""
         return self.sni if self.sni is not None else self.target.host.lower().rstrip(".")
-
-
-# --------------------------------------------------------------------------------------------
-# Turning validation errors into one line.
-# --------------------------------------------------------------------------------------------
-
-
-def _show(value: object) -> str:
-    # Numbers typed on the command line arrive as strings; showing them without quotes gives
-    # "rps: must be >= 0 and <= 1000000 (got -1)", which is what the user typed.
-    if isinstance(value, str) and value and not any(ch.isspace() for ch in value):
-        return value
-    return repr(value)
-
-
-def _number(value: object) -> str:
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
-
-
-def _range_text(model: type[BaseModel], field: str) -> str | None:
-    info = model.model_fields.get(field)
-    if info is None:
-        return None
-    lower = upper = None
-    for item in info.metadata:
-        if isinstance(item, annotated_types.Ge):
-            lower = f">= {_number(item.ge)}"
-        elif isinstance(item, annotated_types.Gt):
-            lower = f"> {_number(item.gt)}"
-        elif isinstance(item, annotated_types.Le):
-            upper = f"<= {_number(item.le)}"
-        elif isinstance(item, annotated_types.Lt):
-            upper = f"< {_number(item.lt)}"
-    if lower and upper:
-        return f"must be {lower} and {upper}"
-    if lower or upper:
-        return f"must be {lower or upper}"
-    return None
-
-
-_TYPE_MESSAGES = {
-    "int_parsing": "must be an integer",
-    "int_type": "must be an integer",
-    "int_from_float": "must be an integer",
-    "float_parsing": "must be a number",
-    "float_type": "must be a number",
-    "finite_number": "must be a finite number",
-    "bool_parsing": "must be true or false",
-    "bool_type": "must be true or false",
-    "string_type": "must be a string",
-    "list_type": "must be a list",
-    "tuple_type": "must be a list",
-    "dict_type": "must be a mapping",
-    "missing": "is required",
-}
-
-
-def error_message(model: type[BaseModel], field: str | None, error: Any) -> str:
-    """The text for one pydantic error, without the option name (shared with the server)."""
-    kind, ctx = error["type"], error.get("ctx") or {}
-    if kind in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
-        message = (_range_text(model, field) if field else None) or error["msg"]
-    elif kind == "literal_error":
-        message = f"must be one of {ctx.get('expected', '')}"
-    elif kind == "value_error":
-        message = str(ctx.get("error", error["msg"]))
-    else:
-        message = _TYPE_MESSAGES.get(kind, error["msg"])
-    # Say what was given, unless the message already does, or the input is a whole list
-    # (the message then names the offending item, which is more useful than the list).
-    if (
-        "(got " not in message
-        and kind != "missing"
-        and not isinstance(error.get("input"), (list, tuple, dict))
-    ):
-        message += f" (got {_show(error.get('input'))})"
-    return message
-
-
-def format_validation_error(
-    exc: ValidationError, *, cli: bool = False, model: type[BaseModel] | None = None
-) -> str:
-    """Turn a pydantic ValidationError into one line naming the option and the allowed range.
-
-    ``rps: must be >= 0 and <= 1000000 (got -1)``; with ``cli=True`` the options are named by their flags:
-    ``--rps: must be >= 0 and <= 1000000 (got -1)``. Several errors are joined with "; ".
-    """
-    model = model or Options
-    def name_of(name: str) -> str:
-        return flag_of(model, name) if cli else name
-
-    parts: list[str] = []
-    for error in exc.errors(include_url=False):
-        loc = error.get("loc") or ()
-        kind = error["type"]
-        field = str(loc[0]) if loc else None
-        ctx = error.get("ctx") or {}
-        if kind == "options_conflict":
-            parts.append(f"{name_of(ctx['a'])}: mutually exclusive with {name_of(ctx['b'])}")
-            continue
-        if kind == "extra_forbidden":
-            close = difflib.get_close_matches(field or "", list(model.model_fields), n=1)
-            hint = f" (did you mean {name_of(close[0])}?)" if close else ""
-            parts.append(f"{name_of(field or '?')}: unknown option{hint}")
-            continue
-        message = error_message(model, field, error)
-        prefix = f"{name_of(field)}: " if field else ""
-        parts.append(prefix + message)
-    return "; ".join(parts).replace("\n", " ")
 
 
 def make_options(uri: str | Options | None = None, /, **kwargs: Any) -> Options:

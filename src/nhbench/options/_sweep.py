@@ -39,17 +39,10 @@ from pydantic import (
 )
 
 from .._exceptions import OptionsError
+from ._errors import format_validation_error
 from ._flags import Flag, flag_of, flagged_fields, help_text
 from ._rules import StopRule, latency_points, parse_rules
-from ._run import (
-    DEFAULT_DURATION,
-    CpuCheck,
-    Options,
-    format_validation_error,
-    make_options,
-    parse_cpu_list,
-    parse_duration,
-)
+from ._run import DEFAULT_DURATION, Options, make_options
 from ._steps import (
     check_cooldown,
     check_extension,
@@ -58,6 +51,7 @@ from ._steps import (
     plan_steps,
     step_size,
 )
+from ._values import CpuCheck, parse_cpu_list, parse_duration
 
 __all__ = [
     "CLI_ONLY",

@@ -1,0 +1,185 @@
+"""The seam to C: validated options -> the config dict the compiled core takes.
+
+The client's (`client_core_config`, for ``_core.ClientRun``) and the server's
+(`server_core_config`, for ``_core.Server``) cross the same way: a plain dict of plain
+values, built here and only here from options that are already valid, in the units the C
+core uses. The keys, their types and units are the contract written down in
+docs/architecture.md ("Binding contract"); the binding reads exactly these keys. Defaults
+and ranges belong to the models: nothing here decides a value, it only converts.
+
+Units: times are float seconds (the core converts to nanoseconds), sizes are int bytes
+(``max_payload_kb`` is KiB, as Fortio names it), addresses are numeric (resolved by the
+options), CPU lists have one entry per worker.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .._request import render_h2_request, render_request
+
+if TYPE_CHECKING:
+    from ._response import ResponseOptions
+    from ._run import Options
+    from ._server import ServerOptions
+
+__all__ = ["client_core_config", "response_core_config", "server_core_config"]
+
+
+def client_core_config(options: Options, address: str) -> dict[str, Any]:
+    """The ``ClientRun`` config: `options` to `address` (the numeric IP the host resolved to).
+
+    Keys (docs/architecture.md, "Binding contract"): ``address`` str, ``port`` int,
+    ``request`` bytes (head and body, rendered once), ``head_request`` bool, ``cpus``
+    list[int] (one per worker), ``rps`` float per worker, ``connections`` /
+    ``max_pending_requests`` / ``max_requests_per_connection`` int, ``prefetch_connections``
+    and ``open_loop`` bool, ``connect_timeout`` / ``request_timeout`` / ``drain_timeout`` /
+    ``start_delay`` float s, ``duration`` float s (< 0: none), ``idle_strategy`` str,
+    ``burst_size`` int >= 1, ``termination_predicates`` / ``failure_predicates``
+    list[(str, int)], ``scheme`` and ``protocol`` str, ``request_body_size`` int; for HTTP/2
+    also ``h2_method`` / ``h2_path`` str, ``h2_authority`` bytes, ``h2_headers``
+    list[(bytes, bytes)], ``max_concurrent_streams`` / ``max_active_requests`` int; for
+    https:// a ``tls`` dict (str fields, "" for unset; ``insecure`` and ``session_reuse``
+    bool; ``alpn`` list[str]).
+    """
+    target = options.target
+    method = options.request_method
+    # CONNECT's request-target is the authority (RFC 9110 section 9.3.6), not a path.
+    request_target = target.authority if method == "CONNECT" else target.path
+    if method == "CONNECT" and ":" not in target.authority.rsplit("]", 1)[-1]:
+        request_target = f"{target.authority}:{target.port}"
+    request = render_request(
+        method, request_target, target.authority, options.headers, options.request_body_size
+    )
+    duration = options.effective_duration
+    config: dict[str, Any] = {
+        "address": address,
+        "port": target.port,
+        "request": request,
+        "head_request": method == "HEAD",
+        "cpus": list(options.worker_cpus),
+        "rps": float(options.rps),
+        "connections": options.connections,
+        "max_pending_requests": options.max_pending_requests,
+        "max_requests_per_connection": options.max_requests_per_connection,
+        "prefetch_connections": options.prefetch_connections,
+        "connect_timeout": float(options.timeout),
+        "request_timeout": float(options.request_timeout),
+        "duration": -1.0 if duration is None else float(duration),
+        "drain_timeout": float(options.drain_timeout),
+        "open_loop": options.open_loop,
+        "idle_strategy": options.sequencer_idle_strategy,
+        # Nighthawk's 0 ("no bursting") and 1 mean the same; the core takes >= 1.
+        "burst_size": max(1, options.burst_size),
+        "termination_predicates": sorted(options.termination_predicate.items()),
+        "failure_predicates": sorted(options.failure_predicates.items()),
+        "start_delay": float(options.start_delay),
+        "scheme": target.scheme,
+        "protocol": options.protocol,
+        # The body is the tail of `request`; HTTP/2 sends it from there.
+        "request_body_size": options.request_body_size,
+    }
+    if options.protocol == "http2":
+        h2 = render_h2_request(
+            method, request_target, target.authority, options.headers, options.request_body_size
+        )
+        config.update({
+            "h2_method": h2.method,
+            "h2_path": h2.path,
+            "h2_authority": h2.authority,
+            "h2_headers": list(h2.headers),
+            "max_concurrent_streams": options.max_concurrent_streams,
+            "max_active_requests": options.max_active_requests,
+        })
+    if target.scheme == "https":
+        config["tls"] = {
+            "sni": options.tls_server_name or "",
+            "verify_name": options.tls_verify_name,
+            "alpn": list(options.alpn or ()),
+            "cacert": options.cacert or "",
+            "insecure": options.insecure,
+            "ciphers": options.tls_ciphers or "",
+            "ciphersuites": options.tls_ciphersuites or "",
+            "groups": options.tls_groups or "",
+            "min_version": options.tls_min_version or "",
+            "max_version": options.tls_max_version or "",
+            "session_reuse": options.tls_session_reuse,
+        }
+    return config
+
+
+def response_core_config(response: ResponseOptions) -> dict[str, Any]:
+    """The server config's ``response`` dict: only what is set, in Nighthawk's JSON names.
+
+    ``response_body_size`` int bytes, ``response_headers`` list of ``{"header": {"key": str,
+    "value": str}, "append": bool}``, ``echo_request_headers`` bool, ``static_delay`` float
+    s, ``concurrency_based_linear_delay`` ``{"minimal_delay": float s,
+    "concurrency_delay_factor": float s}``, ``emit_previous_request_delta_in_response_header``
+    str.
+    """
+    out: dict[str, Any] = {}
+    if response.response_body_size is not None:
+        out["response_body_size"] = response.response_body_size
+    if response.response_headers:
+        out["response_headers"] = [
+            {"header": {"key": h.header.key, "value": h.header.value}, "append": h.append}
+            for h in response.response_headers
+        ]
+    if response.echo_request_headers:
+        out["echo_request_headers"] = True
+    if response.static_delay is not None:
+        out["static_delay"] = float(response.static_delay)
+    if response.concurrency_based_linear_delay is not None:
+        linear = response.concurrency_based_linear_delay
+        out["concurrency_based_linear_delay"] = {
+            "minimal_delay": float(linear.minimal_delay),
+            "concurrency_delay_factor": float(linear.concurrency_delay_factor),
+        }
+    if response.emit_previous_request_delta_in_response_header:
+        out["emit_previous_request_delta_in_response_header"] = (
+            response.emit_previous_request_delta_in_response_header
+        )
+    return out
+
+
+def server_core_config(options: ServerOptions) -> dict[str, Any]:
+    """The ``_core.Server`` config.
+
+    Keys (docs/architecture.md, "The test server"): ``listen`` list of ("tcp", host, port)
+    or ("unix", path, 0), ``workers`` int, ``cpus`` list[int] (one per worker, empty =
+    unpinned), ``response`` dict (`response_core_config`), ``echo_default_params`` str,
+    ``max_echo_delay`` / ``max_delay`` / ``stall_every`` / ``stall_for`` / ``idle_timeout``
+    / ``header_timeout`` float s, ``max_connections`` / ``max_header_bytes`` /
+    ``max_body_bytes`` int (bytes), ``max_payload_kb`` int KiB, ``tcp_echo`` / ``udp_echo``
+    list of (host, port), ``admin`` (host, port) or None, ``tls`` None, ``{"cert": file,
+    "key": file}`` or ``{"self_signed": True, "san": list[str]}``, ``alpn`` list[str],
+    ``max_concurrent_streams`` int.
+    """
+    tls: dict[str, Any] | None = None
+    if options.tls_self_signed:
+        tls = {"self_signed": True, "san": list(options.tls_san)}
+    elif options.tls_cert:
+        tls = {"cert": options.tls_cert, "key": options.tls_key}
+    return {
+        "listen": [tuple(item) for item in options.listen],
+        "workers": options.worker_count,
+        "cpus": options.worker_cpus,
+        "response": response_core_config(options.response),
+        "echo_default_params": options.echo_default_params,
+        "max_echo_delay": float(options.max_echo_delay),
+        "max_delay": float(options.max_delay),
+        "max_connections": int(options.max_connections),
+        "max_payload_kb": int(options.max_payload_kb),
+        "stall_every": float(options.stall_every),
+        "stall_for": float(options.stall_for),
+        "tcp_echo": [tuple(a) for a in options.tcp_echo],
+        "udp_echo": [tuple(a) for a in options.udp_echo],
+        "admin": tuple(options.admin) if options.admin else None,
+        "idle_timeout": float(options.idle_timeout),
+        "header_timeout": float(options.header_timeout),
+        "max_header_bytes": int(options.max_header_bytes),
+        "max_body_bytes": int(options.max_body_bytes),
+        "tls": tls,
+        "alpn": list(options.alpn),
+        "max_concurrent_streams": int(options.max_concurrent_streams),
+    }
