@@ -44,7 +44,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "server_internal.h"
+#include "server/server_internal.h"
 
 #define NVARIANTS 4
 #define NCLIENTS 2

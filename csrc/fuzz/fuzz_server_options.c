@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server_internal.h"
+#include "server/server_internal.h"
 
 /* The caps the fuzzed server would run with (nhbench server's defaults are
  * larger; the values only have to be checked against). */

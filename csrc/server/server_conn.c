@@ -31,7 +31,7 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "server_internal.h"
+#include "server/server_internal.h"
 
 static void conn_run(srv_conn* c, const char* p, size_t n);
 static void conn_alloc(uv_handle_t* handle, size_t suggested, uv_buf_t* buf);

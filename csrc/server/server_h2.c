@@ -37,7 +37,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "server_internal.h"
+#include "server/server_internal.h"
 
 /* Windows large enough that flow control never limits a test: request
  * bodies are consumed (captured or dropped) as they arrive. */

@@ -18,7 +18,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "server_internal.h"
+#include "server/server_internal.h"
 
 /* ---- buffers -------------------------------------------------------------- */
 

@@ -17,7 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "server_internal.h"
+#include "server/server_internal.h"
 
 struct srv_echo_conn {
   union {

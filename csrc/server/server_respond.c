@@ -26,7 +26,7 @@
 #include <strings.h>
 #include <sys/un.h>
 
-#include "server_internal.h"
+#include "server/server_internal.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

@@ -36,8 +36,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server_internal.h"
-#include "tls_common.h"
+#include "server/server_internal.h"
+#include "common/tls_common.h"
 
 /* Plaintext per TLS record: small pieces are gathered up to this. */
 #define TLS_RECORD 16384

@@ -30,8 +30,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "server_internal.h"
-#include "tls_common.h"
+#include "server/server_internal.h"
+#include "common/tls_common.h"
 
 static void on_listener(uv_poll_t* handle, int status, int events);
 

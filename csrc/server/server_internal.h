@@ -34,8 +34,8 @@
 #include <uv.h>
 #include <zlib.h>
 
-#include "h2_mem.h"
-#include "internal.h"
+#include "common/h2_mem.h"
+#include "common/internal.h"
 
 /* One shared read buffer per worker: connections keep no input buffer of
  * their own, so an idle connection costs only its struct. */
