@@ -1,4 +1,4 @@
-/* server.c: the test server's life cycle: workers, listeners, delays, stalls.
+/* server.c: the test server's life cycle: workers, listeners, configuration.
  *
  * Each worker is a thread with its own loop. A TCP address gets one
  * listening socket per worker, all bound with SO_REUSEPORT, so the kernel
@@ -9,13 +9,8 @@
  * connections about as well. The admin listener runs on worker 0 only; the
  * echo listeners, like HTTP ones, on every worker.
  *
- * Delayed responses: every worker keeps a min-heap of its connections whose
- * first queued response waits for a deadline, and one timerfd armed at the
- * earliest deadline. libuv's own timers have millisecond granularity; the
- * timerfd wakes the loop within microseconds of the deadline. Programming a
- * timerfd is a system call (about 15 us on some VMs), so it is re-armed only
- * when the earliest deadline moves earlier than what it is armed for; a
- * wake-up for a deadline that went away finds nothing due and re-arms.
+ * The delay heap, stalls and the per-worker random numbers are in
+ * server_delay.c.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -36,23 +31,6 @@
 static void on_listener(uv_poll_t* handle, int status, int events);
 
 /* ---- small helpers ----------------------------------------------------------- */
-
-uint64_t nhb__srv_rand(srv_worker* w) {
-  /* xorshift64*: a few cycles per draw, plenty for probability lists. */
-  uint64_t x = w->rng;
-  x ^= x >> 12;
-  x ^= x << 25;
-  x ^= x >> 27;
-  w->rng = x;
-  return x * 0x2545F4914F6CDD1DULL;
-}
-
-static uint64_t splitmix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ULL;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
-  return x ^ (x >> 31);
-}
 
 static void format_addr(const void* addr, char* out, size_t out_len) {
   const struct sockaddr* sa = addr;
@@ -79,126 +57,6 @@ static int set_error(nhb_server* s, int err, const char* what, const void* addr)
   format_addr(addr, a, sizeof(a));
   snprintf(s->err, sizeof(s->err), "%s %s: %s (%s)", what, a, nhb_strerror(err), nhb_err_name(err));
   return err;
-}
-
-/* ---- stalls -------------------------------------------------------------------------- */
-
-uint64_t nhb__srv_stall_release(nhb_server* s, uint64_t t) {
-  uint64_t until = atomic_load_explicit(&s->stalled_until_ns, memory_order_relaxed);
-  if (t < until) t = until;
-  /* Periodic windows [k*every, k*every + for) from the start, k >= 0. A
-   * release moved to a window's end is outside every window (for < every),
-   * and still after `until`. */
-  uint64_t every = s->config.stall_every_ns, len = s->config.stall_for_ns;
-  if (every && len && t >= s->start_ns) {
-    uint64_t off = (t - s->start_ns) % every;
-    if (off < len) t += len - off;
-  }
-  return t;
-}
-
-void nhb__srv_stall_request(srv_worker* w, uint64_t now, uint64_t duration_ns) {
-  nhb_server* s = w->server;
-  uint64_t until = now + duration_ns;
-  uint64_t cur = atomic_load_explicit(&s->stalled_until_ns, memory_order_relaxed);
-  while (cur < until &&
-         !atomic_compare_exchange_weak_explicit(&s->stalled_until_ns, &cur, until, memory_order_relaxed,
-                                                memory_order_relaxed)) {
-  }
-  srv_bump(&w->counters.stall_requests, 1);
-}
-
-/* ---- the delay heap ---------------------------------------------------------- */
-
-static void heap_swap(srv_worker* w, size_t i, size_t j) {
-  srv_conn* t = w->heap[i];
-  w->heap[i] = w->heap[j];
-  w->heap[j] = t;
-  w->heap[i]->heap_idx = i;
-  w->heap[j]->heap_idx = j;
-}
-
-static void heap_up(srv_worker* w, size_t i) {
-  while (i > 0) {
-    size_t parent = (i - 1) / 2;
-    if (w->heap[parent]->wake_ns <= w->heap[i]->wake_ns) break;
-    heap_swap(w, i, parent);
-    i = parent;
-  }
-}
-
-static void heap_down(srv_worker* w, size_t i) {
-  for (;;) {
-    size_t l = 2 * i + 1, r = l + 1, m = i;
-    if (l < w->heap_len && w->heap[l]->wake_ns < w->heap[m]->wake_ns) m = l;
-    if (r < w->heap_len && w->heap[r]->wake_ns < w->heap[m]->wake_ns) m = r;
-    if (m == i) break;
-    heap_swap(w, i, m);
-    i = m;
-  }
-}
-
-static void heap_arm(srv_worker* w) {
-  if (w->heap_len == 0) return;
-  uint64_t first = w->heap[0]->wake_ns;
-  if (w->armed_ns != 0 && first >= w->armed_ns) return;
-  if (nhb__timerfd_arm(w->timer_fd, first) == 0) w->armed_ns = first;
-}
-
-void nhb__srv_heap_set(srv_worker* w, srv_conn* c, uint64_t wake_ns) {
-  if (c->heap_idx == SIZE_MAX) {
-    if (w->heap_len == w->heap_cap) {
-      size_t cap = w->heap_cap ? 2 * w->heap_cap : 64;
-      srv_conn** h = realloc(w->heap, cap * sizeof(*h));
-      if (!h) {
-        /* Without a heap slot the response would never be sent. */
-        nhb__srv_conn_close(c);
-        return;
-      }
-      w->heap = h;
-      w->heap_cap = cap;
-    }
-    c->wake_ns = wake_ns;
-    c->heap_idx = w->heap_len;
-    w->heap[w->heap_len++] = c;
-    heap_up(w, c->heap_idx);
-  } else {
-    uint64_t old = c->wake_ns;
-    c->wake_ns = wake_ns;
-    if (wake_ns < old) heap_up(w, c->heap_idx);
-    else heap_down(w, c->heap_idx);
-  }
-  heap_arm(w);
-}
-
-void nhb__srv_heap_remove(srv_worker* w, srv_conn* c) {
-  size_t i = c->heap_idx;
-  if (i == SIZE_MAX) return;
-  c->heap_idx = SIZE_MAX;
-  srv_conn* last = w->heap[--w->heap_len];
-  if (i == w->heap_len) return;
-  w->heap[i] = last;
-  last->heap_idx = i;
-  heap_down(w, i);
-  heap_up(w, last->heap_idx);
-}
-
-static void on_timer(uv_poll_t* handle, int status, int events) {
-  NHB__UNUSED(events);
-  srv_worker* w = handle->data;
-  if (status < 0) return;
-  w->armed_ns = 0;
-  uint64_t now = nhb__now_ns();
-  while (w->heap_len && w->heap[0]->wake_ns <= now) {
-    srv_conn* c = w->heap[0];
-    nhb__srv_heap_remove(w, c);
-    /* Sends what is due and puts the connection back if more waits. */
-    nhb__srv_conn_flush(c);
-  }
-  /* Re-arming also clears the timerfd's expiration count; only when nothing
-   * is pending must it be read, or the level-triggered poll would spin. */
-  if (w->heap_len) heap_arm(w);
-  else nhb__timerfd_drain(w->timer_fd);
 }
 
 static void on_sweep(uv_timer_t* timer) {
@@ -352,8 +210,7 @@ static int worker_init(nhb_server* s, srv_worker* w, int index) {
   w->spare_fd = reserve_fd();
   for (int i = 0; i < SRV_ADMIN_RESERVE; i++)
     w->admin_fds[i] = index == 0 && s->config.has_admin ? reserve_fd() : -1;
-  w->rng = splitmix64(nhb__now_ns() ^ ((uint64_t)(index + 1) * 0x9E3779B97F4A7C15ULL));
-  if (w->rng == 0) w->rng = 1;
+  nhb__srv_rand_seed(w, index);
   w->rbuf = malloc(SRV_READ_BUFFER);
   if (!w->rbuf) return NHB_ENOMEM;
   /* Scratch for TLS and HTTP/2 output, set up once per worker. */
@@ -383,7 +240,7 @@ static int worker_init(nhb_server* s, srv_worker* w, int index) {
   }
   w->timer_fd = fd;
   w->timer_poll.data = w;
-  return uv_poll_start(&w->timer_poll, UV_READABLE, on_timer);
+  return uv_poll_start(&w->timer_poll, UV_READABLE, nhb__srv_on_delay_timer);
 }
 
 /* ---- listeners --------------------------------------------------------------- */

@@ -171,26 +171,6 @@ static srv_h2_stream* stream_of(nghttp2_session* session, int32_t id) {
   return (srv_h2_stream*)nghttp2_session_get_stream_user_data(session, id);
 }
 
-static int req_add_header(srv_req* q, const uint8_t* name, size_t name_len, const uint8_t* value, size_t value_len) {
-  if (q->nhdrs == q->hdrs_cap) {
-    size_t cap = q->hdrs_cap ? 2 * q->hdrs_cap : 16;
-    srv_hdr_pos* hd = realloc(q->hdrs, cap * sizeof(*hd));
-    if (!hd) return NHB_ENOMEM;
-    q->hdrs = hd;
-    q->hdrs_cap = cap;
-  }
-  srv_hdr_pos* hd = &q->hdrs[q->nhdrs];
-  hd->name_off = q->buf.len;
-  hd->name_len = name_len;
-  if (nhb__srv_buf_append(&q->buf, name, name_len) < 0) return NHB_ENOMEM;
-  hd->value_off = q->buf.len;
-  hd->value_len = value_len;
-  if (nhb__srv_buf_append(&q->buf, value, value_len) < 0) return NHB_ENOMEM;
-  q->nhdrs++;
-  nhb__srv_req_note_header(q, q->nhdrs - 1);
-  return 0;
-}
-
 /* ---- responses ------------------------------------------------------------------ */
 
 static int rh_add(srv_h2_stream* st, const char* name, size_t name_len, const char* value, size_t value_len) {
@@ -448,11 +428,11 @@ static int on_header(nghttp2_session* session, const nghttp2_frame* frame, const
     } else if ((name_len == 10 && memcmp(name, ":authority", 10) == 0) ||
                (name_len == 7 && memcmp(name, ":scheme", 7) == 0)) {
       /* Kept with their names, for /debug and the header echo. */
-      if (req_add_header(q, name, name_len, value, value_len) < 0) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+      if (nhb__srv_req_add_header(q, name, name_len, value, value_len) < 0) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
     }
     return 0;
   }
-  if (req_add_header(q, name, name_len, value, value_len) < 0) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+  if (nhb__srv_req_add_header(q, name, name_len, value, value_len) < 0) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
   if (name_len == 14 && memcmp(name, "content-length", 14) == 0) {
     /* nghttp2 checks it against the DATA received; here it only says early
      * that a body will be too large. */

@@ -1,14 +1,18 @@
 /* server_internal.h: what the test server's translation units share.
  *
- *   server.c          life cycle, workers, listeners, the delay heap, stalls
- *   server_conn.c     connections: reading, protocol detection, writes, and
- *                     HTTP/1.1 (parsing, the response queue)
+ *   server.c          life cycle, workers, listeners, configuration
+ *   server_delay.c    the delay heap and its timerfd, stalls, random numbers
+ *   server_conn.c     connections: accepting, reading, writing, closing,
+ *                     time-outs, protocol detection
+ *   server_h1.c       HTTP/1.1 (llhttp): parsing, the response queue
+ *   server_h2.c       HTTP/2 (nghttp2's server API): streams, responses
+ *   server_request.c  request capture, shared by HTTP/1.1 and HTTP/2
  *   server_tls.c      TLS on connections (OpenSSL, memory BIOs), the
  *                     server's SSL_CTX and the self-signed certificate
- *   server_h2.c       HTTP/2 (nghttp2's server API): streams, responses
  *   server_respond.c  responses: options merged per request into a reply that
  *                     either protocol renders
  *   server_options.c  parsers: durations, Nighthawk JSON, Fortio query strings
+ *   server_buf.c      the growable buffer and the arena
  *   server_echo.c     TCP and UDP echo listeners
  *
  * The layers of an HTTP connection, from the socket up: the socket (reads into
@@ -89,7 +93,7 @@ typedef struct srv_tls srv_tls;
 typedef struct srv_h2 srv_h2;
 typedef struct srv_h2_stream srv_h2_stream;
 
-/* ---- buffers ----------------------------------------------------------- */
+/* ---- buffers (server_buf.c) -------------------------------------------- */
 
 /* A growable byte buffer. */
 typedef struct srv_buf {
@@ -239,6 +243,15 @@ typedef struct srv_req {
   uint8_t http_major, http_minor;
 } srv_req;
 
+/* server_request.c */
+/* Empties q for the next request (its buffers stay). */
+void nhb__srv_req_reset(srv_req* q);
+/* A new header field at the end of q's capture buffer, its name and value
+ * empty; NULL when out of memory. */
+srv_hdr_pos* nhb__srv_req_header_begin(srv_req* q);
+/* A whole header field (HTTP/2), captured and noted. Returns 0 or
+ * NHB_ENOMEM. */
+int nhb__srv_req_add_header(srv_req* q, const void* name, size_t name_len, const void* value, size_t value_len);
 /* Notes what the server looks at in header i of q (the Nighthawk config
  * header, Expect, Accept-Encoding, Upgrade, HTTP2-Settings). */
 void nhb__srv_req_note_header(srv_req* q, size_t i);
@@ -450,6 +463,10 @@ int nhb__srv_add_listener(srv_worker* w, int fd, int kind, int is_pipe);
 void nhb__srv_admin_reserve_refill(srv_worker* w);
 /* Stops polling a listener until the retry timer (out of descriptors). */
 void nhb__srv_listener_pause(srv_worker* w, srv_listener* l);
+
+/* server_delay.c */
+/* Puts c in (or moves it within) the worker's delay heap, to be flushed at
+ * wake_ns; closes c if the heap cannot grow. */
 void nhb__srv_heap_set(srv_worker* w, srv_conn* c, uint64_t wake_ns);
 void nhb__srv_heap_remove(srv_worker* w, srv_conn* c);
 /* The earliest time >= t at which no stall holds responses. */
@@ -460,6 +477,10 @@ static inline int srv_stall_possible(nhb_server* s) {
 }
 void nhb__srv_stall_request(srv_worker* w, uint64_t now, uint64_t duration_ns);
 uint64_t nhb__srv_rand(srv_worker* w);
+/* Seeds worker w's generator (different per worker and per run). */
+void nhb__srv_rand_seed(srv_worker* w, int index);
+/* The worker's delay timerfd is readable: flushes the connections due. */
+void nhb__srv_on_delay_timer(uv_poll_t* handle, int status, int events);
 static inline double srv_rand_pct(srv_worker* w) {
   return (double)(nhb__srv_rand(w) >> 11) * (100.0 / 9007199254740992.0);
 }
@@ -468,10 +489,14 @@ static inline double srv_rand_pct(srv_worker* w) {
 /* A listener is readable: accepts what is pending (server.c calls it). */
 void nhb__srv_accept(srv_listener* l);
 void nhb__srv_conn_close(srv_conn* c);
+/* Writes what the connection's protocol has ready (HTTP/1.1 or HTTP/2). */
 void nhb__srv_conn_flush(srv_conn* c);
-/* Appends a response to the queue; returns 0 or NHB_ENOMEM. */
-int nhb__srv_conn_push(srv_conn* c, const srv_resp* r);
 void nhb__srv_sweep(srv_worker* w);
+/* Input that arrived but was not handed to the protocol yet (the HTTP/1.1
+ * stash, or plaintext TLS still holds). */
+int nhb__srv_conn_has_input(const srv_conn* c);
+/* Starts or stops reading from the socket. */
+void nhb__srv_conn_set_reading(srv_conn* c, int want);
 /* Plaintext from the socket or from TLS, to the connection's protocol. */
 void nhb__srv_conn_deliver(srv_conn* c, const char* p, size_t n);
 /* Sends bufs, through TLS if the connection has it. keep[i] != 0 says bufs[i]
@@ -491,6 +516,21 @@ void nhb__srv_conn_finish(srv_conn* c);
 void nhb__srv_conn_eof(srv_conn* c);
 /* Starts the protocol a connection will speak (counts it). */
 int nhb__srv_conn_set_proto(srv_conn* c, int proto);
+
+/* server_h1.c */
+/* Sets up the connection's llhttp parser. */
+void nhb__srv_h1_init(srv_conn* c);
+/* Parses p[0..n) (fresh plaintext), or the stash when p is NULL, answers
+ * what it can, and writes what is ready. */
+void nhb__srv_h1_recv(srv_conn* c, const char* p, size_t n);
+/* Writes the ready responses at the head of the queue (in request order). */
+void nhb__srv_h1_flush(srv_conn* c);
+/* The socket drained: parsing paused for back-pressure goes on. */
+void nhb__srv_h1_resume(srv_conn* c);
+/* HTTP/1.1 input on a server that speaks only HTTP/2: 505, then close. */
+void nhb__srv_h1_refuse(srv_conn* c);
+/* Appends a response to the queue; returns 0 or NHB_ENOMEM. */
+int nhb__srv_h1_push(srv_conn* c, const srv_resp* r);
 
 /* server_respond.c */
 

@@ -501,7 +501,7 @@ static int queue_response(srv_conn* c, unsigned status, int mode, int head_only,
     if (release > t) r.deadline_ns = release;
   }
   /* Counted when it is written (nhb__srv_conn_flush). */
-  return nhb__srv_conn_push(c, &r);
+  return nhb__srv_h1_push(c, &r);
 }
 
 static int queue_reply(srv_conn* c, const srv_reply* r, int mode, int head_only, uint64_t now) {
