@@ -130,3 +130,28 @@ def test_symbol_check_names_an_unprefixed_global(tmp_path: Path) -> None:
     assert result.returncode != 0
     assert "srv_helper" in result.stderr
     assert "nhb_public" not in result.stderr
+
+
+# Names a header shares with every file that includes it: macros, typedefs, struct/union/enum
+# tags and static inline functions (a "} name;" only at the start of a line: an indented one
+# is a member).
+_HEADER_NAMES = re.compile(
+    r"^\s*#\s*define\s+(\w+)"
+    r"|^\s*typedef\s[^;{]*?\b(\w+)\s*;"
+    r"|^}\s*(\w+)\s*;"
+    r"|^\s*(?:typedef\s+)?(?:struct|union|enum)\s+(\w+)\s*\{"
+    r"|^\s*static\s+inline\s[^(]*?\b(\w+)\s*\(",
+    re.MULTILINE,
+)
+
+
+def test_shared_headers_use_the_prefixes() -> None:
+    headers = [CSRC / "nhb.h", *sorted((CSRC / "common").glob("*.h")),
+               CSRC / "client" / "client.h", CSRC / "server" / "server_internal.h"]
+    bad = []
+    for header in headers:
+        for match in _HEADER_NAMES.finditer(header.read_text(encoding="utf-8")):
+            name = next(g for g in match.groups() if g)
+            if not name.lower().startswith("nhb_"):
+                bad.append(f"{header.relative_to(CSRC)}: {name}")
+    assert bad == []

@@ -1,7 +1,7 @@
 /* server_buf.c: the test server's two memory helpers.
  *
- * srv_buf is a growable byte buffer (request capture, rendered responses,
- * the stats JSON); srv_arena is a bump allocator over one block reserved up
+ * nhb__srv_buf is a growable byte buffer (request capture, rendered responses,
+ * the stats JSON); nhb__srv_arena is a bump allocator over one block reserved up
  * front, for the option parsers, whose results must not move. Both are reused
  * for the life of their owner (a connection, a worker), so that once they
  * have grown to the largest request seen a request allocates nothing.
@@ -15,7 +15,7 @@
 
 /* ---- buffers -------------------------------------------------------------- */
 
-int nhb__srv_buf_reserve(srv_buf* b, size_t extra) {
+int nhb__srv_buf_reserve(nhb__srv_buf* b, size_t extra) {
   if (b->cap - b->len >= extra) return 0;
   size_t cap = b->cap ? b->cap : 256;
   while (cap - b->len < extra) {
@@ -29,7 +29,7 @@ int nhb__srv_buf_reserve(srv_buf* b, size_t extra) {
   return 0;
 }
 
-int nhb__srv_buf_append_slow(srv_buf* b, const void* data, size_t n) {
+int nhb__srv_buf_append_slow(nhb__srv_buf* b, const void* data, size_t n) {
   if (n == 0) return 0;
   if (nhb__srv_buf_reserve(b, n) < 0) return NHB_ENOMEM;
   memcpy(b->p + b->len, data, n);
@@ -37,7 +37,7 @@ int nhb__srv_buf_append_slow(srv_buf* b, const void* data, size_t n) {
   return 0;
 }
 
-int nhb__srv_buf_printf(srv_buf* b, const char* fmt, ...) {
+int nhb__srv_buf_printf(nhb__srv_buf* b, const char* fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   char small[256];
@@ -53,7 +53,7 @@ int nhb__srv_buf_printf(srv_buf* b, const char* fmt, ...) {
   return 0;
 }
 
-void nhb__srv_buf_free(srv_buf* b) {
+void nhb__srv_buf_free(nhb__srv_buf* b) {
   free(b->p);
   b->p = NULL;
   b->len = b->cap = 0;
@@ -61,7 +61,7 @@ void nhb__srv_buf_free(srv_buf* b) {
 
 /* ---- arenas --------------------------------------------------------------- */
 
-int nhb__srv_arena_reset(srv_arena* a, size_t cap) {
+int nhb__srv_arena_reset(nhb__srv_arena* a, size_t cap) {
   a->len = 0;
   if (a->cap >= cap) return 0;
   /* Grow geometrically so that a worker's arenas settle after a few
@@ -76,14 +76,14 @@ int nhb__srv_arena_reset(srv_arena* a, size_t cap) {
   return 0;
 }
 
-void* nhb__srv_arena_alloc(srv_arena* a, size_t n) {
+void* nhb__srv_arena_alloc(nhb__srv_arena* a, size_t n) {
   size_t start = (a->len + 7) & ~(size_t)7;
   if (start > a->cap || a->cap - start < n) return NULL;
   a->len = start + n;
   return a->base + start;
 }
 
-void nhb__srv_arena_free(srv_arena* a) {
+void nhb__srv_arena_free(nhb__srv_arena* a) {
   free(a->base);
   a->base = NULL;
   a->len = a->cap = 0;

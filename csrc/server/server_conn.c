@@ -30,30 +30,30 @@ static void conn_on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf
 
 /* A write that did not fit into the socket at once; owns copies of the
  * bytes that lived in the connection's out buffer. */
-typedef struct srv_write_req {
+typedef struct nhb__srv_write_req {
   uv_write_t req;
-  srv_conn* c;
+  nhb__srv_conn* c;
   char data[];
-} srv_write_req;
+} nhb__srv_write_req;
 
 static const char h2_preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 #define H2_PREFACE_LEN 24
 
-size_t nhb__srv_conn_queued(const srv_conn* c) {
+size_t nhb__srv_conn_queued(const nhb__srv_conn* c) {
   size_t n = c->h.stream.write_queue_size;
   if (c->tls) n += nhb__srv_tls_pending(c);
   return n;
 }
 
 /* Input that arrived but was not handed to the protocol yet. */
-int nhb__srv_conn_has_input(const srv_conn* c) { return c->stash != NULL || (c->tls && nhb__srv_tls_has_input(c)); }
+int nhb__srv_conn_has_input(const nhb__srv_conn* c) { return c->stash != NULL || (c->tls && nhb__srv_tls_has_input(c)); }
 
 /* ---- closing -------------------------------------------------------------------- */
 
 static void conn_free(uv_handle_t* handle) {
-  srv_conn* c = handle->data;
-  if (c->kind == SRV_CONN_HTTP) {
-    srv_bump(&c->w->counters.connections_active, (uint64_t)-1);
+  nhb__srv_conn* c = handle->data;
+  if (c->kind == NHB__SRV_CONN_HTTP) {
+    nhb__srv_bump(&c->w->counters.connections_active, (uint64_t)-1);
     atomic_fetch_sub_explicit(&c->w->server->conns_open, 1, memory_order_relaxed);
   }
   /* Its descriptor is closed by now: the admin reserve takes it back. */
@@ -62,7 +62,7 @@ static void conn_free(uv_handle_t* handle) {
     /* Every TLS connection ends up counted once: as a handshake or as a
      * connection that never completed one (an alert, garbage, a time-out,
      * a client that went away). */
-    if (!nhb__srv_tls_handshake_done(c)) srv_bump(&c->w->counters.tls_handshake_errors, 1);
+    if (!nhb__srv_tls_handshake_done(c)) nhb__srv_bump(&c->w->counters.tls_handshake_errors, 1);
     nhb__srv_tls_conn_free(c);
   }
   nhb__srv_h2_conn_free(c);
@@ -74,10 +74,10 @@ static void conn_free(uv_handle_t* handle) {
   free(c);
 }
 
-void nhb__srv_conn_close(srv_conn* c) {
+void nhb__srv_conn_close(nhb__srv_conn* c) {
   if (c->closing) return;
   c->closing = 1;
-  srv_worker* w = c->w;
+  nhb__srv_worker* w = c->w;
   if (c->prev) c->prev->next = c->next;
   else w->conns = c->next;
   if (c->next) c->next->prev = c->prev;
@@ -93,7 +93,7 @@ void nhb__srv_conn_close(srv_conn* c) {
 }
 
 static void on_shutdown(uv_shutdown_t* req, int status) {
-  srv_conn* c = req->data;
+  nhb__srv_conn* c = req->data;
   if (c->closing) return;
   if (status < 0) {
     nhb__srv_conn_close(c);
@@ -101,7 +101,7 @@ static void on_shutdown(uv_shutdown_t* req, int status) {
   }
   /* Keep reading, and discarding, until the client closes: closing with
    * unread input would send a reset that can destroy the final response
-   * before the client reads it. The sweep ends this after SRV_LINGER_MS. */
+   * before the client reads it. The sweep ends this after NHB__SRV_LINGER_MS. */
   c->lingering = 1;
   c->linger_start_ms = uv_now(&c->w->loop);
   if (!c->reading && uv_read_start(&c->h.stream, conn_alloc, conn_on_read) == 0) c->reading = 1;
@@ -110,7 +110,7 @@ static void on_shutdown(uv_shutdown_t* req, int status) {
 
 /* The last response is queued for writing: shut the write side down after
  * it, then linger. */
-void nhb__srv_conn_finish(srv_conn* c) {
+void nhb__srv_conn_finish(nhb__srv_conn* c) {
   if (c->closing || c->finishing) return;
   if (c->tls) {
     /* close_notify, then every byte of ciphertext goes to the socket before
@@ -136,8 +136,8 @@ void nhb__srv_conn_finish(srv_conn* c) {
 /* ---- writing ---------------------------------------------------------------------- */
 
 /* The socket took everything written so far: the protocol may go on. */
-static void conn_output_ready(srv_conn* c) {
-  if (c->proto == SRV_PROTO_H2) {
+static void conn_output_ready(nhb__srv_conn* c) {
+  if (c->proto == NHB__SRV_PROTO_H2) {
     nhb__srv_h2_send(c);
   } else if (c->tls && c->q_len > 0) {
     nhb__srv_conn_flush(c); /* the next slice of a large response */
@@ -147,8 +147,8 @@ static void conn_output_ready(srv_conn* c) {
 }
 
 static void conn_on_write(uv_write_t* req, int status) {
-  srv_write_req* wr = (srv_write_req*)req;
-  srv_conn* c = wr->c;
+  nhb__srv_write_req* wr = (nhb__srv_write_req*)req;
+  nhb__srv_conn* c = wr->c;
   free(wr);
   if (c->closing) return;
   if (status < 0) {
@@ -161,8 +161,8 @@ static void conn_on_write(uv_write_t* req, int status) {
   if (c->h.stream.write_queue_size == 0) conn_output_ready(c);
 }
 
-int nhb__srv_sock_write(srv_conn* c, uv_buf_t* bufs, unsigned nbufs, size_t total, const uint8_t* keep) {
-  if (c->kind == SRV_CONN_HTTP) srv_bump(&c->w->counters.tx_bytes, total);
+int nhb__srv_sock_write(nhb__srv_conn* c, uv_buf_t* bufs, unsigned nbufs, size_t total, const uint8_t* keep) {
+  if (c->kind == NHB__SRV_CONN_HTTP) nhb__srv_bump(&c->w->counters.tx_bytes, total);
   int n = uv_try_write(&c->h.stream, bufs, nbufs);
   if (n == UV_EAGAIN || n == UV_ENOSYS) n = 0;
   if (n < 0) {
@@ -181,7 +181,7 @@ int nhb__srv_sock_write(srv_conn* c, uv_buf_t* bufs, unsigned nbufs, size_t tota
   size_t copy = 0;
   for (unsigned i = first; i < nbufs; i++)
     if (!keep || !keep[i]) copy += bufs[i].len;
-  srv_write_req* wr = malloc(sizeof(*wr) + copy);
+  nhb__srv_write_req* wr = malloc(sizeof(*wr) + copy);
   if (!wr) {
     nhb__srv_conn_close(c);
     return -1;
@@ -203,7 +203,7 @@ int nhb__srv_sock_write(srv_conn* c, uv_buf_t* bufs, unsigned nbufs, size_t tota
   return 0;
 }
 
-int nhb__srv_conn_write(srv_conn* c, uv_buf_t* bufs, unsigned nbufs, size_t total, const uint8_t* keep) {
+int nhb__srv_conn_write(nhb__srv_conn* c, uv_buf_t* bufs, unsigned nbufs, size_t total, const uint8_t* keep) {
   if (c->tls) return nhb__srv_tls_write(c, bufs, nbufs);
   return nhb__srv_sock_write(c, bufs, nbufs, total, keep);
 }
@@ -214,9 +214,9 @@ int nhb__srv_conn_write(srv_conn* c, uv_buf_t* bufs, unsigned nbufs, size_t tota
  * request order, or HTTP/2's frames. Called after input was parsed, when a
  * delay or stall ends (the worker's delay timer), and when the socket
  * drained. */
-void nhb__srv_conn_flush(srv_conn* c) {
+void nhb__srv_conn_flush(nhb__srv_conn* c) {
   if (c->closing) return;
-  if (c->proto == SRV_PROTO_H2) {
+  if (c->proto == NHB__SRV_PROTO_H2) {
     nhb__srv_h2_flush(c);
     return;
   }
@@ -227,14 +227,14 @@ void nhb__srv_conn_flush(srv_conn* c) {
 
 static void conn_alloc(uv_handle_t* handle, size_t suggested, uv_buf_t* buf) {
   NHB__UNUSED(suggested);
-  srv_conn* c = handle->data;
+  nhb__srv_conn* c = handle->data;
   /* Safe to share: libuv calls alloc, read() and the read callback in a
    * row for one stream, and the callback consumes or copies every byte. */
   buf->base = c->w->rbuf;
-  buf->len = SRV_READ_BUFFER;
+  buf->len = NHB__SRV_READ_BUFFER;
 }
 
-void nhb__srv_conn_set_reading(srv_conn* c, int want) {
+void nhb__srv_conn_set_reading(nhb__srv_conn* c, int want) {
   if (want && !c->reading) {
     if (uv_read_start(&c->h.stream, conn_alloc, conn_on_read) == 0) c->reading = 1;
   } else if (!want && c->reading) {
@@ -243,23 +243,23 @@ void nhb__srv_conn_set_reading(srv_conn* c, int want) {
   }
 }
 
-int nhb__srv_conn_set_proto(srv_conn* c, int proto) {
-  srv_worker* w = c->w;
+int nhb__srv_conn_set_proto(nhb__srv_conn* c, int proto) {
+  nhb__srv_worker* w = c->w;
   c->proto = (uint8_t)proto;
-  if (proto == SRV_PROTO_H2) {
-    srv_bump(&w->counters.connections_http2, 1);
+  if (proto == NHB__SRV_PROTO_H2) {
+    nhb__srv_bump(&w->counters.connections_http2, 1);
     return nhb__srv_h2_start(c);
   }
-  srv_bump(&w->counters.connections_http1, 1);
+  nhb__srv_bump(&w->counters.connections_http1, 1);
   return 0;
 }
 
-void nhb__srv_conn_deliver(srv_conn* c, const char* p, size_t n) {
-  if (NHB__LIKELY(c->proto == SRV_PROTO_H1)) {
+void nhb__srv_conn_deliver(nhb__srv_conn* c, const char* p, size_t n) {
+  if (NHB__LIKELY(c->proto == NHB__SRV_PROTO_H1)) {
     nhb__srv_h1_recv(c, p, n);
     return;
   }
-  if (c->proto == SRV_PROTO_H2) {
+  if (c->proto == NHB__SRV_PROTO_H2) {
     nhb__srv_h2_recv(c, p, n);
     return;
   }
@@ -271,7 +271,7 @@ void nhb__srv_conn_deliver(srv_conn* c, const char* p, size_t n) {
   if (s->h2_ok && memcmp(p, h2_preface + have, m) == 0) {
     c->preface_n = (uint8_t)(have + m);
     if (c->preface_n < H2_PREFACE_LEN) return;
-    if (nhb__srv_conn_set_proto(c, SRV_PROTO_H2) < 0) {
+    if (nhb__srv_conn_set_proto(c, NHB__SRV_PROTO_H2) < 0) {
       nhb__srv_conn_close(c);
       return;
     }
@@ -281,11 +281,11 @@ void nhb__srv_conn_deliver(srv_conn* c, const char* p, size_t n) {
     return;
   }
   if (!s->h1_ok) {
-    c->proto = SRV_PROTO_H1;
+    c->proto = NHB__SRV_PROTO_H1;
     nhb__srv_h1_refuse(c);
     return;
   }
-  nhb__srv_conn_set_proto(c, SRV_PROTO_H1);
+  nhb__srv_conn_set_proto(c, NHB__SRV_PROTO_H1);
   if (have == 0) {
     nhb__srv_h1_recv(c, p, n);
     return;
@@ -302,8 +302,8 @@ void nhb__srv_conn_deliver(srv_conn* c, const char* p, size_t n) {
   free(joined);
 }
 
-void nhb__srv_conn_eof(srv_conn* c) {
-  if (c->proto == SRV_PROTO_H1 && c->q_len > 0 && c->head_sent == 0 && c->q[c->q_head].deadline_ns &&
+void nhb__srv_conn_eof(nhb__srv_conn* c) {
+  if (c->proto == NHB__SRV_PROTO_H1 && c->q_len > 0 && c->head_sent == 0 && c->q[c->q_head].deadline_ns &&
       c->q[c->q_head].deadline_ns > nhb__now_ns()) {
     /* The response next in line waits for a delay or a stall, and the
      * client has closed: almost always it is gone (a timed-out client, or
@@ -315,7 +315,7 @@ void nhb__srv_conn_eof(srv_conn* c) {
     nhb__srv_conn_close(c);
     return;
   }
-  if (c->proto == SRV_PROTO_H1 && (c->q_len > 0 || nhb__srv_conn_has_input(c)) && !c->finishing) {
+  if (c->proto == NHB__SRV_PROTO_H1 && (c->q_len > 0 || nhb__srv_conn_has_input(c)) && !c->finishing) {
     /* The client half-closed with requests still to answer: answer them,
      * then close. */
     nhb__srv_conn_set_reading(c, 0);
@@ -326,12 +326,12 @@ void nhb__srv_conn_eof(srv_conn* c) {
 }
 
 static void conn_on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf) {
-  srv_conn* c = stream->data;
+  nhb__srv_conn* c = stream->data;
   NHB__UNUSED(buf);
   if (nread > 0) {
-    if (c->kind == SRV_CONN_HTTP) srv_bump(&c->w->counters.rx_bytes, (uint64_t)nread);
+    if (c->kind == NHB__SRV_CONN_HTTP) nhb__srv_bump(&c->w->counters.rx_bytes, (uint64_t)nread);
     c->last_active_ms = uv_now(&c->w->loop);
-    if (c->finishing || (c->close_after && c->proto != SRV_PROTO_H2)) return; /* discarded */
+    if (c->finishing || (c->close_after && c->proto != NHB__SRV_PROTO_H2)) return; /* discarded */
     c->w->now_ns = nhb__now_ns();
     if (c->tls) nhb__srv_tls_on_read(c, c->w->rbuf, (size_t)nread);
     else nhb__srv_conn_deliver(c, c->w->rbuf, (size_t)nread);
@@ -346,10 +346,10 @@ static void conn_on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf
 
 /* Starts a connection on an accepted socket; `spare`: it took one of the
  * admin endpoint's reserved descriptors. */
-static void conn_open(srv_worker* w, srv_listener* l, int fd, int spare) {
+static void conn_open(nhb__srv_worker* w, nhb__srv_listener* l, int fd, int spare) {
   nhb_server* s = w->server;
-  int http = l->kind != SRV_L_ADMIN;
-  srv_conn* c = calloc(1, sizeof(*c));
+  int http = l->kind != NHB__SRV_L_ADMIN;
+  nhb__srv_conn* c = calloc(1, sizeof(*c));
   if (!c) {
     close(fd);
     if (http) atomic_fetch_sub_explicit(&s->conns_open, 1, memory_order_relaxed);
@@ -357,7 +357,7 @@ static void conn_open(srv_worker* w, srv_listener* l, int fd, int spare) {
     return;
   }
   c->w = w;
-  c->kind = http ? SRV_CONN_HTTP : SRV_CONN_ADMIN;
+  c->kind = http ? NHB__SRV_CONN_HTTP : NHB__SRV_CONN_ADMIN;
   c->is_pipe = (uint8_t)l->is_pipe;
   c->spare_fd = (uint8_t)spare;
   c->heap_idx = SIZE_MAX;
@@ -369,21 +369,21 @@ static void conn_open(srv_worker* w, srv_listener* l, int fd, int spare) {
   c->next = w->conns;
   if (w->conns) w->conns->prev = c;
   w->conns = c;
-  if (http) srv_bump(&w->counters.connections_active, 1);
+  if (http) nhb__srv_bump(&w->counters.connections_active, 1);
   /* From here conn_free() gives back what the connection holds. */
   if ((c->is_pipe ? uv_pipe_open(&c->h.pipe, fd) : uv_tcp_open(&c->h.tcp, fd)) < 0) {
     close(fd); /* not the handle's yet */
     nhb__srv_conn_close(c);
     return;
   }
-  if (http) srv_bump(&w->counters.connections_total, 1);
+  if (http) nhb__srv_bump(&w->counters.connections_total, 1);
   if (!c->is_pipe) uv_tcp_nodelay(&c->h.tcp, 1);
   nhb__srv_h1_init(c);
   /* The admin endpoint speaks HTTP/1.1 only; an HTTP listener decides by the
    * first bytes (or ALPN) unless it speaks only HTTP/1.1. */
-  if (c->kind == SRV_CONN_ADMIN) c->proto = SRV_PROTO_H1;
-  else if (!s->h2_ok && !s->ssl_ctx) nhb__srv_conn_set_proto(c, SRV_PROTO_H1);
-  if (c->kind == SRV_CONN_HTTP && s->ssl_ctx && nhb__srv_tls_accept(c) < 0) {
+  if (c->kind == NHB__SRV_CONN_ADMIN) c->proto = NHB__SRV_PROTO_H1;
+  else if (!s->h2_ok && !s->ssl_ctx) nhb__srv_conn_set_proto(c, NHB__SRV_PROTO_H1);
+  if (c->kind == NHB__SRV_CONN_HTTP && s->ssl_ctx && nhb__srv_tls_accept(c) < 0) {
     nhb__srv_conn_close(c);
     return;
   }
@@ -402,11 +402,11 @@ static int accept_fd(int lfd) { return accept4(lfd, NULL, NULL, SOCK_NONBLOCK | 
  * its reserved descriptors and serves the connection; another listener gives
  * up its spare to take the connection and close it at once (the classic
  * trick), counted in connections_refused. When no reserve is left the
- * listener is paused for SRV_ACCEPT_RETRY_MS. Returns 1 when accepting may
+ * listener is paused for NHB__SRV_ACCEPT_RETRY_MS. Returns 1 when accepting may
  * go on. */
-static int accept_starved(srv_worker* w, srv_listener* l) {
-  if (l->kind == SRV_L_ADMIN) {
-    for (int i = 0; i < SRV_ADMIN_RESERVE; i++) {
+static int accept_starved(nhb__srv_worker* w, nhb__srv_listener* l) {
+  if (l->kind == NHB__SRV_L_ADMIN) {
+    for (int i = 0; i < NHB__SRV_ADMIN_RESERVE; i++) {
       if (w->admin_fds[i] < 0) continue;
       close(w->admin_fds[i]);
       w->admin_fds[i] = -1;
@@ -424,7 +424,7 @@ static int accept_starved(srv_worker* w, srv_listener* l) {
     int fd = accept_fd(l->fd);
     if (fd >= 0) {
       close(fd);
-      srv_bump(&w->counters.connections_refused, 1);
+      nhb__srv_bump(&w->counters.connections_refused, 1);
     }
     int again = fd >= 0 || errno == EAGAIN || errno == EWOULDBLOCK;
     w->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -435,10 +435,10 @@ static int accept_starved(srv_worker* w, srv_listener* l) {
   return 0;
 }
 
-void nhb__srv_accept(srv_listener* l) {
-  srv_worker* w = l->h.handle.loop->data;
+void nhb__srv_accept(nhb__srv_listener* l) {
+  nhb__srv_worker* w = l->h.handle.loop->data;
   nhb_server* s = w->server;
-  for (int i = 0; i < SRV_ACCEPT_BATCH && !w->stopping && !l->paused; i++) {
+  for (int i = 0; i < NHB__SRV_ACCEPT_BATCH && !w->stopping && !l->paused; i++) {
     int fd = accept_fd(l->fd);
     if (fd < 0) {
       if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO) continue;
@@ -447,42 +447,42 @@ void nhb__srv_accept(srv_listener* l) {
       }
       return; /* EAGAIN: nothing pending (another worker may have taken it) */
     }
-    if (l->kind != SRV_L_ADMIN) {
+    if (l->kind != NHB__SRV_L_ADMIN) {
       /* One atomic add per connection (not per request) keeps the limit
        * exact across workers. */
       uint64_t open_now = atomic_fetch_add_explicit(&s->conns_open, 1, memory_order_relaxed) + 1;
       if (open_now > s->max_connections) {
         atomic_fetch_sub_explicit(&s->conns_open, 1, memory_order_relaxed);
         close(fd);
-        srv_bump(&w->counters.connections_refused, 1);
+        nhb__srv_bump(&w->counters.connections_refused, 1);
         continue;
       }
     }
-    if (l->kind == SRV_L_TCP_ECHO) nhb__srv_echo_open(w, fd);
+    if (l->kind == NHB__SRV_L_TCP_ECHO) nhb__srv_echo_open(w, fd);
     else conn_open(w, l, fd, 0);
   }
 }
 
 /* ---- time-outs ------------------------------------------------------------------------- */
 
-void nhb__srv_sweep(srv_worker* w) {
+void nhb__srv_sweep(nhb__srv_worker* w) {
   const nhb_server_config* cfg = &w->server->config;
   uint64_t now = uv_now(&w->loop);
   uint64_t idle_ms = cfg->idle_timeout_ns / NHB__NS_PER_MS;
   uint64_t head_ms = cfg->header_timeout_ns / NHB__NS_PER_MS;
   if (cfg->idle_timeout_ns && !idle_ms) idle_ms = 1;
   if (cfg->header_timeout_ns && !head_ms) head_ms = 1;
-  srv_conn* next;
-  for (srv_conn* c = w->conns; c; c = next) {
+  nhb__srv_conn* next;
+  for (nhb__srv_conn* c = w->conns; c; c = next) {
     next = c->next;
-    int busy = c->proto == SRV_PROTO_H2 ? nhb__srv_h2_busy(c) : c->q_len > 0;
+    int busy = c->proto == NHB__SRV_PROTO_H2 ? nhb__srv_h2_busy(c) : c->q_len > 0;
     if (c->lingering) {
-      if (now - c->linger_start_ms >= SRV_LINGER_MS) nhb__srv_conn_close(c);
+      if (now - c->linger_start_ms >= NHB__SRV_LINGER_MS) nhb__srv_conn_close(c);
     } else if (c->in_head && head_ms && now - c->head_start_ms >= head_ms) {
       nhb__srv_conn_close(c);
     } else if (idle_ms && !busy && !c->finishing && now - c->last_active_ms >= idle_ms) {
       /* HTTP/2 says goodbye with GOAWAY; HTTP/1.1 just closes. */
-      if (c->proto == SRV_PROTO_H2) nhb__srv_h2_goaway(c);
+      if (c->proto == NHB__SRV_PROTO_H2) nhb__srv_h2_goaway(c);
       else nhb__srv_conn_close(c);
     }
   }

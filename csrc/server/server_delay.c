@@ -19,7 +19,7 @@
 
 /* ---- random numbers ---------------------------------------------------------- */
 
-uint64_t nhb__srv_rand(srv_worker* w) {
+uint64_t nhb__srv_rand(nhb__srv_worker* w) {
   /* xorshift64*: a few cycles per draw, plenty for probability lists. */
   uint64_t x = w->rng;
   x ^= x >> 12;
@@ -36,7 +36,7 @@ static uint64_t splitmix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-void nhb__srv_rand_seed(srv_worker* w, int index) {
+void nhb__srv_rand_seed(nhb__srv_worker* w, int index) {
   /* Different for every worker and every run; never 0, which xorshift
    * cannot leave. */
   w->rng = splitmix64(nhb__now_ns() ^ ((uint64_t)(index + 1) * 0x9E3779B97F4A7C15ULL));
@@ -59,7 +59,7 @@ uint64_t nhb__srv_stall_release(nhb_server* s, uint64_t t) {
   return t;
 }
 
-void nhb__srv_stall_request(srv_worker* w, uint64_t now, uint64_t duration_ns) {
+void nhb__srv_stall_request(nhb__srv_worker* w, uint64_t now, uint64_t duration_ns) {
   nhb_server* s = w->server;
   uint64_t until = now + duration_ns;
   uint64_t cur = atomic_load_explicit(&s->stalled_until_ns, memory_order_relaxed);
@@ -67,20 +67,20 @@ void nhb__srv_stall_request(srv_worker* w, uint64_t now, uint64_t duration_ns) {
          !atomic_compare_exchange_weak_explicit(&s->stalled_until_ns, &cur, until, memory_order_relaxed,
                                                 memory_order_relaxed)) {
   }
-  srv_bump(&w->counters.stall_requests, 1);
+  nhb__srv_bump(&w->counters.stall_requests, 1);
 }
 
 /* ---- the delay heap ---------------------------------------------------------- */
 
-static void heap_swap(srv_worker* w, size_t i, size_t j) {
-  srv_conn* t = w->heap[i];
+static void heap_swap(nhb__srv_worker* w, size_t i, size_t j) {
+  nhb__srv_conn* t = w->heap[i];
   w->heap[i] = w->heap[j];
   w->heap[j] = t;
   w->heap[i]->heap_idx = i;
   w->heap[j]->heap_idx = j;
 }
 
-static void heap_up(srv_worker* w, size_t i) {
+static void heap_up(nhb__srv_worker* w, size_t i) {
   while (i > 0) {
     size_t parent = (i - 1) / 2;
     if (w->heap[parent]->wake_ns <= w->heap[i]->wake_ns) break;
@@ -89,7 +89,7 @@ static void heap_up(srv_worker* w, size_t i) {
   }
 }
 
-static void heap_down(srv_worker* w, size_t i) {
+static void heap_down(nhb__srv_worker* w, size_t i) {
   for (;;) {
     size_t l = 2 * i + 1, r = l + 1, m = i;
     if (l < w->heap_len && w->heap[l]->wake_ns < w->heap[m]->wake_ns) m = l;
@@ -100,18 +100,18 @@ static void heap_down(srv_worker* w, size_t i) {
   }
 }
 
-static void heap_arm(srv_worker* w) {
+static void heap_arm(nhb__srv_worker* w) {
   if (w->heap_len == 0) return;
   uint64_t first = w->heap[0]->wake_ns;
   if (w->armed_ns != 0 && first >= w->armed_ns) return;
   if (nhb__timerfd_arm(w->timer_fd, first) == 0) w->armed_ns = first;
 }
 
-void nhb__srv_heap_set(srv_worker* w, srv_conn* c, uint64_t wake_ns) {
+void nhb__srv_heap_set(nhb__srv_worker* w, nhb__srv_conn* c, uint64_t wake_ns) {
   if (c->heap_idx == SIZE_MAX) {
     if (w->heap_len == w->heap_cap) {
       size_t cap = w->heap_cap ? 2 * w->heap_cap : 64;
-      srv_conn** h = realloc(w->heap, cap * sizeof(*h));
+      nhb__srv_conn** h = realloc(w->heap, cap * sizeof(*h));
       if (!h) {
         /* Without a heap slot the response would never be sent. */
         nhb__srv_conn_close(c);
@@ -133,11 +133,11 @@ void nhb__srv_heap_set(srv_worker* w, srv_conn* c, uint64_t wake_ns) {
   heap_arm(w);
 }
 
-void nhb__srv_heap_remove(srv_worker* w, srv_conn* c) {
+void nhb__srv_heap_remove(nhb__srv_worker* w, nhb__srv_conn* c) {
   size_t i = c->heap_idx;
   if (i == SIZE_MAX) return;
   c->heap_idx = SIZE_MAX;
-  srv_conn* last = w->heap[--w->heap_len];
+  nhb__srv_conn* last = w->heap[--w->heap_len];
   if (i == w->heap_len) return;
   w->heap[i] = last;
   last->heap_idx = i;
@@ -147,12 +147,12 @@ void nhb__srv_heap_remove(srv_worker* w, srv_conn* c) {
 
 void nhb__srv_on_delay_timer(uv_poll_t* handle, int status, int events) {
   NHB__UNUSED(events);
-  srv_worker* w = handle->data;
+  nhb__srv_worker* w = handle->data;
   if (status < 0) return;
   w->armed_ns = 0;
   uint64_t now = nhb__now_ns();
   while (w->heap_len && w->heap[0]->wake_ns <= now) {
-    srv_conn* c = w->heap[0];
+    nhb__srv_conn* c = w->heap[0];
     nhb__srv_heap_remove(w, c);
     /* Sends what is due and puts the connection back if more waits. */
     nhb__srv_conn_flush(c);

@@ -3,7 +3,7 @@
  * server_conn.c hands this file the plaintext of a connection that speaks
  * HTTP/1.1 (nhb__srv_h1_recv()); it parses it and answers every request in
  * order (pipelining). Every request's URL and headers are captured into a
- * per-connection srv_req (server_request.c) that is reused, so a request
+ * per-connection nhb__srv_req (server_request.c) that is reused, so a request
  * costs no allocation; the bytes a connection cannot parse yet (it paused
  * for back-pressure) are copied aside, which is the rare case.
  *
@@ -22,16 +22,16 @@
 
 static const char continue_100[] = "HTTP/1.1 100 Continue\r\n\r\n";
 
-static int backpressure(const srv_conn* c) {
-  return c->q_len >= SRV_MAX_PENDING || c->out.len >= SRV_MAX_OUT || nhb__srv_conn_queued(c) >= SRV_MAX_QUEUED_WRITE;
+static int backpressure(const nhb__srv_conn* c) {
+  return c->q_len >= NHB__SRV_MAX_PENDING || c->out.len >= NHB__SRV_MAX_OUT || nhb__srv_conn_queued(c) >= NHB__SRV_MAX_QUEUED_WRITE;
 }
 
 /* ---- the response queue ------------------------------------------------------------ */
 
-int nhb__srv_h1_push(srv_conn* c, const srv_resp* r) {
+int nhb__srv_h1_push(nhb__srv_conn* c, const nhb__srv_resp* r) {
   if (c->q_len == c->q_cap) {
     size_t cap = c->q_cap ? 2 * c->q_cap : 8;
-    srv_resp* q = malloc(cap * sizeof(*q));
+    nhb__srv_resp* q = malloc(cap * sizeof(*q));
     if (!q) return NHB_ENOMEM;
     for (size_t i = 0; i < c->q_len; i++) q[i] = c->q[(c->q_head + i) & (c->q_cap - 1)];
     free(c->q);
@@ -39,7 +39,7 @@ int nhb__srv_h1_push(srv_conn* c, const srv_resp* r) {
     c->q_cap = cap;
     c->q_head = 0;
   }
-  srv_resp* slot = &c->q[(c->q_head + c->q_len) & (c->q_cap - 1)];
+  nhb__srv_resp* slot = &c->q[(c->q_head + c->q_len) & (c->q_cap - 1)];
   *slot = *r;
   slot->delayed = 0;
   if (r->deadline_ns) {
@@ -54,10 +54,10 @@ int nhb__srv_h1_push(srv_conn* c, const srv_resp* r) {
 /* Moves the bytes still referenced by queued responses to the front of
  * `out` once the dead prefix is large, so a connection that always has a
  * response waiting does not grow `out` forever. */
-static void conn_compact(srv_conn* c) {
+static void conn_compact(nhb__srv_conn* c) {
   size_t lo = c->out.len;
   for (size_t i = 0; i < c->q_len; i++) {
-    const srv_resp* r = &c->q[(c->q_head + i) & (c->q_cap - 1)];
+    const nhb__srv_resp* r = &c->q[(c->q_head + i) & (c->q_cap - 1)];
     for (int k = 0; k < r->npieces; k++)
       if (!r->p[k].ext && r->p[k].off < lo) lo = r->p[k].off;
   }
@@ -65,22 +65,22 @@ static void conn_compact(srv_conn* c) {
   memmove(c->out.p, c->out.p + lo, c->out.len - lo);
   c->out.len -= lo;
   for (size_t i = 0; i < c->q_len; i++) {
-    srv_resp* r = &c->q[(c->q_head + i) & (c->q_cap - 1)];
+    nhb__srv_resp* r = &c->q[(c->q_head + i) & (c->q_cap - 1)];
     for (int k = 0; k < r->npieces; k++)
       if (!r->p[k].ext) r->p[k].off -= lo;
   }
 }
 
-void nhb__srv_h1_flush(srv_conn* c) {
+void nhb__srv_h1_flush(nhb__srv_conn* c) {
   if (c->closing) return;
-  srv_worker* w = c->w;
+  nhb__srv_worker* w = c->w;
   nhb_server* s = w->server;
-  int stall = c->kind == SRV_CONN_HTTP && srv_stall_possible(s);
+  int stall = c->kind == NHB__SRV_CONN_HTTP && nhb__srv_stall_possible(s);
   uint64_t now = 0;
   int finished = 0;
   while (c->q_len > 0 && !finished) {
-    uv_buf_t bufs[SRV_MAX_BATCH * 3];
-    uint8_t keep[SRV_MAX_BATCH * 3];
+    uv_buf_t bufs[NHB__SRV_MAX_BATCH * 3];
+    uint8_t keep[NHB__SRV_MAX_BATCH * 3];
     unsigned nb = 0, nrec = 0;
     size_t total = 0;
     /* Plain TCP writes every ready response at once: the kernel takes what
@@ -90,16 +90,16 @@ void nhb__srv_h1_flush(srv_conn* c) {
     size_t budget = SIZE_MAX;
     if (c->tls) {
       size_t queued = nhb__srv_conn_queued(c);
-      if (queued >= SRV_WRITE_HIGH) break;
-      budget = SRV_WRITE_HIGH - queued;
+      if (queued >= NHB__SRV_WRITE_HIGH) break;
+      budget = NHB__SRV_WRITE_HIGH - queued;
     }
     int partial = 0, waiting = 0;
     /* What the batch answers, counted once its bytes are handed over. */
-    uint16_t done_status[SRV_MAX_BATCH];
-    uint8_t done_bad[SRV_MAX_BATCH];
+    uint16_t done_status[NHB__SRV_MAX_BATCH];
+    uint8_t done_bad[NHB__SRV_MAX_BATCH];
     unsigned ndone = 0;
-    while (c->q_len > 0 && nrec < SRV_MAX_BATCH && budget > 0) {
-      srv_resp* r = &c->q[c->q_head];
+    while (c->q_len > 0 && nrec < NHB__SRV_MAX_BATCH && budget > 0) {
+      nhb__srv_resp* r = &c->q[c->q_head];
       if ((r->deadline_ns || stall) && c->head_sent == 0) {
         if (!now) now = nhb__now_ns();
         if (r->deadline_ns > now) {
@@ -123,7 +123,7 @@ void nhb__srv_h1_flush(srv_conn* c) {
       size_t skip = c->head_sent;
       size_t taken = 0;
       for (int k = 0; k < r->npieces; k++) {
-        const srv_piece* p = &r->p[k];
+        const nhb__srv_piece* p = &r->p[k];
         size_t len = p->len;
         if (skip >= len) {
           skip -= len;
@@ -159,7 +159,7 @@ void nhb__srv_h1_flush(srv_conn* c) {
       nrec++;
       if (finished) break;
     }
-    if (ndone && c->kind == SRV_CONN_HTTP) {
+    if (ndone && c->kind == NHB__SRV_CONN_HTTP) {
       /* Counted as the responses are handed to the socket, so a response
        * that waits for a delay, or is dropped with its connection before its
        * turn, is not among them; the admin endpoint's own are never counted.
@@ -167,15 +167,15 @@ void nhb__srv_h1_flush(srv_conn* c) {
        * holding a response never reads counters that do not include it yet
        * (HTTP/2 counts at the same point: when nghttp2 hands the frame over,
        * before the socket write). */
-      srv_bump(&w->counters.requests, ndone);
+      nhb__srv_bump(&w->counters.requests, ndone);
       for (unsigned i = 0; i < ndone; i++) {
-        if (done_status[i] < NHB_SERVER_STATUS_MAX) srv_bump(&w->counters.status[done_status[i]], 1);
-        if (done_bad[i]) srv_bump(&w->counters.bad_requests, 1);
+        if (done_status[i] < NHB_SERVER_STATUS_MAX) nhb__srv_bump(&w->counters.status[done_status[i]], 1);
+        if (done_bad[i]) nhb__srv_bump(&w->counters.bad_requests, 1);
       }
     }
     if (nb && nhb__srv_conn_write(c, bufs, nb, total, keep) < 0) return;
     if (waiting || finished) break;
-    if (!partial && nrec < SRV_MAX_BATCH) break;
+    if (!partial && nrec < NHB__SRV_MAX_BATCH) break;
   }
   if (finished) {
     /* Nothing is parsed after a closing response, so nothing should follow
@@ -193,7 +193,7 @@ void nhb__srv_h1_flush(srv_conn* c) {
     }
   } else {
     conn_compact(c);
-    const srv_resp* head = &c->q[c->q_head];
+    const nhb__srv_resp* head = &c->q[c->q_head];
     if (head->deadline_ns && c->head_sent == 0) nhb__srv_heap_set(w, c, head->deadline_ns);
   }
   nhb__srv_h1_resume(c);
@@ -201,9 +201,9 @@ void nhb__srv_h1_flush(srv_conn* c) {
 
 /* ---- parser callbacks ------------------------------------------------------------ */
 
-static inline srv_conn* conn_of(llhttp_t* p) { return (srv_conn*)p->data; }
+static inline nhb__srv_conn* conn_of(llhttp_t* p) { return (nhb__srv_conn*)p->data; }
 
-static int head_grow(srv_conn* c, size_t n) {
+static int head_grow(nhb__srv_conn* c, size_t n) {
   c->req.head_bytes += n;
   if (NHB__UNLIKELY(c->req.head_bytes > c->w->server->config.max_header_bytes)) {
     c->error_status = 431;
@@ -213,8 +213,8 @@ static int head_grow(srv_conn* c, size_t n) {
 }
 
 static int on_message_begin(llhttp_t* p) {
-  srv_conn* c = conn_of(p);
-  srv_req* q = &c->req;
+  nhb__srv_conn* c = conn_of(p);
+  nhb__srv_req* q = &c->req;
   if (!c->in_head) {
     c->in_head = 1;
     c->head_start_ms = uv_now(&c->w->loop);
@@ -225,7 +225,7 @@ static int on_message_begin(llhttp_t* p) {
 }
 
 static int on_url(llhttp_t* p, const char* at, size_t len) {
-  srv_conn* c = conn_of(p);
+  nhb__srv_conn* c = conn_of(p);
   if (head_grow(c, len) < 0) return -1;
   if (nhb__srv_buf_append(&c->req.buf, at, len) < 0) return -1;
   c->req.url_len += len;
@@ -238,11 +238,11 @@ static int on_url_complete(llhttp_t* p) {
 }
 
 static int on_header_field(llhttp_t* p, const char* at, size_t len) {
-  srv_conn* c = conn_of(p);
-  srv_req* q = &c->req;
+  nhb__srv_conn* c = conn_of(p);
+  nhb__srv_req* q = &c->req;
   if (head_grow(c, len) < 0) return -1;
   if (q->state != 1) {
-    if (NHB__UNLIKELY(q->nhdrs >= SRV_MAX_HEADERS)) {
+    if (NHB__UNLIKELY(q->nhdrs >= NHB__SRV_MAX_HEADERS)) {
       c->error_status = 431;
       return -1;
     }
@@ -260,7 +260,7 @@ static int on_header_field(llhttp_t* p, const char* at, size_t len) {
  * reaches it as the value "chunked" without marking the request chunked, so
  * the body would be parsed as the next request. RFC 9112 section 5.2 lets a
  * server refuse it with 400, which this one does. */
-static int value_is_folded(const srv_conn* c, const char* at) {
+static int value_is_folded(const nhb__srv_conn* c, const char* at) {
   const char* k = at;
   while (k > c->parse_base && (k[-1] == ' ' || k[-1] == '\t')) k--;
   if (k > c->parse_base) return k[-1] == '\n';
@@ -269,17 +269,17 @@ static int value_is_folded(const srv_conn* c, const char* at) {
 
 /* Notes whether parsed input [start, end) ends in a line break and blanks,
  * for value_is_folded() at the start of the next read. */
-static void note_tail(srv_conn* c, const char* start, const char* end) {
+static void note_tail(nhb__srv_conn* c, const char* start, const char* end) {
   while (end > start && (end[-1] == ' ' || end[-1] == '\t')) end--;
   if (end > start) c->tail_lf = end[-1] == '\n';
 }
 
 static int on_header_value(llhttp_t* p, const char* at, size_t len) {
-  srv_conn* c = conn_of(p);
-  srv_req* q = &c->req;
+  nhb__srv_conn* c = conn_of(p);
+  nhb__srv_req* q = &c->req;
   if (head_grow(c, len) < 0) return -1;
   if (NHB__UNLIKELY(value_is_folded(c, at))) return -1;
-  srv_hdr_pos* h = &q->hdrs[q->nhdrs - 1];
+  nhb__srv_hdr_pos* h = &q->hdrs[q->nhdrs - 1];
   if (q->state != 2) {
     h->value_off = q->buf.len;
     h->value_len = 0;
@@ -291,10 +291,10 @@ static int on_header_value(llhttp_t* p, const char* at, size_t len) {
 }
 
 static int on_header_value_complete(llhttp_t* p) {
-  srv_conn* c = conn_of(p);
-  srv_req* q = &c->req;
+  nhb__srv_conn* c = conn_of(p);
+  nhb__srv_req* q = &c->req;
   if (head_grow(c, 4) < 0) return -1;
-  srv_hdr_pos* h = &q->hdrs[q->nhdrs - 1];
+  nhb__srv_hdr_pos* h = &q->hdrs[q->nhdrs - 1];
   if (q->state != 2) { /* an empty value */
     h->value_off = q->buf.len;
     h->value_len = 0;
@@ -305,8 +305,8 @@ static int on_header_value_complete(llhttp_t* p) {
 }
 
 static int on_headers_complete(llhttp_t* p) {
-  srv_conn* c = conn_of(p);
-  srv_req* q = &c->req;
+  nhb__srv_conn* c = conn_of(p);
+  nhb__srv_req* q = &c->req;
   nhb_server* s = c->w->server;
   c->in_head = 0;
   /* Transfer-Encoding in an HTTP/1.0 request means its framing cannot be
@@ -323,11 +323,11 @@ static int on_headers_complete(llhttp_t* p) {
   if (has_body) {
     /* The body is kept when it may be echoed: that is, unless a static
      * body size answers every plain request. */
-    q->capture_body = c->kind == SRV_CONN_HTTP && (!s->nh.has_body_size || s->static_dynamic || q->has_query ||
+    q->capture_body = c->kind == NHB__SRV_CONN_HTTP && (!s->nh.has_body_size || s->static_dynamic || q->has_query ||
                                                    q->nh_idx >= 0 || q->is_debug);
     q->body_off = q->buf.len;
     if (q->expect_continue && c->q_len == 0) {
-      srv_resp r;
+      nhb__srv_resp r;
       memset(&r, 0, sizeof(r));
       r.npieces = 1;
       r.p[0].ext = continue_100;
@@ -340,8 +340,8 @@ static int on_headers_complete(llhttp_t* p) {
 }
 
 static int on_body(llhttp_t* p, const char* at, size_t len) {
-  srv_conn* c = conn_of(p);
-  srv_req* q = &c->req;
+  nhb__srv_conn* c = conn_of(p);
+  nhb__srv_req* q = &c->req;
   nhb_server* s = c->w->server;
   q->body_bytes += len;
   if (q->body_bytes > s->config.max_body_bytes) {
@@ -358,16 +358,16 @@ static int on_body(llhttp_t* p, const char* at, size_t len) {
 }
 
 static int on_message_complete(llhttp_t* p) {
-  srv_conn* c = conn_of(p);
-  srv_worker* w = c->w;
+  nhb__srv_conn* c = conn_of(p);
+  nhb__srv_worker* w = c->w;
   nhb_server* s = w->server;
-  srv_req* q = &c->req;
+  nhb__srv_req* q = &c->req;
   c->in_head = 0;
   int keep = llhttp_should_keep_alive(p);
-  int mode = !keep ? SRV_MODE_CLOSE : (p->http_major == 1 && p->http_minor == 0) ? SRV_MODE_KEEPALIVE : SRV_MODE_PLAIN;
+  int mode = !keep ? NHB__SRV_MODE_CLOSE : (p->http_major == 1 && p->http_minor == 0) ? NHB__SRV_MODE_KEEPALIVE : NHB__SRV_MODE_PLAIN;
   int head_only = p->method == HTTP_HEAD;
   int r;
-  if (NHB__UNLIKELY(q->upgrade_h2c) && c->kind == SRV_CONN_HTTP && !c->tls && s->h2_ok && q->settings_idx >= 0 &&
+  if (NHB__UNLIKELY(q->upgrade_h2c) && c->kind == NHB__SRV_CONN_HTTP && !c->tls && s->h2_ok && q->settings_idx >= 0 &&
       c->q_len == 0) {
     /* Upgrade: h2c (what curl --http2 sends to an http:// URL): 101, and
      * the rest of the connection is HTTP/2. Only when nothing is queued
@@ -376,22 +376,22 @@ static int on_message_complete(llhttp_t* p) {
     if (u < 0) nhb__srv_conn_close(c);
     if (u <= 0) return HPE_PAUSED;
   }
-  if (NHB__UNLIKELY(c->kind == SRV_CONN_ADMIN)) {
+  if (NHB__UNLIKELY(c->kind == NHB__SRV_CONN_ADMIN)) {
     r = nhb__srv_respond_admin(c, mode, head_only);
   } else {
     if (NHB__LIKELY(!s->static_dynamic && !q->has_query && !q->is_debug && q->nh_idx < 0 &&
                     (q->body_bytes == 0 || s->nh.has_body_size))) {
       /* The fast path: the pre-rendered response. */
       w->last_req_ns = w->now_ns;
-      srv_resp rec;
+      nhb__srv_resp rec;
       rec.deadline_ns = s->ok_delay_ns ? w->now_ns + s->ok_delay_ns : 0;
-      if (NHB__UNLIKELY(srv_stall_possible(s))) {
+      if (NHB__UNLIKELY(nhb__srv_stall_possible(s))) {
         uint64_t t = rec.deadline_ns ? rec.deadline_ns : w->now_ns;
         uint64_t release = nhb__srv_stall_release(s, t);
         if (release > t) rec.deadline_ns = release;
       }
       rec.npieces = 1;
-      rec.close = mode == SRV_MODE_CLOSE;
+      rec.close = mode == NHB__SRV_MODE_CLOSE;
       rec.status = 200;
       rec.p[0].ext = s->ok[mode][head_only];
       rec.p[0].off = 0;
@@ -408,7 +408,7 @@ static int on_message_complete(llhttp_t* p) {
   }
   /* After a closing response nothing more is parsed. */
   if (c->close_after) return HPE_PAUSED;
-  if (c->q_len >= SRV_MAX_BATCH) nhb__srv_conn_flush(c);
+  if (c->q_len >= NHB__SRV_MAX_BATCH) nhb__srv_conn_flush(c);
   if (c->closing) return HPE_PAUSED;
   if (NHB__UNLIKELY(backpressure(c))) {
     c->paused = 1;
@@ -431,15 +431,15 @@ static const llhttp_settings_t server_settings = {
 
 /* ---- reading and parsing ---------------------------------------------------------- */
 
-void nhb__srv_h1_init(srv_conn* c) {
+void nhb__srv_h1_init(nhb__srv_conn* c) {
   llhttp_init(&c->parser, HTTP_REQUEST, &server_settings);
   c->parser.data = c;
 }
 
 /* A request the parser rejected: the matching canned response, then close. */
-static void h1_fail(srv_conn* c, unsigned status) {
+static void h1_fail(nhb__srv_conn* c, unsigned status) {
   nhb_server* s = c->w->server;
-  srv_resp r;
+  nhb__srv_resp r;
   memset(&r, 0, sizeof(r));
   r.npieces = 1;
   r.close = 1;
@@ -456,7 +456,7 @@ static void h1_fail(srv_conn* c, unsigned status) {
 /* Parses p[0..n) (fresh input), or the stash when p is NULL, until the input
  * runs out, a closing response ends the connection, or back-pressure pauses
  * it; writes what is ready; resumes from the stash while it can. */
-void nhb__srv_h1_recv(srv_conn* c, const char* p, size_t n) {
+void nhb__srv_h1_recv(nhb__srv_conn* c, const char* p, size_t n) {
   if (!p && c->stash) {
     p = c->stash + c->stash_off;
     n = c->stash_len;
@@ -466,7 +466,7 @@ void nhb__srv_h1_recv(srv_conn* c, const char* p, size_t n) {
       c->parse_base = p;
       llhttp_errno_t err = llhttp_execute(&c->parser, p, n);
       if (c->closing) return;
-      if (c->proto == SRV_PROTO_H2) {
+      if (c->proto == NHB__SRV_PROTO_H2) {
         /* Upgraded to HTTP/2 by the request just parsed: what follows it is
          * HTTP/2 (the client preface). */
         const char* pos = llhttp_get_error_pos(&c->parser);
@@ -537,7 +537,7 @@ void nhb__srv_h1_recv(srv_conn* c, const char* p, size_t n) {
     break;
   }
   if (c->finishing) return;
-  if (!c->paused && !c->close_after && nhb__srv_conn_queued(c) >= SRV_MAX_QUEUED_WRITE) c->paused = 1;
+  if (!c->paused && !c->close_after && nhb__srv_conn_queued(c) >= NHB__SRV_MAX_QUEUED_WRITE) c->paused = 1;
   /* After the last request (close_after) the connection still reads, and
    * discards, so that it sees the client leave while a response waits. */
   nhb__srv_conn_set_reading(c, !c->paused && !c->eof);
@@ -545,7 +545,7 @@ void nhb__srv_h1_recv(srv_conn* c, const char* p, size_t n) {
   if (c->tls && !c->paused && !c->close_after && !c->in_input) nhb__srv_tls_pull(c);
 }
 
-void nhb__srv_h1_resume(srv_conn* c) {
+void nhb__srv_h1_resume(nhb__srv_conn* c) {
   if (c->paused != 1 || c->closing || c->close_after || backpressure(c)) return;
   c->paused = 0;
   if (c->stash) c->w->now_ns = nhb__now_ns();
@@ -553,7 +553,7 @@ void nhb__srv_h1_resume(srv_conn* c) {
 }
 
 /* HTTP/1.1 input on a server that speaks only HTTP/2 here. */
-void nhb__srv_h1_refuse(srv_conn* c) {
+void nhb__srv_h1_refuse(nhb__srv_conn* c) {
   c->close_after = 1;
   h1_fail(c, 505);
   if (!c->closing) nhb__srv_conn_flush(c);

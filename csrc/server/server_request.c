@@ -1,6 +1,6 @@
 /* server_request.c: request capture, shared by HTTP/1.1 and HTTP/2.
  *
- * Both protocols capture a request into a srv_req: the URL, every header
+ * Both protocols capture a request into a nhb__srv_req: the URL, every header
  * field (positions in one buffer that the connection or stream reuses, so
  * that it grows to the largest request seen and no further) and the body
  * when it may be echoed. HTTP/1.1 (server_h1.c) receives a field in pieces
@@ -16,7 +16,7 @@
 
 #include "server/server_internal.h"
 
-void nhb__srv_req_reset(srv_req* q) {
+void nhb__srv_req_reset(nhb__srv_req* q) {
   q->buf.len = 0;
   q->url_off = q->url_len = 0;
   q->nhdrs = 0;
@@ -30,24 +30,24 @@ void nhb__srv_req_reset(srv_req* q) {
   q->expect_continue = q->accept_gzip = q->has_query = q->is_debug = q->upgrade_h2c = 0;
 }
 
-srv_hdr_pos* nhb__srv_req_header_begin(srv_req* q) {
+nhb__srv_hdr_pos* nhb__srv_req_header_begin(nhb__srv_req* q) {
   if (q->nhdrs == q->hdrs_cap) {
     /* Doubles, so that a connection settles after its largest request. */
     size_t cap = q->hdrs_cap ? 2 * q->hdrs_cap : 16;
-    srv_hdr_pos* h = realloc(q->hdrs, cap * sizeof(*h));
+    nhb__srv_hdr_pos* h = realloc(q->hdrs, cap * sizeof(*h));
     if (!h) return NULL;
     q->hdrs = h;
     q->hdrs_cap = cap;
   }
-  srv_hdr_pos* h = &q->hdrs[q->nhdrs++];
+  nhb__srv_hdr_pos* h = &q->hdrs[q->nhdrs++];
   h->name_off = q->buf.len;
   h->name_len = 0;
   h->value_off = h->value_len = 0;
   return h;
 }
 
-int nhb__srv_req_add_header(srv_req* q, const void* name, size_t name_len, const void* value, size_t value_len) {
-  srv_hdr_pos* hd = nhb__srv_req_header_begin(q);
+int nhb__srv_req_add_header(nhb__srv_req* q, const void* name, size_t name_len, const void* value, size_t value_len) {
+  nhb__srv_hdr_pos* hd = nhb__srv_req_header_begin(q);
   if (!hd) return NHB_ENOMEM;
   hd->name_len = name_len;
   if (nhb__srv_buf_append(&q->buf, name, name_len) < 0) return NHB_ENOMEM;
@@ -58,7 +58,7 @@ int nhb__srv_req_add_header(srv_req* q, const void* name, size_t name_len, const
   return 0;
 }
 
-void nhb__srv_req_note_url(srv_req* q) {
+void nhb__srv_req_note_url(nhb__srv_req* q) {
   /* An empty URL ("CONNECT " then a bare LF) can end before anything was
    * captured, when the buffer is still NULL: NULL + 0 is undefined in C. */
   if (q->url_len == 0) {
@@ -79,8 +79,8 @@ static int value_has_token(const char* v, size_t len, const char* token, size_t 
   return 0;
 }
 
-void nhb__srv_req_note_header(srv_req* q, size_t i) {
-  const srv_hdr_pos* h = &q->hdrs[i];
+void nhb__srv_req_note_header(nhb__srv_req* q, size_t i) {
+  const nhb__srv_hdr_pos* h = &q->hdrs[i];
   const char* name = q->buf.p + h->name_off;
   const char* value = q->buf.p + h->value_off;
   /* Only a few header names matter; their lengths rule out almost every
