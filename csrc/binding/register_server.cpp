@@ -306,27 +306,18 @@ class Server {
     nhb_server_stats s;
     nhb_server_stats_get(server_, &s);
     py::dict d;
-    d["requests"] = s.requests;
-    d["connections_total"] = s.connections_total;
-    d["connections_active"] = s.connections_active;
-    d["rx_bytes"] = s.rx_bytes;
-    d["tx_bytes"] = s.tx_bytes;
-    d["bad_requests"] = s.bad_requests;
-    py::dict status;
-    for (int i = 0; i < NHB_SERVER_STATUS_MAX; i++)
-      if (s.status[i]) status[py::str(std::to_string(i))] = s.status[i];
-    d["status"] = status;
-    d["stalls"] = s.stalls;
-    d["tcp_echo_bytes"] = s.tcp_echo_bytes;
-    d["udp_echo_packets"] = s.udp_echo_packets;
-    d["connections_http1"] = s.connections_http1;
-    d["connections_http2"] = s.connections_http2;
-    d["tls_handshakes"] = s.tls_handshakes;
-    d["tls_handshake_errors"] = s.tls_handshake_errors;
-    d["tls_session_reused"] = s.tls_session_reused;
-    d["h2_streams_reset"] = s.h2_streams_reset;
-    d["h2_protocol_errors"] = s.h2_protocol_errors;
-    d["connections_refused"] = s.connections_refused;
+    // Keys in NHB_SERVER_STAT_MAP's order (nhb.h), the order of SERVER_STATS.
+#define NHB_PY_COUNT(name) d[#name] = s.name;
+#define NHB_PY_STATUS(name)                                                          \
+  {                                                                                  \
+    py::dict codes;                                                                  \
+    for (int i = 0; i < NHB_SERVER_STATUS_MAX; i++)                                  \
+      if (s.name[i]) codes[py::str(std::to_string(i))] = s.name[i];                  \
+    d[#name] = codes;                                                                \
+  }
+    NHB_SERVER_STAT_MAP(NHB_PY_COUNT, NHB_PY_STATUS)
+#undef NHB_PY_COUNT
+#undef NHB_PY_STATUS
     return d;
   }
 
@@ -365,4 +356,12 @@ void register_server(py::module_& m) {
       .def_property_readonly("tls_cert_pem", &Server::tls_cert_pem)
       .def("stats", &Server::stats)
       .def("stop", &Server::stop);
+
+  // The names of stats(), in order: nhbench._names.SERVER_STATS is checked
+  // against this (tests/test_server_tls.py).
+  py::list names;
+#define NHB_PY_NAME(name) names.append(#name);
+  NHB_SERVER_STAT_MAP(NHB_PY_NAME, NHB_PY_NAME)
+#undef NHB_PY_NAME
+  m.attr("SERVER_STATS") = py::tuple(names);
 }

@@ -671,24 +671,12 @@ void nhb_server_stats_get(const nhb_server* s, nhb_server_stats* out) {
   for (int i = 0; i < s->config.nworkers; i++) {
     const nhb__srv_counters* c = &s->workers[i].counters;
 #define LOAD(x) atomic_load_explicit(&c->x, memory_order_relaxed)
-    out->requests += LOAD(requests);
-    out->connections_total += LOAD(connections_total);
-    out->connections_active += LOAD(connections_active);
-    out->rx_bytes += LOAD(rx_bytes);
-    out->tx_bytes += LOAD(tx_bytes);
-    out->bad_requests += LOAD(bad_requests);
-    out->stalls += LOAD(stall_requests);
-    out->tcp_echo_bytes += LOAD(tcp_echo_bytes);
-    out->udp_echo_packets += LOAD(udp_echo_packets);
-    out->connections_http1 += LOAD(connections_http1);
-    out->connections_http2 += LOAD(connections_http2);
-    out->tls_handshakes += LOAD(tls_handshakes);
-    out->tls_handshake_errors += LOAD(tls_handshake_errors);
-    out->tls_session_reused += LOAD(tls_session_reused);
-    out->h2_streams_reset += LOAD(h2_streams_reset);
-    out->h2_protocol_errors += LOAD(h2_protocol_errors);
-    out->connections_refused += LOAD(connections_refused);
-    for (int k = 0; k < NHB_SERVER_STATUS_MAX; k++) out->status[k] += LOAD(status[k]);
+#define ADD(name) out->name += LOAD(name);
+#define ADD_STATUS(name) \
+  for (int k = 0; k < NHB_SERVER_STATUS_MAX; k++) out->name[k] += LOAD(name[k]);
+    NHB_SERVER_STAT_MAP(ADD, ADD_STATUS)
+#undef ADD
+#undef ADD_STATUS
 #undef LOAD
   }
   if (s->started && s->config.stall_every_ns && s->config.stall_for_ns) {

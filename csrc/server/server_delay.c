@@ -67,7 +67,7 @@ void nhb__srv_stall_request(nhb__srv_worker* w, uint64_t now, uint64_t duration_
          !atomic_compare_exchange_weak_explicit(&s->stalled_until_ns, &cur, until, memory_order_relaxed,
                                                 memory_order_relaxed)) {
   }
-  nhb__srv_bump(&w->counters.stall_requests, 1);
+  nhb__srv_bump(&w->counters.stalls, 1);
 }
 
 /* ---- the delay heap ---------------------------------------------------------- */

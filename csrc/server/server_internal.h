@@ -305,14 +305,19 @@ struct nhb__srv_conn {
 /* ---- workers and the server ---------------------------------------------- */
 
 /* Single-writer counters: the worker adds with plain loads and stores (no
- * locked instruction), readers on other threads load them relaxed. */
+ * locked instruction), readers on other threads load them relaxed. One per
+ * statistic of NHB_SERVER_STAT_MAP (nhb.h), the counts first and the status
+ * array last, as before the map existed, so that the counts a request bumps
+ * share a cache line. `stalls` here counts per-request stalls only;
+ * nhb_server_stats_get() adds the periodic windows. */
+#define NHB__SRV_COUNTER(name) _Atomic uint64_t name;
+#define NHB__SRV_NO_COUNTER(name)
 typedef struct nhb__srv_counters {
-  _Atomic uint64_t requests, connections_total, connections_active, rx_bytes, tx_bytes, bad_requests;
-  _Atomic uint64_t stall_requests, tcp_echo_bytes, udp_echo_packets;
-  _Atomic uint64_t connections_http1, connections_http2, tls_handshakes, tls_handshake_errors, tls_session_reused;
-  _Atomic uint64_t h2_streams_reset, h2_protocol_errors, connections_refused;
+  NHB_SERVER_STAT_MAP(NHB__SRV_COUNTER, NHB__SRV_NO_COUNTER)
   _Atomic uint64_t status[NHB_SERVER_STATUS_MAX];
 } nhb__srv_counters;
+#undef NHB__SRV_COUNTER
+#undef NHB__SRV_NO_COUNTER
 
 static inline void nhb__srv_bump(_Atomic uint64_t* c, uint64_t n) {
   atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n, memory_order_relaxed);

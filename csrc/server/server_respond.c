@@ -528,29 +528,24 @@ int nhb__srv_respond(nhb__srv_conn* c, int mode, int head_only, uint64_t now) {
 void nhb__srv_render_stats_json(const nhb_server* s, nhb__srv_buf* b) {
   nhb_server_stats st;
   nhb_server_stats_get(s, &st);
-  nhb__srv_buf_printf(b,
-                      "{\"requests\": %llu, \"connections_total\": %llu, \"connections_active\": %llu, "
-                      "\"rx_bytes\": %llu, \"tx_bytes\": %llu, \"bad_requests\": %llu, \"status\": {",
-                      (unsigned long long)st.requests, (unsigned long long)st.connections_total,
-                      (unsigned long long)st.connections_active, (unsigned long long)st.rx_bytes,
-                      (unsigned long long)st.tx_bytes, (unsigned long long)st.bad_requests);
-  const char* sep = "";
-  for (int i = 0; i < NHB_SERVER_STATUS_MAX; i++) {
-    if (!st.status[i]) continue;
-    nhb__srv_buf_printf(b, "%s\"%d\": %llu", sep, i, (unsigned long long)st.status[i]);
-    sep = ", ";
-  }
-  nhb__srv_buf_printf(b, "}, \"stalls\": %llu, \"tcp_echo_bytes\": %llu, \"udp_echo_packets\": %llu",
-                      (unsigned long long)st.stalls, (unsigned long long)st.tcp_echo_bytes,
-                      (unsigned long long)st.udp_echo_packets);
-  nhb__srv_buf_printf(b,
-                      ", \"connections_http1\": %llu, \"connections_http2\": %llu, \"tls_handshakes\": %llu, "
-                      "\"tls_handshake_errors\": %llu, \"tls_session_reused\": %llu, \"h2_streams_reset\": %llu, "
-                      "\"h2_protocol_errors\": %llu, \"connections_refused\": %llu}\n",
-                      (unsigned long long)st.connections_http1, (unsigned long long)st.connections_http2,
-                      (unsigned long long)st.tls_handshakes, (unsigned long long)st.tls_handshake_errors,
-                      (unsigned long long)st.tls_session_reused, (unsigned long long)st.h2_streams_reset,
-                      (unsigned long long)st.h2_protocol_errors, (unsigned long long)st.connections_refused);
+  /* Keys in NHB_SERVER_STAT_MAP's order; "status" is an object of the
+   * status codes that occurred. */
+  const char* sep = "{";
+#define COUNT(name)                                                                        \
+  nhb__srv_buf_printf(b, "%s\"" #name "\": %llu", sep, (unsigned long long)st.name); \
+  sep = ", ";
+#define STATUS(name)                                                                    \
+  nhb__srv_buf_printf(b, "%s\"" #name "\": {", sep);                                   \
+  for (int i = 0, n = 0; i < NHB_SERVER_STATUS_MAX; i++) {                              \
+    if (!st.name[i]) continue;                                                          \
+    nhb__srv_buf_printf(b, "%s\"%d\": %llu", n++ ? ", " : "", i, (unsigned long long)st.name[i]); \
+  }                                                                                     \
+  nhb__srv_buf_printf(b, "}");                                                          \
+  sep = ", ";
+  NHB_SERVER_STAT_MAP(COUNT, STATUS)
+#undef COUNT
+#undef STATUS
+  nhb__srv_buf_printf(b, "}\n");
 }
 
 int nhb__srv_respond_admin(nhb__srv_conn* c, int mode, int head_only) {
