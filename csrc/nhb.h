@@ -372,25 +372,38 @@ typedef struct nhb_server_config {
   uint64_t max_connections;
 } nhb_server_config;
 
+/* The server's statistics, in the order of TestServer.stats(), the admin
+ * endpoint's /stats JSON and nhbench._core.SERVER_STATS (one list: the struct
+ * below, each worker's counters, the JSON writer and the binding's dict are
+ * all generated from it). X(name) is a count; STATUS(name) is the one map,
+ * responses by status code. Meanings: nhbench._names.SERVER_STAT_DESCRIPTIONS
+ * and docs/server.md. */
+#define NHB_SERVER_STAT_MAP(X, STATUS)                                           \
+  X(requests)             /* responses written */                              \
+  X(connections_total)    /* HTTP connections accepted */                      \
+  X(connections_active)   /* HTTP connections open now */                      \
+  X(rx_bytes)                                                                  \
+  X(tx_bytes)                                                                  \
+  X(bad_requests)                                                              \
+  STATUS(status)          /* responses by status code */                       \
+  X(stalls)               /* stall windows begun: periodic plus per-request */ \
+  X(tcp_echo_bytes)                                                            \
+  X(udp_echo_packets)                                                          \
+  X(connections_http1)    /* connections that spoke HTTP/1.x only */           \
+  X(connections_http2)    /* ... HTTP/2 (prior knowledge, ALPN, or upgraded) */ \
+  X(tls_handshakes)       /* TLS handshakes completed */                       \
+  X(tls_handshake_errors) /* TLS connections that ended before the handshake */ \
+  X(tls_session_reused)   /* handshakes that resumed a session */              \
+  X(h2_streams_reset)     /* streams the client reset before their response */ \
+  X(h2_protocol_errors)   /* HTTP/2 connections ended for a protocol error */  \
+  X(connections_refused)  /* closed at accept: over max_connections, or no fds */
+
 typedef struct nhb_server_stats {
-  uint64_t requests;
-  uint64_t connections_total;
-  uint64_t connections_active;
-  uint64_t rx_bytes;
-  uint64_t tx_bytes;
-  uint64_t bad_requests;
-  uint64_t stalls; /* stall windows begun: periodic ones plus per-request ones */
-  uint64_t tcp_echo_bytes;
-  uint64_t udp_echo_packets;
-  uint64_t connections_http1;    /* connections that spoke HTTP/1.x only */
-  uint64_t connections_http2;    /* ... HTTP/2 (prior knowledge, ALPN, or upgraded) */
-  uint64_t tls_handshakes;       /* TLS handshakes completed */
-  uint64_t tls_handshake_errors; /* TLS connections that ended before the handshake completed */
-  uint64_t tls_session_reused;   /* handshakes that resumed a session */
-  uint64_t h2_streams_reset;     /* HTTP/2 streams the client reset before their response was sent */
-  uint64_t h2_protocol_errors;   /* HTTP/2 connections ended for a protocol error */
-  uint64_t connections_refused;  /* closed at accept: over max_connections, or out of descriptors */
-  uint64_t status[NHB_SERVER_STATUS_MAX]; /* responses by status code */
+#define NHB__SRV_STAT_FIELD(name) uint64_t name;
+#define NHB__SRV_STATUS_FIELD(name) uint64_t name[NHB_SERVER_STATUS_MAX];
+  NHB_SERVER_STAT_MAP(NHB__SRV_STAT_FIELD, NHB__SRV_STATUS_FIELD)
+#undef NHB__SRV_STAT_FIELD
+#undef NHB__SRV_STATUS_FIELD
 } nhb_server_stats;
 
 /* Which bound sockets nhb_server_bound() reports. */

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "config.hpp"
 #include "register.hpp"
 #include "stats_convert.hpp"
 
@@ -18,30 +19,16 @@ extern "C" {
 
 namespace {
 
-template <typename T>
-T get(const py::dict& d, const char* key, T fallback) {
-  if (!d.contains(key)) return fallback;
-  try {
-    return d[key].cast<T>();
-  } catch (const py::cast_error&) {
-    throw py::value_error(std::string("config '") + key + "' has the wrong type");
-  }
-}
-
-uint64_t seconds_to_ns(const py::dict& d, const char* key, double fallback) {
-  double s = get<double>(d, key, fallback);
-  if (!std::isfinite(s) || s < 0) throw py::value_error(std::string("config '") + key + "' must be >= 0 seconds");
-  return static_cast<uint64_t>(std::llround(s * 1e9));
-}
+using namespace nhb_config;
 
 int parse_predicates(const py::dict& d, const char* key, nhb_predicate* out) {
   if (!d.contains(key)) return 0;
   auto items = d[key].cast<std::vector<std::pair<std::string, uint64_t>>>();
-  if (items.size() > NHB_MAX_PREDICATES) throw py::value_error(std::string(key) + ": at most 32 predicates");
+  if (items.size() > NHB_MAX_PREDICATES) config_error(key, "at most 32 predicates");
   int n = 0;
   for (const auto& [name, threshold] : items) {
     int idx = nhb_counter_lookup(name.c_str());
-    if (idx < 0) throw py::value_error(std::string(key) + ": unknown counter '" + name + "'");
+    if (idx < 0) config_error(key, "unknown counter '" + name + "'");
     out[n].counter = idx;
     out[n].threshold = threshold;
     n++;
@@ -54,39 +41,36 @@ class ClientRun {
   explicit ClientRun(const py::dict& d) {
     nhb_client_config& c = config_;
     c = nhb_client_config{};
-    std::string address = get<std::string>(d, "address", "");
-    int port = get<int>(d, "port", -1);
+    std::string address = get_as<std::string>(d, "address", "");
+    int port = get_as<int>(d, "port", -1);
     c.addr_len = fill_sockaddr(address, port, c.addr, "address");
-    request_ = get<std::string>(d, "request", "");
-    if (request_.empty()) throw py::value_error("config 'request' must not be empty");
+    request_ = get_as<std::string>(d, "request", "");
+    if (request_.empty()) config_error("request", "must not be empty");
     c.request = request_.data();
     c.request_len = request_.size();
-    c.head_request = get<bool>(d, "head_request", false);
-    cpus_ = get<std::vector<int>>(d, "cpus", {-1});
-    if (cpus_.empty()) throw py::value_error("config 'cpus' needs one entry per worker");
+    c.head_request = get_as<bool>(d, "head_request", false);
+    cpus_ = get_as<std::vector<int>>(d, "cpus", {-1});
+    if (cpus_.empty()) config_error("cpus", "needs one entry per worker");
     c.nworkers = static_cast<int>(cpus_.size());
     c.cpus = cpus_.data();
-    c.rps = get<double>(d, "rps", 5.0);
+    c.rps = get_as<double>(d, "rps", 5.0);
     if (!std::isfinite(c.rps) || c.rps < 0 || c.rps > NHB_MAX_RPS)
-      throw py::value_error("config 'rps' must be between 0 and " + std::to_string(NHB_MAX_RPS));
-    c.burst_size = get<uint32_t>(d, "burst_size", 1);
-    c.connections = get<uint32_t>(d, "connections", 100);
-    if (c.connections < 1 || c.connections > 1000000) throw py::value_error("config 'connections' must be 1-1000000");
-    c.max_pending_requests = get<uint32_t>(d, "max_pending_requests", 0);
-    c.max_requests_per_connection = get<uint64_t>(d, "max_requests_per_connection", 0);
-    c.prefetch_connections = get<bool>(d, "prefetch_connections", false);
-    c.open_loop = get<bool>(d, "open_loop", false);
-    std::string idle = get<std::string>(d, "idle_strategy", "poll");
-    if (idle == "spin") c.idle_strategy = NHB_IDLE_SPIN;
-    else if (idle == "poll") c.idle_strategy = NHB_IDLE_POLL;
-    else if (idle == "sleep") c.idle_strategy = NHB_IDLE_SLEEP;
-    else throw py::value_error("config 'idle_strategy' must be spin, poll or sleep");
-    double duration = get<double>(d, "duration", 5.0);
+      config_error("rps", "must be between 0 and " + std::to_string(NHB_MAX_RPS));
+    c.burst_size = get_as<uint32_t>(d, "burst_size", 1);
+    c.connections = get_as<uint32_t>(d, "connections", 100);
+    if (c.connections < 1 || c.connections > 1000000) config_error("connections", "must be 1-1000000");
+    c.max_pending_requests = get_as<uint32_t>(d, "max_pending_requests", 0);
+    c.max_requests_per_connection = get_as<uint64_t>(d, "max_requests_per_connection", 0);
+    c.prefetch_connections = get_as<bool>(d, "prefetch_connections", false);
+    c.open_loop = get_as<bool>(d, "open_loop", false);
+    static const nhb_idle_strategy_t kIdle[] = {NHB_IDLE_SPIN, NHB_IDLE_POLL, NHB_IDLE_SLEEP};
+    c.idle_strategy = kIdle[get_choice(d, "idle_strategy", "poll", {"spin", "poll", "sleep"})];
+    double duration = get_as<double>(d, "duration", 5.0);
     c.duration_ns = duration < 0 ? -1 : static_cast<int64_t>(std::llround(duration * 1e9));
-    c.connect_timeout_ns = seconds_to_ns(d, "connect_timeout", 30.0);
-    c.request_timeout_ns = seconds_to_ns(d, "request_timeout", 0.0);
-    c.drain_timeout_ns = seconds_to_ns(d, "drain_timeout", 5.0);
-    c.start_delay_ns = seconds_to_ns(d, "start_delay", 0.0);
+    c.connect_timeout_ns = get_seconds_ns(d, "connect_timeout", 30.0);
+    c.request_timeout_ns = get_seconds_ns(d, "request_timeout", 0.0);
+    c.drain_timeout_ns = get_seconds_ns(d, "drain_timeout", 5.0);
+    c.start_delay_ns = get_seconds_ns(d, "start_delay", 0.0);
     c.n_termination = parse_predicates(d, "termination_predicates", c.termination);
     c.n_failure = parse_predicates(d, "failure_predicates", c.failure);
     parse_protocol(d);
@@ -100,25 +84,21 @@ class ClientRun {
   // core has copied them (nhb_run_create copies every string but `request`).
   void parse_protocol(const py::dict& d) {
     nhb_client_config& c = config_;
-    std::string protocol = get<std::string>(d, "protocol", "http1");
-    if (protocol == "http1") c.protocol = NHB_PROTO_HTTP1;
-    else if (protocol == "http2") c.protocol = NHB_PROTO_HTTP2;
-    else throw py::value_error("config 'protocol' must be http1 or http2");
-    std::string scheme = get<std::string>(d, "scheme", "http");
-    if (scheme != "http" && scheme != "https") throw py::value_error("config 'scheme' must be http or https");
-    c.max_concurrent_streams = get<uint32_t>(d, "max_concurrent_streams", 0);
-    c.max_active_requests = get<uint32_t>(d, "max_active_requests", 100);
-    if (c.max_active_requests < 1) throw py::value_error("config 'max_active_requests' must be >= 1");
-    uint64_t body = get<uint64_t>(d, "request_body_size", 0);
-    if (body > c.request_len) throw py::value_error("config 'request_body_size' exceeds the request");
+    c.protocol = get_choice(d, "protocol", "http1", {"http1", "http2"}) == 0 ? NHB_PROTO_HTTP1 : NHB_PROTO_HTTP2;
+    std::string scheme = get_choice(d, "scheme", "http", {"http", "https"}) == 0 ? "http" : "https";
+    c.max_concurrent_streams = get_as<uint32_t>(d, "max_concurrent_streams", 0);
+    c.max_active_requests = get_as<uint32_t>(d, "max_active_requests", 100);
+    if (c.max_active_requests < 1) config_error("max_active_requests", "must be >= 1");
+    uint64_t body = get_as<uint64_t>(d, "request_body_size", 0);
+    if (body > c.request_len) config_error("request_body_size", "exceeds the request");
     c.request_body_size = static_cast<size_t>(body);
     if (c.protocol == NHB_PROTO_HTTP2) {
-      h2_method_ = get<std::string>(d, "h2_method", "GET");
+      h2_method_ = get_as<std::string>(d, "h2_method", "GET");
       h2_scheme_ = scheme;
-      h2_authority_ = get<std::string>(d, "h2_authority", "");
-      h2_path_ = get<std::string>(d, "h2_path", "/");
-      if (h2_authority_.empty()) throw py::value_error("config 'h2_authority' must not be empty");
-      h2_header_strings_ = get<std::vector<std::pair<std::string, std::string>>>(d, "h2_headers", {});
+      h2_authority_ = get_as<std::string>(d, "h2_authority", "");
+      h2_path_ = get_as<std::string>(d, "h2_path", "/");
+      if (h2_authority_.empty()) config_error("h2_authority", "must not be empty");
+      h2_header_strings_ = get_as<std::vector<std::pair<std::string, std::string>>>(d, "h2_headers", {});
       for (const auto& [name, value] : h2_header_strings_)
         h2_headers_.push_back(nhb_header{name.data(), name.size(), value.data(), value.size()});
       c.h2_method = h2_method_.c_str();
@@ -133,7 +113,7 @@ class ClientRun {
       nhb_tls_config& t = c.tls;
       t.enabled = 1;
       auto str = [&](const char* key, std::string& keep) -> const char* {
-        keep = get<std::string>(tls, key, "");
+        keep = get_as<std::string>(tls, key, "");
         return keep.empty() ? nullptr : keep.c_str();
       };
       t.sni = str("sni", tls_sni_);
@@ -142,13 +122,13 @@ class ClientRun {
       t.ciphers = str("ciphers", tls_ciphers_);
       t.ciphersuites = str("ciphersuites", tls_ciphersuites_);
       t.groups = str("groups", tls_groups_);
-      std::vector<std::string> alpn = get<std::vector<std::string>>(tls, "alpn", {});
+      std::vector<std::string> alpn = get_as<std::vector<std::string>>(tls, "alpn", {});
       for (const auto& id : alpn) tls_alpn_ += (tls_alpn_.empty() ? "" : ",") + id;
       t.alpn = tls_alpn_.empty() ? nullptr : tls_alpn_.c_str();
-      t.insecure = get<bool>(tls, "insecure", false);
-      t.session_reuse = get<bool>(tls, "session_reuse", true);
-      t.min_version = tls_version(get<std::string>(tls, "min_version", ""), "min_version");
-      t.max_version = tls_version(get<std::string>(tls, "max_version", ""), "max_version");
+      t.insecure = get_as<bool>(tls, "insecure", false);
+      t.session_reuse = get_as<bool>(tls, "session_reuse", true);
+      t.min_version = tls_version(get_as<std::string>(tls, "min_version", ""), "min_version");
+      t.max_version = tls_version(get_as<std::string>(tls, "max_version", ""), "max_version");
       insecure_ = t.insecure;
     }
   }
@@ -157,7 +137,7 @@ class ClientRun {
     if (v.empty()) return 0;
     if (v == "1.2") return 0x0303;
     if (v == "1.3") return 0x0304;
-    throw py::value_error(std::string("config 'tls.") + key + "' must be 1.2 or 1.3");
+    config_error(std::string("tls: ") + key, "must be 1.2 or 1.3");
   }
 
   ~ClientRun() {

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "config.hpp"
 #include "register.hpp"
 
 #include <pybind11/stl.h>
@@ -23,80 +24,20 @@ extern "C" {
 
 namespace {
 
-const char* const kKeys[] = {"listen",       "workers",        "cpus",           "response",
-                             "echo_default_params", "max_echo_delay", "max_payload_kb", "stall_every",
-                             "stall_for",    "tcp_echo",       "udp_echo",       "admin",
-                             "idle_timeout", "header_timeout", "max_header_bytes", "max_body_bytes",
-                             "tls",          "alpn",           "max_concurrent_streams", "max_delay",
-                             "max_connections"};
-const char* const kTlsKeys[] = {"cert", "key", "self_signed", "san"};
-
-[[noreturn]] void bad(const std::string& key, const std::string& what) { throw py::value_error(key + ": " + what); }
-
-// The value of `key`, or nullptr when it is absent or None (= the default).
-py::object value_of(const py::dict& d, const char* key) {
-  if (!d.contains(key)) return py::object();
-  py::object v = d[key];
-  return v.is_none() ? py::object() : v;
-}
-
-int64_t get_int(const py::dict& d, const char* key, int64_t dflt, int64_t lo, int64_t hi) {
-  py::object v = value_of(d, key);
-  if (!v) return dflt;
-  if (!py::isinstance<py::int_>(v) || py::isinstance<py::bool_>(v)) bad(key, "expected an integer");
-  int64_t n;
-  try {
-    n = v.cast<int64_t>();
-  } catch (const py::cast_error&) {
-    bad(key, "integer out of range");
-  }
-  if (n < lo || n > hi) bad(key, "must be " + std::to_string(lo) + "-" + std::to_string(hi));
-  return n;
-}
-
-// Seconds (int or float) to nanoseconds.
-uint64_t get_seconds(const py::dict& d, const char* key, double dflt, double max_s) {
-  py::object v = value_of(d, key);
-  double s = dflt;
-  if (v) {
-    if (!(py::isinstance<py::float_>(v) || py::isinstance<py::int_>(v)) || py::isinstance<py::bool_>(v))
-      bad(key, "expected a number of seconds");
-    s = v.cast<double>();
-  }
-  if (!std::isfinite(s) || s < 0 || s > max_s) bad(key, "must be 0-" + std::to_string(static_cast<long>(max_s)) + " s");
-  return static_cast<uint64_t>(std::llround(s * 1e9));
-}
-
-std::string get_str(const py::handle& v, const std::string& key) {
-  if (!py::isinstance<py::str>(v)) bad(key, "expected a string");
-  return v.cast<std::string>();
-}
-
-int get_port(const py::handle& v, const std::string& key) {
-  if (!py::isinstance<py::int_>(v) || py::isinstance<py::bool_>(v)) bad(key, "port must be an integer");
-  long port = v.cast<long>();
-  if (port < 0 || port > 65535) bad(key, "port must be 0-65535");
-  return static_cast<int>(port);
-}
-
-py::sequence get_tuple(const py::handle& v, size_t n, const std::string& key, const char* shape) {
-  if (!py::isinstance<py::sequence>(v) || py::isinstance<py::str>(v) || py::len(v) != n)
-    bad(key, std::string("expected ") + shape);
-  return py::reinterpret_borrow<py::sequence>(v);
-}
+using namespace nhb_config;
 
 void fill_inet(const py::handle& item, nhb_sockaddr* out, const std::string& key) {
-  py::sequence t = get_tuple(item, 2, key, "(host, port)");
-  std::string host = get_str(t[0], key);
-  out->len = fill_sockaddr(host, get_port(t[1], key), out->bytes, key.c_str());
+  py::sequence t = tuple_of(item, 2, key, "(host, port)");
+  std::string host = str_of(t[0], key);
+  out->len = fill_sockaddr(host, port_of(t[1], key), out->bytes, key.c_str());
 }
 
 void fill_unix(const std::string& path, nhb_sockaddr* out, const std::string& key) {
   sockaddr_un un{};
   un.sun_family = AF_UNIX;
-  if (path.empty() || path == "@") bad(key, "empty unix socket path");
-  if (path.find('\0') != std::string::npos) bad(key, "NUL in unix socket path");
-  if (path.size() >= sizeof(un.sun_path)) bad(key, "unix socket path longer than 107 bytes: '" + path + "'");
+  if (path.empty() || path == "@") config_error(key, "empty unix socket path");
+  if (path.find('\0') != std::string::npos) config_error(key, "NUL in unix socket path");
+  if (path.size() >= sizeof(un.sun_path)) config_error(key, "unix socket path longer than 107 bytes: '" + path + "'");
   size_t len;
   if (path[0] == '@') {
     // Linux abstract namespace: a leading NUL, no file.
@@ -116,9 +57,9 @@ template <typename Fill>
 int get_list(const py::dict& d, const char* key, nhb_sockaddr* out, Fill fill) {
   py::object v = value_of(d, key);
   if (!v) return 0;
-  if (!py::isinstance<py::list>(v) && !py::isinstance<py::tuple>(v)) bad(key, "expected a list");
+  if (!py::isinstance<py::list>(v) && !py::isinstance<py::tuple>(v)) config_error(key, "expected a list");
   py::sequence seq = py::reinterpret_borrow<py::sequence>(v);
-  if (py::len(seq) > NHB_SERVER_MAX_LISTEN) bad(key, "at most 16 addresses");
+  if (py::len(seq) > NHB_SERVER_MAX_LISTEN) config_error(key, "at most 16 addresses");
   int n = 0;
   for (const py::handle item : seq) fill(item, &out[n++], std::string(key));
   return n;
@@ -141,27 +82,24 @@ py::object addr_to_py(const sockaddr_storage& ss, unsigned len, bool with_kind) 
 class Server {
  public:
   explicit Server(const py::dict& d) {
-    for (const auto& item : d) {
-      if (!py::isinstance<py::str>(item.first)) throw py::value_error("config keys must be strings");
-      std::string key = item.first.cast<std::string>();
-      bool known = false;
-      for (const char* k : kKeys) known |= key == k;
-      if (!known) throw py::value_error("unknown config key '" + key + "'");
-    }
+    check_keys(d, {"listen", "workers", "cpus", "response", "echo_default_params", "max_echo_delay",
+                   "max_payload_kb", "stall_every", "stall_for", "tcp_echo", "udp_echo", "admin", "idle_timeout",
+                   "header_timeout", "max_header_bytes", "max_body_bytes", "tls", "alpn", "max_concurrent_streams",
+                   "max_delay", "max_connections"});
     nhb_server_config& c = config_;
     nhb_server_config_init(&c);
 
     if (value_of(d, "listen")) {
       c.nlisten = get_list(d, "listen", c.listen, [](const py::handle& item, nhb_sockaddr* out, const std::string& key) {
-        py::sequence t = get_tuple(item, 3, key, "(\"tcp\", host, port) or (\"unix\", path, 0)");
-        std::string kind = get_str(t[0], key);
+        py::sequence t = tuple_of(item, 3, key, "(\"tcp\", host, port) or (\"unix\", path, 0)");
+        std::string kind = str_of(t[0], key);
         if (kind == "tcp") {
-          out->len = fill_sockaddr(get_str(t[1], key), get_port(t[2], key), out->bytes, key.c_str());
+          out->len = fill_sockaddr(str_of(t[1], key), port_of(t[2], key), out->bytes, key.c_str());
         } else if (kind == "unix") {
-          if (get_port(t[2], key) != 0) bad(key, "a unix socket entry has port 0");
-          fill_unix(get_str(t[1], key), out, key);
+          if (port_of(t[2], key) != 0) config_error(key, "a unix socket entry has port 0");
+          fill_unix(str_of(t[1], key), out, key);
         } else {
-          bad(key, "address kind must be \"tcp\" or \"unix\", not '" + kind + "'");
+          config_error(key, "address kind must be \"tcp\" or \"unix\", not '" + kind + "'");
         }
       });
     } else {
@@ -177,11 +115,11 @@ class Server {
 
     c.nworkers = static_cast<int>(get_int(d, "workers", 1, 1, 1024));
     if (py::object v = value_of(d, "cpus")) {
-      if (!py::isinstance<py::list>(v) && !py::isinstance<py::tuple>(v)) bad("cpus", "expected a list of CPU ids");
+      if (!py::isinstance<py::list>(v) && !py::isinstance<py::tuple>(v)) config_error("cpus", "expected a list of CPU ids");
       for (const py::handle cpu : v) {
-        if (!py::isinstance<py::int_>(cpu) || py::isinstance<py::bool_>(cpu)) bad("cpus", "expected a list of CPU ids");
+        if (!py::isinstance<py::int_>(cpu) || py::isinstance<py::bool_>(cpu)) config_error("cpus", "expected a list of CPU ids");
         long id = cpu.cast<long>();
-        if (id < -1 || id > 65535) bad("cpus", "CPU ids must be 0-65535 (or -1 for none)");
+        if (id < -1 || id > 65535) config_error("cpus", "CPU ids must be 0-65535 (or -1 for none)");
         cpus_.push_back(static_cast<int>(id));
       }
     }
@@ -193,16 +131,16 @@ class Server {
     }
 
     if (py::object v = value_of(d, "response")) {
-      if (!py::isinstance<py::dict>(v)) bad("response", "expected a dict of Nighthawk response options");
+      if (!py::isinstance<py::dict>(v)) config_error("response", "expected a dict of Nighthawk response options");
       try {
         response_json_ = py::module_::import("json").attr("dumps")(v).cast<std::string>();
       } catch (const py::error_already_set& e) {
-        bad("response", std::string("not JSON-serializable: ") + e.what());
+        config_error("response", std::string("not JSON-serializable: ") + e.what());
       }
       c.response_json = response_json_.c_str();
     }
     if (py::object v = value_of(d, "echo_default_params")) {
-      echo_defaults_ = get_str(v, "echo_default_params");
+      echo_defaults_ = str_of(v, "echo_default_params");
       c.echo_default_params = echo_defaults_.c_str();
     }
     c.max_echo_delay_ns = get_seconds(d, "max_echo_delay", 1.5, 3600);
@@ -218,38 +156,33 @@ class Server {
     c.max_concurrent_streams = static_cast<uint32_t>(get_int(d, "max_concurrent_streams", 100, 1, 2147483647LL));
 
     if (py::object v = value_of(d, "alpn")) {
-      if (!py::isinstance<py::list>(v) && !py::isinstance<py::tuple>(v)) bad("alpn", "expected a list of protocol ids");
+      if (!py::isinstance<py::list>(v) && !py::isinstance<py::tuple>(v)) config_error("alpn", "expected a list of protocol ids");
       for (const py::handle id : v) {
-        std::string p = get_str(id, "alpn");
-        if (p.empty() || p.find(',') != std::string::npos) bad("alpn", "protocol ids are h2 and http/1.1");
+        std::string p = str_of(id, "alpn");
+        if (p.empty() || p.find(',') != std::string::npos) config_error("alpn", "protocol ids are h2 and http/1.1");
         if (!alpn_.empty()) alpn_ += ",";
         alpn_ += p;
       }
-      if (alpn_.empty()) bad("alpn", "at least one protocol");
+      if (alpn_.empty()) config_error("alpn", "at least one protocol");
       c.alpn = alpn_.c_str();
     }
     if (py::object v = value_of(d, "tls")) {
-      if (!py::isinstance<py::dict>(v)) bad("tls", "expected a dict with cert and key, or self_signed");
+      if (!py::isinstance<py::dict>(v)) config_error("tls", "expected a dict with cert and key, or self_signed");
       py::dict t = v.cast<py::dict>();
-      for (const auto& item : t) {
-        std::string key = py::isinstance<py::str>(item.first) ? item.first.cast<std::string>() : std::string("?");
-        bool known = false;
-        for (const char* k : kTlsKeys) known |= key == k;
-        if (!known) bad("tls", "unknown key '" + key + "'");
-      }
+      check_keys(t, {"cert", "key", "self_signed", "san"}, "tls");
       c.tls = 1;
-      if (py::object cert = value_of(t, "cert")) tls_cert_ = get_str(cert, "tls: cert");
-      if (py::object key = value_of(t, "key")) tls_key_ = get_str(key, "tls: key");
+      if (py::object cert = value_of(t, "cert")) tls_cert_ = str_of(cert, "tls: cert");
+      if (py::object key = value_of(t, "key")) tls_key_ = str_of(key, "tls: key");
       c.tls_cert_file = tls_cert_.c_str();
       c.tls_key_file = tls_key_.c_str();
       if (py::object ss = value_of(t, "self_signed")) {
-        if (!py::isinstance<py::bool_>(ss)) bad("tls", "self_signed: expected a bool");
+        if (!py::isinstance<py::bool_>(ss)) config_error("tls", "self_signed: expected a bool");
         c.tls_self_signed = ss.cast<bool>() ? 1 : 0;
       }
       if (py::object san = value_of(t, "san")) {
-        if (!py::isinstance<py::list>(san) && !py::isinstance<py::tuple>(san)) bad("tls", "san: expected a list of names");
-        for (const py::handle name : san) tls_san_.push_back(get_str(name, "tls: san"));
-        if (tls_san_.size() > NHB_SERVER_MAX_SAN) bad("tls", "san: at most 16 names");
+        if (!py::isinstance<py::list>(san) && !py::isinstance<py::tuple>(san)) config_error("tls", "san: expected a list of names");
+        for (const py::handle name : san) tls_san_.push_back(str_of(name, "tls: san"));
+        if (tls_san_.size() > NHB_SERVER_MAX_SAN) config_error("tls", "san: at most 16 names");
         c.ntls_san = static_cast<int>(tls_san_.size());
         for (size_t i = 0; i < tls_san_.size(); i++) c.tls_san[i] = tls_san_[i].c_str();
       }
@@ -306,27 +239,18 @@ class Server {
     nhb_server_stats s;
     nhb_server_stats_get(server_, &s);
     py::dict d;
-    d["requests"] = s.requests;
-    d["connections_total"] = s.connections_total;
-    d["connections_active"] = s.connections_active;
-    d["rx_bytes"] = s.rx_bytes;
-    d["tx_bytes"] = s.tx_bytes;
-    d["bad_requests"] = s.bad_requests;
-    py::dict status;
-    for (int i = 0; i < NHB_SERVER_STATUS_MAX; i++)
-      if (s.status[i]) status[py::str(std::to_string(i))] = s.status[i];
-    d["status"] = status;
-    d["stalls"] = s.stalls;
-    d["tcp_echo_bytes"] = s.tcp_echo_bytes;
-    d["udp_echo_packets"] = s.udp_echo_packets;
-    d["connections_http1"] = s.connections_http1;
-    d["connections_http2"] = s.connections_http2;
-    d["tls_handshakes"] = s.tls_handshakes;
-    d["tls_handshake_errors"] = s.tls_handshake_errors;
-    d["tls_session_reused"] = s.tls_session_reused;
-    d["h2_streams_reset"] = s.h2_streams_reset;
-    d["h2_protocol_errors"] = s.h2_protocol_errors;
-    d["connections_refused"] = s.connections_refused;
+    // Keys in NHB_SERVER_STAT_MAP's order (nhb.h), the order of SERVER_STATS.
+#define NHB_PY_COUNT(name) d[#name] = s.name;
+#define NHB_PY_STATUS(name)                                                          \
+  {                                                                                  \
+    py::dict codes;                                                                  \
+    for (int i = 0; i < NHB_SERVER_STATUS_MAX; i++)                                  \
+      if (s.name[i]) codes[py::str(std::to_string(i))] = s.name[i];                  \
+    d[#name] = codes;                                                                \
+  }
+    NHB_SERVER_STAT_MAP(NHB_PY_COUNT, NHB_PY_STATUS)
+#undef NHB_PY_COUNT
+#undef NHB_PY_STATUS
     return d;
   }
 
@@ -365,4 +289,12 @@ void register_server(py::module_& m) {
       .def_property_readonly("tls_cert_pem", &Server::tls_cert_pem)
       .def("stats", &Server::stats)
       .def("stop", &Server::stop);
+
+  // The names of stats(), in order: nhbench._names.SERVER_STATS is checked
+  // against this (tests/test_server_tls.py).
+  py::list names;
+#define NHB_PY_NAME(name) names.append(#name);
+  NHB_SERVER_STAT_MAP(NHB_PY_NAME, NHB_PY_NAME)
+#undef NHB_PY_NAME
+  m.attr("SERVER_STATS") = py::tuple(names);
 }

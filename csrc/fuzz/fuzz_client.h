@@ -46,7 +46,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "client.h"
+#include "client/client.h"
 
 #define FUZZ_NVARIANTS 4
 

@@ -44,7 +44,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "server_internal.h"
+#include "server/server_internal.h"
 
 #define NVARIANTS 4
 #define NCLIENTS 2
@@ -160,7 +160,7 @@ static size_t drain_clients(void) {
   return total;
 }
 
-static void settle(srv_worker* w) {
+static void settle(nhb__srv_worker* w) {
   for (int round = 0; round < MAX_ROUNDS; round++) {
     uv_run(&w->loop, UV_RUN_NOWAIT);
     if (drain_clients() == 0 && round > 0) break;
@@ -169,7 +169,7 @@ static void settle(srv_worker* w) {
 
 /* Writes as much of p[0..n) as the socket takes: a server that stopped
  * reading (back-pressure) is allowed to. */
-static void client_send(srv_worker* w, int i, const uint8_t* p, size_t n) {
+static void client_send(nhb__srv_worker* w, int i, const uint8_t* p, size_t n) {
   if (clients[i] < 0) {
     clients[i] = client_open();
     uv_run(&w->loop, UV_RUN_NOWAIT); /* accept */
@@ -187,7 +187,7 @@ static void client_send(srv_worker* w, int i, const uint8_t* p, size_t n) {
 int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
   nhb_server* s = servers[data[0] % NVARIANTS];
-  srv_worker* w = &s->workers[0];
+  nhb__srv_worker* w = &s->workers[0];
   memset(w, 0, sizeof(*w));
   w->timer_fd = -1;
   if (nhb__srv_worker_open(s, w) != 0) abort();
@@ -198,7 +198,7 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   /* The real listener path: a polled socket accepted by nhb__srv_accept(). */
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0 || bind(fd, (const struct sockaddr*)&listen_addr, listen_addr_len) != 0 || listen(fd, 128) != 0 ||
-      nhb__srv_add_listener(w, fd, SRV_L_HTTP, 1) != 0) {
+      nhb__srv_add_listener(w, fd, NHB__SRV_L_HTTP, 1) != 0) {
     perror("fuzz: listener");
     abort();
   }

@@ -19,25 +19,25 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server_internal.h"
+#include "server/server_internal.h"
 
 /* The caps the fuzzed server would run with (nhbench server's defaults are
  * larger; the values only have to be checked against). */
 #define MAX_DELAY_NS (5ULL * 1000000000ULL)
 #define MAX_SIZE (256u * 1024u)
 
-static srv_arena arena;
+static nhb__srv_arena arena;
 
-static int in_arena(const srv_arena* a, const char* p, size_t len) {
+static int in_arena(const nhb__srv_arena* a, const char* p, size_t len) {
   return len == 0 || (p >= a->base && p + len <= a->base + a->len);
 }
 
-static void check_choices(const srv_choices* c, int64_t lo, int64_t hi) {
+static void check_choices(const nhb__srv_choices* c, int64_t lo, int64_t hi) {
   if (!c->present) {
     assert(c->n == 0);
     return;
   }
-  assert(c->n >= 0 && c->n <= SRV_MAX_CHOICES);
+  assert(c->n >= 0 && c->n <= NHB__SRV_MAX_CHOICES);
   double prev = 0;
   for (int i = 0; i < c->n; i++) {
     assert(c->cum[i] >= prev);
@@ -55,7 +55,7 @@ static void check_choices(const srv_choices* c, int64_t lo, int64_t hi) {
   }
 }
 
-static void check_headers(const srv_arena* a, const srv_header* h, size_t n) {
+static void check_headers(const nhb__srv_arena* a, const nhb__srv_header* h, size_t n) {
   for (size_t i = 0; i < n; i++) {
     assert(h[i].name.len > 0);
     assert(nhb__srv_token_ok(h[i].name.p, h[i].name.len));
@@ -86,11 +86,11 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       break;
     }
     case 1: {
-      srv_nh_opts o;
+      nhb__srv_nh_opts o;
       if (nhb__srv_nh_parse(text, len, &o, &arena, err, sizeof(err)) == 0) {
-        if (o.has_body_size) assert(o.body_size <= SRV_NH_MAX_BODY);
-        assert(o.delay_kind == SRV_DELAY_NONE || o.delay_kind == SRV_DELAY_STATIC ||
-               o.delay_kind == SRV_DELAY_LINEAR);
+        if (o.has_body_size) assert(o.body_size <= NHB__SRV_NH_MAX_BODY);
+        assert(o.delay_kind == NHB__SRV_DELAY_NONE || o.delay_kind == NHB__SRV_DELAY_STATIC ||
+               o.delay_kind == NHB__SRV_DELAY_LINEAR);
         check_headers(&arena, o.headers, o.nheaders);
         if (o.has_emit) assert(in_arena(&arena, o.emit_header.p, o.emit_header.len));
       } else {
@@ -100,7 +100,7 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       break;
     }
     case 2: {
-      srv_echo_opts o;
+      nhb__srv_echo_opts o;
       if (nhb__srv_echo_parse(text, len, MAX_DELAY_NS, MAX_SIZE, &o, &arena, err, sizeof(err)) == 0) {
         check_choices(&o.delay, 0, (int64_t)MAX_DELAY_NS);
         check_choices(&o.status, 200, NHB_SERVER_STATUS_MAX - 1);
@@ -108,7 +108,7 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         check_choices(&o.close, 0, 1);
         check_choices(&o.gzip, 0, 1);
         if (o.has_stall) assert(o.stall_ns <= MAX_DELAY_NS);
-        assert(o.nheaders <= SRV_MAX_ECHO_HEADERS);
+        assert(o.nheaders <= NHB__SRV_MAX_ECHO_HEADERS);
         check_headers(&arena, o.headers, o.nheaders);
       } else {
         assert(err[0] != '\0' && strchr(err, '\n') == NULL);

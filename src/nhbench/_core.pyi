@@ -6,6 +6,8 @@ __version__: str
 HIST_LOWEST: int
 HIST_HIGHEST: int
 HIST_SIGFIG: int
+# The test server's statistic names, in the order of Server.stats() (NHB_SERVER_STAT_MAP in nhb.h).
+SERVER_STATS: tuple[str, ...]
 
 class HistogramDict(TypedDict):
     count: int

@@ -258,7 +258,9 @@ def no_success_reason(counters: Mapping[str, int]) -> str | None:
 
 
 # The test server's statistics: the keys of TestServer.stats() and of the admin endpoint's
-# /stats JSON, in the order docs/server.md lists them ("status" maps codes to counts).
+# /stats JSON, in the order docs/server.md lists them ("status" maps codes to counts). The C
+# core generates both from NHB_SERVER_STAT_MAP (csrc/nhb.h) and exports the list as
+# _core.SERVER_STATS; this copy works without the extension, and a test checks it equal.
 SERVER_STATS: tuple[str, ...] = (
     "requests",
     "connections_total",

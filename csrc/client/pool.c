@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "client.h"
+#include "client/client.h"
 
 static void conn_on_close(uv_handle_t* handle);
 static void conn_start(nhb__worker* w, nhb__conn* c);

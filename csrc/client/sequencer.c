@@ -21,7 +21,7 @@
 #include <math.h>
 #include <stdatomic.h>
 
-#include "client.h"
+#include "client/client.h"
 
 static void begin_stop_at(nhb__worker* w, uint64_t t);
 

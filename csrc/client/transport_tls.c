@@ -22,8 +22,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "client.h"
-#include "tls_common.h"
+#include "client/client.h"
+#include "common/tls_common.h"
 
 /* Ciphertext on its way to the socket. Kept per connection entry and reused by
  * every connection it makes, so sending never allocates. */

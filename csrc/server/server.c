@@ -1,4 +1,4 @@
-/* server.c: the test server's life cycle: workers, listeners, delays, stalls.
+/* server.c: the test server's life cycle: workers, listeners, configuration.
  *
  * Each worker is a thread with its own loop. A TCP address gets one
  * listening socket per worker, all bound with SO_REUSEPORT, so the kernel
@@ -9,13 +9,8 @@
  * connections about as well. The admin listener runs on worker 0 only; the
  * echo listeners, like HTTP ones, on every worker.
  *
- * Delayed responses: every worker keeps a min-heap of its connections whose
- * first queued response waits for a deadline, and one timerfd armed at the
- * earliest deadline. libuv's own timers have millisecond granularity; the
- * timerfd wakes the loop within microseconds of the deadline. Programming a
- * timerfd is a system call (about 15 us on some VMs), so it is re-armed only
- * when the earliest deadline moves earlier than what it is armed for; a
- * wake-up for a deadline that went away finds nothing due and re-arms.
+ * The delay heap, stalls and the per-worker random numbers are in
+ * server_delay.c.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -30,29 +25,12 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "server_internal.h"
-#include "tls_common.h"
+#include "server/server_internal.h"
+#include "common/tls_common.h"
 
 static void on_listener(uv_poll_t* handle, int status, int events);
 
 /* ---- small helpers ----------------------------------------------------------- */
-
-uint64_t nhb__srv_rand(srv_worker* w) {
-  /* xorshift64*: a few cycles per draw, plenty for probability lists. */
-  uint64_t x = w->rng;
-  x ^= x >> 12;
-  x ^= x << 25;
-  x ^= x >> 27;
-  w->rng = x;
-  return x * 0x2545F4914F6CDD1DULL;
-}
-
-static uint64_t splitmix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ULL;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
-  return x ^ (x >> 31);
-}
 
 static void format_addr(const void* addr, char* out, size_t out_len) {
   const struct sockaddr* sa = addr;
@@ -81,128 +59,8 @@ static int set_error(nhb_server* s, int err, const char* what, const void* addr)
   return err;
 }
 
-/* ---- stalls -------------------------------------------------------------------------- */
-
-uint64_t nhb__srv_stall_release(nhb_server* s, uint64_t t) {
-  uint64_t until = atomic_load_explicit(&s->stalled_until_ns, memory_order_relaxed);
-  if (t < until) t = until;
-  /* Periodic windows [k*every, k*every + for) from the start, k >= 0. A
-   * release moved to a window's end is outside every window (for < every),
-   * and still after `until`. */
-  uint64_t every = s->config.stall_every_ns, len = s->config.stall_for_ns;
-  if (every && len && t >= s->start_ns) {
-    uint64_t off = (t - s->start_ns) % every;
-    if (off < len) t += len - off;
-  }
-  return t;
-}
-
-void nhb__srv_stall_request(srv_worker* w, uint64_t now, uint64_t duration_ns) {
-  nhb_server* s = w->server;
-  uint64_t until = now + duration_ns;
-  uint64_t cur = atomic_load_explicit(&s->stalled_until_ns, memory_order_relaxed);
-  while (cur < until &&
-         !atomic_compare_exchange_weak_explicit(&s->stalled_until_ns, &cur, until, memory_order_relaxed,
-                                                memory_order_relaxed)) {
-  }
-  srv_bump(&w->counters.stall_requests, 1);
-}
-
-/* ---- the delay heap ---------------------------------------------------------- */
-
-static void heap_swap(srv_worker* w, size_t i, size_t j) {
-  srv_conn* t = w->heap[i];
-  w->heap[i] = w->heap[j];
-  w->heap[j] = t;
-  w->heap[i]->heap_idx = i;
-  w->heap[j]->heap_idx = j;
-}
-
-static void heap_up(srv_worker* w, size_t i) {
-  while (i > 0) {
-    size_t parent = (i - 1) / 2;
-    if (w->heap[parent]->wake_ns <= w->heap[i]->wake_ns) break;
-    heap_swap(w, i, parent);
-    i = parent;
-  }
-}
-
-static void heap_down(srv_worker* w, size_t i) {
-  for (;;) {
-    size_t l = 2 * i + 1, r = l + 1, m = i;
-    if (l < w->heap_len && w->heap[l]->wake_ns < w->heap[m]->wake_ns) m = l;
-    if (r < w->heap_len && w->heap[r]->wake_ns < w->heap[m]->wake_ns) m = r;
-    if (m == i) break;
-    heap_swap(w, i, m);
-    i = m;
-  }
-}
-
-static void heap_arm(srv_worker* w) {
-  if (w->heap_len == 0) return;
-  uint64_t first = w->heap[0]->wake_ns;
-  if (w->armed_ns != 0 && first >= w->armed_ns) return;
-  if (nhb__timerfd_arm(w->timer_fd, first) == 0) w->armed_ns = first;
-}
-
-void nhb__srv_heap_set(srv_worker* w, srv_conn* c, uint64_t wake_ns) {
-  if (c->heap_idx == SIZE_MAX) {
-    if (w->heap_len == w->heap_cap) {
-      size_t cap = w->heap_cap ? 2 * w->heap_cap : 64;
-      srv_conn** h = realloc(w->heap, cap * sizeof(*h));
-      if (!h) {
-        /* Without a heap slot the response would never be sent. */
-        nhb__srv_conn_close(c);
-        return;
-      }
-      w->heap = h;
-      w->heap_cap = cap;
-    }
-    c->wake_ns = wake_ns;
-    c->heap_idx = w->heap_len;
-    w->heap[w->heap_len++] = c;
-    heap_up(w, c->heap_idx);
-  } else {
-    uint64_t old = c->wake_ns;
-    c->wake_ns = wake_ns;
-    if (wake_ns < old) heap_up(w, c->heap_idx);
-    else heap_down(w, c->heap_idx);
-  }
-  heap_arm(w);
-}
-
-void nhb__srv_heap_remove(srv_worker* w, srv_conn* c) {
-  size_t i = c->heap_idx;
-  if (i == SIZE_MAX) return;
-  c->heap_idx = SIZE_MAX;
-  srv_conn* last = w->heap[--w->heap_len];
-  if (i == w->heap_len) return;
-  w->heap[i] = last;
-  last->heap_idx = i;
-  heap_down(w, i);
-  heap_up(w, last->heap_idx);
-}
-
-static void on_timer(uv_poll_t* handle, int status, int events) {
-  NHB__UNUSED(events);
-  srv_worker* w = handle->data;
-  if (status < 0) return;
-  w->armed_ns = 0;
-  uint64_t now = nhb__now_ns();
-  while (w->heap_len && w->heap[0]->wake_ns <= now) {
-    srv_conn* c = w->heap[0];
-    nhb__srv_heap_remove(w, c);
-    /* Sends what is due and puts the connection back if more waits. */
-    nhb__srv_conn_flush(c);
-  }
-  /* Re-arming also clears the timerfd's expiration count; only when nothing
-   * is pending must it be read, or the level-triggered poll would spin. */
-  if (w->heap_len) heap_arm(w);
-  else nhb__timerfd_drain(w->timer_fd);
-}
-
 static void on_sweep(uv_timer_t* timer) {
-  srv_worker* w = timer->data;
+  nhb__srv_worker* w = timer->data;
   nhb_server* s = w->server;
   /* A per-request stall that has ended is cleared, which puts the fast path
    * back to not reading the clock. */
@@ -221,7 +79,7 @@ static void close_handle(uv_handle_t* h) {
 
 /* Closes everything the worker has open; the loop ends once the close
  * callbacks have run. */
-static void worker_close_all(srv_worker* w) {
+static void worker_close_all(nhb__srv_worker* w) {
   w->stopping = 1;
   for (int i = 0; i < w->nlst; i++) {
     close_handle(&w->lst[i].h.handle);
@@ -231,7 +89,7 @@ static void worker_close_all(srv_worker* w) {
     w->lst[i].fd = -1;
   }
   while (w->conns) {
-    srv_conn* c = w->conns;
+    nhb__srv_conn* c = w->conns;
     /* Closing unlinks the connection from the list. */
     nhb__srv_conn_close(c);
     if (w->conns == c) break; /* cannot happen; guards the loop */
@@ -249,7 +107,7 @@ static void close_any(uv_handle_t* h, void* arg) {
 }
 
 /* After the loop ended: frees what the worker owned. */
-static void worker_release(srv_worker* w) {
+static void worker_release(nhb__srv_worker* w) {
   if (w->loop_ready) {
     if (uv_loop_close(&w->loop) == UV_EBUSY) {
       /* Something was missed; close it rather than leak the loop. */
@@ -263,7 +121,7 @@ static void worker_release(srv_worker* w) {
   w->timer_fd = -1;
   if (w->spare_fd >= 0) close(w->spare_fd);
   w->spare_fd = -1;
-  for (int i = 0; i < SRV_ADMIN_RESERVE; i++) {
+  for (int i = 0; i < NHB__SRV_ADMIN_RESERVE; i++) {
     if (w->admin_fds[i] >= 0) close(w->admin_fds[i]);
     w->admin_fds[i] = -1;
   }
@@ -287,7 +145,7 @@ static void worker_release(srv_worker* w) {
 static void on_wakeup(uv_async_t* handle) { worker_close_all(handle->data); }
 
 static void* worker_main(void* arg) {
-  srv_worker* w = arg;
+  nhb__srv_worker* w = arg;
   /* libuv writes with write(2), which raises SIGPIPE when a client has
    * reset the connection; blocked in this thread, the write just fails with
    * EPIPE, whatever the host process does with the signal. */
@@ -303,8 +161,8 @@ static void* worker_main(void* arg) {
 /* A descriptor held only to be given up when the process runs out. */
 static int reserve_fd(void) { return open("/dev/null", O_RDONLY | O_CLOEXEC); }
 
-void nhb__srv_admin_reserve_refill(srv_worker* w) {
-  for (int i = 0; i < SRV_ADMIN_RESERVE; i++)
+void nhb__srv_admin_reserve_refill(nhb__srv_worker* w) {
+  for (int i = 0; i < NHB__SRV_ADMIN_RESERVE; i++)
     if (w->admin_fds[i] < 0) {
       w->admin_fds[i] = reserve_fd();
       return;
@@ -314,25 +172,25 @@ void nhb__srv_admin_reserve_refill(srv_worker* w) {
 /* Listeners paused for want of descriptors are polled again, and the
  * reserves refilled, a while later: by then connections may have closed. */
 static void on_accept_retry(uv_timer_t* timer) {
-  srv_worker* w = timer->data;
+  nhb__srv_worker* w = timer->data;
   w->accept_retry_armed = 0;
   if (w->stopping) return;
   if (w->spare_fd < 0) w->spare_fd = reserve_fd();
   if (w->index == 0 && w->server->config.has_admin)
-    for (int i = 0; i < SRV_ADMIN_RESERVE; i++)
+    for (int i = 0; i < NHB__SRV_ADMIN_RESERVE; i++)
       if (w->admin_fds[i] < 0) w->admin_fds[i] = reserve_fd();
   for (int i = 0; i < w->nlst; i++) {
-    srv_listener* l = &w->lst[i];
+    nhb__srv_listener* l = &w->lst[i];
     if (l->paused && l->fd >= 0 && uv_poll_start(&l->h.poll, UV_READABLE, on_listener) == 0) l->paused = 0;
   }
 }
 
-void nhb__srv_listener_pause(srv_worker* w, srv_listener* l) {
+void nhb__srv_listener_pause(nhb__srv_worker* w, nhb__srv_listener* l) {
   if (!l->paused) {
     uv_poll_stop(&l->h.poll);
     l->paused = 1;
   }
-  if (!w->accept_retry_armed && uv_timer_start(&w->accept_retry, on_accept_retry, SRV_ACCEPT_RETRY_MS, 0) == 0)
+  if (!w->accept_retry_armed && uv_timer_start(&w->accept_retry, on_accept_retry, NHB__SRV_ACCEPT_RETRY_MS, 0) == 0)
     w->accept_retry_armed = 1;
 }
 
@@ -344,21 +202,20 @@ static uint64_t sweep_period_ms(const nhb_server_config* c) {
   return ms < 5 ? 5 : ms;
 }
 
-static int worker_init(nhb_server* s, srv_worker* w, int index) {
+static int worker_init(nhb_server* s, nhb__srv_worker* w, int index) {
   w->server = s;
   w->index = index;
   w->cpu = s->cpus[index];
   w->timer_fd = -1;
   w->spare_fd = reserve_fd();
-  for (int i = 0; i < SRV_ADMIN_RESERVE; i++)
+  for (int i = 0; i < NHB__SRV_ADMIN_RESERVE; i++)
     w->admin_fds[i] = index == 0 && s->config.has_admin ? reserve_fd() : -1;
-  w->rng = splitmix64(nhb__now_ns() ^ ((uint64_t)(index + 1) * 0x9E3779B97F4A7C15ULL));
-  if (w->rng == 0) w->rng = 1;
-  w->rbuf = malloc(SRV_READ_BUFFER);
+  nhb__srv_rand_seed(w, index);
+  w->rbuf = malloc(NHB__SRV_READ_BUFFER);
   if (!w->rbuf) return NHB_ENOMEM;
   /* Scratch for TLS and HTTP/2 output, set up once per worker. */
-  if (s->ssl_ctx && (!(w->tls_plain = malloc(16384)) || !(w->tls_out = malloc(SRV_TLS_OUT)))) return NHB_ENOMEM;
-  if (s->h2_ok && !(w->h2_stage = malloc(SRV_H2_STAGE))) return NHB_ENOMEM;
+  if (s->ssl_ctx && (!(w->tls_plain = malloc(16384)) || !(w->tls_out = malloc(NHB__SRV_TLS_OUT)))) return NHB_ENOMEM;
+  if (s->h2_ok && !(w->h2_stage = malloc(NHB__SRV_H2_STAGE))) return NHB_ENOMEM;
   int r = uv_loop_init(&w->loop);
   if (r < 0) return r;
   w->loop_ready = 1;
@@ -383,7 +240,7 @@ static int worker_init(nhb_server* s, srv_worker* w, int index) {
   }
   w->timer_fd = fd;
   w->timer_poll.data = w;
-  return uv_poll_start(&w->timer_poll, UV_READABLE, on_timer);
+  return uv_poll_start(&w->timer_poll, UV_READABLE, nhb__srv_on_delay_timer);
 }
 
 /* ---- listeners --------------------------------------------------------------- */
@@ -468,12 +325,12 @@ static void on_listener(uv_poll_t* handle, int status, int events) {
  * descriptor breaks, and with several workers in a process another thread
  * can take that descriptor, after which the loop spins at 100 % CPU; nor can
  * a uv_listen() listener be paused. */
-int nhb__srv_add_listener(srv_worker* w, int fd, int kind, int is_pipe) {
-  srv_listener* l = &w->lst[w->nlst];
+int nhb__srv_add_listener(nhb__srv_worker* w, int fd, int kind, int is_pipe) {
+  nhb__srv_listener* l = &w->lst[w->nlst];
   int r;
   l->fd = -1;
   l->paused = 0;
-  if (kind != SRV_L_UDP_ECHO) {
+  if (kind != NHB__SRV_L_UDP_ECHO) {
     r = uv_poll_init(&w->loop, &l->h.poll, fd);
     if (r < 0) {
       close(fd);
@@ -513,7 +370,7 @@ static void record_bound(nhb_server* s, int kind, int i, int fd) {
  * resolved by the first and reused by the others. */
 static int bind_inet(nhb_server* s, int kind, int i, const nhb_sockaddr* addr, int all_workers) {
   nhb_sockaddr a = *addr;
-  int type = kind == SRV_L_UDP_ECHO ? SOCK_DGRAM : SOCK_STREAM;
+  int type = kind == NHB__SRV_L_UDP_ECHO ? SOCK_DGRAM : SOCK_STREAM;
   int n = all_workers ? s->config.nworkers : 1;
   static const char* const what[] = {"listen", "admin", "tcp_echo", "udp_echo"};
   int r = probe_port(&a, type);
@@ -537,18 +394,18 @@ static int bind_unix(nhb_server* s, int i, const nhb_sockaddr* a) {
   int fd = -1;
   int r = open_unix(a, &fd);
   if (r < 0) return set_error(s, r, "listen", a->bytes);
-  record_bound(s, SRV_L_HTTP, i, fd);
+  record_bound(s, NHB__SRV_L_HTTP, i, fd);
   for (int k = 0; k < s->config.nworkers && r == 0; k++) {
     int dfd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-    r = dfd < 0 ? -errno : nhb__srv_add_listener(&s->workers[k], dfd, SRV_L_HTTP, 1);
+    r = dfd < 0 ? -errno : nhb__srv_add_listener(&s->workers[k], dfd, NHB__SRV_L_HTTP, 1);
   }
   close(fd);
   return r < 0 ? set_error(s, r, "listen", a->bytes) : 0;
 }
 
 static void unlink_unix_paths(nhb_server* s) {
-  for (int i = 0; i < s->nbound[SRV_L_HTTP]; i++) {
-    const struct sockaddr_un* un = (const struct sockaddr_un*)&s->bound[SRV_L_HTTP][i];
+  for (int i = 0; i < s->nbound[NHB__SRV_L_HTTP]; i++) {
+    const struct sockaddr_un* un = (const struct sockaddr_un*)&s->bound[NHB__SRV_L_HTTP][i];
     if (un->sun_family == AF_UNIX && un->sun_path[0] != '\0') unlink(un->sun_path);
   }
 }
@@ -648,13 +505,13 @@ int nhb_server_create(const nhb_server_config* config, nhb_server** out, char* e
   s->config = *c;
   s->cpus = calloc((size_t)c->nworkers, sizeof(int));
   /* Workers hold 64-byte-aligned counters, which calloc does not promise. */
-  size_t wsize = (size_t)c->nworkers * sizeof(srv_worker);
+  size_t wsize = (size_t)c->nworkers * sizeof(nhb__srv_worker);
   void* wmem = NULL;
   if (posix_memalign(&wmem, 64, wsize) == 0) memset(wmem, 0, wsize);
   s->workers = wmem;
   s->response_json = strdup(c->response_json ? c->response_json : "");
   s->echo_default_params = strdup(c->echo_default_params ? c->echo_default_params : "");
-  s->a_region = malloc(SRV_NH_MAX_BODY);
+  s->a_region = malloc(NHB__SRV_NH_MAX_BODY);
   s->payload = malloc(c->max_payload_bytes);
   if (!s->cpus || !s->workers || !s->response_json || !s->echo_default_params || !s->a_region || !s->payload) {
     nhb_server_destroy(s);
@@ -666,10 +523,10 @@ int nhb_server_create(const nhb_server_config* config, nhb_server** out, char* e
     s->cpus[i] = c->cpus ? c->cpus[i] : -1;
     s->workers[i].timer_fd = -1;
     s->workers[i].spare_fd = -1;
-    for (int k = 0; k < SRV_ADMIN_RESERVE; k++) s->workers[i].admin_fds[k] = -1;
+    for (int k = 0; k < NHB__SRV_ADMIN_RESERVE; k++) s->workers[i].admin_fds[k] = -1;
   }
   s->config.cpus = s->cpus;
-  memset(s->a_region, 'a', SRV_NH_MAX_BODY);
+  memset(s->a_region, 'a', NHB__SRV_NH_MAX_BODY);
   /* Fortio's payload is random so that compression cannot shrink it; this
    * one is pseudo-random and the same on every run. */
   uint64_t x = 0x6e6862656e6368ULL;
@@ -702,11 +559,11 @@ int nhb_server_create(const nhb_server_config* config, nhb_server** out, char* e
   }
   /* A static delay is known now: over the cap it is an error here rather
    * than a surprise per request (a per-request one is clamped). */
-  if ((s->nh.delay_kind == SRV_DELAY_STATIC && s->nh.static_delay_ns > c->max_delay_ns) ||
-      (s->nh.delay_kind == SRV_DELAY_LINEAR && s->nh.linear_min_ns > c->max_delay_ns)) {
+  if ((s->nh.delay_kind == NHB__SRV_DELAY_STATIC && s->nh.static_delay_ns > c->max_delay_ns) ||
+      (s->nh.delay_kind == NHB__SRV_DELAY_LINEAR && s->nh.linear_min_ns > c->max_delay_ns)) {
     if (err && err_len)
       snprintf(err, err_len, "response: %s is over max_delay (%.6g s)",
-               s->nh.delay_kind == SRV_DELAY_STATIC ? "static_delay" : "concurrency_based_linear_delay minimal_delay",
+               s->nh.delay_kind == NHB__SRV_DELAY_STATIC ? "static_delay" : "concurrency_based_linear_delay minimal_delay",
                (double)c->max_delay_ns / 1e9);
     nhb_server_destroy(s);
     return NHB_EINVAL;
@@ -719,8 +576,8 @@ int nhb_server_create(const nhb_server_config* config, nhb_server** out, char* e
     return r;
   }
   s->static_dynamic = (s->nh.has_echo_headers && s->nh.echo_headers) || s->nh.has_emit ||
-                      s->nh.delay_kind == SRV_DELAY_LINEAR || s->has_echo_defaults;
-  s->ok_delay_ns = s->nh.delay_kind == SRV_DELAY_STATIC ? s->nh.static_delay_ns : 0;
+                      s->nh.delay_kind == NHB__SRV_DELAY_LINEAR || s->has_echo_defaults;
+  s->ok_delay_ns = s->nh.delay_kind == NHB__SRV_DELAY_STATIC ? s->nh.static_delay_ns : 0;
   r = nhb__srv_render_canned(s);
   if (r < 0) {
     nhb_server_destroy(s);
@@ -730,16 +587,16 @@ int nhb_server_create(const nhb_server_config* config, nhb_server** out, char* e
   return 0;
 }
 
-static void teardown_unstarted(srv_worker* w) {
+static void teardown_unstarted(nhb__srv_worker* w) {
   if (!w->loop_ready) return;
   worker_close_all(w);
   uv_run(&w->loop, UV_RUN_DEFAULT);
   worker_release(w);
 }
 
-int nhb__srv_worker_open(nhb_server* s, srv_worker* w) { return worker_init(s, w, (int)(w - s->workers)); }
+int nhb__srv_worker_open(nhb_server* s, nhb__srv_worker* w) { return worker_init(s, w, (int)(w - s->workers)); }
 
-void nhb__srv_worker_shut(srv_worker* w) { teardown_unstarted(w); }
+void nhb__srv_worker_shut(nhb__srv_worker* w) { teardown_unstarted(w); }
 
 int nhb_server_start(nhb_server* s) {
   if (s->started || s->stopped) return NHB_ESTATE;
@@ -754,7 +611,7 @@ int nhb_server_start(nhb_server* s) {
     struct rlimit rl;
     s->max_connections = UINT64_MAX;
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
-      s->max_connections = rl.rlim_cur > 2 * SRV_FD_HEADROOM ? rl.rlim_cur - SRV_FD_HEADROOM : rl.rlim_cur / 2;
+      s->max_connections = rl.rlim_cur > 2 * NHB__SRV_FD_HEADROOM ? rl.rlim_cur - NHB__SRV_FD_HEADROOM : rl.rlim_cur / 2;
   }
   int r = 0;
   for (int i = 0; i < c->nworkers && r == 0; i++) {
@@ -763,11 +620,11 @@ int nhb_server_start(nhb_server* s) {
   }
   for (int i = 0; i < c->nlisten && r == 0; i++) {
     const struct sockaddr* sa = (const struct sockaddr*)c->listen[i].bytes;
-    r = sa->sa_family == AF_UNIX ? bind_unix(s, i, &c->listen[i]) : bind_inet(s, SRV_L_HTTP, i, &c->listen[i], 1);
+    r = sa->sa_family == AF_UNIX ? bind_unix(s, i, &c->listen[i]) : bind_inet(s, NHB__SRV_L_HTTP, i, &c->listen[i], 1);
   }
-  if (r == 0 && c->has_admin) r = bind_inet(s, SRV_L_ADMIN, 0, &c->admin, 0);
-  for (int i = 0; i < c->ntcp_echo && r == 0; i++) r = bind_inet(s, SRV_L_TCP_ECHO, i, &c->tcp_echo[i], 1);
-  for (int i = 0; i < c->nudp_echo && r == 0; i++) r = bind_inet(s, SRV_L_UDP_ECHO, i, &c->udp_echo[i], 1);
+  if (r == 0 && c->has_admin) r = bind_inet(s, NHB__SRV_L_ADMIN, 0, &c->admin, 0);
+  for (int i = 0; i < c->ntcp_echo && r == 0; i++) r = bind_inet(s, NHB__SRV_L_TCP_ECHO, i, &c->tcp_echo[i], 1);
+  for (int i = 0; i < c->nudp_echo && r == 0; i++) r = bind_inet(s, NHB__SRV_L_UDP_ECHO, i, &c->udp_echo[i], 1);
   if (r < 0) {
     for (int i = 0; i < c->nworkers; i++) teardown_unstarted(&s->workers[i]);
     unlink_unix_paths(s);
@@ -776,7 +633,7 @@ int nhb_server_start(nhb_server* s) {
   }
   s->started = 1;
   for (int i = 0; i < c->nworkers; i++) {
-    srv_worker* w = &s->workers[i];
+    nhb__srv_worker* w = &s->workers[i];
     if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
       snprintf(s->err, sizeof(s->err), "cannot start worker thread %d", i);
       nhb_server_stop(s);
@@ -812,26 +669,14 @@ int nhb_server_address(const nhb_server* s, int i, void* addr, unsigned* addr_le
 void nhb_server_stats_get(const nhb_server* s, nhb_server_stats* out) {
   memset(out, 0, sizeof(*out));
   for (int i = 0; i < s->config.nworkers; i++) {
-    const srv_counters* c = &s->workers[i].counters;
+    const nhb__srv_counters* c = &s->workers[i].counters;
 #define LOAD(x) atomic_load_explicit(&c->x, memory_order_relaxed)
-    out->requests += LOAD(requests);
-    out->connections_total += LOAD(connections_total);
-    out->connections_active += LOAD(connections_active);
-    out->rx_bytes += LOAD(rx_bytes);
-    out->tx_bytes += LOAD(tx_bytes);
-    out->bad_requests += LOAD(bad_requests);
-    out->stalls += LOAD(stall_requests);
-    out->tcp_echo_bytes += LOAD(tcp_echo_bytes);
-    out->udp_echo_packets += LOAD(udp_echo_packets);
-    out->connections_http1 += LOAD(connections_http1);
-    out->connections_http2 += LOAD(connections_http2);
-    out->tls_handshakes += LOAD(tls_handshakes);
-    out->tls_handshake_errors += LOAD(tls_handshake_errors);
-    out->tls_session_reused += LOAD(tls_session_reused);
-    out->h2_streams_reset += LOAD(h2_streams_reset);
-    out->h2_protocol_errors += LOAD(h2_protocol_errors);
-    out->connections_refused += LOAD(connections_refused);
-    for (int k = 0; k < NHB_SERVER_STATUS_MAX; k++) out->status[k] += LOAD(status[k]);
+#define ADD(name) out->name += LOAD(name);
+#define ADD_STATUS(name) \
+  for (int k = 0; k < NHB_SERVER_STATUS_MAX; k++) out->name[k] += LOAD(name[k]);
+    NHB_SERVER_STAT_MAP(ADD, ADD_STATUS)
+#undef ADD
+#undef ADD_STATUS
 #undef LOAD
   }
   if (s->started && s->config.stall_every_ns && s->config.stall_for_ns) {
@@ -848,7 +693,7 @@ void nhb_server_stop(nhb_server* s) {
   for (int i = 0; i < s->config.nworkers; i++)
     if (s->workers[i].thread_started) uv_async_send(&s->workers[i].wakeup);
   for (int i = 0; i < s->config.nworkers; i++) {
-    srv_worker* w = &s->workers[i];
+    nhb__srv_worker* w = &s->workers[i];
     if (w->thread_started) {
       pthread_join(w->thread, NULL);
       w->thread_started = 0;

@@ -17,38 +17,38 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "server_internal.h"
+#include "server/server_internal.h"
 
-struct srv_echo_conn {
+struct nhb__srv_echo_conn {
   union {
     uv_handle_t handle;
     uv_stream_t stream;
     uv_tcp_t tcp;
   } h;
   uv_shutdown_t shutdown;
-  srv_worker* w;
-  srv_echo_conn *prev, *next;
+  nhb__srv_worker* w;
+  nhb__srv_echo_conn *prev, *next;
   int closing;
 };
 
 typedef struct echo_write {
   uv_write_t req;
-  srv_echo_conn* e;
+  nhb__srv_echo_conn* e;
   char data[];
 } echo_write;
 
 static void echo_free(uv_handle_t* handle) {
-  srv_echo_conn* e = handle->data;
+  nhb__srv_echo_conn* e = handle->data;
   /* Echo connections hold descriptors too: they count against
    * max_connections with the HTTP ones. */
   atomic_fetch_sub_explicit(&e->w->server->conns_open, 1, memory_order_relaxed);
   free(e);
 }
 
-static void echo_close(srv_echo_conn* e) {
+static void echo_close(nhb__srv_echo_conn* e) {
   if (e->closing) return;
   e->closing = 1;
-  srv_worker* w = e->w;
+  nhb__srv_worker* w = e->w;
   if (e->prev) e->prev->next = e->next;
   else w->echo_conns = e->next;
   if (e->next) e->next->prev = e->prev;
@@ -57,16 +57,16 @@ static void echo_close(srv_echo_conn* e) {
 
 static void echo_alloc(uv_handle_t* handle, size_t suggested, uv_buf_t* buf) {
   NHB__UNUSED(suggested);
-  srv_worker* w = handle->loop->data;
+  nhb__srv_worker* w = handle->loop->data;
   buf->base = w->rbuf;
-  buf->len = SRV_READ_BUFFER;
+  buf->len = NHB__SRV_READ_BUFFER;
 }
 
 static void echo_on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf);
 
 static void echo_on_write(uv_write_t* req, int status) {
   echo_write* wr = (echo_write*)req;
-  srv_echo_conn* e = wr->e;
+  nhb__srv_echo_conn* e = wr->e;
   free(wr);
   if (e->closing) return;
   if (status < 0) {
@@ -82,9 +82,9 @@ static void echo_on_shutdown(uv_shutdown_t* req, int status) {
 }
 
 static void echo_on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf) {
-  srv_echo_conn* e = stream->data;
+  nhb__srv_echo_conn* e = stream->data;
   if (nread > 0) {
-    srv_bump(&e->w->counters.tcp_echo_bytes, (uint64_t)nread);
+    nhb__srv_bump(&e->w->counters.tcp_echo_bytes, (uint64_t)nread);
     uv_buf_t b = uv_buf_init(buf->base, (unsigned)nread);
     int n = uv_try_write(stream, &b, 1);
     if (n == UV_EAGAIN || n == UV_ENOSYS) n = 0;
@@ -117,8 +117,8 @@ static void echo_on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf
   }
 }
 
-void nhb__srv_echo_open(srv_worker* w, int fd) {
-  srv_echo_conn* e = calloc(1, sizeof(*e));
+void nhb__srv_echo_open(nhb__srv_worker* w, int fd) {
+  nhb__srv_echo_conn* e = calloc(1, sizeof(*e));
   if (!e) {
     close(fd);
     atomic_fetch_sub_explicit(&w->server->conns_open, 1, memory_order_relaxed);
@@ -141,20 +141,20 @@ void nhb__srv_echo_open(srv_worker* w, int fd) {
 
 static void udp_on_recv(uv_udp_t* handle, ssize_t nread, const uv_buf_t* buf, const struct sockaddr* addr,
                         unsigned flags) {
-  srv_worker* w = handle->loop->data;
+  nhb__srv_worker* w = handle->loop->data;
   /* nread == 0 with no address means "nothing more to read", not an empty
    * datagram; a truncated datagram (larger than the buffer) is dropped. */
   if (nread < 0 || addr == NULL || (flags & UV_UDP_PARTIAL)) return;
-  srv_bump(&w->counters.udp_echo_packets, 1);
+  nhb__srv_bump(&w->counters.udp_echo_packets, 1);
   uv_buf_t b = uv_buf_init(buf->base, (unsigned)nread);
   uv_udp_try_send(handle, &b, 1, addr);
 }
 
-int nhb__srv_echo_start(srv_worker* w, srv_listener* l) {
+int nhb__srv_echo_start(nhb__srv_worker* w, nhb__srv_listener* l) {
   NHB__UNUSED(w);
   return uv_udp_recv_start(&l->h.udp, echo_alloc, udp_on_recv);
 }
 
-void nhb__srv_echo_close_all(srv_worker* w) {
+void nhb__srv_echo_close_all(nhb__srv_worker* w) {
   while (w->echo_conns) echo_close(w->echo_conns);
 }

@@ -14,7 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "client.h"
+#include "client/client.h"
 
 #define HOUSEKEEPING_MS 10
 #define TIMEOUT_SCAN_NS (50 * NHB__NS_PER_MS)

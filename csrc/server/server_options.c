@@ -18,81 +18,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "server_internal.h"
-
-/* ---- buffers -------------------------------------------------------------- */
-
-int nhb__srv_buf_reserve(srv_buf* b, size_t extra) {
-  if (b->cap - b->len >= extra) return 0;
-  size_t cap = b->cap ? b->cap : 256;
-  while (cap - b->len < extra) {
-    if (cap > SIZE_MAX / 2) return NHB_ENOMEM;
-    cap *= 2;
-  }
-  char* p = realloc(b->p, cap);
-  if (!p) return NHB_ENOMEM;
-  b->p = p;
-  b->cap = cap;
-  return 0;
-}
-
-int nhb__srv_buf_append_slow(srv_buf* b, const void* data, size_t n) {
-  if (n == 0) return 0;
-  if (nhb__srv_buf_reserve(b, n) < 0) return NHB_ENOMEM;
-  memcpy(b->p + b->len, data, n);
-  b->len += n;
-  return 0;
-}
-
-int nhb__srv_buf_printf(srv_buf* b, const char* fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  char small[256];
-  int n = vsnprintf(small, sizeof(small), fmt, ap);
-  va_end(ap);
-  if (n < 0) return NHB_EINVAL;
-  if ((size_t)n < sizeof(small)) return nhb__srv_buf_append(b, small, (size_t)n);
-  if (nhb__srv_buf_reserve(b, (size_t)n + 1) < 0) return NHB_ENOMEM;
-  va_start(ap, fmt);
-  vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
-  va_end(ap);
-  b->len += (size_t)n;
-  return 0;
-}
-
-void nhb__srv_buf_free(srv_buf* b) {
-  free(b->p);
-  b->p = NULL;
-  b->len = b->cap = 0;
-}
-
-int nhb__srv_arena_reset(srv_arena* a, size_t cap) {
-  a->len = 0;
-  if (a->cap >= cap) return 0;
-  /* Grow geometrically so that a worker's arenas settle after a few
-   * requests; the old contents are dead at a reset, hence free + malloc. */
-  size_t want = a->cap ? a->cap : 1024;
-  while (want < cap) want *= 2;
-  char* p = malloc(want);
-  if (!p) return NHB_ENOMEM;
-  free(a->base);
-  a->base = p;
-  a->cap = want;
-  return 0;
-}
-
-void* nhb__srv_arena_alloc(srv_arena* a, size_t n) {
-  size_t start = (a->len + 7) & ~(size_t)7;
-  if (start > a->cap || a->cap - start < n) return NULL;
-  a->len = start + n;
-  return a->base + start;
-}
-
-void nhb__srv_arena_free(srv_arena* a) {
-  free(a->base);
-  a->base = NULL;
-  a->len = a->cap = 0;
-}
+#include "server/server_internal.h"
 
 static int fail(char* err, size_t err_len, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
 static int fail(char* err, size_t err_len, const char* fmt, ...) {
@@ -253,7 +179,7 @@ static int json_bool(const cJSON* v, int* out) {
   return 0;
 }
 
-static int copy_str(srv_arena* a, const char* s, srv_str* out) {
+static int copy_str(nhb__srv_arena* a, const char* s, nhb__srv_str* out) {
   size_t n = strlen(s);
   char* p = nhb__srv_arena_alloc(a, n + 1);
   if (!p) return -1;
@@ -264,7 +190,7 @@ static int copy_str(srv_arena* a, const char* s, srv_str* out) {
 }
 
 /* {"header": {"key": k, "value": v}, "append": bool} */
-static int parse_header_option(const cJSON* item, srv_header* h, srv_arena* a, char* err, size_t err_len,
+static int parse_header_option(const cJSON* item, nhb__srv_header* h, nhb__srv_arena* a, char* err, size_t err_len,
                                const char* field) {
   if (!cJSON_IsObject(item)) return fail(err, err_len, "%s: each entry must be an object", field);
   const cJSON* header = NULL;
@@ -323,22 +249,22 @@ static int count_headers(const cJSON* root, size_t* n) {
   return 0;
 }
 
-static int nh_parse_tree(const cJSON* root, size_t json_len, srv_nh_opts* o, srv_arena* a, char* err,
+static int nh_parse_tree(const cJSON* root, size_t json_len, nhb__srv_nh_opts* o, nhb__srv_arena* a, char* err,
                          size_t err_len) {
   if (!cJSON_IsObject(root)) return fail(err, err_len, "expected a JSON object");
   size_t nh;
   count_headers(root, &nh);
   /* Decoded strings are never longer than their JSON text. */
-  size_t need = json_len + 32 * nh + 64 + nh * sizeof(srv_header);
+  size_t need = json_len + 32 * nh + 64 + nh * sizeof(nhb__srv_header);
   if (nhb__srv_arena_reset(a, need) < 0) return fail(err, err_len, "out of memory");
-  o->headers = nh ? nhb__srv_arena_alloc(a, nh * sizeof(srv_header)) : NULL;
+  o->headers = nh ? nhb__srv_arena_alloc(a, nh * sizeof(nhb__srv_header)) : NULL;
   int has_static = 0, has_linear = 0;
   for (const cJSON* f = root->child; f; f = f->next) {
     const char* name = f->string;
     if (cJSON_IsNull(f)) continue; /* proto JSON: null = field not set */
     if (field_is(name, "response_body_size", "responseBodySize")) {
-      if (json_uint(f, SRV_NH_MAX_BODY, &o->body_size) < 0)
-        return fail(err, err_len, "response_body_size: must be an integer between 0 and %u", SRV_NH_MAX_BODY);
+      if (json_uint(f, NHB__SRV_NH_MAX_BODY, &o->body_size) < 0)
+        return fail(err, err_len, "response_body_size: must be an integer between 0 and %u", NHB__SRV_NH_MAX_BODY);
       o->has_body_size = 1;
     } else if (field_is(name, "response_headers", "responseHeaders") ||
                field_is(name, "v3_response_headers", "v3ResponseHeaders")) {
@@ -397,12 +323,12 @@ static int nh_parse_tree(const cJSON* root, size_t json_len, srv_nh_opts* o, srv
   /* In the proto these two are a oneof. */
   if (has_static && has_linear)
     return fail(err, err_len, "static_delay and concurrency_based_linear_delay cannot both be set");
-  if (has_static) o->delay_kind = SRV_DELAY_STATIC;
-  if (has_linear) o->delay_kind = SRV_DELAY_LINEAR;
+  if (has_static) o->delay_kind = NHB__SRV_DELAY_STATIC;
+  if (has_linear) o->delay_kind = NHB__SRV_DELAY_LINEAR;
   return 0;
 }
 
-int nhb__srv_nh_parse(const char* json, size_t len, srv_nh_opts* out, srv_arena* arena, char* err,
+int nhb__srv_nh_parse(const char* json, size_t len, nhb__srv_nh_opts* out, nhb__srv_arena* arena, char* err,
                       size_t err_len) {
   memset(out, 0, sizeof(*out));
   const char* end = NULL;
@@ -517,7 +443,7 @@ static const char* const kind_hint[] = {
     "a duration such as 150us or 0.5s", "a status code 200-599", "a size in bytes", "true or false"};
 
 static int parse_choices(const char* name, int kind, const char* v, size_t len, uint64_t max_delay, uint64_t max_size,
-                         srv_choices* c, char* err, size_t err_len) {
+                         nhb__srv_choices* c, char* err, size_t err_len) {
   memset(c, 0, sizeof(*c));
   if (len == 0) return 0; /* an empty value is no value, as in Fortio */
   c->present = 1;
@@ -552,8 +478,8 @@ static int parse_choices(const char* name, int kind, const char* v, size_t len, 
     const char* sep = memchr(item, ':', ilen);
     if (!sep)
       return fail(err, err_len, "echo parameter %s: '%s' needs value:percent entries", name, shown(item, ilen, q));
-    if (c->n == SRV_MAX_CHOICES)
-      return fail(err, err_len, "echo parameter %s: more than %d entries", name, SRV_MAX_CHOICES);
+    if (c->n == NHB__SRV_MAX_CHOICES)
+      return fail(err, err_len, "echo parameter %s: more than %d entries", name, NHB__SRV_MAX_CHOICES);
     int64_t val;
     double pct;
     size_t vlen = (size_t)(sep - item);
@@ -572,19 +498,19 @@ static int parse_choices(const char* name, int kind, const char* v, size_t len, 
   return 0;
 }
 
-int64_t nhb__srv_choose(const srv_choices* c, double r, int64_t dflt) {
+int64_t nhb__srv_choose(const nhb__srv_choices* c, double r, int64_t dflt) {
   for (int i = 0; i < c->n; i++)
     if (r < c->cum[i]) return c->val[i];
   return dflt;
 }
 
 int nhb__srv_echo_parse(const char* query, size_t len, uint64_t max_delay_ns, uint64_t max_size,
-                        srv_echo_opts* out, srv_arena* arena, char* err, size_t err_len) {
+                        nhb__srv_echo_opts* out, nhb__srv_arena* arena, char* err, size_t err_len) {
   memset(out, 0, sizeof(*out));
   /* Decoded text is never longer than the query. */
-  if (nhb__srv_arena_reset(arena, 2 * len + 64 + SRV_MAX_ECHO_HEADERS * sizeof(srv_header)) < 0)
+  if (nhb__srv_arena_reset(arena, 2 * len + 64 + NHB__SRV_MAX_ECHO_HEADERS * sizeof(nhb__srv_header)) < 0)
     return fail(err, err_len, "out of memory");
-  out->headers = nhb__srv_arena_alloc(arena, SRV_MAX_ECHO_HEADERS * sizeof(srv_header));
+  out->headers = nhb__srv_arena_alloc(arena, NHB__SRV_MAX_ECHO_HEADERS * sizeof(nhb__srv_header));
   char* key = nhb__srv_arena_alloc(arena, len + 1);
   char* text = nhb__srv_arena_alloc(arena, len + 1);
   size_t text_len = 0;
@@ -599,7 +525,7 @@ int nhb__srv_echo_parse(const char* query, size_t len, uint64_t max_delay_ns, ui
     size_t vlen = eq ? url_decode(eq + 1, (size_t)(query + j - eq - 1), val) : 0;
     text_len += vlen;
     i = j + 1;
-    srv_choices* target = NULL;
+    nhb__srv_choices* target = NULL;
     int kind = KIND_DELAY;
 #define KEY_IS(lit) (klen == sizeof(lit) - 1 && memcmp(key, lit, klen) == 0)
     if (KEY_IS("delay")) target = &out->delay, kind = KIND_DELAY;
@@ -638,9 +564,9 @@ int nhb__srv_echo_parse(const char* query, size_t len, uint64_t max_delay_ns, ui
         return fail(err, err_len, "echo parameter header: '%s' is set by the server", shown(val, nlen, q));
       if (!nhb__srv_value_ok(hv, hvlen))
         return fail(err, err_len, "echo parameter header: invalid value for '%s'", shown(val, nlen, q));
-      if (out->nheaders == SRV_MAX_ECHO_HEADERS)
-        return fail(err, err_len, "echo parameter header: more than %d headers", SRV_MAX_ECHO_HEADERS);
-      srv_header* h = &out->headers[out->nheaders++];
+      if (out->nheaders == NHB__SRV_MAX_ECHO_HEADERS)
+        return fail(err, err_len, "echo parameter header: more than %d headers", NHB__SRV_MAX_ECHO_HEADERS);
+      nhb__srv_header* h = &out->headers[out->nheaders++];
       h->name.p = val;
       h->name.len = nlen;
       h->value.p = hv;

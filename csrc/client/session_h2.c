@@ -30,8 +30,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "client.h"
-#include "h2_mem.h"
+#include "client/client.h"
+#include "common/h2_mem.h"
 
 #define H2_STAGE_SIZE 65536
 /* h2load's defaults (-w 30 -W 30): windows large enough that a load test is

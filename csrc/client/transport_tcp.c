@@ -4,7 +4,7 @@
  * a write that would block is handed to uv_write(), so the loop watches for
  * writability only when the socket buffer is actually full.
  */
-#include "client.h"
+#include "client/client.h"
 
 static void tcp_on_connected(nhb__conn* c) { nhb__conn_ready(c); }
 

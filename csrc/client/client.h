@@ -20,8 +20,8 @@
 #include <stdatomic.h>
 #include <uv.h>
 
-#include "h2_mem.h"
-#include "internal.h"
+#include "common/h2_mem.h"
+#include "common/internal.h"
 
 typedef struct nhb__worker nhb__worker;
 typedef struct nhb__conn nhb__conn;

@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "client.h"
+#include "client/client.h"
 
 #define CONN_OF(parser) ((nhb__conn*)(parser)->data)
 

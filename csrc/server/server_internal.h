@@ -1,14 +1,18 @@
 /* server_internal.h: what the test server's translation units share.
  *
- *   server.c          life cycle, workers, listeners, the delay heap, stalls
- *   server_conn.c     connections: reading, protocol detection, writes, and
- *                     HTTP/1.1 (parsing, the response queue)
+ *   server.c          life cycle, workers, listeners, configuration
+ *   server_delay.c    the delay heap and its timerfd, stalls, random numbers
+ *   server_conn.c     connections: accepting, reading, writing, closing,
+ *                     time-outs, protocol detection
+ *   server_h1.c       HTTP/1.1 (llhttp): parsing, the response queue
+ *   server_h2.c       HTTP/2 (nghttp2's server API): streams, responses
+ *   server_request.c  request capture, shared by HTTP/1.1 and HTTP/2
  *   server_tls.c      TLS on connections (OpenSSL, memory BIOs), the
  *                     server's SSL_CTX and the self-signed certificate
- *   server_h2.c       HTTP/2 (nghttp2's server API): streams, responses
  *   server_respond.c  responses: options merged per request into a reply that
  *                     either protocol renders
  *   server_options.c  parsers: durations, Nighthawk JSON, Fortio query strings
+ *   server_buf.c      the growable buffer and the arena
  *   server_echo.c     TCP and UDP echo listeners
  *
  * The layers of an HTTP connection, from the socket up: the socket (reads into
@@ -19,7 +23,7 @@
  *
  * Every worker is one thread with one libuv loop; everything a worker owns
  * (its connections, heap, scratch buffers, counters) is touched by that thread
- * only, except the counters, which other threads read (see srv_bump()).
+ * only, except the counters, which other threads read (see nhb__srv_bump()).
  */
 #ifndef NHB_SERVER_INTERNAL_H
 #define NHB_SERVER_INTERNAL_H
@@ -34,73 +38,73 @@
 #include <uv.h>
 #include <zlib.h>
 
-#include "h2_mem.h"
-#include "internal.h"
+#include "common/h2_mem.h"
+#include "common/internal.h"
 
 /* One shared read buffer per worker: connections keep no input buffer of
  * their own, so an idle connection costs only its struct. */
-#define SRV_READ_BUFFER (64u * 1024u)
+#define NHB__SRV_READ_BUFFER (64u * 1024u)
 /* Stop reading from a client that does not read its responses. */
-#define SRV_MAX_QUEUED_WRITE (4u << 20)
+#define NHB__SRV_MAX_QUEUED_WRITE (4u << 20)
 /* Stop parsing pipelined requests when this many rendered bytes or responses
  * wait on one connection (behind a delay, or for the socket). */
-#define SRV_MAX_OUT (8u << 20)
-#define SRV_MAX_PENDING 256
+#define NHB__SRV_MAX_OUT (8u << 20)
+#define NHB__SRV_MAX_PENDING 256
 /* Responses gathered into one writev. */
-#define SRV_MAX_BATCH 64
+#define NHB__SRV_MAX_BATCH 64
 /* Nighthawk's limit for response_body_size. */
-#define SRV_NH_MAX_BODY (4u << 20)
-#define SRV_MAX_CHOICES 16
-#define SRV_MAX_ECHO_HEADERS 64
+#define NHB__SRV_NH_MAX_BODY (4u << 20)
+#define NHB__SRV_MAX_CHOICES 16
+#define NHB__SRV_MAX_ECHO_HEADERS 64
 /* How long a closing connection keeps reading (and discarding) so that the
  * client sees the final response instead of a reset. */
-#define SRV_LINGER_MS 2000
-#define SRV_MAX_LISTENERS (3 * NHB_SERVER_MAX_LISTEN + 1)
+#define NHB__SRV_LINGER_MS 2000
+#define NHB__SRV_MAX_LISTENERS (3 * NHB_SERVER_MAX_LISTEN + 1)
 /* Descriptors worker 0 keeps for the admin endpoint: that many /stats
  * connections can be open at once when the process is out of descriptors. */
-#define SRV_ADMIN_RESERVE 2
+#define NHB__SRV_ADMIN_RESERVE 2
 /* Descriptors left free under the default max_connections (the soft
  * RLIMIT_NOFILE minus this): listeners, timers, the loops' own, the admin
  * reserve, and whatever else the process (a client in the same process,
  * Python) opens. */
-#define SRV_FD_HEADROOM 64
+#define NHB__SRV_FD_HEADROOM 64
 /* HTTP/1.1 and HTTP/2: a request head with more header fields than this is
  * refused like one over max_header_bytes (431). */
-#define SRV_MAX_HEADERS 1000
+#define NHB__SRV_MAX_HEADERS 1000
 /* Accepts per readiness event on one listener, so that a burst of
  * connections cannot hold the worker's loop. */
-#define SRV_ACCEPT_BATCH 64
+#define NHB__SRV_ACCEPT_BATCH 64
 /* A listener paused because the process is out of descriptors is polled
  * again after this long. */
-#define SRV_ACCEPT_RETRY_MS 100
+#define NHB__SRV_ACCEPT_RETRY_MS 100
 /* TLS: responses are encrypted in slices so that at most about this much
  * ciphertext waits in a connection's write BIO; the rest of a large response
  * stays referenced (not copied) until the socket drains. HTTP/2 stops asking
  * nghttp2 for frames at the same mark. */
-#define SRV_WRITE_HIGH (256u * 1024u)
+#define NHB__SRV_WRITE_HIGH (256u * 1024u)
 /* Ciphertext is moved from the write BIO to the socket in pieces this big. */
-#define SRV_TLS_OUT (64u * 1024u)
+#define NHB__SRV_TLS_OUT (64u * 1024u)
 /* HTTP/2 frames are gathered into one write up to this size. */
-#define SRV_H2_STAGE (64u * 1024u)
+#define NHB__SRV_H2_STAGE (64u * 1024u)
 
-typedef struct srv_worker srv_worker;
-typedef struct srv_conn srv_conn;
-typedef struct srv_tls srv_tls;
-typedef struct srv_h2 srv_h2;
-typedef struct srv_h2_stream srv_h2_stream;
+typedef struct nhb__srv_worker nhb__srv_worker;
+typedef struct nhb__srv_conn nhb__srv_conn;
+typedef struct nhb__srv_tls nhb__srv_tls;
+typedef struct nhb__srv_h2 nhb__srv_h2;
+typedef struct nhb__srv_h2_stream nhb__srv_h2_stream;
 
-/* ---- buffers ----------------------------------------------------------- */
+/* ---- buffers (server_buf.c) -------------------------------------------- */
 
 /* A growable byte buffer. */
-typedef struct srv_buf {
+typedef struct nhb__srv_buf {
   char* p;
   size_t len, cap;
-} srv_buf;
+} nhb__srv_buf;
 
-int nhb__srv_buf_reserve(srv_buf* b, size_t extra);
-int nhb__srv_buf_append_slow(srv_buf* b, const void* data, size_t n);
+int nhb__srv_buf_reserve(nhb__srv_buf* b, size_t extra);
+int nhb__srv_buf_append_slow(nhb__srv_buf* b, const void* data, size_t n);
 /* Inline: request capture appends a few bytes per header on the fast path. */
-static inline int nhb__srv_buf_append(srv_buf* b, const void* data, size_t n) {
+static inline int nhb__srv_buf_append(nhb__srv_buf* b, const void* data, size_t n) {
   if (NHB__LIKELY(b->cap - b->len >= n)) {
     if (n) memcpy(b->p + b->len, data, n);
     b->len += n;
@@ -108,68 +112,68 @@ static inline int nhb__srv_buf_append(srv_buf* b, const void* data, size_t n) {
   }
   return nhb__srv_buf_append_slow(b, data, n);
 }
-int nhb__srv_buf_printf(srv_buf* b, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
-void nhb__srv_buf_free(srv_buf* b);
+int nhb__srv_buf_printf(nhb__srv_buf* b, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+void nhb__srv_buf_free(nhb__srv_buf* b);
 
 /* A bump allocator over one block reserved up front: what it hands out never
  * moves, so parsers can keep pointers into it. */
-typedef struct srv_arena {
+typedef struct nhb__srv_arena {
   char* base;
   size_t len, cap;
-} srv_arena;
+} nhb__srv_arena;
 
 /* Empties the arena and makes room for `cap` bytes. */
-int nhb__srv_arena_reset(srv_arena* a, size_t cap);
+int nhb__srv_arena_reset(nhb__srv_arena* a, size_t cap);
 /* 8-byte aligned; NULL when the reservation is exhausted. */
-void* nhb__srv_arena_alloc(srv_arena* a, size_t n);
-void nhb__srv_arena_free(srv_arena* a);
+void* nhb__srv_arena_alloc(nhb__srv_arena* a, size_t n);
+void nhb__srv_arena_free(nhb__srv_arena* a);
 
 /* ---- options ----------------------------------------------------------- */
 
-typedef struct srv_str {
+typedef struct nhb__srv_str {
   const char* p;
   size_t len;
-} srv_str;
+} nhb__srv_str;
 
 /* A response header; append = 0 replaces earlier ones of the same name. */
-typedef struct srv_header {
-  srv_str name, value;
+typedef struct nhb__srv_header {
+  nhb__srv_str name, value;
   int append;
-} srv_header;
+} nhb__srv_header;
 
-enum { SRV_DELAY_NONE = 0, SRV_DELAY_STATIC = 1, SRV_DELAY_LINEAR = 2 };
+enum { NHB__SRV_DELAY_NONE = 0, NHB__SRV_DELAY_STATIC = 1, NHB__SRV_DELAY_LINEAR = 2 };
 
 /* Nighthawk's ResponseOptions. */
-typedef struct srv_nh_opts {
+typedef struct nhb__srv_nh_opts {
   int has_body_size;
   uint64_t body_size;
   int has_echo_headers, echo_headers;
   int delay_kind;
   uint64_t static_delay_ns, linear_min_ns, linear_factor_ns;
   int has_emit;
-  srv_str emit_header;
-  srv_header* headers;
+  nhb__srv_str emit_header;
+  nhb__srv_header* headers;
   size_t nheaders;
-} srv_nh_opts;
+} nhb__srv_nh_opts;
 
 /* A Fortio probability list: value i is chosen when a uniform draw in
  * [0, 100) is below cum[i]; above the last, the default applies. */
-typedef struct srv_choices {
+typedef struct nhb__srv_choices {
   int present;
   int n;
-  double cum[SRV_MAX_CHOICES];
-  int64_t val[SRV_MAX_CHOICES];
-} srv_choices;
+  double cum[NHB__SRV_MAX_CHOICES];
+  int64_t val[NHB__SRV_MAX_CHOICES];
+} nhb__srv_choices;
 
 /* Fortio's echo parameters (plus nhbench's stall). */
-typedef struct srv_echo_opts {
-  srv_choices delay, status, size, close, gzip;
+typedef struct nhb__srv_echo_opts {
+  nhb__srv_choices delay, status, size, close, gzip;
   int has_stall;
   uint64_t stall_ns;
   int has_headers;
-  srv_header* headers;
+  nhb__srv_header* headers;
   size_t nheaders;
-} srv_echo_opts;
+} nhb__srv_echo_opts;
 
 /* "1.5s", "150us", "1m30s" (Go syntax), or a bare number of seconds. */
 int nhb__srv_parse_duration(const char* s, size_t len, uint64_t* out_ns);
@@ -177,53 +181,53 @@ int nhb__srv_token_ok(const char* s, size_t len);
 int nhb__srv_value_ok(const char* s, size_t len);
 /* Parses ResponseOptions JSON. Strings are copied into `arena` (reset here).
  * Returns 0, or -1 with a reason in err. */
-int nhb__srv_nh_parse(const char* json, size_t len, srv_nh_opts* out, srv_arena* arena, char* err,
+int nhb__srv_nh_parse(const char* json, size_t len, nhb__srv_nh_opts* out, nhb__srv_arena* arena, char* err,
                       size_t err_len);
 /* Parses a query string (without '?'). Delays and stalls above max_delay_ns
  * and sizes above max_size are clamped to them. Returns 0, or -1 with a
  * reason in err. */
 int nhb__srv_echo_parse(const char* query, size_t len, uint64_t max_delay_ns, uint64_t max_size,
-                        srv_echo_opts* out, srv_arena* arena, char* err, size_t err_len);
-int64_t nhb__srv_choose(const srv_choices* c, double r, int64_t dflt);
+                        nhb__srv_echo_opts* out, nhb__srv_arena* arena, char* err, size_t err_len);
+int64_t nhb__srv_choose(const nhb__srv_choices* c, double r, int64_t dflt);
 
 /* ---- connections --------------------------------------------------------- */
 
 /* A piece of a response: `len` bytes at `ext` (memory that outlives every
  * connection: the server's pre-rendered responses and body regions) or, when
  * ext is NULL, at offset `off` of the connection's out buffer. */
-typedef struct srv_piece {
+typedef struct nhb__srv_piece {
   const char* ext;
   size_t off, len;
-} srv_piece;
+} nhb__srv_piece;
 
 /* A response waiting in a connection's queue, in request order. */
-typedef struct srv_resp {
+typedef struct nhb__srv_resp {
   uint64_t deadline_ns; /* 0 = ready now */
   uint8_t npieces;
   uint8_t close;   /* the connection closes after this response */
   uint8_t delayed; /* counted in the worker's `delayed` */
   uint8_t bad;     /* a refused request (400, 413, 431, 505): counts in bad_requests */
   uint16_t status; /* 0 for an interim response (100 Continue), which is not counted */
-  srv_piece p[3];
-} srv_resp;
+  nhb__srv_piece p[3];
+} nhb__srv_resp;
 
 /* Where a request's head fields live in the connection's capture buffer. */
-typedef struct srv_hdr_pos {
+typedef struct nhb__srv_hdr_pos {
   size_t name_off, name_len, value_off, value_len;
-} srv_hdr_pos;
+} nhb__srv_hdr_pos;
 
-enum { SRV_CONN_HTTP = 0, SRV_CONN_ADMIN = 1 };
+enum { NHB__SRV_CONN_HTTP = 0, NHB__SRV_CONN_ADMIN = 1 };
 /* The protocol a connection speaks; DETECT until its first bytes (or ALPN)
  * decide. */
-enum { SRV_PROTO_DETECT = 0, SRV_PROTO_H1 = 1, SRV_PROTO_H2 = 2 };
+enum { NHB__SRV_PROTO_DETECT = 0, NHB__SRV_PROTO_H1 = 1, NHB__SRV_PROTO_H2 = 2 };
 
 /* The request being parsed. Every request is captured (URL, header names
  * and values, and the body when it may be echoed) into one buffer that the
  * connection reuses: it grows to the largest request seen and no further. */
-typedef struct srv_req {
-  srv_buf buf;
+typedef struct nhb__srv_req {
+  nhb__srv_buf buf;
   size_t url_off, url_len;
-  srv_hdr_pos* hdrs;
+  nhb__srv_hdr_pos* hdrs;
   size_t nhdrs, hdrs_cap;
   int state; /* 0 = between fields, 1 = in a name, 2 = in a value */
   size_t head_bytes;
@@ -237,26 +241,35 @@ typedef struct srv_req {
   const char* method;
   size_t method_len;
   uint8_t http_major, http_minor;
-} srv_req;
+} nhb__srv_req;
 
+/* server_request.c */
+/* Empties q for the next request (its buffers stay). */
+void nhb__srv_req_reset(nhb__srv_req* q);
+/* A new header field at the end of q's capture buffer, its name and value
+ * empty; NULL when out of memory. */
+nhb__srv_hdr_pos* nhb__srv_req_header_begin(nhb__srv_req* q);
+/* A whole header field (HTTP/2), captured and noted. Returns 0 or
+ * NHB_ENOMEM. */
+int nhb__srv_req_add_header(nhb__srv_req* q, const void* name, size_t name_len, const void* value, size_t value_len);
 /* Notes what the server looks at in header i of q (the Nighthawk config
  * header, Expect, Accept-Encoding, Upgrade, HTTP2-Settings). */
-void nhb__srv_req_note_header(srv_req* q, size_t i);
+void nhb__srv_req_note_header(nhb__srv_req* q, size_t i);
 /* Notes the query string and /debug from the URL q->buf[url_off, url_len). */
-void nhb__srv_req_note_url(srv_req* q);
+void nhb__srv_req_note_url(nhb__srv_req* q);
 
-typedef union srv_stream {
+typedef union nhb__srv_stream {
   uv_handle_t handle;
   uv_stream_t stream;
   uv_tcp_t tcp;
   uv_pipe_t pipe;
-} srv_stream;
+} nhb__srv_stream;
 
-struct srv_conn {
-  srv_stream h;
+struct nhb__srv_conn {
+  nhb__srv_stream h;
   uv_shutdown_t shutdown;
-  srv_worker* w;
-  srv_conn *prev, *next; /* the worker's connection list: timeouts and stop */
+  nhb__srv_worker* w;
+  nhb__srv_conn *prev, *next; /* the worker's connection list: timeouts and stop */
   llhttp_t parser;
   uint8_t kind;
   uint8_t closing;     /* uv_close() called */
@@ -268,7 +281,7 @@ struct srv_conn {
   uint8_t in_head;     /* a request head is being received */
   uint8_t is_pipe;
   uint8_t eof;         /* the client half-closed; answer what was parsed, then close */
-  uint8_t proto;       /* SRV_PROTO_* */
+  uint8_t proto;       /* NHB__SRV_PROTO_* */
   uint8_t preface_n;   /* DETECT: bytes of the HTTP/2 client preface seen so far */
   uint8_t in_input;    /* TLS plaintext is being delivered (no re-entry) */
   uint8_t spare_fd;    /* admin: accepted with a reserved descriptor, given back at close */
@@ -276,15 +289,15 @@ struct srv_conn {
   const char* parse_base; /* the start of the input being parsed */
   uint16_t error_status; /* 413/431 decided inside a parser callback */
   size_t head_sent;    /* TLS: bytes of the first queued response already written */
-  srv_tls* tls;        /* TLS state, or NULL */
-  srv_h2* h2;          /* HTTP/2 state, or NULL */
+  nhb__srv_tls* tls;        /* TLS state, or NULL */
+  nhb__srv_h2* h2;          /* HTTP/2 state, or NULL */
   uint64_t last_active_ms, head_start_ms, linger_start_ms;
   size_t heap_idx; /* position in the worker's delay heap, or SIZE_MAX */
   uint64_t wake_ns;
-  srv_req req;
-  srv_resp* q;
+  nhb__srv_req req;
+  nhb__srv_resp* q;
   size_t q_head, q_len, q_cap;
-  srv_buf out; /* rendered response bytes referenced by queued pieces */
+  nhb__srv_buf out; /* rendered response bytes referenced by queued pieces */
   char* stash;
   size_t stash_off, stash_len;
 };
@@ -292,22 +305,27 @@ struct srv_conn {
 /* ---- workers and the server ---------------------------------------------- */
 
 /* Single-writer counters: the worker adds with plain loads and stores (no
- * locked instruction), readers on other threads load them relaxed. */
-typedef struct srv_counters {
-  _Atomic uint64_t requests, connections_total, connections_active, rx_bytes, tx_bytes, bad_requests;
-  _Atomic uint64_t stall_requests, tcp_echo_bytes, udp_echo_packets;
-  _Atomic uint64_t connections_http1, connections_http2, tls_handshakes, tls_handshake_errors, tls_session_reused;
-  _Atomic uint64_t h2_streams_reset, h2_protocol_errors, connections_refused;
+ * locked instruction), readers on other threads load them relaxed. One per
+ * statistic of NHB_SERVER_STAT_MAP (nhb.h), the counts first and the status
+ * array last, as before the map existed, so that the counts a request bumps
+ * share a cache line. `stalls` here counts per-request stalls only;
+ * nhb_server_stats_get() adds the periodic windows. */
+#define NHB__SRV_COUNTER(name) _Atomic uint64_t name;
+#define NHB__SRV_NO_COUNTER(name)
+typedef struct nhb__srv_counters {
+  NHB_SERVER_STAT_MAP(NHB__SRV_COUNTER, NHB__SRV_NO_COUNTER)
   _Atomic uint64_t status[NHB_SERVER_STATUS_MAX];
-} srv_counters;
+} nhb__srv_counters;
+#undef NHB__SRV_COUNTER
+#undef NHB__SRV_NO_COUNTER
 
-static inline void srv_bump(_Atomic uint64_t* c, uint64_t n) {
+static inline void nhb__srv_bump(_Atomic uint64_t* c, uint64_t n) {
   atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n, memory_order_relaxed);
 }
 
-enum { SRV_L_HTTP = 0, SRV_L_ADMIN, SRV_L_TCP_ECHO, SRV_L_UDP_ECHO };
+enum { NHB__SRV_L_HTTP = 0, NHB__SRV_L_ADMIN, NHB__SRV_L_TCP_ECHO, NHB__SRV_L_UDP_ECHO };
 
-typedef struct srv_listener {
+typedef struct nhb__srv_listener {
   union {
     uv_handle_t handle;
     uv_stream_t stream;
@@ -320,11 +338,11 @@ typedef struct srv_listener {
   int is_pipe;
   int fd;          /* HTTP and admin listeners: the listening socket */
   int paused;      /* out of descriptors: not polled until the retry timer */
-} srv_listener;
+} nhb__srv_listener;
 
-typedef struct srv_echo_conn srv_echo_conn;
+typedef struct nhb__srv_echo_conn nhb__srv_echo_conn;
 
-struct srv_worker {
+struct nhb__srv_worker {
   nhb_server* server;
   int index;
   int cpu;
@@ -334,25 +352,25 @@ struct srv_worker {
   pthread_t thread;
   int thread_started;
   int stopping;
-  srv_listener lst[SRV_MAX_LISTENERS];
+  nhb__srv_listener lst[NHB__SRV_MAX_LISTENERS];
   int nlst;
   /* Delays: a min-heap of connections keyed by the deadline of the first
    * queued response, and one timerfd armed at the earliest. */
   int timer_fd;
   uv_poll_t timer_poll;
   uint64_t armed_ns; /* what the timerfd is armed for; 0 = nothing pending */
-  srv_conn** heap;
+  nhb__srv_conn** heap;
   size_t heap_len, heap_cap;
   uv_timer_t sweep;
-  srv_conn* conns;
-  srv_echo_conn* echo_conns;
+  nhb__srv_conn* conns;
+  nhb__srv_echo_conn* echo_conns;
   /* File descriptors held in reserve (open on /dev/null): `spare_fd` lets an
    * accept() that failed for want of descriptors take the pending
    * connection and close it, so the listener does not stay readable and
    * spin; worker 0's `admin_fds` are given up one at a time so that the
    * admin endpoint can accept when nothing else can. */
   int spare_fd;
-  int admin_fds[SRV_ADMIN_RESERVE];
+  int admin_fds[NHB__SRV_ADMIN_RESERVE];
   uv_timer_t accept_retry; /* re-polls paused listeners */
   int accept_retry_armed;
   char* rbuf;
@@ -361,7 +379,7 @@ struct srv_worker {
   uint64_t rng;
   size_t delayed; /* queued responses waiting for a deadline */
   /* Per-request parse results; reset by each dynamic request. */
-  srv_arena nh_arena, echo_arena;
+  nhb__srv_arena nh_arena, echo_arena;
   z_stream z;
   int z_ready;
   /* TLS: plaintext gathered into records, and ciphertext on its way out. */
@@ -370,30 +388,30 @@ struct srv_worker {
   /* HTTP/2: frames gathered for one write, stream structs to reuse, the
    * header array built for each response, nghttp2's recycled blocks. */
   char* h2_stage;
-  srv_h2_stream* h2_free;
+  nhb__srv_h2_stream* h2_free;
   size_t h2_nfree;
   void* h2_nv;
   size_t h2_nv_cap;
   nhb__h2_mem h2_mem;
-  srv_counters counters __attribute__((aligned(64)));
+  nhb__srv_counters counters __attribute__((aligned(64)));
 };
 
-enum { SRV_MODE_PLAIN = 0, SRV_MODE_CLOSE = 1, SRV_MODE_KEEPALIVE = 2 };
+enum { NHB__SRV_MODE_PLAIN = 0, NHB__SRV_MODE_CLOSE = 1, NHB__SRV_MODE_KEEPALIVE = 2 };
 
 struct nhb_server {
   nhb_server_config config;
   char* response_json;
   char* echo_default_params;
   int* cpus;
-  srv_worker* workers;
+  nhb__srv_worker* workers;
   int started, stopped;
   char err[256];
   char hostname[64];
   /* The static response options and echo defaults. */
-  srv_nh_opts nh;
-  srv_arena nh_arena;
-  srv_echo_opts echo_defaults;
-  srv_arena echo_arena;
+  nhb__srv_nh_opts nh;
+  nhb__srv_arena nh_arena;
+  nhb__srv_echo_opts echo_defaults;
+  nhb__srv_arena echo_arena;
   int has_echo_defaults;
   /* Every request must take the dynamic path (per-request draws, header
    * echo, time deltas, concurrency-based delays). */
@@ -439,58 +457,85 @@ struct nhb_server {
  * nhb_server_start() does for each worker before its thread runs, and closes
  * and frees it again (also after a failed open). Neither is used by the
  * server itself. */
-int nhb__srv_worker_open(nhb_server* s, srv_worker* w);
-void nhb__srv_worker_shut(srv_worker* w);
+int nhb__srv_worker_open(nhb_server* s, nhb__srv_worker* w);
+void nhb__srv_worker_shut(nhb__srv_worker* w);
 /* Wraps a bound, listening socket in worker w's listener table (polled, and
  * accepted by nhb__srv_accept()); closes fd on failure. Used by the server's
  * own set-up and by the fuzz targets' listener. */
-int nhb__srv_add_listener(srv_worker* w, int fd, int kind, int is_pipe);
+int nhb__srv_add_listener(nhb__srv_worker* w, int fd, int kind, int is_pipe);
 /* Takes back one of worker 0's admin descriptors after an admin connection
  * that used one closed. */
-void nhb__srv_admin_reserve_refill(srv_worker* w);
+void nhb__srv_admin_reserve_refill(nhb__srv_worker* w);
 /* Stops polling a listener until the retry timer (out of descriptors). */
-void nhb__srv_listener_pause(srv_worker* w, srv_listener* l);
-void nhb__srv_heap_set(srv_worker* w, srv_conn* c, uint64_t wake_ns);
-void nhb__srv_heap_remove(srv_worker* w, srv_conn* c);
+void nhb__srv_listener_pause(nhb__srv_worker* w, nhb__srv_listener* l);
+
+/* server_delay.c */
+/* Puts c in (or moves it within) the worker's delay heap, to be flushed at
+ * wake_ns; closes c if the heap cannot grow. */
+void nhb__srv_heap_set(nhb__srv_worker* w, nhb__srv_conn* c, uint64_t wake_ns);
+void nhb__srv_heap_remove(nhb__srv_worker* w, nhb__srv_conn* c);
 /* The earliest time >= t at which no stall holds responses. */
 uint64_t nhb__srv_stall_release(nhb_server* s, uint64_t t);
-static inline int srv_stall_possible(nhb_server* s) {
+static inline int nhb__srv_stall_possible(nhb_server* s) {
   return s->config.stall_every_ns != 0 ||
          atomic_load_explicit(&s->stalled_until_ns, memory_order_relaxed) != 0;
 }
-void nhb__srv_stall_request(srv_worker* w, uint64_t now, uint64_t duration_ns);
-uint64_t nhb__srv_rand(srv_worker* w);
-static inline double srv_rand_pct(srv_worker* w) {
+void nhb__srv_stall_request(nhb__srv_worker* w, uint64_t now, uint64_t duration_ns);
+uint64_t nhb__srv_rand(nhb__srv_worker* w);
+/* Seeds worker w's generator (different per worker and per run). */
+void nhb__srv_rand_seed(nhb__srv_worker* w, int index);
+/* The worker's delay timerfd is readable: flushes the connections due. */
+void nhb__srv_on_delay_timer(uv_poll_t* handle, int status, int events);
+static inline double nhb__srv_rand_pct(nhb__srv_worker* w) {
   return (double)(nhb__srv_rand(w) >> 11) * (100.0 / 9007199254740992.0);
 }
 
 /* server_conn.c */
 /* A listener is readable: accepts what is pending (server.c calls it). */
-void nhb__srv_accept(srv_listener* l);
-void nhb__srv_conn_close(srv_conn* c);
-void nhb__srv_conn_flush(srv_conn* c);
-/* Appends a response to the queue; returns 0 or NHB_ENOMEM. */
-int nhb__srv_conn_push(srv_conn* c, const srv_resp* r);
-void nhb__srv_sweep(srv_worker* w);
+void nhb__srv_accept(nhb__srv_listener* l);
+void nhb__srv_conn_close(nhb__srv_conn* c);
+/* Writes what the connection's protocol has ready (HTTP/1.1 or HTTP/2). */
+void nhb__srv_conn_flush(nhb__srv_conn* c);
+void nhb__srv_sweep(nhb__srv_worker* w);
+/* Input that arrived but was not handed to the protocol yet (the HTTP/1.1
+ * stash, or plaintext TLS still holds). */
+int nhb__srv_conn_has_input(const nhb__srv_conn* c);
+/* Starts or stops reading from the socket. */
+void nhb__srv_conn_set_reading(nhb__srv_conn* c, int want);
 /* Plaintext from the socket or from TLS, to the connection's protocol. */
-void nhb__srv_conn_deliver(srv_conn* c, const char* p, size_t n);
+void nhb__srv_conn_deliver(nhb__srv_conn* c, const char* p, size_t n);
 /* Sends bufs, through TLS if the connection has it. keep[i] != 0 says bufs[i]
  * outlives the connection (the server's shared regions) and need not be
  * copied if the socket cannot take it at once; keep may be NULL. Returns 0,
  * or -1 when the connection was closed. */
-int nhb__srv_conn_write(srv_conn* c, uv_buf_t* bufs, unsigned nbufs, size_t total, const uint8_t* keep);
+int nhb__srv_conn_write(nhb__srv_conn* c, uv_buf_t* bufs, unsigned nbufs, size_t total, const uint8_t* keep);
 /* The same on the socket itself, below TLS. */
-int nhb__srv_sock_write(srv_conn* c, uv_buf_t* bufs, unsigned nbufs, size_t total, const uint8_t* keep);
+int nhb__srv_sock_write(nhb__srv_conn* c, uv_buf_t* bufs, unsigned nbufs, size_t total, const uint8_t* keep);
 /* Bytes written but not yet taken by the kernel (plus ciphertext not yet
  * handed to the socket). */
-size_t nhb__srv_conn_queued(const srv_conn* c);
+size_t nhb__srv_conn_queued(const nhb__srv_conn* c);
 /* No more responses: shut the write side down after what is queued, then
  * linger (discarding input) until the client closes. */
-void nhb__srv_conn_finish(srv_conn* c);
+void nhb__srv_conn_finish(nhb__srv_conn* c);
 /* The client ended its side (EOF, or TLS close_notify). */
-void nhb__srv_conn_eof(srv_conn* c);
+void nhb__srv_conn_eof(nhb__srv_conn* c);
 /* Starts the protocol a connection will speak (counts it). */
-int nhb__srv_conn_set_proto(srv_conn* c, int proto);
+int nhb__srv_conn_set_proto(nhb__srv_conn* c, int proto);
+
+/* server_h1.c */
+/* Sets up the connection's llhttp parser. */
+void nhb__srv_h1_init(nhb__srv_conn* c);
+/* Parses p[0..n) (fresh plaintext), or the stash when p is NULL, answers
+ * what it can, and writes what is ready. */
+void nhb__srv_h1_recv(nhb__srv_conn* c, const char* p, size_t n);
+/* Writes the ready responses at the head of the queue (in request order). */
+void nhb__srv_h1_flush(nhb__srv_conn* c);
+/* The socket drained: parsing paused for back-pressure goes on. */
+void nhb__srv_h1_resume(nhb__srv_conn* c);
+/* HTTP/1.1 input on a server that speaks only HTTP/2: 505, then close. */
+void nhb__srv_h1_refuse(nhb__srv_conn* c);
+/* Appends a response to the queue; returns 0 or NHB_ENOMEM. */
+int nhb__srv_h1_push(nhb__srv_conn* c, const nhb__srv_resp* r);
 
 /* server_respond.c */
 
@@ -498,100 +543,100 @@ int nhb__srv_conn_set_proto(srv_conn* c, int proto);
  * lists from the options, each header with append = 0 replacing earlier ones
  * of its name, then the extras (content type, gzip, the time delta), which
  * nothing replaces. */
-typedef struct srv_headers {
-  const srv_header* list[3];
+typedef struct nhb__srv_headers {
+  const nhb__srv_header* list[3];
   size_t n[3];
-  const srv_header* extra;
+  const nhb__srv_header* extra;
   size_t nextra;
-} srv_headers;
+} nhb__srv_headers;
 
 /* Calls emit() for every header that goes out, in order. Stops at (and
  * returns) the first negative return. */
-int nhb__srv_headers_emit(const srv_headers* h, int (*emit)(void* ctx, const srv_header* hd), void* ctx);
+int nhb__srv_headers_emit(const nhb__srv_headers* h, int (*emit)(void* ctx, const nhb__srv_header* hd), void* ctx);
 
 /* A response, independent of the protocol that carries it. Its bytes live in
  * the `out` buffer it was built into (pieces with ext == NULL are offsets in
  * it) or in the server's shared regions; header names and values point into
  * the options and into extra_buf, so a reply must be rendered before the
  * worker builds the next one. */
-typedef struct srv_reply {
+typedef struct nhb__srv_reply {
   unsigned status;
   int close;   /* the connection ends after this response */
   int no_body; /* 204, 304: neither a body nor a Content-Length */
   uint64_t delay_ns;
-  srv_headers h;
-  srv_header extra[4];
+  nhb__srv_headers h;
+  nhb__srv_header extra[4];
   char extra_buf[32];
-  srv_piece body[2];
+  nhb__srv_piece body[2];
   int nbody;
   size_t body_len;
-} srv_reply;
+} nhb__srv_reply;
 
 /* Builds the response to the complete request q (its method and version
  * set), appending dynamic bytes to out. Returns 0 or NHB_ENOMEM. */
-int nhb__srv_reply_build(srv_conn* c, srv_req* q, srv_buf* out, uint64_t now, srv_reply* r);
+int nhb__srv_reply_build(nhb__srv_conn* c, nhb__srv_req* q, nhb__srv_buf* out, uint64_t now, nhb__srv_reply* r);
 /* A text response (errors): body "<prefix><text>", Content-Type text/plain. */
-int nhb__srv_reply_text(srv_reply* r, srv_buf* out, unsigned status, const char* prefix, const char* text);
+int nhb__srv_reply_text(nhb__srv_reply* r, nhb__srv_buf* out, unsigned status, const char* prefix, const char* text);
 /* HTTP/1.1: renders the response to the request just parsed and queues it. */
-int nhb__srv_respond(srv_conn* c, int mode, int head_only, uint64_t now);
-int nhb__srv_respond_admin(srv_conn* c, int mode, int head_only);
+int nhb__srv_respond(nhb__srv_conn* c, int mode, int head_only, uint64_t now);
+int nhb__srv_respond_admin(nhb__srv_conn* c, int mode, int head_only);
 /* Renders an HTTP/1.1 head; content_length < 0 = none. */
-int nhb__srv_render_head(srv_buf* b, unsigned status, int64_t content_length, int mode, const srv_headers* h);
+int nhb__srv_render_head(nhb__srv_buf* b, unsigned status, int64_t content_length, int mode, const nhb__srv_headers* h);
 int nhb__srv_render_canned(nhb_server* s);
-void nhb__srv_render_stats_json(const nhb_server* s, srv_buf* b);
+void nhb__srv_render_stats_json(const nhb_server* s, nhb__srv_buf* b);
 
 /* server_tls.c */
 /* Builds the SSL_CTX from the config (loading or generating the certificate). */
 int nhb__srv_tls_init(nhb_server* s, char* err, size_t err_len);
 void nhb__srv_tls_free(nhb_server* s);
 /* Per-connection TLS state for an accepted connection; returns 0 or NHB_ENOMEM. */
-int nhb__srv_tls_accept(srv_conn* c);
+int nhb__srv_tls_accept(nhb__srv_conn* c);
 /* Ciphertext from the socket: handshake, then plaintext to the protocol. */
-void nhb__srv_tls_on_read(srv_conn* c, const char* p, size_t n);
+void nhb__srv_tls_on_read(nhb__srv_conn* c, const char* p, size_t n);
 /* Delivers plaintext still buffered (after back-pressure let go). */
-void nhb__srv_tls_pull(srv_conn* c);
+void nhb__srv_tls_pull(nhb__srv_conn* c);
 /* Is there input not yet delivered? */
-int nhb__srv_tls_has_input(const srv_conn* c);
+int nhb__srv_tls_has_input(const nhb__srv_conn* c);
 /* Encrypts bufs into the write BIO and moves what it can to the socket.
  * Returns 0 or -1 (the connection was closed). */
-int nhb__srv_tls_write(srv_conn* c, const uv_buf_t* bufs, unsigned nbufs);
+int nhb__srv_tls_write(nhb__srv_conn* c, const uv_buf_t* bufs, unsigned nbufs);
 /* Moves ciphertext from the write BIO to the socket: while the socket takes
  * it at once, or all of it (queued behind what is pending) when `all`. */
-int nhb__srv_tls_drain(srv_conn* c, int all);
-size_t nhb__srv_tls_pending(const srv_conn* c);
+int nhb__srv_tls_drain(nhb__srv_conn* c, int all);
+size_t nhb__srv_tls_pending(const nhb__srv_conn* c);
 /* Queues close_notify. */
-void nhb__srv_tls_shutdown(srv_conn* c);
-int nhb__srv_tls_handshake_done(const srv_conn* c);
-void nhb__srv_tls_conn_free(srv_conn* c);
+void nhb__srv_tls_shutdown(nhb__srv_conn* c);
+int nhb__srv_tls_handshake_done(const nhb__srv_conn* c);
+void nhb__srv_tls_conn_free(nhb__srv_conn* c);
 
 /* server_h2.c */
 int nhb__srv_h2_init(nhb_server* s);
 void nhb__srv_h2_free(nhb_server* s);
 /* An HTTP/2 session for the connection (prior knowledge, ALPN, upgrade). */
-int nhb__srv_h2_start(srv_conn* c);
-void nhb__srv_h2_recv(srv_conn* c, const char* p, size_t n);
-/* Writes what nghttp2 has to send, up to SRV_WRITE_HIGH queued. */
-void nhb__srv_h2_send(srv_conn* c);
+int nhb__srv_h2_start(nhb__srv_conn* c);
+void nhb__srv_h2_recv(nhb__srv_conn* c, const char* p, size_t n);
+/* Writes what nghttp2 has to send, up to NHB__SRV_WRITE_HIGH queued. */
+void nhb__srv_h2_send(nhb__srv_conn* c);
 /* Submits the responses whose deadline has come, then sends. */
-void nhb__srv_h2_flush(srv_conn* c);
+void nhb__srv_h2_flush(nhb__srv_conn* c);
 /* HTTP/1.1 `Upgrade: h2c` for the request just parsed into c->req: 101, then
  * the response on stream 1 over HTTP/2. Returns 0, 1 when the upgrade was
  * declined (a malformed HTTP2-Settings: answer over HTTP/1.1), or a negative
  * code. */
-int nhb__srv_h2_upgrade(srv_conn* c, int head_only);
+int nhb__srv_h2_upgrade(nhb__srv_conn* c, int head_only);
 /* Idle: GOAWAY and close once it is out. */
-void nhb__srv_h2_goaway(srv_conn* c);
-int nhb__srv_h2_busy(const srv_conn* c);
+void nhb__srv_h2_goaway(nhb__srv_conn* c);
+int nhb__srv_h2_busy(const nhb__srv_conn* c);
 /* Responses waiting for a deadline (for the worker's `delayed`). */
-size_t nhb__srv_h2_waiting(const srv_conn* c);
-void nhb__srv_h2_conn_free(srv_conn* c);
-void nhb__srv_h2_worker_free(srv_worker* w);
+size_t nhb__srv_h2_waiting(const nhb__srv_conn* c);
+void nhb__srv_h2_conn_free(nhb__srv_conn* c);
+void nhb__srv_h2_worker_free(nhb__srv_worker* w);
 
 /* server_echo.c */
 /* Starts a UDP echo listener. */
-int nhb__srv_echo_start(srv_worker* w, srv_listener* l);
+int nhb__srv_echo_start(nhb__srv_worker* w, nhb__srv_listener* l);
 /* Starts a TCP echo connection on an accepted socket (counted in conns_open). */
-void nhb__srv_echo_open(srv_worker* w, int fd);
-void nhb__srv_echo_close_all(srv_worker* w);
+void nhb__srv_echo_open(nhb__srv_worker* w, int fd);
+void nhb__srv_echo_close_all(nhb__srv_worker* w);
 
 #endif /* NHB_SERVER_INTERNAL_H */

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "tls_common.h"
+#include "common/tls_common.h"
 
 SSL* nhb__tls_new(SSL_CTX* ctx, BIO** rbio, BIO** wbio) {
   SSL* ssl = SSL_new(ctx);

@@ -12,7 +12,7 @@
  * bytes decide, as on a plain port. Responses are encrypted as they are
  * written: small pieces are gathered into full records, and a large response
  * is encrypted in slices as the socket drains (server_conn.c), so the write
- * BIO holds at most about SRV_WRITE_HIGH bytes.
+ * BIO holds at most about NHB__SRV_WRITE_HIGH bytes.
  *
  * One SSL_CTX serves every worker. Its certificate is read from PEM files or
  * generated at start-up (--tls-self-signed): an ECDSA P-256 key and a
@@ -36,13 +36,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server_internal.h"
-#include "tls_common.h"
+#include "server/server_internal.h"
+#include "common/tls_common.h"
 
 /* Plaintext per TLS record: small pieces are gathered up to this. */
 #define TLS_RECORD 16384
 
-struct srv_tls {
+struct nhb__srv_tls {
   SSL* ssl;
   BIO* rbio; /* ciphertext from the client, read by OpenSSL */
   BIO* wbio; /* ciphertext for the client, written by OpenSSL */
@@ -267,8 +267,8 @@ void nhb__srv_tls_free(nhb_server* s) {
 
 /* ---- connections -------------------------------------------------------------- */
 
-int nhb__srv_tls_accept(srv_conn* c) {
-  srv_tls* t = calloc(1, sizeof(*t));
+int nhb__srv_tls_accept(nhb__srv_conn* c) {
+  nhb__srv_tls* t = calloc(1, sizeof(*t));
   if (!t) return NHB_ENOMEM;
   t->ssl = nhb__tls_new((SSL_CTX*)c->w->server->ssl_ctx, &t->rbio, &t->wbio);
   if (!t->ssl) {
@@ -280,29 +280,29 @@ int nhb__srv_tls_accept(srv_conn* c) {
   return 0;
 }
 
-void nhb__srv_tls_conn_free(srv_conn* c) {
-  srv_tls* t = c->tls;
+void nhb__srv_tls_conn_free(nhb__srv_conn* c) {
+  nhb__srv_tls* t = c->tls;
   if (!t) return;
   SSL_free(t->ssl); /* frees both BIOs */
   free(t);
   c->tls = NULL;
 }
 
-int nhb__srv_tls_handshake_done(const srv_conn* c) { return c->tls && c->tls->done; }
+int nhb__srv_tls_handshake_done(const nhb__srv_conn* c) { return c->tls && c->tls->done; }
 
-size_t nhb__srv_tls_pending(const srv_conn* c) { return BIO_ctrl_pending(c->tls->wbio); }
+size_t nhb__srv_tls_pending(const nhb__srv_conn* c) { return BIO_ctrl_pending(c->tls->wbio); }
 
-int nhb__srv_tls_has_input(const srv_conn* c) {
+int nhb__srv_tls_has_input(const nhb__srv_conn* c) {
   return BIO_ctrl_pending(c->tls->rbio) > 0 || SSL_pending(c->tls->ssl) > 0;
 }
 
-int nhb__srv_tls_drain(srv_conn* c, int all) {
-  srv_tls* t = c->tls;
+int nhb__srv_tls_drain(nhb__srv_conn* c, int all) {
+  nhb__srv_tls* t = c->tls;
   char* out = c->w->tls_out;
   while (!c->closing && BIO_ctrl_pending(t->wbio) > 0) {
     /* In order: nothing may overtake what the socket has not taken yet. */
     if (!all && c->h.stream.write_queue_size > 0) break;
-    int n = BIO_read(t->wbio, out, SRV_TLS_OUT);
+    int n = BIO_read(t->wbio, out, NHB__SRV_TLS_OUT);
     if (n <= 0) break;
     uv_buf_t b = uv_buf_init(out, (unsigned)n);
     if (nhb__srv_sock_write(c, &b, 1, (size_t)n, NULL) < 0) return -1;
@@ -310,7 +310,7 @@ int nhb__srv_tls_drain(srv_conn* c, int all) {
   return c->closing ? -1 : 0;
 }
 
-static int ssl_write_all(srv_conn* c, const char* p, size_t n) {
+static int ssl_write_all(nhb__srv_conn* c, const char* p, size_t n) {
   if (n == 0) return 0;
   /* Memory BIOs never push back, so SSL_write takes everything or fails. */
   if (SSL_write(c->tls->ssl, p, (int)n) <= 0) {
@@ -321,7 +321,7 @@ static int ssl_write_all(srv_conn* c, const char* p, size_t n) {
   return 0;
 }
 
-int nhb__srv_tls_write(srv_conn* c, const uv_buf_t* bufs, unsigned nbufs) {
+int nhb__srv_tls_write(nhb__srv_conn* c, const uv_buf_t* bufs, unsigned nbufs) {
   if (!c->tls->done) return 0; /* nothing is answered before the handshake */
   char* plain = c->w->tls_plain;
   size_t have = 0;
@@ -347,38 +347,38 @@ int nhb__srv_tls_write(srv_conn* c, const uv_buf_t* bufs, unsigned nbufs) {
   return nhb__srv_tls_drain(c, 0);
 }
 
-void nhb__srv_tls_shutdown(srv_conn* c) {
-  srv_tls* t = c->tls;
+void nhb__srv_tls_shutdown(nhb__srv_conn* c) {
+  nhb__srv_tls* t = c->tls;
   if (t->done) SSL_shutdown(t->ssl); /* queues close_notify; the client's is not awaited */
   ERR_clear_error();
 }
 
 /* The handshake is over: statistics, and the protocol ALPN chose. */
-static int established(srv_conn* c) {
-  srv_tls* t = c->tls;
-  srv_worker* w = c->w;
+static int established(nhb__srv_conn* c) {
+  nhb__srv_tls* t = c->tls;
+  nhb__srv_worker* w = c->w;
   nhb_server* s = w->server;
   t->done = 1;
-  srv_bump(&w->counters.tls_handshakes, 1);
-  if (SSL_session_reused(t->ssl)) srv_bump(&w->counters.tls_session_reused, 1);
+  nhb__srv_bump(&w->counters.tls_handshakes, 1);
+  if (SSL_session_reused(t->ssl)) nhb__srv_bump(&w->counters.tls_session_reused, 1);
   const unsigned char* sel = NULL;
   unsigned sel_len = 0;
   SSL_get0_alpn_selected(t->ssl, &sel, &sel_len);
-  if (sel_len == 2 && memcmp(sel, "h2", 2) == 0) return nhb__srv_conn_set_proto(c, SRV_PROTO_H2);
-  if ((sel_len == 8 && memcmp(sel, "http/1.1", 8) == 0) || !s->h2_ok) return nhb__srv_conn_set_proto(c, SRV_PROTO_H1);
+  if (sel_len == 2 && memcmp(sel, "h2", 2) == 0) return nhb__srv_conn_set_proto(c, NHB__SRV_PROTO_H2);
+  if ((sel_len == 8 && memcmp(sel, "http/1.1", 8) == 0) || !s->h2_ok) return nhb__srv_conn_set_proto(c, NHB__SRV_PROTO_H1);
   return 0; /* no ALPN: the first bytes decide */
 }
 
-void nhb__srv_tls_pull(srv_conn* c) {
-  srv_tls* t = c->tls;
+void nhb__srv_tls_pull(nhb__srv_conn* c) {
+  nhb__srv_tls* t = c->tls;
   if (!t || !t->done || c->in_input) return;
-  srv_worker* w = c->w;
+  nhb__srv_worker* w = c->w;
   c->in_input = 1;
   for (;;) {
     if (c->closing || c->finishing) break;
     /* HTTP/1.1 under back-pressure keeps the rest encrypted until it resumes. */
-    if (c->proto != SRV_PROTO_H2 && (c->paused || c->close_after)) break;
-    int n = SSL_read(t->ssl, w->rbuf, SRV_READ_BUFFER);
+    if (c->proto != NHB__SRV_PROTO_H2 && (c->paused || c->close_after)) break;
+    int n = SSL_read(t->ssl, w->rbuf, NHB__SRV_READ_BUFFER);
     if (n > 0) {
       nhb__srv_conn_deliver(c, w->rbuf, (size_t)n);
       /* Nothing left to decrypt: another SSL_read would only report
@@ -404,8 +404,8 @@ void nhb__srv_tls_pull(srv_conn* c) {
   if (!c->closing && !c->finishing) nhb__srv_tls_drain(c, 0);
 }
 
-void nhb__srv_tls_on_read(srv_conn* c, const char* p, size_t n) {
-  srv_tls* t = c->tls;
+void nhb__srv_tls_on_read(nhb__srv_conn* c, const char* p, size_t n) {
+  nhb__srv_tls* t = c->tls;
   if (BIO_write(t->rbio, p, (int)n) != (int)n) {
     nhb__srv_conn_close(c);
     return;

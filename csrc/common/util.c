@@ -10,7 +10,7 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "common/internal.h"
 
 const char* const nhb_counter_names[NHB_CTR_COUNT] = {
 #define NHB__CTR_NAME(name, str) str,

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "h2_mem.h"
+#include "common/h2_mem.h"
 
 #define H2_MEM_STEP 16
 

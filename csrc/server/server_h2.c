@@ -22,13 +22,13 @@
  *
  * Output: frames from nghttp2_session_mem_send() are gathered into the
  * worker's stage and written through the connection (TLS or not) until about
- * SRV_WRITE_HIGH bytes wait for the socket; the write completion resumes.
+ * NHB__SRV_WRITE_HIGH bytes wait for the socket; the write completion resumes.
  *
  * A Fortio `close` sends GOAWAY (NO_ERROR) naming the last stream begun: the
  * streams already received are answered, later ones are refused
  * (REFUSED_STREAM, which a client may retry elsewhere), and once nghttp2 has
  * nothing left to do the connection waits for the client to close it (at
- * most SRV_LINGER_MS).
+ * most NHB__SRV_LINGER_MS).
  */
 #include <nghttp2/nghttp2.h>
 #include <openssl/evp.h>
@@ -37,7 +37,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "server_internal.h"
+#include "server/server_internal.h"
 
 /* Windows large enough that flow control never limits a test: request
  * bodies are consumed (captured or dropped) as they arrive. */
@@ -50,9 +50,9 @@
 #define H2_RESET_RATE 33
 #define H2_MAX_CONTINUATIONS 8
 
-struct srv_h2_stream {
-  srv_h2_stream *prev, *next; /* the connection's streams, or the free list */
-  srv_conn* c;
+struct nhb__srv_h2_stream {
+  nhb__srv_h2_stream *prev, *next; /* the connection's streams, or the free list */
+  nhb__srv_conn* c;
   int32_t id;
   uint8_t responded; /* a response is decided (submitted or waiting) */
   uint8_t complete;  /* our END_STREAM went out */
@@ -65,21 +65,21 @@ struct srv_h2_stream {
   uint64_t deadline_ns;
   uint64_t content_length;
   size_t method_off, method_len;
-  srv_req req;
+  nhb__srv_req req;
   /* The response: header names and values (lower-case) and dynamic body
    * bytes live in `out`; rh[i] locates header i. */
-  srv_buf out;
-  srv_hdr_pos* rh;
+  nhb__srv_buf out;
+  nhb__srv_hdr_pos* rh;
   size_t nrh, rh_cap;
   char status_txt[4];
-  srv_piece body[2];
+  nhb__srv_piece body[2];
   int nbody, body_i;
   size_t body_at, body_len;
 };
 
-struct srv_h2 {
+struct nhb__srv_h2 {
   nghttp2_session* session;
-  srv_h2_stream* streams;
+  nhb__srv_h2_stream* streams;
   size_t nstreams, nwaiting;
   int32_t max_id;      /* the highest stream begun */
   int32_t goaway_last; /* last_stream_id of our GOAWAY */
@@ -98,10 +98,10 @@ static const char connection_specific[][18] = {"connection", "keep-alive", "prox
 
 /* ---- streams ----------------------------------------------------------------- */
 
-static srv_h2_stream* stream_new(srv_conn* c, int32_t id) {
-  srv_worker* w = c->w;
-  srv_h2* h = c->h2;
-  srv_h2_stream* st = w->h2_free;
+static nhb__srv_h2_stream* stream_new(nhb__srv_conn* c, int32_t id) {
+  nhb__srv_worker* w = c->w;
+  nhb__srv_h2* h = c->h2;
+  nhb__srv_h2_stream* st = w->h2_free;
   if (st) {
     w->h2_free = st->next;
     w->h2_nfree--;
@@ -110,9 +110,9 @@ static srv_h2_stream* stream_new(srv_conn* c, int32_t id) {
   }
   /* The buffers stay (grown to the largest request and response seen); the
    * rest starts over. */
-  srv_req keep_req = st->req;
-  srv_buf keep_out = st->out;
-  srv_hdr_pos* keep_rh = st->rh;
+  nhb__srv_req keep_req = st->req;
+  nhb__srv_buf keep_out = st->out;
+  nhb__srv_hdr_pos* keep_rh = st->rh;
   size_t keep_rh_cap = st->rh_cap;
   memset(st, 0, sizeof(*st));
   st->req.buf = keep_req.buf;
@@ -135,7 +135,7 @@ static srv_h2_stream* stream_new(srv_conn* c, int32_t id) {
   return st;
 }
 
-static void stream_free_memory(srv_h2_stream* st) {
+static void stream_free_memory(nhb__srv_h2_stream* st) {
   nhb__srv_buf_free(&st->req.buf);
   free(st->req.hdrs);
   nhb__srv_buf_free(&st->out);
@@ -145,10 +145,10 @@ static void stream_free_memory(srv_h2_stream* st) {
 
 /* Unlinks a stream and keeps it for reuse. `account`: the worker's count of
  * waiting responses still includes it (not when the connection closed). */
-static void stream_release(srv_h2_stream* st, int account) {
-  srv_conn* c = st->c;
-  srv_worker* w = c->w;
-  srv_h2* h = c->h2;
+static void stream_release(nhb__srv_h2_stream* st, int account) {
+  nhb__srv_conn* c = st->c;
+  nhb__srv_worker* w = c->w;
+  nhb__srv_h2* h = c->h2;
   if (st->prev) st->prev->next = st->next;
   else h->streams = st->next;
   if (st->next) st->next->prev = st->prev;
@@ -167,36 +167,16 @@ static void stream_release(srv_h2_stream* st, int account) {
   w->h2_nfree++;
 }
 
-static srv_h2_stream* stream_of(nghttp2_session* session, int32_t id) {
-  return (srv_h2_stream*)nghttp2_session_get_stream_user_data(session, id);
-}
-
-static int req_add_header(srv_req* q, const uint8_t* name, size_t name_len, const uint8_t* value, size_t value_len) {
-  if (q->nhdrs == q->hdrs_cap) {
-    size_t cap = q->hdrs_cap ? 2 * q->hdrs_cap : 16;
-    srv_hdr_pos* hd = realloc(q->hdrs, cap * sizeof(*hd));
-    if (!hd) return NHB_ENOMEM;
-    q->hdrs = hd;
-    q->hdrs_cap = cap;
-  }
-  srv_hdr_pos* hd = &q->hdrs[q->nhdrs];
-  hd->name_off = q->buf.len;
-  hd->name_len = name_len;
-  if (nhb__srv_buf_append(&q->buf, name, name_len) < 0) return NHB_ENOMEM;
-  hd->value_off = q->buf.len;
-  hd->value_len = value_len;
-  if (nhb__srv_buf_append(&q->buf, value, value_len) < 0) return NHB_ENOMEM;
-  q->nhdrs++;
-  nhb__srv_req_note_header(q, q->nhdrs - 1);
-  return 0;
+static nhb__srv_h2_stream* stream_of(nghttp2_session* session, int32_t id) {
+  return (nhb__srv_h2_stream*)nghttp2_session_get_stream_user_data(session, id);
 }
 
 /* ---- responses ------------------------------------------------------------------ */
 
-static int rh_add(srv_h2_stream* st, const char* name, size_t name_len, const char* value, size_t value_len) {
+static int rh_add(nhb__srv_h2_stream* st, const char* name, size_t name_len, const char* value, size_t value_len) {
   if (st->nrh == st->rh_cap) {
     size_t cap = st->rh_cap ? 2 * st->rh_cap : 16;
-    srv_hdr_pos* r = realloc(st->rh, cap * sizeof(*r));
+    nhb__srv_hdr_pos* r = realloc(st->rh, cap * sizeof(*r));
     if (!r) return NHB_ENOMEM;
     st->rh = r;
     st->rh_cap = cap;
@@ -204,9 +184,9 @@ static int rh_add(srv_h2_stream* st, const char* name, size_t name_len, const ch
   /* Trimmed: HTTP/2 forbids leading and trailing white space in values. */
   while (value_len && (value[0] == ' ' || value[0] == '\t')) value++, value_len--;
   while (value_len && (value[value_len - 1] == ' ' || value[value_len - 1] == '\t')) value_len--;
-  srv_buf* b = &st->out;
+  nhb__srv_buf* b = &st->out;
   if (nhb__srv_buf_reserve(b, name_len + value_len) < 0) return NHB_ENOMEM;
-  srv_hdr_pos* r = &st->rh[st->nrh++];
+  nhb__srv_hdr_pos* r = &st->rh[st->nrh++];
   r->name_off = b->len;
   r->name_len = name_len;
   /* HTTP/2 header names are lower case. */
@@ -221,8 +201,8 @@ static int rh_add(srv_h2_stream* st, const char* name, size_t name_len, const ch
   return 0;
 }
 
-static int h2_header(void* ctx, const srv_header* hd) {
-  srv_h2_stream* st = ctx;
+static int h2_header(void* ctx, const nhb__srv_header* hd) {
+  nhb__srv_h2_stream* st = ctx;
   /* Connection-specific fields mean nothing in HTTP/2, and a client must
    * treat a response carrying one as malformed: they are left out. */
   for (size_t i = 0; i < sizeof(connection_specific) / sizeof(connection_specific[0]); i++)
@@ -234,10 +214,10 @@ static int h2_header(void* ctx, const srv_header* hd) {
 
 /* Turns a reply into the stream's header list and body pieces; the same
  * headers as HTTP/1.1 sends, in the same order, lower-cased. */
-static int render(srv_h2_stream* st, const srv_reply* r) {
+static int render(nhb__srv_h2_stream* st, const nhb__srv_reply* r) {
   st->nrh = 0;
   snprintf(st->status_txt, sizeof(st->status_txt), "%03u", r->status % 1000);
-  srv_headers main = r->h;
+  nhb__srv_headers main = r->h;
   main.nextra = 0;
   if (nhb__srv_headers_emit(&main, h2_header, st) < 0) return NHB_ENOMEM;
   if (!r->no_body) {
@@ -261,10 +241,10 @@ static ssize_t read_body(nghttp2_session* session, int32_t id, uint8_t* buf, siz
   NHB__UNUSED(session);
   NHB__UNUSED(id);
   NHB__UNUSED(user_data);
-  srv_h2_stream* st = source->ptr;
+  nhb__srv_h2_stream* st = source->ptr;
   size_t done = 0;
   while (done < length && st->body_i < st->nbody) {
-    const srv_piece* p = &st->body[st->body_i];
+    const nhb__srv_piece* p = &st->body[st->body_i];
     size_t take = p->len - st->body_at;
     if (take > length - done) take = length - done;
     memcpy(buf + done, (p->ext ? p->ext : st->out.p + p->off) + st->body_at, take);
@@ -279,9 +259,9 @@ static ssize_t read_body(nghttp2_session* session, int32_t id, uint8_t* buf, siz
   return (ssize_t)done;
 }
 
-static void submit(srv_h2_stream* st) {
-  srv_conn* c = st->c;
-  srv_worker* w = c->w;
+static void submit(nhb__srv_h2_stream* st) {
+  nhb__srv_conn* c = st->c;
+  nhb__srv_worker* w = c->w;
   size_t n = st->nrh + 1;
   if (n > w->h2_nv_cap) {
     size_t cap = n < 32 ? 32 : 2 * n;
@@ -300,7 +280,7 @@ static void submit(srv_h2_stream* st) {
   nv[0].valuelen = 3;
   nv[0].flags = NGHTTP2_NV_FLAG_NO_COPY_NAME;
   for (size_t i = 0; i < st->nrh; i++) {
-    const srv_hdr_pos* r = &st->rh[i];
+    const nhb__srv_hdr_pos* r = &st->rh[i];
     nv[i + 1].name = (uint8_t*)st->out.p + r->name_off;
     nv[i + 1].namelen = r->name_len;
     nv[i + 1].value = (uint8_t*)st->out.p + r->value_off;
@@ -315,12 +295,12 @@ static void submit(srv_h2_stream* st) {
 }
 
 /* Puts the connection in the delay heap for its earliest waiting stream. */
-static void schedule(srv_conn* c, uint64_t deadline) {
+static void schedule(nhb__srv_conn* c, uint64_t deadline) {
   if (c->heap_idx == SIZE_MAX || deadline < c->wake_ns) nhb__srv_heap_set(c->w, c, deadline);
 }
 
-static void wait_or_submit(srv_h2_stream* st, uint64_t deadline) {
-  srv_conn* c = st->c;
+static void wait_or_submit(nhb__srv_h2_stream* st, uint64_t deadline) {
+  nhb__srv_conn* c = st->c;
   if (deadline) {
     st->waiting = 1;
     st->deadline_ns = deadline;
@@ -332,10 +312,10 @@ static void wait_or_submit(srv_h2_stream* st, uint64_t deadline) {
   submit(st);
 }
 
-static void respond_error(srv_h2_stream* st) {
-  srv_conn* c = st->c;
-  srv_worker* w = c->w;
-  srv_reply r;
+static void respond_error(nhb__srv_h2_stream* st) {
+  nhb__srv_conn* c = st->c;
+  nhb__srv_worker* w = c->w;
+  nhb__srv_reply r;
   NHB__UNUSED(w);
   st->responded = 1;
   st->out.len = 0;
@@ -351,11 +331,11 @@ static void respond_error(srv_h2_stream* st) {
   submit(st);
 }
 
-static void respond(srv_h2_stream* st) {
-  srv_conn* c = st->c;
-  srv_worker* w = c->w;
+static void respond(nhb__srv_h2_stream* st) {
+  nhb__srv_conn* c = st->c;
+  nhb__srv_worker* w = c->w;
   nhb_server* s = w->server;
-  srv_req* q = &st->req;
+  nhb__srv_req* q = &st->req;
   if (st->responded) return;
   if (st->error_status) {
     respond_error(st);
@@ -368,7 +348,7 @@ static void respond(srv_h2_stream* st) {
   q->http_minor = 0;
   uint64_t now = w->now_ns ? w->now_ns : nhb__now_ns();
   st->out.len = 0;
-  srv_reply r;
+  nhb__srv_reply r;
   if (nhb__srv_reply_build(c, q, &st->out, now, &r) < 0 || render(st, &r) < 0) {
     nghttp2_submit_rst_stream(c->h2->session, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
     return;
@@ -377,7 +357,7 @@ static void respond(srv_h2_stream* st) {
   /* HTTP/1.1 closes after such a response; HTTP/2 says GOAWAY. */
   if (r.close) c->h2->want_goaway = 1;
   uint64_t deadline = r.delay_ns ? now + r.delay_ns : 0;
-  if (srv_stall_possible(s)) {
+  if (nhb__srv_stall_possible(s)) {
     uint64_t t = deadline ? deadline : now;
     uint64_t release = nhb__srv_stall_release(s, t);
     if (release > t) deadline = release;
@@ -388,8 +368,8 @@ static void respond(srv_h2_stream* st) {
 /* ---- nghttp2 callbacks ------------------------------------------------------------ */
 
 static int on_begin_headers(nghttp2_session* session, const nghttp2_frame* frame, void* user_data) {
-  srv_conn* c = user_data;
-  srv_h2* h = c->h2;
+  nhb__srv_conn* c = user_data;
+  nhb__srv_h2* h = c->h2;
   h->block_bytes = 0;
   h->block_fields = 0;
   if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
@@ -398,7 +378,7 @@ static int on_begin_headers(nghttp2_session* session, const nghttp2_frame* frame
     nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, frame->hd.stream_id, NGHTTP2_REFUSED_STREAM);
     return 0;
   }
-  srv_h2_stream* st = stream_new(c, frame->hd.stream_id);
+  nhb__srv_h2_stream* st = stream_new(c, frame->hd.stream_id);
   if (!st) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* resets the stream */
   nghttp2_session_set_stream_user_data(session, frame->hd.stream_id, st);
   return 0;
@@ -407,30 +387,30 @@ static int on_begin_headers(nghttp2_session* session, const nghttp2_frame* frame
 static int on_header(nghttp2_session* session, const nghttp2_frame* frame, const uint8_t* name, size_t name_len,
                      const uint8_t* value, size_t value_len, uint8_t flags, void* user_data) {
   NHB__UNUSED(flags);
-  srv_conn* c = user_data;
-  srv_h2* h = c->h2;
+  nhb__srv_conn* c = user_data;
+  nhb__srv_h2* h = c->h2;
   uint64_t max_head = c->w->server->config.max_header_bytes;
   /* An HPACK bomb: a small block whose fields refer many times to a large
    * entry of the dynamic table decodes to megabytes, which nghttp2 checks
    * field by field before this callback: 16 KiB of frame cost 30 ms of CPU.
    * Every block (trailers, refused streams included) is limited to twice
-   * max_header_bytes plus 64 KiB of decoded fields, and 2 x SRV_MAX_HEADERS
+   * max_header_bytes plus 64 KiB of decoded fields, and 2 x NHB__SRV_MAX_HEADERS
    * fields: beyond that the connection ends with ENHANCE_YOUR_CALM at once,
    * and the rest of the input is not decoded. Under the limit, a request
    * head over max_header_bytes gets 431 on its stream, as before. */
   h->block_bytes += name_len + value_len + 4;
   h->block_fields++;
-  if (NHB__UNLIKELY(h->block_bytes > 2 * max_head + 65536 || h->block_fields > 2 * SRV_MAX_HEADERS)) {
+  if (NHB__UNLIKELY(h->block_bytes > 2 * max_head + 65536 || h->block_fields > 2 * NHB__SRV_MAX_HEADERS)) {
     h->calm = 1;
     nghttp2_session_terminate_session(session, NGHTTP2_ENHANCE_YOUR_CALM);
     return NGHTTP2_ERR_CALLBACK_FAILURE;
   }
   if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0; /* trailers */
-  srv_h2_stream* st = stream_of(session, frame->hd.stream_id);
+  nhb__srv_h2_stream* st = stream_of(session, frame->hd.stream_id);
   if (!st || st->error_status) return 0;
-  srv_req* q = &st->req;
+  nhb__srv_req* q = &st->req;
   q->head_bytes += name_len + value_len + 4;
-  if (q->head_bytes > max_head || q->nhdrs >= SRV_MAX_HEADERS) {
+  if (q->head_bytes > max_head || q->nhdrs >= NHB__SRV_MAX_HEADERS) {
     st->error_status = 431;
     return 0;
   }
@@ -448,11 +428,11 @@ static int on_header(nghttp2_session* session, const nghttp2_frame* frame, const
     } else if ((name_len == 10 && memcmp(name, ":authority", 10) == 0) ||
                (name_len == 7 && memcmp(name, ":scheme", 7) == 0)) {
       /* Kept with their names, for /debug and the header echo. */
-      if (req_add_header(q, name, name_len, value, value_len) < 0) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+      if (nhb__srv_req_add_header(q, name, name_len, value, value_len) < 0) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
     }
     return 0;
   }
-  if (req_add_header(q, name, name_len, value, value_len) < 0) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+  if (nhb__srv_req_add_header(q, name, name_len, value, value_len) < 0) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
   if (name_len == 14 && memcmp(name, "content-length", 14) == 0) {
     /* nghttp2 checks it against the DATA received; here it only says early
      * that a body will be too large. */
@@ -466,9 +446,9 @@ static int on_header(nghttp2_session* session, const nghttp2_frame* frame, const
 }
 
 /* The request head is complete. */
-static void head_done(srv_conn* c, srv_h2_stream* st, int end_stream) {
+static void head_done(nhb__srv_conn* c, nhb__srv_h2_stream* st, int end_stream) {
   nhb_server* s = c->w->server;
-  srv_req* q = &st->req;
+  nhb__srv_req* q = &st->req;
   /* The header time-out ends with the first complete request head. */
   c->in_head = 0;
   q->body_off = q->buf.len;
@@ -490,17 +470,17 @@ static void head_done(srv_conn* c, srv_h2_stream* st, int end_stream) {
 }
 
 static int on_frame_recv(nghttp2_session* session, const nghttp2_frame* frame, void* user_data) {
-  srv_conn* c = user_data;
+  nhb__srv_conn* c = user_data;
   int end = (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0;
   if (frame->hd.type == NGHTTP2_HEADERS) {
     c->h2->block_bytes = 0;
     c->h2->block_fields = 0;
-    srv_h2_stream* st = stream_of(session, frame->hd.stream_id);
+    nhb__srv_h2_stream* st = stream_of(session, frame->hd.stream_id);
     if (!st) return 0;
     if (frame->headers.cat == NGHTTP2_HCAT_REQUEST) head_done(c, st, end);
     else if (end) respond(st); /* trailers end the request */
   } else if (frame->hd.type == NGHTTP2_DATA && end) {
-    srv_h2_stream* st = stream_of(session, frame->hd.stream_id);
+    nhb__srv_h2_stream* st = stream_of(session, frame->hd.stream_id);
     if (st) respond(st);
   }
   return 0;
@@ -509,11 +489,11 @@ static int on_frame_recv(nghttp2_session* session, const nghttp2_frame* frame, v
 static int on_data_chunk(nghttp2_session* session, uint8_t flags, int32_t id, const uint8_t* data, size_t len,
                          void* user_data) {
   NHB__UNUSED(flags);
-  srv_conn* c = user_data;
+  nhb__srv_conn* c = user_data;
   nhb_server* s = c->w->server;
-  srv_h2_stream* st = stream_of(session, id);
+  nhb__srv_h2_stream* st = stream_of(session, id);
   if (!st || st->responded) return 0; /* after an early answer the rest is dropped */
-  srv_req* q = &st->req;
+  nhb__srv_req* q = &st->req;
   q->body_bytes += len;
   if (q->body_bytes > s->config.max_body_bytes) {
     st->error_status = 413;
@@ -530,15 +510,15 @@ static int on_data_chunk(nghttp2_session* session, uint8_t flags, int32_t id, co
 }
 
 static int on_frame_send(nghttp2_session* session, const nghttp2_frame* frame, void* user_data) {
-  srv_conn* c = user_data;
+  nhb__srv_conn* c = user_data;
   if (frame->hd.type == NGHTTP2_GOAWAY) {
     /* nghttp2 sends GOAWAY with an error when the client broke the protocol. */
-    if (frame->goaway.error_code != NGHTTP2_NO_ERROR) srv_bump(&c->w->counters.h2_protocol_errors, 1);
+    if (frame->goaway.error_code != NGHTTP2_NO_ERROR) nhb__srv_bump(&c->w->counters.h2_protocol_errors, 1);
     return 0;
   }
   if ((frame->hd.type == NGHTTP2_DATA || frame->hd.type == NGHTTP2_HEADERS) &&
       (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
-    srv_h2_stream* st = stream_of(session, frame->hd.stream_id);
+    nhb__srv_h2_stream* st = stream_of(session, frame->hd.stream_id);
     /* The rest of a refused request's body is read and dropped. RFC 9113
      * section 8.1 would allow RST_STREAM NO_ERROR here to stop the upload,
      * but clients such as curl then report the stream as failed. */
@@ -547,10 +527,10 @@ static int on_frame_send(nghttp2_session* session, const nghttp2_frame* frame, v
        * (or TLS) in this same send: it counts now, as HTTP/1.1's does
        * when it is written. A stream reset or a connection closed before
        * this point was never answered and is not counted. */
-      srv_worker* w = c->w;
-      srv_bump(&w->counters.requests, 1);
-      if (st->status < NHB_SERVER_STATUS_MAX) srv_bump(&w->counters.status[st->status], 1);
-      if (st->bad) srv_bump(&w->counters.bad_requests, 1);
+      nhb__srv_worker* w = c->w;
+      nhb__srv_bump(&w->counters.requests, 1);
+      if (st->status < NHB_SERVER_STATUS_MAX) nhb__srv_bump(&w->counters.status[st->status], 1);
+      if (st->bad) nhb__srv_bump(&w->counters.bad_requests, 1);
     }
     if (st) st->complete = 1;
   }
@@ -558,11 +538,11 @@ static int on_frame_send(nghttp2_session* session, const nghttp2_frame* frame, v
 }
 
 static int on_stream_close(nghttp2_session* session, int32_t id, uint32_t error_code, void* user_data) {
-  srv_conn* c = user_data;
-  srv_h2_stream* st = stream_of(session, id);
+  nhb__srv_conn* c = user_data;
+  nhb__srv_h2_stream* st = stream_of(session, id);
   if (!st) return 0;
   /* Reset before its response was out (by the client, or refused by ours). */
-  if (!st->complete && error_code != NGHTTP2_REFUSED_STREAM) srv_bump(&c->w->counters.h2_streams_reset, 1);
+  if (!st->complete && error_code != NGHTTP2_REFUSED_STREAM) nhb__srv_bump(&c->w->counters.h2_streams_reset, 1);
   nghttp2_session_set_stream_user_data(session, id, NULL);
   stream_release(st, 1);
   return 0;
@@ -604,10 +584,10 @@ void nhb__srv_h2_free(nhb_server* s) {
   s->h2_option = NULL;
 }
 
-int nhb__srv_h2_start(srv_conn* c) {
-  srv_worker* w = c->w;
+int nhb__srv_h2_start(nhb__srv_conn* c) {
+  nhb__srv_worker* w = c->w;
   nhb_server* s = w->server;
-  srv_h2* h = calloc(1, sizeof(*h));
+  nhb__srv_h2* h = calloc(1, sizeof(*h));
   if (!h) return NHB_ENOMEM;
   c->h2 = h;
   nghttp2_mem mem = nhb__h2_mem_allocator(&w->h2_mem);
@@ -629,8 +609,8 @@ int nhb__srv_h2_start(srv_conn* c) {
   return 0;
 }
 
-void nhb__srv_h2_recv(srv_conn* c, const char* p, size_t n) {
-  srv_h2* h = c->h2;
+void nhb__srv_h2_recv(nhb__srv_conn* c, const char* p, size_t n) {
+  nhb__srv_h2* h = c->h2;
   if (!h || !h->session || c->closing || c->finishing) return;
   ssize_t r = nghttp2_session_mem_recv(h->session, (const uint8_t*)p, n);
   if (c->closing) return;
@@ -644,20 +624,20 @@ void nhb__srv_h2_recv(srv_conn* c, const char* p, size_t n) {
   }
   if (r < 0) {
     /* Not HTTP/2 at all (a bad preface), a flood, or out of memory. */
-    srv_bump(&c->w->counters.h2_protocol_errors, 1);
+    nhb__srv_bump(&c->w->counters.h2_protocol_errors, 1);
     nhb__srv_conn_close(c);
     return;
   }
   nhb__srv_h2_send(c);
 }
 
-static int write_out(srv_conn* c, const char* p, size_t n) {
+static int write_out(nhb__srv_conn* c, const char* p, size_t n) {
   uv_buf_t b = uv_buf_init((char*)p, (unsigned)n);
   return nhb__srv_conn_write(c, &b, 1, n, NULL);
 }
 
-void nhb__srv_h2_send(srv_conn* c) {
-  srv_h2* h = c->h2;
+void nhb__srv_h2_send(nhb__srv_conn* c) {
+  nhb__srv_h2* h = c->h2;
   if (!h || !h->session || c->closing || c->finishing || h->sending) return;
   h->sending = 1;
   if (h->want_goaway && !h->goaway) {
@@ -669,7 +649,7 @@ void nhb__srv_h2_send(srv_conn* c) {
   char* stage = c->w->h2_stage;
   size_t have = 0;
   int failed = 0;
-  while (nhb__srv_conn_queued(c) < SRV_WRITE_HIGH) {
+  while (nhb__srv_conn_queued(c) < NHB__SRV_WRITE_HIGH) {
     const uint8_t* data;
     ssize_t n = nghttp2_session_mem_send(h->session, &data);
     if (n < 0) {
@@ -678,14 +658,14 @@ void nhb__srv_h2_send(srv_conn* c) {
       return;
     }
     if (n == 0) break;
-    if (have + (size_t)n > SRV_H2_STAGE) {
+    if (have + (size_t)n > NHB__SRV_H2_STAGE) {
       if (write_out(c, stage, have) < 0) {
         failed = 1;
         break;
       }
       have = 0;
     }
-    if ((size_t)n > SRV_H2_STAGE) {
+    if ((size_t)n > NHB__SRV_H2_STAGE) {
       if (write_out(c, (const char*)data, (size_t)n) < 0) {
         failed = 1;
         break;
@@ -701,7 +681,7 @@ void nhb__srv_h2_send(srv_conn* c) {
   if (!c->lingering && !nghttp2_session_want_read(h->session) && !nghttp2_session_want_write(h->session)) {
     /* GOAWAY sent or received and every stream done: the session is over.
      * The client closes next (it knows from the GOAWAY which of its requests
-     * to send elsewhere); until it does, or SRV_LINGER_MS pass, the
+     * to send elsewhere); until it does, or NHB__SRV_LINGER_MS pass, the
      * connection keeps reading, and nghttp2 ignores what comes, rather than
      * closing under frames still in flight (RFC 9113 section 6.8). */
     c->lingering = 1;
@@ -709,14 +689,14 @@ void nhb__srv_h2_send(srv_conn* c) {
   }
 }
 
-void nhb__srv_h2_flush(srv_conn* c) {
-  srv_h2* h = c->h2;
+void nhb__srv_h2_flush(nhb__srv_conn* c) {
+  nhb__srv_h2* h = c->h2;
   if (!h || !h->session) return;
   nhb_server* s = c->w->server;
   uint64_t now = nhb__now_ns();
   uint64_t next = UINT64_MAX;
-  int stall = srv_stall_possible(s);
-  for (srv_h2_stream* st = h->streams; st; st = st->next) {
+  int stall = nhb__srv_stall_possible(s);
+  for (nhb__srv_h2_stream* st = h->streams; st; st = st->next) {
     if (!st->waiting) continue;
     if (st->deadline_ns <= now && stall) {
       /* A stall that began after this response was decided holds it too. */
@@ -738,7 +718,7 @@ void nhb__srv_h2_flush(srv_conn* c) {
   nhb__srv_h2_send(c);
 }
 
-void nhb__srv_h2_goaway(srv_conn* c) {
+void nhb__srv_h2_goaway(nhb__srv_conn* c) {
   if (!c->h2 || !c->h2->session) {
     nhb__srv_conn_close(c);
     return;
@@ -747,9 +727,9 @@ void nhb__srv_h2_goaway(srv_conn* c) {
   nhb__srv_h2_send(c);
 }
 
-int nhb__srv_h2_busy(const srv_conn* c) { return c->h2 && c->h2->nstreams > 0; }
+int nhb__srv_h2_busy(const nhb__srv_conn* c) { return c->h2 && c->h2->nstreams > 0; }
 
-size_t nhb__srv_h2_waiting(const srv_conn* c) { return c->h2 ? c->h2->nwaiting : 0; }
+size_t nhb__srv_h2_waiting(const nhb__srv_conn* c) { return c->h2 ? c->h2->nwaiting : 0; }
 
 /* base64url without padding (RFC 7540 section 3.2.1), through OpenSSL's
  * base64 decoder. Returns the decoded length or -1. */
@@ -775,10 +755,10 @@ static int base64url_decode(const char* in, size_t len, uint8_t* out, size_t cap
   return r - (int)pad;
 }
 
-int nhb__srv_h2_upgrade(srv_conn* c, int head_only) {
-  srv_worker* w = c->w;
-  srv_req* q = &c->req;
-  const srv_hdr_pos* hs = &q->hdrs[q->settings_idx];
+int nhb__srv_h2_upgrade(nhb__srv_conn* c, int head_only) {
+  nhb__srv_worker* w = c->w;
+  nhb__srv_req* q = &c->req;
+  const nhb__srv_hdr_pos* hs = &q->hdrs[q->settings_idx];
   uint8_t settings[512];
   int slen = base64url_decode(q->buf.p + hs->value_off, hs->value_len, settings, sizeof(settings));
   static const char switching[] = "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n";
@@ -790,17 +770,17 @@ int nhb__srv_h2_upgrade(srv_conn* c, int head_only) {
   uint8_t keep = 1;
   if (nhb__srv_sock_write(c, &b, 1, b.len, &keep) < 0) return 0; /* closed */
   /* Counted as HTTP/1.1 when its first bytes came; it speaks HTTP/2 now. */
-  srv_bump(&w->counters.connections_http1, (uint64_t)-1);
-  if (nhb__srv_conn_set_proto(c, SRV_PROTO_H2) < 0) return NHB_ENOMEM;
-  srv_h2* h = c->h2;
-  srv_h2_stream* st = stream_new(c, 1);
+  nhb__srv_bump(&w->counters.connections_http1, (uint64_t)-1);
+  if (nhb__srv_conn_set_proto(c, NHB__SRV_PROTO_H2) < 0) return NHB_ENOMEM;
+  nhb__srv_h2* h = c->h2;
+  nhb__srv_h2_stream* st = stream_new(c, 1);
   if (!st) return NHB_ENOMEM;
   /* The request moves to stream 1, buffers and all; the connection gets the
    * stream's empty ones. */
-  srv_req tmp = st->req;
+  nhb__srv_req tmp = st->req;
   st->req = *q;
   *q = tmp;
-  srv_req* sq = &st->req;
+  nhb__srv_req* sq = &st->req;
   st->method_off = sq->buf.len;
   st->method_len = strlen(method);
   if (nhb__srv_buf_append(&sq->buf, method, st->method_len) < 0) return NHB_ENOMEM;
@@ -813,8 +793,8 @@ int nhb__srv_h2_upgrade(srv_conn* c, int head_only) {
   return 0;
 }
 
-void nhb__srv_h2_conn_free(srv_conn* c) {
-  srv_h2* h = c->h2;
+void nhb__srv_h2_conn_free(nhb__srv_conn* c) {
+  nhb__srv_h2* h = c->h2;
   if (!h) return;
   /* nghttp2 calls nothing back while it is deleted; the streams it referred
    * to are released after. */
@@ -825,9 +805,9 @@ void nhb__srv_h2_conn_free(srv_conn* c) {
   c->h2 = NULL;
 }
 
-void nhb__srv_h2_worker_free(srv_worker* w) {
+void nhb__srv_h2_worker_free(nhb__srv_worker* w) {
   while (w->h2_free) {
-    srv_h2_stream* st = w->h2_free;
+    nhb__srv_h2_stream* st = w->h2_free;
     w->h2_free = st->next;
     stream_free_memory(st);
   }

@@ -1,6 +1,6 @@
 /* server_respond.c: the responses the test server builds per request.
  *
- * A request's response is built once, as a protocol-independent srv_reply
+ * A request's response is built once, as a protocol-independent nhb__srv_reply
  * (status, headers, body pieces, delay, close), which HTTP/1.1 renders into a
  * head and queues (here) and HTTP/2 turns into a HEADERS frame and a data
  * source (server_h2.c). The common HTTP/1.1 response does not come here at
@@ -26,7 +26,7 @@
 #include <strings.h>
 #include <sys/un.h>
 
-#include "server_internal.h"
+#include "server/server_internal.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -90,19 +90,19 @@ static const char* reason_phrase(unsigned status) {
   }
 }
 
-static const srv_header server_header = {{"Server", 6}, {"nhbench", 7}, 0};
-static const srv_header text_plain = {{"Content-Type", 12}, {"text/plain", 10}, 0};
+static const nhb__srv_header server_header = {{"Server", 6}, {"nhbench", 7}, 0};
+static const nhb__srv_header text_plain = {{"Content-Type", 12}, {"text/plain", 10}, 0};
 
-static int same_name(const srv_header* a, const srv_header* b) {
+static int same_name(const nhb__srv_header* a, const nhb__srv_header* b) {
   return a->name.len == b->name.len && strncasecmp(a->name.p, b->name.p, a->name.len) == 0;
 }
 
-int nhb__srv_headers_emit(const srv_headers* h, int (*emit)(void* ctx, const srv_header* hd), void* ctx) {
-  const srv_header* lists[4] = {&server_header, h->list[0], h->list[1], h->list[2]};
+int nhb__srv_headers_emit(const nhb__srv_headers* h, int (*emit)(void* ctx, const nhb__srv_header* hd), void* ctx) {
+  const nhb__srv_header* lists[4] = {&server_header, h->list[0], h->list[1], h->list[2]};
   size_t counts[4] = {1, h->list[0] ? h->n[0] : 0, h->list[1] ? h->n[1] : 0, h->list[2] ? h->n[2] : 0};
   for (int l = 0; l < 4; l++) {
     for (size_t i = 0; i < counts[l]; i++) {
-      const srv_header* hd = &lists[l][i];
+      const nhb__srv_header* hd = &lists[l][i];
       /* Skipped when a later header of the same name replaces it. */
       int replaced = 0;
       for (int l2 = l; l2 < 4 && !replaced; l2++)
@@ -122,8 +122,8 @@ int nhb__srv_headers_emit(const srv_headers* h, int (*emit)(void* ctx, const srv
 
 /* ---- HTTP/1.1 rendering ------------------------------------------------------------ */
 
-static int h1_header(void* ctx, const srv_header* h) {
-  srv_buf* b = ctx;
+static int h1_header(void* ctx, const nhb__srv_header* h) {
+  nhb__srv_buf* b = ctx;
   if (nhb__srv_buf_reserve(b, h->name.len + h->value.len + 4) < 0) return NHB_ENOMEM;
   memcpy(b->p + b->len, h->name.p, h->name.len);
   b->len += h->name.len;
@@ -136,16 +136,16 @@ static int h1_header(void* ctx, const srv_header* h) {
   return 0;
 }
 
-int nhb__srv_render_head(srv_buf* b, unsigned status, int64_t content_length, int mode, const srv_headers* h) {
+int nhb__srv_render_head(nhb__srv_buf* b, unsigned status, int64_t content_length, int mode, const nhb__srv_headers* h) {
   if (nhb__srv_buf_printf(b, "HTTP/1.1 %u %s\r\n", status, reason_phrase(status)) < 0) return NHB_ENOMEM;
   /* The extras go after the framing headers, as they always have. */
-  srv_headers main = *h;
+  nhb__srv_headers main = *h;
   main.nextra = 0;
   if (nhb__srv_headers_emit(&main, h1_header, b) < 0) return NHB_ENOMEM;
   if (content_length >= 0 && nhb__srv_buf_printf(b, "Content-Length: %lld\r\n", (long long)content_length) < 0)
     return NHB_ENOMEM;
-  if (mode == SRV_MODE_CLOSE && nhb__srv_buf_append(b, "Connection: close\r\n", 19) < 0) return NHB_ENOMEM;
-  if (mode == SRV_MODE_KEEPALIVE && nhb__srv_buf_append(b, "Connection: keep-alive\r\n", 24) < 0)
+  if (mode == NHB__SRV_MODE_CLOSE && nhb__srv_buf_append(b, "Connection: close\r\n", 19) < 0) return NHB_ENOMEM;
+  if (mode == NHB__SRV_MODE_KEEPALIVE && nhb__srv_buf_append(b, "Connection: keep-alive\r\n", 24) < 0)
     return NHB_ENOMEM;
   for (size_t i = 0; i < h->nextra; i++)
     if (h1_header(b, &h->extra[i]) < 0) return NHB_ENOMEM;
@@ -153,7 +153,7 @@ int nhb__srv_render_head(srv_buf* b, unsigned status, int64_t content_length, in
 }
 
 /* Detaches a rendered buffer as a malloc'd block of exactly its length. */
-static int take(srv_buf* b, char** out, size_t* out_len) {
+static int take(nhb__srv_buf* b, char** out, size_t* out_len) {
   *out = b->p;
   *out_len = b->len;
   b->p = NULL;
@@ -162,10 +162,10 @@ static int take(srv_buf* b, char** out, size_t* out_len) {
 }
 
 static int canned_error(unsigned status, const char* text, char** out, size_t* out_len) {
-  srv_buf b = {0};
+  nhb__srv_buf b = {0};
   size_t n = strlen(text);
-  srv_headers h = {{NULL, NULL, NULL}, {0, 0, 0}, &text_plain, 1};
-  if (nhb__srv_render_head(&b, status, (int64_t)n, SRV_MODE_CLOSE, &h) < 0 || nhb__srv_buf_append(&b, text, n) < 0) {
+  nhb__srv_headers h = {{NULL, NULL, NULL}, {0, 0, 0}, &text_plain, 1};
+  if (nhb__srv_render_head(&b, status, (int64_t)n, NHB__SRV_MODE_CLOSE, &h) < 0 || nhb__srv_buf_append(&b, text, n) < 0) {
     nhb__srv_buf_free(&b);
     return NHB_ENOMEM;
   }
@@ -174,10 +174,10 @@ static int canned_error(unsigned status, const char* text, char** out, size_t* o
 
 int nhb__srv_render_canned(nhb_server* s) {
   uint64_t size = s->nh.has_body_size ? s->nh.body_size : 0;
-  srv_headers h = {{s->nh.headers, NULL, NULL}, {s->nh.nheaders, 0, 0}, NULL, 0};
+  nhb__srv_headers h = {{s->nh.headers, NULL, NULL}, {s->nh.nheaders, 0, 0}, NULL, 0};
   for (int mode = 0; mode < 3; mode++) {
     for (int head = 0; head < 2; head++) {
-      srv_buf b = {0};
+      nhb__srv_buf b = {0};
       if (nhb__srv_render_head(&b, 200, (int64_t)size, mode, &h) < 0 ||
           (!head && nhb__srv_buf_append(&b, s->a_region, size) < 0)) {
         nhb__srv_buf_free(&b);
@@ -196,17 +196,17 @@ int nhb__srv_render_canned(nhb_server* s) {
 
 /* ---- building blocks --------------------------------------------------------------- */
 
-static srv_piece out_piece(size_t off, size_t len) {
-  srv_piece p = {NULL, off, len};
+static nhb__srv_piece out_piece(size_t off, size_t len) {
+  nhb__srv_piece p = {NULL, off, len};
   return p;
 }
 
-static srv_piece ext_piece(const char* p, size_t len) {
-  srv_piece x = {p, 0, len};
+static nhb__srv_piece ext_piece(const char* p, size_t len) {
+  nhb__srv_piece x = {p, 0, len};
   return x;
 }
 
-static void reply_init(srv_reply* r, unsigned status) {
+static void reply_init(nhb__srv_reply* r, unsigned status) {
   memset(&r->h, 0, sizeof(r->h));
   r->status = status;
   r->close = 0;
@@ -217,8 +217,8 @@ static void reply_init(srv_reply* r, unsigned status) {
   r->body_len = 0;
 }
 
-static void add_extra(srv_reply* r, const char* name, size_t name_len, const char* value, size_t value_len) {
-  srv_header* h = &r->extra[r->h.nextra++];
+static void add_extra(nhb__srv_reply* r, const char* name, size_t name_len, const char* value, size_t value_len) {
+  nhb__srv_header* h = &r->extra[r->h.nextra++];
   h->name.p = name;
   h->name.len = name_len;
   h->value.p = value;
@@ -227,7 +227,7 @@ static void add_extra(srv_reply* r, const char* name, size_t name_len, const cha
 }
 
 /* Gzips the body pieces into `out`, replacing them with one piece. */
-static int gzip_body(srv_worker* w, srv_buf* out, srv_piece* body, int* nbody) {
+static int gzip_body(nhb__srv_worker* w, nhb__srv_buf* out, nhb__srv_piece* body, int* nbody) {
   if (!w->z_ready) {
     memset(&w->z, 0, sizeof(w->z));
     /* windowBits 15 + 16: a gzip wrapper rather than zlib's. */
@@ -259,7 +259,7 @@ static int gzip_body(srv_worker* w, srv_buf* out, srv_piece* body, int* nbody) {
   return 0;
 }
 
-int nhb__srv_reply_text(srv_reply* r, srv_buf* out, unsigned status, const char* prefix, const char* text) {
+int nhb__srv_reply_text(nhb__srv_reply* r, nhb__srv_buf* out, unsigned status, const char* prefix, const char* text) {
   reply_init(r, status);
   size_t body_off = out->len;
   if (nhb__srv_buf_printf(out, "%s%s", prefix, text) < 0) return NHB_ENOMEM;
@@ -274,12 +274,12 @@ int nhb__srv_reply_text(srv_reply* r, srv_buf* out, unsigned status, const char*
 /* Nighthawk's echo_request_headers text: after the body, "\nRequest
  * Headers:\n" and one "'name', 'value'" line per header, names lowercased
  * as Envoy's HTTP/1 codec shows them, pseudo-headers first. */
-static int dump_headers(const srv_req* q, srv_buf* out) {
+static int dump_headers(const nhb__srv_req* q, nhb__srv_buf* out) {
   if (nhb__srv_buf_printf(out, "\nRequest Headers:\n':method', '%.*s'\n':path', '%.*s'\n", (int)q->method_len,
                           q->method, (int)q->url_len, q->buf.p + q->url_off) < 0)
     return NHB_ENOMEM;
   for (size_t i = 0; i < q->nhdrs; i++) {
-    const srv_hdr_pos* h = &q->hdrs[i];
+    const nhb__srv_hdr_pos* h = &q->hdrs[i];
     if (nhb__srv_buf_reserve(out, h->name_len + h->value_len + 8) < 0) return NHB_ENOMEM;
     char* d = out->p + out->len;
     *d++ = '\'';
@@ -298,7 +298,7 @@ static int dump_headers(const srv_req* q, srv_buf* out) {
   return 0;
 }
 
-static void peer_name(srv_conn* c, char* out, size_t out_len) {
+static void peer_name(nhb__srv_conn* c, char* out, size_t out_len) {
   struct sockaddr_storage ss;
   int len = sizeof(ss);
   snprintf(out, out_len, "unix socket");
@@ -316,7 +316,7 @@ static void peer_name(srv_conn* c, char* out, size_t out_len) {
 }
 
 /* /debug: the request as text, like Fortio's debug handler. */
-static int reply_debug(srv_conn* c, const srv_req* q, srv_buf* out, uint64_t now, srv_reply* r) {
+static int reply_debug(nhb__srv_conn* c, const nhb__srv_req* q, nhb__srv_buf* out, uint64_t now, nhb__srv_reply* r) {
   nhb_server* s = c->w->server;
   char peer[80];
   peer_name(c, peer, sizeof(peer));
@@ -330,7 +330,7 @@ static int reply_debug(srv_conn* c, const srv_req* q, srv_buf* out, uint64_t now
                           q->method, (int)q->url_len, q->buf.p + q->url_off, q->http_major, q->http_minor) < 0)
     return NHB_ENOMEM;
   for (size_t i = 0; i < q->nhdrs; i++) {
-    const srv_hdr_pos* h = &q->hdrs[i];
+    const nhb__srv_hdr_pos* h = &q->hdrs[i];
     if (nhb__srv_buf_printf(out, "%.*s: %.*s\n", (int)h->name_len, q->buf.p + h->name_off, (int)h->value_len,
                             q->buf.p + h->value_off) < 0)
       return NHB_ENOMEM;
@@ -352,12 +352,12 @@ static int reply_debug(srv_conn* c, const srv_req* q, srv_buf* out, uint64_t now
 
 /* ---- the dynamic path -------------------------------------------------------------- */
 
-static void take_default(srv_choices* mine, const srv_choices* dflt) {
+static void take_default(nhb__srv_choices* mine, const nhb__srv_choices* dflt) {
   if (!mine->present) *mine = *dflt;
 }
 
-int nhb__srv_reply_build(srv_conn* c, srv_req* q, srv_buf* out, uint64_t now, srv_reply* r) {
-  srv_worker* w = c->w;
+int nhb__srv_reply_build(nhb__srv_conn* c, nhb__srv_req* q, nhb__srv_buf* out, uint64_t now, nhb__srv_reply* r) {
+  nhb__srv_worker* w = c->w;
   nhb_server* s = w->server;
   char why[256];
   if (!now) now = nhb__now_ns();
@@ -365,11 +365,11 @@ int nhb__srv_reply_build(srv_conn* c, srv_req* q, srv_buf* out, uint64_t now, sr
   w->last_req_ns = now;
 
   /* Nighthawk: the static options, the request's JSON merged over them. */
-  srv_nh_opts nh = s->nh;
-  srv_nh_opts rq;
+  nhb__srv_nh_opts nh = s->nh;
+  nhb__srv_nh_opts rq;
   memset(&rq, 0, sizeof(rq));
   if (q->nh_idx >= 0) {
-    const srv_hdr_pos* h = &q->hdrs[q->nh_idx];
+    const nhb__srv_hdr_pos* h = &q->hdrs[q->nh_idx];
     if (nhb__srv_nh_parse(q->buf.p + h->value_off, h->value_len, &rq, &w->nh_arena, why, sizeof(why)) < 0)
       return nhb__srv_reply_text(r, out, 500, "test-server didn't understand the request: ", why);
     if (rq.has_body_size) nh.has_body_size = 1, nh.body_size = rq.body_size;
@@ -385,7 +385,7 @@ int nhb__srv_reply_build(srv_conn* c, srv_req* q, srv_buf* out, uint64_t now, sr
   if (q->is_debug) return reply_debug(c, q, out, now, r);
 
   /* Fortio: the request's parameters, the defaults for those it lacks. */
-  srv_echo_opts e;
+  nhb__srv_echo_opts e;
   memset(&e, 0, sizeof(e));
   if (q->has_query) {
     const char* url = q->buf.p + q->url_off;
@@ -399,7 +399,7 @@ int nhb__srv_reply_build(srv_conn* c, srv_req* q, srv_buf* out, uint64_t now, sr
       return nhb__srv_reply_text(r, out, 400, "", why);
   }
   if (s->has_echo_defaults) {
-    const srv_echo_opts* d = &s->echo_defaults;
+    const nhb__srv_echo_opts* d = &s->echo_defaults;
     take_default(&e.delay, &d->delay);
     take_default(&e.status, &d->status);
     take_default(&e.size, &d->size);
@@ -409,16 +409,16 @@ int nhb__srv_reply_build(srv_conn* c, srv_req* q, srv_buf* out, uint64_t now, sr
     if (!e.has_stall && d->has_stall) e.has_stall = 1, e.stall_ns = d->stall_ns;
   }
   /* Independent draws, one per parameter, as Fortio does. */
-  unsigned status = e.status.present ? (unsigned)nhb__srv_choose(&e.status, srv_rand_pct(w), 200) : 200;
-  int64_t size = e.size.present ? nhb__srv_choose(&e.size, srv_rand_pct(w), -1) : -1;
-  uint64_t delay = e.delay.present ? (uint64_t)nhb__srv_choose(&e.delay, srv_rand_pct(w), 0) : 0;
-  int close = e.close.present && nhb__srv_choose(&e.close, srv_rand_pct(w), 0);
-  int gzip = e.gzip.present && nhb__srv_choose(&e.gzip, srv_rand_pct(w), 0) && q->accept_gzip;
+  unsigned status = e.status.present ? (unsigned)nhb__srv_choose(&e.status, nhb__srv_rand_pct(w), 200) : 200;
+  int64_t size = e.size.present ? nhb__srv_choose(&e.size, nhb__srv_rand_pct(w), -1) : -1;
+  uint64_t delay = e.delay.present ? (uint64_t)nhb__srv_choose(&e.delay, nhb__srv_rand_pct(w), 0) : 0;
+  int close = e.close.present && nhb__srv_choose(&e.close, nhb__srv_rand_pct(w), 0);
+  int gzip = e.gzip.present && nhb__srv_choose(&e.gzip, nhb__srv_rand_pct(w), 0) && q->accept_gzip;
   if (e.has_stall) nhb__srv_stall_request(w, now, e.stall_ns);
   uint64_t nh_delay = 0;
-  if (nh.delay_kind == SRV_DELAY_STATIC) {
+  if (nh.delay_kind == NHB__SRV_DELAY_STATIC) {
     nh_delay = nh.static_delay_ns;
-  } else if (nh.delay_kind == SRV_DELAY_LINEAR) {
+  } else if (nh.delay_kind == NHB__SRV_DELAY_LINEAR) {
     /* Nighthawk's model of an overloaded server: the delay grows with the
      * requests in progress on this worker, this one included. Saturating,
      * as a factor from the request header may be anything. */
@@ -450,7 +450,7 @@ int nhb__srv_reply_build(srv_conn* c, srv_req* q, srv_buf* out, uint64_t now, sr
     if (nh.has_echo_headers && nh.echo_headers) {
       size_t off = out->len;
       if (dump_headers(q, out) < 0) return NHB_ENOMEM;
-      srv_piece* last = r->nbody ? &r->body[r->nbody - 1] : NULL;
+      nhb__srv_piece* last = r->nbody ? &r->body[r->nbody - 1] : NULL;
       if (last && !last->ext && last->off + last->len == off)
         last->len += out->len - off; /* adjacent in `out`: one piece */
       else
@@ -481,86 +481,81 @@ int nhb__srv_reply_build(srv_conn* c, srv_req* q, srv_buf* out, uint64_t now, sr
 /* ---- HTTP/1.1 ---------------------------------------------------------------------- */
 
 /* Queues head + body pieces as one response. */
-static int queue_response(srv_conn* c, unsigned status, int mode, int head_only, uint64_t now, uint64_t delay_ns,
-                          size_t head_off, const srv_piece* body, int nbody) {
-  srv_worker* w = c->w;
+static int queue_response(nhb__srv_conn* c, unsigned status, int mode, int head_only, uint64_t now, uint64_t delay_ns,
+                          size_t head_off, const nhb__srv_piece* body, int nbody) {
+  nhb__srv_worker* w = c->w;
   nhb_server* s = w->server;
-  srv_resp r;
+  nhb__srv_resp r;
   memset(&r, 0, sizeof(r));
   r.status = (uint16_t)status;
-  r.close = mode == SRV_MODE_CLOSE;
+  r.close = mode == NHB__SRV_MODE_CLOSE;
   r.p[0] = out_piece(head_off, c->out.len - head_off);
   r.npieces = 1;
   if (!head_only)
     for (int i = 0; i < nbody; i++) r.p[r.npieces++] = body[i];
   r.deadline_ns = delay_ns ? now + delay_ns : 0;
   /* Stalls hold HTTP responses; the admin endpoint keeps answering. */
-  if (c->kind == SRV_CONN_HTTP && srv_stall_possible(s)) {
+  if (c->kind == NHB__SRV_CONN_HTTP && nhb__srv_stall_possible(s)) {
     uint64_t t = r.deadline_ns ? r.deadline_ns : now;
     uint64_t release = nhb__srv_stall_release(s, t);
     if (release > t) r.deadline_ns = release;
   }
   /* Counted when it is written (nhb__srv_conn_flush). */
-  return nhb__srv_conn_push(c, &r);
+  return nhb__srv_h1_push(c, &r);
 }
 
-static int queue_reply(srv_conn* c, const srv_reply* r, int mode, int head_only, uint64_t now) {
-  if (r->close) mode = SRV_MODE_CLOSE;
+static int queue_reply(nhb__srv_conn* c, const nhb__srv_reply* r, int mode, int head_only, uint64_t now) {
+  if (r->close) mode = NHB__SRV_MODE_CLOSE;
   size_t head_off = c->out.len;
   if (nhb__srv_render_head(&c->out, r->status, r->no_body ? -1 : (int64_t)r->body_len, mode, &r->h) < 0)
     return NHB_ENOMEM;
   return queue_response(c, r->status, mode, head_only, now, r->delay_ns, head_off, r->body, r->nbody);
 }
 
-int nhb__srv_respond(srv_conn* c, int mode, int head_only, uint64_t now) {
-  srv_req* q = &c->req;
+int nhb__srv_respond(nhb__srv_conn* c, int mode, int head_only, uint64_t now) {
+  nhb__srv_req* q = &c->req;
   q->method = llhttp_method_name((llhttp_method_t)c->parser.method);
   q->method_len = strlen(q->method);
   q->http_major = c->parser.http_major;
   q->http_minor = c->parser.http_minor;
-  srv_reply r;
+  nhb__srv_reply r;
   if (nhb__srv_reply_build(c, q, &c->out, now, &r) < 0) return NHB_ENOMEM;
   return queue_reply(c, &r, mode, head_only, now);
 }
 
 /* ---- admin ------------------------------------------------------------------------- */
 
-void nhb__srv_render_stats_json(const nhb_server* s, srv_buf* b) {
+void nhb__srv_render_stats_json(const nhb_server* s, nhb__srv_buf* b) {
   nhb_server_stats st;
   nhb_server_stats_get(s, &st);
-  nhb__srv_buf_printf(b,
-                      "{\"requests\": %llu, \"connections_total\": %llu, \"connections_active\": %llu, "
-                      "\"rx_bytes\": %llu, \"tx_bytes\": %llu, \"bad_requests\": %llu, \"status\": {",
-                      (unsigned long long)st.requests, (unsigned long long)st.connections_total,
-                      (unsigned long long)st.connections_active, (unsigned long long)st.rx_bytes,
-                      (unsigned long long)st.tx_bytes, (unsigned long long)st.bad_requests);
-  const char* sep = "";
-  for (int i = 0; i < NHB_SERVER_STATUS_MAX; i++) {
-    if (!st.status[i]) continue;
-    nhb__srv_buf_printf(b, "%s\"%d\": %llu", sep, i, (unsigned long long)st.status[i]);
-    sep = ", ";
-  }
-  nhb__srv_buf_printf(b, "}, \"stalls\": %llu, \"tcp_echo_bytes\": %llu, \"udp_echo_packets\": %llu",
-                      (unsigned long long)st.stalls, (unsigned long long)st.tcp_echo_bytes,
-                      (unsigned long long)st.udp_echo_packets);
-  nhb__srv_buf_printf(b,
-                      ", \"connections_http1\": %llu, \"connections_http2\": %llu, \"tls_handshakes\": %llu, "
-                      "\"tls_handshake_errors\": %llu, \"tls_session_reused\": %llu, \"h2_streams_reset\": %llu, "
-                      "\"h2_protocol_errors\": %llu, \"connections_refused\": %llu}\n",
-                      (unsigned long long)st.connections_http1, (unsigned long long)st.connections_http2,
-                      (unsigned long long)st.tls_handshakes, (unsigned long long)st.tls_handshake_errors,
-                      (unsigned long long)st.tls_session_reused, (unsigned long long)st.h2_streams_reset,
-                      (unsigned long long)st.h2_protocol_errors, (unsigned long long)st.connections_refused);
+  /* Keys in NHB_SERVER_STAT_MAP's order; "status" is an object of the
+   * status codes that occurred. */
+  const char* sep = "{";
+#define COUNT(name)                                                                        \
+  nhb__srv_buf_printf(b, "%s\"" #name "\": %llu", sep, (unsigned long long)st.name); \
+  sep = ", ";
+#define STATUS(name)                                                                    \
+  nhb__srv_buf_printf(b, "%s\"" #name "\": {", sep);                                   \
+  for (int i = 0, n = 0; i < NHB_SERVER_STATUS_MAX; i++) {                              \
+    if (!st.name[i]) continue;                                                          \
+    nhb__srv_buf_printf(b, "%s\"%d\": %llu", n++ ? ", " : "", i, (unsigned long long)st.name[i]); \
+  }                                                                                     \
+  nhb__srv_buf_printf(b, "}");                                                          \
+  sep = ", ";
+  NHB_SERVER_STAT_MAP(COUNT, STATUS)
+#undef COUNT
+#undef STATUS
+  nhb__srv_buf_printf(b, "}\n");
 }
 
-int nhb__srv_respond_admin(srv_conn* c, int mode, int head_only) {
-  srv_req* q = &c->req;
+int nhb__srv_respond_admin(nhb__srv_conn* c, int mode, int head_only) {
+  nhb__srv_req* q = &c->req;
   const char* url = q->buf.p + q->url_off;
   const char* mark = q->url_len ? memchr(url, '?', q->url_len) : NULL;
   size_t path_len = mark ? (size_t)(mark - url) : q->url_len;
   int method = c->parser.method;
   uint64_t now = nhb__now_ns();
-  srv_reply r;
+  nhb__srv_reply r;
   if (!(path_len == 6 && memcmp(url, "/stats", 6) == 0) || (method != HTTP_GET && method != HTTP_HEAD)) {
     if (nhb__srv_reply_text(&r, &c->out, 404, "", "not found; try GET /stats\n") < 0) return NHB_ENOMEM;
     return queue_reply(c, &r, mode, head_only, now);

@@ -1,0 +1,65 @@
+// config.hpp: the one conversion layer between a Python config dict and the
+// C core's config structs (nhb_client_config for ClientRun, nhb_server_config
+// for Server).
+//
+// Python (pydantic, nhbench.options) owns defaults and user-facing ranges and
+// validates first; the dicts it builds (nhbench._run.build_core_config,
+// ServerOptions.core_config) reach these readers already valid. What is
+// checked here is what a direct caller of nhbench._core could get wrong in a
+// way that would be unsafe or silently different: the type of each value
+// (so that a cast cannot wrap or truncate), unknown keys, and the ranges the
+// C structs' field types and the core's buffers need. Every such mistake
+// raises ValueError through config_error(), "<key>: <what>", naming the key.
+// Ranges that only protect the user from a poor choice are not repeated here.
+#pragma once
+
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+
+namespace py = pybind11;
+
+namespace nhb_config {
+
+// ValueError "<key>: <what>": the only way a config reader fails.
+[[noreturn]] void config_error(const std::string& key, const std::string& what);
+
+// The value of `key`, or a null object when it is absent or None (= the
+// default).
+py::object value_of(const py::dict& d, const char* key);
+
+// Raises for a key of `d` that is not in `known` ("unknown config key" when
+// `where` is empty, else "<where>: unknown key").
+void check_keys(const py::dict& d, std::initializer_list<const char*> known, const char* where = "");
+
+// `key` converted by pybind11's caster (str and bytes for std::string, int
+// for integers, int or float for double, lists for vectors), or `fallback`
+// when absent; a value of the wrong type raises "<key>: has the wrong type".
+template <typename T>
+T get_as(const py::dict& d, const char* key, T fallback) {
+  if (!d.contains(key)) return fallback;
+  try {
+    return d[key].cast<T>();
+  } catch (const py::cast_error&) {
+    config_error(key, "has the wrong type");
+  }
+}
+
+// An integer (not a bool) in [lo, hi]; `dflt` when absent or None.
+int64_t get_int(const py::dict& d, const char* key, int64_t dflt, int64_t lo, int64_t hi);
+// Seconds (int or float, not a bool), finite, in [0, max_s], as nanoseconds.
+uint64_t get_seconds(const py::dict& d, const char* key, double dflt, double max_s);
+// A finite number of seconds >= 0 (the client's time-outs), as nanoseconds.
+uint64_t get_seconds_ns(const py::dict& d, const char* key, double dflt);
+// One of `names` (a string); returns its index.
+int get_choice(const py::dict& d, const char* key, const char* dflt, std::initializer_list<const char*> names);
+
+// Readers of one element (inside a list or tuple); `key` names it in errors.
+std::string str_of(const py::handle& v, const std::string& key);
+int port_of(const py::handle& v, const std::string& key);
+py::sequence tuple_of(const py::handle& v, size_t n, const std::string& key, const char* shape);
+
+}  // namespace nhb_config
