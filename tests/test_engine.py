@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from scripted_origin import Reply, ScriptedOrigin
+from support.scripted_origin import Reply, ScriptedOrigin
 
 import nhbench
 

@@ -14,7 +14,7 @@ import shutil
 from collections.abc import Iterator
 
 import pytest
-from nginx_origin import BIG_SIZE, BODY, NginxOrigin, nginx_binary
+from support.nginx_origin import BIG_SIZE, BODY, NginxOrigin, nginx_binary
 
 import nhbench
 

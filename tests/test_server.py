@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sockets import read_until_close
+from support.sockets import read_until_close
 
 import nhbench
 

@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from h2frames import (
+from support.h2frames import (
     CONTINUATION,
     DATA,
     END_HEADERS,
@@ -39,8 +39,8 @@ from h2frames import (
     SETTINGS,
     frame,
 )
-from h2frames import hpack_literal as _hpack_literal
-from sockets import read_until_close
+from support.h2frames import hpack_literal as _hpack_literal
+from support.sockets import read_until_close
 
 import nhbench
 

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from nginx_origin import BODY, NginxOrigin, nginx_binary
+from support.nginx_origin import BODY, NginxOrigin, nginx_binary
 
 import nhbench
 

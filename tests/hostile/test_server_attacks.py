@@ -20,9 +20,9 @@ import threading
 import time
 from collections.abc import Iterator
 
-import h2frames as h2
 import pytest
-from sockets import read_until_close
+from support import h2frames as h2
+from support.sockets import read_until_close
 
 import nhbench
 
