@@ -14,9 +14,9 @@ import shutil
 from collections.abc import Iterator
 
 import pytest
-from support.nginx_origin import BIG_SIZE, BODY, NginxOrigin, nginx_binary
 
 import nhbench
+from benchmarks.nginx_origin import BIG_SIZE, BODY, NginxOrigin, nginx_binary
 
 pytestmark = pytest.mark.skipif(
     nginx_binary() is None or shutil.which("openssl") is None,

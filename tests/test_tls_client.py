@@ -15,9 +15,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.nginx_origin import BODY, NginxOrigin, nginx_binary
 
 import nhbench
+from benchmarks.nginx_origin import BODY, NginxOrigin, nginx_binary
 
 pytestmark = pytest.mark.skipif(
     nginx_binary() is None or shutil.which("openssl") is None,
