@@ -25,6 +25,8 @@ from support.scripted_origin import Reply, ScriptedOrigin
 
 import nhbench
 
+pytestmark = pytest.mark.core
+
 CPUS = sorted(os.sched_getaffinity(0))
 CLIENT_CPU = str(CPUS[0])
 SERVER_CPUS = [CPUS[1] if len(CPUS) > 1 else CPUS[0]]

@@ -14,6 +14,8 @@ from support.scripted_origin import Reply, ScriptedOrigin
 
 import nhbench
 
+pytestmark = pytest.mark.core
+
 CPUS = sorted(os.sched_getaffinity(0))
 # Client and server on different CPUs where there are two; everything on one otherwise.
 CLIENT_CPU = str(CPUS[0])

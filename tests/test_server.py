@@ -39,6 +39,8 @@ from support.sockets import read_until_close
 
 import nhbench
 
+pytestmark = pytest.mark.core
+
 CPUS = sorted(os.sched_getaffinity(0))
 CLIENT_CPU = str(CPUS[0])
 # Client and server on different CPUs where there are two.

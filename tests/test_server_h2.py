@@ -41,6 +41,8 @@ from support.h2frames import (
 
 import nhbench
 
+pytestmark = pytest.mark.core
+
 CPUS = sorted(os.sched_getaffinity(0))
 CLIENT_CPU = str(CPUS[0])
 SERVER_CPUS = [CPUS[-1]] if len(CPUS) > 1 else None

@@ -44,6 +44,8 @@ from support.sockets import read_until_close
 
 import nhbench
 
+pytestmark = pytest.mark.core
+
 PACKAGE_PARENT = str(Path(nhbench.__file__).resolve().parent.parent)
 NH_HEADER = "x-nighthawk-test-server-config"
 

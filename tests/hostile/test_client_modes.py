@@ -29,7 +29,7 @@ import nhbench
 
 from .origin_modes import DRAIN, DURATION, Mode, modes
 
-pytestmark = pytest.mark.hostile
+pytestmark = [pytest.mark.hostile, pytest.mark.core]
 
 CPUS = sorted(os.sched_getaffinity(0))
 CLIENT_CPU = str(CPUS[0])

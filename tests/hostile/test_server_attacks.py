@@ -26,7 +26,7 @@ from support.sockets import read_until_close
 
 import nhbench
 
-pytestmark = pytest.mark.hostile
+pytestmark = [pytest.mark.hostile, pytest.mark.core]
 
 CPUS = sorted(os.sched_getaffinity(0))
 # The server away from the test process's CPU where there are two.
