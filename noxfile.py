@@ -76,7 +76,7 @@ def tests(session: nox.Session) -> None:
     if (ROOT / "csrc" / "tests" / "selftest.c").exists():
         session.notify("selftest", posargs=[])
     if (ROOT / "csrc" / "fuzz").is_dir():
-        session.notify("fuzz", posargs=["--seconds", os.environ.get("NHB_FUZZ_CI_SECONDS", "20")])
+        session.notify("fuzz", posargs=["--seconds", os.environ.get("NHB_FUZZ_CI_SECONDS", "10")])
     session.notify("asan", posargs=[])
 
 
