@@ -21,6 +21,7 @@ import stat
 import subprocess
 import sys
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -573,21 +574,41 @@ REAL_SAMPLE = [row for index, row in enumerate(ROWS)
                if row.status != 2 or index % 20 == 0 or row in _FIRST_OF_COMMAND]
 
 
+def _real(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    cwd.mkdir()
+    return subprocess.run(
+        [sys.executable, "-m", "nhbench", *args],
+        capture_output=True, text=True, timeout=120, env=_environment(), cwd=cwd, check=False,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+@pytest.fixture(scope="module")
+def real_runs(table: Table, tmp_path_factory: pytest.TempPathFactory
+              ) -> dict[Row, tuple[subprocess.CompletedProcess[str], Path]]:
+    """The sampled rows again, each as a real ``python -m nhbench`` (a few at a time)."""
+    root = tmp_path_factory.mktemp("cli-table-real")
+    rows = [row for row in REAL_SAMPLE if row in table.outcomes and not table.outcomes[row].skipped]
+    with ThreadPoolExecutor(max_workers=max(2, min(6, (os.cpu_count() or 1) * 2))) as pool:
+        futures = {row: (pool.submit(_real, table.outcomes[row].args, root / f"row{index}"),
+                         root / f"row{index}")
+                   for index, row in enumerate(rows)}
+        return {row: (future.result(), cwd) for row, (future, cwd) in futures.items()}
+
+
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("row", REAL_SAMPLE, ids=[f"real:{row.id}" for row in REAL_SAMPLE])
-def test_forked_rows_match_the_real_command(row: Row, table: Table, tmp_path: Path) -> None:
+def test_forked_rows_match_the_real_command(
+    row: Row, table: Table, real_runs: dict[Row, tuple[subprocess.CompletedProcess[str], Path]],
+) -> None:
     """The table's shortcut (rows forked from one interpreter) gives what the real
     ``python -m nhbench`` gives: the same status, stdout and stderr."""
     forked = table.outcomes[row]
     if forked.skipped:
         pytest.skip(forked.skipped)
     assert forked.proc is not None
-    real = subprocess.run(
-        [sys.executable, "-m", "nhbench", *forked.args],
-        capture_output=True, text=True, timeout=120, env=_environment(), cwd=tmp_path,
-        check=False, stdin=subprocess.DEVNULL,
-    )
-    assert (real.returncode, real.stdout, real.stderr.replace(str(tmp_path), "{cwd}")) == (
+    real, cwd = real_runs[row]
+    assert (real.returncode, real.stdout, real.stderr.replace(str(cwd), "{cwd}")) == (
         forked.proc.returncode, forked.proc.stdout,
         forked.proc.stderr.replace(str(forked.cwd), "{cwd}"),
     )
