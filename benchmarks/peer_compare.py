@@ -49,12 +49,9 @@ import datetime as _dt
 import json
 import math
 import os
-import platform
 import re
 import resource
 import shutil
-import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -65,13 +62,24 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-OUT_DIR = ROOT / "benchmarks" / "out"
-DOCS = ROOT / "docs" / "benchmarks.md"
+# Run as `python benchmarks/peer_compare.py`: benchmarks/ is first on sys.path.
+from common import (
+    BODY,
+    CLK_TCK,
+    DOCS,
+    OUT_DIR,
+    check_cpu_args,
+    child_env,
+    machine_busy_s,
+    machine_info,
+    proc_tree_cpu,
+    tool_seconds,
+    update_docs,
+)
+from nginx_origin import NginxError, NginxOrigin
+
 BEGIN_MARK = "<!-- results:begin -->"
 END_MARK = "<!-- results:end -->"
-BODY = "hello, world\n"  # 13 bytes, the same for nginx and the nhbench server
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 # Goals of issue 2: nhbench's client CPU per request over the reference tool's.
 # Issue 4 adds the HTTP/2 and TLS scenarios, each against h2load.
@@ -201,52 +209,6 @@ def nhbench_child(spec: dict[str, Any]) -> None:
 # --------------------------------------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_port(port: int, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.05)
-
-
-def proc_tree_cpu(pid: int) -> float:
-    """user+sys seconds of `pid` and its descendants (all threads)."""
-    total = 0.0
-    stack = [pid]
-    while stack:
-        p = stack.pop()
-        try:
-            with open(f"/proc/{p}/stat") as f:
-                data = f.read()
-            fields = data[data.rindex(")") + 2 :].split()
-            total += (int(fields[11]) + int(fields[12])) / CLK_TCK
-            for tid in os.listdir(f"/proc/{p}/task"):
-                with open(f"/proc/{p}/task/{tid}/children") as f:
-                    stack += [int(c) for c in f.read().split()]
-        except (OSError, ValueError):
-            continue
-    return total
-
-
-def machine_busy_s() -> float:
-    """CPU-seconds all CPUs have spent busy since boot (/proc/stat, everything but idle
-    and iowait)."""
-    with open("/proc/stat") as f:
-        fields = [int(x) for x in f.readline().split()[1:]]
-    busy = sum(fields[:8]) - fields[3] - fields[4]  # user..steal minus idle, iowait
-    return busy / CLK_TCK
-
-
 @dataclass
 class Target:
     name: str
@@ -254,88 +216,17 @@ class Target:
     pids: list[int]  # roots of the server's process trees, for its CPU
 
 
-NGINX_CONF = """\
-worker_processes 1;
-daemon off;
-master_process on;
-pid {tmp}/nginx.pid;
-error_log {tmp}/error.log warn;
-worker_rlimit_nofile 65536;
-events {{ worker_connections 16384; multi_accept on; }}
-http {{
-    access_log off;
-    client_body_temp_path {tmp}/body;
-    proxy_temp_path {tmp}/proxy;
-    fastcgi_temp_path {tmp}/fastcgi;
-    uwsgi_temp_path {tmp}/uwsgi;
-    scgi_temp_path {tmp}/scgi;
-    keepalive_requests 1000000000;
-    keepalive_timeout 600s;
-    ssl_protocols TLSv1.2 TLSv1.3;
-    http2_max_concurrent_streams 128;
-    server {{
-        listen 127.0.0.1:{port} backlog=4096;
-        listen 127.0.0.1:{h2c_port} http2 backlog=4096;
-        listen 127.0.0.1:{tls_port} ssl http2 backlog=4096;
-        ssl_certificate {tmp}/cert.pem;
-        ssl_certificate_key {tmp}/key.pem;
-        location / {{ return 200 "{body}"; }}
-    }}
-}}
-"""
-
-
 @contextlib.contextmanager
 def nginx_target(server_cpu: int) -> Iterator[Target]:
-    nginx = shutil.which("nginx") or ("/usr/sbin/nginx" if os.path.exists("/usr/sbin/nginx")
-                                      else None)
-    if not nginx:
-        raise SystemExit("peer_compare: nginx not found (apt-get install -y nginx-light)")
-    with tempfile.TemporaryDirectory(prefix="nhb-bench-nginx-") as tmp:
-        os.chmod(tmp, 0o755)
-        port, h2c_port, tls_port = free_port(), free_port(), free_port()
-        # An ECDSA P-256 certificate, the common choice for TLS 1.3 servers today.
-        subprocess.run(
-            ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
-             "ec_paramgen_curve:prime256v1", "-nodes", "-days", "2", "-subj", "/CN=localhost",
-             "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
-             "-keyout", f"{tmp}/key.pem", "-out", f"{tmp}/cert.pem"],
-            check=True, capture_output=True,
-        )
-        conf = Path(tmp) / "nginx.conf"
-        conf.write_text(NGINX_CONF.format(tmp=tmp, port=port, h2c_port=h2c_port,
-                                          tls_port=tls_port,
-                                          body=BODY.replace("\n", "\\n")))
-        log = open(Path(tmp) / "stderr.log", "wb")  # noqa: SIM115
-        proc = subprocess.Popen(
-            ["taskset", "-c", str(server_cpu), nginx, "-p", tmp, "-e", f"{tmp}/error.log",
-             "-c", str(conf)],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-        )
-        try:
-            try:
-                wait_port(port)
-            except OSError:
-                logs = ""
-                for name in ("stderr.log", "error.log"):
-                    with contextlib.suppress(OSError):
-                        logs += (Path(tmp) / name).read_text(errors="replace")[-500:]
-                raise SystemExit(f"peer_compare: nginx did not start: {logs.strip()}") from None
+    try:
+        with NginxOrigin(access_log=False, listeners=("h1", "h2c", "tls"), cpu=server_cpu,
+                         tuned=True) as nginx:
             yield Target("nginx", {
-                "h1": f"http://127.0.0.1:{port}/",
-                "h2c": f"http://127.0.0.1:{h2c_port}/",
-                "tls-h1": f"https://127.0.0.1:{tls_port}/",
-                "tls-h2": f"https://127.0.0.1:{tls_port}/",
-            }, [proc.pid])
-        finally:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)  # fast shutdown of master and worker
-                try:
-                    proc.wait(10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
-            log.close()
+                "h1": nginx.url("h1"), "h2c": nginx.url("h2c"),
+                "tls-h1": nginx.url("tls"), "tls-h2": nginx.url("tls"),
+            }, [nginx.pid])
+    except NginxError as e:
+        raise SystemExit(f"peer_compare: {e}") from None
 
 
 @contextlib.contextmanager
@@ -421,17 +312,6 @@ def run_child(argv: list[str], timeout: float, env: dict[str, str] | None = None
                 err.read().decode(errors="replace"), rusage, wall)
 
 
-_UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
-def _seconds(text: str) -> float:
-    """'1.5ms' -> 0.0015, as wrk and h2load print durations."""
-    m = re.fullmatch(r"([\d.]+)(us|ms|s|m|h)", text.strip())
-    if not m:
-        raise ValueError(f"bad duration {text!r}")
-    return float(m.group(1)) * _UNITS[m.group(2)]
-
-
 class Tool:
     name = ""
     ref_for: tuple[str, ...] = ()
@@ -477,7 +357,7 @@ class Wrk(Tool):
         if not m:
             raise ValueError("no 'N requests in' line")
         sample.requests = int(m.group(1))
-        sample.duration = _seconds(m.group(2))
+        sample.duration = tool_seconds(m.group(2))
         m = re.search(r"Requests/sec:\s+([\d.]+)", out)
         sample.extra["reported_rps"] = float(m.group(1)) if m else None
         m = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
@@ -511,7 +391,7 @@ class H2load(Tool):
         m = re.search(r"finished in ([\d.]+\w+), ([\d.]+) req/s", out)
         if not m:
             raise ValueError("no 'finished in' line")
-        sample.duration = _seconds(m.group(1))
+        sample.duration = tool_seconds(m.group(1))
         sample.extra["reported_rps"] = float(m.group(2))
         m = re.search(r"requests: (\d+) total, (\d+) started, (\d+) done, (\d+) succeeded, "
                       r"(\d+) failed, (\d+) errored, (\d+) timeout", out)
@@ -611,19 +491,6 @@ class Nhbench(Tool):
                   "sequencer_blocked", "success"):
             sample.extra[k] = data.get(k)
         return sample
-
-
-def child_env() -> dict[str, str]:
-    """The environment for an nhbench child process: it must import the nhbench we import."""
-    env = dict(os.environ)
-    try:
-        import nhbench
-
-        pkg_root = str(Path(nhbench.__file__).resolve().parent.parent)
-    except ImportError:
-        pkg_root = str(ROOT / "src")
-    env["PYTHONPATH"] = os.pathsep.join([pkg_root, *filter(None, [env.get("PYTHONPATH")])])
-    return env
 
 
 ALL_TOOLS: dict[str, Tool] = {t.name: t for t in (Nhbench(), Wrk(), H2load(), Fortio(), Oha())}
@@ -739,37 +606,6 @@ def goal_line(sc: Scenario, rows: list[dict[str, Any]]) -> str:
             note = f" (below the asked rate by >1%: {', '.join(short)})"
     return (f"- Goal ({what}): {ratio:.2f}× ({nhb['us_per_req']:.2f} vs "
             f"{ref['us_per_req']:.2f} µs/req) → {verdict}{note}")
-
-
-def machine_info() -> dict[str, Any]:
-    model = ""
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    versions: dict[str, str] = {}
-    for tool, cmd in (("wrk", ["wrk", "-v"]), ("h2load", ["h2load", "--version"]),
-                      ("nginx", ["nginx", "-v"]), ("fortio", ["fortio", "version"]),
-                      ("oha", ["oha", "--version"])):
-        if shutil.which(tool):
-            with contextlib.suppress(Exception):
-                p = subprocess.run(cmd, capture_output=True, text=True, timeout=5, check=False)
-                versions[tool] = ((p.stdout + p.stderr).strip().splitlines() or [""])[0][:80]
-    try:
-        import nhbench
-
-        versions["nhbench"] = nhbench.__version__
-    except ImportError:
-        versions["nhbench"] = "not importable"
-    return {
-        "cpus": os.cpu_count(),
-        "cpu_model": model,
-        "kernel": platform.release(),
-        "python": platform.python_version(),
-        "loadavg_before": os.getloadavg(),
-        "versions": versions,
-    }
 
 
 def run_all(cfg: argparse.Namespace) -> dict[str, Any]:
@@ -907,33 +743,6 @@ def render_markdown(report: dict[str, Any]) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
-def update_docs(markdown: str, begin: str = BEGIN_MARK, end: str = END_MARK,
-                heading: str = "Latest results") -> None:
-    """Replace the block between `begin` and `end` in docs/benchmarks.md (or append it under
-    a new `heading`). server_compare.py uses it with its own markers."""
-    text = DOCS.read_text() if DOCS.exists() else ""
-    block = f"{begin}\n{markdown}{end}"
-    if begin in text and end in text:
-        head, rest = text.split(begin, 1)
-        _, tail = rest.split(end, 1)
-        text = head + block + tail
-    else:
-        text = text.rstrip() + f"\n\n## {heading}\n\n" + block + "\n"
-    DOCS.write_text(text)
-
-
-
-def check_cpu_args(p: argparse.ArgumentParser, cfg: argparse.Namespace, tool: str) -> None:
-    """--client-cpu and --server-cpu must be CPUs this process may use; warns when they are
-    the same CPU. Shared by peer_compare, server_compare and soak."""
-    allowed = os.sched_getaffinity(0)
-    for name in ("client_cpu", "server_cpu"):
-        if getattr(cfg, name) not in allowed:
-            p.error(f"--{name.replace('_', '-')} {getattr(cfg, name)} is not in this "
-                    f"process's CPU affinity {sorted(allowed)}")
-    if cfg.client_cpu == cfg.server_cpu:
-        print(f"{tool}: warning: client and server share a CPU", file=sys.stderr)
-
 def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -992,7 +801,7 @@ def main(argv: list[str] | None = None) -> int:
         markdown = render_markdown(json.loads(cfg.from_json.read_text()))
         print(markdown)
         if cfg.update_docs:
-            update_docs(markdown)
+            update_docs(markdown, BEGIN_MARK, END_MARK, "Latest results")
             print(f"updated {DOCS}", file=sys.stderr)
         return 0
     if not shutil.which("taskset"):
@@ -1008,7 +817,7 @@ def main(argv: list[str] | None = None) -> int:
         (cfg.out_dir / f"{name}.json").write_text(json.dumps(report, indent=2) + "\n")
     print(f"wrote {cfg.out_dir / 'latest.md'} and latest.json", file=sys.stderr)
     if cfg.update_docs:
-        update_docs(markdown)
+        update_docs(markdown, BEGIN_MARK, END_MARK, "Latest results")
         print(f"updated {DOCS}", file=sys.stderr)
     return 0
 

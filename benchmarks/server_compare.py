@@ -11,7 +11,8 @@ round-robin (nginx, nhbench, nginx, …) --repeat (3) times and the median is re
     nox -s bench                                   # runs it after peer_compare.py
 
 Both servers answer `GET /` with 200 and a 13-byte body over keep-alive HTTP/1.1:
-  nginx    worker_processes 1, access_log off, `location / { return 200 "hello, world\\n"; }`
+  nginx    benchmarks/nginx_origin.py (tuned, h1 only): worker_processes 1, access_log off,
+           `location = / { return 200 "hello, world\\n"; }`
   nhbench  `nhbench server --workers 1 --cpus S --response-body-size 13`
 The goal (issue 3): nhbench's requests/s at least nginx's on one core.
 
@@ -28,160 +29,53 @@ import contextlib
 import datetime as _dt
 import json
 import os
-import platform
 import re
 import shutil
-import signal
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-# Run as `python benchmarks/server_compare.py`, so benchmarks/ is on sys.path: the port
-# and /proc helpers are peer_compare's.
-from peer_compare import (  # noqa: E402
-    _seconds,
+# Run as `python benchmarks/server_compare.py`: benchmarks/ is first on sys.path.
+from common import (
+    DOCS,
+    OUT_DIR,
+    ServerTarget,
     check_cpu_args,
-    child_env,
-    free_port,
     machine_busy_s,
+    machine_info,
+    nhbench_server,
     proc_tree_cpu,
+    response_head,
+    tool_seconds,
     update_docs,
-    wait_port,
 )
+from nginx_origin import NginxError, NginxOrigin
 
-ROOT = Path(__file__).resolve().parent.parent
-OUT_DIR = ROOT / "benchmarks" / "out"
-DOCS = ROOT / "docs" / "benchmarks.md"
 BEGIN_MARK = "<!-- server-results:begin -->"
 END_MARK = "<!-- server-results:end -->"
-BODY = "hello, world\n"  # 13 bytes
 SERVERS = ("nginx", "nhbench")
 
-NGINX_CONF = """\
-worker_processes 1;
-daemon off;
-master_process on;
-pid {tmp}/nginx.pid;
-error_log {tmp}/error.log warn;
-worker_rlimit_nofile 65536;
-events {{ worker_connections 16384; multi_accept on; }}
-http {{
-    access_log off;
-    client_body_temp_path {tmp}/body;
-    proxy_temp_path {tmp}/proxy;
-    fastcgi_temp_path {tmp}/fastcgi;
-    uwsgi_temp_path {tmp}/uwsgi;
-    scgi_temp_path {tmp}/scgi;
-    keepalive_requests 1000000000;
-    keepalive_timeout 600s;
-    server {{
-        listen 127.0.0.1:{port} backlog=4096;
-        location / {{ return 200 "{body}"; }}
-    }}
-}}
-"""
-
-
-# --------------------------------------------------------------------------------------------
-# helpers
-# --------------------------------------------------------------------------------------------
-
-
-def response_head(port: int) -> bytes:
-    """The response head the server sends to wrk's request, for the record."""
-    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
-        s.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-        data = b""
-        while b"\r\n\r\n" not in data:
-            chunk = s.recv(4096)
-            if not chunk:
-                break
-            data += chunk
-    return data.partition(b"\r\n\r\n")[0] + b"\r\n\r\n"
-
-
-@dataclass
-class Target:
-    name: str
-    port: int
-    pid: int  # root of the server's process tree
-    head: bytes = b""
+@contextlib.contextmanager
+def nginx_target(server_cpu: int) -> Iterator[ServerTarget]:
+    try:
+        with NginxOrigin(access_log=False, listeners=("h1",), cpu=server_cpu,
+                         tuned=True) as nginx:
+            port = nginx.ports["h1"]
+            yield ServerTarget("nginx", port, nginx.pid, response_head(port))
+    except NginxError as e:
+        raise SystemExit(f"server_compare: {e}") from None
 
 
 @contextlib.contextmanager
-def nginx_target(server_cpu: int) -> Iterator[Target]:
-    nginx = shutil.which("nginx") or ("/usr/sbin/nginx" if os.path.exists("/usr/sbin/nginx")
-                                      else None)
-    if not nginx:
-        raise SystemExit("server_compare: nginx not found (apt-get install -y nginx-light)")
-    with tempfile.TemporaryDirectory(prefix="nhb-srvbench-nginx-") as tmp:
-        os.chmod(tmp, 0o755)
-        port = free_port()
-        conf = Path(tmp) / "nginx.conf"
-        conf.write_text(NGINX_CONF.format(tmp=tmp, port=port, body=BODY.replace("\n", "\\n")))
-        with open(Path(tmp) / "stderr.log", "wb") as log:
-            proc = subprocess.Popen(
-                ["taskset", "-c", str(server_cpu), nginx, "-p", tmp, "-e",
-                 f"{tmp}/error.log", "-c", str(conf)],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            )
-            try:
-                try:
-                    wait_port(port)
-                except OSError:
-                    text = ""
-                    for name in ("stderr.log", "error.log"):
-                        with contextlib.suppress(OSError):
-                            text += (Path(tmp) / name).read_text(errors="replace")[-500:]
-                    raise SystemExit(f"server_compare: nginx did not start: {text.strip()}") \
-                        from None
-                yield Target("nginx", port, proc.pid, response_head(port))
-            finally:
-                stop_process(proc)
-
-
-@contextlib.contextmanager
-def nhbench_target(server_cpu: int, extra_args: Sequence[str] = ()) -> Iterator[Target]:
-    """`nhbench server` alone on `server_cpu`; `extra_args` are more server flags (soak.py
-    adds --admin)."""
-    port = free_port()
-    argv = ["taskset", "-c", str(server_cpu), sys.executable, "-m", "nhbench", "server",
-            "--listen", f"127.0.0.1:{port}", "--workers", "1", "--cpus", str(server_cpu),
-            "--response-body-size", str(len(BODY)), *extra_args]
-    with tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=err, env=child_env())
-        try:
-            assert proc.stdout is not None
-            line = proc.stdout.readline().decode(errors="replace").strip()
-            if not line.startswith("listening on "):
-                proc.wait(10)
-                err.seek(0)
-                raise SystemExit("server_compare: nhbench server did not start: "
-                                 + err.read().decode(errors="replace").strip()[-500:])
-            wait_port(port)
-            yield Target("nhbench", port, proc.pid, response_head(port))
-        finally:
-            stop_process(proc)
-
-
-def stop_process(proc: subprocess.Popen[Any]) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    if proc.stdout is not None:
-        proc.stdout.close()
+def nhbench_target(server_cpu: int) -> Iterator[ServerTarget]:
+    with nhbench_server(server_cpu, tool="server_compare") as target:
+        yield target
 
 
 TARGETS = {"nginx": nginx_target, "nhbench": nhbench_target}
@@ -213,7 +107,7 @@ class Sample:
         return self.server_cpu_s / self.requests * 1e6 if self.requests else float("nan")
 
 
-def run_wrk(target: Target, cfg: argparse.Namespace) -> Sample:
+def run_wrk(target: ServerTarget, cfg: argparse.Namespace) -> Sample:
     sample = Sample(target.name)
     url = f"http://127.0.0.1:{target.port}/"
     argv = ["taskset", "-c", str(cfg.client_cpu), "wrk", "-t1", f"-c{cfg.connections}",
@@ -242,7 +136,7 @@ def run_wrk(target: Target, cfg: argparse.Namespace) -> Sample:
         sample.failed = f"no 'N requests in' line in wrk's output: {text[-300:]!r}"
         return sample
     sample.requests = int(m.group(1))
-    sample.duration = _seconds(m.group(2))
+    sample.duration = tool_seconds(m.group(2))
     m = re.search(r"Non-2xx or 3xx responses: (\d+)", text)
     if m:
         sample.errors["non_2xx_3xx"] = int(m.group(1))
@@ -286,35 +180,11 @@ def summarize(samples: list[Sample]) -> dict[str, Any]:
     }
 
 
-def machine_info() -> dict[str, Any]:
-    model = ""
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    versions: dict[str, str] = {}
-    for tool, cmd in (("wrk", ["wrk", "-v"]), ("nginx", ["nginx", "-v"])):
-        if shutil.which(tool) or tool == "nginx":
-            with contextlib.suppress(Exception):
-                p = subprocess.run(cmd, capture_output=True, text=True, timeout=5, check=False)
-                versions[tool] = ((p.stdout + p.stderr).strip().splitlines() or [""])[0][:80]
-    try:
-        import nhbench
-
-        versions["nhbench"] = nhbench.__version__
-    except ImportError:
-        versions["nhbench"] = "not importable"
-    return {"cpus": os.cpu_count(), "cpu_model": model, "kernel": platform.release(),
-            "python": platform.python_version(), "loadavg_before": os.getloadavg(),
-            "versions": versions}
-
-
 def run_all(cfg: argparse.Namespace) -> dict[str, Any]:
     samples: dict[str, list[Sample]] = {name: [] for name in cfg.servers}
     heads: dict[str, str] = {}
     started = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S%z")
-    machine = machine_info()
+    machine = machine_info(("wrk", "nginx"))
     for round_no in range(cfg.repeat):
         for name in cfg.servers:
             # A fresh server per run: no state carried from one run to the next.

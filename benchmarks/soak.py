@@ -43,19 +43,17 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-# Run as `python benchmarks/soak.py`, so benchmarks/ is on sys.path: the server, port and
-# environment helpers are the other benchmarks'.
-from peer_compare import (  # noqa: E402
-    _seconds,
+# Run as `python benchmarks/soak.py`: benchmarks/ is first on sys.path.
+from common import (
+    OUT_DIR,
     check_cpu_args,
     child_env,
     free_port,
     machine_info,
+    nhbench_server,
+    tool_seconds,
 )
-from server_compare import nhbench_target  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
-OUT_DIR = ROOT / "benchmarks" / "out"
 PROCESSES = ("client", "server")
 
 
@@ -104,7 +102,7 @@ def duration_arg(text: str) -> float:
         seconds = float(text)
     except ValueError:
         try:
-            seconds = _seconds(text)
+            seconds = tool_seconds(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"not a duration: {text!r}") from None
     if seconds <= 0:
@@ -117,7 +115,8 @@ def soak(cfg: argparse.Namespace) -> dict[str, Any]:
     started = _dt.datetime.now(_dt.timezone.utc)
     machine = machine_info()
     samples: list[Sample] = []
-    with nhbench_target(cfg.server_cpu, ["--admin", f"127.0.0.1:{admin_port}"]) as server, \
+    with nhbench_server(cfg.server_cpu, ["--admin", f"127.0.0.1:{admin_port}"],
+                        tool="soak") as server, \
             tempfile.TemporaryDirectory() as tmp:
         url = f"http://127.0.0.1:{server.port}/?close={cfg.close_percent:g}"
         result_file = Path(tmp) / "client.json"

@@ -24,4 +24,4 @@ def server() -> Iterator[nhbench.TestServer]:  # noqa: F821 - imported lazily
         yield test_server
 
 # The session-scoped `sshd` fixture (a real OpenSSH server), for every test file.
-pytest_plugins = ["sshd_fixture"]
+pytest_plugins = ["support.sshd_fixture"]

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from support.nhbench_runs import MAIN_IMPORTS, Invocation, run_many
 
 import nhbench
 
@@ -33,6 +34,9 @@ PACKAGE_PARENT = str(Path(nhbench.__file__).resolve().parent.parent)
 URL = "http://127.0.0.1:1/"
 TLS_URL = "https://127.0.0.1:1/"
 OPENSSL = shutil.which("openssl")
+# Imported once for all rows (support/nhbench_runs.py): `sweep` and `report` import the
+# campaign, hosts (paramiko) and report modules, about 0.5 s a row otherwise.
+PRELOAD = (*MAIN_IMPORTS, "nhbench.sweep", "nhbench.report")
 
 
 @dataclass(frozen=True)
@@ -479,7 +483,7 @@ class Outcome:
     skipped: str | None = None
 
 
-def _invoke(row: Row, values: dict[str, str], cwd: Path) -> Outcome:
+def _prepare(row: Row, values: dict[str, str], cwd: Path) -> Outcome:
     args = [arg.format(**values) for arg in row.args]
     target = None if row.target is None else row.target.format(**values)
     outcome = Outcome(args, row.expect.format(**values), target, cwd)
@@ -487,13 +491,6 @@ def _invoke(row: Row, values: dict[str, str], cwd: Path) -> Outcome:
         outcome.skipped = "the openssl command is not installed"
     elif row.needs == "blockdev" and not values["blockdev"]:
         outcome.skipped = "no block device in /dev"
-    else:
-        cwd.mkdir()
-        outcome.proc = subprocess.run(
-            [sys.executable, "-m", "nhbench", *args],
-            capture_output=True, text=True, timeout=120, env=_environment(), cwd=cwd, check=False,
-            stdin=subprocess.DEVNULL,
-        )
     return outcome
 
 
@@ -508,20 +505,31 @@ def table(request: pytest.FixtureRequest, inputs: Path, busy_port: int,
           tmp_path_factory: pytest.TempPathFactory) -> Table:
     """Every selected row, run up front a few at a time.
 
-    Each invocation spends most of its time importing Python modules, so running them
-    side by side keeps the table fast; each still gets its own empty working directory.
+    Each row is its own process, forked from one interpreter that has imported nhbench
+    already (support/nhbench_runs.py): a fresh ``python -m nhbench`` spends most of its
+    time starting up and importing, the same for every row.
+    test_forked_rows_match_the_real_command checks the shortcut against the real command.
+    Each row still gets its own empty working directory.
     """
-    selected = [item.callspec.params["row"] for item in request.session.items
-                if getattr(item, "callspec", None) is not None
-                and isinstance(item.callspec.params.get("row"), Row)]
+    selected = list(dict.fromkeys(
+        item.callspec.params["row"] for item in request.session.items
+        if getattr(item, "callspec", None) is not None
+        and isinstance(item.callspec.params.get("row"), Row)))
     values = {"in": str(inputs), "port": str(busy_port),
               "blockdev": _first_block_device() or ""}
     root = tmp_path_factory.mktemp("cli-table-runs")
     before = _snapshot(inputs)
-    with ThreadPoolExecutor(max_workers=max(2, min(6, (os.cpu_count() or 1) * 2))) as pool:
-        futures = {row: pool.submit(_invoke, row, values, root / f"row{index}")
-                   for index, row in enumerate(selected)}
-        return Table({row: future.result() for row, future in futures.items()}, before)
+    outcomes = {row: _prepare(row, values, root / f"row{index}")
+                for index, row in enumerate(selected)}
+    to_run = [outcome for outcome in outcomes.values() if not outcome.skipped]
+    for outcome in to_run:
+        outcome.cwd.mkdir()
+    procs = run_many([Invocation(outcome.args, outcome.cwd) for outcome in to_run],
+                     _environment(), jobs=max(2, min(6, (os.cpu_count() or 1) * 2)),
+                     preload=PRELOAD)
+    for outcome, proc in zip(to_run, procs, strict=True):
+        outcome.proc = proc
+    return Table(outcomes, before)
 
 
 def test_the_table_is_big_enough() -> None:
@@ -556,3 +564,51 @@ def test_malformed_invocation(row: Row, table: Table) -> None:
 def test_no_row_changed_the_input_files(inputs: Path, table: Table) -> None:
     # The table has run every selected row by now; the shared inputs must be as they were.
     assert _snapshot(inputs) == table.inputs_before
+
+
+# The rows that are runtime failures (status 1), the first row of each command and every 20th
+# row: enough to cover each command and kind of input without paying a real start-up for
+# every row again.
+_FIRST_OF_COMMAND = {row.args[:1]: row for row in reversed(ROWS)}.values()
+REAL_SAMPLE = [row for index, row in enumerate(ROWS)
+               if row.status != 2 or index % 20 == 0 or row in _FIRST_OF_COMMAND]
+
+
+def _real(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    cwd.mkdir()
+    return subprocess.run(
+        [sys.executable, "-m", "nhbench", *args],
+        capture_output=True, text=True, timeout=120, env=_environment(), cwd=cwd, check=False,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+@pytest.fixture(scope="module")
+def real_runs(table: Table, tmp_path_factory: pytest.TempPathFactory
+              ) -> dict[Row, tuple[subprocess.CompletedProcess[str], Path]]:
+    """The sampled rows again, each as a real ``python -m nhbench`` (a few at a time)."""
+    root = tmp_path_factory.mktemp("cli-table-real")
+    rows = [row for row in REAL_SAMPLE if row in table.outcomes and not table.outcomes[row].skipped]
+    with ThreadPoolExecutor(max_workers=max(2, min(6, (os.cpu_count() or 1) * 2))) as pool:
+        futures = {row: (pool.submit(_real, table.outcomes[row].args, root / f"row{index}"),
+                         root / f"row{index}")
+                   for index, row in enumerate(rows)}
+        return {row: (future.result(), cwd) for row, (future, cwd) in futures.items()}
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("row", REAL_SAMPLE, ids=[f"real:{row.id}" for row in REAL_SAMPLE])
+def test_forked_rows_match_the_real_command(
+    row: Row, table: Table, real_runs: dict[Row, tuple[subprocess.CompletedProcess[str], Path]],
+) -> None:
+    """The table's shortcut (rows forked from one interpreter) gives what the real
+    ``python -m nhbench`` gives: the same status, stdout and stderr."""
+    forked = table.outcomes[row]
+    if forked.skipped:
+        pytest.skip(forked.skipped)
+    assert forked.proc is not None
+    real, cwd = real_runs[row]
+    assert (real.returncode, real.stdout, real.stderr.replace(str(cwd), "{cwd}")) == (
+        forked.proc.returncode, forked.proc.stdout,
+        forked.proc.stderr.replace(str(forked.cwd), "{cwd}"),
+    )

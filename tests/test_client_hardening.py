@@ -20,33 +20,23 @@ import time
 from pathlib import Path
 
 import pytest
-from scripted_origin import Reply, ScriptedOrigin
+from support.accounting import assert_accounting
+from support.scripted_origin import Reply, ScriptedOrigin
 
 import nhbench
+
+pytestmark = pytest.mark.core
 
 CPUS = sorted(os.sched_getaffinity(0))
 CLIENT_CPU = str(CPUS[0])
 SERVER_CPUS = [CPUS[1] if len(CPUS) > 1 else CPUS[0]]
 PACKAGE_PARENT = str(Path(nhbench.__file__).resolve().parent.parent)
 
-RESPONSES = ("benchmark.http_1xx", "benchmark.http_2xx", "benchmark.http_3xx",
-             "benchmark.http_4xx", "benchmark.http_5xx", "benchmark.http_xxx")
-FAILURES = ("benchmark.pool_connection_failure", "benchmark.stream_resets",
-            "benchmark.request_timeout", "upstream_rq_retry_limit_exceeded")
-
 
 def run(url: str, **kw: object) -> nhbench.Result:
     kw.setdefault("cpus", CLIENT_CPU)
     kw.setdefault("duration", 1.0)
     return nhbench.run(url, **kw)
-
-
-def assert_accounting(counters: dict[str, int]) -> None:
-    """Every release ends exactly once: as a response, a failure, or cancelled at the end."""
-    ended = sum(counters.get(n, 0) for n in (*RESPONSES, *FAILURES, "upstream_rq_cancelled"))
-    assert counters.get("sequencer.released", 0) == ended, {
-        k: v for k, v in counters.items() if v and not k.startswith("upstream_cx_")
-    }
 
 
 # ---- the rate bound, the open loop's cost, SIGINT -------------------------------------------

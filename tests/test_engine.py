@@ -10,9 +10,11 @@ from __future__ import annotations
 import os
 
 import pytest
-from scripted_origin import Reply, ScriptedOrigin
+from support.scripted_origin import Reply, ScriptedOrigin
 
 import nhbench
+
+pytestmark = pytest.mark.core
 
 CPUS = sorted(os.sched_getaffinity(0))
 # Client and server on different CPUs where there are two; everything on one otherwise.

@@ -14,14 +14,17 @@ import shutil
 from collections.abc import Iterator
 
 import pytest
-from nginx_origin import BIG_SIZE, BODY, NginxOrigin, nginx_binary
 
 import nhbench
+from benchmarks.nginx_origin import BIG_SIZE, BODY, NginxOrigin, nginx_binary
 
-pytestmark = pytest.mark.skipif(
-    nginx_binary() is None or shutil.which("openssl") is None,
-    reason="nginx and the openssl command are needed (apt-get install nginx-light openssl)",
-)
+pytestmark = [
+    pytest.mark.core,
+    pytest.mark.skipif(
+        nginx_binary() is None or shutil.which("openssl") is None,
+        reason="nginx and the openssl command are needed (apt-get install nginx-light openssl)",
+    ),
+]
 
 CPUS = sorted(os.sched_getaffinity(0))
 CLIENT_CPU = str(CPUS[0])

@@ -15,7 +15,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from sshd_fixture import SSHServer
+from support.sshd_fixture import SSHServer
 
 from nhbench.hosts import CommandResult, LocalHost, MachineFacts, collect_facts
 from nhbench.hosts._facts import (

@@ -1,4 +1,4 @@
-"""SSHHost against a real OpenSSH server (the `sshd` fixture in sshd_fixture.py).
+"""SSHHost against a real OpenSSH server (the `sshd` fixture in support/sshd_fixture.py).
 
 Nothing is mocked: every case connects to /usr/sbin/sshd on 127.0.0.1 with generated keys.
 """
@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from sshd_fixture import SSHServer
+from support.sshd_fixture import SSHServer
 
 from nhbench._exceptions import (
     AuthenticationError,

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
-from fakecore import core_result, core_worker, spread
+from support.fakecore import core_result, core_worker, spread
 
 import nhbench
 from nhbench import Options, Result

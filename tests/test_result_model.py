@@ -1,6 +1,6 @@
 """Core result dict -> Result conversion, accessors, exact percentiles and JSON round trip.
 
-The core dicts are built by hand in the exact contract shape (tests/fakecore.py); what is
+The core dicts are built by hand in the exact contract shape (tests/support/fakecore.py); what is
 tested is the conversion, not the engine.
 """
 
@@ -11,8 +11,8 @@ import math
 import statistics as pystats
 
 import pytest
-from fakecore import core_histogram, core_result, core_worker, spread
 from hdrh.histogram import HdrHistogram
+from support.fakecore import core_histogram, core_result, core_worker, spread
 
 from nhbench import Options, Result
 from nhbench._histogram import from_core, percentile_points, sparse_counts, summary_from_core

@@ -35,9 +35,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sockets import read_until_close
+from support.sockets import read_until_close
 
 import nhbench
+
+pytestmark = pytest.mark.core
 
 CPUS = sorted(os.sched_getaffinity(0))
 CLIENT_CPU = str(CPUS[0])

@@ -22,9 +22,9 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import h2frames as h2
 import pytest
-from h2frames import (
+from support import h2frames as h2
+from support.h2frames import (
     ACK,
     DATA,
     END_HEADERS,
@@ -40,6 +40,8 @@ from h2frames import (
 )
 
 import nhbench
+
+pytestmark = pytest.mark.core
 
 CPUS = sorted(os.sched_getaffinity(0))
 CLIENT_CPU = str(CPUS[0])

@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from h2frames import (
+from support.h2frames import (
     CONTINUATION,
     DATA,
     END_HEADERS,
@@ -39,10 +39,12 @@ from h2frames import (
     SETTINGS,
     frame,
 )
-from h2frames import hpack_literal as _hpack_literal
-from sockets import read_until_close
+from support.h2frames import hpack_literal as _hpack_literal
+from support.sockets import read_until_close
 
 import nhbench
+
+pytestmark = pytest.mark.core
 
 PACKAGE_PARENT = str(Path(nhbench.__file__).resolve().parent.parent)
 NH_HEADER = "x-nighthawk-test-server-config"

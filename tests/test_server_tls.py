@@ -25,6 +25,8 @@ import nhbench
 from nhbench._names import SERVER_STATS
 from nhbench._run import load_core
 
+pytestmark = pytest.mark.core
+
 CPUS = sorted(os.sched_getaffinity(0))
 CLIENT_CPU = str(CPUS[0])
 PACKAGE_PARENT = str(Path(nhbench.__file__).resolve().parent.parent)

@@ -1,5 +1,5 @@
 """Sweeps whose target host is reached over SSH, against the real OpenSSH server of the
-`sshd` fixture (tests/sshd_fixture.py) on 127.0.0.1: captures, facts and reports end to end,
+`sshd` fixture (tests/support/sshd_fixture.py) on 127.0.0.1: captures, facts and reports end to end,
 a password that never reaches a file, and refusals before anything is written.
 
 The "target host" is this machine seen through sshd, and the target service is the embedded

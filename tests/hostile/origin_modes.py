@@ -1,4 +1,4 @@
-"""One misbehaviour per mode, for the scripted origin (tests/scripted_origin.py) that the real
+"""One misbehaviour per mode, for the scripted origin (tests/support/scripted_origin.py) that the real
 client is run against in test_client_modes.py.
 
 A mode is a connection handler (it gets each accepted socket, TLS-wrapped for TLS modes),
@@ -17,10 +17,9 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-import h2frames as h2
-from scripted_origin import read_request
-
-from .accounting import get, responses
+from support import h2frames as h2
+from support.accounting import get, responses
+from support.scripted_origin import read_request
 
 Handler = Callable[[socket.socket], None]
 Counters = Mapping[str, int]

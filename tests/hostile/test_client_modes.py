@@ -22,14 +22,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from scripted_origin import ScriptedOrigin
+from support.accounting import accounting, assert_accounting
+from support.scripted_origin import ScriptedOrigin
 
 import nhbench
 
-from .accounting import accounting, assert_accounting
 from .origin_modes import DRAIN, DURATION, Mode, modes
 
-pytestmark = pytest.mark.hostile
+pytestmark = [pytest.mark.hostile, pytest.mark.core]
 
 CPUS = sorted(os.sched_getaffinity(0))
 CLIENT_CPU = str(CPUS[0])

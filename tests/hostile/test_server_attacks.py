@@ -20,13 +20,13 @@ import threading
 import time
 from collections.abc import Iterator
 
-import h2frames as h2
 import pytest
-from sockets import read_until_close
+from support import h2frames as h2
+from support.sockets import read_until_close
 
 import nhbench
 
-pytestmark = pytest.mark.hostile
+pytestmark = [pytest.mark.hostile, pytest.mark.core]
 
 CPUS = sorted(os.sched_getaffinity(0))
 # The server away from the test process's CPU where there are two.

@@ -1,4 +1,5 @@
-"""The client's accounting identity, in one place for every hostile test.
+"""The client's accounting identity, in one place for the hostile suites and
+test_client_hardening.py.
 
 Every request the sequencer released ends exactly once (docs/engine.md): as a response (by
 status class), or as an error (a failed connection, a reset or protocol error, a request

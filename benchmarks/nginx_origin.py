@@ -1,11 +1,13 @@
-"""nginx as an independent HTTP/1.1, HTTP/2 (h2c) and TLS peer for the client tests.
+"""nginx as an independent peer: the one nginx launcher of the tests and the benchmarks.
 
 `NginxOrigin` writes a configuration into a temporary directory, generates self-signed
-certificates with the ``openssl`` command, starts nginx in the foreground and stops it
-again. Every request nginx answers is one line in its access log, so tests can compare the
-client's counters with an independent count.
+certificates with the ``openssl`` command (only when a TLS listener is asked for), starts
+nginx in the foreground and stops it again. It imports only the standard library, so the
+benchmark scripts import it as ``nginx_origin`` (their own directory is on sys.path) and the
+tests as ``benchmarks.nginx_origin`` (pytest's ``pythonpath`` puts the repository root on
+sys.path; docs/development.md).
 
-Ports (all on 127.0.0.1):
+Listeners (all on 127.0.0.1; `listeners` picks which):
 
 * ``h1``: plain HTTP/1.1;
 * ``h2c``: HTTP/2 over cleartext with prior knowledge (``listen ... http2``);
@@ -13,7 +15,13 @@ Ports (all on 127.0.0.1):
 * ``tls_other``: TLS with a certificate for ``other.example`` only (host name mismatch).
 
 Paths: ``/`` answers 13 bytes, ``/big`` a 1 MiB file, ``/upload`` stores a PUT body of up
-to 16 MiB (201/204), ``/reset`` answers nothing (HTTP/1.1: the connection closes; HTTP/2: RST_STREAM).
+to 16 MiB (201/204), ``/reset`` answers nothing (HTTP/1.1: the connection closes; HTTP/2:
+RST_STREAM). Every request nginx answers is one line in its access log (unless
+``access_log=False``), so tests can compare the client's counters with an independent count.
+
+The tests use the defaults. The benchmarks pass ``tuned=True`` (more descriptors and
+connections per worker, ``multi_accept``, a listen backlog of 4096, so nginx is not the
+limit), ``access_log=False`` and ``cpu`` (nginx runs under ``taskset -c CPU``).
 """
 
 from __future__ import annotations
@@ -31,13 +39,15 @@ from pathlib import Path
 BODY = "hello, world\n"
 BIG_SIZE = 1024 * 1024
 
+LISTENERS = ("h1", "h2c", "tls", "tls_other")
+
 _CONF = """\
 worker_processes 1;
 daemon off;
 master_process on;
 pid {tmp}/nginx.pid;
 error_log {tmp}/error.log warn;
-events {{ worker_connections 4096; }}
+{rlimit}events {{ worker_connections {worker_connections};{multi_accept} }}
 http {{
     log_format nhb '$connection $connection_requests $server_protocol $status $request_method $request_length $body_bytes_sent';
     access_log {access_log};
@@ -54,12 +64,8 @@ http {{
     ssl_session_cache shared:nhb:1m;
     default_type text/plain;
     server {{
-        listen 127.0.0.1:{h1};
-        listen 127.0.0.1:{h2c} http2;
-        listen 127.0.0.1:{tls} ssl http2;
-        ssl_certificate {tmp}/cert.pem;
-        ssl_certificate_key {tmp}/key.pem;
-        root {tmp}/www;
+{listen}
+{certificate}        root {tmp}/www;
         location = / {{ return 200 "{body}"; }}
         location = /big {{ try_files /big =404; }}
         # WebDAV PUT stores the body, so nginx reads all of it ($request_length shows it).
@@ -67,14 +73,24 @@ http {{
         # 444: close without a response; over HTTP/2 nginx resets the stream instead.
         location = /reset {{ return 444; }}
     }}
+{other_server}}}
+"""  # noqa: E501 - a config literal; the log_format line lists the fields the tests parse
+
+# The second TLS server, whose certificate names only other.example.
+_OTHER_SERVER = """\
     server {{
-        listen 127.0.0.1:{tls_other} ssl http2;
+        listen 127.0.0.1:{port} ssl http2{backlog};
         ssl_certificate {tmp}/other-cert.pem;
         ssl_certificate_key {tmp}/other-key.pem;
         location / {{ return 200 "{body}"; }}
     }}
-}}
-"""  # noqa: E501 - a config literal; the log_format line lists the fields the tests parse
+"""
+
+_LISTEN_FLAGS = {"h1": "", "h2c": " http2", "tls": " ssl http2"}
+
+
+class NginxError(RuntimeError):
+    """nginx is missing, exited, or did not listen; the message has the end of its logs."""
 
 
 def nginx_binary() -> str | None:
@@ -102,15 +118,26 @@ def _self_signed(tmp: Path, prefix: str, cn: str, san: str) -> None:
 
 
 class NginxOrigin:
-    """nginx in a temporary directory; use as a context manager."""
+    """nginx in a temporary directory; use as a context manager.
+
+    `listeners` are the ports to open (see the module's docstring); `cpu` runs nginx under
+    ``taskset -c CPU``; `tuned` raises nginx's limits for load generation (the benchmarks).
+    """
 
     def __init__(
         self, keepalive_requests: int = 1_000_000_000, max_streams: int = 128,
-        access_log: bool = True,
+        access_log: bool = True, *, listeners: tuple[str, ...] = LISTENERS,
+        cpu: int | None = None, tuned: bool = False,
     ) -> None:
+        unknown = set(listeners) - set(LISTENERS)
+        if unknown or not listeners:
+            raise ValueError(f"listeners must be some of {LISTENERS}, not {listeners!r}")
         self.keepalive_requests = keepalive_requests
         self.access_log = access_log
         self.max_streams = max_streams
+        self.listeners = listeners
+        self.cpu = cpu
+        self.tuned = tuned
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self.dir = Path()
@@ -121,41 +148,61 @@ class NginxOrigin:
     def __enter__(self) -> NginxOrigin:
         nginx = nginx_binary()
         if nginx is None:
-            raise RuntimeError("nginx not found")
+            raise NginxError("nginx not found (apt-get install -y nginx-light)")
         self._tmp = tempfile.TemporaryDirectory(prefix="nhb-nginx-")
         self.dir = Path(self._tmp.name)
+        try:
+            self._start(nginx)
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def _start(self, nginx: str) -> None:
         os.chmod(self.dir, 0o755)  # the worker runs as an unprivileged user
         (self.dir / "www").mkdir()
         (self.dir / "www" / "big").write_bytes(b"b" * BIG_SIZE)
         os.chmod(self.dir / "www", 0o777)  # the worker stores uploads there
         os.chmod(self.dir / "www" / "big", 0o644)
-        _self_signed(self.dir, "", "localhost", "DNS:localhost,IP:127.0.0.1")
-        _self_signed(self.dir, "other-", "other.example", "DNS:other.example")
-        self.ports = {name: _free_port() for name in ("h1", "h2c", "tls", "tls_other")}
+        if "tls" in self.listeners:
+            _self_signed(self.dir, "", "localhost", "DNS:localhost,IP:127.0.0.1")
+        if "tls_other" in self.listeners:
+            _self_signed(self.dir, "other-", "other.example", "DNS:other.example")
+        self.ports = {name: _free_port() for name in self.listeners}
+        backlog = " backlog=4096" if self.tuned else ""
+        body = BODY.replace("\n", "\\n")
         conf = self.dir / "nginx.conf"
         conf.write_text(_CONF.format(
-            tmp=self.dir, body=BODY.replace("\n", "\\n"),
+            tmp=self.dir, body=body,
+            rlimit="worker_rlimit_nofile 65536;\n" if self.tuned else "",
+            worker_connections=16384 if self.tuned else 4096,
+            multi_accept=" multi_accept on;" if self.tuned else "",
             access_log=f"{self.dir}/access.log nhb" if self.access_log else "off",
             keepalive_requests=self.keepalive_requests, max_streams=self.max_streams,
-            **self.ports,
+            listen="\n".join(
+                f"        listen 127.0.0.1:{port}{_LISTEN_FLAGS[name]}{backlog};"
+                for name, port in self.ports.items() if name != "tls_other"
+            ),
+            certificate=(f"        ssl_certificate {self.dir}/cert.pem;\n"
+                         f"        ssl_certificate_key {self.dir}/key.pem;\n")
+            if "tls" in self.ports else "",
+            other_server=_OTHER_SERVER.format(
+                tmp=self.dir, body=body, port=self.ports["tls_other"], backlog=backlog,
+            ) if "tls_other" in self.ports else "",
         ))
-        log = open(self.dir / "stderr.log", "wb")
-        self._proc = subprocess.Popen(
-            [nginx, "-p", str(self.dir), "-e", str(self.dir / "error.log"), "-c", str(conf)],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-        )
-        log.close()
-        try:
-            for port in self.ports.values():
-                self._wait_port(port)
-        except Exception:
-            self.__exit__(None, None, None)
-            raise
-        return self
+        argv = [nginx, "-p", str(self.dir), "-e", str(self.dir / "error.log"), "-c", str(conf)]
+        if self.cpu is not None:
+            argv = ["taskset", "-c", str(self.cpu), *argv]  # taskset execs nginx: same pid
+        with open(self.dir / "stderr.log", "wb") as log:
+            self._proc = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            )
+        for port in self.ports.values():
+            self._wait_port(port)
 
     def __exit__(self, *exc: object) -> None:
         if self._proc is not None and self._proc.poll() is None:
-            self._proc.send_signal(signal.SIGTERM)
+            self._proc.send_signal(signal.SIGTERM)  # fast shutdown of master and worker
             try:
                 self._proc.wait(10)
             except subprocess.TimeoutExpired:
@@ -170,25 +217,21 @@ class NginxOrigin:
         deadline = time.monotonic() + timeout
         while True:
             if self._proc is not None and self._proc.poll() is not None:
-                raise RuntimeError(f"nginx exited: {self.logs()}")
+                raise NginxError(f"nginx exited: {self.logs()}")
             try:
                 with socket.create_connection(("127.0.0.1", port), timeout=0.5):
                     return
             except OSError:
                 if time.monotonic() > deadline:
-                    raise RuntimeError(f"nginx did not listen on {port}: {self.logs()}") from None
+                    raise NginxError(f"nginx did not listen on {port}: {self.logs()}") from None
                 time.sleep(0.05)
 
     @property
-    def pids(self) -> list[int]:
-        """nginx's master and worker processes (to pin them, say)."""
+    def pid(self) -> int:
+        """nginx's master process, the root of its process tree (for its CPU time)."""
         if self._proc is None:
-            return []
-        pid = self._proc.pid
-        with contextlib.suppress(OSError):
-            children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-            return [pid, *map(int, children)]
-        return [pid]
+            raise NginxError("nginx is not running")
+        return self._proc.pid
 
     def logs(self) -> str:
         text = ""
