@@ -172,7 +172,7 @@ def test_refused_connections_without_predicates_are_no_success() -> None:
 def test_run_outputs_and_sweep_step_count_one_given_counter_set() -> None:
     # Every error counter, and every counter that is not an error (connection counters,
     # dropped and cancelled requests) set high enough to show if anything added it.
-    from fakecore import core_result, core_worker
+    from support.fakecore import core_result, core_worker
 
     given = {
         "benchmark.http_1xx": 1, "benchmark.http_3xx": 2, "benchmark.http_4xx": 3,
