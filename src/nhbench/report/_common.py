@@ -13,12 +13,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .._format import format_latency, format_rate
 from ..campaign import (
     LATENCY_KEYS,
     CampaignManifest,
     SloCheck,
     StepRecord,
     SweepPlan,
+    watched_groups,
 )
 from ..hosts import MachineFacts
 
@@ -44,42 +46,6 @@ __all__ = [
 
 LOADGEN_COLUMN = "Loadgen CPU %"
 NHBENCH_COLUMN = "nhbench CPU %"
-
-
-def _significant(value: float, digits: int = 3) -> str:
-    """`value` with `digits` significant digits, without exponent: 1.23, 12.3, 123, 1234."""
-    if value == 0:
-        return "0"
-    decimals = max(0, digits - 1 - math.floor(math.log10(abs(value))))
-    return f"{value:.{decimals}f}"
-
-
-def format_latency(seconds: float | None) -> str:
-    """Seconds in the unit that reads best, three significant digits: ``850 µs``,
-    ``1.23 ms``, ``2.50 s``; ``-`` for no value."""
-    if seconds is None or (isinstance(seconds, float) and math.isnan(seconds)):
-        return "-"
-    if seconds < 0:
-        return "-" + format_latency(-seconds)
-    if seconds == 0:
-        return "0 s"
-    # Round to three significant digits first, so that 999.6 µs becomes 1.00 ms and not
-    # "1000 µs".
-    seconds = float(f"{seconds:.3g}")
-    if seconds < 1e-3:
-        return f"{_significant(seconds * 1e6)} µs"
-    if seconds < 1:
-        return f"{_significant(seconds * 1e3)} ms"
-    return f"{_significant(seconds)} s"
-
-
-def format_rate(rps: float | None) -> str:
-    """Requests per second for a table: thousands separated, one decimal below 100."""
-    if rps is None:
-        return "-"
-    if abs(rps) < 100 and rps != int(rps):
-        return f"{rps:.1f}"
-    return f"{rps:,.0f}"
 
 
 def format_percent(value: float | None) -> str:
@@ -129,21 +95,6 @@ def protocol_of(manifest: CampaignManifest) -> str:
     protocol = str(manifest.options.get("protocol") or "http1")
     uri = str(manifest.options.get("uri") or manifest.url)
     return f"{protocol}/tls" if uri.lower().startswith("https:") else protocol
-
-
-def watched_groups(manifest: CampaignManifest) -> list[str]:
-    """Names of the target's watched CPU groups: those of the capture spec first, in its
-    order, then any other a step recorded."""
-    names: list[str] = []
-    spec = manifest.target_capture or {}
-    for name in (spec.get("watch_cpus") or {}):
-        if name not in names:
-            names.append(str(name))
-    for step in manifest.steps:
-        for name in step.target_cpu:
-            if name not in names:
-                names.append(name)
-    return names
 
 
 def highest_passing(manifest: CampaignManifest) -> StepRecord | None:
