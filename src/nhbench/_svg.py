@@ -186,10 +186,12 @@ def _draw(
     x_format: Callable[[float], str],
     y_format: Callable[[float], str],
     diagonal: bool = False,
+    right: int = 18,
 ) -> str:
-    """Grid, ticks, frame, axis labels, legend, lines and markers; closes the SVG."""
+    """Grid, ticks, frame, axis labels, legend, lines and markers; closes the SVG. `right`
+    is the margin right of the plot, room for half of the last x tick's label."""
     out, cls = canvas.out, canvas.cls
-    left, right, top, bottom = 78, 18, 56, 48
+    left, top, bottom = 78, 56, 48
     plot_w, plot_h = canvas.width - left - right, canvas.height - top - bottom
 
     def px(x: float) -> float:
@@ -307,5 +309,6 @@ def percentile_chart(
     nines = max(1, math.ceil(math.log10(max(x for x, _ in points)) - 1e-9))
     x_axis = _log_axis([10.0**k for k in range(nines + 1)])
     y_axis = _y_axis([y for _, y in points], allow_log=True)
+    # "99.9999%" is wider than any tick of report.html's charts.
     return _draw(canvas, series, x_axis, y_axis, x_label=x_label, y_label=y_label,
-                 x_format=format_percentile_axis, y_format=y_format)
+                 x_format=format_percentile_axis, y_format=y_format, right=36)
