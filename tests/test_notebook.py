@@ -335,6 +335,39 @@ def test_load_result_bad_files(tmp_path: Path, content: str | bytes | None,
     assert isinstance(caught.value, nhbench.NHBenchError)
 
 
+def test_load_result_checks_the_histograms(fast: nhbench.Result, tmp_path: Path) -> None:
+    document = json.loads(fast.render("json"))
+    statistic = document["results"][-1]["statistics"][0]
+    statistic["hdr_histogram"] = "HISTFAAA" + statistic["hdr_histogram"][8:40]
+    path = tmp_path / "corrupt.json"
+    path.write_text(json.dumps(document))
+    with pytest.raises(nhbench.ResultFileError, match=re.escape(
+            f"invalid nhbench JSON: global {statistic['id']}: hdr_histogram does not decode")):
+        nhbench.load_result(path)
+
+
+def test_html_of_a_result_without_histograms(fast: nhbench.Result, tmp_path: Path) -> None:
+    # A result file without its histograms, and without p90 in its percentiles: the view
+    # shows what the file has and "-" for what it cannot compute, rather than failing.
+    document = json.loads(fast.render("json"))
+    for entry in document["results"]:
+        for statistic in entry["statistics"]:
+            statistic.pop("hdr_histogram", None)
+            statistic["percentiles"] = [p for p in statistic.get("percentiles", [])
+                                        if p["percentile"] != 0.9]
+    path = tmp_path / "bare.json"
+    path.write_text(json.dumps(document))
+    loaded = nhbench.load_result(path)
+    fragment = loaded._repr_html_()
+    headline = _parse(fragment).tables[0]
+    assert headline[1][5:] == [format_latency(fast.latency.p(50)), "-",
+                               format_latency(fast.latency.p(99)),
+                               format_latency(fast.latency.p(99.9)),
+                               format_latency(fast.latency.max)]
+    assert ">no data</text>" in fragment
+    assert repr(loaded) == repr(fast)
+
+
 # -- Campaign._repr_html_ --------------------------------------------------------------------
 
 

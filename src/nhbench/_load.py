@@ -14,9 +14,12 @@ from __future__ import annotations
 
 import json
 import os
+import struct
+import zlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from hdrh.codec import HdrCookieException, HdrHistogramSettingsException, HdrLengthException
 from pydantic import ValidationError
 
 from ._exceptions import ResultFileError
@@ -52,8 +55,28 @@ def detect_format(data: Any) -> str | None:
     return None
 
 
+# What hdrh raises for an encoding that is not one (bad base64 is a ValueError).
+_DECODE_ERRORS = (ValueError, zlib.error, struct.error, HdrCookieException, HdrLengthException,
+                  HdrHistogramSettingsException)
+
+
+def _check_histograms(result: Result) -> None:
+    """Decode every encoded histogram now, so that a corrupt one is an error of the file
+    rather than of the first percentile or chart that needs it later."""
+    for entry in result.results:
+        for statistic in entry.statistics:
+            if statistic.hdr_histogram:
+                try:
+                    statistic.histogram()
+                except _DECODE_ERRORS as exc:
+                    raise ValueError(f"{entry.name} {statistic.id}: hdr_histogram does not "
+                                     f"decode ({type(exc).__name__})") from None
+
+
 def _load_nhbench(data: Any) -> Result:
-    return Result.model_validate(data)
+    result = Result.model_validate(data)
+    _check_histograms(result)
+    return result
 
 
 #: The loader of each format nhbench reads.

@@ -82,9 +82,15 @@ def _requested(result: Result) -> str:
 
 
 def _p(statistic: Statistic | None, percent: float) -> float | None:
+    """The value at `percent`, or None (shown as ``-``) when the statistic has no samples, or
+    the point was not reported and there is no histogram to compute it from (a result file
+    written without its histograms)."""
     if statistic is None or statistic.count == 0:
         return None
-    return statistic.p(percent)
+    try:
+        return statistic.p(percent)
+    except ValueError:
+        return None
 
 
 def _latency(result: Result) -> Statistic | None:
