@@ -123,6 +123,18 @@ def test_repr_and_str_are_one_line(slow: nhbench.Result) -> None:
     assert slow.counters["benchmark.http_2xx"] > 0
 
 
+def test_statistic_repr_is_one_line(slow: nhbench.Result) -> None:
+    latency = slow.latency
+    assert repr(latency) == (
+        f"<Statistic {SCHEDULED_TO_RESPONSE}: {latency.count} samples, "
+        f"p50 {format_latency(latency.p(50))}, p99 {format_latency(latency.p(99))}, "
+        f"max {format_latency(latency.max)}>")
+    sizes = slow.stat("benchmark_http_client.response_header_size")
+    assert str(sizes).startswith(f"<Statistic {sizes.id}: {sizes.count} samples, min ")
+    assert repr(slow.stat("benchmark_http_client.latency_5xx")) == \
+        "<Statistic benchmark_http_client.latency_5xx: no samples>"
+
+
 def test_repr_of_a_failed_run(refused: nhbench.Result) -> None:
     assert not refused.success and refused.error_count > 0
     assert repr(refused) == (f"<Result 50 rps asked, 0.0 achieved, p99 -, "

@@ -37,6 +37,7 @@ __all__ = [
     "result_frame",
     "result_html",
     "result_line",
+    "statistic_line",
 ]
 
 NOTEBOOK_EXTRA = "pip install 'nhbench[notebook]'"
@@ -107,6 +108,19 @@ def result_line(result: Result) -> str:
     return (f"<Result {_requested(result)} rps asked, {result.achieved_rps:.1f} achieved, "
             f"p99 {format_latency(_p(_latency(result), 99))}, {result.error_count} errors"
             f"{failed}>")
+
+
+def statistic_line(statistic: Statistic) -> str:
+    """``<Statistic benchmark_http_client.scheduled_to_response: 6000 samples, p50 78.4 µs,
+    p99 6.85 ms, max 13.7 ms>`` (sizes: min/mean/max as numbers): `Statistic.__repr__`."""
+    if statistic.count == 0:
+        return f"<Statistic {statistic.id}: no samples>"
+    if statistic.raw:
+        return (f"<Statistic {statistic.id}: {statistic.count} samples, min {statistic.min:g}, "
+                f"mean {statistic.mean:.1f}, max {statistic.max:g}>")
+    return (f"<Statistic {statistic.id}: {statistic.count} samples, "
+            f"p50 {format_latency(_p(statistic, 50))}, p99 {format_latency(_p(statistic, 99))}, "
+            f"max {format_latency(statistic.max)}>")
 
 
 def distribution(statistic: Statistic) -> list[tuple[float, float]]:

@@ -230,6 +230,13 @@ class Statistic(BaseModel):
             self.hdr_histogram = _histogram.encode(self.histogram())
         return self.hdr_histogram
 
+    def __repr__(self) -> str:
+        """One line with the count and, for latencies, p50, p99 and max (pydantic's repr
+        would list every percentile and the encoded histogram)."""
+        return _notebook.statistic_line(self)
+
+    __str__ = __repr__
+
     def _pairs(self) -> list[tuple[int, int]]:
         if self._sparse is None:
             self._sparse = _histogram.sparse_counts(self.histogram())
