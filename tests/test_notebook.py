@@ -282,6 +282,8 @@ def test_plot_percentiles_overlays_runs(slow: nhbench.Result, fast: nhbench.Resu
 def test_plot_defaults_and_errors(slow: nhbench.Result, fast: nhbench.Result) -> None:
     figure = slow.plot()
     assert [line.get_label() for line in figure.axes[0].lines] == ["200 rps"]
+    figure = nhbench.plot_percentiles(fast, labels=["one"])  # one result, not a list
+    assert [line.get_label() for line in figure.axes[0].lines] == ["one"]
     figure = nhbench.plot_percentiles([slow, fast], statistic=REQUEST_TO_RESPONSE)
     assert [line.get_label() for line in figure.axes[0].lines] == ["200 rps", LABEL]
     assert REQUEST_TO_RESPONSE in figure.axes[0].get_title()

@@ -332,7 +332,7 @@ def _show_figures_in_ipython(figure_class: type) -> None:
 
 
 def plot_percentiles(
-    results: Sequence[Result],
+    results: Sequence[Result] | Result,
     labels: Sequence[str] | None = None,
     *,
     statistic: str = SCHEDULED_TO_RESPONSE,
@@ -343,12 +343,15 @@ def plot_percentiles(
     percentile ("HdrHistogram") axis: x is ``1 / (1 - p)`` on a log scale labelled 0%, 90%,
     99%, ...; y is the latency in milliseconds.
 
-    `labels` name the lines (default: each result's labels, else its requested rate).
-    `statistic` is any latency statistic id (default: the coordinated-omission corrected
+    `results` is a sequence of results (or one). `labels` name the lines (default: each
+    result's labels, else its requested rate). `statistic` is any latency statistic id
+    (default: the coordinated-omission corrected
     ``benchmark_http_client.scheduled_to_response``). `log_y` None picks a log y axis when
     the values span more than two decades, as the HTML chart does.
     """
-    runs = list(results)
+    # One Result is taken as a list of one (a pydantic model is iterable: list() of it would
+    # be its fields).
+    runs = list(results) if isinstance(results, Sequence) else [results]
     if not runs:
         raise ValueError("plot_percentiles: no results to plot")
     names = [_default_label(r) for r in runs] if labels is None else [str(x) for x in labels]
