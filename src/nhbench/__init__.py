@@ -26,11 +26,14 @@ from ._exceptions import (
     NHBenchError,
     OptionsError,
     ResolveError,
+    ResultFileError,
     RunError,
     ServerError,
     UnreachableError,
 )
 from ._io import OutputError
+from ._load import load_result
+from ._notebook import plot_percentiles
 from ._output import render, render_human, render_json
 from ._predicates import DEFAULT_FAILURE_PREDICATES
 from ._progress import Progress, ProgressLine
@@ -82,6 +85,8 @@ __all__ = [
     "render",
     "render_human",
     "render_json",
+    "load_result",
+    "plot_percentiles",
     # test server
     "TestServer",
     "ServerOptions",
@@ -104,5 +109,6 @@ __all__ = [
     "AuthenticationError",
     "CommandError",
     "CampaignError",
+    "ResultFileError",
     "OutputError",
 ]

@@ -21,8 +21,10 @@ Hierarchy::
     │   ├── HostKeyError        the host key is unknown or changed; nothing was sent
     │   ├── AuthenticationError the SSH server refused every offered credential
     │   └── CommandError        a command on the host failed in a way the caller cannot skip
-    └── CampaignError           a campaign directory is unusable (corrupt manifest, resume
-                                with different options, directory not empty)
+    ├── CampaignError           a campaign directory is unusable (corrupt manifest, resume
+    │                           with different options, directory not empty)
+    └── ResultFileError         a result file cannot be loaded (`nhbench.load_result`: missing,
+                                not JSON, not a format nhbench reads, invalid)
 
     OutputError                 (an OSError, defined in nhbench._io) an output file (report,
                                 JSON result) could not be written; one line naming the path
@@ -49,6 +51,7 @@ __all__ = [
     "AuthenticationError",
     "CommandError",
     "CampaignError",
+    "ResultFileError",
 ]
 
 
@@ -130,3 +133,12 @@ class CommandError(HostError):
 
 class CampaignError(NHBenchError):
     """A campaign directory cannot be created, resumed or read."""
+
+
+class ResultFileError(NHBenchError):
+    """A result file cannot be loaded (`nhbench.load_result`). `path` is the file, and the
+    message is one line naming it and the reason."""
+
+    def __init__(self, message: str, path: str) -> None:
+        super().__init__(message)
+        self.path = path

@@ -12,13 +12,18 @@ Two formats, on purpose, each with one function:
 A duration that is a format rather than text for people (the protobuf JSON Duration of a
 Result, ``"0.000195004s"``) is written by `nhbench._result.format_json_duration`. CPU lists
 are formatted by `nhbench.options.format_cpu_list`, next to the parser it is the inverse of.
+
+`format_rate` writes a request rate for a table or a chart axis. The sweep's reports, their
+SVG charts (`nhbench._svg`) and the notebook views of a `Result` or a `Campaign` all print
+through these functions, so a p99 reads the same wherever it is shown; they live in the
+lowest layer because the charts and the campaign, below the report package, need them too.
 """
 
 from __future__ import annotations
 
 import math
 
-__all__ = ["format_latency", "format_seconds"]
+__all__ = ["format_latency", "format_rate", "format_seconds"]
 
 
 def format_seconds(seconds: float) -> str:
@@ -60,3 +65,12 @@ def format_latency(seconds: float | None) -> str:
     if seconds < 1:
         return f"{_significant(seconds * 1e3)} ms"
     return f"{_significant(seconds)} s"
+
+
+def format_rate(rps: float | None) -> str:
+    """Requests per second for a table: thousands separated, one decimal below 100."""
+    if rps is None:
+        return "-"
+    if abs(rps) < 100 and rps != int(rps):
+        return f"{rps:.1f}"
+    return f"{rps:,.0f}"

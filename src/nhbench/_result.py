@@ -42,7 +42,7 @@ from pydantic import (
     model_validator,
 )
 
-from . import _histogram
+from . import _histogram, _notebook
 from ._names import (
     COUNTERS,
     HISTOGRAM_IDS,
@@ -202,6 +202,13 @@ class Statistic(BaseModel):
         if self.hdr_histogram is None and self._sparse is not None:
             self.hdr_histogram = _histogram.encode(self.histogram())
         return self.hdr_histogram
+
+    def __repr__(self) -> str:
+        """One line with the count and, for latencies, p50, p99 and max (pydantic's repr
+        would list every percentile and the encoded histogram)."""
+        return _notebook.statistic_line(self)
+
+    __str__ = __repr__
 
     def _pairs(self) -> list[tuple[int, int]]:
         if self._sparse is None:
@@ -530,3 +537,35 @@ class Result(BaseModel):
     def render(self, output_format: str | None = None) -> str:
         """The report as text, in `output_format` (default: the one in the options)."""
         return _render(self, output_format or self.options.output_format)
+
+    # ---- notebooks (docs/notebooks.md) -----------------------------------------------------
+
+    def __repr__(self) -> str:
+        """One line: ``<Result 2000 rps asked, 1999.8 achieved, p99 1.23 ms, 0 errors>``."""
+        return _notebook.result_line(self)
+
+    # pydantic's __str__ lists every field (kilobytes of histograms); print() gets the line
+    # too. The full report is `render()`.
+    __str__ = __repr__
+
+    def _repr_html_(self) -> str:
+        """What a notebook shows: headline, non-zero counters, percentile chart (inline SVG,
+        no JavaScript)."""
+        return _notebook.result_html(self)
+
+    def to_dataframe(self, wide: bool = False) -> Any:
+        """The global statistics as a pandas DataFrame (needs ``nhbench[notebook]``).
+
+        Long form (default): one row per reported percentile of each statistic, columns
+        ``statistic``, ``percentile`` (0-100), ``value`` (seconds), ``count`` (cumulative).
+        ``wide=True``: one row per statistic (the index), columns ``raw``, ``count``,
+        ``min``, ``mean``, ``pstdev``, one ``p<N>`` per reported percentile, ``max``.
+        """
+        return _notebook.result_frame(self, wide=wide)
+
+    def plot(self, statistic: str = SCHEDULED_TO_RESPONSE, label: str | None = None) -> Any:
+        """A matplotlib Figure of the latency distribution on a percentile axis (see
+        `nhbench.plot_percentiles`, which overlays several results)."""
+        return _notebook.plot_percentiles(
+            [self], None if label is None else [label], statistic=statistic
+        )

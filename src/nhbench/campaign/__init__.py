@@ -1,5 +1,6 @@
 """Campaign directories: the manifest, one record per step, and loading them back."""
 
+from ._charts import sweep_charts, watched_groups
 from ._models import (
     CAMPAIGN_FORMAT,
     LATENCY_KEYS,
@@ -36,4 +37,6 @@ __all__ = [
     "load_campaign",
     "load_manifest",
     "step_directory",
+    "sweep_charts",
+    "watched_groups",
 ]

@@ -24,6 +24,7 @@ from .._exceptions import CampaignError
 from .._io import write_text
 from .._result import Result
 from ..hosts import MachineFacts
+from ._html import campaign_html
 from ._models import LATENCY_KEYS, CampaignManifest, StepRecord, SweepPlan
 
 __all__ = [
@@ -360,6 +361,10 @@ class Campaign:
     def __repr__(self) -> str:
         return (f"Campaign({str(self.directory)!r}, status={self.manifest.status!r}, "
                 f"steps={len(self.manifest.steps)})")
+
+    def _repr_html_(self) -> str:
+        """What a notebook shows: status, the step table and the sweep's charts."""
+        return campaign_html(self.directory, self.manifest)
 
 
 def load_campaign(directory: str | os.PathLike[str]) -> Campaign:

@@ -5,7 +5,7 @@
 the manifest (plus, for the HTML, the directory its links point into).
 """
 
-from ._charts import Series, line_chart
+from .._svg import Series, line_chart
 from ._common import format_latency
 from ._csv import CSV_COLUMNS, render_csv
 from ._html import render_html

@@ -12,12 +12,13 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from .._format import format_latency
+from .._format import format_latency, format_rate
 from ..campaign import (
     LATENCY_KEYS,
     CampaignManifest,
     StepRecord,
     SweepPlan,
+    watched_groups,
 )
 from ..hosts import MachineFacts
 
@@ -49,15 +50,6 @@ LOADGEN_COLUMN = "Loadgen CPU %"
 NHBENCH_COLUMN = "nhbench CPU %"
 
 
-def format_rate(rps: float | None) -> str:
-    """Requests per second for a table: thousands separated, one decimal below 100."""
-    if rps is None:
-        return "-"
-    if abs(rps) < 100 and rps != int(rps):
-        return f"{rps:.1f}"
-    return f"{rps:,.0f}"
-
-
 def format_percent(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}"
 
@@ -77,21 +69,6 @@ def protocol_of(manifest: CampaignManifest) -> str:
     protocol = str(manifest.options.get("protocol") or "http1")
     uri = str(manifest.options.get("uri") or manifest.url)
     return f"{protocol}/tls" if uri.lower().startswith("https:") else protocol
-
-
-def watched_groups(manifest: CampaignManifest) -> list[str]:
-    """Names of the target's watched CPU groups: those of the capture spec first, in its
-    order, then any other a step recorded."""
-    names: list[str] = []
-    spec = manifest.target_capture or {}
-    for name in (spec.get("watch_cpus") or {}):
-        if name not in names:
-            names.append(str(name))
-    for step in manifest.steps:
-        for name in step.target_cpu:
-            if name not in names:
-                names.append(name)
-    return names
 
 
 def highest_passing(manifest: CampaignManifest) -> StepRecord | None:

@@ -1,7 +1,7 @@
 """report.html: the campaign as one self-contained page.
 
 Rendered with jinja2 from ``templates/report.html.j2`` (package data), autoescaped. The page
-has its CSS inline and its charts as inline SVG (`nhbench.report._charts`): it needs no
+has its CSS inline and its charts as inline SVG (`nhbench.campaign.sweep_charts`): it needs no
 network and no JavaScript. Links to each step's ``result.json`` and flame graph are
 relative to the campaign directory, where report.html is written, and are only made for
 files that exist there (`campaign_dir` is used for that check, nothing else).
@@ -9,15 +9,13 @@ files that exist there (`campaign_dir` is used for that check, nothing else).
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass
 from pathlib import Path
 
 import jinja2
 from markupsafe import Markup
 
-from ..campaign import LATENCY_KEYS, CampaignManifest, StepRecord
-from ._charts import PALETTE, Series, line_chart
+from ..campaign import CampaignManifest, StepRecord, sweep_charts
 from ._common import (
     describe_plan,
     fact_sections,
@@ -28,7 +26,6 @@ from ._common import (
     highest_passing,
     machine_title,
     step_columns,
-    watched_groups,
 )
 
 __all__ = ["render_html"]
@@ -72,50 +69,6 @@ def _links(step: StepRecord, campaign_dir: Path) -> list[Link]:
     return links
 
 
-def _charts(manifest: CampaignManifest) -> list[Markup]:
-    steps = manifest.steps
-    passed = [step.passed for step in steps]
-    charts: list[Markup] = []
-    latency = []
-    for colour, key in zip(PALETTE, LATENCY_KEYS, strict=False):  # more colours than keys
-        points = [(s.requested_rps, value) for s in steps
-                  if (value := s.latency.get(key)) is not None]
-        flags = [s.passed for s in steps if s.latency.get(key) is not None]
-        latency.append(Series(key, points, colour, flags))
-    charts.append(Markup(line_chart(
-        "Latency vs offered load", latency, x_label="requested RPS", y_label="latency",
-        y_format=format_latency, x_format=format_rate,
-    )))
-    achieved = Series("achieved", [(s.requested_rps, s.achieved_rps) for s in steps],
-                      PALETTE[0], passed)
-    charts.append(Markup(line_chart(
-        "Achieved vs offered load", [achieved], x_label="requested RPS",
-        y_label="achieved RPS (2xx/s)", x_format=format_rate, y_format=format_rate,
-        diagonal=True,
-    )))
-    cpu_series = []
-    names = watched_groups(manifest)
-    # More watched groups than colours reuse colours rather than drop groups from the chart.
-    for colour, name in zip(itertools.cycle(PALETTE), names):
-        points = [(s.requested_rps, value) for s in steps
-                  if (value := s.target_cpu.get(name)) is not None]
-        flags = [s.passed for s in steps if s.target_cpu.get(name) is not None]
-        if points:
-            cpu_series.append(Series(f"target {name}", points, colour, flags))
-    loadgen = [(s.requested_rps, s.loadgen_cpu) for s in steps if s.loadgen_cpu is not None]
-    if loadgen:
-        flags = [s.passed for s in steps if s.loadgen_cpu is not None]
-        cpu_series.append(Series("load generator", loadgen,
-                                 PALETTE[len(cpu_series) % len(PALETTE)], flags))
-    if cpu_series:
-        charts.append(Markup(line_chart(
-            "CPU busy vs offered load", cpu_series, x_label="requested RPS",
-            y_label="CPU busy %", x_format=format_rate, y_format=lambda v: f"{v:g}",
-            y_max=100.0,
-        )))
-    return charts
-
-
 def render_html(manifest: CampaignManifest, campaign_dir: Path) -> str:
     """The HTML report of a campaign (the content of report.html in `campaign_dir`)."""
     campaign_dir = Path(campaign_dir)
@@ -151,7 +104,7 @@ def render_html(manifest: CampaignManifest, campaign_dir: Path) -> str:
         headers=[column.header for column in columns],
         numeric=[column.numeric for column in columns],
         rows=rows,
-        charts=_charts(manifest) if manifest.steps else [],
+        charts=[Markup(chart) for chart in sweep_charts(manifest)],
         machines=machines,
         skipped=skipped,
         best=best,
