@@ -28,6 +28,7 @@ from ._exceptions import (
     ResolveError,
     RunError,
     ServerError,
+    SloError,
     UnreachableError,
 )
 from ._io import OutputError
@@ -37,6 +38,7 @@ from ._progress import Progress, ProgressLine
 from ._result import Counter, Counters, Percentile, Result, Statistic, WorkerResult
 from ._run import Benchmark, run
 from ._server import ServerOptions, TestServer
+from ._slo import SloOutcome, SloVerdict, assert_slo
 from ._version import __version__
 from .options import DEFAULT_PERCENTILES, Options, format_validation_error, parse_duration
 
@@ -82,6 +84,11 @@ __all__ = [
     "render",
     "render_human",
     "render_json",
+    # service-level objectives
+    "assert_slo",
+    "SloOutcome",
+    "SloVerdict",
+    "SloError",
     # test server
     "TestServer",
     "ServerOptions",

@@ -32,7 +32,9 @@ __all__ = [
     "RETRY_LIMIT_EXCEEDED",
     "SUCCESS_COUNTER",
     "describe_errors",
+    "error_rate",
     "error_total",
+    "blocked_total",
     "no_success_reason",
     "response_total",
     "SERVER_STATS",
@@ -203,6 +205,21 @@ def _count(counters: Mapping[str, int], name: str) -> int:
 def error_total(counters: Mapping[str, int]) -> int:
     """The number of errors: the sum of `ERROR_COUNTERS` (absent ones count 0)."""
     return sum(_count(counters, name) for name in ERROR_COUNTERS)
+
+
+def error_rate(counters: Mapping[str, int]) -> float:
+    """Errors over finished requests (2xx responses + errors), 0..1; 0 when none finished.
+    The error rate every report and SLO rule uses (``error_rate<0.1%``)."""
+    errors = error_total(counters)
+    finished = _count(counters, SUCCESS_COUNTER) + errors
+    return errors / finished if finished else 0.0
+
+
+def blocked_total(counters: Mapping[str, int], blocking_samples: int) -> int:
+    """Blocked releases (the samples of the ``sequencer.blocking`` statistic: a release that
+    found no free connection and waited) plus requests dropped before they were sent
+    (``benchmark.pool_overflow``): what a sweep's "blocked" and the ``blocked`` rule count."""
+    return int(blocking_samples) + _count(counters, "benchmark.pool_overflow")
 
 
 def response_total(counters: Mapping[str, int]) -> int:

@@ -77,11 +77,14 @@ __all__ = [
 # The sweep's options and the grammars they need (stop rules, step plans), kept apart from
 # the list above so that the run and server options can change without touching these lines.
 from ._rules import (
+    HEADLINE_STATISTIC,
+    DetailedMeasures,
     Measures,
     SloCheck,
     StopRule,
     format_check,
     format_latency,
+    format_rule_value,
     latency_points,
     parse_rule,
     parse_rules,
@@ -114,6 +117,8 @@ from ._sweep import (
 
 __all__ += [
     "CLI_ONLY",
+    "HEADLINE_STATISTIC",
+    "DetailedMeasures",
     "DEFAULT_STEP_RPS",
     "EMBEDDED_URL",
     "MAX_COOLDOWN",
@@ -130,6 +135,7 @@ __all__ += [
     "check_extension",
     "format_check",
     "format_latency",
+    "format_rule_value",
     "latency_points",
     "parse_rate",
     "parse_rule",
