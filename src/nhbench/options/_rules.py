@@ -215,6 +215,22 @@ class StopRule:
             return cls(expression, metric, op, number, limit=limit)
         return cls(expression, "counter", op, number, counter=metric, limit=limit)
 
+    @classmethod
+    def for_metric(cls, text: str) -> StopRule:
+        """A rule's left-hand side alone (``p99``, ``rps``, ``STAT:max``), as a rule that
+        reads it (its operator and threshold mean nothing): what compares two results
+        metric by metric (the pytest plugin's ``--nhbench-compare-fail p99:10%``) uses to
+        read and write a value. ValueError as `parse`."""
+        raw = str(text).strip()
+        if not raw or not re.fullmatch(r"[A-Za-z0-9_.:/()\s]+", raw):
+            raise ValueError(f"{text!r}: expected a metric such as p99, max, rps or "
+                             f"error_rate")
+        metric, statistic, field, percentile = _parse_metric(text, raw)
+        kind = _RATIOS.get(metric, metric)
+        if kind not in ("latency", "size", *_RATIOS.values(), *_NUMBERS):
+            return cls(raw, "counter", "<=", 0.0, counter=metric)
+        return cls(raw, kind, "<=", 0.0, percentile, statistic=statistic, field=field)
+
     @property
     def headline(self) -> bool:
         """The rule reads the headline (coordinated-omission-corrected) latency."""
