@@ -439,7 +439,7 @@ def _compare(session: _Session, nodeid: str, loads: list[_Load]) -> list[str]:
     from .._slo import ResultMeasures
 
     assert session.compare_dir is not None
-    baseline = _load_baseline(session.compare_dir / file_name(nodeid), nodeid)
+    baseline = _load_baseline(session.compare_dir / _session_file_name(session, nodeid), nodeid)
     if isinstance(baseline, str):
         for load in loads:
             load.compared = baseline
