@@ -268,6 +268,8 @@ LINT_TOOLS = [
     "types-PyYAML",
     "types-paramiko",
     "pandas-stubs",
+    # The pytest plugin (nhbench.testing) is typed against pytest's own annotations.
+    "pytest",
 ]
 
 

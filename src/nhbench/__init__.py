@@ -29,6 +29,7 @@ from ._exceptions import (
     ResultFileError,
     RunError,
     ServerError,
+    SloError,
     UnreachableError,
 )
 from ._io import OutputError
@@ -40,6 +41,7 @@ from ._progress import Progress, ProgressLine
 from ._result import Counter, Counters, Percentile, Result, Statistic, WorkerResult
 from ._run import Benchmark, run
 from ._server import ServerOptions, TestServer
+from ._slo import SloOutcome, SloVerdict, assert_slo
 from ._version import __version__
 from .options import DEFAULT_PERCENTILES, Options, format_validation_error, parse_duration
 
@@ -87,6 +89,11 @@ __all__ = [
     "render_json",
     "load_result",
     "plot_percentiles",
+    # service-level objectives
+    "assert_slo",
+    "SloOutcome",
+    "SloVerdict",
+    "SloError",
     # test server
     "TestServer",
     "ServerOptions",

@@ -23,8 +23,11 @@ Hierarchy::
     │   └── CommandError        a command on the host failed in a way the caller cannot skip
     ├── CampaignError           a campaign directory is unusable (corrupt manifest, resume
     │                           with different options, directory not empty)
-    └── ResultFileError         a result file cannot be loaded (`nhbench.load_result`: missing,
-                                not JSON, not a format nhbench reads, invalid)
+    ├── ResultFileError         a result file cannot be loaded (`nhbench.load_result`: missing,
+    │                           not JSON, not a format nhbench reads, invalid)
+    └── SloError                a service-level objective was not met (`assert_slo`, the
+                                pytest plugin); also an AssertionError. Its message is the
+                                verdict table: one line of summary, then one row per rule
 
     OutputError                 (an OSError, defined in nhbench._io) an output file (report,
                                 JSON result) could not be written; one line naming the path
@@ -52,6 +55,7 @@ __all__ = [
     "CommandError",
     "CampaignError",
     "ResultFileError",
+    "SloError",
 ]
 
 
@@ -142,3 +146,17 @@ class ResultFileError(NHBenchError):
     def __init__(self, message: str, path: str) -> None:
         super().__init__(message)
         self.path = path
+
+
+class SloError(NHBenchError, AssertionError):
+    """A run did not meet its service-level objectives (`nhbench.assert_slo`).
+
+    It is an AssertionError too, so pytest reports it as a failed assertion, not an error.
+    Unlike the other exceptions its message has several lines: a one-line summary, then the
+    verdict table (each rule, measured value, threshold) and a compact percentile table.
+    `outcome` is the `nhbench._slo.SloOutcome` (None when raised without one).
+    """
+
+    def __init__(self, message: str, outcome: object = None) -> None:
+        super().__init__(message)
+        self.outcome = outcome

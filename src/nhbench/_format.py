@@ -60,6 +60,9 @@ def format_latency(seconds: float | None) -> str:
     # Round to three significant digits first, so that 999.6 µs becomes 1.00 ms and not
     # "1000 µs".
     seconds = float(f"{seconds:.3g}")
+    if seconds < 1e-6:
+        # Below a microsecond only an impossible objective (p99<1ns) or a threshold shows.
+        return f"{_significant(seconds * 1e9)} ns"
     if seconds < 1e-3:
         return f"{_significant(seconds * 1e6)} µs"
     if seconds < 1:

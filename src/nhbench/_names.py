@@ -33,8 +33,10 @@ __all__ = [
     "SUCCESS_COUNTER",
     "describe_errors",
     "error_counters",
+    "blocked_total",
     "error_rate",
     "error_total",
+    "blocked_total",
     "no_success_reason",
     "response_total",
     "SERVER_STATS",
@@ -208,8 +210,8 @@ def error_total(counters: Mapping[str, int]) -> int:
 
 
 def error_rate(counters: Mapping[str, int]) -> float:
-    """Errors over finished requests, ``errors / (2xx + errors)``, from 0 to 1 (0 when no
-    request finished): the sweep's ``error_rate`` and its stop rule."""
+    """Errors over finished requests (2xx responses + errors), 0..1; 0 when none finished.
+    The error rate every report and SLO rule uses (``error_rate<0.1%``)."""
     errors = error_total(counters)
     finished = _count(counters, SUCCESS_COUNTER) + errors
     return errors / finished if finished else 0.0
@@ -224,6 +226,13 @@ def error_counters(counters: Mapping[str, int]) -> dict[str, int]:
         for name in (*ERROR_COUNTERS, *CONNECTION_ERROR_COUNTERS)
         if _count(counters, name)
     }
+
+
+def blocked_total(counters: Mapping[str, int], blocking_samples: int) -> int:
+    """Blocked releases (the samples of the ``sequencer.blocking`` statistic: a release that
+    found no free connection and waited) plus requests dropped before they were sent
+    (``benchmark.pool_overflow``): what a sweep's "blocked" and the ``blocked`` rule count."""
+    return int(blocking_samples) + _count(counters, "benchmark.pool_overflow")
 
 
 def response_total(counters: Mapping[str, int]) -> int:

@@ -47,14 +47,18 @@ from ._names import (
     COUNTERS,
     HISTOGRAM_IDS,
     SCHEDULED_TO_RESPONSE,
+    SEQUENCER_BLOCKING,
     STATISTIC_DESCRIPTIONS,
     STREAM_IDS,
     SUCCESS_COUNTER,
+    blocked_total,
     error_total,
     no_success_reason,
 )
+from ._names import error_rate as _error_rate
 from ._output import render as _render
 from ._predicates import FiredPredicate, fired_predicates
+from ._slo import SloOutcome, check_slo
 from ._version import __version__
 from .options import Options, format_json_duration, parse_json_duration
 
@@ -494,6 +498,31 @@ class Result(BaseModel):
         """Requests that ended in an error (the sum of `nhbench._names.ERROR_COUNTERS`: non-2xx
         responses, connection failures, resets, request time-outs, retry give-ups)."""
         return error_total(self.counters)
+
+    @property
+    def error_rate(self) -> float:
+        """Errors over finished requests (2xx + errors), 0..1: `nhbench._names.error_rate`,
+        what the ``error_rate`` SLO rule and the sweep's steps read."""
+        return _error_rate(self.counters)
+
+    @property
+    def blocked_count(self) -> int:
+        """Releases that waited for a connection (``sequencer.blocking`` samples) plus
+        requests dropped before sending (``benchmark.pool_overflow``): the ``blocked`` rule
+        and the sweep's "blocked" column."""
+        try:
+            samples = self.stat(SEQUENCER_BLOCKING).count
+        except KeyError:
+            samples = 0
+        return blocked_total(self.counters, samples)
+
+    def check_slo(self, *rules: object) -> SloOutcome:
+        """Evaluate SLO rules (``"p99<5ms"``, ``"error_rate<0.1%"``, ``"rps>=1990"``...;
+        the grammar of docs/pytest.md) on this result. The outcome is true when every rule
+        passed; ``str(outcome)`` is the verdict table and a compact percentile table.
+        Percentiles without a statistic name are the coordinated-omission-corrected
+        latency. A malformed rule raises OptionsError."""
+        return check_slo(self, *rules)
 
     @property
     def no_success_reason(self) -> str | None:

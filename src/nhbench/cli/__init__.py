@@ -12,8 +12,12 @@ Exit status:
 * 1: a failure predicate fired (stderr names it), no request succeeded (no 2xx response at
   all; ``--allow-no-success`` allows it), or the run could not be carried out (unresolvable
   host, extension missing, output file not writable): one line on stderr.
-* 2: invalid input (unknown flag, malformed URL, unsupported scheme, out-of-range value):
-  one line on stderr, ``nhbench: error: <what>``, never a traceback.
+* 2: invalid input (unknown flag, malformed URL, unsupported scheme, out-of-range value,
+  malformed ``--slo`` rule): one line on stderr, ``nhbench: error: <what>``, never a
+  traceback.
+* 99: the run worked (status 0 otherwise) but an ``--slo`` rule failed; the verdict table
+  (every rule, measured value and threshold, then a percentile table) is on stderr, as it
+  is whenever ``--slo`` is given. A run that fails (1) exits 1 whatever its rules say.
 * 130: a second Ctrl-C abandoned the run before it drained; no result.
 
 Argument errors need no compiled extension: it is imported only when a run or server starts.
@@ -38,7 +42,11 @@ from .._version import __version__
 from ..options import RUN_OPTION_KEYS, Options, add_model_flags, format_validation_error
 from ._signals import stop_on_signals
 
-__all__ = ["main", "run_and_report"]
+__all__ = ["SLO_FAILED", "main", "run_and_report"]
+
+#: Exit status of ``nhbench run --slo`` when the run worked but a rule failed: k6's status
+#: for a failed threshold, distinct from 1 (the run failed) and 2 (bad input).
+SLO_FAILED = 99
 
 PROG = "nhbench"
 # Namespace entries that are argparse plumbing, not options.
@@ -239,6 +247,11 @@ def run_and_report(options: Options) -> int:
         sys.stdout.flush()
     if result.interrupted:
         _note(f"interrupted after {format_seconds(result.duration)}: the result is partial")
+    slo = result.check_slo(*options.slo) if options.slo else None
+    if slo is not None:
+        # The verdict goes to stderr so that stdout stays the report (JSON stays parseable).
+        sys.stderr.write(f"{slo}\n")
+        sys.stderr.flush()
     if result.failed_predicates:
         fired = "; ".join(str(predicate) for predicate in result.fired)
         # The first error says why (a refused port, OpenSSL's reason for a failed handshake).
@@ -252,6 +265,10 @@ def run_and_report(options: Options) -> int:
     if reason is not None:
         _note(reason)
         return 1
+    # A broken run (above) exits 1 whatever the objectives say; a run that worked but was
+    # too slow exits with its own status, so that shell CI can tell the two apart.
+    if slo is not None and not slo:
+        return SLO_FAILED
     return 0
 
 

@@ -60,7 +60,7 @@ def add_sweep_parser(commands: argparse._SubParsersAction[Any]) -> None:
     add_run_options(parser, sweep=True)
     # 'nhbench run' flags that make no sense in a sweep get a message that says what to do
     # instead of argparse's bare "unrecognized arguments".
-    for flag in ("--output", "--output-format", "--no-duration"):
+    for flag in ("--output", "--output-format", "--no-duration", "--slo"):
         parser.add_argument(flag, nargs="?", help=argparse.SUPPRESS,
                             dest="redefined_" + flag[2:].replace("-", "_"))
     parser.set_defaults(func=_cmd_sweep, subparser=parser)
@@ -85,6 +85,8 @@ _REDEFINED = {
     "redefined_output_format": "--output-format: a sweep writes JSON results and its own "
     "reports; see nhbench report",
     "redefined_no_duration": "--no-duration: every sweep step needs a --duration",
+    "redefined_slo": "--slo: a sweep's objectives are its stop rules; use --stop-on-slo RULE "
+    "(the same grammar)",
 }
 
 

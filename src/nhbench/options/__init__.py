@@ -103,10 +103,13 @@ __all__ = [
 # The sweep's options and the grammars they need (stop rules, step plans), kept apart from
 # the list above so that the run and server options can change without touching these lines.
 from ._rules import (
+    HEADLINE_STATISTIC,
+    DetailedMeasures,
     Measures,
     SloCheck,
     StopRule,
     format_check,
+    format_rule_value,
     latency_points,
     parse_rule,
     parse_rules,
@@ -139,6 +142,8 @@ from ._sweep import (
 
 __all__ += [
     "CLI_ONLY",
+    "HEADLINE_STATISTIC",
+    "DetailedMeasures",
     "DEFAULT_STEP_RPS",
     "EMBEDDED_URL",
     "MAX_COOLDOWN",
@@ -154,6 +159,7 @@ __all__ += [
     "check_cooldown",
     "check_extension",
     "format_check",
+    "format_rule_value",
     "latency_points",
     "parse_rate",
     "parse_rule",

@@ -44,6 +44,7 @@ from .._predicates import DEFAULT_FAILURE_PREDICATES, parse_predicates
 from .._request import METHODS
 from ._errors import format_validation_error
 from ._flags import Flag
+from ._rules import StopRule
 from ._values import (
     MAX_DURATION,
     affinity_cpus,
@@ -344,6 +345,12 @@ class Options(BaseModel):
         description="Accept a run (or sweep step) in which no request succeeded, i.e. got a "
         "2xx response. Without it such a run fails: exit status 1 and one line saying why.",
     )
+    slo: Annotated[tuple[str, ...], Flag(metavar="RULE", append=True)] = Field(
+        default=(),
+        description="A service-level objective checked on the result, such as 'p99<5ms', "
+        "'error_rate<0.1%', 'rps>=1990' or 'benchmark.http_5xx==0' (docs/pytest.md); "
+        "repeatable. The verdict table goes to stderr; a breach exits 99.",
+    )
     percentiles: Annotated[tuple[float, ...], Flag(metavar="P,P,...")] = Field(
         default=DEFAULT_PERCENTILES,
         description="Percentiles to report, in percent (50,90,99.9). Reported exactly at "
@@ -560,6 +567,16 @@ class Options(BaseModel):
     @classmethod
     def _labels(cls, value: object) -> object:
         return _as_tuple(value)
+
+    @field_validator("slo", mode="before")
+    @classmethod
+    def _parse_slo(cls, value: object) -> object:
+        # Parsed here so that a malformed rule is refused before any load is sent; kept as
+        # the expressions written, which is what the result's echo and every message show.
+        rules = _as_tuple(value)
+        if isinstance(rules, (list, tuple)):
+            return tuple(str(StopRule.parse(rule)) for rule in rules)
+        return rules
 
     @field_validator("max_requests_per_connection")
     @classmethod

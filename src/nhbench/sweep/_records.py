@@ -9,8 +9,8 @@ from datetime import datetime
 
 from .._format import format_latency
 from .._names import ERROR_COUNTERS, error_counters
-from .._names import error_rate as errors_over_finished
 from .._result import Result
+from .._slo import ResultMeasures
 from ..campaign import LATENCY_KEYS, SloCheck, StepRecord
 from ..capture import CaptureResult
 from ..options import StopRule, format_check, latency_points
@@ -46,15 +46,13 @@ def record_from_result(
     counters = result.counters
     points = sorted({float(key[1:]) for key in LATENCY_KEYS} | set(latency_points(rules)))
     latency = {f"p{point:g}": _percentile(result, point) for point in points}
-    try:
-        blocked_stretches = result.stat("sequencer.blocking").count
-    except KeyError:
-        blocked_stretches = 0
-    blocked_count = int(blocked_stretches) + int(counters.get("benchmark.pool_overflow", 0))
+    # Blocked releases plus pool overflows, and the error rate: Result's definitions (from
+    # nhbench._names), the ones `nhbench run --slo` and the pytest plugin read.
+    blocked_count = result.blocked_count
     # Error counters and, for the record, the connection counters behind them; only the
     # former are errors (nhbench._names, the definition `nhbench run` uses too).
     errors = error_counters(counters)
-    error_rate = errors_over_finished(counters)
+    error_rate = result.error_rate
     http_2xx = int(counters.get("benchmark.http_2xx", 0))
 
     target_cpu: dict[str, float | None] = {}
@@ -92,7 +90,10 @@ def record_from_result(
         started_at=started_at,
         ended_at=ended_at,
     )
-    checks = evaluate_rules(rules, record)
+    # Rules read the Result itself (through the same evaluator as Result.check_slo), so a
+    # rule on any statistic or counter works in a sweep too; the headline percentiles,
+    # rates and counts it reads are the ones just written into the record.
+    checks = evaluate_rules(rules, ResultMeasures(result))
     if stop_on_blocked:
         checks.append(SloCheck(expression="not blocked", value=float(blocked_count),
                                passed=blocked_count == 0))
