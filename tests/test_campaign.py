@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
+from support.files import assert_failed_rename_keeps_the_old_file
 
 import nhbench
 from nhbench import CampaignError, Result
@@ -62,15 +63,7 @@ def test_atomic_write_leaves_old_or_new(tmp_path: Path, monkeypatch: pytest.Monk
     reference.write_text("")
     assert target.stat().st_mode & 0o777 == reference.stat().st_mode & 0o777
     reference.unlink()
-
-    def failing_replace(src: object, dst: object) -> None:
-        raise OSError(28, "No space left on device")
-
-    monkeypatch.setattr(os, "replace", failing_replace)
-    with pytest.raises(OSError):
-        atomic_write_text(target, "new\n")
-    assert target.read_text() == "old\n"
-    assert [p.name for p in tmp_path.iterdir()] == ["manifest.json"]  # no temporary left
+    assert_failed_rename_keeps_the_old_file(atomic_write_text, target, monkeypatch)
 
 
 def test_create_refuses_used_directories(tmp_path: Path) -> None:

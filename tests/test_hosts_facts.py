@@ -204,9 +204,10 @@ def test_target_address_is_quoted() -> None:
 # --------------------------------------------------------------------------------------
 
 
-def test_lscpu_two_socket_xeon_nested_json() -> None:
-    parsed = parse_lscpu(_data("lscpu-xeon-8360y-2s.json"))
-    assert parsed.values == {
+# The processor facts of the two-socket Xeon sample, read from lscpu's JSON alone
+# (lscpu-xeon-8360y-2s.json) and as part of the whole facts script's output
+# (xeon-8360y-2s.facts.txt): both readings must give the same values.
+XEON_8360Y_2S_CPU = {
         "cpu_model": "Intel(R) Xeon(R) Platinum 8360Y CPU @ 2.40GHz",
         "cpus": 144,
         "sockets": 2,
@@ -214,6 +215,13 @@ def test_lscpu_two_socket_xeon_nested_json() -> None:
         "threads_per_core": 2,
         "numa_nodes": 2,
         "stepping": "6",
+}
+
+
+def test_lscpu_two_socket_xeon_nested_json() -> None:
+    parsed = parse_lscpu(_data("lscpu-xeon-8360y-2s.json"))
+    assert parsed.values == {
+        **XEON_8360Y_2S_CPU,
         "architecture": "x86_64",
         "vendor": "GenuineIntel",
     }
@@ -320,13 +328,7 @@ def test_whole_xeon_sample() -> None:
         "hostname": "icx-sut-01",
         "kernel": "5.15.0-105-generic",
         "architecture": "x86_64",
-        "cpu_model": "Intel(R) Xeon(R) Platinum 8360Y CPU @ 2.40GHz",
-        "cpus": 144,
-        "sockets": 2,
-        "cores_per_socket": 36,
-        "threads_per_core": 2,
-        "numa_nodes": 2,
-        "stepping": "6",
+        **XEON_8360Y_2S_CPU,
         "smt": True,
         "turbo": True,
         "governors": "144x performance",

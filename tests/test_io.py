@@ -15,8 +15,9 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -59,6 +60,20 @@ def one_error_line(proc: subprocess.CompletedProcess[str]) -> str:
 def leftovers(directory: Path) -> list[str]:
     """Temporary files the writer may have left (it must not)."""
     return sorted(p.name for p in directory.iterdir() if p.name.endswith(".tmp"))
+
+
+T = TypeVar("T")
+
+
+def _fifo_with_reader(fifo: Path, read: Callable[[Path], T]) -> tuple[threading.Thread, list[T]]:
+    """Make a FIFO at `fifo` and start a thread that opens it and reads it to the end with
+    `read` (the writer's open blocks until a reader has it open); the one value read lands
+    in the returned list once the thread ends."""
+    os.mkfifo(fifo)
+    received: list[T] = []
+    reader = threading.Thread(target=lambda: received.append(read(fifo)))
+    reader.start()
+    return reader, received
 
 
 @pytest.fixture
@@ -133,10 +148,7 @@ def test_dangling_symlink_creates_its_target(tmp_path: Path) -> None:
 
 def test_fifo_is_streamed_into_while_a_reader_reads(tmp_path: Path) -> None:
     fifo = tmp_path / "pipe"
-    os.mkfifo(fifo)
-    received: list[bytes] = []
-    reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()))
-    reader.start()
+    reader, received = _fifo_with_reader(fifo, Path.read_bytes)
     written = write_output(fifo, b"x" * 300_000)  # more than a pipe buffer holds
     reader.join(timeout=30)
     assert received == [b"x" * 300_000]
@@ -259,10 +271,7 @@ def test_full_disk_leaves_the_old_file_and_no_temporary(small_tmpfs: Path) -> No
 def test_run_output_into_a_fifo_streams_the_json(server: nhbench.TestServer,
                                                  tmp_path: Path) -> None:
     fifo = tmp_path / "results.pipe"
-    os.mkfifo(fifo)
-    received: list[str] = []
-    reader = threading.Thread(target=lambda: received.append(fifo.read_text()))
-    reader.start()
+    reader, received = _fifo_with_reader(fifo, Path.read_text)
     proc = cli("run", server.url, "--rps", "50", "--duration", "0.5", "--output-format", "json",
                "--output", str(fifo))
     reader.join(timeout=30)
@@ -460,10 +469,7 @@ def test_in_process_server_keeps_an_existing_ca_file_and_removes_a_new_one(
 
 def test_server_address_file_into_a_fifo(tmp_path: Path) -> None:
     fifo = tmp_path / "addresses.pipe"
-    os.mkfifo(fifo)
-    received: list[str] = []
-    reader = threading.Thread(target=lambda: received.append(fifo.read_text()))
-    reader.start()
+    reader, received = _fifo_with_reader(fifo, Path.read_text)
     proc = _start_server("--address-file", str(fifo))
     deadline = time.monotonic() + 30
     while reader.is_alive() and time.monotonic() < deadline:

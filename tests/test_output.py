@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from support.fakecore import core_result, core_worker, spread
+from support.files import assert_failed_rename_keeps_the_old_file
 
 import nhbench
 from nhbench import Options, Result
@@ -140,15 +141,7 @@ def test_write_atomic_leaves_nothing_partial(tmp_path: Path, monkeypatch: pytest
                                              ) -> None:
     target = tmp_path / "out.txt"
     target.write_text("old\n")
-
-    def failing_replace(src: object, dst: object) -> None:
-        raise OSError(28, "No space left on device")
-
-    monkeypatch.setattr(os, "replace", failing_replace)
-    with pytest.raises(OSError):
-        write_atomic(target, "new\n")
-    assert target.read_text() == "old\n"
-    assert [p.name for p in tmp_path.iterdir()] == ["out.txt"]
+    assert_failed_rename_keeps_the_old_file(write_atomic, target, monkeypatch)
 
 
 def test_public_api() -> None:

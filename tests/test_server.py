@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.polling import wait_until
 from support.sockets import read_until_close
 
 import nhbench
@@ -192,15 +193,6 @@ def delta(before: dict[str, Any], after: dict[str, Any], key: str) -> int:
 
 def status_delta(before: dict[str, Any], after: dict[str, Any], code: int) -> int:
     return int(after["status"].get(str(code), 0)) - int(before["status"].get(str(code), 0))
-
-
-def wait_until(predicate: Any, timeout: float = 10.0, step: float = 0.02) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(step)
-    return bool(predicate())
 
 
 @pytest.fixture(scope="module")

@@ -38,6 +38,7 @@ from support.h2frames import (
     WINDOW_UPDATE,
     frame,
 )
+from support.polling import settle
 
 import nhbench
 
@@ -52,17 +53,6 @@ NH_HEADER = "x-nighthawk-test-server-config"
 
 needs_curl = pytest.mark.skipif(CURL is None, reason="curl is not installed")
 needs_h2load = pytest.mark.skipif(H2LOAD is None, reason="h2load (nghttp2-client) is not installed")
-
-
-def settle(server: nhbench.TestServer, done: object, timeout: float = 10.0) -> dict:
-    """The server's stats once `done(stats)` holds (the last bytes of a run may still be on
-    their way when the client returns), or the last ones seen."""
-    deadline = time.monotonic() + timeout
-    while True:
-        stats = server.stats()
-        if done(stats) or time.monotonic() > deadline:  # type: ignore[operator]
-            return stats
-        time.sleep(0.02)
 
 
 def tool_env() -> dict[str, str]:

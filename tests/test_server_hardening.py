@@ -40,6 +40,7 @@ from support.h2frames import (
     frame,
 )
 from support.h2frames import hpack_literal as _hpack_literal
+from support.polling import wait_until
 from support.sockets import read_until_close
 
 import nhbench
@@ -52,15 +53,6 @@ NH_HEADER = "x-nighthawk-test-server-config"
 # --------------------------------------------------------------------------------------------
 # helpers
 # --------------------------------------------------------------------------------------------
-
-
-def wait_until(check: object, timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():  # type: ignore[operator]
-            return True
-        time.sleep(0.05)
-    return bool(check())  # type: ignore[operator]
 
 
 def http_get(address: tuple[str, int], path: str = "/", headers: str = "",

@@ -16,10 +16,10 @@ import socket
 import ssl
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from support.polling import settle
 
 import nhbench
 from nhbench._names import SERVER_STATS
@@ -48,15 +48,6 @@ def cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "nhbench", *args], capture_output=True,
                           text=True, timeout=timeout, env=env, stdin=subprocess.DEVNULL,
                           check=False)
-
-
-def settle(server: nhbench.TestServer, done: object, timeout: float = 10.0) -> dict:
-    deadline = time.monotonic() + timeout
-    while True:
-        stats = server.stats()
-        if done(stats) or time.monotonic() > deadline:  # type: ignore[operator]
-            return stats
-        time.sleep(0.02)
 
 
 @pytest.fixture(scope="module")

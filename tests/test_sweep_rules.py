@@ -196,20 +196,26 @@ def test_scenario_keys_are_option_names(tmp_path: Path) -> None:
         "url": "http://127.0.0.1:9/", "max_rps": 30, "rps": 10, "step_rps": 10,
         "stop_on_slo": "p99<5ms", "request_header": ["x-a: 1"],
     }
-    path.write_text("max-rsp: 30\n")
-    with pytest.raises(OptionsError, match=r"unknown key 'max-rsp' \(did you mean max-rps\?\)"):
-        load_scenario(path)
-    path.write_text("output: x.json\n")
-    with pytest.raises(OptionsError, match="'output' is not a sweep option"):
-        load_scenario(path)
-    path.write_text("- a\n- b\n")
-    with pytest.raises(OptionsError, match="must be a mapping"):
-        load_scenario(path)
-    path.write_text("rps: [1\n")
-    with pytest.raises(OptionsError, match="line"):
-        load_scenario(path)
     with pytest.raises(OptionsError, match="cannot read"):
         load_scenario(tmp_path / "missing.yaml")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("max-rsp: 30\n", r"unknown key 'max-rsp' \(did you mean max-rps\?\)"),
+        ("resume: somewhere\n", "unknown key 'resume'"),
+        ("output: x.json\n", "'output' is not a sweep option"),
+        ("uri: http://x/\n", "'uri' is not a sweep option"),
+        ("- a\n- b\n", "must be a mapping"),
+        ("rps: [1\n", "line"),
+    ],
+)
+def test_bad_scenario_file_names_the_problem(tmp_path: Path, text: str, expected: str) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text(text)
+    with pytest.raises(OptionsError, match=expected):
+        load_scenario(path)
 
 
 def test_intel_use_case_3_maps_to_the_script_flags() -> None:

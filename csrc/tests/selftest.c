@@ -46,6 +46,14 @@ static void loopback(unsigned char* addr, unsigned* len, int port) {
   *len = sizeof(in);
 }
 
+/* The start of every server test here: the defaults, listening on one ephemeral
+ * loopback port (a test that needs more listeners adds them after this). */
+static void server_config_loopback(nhb_server_config* sc) {
+  nhb_server_config_init(sc);
+  sc->nlisten = 1;
+  loopback(sc->listen[0].bytes, &sc->listen[0].len, 0);
+}
+
 static nhb_client_config client_config(int port, double rps, double duration_s) {
   nhb_client_config c;
   memset(&c, 0, sizeof(c));
@@ -537,10 +545,8 @@ static void test_server_tls_h2(void) {
   char ca_path[64];
   snprintf(ca_path, sizeof(ca_path), "/tmp/nhb-selftest-ca-%d.pem", (int)getpid());
   nhb_server_config sc;
-  nhb_server_config_init(&sc);
+  server_config_loopback(&sc);
   sc.nworkers = 2;
-  sc.nlisten = 1;
-  loopback(sc.listen[0].bytes, &sc.listen[0].len, 0);
   sc.tls = 1;
   sc.tls_self_signed = 1;
   sc.ntls_san = 1;
@@ -565,9 +571,7 @@ static void test_server_tls_h2(void) {
     fclose(f);
   }
 
-  nhb_server_config_init(&sc);
-  sc.nlisten = 1;
-  loopback(sc.listen[0].bytes, &sc.listen[0].len, 0);
+  server_config_loopback(&sc);
   sc.max_echo_delay_ns = 50000000ULL;
   sc.max_concurrent_streams = 8;
   nhb_server* plain;
@@ -640,10 +644,9 @@ static void test_server_features(void) {
   char sock_path[108];
   snprintf(sock_path, sizeof(sock_path), "/tmp/nhb-selftest-%d.sock", (int)getpid());
   nhb_server_config sc;
-  nhb_server_config_init(&sc);
+  server_config_loopback(&sc);
   sc.nworkers = 2;
   sc.nlisten = 2;
-  loopback(sc.listen[0].bytes, &sc.listen[0].len, 0);
   struct sockaddr_un un;
   memset(&un, 0, sizeof(un));
   un.sun_family = AF_UNIX;
@@ -806,9 +809,7 @@ static void test_server_features(void) {
 static void test_server_static(void) {
   static char r[65536];
   nhb_server_config sc;
-  nhb_server_config_init(&sc);
-  sc.nlisten = 1;
-  loopback(sc.listen[0].bytes, &sc.listen[0].len, 0);
+  server_config_loopback(&sc);
   sc.response_json = "{\"response_body_size\": 4, \"static_delay\": \"0.02s\", \"response_headers\": "
                      "[{\"header\": {\"key\": \"server\", \"value\": \"other\"}}, {\"header\": {\"key\": \"x-s\", "
                      "\"value\": \"1\"}}, {\"header\": {\"key\": \"x-s\", \"value\": \"2\"}, \"append\": true}]}";
@@ -829,9 +830,7 @@ static void test_server_static(void) {
   CHECK(strstr(r, "Connection: keep-alive\r\n") != NULL && strstr(r, "Connection: close\r\n") != NULL);
   nhb_server_destroy(s);
 
-  nhb_server_config_init(&sc);
-  sc.nlisten = 1;
-  loopback(sc.listen[0].bytes, &sc.listen[0].len, 0);
+  server_config_loopback(&sc);
   sc.response_json = "{\"echo_request_headers\": true, \"emit_previous_request_delta_in_response_header\": \"x-delta\"}";
   sc.echo_default_params = "status=418&header=X-D:1";
   sc.stall_every_ns = 50000000ULL;
@@ -858,9 +857,7 @@ static void test_server_config_errors(void) {
   nhb_server_config sc;
   nhb_server* s = NULL;
   char err[256];
-  nhb_server_config_init(&sc);
-  sc.nlisten = 1;
-  loopback(sc.listen[0].bytes, &sc.listen[0].len, 0);
+  server_config_loopback(&sc);
   sc.response_json = "{\"bogus\": 1}";
   CHECK(nhb_server_create(&sc, &s, err, sizeof(err)) == NHB_EINVAL && strstr(err, "bogus") != NULL);
   sc.response_json = "{\"static_delay\": \"1s\", \"concurrency_based_linear_delay\": {}}";
@@ -874,9 +871,7 @@ static void test_server_config_errors(void) {
   CHECK(nhb_server_create(&sc, &s, err, sizeof(err)) == NHB_EINVAL && strstr(err, "stall_for") != NULL);
 
   /* A busy explicit port fails to start, and leaks nothing. */
-  nhb_server_config_init(&sc);
-  sc.nlisten = 1;
-  loopback(sc.listen[0].bytes, &sc.listen[0].len, 0);
+  server_config_loopback(&sc);
   nhb_server* a;
   CHECK(nhb_server_create(&sc, &a, NULL, 0) == 0 && nhb_server_start(a) == 0);
   struct sockaddr_in bound;
@@ -896,9 +891,7 @@ int main(void) {
   signal(SIGPIPE, SIG_IGN);
   /* The server, with a body and an extra header. */
   nhb_server_config sc;
-  nhb_server_config_init(&sc);
-  sc.nlisten = 1;
-  loopback(sc.listen[0].bytes, &sc.listen[0].len, 0);
+  server_config_loopback(&sc);
   sc.nworkers = 2;
   sc.response_json = "{\"response_body_size\": 100, \"response_headers\": "
                      "[{\"header\": {\"key\": \"x-selftest\", \"value\": \"1\"}}]}";

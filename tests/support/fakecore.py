@@ -24,21 +24,19 @@ def core_histogram(values: Iterable[int]) -> dict:
     for v in values:
         h.record_value(v)
     return {
-        "count": len(values),
-        # An empty C histogram keeps its min sentinel; the conversion must not show it.
-        "min": min(values) if values else UINT64_MAX,
-        "max": max(values) if values else 0,
-        "sum": float(sum(values)),
-        "sumsq": float(sum(v * v for v in values)),
+        **core_stream(values),
         "counts": [(i, int(h.counts[i])) for i in range(h.counts_len) if h.counts[i]],
     }
 
 
 def core_stream(values: Iterable[int]) -> dict:
-    """One entry of a WorkerResult's ``streams`` (raw values, no buckets)."""
+    """One entry of a WorkerResult's ``streams`` (raw values, no buckets); a histogram entry
+    is this plus its buckets."""
     values = [int(v) for v in values]
     return {
         "count": len(values),
+        # An empty C histogram or stream keeps its min sentinel; the conversion must not
+        # show it.
         "min": min(values) if values else UINT64_MAX,
         "max": max(values) if values else 0,
         "sum": float(sum(values)),

@@ -33,15 +33,22 @@ class Reply:
     dribble: bool = False
 
 
+def _recv(conn: socket.socket) -> bytes | None:
+    """The next bytes from ``conn``; ``None`` when the peer closed or the socket failed (both
+    end the request being read the same way)."""
+    try:
+        chunk = conn.recv(65536)
+    except OSError:
+        return None
+    return chunk or None
+
+
 def read_request(conn: socket.socket, buf: bytes) -> tuple[bytes, bytes] | None:
     """One request (head and Content-Length body) from ``buf`` plus what ``conn`` sends:
     ``(request, rest of buf)``, or ``None`` when the peer closed or the socket failed."""
     while b"\r\n\r\n" not in buf:
-        try:
-            chunk = conn.recv(65536)
-        except OSError:
-            return None
-        if not chunk:
+        chunk = _recv(conn)
+        if chunk is None:
             return None
         buf += chunk
     head, _, rest = buf.partition(b"\r\n\r\n")
@@ -51,11 +58,8 @@ def read_request(conn: socket.socket, buf: bytes) -> tuple[bytes, bytes] | None:
         if name.strip().lower() == b"content-length":
             length = int(value.strip())
     while len(rest) < length:
-        try:
-            chunk = conn.recv(65536)
-        except OSError:
-            return None
-        if not chunk:
+        chunk = _recv(conn)
+        if chunk is None:
             return None
         rest += chunk
     return head + b"\r\n\r\n" + rest[:length], rest[length:]
