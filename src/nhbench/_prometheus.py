@@ -30,13 +30,9 @@ from ._exceptions import NHBenchError
 from ._progress import Progress
 from ._timeline import IntervalRecord
 
-__all__ = ["PrometheusEndpoint", "PrometheusUnavailableError"]
+__all__ = ["PrometheusEndpoint"]
 
 _QUANTILES = (("0.5", "p50"), ("0.9", "p90"), ("0.99", "p99"), ("1", "max"))
-
-
-class PrometheusUnavailableError(NHBenchError):
-    """prometheus-client is not installed."""
 
 
 class PrometheusEndpoint:
@@ -46,7 +42,8 @@ class PrometheusEndpoint:
         try:
             import prometheus_client  # noqa: F401
         except ImportError:
-            raise PrometheusUnavailableError(
+            # Not installed: one line, exit status 1 (like a missing compiled extension).
+            raise NHBenchError(
                 "--prometheus-listen needs prometheus-client: pip install 'nhbench[prometheus]'"
             ) from None
         self._host = host
