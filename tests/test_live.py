@@ -180,3 +180,28 @@ def test_prometheus_scrape_during_a_run(server: nhbench.TestServer) -> None:
     assert sent == sorted(sent)
     assert latency is not None and latency > 0
     assert sum(r["requests"] for r in json.loads(out)["timeline"]) == 1500
+
+
+def test_import_nhbench_loads_no_display_or_exporter() -> None:
+    # rich and prometheus-client are imported only when a display or an endpoint is shown.
+    code = ("import sys, nhbench; "
+            "print(sorted(m for m in ('rich', 'prometheus_client', 'pandas') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=_env(), check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_prometheus_port_in_use_is_one_line(server: nhbench.TestServer) -> None:
+    pytest.importorskip("prometheus_client")
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        proc = cli("run", server.url, "--duration", "0.5s", "--prometheus-listen",
+                   f"127.0.0.1:{port}")
+    assert proc.returncode == 1
+    assert proc.stderr.count("\n") == 1 and "--prometheus-listen" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert server.stats()["requests"] == 0  # refused before any load was sent

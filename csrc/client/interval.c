@@ -216,9 +216,12 @@ int nhb_run_take_intervals(nhb_run* run, nhb_interval* out, int max) {
   if (max <= 0) return 0;
   pthread_mutex_lock(&run->lock);
   size_t n = run->ivl_len < (size_t)max ? run->ivl_len : (size_t)max;
-  memcpy(out, run->ivl_queue, n * sizeof(*out));
-  memmove(run->ivl_queue, run->ivl_queue + n, (run->ivl_len - n) * sizeof(*out));
-  run->ivl_len -= n;
+  /* The queue is NULL until the first interval closes; memcpy must not see it. */
+  if (n > 0) {
+    memcpy(out, run->ivl_queue, n * sizeof(*out));
+    memmove(run->ivl_queue, run->ivl_queue + n, (run->ivl_len - n) * sizeof(*out));
+    run->ivl_len -= n;
+  }
   pthread_mutex_unlock(&run->lock);
   return (int)n;
 }

@@ -37,6 +37,7 @@ from ._progress import Progress, ProgressLine
 from ._result import Counter, Counters, Percentile, Result, Statistic, WorkerResult
 from ._run import Benchmark, run
 from ._server import ServerOptions, TestServer
+from ._timeline import IntervalRecord, Timeline
 from ._version import __version__
 from .options import DEFAULT_PERCENTILES, Options, format_validation_error, parse_duration
 
@@ -73,6 +74,8 @@ __all__ = [
     "parse_duration",
     "format_validation_error",
     # results
+    "IntervalRecord",
+    "Timeline",
     "Result",
     "WorkerResult",
     "Statistic",
