@@ -270,6 +270,9 @@ LINT_TOOLS = [
     "pandas-stubs",
     # The pytest plugin (nhbench.testing) is typed against pytest's own annotations.
     "pytest",
+    # --prometheus-listen (nhbench._prometheus) is typed against prometheus-client, which
+    # ships its own annotations.
+    "prometheus-client>=0.17",
 ]
 
 

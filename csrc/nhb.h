@@ -263,6 +263,10 @@ typedef struct nhb_client_config {
   nhb_predicate termination[NHB_MAX_PREDICATES];
   int n_failure;
   nhb_predicate failure[NHB_MAX_PREDICATES];
+  /* Live statistics (docs/live.md): every this many nanoseconds the run closes
+   * an interval (nhb_run_take_intervals). 0 = off: nothing is allocated and
+   * the hot path only tests one pointer. */
+  uint64_t stats_interval_ns;
 } nhb_client_config;
 
 typedef enum {
@@ -291,6 +295,34 @@ int nhb_run_wait(nhb_run* run, double timeout_s);
 void nhb_run_stop(nhb_run* run);
 /* A live snapshot: counters summed over workers, refreshed about every 10 ms. */
 void nhb_run_progress(nhb_run* run, uint64_t counters[NHB_CTR_COUNT], double* elapsed_s);
+/* One closed interval of a run with stats_interval_ns set: the
+ * coordinated-omission-corrected latency (scheduled_to_response) of the
+ * responses that arrived in it, merged over workers, and the counters' growth
+ * over it. Over all intervals of a run the histogram totals add up exactly to
+ * the run's scheduled_to_response total and the counter deltas to its
+ * counters. */
+typedef struct nhb_interval_bucket {
+  uint32_t index; /* in the HdrHistogram layout above */
+  uint64_t count;
+} nhb_interval_bucket;
+
+typedef struct nhb_interval {
+  uint64_t index;       /* 0, 1, 2, ... */
+  int64_t start_ns;     /* since the first scheduled release */
+  uint64_t duration_ns; /* measured: from when the workers closed the previous one */
+  uint64_t counters[NHB_CTR_COUNT]; /* growth over the interval */
+  uint64_t total, min, max;         /* min is 0 when total is 0 */
+  double sum;
+  size_t nbuckets;
+  nhb_interval_bucket* buckets; /* owned; nhb_interval_free() */
+} nhb_interval;
+
+/* Moves up to `max` closed intervals, oldest first, into out[] and returns
+ * how many. Thread-safe; any time after nhb_run_start(). Once nhb_run_wait()
+ * returned 1, every interval of the run (the last, partial one included) is
+ * ready. The caller frees each with nhb_interval_free(). */
+int nhb_run_take_intervals(nhb_run* run, nhb_interval* out, int max);
+void nhb_interval_free(nhb_interval* iv);
 /* After the run finished: per-worker and merged statistics. */
 int nhb_run_worker_count(const nhb_run* run);
 const nhb_stats* nhb_run_worker_stats(const nhb_run* run, int index);

@@ -386,7 +386,7 @@ CONFIG_KEYS = {
     "max_pending_requests", "max_requests_per_connection", "prefetch_connections",
     "connect_timeout", "request_timeout", "duration", "drain_timeout", "open_loop",
     "idle_strategy", "burst_size", "termination_predicates", "failure_predicates",
-    "start_delay", "scheme", "protocol", "request_body_size",
+    "start_delay", "scheme", "protocol", "request_body_size", "stats_interval",
 }
 H2_KEYS = {"h2_method", "h2_path", "h2_authority", "h2_headers", "max_concurrent_streams",
            "max_active_requests"}

@@ -73,6 +73,7 @@ class ClientRun {
     c.start_delay_ns = get_seconds_ns(d, "start_delay", 0.0);
     c.n_termination = parse_predicates(d, "termination_predicates", c.termination);
     c.n_failure = parse_predicates(d, "failure_predicates", c.failure);
+    c.stats_interval_ns = get_seconds_ns(d, "stats_interval", 0.0);
     parse_protocol(d);
     char err[512] = "";
     int r = nhb_run_create_ex(&c, &run_, err, sizeof(err));
@@ -176,6 +177,40 @@ class ClientRun {
     return d;
   }
 
+  // The intervals closed since the last call (docs/live.md): a list of dicts
+  // with index, start and duration (s), counters (the growth of every
+  // counter) and latency (scheduled_to_response, in the histogram dict form
+  // of result(), sumsq 0).
+  py::list take_intervals() {
+    py::list out;
+    nhb_interval batch[64];
+    for (;;) {
+      int n = nhb_run_take_intervals(run_, batch, 64);
+      for (int i = 0; i < n; i++) {
+        nhb_interval& iv = batch[i];
+        py::dict d, c, h;
+        d["index"] = iv.index;
+        d["start"] = static_cast<double>(iv.start_ns) / 1e9;
+        d["duration"] = static_cast<double>(iv.duration_ns) / 1e9;
+        for (int k = 0; k < NHB_CTR_COUNT; k++) c[nhb_counter_names[k]] = iv.counters[k];
+        d["counters"] = c;
+        h["count"] = iv.total;
+        h["min"] = iv.min;
+        h["max"] = iv.max;
+        h["sum"] = iv.sum;
+        h["sumsq"] = 0.0;
+        py::list counts;
+        for (size_t k = 0; k < iv.nbuckets; k++) counts.append(py::make_tuple(iv.buckets[k].index, iv.buckets[k].count));
+        h["counts"] = counts;
+        d["latency"] = h;
+        out.append(d);
+        nhb_interval_free(&iv);
+      }
+      if (n < 64) break;
+    }
+    return out;
+  }
+
   py::dict result() {
     const nhb_stats* global = nhb_run_global_stats(run_);
     if (!global) throw std::runtime_error("the run has not finished");
@@ -228,5 +263,6 @@ void register_client(py::module_& m) {
       .def("wait", &ClientRun::wait, py::arg("timeout") = py::none())
       .def("stop", &ClientRun::stop)
       .def("progress", &ClientRun::progress)
+      .def("take_intervals", &ClientRun::take_intervals)
       .def("result", &ClientRun::result);
 }

@@ -75,12 +75,19 @@ static void worker_check_stop(nhb__worker* w) {
   }
 }
 
-static void on_wakeup(uv_async_t* handle) { worker_check_stop((nhb__worker*)handle->data); }
+static void on_wakeup(uv_async_t* handle) {
+  nhb__worker* w = (nhb__worker*)handle->data;
+  worker_check_stop(w);
+  nhb__ivl_worker_poll(w);
+}
 
 static void on_housekeeping(uv_timer_t* handle) {
   nhb__worker* w = (nhb__worker*)handle->data;
   uint64_t now = nhb__now_ns();
   worker_check_stop(w);
+  /* A new interval is normally picked up in on_wakeup; this catches one
+   * whose wake-up coalesced with another. */
+  nhb__ivl_worker_poll(w);
   if (now - w->last_timeout_scan_ns >= TIMEOUT_SCAN_NS) {
     w->last_timeout_scan_ns = now;
     nhb__pool_scan_timeouts(w, now);
@@ -118,6 +125,7 @@ static void* worker_main(void* arg) {
   if (w->release_fd >= 0) close(w->release_fd);
   nhb__pool_free(w);
   publish(w);
+  nhb__ivl_worker_close(w);
   atomic_store(&w->done, 1);
   return NULL;
 }
@@ -221,6 +229,9 @@ int nhb_run_create_ex(const nhb_client_config* config, nhb_run** out, char* err,
     w->release_fd = -1;
     if (stats_alloc(&w->stats) < 0) return create_error(run, NHB_ENOMEM, err, err_len, NULL);
   }
+  int ri = nhb__ivl_alloc(run);
+  if (ri < 0)
+    return create_error(run, ri, err, err_len, ri == NHB_EINVAL ? "stats_interval: must be at least 1 ms" : NULL);
   /* Built once and shared read-only by the workers: the TLS context (its
    * settings fail here, with OpenSSL's reason, not in the middle of a run)
    * and HTTP/2's callbacks and header block. */
@@ -229,6 +240,15 @@ int nhb_run_create_ex(const nhb_client_config* config, nhb_run** out, char* err,
   if (r < 0) return create_error(run, r, err, err_len, NULL);
   *out = run;
   return 0;
+}
+
+void nhb__run_wake_workers(nhb_run* run) {
+  pthread_mutex_lock(&run->lock);
+  for (int i = 0; i < run->nworkers; i++) {
+    nhb__worker* w = &run->workers[i];
+    if (w->wakeup.data != NULL) uv_async_send(&w->wakeup);
+  }
+  pthread_mutex_unlock(&run->lock);
 }
 
 static void request_stop_all(nhb_run* run) {
@@ -304,6 +324,7 @@ static void* controller_main(void* arg) {
         sums[c] += atomic_load_explicit(&w->published[c], memory_order_relaxed);
     }
     if (all_done) break;
+    nhb__ivl_controller_tick(run, nhb__now_ns());
     pthread_mutex_lock(&run->lock);
     nhb_end_reason_t before = run->end_reason;
     evaluate_predicates(run, sums);
@@ -313,6 +334,7 @@ static void* controller_main(void* arg) {
   }
   for (int i = 0; i < run->nworkers; i++) pthread_join(run->workers[i].thread, NULL);
   merge(run);
+  nhb__ivl_controller_finish(run);
   pthread_mutex_lock(&run->lock);
   /* Failure predicates are judged once more on the exact final counts. */
   evaluate_predicates(run, run->global.counters);
@@ -430,6 +452,7 @@ void nhb_run_destroy(nhb_run* run) {
     for (int i = 0; i < run->config.nworkers; i++) stats_free(&run->workers[i].stats);
   }
   stats_free(&run->global);
+  nhb__ivl_free(run);
   nhb__tls_ctx_free(run);
   nhb__h2_run_free(run);
   free(run->strings);

@@ -162,6 +162,13 @@ struct nhb__conn {
   nhb__h2* h2;       /* HTTP/2 state, likewise */
 };
 
+/* One half of a worker's interval double buffer (interval.c). */
+typedef struct nhb__ivl_buf {
+  nhb_hist* hist;                    /* scheduled_to_response of the interval */
+  uint64_t end_ns;                   /* when the worker closed it; 0 = never */
+  uint64_t counters[NHB_CTR_COUNT];  /* the worker's counters when it closed it */
+} nhb__ivl_buf;
+
 struct nhb__worker {
   nhb_run* run;
   int index;
@@ -226,6 +233,14 @@ struct nhb__worker {
   uint64_t last_timeout_scan_ns;
   /* Statistics, touched by this thread only. */
   nhb_stats stats;
+  /* Live statistics (interval.c). ivl_hist is the histogram the hot path
+   * records the CO-corrected latency into besides stats, ivl[ivl_epoch & 1]'s,
+   * or NULL when intervals are off. ivl_epoch is the worker's own; ivl_closed
+   * says which epochs it has closed (all below it), for the controller. */
+  nhb_hist* ivl_hist;
+  uint64_t ivl_epoch;
+  nhb__ivl_buf ivl[2];
+  _Atomic uint64_t ivl_closed;
   /* Counters copied out every 10 ms for progress and predicates. */
   _Atomic uint64_t published[NHB_CTR_COUNT];
   atomic_int done;
@@ -261,6 +276,18 @@ struct nhb_run {
   void* h2_nva;         /* nghttp2_nv[h2_nvlen]: the request's header block */
   size_t h2_nvlen;
   const char* body;     /* the request body (the tail of config.request) */
+  /* Live statistics (interval.c): the controller owns everything here but
+   * ivl_epoch (read by the workers) and the queue (under `lock`). */
+  _Atomic uint64_t ivl_epoch; /* the interval the workers record into */
+  int ivl_waiting;            /* epoch bumped, the previous one not collected yet */
+  uint64_t ivl_next_ns;       /* when to close the current interval */
+  uint64_t ivl_start_ns;      /* when the interval being collected began */
+  uint64_t ivl_bump_ns;       /* when the controller last bumped the epoch */
+  uint64_t* ivl_last;         /* nworkers x NHB_CTR_COUNT: counters at each worker's last close */
+  nhb_hist* ivl_merge;        /* scratch for merging the workers' buffers */
+  uint64_t ivl_count;         /* intervals queued so far */
+  nhb_interval* ivl_queue;    /* closed intervals not taken yet */
+  size_t ivl_len, ivl_cap;
 };
 
 extern const nhb__transport_vtable nhb__transport_tcp;
@@ -336,5 +363,25 @@ void nhb__sequencer_stop_now(nhb__worker* w, uint64_t drain_ns);
 
 /* client.c */
 void nhb__worker_maybe_finish(nhb__worker* w);
+/* Asks every worker's loop to run on_wakeup (stop requests, new intervals). */
+void nhb__run_wake_workers(nhb_run* run);
+
+/* interval.c */
+int nhb__ivl_alloc(nhb_run* run);
+void nhb__ivl_free(nhb_run* run);
+/* Worker: switches to the controller's new interval if there is one. */
+void nhb__ivl_worker_poll(nhb__worker* w);
+/* Worker, at its very end: closes its last interval for the controller. */
+void nhb__ivl_worker_close(nhb__worker* w);
+/* Controller: closes intervals on time and collects them (every tick). */
+void nhb__ivl_controller_tick(nhb_run* run, uint64_t now);
+/* Controller, after every worker has been joined: collects the rest. */
+void nhb__ivl_controller_finish(nhb_run* run);
+
+/* The hot path's only cost of live statistics: with intervals off, one test
+ * of a pointer that never changes, which the branch predictor gets right. */
+static inline void nhb__ivl_record(nhb__worker* w, uint64_t value) {
+  if (w->ivl_hist != NULL) nhb_hist_record(w->ivl_hist, value);
+}
 
 #endif /* NHB_CLIENT_H */

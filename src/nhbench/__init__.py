@@ -42,6 +42,7 @@ from ._result import Counter, Counters, Percentile, Result, Statistic, WorkerRes
 from ._run import Benchmark, run
 from ._server import ServerOptions, TestServer
 from ._slo import SloOutcome, SloVerdict, assert_slo
+from ._timeline import IntervalRecord, Timeline
 from ._version import __version__
 from .options import DEFAULT_PERCENTILES, Options, format_validation_error, parse_duration
 
@@ -78,6 +79,8 @@ __all__ = [
     "parse_duration",
     "format_validation_error",
     # results
+    "IntervalRecord",
+    "Timeline",
     "Result",
     "WorkerResult",
     "Statistic",

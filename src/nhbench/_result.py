@@ -59,6 +59,7 @@ from ._names import error_rate as _error_rate
 from ._output import render as _render
 from ._predicates import FiredPredicate, fired_predicates
 from ._slo import SloOutcome, check_slo
+from ._timeline import IntervalRecord, Timeline
 from ._version import __version__
 from .options import Options, format_json_duration, parse_json_duration
 
@@ -413,10 +414,20 @@ class Result(BaseModel):
         default=False,
         description="TLS certificates were not verified (the run used insecure).",
     )
+    timeline: Timeline = Field(
+        default_factory=Timeline,
+        description="One record per stats_interval (docs/live.md); empty when live "
+        "statistics were off. An nhbench key: Nighthawk's output has none.",
+    )
 
     @classmethod
     def from_core(
-        cls, core: Mapping[str, Any], options: Options, *, interrupted: bool | None = None
+        cls,
+        core: Mapping[str, Any],
+        options: Options,
+        *,
+        interrupted: bool | None = None,
+        timeline: Sequence[IntervalRecord] = (),
     ) -> Result:
         """Convert the dict of ``_core.ClientRun.result()`` (see docs/architecture.md)."""
         points = options.percentile_points
@@ -436,6 +447,7 @@ class Result(BaseModel):
             interrupted=(terminated_by == "stop") if interrupted is None else interrupted,
             error=core.get("error") or None,
             insecure=bool(core.get("insecure", False)),
+            timeline=Timeline(list(timeline)),
         )
 
     # ---- accessors ------------------------------------------------------------------------

@@ -23,6 +23,7 @@ from ._exceptions import (
 )
 from ._progress import Progress
 from ._result import Result
+from ._timeline import IntervalRecord
 
 # `resolve` lives with the address grammar in nhbench.options; it is re-exported here because
 # callers have always found it next to the run.
@@ -72,6 +73,7 @@ class Benchmark:
         self._stop_requested = False
         self._started_at = 0.0
         self._stopped_at: float | None = None
+        self._timeline: list[IntervalRecord] = []
 
     # ---- steps ----------------------------------------------------------------------------
 
@@ -119,16 +121,32 @@ class Benchmark:
         """A live snapshot (cheap; any time after start)."""
         return Progress.from_core(self._core_run().progress())
 
+    def intervals(self) -> list[IntervalRecord]:
+        """The live-statistics intervals closed since the last call (docs/live.md); empty
+        when ``stats_interval`` is off. They also go into ``result().timeline``."""
+        if not self.options.effective_stats_interval:
+            return []
+        records = [IntervalRecord.from_core(d) for d in self._core_run().take_intervals()]
+        self._timeline += records
+        return records
+
     def result(self) -> Result:
         """The result, once `wait()` returned True."""
-        return Result.from_core(self._core_run().result(), self.options)
+        core = self._core_run().result()
+        self.intervals()  # the last, partial interval is ready once the run has finished
+        return Result.from_core(core, self.options, timeline=self._timeline)
 
-    def run(self, on_progress: Callable[[Progress], object] | None = None) -> Result:
+    def run(
+        self,
+        on_progress: Callable[[Progress], object] | None = None,
+        on_interval: Callable[[IntervalRecord], object] | None = None,
+    ) -> Result:
         """Start (unless started), wait for the end and return the result.
 
         Ctrl-C (KeyboardInterrupt) stops the run gracefully and returns the partial result;
         a second Ctrl-C while it drains gives up and propagates. `on_progress` is called with
-        a `Progress` about every 0.1 s.
+        a `Progress` about every 0.1 s; `on_interval` with each `IntervalRecord` as its
+        interval closes (with ``stats_interval`` on), the last one included.
         """
         if self._run is None:
             self.start()
@@ -137,6 +155,7 @@ class Benchmark:
             while not run.wait(_POLL_INTERVAL):
                 if on_progress is not None:
                     on_progress(self.progress())
+                self._deliver(on_interval)
                 self._watchdog()
         except KeyboardInterrupt:
             if self._stop_requested:
@@ -149,6 +168,7 @@ class Benchmark:
             # the workers must not go on loading the target unattended.
             self.stop()
             raise
+        self._deliver(on_interval)
         return self.result()
 
     # ---- context manager: a run never outlives the block that started it ------------------
@@ -172,6 +192,11 @@ class Benchmark:
         if self._run is None:
             raise RuntimeError("this Benchmark has not been started")
         return self._run
+
+    def _deliver(self, on_interval: Callable[[IntervalRecord], object] | None) -> None:
+        for record in self.intervals():
+            if on_interval is not None:
+                on_interval(record)
 
     def _stop_core(self) -> None:
         if self._stopped_at is None:
@@ -205,6 +230,7 @@ def run(
     /,
     *,
     on_progress: Callable[[Progress], object] | None = None,
+    on_interval: Callable[[IntervalRecord], object] | None = None,
     **options: Any,
 ) -> Result:
     """Run a benchmark and return its `Result`.
@@ -217,4 +243,4 @@ def run(
     Result is the measurement, and a notebook keeps it. ``result.no_success_reason`` says
     why a run without any 2xx response failed (None with ``allow_no_success=True``).
     """
-    return Benchmark(uri, **options).run(on_progress)
+    return Benchmark(uri, **options).run(on_progress, on_interval)

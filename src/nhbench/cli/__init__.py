@@ -203,36 +203,32 @@ def _check_output_path(path: str) -> None:
 def run_and_report(options: Options) -> int:
     """Run `options`, print or write the report, and return the exit status."""
     from .._output import render, write_atomic
-    from .._progress import ProgressLine
     from .._run import Benchmark
 
     if options.output:
         _check_output_path(options.output)
+    # Live statistics (docs/live.md): one line per interval on stderr, by default only when
+    # a person watches stderr; an explicit --stats-interval forces them in any mode.
+    if options.stats_interval is None and sys.stderr.isatty():
+        options = options.model_copy(update={"stats_interval": 1.0})
+    live = _LiveOutput(options)
     benchmark = Benchmark(options)
-    # Live progress only when a person is watching: both streams on a terminal. Nothing
-    # extra is written when the output is piped or redirected.
-    progress = (
-        ProgressLine(options.effective_duration)
-        if sys.stdout.isatty() and sys.stderr.isatty()
-        else None
-    )
     # The first SIGINT or SIGTERM drains and reports; a second SIGINT abandons (exit 130).
     # The run's wait loop wakes every 0.1 s, so a signal takes effect within that.
     with stop_on_signals(lambda signum: benchmark.stop(), notice=_notice_run_stop):
         try:
-            result = benchmark.run(progress)
+            live.start()
+            result = benchmark.run(live.on_progress, live.on_interval)
         except OptionsError as exc:
             # The core refused the configuration (ConfigRejectedError): invalid input that
             # Python's checks did not catch, such as a TLS group OpenSSL does not know.
-            if progress is not None:
-                progress.clear()
+            live.close()
             _die(str(exc), status=2)
-        except (RunError, CoreUnavailableError) as exc:
-            if progress is not None:
-                progress.clear()
+        except (RunError, CoreUnavailableError, NHBenchError) as exc:
+            live.close()
             _die(str(exc), status=1)
-        if progress is not None:
-            progress.clear()
+        finally:
+            live.close()
     text = render(result, options.output_format)
     if options.output:
         try:
@@ -270,6 +266,63 @@ def run_and_report(options: Options) -> int:
     if slo is not None and not slo:
         return SLO_FAILED
     return 0
+
+
+class _LiveOutput:
+    """What ``nhbench run`` shows during a run: on a terminal (stderr) the rich display with
+    the interval lines above it; otherwise the plain interval lines when intervals are on,
+    and nothing else; plus the Prometheus endpoint with --prometheus-listen."""
+
+    def __init__(self, options: Options) -> None:
+        from .._live import IntervalLines, LiveDisplay
+
+        self._display = (
+            LiveDisplay(options.effective_duration) if sys.stderr.isatty() else None
+        )
+        self._lines = (
+            IntervalLines(sys.stderr)
+            if self._display is None and options.effective_stats_interval > 0
+            else None
+        )
+        self._endpoint: Any = None
+        if options.prometheus_listen is not None:
+            from .._prometheus import PrometheusEndpoint
+            from ..options import parse_address
+
+            self._endpoint = PrometheusEndpoint(*parse_address(options.prometheus_listen))
+
+    def start(self) -> None:
+        if self._endpoint is None:
+            return
+        from ..options import format_address
+
+        try:
+            host, port = self._endpoint.start()
+        except OSError as exc:
+            _die(f"--prometheus-listen: cannot listen: {exc.strerror or exc}", status=1)
+        # Port 0 picks a free port: the line says which, for scrapers and tests.
+        _note(f"prometheus metrics on http://{format_address(host, port)}/metrics")
+
+    def on_progress(self, progress: Any) -> None:
+        if self._display is not None:
+            self._display.on_progress(progress)
+        if self._endpoint is not None:
+            self._endpoint.on_progress(progress)
+
+    def on_interval(self, record: Any) -> None:
+        if self._display is not None:
+            self._display.on_interval(record)
+        elif self._lines is not None:
+            self._lines(record)
+        if self._endpoint is not None:
+            self._endpoint.on_interval(record)
+
+    def close(self) -> None:
+        if self._display is not None:
+            self._display.close()
+        if self._endpoint is not None:
+            self._endpoint.stop()
+            self._endpoint = None
 
 
 def _cmd_run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:

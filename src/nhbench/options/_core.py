@@ -34,7 +34,8 @@ def client_core_config(options: Options, address: str) -> dict[str, Any]:
     list[int] (one per worker), ``rps`` float per worker, ``connections`` /
     ``max_pending_requests`` / ``max_requests_per_connection`` int, ``prefetch_connections``
     and ``open_loop`` bool, ``connect_timeout`` / ``request_timeout`` / ``drain_timeout`` /
-    ``start_delay`` float s, ``duration`` float s (< 0: none), ``idle_strategy`` str,
+    ``start_delay`` float s, ``duration`` float s (< 0: none), ``stats_interval`` float s
+    (0: off), ``idle_strategy`` str,
     ``burst_size`` int >= 1, ``termination_predicates`` / ``failure_predicates``
     list[(str, int)], ``scheme`` and ``protocol`` str, ``request_body_size`` int; for HTTP/2
     also ``h2_method`` / ``h2_path`` str, ``h2_authority`` bytes, ``h2_headers``
@@ -74,6 +75,8 @@ def client_core_config(options: Options, address: str) -> dict[str, Any]:
         "termination_predicates": sorted(options.termination_predicate.items()),
         "failure_predicates": sorted(options.failure_predicates.items()),
         "start_delay": float(options.start_delay),
+        # Live statistics (docs/live.md): seconds per interval, 0 = off.
+        "stats_interval": float(options.effective_stats_interval),
         "scheme": target.scheme,
         "protocol": options.protocol,
         # The body is the tail of `request`; HTTP/2 sends it from there.

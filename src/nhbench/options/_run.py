@@ -48,8 +48,10 @@ from ._rules import StopRule
 from ._values import (
     MAX_DURATION,
     affinity_cpus,
+    format_address,
     format_cpu_list,
     machine_cpus,
+    parse_address,
     parse_cpu_list,
     parse_duration,
     parse_header,
@@ -76,6 +78,12 @@ MAX_CONCURRENT_STREAMS_UNLIMITED = 2**31 - 1
 # Every in-flight HTTP/2 request has a slot allocated before the run; this bounds the memory.
 MAX_ACTIVE_REQUESTS = 1_000_000
 DEFAULT_DURATION = 5.0
+# Live statistics: an interval shorter than the CLI's 0.1 s wake-up would print lines faster
+# than anyone reads them, with too few samples each for a p99; the core's own floor is 1 ms.
+MIN_STATS_INTERVAL = 0.1
+MAX_STATS_INTERVAL = 3600.0
+# The interval --prometheus-listen uses when --stats-interval is not given.
+DEFAULT_STATS_INTERVAL = 1.0
 DEFAULT_PERCENTILES: tuple[float, ...] = (50.0, 75.0, 90.0, 99.0, 99.9, 99.99)
 # The request (head and body) is rendered once and kept in memory by every worker; 64 MiB is
 # far beyond any sensible load-test body while keeping a typo from allocating gigabytes.
@@ -387,6 +395,24 @@ class Options(BaseModel):
         description="Time between starting the workers and the first release (connections "
         "are prefetched in it).",
     )
+    # ---- live statistics (docs/live.md) --------------------------------------------------
+    stats_interval: Annotated[
+        float | None, Flag(metavar="TIME|off", default="", group="Live statistics")
+    ] = Field(
+        default=None, ge=0, le=MAX_STATS_INTERVAL,
+        description="Close an interval this often: one line per interval on stderr (CLI) "
+        "and one record in result.timeline (latency over time). 0 or off disables. "
+        f"At least {MIN_STATS_INTERVAL:g} s. Default: 1s when stderr is a terminal (CLI), "
+        "else off; with prometheus_listen, 1s.",
+    )
+    prometheus_listen: Annotated[
+        str | None, Flag(metavar="HOST:PORT", default="", group="Live statistics")
+    ] = Field(
+        default=None,
+        description="Serve live counters and interval latencies for Prometheus on "
+        "http://HOST:PORT/metrics while the run goes (needs prometheus-client: pip install "
+        "'nhbench[prometheus]'). Port 0 picks a free port; the address is printed on stderr.",
+    )
     # ---- protocol ------------------------------------------------------------------------
     protocol: Annotated[
         Literal["http1", "http2"],
@@ -524,6 +550,27 @@ class Options(BaseModel):
     @classmethod
     def _parse_duration(cls, value: object) -> object:
         return None if value is None else parse_duration(value)
+
+    @field_validator("stats_interval", mode="before")
+    @classmethod
+    def _parse_stats_interval(cls, value: object) -> object:
+        if value is None:
+            return None
+        if isinstance(value, str) and value.strip().lower() in ("off", "no", "none", "false"):
+            return 0.0
+        seconds = parse_duration(value)
+        if 0 < seconds < MIN_STATS_INTERVAL:
+            raise ValueError(
+                f"must be 0 (off) or at least {MIN_STATS_INTERVAL:g} s (got {value!r})"
+            )
+        return seconds
+
+    @field_validator("prometheus_listen", mode="before")
+    @classmethod
+    def _parse_prometheus_listen(cls, value: object) -> object:
+        if value is None:
+            return None
+        return format_address(*parse_address(value))
 
     @field_validator("concurrency", mode="before")
     @classmethod
@@ -769,6 +816,15 @@ class Options(BaseModel):
         if self.no_duration:
             return None
         return self.duration if self.duration is not None else DEFAULT_DURATION
+
+    @property
+    def effective_stats_interval(self) -> float:
+        """Seconds per live-statistics interval, 0 when off: `stats_interval` when given,
+        else 1 s with `prometheus_listen` (its latencies are per interval), else off. The CLI
+        turns an unset value into 1 s when stderr is a terminal before the run."""
+        if self.stats_interval is not None:
+            return self.stats_interval
+        return DEFAULT_STATS_INTERVAL if self.prometheus_listen else 0.0
 
     @property
     def failure_predicates(self) -> dict[str, int]:

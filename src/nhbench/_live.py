@@ -1,0 +1,131 @@
+"""What ``nhbench run`` shows while a run goes (docs/live.md).
+
+* `format_interval` / `IntervalLines`: one plain-text line per ``--stats-interval`` on
+  stderr (elapsed time, requests, achieved rate, the interval's coordinated-omission-corrected
+  p50/p99/max, errors, blocked). No control characters at all, so the lines read the same in
+  a CI log, through ``tee`` or in a file.
+* `LiveDisplay`: on a terminal, a `rich` live display on stderr (time remaining, the live
+  numbers) with the interval lines printed above it; it is transient, so it disappears when
+  the run ends and the report starts on a clean line. `rich` is imported only when it is
+  shown.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any, TextIO
+
+from ._format import format_seconds
+from ._progress import Progress
+from ._timeline import IntervalRecord
+
+__all__ = ["IntervalLines", "LiveDisplay", "format_interval"]
+
+
+def _latency(value: float | None) -> str:
+    return "-" if value is None else format_seconds(value)
+
+
+def format_interval(record: IntervalRecord) -> str:
+    """The one line of an interval, e.g. ``[   2.0s] requests 4,000  rps 4,000  p50 …``."""
+    end = record.start + record.duration
+    return (
+        f"[{end:7.1f}s] requests {record.requests:,}  rps {record.rps:,.0f}  "
+        f"p50 {_latency(record.p50)}  p99 {_latency(record.p99)}  max {_latency(record.max)}  "
+        f"errors {record.errors:,}  blocked {record.blocked:,}"
+    )
+
+
+class IntervalLines:
+    """``on_interval`` callback writing `format_interval` lines to a stream (stderr)."""
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        self._stream = stream if stream is not None else sys.stderr
+
+    def __call__(self, record: IntervalRecord) -> None:
+        self._stream.write(format_interval(record) + "\n")
+        self._stream.flush()
+
+
+class LiveDisplay:
+    """A rich live display for a terminal: ``on_progress`` and ``on_interval`` callbacks.
+
+    The display is redrawn at most 4 times a second from the 0.1 s progress snapshots (no
+    refresh thread of its own); interval lines go above it and stay in the scrollback.
+    `close` removes it.
+    """
+
+    def __init__(self, duration: float | None, stream: TextIO | None = None) -> None:
+        from rich.console import Console
+        from rich.live import Live
+
+        self._duration = duration
+        self._console = Console(file=stream if stream is not None else sys.stderr)
+        self._live = Live(
+            console=self._console, transient=True, auto_refresh=False,
+            redirect_stdout=False, redirect_stderr=False,
+        )
+        self._last: IntervalRecord | None = None
+        self._progress: Progress | None = None
+        self._history: list[tuple[float, int]] = []
+        self._last_draw = 0.0
+        self._started = False
+
+    def on_progress(self, progress: Progress) -> None:
+        self._progress = progress
+        self._history.append((progress.elapsed, progress.requests))
+        while len(self._history) > 2 and progress.elapsed - self._history[1][0] >= 1.0:
+            self._history.pop(0)
+        now = time.monotonic()
+        if now - self._last_draw >= 0.25:
+            self._last_draw = now
+            self._draw()
+
+    def on_interval(self, record: IntervalRecord) -> None:
+        self._last = record
+        self._ensure_started()
+        self._live.console.print(format_interval(record), highlight=False, markup=False)
+
+    def close(self) -> None:
+        if self._started:
+            self._live.stop()
+            self._started = False
+
+    def _ensure_started(self) -> None:
+        if not self._started:
+            self._live.start()
+            self._started = True
+
+    def _renderable(self) -> Any:
+        from rich.progress_bar import ProgressBar
+        from rich.table import Table
+
+        progress = self._progress
+        elapsed = progress.elapsed if progress is not None else 0.0
+        grid = Table.grid(padding=(0, 2))
+        row: list[Any] = []
+        if self._duration:
+            done = min(elapsed, self._duration)
+            row.append(ProgressBar(total=self._duration, completed=done, width=30))
+            row.append(f"{elapsed:6.1f}s / {self._duration:g}s, "
+                       f"{max(self._duration - elapsed, 0.0):.1f}s remaining")
+        else:
+            row.append(f"{elapsed:6.1f}s (no duration)")
+        if progress is not None:
+            first_t, first_n = self._history[0]
+            span = elapsed - first_t
+            rate = (progress.requests - first_n) / span if span > 0 else 0.0
+            row.append(f"requests {progress.requests:,}  rps {rate:,.0f}  "
+                       f"errors {progress.errors:,}")
+        if self._last is not None:
+            row.append(f"last interval: p50 {_latency(self._last.p50)}  "
+                       f"p99 {_latency(self._last.p99)}  max {_latency(self._last.max)}")
+        for _ in row:
+            grid.add_column()
+        grid.add_row(*row)
+        return grid
+
+    def _draw(self) -> None:
+        self._ensure_started()
+        self._live.update(self._renderable(), refresh=True)
