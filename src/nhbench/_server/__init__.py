@@ -39,13 +39,10 @@ from ..options import (
     parse_listen,
 )
 from ._common import (
-    ADMIN_PREFIX,
-    LISTENING_PREFIX,
-    STATS_PREFIX,
-    TCP_ECHO_PREFIX,
-    UDP_ECHO_PREFIX,
     Bound,
+    address_lines,
     address_report,
+    stats_line,
     write_address_file,
 )
 from ._common import (
@@ -55,12 +52,9 @@ from ._inprocess import InProcessServer
 from ._subprocess import SubprocessServer
 
 __all__ = [
-    "ADMIN_PREFIX",
-    "LISTENING_PREFIX",
+    "address_lines",
+    "stats_line",
     "MAX_RESPONSE_BODY_SIZE",
-    "STATS_PREFIX",
-    "TCP_ECHO_PREFIX",
-    "UDP_ECHO_PREFIX",
     "ResponseOptions",
     "ServerOptions",
     "TestServer",

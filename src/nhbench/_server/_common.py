@@ -9,7 +9,7 @@ import os
 import socket
 import stat
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -27,7 +27,9 @@ __all__ = [
     "ServerFiles",
     "address_report",
     "remove_stale_socket",
+    "address_lines",
     "split_host_port",
+    "stats_line",
     "url",
     "write_address_file",
 ]
@@ -39,6 +41,28 @@ LISTENING_PREFIX = "listening on "
 ADMIN_PREFIX = "admin on "
 TCP_ECHO_PREFIX = "tcp-echo on "
 UDP_ECHO_PREFIX = "udp-echo on "
+
+
+def address_lines(
+    listen_urls: Sequence[str],
+    admin_url: str | None,
+    tcp_echo: Iterable[tuple[str, int]],
+    udp_echo: Iterable[tuple[str, int]],
+) -> list[str]:
+    """The lines ``nhbench server`` prints once it is bound, in the order the subprocess
+    implementation reads them (`SubprocessServer`): one per address."""
+    lines = [LISTENING_PREFIX + u for u in listen_urls]
+    if admin_url is not None:
+        lines.append(ADMIN_PREFIX + admin_url)
+    lines += [TCP_ECHO_PREFIX + format_address(*a) for a in tcp_echo]
+    lines += [UDP_ECHO_PREFIX + format_address(*a) for a in udp_echo]
+    return lines
+
+
+def stats_line(stats: Mapping[str, Any]) -> str:
+    """The line ``nhbench server --print-stats-json`` prints at exit, read back by
+    `SubprocessServer.stop`."""
+    return f"{STATS_PREFIX}{json.dumps(stats, sort_keys=True)}"
 
 
 def url(host: str, port: int, path: str = "/", scheme: str = "http") -> str:

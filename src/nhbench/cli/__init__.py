@@ -26,7 +26,6 @@ Argument errors need no compiled extension: it is imported only when a run or se
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
 import sys
@@ -362,15 +361,7 @@ def server_options_from_args(
 
 
 def _cmd_server(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from .._server import (
-        ADMIN_PREFIX,
-        LISTENING_PREFIX,
-        STATS_PREFIX,
-        TCP_ECHO_PREFIX,
-        UDP_ECHO_PREFIX,
-        TestServer,
-    )
-    from ..options import format_address
+    from .._server import TestServer, address_lines, stats_line
 
     options = server_options_from_args(args, parser)
     stop = threading.Event()
@@ -385,11 +376,12 @@ def _cmd_server(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
             except OSError as exc:  # the address file could not be written
                 _die(f"--address-file: cannot write {options.address_file!r}: "
                      f"{exc.strerror or exc}", status=1)
-            lines = [LISTENING_PREFIX + entry["url"] for entry in server.report()["listen"]]
-            if server.admin_address is not None:
-                lines.append(ADMIN_PREFIX + server.admin_url)
-            lines += [TCP_ECHO_PREFIX + format_address(*a) for a in server.tcp_echo_addresses]
-            lines += [UDP_ECHO_PREFIX + format_address(*a) for a in server.udp_echo_addresses]
+            lines = address_lines(
+                [entry["url"] for entry in server.report()["listen"]],
+                server.admin_url if server.admin_address is not None else None,
+                server.tcp_echo_addresses,
+                server.udp_echo_addresses,
+            )
             sys.stdout.write("".join(line + "\n" for line in lines))
             sys.stdout.flush()
             if options.tls_ca_out:
@@ -407,7 +399,7 @@ def _cmd_server(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
     except ServerError:
         stats = {}
     if getattr(args, "print_stats_json", False):
-        sys.stdout.write(f"{STATS_PREFIX}{json.dumps(stats, sort_keys=True)}\n")
+        sys.stdout.write(stats_line(stats) + "\n")
         sys.stdout.flush()
     if stats:
         requests = int(stats.get("requests", 0))
