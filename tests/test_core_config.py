@@ -110,7 +110,8 @@ def test_client_predicates_fill_a_fixed_array(key: str) -> None:
     assert "unknown counter" in refuses(core.ClientRun, client(**{key: [("no.such", 1)]}), key)
 
 
-@pytest.mark.parametrize("key", ["connect_timeout", "request_timeout", "drain_timeout", "start_delay"])
+@pytest.mark.parametrize("key", ["connect_timeout", "request_timeout", "drain_timeout", "start_delay",
+                                 "stats_interval"])
 def test_client_times_must_fit_nanoseconds(key: str) -> None:
     accepts(core.ClientRun, client(**{key: 0.0}))
     accepts(core.ClientRun, client(**{key: 1e10}))
@@ -123,6 +124,16 @@ def test_client_duration_must_fit_signed_nanoseconds() -> None:
     accepts(core.ClientRun, client(duration=5e9))
     refuses(core.ClientRun, client(duration=math.nextafter(5e9, math.inf)), "duration")
     refuses(core.ClientRun, client(duration=math.nan), "duration")
+
+
+def test_client_stats_interval_is_off_or_at_least_a_millisecond() -> None:
+    accepts(core.ClientRun, client(stats_interval=0.0))
+    accepts(core.ClientRun, client(stats_interval=1e-3))
+    assert "at least 1 ms" in refuses(core.ClientRun, client(stats_interval=1e-3 - 1e-9),
+                                      "stats_interval")
+    # The options hold a user to 0.1 s.
+    assert "stats_interval: must be 0 (off) or at least 0.1 s" in user_error(
+        make_options, URI, stats_interval="50ms")
 
 
 # ---- ClientRun: ranges only the options hold -------------------------------------------------
