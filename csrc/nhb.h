@@ -218,6 +218,9 @@ typedef struct nhb_predicate {
 /* The highest rate a worker may be asked for, as Nighthawk's --rps bound
  * (1 to 1000000 per worker). nhb_run_create() refuses more. */
 #define NHB_MAX_RPS 1000000
+/* The most workers a run or a server may have: their arrays, histograms and
+ * threads are allocated when it is created. */
+#define NHB_MAX_WORKERS 4096
 
 typedef struct nhb_client_config {
   /* Target. `addr` is a struct sockaddr_in or sockaddr_in6. */

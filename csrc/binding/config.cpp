@@ -42,7 +42,7 @@ int64_t get_int(const py::dict& d, const char* key, int64_t dflt, int64_t lo, in
   return n;
 }
 
-uint64_t get_seconds(const py::dict& d, const char* key, double dflt, double max_s) {
+uint64_t get_seconds_ns(const py::dict& d, const char* key, double dflt) {
   py::object v = value_of(d, key);
   double s = dflt;
   if (v) {
@@ -50,17 +50,9 @@ uint64_t get_seconds(const py::dict& d, const char* key, double dflt, double max
       config_error(key, "expected a number of seconds");
     s = v.cast<double>();
   }
-  if (!std::isfinite(s) || s < 0 || s > max_s)
-    config_error(key, "must be 0-" + std::to_string(static_cast<long>(max_s)) + " s");
-  return static_cast<uint64_t>(std::llround(s * 1e9));
-}
-
-uint64_t get_seconds_ns(const py::dict& d, const char* key, double dflt) {
-  double s = get_as<double>(d, key, dflt);
-  // A negative or infinite time-out would wrap or overflow the unsigned
-  // nanoseconds the core keeps. 1e10 s (317 years) bounds the product below
-  // 2^64 ns.
-  if (!std::isfinite(s) || s < 0 || s > 1e10) config_error(key, "must be >= 0 seconds");
+  // A negative, infinite or NaN time would wrap the unsigned nanoseconds the
+  // core keeps, and a larger one would overflow them.
+  if (!std::isfinite(s) || s < 0 || s > kMaxSeconds) config_error(key, "must be 0-1e10 seconds");
   return static_cast<uint64_t>(std::llround(s * 1e9));
 }
 

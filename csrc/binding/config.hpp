@@ -3,14 +3,18 @@
 // for Server).
 //
 // Python (pydantic, nhbench.options) owns defaults and user-facing ranges and
-// validates first; the dicts it builds (nhbench._run.build_core_config,
-// ServerOptions.core_config) reach these readers already valid. What is
-// checked here is what a direct caller of nhbench._core could get wrong in a
-// way that would be unsafe or silently different: the type of each value
-// (so that a cast cannot wrap or truncate), unknown keys, and the ranges the
-// C structs' field types and the core's buffers need. Every such mistake
-// raises ValueError through config_error(), "<key>: <what>", naming the key.
-// Ranges that only protect the user from a poor choice are not repeated here.
+// validates first; the dicts it builds (options/_core.py client_core_config,
+// server_core_config) reach these readers already valid. The C core's create
+// functions check what would make the core unsafe (array counts, lengths,
+// values its arithmetic or event loop cannot take), once, for every caller.
+// What is checked here is only what the conversion itself needs, because the
+// core never sees the Python value: its type (so that a cast cannot wrap or
+// truncate: an integer must fit the C field it fills), a time that must become
+// nanoseconds without overflow, a name that must become an enum or a counter
+// index, a unix socket path that must fit sun_path, unknown keys. Every such
+// mistake raises ValueError through config_error(), "<key>: <what>", naming
+// the key; the core's own refusals come back as ValueError with its
+// "<key>: <what>" text. See docs/architecture.md, "Binding contract".
 #pragma once
 
 #include <pybind11/pybind11.h>
@@ -48,11 +52,14 @@ T get_as(const py::dict& d, const char* key, T fallback) {
   }
 }
 
-// An integer (not a bool) in [lo, hi]; `dflt` when absent or None.
+// An integer (not a bool) in [lo, hi], the range of the C field it fills (not
+// a user range); `dflt` when absent or None.
 int64_t get_int(const py::dict& d, const char* key, int64_t dflt, int64_t lo, int64_t hi);
-// Seconds (int or float, not a bool), finite, in [0, max_s], as nanoseconds.
-uint64_t get_seconds(const py::dict& d, const char* key, double dflt, double max_s);
-// A finite number of seconds >= 0 (the client's time-outs), as nanoseconds.
+// The largest number of seconds a time may have: 1e10 s (317 years) in
+// nanoseconds stays below 2^64, with room for adding a monotonic clock.
+constexpr double kMaxSeconds = 1e10;
+// Seconds (int or float, not a bool), finite, in [0, kMaxSeconds], as
+// nanoseconds.
 uint64_t get_seconds_ns(const py::dict& d, const char* key, double dflt);
 // One of `names` (a string); returns its index.
 int get_choice(const py::dict& d, const char* key, const char* dflt, std::initializer_list<const char*> names);

@@ -3,7 +3,9 @@
 // The config dict is converted with the GIL held (everything here touches
 // Python objects); stop() and the destructor release it while the worker
 // threads are joined. A bad config value raises ValueError naming its key.
+#include <climits>
 #include <cmath>
+#include <cstdint>
 #include <cstddef>
 #include <cstring>
 #include <string>
@@ -52,17 +54,18 @@ void fill_unix(const std::string& path, nhb_sockaddr* out, const std::string& ke
   out->len = static_cast<unsigned>(len);
 }
 
-// A list of addresses, each checked by `fill`.
+// A list of addresses, each converted by `fill`. At most the array's
+// NHB_SERVER_MAX_LISTEN entries are filled; the count is returned as it is,
+// and nhb_server_create() refuses one over the array.
 template <typename Fill>
 int get_list(const py::dict& d, const char* key, nhb_sockaddr* out, Fill fill) {
   py::object v = value_of(d, key);
   if (!v) return 0;
   if (!py::isinstance<py::list>(v) && !py::isinstance<py::tuple>(v)) config_error(key, "expected a list");
   py::sequence seq = py::reinterpret_borrow<py::sequence>(v);
-  if (py::len(seq) > NHB_SERVER_MAX_LISTEN) config_error(key, "at most 16 addresses");
-  int n = 0;
-  for (const py::handle item : seq) fill(item, &out[n++], std::string(key));
-  return n;
+  size_t n = py::len(seq);
+  for (size_t i = 0; i < n && i < NHB_SERVER_MAX_LISTEN; i++) fill(seq[i], &out[i], std::string(key));
+  return n > INT_MAX ? INT_MAX : static_cast<int>(n);
 }
 
 py::object addr_to_py(const sockaddr_storage& ss, unsigned len, bool with_kind) {
@@ -113,18 +116,19 @@ class Server {
       c.has_admin = 1;
     }
 
-    c.nworkers = static_cast<int>(get_int(d, "workers", 1, 1, 1024));
+    c.nworkers = static_cast<int>(get_int(d, "workers", 1, INT_MIN, INT_MAX));
     if (py::object v = value_of(d, "cpus")) {
       if (!py::isinstance<py::list>(v) && !py::isinstance<py::tuple>(v)) config_error("cpus", "expected a list of CPU ids");
       for (const py::handle cpu : v) {
         if (!py::isinstance<py::int_>(cpu) || py::isinstance<py::bool_>(cpu)) config_error("cpus", "expected a list of CPU ids");
         long id = cpu.cast<long>();
-        if (id < -1 || id > 65535) config_error("cpus", "CPU ids must be 0-65535 (or -1 for none)");
+        if (id < INT_MIN || id > INT_MAX) config_error("cpus", "a CPU id must fit a C int");
         cpus_.push_back(static_cast<int>(id));
       }
     }
-    if (!cpus_.empty()) {
-      // Cycled over the workers.
+    // Cycled over the workers, as the core reads one entry per worker; not
+    // past NHB_MAX_WORKERS, a count the core refuses.
+    if (!cpus_.empty() && c.nworkers <= NHB_MAX_WORKERS) {
       size_t given = cpus_.size();
       while (static_cast<int>(cpus_.size()) < c.nworkers) cpus_.push_back(cpus_[cpus_.size() % given]);
       c.cpus = cpus_.data();
@@ -143,27 +147,24 @@ class Server {
       echo_defaults_ = str_of(v, "echo_default_params");
       c.echo_default_params = echo_defaults_.c_str();
     }
-    c.max_echo_delay_ns = get_seconds(d, "max_echo_delay", 1.5, 3600);
-    c.max_delay_ns = get_seconds(d, "max_delay", 60, 3600);
-    c.max_connections = static_cast<uint64_t>(get_int(d, "max_connections", 0, 0, 1LL << 40));
-    c.max_payload_bytes = static_cast<uint64_t>(get_int(d, "max_payload_kb", 256, 1, 262144)) * 1024;
-    c.stall_every_ns = get_seconds(d, "stall_every", 0, 1e6);
-    c.stall_for_ns = get_seconds(d, "stall_for", 0, 1e6);
-    c.idle_timeout_ns = get_seconds(d, "idle_timeout", 60, 1e9);
-    c.header_timeout_ns = get_seconds(d, "header_timeout", 10, 1e9);
-    c.max_header_bytes = static_cast<uint64_t>(get_int(d, "max_header_bytes", 65536, 256, 1LL << 30));
-    c.max_body_bytes = static_cast<uint64_t>(get_int(d, "max_body_bytes", 64LL << 20, 0, 1LL << 62));
-    c.max_concurrent_streams = static_cast<uint32_t>(get_int(d, "max_concurrent_streams", 100, 1, 2147483647LL));
+    c.max_echo_delay_ns = get_seconds_ns(d, "max_echo_delay", 1.5);
+    c.max_delay_ns = get_seconds_ns(d, "max_delay", 60);
+    c.max_connections = static_cast<uint64_t>(get_int(d, "max_connections", 0, 0, INT64_MAX));
+    // KiB: a 32-bit count cannot overflow the multiplication.
+    c.max_payload_bytes = static_cast<uint64_t>(get_int(d, "max_payload_kb", 256, 0, UINT32_MAX)) * 1024;
+    c.stall_every_ns = get_seconds_ns(d, "stall_every", 0);
+    c.stall_for_ns = get_seconds_ns(d, "stall_for", 0);
+    c.idle_timeout_ns = get_seconds_ns(d, "idle_timeout", 60);
+    c.header_timeout_ns = get_seconds_ns(d, "header_timeout", 10);
+    c.max_header_bytes = static_cast<uint64_t>(get_int(d, "max_header_bytes", 65536, 0, INT64_MAX));
+    c.max_body_bytes = static_cast<uint64_t>(get_int(d, "max_body_bytes", 64LL << 20, 0, INT64_MAX));
+    c.max_concurrent_streams = static_cast<uint32_t>(get_int(d, "max_concurrent_streams", 100, 0, UINT32_MAX));
 
     if (py::object v = value_of(d, "alpn")) {
       if (!py::isinstance<py::list>(v) && !py::isinstance<py::tuple>(v)) config_error("alpn", "expected a list of protocol ids");
-      for (const py::handle id : v) {
-        std::string p = str_of(id, "alpn");
-        if (p.empty() || p.find(',') != std::string::npos) config_error("alpn", "protocol ids are h2 and http/1.1");
-        if (!alpn_.empty()) alpn_ += ",";
-        alpn_ += p;
-      }
-      if (alpn_.empty()) config_error("alpn", "at least one protocol");
+      // Joined as the core takes it, "h2,http/1.1"; nhb_server_create()
+      // parses the list (an empty one means its default).
+      for (const py::handle id : v) alpn_ += (alpn_.empty() ? "" : ",") + str_of(id, "alpn");
       c.alpn = alpn_.c_str();
     }
     if (py::object v = value_of(d, "tls")) {
@@ -182,9 +183,10 @@ class Server {
       if (py::object san = value_of(t, "san")) {
         if (!py::isinstance<py::list>(san) && !py::isinstance<py::tuple>(san)) config_error("tls", "san: expected a list of names");
         for (const py::handle name : san) tls_san_.push_back(str_of(name, "tls: san"));
-        if (tls_san_.size() > NHB_SERVER_MAX_SAN) config_error("tls", "san: at most 16 names");
-        c.ntls_san = static_cast<int>(tls_san_.size());
-        for (size_t i = 0; i < tls_san_.size(); i++) c.tls_san[i] = tls_san_[i].c_str();
+        // At most the array's entries are filled; the core refuses a count
+        // over NHB_SERVER_MAX_SAN.
+        c.ntls_san = tls_san_.size() > INT_MAX ? INT_MAX : static_cast<int>(tls_san_.size());
+        for (size_t i = 0; i < tls_san_.size() && i < NHB_SERVER_MAX_SAN; i++) c.tls_san[i] = tls_san_[i].c_str();
       }
     }
 

@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -186,24 +187,65 @@ int nhb_run_create(const nhb_client_config* config, nhb_run** out) {
   return nhb_run_create_ex(config, out, NULL, 0);
 }
 
+/* The checks that keep the core safe whoever fills the config: the binding,
+ * the selftest and the fuzz targets. Each one protects memory, arithmetic or
+ * the event loop, and says what; the ranges a user is held to (connections up
+ * to a million, time-outs up to an hour, ...) belong to nhbench.options and are
+ * not repeated here (docs/architecture.md, "Binding contract"). Messages name
+ * the binding's config key, "<key>: <what>". */
+__attribute__((format(printf, 3, 4))) static int config_error(char* err, size_t err_len, const char* fmt, ...) {
+  if (err != NULL && err_len > 0) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, err_len, fmt, ap);
+    va_end(ap);
+  }
+  return NHB_EINVAL;
+}
+
+static int check_config(const nhb_client_config* c, char* err, size_t err_len) {
+  /* The target is copied by its length out of a fixed 28-byte buffer. */
+  if (c->addr_len == 0 || c->addr_len > sizeof(c->addr))
+    return config_error(err, err_len, "address: an IPv4 or IPv6 socket address");
+  /* Every request writes `request`: NULL would be dereferenced, and an empty
+   * write never completes. */
+  if (c->request == NULL || c->request_len == 0) return config_error(err, err_len, "request: must not be empty");
+  /* The body is the tail of `request`: a longer one would point before it. */
+  if (c->request_body_size > c->request_len)
+    return config_error(err, err_len, "request_body_size: exceeds the request");
+  /* Per-worker arrays, histograms and threads are sized by it; the merge
+   * divides by it. */
+  if (c->nworkers < 1 || c->nworkers > NHB_MAX_WORKERS)
+    return config_error(err, err_len, "cpus: one entry per worker, 1-%d workers", NHB_MAX_WORKERS);
+  /* Each worker's connection arrays are sized by it (calloc(0) may fail). */
+  if (c->connections < 1) return config_error(err, err_len, "connections: must be at least %d", 1);
+  /* Past the bound the schedule's arithmetic loses precision (sequencer.c
+   * relies on an interval of at least 1 us); NaN or a negative rate would
+   * make it undefined. */
+  if (!(c->rps >= 0 && c->rps <= NHB_MAX_RPS))
+    return config_error(err, err_len, "rps: must be 0-%d per worker", NHB_MAX_RPS);
+  /* The predicates live in fixed arrays, and fired failure predicates in a
+   * 64-bit mask (nhb_run_failed_predicates). */
+  _Static_assert(NHB_MAX_PREDICATES <= 64, "failed predicates are a 64-bit mask");
+  if (c->n_termination < 0 || c->n_termination > NHB_MAX_PREDICATES)
+    return config_error(err, err_len, "termination_predicates: at most %d", NHB_MAX_PREDICATES);
+  if (c->n_failure < 0 || c->n_failure > NHB_MAX_PREDICATES)
+    return config_error(err, err_len, "failure_predicates: at most %d", NHB_MAX_PREDICATES);
+  /* A predicate's counter indexes the counter arrays. */
+  for (int i = 0; i < c->n_termination + c->n_failure; i++) {
+    const nhb_predicate* p = i < c->n_termination ? &c->termination[i] : &c->failure[i - c->n_termination];
+    if (p->counter < 0 || p->counter >= NHB_CTR_COUNT)
+      return config_error(err, err_len, "%s: unknown counter %d",
+                          i < c->n_termination ? "termination_predicates" : "failure_predicates", p->counter);
+  }
+  return 0;
+}
+
 int nhb_run_create_ex(const nhb_client_config* config, nhb_run** out, char* err, size_t err_len) {
   *out = NULL;
   if (err != NULL && err_len > 0) err[0] = '\0';
-  if (!(config->rps >= 0 && config->rps <= NHB_MAX_RPS)) {
-    /* Beyond the bound the schedule's arithmetic loses precision and no
-     * worker could come near the rate anyway: refused as unsafe. */
-    if (err != NULL && err_len > 0)
-      snprintf(err, err_len, "rps must be between 0 and %d per worker", NHB_MAX_RPS);
-    return NHB_EINVAL;
-  }
-  if (config->nworkers < 1 || config->nworkers > 4096 || config->connections < 1 ||
-      config->request == NULL ||
-      config->request_len == 0 || config->addr_len == 0 || config->addr_len > sizeof(config->addr) ||
-      config->n_termination > NHB_MAX_PREDICATES || config->n_failure > NHB_MAX_PREDICATES ||
-      config->n_failure > 64 ||
-      (config->protocol != NHB_PROTO_HTTP1 && config->protocol != NHB_PROTO_HTTP2) ||
-      config->request_body_size > config->request_len)
-    return NHB_EINVAL;
+  int bad = check_config(config, err, err_len);
+  if (bad < 0) return bad;
   nhb_run* run = calloc(1, sizeof(*run));
   if (!run) return NHB_ENOMEM;
   run->config = *config;

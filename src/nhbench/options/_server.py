@@ -82,6 +82,8 @@ DEFAULT_ALPN: tuple[str, ...] = ("h2", "http/1.1")
 # usual default.
 DEFAULT_MAX_CONCURRENT_STREAMS = 100
 MAX_TLS_SAN = 16
+# The shortest stall period: the C core refuses shorter ones (nhb_server_create).
+MIN_STALL_EVERY = 100e-6
 
 
 # --------------------------------------------------------------------------------------------
@@ -400,6 +402,15 @@ class ServerOptions(StrictModel):
     @classmethod
     def _durations(cls, value: object) -> object:
         return parse_server_duration(value)
+
+    @field_validator("stall_every")
+    @classmethod
+    def _stall_window(cls, value: float) -> float:
+        # Windows closer than this would keep a worker busy re-checking the responses they
+        # hold; the C core refuses them too (docs/architecture.md, "Binding contract").
+        if 0 < value < MIN_STALL_EVERY:
+            raise ValueError(f"must be 0 (never) or at least 100us (got {value:g}s)")
+        return value
 
     @field_validator("echo_default_params", mode="before")
     @classmethod
