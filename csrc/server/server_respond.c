@@ -276,7 +276,10 @@ int nhb__srv_reply_text(nhb__srv_reply* r, nhb__srv_buf* out, unsigned status, c
  * as Envoy's HTTP/1 codec shows them, pseudo-headers first. */
 static int dump_headers(const nhb__srv_req* q, nhb__srv_buf* out) {
   if (nhb__srv_buf_printf(out, "\nRequest Headers:\n':method', '%.*s'\n':path', '%.*s'\n", (int)q->method_len,
-                          q->method, (int)q->url_len, q->buf.p + q->url_off) < 0)
+                          q->method, (int)q->url_len,
+                          /* An empty URL may leave the buffer unallocated (NULL): no offset
+                           * may be applied to it then, not even zero. */
+                          q->url_len ? q->buf.p + q->url_off : "") < 0)
     return NHB_ENOMEM;
   for (size_t i = 0; i < q->nhdrs; i++) {
     const nhb__srv_hdr_pos* h = &q->hdrs[i];
