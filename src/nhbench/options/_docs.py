@@ -23,7 +23,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-from ._flags import Flag, flag_of, flagged_fields, nested_model
+from ._flags import Flag, flag_of, flagged_fields, nested_model, value_text
 
 __all__ = ["OPTION_TABLES", "main", "markdown_table", "render_option_docs"]
 
@@ -50,16 +50,6 @@ def _rows(model: type[BaseModel]) -> Iterator[tuple[str, FieldInfo, Flag]]:
             yield name, info, spec
 
 
-def _plain(value: object) -> str:
-    if isinstance(value, bool):
-        return "on" if value else "off"
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    if isinstance(value, tuple):
-        return ",".join(_plain(item) for item in value)
-    return str(value)
-
-
 def _default(info: FieldInfo, spec: Flag) -> str:
     if spec.default:
         return spec.default
@@ -71,7 +61,7 @@ def _default(info: FieldInfo, spec: Flag) -> str:
         return "required"
     if isinstance(value, BaseModel) or value is None or value in ((), {}, ""):
         return "—"
-    return _plain(value)
+    return value_text(value)
 
 
 def _cell(text: str) -> str:

@@ -142,25 +142,25 @@ def model_flags(model: type[BaseModel]) -> dict[str, str]:
     return flags
 
 
+def value_text(value: object) -> str:
+    """An option value as a user types it: ``5`` (not 5.0), ``on``/``off``, ``50,90,99``.
+    The help's "Default X." and docs/options.md's default column both write it so."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, tuple):
+        return ",".join(value_text(item) for item in value)
+    return str(value)
+
+
 def _default_text(info: FieldInfo, spec: Flag) -> str:
     if spec.default is not None:
         return spec.default
     value = info.default
     if value is PydanticUndefined or value is None or value is False or value in ((), {}, 0):
         return ""
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    if isinstance(value, tuple):
-        return ",".join(_default_text_item(v) for v in value)
-    if value is True:
-        return "on"
-    return str(value)
-
-
-def _default_text_item(value: object) -> str:
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
+    return value_text(value)
 
 
 def help_text(info: FieldInfo, spec: Flag) -> str:
