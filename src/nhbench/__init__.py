@@ -37,7 +37,7 @@ from ._load import load_result
 from ._notebook import plot_percentiles
 from ._output import render, render_human, render_json
 from ._predicates import DEFAULT_FAILURE_PREDICATES
-from ._progress import Progress, ProgressLine
+from ._progress import Progress
 from ._result import Counter, Counters, Percentile, Result, Statistic, WorkerResult
 from ._run import Benchmark, run
 from ._server import ServerOptions, TestServer
@@ -73,7 +73,6 @@ __all__ = [
     "Benchmark",
     "Options",
     "Progress",
-    "ProgressLine",
     "DEFAULT_FAILURE_PREDICATES",
     "DEFAULT_PERCENTILES",
     "parse_duration",
