@@ -54,7 +54,7 @@ def test_rps_above_the_bound_is_refused_in_one_line() -> None:
     assert "1000000" in proc.stderr and "Traceback" not in proc.stderr
     # The core refuses it too, whoever calls it.
     core = nhbench._run.load_core()
-    config = nhbench._run.build_core_config(nhbench.Options(uri="http://127.0.0.1:9/"), "127.0.0.1")
+    config = nhbench.options.client_core_config(nhbench.Options(uri="http://127.0.0.1:9/"), "127.0.0.1")
     with pytest.raises(ValueError, match="rps"):
         core.ClientRun({**config, "rps": 1e12})
 

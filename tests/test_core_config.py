@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 
 from nhbench import Options, OptionsError
-from nhbench._run import build_core_config, load_core
-from nhbench.options import make_options, make_server_options
+from nhbench._run import load_core
+from nhbench.options import client_core_config, make_options, make_server_options
 
 pytestmark = pytest.mark.core
 
@@ -32,7 +32,7 @@ URI = "http://127.0.0.1:9/"
 
 def client(**over: Any) -> dict[str, Any]:
     """A valid ClientRun config (built by the seam itself) with `over` replacing keys."""
-    config = build_core_config(Options(uri=URI), "127.0.0.1")
+    config = client_core_config(Options(uri=URI), "127.0.0.1")
     config.update(over)
     return config
 

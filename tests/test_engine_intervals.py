@@ -12,7 +12,8 @@ import pytest
 import nhbench
 from nhbench import Result
 from nhbench._names import SCHEDULED_TO_RESPONSE
-from nhbench._run import Benchmark, build_core_config, load_core
+from nhbench._run import Benchmark, load_core
+from nhbench.options import client_core_config
 
 pytestmark = pytest.mark.core
 
@@ -72,7 +73,7 @@ def test_intervals_exact_when_stopped(server: nhbench.TestServer) -> None:
 
 def test_core_refuses_an_interval_under_a_millisecond(server: nhbench.TestServer) -> None:
     core = load_core()
-    config = build_core_config(nhbench.Options(uri=server.url), "127.0.0.1")
+    config = client_core_config(nhbench.Options(uri=server.url), "127.0.0.1")
     config["stats_interval"] = 0.0005
     with pytest.raises(ValueError, match="stats_interval"):
         core.ClientRun(config)

@@ -11,8 +11,9 @@ import nhbench
 from nhbench import Options, OptionsError, ResolveError
 from nhbench._predicates import DEFAULT_FAILURE_PREDICATES, parse_predicates
 from nhbench._request import USER_AGENT, render_h2_request, render_request
-from nhbench._run import build_core_config, resolve
+from nhbench._run import resolve
 from nhbench.options import (
+    client_core_config,
     format_cpu_list,
     machine_cpus,
     make_options,
@@ -398,7 +399,7 @@ def test_core_config_matches_contract() -> None:
         no_duration=True, termination_predicate="upstream_rq_total:10", open_loop=True,
         sequencer_idle_strategy="spin", request_header="X-A: b", timeout="5s",
     )
-    config = build_core_config(o, "127.0.0.1")
+    config = client_core_config(o, "127.0.0.1")
     assert set(config) == CONFIG_KEYS
     assert config["address"] == "127.0.0.1" and config["port"] == 9000
     assert config["request"].startswith(b"HEAD /p HTTP/1.1\r\nHost: 127.0.0.1:9000\r\n")
@@ -415,7 +416,7 @@ def test_core_config_matches_contract() -> None:
 
 
 def test_core_config_connect_method_uses_authority_form() -> None:
-    config = build_core_config(make_options("http://h/", request_method="CONNECT"), "1.2.3.4")
+    config = client_core_config(make_options("http://h/", request_method="CONNECT"), "1.2.3.4")
     assert config["request"].startswith(b"CONNECT h:80 HTTP/1.1\r\n")
 
 
@@ -486,7 +487,7 @@ def test_core_config_http2_and_tls() -> None:
     o = make_options("https://localhost:8443/x", protocol="http2", request_body_size=3,
                      request_method="PUT", max_concurrent_streams=10, insecure=True,
                      tls_session_reuse=False)
-    config = build_core_config(o, "127.0.0.1")
+    config = client_core_config(o, "127.0.0.1")
     assert set(config) == CONFIG_KEYS | H2_KEYS | {"tls"}
     assert (config["scheme"], config["protocol"]) == ("https", "http2")
     assert (config["h2_method"], config["h2_path"], config["h2_authority"]) == (

@@ -29,7 +29,7 @@ from ._timeline import IntervalRecord
 # callers have always found it next to the run.
 from .options import Options, client_core_config, make_options, resolve
 
-__all__ = ["Benchmark", "build_core_config", "load_core", "resolve", "run"]
+__all__ = ["Benchmark", "load_core", "resolve", "run"]
 
 # How often the waiting thread wakes up. Between waits Python runs signal handlers (Ctrl-C
 # becomes KeyboardInterrupt only then) and the progress callback; 0.1 s keeps Ctrl-C prompt
@@ -50,12 +50,6 @@ def load_core() -> ModuleType:
             f"install nhbench with 'pip install .' (see the README's Quick start)"
         ) from exc
     return _core
-
-
-def build_core_config(options: Options, address: str) -> dict[str, Any]:
-    """The ``ClientRun`` config dict (`nhbench.options.client_core_config`, which documents
-    every key; docs/architecture.md "Binding contract")."""
-    return client_core_config(options, address)
 
 
 class Benchmark:
@@ -84,7 +78,7 @@ class Benchmark:
         core = load_core()
         target = self.options.target
         self.address = resolve(target.host, target.port, self.options.address_family)
-        config = build_core_config(self.options, self.address)
+        config = client_core_config(self.options, self.address)
         try:
             run = core.ClientRun(config)
         except ValueError as exc:

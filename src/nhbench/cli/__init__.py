@@ -342,7 +342,7 @@ def server_options_from_args(
     args: argparse.Namespace, parser: argparse.ArgumentParser
 ) -> Any:
     """ServerOptions from the parsed flags over the --config file; errors exit 2."""
-    from ..options import ServerOptions, format_server_error, load_config_file
+    from ..options import ServerOptions, format_validation_error, load_config_file
 
     data = {k: v for k, v in vars(args).items()
             if k not in _NOT_OPTIONS and k not in ("print_stats_json", "config")}
@@ -356,8 +356,8 @@ def server_options_from_args(
     try:
         return ServerOptions.model_validate({**base, **data})
     except ValidationError as exc:
-        parser.error(format_server_error(exc, cli=True, cli_keys=data.keys(),
-                                         config_name=config_name))
+        parser.error(format_validation_error(exc, ServerOptions, cli=True, cli_keys=data.keys(),
+                                            config_name=config_name))
 
 
 def _cmd_server(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:

@@ -30,7 +30,7 @@ from ._run import (
     make_options,
     parse_uri,
 )
-from ._server import ServerOptions, format_server_error, make_server_options
+from ._server import ServerOptions, make_server_options
 from ._values import (
     LATENCY_UNITS,
     MAX_DURATION,
@@ -76,7 +76,6 @@ __all__ = [
     "format_address",
     "format_cpu_list",
     "format_json_duration",
-    "format_server_error",
     "format_validation_error",
     "load_config_file",
     "machine_cpus",

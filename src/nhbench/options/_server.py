@@ -36,7 +36,7 @@ import json
 import os
 import re
 import ssl
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -66,7 +66,7 @@ from ._values import (
     parse_worker_count,
 )
 
-__all__ = ["ServerOptions", "format_server_error", "make_server_options"]
+__all__ = ["ServerOptions", "make_server_options"]
 
 # The sections of ``nhbench server --help`` (the fields' Flag groups); fields are declared in
 # the order the help lists them.
@@ -627,18 +627,6 @@ class ServerOptions(StrictModel):
         return args
 
 
-def format_server_error(
-    exc: ValidationError,
-    *,
-    cli: bool = False,
-    cli_keys: Iterable[str] | None = None,
-    config_name: str | None = None,
-) -> str:
-    """`format_validation_error` for `ServerOptions` (kept for its callers)."""
-    return format_validation_error(exc, ServerOptions, cli=cli, cli_keys=cli_keys,
-                                   config_name=config_name)
-
-
 def make_server_options(
     data: Mapping[str, Any] | None = None,
     *,
@@ -669,6 +657,7 @@ def make_server_options(
         errors = exc.errors()
         option = option_name(ServerOptions, errors[0].get("loc") or ()) if errors else None
         raise OptionsError(
-            format_server_error(exc, cli_keys=given.keys(), config_name=config_name),
+            format_validation_error(exc, ServerOptions, cli_keys=given.keys(),
+                                    config_name=config_name),
             option=option,
         ) from exc
