@@ -12,7 +12,8 @@ from support.files import assert_failed_rename_keeps_the_old_file
 
 import nhbench
 from nhbench import Options, Result
-from nhbench._output import format_seconds, render, render_human, render_json, write_atomic
+from nhbench._format import format_seconds
+from nhbench.outputs import render, render_human, render_json, write_atomic
 
 URI = "http://127.0.0.1:8080/"
 

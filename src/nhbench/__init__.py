@@ -35,7 +35,6 @@ from ._exceptions import (
 from ._io import OutputError
 from ._load import load_result
 from ._notebook import plot_percentiles
-from ._output import render, render_human, render_json
 from ._predicates import DEFAULT_FAILURE_PREDICATES
 from ._progress import Progress
 from ._result import Counter, Counters, Percentile, Result, Statistic, WorkerResult
@@ -45,6 +44,7 @@ from ._slo import SloOutcome, SloVerdict, assert_slo
 from ._timeline import IntervalRecord, Timeline
 from ._version import __version__
 from .options import DEFAULT_PERCENTILES, Options, format_validation_error, parse_duration
+from .outputs import render, render_human, render_json
 
 # The sweep side (campaigns, hosts, SSH with paramiko) is imported when first used, so that
 # ``import nhbench`` for a plain run stays as light as it was.

@@ -9,7 +9,7 @@ escaped. pandas and matplotlib are imported inside the functions that need them,
 ImportError that names the ``notebook`` extra.
 
 The renderers only read a result, so `Result` is imported for annotations only (like
-`nhbench._output`); the result layer, above this one, calls them.
+`nhbench.outputs`); the result layer, above this one, calls them.
 """
 
 from __future__ import annotations

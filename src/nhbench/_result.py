@@ -56,12 +56,12 @@ from ._names import (
     no_success_reason,
 )
 from ._names import error_rate as _error_rate
-from ._output import render as _render
 from ._predicates import FiredPredicate, fired_predicates
 from ._slo import SloOutcome, check_slo
 from ._timeline import IntervalRecord, Timeline
 from ._version import __version__
 from .options import Options, format_json_duration, parse_json_duration
+from .outputs import render as _render
 
 __all__ = [
     "Counter",

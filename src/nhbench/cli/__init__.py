@@ -201,8 +201,8 @@ def _check_output_path(path: str) -> None:
 
 def run_and_report(options: Options) -> int:
     """Run `options`, print or write the report, and return the exit status."""
-    from .._output import render, write_atomic
     from .._run import Benchmark
+    from ..outputs import render, write_atomic
 
     if options.output:
         _check_output_path(options.output)

@@ -1,4 +1,4 @@
-"""Render a `Result` as text: ``human`` (a report for people) or ``json`` (Nighthawk-shaped).
+"""The ``human`` output format: a report for people.
 
 The human report follows Nighthawk's human output (statistic blocks with a percentile table,
 then a counters table) with three deliberate differences: the coordinated-omission-correct
@@ -9,14 +9,11 @@ ends with requested vs achieved rate and the verdict of the failure predicates.
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable
 from datetime import timezone
 from typing import TYPE_CHECKING
 
-from ._format import format_seconds
-from ._io import write_output
-from ._names import (
+from .._format import format_seconds
+from .._names import (
     LATENCY_BY_CLASS,
     QUEUE_TO_CONNECT,
     RELEASE_LATENESS,
@@ -29,17 +26,15 @@ from ._names import (
     TLS_HANDSHAKE,
     describe_errors,
 )
-from .options import format_cpu_list
+from ..options import format_cpu_list
 
 if TYPE_CHECKING:
     # Only for annotations: the renderers read a result's fields and never build one, and
     # `Result.render` calls them, so the result layer sits above this one (an annotation
     # import is not executed and import-linter's contracts do not count it).
-    from ._result import Result, Statistic
+    from .._result import Result, Statistic
 
-__all__ = [
-    "FORMATS", "format_seconds", "render", "render_human", "render_json", "write_atomic",
-]
+__all__ = ["render_human"]
 
 _BLOCKING_WARNING = "Results are skewed when significant numbers are reported here."
 
@@ -275,30 +270,3 @@ def render_human(result: Result) -> str:
     lines += _overflow_warning(result)
     lines += _summary(result)
     return "\n".join(lines) + "\n"
-
-
-def render_json(result: Result) -> str:
-    """Nighthawk-shaped JSON (see `nhbench.Result`), with a trailing newline."""
-    return result.model_dump_json(indent=2) + "\n"
-
-
-FORMATS: dict[str, Callable[[Result], str]] = {"human": render_human, "json": render_json}
-
-
-def render(result: Result, output_format: str = "human") -> str:
-    """Render `result` in one of `FORMATS`."""
-    try:
-        renderer = FORMATS[output_format]
-    except KeyError:
-        raise ValueError(
-            f"output_format: must be one of {', '.join(FORMATS)} (got {output_format!r})"
-        ) from None
-    return renderer(result)
-
-
-def write_atomic(path: str | os.PathLike[str], text: str) -> None:
-    """Write `text` to `path` by the package's one set of file rules (`nhbench._io`): a
-    regular file or a new path is replaced atomically (readers see the old file or the whole
-    new one, nothing partial is left on failure); stdout (``-``), a FIFO or a character
-    device is streamed into. Raises `nhbench.OutputError` (an OSError, one line)."""
-    write_output(path, text)
