@@ -73,7 +73,8 @@ def _sanitizer_env() -> dict[str, str]:
 def tests(session: nox.Session) -> None:
     """Build with -Werror, run the whole pytest suite, then selftest and asan."""
     session.install(WERROR, ".[test]")
-    session.run("pytest", "tests", *session.posargs)
+    # The slowest tests are listed at the end so that CI time can be watched from the log.
+    session.run("pytest", "--durations=15", "tests", *session.posargs)
     if session.posargs:
         session.log(
             "pytest arguments given: skipping the asan and selftest sessions "
