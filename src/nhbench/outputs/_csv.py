@@ -61,13 +61,13 @@ def _c_div(a: int, b: int) -> int:
     return quotient if (a >= 0) == (b >= 0) else -quotient
 
 
-def duration_text(value: Any) -> str:
+def duration_text(value: Any, name: str = "duration") -> str:
     """Nighthawk's formatProtoDuration: ``"{s}s {ms:03}ms {us:03}us"`` from whole microseconds.
 
     The seconds are taken modulo 1000 as Nighthawk does (so 1234.5 s prints as
     "234s 500ms 000us"): this format copies Nighthawk's output, quirks included.
     """
-    micros = duration_micros(value)
+    micros = duration_micros(value, name)
     seconds = _c_div(_c_mod(micros, 1_000_000_000), 1_000_000)
     millis = _c_div(_c_mod(micros, 1_000_000), 1_000)
     return f"{seconds}s {millis:03}ms {_c_mod(micros, 1_000):03}us"

@@ -32,8 +32,8 @@ if TYPE_CHECKING:
 __all__ = ["format_dotted", "render_dotted"]
 
 
-def _micros(value: Any) -> str:
-    return str(duration_micros(value))
+def _micros(value: Any, name: str = "duration") -> str:
+    return str(duration_micros(value, name))
 
 
 def format_dotted(document: Mapping[str, Any]) -> str:

@@ -173,13 +173,13 @@ def int64_cast(value: float) -> int:
 
 
 def statistic_value(
-    statistic: Mapping[str, Any], field: str, duration_text: Callable[[Any], str]
+    statistic: Mapping[str, Any], field: str, duration_text: Callable[[Any, str], str]
 ) -> str:
-    """One of min, max, mean, pstdev as the text formats print it: ``duration_text`` of the
-    Duration when the statistic holds a Duration (``has_min()`` in C++), else the raw value
+    """One of min, max, mean, pstdev as the text formats print it: ``duration_text(value,
+    field name)`` of the Duration when the statistic holds a Duration (``has_min()`` in C++), else the raw value
     (``raw_min`` and ``raw_max`` are uint64, ``raw_mean`` and ``raw_pstdev`` doubles)."""
     if has(statistic, field):
-        return duration_text(statistic[field])
+        return duration_text(statistic[field], field)
     raw = statistic.get(f"raw_{field}")
     if field in ("min", "max"):
         return str(to_uint(raw, f"raw_{field}"))

@@ -38,8 +38,8 @@ __all__ = ["format_prometheus", "render_prometheus"]
 _PREFIX = "nighthawk"
 
 
-def _micros(value: Any) -> str:
-    return str(duration_micros(value))
+def _micros(value: Any, name: str = "duration") -> str:
+    return str(duration_micros(value, name))
 
 
 def format_prometheus(document: Mapping[str, Any]) -> str:
@@ -61,7 +61,7 @@ def format_prometheus(document: Mapping[str, Any]) -> str:
             # The mean and the sum are doubles in Nighthawk, also for latencies (whole
             # microseconds converted), which is why "195" and "780" print without ".0".
             if has(statistic, "mean"):
-                mean = float(duration_micros(statistic["mean"]))
+                mean = float(duration_micros(statistic["mean"], "mean"))
             else:
                 mean = to_double(statistic.get("raw_mean"), "raw_mean")
             total = mean * count
