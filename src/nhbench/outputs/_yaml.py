@@ -24,6 +24,7 @@ checked against yaml-cpp itself in tests/test_output_nighthawk_formats.py.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -41,11 +42,13 @@ _INDENT = 2
 _BAD_FIRST = set(" \t\n\r,[]{}#&*!|>'\"%@`")
 # "-", "?" and ":" may start a plain scalar only when a non-blank character follows.
 _BAD_FIRST_IF_ALONE = set("-?:")
-# yaml-cpp's Exp::NotPrintable, as single characters (it also rejects the C1 controls
-# U+0080..U+0084 and U+0086..U+009F, checked below).
-_NOT_PRINTABLE = set("\x00\x01\x02\x03\x04\x05\x06\x07\x08\x0b\x0c\x7f") | {
-    chr(c) for c in range(0x0E, 0x20)
-}
+# What may appear nowhere in a plain scalar (yaml-cpp 0.8's disallowed_block): ":" before a
+# blank, a line break or the end; "#" after a blank; tabs and line breaks; the characters of
+# Exp::NotPrintable (every C0 control, DEL, the C1 controls except U+0085);
+# the byte order mark; and "&", which 0.8 added.
+_DISALLOWED = re.compile(
+    r":(?:[ \t\n\r]|\Z)|[ \t\n\r]#|[\x00-\x1f\x7f\x80-\x84\x86-\x9f\ufeff&]"
+)
 _NULLS = {"", "~", "null", "Null", "NULL"}
 
 
@@ -60,17 +63,7 @@ def _plain_ok(text: str) -> bool:
         return False
     if text.endswith(" "):
         return False
-    for index, char in enumerate(text):
-        following = text[index + 1] if index + 1 < len(text) else ""
-        if char == ":" and following in ("", " ", "\t", "\n", "\r"):
-            return False
-        if char in " \t\n\r" and following == "#":
-            return False
-        if char in _NOT_PRINTABLE or char in "\t\n\r&\ufeff":
-            return False
-        if 0x80 <= ord(char) <= 0x9F and char != "\x85":
-            return False
-    return True
+    return _DISALLOWED.search(text) is None
 
 
 def _quoted(text: str) -> str:
