@@ -472,9 +472,15 @@ def test_real_run_csv_reads_back(real_run: tuple[str, dict[str, Any], dict[str, 
     with_samples = [s for s in _global(document)["statistics"] if int(s["count"]) > 0]
     assert len(headings) == len(with_samples)
     assert "Request start to response end (" in "".join(headings)
-    for row in rows:
-        if row and row[0] not in ("Percentile",) and len(row) == 4 and "." in row[0][:2]:
-            assert 0 < float(row[0]) < 1  # percentile rows lie strictly inside (0, 1)
+    # Each percentile table runs from its header to the blank row; its percentiles lie
+    # strictly inside (0, 1) and increase, its counts are whole numbers.
+    tables = [i for i, row in enumerate(rows) if row[:1] == ["Percentile"]]
+    assert tables
+    for start in tables:
+        table = rows[start + 1 : rows.index([], start)]
+        percentiles = [float(row[0]) for row in table]
+        assert all(0 < p < 1 for p in percentiles) and percentiles == sorted(set(percentiles))
+        assert all(len(row) == 4 and int(row[1]) >= 0 for row in table)
 
 
 def test_real_run_prometheus_reads_back(
