@@ -349,12 +349,18 @@ def test_hand_built_yaml() -> None:
     assert format_yaml(HAND_YAML_DOCUMENT) == HAND_YAML
 
 
+def test_yaml_of_a_document_that_is_not_an_object() -> None:
+    with pytest.raises(ValueError, match="^document: must be an object$"):
+        format_yaml(["results"])  # type: ignore[arg-type]
+
+
 @pytest.mark.parametrize("bad, field", [
     ({"results": [{"name": "global", "statistics": [{"id": "x", "count": "3", "mean": "3"}]}]}, "mean: "),
     ({"results": [{"name": "global", "counters": [{"name": "c", "value": "x"}]}]}, "value: "),
     ({"results": [{"name": "global", "statistics": [{"id": "x", "count": "3", "percentiles": [{"percentile": "p"}]}]}]},
      "percentile: "),
     ({"results": "global"}, "results: "),
+    (["results"], "document: "),
 ])
 @pytest.mark.parametrize("name", ["dotted", "csv", "prometheus"])
 def test_malformed_documents_raise_value_error_naming_the_field(

@@ -46,7 +46,7 @@ _INT64_MAX = 2**63 - 1
 
 def results(document: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     """The document's ``results`` (per worker, then ``global``), each a mapping."""
-    value = document.get("results") or []
+    value = _mapping(document, "document").get("results") or []
     if not isinstance(value, Sequence) or isinstance(value, str):
         raise ValueError("results: must be a list")
     return [_mapping(item, "results[]") for item in value]

@@ -168,6 +168,8 @@ def _emit_child(value: Any, indent: int, out: list[str]) -> None:
 
 def format_yaml(document: Mapping[str, Any]) -> str:
     """The yaml text of a Nighthawk ``Output`` JSON document."""
+    if not isinstance(document, Mapping):
+        raise ValueError("document: must be an object")
     if not document:
         return "{}"
     out: list[str] = []
