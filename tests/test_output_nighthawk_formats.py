@@ -26,6 +26,7 @@ import yaml
 from nhbench.outputs import FORMATS
 from nhbench.outputs._csv import format_csv
 from nhbench.outputs._dotted import format_dotted
+from nhbench.outputs._nhfields import duration_micros, fmt_double, protobuf_double
 from nhbench.outputs._prometheus import format_prometheus
 from nhbench.outputs._yaml import format_yaml
 
@@ -61,6 +62,42 @@ def test_nighthawk_golden(name: str) -> None:
 def test_formats_are_registered() -> None:
     for name in FORMATTERS:
         assert name in FORMATS
+
+
+# Number rendering, value by value ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value, text", [
+    # fmt's "{}": shortest round trip, no ".0", exponent below 1e-4 and from 1e16.
+    (15.5, "15.5"), (780.0, "780"), (1.1180339887498949, "1.118033988749895"),
+    (1e15, "1000000000000000"), (1e16, "1e+16"), (0.0001, "0.0001"), (1e-05, "1e-05"),
+    (-0.0, "-0"), (math.inf, "inf"), (math.nan, "nan"),
+])
+def test_fmt_double(value: float, text: str) -> None:
+    assert fmt_double(value) == text
+
+
+@pytest.mark.parametrize("value, text", [
+    # protobuf's SimpleDtoa: %.15g when it reads back, else %.17g.
+    (0.1, "0.1"), (0.3 - 0.2, "0.099999999999999978"), (1.1180339887498949, "1.1180339887498949"),
+    (15.5, "15.5"), (1.0, "1"), (1e16, "1e+16"), (math.nan, "NaN"), (-math.inf, "-Infinity"),
+])
+def test_protobuf_double(value: float, text: str) -> None:
+    assert protobuf_double(value) == text
+
+
+@pytest.mark.parametrize("duration, micros", [
+    ("0s", 0), ("0.000816497s", 816), ("1.000000999s", 1000000), ("1001.5s", 1001500000),
+    ("-1.0000015s", -1000001), ("-0.5s", -500000), ("3s", 3000000),
+])
+def test_duration_micros_truncates_toward_zero(duration: str, micros: int) -> None:
+    assert duration_micros(duration) == micros
+
+
+@pytest.mark.parametrize("bad", ["1", "1.5", "s", "1.0000000001s", "+1s", "1e3s", 1.5])
+def test_duration_rejects_what_proto3_json_does_not_write(bad: object) -> None:
+    with pytest.raises(ValueError, match='^d: must be a Duration such as "0.002s"'):
+        duration_micros(bad, "d")
 
 
 # (b) A hand-built document -------------------------------------------------------------------

@@ -2,9 +2,9 @@
 proto, and printing numbers the way they print them.
 
 Shared by the ``dotted``, ``csv`` and ``prometheus`` formats (`_dotted`, `_csv`,
-`_prometheus`), which are ports of Nighthawk's ``output_formatter_impl.cc`` over the JSON
-mapping instead of the proto: a document may come from `nighthawk_output` or from a file
-Nighthawk wrote, so every accessor accepts what proto3 JSON allows (64-bit integers as
+`_prometheus`; ``yaml`` uses `protobuf_double` only), which are ports of Nighthawk's
+``output_formatter_impl.cc`` over the JSON mapping instead of the proto: a document may come
+from `nighthawk_output` or from a file Nighthawk wrote, so every accessor accepts what proto3 JSON allows (64-bit integers as
 strings or numbers, doubles as numbers or ``"NaN"``/``"Infinity"``, Durations as
 ``"1.000340s"``) and treats a missing field as the proto's default, as the proto would.
 """
@@ -26,6 +26,7 @@ __all__ = [
     "has",
     "int64_cast",
     "percentile_points",
+    "protobuf_double",
     "results",
     "statistic_value",
     "to_double",
@@ -155,6 +156,19 @@ def fmt_double(value: float) -> str:
         return "inf" if value > 0 else "-inf"
     text = repr(value)
     return text[:-2] if text.endswith(".0") else text
+
+
+def protobuf_double(value: float) -> str:
+    """A double as protobuf's JSON writer prints it (what Nighthawk's json and therefore its
+    yaml contain): NaN and the infinities as proto3 JSON's "NaN", "Infinity", "-Infinity",
+    else SimpleDtoa, ``%.15g`` when that reads back exactly and ``%.17g`` otherwise (so
+    1.1180339887498949, where fmt and Python print 1.118033988749895)."""
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    text = f"{value:.15g}"
+    return text if float(text) == value else f"{value:.17g}"
 
 
 def fmt_fixed2(value: float) -> str:

@@ -23,11 +23,11 @@ checked against yaml-cpp itself in tests/test_output_nighthawk_formats.py.
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ._nhfields import protobuf_double
 from ._nighthawk import nighthawk_output
 
 if TYPE_CHECKING:
@@ -89,17 +89,6 @@ def _string(text: str) -> str:
     return text if _plain_ok(text) else _quoted(text)
 
 
-def _double(value: float) -> str:
-    """A double as protobuf's JSON writes it: NaN and the infinities as the strings proto3
-    JSON uses, else SimpleDtoa (``%.15g`` when that reads back exactly, else ``%.17g``)."""
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "Infinity" if value > 0 else "-Infinity"
-    text = f"{value:.15g}"
-    return text if float(text) == value else f"{value:.17g}"
-
-
 def _scalar(value: Any) -> str:
     """The text of a JSON scalar as yaml-cpp writes the node loaded from it."""
     if value is None:
@@ -111,7 +100,7 @@ def _scalar(value: Any) -> str:
     if isinstance(value, int):
         return str(value)
     if isinstance(value, float):
-        return _double(value)
+        return protobuf_double(value)
     return _string(str(value))
 
 
