@@ -4,9 +4,10 @@ proto, and printing numbers the way they print them.
 Shared by the ``dotted``, ``csv`` and ``prometheus`` formats (`_dotted`, `_csv`,
 `_prometheus`; ``yaml`` uses `protobuf_double` only), which are ports of Nighthawk's
 ``output_formatter_impl.cc`` over the JSON mapping instead of the proto: a document may come
-from `nighthawk_output` or from a file Nighthawk wrote, so every accessor accepts what proto3 JSON allows (64-bit integers as
-strings or numbers, doubles as numbers or ``"NaN"``/``"Infinity"``, Durations as
-``"1.000340s"``) and treats a missing field as the proto's default, as the proto would.
+from `nighthawk_output` or from a file Nighthawk wrote, so every accessor accepts what proto3
+JSON allows (64-bit integers as strings or numbers, doubles as numbers or ``"NaN"`` and
+``"Infinity"``, Durations as ``"1.000340s"``) and treats a missing field as the proto's
+default, as the proto would.
 """
 
 from __future__ import annotations
