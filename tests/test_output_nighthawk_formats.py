@@ -215,7 +215,7 @@ global.benchmark.http_2xx:5
 global.upstream_rq_total:5
 """
 
-# Only the global result; the empty-free statistics in document order; rates are 5 / 2 s.
+# Only the global result, its statistics with samples in document order; rates are 5 / 2 s.
 HAND_CSV = """\
 Nighthawk - A layer 7 protocol benchmarking tool.
 
