@@ -14,8 +14,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from .._io import write_output
+from ._csv import render_csv
+from ._dotted import render_dotted
 from ._human import render_human
 from ._json import render_json
+from ._prometheus import render_prometheus
+from ._yaml import render_yaml
 
 if TYPE_CHECKING:
     from .._result import Result
@@ -26,6 +30,10 @@ __all__ = ["FORMATS", "render", "render_human", "render_json", "write_atomic"]
 FORMATS: dict[str, Callable[[Result], str]] = {
     "human": render_human,
     "json": render_json,
+    "yaml": render_yaml,
+    "dotted": render_dotted,
+    "csv": render_csv,
+    "prometheus": render_prometheus,
 }
 
 
