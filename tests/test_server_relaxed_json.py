@@ -14,6 +14,7 @@ import shutil
 import socket
 import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -129,3 +130,16 @@ def test_curl_with_the_readme_example(server: nhbench.TestServer) -> None:
     )
     assert proc.stdout.endswith(b"500")
     assert proc.stdout.startswith(b"test-server didn't understand the request: invalid JSON")
+
+
+def test_config_file_in_relaxed_json(tmp_path: Path) -> None:
+    # Nighthawk reads a .json config with the same loader; so does `nhbench server --config`.
+
+    path = tmp_path / "nh.json"
+    path.write_text("{response_body_size:20, static_delay: '0s',}\n")
+    with nhbench.TestServer(config=str(path)) as configured:
+        status, _, body = raw(configured, b"{}")
+    assert (status, body) == (200, b"a" * 20)
+    path.write_text("{response_body_size: twenty}\n")
+    with pytest.raises(nhbench.OptionsError, match="not valid JSON: Expecting property name"):
+        nhbench.TestServer(config=str(path)).start()
