@@ -151,6 +151,8 @@ H1_TRAFFIC: list[tuple[int, bytes, int | None]] = [
     (0, h1("GET", "/", [NH + ': {"concurrency_based_linear_delay": {"minimal_delay": "0.001s", '
                         '"concurrency_delay_factor": "0.0001s"}}']), 0),
     (0, h1("GET", "/", [NH + ': {"response_body_size": "x"}']), 0),  # a 500 with the reason
+    (0, h1("GET", "/", [NH + ': {response_body_size:20, static_delay: "0s"}']), 0),  # relaxed JSON
+    (0, h1("GET", "/", [NH + ": {'response_body_size':3,}"]), 0),
     (0, h1("GET", "/", [NH + ': {"response_body_size": 4194304}']) + h1("GET", "/"), None),  # partial writes
     (0, h1("GET", "/?delay=1ms:50,2ms:50&size=200000") + h1("GET", "/?delay=1ms"), None),
     (0, h1("HEAD", "/"), 1),
@@ -237,6 +239,12 @@ OPTION_SEEDS: list[tuple[int, str]] = (
         '{"response_headers": [{"header": {"key": "content-length", "value": "1"}}]}',
         '{} ',
         '[1,2]',
+        # protobuf's relaxed syntax (server_options.c, relax_json), as Nighthawk's README writes it
+        '{response_body_size:20, static_delay: "0s"}',
+        "{'response_body_size':5, response_headers: [{header: {key: 'x-a', value: 'b\\'\"c'}},],}",
+        '{static_delay: "0.5s\\U0041", echo_request_headers: true,}',
+        '{response_body_size:4,,}',
+        "{response_body_size: abc, 'x",
     ]]
     + [(2, q) for q in [
         "delay=10ms:50,0:50&status=200:90,503:10",

@@ -3,7 +3,8 @@
  * - durations, in Go's syntax ("1.5s", "150us", "1m30s") as Fortio and
  *   protobuf-JSON durations ("0.5s") write them, or a bare number of seconds;
  * - Nighthawk's ResponseOptions as JSON (cJSON), used for the static config
- *   and for the per-request x-nighthawk-test-server-config header alike;
+ *   and for the per-request x-nighthawk-test-server-config header alike, in
+ *   protobuf's relaxed syntax too ({response_body_size:20}: see relax_json);
  * - Fortio's echo query parameters, each a value or a probability list.
  *
  * Parsers copy the strings they keep into an arena reserved before the first
@@ -328,6 +329,119 @@ static int nh_parse_tree(const cJSON* root, size_t json_len, nhb__srv_nh_opts* o
   return 0;
 }
 
+/* ---- protobuf's relaxed JSON ------------------------------------------------------
+ *
+ * Nighthawk parses ResponseOptions with protobuf's JsonStringToMessage (through
+ * Envoy's MessageUtil::loadFromJson), whose parser runs with its legacy syntax on
+ * by default and so also accepts what its README shows,
+ * {response_body_size:20, static_delay: "0s"}:
+ *   - object keys that are bare words ([A-Za-z_][A-Za-z0-9_]*, not true, false
+ *     or null);
+ *   - strings in single quotes, and the escapes \' and \U (as \u);
+ *   - raw control characters inside strings;
+ *   - one trailing comma before '}' or ']'.
+ * Anything else it refuses (a bare word as a value, {,}, [1,,]) stays refused.
+ *
+ * Rather than a second JSON parser, the text is rewritten into strict JSON,
+ * which cJSON then parses exactly as before; strict JSON is never rewritten,
+ * since cJSON accepts it on the first try. The rewrite is one pass over the
+ * input without recursion: it needs no nesting stack, because a bare word is a
+ * key exactly when a ':' follows it. It runs twice, first only to count the
+ * bytes, so that the one allocation is exact (at most 6 bytes per input byte:
+ * a control character becomes \u00XX). */
+
+static int is_word_start(unsigned char c) { return c == '_' || (c < 0x80 && isalpha(c)); }
+static int is_word_char(unsigned char c) { return c == '_' || (c < 0x80 && isalnum(c)); }
+static int is_json_space(unsigned char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+/* Writes the strict form of in[0..len) to out (when out is not NULL) and
+ * returns its length, or -1 with *bad_at the offset of the first byte that
+ * cannot be rewritten (an unterminated string). */
+static long relax_json(const char* in, size_t len, char* out, size_t* bad_at) {
+  size_t n = 0, i = 0;
+  unsigned char last = 0; /* the last byte written outside strings and spaces */
+#define PUT(ch)                          \
+  do {                                   \
+    if (out) out[n] = (char)(ch);        \
+    n++;                                 \
+  } while (0)
+  while (i < len) {
+    unsigned char c = (unsigned char)in[i];
+    if (c == '"' || c == '\'') {
+      unsigned char quote = c;
+      size_t start = i++;
+      PUT('"');
+      for (;;) {
+        if (i >= len) {
+          *bad_at = start;
+          return -1;
+        }
+        unsigned char d = (unsigned char)in[i++];
+        if (d == quote) break;
+        if (d == '\\') {
+          if (i >= len) {
+            *bad_at = start;
+            return -1;
+          }
+          unsigned char e = (unsigned char)in[i++];
+          if (e == '\'') {
+            PUT('\'');
+          } else {
+            PUT('\\');
+            /* Any other escape goes to cJSON as written, which refuses the
+             * ones JSON does not have, as protobuf does. */
+            PUT(e == 'U' ? 'u' : e);
+          }
+        } else if (d == '"') {
+          PUT('\\'); /* a double quote inside a single-quoted string */
+          PUT('"');
+        } else if (d < 0x20) {
+          static const char hex[] = "0123456789abcdef";
+          PUT('\\');
+          PUT('u');
+          PUT('0');
+          PUT('0');
+          PUT(hex[d >> 4]);
+          PUT(hex[d & 15]);
+        } else {
+          PUT(d);
+        }
+      }
+      PUT('"');
+      last = '"';
+    } else if (is_word_start(c)) {
+      size_t start = i;
+      while (i < len && is_word_char((unsigned char)in[i])) i++;
+      size_t j = i;
+      while (j < len && is_json_space((unsigned char)in[j])) j++;
+      size_t wl = i - start;
+      int literal = (wl == 4 && (!memcmp(in + start, "true", 4) || !memcmp(in + start, "null", 4))) ||
+                    (wl == 5 && !memcmp(in + start, "false", 5));
+      int key = !literal && j < len && in[j] == ':';
+      if (key) PUT('"');
+      for (size_t k = start; k < i; k++) PUT(in[k]);
+      if (key) PUT('"');
+      last = 'w';
+    } else if (c == ',') {
+      size_t j = i + 1;
+      while (j < len && is_json_space((unsigned char)in[j])) j++;
+      /* One trailing comma after a value is dropped; "{,}" or "[1,,]" keep
+       * theirs, and cJSON refuses them. */
+      int trailing = j < len && (in[j] == '}' || in[j] == ']') && last != 0 && last != '{' && last != '[' &&
+                     last != ',';
+      if (!trailing) PUT(c);
+      last = ',';
+      i++;
+    } else {
+      PUT(c);
+      if (!is_json_space(c)) last = c;
+      i++;
+    }
+  }
+#undef PUT
+  return (long)n;
+}
+
 int nhb__srv_nh_parse(const char* json, size_t len, nhb__srv_nh_opts* out, nhb__srv_arena* arena, char* err,
                       size_t err_len) {
   memset(out, 0, sizeof(*out));
@@ -337,7 +451,34 @@ int nhb__srv_nh_parse(const char* json, size_t len, nhb__srv_nh_opts* out, nhb__
   cJSON* root = cJSON_ParseWithLengthOpts(json, len, &end, 0);
   if (!root) {
     size_t at = end && end >= json && end <= json + len ? (size_t)(end - json) : 0;
-    return fail(err, err_len, "invalid JSON at offset %zu", at);
+    /* Not strict JSON: perhaps protobuf's relaxed syntax (above). The error
+     * reported stays the strict parse's, whose offset is in the text sent. */
+    size_t bad_at = 0;
+    long need = relax_json(json, len, NULL, &bad_at);
+    if (need < 0) return fail(err, err_len, "invalid JSON at offset %zu: unterminated string", bad_at);
+    char* strict = malloc((size_t)need + 1);
+    if (!strict) return fail(err, err_len, "out of memory");
+    relax_json(json, len, strict, &bad_at);
+    strict[need] = '\0';
+    const char* strict_end = NULL;
+    root = cJSON_ParseWithLengthOpts(strict, (size_t)need, &strict_end, 0);
+    int trailing = 0;
+    if (root && strict_end) {
+      while (strict_end < strict + need && isspace((unsigned char)*strict_end)) strict_end++;
+      trailing = strict_end < strict + need;
+    }
+    if (!root || trailing) {
+      cJSON_Delete(root);
+      free(strict);
+      return fail(err, err_len, "invalid JSON at offset %zu", at);
+    }
+    free(strict);
+    /* The arena is sized from the text length: the rewritten text is the
+     * longer of the two, and no decoded string is longer than it. */
+    int r = nh_parse_tree(root, (size_t)need, out, arena, err, err_len);
+    cJSON_Delete(root);
+    if (r < 0) memset(out, 0, sizeof(*out));
+    return r;
   }
   /* Anything after the value other than whitespace is an error too. */
   if (end) {

@@ -120,7 +120,11 @@ class Benchmark:
         when ``stats_interval`` is off. They also go into ``result().timeline``."""
         if not self.options.effective_stats_interval:
             return []
-        records = [IntervalRecord.from_core(d) for d in self._core_run().take_intervals()]
+        keep = self.options.hdr_log is not None
+        records = [
+            IntervalRecord.from_core(d, keep_histogram=keep)
+            for d in self._core_run().take_intervals()
+        ]
         self._timeline += records
         return records
 

@@ -6,7 +6,10 @@ swapped without locks: csrc/client/interval.c) and hands it out as a dict of
 over it, and the coordinated-omission-corrected latency (``scheduled_to_response``) of the
 responses that arrived in it as sparse HdrHistogram counts. `IntervalRecord.from_core` turns
 one into a record with the percentiles a live line, a Prometheus scrape or a plot need; the
-counts themselves are not kept (a long run would carry megabytes of them).
+counts themselves are not kept (a long run would carry megabytes of them), unless the caller
+asks for the interval histogram (``keep_histogram``, what ``--hdr-log`` needs): it is then
+kept as its compressed HdrHistogram encoding (a few hundred bytes to a few kilobytes), in
+`IntervalRecord.hdr_histogram`, which is left out of the record's JSON.
 
 Over a whole run the records' ``requests`` add up exactly to the count of the run's
 ``scheduled_to_response`` statistic, and their ``counters`` to the run's counters.
@@ -53,10 +56,16 @@ class IntervalRecord(BaseModel):
     counters: dict[str, int] = Field(
         default_factory=dict, description="Growth of each counter over the interval (non-zero)."
     )
+    hdr_histogram: str | None = Field(
+        default=None, exclude=True,
+        description="The interval's latency histogram (ns), standard compressed encoding; "
+        "only when asked for (from_core's keep_histogram), never in JSON.",
+    )
 
     @classmethod
-    def from_core(cls, d: Mapping[str, Any]) -> IntervalRecord:
-        """A record from one dict of ``ClientRun.take_intervals()``."""
+    def from_core(cls, d: Mapping[str, Any], *, keep_histogram: bool = False) -> IntervalRecord:
+        """A record from one dict of ``ClientRun.take_intervals()``; with `keep_histogram`
+        the interval's histogram is kept, encoded, in `hdr_histogram`."""
         latency = d.get("latency") or {}
         count = int(latency.get("count", 0))
         duration = float(d.get("duration", 0.0))
@@ -71,6 +80,11 @@ class IntervalRecord(BaseModel):
             for name, point in zip(("p50", "p90", "p99"), points, strict=True):
                 values[name] = point.value / _NS
             values["max"] = highest / _NS
+        encoded = None
+        if keep_histogram:
+            # Encoded even when empty, so that a log has one line per interval, quiet ones
+            # included, and its intervals tile the run.
+            encoded = _histogram.encode(_histogram.from_sparse(latency.get("counts") or ()))
         return cls(
             start=float(d.get("start", 0.0)),
             duration=duration,
@@ -79,6 +93,7 @@ class IntervalRecord(BaseModel):
             errors=error_total(counters),
             blocked=counters.get("sequencer.blocked", 0),
             counters=counters,
+            hdr_histogram=encoded,
             **values,
         )
 

@@ -187,7 +187,7 @@ def _notice_run_stop(signum: int, first: bool) -> None:
                          f"flight (Ctrl-C again to abandon)\n")
 
 
-def _check_output_path(path: str) -> None:
+def _check_output_path(path: str, flag: str = "--output") -> None:
     # Everything that can be known before the run (a missing or read-only directory, a
     # directory or a block device at the path) is refused before any load is sent; the
     # rules are nhbench._io's, shared by every file the package writes.
@@ -196,7 +196,34 @@ def _check_output_path(path: str) -> None:
     try:
         check_output_path(path)
     except ValueError as exc:
-        _die(f"--output: {exc}", status=2)
+        _die(f"{flag}: {exc}", status=2)
+
+
+def _check_output_dir(directory: str) -> None:
+    from ..outputs._output_dir import check_output_dir
+
+    try:
+        check_output_dir(directory)
+    except ValueError as exc:
+        _die(f"--output-dir: {exc}", status=2)
+
+
+def _write_in_output_dir(options: Options, result: Any, text: str) -> None:
+    # Named like Fortio's -a (outputs/_output_dir.py); the path goes to stdout, where the
+    # report would have gone, so that a script can capture it.
+    from ..outputs._output_dir import EXTENSIONS, default_labels, result_id, write_in_dir
+
+    assert options.output_dir is not None
+    start = result.global_result.execution_start or result.timestamp
+    labels = " ".join(options.label) if options.label else default_labels(options.uri)
+    extension = EXTENSIONS.get(options.output_format, ".txt")
+    try:
+        path = write_in_dir(options.output_dir, result_id(start.timestamp(), labels),
+                            extension, text)
+    except OSError as exc:
+        _die(f"--output-dir: {exc}", status=1)
+    sys.stdout.write(f"{path}\n")
+    sys.stdout.flush()
 
 
 def run_and_report(options: Options) -> int:
@@ -206,6 +233,10 @@ def run_and_report(options: Options) -> int:
 
     if options.output:
         _check_output_path(options.output)
+    if options.hdr_log:
+        _check_output_path(options.hdr_log, "--hdr-log")
+    if options.output_dir:
+        _check_output_dir(options.output_dir)
     # Live statistics (docs/live.md): one line per interval on stderr, by default only when
     # a person watches stderr; an explicit --stats-interval forces them in any mode.
     if options.stats_interval is None and sys.stderr.isatty():
@@ -229,7 +260,9 @@ def run_and_report(options: Options) -> int:
         finally:
             live.close()
     text = render(result, options.output_format)
-    if options.output:
+    if options.output_dir:
+        _write_in_output_dir(options, result, text)
+    elif options.output:
         try:
             write_atomic(options.output, text)
         except OSError as exc:
@@ -240,6 +273,13 @@ def run_and_report(options: Options) -> int:
     else:
         sys.stdout.write(text)
         sys.stdout.flush()
+    if options.hdr_log:
+        from ..outputs._hdrlog import write_hdr_log
+
+        try:
+            write_hdr_log(options.hdr_log, result)
+        except OSError as exc:
+            _die(f"--hdr-log: {exc}", status=1)
     if result.interrupted:
         _note(f"interrupted after {format_seconds(result.duration)}: the result is partial")
     slo = result.check_slo(*options.slo) if options.slo else None

@@ -374,6 +374,16 @@ class Options(BaseModel):
         "file is replaced atomically (its permissions kept); -, a FIFO or a device such as "
         "/dev/null is streamed into; a symbolic link is followed (docs/reliability.md)."
     )
+    output_dir: Annotated[str | None, Flag(metavar="DIR", default="")] = Field(
+        default=None, description="Write the output into this directory (created if missing) "
+        "under a new name, <UTC YYYY-MM-DD-HHMMSS>_<labels>.<ext>, as Fortio's -a does; an "
+        "existing file is never overwritten. Prints the path written. Not with output."
+    )
+    hdr_log: Annotated[str | None, Flag(metavar="FILE", default="")] = Field(
+        default=None, description="Also write the latency histograms as an HdrHistogram log "
+        "(HistogramLogWriter's format, values in ns): one histogram per interval with "
+        "stats_interval on, else one per statistic for the whole run (docs/outputs.md)."
+    )
     label: Annotated[
         tuple[str, ...], Flag(metavar="TEXT", append=True)
     ] = Field(
@@ -776,11 +786,28 @@ class Options(BaseModel):
             raise ValueError(f"must not be below tls_min_version {low} (got {value})")
         return value
 
-    @field_validator("output")
+    @field_validator("output", "hdr_log")
     @classmethod
     def _check_output(cls, value: str | None) -> str | None:
         if value is not None and not value.strip():
             raise ValueError("must be a file path (got an empty string)")
+        return value
+
+    @field_validator("output_dir")
+    @classmethod
+    def _check_output_dir(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None:
+            return value
+        if not value.strip():
+            raise ValueError("must be a directory path (got an empty string)")
+        if "\0" in value:
+            raise ValueError(f"must not contain a NUL character (got {value!r})")
+        if info.data.get("output") is not None:
+            # Both name where the one output goes; which one wins would be a guess.
+            raise PydanticCustomError(
+                "options_conflict", "{a}: mutually exclusive with {b}",
+                {"a": "output_dir", "b": "output"},
+            )
         return value
 
     # ---- derived values -------------------------------------------------------------------
