@@ -12,6 +12,7 @@ at. One browser and one ``nhbench browse`` for the module: starting Chromium tak
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -457,3 +458,59 @@ def test_report_with_a_directory_refuses_output(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and "--output: only for a result file" in proc.stderr
     assert not (tmp_path / "x.html").exists()
+
+
+# ---- what a directory holds (no browser) -----------------------------------------------------
+
+
+def test_catalogue_skips_hidden_and_deep_files_and_lists_odd_ones(
+        results_dir: Path, tmp_path: Path) -> None:
+    from nhbench.browse import MAX_DEPTH, Catalogue, error_page, list_page
+
+    source = (results_dir / "single.json").read_text()
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".git" / "hidden.json").write_text(source)
+    (tmp_path / ".hidden.json").write_text(source)
+    deep = tmp_path.joinpath(*[f"d{i}" for i in range(MAX_DEPTH + 1)])
+    deep.mkdir(parents=True)
+    (deep / "too-deep.json").write_text(source)
+    (deep.parent / "deepest-listed.json").write_text(source)
+    # Valid to the loader, but without the "global" entry every summary reads.
+    (tmp_path / "no-global.json").write_text(json.dumps(
+        {"options": {"uri": "http://127.0.0.1/"}, "results": []}))
+    (tmp_path / "list.json").write_text("[1, 2]")
+    listing = Catalogue(tmp_path).scan()
+    by_path = {entry.path: entry for entry in listing.entries}
+    assert sorted(by_path) == sorted(["list.json", "no-global.json",
+                                      "/".join(deep.parent.relative_to(tmp_path).parts)
+                                      + "/deepest-listed.json"])
+    assert by_path["list.json"].kind == "error"
+    assert "not a result" in by_path["list.json"].error
+    assert by_path["no-global.json"].kind == "error"
+    assert "no-global.json" in by_path["no-global.json"].error
+    assert listing.notes == [f"directories more than {MAX_DEPTH} levels deep were not searched"]
+    page = list_page(listing, str(tmp_path))
+    assert page.count('data-kind="error"') == 2 and "not searched" in page
+    assert "<script>alert" not in error_page(404, "<script>alert(1)</script>")
+
+
+def test_catalogue_of_a_campaign_directory_itself(results_dir: Path) -> None:
+    from nhbench.browse import Catalogue, campaign_page
+
+    catalogue = Catalogue(results_dir / "sweep")
+    listing = catalogue.scan()
+    kinds = sorted(entry.kind for entry in listing.entries)
+    assert kinds == ["campaign", "result", "result"]  # the campaign, then its two steps
+    assert listing.notes == ["this directory is itself a sweep campaign"]
+    page = campaign_page(catalogue.manifest("."), ".", has_report=True)
+    assert page.count('name="id"') == 2 and "/files/report.html" in page
+
+
+def test_report_refuses_what_is_not_a_result(results_dir: Path, tmp_path: Path) -> None:
+    page = tmp_path / "page.html"
+    proc = cli("report", str(results_dir / "broken.json"), "-o", str(page))
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "not JSON" in proc.stderr and "Traceback" not in proc.stderr
+    assert not page.exists()
+    proc = cli("report", str(results_dir / "single.json"), "-o", str(tmp_path / "no" / "x.html"))
+    assert proc.returncode == 2 and proc.stderr.startswith("nhbench: error: --output:")

@@ -210,6 +210,11 @@ class Catalogue:
                 entry = Entry.from_result(relative, self.load(relative))
         except (ResultFileError, CampaignError) as exc:
             entry = Entry.failed(relative, str(exc))
+        except Exception as exc:  # noqa: BLE001 - one odd file must not take the list down
+            # A file a loader accepted but that lacks what the summary reads (no "global"
+            # entry, say): listed as unreadable, with what was missing.
+            reason = f"{type(exc).__name__}: {exc}".splitlines()[0]
+            entry = Entry.failed(relative, f"cannot summarise {relative!r}: {reason}")
         with self._lock:
             self._cache[relative] = (key, entry)
         return entry
@@ -217,6 +222,8 @@ class Catalogue:
     def scan(self) -> Listing:
         """Walk the root: every campaign and ``*.json`` file as an `Entry`, newest first
         (unreadable files last)."""
+        if is_campaign(self.root):
+            return self._scan_campaign_root()
         entries: list[Entry] = []
         notes: list[str] = []
         files = 0
@@ -240,14 +247,24 @@ class Catalogue:
                     break
                 files += 1
                 entries.append(self._entry(prefix + name, here / name, campaign=False))
-        if is_campaign(self.root):
-            notes.append("this directory is itself a sweep campaign: see its page")
-            entries.insert(0, self._entry_of_root())
         if files >= MAX_FILES:
             notes.append(f"stopped after {MAX_FILES} JSON files: point nhbench browse at a "
                          "smaller directory to see the rest")
         if deep:
             notes.append(f"directories more than {MAX_DEPTH} levels deep were not searched")
+        return self._listing(entries, notes)
+
+    def _scan_campaign_root(self) -> Listing:
+        """DIR is itself a campaign: the campaign and the results of its finished steps
+        (its other JSON files, the manifest and each step.json, are not results)."""
+        entries = [self._entry(".", self.root, campaign=True)]
+        if entries[0].kind == "campaign":
+            for step in load_manifest(self.root).steps:
+                relative = f"{step.directory}/result.json"
+                entries.append(self._entry(relative, self.root / relative, campaign=False))
+        return self._listing(entries, ["this directory is itself a sweep campaign"])
+
+    def _listing(self, entries: list[Entry], notes: list[str]) -> Listing:
         live = {entry.path for entry in entries}
         with self._lock:
             for stale in [path for path in self._cache if path not in live]:
@@ -256,9 +273,3 @@ class Catalogue:
         readable.sort(key=lambda e: (e.time.timestamp() if e.time else 0.0, e.path),
                       reverse=True)
         return Listing(readable + [e for e in entries if e.kind == "error"], notes)
-
-    def _entry_of_root(self) -> Entry:
-        try:
-            return Entry.from_campaign(".", load_manifest(self.root))
-        except CampaignError as exc:
-            return Entry.failed(".", str(exc))

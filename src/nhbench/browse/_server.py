@@ -124,7 +124,13 @@ class _Handler(BaseHTTPRequestHandler):
             status = 404 if self.server.catalogue.file(relative) is None else 422
             self._page(status, error_page(status, str(exc)))
             return
-        self._page(200, result_page(result, relative))
+        try:
+            page = result_page(result, relative)
+        except (KeyError, ValueError) as exc:
+            # A file the loader accepted without what the page reads (no "global" entry).
+            self._page(422, error_page(422, f"cannot show {relative!r}: {exc}"))
+            return
+        self._page(200, page)
 
     def _compare(self, ids: list[str]) -> None:
         if not 2 <= len(ids) <= MAX_COMPARED:
@@ -138,7 +144,12 @@ class _Handler(BaseHTTPRequestHandler):
             except ResultFileError as exc:
                 self._page(422, error_page(422, str(exc)))
                 return
-        self._page(200, compare_page(runs))
+        try:
+            page = compare_page(runs)
+        except (KeyError, ValueError) as exc:
+            self._page(422, error_page(422, f"cannot compare these results: {exc}"))
+            return
+        self._page(200, page)
 
     def _campaign(self, relative: str) -> None:
         catalogue = self.server.catalogue
