@@ -9,7 +9,8 @@ Two charts share the drawing (grid, frame, legend, lines, markers with ``<title>
   report.html and `Campaign._repr_html_` use it.
 * `percentile_chart` draws latency distributions the way HdrHistogram's plotter does: the x
   axis is ``1 / (1 - p)`` on a log scale, labelled 0%, 90%, 99%, 99.9%..., so that every
-  "nine" of the tail gets the same width. `Result._repr_html_` uses it.
+  "nine" of the tail gets the same width. `Result._repr_html_` and the result browser
+  (`nhbench.browse`, which overlays up to eight runs) use it.
 
 The SVG has no ``xmlns`` attribute because it is meant to be inlined into HTML5, where the
 namespace is implied. All text is XML-escaped here, so the result can be marked safe in a
