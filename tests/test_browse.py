@@ -514,3 +514,23 @@ def test_report_refuses_what_is_not_a_result(results_dir: Path, tmp_path: Path) 
     assert not page.exists()
     proc = cli("report", str(results_dir / "single.json"), "-o", str(tmp_path / "no" / "x.html"))
     assert proc.returncode == 2 and proc.stderr.startswith("nhbench: error: --output:")
+
+
+def test_a_result_without_histograms_is_drawn_from_its_percentiles(
+        results_dir: Path, tmp_path: Path) -> None:
+    # What Nighthawk's and Fortio's files are like: percentiles, no encoded histogram.
+    from nhbench.browse import result_page
+
+    data = json.loads((results_dir / "single.json").read_text())
+    for entry in data["results"]:
+        for statistic in entry["statistics"]:
+            statistic.pop("hdr_histogram", None)
+    (tmp_path / "bare.json").write_text(json.dumps(data))
+    result = nhbench.load_result(tmp_path / "bare.json")
+    assert not result.latency.has_histogram
+    page = result_page(result, "bare.json")
+    points = {name: len(text.split()) for text, name in
+              re.findall(r'<polyline points="([^"]*)"[^>]*data-series="([^"]*)"', page)}
+    reported = [p for p in result.latency.percentiles if p.percentile < 1]
+    assert len(reported) >= 5
+    assert points["CO-corrected (scheduled_to_response)"] == len(reported)
