@@ -373,7 +373,7 @@ ROWS: list[Row] = [
     r("sweep", "--scenario", "{in}/scenario-run-only.yaml", expect="not a sweep option"),
     # ---- report ------------------------------------------------------------------------
     r("report", "/nonexistent-campaign", expect="is not a directory"),
-    r("report", "{in}/file.txt", expect="is not a directory"),
+    r("report", "{in}/file.txt", expect="cannot load result"),
     r("report", "{in}/dir", expect="is not a campaign directory"),
     r("report", "{in}/campaign-garbage", expect="is not a valid campaign manifest"),
     r("report", "{in}/campaign-binary", expect="is not a valid campaign manifest"),

@@ -37,6 +37,8 @@ __all__ = [
     "result_frame",
     "result_html",
     "result_line",
+    "result_verdict",
+    "result_warnings",
     "statistic_line",
 ]
 
@@ -186,8 +188,9 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]], numeric: Sequen
     return "".join(out)
 
 
-def _verdict(result: Result) -> tuple[bool, str]:
-    """OK, or FAILED with the reason, in the words of the human report."""
+def result_verdict(result: Result) -> tuple[bool, str]:
+    """OK, or FAILED with the reason, in the words of the human report (also the result
+    browser's verdict, nhbench.browse)."""
     if result.failed_predicates:
         fired = "; ".join(str(predicate) for predicate in result.fired)
         return False, f"FAILED: failure predicate fired: {fired}"
@@ -199,7 +202,9 @@ def _verdict(result: Result) -> tuple[bool, str]:
     return True, "OK"
 
 
-def _warnings(result: Result) -> list[str]:
+def result_warnings(result: Result) -> list[str]:
+    """What a reader must know before trusting the figures (dropped requests, a partial
+    run, unverified TLS, the first error), one sentence each."""
     counters = result.counters
     notes = []
     dropped = counters["benchmark.pool_overflow"]
@@ -219,7 +224,7 @@ def result_html(result: Result) -> str:
     """The HTML a notebook shows for a result: headline, counters, percentile chart."""
     options = result.options
     latency = _latency(result)
-    ok, verdict = _verdict(result)
+    ok, verdict = result_verdict(result)
     workers = result.worker_count
     loop = "open loop" if options.open_loop else "closed loop"
     protocol = "HTTP/2" if options.protocol == "http2" else "HTTP/1.1"
@@ -254,7 +259,7 @@ def result_html(result: Result) -> str:
                "benchmark_http_client.scheduled_to_response, from each request&#x27;s "
                "scheduled send to the end of its response (coordinated-omission corrected: "
                "waiting for a connection counts). Rates: 2xx responses per second.</div>")
-    for note in _warnings(result):
+    for note in result_warnings(result):
         out.append(f'<div style="color:#cf222e;font-weight:600;">!! {_e(note)}</div>')
     blocked = result.counters["sequencer.blocked"]
     if blocked:

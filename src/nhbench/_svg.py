@@ -9,7 +9,8 @@ Two charts share the drawing (grid, frame, legend, lines, markers with ``<title>
   report.html and `Campaign._repr_html_` use it.
 * `percentile_chart` draws latency distributions the way HdrHistogram's plotter does: the x
   axis is ``1 / (1 - p)`` on a log scale, labelled 0%, 90%, 99%, 99.9%..., so that every
-  "nine" of the tail gets the same width. `Result._repr_html_` uses it.
+  "nine" of the tail gets the same width. `Result._repr_html_` and the result browser
+  (`nhbench.browse`, which overlays up to eight runs) use it.
 
 The SVG has no ``xmlns`` attribute because it is meant to be inlined into HTML5, where the
 namespace is implied. All text is XML-escaped here, so the result can be marked safe in a
@@ -136,6 +137,11 @@ def format_percentile_axis(x: float) -> str:
     return f"{percent:.10g}%"
 
 
+def _attribute(text: str) -> str:
+    """`text` escaped for a double-quoted XML attribute."""
+    return escape(text, {'"': "&quot;"})
+
+
 class _Canvas:
     """The element list of one chart, and the style rule for its classes."""
 
@@ -187,9 +193,12 @@ def _draw(
     y_format: Callable[[float], str],
     diagonal: bool = False,
     right: int = 18,
+    legend: bool = True,
 ) -> str:
     """Grid, ticks, frame, axis labels, legend, lines and markers; closes the SVG. `right`
-    is the margin right of the plot, room for half of the last x tick's label."""
+    is the margin right of the plot, room for half of the last x tick's label. Without
+    `legend` the page draws its own (the result browser's comparison lists its runs in a
+    table whose swatches use the same colours, since eight long names do not fit one line)."""
     out, cls = canvas.out, canvas.cls
     left, top, bottom = 78, 56, 48
     plot_w, plot_h = canvas.width - left - right, canvas.height - top - bottom
@@ -228,7 +237,7 @@ def _draw(
 
     # Legend above the plot.
     legend_x = left
-    for s in series:
+    for s in series if legend else ():
         out.append(f'<rect x="{legend_x}" y="30" width="12" height="12" fill="{s.colour}"/>')
         out.append(f'<text x="{legend_x + 16}" y="40" {cls("legend")}>{escape(s.name)}</text>')
         legend_x += 28 + 7 * len(s.name)
@@ -242,8 +251,9 @@ def _draw(
         coords = [(px(s.points[i][0]), py(s.points[i][1])) for i in ordered]
         if len(coords) > 1:
             path = " ".join(f"{x:.1f},{y:.1f}" for x, y in coords)
+            # data-series names the line for scripts and tests that read the chart back.
             out.append(f'<polyline points="{path}" fill="none" stroke="{s.colour}" '
-                       'stroke-width="2"/>')
+                       f'stroke-width="2" data-series="{_attribute(s.name)}"/>')
         for i, (x, y) in zip(ordered, coords, strict=True):
             if s.marked is not None and not s.marked[i]:
                 continue
@@ -272,9 +282,11 @@ def line_chart(
     width: int = 640,
     height: int = 340,
     inline_style: bool = False,
+    legend: bool = True,
 ) -> str:
     """An SVG line chart. `diagonal` adds the dashed y = x line (achieved vs offered);
-    `y_max` fixes the top of a linear y axis (100 for CPU %)."""
+    `y_max` fixes the top of a linear y axis (100 for CPU %); `legend` False leaves the
+    legend to the page."""
     canvas = _Canvas(title, width, height, inline_style)
     points = [(x, y) for s in series for x, y in s.points]
     if not points:
@@ -285,7 +297,7 @@ def line_chart(
     top_value = y_max if y_max is not None else max(ys + (xs if diagonal else []))
     y_axis = _y_axis(ys, allow_log=not diagonal and y_max is None, top_value=top_value)
     return _draw(canvas, series, x_axis, y_axis, x_label=x_label, y_label=y_label,
-                 x_format=x_format, y_format=y_format, diagonal=diagonal)
+                 x_format=x_format, y_format=y_format, diagonal=diagonal, legend=legend)
 
 
 def percentile_chart(
@@ -298,10 +310,13 @@ def percentile_chart(
     width: int = 640,
     height: int = 340,
     inline_style: bool = False,
+    legend: bool = True,
 ) -> str:
     """An SVG percentile-distribution chart ("HdrHistogram" axis). Each series' points are
     ``(percentile_x(p), value)``; the x axis runs from 0% to the first whole "nine" at or
-    beyond the largest x, with one tick per nine."""
+    beyond the largest x, with one tick per nine. Several series overlay on the same axes
+    (the result browser's comparison draws one per run); `legend` False leaves the legend
+    to the page."""
     canvas = _Canvas(title, width, height, inline_style)
     points = [(x, y) for s in series for x, y in s.points]
     if not points:
@@ -311,4 +326,4 @@ def percentile_chart(
     y_axis = _y_axis([y for _, y in points], allow_log=True)
     # "99.9999%" is wider than any tick of report.html's charts.
     return _draw(canvas, series, x_axis, y_axis, x_label=x_label, y_label=y_label,
-                 x_format=format_percentile_axis, y_format=y_format, right=36)
+                 x_format=format_percentile_axis, y_format=y_format, right=36, legend=legend)

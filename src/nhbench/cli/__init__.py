@@ -171,6 +171,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_sweep_parser(commands)
     add_report_parser(commands)
+    from ._browse import add_browse_parser
+
+    add_browse_parser(commands)
     return parser
 
 

@@ -15,7 +15,10 @@ Exit status of ``nhbench sweep``:
   an interrupted campaign from a finished one.
 
 ``nhbench report DIR`` re-renders report.txt, results.csv and report.html from the saved
-results; 2 when DIR is not a campaign.
+results; 2 when DIR is not a campaign. ``nhbench report RESULT.json [-o PAGE.html]`` writes
+the result browser's page of one result (`nhbench.browse`) as a self-contained file (to
+stdout without -o); 2 when the file is not a result nhbench reads, 1 when the page cannot
+be written.
 """
 
 from __future__ import annotations
@@ -69,13 +72,18 @@ def add_sweep_parser(commands: argparse._SubParsersAction[Any]) -> None:
 def add_report_parser(commands: argparse._SubParsersAction[Any]) -> None:
     parser = commands.add_parser(
         "report",
-        help="re-render a campaign's reports from its saved results",
-        description="Write DIR/report.txt, DIR/results.csv and DIR/report.html again from "
-        "the campaign's manifest and step results, and print the text report.",
+        help="re-render a campaign's reports, or write one result's HTML page",
+        description="With a campaign directory: write DIR/report.txt, DIR/results.csv and "
+        "DIR/report.html again from the campaign's manifest and step results, and print the "
+        "text report. With a result file (nhbench, Nighthawk or Fortio JSON): write its "
+        "page, the one 'nhbench browse' shows, as one self-contained HTML file.",
         argument_default=argparse.SUPPRESS,
         allow_abbrev=False,
     )
-    parser.add_argument("directory", metavar="DIR", help="A campaign directory.")
+    parser.add_argument("directory", metavar="DIR|RESULT",
+                        help="A campaign directory, or a result file.")
+    parser.add_argument("-o", "--output", metavar="PAGE",
+                        help="With a result file: write the page here (default: stdout).")
     parser.set_defaults(func=_cmd_report, subparser=parser)
 
 
@@ -165,10 +173,46 @@ def _print_summary(campaign: Any) -> None:
     _note(summary)
 
 
+def _report_result(path: Path, output: str | None) -> int:
+    """``nhbench report RESULT.json [-o PAGE]``: the result's page, self-contained."""
+    from .._exceptions import ResultFileError
+    from .._io import check_output_path, write_text
+    from .._load import load_result
+    from ..browse import result_page
+
+    if output is not None:
+        try:
+            check_output_path(output)
+        except ValueError as exc:
+            _die(f"--output: {exc}", status=2)
+    try:
+        result = load_result(path)
+    except ResultFileError as exc:
+        _die(str(exc), status=2)
+    page = result_page(result, str(path), standalone=True)
+    if output is None:
+        sys.stdout.write(page)
+        sys.stdout.flush()
+        return 0
+    try:
+        write_text(output, page)
+    except OSError as exc:
+        _die(f"--output: {exc}", status=1)
+    if sys.stderr.isatty():
+        _note(f"wrote {output}")
+    return 0
+
+
 def _cmd_report(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from ..campaign import load_manifest
 
     directory = Path(args.directory)
+    output = getattr(args, "output", None)
+    if directory.is_file():
+        return _report_result(directory, output)
+    if output is not None:
+        _die("--output: only for a result file; a campaign's reports are written into "
+             "its directory", status=2)
     try:
         manifest = load_manifest(directory)
     except CampaignError as exc:

@@ -1,0 +1,28 @@
+"""The result browser: ``nhbench browse DIR`` (a local web UI over a directory of results
+and sweep campaigns) and the single-result page ``nhbench report RESULT.json -o page.html``
+writes. docs/outputs.md, "The result browser", describes the pages.
+
+`Catalogue` finds and summarises what a directory holds (`nhbench.load_result` reads each
+file, so every format it reads is listed); `._pages` renders the pages (jinja2, inline SVG
+charts from `nhbench._svg`); `BrowseServer` serves them with the standard library.
+"""
+
+from ._pages import MAX_COMPARED, campaign_page, compare_page, error_page, list_page, result_page
+from ._scan import MAX_DEPTH, MAX_FILE_BYTES, MAX_FILES, Catalogue, Entry, Listing
+from ._server import BrowseServer
+
+__all__ = [
+    "MAX_COMPARED",
+    "MAX_DEPTH",
+    "MAX_FILES",
+    "MAX_FILE_BYTES",
+    "BrowseServer",
+    "Catalogue",
+    "Entry",
+    "Listing",
+    "campaign_page",
+    "compare_page",
+    "error_page",
+    "list_page",
+    "result_page",
+]
