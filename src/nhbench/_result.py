@@ -14,10 +14,15 @@ Shape (JSON)::
         counters: [Counter{name, value}]
 
 In Python, durations are float seconds, counts are ints and every counter is kept, zeros
-included. The JSON form follows Nighthawk's conventions so its consumers can read it:
+included. The JSON form (``model_dump_json``, the ``json`` output format) is Nighthawk's own:
+the proto3 JSON mapping of ``nighthawk.client.Output`` (`nhbench.outputs._nighthawk`):
 durations are strings like ``"0.000195004s"``, 64-bit counts are strings, size statistics
-use ``raw_min``/``raw_max``/``raw_mean``/``raw_pstdev``/``raw_value``, and only non-zero
-counters are written. Loading accepts both forms, so
+use ``raw_min``/``raw_max``/``raw_mean``/``raw_pstdev``/``raw_value``, only non-zero counters
+are written, the options are Nighthawk's CommandLineOptions, and whatever Nighthawk has no
+field for (histograms, timeline, terminated_by, nhbench-only options...) travels in a
+``user_defined_outputs`` entry named ``nhbench``. Loading accepts that, a file Nighthawk
+wrote, and nhbench's JSON of before issue 12 (nhbench option names, ``version`` a string,
+``hdr_histogram`` inside each statistic), so
 ``Result.model_validate_json(result.model_dump_json())`` gives the result back.
 """
 
@@ -61,6 +66,12 @@ from ._slo import SloOutcome, check_slo
 from ._timeline import IntervalRecord, Timeline
 from ._version import __version__
 from .options import Options, format_json_duration, parse_json_duration
+from .outputs import (
+    is_nighthawk_document,
+    nighthawk_output,
+    result_fields,
+    statistic_document,
+)
 from .outputs import render as _render
 
 __all__ = [
@@ -255,29 +266,9 @@ class Statistic(BaseModel):
         if not info.mode_is_json():
             plain: dict[str, Any] = handler(self)
             return plain
-        out: dict[str, Any] = {"count": str(self.count), "id": self.id}
-        if self.raw:
-            if self.percentiles:
-                out["percentiles"] = [
-                    {"percentile": p.percentile, "count": str(p.count),
-                     "raw_value": str(int(p.value))}
-                    for p in self.percentiles
-                ]
-            out.update(
-                raw_mean=self.mean, raw_pstdev=self.pstdev,
-                raw_min=str(int(self.min)), raw_max=str(int(self.max)),
-            )
-        else:
-            if self.percentiles:
-                out["percentiles"] = [
-                    {"percentile": p.percentile, "count": str(p.count),
-                     "duration": format_json_duration(p.value)}
-                    for p in self.percentiles
-                ]
-            out.update(
-                mean=format_json_duration(self.mean), pstdev=format_json_duration(self.pstdev),
-                min=format_json_duration(self.min), max=format_json_duration(self.max),
-            )
+        # A statistic on its own: Nighthawk's Statistic plus the encoded histogram (a
+        # whole result keeps the histogram in its nhbench extension instead).
+        out = statistic_document(self)
         if self.hdr_histogram:
             out["hdr_histogram"] = self.hdr_histogram
         return out
@@ -419,6 +410,24 @@ class Result(BaseModel):
         description="One record per stats_interval (docs/live.md); empty when live "
         "statistics were off. An nhbench key: Nighthawk's output has none.",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_output_document(cls, data: Any) -> Any:
+        # Nighthawk's Output JSON (ours or Nighthawk's own) becomes the model's fields; the
+        # model's own shape (model_dump(), or nhbench's JSON of before issue 12) passes.
+        if is_nighthawk_document(data):
+            return result_fields(data)
+        return data
+
+    @model_serializer(mode="wrap")
+    def _to_output_document(
+        self, handler: SerializerFunctionWrapHandler, info: SerializationInfo
+    ) -> dict[str, Any]:
+        if info.mode_is_json():
+            return nighthawk_output(self)
+        plain: dict[str, Any] = handler(self)
+        return plain
 
     @classmethod
     def from_core(
