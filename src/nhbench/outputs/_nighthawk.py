@@ -37,6 +37,7 @@ both parts back, so the JSON is lossless; a strict protobuf parse accepts it bec
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping
 from datetime import datetime, timezone
@@ -277,10 +278,45 @@ def nighthawk_output(result: Result) -> dict[str, Any]:
     }
 
 
+def _format_double(value: float) -> str:
+    # Protobuf's C++ JSON printer (SimpleDtoa) writes 15 significant digits when they read
+    # back as the same double, else 17: 1.1180339887498949 where Python's repr would write
+    # 1.118033988749895. Non-finite values have no JSON spelling; proto3 JSON writes them
+    # as strings.
+    if math.isnan(value):
+        return '"NaN"'
+    if math.isinf(value):
+        return '"Infinity"' if value > 0 else '"-Infinity"'
+    text = f"{value:.15g}"
+    if float(text) != value:
+        text = f"{value:.17g}"
+    return text
+
+
+def _encode(value: Any, level: int) -> str:
+    if isinstance(value, Mapping):
+        if not value:
+            return "{}"
+        inner = " " * (level + 1)
+        items = (f"{inner}{json.dumps(str(k), ensure_ascii=False)}: {_encode(v, level + 1)}"
+                 for k, v in value.items())
+        return "{\n" + ",\n".join(items) + "\n" + " " * level + "}"
+    if isinstance(value, (list, tuple)):
+        if not value:
+            return "[]"
+        inner = " " * (level + 1)
+        items = (f"{inner}{_encode(v, level + 1)}" for v in value)
+        return "[\n" + ",\n".join(items) + "\n" + " " * level + "]"
+    if isinstance(value, float):
+        return _format_double(value)
+    return json.dumps(value, ensure_ascii=False)
+
+
 def dumps(document: Mapping[str, Any]) -> str:
     """The document as Nighthawk writes it: one space of indentation per level, UTF-8,
-    ``[]`` and ``{}`` for empty lists and maps, and a final newline."""
-    return json.dumps(document, indent=1, ensure_ascii=False, allow_nan=False) + "\n"
+    ``[]`` and ``{}`` for empty lists and maps, doubles as protobuf prints them, and a final
+    newline. Nighthawk's own output_formatter.json.gold comes out byte for byte."""
+    return _encode(document, 0) + "\n"
 
 
 # ---- document -> Result fields -------------------------------------------------------------------
