@@ -1,16 +1,16 @@
 """The result of a run: pydantic models shaped like Nighthawk's ``Output`` proto.
 
-Shape (JSON)::
+Shape (the Python fields)::
 
     Result (Nighthawk: Output)
       timestamp, version, options (the echo of Options), terminated_by, failed_predicates,
-      interrupted, error, insecure (TLS certificates were not verified)
+      interrupted, error, insecure (TLS certificates were not verified), timeline
       results: [WorkerResult]      "worker_0".."worker_{n-1}" when there are several workers,
                                    then "global" (the merge); only "global" with one worker
         name, execution_start, execution_duration
-        statistics: [Statistic]    id, count, min, max, mean, pstdev, percentiles[], and the
-                                   encoded HdrHistogram ("hdr_histogram": "HISTFAAA...")
-          percentiles: [Percentile{percentile (fraction), count (cumulative), duration}]
+        statistics: [Statistic]    id, count, min, max, mean, pstdev, percentiles[], raw, and
+                                   the encoded HdrHistogram ("hdr_histogram": "HISTFAAA...")
+          percentiles: [Percentile{percentile (fraction), count (cumulative), value}]
         counters: [Counter{name, value}]
 
 In Python, durations are float seconds, counts are ints and every counter is kept, zeros
