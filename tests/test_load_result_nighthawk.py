@@ -142,6 +142,9 @@ def test_nighthawk_output_loads() -> None:
     assert options.label == ("label-a", "label-b", "Nighthawk")
     assert options.max_requests_per_connection == 4294937295
     assert options.sequencer_idle_strategy == "spin"
+    # The predicates in force are the file's (Nighthawk's defaults are fewer than nhbench's).
+    assert options.failure_predicates == {"benchmark.http_4xx": 0, "benchmark.http_5xx": 0,
+                                          "benchmark.pool_connection_failure": 0}
     assert [r.name for r in result.results] == ["worker_0", "worker_1", "worker_2", "global"]
     worker = result.results[0].stat("benchmark_http_client.queue_to_connect")
     # Percentiles as Nighthawk wrote them (there is no histogram to recompute them from).

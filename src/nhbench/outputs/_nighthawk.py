@@ -440,8 +440,13 @@ def options_from_command_line(clo: Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(clo.get("failure_predicates"), Mapping):
         # Nighthawk writes the predicates in force, the defaults included; nhbench keeps
         # the user's own and adds the defaults unless no_default_failure_predicates.
+        # When the file's predicates lack one of nhbench's defaults (Nighthawk's own
+        # defaults are fewer), they are taken as the whole set, so that the loaded options
+        # mean the predicates the run had.
         in_force = {str(k): int(v) for k, v in clo["failure_predicates"].items()}
-        if out.get("no_default_failure_predicates"):
+        has_defaults = all(in_force.get(k) == v for k, v in DEFAULT_FAILURE_PREDICATES.items())
+        if out.get("no_default_failure_predicates") or not has_defaults:
+            out["no_default_failure_predicates"] = True
             out["failure_predicate"] = in_force
         else:
             out["failure_predicate"] = {
