@@ -208,3 +208,52 @@ def test_detect_format_tells_the_formats_apart() -> None:
     assert detect_format({"DurationHistogram": {}, "RunType": "HTTP"}) == "fortio"
     assert detect_format({"results": []}) is None
     assert nhbench.load_result is load_result
+
+
+def _paths(node: object, prefix: tuple = ()) -> list[tuple]:
+    found = [prefix] if prefix else []
+    if isinstance(node, dict):
+        for key, value in node.items():
+            found += _paths(value, (*prefix, key))
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            found += _paths(value, (*prefix, index))
+    return found
+
+
+@pytest.mark.parametrize("source", ["nhbench", "nighthawk"])
+def test_a_damaged_file_is_one_error_line_never_a_crash(source: str, tmp_path: Path) -> None:
+    # Any value of the document replaced by a value of another type (a few at a time):
+    # loading either works or raises ResultFileError with one line; Result.model_validate
+    # raises only ValueError (pydantic's ValidationError). Seeded, so it is the same every run.
+    import random
+
+    if source == "nhbench":
+        base = json.loads(render_json(rich_result()))
+    else:
+        base = parse_json((NIGHTHAWK / "output_formatter.medium.proto.gold").read_text())
+    places = _paths(base)
+    replacements = [None, 5, -1, "x", [], {}, [1], {"a": 1}, 1e308, "1e999", True, "0.5s"]
+    rng = random.Random(12)
+    path = tmp_path / "damaged.json"
+    for _ in range(150):
+        document = json.loads(json.dumps(base))
+        for _ in range(rng.randint(1, 3)):
+            *parents, last = rng.choice(places)
+            node = document
+            try:
+                for step in parents:
+                    node = node[step]
+                node[last] = rng.choice(replacements)
+            except (KeyError, IndexError, TypeError):
+                pass  # an earlier replacement removed this place
+        text = json.dumps(document)
+        path.write_text(text)
+        try:
+            load_result(path)
+        except ResultFileError as exc:
+            assert "\n" not in str(exc) and str(path) in str(exc)
+        try:
+            Result.model_validate_json(text)
+        except ValueError:
+            pass

@@ -259,7 +259,11 @@ class Statistic(BaseModel):
             if not raw and key in data:
                 data[key] = parse_json_duration(data[key])
         percentiles = []
-        for entry in data.get("percentiles") or ():
+        given = data.get("percentiles")
+        if not isinstance(given, list):
+            # Not a list: pydantic's check of the field reports it.
+            return data
+        for entry in given:
             if isinstance(entry, Mapping) and "value" not in entry:
                 entry = dict(entry)
                 if "duration" in entry:

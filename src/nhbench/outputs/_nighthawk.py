@@ -340,7 +340,8 @@ def nhbench_extension(entry: Any) -> dict[str, Any] | None:
     """The value of an entry's nhbench ``user_defined_outputs`` Struct, or None."""
     if not isinstance(entry, Mapping):
         return None
-    for output in entry.get("user_defined_outputs") or ():
+    outputs = entry.get("user_defined_outputs")
+    for output in outputs if isinstance(outputs, list) else ():
         if isinstance(output, Mapping) and output.get("plugin_name") == PLUGIN_NAME:
             typed = output.get("typed_output")
             if isinstance(typed, Mapping) and isinstance(typed.get("value"), Mapping):
@@ -366,6 +367,18 @@ def _enum(value: Any) -> str | None:
 def _wrapped(value: Any) -> Any:
     # A wrapper type is normally written unwrapped, but {"value": x} is accepted too.
     return value.get("value") if isinstance(value, Mapping) else value
+
+
+def _thresholds(predicates: Mapping[Any, Any]) -> dict[str, Any]:
+    # map<string, uint64>: thresholds are strings in JSON. A value that is no number is
+    # passed on as it is, for the options' own check to report.
+    out: dict[str, Any] = {}
+    for name, value in predicates.items():
+        try:
+            out[str(name)] = int(value)
+        except (TypeError, ValueError):
+            out[str(name)] = value
+    return out
 
 
 def options_from_command_line(clo: Mapping[str, Any]) -> dict[str, Any]:
@@ -435,15 +448,14 @@ def options_from_command_line(clo: Mapping[str, Any]) -> dict[str, Any]:
             "https:"):
         out["sni"] = tls["sni"]
     if isinstance(clo.get("termination_predicates"), Mapping):
-        out["termination_predicate"] = {
-            str(k): int(v) for k, v in clo["termination_predicates"].items()}
+        out["termination_predicate"] = _thresholds(clo["termination_predicates"])
     if isinstance(clo.get("failure_predicates"), Mapping):
         # Nighthawk writes the predicates in force, the defaults included; nhbench keeps
         # the user's own and adds the defaults unless no_default_failure_predicates.
         # When the file's predicates lack one of nhbench's defaults (Nighthawk's own
         # defaults are fewer), they are taken as the whole set, so that the loaded options
         # mean the predicates the run had.
-        in_force = {str(k): int(v) for k, v in clo["failure_predicates"].items()}
+        in_force = _thresholds(clo["failure_predicates"])
         has_defaults = all(in_force.get(k) == v for k, v in DEFAULT_FAILURE_PREDICATES.items())
         if out.get("no_default_failure_predicates") or not has_defaults:
             out["no_default_failure_predicates"] = True
