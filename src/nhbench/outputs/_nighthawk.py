@@ -456,7 +456,7 @@ def options_from_command_line(clo: Mapping[str, Any]) -> dict[str, Any]:
         # defaults are fewer), they are taken as the whole set, so that the loaded options
         # mean the predicates the run had.
         in_force = _thresholds(clo["failure_predicates"])
-        has_defaults = all(in_force.get(k) == v for k, v in DEFAULT_FAILURE_PREDICATES.items())
+        has_defaults = all(name in in_force for name in DEFAULT_FAILURE_PREDICATES)
         if out.get("no_default_failure_predicates") or not has_defaults:
             out["no_default_failure_predicates"] = True
             out["failure_predicate"] = in_force
