@@ -135,3 +135,13 @@ def test_human_of_a_nighthawk_file_nhbench_cannot_describe_is_one_line() -> None
     # a Result, which human needs.
     line = one_error_line(transform("--output-format", "human", str(JSON_GOLD)))
     assert "Nighthawk's JSON output" in line and "uri" in line
+
+
+def test_format_names_are_the_options_names() -> None:
+    from typing import get_args
+
+    from nhbench import Options
+
+    names = get_args(Options.model_fields["output_format"].annotation)
+    assert tuple(names) == FORMAT_NAMES
+    assert set(FORMATS) <= set(FORMAT_NAMES)
