@@ -6,8 +6,8 @@ str``, one entry in `FORMATS`, the name in ``Options.output_format``, and a sect
 docs/outputs.md. A Nighthawk-derived format also has ``format_<name>(document) -> str`` in
 the same module (``render_<name>(result) = format_<name>(nighthawk_output(result))``), which
 `document_formatter` finds by that name, so `nhbench transform` can write it from a file
-Nighthawk wrote without building a `Result`. Renderers read a result and never build one (the result layer sits above
-this one and calls `render`).
+Nighthawk wrote without building a `Result`. Renderers read a result and never build one
+(the result layer sits above this one and calls `render`).
 """
 
 from __future__ import annotations
