@@ -175,7 +175,8 @@ def test_nighthawk_quirks_are_read() -> None:
     # Repeated keys merge (lists) or the last wins (scalars); a trailing comma is ignored;
     # a single string stands for a one-item list; enum wrappers may be numbers or empty.
     text = """{"options": {"uri": "http://127.0.0.1:1/", "labels": ["a"], "labels": "b",
-      "connections": 3, "connections": 7, "sequencer_idle_strategy": {},
+      "connections": 3, "connections": 7, "sequencer_idle_strategy": {"value": 3},
+      "address_family": {}, "request_options": {"request_method": 3},
       "requests_per_second": "20", "h2": true,},
       "results": [{"name": "global", "counters": [{"name": "benchmark.http_2xx",
       "value": "4"}], "statistics": [{"id": "x", "count": "2", "raw_min": "1",
@@ -187,6 +188,9 @@ def test_nighthawk_quirks_are_read() -> None:
     assert result.options.label == ("a", "b")
     assert result.options.connections == 7
     assert result.options.rps == 20 and result.options.protocol == "http2"
+    assert result.options.sequencer_idle_strategy == "sleep"  # enum number 3
+    assert result.options.address_family == "auto"  # a wrapper at its default: {}
+    assert result.options.request_method == "POST"  # RequestMethod number 3
     assert result.counters["benchmark.http_2xx"] == 4
     size = result.stat("x")
     assert size.raw and size.min == 1 and size.p(50) == 1

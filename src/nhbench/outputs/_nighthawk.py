@@ -357,10 +357,24 @@ def _as_list(value: Any) -> list[Any]:
     return list(value) if isinstance(value, (list, tuple)) else [value]
 
 
-def _enum(value: Any) -> str | None:
-    # An enum wrapper: {"value": "POLL"}; proto3 JSON also allows the number, and a wrapper
-    # left at its default may be {} (value omitted).
-    inner = value.get("value") if isinstance(value, Mapping) else value
+# The values of the enums nhbench reads, in number order (options.proto, Envoy's base.proto).
+_ENUMS = {
+    "protocol": ("HTTP1", "HTTP2", "HTTP3"),
+    "sequencer_idle_strategy": ("DEFAULT", "SPIN", "POLL", "SLEEP"),
+    "output_format": ("DEFAULT", "JSON", "HUMAN", "YAML", "DOTTED", "FORTIO",
+                      "EXPERIMENTAL_FORTIO_PEDANTIC", "CSV", "PROMETHEUS"),
+    "address_family": ("AUTO", "V4", "V6"),
+    "request_method": ("METHOD_UNSPECIFIED", *_METHODS),
+}
+
+
+def _enum(kind: str, value: Any) -> str | None:
+    # An enum, or an enum wrapper: {"value": "POLL"}. proto3 JSON also allows the number,
+    # and a wrapper left at its default may be {} (value omitted: the first value).
+    inner = value.get("value", 0) if isinstance(value, Mapping) else value
+    names = _ENUMS[kind]
+    if isinstance(inner, int) and not isinstance(inner, bool) and 0 <= inner < len(names):
+        return names[inner]
     return inner if isinstance(inner, str) else None
 
 
@@ -421,19 +435,19 @@ def options_from_command_line(clo: Mapping[str, Any]) -> dict[str, Any]:
         out.pop("duration", None)
     elif "no_duration" in out:
         del out["no_duration"]
-    protocol = _enum(clo.get("protocol"))
+    protocol = _enum("protocol", clo.get("protocol")) if "protocol" in clo else None
     if protocol in ("HTTP1", "HTTP2"):
         out["protocol"] = protocol.lower()
     elif _wrapped(clo.get("h2")) is True:
         out["protocol"] = "http2"
     for key in ("sequencer_idle_strategy", "output_format", "address_family"):
-        choice = _enum(clo.get(key))
+        choice = _enum(key, clo.get(key)) if key in clo else None
         if choice is not None and choice != "DEFAULT":
             out[key] = choice.lower()
     request = clo.get("request_options")
     if isinstance(request, Mapping):
-        method = request.get("request_method")
-        if isinstance(method, str) and method in _METHODS:
+        method = _enum("request_method", request.get("request_method", 0))
+        if method in _METHODS:
             out["request_method"] = method
         headers = []
         for option in _as_list(request.get("request_headers")):
