@@ -77,8 +77,11 @@ def run_json(**kwargs: object) -> tuple[nhbench.Result, str]:
         # nhbench-only options and a timeline.
         {"rps": 100, "duration": "1s", "concurrency": 2, "h2c": True,
          "stats_interval": "250ms", "request_timeout": "2s", "percentiles": "50,99"},
+        # TLS with an SNI (CommandLineOptions.tls_context), certificates not verified.
+        {"rps": 100, "duration": "0.5s", "insecure": True, "sni": "example.test",
+         "stats_interval": "200ms", "server": {"tls_self_signed": True}},
     ],
-    ids=["h1-one-worker-failures", "h2-two-workers"],
+    ids=["h1-one-worker-failures", "h2-two-workers", "tls-sni"],
 )
 def test_json_of_a_real_run_parses_strictly(output_pb2: ModuleType,
                                              run_kwargs: dict[str, object]) -> None:
@@ -101,7 +104,10 @@ def test_json_of_a_real_run_parses_strictly(output_pb2: ModuleType,
     assert [p.percentile for p in latency.percentiles] == \
         [p.percentile for p in result.latency.percentiles]
     assert len(result.timeline) > 0
-    if run_kwargs.get("concurrency") == 2:
+    if run_kwargs.get("sni"):
+        assert options.tls_context.sni == "example.test"
+        assert result.insecure and result.counters["benchmark.http_2xx"] > 0
+    elif run_kwargs.get("concurrency") == 2:
         assert options.protocol.value == 1  # HTTP2
         assert names == ["worker_0", "worker_1", "global"]
     else:
