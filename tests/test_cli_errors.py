@@ -80,7 +80,7 @@ URI = "http://127.0.0.1:1/"
         (("run", URI, "--termination-predicate", "nope:1"),
          "--termination-predicate: unknown counter 'nope'"),
         (("run", URI, "--percentiles", "50,200"), "--percentiles: must be percentages"),
-        (("run", URI, "--output-format", "yaml"), "--output-format: must be one of"),
+        (("run", URI, "--output-format", "xml"), "--output-format: must be one of"),
         (("run", URI, "--output", "/nonexistent-dir/x.json"),
          "--output: directory '/nonexistent-dir' does not exist"),
         (("run", URI, "--rps", "-1", "--connections", "0"), "--rps: must be >= 0"),

@@ -367,7 +367,10 @@ def test_result_with_a_cacert_of_another_machine_still_loads(tmp_path: Path) -> 
     options = nhbench.Options(uri="https://127.0.0.1:1/", insecure=True)
     data = json.loads(nhbench.Result.model_validate(
         {"options": options.model_dump(), "results": []}).model_dump_json())
-    data["options"]["cacert"] = "/only/on/the/other/machine.pem"
+    # cacert is an nhbench-only option: it travels in the nhbench user_defined_outputs entry
+    # of Nighthawk's JSON (issue 12).
+    run = data["results"][-1]["user_defined_outputs"][0]["typed_output"]["value"]["run"]
+    run["options"]["cacert"] = "/only/on/the/other/machine.pem"
     loaded = nhbench.Result.model_validate(data)
     assert loaded.options.cacert == "/only/on/the/other/machine.pem"
 

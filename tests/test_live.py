@@ -59,8 +59,10 @@ def test_interval_lines_on_a_piped_stderr(server: nhbench.TestServer) -> None:
     result = json.loads(proc.stdout)
     # Exact: the intervals' requests are the run's CO-corrected latency samples.
     assert requests == _scheduled_count(result) == 480
-    assert sum(r["requests"] for r in result["timeline"]) == requests
-    assert len(result["timeline"]) == len(lines)
+    # Since issue 12 the timeline is in the nhbench entry of Nighthawk's JSON.
+    timeline = nhbench.Result.model_validate(result).timeline
+    assert sum(r.requests for r in timeline) == requests
+    assert len(timeline) == len(lines)
     assert not CONTROL.search(proc.stderr)
 
 
@@ -69,7 +71,7 @@ def test_no_interval_lines_without_the_flag(server: nhbench.TestServer) -> None:
                "--output-format", "json")
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == ""
-    assert json.loads(proc.stdout)["timeline"] == []
+    assert len(nhbench.Result.model_validate_json(proc.stdout).timeline) == 0
 
 
 @pytest.mark.parametrize("value", ["50ms", "-1", "soon"])
@@ -179,7 +181,7 @@ def test_prometheus_scrape_during_a_run(server: nhbench.TestServer) -> None:
     assert len(sent) >= 3 and sent[-1] > sent[0], sent
     assert sent == sorted(sent)
     assert latency is not None and latency > 0
-    assert sum(r["requests"] for r in json.loads(out)["timeline"]) == 1500
+    assert nhbench.Result.model_validate_json(out).timeline.requests == 1500
 
 
 def test_import_nhbench_loads_no_display_or_exporter() -> None:

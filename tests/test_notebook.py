@@ -323,9 +323,10 @@ def test_load_result_round_trip(fast: nhbench.Result, tmp_path: Path) -> None:
         (b"{\x80}", "not JSON (not UTF-8 text)"),
         ("[1, 2]", "not a result: no format nhbench reads has this shape"),
         ('{"RunType": "HTTP", "DurationHistogram": {}}',
-         "this is Fortio's JSON output, which nhbench cannot load yet (it reads: nhbench JSON)"),
+         "this is Fortio's JSON output, which nhbench cannot load yet"),
+        # Issue 12: Nighthawk's JSON is read; this one has no uri, which nhbench needs.
         ('{"options": {}, "results": [], "version": {"version": {"major_number": 0}}}',
-         "this is Nighthawk's JSON output, which nhbench cannot load yet"),
+         "invalid Nighthawk's JSON output: options.uri: Field required"),
         ('{"options": {"uri": "http://127.0.0.1/"}, "results": [{"name": 5}]}',
          "invalid nhbench JSON: results.0.name: Input should be a valid string"),
         ('{"options": {"uri": "ftp://x/"}, "results": []}', "invalid nhbench JSON: options"),
@@ -352,7 +353,10 @@ def test_load_result_bad_files(tmp_path: Path, content: str | bytes | None,
 def test_load_result_checks_the_histograms(fast: nhbench.Result, tmp_path: Path) -> None:
     document = json.loads(fast.render("json"))
     statistic = document["results"][-1]["statistics"][0]
-    statistic["hdr_histogram"] = "HISTFAAA" + statistic["hdr_histogram"][8:40]
+    # Since issue 12 the histograms are in the nhbench user_defined_outputs entry.
+    extras = document["results"][-1]["user_defined_outputs"][0]["typed_output"]["value"]
+    encoded = extras["statistics"][statistic["id"]]
+    encoded["hdr_histogram"] = "HISTFAAA" + encoded["hdr_histogram"][8:40]
     path = tmp_path / "corrupt.json"
     path.write_text(json.dumps(document))
     with pytest.raises(nhbench.ResultFileError, match=re.escape(
@@ -365,8 +369,9 @@ def test_html_of_a_result_without_histograms(fast: nhbench.Result, tmp_path: Pat
     # shows what the file has and "-" for what it cannot compute, rather than failing.
     document = json.loads(fast.render("json"))
     for entry in document["results"]:
+        # Since issue 12 the histograms are in the nhbench user_defined_outputs entry.
+        entry["user_defined_outputs"][0]["typed_output"]["value"].pop("statistics", None)
         for statistic in entry["statistics"]:
-            statistic.pop("hdr_histogram", None)
             statistic["percentiles"] = [p for p in statistic.get("percentiles", [])
                                         if p["percentile"] != 0.9]
     path = tmp_path / "bare.json"

@@ -95,7 +95,7 @@ def test_options_are_frozen() -> None:
         ({"max_requests_per_connection": -5}, "max_requests_per_connection: must be >= 0"),
         ({"burst_size": -1}, "burst_size: must be >= 0"),
         ({"sequencer_idle_strategy": "nap"}, "sequencer_idle_strategy: must be one of 'spin'"),
-        ({"output_format": "xml"}, "output_format: must be one of 'human' or 'json'"),
+        ({"output_format": "xml"}, "output_format: must be one of 'human', 'json', 'yaml'"),
         ({"address_family": "v5"}, "address_family: must be one of 'auto', 'v4' or 'v6'"),
         ({"percentiles": "0"}, "percentiles: must be percentages in (0, 100]"),
         ({"percentiles": "50,101"}, "percentiles: must be percentages in (0, 100]"),

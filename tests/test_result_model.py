@@ -220,12 +220,18 @@ def test_json_is_nighthawk_shaped() -> None:
     assert [p["percentile"] for p in latency["percentiles"]] == POINTS
     assert all(p["duration"].endswith("s") and isinstance(p["count"], str)
                for p in latency["percentiles"])
-    assert latency["hdr_histogram"].startswith("HISTFAAA")
+    # Issue 12: the histogram is in the nhbench user_defined_outputs entry (Nighthawk's
+    # Statistic has no field for it), and empty lists are written as Nighthawk writes them.
+    assert "hdr_histogram" not in latency
+    extension = global_["user_defined_outputs"][0]
+    assert extension["plugin_name"] == "nhbench"
+    extras = extension["typed_output"]["value"]["statistics"]
+    assert extras[SCHEDULED_TO_RESPONSE]["hdr_histogram"].startswith("HISTFAAA")
     body = stats["benchmark_http_client.response_body_size"]
-    assert body["raw_min"] == "10" and body["raw_mean"] == 10.0 and "percentiles" not in body
+    assert body["raw_min"] == "10" and body["raw_mean"] == 10 and body["percentiles"] == []
     assert "min" not in body and "hdr_histogram" not in body
     blocking = stats["sequencer.blocking"]
-    assert blocking["count"] == "0" and "percentiles" not in blocking
+    assert blocking["count"] == "0" and blocking["percentiles"] == []
 
 
 def test_json_round_trip() -> None:
@@ -258,7 +264,9 @@ def test_python_round_trip() -> None:
 def test_echo_from_another_machine_loads() -> None:
     result = make_result(n=10)
     data = json.loads(result.model_dump_json())
-    data["options"]["cpus"] = [100_000]  # not a CPU of this machine
+    # nhbench-only options are in the nhbench entry of the global result (issue 12).
+    run = data["results"][-1]["user_defined_outputs"][0]["typed_output"]["value"]["run"]
+    run["options"]["cpus"] = [100_000]  # not a CPU of this machine
     data["options"]["concurrency"] = "auto"
     loaded = Result.model_validate_json(json.dumps(data))
     assert loaded.options.cpus == (100_000,)

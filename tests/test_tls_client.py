@@ -6,7 +6,6 @@ every request it answered is one line. Skipped when nginx or the openssl command
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -85,11 +84,12 @@ def test_cacert_and_insecure_pass_and_insecure_is_recorded(origin: NginxOrigin) 
     assert insecure.success and insecure.counters["benchmark.http_2xx"] == 100
     assert insecure.insecure is True
     assert "NOT verified" in insecure.render("human")
-    assert json.loads(insecure.render("json"))["insecure"] is True
+    # Since issue 12 the run-level fields are in the nhbench entry of Nighthawk's JSON.
+    assert nhbench.Result.model_validate_json(insecure.render("json")).insecure is True
     proc = cli("run", origin.url("tls"), "-k", "--rps", "20", "--duration", "1",
                "--output-format", "json")
     assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout)["insecure"] is True
+    assert nhbench.Result.model_validate_json(proc.stdout).insecure is True
 
 
 def test_hostname_mismatch_fails(origin: NginxOrigin) -> None:

@@ -1,23 +1,28 @@
 """The result of a run: pydantic models shaped like Nighthawk's ``Output`` proto.
 
-Shape (JSON)::
+Shape (the Python fields)::
 
     Result (Nighthawk: Output)
       timestamp, version, options (the echo of Options), terminated_by, failed_predicates,
-      interrupted, error, insecure (TLS certificates were not verified)
+      interrupted, error, insecure (TLS certificates were not verified), timeline
       results: [WorkerResult]      "worker_0".."worker_{n-1}" when there are several workers,
                                    then "global" (the merge); only "global" with one worker
         name, execution_start, execution_duration
-        statistics: [Statistic]    id, count, min, max, mean, pstdev, percentiles[], and the
-                                   encoded HdrHistogram ("hdr_histogram": "HISTFAAA...")
-          percentiles: [Percentile{percentile (fraction), count (cumulative), duration}]
+        statistics: [Statistic]    id, count, min, max, mean, pstdev, percentiles[], raw, and
+                                   the encoded HdrHistogram ("hdr_histogram": "HISTFAAA...")
+          percentiles: [Percentile{percentile (fraction), count (cumulative), value}]
         counters: [Counter{name, value}]
 
 In Python, durations are float seconds, counts are ints and every counter is kept, zeros
-included. The JSON form follows Nighthawk's conventions so its consumers can read it:
+included. The JSON form (``model_dump_json``, the ``json`` output format) is Nighthawk's own:
+the proto3 JSON mapping of ``nighthawk.client.Output`` (`nhbench.outputs._nighthawk`):
 durations are strings like ``"0.000195004s"``, 64-bit counts are strings, size statistics
-use ``raw_min``/``raw_max``/``raw_mean``/``raw_pstdev``/``raw_value``, and only non-zero
-counters are written. Loading accepts both forms, so
+use ``raw_min``/``raw_max``/``raw_mean``/``raw_pstdev``/``raw_value``, only non-zero counters
+are written, the options are Nighthawk's CommandLineOptions, and whatever Nighthawk has no
+field for (histograms, timeline, terminated_by, nhbench-only options...) travels in a
+``user_defined_outputs`` entry named ``nhbench``. Loading accepts that, a file Nighthawk
+wrote, and nhbench's JSON of before issue 12 (nhbench option names, ``version`` a string,
+``hdr_histogram`` inside each statistic), so
 ``Result.model_validate_json(result.model_dump_json())`` gives the result back.
 """
 
@@ -61,6 +66,12 @@ from ._slo import SloOutcome, check_slo
 from ._timeline import IntervalRecord, Timeline
 from ._version import __version__
 from .options import Options, format_json_duration, parse_json_duration
+from .outputs import (
+    is_nighthawk_document,
+    nighthawk_output,
+    result_fields,
+    statistic_document,
+)
 from .outputs import render as _render
 
 __all__ = [
@@ -208,6 +219,18 @@ class Statistic(BaseModel):
             self.hdr_histogram = _histogram.encode(self.histogram())
         return self.hdr_histogram
 
+    def __eq__(self, other: object) -> bool:
+        """Equal fields, the histogram compared through its encoding: pydantic's ``==``
+        would also compare the caches (the core's sparse counts, the decoded histogram),
+        which a statistic loaded from JSON builds only when asked."""
+        if not isinstance(other, Statistic):
+            return NotImplemented
+        self.encoded()
+        other.encoded()
+        return self.__dict__ == other.__dict__
+
+    __hash__ = None  # type: ignore[assignment]
+
     def __repr__(self) -> str:
         """One line with the count and, for latencies, p50, p99 and max (pydantic's repr
         would list every percentile and the encoded histogram)."""
@@ -236,7 +259,11 @@ class Statistic(BaseModel):
             if not raw and key in data:
                 data[key] = parse_json_duration(data[key])
         percentiles = []
-        for entry in data.get("percentiles") or ():
+        given = data.get("percentiles")
+        if not isinstance(given, list):
+            # Not a list: pydantic's check of the field reports it.
+            return data
+        for entry in given:
             if isinstance(entry, Mapping) and "value" not in entry:
                 entry = dict(entry)
                 if "duration" in entry:
@@ -255,29 +282,9 @@ class Statistic(BaseModel):
         if not info.mode_is_json():
             plain: dict[str, Any] = handler(self)
             return plain
-        out: dict[str, Any] = {"count": str(self.count), "id": self.id}
-        if self.raw:
-            if self.percentiles:
-                out["percentiles"] = [
-                    {"percentile": p.percentile, "count": str(p.count),
-                     "raw_value": str(int(p.value))}
-                    for p in self.percentiles
-                ]
-            out.update(
-                raw_mean=self.mean, raw_pstdev=self.pstdev,
-                raw_min=str(int(self.min)), raw_max=str(int(self.max)),
-            )
-        else:
-            if self.percentiles:
-                out["percentiles"] = [
-                    {"percentile": p.percentile, "count": str(p.count),
-                     "duration": format_json_duration(p.value)}
-                    for p in self.percentiles
-                ]
-            out.update(
-                mean=format_json_duration(self.mean), pstdev=format_json_duration(self.pstdev),
-                min=format_json_duration(self.min), max=format_json_duration(self.max),
-            )
+        # A statistic on its own: Nighthawk's Statistic plus the encoded histogram (a
+        # whole result keeps the histogram in its nhbench extension instead).
+        out = statistic_document(self)
         if self.hdr_histogram:
             out["hdr_histogram"] = self.hdr_histogram
         return out
@@ -419,6 +426,24 @@ class Result(BaseModel):
         description="One record per stats_interval (docs/live.md); empty when live "
         "statistics were off. An nhbench key: Nighthawk's output has none.",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_output_document(cls, data: Any) -> Any:
+        # Nighthawk's Output JSON (ours or Nighthawk's own) becomes the model's fields; the
+        # model's own shape (model_dump(), or nhbench's JSON of before issue 12) passes.
+        if is_nighthawk_document(data):
+            return result_fields(data)
+        return data
+
+    @model_serializer(mode="wrap")
+    def _to_output_document(
+        self, handler: SerializerFunctionWrapHandler, info: SerializationInfo
+    ) -> dict[str, Any]:
+        if info.mode_is_json():
+            return nighthawk_output(self)
+        plain: dict[str, Any] = handler(self)
+        return plain
 
     @classmethod
     def from_core(

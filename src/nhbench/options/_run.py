@@ -365,9 +365,14 @@ class Options(BaseModel):
         "these points, plus min and max.",
     )
     output_format: Annotated[
-        Literal["human", "json"], Flag(metavar="human|json")
+        Literal["human", "json", "yaml", "dotted", "csv", "fortio",
+                "experimental_fortio_pedantic", "prometheus"],
+        Flag(metavar="FORMAT"),
     ] = Field(
-        default="human", description="Output format."
+        default="human",
+        description="Output format: human (nhbench's report), or one of Nighthawk's: json, "
+        "yaml, dotted, csv, fortio, experimental_fortio_pedantic, prometheus "
+        "(docs/outputs.md).",
     )
     output: Annotated[str | None, Flag(metavar="FILE")] = Field(
         default=None, description="Write the output to this file instead of stdout: a regular "

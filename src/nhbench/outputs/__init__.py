@@ -3,28 +3,59 @@
 
 Where a new output format goes: a module ``_<name>.py`` here with ``render_<name>(result) ->
 str``, one entry in `FORMATS`, the name in ``Options.output_format``, and a section in
-docs/outputs.md. Renderers read a result and never build one (the result layer sits above
-this one and calls `render`).
+docs/outputs.md. A Nighthawk-derived format also has ``format_<name>(document) -> str`` in
+the same module (``render_<name>(result) = format_<name>(nighthawk_output(result))``), which
+`document_formatter` finds by that name, so `nhbench transform` can write it from a file
+Nighthawk wrote without building a `Result`. Renderers read a result and never build one
+(the result layer sits above this one and calls `render`).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+import sys
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from .._io import write_output
 from ._csv import render_csv
 from ._dotted import render_dotted
 from ._human import render_human
-from ._json import render_json
+from ._json import format_json, render_json
+from ._nighthawk import (
+    is_nighthawk_document,
+    nhbench_extension,
+    nighthawk_output,
+    result_fields,
+    statistic_document,
+)
 from ._prometheus import render_prometheus
 from ._yaml import render_yaml
 
 if TYPE_CHECKING:
     from .._result import Result
 
-__all__ = ["FORMATS", "render", "render_human", "render_json", "write_atomic"]
+__all__ = [
+    "FORMATS",
+    "FORMAT_NAMES",
+    "document_formatter",
+    "format_json",
+    "is_nighthawk_document",
+    "nhbench_extension",
+    "nighthawk_output",
+    "render",
+    "render_human",
+    "render_json",
+    "renderer",
+    "result_fields",
+    "statistic_document",
+    "write_atomic",
+]
+
+#: Every name ``--output-format`` accepts (``Options.output_format``). A name may lack a
+#: renderer in `FORMATS` while the formats are being added; `render` then says so.
+FORMAT_NAMES = ("human", "json", "yaml", "dotted", "csv", "fortio",
+                "experimental_fortio_pedantic", "prometheus")
 
 #: Every output format by name, in the order ``--help`` lists them.
 FORMATS: dict[str, Callable[[Result], str]] = {
@@ -39,13 +70,31 @@ FORMATS: dict[str, Callable[[Result], str]] = {
 
 def render(result: Result, output_format: str = "human") -> str:
     """Render `result` in one of `FORMATS`."""
+    return renderer(output_format)(result)
+
+
+def renderer(output_format: str) -> Callable[[Result], str]:
+    """The renderer of `output_format`; ValueError (one line) when it has none."""
     try:
-        renderer = FORMATS[output_format]
+        return FORMATS[output_format]
     except KeyError:
+        if output_format in FORMAT_NAMES:
+            raise ValueError(
+                f"output_format: {output_format!r} has no renderer in this build of nhbench "
+                f"(it has: {', '.join(FORMATS)})"
+            ) from None
         raise ValueError(
-            f"output_format: must be one of {', '.join(FORMATS)} (got {output_format!r})"
+            f"output_format: must be one of {', '.join(FORMAT_NAMES)} (got {output_format!r})"
         ) from None
-    return renderer(result)
+
+
+def document_formatter(output_format: str) -> Callable[[Mapping[str, Any]], str] | None:
+    """``format_<name>`` of a format: its text from a Nighthawk Output document (see
+    `nighthawk_output`), or None for a format that needs a `Result` (``human``). Raises
+    ValueError, as `render` does, for a name with no renderer."""
+    module = sys.modules.get(renderer(output_format).__module__)
+    formatter = getattr(module, f"format_{output_format}", None)
+    return formatter if callable(formatter) else None
 
 
 def write_atomic(path: str | os.PathLike[str], text: str) -> None:

@@ -1,0 +1,103 @@
+"""``nhbench transform --output-format FMT [FILE]``: a result file in any output format.
+
+Nighthawk's ``nighthawk_output_transform`` for nhbench: FILE (stdin when it is missing or
+``-``) is nhbench's JSON, Nighthawk's JSON (quirks included) or any format `load_result`
+reads; the output is any format of `nhbench.outputs.FORMATS`. A Nighthawk-derived format is
+written from the Nighthawk Output document: a file Nighthawk wrote goes straight to
+``format_<fmt>(document)`` as it is, and nhbench's own goes through its `Result` (which
+gives the same document back). ``human`` needs a `Result`, so a Nighthawk file is loaded
+first (the options are mapped onto nhbench's, see docs/outputs.md).
+
+Exit status: 0 written; 2 bad input (unreadable file, not JSON with its line and column,
+not a result, a format nhbench cannot write or read, an invalid field): one line on stderr,
+nothing written to --output; 1 the output could not be written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from .._exceptions import ResultFileError
+from . import _die, _note
+
+__all__ = ["add_transform_parser"]
+
+
+def add_transform_parser(commands: argparse._SubParsersAction[Any]) -> None:
+    from ..outputs import FORMAT_NAMES
+
+    parser = commands.add_parser(
+        "transform",
+        help="write a result file (nhbench's or Nighthawk's JSON) in another output format",
+        description="Read a result written by nhbench or Nighthawk (JSON) from FILE, or stdin "
+        "when FILE is missing or -, and write it in --output-format, as Nighthawk's "
+        "nighthawk_output_transform does. See docs/outputs.md.",
+        allow_abbrev=False,
+    )
+    parser.add_argument("file", metavar="FILE", nargs="?", default="-",
+                        help="The result file (default: stdin).")
+    parser.add_argument("--output-format", required=True, metavar="FORMAT",
+                        help=f"One of: {', '.join(FORMAT_NAMES)}.")
+    parser.add_argument("--output", metavar="FILE", default=None,
+                        help="Write here instead of stdout (a regular file is replaced "
+                        "atomically; -, a FIFO or a device is streamed into).")
+    parser.set_defaults(func=_cmd_transform, subparser=parser)
+
+
+def _read_input(path: str) -> tuple[bytes, str]:
+    if path == "-":
+        return sys.stdin.buffer.read(), "<stdin>"
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(), path
+    except OSError as exc:
+        _die(f"cannot load result {path!r}: {exc.strerror or type(exc).__name__}", status=2)
+
+
+def transform_text(raw: bytes, name: str, output_format: str) -> str:
+    """The text of result `raw` (read from `name`) in `output_format`; ResultFileError or
+    ValueError (one line) when it cannot be done."""
+    from .._load import read_result_text, result_from_document
+    from ..outputs import document_formatter, nighthawk_output
+
+    formatter = document_formatter(output_format)  # ValueError for an unknown format
+    kind, data = read_result_text(raw, name)
+    if formatter is not None and kind == "nighthawk":
+        # Nighthawk's own document, exactly as written (after the reader's leniency).
+        return formatter(data)
+    result = result_from_document(kind, data, name)
+    if formatter is not None:
+        return formatter(nighthawk_output(result))
+    return result.render(output_format)
+
+
+def _cmd_transform(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from ..outputs import write_atomic
+
+    output_format = args.output_format.strip().lower()
+    if args.output is not None and args.output != "-":
+        from .._io import check_output_path
+
+        try:
+            check_output_path(args.output)
+        except ValueError as exc:
+            _die(f"--output: {exc}", status=2)
+    raw, name = _read_input(args.file)
+    try:
+        text = transform_text(raw, name, output_format)
+    except (ResultFileError, ValueError) as exc:
+        _die(str(exc).replace("output_format:", "--output-format:", 1), status=2)
+    if args.output is not None:
+        try:
+            write_atomic(args.output, text)
+        except OSError as exc:
+            _die(f"--output: {exc}", status=1)
+        if sys.stderr.isatty() and args.output != "-":
+            _note(f"wrote {output_format} output to {args.output}")
+    else:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    return 0
+

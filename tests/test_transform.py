@@ -1,0 +1,147 @@
+"""``nhbench transform`` as users run it: real ``python -m nhbench`` processes, files and
+stdin, Nighthawk's own files (tests/data/nighthawk/) and nhbench's, good input and bad."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from nhbench import load_result
+from nhbench._load import parse_json
+from nhbench.outputs import FORMAT_NAMES, FORMATS, format_json, render_json
+
+DATA = Path(__file__).resolve().parent / "data"
+JSON_GOLD = DATA / "nighthawk" / "output_formatter.json.gold"
+MEDIUM_GOLD = DATA / "nighthawk" / "output_formatter.medium.proto.gold"
+BEFORE = DATA / "nhbench-json-before-issue-12.json"
+
+
+def transform(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(Path(__file__).resolve().parents[1] / "src"), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.run(
+        [sys.executable, "-m", "nhbench", "transform", *args], capture_output=True, text=True,
+        input=stdin, stdin=None if stdin is not None else subprocess.DEVNULL, timeout=120,
+        env=env, check=False,
+    )
+
+
+def one_error_line(proc: subprocess.CompletedProcess[str]) -> str:
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("nhbench: error: ")
+    return lines[0]
+
+
+def test_nighthawk_file_to_json_is_the_same_document() -> None:
+    proc = transform("--output-format", "json", str(JSON_GOLD))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""
+    # Nighthawk's document, as Nighthawk lays it out (one-space indentation), unchanged.
+    assert json.loads(proc.stdout) == json.loads(JSON_GOLD.read_text())
+    # Byte for byte what Nighthawk wrote: layout, key order, uint64 strings, and doubles as
+    # protobuf prints them ("raw_pstdev": 1.1180339887498949, 17 digits where 15 would
+    # not read back the same).
+    assert proc.stdout == JSON_GOLD.read_text()
+
+
+def test_stdin_and_dash_read_nighthawks_quirks() -> None:
+    text = MEDIUM_GOLD.read_text()
+    expected = format_json(parse_json(text))
+    for args in (("--output-format", "json"), ("--output-format", "json", "-")):
+        proc = transform(*args, stdin=text)
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout == expected
+    # The repeated "labels" of the file were merged, the trailing comma dropped.
+    assert json.loads(expected)["options"]["labels"] == ["label-a", "label-b", "Nighthawk"]
+
+
+def test_nhbench_file_to_json_loads_back_equal(tmp_path: Path) -> None:
+    out = tmp_path / "out.json"
+    proc = transform("--output-format", "json", "--output", str(out), str(BEFORE))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == ""
+    assert load_result(out) == load_result(BEFORE)
+    assert out.read_text() == render_json(load_result(BEFORE))
+
+
+def test_human_needs_a_result_and_gets_one_from_a_nighthawk_file() -> None:
+    proc = transform("--output-format", "human", str(MEDIUM_GOLD))
+    assert proc.returncode == 0, proc.stderr
+    assert "GET https://www.google.com/" in proc.stdout
+    assert "benchmark_http_client.request_to_response" in proc.stdout
+
+
+@pytest.mark.parametrize("name", sorted(set(FORMATS) - {"human"}))
+def test_every_nighthawk_format_from_a_nighthawk_file(name: str) -> None:
+    # Whatever formats this build has: each writes a Nighthawk file without a Result.
+    proc = transform("--output-format", name, str(MEDIUM_GOLD))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip()
+
+
+def test_bad_json_is_one_line_with_line_and_column(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text('{\n "options": {},\n "results": [}\n')
+    out = tmp_path / "out.json"
+    proc = transform("--output-format", "json", "--output", str(out), str(bad))
+    line = one_error_line(proc)
+    assert str(bad) in line and "line 3 column 14" in line
+    assert not out.exists()  # no partial output file
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.json"]
+    # From stdin, the source is named too.
+    line = one_error_line(transform("--output-format", "json", stdin="{"))
+    assert "<stdin>" in line and "line 1 column 2" in line
+
+
+def test_an_existing_output_file_survives_bad_input(tmp_path: Path) -> None:
+    out = tmp_path / "out.json"
+    out.write_text("previous\n")
+    one_error_line(transform("--output-format", "json", "--output", str(out),
+                             str(tmp_path / "missing.json")))
+    assert out.read_text() == "previous\n"
+
+
+def test_unknown_format_and_not_a_result(tmp_path: Path) -> None:
+    line = one_error_line(transform("--output-format", "xml", str(JSON_GOLD)))
+    assert "--output-format" in line and "'xml'" in line and "json" in line
+    not_result = tmp_path / "list.json"
+    not_result.write_text("[1, 2]")
+    line = one_error_line(transform("--output-format", "json", str(not_result)))
+    assert "not a result" in line
+    line = one_error_line(transform("--output-format", "json", str(tmp_path / "nope.json")))
+    assert "No such file or directory" in line
+    line = one_error_line(transform(str(JSON_GOLD)))  # --output-format is required
+    assert "--output-format" in line
+
+
+def test_a_format_without_a_renderer_yet_is_a_clear_error() -> None:
+    missing = [name for name in FORMAT_NAMES if name not in FORMATS]
+    if not missing:
+        pytest.skip("every output format has its renderer in this build")
+    line = one_error_line(transform("--output-format", missing[0], str(JSON_GOLD)))
+    assert f"'{missing[0]}' has no renderer in this build" in line
+
+
+def test_human_of_a_nighthawk_file_nhbench_cannot_describe_is_one_line() -> None:
+    # json.gold has no uri: its document converts to any Nighthawk format, but not to
+    # a Result, which human needs.
+    line = one_error_line(transform("--output-format", "human", str(JSON_GOLD)))
+    assert "Nighthawk's JSON output" in line and "uri" in line
+
+
+def test_format_names_are_the_options_names() -> None:
+    from typing import get_args
+
+    from nhbench import Options
+
+    names = get_args(Options.model_fields["output_format"].annotation)
+    assert tuple(names) == FORMAT_NAMES
+    assert set(FORMATS) <= set(FORMAT_NAMES)
