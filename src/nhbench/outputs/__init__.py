@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from .._io import write_output
+from ._fortio import render_fortio, render_fortio_pedantic
 from ._human import render_human
 from ._json import render_json
 
@@ -26,6 +27,8 @@ __all__ = ["FORMATS", "render", "render_human", "render_json", "write_atomic"]
 FORMATS: dict[str, Callable[[Result], str]] = {
     "human": render_human,
     "json": render_json,
+    "fortio": render_fortio,
+    "experimental_fortio_pedantic": render_fortio_pedantic,
 }
 
 
