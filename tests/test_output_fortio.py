@@ -225,3 +225,103 @@ def test_a_real_run_in_fortio_agrees_with_its_counters_and_the_server():
         assert data["ActualQPS"] == pytest.approx(
             result.counters["upstream_rq_total"] / result.duration, rel=1e-6)
     assert plain["RequestedQPS"] == 300 and pedantic["RequestedQPS"] == "300"
+
+
+# ---- Fortio's own JSON read back (nhbench.load_result) -----------------------------------
+
+FORTIO_DATA = Path(__file__).parent / "data" / "fortio"
+FORTIO_BIN = "/root/go/bin/fortio"
+
+
+def test_a_fortio_file_loads_with_its_counts_percentiles_and_options():
+    # Written by fortio 1.66.5 itself (tests/data/fortio/README.md): 100 calls at 100 qps on
+    # 2 connections for 1 s, 70 answered 200 and 30 answered 503.
+    result = nhbench.load_result(FORTIO_DATA / "fortio-1.66.5-load.json")
+    raw = json.loads((FORTIO_DATA / "fortio-1.66.5-load.json").read_text())
+    c = result.counters
+    assert (c["benchmark.http_200"], c["benchmark.http_503"]) == (70, 30)
+    assert (c["benchmark.http_2xx"], c["benchmark.http_5xx"]) == (70, 30)
+    assert c["upstream_rq_total"] == 100 and c["upstream_cx_total"] == raw["SocketCount"]
+    latency = result.stat("benchmark_http_client.request_to_response")
+    assert latency.count == 100
+    assert (latency.min, latency.max, latency.mean) == (
+        raw["DurationHistogram"]["Min"], raw["DurationHistogram"]["Max"],
+        raw["DurationHistogram"]["Avg"])
+    # Fortio's own percentiles, exactly as it reported them.
+    for point in raw["DurationHistogram"]["Percentiles"]:
+        assert latency.p(point["Percentile"]) == point["Value"]
+    # Every Data bucket's end is a point, at its cumulative count.
+    counts = {p.percentile: p.count for p in latency.percentiles}
+    assert counts[0.94] == 94 and counts[1.0] == 100
+    body = result.stat("benchmark_http_client.response_body_size")
+    assert (body.count, body.min, body.max) == (100, 55, 72)
+    o = result.options
+    assert (o.uri, o.rps, o.connections, o.duration, o.label) == (
+        raw["URL"], 100.0, 2, 1.0, ("hello fortio",))
+    assert result.duration == raw["ActualDuration"] / 1e9
+    assert result.timestamp.isoformat() == "2026-11-23T12:24:35.078987+00:00"
+    assert result.version == "fortio 1.66.5"
+
+
+def test_a_fortio_file_goes_back_out_as_fortio(tmp_path):
+    result = nhbench.load_result(FORTIO_DATA / "fortio-1.66.5-load.json")
+    data = json.loads(render(result, "experimental_fortio_pedantic"))
+    assert data["RetCodes"] == {"200": 70, "503": 30}
+    assert data["DurationHistogram"]["Count"] == 100
+    assert data["Labels"] == "hello fortio" and data["RequestedQPS"] == "100"
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda d: d.update(RunType="GRPC"), "a Fortio GRPC result: nhbench reads Fortio's HTTP"),
+        (lambda d: d.update(RetCodes={"ok": 1}), "RetCodes: 'ok' is not an HTTP status code"),
+        (lambda d: d["DurationHistogram"].update(Count="many"), "Count: expected a number"),
+        (lambda d: d.update(RequestedQPS="fast"), "RequestedQPS: expected a rate or 'max'"),
+        (lambda d: d.update(StartTime="yesterday"), "StartTime: expected an RFC 3339 time"),
+    ],
+)
+def test_a_broken_fortio_file_is_one_line_naming_it(tmp_path, change, message):
+    data = json.loads((FORTIO_DATA / "fortio-1.66.5-load.json").read_text())
+    change(data)
+    path = tmp_path / "broken.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(nhbench.ResultFileError) as info:
+        nhbench.load_result(path)
+    text = str(info.value)
+    assert "\n" not in text and str(path) in text and message in text, text
+
+
+def test_fortio_special_codes_and_an_exact_count_run(tmp_path):
+    data = json.loads((FORTIO_DATA / "fortio-1.66.5-load.json").read_text())
+    data.update(RetCodes={"200": 90, "-1": 7, "999": 3}, Exactly=100,
+                RequestedDuration="exactly 100 calls", RequestedQPS="max")
+    path = tmp_path / "exact.json"
+    path.write_text(json.dumps(data))
+    result = nhbench.load_result(path)
+    c = result.counters
+    assert (c["benchmark.http_200"], c["benchmark.stream_resets"], c["benchmark.http_xxx"]) == (
+        90, 7, 3)
+    assert result.options.rps == 0 and result.options.no_duration
+    assert result.options.termination_predicate == {"upstream_rq_total": 99}
+
+
+@pytest.mark.core
+@pytest.mark.skipif(not Path(FORTIO_BIN).exists(), reason=f"{FORTIO_BIN} is not installed")
+def test_a_fresh_fortio_run_loads_with_the_servers_counts(tmp_path):
+    import subprocess
+
+    out = tmp_path / "run.json"
+    with nhbench.TestServer() as server:
+        subprocess.run(
+            [FORTIO_BIN, "load", "-allow-initial-errors", "-qps", "200", "-c", "2", "-n", "100",
+             "-labels", "fresh run", "-json", str(out), server.url + "?status=429:25"],
+            check=True, capture_output=True, timeout=60)
+        written = server.stats()["status"]
+    result = nhbench.load_result(out)
+    # Fortio's warm-up calls (one per connection) reach the server but not its counts.
+    loaded = {str(code): result.counters[f"benchmark.http_{code}"] for code in (200, 429)}
+    assert sum(loaded.values()) == 100 == result.counters["upstream_rq_total"]
+    assert all(0 <= int(written.get(k, 0)) - v <= 2 for k, v in loaded.items())
+    assert result.options.termination_predicate == {"upstream_rq_total": 99}
+    assert result.options.label == ("fresh run",)

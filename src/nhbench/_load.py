@@ -23,6 +23,7 @@ from hdrh.codec import HdrCookieException, HdrHistogramSettingsException, HdrLen
 from pydantic import ValidationError
 
 from ._exceptions import ResultFileError
+from ._load_fortio import load_fortio
 from ._result import Result
 
 __all__ = ["FORMAT_NAMES", "LOADERS", "detect_format", "load_result"]
@@ -81,6 +82,7 @@ def _load_nhbench(data: Any) -> Result:
 
 #: The loader of each format nhbench reads.
 LOADERS: dict[str, Callable[[Any], Result]] = {"nhbench": _load_nhbench}
+LOADERS["fortio"] = load_fortio
 
 
 def _validation_reason(exc: ValidationError) -> str:
