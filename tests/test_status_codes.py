@@ -145,3 +145,28 @@ def test_counter_names_python_and_core_agree(name, known):
             nhbench.Options(uri=uri, failure_predicate={name: 0})
         with pytest.raises(ValueError, match="unknown counter"):
             load_core().ClientRun(config)
+
+
+def test_abort_on_is_fortios_abort_on_a_failure_predicate(server):
+    options = nhbench.Options(uri=server.url, abort_on=503)
+    assert options.failure_predicates["benchmark.http_503"] == 0
+    result = run(server.url + "?status=503:20", rps=500, duration=20.0, abort_on=503,
+                 no_default_failure_predicates=True)
+    assert result.terminated_by == "failure_predicate:benchmark.http_503"
+    assert result.failed_predicates == ["benchmark.http_503"]
+
+
+def test_abort_on_from_the_command_line(server):
+    import subprocess
+    import sys
+
+    cli = [sys.executable, "-m", "nhbench", "run", "--cpus", CLIENT_CPU, "--rps", "500",
+           "--duration", "20s", "--no-default-failure-predicates", "--abort-on", "429"]
+    done = subprocess.run([*cli, server.url + "?status=429:20"], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 1, done.stderr
+    assert "benchmark.http_429" in done.stdout + done.stderr
+    bad = subprocess.run([*cli[:-1], "600", server.url], capture_output=True, text=True,
+                         timeout=60)
+    assert bad.returncode == 2
+    assert bad.stderr.count("\n") == 1 and "--abort-on" in bad.stderr, bad.stderr
