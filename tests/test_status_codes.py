@@ -170,3 +170,11 @@ def test_abort_on_from_the_command_line(server):
                          timeout=60)
     assert bad.returncode == 2
     assert bad.stderr.count("\n") == 1 and "--abort-on" in bad.stderr, bad.stderr
+
+
+def test_an_slo_on_a_status_code(server):
+    result = run(server.url + "?status=404:50", rps=100, duration=0.5,
+                 no_default_failure_predicates=True)
+    assert result.counters["benchmark.http_404"] >= 1
+    outcome = result.check_slo("benchmark.http_404==0", "benchmark.http_503==0")
+    assert [verdict.passed for verdict in outcome.verdicts] == [False, True]
