@@ -198,10 +198,12 @@ def test_a_document_without_what_the_formatter_needs_is_one_clear_error(change, 
 
 def test_strings_are_escaped_as_protobuf_does():
     document = hand_built()
-    document["options"]["labels"] = ['say "hi"', "<b>\n"]
+    label = 'say "hi" <b>\n\x7f\u00e9\u2028\U000e0041'
+    document["options"]["labels"] = [label]
     text = format_fortio(document)
-    assert '"Labels": "say \\"hi\\" \\u003cb\\u003e\\n",' in text
-    assert json.loads(text)["Labels"] == 'say "hi" <b>\n'
+    assert ('"Labels": "say \\"hi\\" \\u003cb\\u003e\\n\\u007f\u00e9\\u2028'
+            '\\udb40\\udc41",') in text
+    assert json.loads(text)["Labels"] == label
 
 
 @pytest.mark.core

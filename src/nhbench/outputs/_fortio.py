@@ -225,18 +225,34 @@ def _uint32(value: int) -> _Raw:
 
 
 _ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r",
-            "\t": "\\t", "<": "\\u003c", ">": "\\u003e", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+            "\t": "\\t"}
+
+
+def _escaped_code_point(code: int) -> bool:
+    """Whether protobuf's JSON printer writes this code point as \\uXXXX: C0 and C1 control
+    characters and DEL, ``<`` and ``>`` (for HTML), and the invisible or formatting
+    characters it escapes to keep JavaScript consumers safe."""
+    return (code < 0x20 or 0x7f <= code < 0xa0 or code in (0x3c, 0x3e, 0xad, 0x6dd, 0x70f,
+                                                            0x17b4, 0x17b5, 0xfeff)
+            or 0x600 <= code <= 0x603 or 0x200b <= code <= 0x200f or 0x2028 <= code <= 0x202e
+            or 0x2060 <= code <= 0x2064 or 0x206a <= code <= 0x206f
+            or 0xfff9 <= code <= 0xfffb or code == 0xe0001 or 0x1d173 <= code <= 0x1d17a
+            or 0xe0020 <= code <= 0xe007f)
 
 
 def _string(text: str) -> _Raw:
     out = []
     for char in text:
+        code = ord(char)
         if char in _ESCAPES:
             out.append(_ESCAPES[char])
-        elif char < " " or char == "\x7f":
-            out.append(f"\\u{ord(char):04x}")
-        else:
+        elif not _escaped_code_point(code):
             out.append(char)
+        elif code < 0x10000:
+            out.append(f"\\u{code:04x}")
+        else:  # a UTF-16 surrogate pair, as JSON spells characters beyond the BMP
+            high, low = 0xd800 + ((code - 0x10000) >> 10), 0xdc00 + ((code - 0x10000) & 0x3ff)
+            out.append(f"\\u{high:04x}\\u{low:04x}")
     return _Raw('"' + "".join(out) + '"')
 
 
