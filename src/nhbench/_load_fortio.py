@@ -190,7 +190,7 @@ def load_fortio(data: Any) -> Result:
     if not isinstance(data, Mapping):
         raise ValueError("expected Fortio's JSON object")
     run_type = data.get("RunType")
-    if run_type not in ("HTTP", "", None) or "URL" not in data:
+    if run_type not in ("HTTP", "", None) or ("URL" not in data and "Destination" in data):
         raise ValueError(f"a Fortio {run_type or 'non-HTTP'} result: nhbench reads Fortio's "
                          "HTTP results only")
     histogram = data.get("DurationHistogram")
