@@ -155,17 +155,33 @@ typedef enum {
   NHB_STREAM_COUNT
 } nhb_stream_t;
 
+/* Per-status-code counters. Every response whose status is 100..599 is also
+ * counted by its exact code, in a fixed array indexed by code - NHB_STATUS_MIN
+ * (anything else is what benchmark.http_xxx counts, so that counter is the
+ * array's "other" bucket). Their names are "benchmark.http_<code>". Predicates
+ * refer to them by counter ids past the fixed ones:
+ * NHB_CTR_COUNT + code - NHB_STATUS_MIN, below NHB_COUNTER_ID_COUNT. */
+#define NHB_STATUS_MIN 100
+#define NHB_STATUS_MAX 599
+#define NHB_STATUS_COUNT (NHB_STATUS_MAX - NHB_STATUS_MIN + 1)
+#define NHB_COUNTER_ID_COUNT (NHB_CTR_COUNT + NHB_STATUS_COUNT)
+
 extern const char* const nhb_counter_names[NHB_CTR_COUNT];
 extern const char* const nhb_histogram_names[NHB_HIST_COUNT];
 extern const char* const nhb_stream_names[NHB_STREAM_COUNT];
-/* Returns the counter index for a name, or -1. */
+/* Returns the counter id for a name (a fixed counter's index, or the id of a
+ * per-status-code counter "benchmark.http_<code>" with code 100..599), or -1. */
 int nhb_counter_lookup(const char* name);
+/* Writes the name of counter id `id` into buf (NUL-terminated, truncated to
+ * len); returns 0, or -1 for an id that names no counter. */
+int nhb_counter_name(int id, char* buf, size_t len);
 
 /* Everything one worker (or the merged run) measured. */
 typedef struct nhb_stats {
   uint64_t execution_start_ns; /* CLOCK_REALTIME of the first scheduled release */
   uint64_t execution_duration_ns;
   uint64_t counters[NHB_CTR_COUNT];
+  uint64_t status_codes[NHB_STATUS_COUNT]; /* [code - NHB_STATUS_MIN] */
   nhb_hist* hists[NHB_HIST_COUNT];
   nhb_stream streams[NHB_STREAM_COUNT];
 } nhb_stats;
@@ -209,7 +225,7 @@ typedef struct nhb_tls_config {
 } nhb_tls_config;
 
 typedef struct nhb_predicate {
-  int counter; /* nhb_counter_t */
+  int counter; /* a counter id: nhb_counter_t, or a per-status-code counter's */
   uint64_t threshold;
 } nhb_predicate;
 

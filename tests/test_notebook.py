@@ -322,8 +322,10 @@ def test_load_result_round_trip(fast: nhbench.Result, tmp_path: Path) -> None:
                       "column 2)"),
         (b"{\x80}", "not JSON (not UTF-8 text)"),
         ("[1, 2]", "not a result: no format nhbench reads has this shape"),
+        # Fortio's JSON is read since issue 12 (tests/test_output_fortio.py); one without
+        # its URL is an invalid one.
         ('{"RunType": "HTTP", "DurationHistogram": {}}',
-         "this is Fortio's JSON output, which nhbench cannot load yet"),
+         "invalid Fortio's JSON output: URL: missing (nhbench reads Fortio's HTTP results)"),
         # Issue 12: Nighthawk's JSON is read; this one has no uri, which nhbench needs.
         ('{"options": {}, "results": [], "version": {"version": {"major_number": 0}}}',
          "invalid Nighthawk's JSON output: options.uri: Field required"),

@@ -211,7 +211,8 @@ class ClientRun {
     d["execution_start_ns"] = global->execution_start_ns;
     std::string reason;
     int counter = nhb_run_end_counter(run_);
-    std::string counter_name = counter >= 0 ? nhb_counter_names[counter] : "";
+    char name_buf[64];
+    std::string counter_name = nhb_counter_name(counter, name_buf, sizeof(name_buf)) == 0 ? name_buf : "";
     switch (nhb_run_end_reason(run_)) {
       case NHB_END_DURATION: reason = "duration"; break;
       case NHB_END_STOP: reason = "stop"; break;
@@ -223,7 +224,8 @@ class ClientRun {
     py::list failed;
     uint64_t bits = nhb_run_failed_predicates(run_);
     for (int i = 0; i < config_.n_failure; i++)
-      if (bits & (1ULL << i)) failed.append(nhb_counter_names[config_.failure[i].counter]);
+      if ((bits & (1ULL << i)) && nhb_counter_name(config_.failure[i].counter, name_buf, sizeof(name_buf)) == 0)
+        failed.append(std::string(name_buf));
     d["failed_predicates"] = failed;
     std::string err = nhb_run_first_error(run_);
     d["error"] = err.empty() ? py::object(py::none()) : py::object(py::str(err));

@@ -44,6 +44,11 @@ py::dict stats_to_dict(const nhb_stats* st) {
   d["execution_duration_ns"] = st->execution_duration_ns;
   py::dict counters, hists, streams;
   for (int i = 0; i < NHB_CTR_COUNT; i++) counters[nhb_counter_names[i]] = st->counters[i];
+  // Only the status codes that occurred, as Nighthawk lists only non-zero
+  // counters: 500 zeros would swamp every listing of the counters.
+  for (int i = 0; i < NHB_STATUS_COUNT; i++)
+    if (st->status_codes[i] != 0)
+      counters[("benchmark.http_" + std::to_string(i + NHB_STATUS_MIN)).c_str()] = st->status_codes[i];
   for (int i = 0; i < NHB_HIST_COUNT; i++) hists[nhb_histogram_names[i]] = hist_to_dict(st->hists[i]);
   for (int i = 0; i < NHB_STREAM_COUNT; i++) streams[nhb_stream_names[i]] = stream_to_dict(&st->streams[i]);
   d["counters"] = counters;

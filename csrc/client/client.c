@@ -45,6 +45,9 @@ static void stats_free(nhb_stats* st) {
 static void publish(nhb__worker* w) {
   for (int i = 0; i < NHB_CTR_COUNT; i++)
     atomic_store_explicit(&w->published[i], w->stats.counters[i], memory_order_relaxed);
+  if (w->run->watch_status)
+    for (int i = 0; i < NHB_STATUS_COUNT; i++)
+      atomic_store_explicit(&w->published_status[i], w->stats.status_codes[i], memory_order_relaxed);
 }
 
 /* ---- worker ------------------------------------------------------------- */
@@ -234,7 +237,7 @@ static int check_config(const nhb_client_config* c, char* err, size_t err_len) {
   /* A predicate's counter indexes the counter arrays. */
   for (int i = 0; i < c->n_termination + c->n_failure; i++) {
     const nhb_predicate* p = i < c->n_termination ? &c->termination[i] : &c->failure[i - c->n_termination];
-    if (p->counter < 0 || p->counter >= NHB_CTR_COUNT)
+    if (p->counter < 0 || p->counter >= NHB_COUNTER_ID_COUNT)
       return config_error(err, err_len, "%s: unknown counter %d",
                           i < c->n_termination ? "termination_predicates" : "failure_predicates", p->counter);
   }
@@ -250,6 +253,11 @@ int nhb_run_create_ex(const nhb_client_config* config, nhb_run** out, char* err,
   if (!run) return NHB_ENOMEM;
   run->config = *config;
   run->nworkers = config->nworkers;
+  for (int i = 0; i < config->n_termination + config->n_failure; i++) {
+    const nhb_predicate* p = i < config->n_termination ? &config->termination[i]
+                                                       : &config->failure[i - config->n_termination];
+    if (p->counter >= NHB_CTR_COUNT) run->watch_status = 1;
+  }
   run->cpus = calloc((size_t)run->nworkers, sizeof(int));
   run->workers = calloc((size_t)run->nworkers, sizeof(nhb__worker));
   if (!run->cpus || !run->workers || stats_alloc(&run->global) < 0 || copy_strings(run) < 0)
@@ -303,6 +311,9 @@ static void request_stop_all(nhb_run* run) {
   pthread_mutex_unlock(&run->lock);
 }
 
+/* `counters` below is indexed by counter id: the fixed counters, then the
+ * per-status-code ones (NHB_COUNTER_ID_COUNT entries in all). */
+
 /* Returns the index of the first predicate that fires on `counters`, or -1. */
 static int first_firing(const nhb_predicate* preds, int n, const uint64_t* counters) {
   for (int i = 0; i < n; i++)
@@ -333,6 +344,7 @@ static void merge(nhb_run* run) {
   for (int i = 0; i < run->nworkers; i++) {
     nhb_stats* st = &run->workers[i].stats;
     for (int c = 0; c < NHB_CTR_COUNT; c++) g->counters[c] += st->counters[c];
+    for (int c = 0; c < NHB_STATUS_COUNT; c++) g->status_codes[c] += st->status_codes[c];
     for (int h = 0; h < NHB_HIST_COUNT; h++) nhb_hist_add(g->hists[h], st->hists[h]);
     for (int s = 0; s < NHB_STREAM_COUNT; s++) nhb_stream_add(&g->streams[s], &st->streams[s]);
     duration_sum += st->execution_duration_ns;
@@ -353,7 +365,7 @@ static void merge(nhb_run* run) {
 
 static void* controller_main(void* arg) {
   nhb_run* run = (nhb_run*)arg;
-  uint64_t sums[NHB_CTR_COUNT];
+  uint64_t sums[NHB_COUNTER_ID_COUNT];
   for (;;) {
     struct timespec ts = {0, (long)CONTROLLER_PERIOD_NS};
     nanosleep(&ts, NULL);
@@ -364,6 +376,9 @@ static void* controller_main(void* arg) {
       if (!atomic_load(&w->done)) all_done = 0;
       for (int c = 0; c < NHB_CTR_COUNT; c++)
         sums[c] += atomic_load_explicit(&w->published[c], memory_order_relaxed);
+      if (run->watch_status)
+        for (int c = 0; c < NHB_STATUS_COUNT; c++)
+          sums[NHB_CTR_COUNT + c] += atomic_load_explicit(&w->published_status[c], memory_order_relaxed);
     }
     if (all_done) break;
     nhb__ivl_controller_tick(run, nhb__now_ns());
@@ -379,7 +394,9 @@ static void* controller_main(void* arg) {
   nhb__ivl_controller_finish(run);
   pthread_mutex_lock(&run->lock);
   /* Failure predicates are judged once more on the exact final counts. */
-  evaluate_predicates(run, run->global.counters);
+  memcpy(sums, run->global.counters, sizeof(run->global.counters));
+  memcpy(sums + NHB_CTR_COUNT, run->global.status_codes, sizeof(run->global.status_codes));
+  evaluate_predicates(run, sums);
   if (run->end_reason == NHB_END_NONE)
     run->end_reason = atomic_load(&run->stop_requested) ? NHB_END_STOP : NHB_END_DURATION;
   run->finished = 1;

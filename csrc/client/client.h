@@ -241,8 +241,10 @@ struct nhb__worker {
   uint64_t ivl_epoch;
   nhb__ivl_buf ivl[2];
   _Atomic uint64_t ivl_closed;
-  /* Counters copied out every 10 ms for progress and predicates. */
+  /* Counters copied out every 10 ms for progress and predicates; the
+   * per-status-code ones only when a predicate watches one (watch_status). */
   _Atomic uint64_t published[NHB_CTR_COUNT];
+  _Atomic uint64_t published_status[NHB_STATUS_COUNT];
   atomic_int done;
   int first_error; /* first connection/protocol error code, 0 if none */
   char first_error_text[512]; /* its explanation when there is more to say (TLS) */
@@ -266,6 +268,9 @@ struct nhb_run {
   nhb_end_reason_t end_reason;
   int end_counter;
   uint64_t failed_predicates;
+  /* A predicate watches a per-status-code counter: only then do the workers
+   * publish those and the controller sum them (500 more each time). */
+  int watch_status;
   char first_error[512];
   /* Owned copies of the config's strings (config.* point into these). */
   char* strings;

@@ -528,6 +528,9 @@ void nhb__conn_response(nhb__conn* c, nhb__slot* s, int status) {
   if (klass >= 1 && klass <= 5) {
     ctr = (nhb_counter_t)(NHB_CTR_HTTP_1XX + klass - 1);
     hist = (nhb_histogram_t)(NHB_HIST_LATENCY_1XX + klass - 1);
+    /* A class of 1..5 means a status of 100..599, the per-code array's range;
+     * any other status is counted by benchmark.http_xxx alone. */
+    st->status_codes[status - NHB_STATUS_MIN]++;
   }
   st->counters[ctr]++;
   nhb_hist_record(st->hists[hist], latency);

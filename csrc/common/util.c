@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/timerfd.h>
@@ -30,9 +31,35 @@ const char* const nhb_stream_names[NHB_STREAM_COUNT] = {
 #undef NHB__STREAM_NAME
 };
 
+#define STATUS_PREFIX "benchmark.http_"
+
 int nhb_counter_lookup(const char* name) {
   for (int i = 0; i < NHB_CTR_COUNT; i++)
     if (strcmp(nhb_counter_names[i], name) == 0) return i;
+  /* Exactly three digits, so that "benchmark.http_0200" or "benchmark.http_2"
+   * is not taken for a code, the way a typo must not silently mean something. */
+  size_t plen = sizeof(STATUS_PREFIX) - 1;
+  if (strncmp(name, STATUS_PREFIX, plen) != 0) return -1;
+  const char* d = name + plen;
+  for (int i = 0; i < 3; i++)
+    if (d[i] < '0' || d[i] > '9') return -1;
+  if (d[3] != '\0') return -1;
+  int code = (d[0] - '0') * 100 + (d[1] - '0') * 10 + (d[2] - '0');
+  if (code < NHB_STATUS_MIN || code > NHB_STATUS_MAX) return -1;
+  return NHB_CTR_COUNT + code - NHB_STATUS_MIN;
+}
+
+int nhb_counter_name(int id, char* buf, size_t len) {
+  if (len == 0) return -1;
+  buf[0] = '\0';
+  if (id >= 0 && id < NHB_CTR_COUNT) {
+    snprintf(buf, len, "%s", nhb_counter_names[id]);
+    return 0;
+  }
+  if (id >= NHB_CTR_COUNT && id < NHB_COUNTER_ID_COUNT) {
+    snprintf(buf, len, STATUS_PREFIX "%d", id - NHB_CTR_COUNT + NHB_STATUS_MIN);
+    return 0;
+  }
   return -1;
 }
 

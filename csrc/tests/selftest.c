@@ -885,6 +885,33 @@ static void test_server_config_errors(void) {
   nhb_server_destroy(a);
 }
 
+/* Per-status-code counter names: exactly three digits in 100..599, and the
+ * ids they map to name them back. */
+static void test_counter_names(void) {
+  char buf[64];
+  CHECK(nhb_counter_lookup("benchmark.http_2xx") == NHB_CTR_HTTP_2XX);
+  CHECK(nhb_counter_lookup("benchmark.http_100") == NHB_CTR_COUNT);
+  CHECK(nhb_counter_lookup("benchmark.http_599") == NHB_COUNTER_ID_COUNT - 1);
+  const char* bad[] = {"benchmark.http_099", "benchmark.http_600", "benchmark.http_0200",
+                       "benchmark.http_20", "benchmark.http_", "benchmark.http_2x0", "http_200"};
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) CHECK(nhb_counter_lookup(bad[i]) == -1);
+  int id = nhb_counter_lookup("benchmark.http_503");
+  CHECK(nhb_counter_name(id, buf, sizeof(buf)) == 0 && strcmp(buf, "benchmark.http_503") == 0);
+  CHECK(nhb_counter_name(NHB_CTR_HTTP_5XX, buf, sizeof(buf)) == 0 && strcmp(buf, "benchmark.http_5xx") == 0);
+  CHECK(nhb_counter_name(-1, buf, sizeof(buf)) == -1 && buf[0] == '\0');
+  CHECK(nhb_counter_name(NHB_COUNTER_ID_COUNT, buf, sizeof(buf)) == -1);
+  /* A predicate on a per-code counter is a valid config; one past them is not. */
+  nhb_client_config c = client_config(9, 100, 1.0);
+  nhb_run* r;
+  c.n_failure = 1;
+  c.failure[0].counter = id;
+  c.failure[0].threshold = 0;
+  CHECK(nhb_run_create(&c, &r) == 0);
+  nhb_run_destroy(r);
+  c.failure[0].counter = NHB_COUNTER_ID_COUNT;
+  CHECK(nhb_run_create(&c, &r) == NHB_EINVAL);
+}
+
 int main(void) {
   /* The fuzzers' TLS client writes with OpenSSL's socket BIO (write(2)); a
    * server that already closed must fail that write, not kill the test. */
@@ -908,6 +935,8 @@ int main(void) {
   nhb_run* r;
   const nhb_stats* g = run(&c, &r);
   CHECK(g && g->counters[NHB_CTR_HTTP_2XX] == 200);
+  /* Every 2xx here is a 200, counted once more by its exact code. */
+  CHECK(g && g->status_codes[200 - NHB_STATUS_MIN] == 200);
   CHECK(g && g->hists[NHB_HIST_RELEASE_LATENESS]->total == 200);
   CHECK(g && g->streams[NHB_STREAM_RESPONSE_BODY_SIZE].max == 100);
   CHECK(nhb_run_end_reason(r) == NHB_END_DURATION);
@@ -946,6 +975,7 @@ int main(void) {
   c.connections = 0;
   CHECK(nhb_run_create(&c, &r) == NHB_EINVAL);
 
+  test_counter_names();
   test_server_features();
   test_server_tls_h2();
   test_server_static();

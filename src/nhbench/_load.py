@@ -25,6 +25,7 @@ from hdrh.codec import HdrCookieException, HdrHistogramSettingsException, HdrLen
 from pydantic import ValidationError
 
 from ._exceptions import ResultFileError
+from ._load_fortio import load_fortio
 from ._result import Result
 from .outputs import is_nighthawk_document, nhbench_extension
 
@@ -138,6 +139,7 @@ def _load_nighthawk(data: Any) -> Result:
 LOADERS: dict[str, Callable[[Any], Result]] = {
     "nhbench": _load_nhbench,
     "nighthawk": _load_nighthawk,
+    "fortio": load_fortio,
 }
 
 

@@ -26,6 +26,10 @@ __all__ = [
     "STATISTIC_DESCRIPTIONS",
     "COUNTERS",
     "COUNTER_DESCRIPTIONS",
+    "STATUS_CODE_RANGE",
+    "is_counter",
+    "status_code_counter",
+    "status_counter_code",
     "ERROR_COUNTERS",
     "CONNECTION_ERROR_COUNTERS",
     "ERROR_NAMES",
@@ -123,6 +127,39 @@ COUNTERS: tuple[str, ...] = (
     "ssl.connection_error",
     "ssl.session_reused",
 )
+
+#: The status codes counted one by one (C: NHB_STATUS_MIN..NHB_STATUS_MAX), each as
+#: ``benchmark.http_<code>``, listed only when non-zero (any other status is
+#: ``benchmark.http_xxx``).
+STATUS_CODE_RANGE = range(100, 600)
+
+
+def status_code_counter(code: int) -> str:
+    """The per-status-code counter of `code`: ``benchmark.http_503``."""
+    return f"benchmark.http_{code}"
+
+
+def status_counter_code(name: str) -> int | None:
+    """The status code a per-status-code counter name counts, or None when `name` is not one.
+
+    Exactly three digits within `STATUS_CODE_RANGE`, as the C core's name lookup, so that a
+    typo (``benchmark.http_0200``, ``benchmark.http_2``) is refused rather than read as 0.
+    """
+    prefix = "benchmark.http_"
+    digits = name[len(prefix):]
+    if not name.startswith(prefix) or len(digits) != 3 or not digits.isascii():
+        return None
+    if not digits.isdigit():
+        return None
+    code = int(digits)
+    return code if code in STATUS_CODE_RANGE else None
+
+
+def is_counter(name: str) -> bool:
+    """Whether `name` is a counter the C core reports: one of `COUNTERS` or a per-status-code
+    counter."""
+    return name in COUNTERS or status_counter_code(name) is not None
+
 
 # What the counters added with TLS and HTTP/2 mean (the others are in docs/engine.md).
 COUNTER_DESCRIPTIONS: dict[str, str] = {

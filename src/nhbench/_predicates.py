@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ._names import COUNTERS
+from ._names import COUNTERS, is_counter
 
 __all__ = [
     "DEFAULT_FAILURE_PREDICATES",
@@ -101,8 +101,9 @@ def fired_predicates(
 def _check_name(name: str) -> str:
     # A typo in a counter name would make the predicate silently never fire, which is the
     # worst outcome for a safety check, so unknown names are rejected up front.
-    if name not in COUNTERS:
-        raise ValueError(f"unknown counter {name!r} (known counters: {', '.join(COUNTERS)})")
+    if not is_counter(name):
+        raise ValueError(f"unknown counter {name!r} (known counters: {', '.join(COUNTERS)}, "
+                         "and benchmark.http_<code> for a status code 100-599)")
     return name
 
 

@@ -58,6 +58,7 @@ from ._names import (
     SUCCESS_COUNTER,
     blocked_total,
     error_total,
+    is_counter,
     no_success_reason,
 )
 from ._names import error_rate as _error_rate
@@ -311,7 +312,7 @@ class Counters(Mapping[str, int]):
     def __getitem__(self, name: str) -> int:
         if name in self._values:
             return self._values[name]
-        if name in COUNTERS:
+        if is_counter(name):
             return 0
         raise KeyError(f"unknown counter {name!r}")
 

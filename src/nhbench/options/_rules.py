@@ -47,7 +47,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .._exceptions import OptionsError
 from .._format import format_latency
-from .._names import COUNTERS, HISTOGRAM_IDS, SCHEDULED_TO_RESPONSE, STREAM_IDS
+from .._names import COUNTERS, HISTOGRAM_IDS, SCHEDULED_TO_RESPONSE, STREAM_IDS, is_counter
 from ._values import LATENCY_UNITS
 
 __all__ = [
@@ -307,7 +307,7 @@ def _parse_metric(text: object, raw: str) -> tuple[str, str | None, str | None, 
                                  f"statistic): use min, max or mean")
             return "size", statistic, field, None
         return "latency", statistic, field, percentile
-    if metric in _RATIOS or metric in _NUMBERS or metric in COUNTERS:
+    if metric in _RATIOS or metric in _NUMBERS or is_counter(metric):
         return metric, None, None, None
     if metric in HISTOGRAM_IDS or metric in STREAM_IDS:
         raise ValueError(f"{text!r}: a statistic needs a field: '{metric}:p99' (pNN, min, "

@@ -345,6 +345,11 @@ class Options(BaseModel):
         description="'counter:threshold'; repeatable. The run stops (successfully) when the "
         "counter exceeds the threshold.",
     )
+    abort_on: Annotated[int | None, Flag(metavar="CODE")] = Field(
+        default=None, ge=100, le=599,
+        description="Stop and fail the run on the first response with this status code, as "
+        "Fortio's -abort-on: the failure predicate benchmark.http_CODE:0.",
+    )
     no_default_failure_predicates: Annotated[bool, Flag()] = Field(
         default=False, description="Do not add the default failure predicates."
     )
@@ -862,6 +867,8 @@ class Options(BaseModel):
     def failure_predicates(self) -> dict[str, int]:
         """The failure predicates in force: the defaults (unless disabled) and the user's."""
         base = {} if self.no_default_failure_predicates else dict(DEFAULT_FAILURE_PREDICATES)
+        if self.abort_on is not None:
+            base[f"benchmark.http_{self.abort_on}"] = 0
         base.update(self.failure_predicate)
         return base
 

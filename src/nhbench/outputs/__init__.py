@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from .._io import write_output
 from ._csv import render_csv
 from ._dotted import render_dotted
+from ._fortio import render_fortio, render_fortio_pedantic
 from ._human import render_human
 from ._json import format_json, render_json
 from ._nighthawk import (
@@ -64,6 +65,8 @@ FORMATS: dict[str, Callable[[Result], str]] = {
     "yaml": render_yaml,
     "dotted": render_dotted,
     "csv": render_csv,
+    "fortio": render_fortio,
+    "experimental_fortio_pedantic": render_fortio_pedantic,
     "prometheus": render_prometheus,
 }
 
