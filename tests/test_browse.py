@@ -534,3 +534,27 @@ def test_a_result_without_histograms_is_drawn_from_its_percentiles(
     reported = [p for p in result.latency.percentiles if p.percentile < 1]
     assert len(reported) >= 5
     assert points["CO-corrected (scheduled_to_response)"] == len(reported)
+
+
+def test_nighthawk_and_fortio_files_are_listed_and_drawn(tmp_path: Path) -> None:
+    # Files the other tools wrote (tests/data: Nighthawk's own test output and a file written
+    # by fortio 1.66.5) are results in the list, and their pages draw the percentiles they
+    # report (neither carries an HdrHistogram).
+    from nhbench.browse import Catalogue, result_page
+
+    data = Path(__file__).parent / "data"
+    (tmp_path / "nighthawk.json").write_bytes(
+        (data / "nighthawk" / "output_formatter.medium.proto.gold").read_bytes())
+    (tmp_path / "fortio.json").write_bytes(
+        (data / "fortio" / "fortio-1.66.5-load.json").read_bytes())
+    listing = Catalogue(tmp_path).scan()
+    by_path = {entry.path: entry for entry in listing.entries}
+    assert sorted(by_path) == ["fortio.json", "nighthawk.json"]
+    assert all(entry.kind == "result" for entry in by_path.values()), by_path
+    assert by_path["nighthawk.json"].url == "https://www.google.com/"
+    assert by_path["fortio.json"].url.startswith("http://127.0.0.1:")
+    for name in ("nighthawk.json", "fortio.json"):
+        result = nhbench.load_result(tmp_path / name)
+        page = result_page(result, name)
+        series = re.findall(r'<polyline points="([^"]*)"', page)
+        assert series and all(len(points.split()) >= 5 for points in series), name

@@ -95,7 +95,12 @@ def _title(statistic: Statistic) -> str:
 
 def _header(result: Result) -> list[str]:
     options = result.options
-    cpus = sorted({cpu for cpu in options.worker_cpus if cpu >= 0}) if _same_machine(result) else []
+    # A result loaded from Nighthawk's or Fortio's JSON has a version such as "Nighthawk
+    # 0.3.0" or "fortio 1.66.5": name that tool, and show no CPUs (they were another tool's).
+    ours = result.version[:1].isdigit()
+    tool = f"nhbench {result.version}" if ours else result.version
+    cpus = (sorted({cpu for cpu in options.worker_cpus if cpu >= 0})
+            if ours and _same_machine(result) else [])
     workers = result.worker_count
     worker_text = f"{workers} worker{'s' if workers != 1 else ''}"
     if cpus:
@@ -111,7 +116,7 @@ def _header(result: Result) -> list[str]:
         if start else "not started"
     )
     lines = [
-        f"nhbench {result.version}: {options.request_method} {options.uri}",
+        f"{tool}: {options.request_method} {options.uri}",
         f"  {worker_text} x {options.connections} connections, {loop}, {duration}, "
         f"idle strategy {options.sequencer_idle_strategy}",
         f"  started {started}, ran {format_seconds(result.duration)}, "
