@@ -235,7 +235,7 @@ def _write_in_output_dir(options: Options, result: Any, text: str) -> None:
 def run_and_report(options: Options) -> int:
     """Run `options`, print or write the report, and return the exit status."""
     from .._run import Benchmark
-    from ..outputs import render, renderer, write_atomic
+    from ..outputs import render, write_atomic
 
     if options.output:
         _check_output_path(options.output)
@@ -243,12 +243,6 @@ def run_and_report(options: Options) -> int:
         _check_output_path(options.hdr_log, "--hdr-log")
     if options.output_dir:
         _check_output_dir(options.output_dir)
-    try:
-        renderer(options.output_format)
-    except ValueError as exc:
-        # A format name the options know but this build has no renderer for: say so
-        # before any load is sent.
-        _die(str(exc).replace("output_format:", "--output-format:", 1), status=2)
     # Live statistics (docs/live.md): one line per interval on stderr, by default only when
     # a person watches stderr; an explicit --stats-interval forces them in any mode.
     if options.stats_interval is None and sys.stderr.isatty():
