@@ -20,6 +20,9 @@ import pytest
 
 import nhbench
 
+# The relaxed-JSON rewrite is C in the test server: run these under the ASan+UBSan build too.
+pytestmark = pytest.mark.core
+
 NH = "x-nighthawk-test-server-config"
 CURL = shutil.which("curl")
 
@@ -110,6 +113,7 @@ def test_control_characters_in_a_string(server: nhbench.TestServer) -> None:
     assert got["x-t"] == "a\tb"
 
 
+@pytest.mark.peer
 @pytest.mark.skipif(CURL is None, reason="curl is not installed")
 def test_curl_with_the_readme_example(server: nhbench.TestServer) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "ASAN_OPTIONS",
