@@ -558,3 +558,10 @@ def test_nighthawk_and_fortio_files_are_listed_and_drawn(tmp_path: Path) -> None
         page = result_page(result, name)
         series = re.findall(r'<polyline points="([^"]*)"', page)
         assert series and all(len(points.split()) >= 5 for points in series), name
+        # Neither tool measures from the scheduled time: the headline is their
+        # request_to_response, said to be uncorrected, and its p99 is a value (for
+        # Nighthawk's file the next point it wrote, p99.0625, also said).
+        assert "p99 (not CO-corrected)" in page and 'id="not-corrected"' in page
+        assert by_path[name].p99 is not None and by_path[name].p50 is not None
+    assert 'id="not-exact"' in result_page(nhbench.load_result(tmp_path / "nighthawk.json"),
+                                           "nighthawk.json")

@@ -30,7 +30,7 @@ from .._svg import PALETTE
 from .._version import __version__
 from ..campaign import CampaignManifest, sweep_charts
 from ._charts import curve, distribution_chart, timeline_charts
-from ._scan import Entry, Listing
+from ._scan import Entry, Listing, headline_statistic, percentile
 
 if TYPE_CHECKING:
     from .._result import Result, Statistic
@@ -106,13 +106,6 @@ def _count(value: int | None) -> str:
     return "-" if value is None else f"{value:,}"
 
 
-def _p(statistic: Statistic | None, percent: float) -> float | None:
-    if statistic is None or statistic.count == 0:
-        return None
-    try:
-        return statistic.p(percent)
-    except ValueError:
-        return None
 
 
 def _statistic(result: Result, stat_id: str) -> Statistic | None:
@@ -155,15 +148,17 @@ class Figure:
 
 
 def _headline(result: Result) -> dict[str, Any]:
-    latency = _statistic(result, SCHEDULED_TO_RESPONSE)
+    latency, corrected = headline_statistic(result)
     ok, verdict = result_verdict(result)
     requested = result.requested_rps
     achieved = result.achieved_rps
     ratio = f"{100.0 * achieved / requested:.1f}% of requested" if requested > 0 else \
         "as fast as possible (closed loop)" if not result.options.open_loop else ""
     figures = [
-        Figure("p99 (CO-corrected)", format_latency(_p(latency, 99)),
-               "from the intended send time"),
+        Figure("p99 (CO-corrected)", format_latency(percentile(latency, 99)),
+               "from the intended send time") if corrected else
+        Figure("p99 (not CO-corrected)", format_latency(percentile(latency, 99)),
+               "from the actual send, as the tool that wrote this file measured"),
         Figure("achieved", f"{format_rate(achieved)} rps", ratio),
         Figure("requested", "max" if requested == 0 else f"{format_rate(requested)} rps",
                f"{result.worker_count} worker{'s' if result.worker_count != 1 else ''} x "
@@ -172,11 +167,13 @@ def _headline(result: Result) -> dict[str, Any]:
                describe_errors(result.counters) if result.error_count else
                f"{result.error_rate:.2%} of finished requests"),
     ]
-    percentiles = [(f"p{p:g}", format_latency(_p(latency, p))) for p in HEADLINE_PERCENTILES]
+    percentiles = [(f"p{p:g}", format_latency(percentile(latency, p))) for p in HEADLINE_PERCENTILES]
     percentiles.append(("max", format_latency(latency.max if latency and latency.count
                                               else None)))
     return {"ok": ok, "verdict": verdict, "figures": figures, "percentiles": percentiles,
-            "warnings": result_warnings(result)}
+            "warnings": result_warnings(result), "corrected": corrected,
+            "statistic": latency.id if latency else SCHEDULED_TO_RESPONSE,
+            "exact": latency is None or latency.has_histogram}
 
 
 def _description(result: Result) -> str:
@@ -200,7 +197,7 @@ def _statistics_rows(result: Result) -> list[list[str]]:
         else:
             rows.append([statistic.id, f"{statistic.count:,}", format_latency(statistic.min),
                          format_latency(statistic.mean),
-                         format_latency(_p(statistic, 50)), format_latency(_p(statistic, 99)),
+                         format_latency(percentile(statistic, 50)), format_latency(percentile(statistic, 99)),
                          format_latency(statistic.max)])
     return rows
 
@@ -217,7 +214,7 @@ def _worker_rows(result: Result) -> list[list[str]]:
             latency = None
         rows.append([worker.name, f"{ok:,}",
                      format_rate(ok / duration) if duration > 0 else "-",
-                     format_latency(_p(latency, 50)), format_latency(_p(latency, 99)),
+                     format_latency(percentile(latency, 50)), format_latency(percentile(latency, 99)),
                      format_latency(latency.max if latency and latency.count else None)])
     return rows
 
@@ -237,6 +234,7 @@ def result_page(result: Result, path: str, *, standalone: bool = False) -> str:
     file given to ``nhbench report``)."""
     latency = _statistic(result, SCHEDULED_TO_RESPONSE)
     uncorrected = _statistic(result, REQUEST_TO_RESPONSE)
+    headline, _ = headline_statistic(result)
     chart = distribution_chart([
         ("CO-corrected (scheduled_to_response)", curve(latency)),
         ("uncorrected (request_to_response)", curve(uncorrected)),
@@ -253,7 +251,7 @@ def result_page(result: Result, path: str, *, standalone: bool = False) -> str:
         headline=_headline(result),
         chart=Markup(chart),
         percentile_rows=[(f"{p.percentile * 100:.10g}%", format_latency(p.value), f"{p.count:,}")
-                         for p in (latency.percentiles if latency else [])],
+                         for p in (headline.percentiles if headline else [])],
         timeline=[Markup(svg) for svg in timeline_charts(result)],
         intervals=len(result.timeline),
         statistics=_statistics_rows(result),
@@ -282,13 +280,13 @@ _KEYS = (
 
 
 def _key_values(result: Result) -> dict[str, float | None]:
-    latency = _statistic(result, SCHEDULED_TO_RESPONSE)
+    latency, _ = headline_statistic(result)
     has = latency is not None and latency.count > 0
     return {
         "requested rps": result.requested_rps,
         "achieved rps": result.achieved_rps,
-        "p50": _p(latency, 50), "p90": _p(latency, 90), "p99": _p(latency, 99),
-        "p99.9": _p(latency, 99.9),
+        "p50": percentile(latency, 50), "p90": percentile(latency, 90), "p99": percentile(latency, 99),
+        "p99.9": percentile(latency, 99.9),
         "max": latency.max if has and latency else None,
         "mean": latency.mean if has and latency else None,
         "errors": float(result.error_count),
@@ -333,9 +331,11 @@ def compare_page(runs: Sequence[tuple[str, Result]]) -> str:
     names = [f"{name} ({path})" if names.count(name) > 1 else name
              for name, (path, _) in zip(names, runs, strict=True)]
     chart = distribution_chart(
-        [(name, curve(_statistic(result, SCHEDULED_TO_RESPONSE)))
+        [(name, curve(headline_statistic(result)[0]))
          for name, (_, result) in zip(names, runs, strict=True)],
-        title="Latency by percentile (CO-corrected)", legend=False, width=900, height=440)
+        title="Latency by percentile (CO-corrected)" if all(
+            headline_statistic(result)[1] for _, result in runs) else "Latency by percentile",
+        legend=False, width=900, height=440)
     values = [_key_values(result) for _, result in runs]
     rows = []
     for key in _KEYS:

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from .._exceptions import CampaignError, ResultFileError
 from .._load import load_result
+from .._names import REQUEST_TO_RESPONSE, SCHEDULED_TO_RESPONSE
 from .._notebook import result_verdict
 from ..campaign import CampaignManifest, is_campaign, load_manifest
 
@@ -40,6 +41,8 @@ __all__ = [
     "Catalogue",
     "Entry",
     "Listing",
+    "headline_statistic",
+    "percentile",
     "safe_relative",
 ]
 
@@ -64,14 +67,37 @@ def safe_relative(path: str) -> PurePosixPath | None:
     return PurePosixPath(*parts)
 
 
-def _p(statistic: Statistic | None, percent: float) -> float | None:
+def percentile(statistic: Statistic | None, percent: float) -> float | None:
+    """`statistic`'s value at `percent`, or None when it has no samples. A statistic without
+    an HdrHistogram (Nighthawk's and Fortio's files) answers only at the points its file
+    wrote; another point is answered by the next point written above it (Nighthawk writes
+    p99.0625, not p99), which is an upper bound, and the result page says so."""
     if statistic is None or statistic.count == 0:
         return None
     try:
         value = statistic.p(percent)
     except ValueError:
-        return None
+        above = [p for p in statistic.percentiles if p.percentile >= percent / 100.0]
+        if not above:
+            return None
+        value = min(above, key=lambda p: p.percentile).value
     return value if math.isfinite(value) else None
+
+
+def headline_statistic(result: Result) -> tuple[Statistic | None, bool]:
+    """The latency a page leads with, and whether it is coordinated-omission-correct:
+    ``scheduled_to_response`` when the run recorded it (every nhbench run), else
+    ``request_to_response`` (a Nighthawk or Fortio file: those tools measure from the
+    actual send)."""
+    for stat_id, corrected in ((SCHEDULED_TO_RESPONSE, True), (REQUEST_TO_RESPONSE, False)):
+        try:
+            statistic = result.stat(stat_id)
+        except KeyError:
+            continue
+        if statistic.count:
+            return statistic, corrected
+    return None, True
+
 
 
 @dataclass(frozen=True)
@@ -99,16 +125,13 @@ class Entry:
 
     @classmethod
     def from_result(cls, path: str, result: Result) -> Entry:
-        try:
-            latency: Statistic | None = result.latency
-        except KeyError:
-            latency = None
+        latency, _ = headline_statistic(result)
         ok, verdict = result_verdict(result)
         return cls(
             path=path, kind="result", label=", ".join(result.options.label),
             time=result.timestamp, url=result.options.uri,
             requested_rps=result.requested_rps, achieved_rps=result.achieved_rps,
-            p50=_p(latency, 50), p99=_p(latency, 99), errors=result.error_count,
+            p50=percentile(latency, 50), p99=percentile(latency, 99), errors=result.error_count,
             ok=ok, verdict=verdict,
         )
 
