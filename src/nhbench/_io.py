@@ -59,6 +59,7 @@ __all__ = [
     "Written",
     "atomic_writer",
     "check_output_path",
+    "fsync_directory",
     "remove_written",
     "write_bytes",
     "write_output",
@@ -316,7 +317,7 @@ class atomic_writer:  # named like a function: ``with atomic_writer(path) as han
         created = not os.path.lexists(self._target)
         os.replace(self._temporary, self._target)
         self._temporary = None
-        _fsync_directory(os.path.dirname(self._target) or ".")
+        fsync_directory(os.path.dirname(self._target) or ".")
         self.written = Written(self._target, created=created, identity=(st.st_dev, st.st_ino),
                                stamp=(st.st_size, st.st_mtime_ns))
 
@@ -338,7 +339,8 @@ class atomic_writer:  # named like a function: ``with atomic_writer(path) as han
                 pass
 
 
-def _fsync_directory(directory: str) -> None:
+def fsync_directory(directory: str) -> None:
+    """Make a new directory entry (a rename or link into `directory`) durable."""
     # The rename is durable only once the directory entry is on disk too. Some file systems
     # refuse to fsync a directory; the file is in place by then, so that is not an error.
     try:

@@ -25,7 +25,7 @@ import socket
 import time
 from collections.abc import Iterable
 
-from .._io import OutputError, check_output_path
+from .._io import OutputError, check_output_path, fsync_directory
 
 __all__ = ["EXTENSIONS", "check_output_dir", "result_id", "write_in_dir"]
 
@@ -124,7 +124,7 @@ def write_in_dir(directory: str, stem: str, extension: str, text: str) -> str:
                 os.link(temporary, candidate)
             except FileExistsError:
                 continue
-            _fsync_directory(directory)
+            fsync_directory(directory)
             return candidate
         raise OSError(errno.EEXIST, f"no free name for {stem}{extension}")
     except OSError as exc:
@@ -135,15 +135,3 @@ def write_in_dir(directory: str, stem: str, extension: str, text: str) -> str:
         except OSError:
             pass
 
-
-def _fsync_directory(directory: str) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
