@@ -31,6 +31,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from .._names import status_counter_code
+from ._nhfields import json_double
 from ._nighthawk import nighthawk_output
 
 if TYPE_CHECKING:
@@ -204,16 +205,8 @@ class _Raw(str):
 
 
 def _double(value: float) -> _Raw:
-    """A double as protobuf prints it (SimpleDtoa): 15 significant digits when they read
-    back as the same double, else 17; non-finite values as the strings proto3 JSON uses."""
-    if math.isnan(value):
-        return _Raw('"NaN"')
-    if math.isinf(value):
-        return _Raw('"Infinity"' if value > 0 else '"-Infinity"')
-    text = f"{value:.15g}"
-    if float(text) != value:
-        text = f"{value:.17g}"
-    return _Raw(text)
+    """A double as protobuf prints it (see `_nhfields.protobuf_double`)."""
+    return _Raw(json_double(value))
 
 
 def _uint64(value: int) -> _Raw:

@@ -172,6 +172,12 @@ def protobuf_double(value: float) -> str:
     return text if float(text) == value else f"{value:.17g}"
 
 
+def json_double(value: float) -> str:
+    """`protobuf_double` as a JSON token: the non-finite spellings are JSON strings."""
+    text = protobuf_double(value)
+    return text if math.isfinite(value) else f'"{text}"'
+
+
 def fmt_fixed2(value: float) -> str:
     """``fmt::format("{:.2f}", value)``; unlike Python's format, fmt keeps the sign of a
     NaN ("-nan")."""

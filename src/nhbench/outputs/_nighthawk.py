@@ -37,7 +37,6 @@ both parts back, so the JSON is lossless; a strict protobuf parse accepts it bec
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Mapping
 from datetime import datetime, timezone
@@ -45,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._predicates import DEFAULT_FAILURE_PREDICATES
 from ..options import Options, format_json_duration, parse_json_duration
+from ._nhfields import json_double
 
 if TYPE_CHECKING:
     from .._result import Result, Statistic, WorkerResult
@@ -278,21 +278,6 @@ def nighthawk_output(result: Result) -> dict[str, Any]:
     }
 
 
-def _format_double(value: float) -> str:
-    # Protobuf's C++ JSON printer (SimpleDtoa) writes 15 significant digits when they read
-    # back as the same double, else 17: 1.1180339887498949 where Python's repr would write
-    # 1.118033988749895. Non-finite values have no JSON spelling; proto3 JSON writes them
-    # as strings.
-    if math.isnan(value):
-        return '"NaN"'
-    if math.isinf(value):
-        return '"Infinity"' if value > 0 else '"-Infinity"'
-    text = f"{value:.15g}"
-    if float(text) != value:
-        text = f"{value:.17g}"
-    return text
-
-
 def _encode(value: Any, level: int) -> str:
     if isinstance(value, Mapping):
         if not value:
@@ -308,7 +293,7 @@ def _encode(value: Any, level: int) -> str:
         items = (f"{inner}{_encode(v, level + 1)}" for v in value)
         return "[\n" + ",\n".join(items) + "\n" + " " * level + "]"
     if isinstance(value, float):
-        return _format_double(value)
+        return json_double(value)
     return json.dumps(value, ensure_ascii=False)
 
 
