@@ -224,6 +224,26 @@ typedef struct nhb_tls_config {
   int session_reuse;        /* resume the worker's last session on new connections */
 } nhb_tls_config;
 
+/* One entry of a run's request set (issue 13: request sources, templating,
+ * several targets). Workers cycle through the set in order. Strings are copied
+ * by nhb_run_create(). */
+typedef struct nhb_request_spec {
+  /* HTTP/1.x: the request as sent, head and body; the last body_size bytes
+   * are the body (HTTP/2 sends those as DATA). */
+  const char* request;
+  size_t request_len;
+  size_t body_size;
+  int head_request;
+  /* HTTP/2: the header block's parts (the scheme is the run's). */
+  const char* h2_method;
+  const char* h2_path;
+  const char* h2_authority;
+  const nhb_header* h2_headers; /* regular headers, lower-case, no Host */
+  int h2_nheaders;
+  /* Which of the run's targets it goes to (config.targets); 0 with one. */
+  uint32_t target;
+} nhb_request_spec;
+
 typedef struct nhb_predicate {
   int counter; /* a counter id: nhb_counter_t, or a per-status-code counter's */
   uint64_t threshold;
@@ -277,6 +297,13 @@ typedef struct nhb_client_config {
   const nhb_header* h2_headers; /* regular headers, lower-case, no Host */
   int h2_nheaders;
   size_t request_body_size;
+  /* The request set (issue 13). nspecs == 0: the single request above
+   * (request, head_request, h2_*, request_body_size) is the whole set. */
+  const nhb_request_spec* specs;
+  uint32_t nspecs;
+  /* ---- issue 13, schedule shapes (sequencer.c) ---- */
+  /* ---- issue 13, targets and transport (pool.c, transport_tcp.c) ---- */
+  /* ---- issue 13, response observation (session_h1.c, session_h2.c) ---- */
   /* Predicates: counter > threshold. */
   int n_termination;
   nhb_predicate termination[NHB_MAX_PREDICATES];

@@ -72,11 +72,27 @@ class ClientRun {
     c.n_failure = parse_predicates(d, "failure_predicates", c.failure);
     c.stats_interval_ns = get_seconds_ns(d, "stats_interval", 0.0);
     parse_protocol(d);
+    parse_requests(d);
+    parse_schedule(d);
+    parse_targets(d);
+    parse_observation(d);
     char err[512] = "";
     int r = nhb_run_create_ex(&c, &run_, err, sizeof(err));
     if (r < 0 && err[0] != '\0') throw py::value_error(err);
     if (r < 0) raise_core_error(r, "cannot create the run");
   }
+
+  // Issue 13: the request set (specs), templating and bodies.
+  void parse_requests(const py::dict& d) { (void)d; }
+
+  // Issue 13: schedule shapes (jitter, stages, exact counts, warm-up, start time).
+  void parse_schedule(const py::dict& d) { (void)d; }
+
+  // Issue 13: several targets, connection reuse, source address, Unix sockets.
+  void parse_targets(const py::dict& d) { (void)d; }
+
+  // Issue 13: what the client reads from responses (origin latency header).
+  void parse_observation(const py::dict& d) { (void)d; }
 
   // Protocol, TLS and HTTP/2 keys. The strings are kept in members until the
   // core has copied them (nhb_run_create copies every string but `request`).

@@ -33,6 +33,11 @@ typedef struct nhb__request {
   uint64_t scheduled_ns; /* when the schedule wanted it released */
   uint64_t release_ns;   /* when the sequencer actually released it */
   uint64_t send_ns;      /* when it was handed to a connection */
+  /* Which request of the run's request set this is: an index into
+   * run->config.specs (0 when the run has a single request). Chosen by the
+   * sequencer at release time (nhb__next_spec), so that the schedule, the
+   * pool (its target) and the session (its bytes) all see the same one. */
+  uint32_t spec;
 } nhb__request;
 
 /* A request on its way: from the moment the pool gives it to a connection
@@ -192,6 +197,7 @@ struct nhb__worker {
   double interval_ns;   /* between releases; 0 = closed loop at max rate */
   uint64_t next_index;  /* index of the next release on the schedule */
   uint64_t released;    /* releases made (sent, queued or dropped) */
+  uint32_t spec_next;   /* the request set's next entry for this worker (nhb__next_spec) */
   int blocked;          /* closed loop: the next release found no capacity */
   uint64_t blocked_since_ns;
   /* Pool. */
@@ -306,7 +312,7 @@ void nhb__pool_free(nhb__worker* w);
 void nhb__pool_prefetch(nhb__worker* w);
 /* Hands a released request to a connection, starts a connection for it or
  * queues it. Returns 1 if taken, 0 if there is no capacity. */
-int nhb__pool_dispatch(nhb__worker* w, uint64_t scheduled_ns, uint64_t release_ns);
+int nhb__pool_dispatch(nhb__worker* w, uint64_t scheduled_ns, uint64_t release_ns, uint32_t spec);
 /* Can a request go out at once? A connection with a free slot (or an entry to
  * open one, unless new connections are backing off) and, for HTTP/2, fewer
  * than --max-active-requests in flight. */
@@ -356,6 +362,18 @@ void nhb__h2_conn_free(nhb__conn* c);
 int nhb__h2_worker_init(nhb__worker* w);
 void nhb__h2_worker_close(nhb__worker* w);
 void nhb__h2_worker_free(nhb__worker* w);
+
+/* The request set's next entry for a release of this worker: every worker
+ * cycles through the run's request set from its first entry, in order (as
+ * each of Nighthawk's workers has its own request source). A run with a
+ * single request pays one predictable branch. */
+static inline uint32_t nhb__next_spec(nhb__worker* w) {
+  uint32_t n = w->run->config.nspecs;
+  if (NHB__LIKELY(n <= 1)) return 0;
+  uint32_t k = w->spec_next;
+  w->spec_next = k + 1 == n ? 0 : k + 1;
+  return k;
+}
 
 /* sequencer.c */
 int nhb__sequencer_init(nhb__worker* w);

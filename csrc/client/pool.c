@@ -590,8 +590,8 @@ void nhb__conn_slot_refused(nhb__conn* c, nhb__slot* s) {
 
 /* ---- what the sequencer and the housekeeping timer call ----------------- */
 
-int nhb__pool_dispatch(nhb__worker* w, uint64_t scheduled_ns, uint64_t release_ns) {
-  nhb__request rq = {scheduled_ns, release_ns, 0};
+int nhb__pool_dispatch(nhb__worker* w, uint64_t scheduled_ns, uint64_t release_ns, uint32_t spec) {
+  nhb__request rq = {scheduled_ns, release_ns, 0, spec};
   if (nhb__pool_has_connection(w)) {
     assign(w, &rq);
     return 1;

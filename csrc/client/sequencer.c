@@ -168,7 +168,7 @@ static void release_max_rate(nhb__worker* w, uint64_t now) {
   /* Closed loop as fast as the connections allow: every free connection gets
    * a request at once; the "schedule" is the release itself. */
   while (!w->stopping && !w->finishing && nhb__pool_has_connection(w)) {
-    nhb__pool_dispatch(w, now, now);
+    nhb__pool_dispatch(w, now, now, nhb__next_spec(w));
     w->released++;
     w->stats.counters[NHB_CTR_SEQUENCER_RELEASED]++;
   }
@@ -209,7 +209,7 @@ void nhb__sequencer_run(nhb__worker* w) {
       arm(w, t);
       return;
     }
-    if (nhb__pool_dispatch(w, t, now)) {
+    if (nhb__pool_dispatch(w, t, now, nhb__next_spec(w))) {
       if (w->blocked) {
         nhb_hist_record(st->hists[NHB_HIST_SEQUENCER_BLOCKING], now - w->blocked_since_ns);
         w->blocked = 0;

@@ -18,7 +18,14 @@ from dataclasses import dataclass
 
 from ._version import __version__
 
-__all__ = ["METHODS", "USER_AGENT", "H2Request", "render_h2_request", "render_request"]
+__all__ = [
+    "METHODS",
+    "USER_AGENT",
+    "H2Request",
+    "RequestSpec",
+    "render_h2_request",
+    "render_request",
+]
 
 USER_AGENT = f"nhbench/{__version__}"
 
@@ -66,6 +73,26 @@ def render_request(
     head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
     # The body is consecutive 'a' bytes, exactly like Nighthawk's --request-body-size.
     return head + b"a" * body_size
+
+
+@dataclass(frozen=True)
+class RequestSpec:
+    """One entry of a run's request set, before payloads, templating and rendering.
+
+    A request source (Nighthawk's options-list plugins, a HAR file, an access log), several
+    targets (round robin) or the options' single request produce a list of these
+    (`nhbench.options.request_specs`); the workers cycle through the rendered list in order.
+    None means "as the options say": the method, the URI's path, the Host of the target,
+    the options' body.
+    """
+
+    method: str | None = None
+    path: str | None = None  # request-target: path plus ?query
+    authority: str | None = None  # the Host header value
+    headers: tuple[tuple[str, str], ...] = ()  # added to the options' headers
+    body: bytes | None = None  # the exact body
+    body_size: int | None = None  # or this many bytes of the run's filler
+    target: int = 0  # index into the run's targets (several targets: round robin)
 
 
 @dataclass(frozen=True)

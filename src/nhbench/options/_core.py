@@ -108,7 +108,33 @@ def client_core_config(options: Options, address: str) -> dict[str, Any]:
             "max_version": options.tls_max_version or "",
             "session_reuse": options.tls_session_reuse,
         }
+    # Issue 13: each area adds its keys in its own helper below (requests, schedule,
+    # targets, observation), so that the parts stay apart.
+    config.update(_requests_config(options))
+    config.update(_schedule_config(options))
+    config.update(_targets_config(options))
+    config.update(_observation_config(options))
     return config
+
+
+def _requests_config(options: Options) -> dict[str, Any]:
+    """Issue 13: the request set (``specs``), payloads and templating."""
+    return {}
+
+
+def _schedule_config(options: Options) -> dict[str, Any]:
+    """Issue 13: schedule shapes."""
+    return {}
+
+
+def _targets_config(options: Options) -> dict[str, Any]:
+    """Issue 13: several targets, reuse strategy, source address, Unix sockets."""
+    return {}
+
+
+def _observation_config(options: Options) -> dict[str, Any]:
+    """Issue 13: the origin latency header."""
+    return {}
 
 
 def response_core_config(response: ResponseOptions) -> dict[str, Any]:

@@ -513,6 +513,16 @@ class Options(BaseModel):
         "does); off makes a full handshake on every connection, the usual lab practice.",
     )
 
+    # ---- issue 13: schedule shapes (jitter, no-catchup, stages, exact count, warm-up) -------
+
+    # ---- issue 13: what is sent (payloads, content type, templating) ------------------------
+
+    # ---- issue 13: request sources (Nighthawk plugins, HAR and access-log replay) -----------
+
+    # ---- issue 13: targets and transport (multi-target, reuse, source address, unix) --------
+
+    # ---- issue 13: observation and verbosity ------------------------------------------------
+
     # ---- value syntaxes -------------------------------------------------------------------
 
     @model_validator(mode="before")
