@@ -959,14 +959,19 @@ class Options(BaseModel):
         for where, text in places:
             problem = template_problem(text)
             if problem is not None:
-                raise ValueError(f"{problem} in {where}")
+                raise PydanticCustomError(
+                    "options_file", "{a}: {msg}",
+                    {"a": "template", "msg": problem.replace(" (known", f" in {where} (known")
+                     if " (known" in problem else f"{problem} (in {where})"},
+                )
         body_size = max(body_size, len(str(info.data.get("payload") or "").encode()))
         if body_size > MAX_TEMPLATED_REQUEST // 2:
             # Each connection (HTTP/1) or in-flight request (HTTP/2) gets a buffer for the
             # longest expansion; half of the core's bound leaves the head room to grow.
-            raise ValueError(
-                f"a templated body may be at most {MAX_TEMPLATED_REQUEST // 2} bytes "
-                f"(got {body_size})"
+            raise PydanticCustomError(
+                "options_file", "{a}: {msg}",
+                {"a": "template", "msg": f"a templated body may be at most "
+                 f"{MAX_TEMPLATED_REQUEST // 2} bytes (got {body_size})"},
             )
         return value
 
