@@ -257,6 +257,11 @@ typedef struct nhb_predicate {
 /* The most workers a run or a server may have: their arrays, histograms and
  * threads are allocated when it is created. */
 #define NHB_MAX_WORKERS 4096
+/* The longest a templated request (HTTP/1 head and body) may expand to. Each
+ * connection (HTTP/1) or slot (HTTP/2) has a buffer this size at most,
+ * allocated before the run; 64 KiB keeps 100 connections under 7 MB per
+ * worker. Untemplated requests are bounded only by the caller. */
+#define NHB_MAX_TEMPLATED_REQUEST 65536
 
 typedef struct nhb_client_config {
   /* Target. `addr` is a struct sockaddr_in or sockaddr_in6. */
@@ -301,6 +306,14 @@ typedef struct nhb_client_config {
    * (request, head_request, h2_*, request_body_size) is the whole set. */
   const nhb_request_spec* specs;
   uint32_t nspecs;
+  /* ---- issue 13, what is sent (request.c, session_h1.c, session_h2.c) ---- */
+  /* Templating (docs/engine.md "What is sent"): every spec's HTTP/1 bytes and
+   * HTTP/2 path and header values may hold {seq} {uuid} {rand:N} {worker}
+   * and {content-length}, expanded for each request. 0: sent as they are. */
+  int templated;
+  /* HTTP/1.0 (Fortio's -http1.0): the requests say HTTP/1.0 without
+   * keep-alive, so every connection is closed after its response. */
+  int http10;
   /* ---- issue 13, schedule shapes (sequencer.c) ---- */
   /* ---- issue 13, targets and transport (pool.c, transport_tcp.c) ---- */
   /* ---- issue 13, response observation (session_h1.c, session_h2.c) ---- */

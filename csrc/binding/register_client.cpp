@@ -82,8 +82,48 @@ class ClientRun {
     if (r < 0) raise_core_error(r, "cannot create the run");
   }
 
-  // Issue 13: the request set (specs), templating and bodies.
-  void parse_requests(const py::dict& d) { (void)d; }
+  // Issue 13: the request set (specs), templating and bodies. Each entry of
+  // `specs` is a dict: request bytes, body_size int, head_request bool,
+  // target int and, for HTTP/2, h2_method / h2_path str, h2_authority bytes,
+  // h2_headers list[(bytes, bytes)]. The strings are kept in spec_strings_
+  // until the core has copied them (nhb_run_create copies the whole set).
+  void parse_requests(const py::dict& d) {
+    nhb_client_config& c = config_;
+    c.templated = get_as<bool>(d, "templated", false) ? 1 : 0;
+    c.http10 = get_as<bool>(d, "http10", false) ? 1 : 0;
+    if (!d.contains("specs") || d["specs"].is_none()) return;
+    auto items = get_as<std::vector<py::dict>>(d, "specs", {});
+    if (items.empty()) config_error("specs", "must not be empty");
+    if (items.size() >= UINT32_MAX) config_error("specs", "too many entries");
+    spec_strings_.resize(items.size());
+    specs_.resize(items.size());
+    for (size_t i = 0; i < items.size(); i++) {
+      const py::dict& e = items[i];
+      SpecStrings& k = spec_strings_[i];
+      nhb_request_spec& s = specs_[i];
+      s = nhb_request_spec{};
+      k.request = get_as<std::string>(e, "request", "");
+      k.method = get_as<std::string>(e, "h2_method", "GET");
+      k.path = get_as<std::string>(e, "h2_path", "/");
+      k.authority = get_as<std::string>(e, "h2_authority", "");
+      k.headers = get_as<std::vector<std::pair<std::string, std::string>>>(e, "h2_headers", {});
+      if (k.headers.size() > INT_MAX) config_error("specs", "too many h2_headers");
+      for (const auto& [name, value] : k.headers)
+        k.nv.push_back(nhb_header{name.data(), name.size(), value.data(), value.size()});
+      s.request = k.request.data();
+      s.request_len = k.request.size();
+      s.body_size = get_as<size_t>(e, "body_size", 0);
+      s.head_request = get_as<bool>(e, "head_request", false) ? 1 : 0;
+      s.h2_method = k.method.c_str();
+      s.h2_path = k.path.c_str();
+      s.h2_authority = k.authority.c_str();
+      s.h2_headers = k.nv.data();
+      s.h2_nheaders = static_cast<int>(k.nv.size());
+      s.target = get_as<uint32_t>(e, "target", 0);
+    }
+    c.specs = specs_.data();
+    c.nspecs = static_cast<uint32_t>(specs_.size());
+  }
 
   // Issue 13: schedule shapes (jitter, stages, exact counts, warm-up, start time).
   void parse_schedule(const py::dict& d) { (void)d; }
@@ -256,6 +296,14 @@ class ClientRun {
  private:
   nhb_client_config config_{};
   std::string request_;
+  // The request set's strings (parse_requests), one entry per spec.
+  struct SpecStrings {
+    std::string request, method, path, authority;
+    std::vector<std::pair<std::string, std::string>> headers;
+    std::vector<nhb_header> nv;
+  };
+  std::vector<SpecStrings> spec_strings_;
+  std::vector<nhb_request_spec> specs_;
   std::vector<int> cpus_;
   std::string h2_method_, h2_scheme_, h2_authority_, h2_path_;
   std::vector<std::pair<std::string, std::string>> h2_header_strings_;

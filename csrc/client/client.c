@@ -113,6 +113,7 @@ static void* worker_main(void* arg) {
   nhb__worker* w = (nhb__worker*)arg;
   nhb__pin_thread(w->cpu);
   int r = nhb__pool_init(w);
+  if (r == 0) r = nhb__request_worker_init(w);
   if (r == 0) r = nhb__sequencer_init(w);
   if (r < 0) {
     nhb__worker_record_error(w, r);
@@ -128,6 +129,7 @@ static void* worker_main(void* arg) {
   uv_loop_close(&w->loop);
   if (w->release_fd >= 0) close(w->release_fd);
   nhb__pool_free(w);
+  nhb__request_worker_free(w);
   publish(w);
   nhb__ivl_worker_close(w);
   atomic_store(&w->done, 1);
@@ -211,10 +213,12 @@ static int check_config(const nhb_client_config* c, char* err, size_t err_len) {
   if (c->addr_len == 0 || c->addr_len > sizeof(c->addr))
     return config_error(err, err_len, "address: an IPv4 or IPv6 socket address");
   /* Every request writes `request`: NULL would be dereferenced, and an empty
-   * write never completes. */
-  if (c->request == NULL || c->request_len == 0) return config_error(err, err_len, "request: must not be empty");
+   * write never completes. A request set (nspecs > 0) replaces it; its
+   * entries are checked as they are copied (nhb__request_set_create). */
+  if (c->nspecs == 0 && (c->request == NULL || c->request_len == 0))
+    return config_error(err, err_len, "request: must not be empty");
   /* The body is the tail of `request`: a longer one would point before it. */
-  if (c->request_body_size > c->request_len)
+  if (c->nspecs == 0 && c->request_body_size > c->request_len)
     return config_error(err, err_len, "request_body_size: exceeds the request");
   /* Per-worker arrays, histograms and threads are sized by it; the merge
    * divides by it. */
@@ -267,7 +271,6 @@ int nhb_run_create_ex(const nhb_client_config* config, nhb_run** out, char* err,
   if (run->config.burst_size == 0) run->config.burst_size = 1;
   /* Nighthawk's default: at most 100 requests in flight per worker over HTTP/2. */
   if (run->config.max_active_requests == 0) run->config.max_active_requests = 100;
-  run->body = run->config.request + run->config.request_len - run->config.request_body_size;
   pthread_mutex_init(&run->lock, NULL);
   pthread_cond_init(&run->finished_cond, NULL);
   run->end_counter = -1;
@@ -282,10 +285,12 @@ int nhb_run_create_ex(const nhb_client_config* config, nhb_run** out, char* err,
   int ri = nhb__ivl_alloc(run);
   if (ri < 0)
     return create_error(run, ri, err, err_len, ri == NHB_EINVAL ? "stats_interval: must be at least 1 ms" : NULL);
-  /* Built once and shared read-only by the workers: the TLS context (its
-   * settings fail here, with OpenSSL's reason, not in the middle of a run)
-   * and HTTP/2's callbacks and header block. */
-  int r = nhb__tls_ctx_create(run, err, err_len);
+  /* Built once and shared read-only by the workers: the request set (its
+   * copies and templates), the TLS context (its settings fail here, with
+   * OpenSSL's reason, not in the middle of a run) and HTTP/2's callbacks and
+   * header blocks. */
+  int r = nhb__request_set_create(run, err, err_len);
+  if (r == 0) r = nhb__tls_ctx_create(run, err, err_len);
   if (r == 0) r = nhb__h2_run_init(run, err, err_len);
   if (r < 0) return create_error(run, r, err, err_len, NULL);
   *out = run;
@@ -514,6 +519,7 @@ void nhb_run_destroy(nhb_run* run) {
   nhb__ivl_free(run);
   nhb__tls_ctx_free(run);
   nhb__h2_run_free(run);
+  nhb__request_set_free(run);
   free(run->strings);
   free(run->h2_headers);
   free(run->workers);

@@ -40,6 +40,62 @@ typedef struct nhb__request {
   uint32_t spec;
 } nhb__request;
 
+/* ---- the request set (request.c) ----------------------------------------
+ *
+ * A template is a string split at run creation into literal runs and
+ * placeholders, so that expanding it for a request is a walk over a few
+ * segments into a buffer sized for its longest expansion: no parsing and no
+ * allocation per request. */
+typedef enum {
+  NHB__SEG_LIT = 0, /* `len` bytes of the source at offset `arg` */
+  NHB__SEG_SEQ,     /* {seq}: the request's sequence number */
+  NHB__SEG_UUID,    /* {uuid}: a random version 4 UUID */
+  NHB__SEG_RAND,    /* {rand:N}: a random number below N (`arg`) */
+  NHB__SEG_WORKER,  /* {worker}: the worker's index */
+  NHB__SEG_CLEN     /* {content-length}: the expanded body's length */
+} nhb__seg_kind;
+
+typedef struct nhb__seg {
+  uint32_t kind;
+  uint32_t len; /* literal: its length; placeholder: its longest expansion */
+  uint64_t arg;
+} nhb__seg;
+
+typedef struct nhb__tmpl {
+  const char* src;
+  nhb__seg* segs;    /* NULL when the string has no placeholder */
+  uint32_t nsegs;
+  uint32_t body_seg; /* HTTP/1 request: segments from here on are the body */
+  size_t head_max;   /* longest expansion of the segments before body_seg */
+  size_t body_max;   /* ... and of the rest */
+} nhb__tmpl;
+
+/* What a template's placeholders expand to for one request. */
+typedef struct nhb__tmpl_ctx {
+  uint64_t seq;
+  uint32_t worker;
+  uint64_t* rng; /* the worker's generator state */
+  uint64_t clen; /* the body's expanded length, for {content-length} */
+} nhb__tmpl_ctx;
+
+/* One entry of the run's request set as the sessions use it, built once by
+ * nhb__request_set_create from run->config.specs (or the legacy single
+ * request). The strings live in run->spec_strings. */
+typedef struct nhb__spec {
+  const char* request; /* HTTP/1 head and body */
+  size_t request_len;
+  const char* body;    /* the last body_size bytes of request */
+  size_t body_size;
+  int head_request;
+  void* h2_nva;        /* nghttp2_nv[h2_nvlen] (session_h2.c), or NULL for HTTP/1 */
+  size_t h2_nvlen;
+  /* Templating only (config.templated), else NULL: the request's template
+   * (HTTP/1 sends all of it, HTTP/2 its body) and one per HTTP/2 header
+   * field value (nsegs 0 for values without placeholders). */
+  nhb__tmpl* tmpl;
+  nhb__tmpl* h2_vals;
+} nhb__spec;
+
 /* A request on its way: from the moment the pool gives it to a connection
  * (which may still be connecting) until it ends as a response or an error.
  * Slots come from a per-worker pool sized once in nhb__pool_init() (one per
@@ -198,6 +254,16 @@ struct nhb__worker {
   uint64_t next_index;  /* index of the next release on the schedule */
   uint64_t released;    /* releases made (sent, queued or dropped) */
   uint32_t spec_next;   /* the request set's next entry for this worker (nhb__next_spec) */
+  /* Templating (request.c), untouched by untemplated runs: the sequence
+   * numbers sent so far, the random generator, and the expansion buffers
+   * (one per connection for HTTP/1, one per slot for HTTP/2 bodies, plus one
+   * header block for HTTP/2), allocated once when the worker starts. */
+  uint64_t rq_seq;
+  uint64_t rq_rng;
+  char* rq_buf;
+  size_t rq_buf_each;
+  void* rq_nva;     /* nghttp2_nv scratch: the header block being expanded */
+  char* rq_hdr_buf; /* its expanded values (nghttp2 copies them on submit) */
   int blocked;          /* closed loop: the next release found no capacity */
   uint64_t blocked_since_ns;
   /* Pool. */
@@ -284,9 +350,20 @@ struct nhb_run {
   /* Built once per run from the config, shared read-only by the workers. */
   void* ssl_ctx;        /* SSL_CTX* when TLS is enabled */
   void* h2_callbacks;   /* nghttp2_session_callbacks* for HTTP/2 */
-  void* h2_nva;         /* nghttp2_nv[h2_nvlen]: the request's header block */
-  size_t h2_nvlen;
-  const char* body;     /* the request body (the tail of config.request) */
+  void* h2_nva;         /* nghttp2_nv[]: every spec's header block, end to end */
+  /* The request set (request.c): nspecs >= 1 entries; config.specs points to
+   * run-owned copies of the caller's (or one made from the legacy fields). */
+  nhb__spec* specs;
+  uint32_t nspecs;
+  nhb_request_spec* spec_copies;
+  nhb_header* spec_headers;
+  char* spec_strings;
+  nhb__tmpl* tmpls;    /* templating: one per spec, then the HTTP/2 values */
+  nhb__seg* tmpl_segs;
+  size_t rq_h1_max;    /* templating: the longest HTTP/1 expansion (head_max + body_max) */
+  size_t rq_body_max;  /* ... the longest body */
+  size_t rq_hdr_max;   /* ... the longest sum of one spec's HTTP/2 values */
+  size_t rq_nvlen_max; /* the longest HTTP/2 header block, in fields */
   /* Live statistics (interval.c): the controller owns everything here but
    * ivl_epoch (read by the workers) and the queue (under `lock`). */
   _Atomic uint64_t ivl_epoch; /* the interval the workers record into */
@@ -374,6 +451,27 @@ static inline uint32_t nhb__next_spec(nhb__worker* w) {
   w->spec_next = k + 1 == n ? 0 : k + 1;
   return k;
 }
+
+/* request.c */
+/* Copies the request set into the run (config.specs, or the legacy single
+ * request when nspecs is 0) and, with templating, splits every template. */
+int nhb__request_set_create(nhb_run* run, char* err, size_t err_len);
+void nhb__request_set_free(nhb_run* run);
+/* Templating: the worker's buffers and generator (nothing otherwise). */
+int nhb__request_worker_init(nhb__worker* w);
+void nhb__request_worker_free(nhb__worker* w);
+/* Expands segments [from, to) of `t` into out (at most cap bytes); returns
+ * the length, or SIZE_MAX if it would not fit (never, with buffers sized
+ * from the template's maxima; checked all the same). */
+size_t nhb__tmpl_expand(const nhb__tmpl* t, uint32_t from, uint32_t to, const nhb__tmpl_ctx* x, char* out,
+                        size_t cap);
+/* Templating, HTTP/2: splits the header field values of one spec's header
+ * block (an nghttp2_nv array that nhb__h2_run_init built). */
+int nhb__request_h2_values(nhb_run* run, uint32_t spec, const void* nva, size_t nvlen);
+/* Templating: the context of the next request a worker sends. */
+void nhb__request_ctx(nhb__worker* w, nhb__tmpl_ctx* x);
+/* Templating, HTTP/1: expands the request for connection c into its buffer. */
+int nhb__request_h1_expand(nhb__conn* c, const nhb__spec* sp, const char** out, size_t* len);
 
 /* sequencer.c */
 int nhb__sequencer_init(nhb__worker* w);

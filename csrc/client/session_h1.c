@@ -2,8 +2,9 @@
  *
  * One request is in flight per connection (no pipelining, as in Nighthawk),
  * so the request being answered is always the connection's only slot. The
- * request bytes were rendered once for the whole run, so sending is a single
- * write of shared memory. llhttp's callbacks only add up sizes; the parser is
+ * request bytes were rendered once for the whole run (one entry of the run's
+ * request set, request.c), so sending is a single write of shared memory;
+ * a templated request is first expanded into the connection's buffer. llhttp's callbacks only add up sizes; the parser is
  * paused at the end of each response so the pool can act on the response
  * outside the parser.
  */
@@ -66,7 +67,8 @@ static int h1_on_headers_complete(llhttp_t* p) {
   /* Returning 1 tells llhttp that this response has no body. llhttp leaves it
    * to the caller to know which ones: responses to HEAD, 1xx, 204 and 304
    * (RFC 9112 section 6.3), whatever their Content-Length says. */
-  if (c->worker->run->config.head_request || status < 200 || status == 204 || status == 304) return 1;
+  const nhb_run* run = c->worker->run;
+  if (run->specs[c->slots->rq.spec].head_request || status < 200 || status == 204 || status == 304) return 1;
   return 0;
 }
 
@@ -83,6 +85,10 @@ static int h1_on_message_complete(llhttp_t* p) {
   if (status >= 100 && status < 200 && status != 101) return 0;
   c->keep_alive = llhttp_should_keep_alive(p);
   if (!c->keep_alive) c->worker->stats.counters[NHB_CTR_UPSTREAM_CX_CLOSE_NOTIFY]++;
+  /* An HTTP/1.0 request without keep-alive makes the connection last one
+   * exchange (RFC 9112 section 9.3), whatever the server answers; Fortio's
+   * -http1.0 closes it too. */
+  if (NHB__UNLIKELY(c->worker->run->config.http10)) c->keep_alive = 0;
   c->response_done = 1;
   return HPE_PAUSED;
 }
@@ -117,10 +123,18 @@ static int h1_open(nhb__conn* c) {
 }
 
 static int h1_send(nhb__conn* c, nhb__slot* s) {
-  NHB__UNUSED(s);
-  const nhb_client_config* cfg = &c->worker->run->config;
+  const nhb__spec* sp = &c->worker->run->specs[s->rq.spec];
   c->response_done = 0;
-  return c->transport->write(c, cfg->request, cfg->request_len);
+  if (NHB__UNLIKELY(sp->tmpl != NULL)) {
+    /* Templating: expanded into this connection's buffer, which stays put
+     * until the next request on the connection, after this one's write. */
+    const char* bytes;
+    size_t len;
+    int r = nhb__request_h1_expand(c, sp, &bytes, &len);
+    if (r < 0) return r;
+    return c->transport->write(c, bytes, len);
+  }
+  return c->transport->write(c, sp->request, sp->request_len);
 }
 
 /* Ends the response that the parser just completed. */

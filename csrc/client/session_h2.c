@@ -1,11 +1,12 @@
 /* session_h2.c: the HTTP/2 protocol session, on nghttp2.
  *
  * nghttp2 does the framing, HPACK and flow control; this file feeds it bytes
- * and turns its callbacks into the pool's events. The request's header block
- * is built once per run (nhb__h2_run_init) as an nghttp2_nv array that every
- * stream shares (nghttp2 is told not to copy the names and values); the body,
- * when there is one, is read from the run's rendered request by a data
- * provider.
+ * and turns its callbacks into the pool's events. Each request of the run's
+ * request set has its header block built once per run (nhb__h2_run_init) as
+ * an nghttp2_nv array that every stream of it shares (nghttp2 is told not to
+ * copy the names and values); the body, when there is one, is read from the
+ * entry's rendered request by a data provider. Templated requests are
+ * expanded per stream (h2_expand).
  *
  * Output: nghttp2_session_mem_send() serializes frames into nghttp2's own
  * buffer, which stays valid only until the next call; they are copied into
@@ -198,21 +199,21 @@ static int h2_on_frame_not_send(nghttp2_session* session, const nghttp2_frame* f
   return 0;
 }
 
-/* The request body: the tail of the run's rendered request ('a' bytes, as
- * Nighthawk sends). */
+/* The request body: the tail of the spec's rendered request (the payload, or
+ * 'a' bytes as Nighthawk sends), or the slot's expansion of a templated one.
+ * The source points at the body's end, so the next bytes are the last
+ * body_left of it. */
 static ssize_t h2_read_body(nghttp2_session* session, int32_t stream_id, uint8_t* buf, size_t length,
                             uint32_t* data_flags, nghttp2_data_source* source, void* user_data) {
-  NHB__UNUSED(source);
   nhb__conn* c = conn_of(user_data);
   nhb__slot* s = h2_slot(c, session, stream_id);
   if (s == NULL) {
     *data_flags |= NGHTTP2_DATA_FLAG_EOF;
     return 0;
   }
-  const nhb_run* run = c->worker->run;
-  size_t total = run->config.request_body_size;
+  const char* end = (const char*)source->ptr;
   size_t n = s->body_left < length ? (size_t)s->body_left : length;
-  memcpy(buf, run->body + (total - s->body_left), n);
+  memcpy(buf, end - s->body_left, n);
   s->body_left -= n;
   if (s->body_left == 0) *data_flags |= NGHTTP2_DATA_FLAG_EOF;
   return (ssize_t)n;
@@ -251,18 +252,57 @@ static int h2_open(nhb__conn* c) {
   return 0;
 }
 
+/* Templating: expands the body into the slot's buffer (it is read while the
+ * stream lives) and the header block's templated values into the worker's
+ * scratch block, which nghttp2 copies when the request is submitted (the
+ * expanded values lose NGHTTP2_NV_FLAG_NO_COPY_VALUE). */
+static int h2_expand(nhb__conn* c, nhb__slot* s, const nhb__spec* sp, const nghttp2_nv** nva, const char** body) {
+  nhb__worker* w = c->worker;
+  const nhb__tmpl* t = sp->tmpl;
+  nhb__tmpl_ctx x;
+  nhb__request_ctx(w, &x);
+  if (t->segs != NULL) {
+    char* buf = w->rq_buf + (size_t)(s - w->slot_pool) * w->rq_buf_each;
+    size_t n = nhb__tmpl_expand(t, t->body_seg, t->nsegs, &x, buf, w->rq_buf_each);
+    if (n == SIZE_MAX) return NHB_EINVAL;
+    *body = buf;
+    s->body_left = n;
+  }
+  x.clen = s->body_left;
+  nghttp2_nv* out = (nghttp2_nv*)w->rq_nva;
+  memcpy(out, sp->h2_nva, sp->h2_nvlen * sizeof(nghttp2_nv));
+  size_t used = 0, cap = w->run->rq_hdr_max;
+  for (size_t k = 0; k < sp->h2_nvlen; k++) {
+    const nhb__tmpl* v = &sp->h2_vals[k];
+    if (v->nsegs == 0) continue;
+    size_t n = nhb__tmpl_expand(v, 0, v->nsegs, &x, w->rq_hdr_buf + used, cap - used);
+    if (n == SIZE_MAX) return NHB_EINVAL;
+    out[k].value = (uint8_t*)(w->rq_hdr_buf + used);
+    out[k].valuelen = n;
+    out[k].flags &= (uint8_t)~NGHTTP2_NV_FLAG_NO_COPY_VALUE;
+    used += n;
+  }
+  *nva = out;
+  return 0;
+}
+
 static int h2_send(nhb__conn* c, nhb__slot* s) {
   nhb__h2* h = c->h2;
-  const nhb_run* run = c->worker->run;
+  const nhb__spec* sp = &c->worker->run->specs[s->rq.spec];
   s->header_bytes = 0;
   s->body_bytes = 0;
   s->status = 0;
-  s->body_left = run->config.request_body_size;
+  s->body_left = sp->body_size;
+  const nghttp2_nv* nva = (const nghttp2_nv*)sp->h2_nva;
+  const char* bytes = sp->body;
+  if (NHB__UNLIKELY(sp->tmpl != NULL)) {
+    int r = h2_expand(c, s, sp, &nva, &bytes);
+    if (r < 0) return r;
+  }
   nghttp2_data_provider body;
-  body.source.ptr = NULL;
+  body.source.ptr = (void*)(uintptr_t)(bytes + s->body_left);
   body.read_callback = h2_read_body;
-  int32_t id = nghttp2_submit_request(h->session, NULL, (const nghttp2_nv*)run->h2_nva, run->h2_nvlen,
-                                      s->body_left > 0 ? &body : NULL, s);
+  int32_t id = nghttp2_submit_request(h->session, NULL, nva, sp->h2_nvlen, s->body_left > 0 ? &body : NULL, s);
   if (id == NGHTTP2_ERR_STREAM_ID_NOT_AVAILABLE) {
     /* Stream ids exhausted (2^30 requests): carry on on a new connection. */
     c->draining = 1;
@@ -443,34 +483,52 @@ static nghttp2_nv make_nv(const char* name, size_t name_len, const char* value, 
 int nhb__h2_run_init(nhb_run* run, char* err, size_t err_len) {
   const nhb_client_config* cfg = &run->config;
   if (cfg->protocol != NHB_PROTO_HTTP2) return 0;
-  if (cfg->h2_method == NULL || cfg->h2_scheme == NULL || cfg->h2_authority == NULL || cfg->h2_path == NULL ||
-      cfg->h2_nheaders < 0 || (cfg->h2_nheaders > 0 && cfg->h2_headers == NULL)) {
+  /* One header block per entry of the request set, end to end in one array;
+   * the set's entries were checked as they were copied, the legacy single
+   * request here (its message predates the request set). */
+  size_t total = 0;
+  int ok = cfg->h2_scheme != NULL;
+  for (uint32_t i = 0; i < run->nspecs && ok; i++) {
+    const nhb_request_spec* sp = &cfg->specs[i];
+    ok = sp->h2_method != NULL && sp->h2_authority != NULL && sp->h2_path != NULL;
+    total += (size_t)sp->h2_nheaders + 4;
+  }
+  if (!ok) {
     if (err) snprintf(err, err_len, "HTTP/2 needs h2_method, h2_scheme, h2_authority and h2_path");
     return NHB_EINVAL;
   }
-  nghttp2_nv* nva = calloc((size_t)cfg->h2_nheaders + 4, sizeof(nghttp2_nv));
+  nghttp2_nv* nva = calloc(total, sizeof(nghttp2_nv));
   nghttp2_session_callbacks* cb = NULL;
   if (nva == NULL || nghttp2_session_callbacks_new(&cb) != 0) {
     free(nva);
     return NHB_ENOMEM;
   }
-  size_t n = 0;
-  nva[n++] = make_nv(":method", 7, cfg->h2_method, strlen(cfg->h2_method));
-  nva[n++] = make_nv(":scheme", 7, cfg->h2_scheme, strlen(cfg->h2_scheme));
-  nva[n++] = make_nv(":authority", 10, cfg->h2_authority, strlen(cfg->h2_authority));
-  nva[n++] = make_nv(":path", 5, cfg->h2_path, strlen(cfg->h2_path));
-  for (int i = 0; i < cfg->h2_nheaders; i++) {
-    const nhb_header* hd = &cfg->h2_headers[i];
-    nva[n++] = make_nv(hd->name, hd->name_len, hd->value, hd->value_len);
-  }
   run->h2_nva = nva;
-  run->h2_nvlen = n;
+  run->h2_callbacks = cb;
   nghttp2_session_callbacks_set_on_header_callback(cb, h2_on_header);
   nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, h2_on_data_chunk);
   nghttp2_session_callbacks_set_on_frame_recv_callback(cb, h2_on_frame_recv);
   nghttp2_session_callbacks_set_on_stream_close_callback(cb, h2_on_stream_close);
   nghttp2_session_callbacks_set_on_frame_not_send_callback(cb, h2_on_frame_not_send);
-  run->h2_callbacks = cb;
+  for (uint32_t i = 0; i < run->nspecs; i++) {
+    const nhb_request_spec* sp = &cfg->specs[i];
+    size_t n = 0;
+    nva[n++] = make_nv(":method", 7, sp->h2_method, strlen(sp->h2_method));
+    nva[n++] = make_nv(":scheme", 7, cfg->h2_scheme, strlen(cfg->h2_scheme));
+    nva[n++] = make_nv(":authority", 10, sp->h2_authority, strlen(sp->h2_authority));
+    nva[n++] = make_nv(":path", 5, sp->h2_path, strlen(sp->h2_path));
+    for (int k = 0; k < sp->h2_nheaders; k++) {
+      const nhb_header* hd = &sp->h2_headers[k];
+      nva[n++] = make_nv(hd->name, hd->name_len, hd->value, hd->value_len);
+    }
+    run->specs[i].h2_nva = nva;
+    run->specs[i].h2_nvlen = n;
+    if (cfg->templated) {
+      int r = nhb__request_h2_values(run, i, nva, n);
+      if (r < 0) return r;
+    }
+    nva += n;
+  }
   return 0;
 }
 

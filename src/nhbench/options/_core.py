@@ -14,9 +14,18 @@ options), CPU lists have one entry per worker.
 
 from __future__ import annotations
 
+import os
+import re
 from typing import TYPE_CHECKING, Any
 
-from .._request import render_h2_request, render_request
+from .._request import (
+    CONTENT_LENGTH_PLACEHOLDER,
+    RequestSpec,
+    has_placeholder,
+    render_h2_request,
+    render_request,
+)
+from ._request_set import request_specs
 
 if TYPE_CHECKING:
     from ._response import ResponseOptions
@@ -118,8 +127,115 @@ def client_core_config(options: Options, address: str) -> dict[str, Any]:
 
 
 def _requests_config(options: Options) -> dict[str, Any]:
-    """Issue 13: the request set (``specs``), payloads and templating."""
-    return {}
+    """Issue 13: the request set (``specs``), payloads and templating.
+
+    Nothing for a run of the options' single request with none of the new options, so that
+    it sends exactly what it sent before. Otherwise ``specs`` (one dict per entry of
+    `request_specs`: ``request`` bytes, ``body_size`` int, ``head_request`` bool, ``target``
+    int, and for HTTP/2 ``h2_method`` / ``h2_path`` str, ``h2_authority`` bytes,
+    ``h2_headers`` list[(bytes, bytes)]), ``templated`` and ``http10`` bool, and the legacy
+    single-request keys rewritten from the first entry so that both say the same.
+    """
+    specs = request_specs(options)
+    new_options = (
+        options.payload is not None or options.payload_file is not None
+        or bool(options.payload_size) or options.content_type is not None
+        or options.template or options.http1_0
+    )
+    if not new_options and specs == [RequestSpec()]:
+        return {}
+    payload = _payload(options)
+    rendered = [_render_spec(options, spec, payload) for spec in specs]
+    first = rendered[0]
+    out: dict[str, Any] = {
+        "specs": rendered,
+        "templated": options.template,
+        "http10": options.http1_0,
+        "request": first["request"],
+        "head_request": first["head_request"],
+        "request_body_size": first["body_size"],
+    }
+    if options.protocol == "http2":
+        out.update({key: first[key] for key in ("h2_method", "h2_path", "h2_authority",
+                                                 "h2_headers")})
+    return out
+
+
+def _payload(options: Options) -> bytes | None:
+    """The options' body, read or drawn once for the whole run; None for none (an empty
+    --payload is none, as in Fortio)."""
+    if options.payload:
+        return options.payload.encode("utf-8")
+    if options.payload_file is not None:
+        with open(options.payload_file, "rb") as handle:
+            return handle.read()
+    if options.payload_size:
+        # Random bytes (as Fortio's -payload-size), the same for every request of the run:
+        # compression cannot shrink them, and the hot path stays a plain write.
+        return os.urandom(options.payload_size)
+    return None
+
+
+def _render_spec(options: Options, spec: RequestSpec, payload: bytes | None) -> dict[str, Any]:
+    """One entry of the core's ``specs``: `spec`, with the options' value where it has None."""
+    target = options.target
+    method = (spec.method or options.request_method).upper()
+    if spec.path is not None:
+        path = spec.path
+    elif method == "CONNECT":
+        # CONNECT's request-target is the authority (RFC 9110 section 9.3.6), not a path.
+        path = target.authority
+        if ":" not in target.authority.rsplit("]", 1)[-1]:
+            path = f"{target.authority}:{target.port}"
+    else:
+        path = target.path
+    authority = spec.authority or target.authority
+    headers = list(options.headers) + list(spec.headers)
+    names = {name.lower() for name, _ in headers}
+    body: bytes | None
+    if spec.body is not None:
+        body = spec.body
+    elif spec.body_size is not None:
+        body = b"a" * spec.body_size
+    elif payload is not None:
+        body = payload
+        if options.content_type is None and "content-type" not in names:
+            # Fortio's default for a payload without a type: binary content.
+            headers.append(("Content-Type", "application/octet-stream"))
+            names.add("content-type")
+    else:
+        body = b"a" * options.request_body_size
+    if options.content_type is not None and "content-type" not in names:
+        headers.append(("Content-Type", options.content_type))
+    if options.template:
+        # Placeholders in the path are percent-encoded by the URI's parser; the core needs
+        # them as they were typed.
+        path = _unquote_placeholders(path)
+    content_length = None
+    if options.template and has_placeholder(body):
+        content_length = CONTENT_LENGTH_PLACEHOLDER
+    request = render_request(method, path, authority, headers, body=body,
+                             http10=options.http1_0, content_length=content_length)
+    entry: dict[str, Any] = {
+        "request": request,
+        "body_size": len(body),
+        "head_request": method == "HEAD",
+        "target": spec.target,
+    }
+    if options.protocol == "http2":
+        h2 = render_h2_request(method, path, authority, headers, len(body),
+                               content_length=content_length)
+        entry.update({
+            "h2_method": h2.method,
+            "h2_path": h2.path,
+            "h2_authority": h2.authority,
+            "h2_headers": list(h2.headers),
+        })
+    return entry
+
+
+def _unquote_placeholders(path: str) -> str:
+    return re.sub(r"%7B(seq|uuid|worker|rand:[0-9]+)%7D", r"{\1}", path, flags=re.IGNORECASE)
 
 
 def _schedule_config(options: Options) -> dict[str, Any]:

@@ -41,7 +41,7 @@ from pydantic_core import PydanticCustomError
 
 from .._exceptions import OptionsError
 from .._predicates import DEFAULT_FAILURE_PREDICATES, parse_predicates
-from .._request import METHODS
+from .._request import MAX_TEMPLATED_REQUEST, METHODS, template_problem
 from ._errors import format_validation_error
 from ._flags import Flag
 from ._rules import StopRule
@@ -517,6 +517,39 @@ class Options(BaseModel):
 
     # ---- issue 13: what is sent (payloads, content type, templating) ------------------------
 
+    payload: Annotated[str | None, Flag(metavar="TEXT", aliases=("-payload",))] = Field(
+        default=None,
+        description="Request body: this text (UTF-8). A payload switches the method to POST "
+        "unless --request-method is given, and sets Content-Type: application/octet-stream "
+        "unless one is given (as Fortio does).",
+    )
+    payload_file: Annotated[str | None, Flag(metavar="FILE", aliases=("-payload-file",))] = Field(
+        default=None,
+        description="Request body: the bytes of this file (at most 64 MiB), read once before "
+        "the run. Switches to POST like --payload.",
+    )
+    payload_size: Annotated[int | None, Flag(metavar="BYTES", aliases=("-payload-size",))] = Field(
+        default=None, ge=0, le=MAX_REQUEST_BODY_SIZE,
+        description="Request body: this many random bytes, drawn once per run and sent with "
+        "every request (Fortio's -payload-size; --request-body-size sends 'a' bytes). "
+        "Switches to POST like --payload when above 0.",
+    )
+    content_type: Annotated[str | None, Flag(metavar="TYPE", aliases=("-content-type",))] = Field(
+        default=None,
+        description="Content-Type request header; switches the method to POST unless "
+        "--request-method is given (as Fortio's -content-type does).",
+    )
+    template: Annotated[bool, Flag()] = Field(
+        default=False,
+        description="Expand {seq}, {uuid}, {rand:N} and {worker} in the path, header values "
+        "and body of every request (docs/engine.md). Off: braces are sent as they are.",
+    )
+    http1_0: Annotated[bool, Flag(name="--http1.0", aliases=("-http1.0",))] = Field(
+        default=False,
+        description="Send HTTP/1.0 requests as Fortio's -http1.0 does: no Host header unless "
+        "one is given, no keep-alive (a new connection for every request).",
+    )
+
     # ---- issue 13: request sources (Nighthawk plugins, HAR and access-log replay) -----------
 
     # ---- issue 13: targets and transport (multi-target, reuse, source address, unix) --------
@@ -827,6 +860,128 @@ class Options(BaseModel):
             raise PydanticCustomError(
                 "options_conflict", "{a}: mutually exclusive with {b}",
                 {"a": "output_dir", "b": "output"},
+            )
+        return value
+
+    # ---- requests (issue 13): payloads, content type, templating, HTTP/1.0 ----------------
+
+    @model_validator(mode="before")
+    @classmethod
+    def _payload_means_post(cls, data: Any) -> Any:
+        # Fortio's rule: a payload or a content type makes the request a POST unless a method
+        # is given. Writing POST down here keeps the echo of the options saying what was sent.
+        if not isinstance(data, Mapping) or data.get("request_method") is not None:
+            return data
+        size = data.get("payload_size")
+        try:
+            sized = size is not None and int(size) > 0
+        except (TypeError, ValueError):
+            sized = False  # the field's own validator says what is wrong with it
+        if data.get("payload") or data.get("payload_file") is not None or sized \
+                or data.get("content_type"):
+            return {**data, "request_method": "POST"}
+        return data
+
+    @field_validator("payload", "payload_file", "payload_size")
+    @classmethod
+    def _one_payload(cls, value: object, info: ValidationInfo) -> object:
+        if value is None or (info.field_name == "payload_size" and value == 0):
+            return value
+        # One body: which of two would win is a guess (Fortio silently prefers the file).
+        for other in ("payload", "payload_file", "payload_size"):
+            if other == info.field_name:
+                break
+            if info.data.get(other) not in (None, 0):
+                raise PydanticCustomError(
+                    "options_conflict", "{a}: mutually exclusive with {b}",
+                    {"a": info.field_name or "", "b": other},
+                )
+        if info.data.get("request_body_size"):
+            raise PydanticCustomError(
+                "options_conflict", "{a}: mutually exclusive with {b}",
+                {"a": info.field_name or "", "b": "request_body_size"},
+            )
+        return value
+
+    @field_validator("payload_file")
+    @classmethod
+    def _check_payload_file(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None:
+            return None
+        path = os.path.expanduser(value)
+        # The file belongs to the machine of the run (see cacert).
+        if (info.context or {}).get("echo"):
+            return path
+        if not os.path.exists(path):
+            raise ValueError(f"no such file: {value!r}")
+        if not os.path.isfile(path):
+            raise ValueError(f"not a regular file: {value!r}")
+        if not os.access(path, os.R_OK):
+            raise ValueError(f"not readable: {value!r}")
+        size = os.path.getsize(path)
+        if size > MAX_REQUEST_BODY_SIZE:
+            raise ValueError(
+                f"{size} bytes is over the {MAX_REQUEST_BODY_SIZE} byte (64 MiB) limit: {value!r}"
+            )
+        return path
+
+    @field_validator("content_type")
+    @classmethod
+    def _check_content_type(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None:
+            return None
+        name, checked = parse_header(f"Content-Type: {value}")
+        if not checked:
+            raise ValueError("must not be empty")
+        headers = info.data.get("request_header") or ()
+        if any(str(item).split(":", 1)[0].strip().lower() == "content-type" for item in headers):
+            raise ValueError("a Content-Type request header is given too; give one of them")
+        return checked
+
+    @field_validator("template")
+    @classmethod
+    def _check_template(cls, value: bool, info: ValidationInfo) -> bool:
+        if not value:
+            return value
+        # Every placeholder-looking word is checked before the run: a typo such as {sequence}
+        # would otherwise be sent as it is, and nobody would notice.
+        places: list[tuple[str, str]] = [("the URI", str(info.data.get("uri") or ""))]
+        places += [("a request header", str(h)) for h in info.data.get("request_header") or ()]
+        if info.data.get("payload") is not None:
+            places.append(("the payload", str(info.data["payload"])))
+        body_size = int(info.data.get("payload_size") or info.data.get("request_body_size") or 0)
+        file = info.data.get("payload_file")
+        if file is not None and not (info.context or {}).get("echo"):
+            with open(file, "rb") as handle:
+                data = handle.read(MAX_TEMPLATED_REQUEST + 1)
+            places.append(("the payload file", data.decode("latin-1")))
+            body_size = len(data)
+        for where, text in places:
+            problem = template_problem(text)
+            if problem is not None:
+                raise PydanticCustomError(
+                    "options_file", "{a}: {msg}",
+                    {"a": "template", "msg": problem.replace(" (known", f" in {where} (known")
+                     if " (known" in problem else f"{problem} (in {where})"},
+                )
+        body_size = max(body_size, len(str(info.data.get("payload") or "").encode()))
+        if body_size > MAX_TEMPLATED_REQUEST // 2:
+            # Each connection (HTTP/1) or in-flight request (HTTP/2) gets a buffer for the
+            # longest expansion; half of the core's bound leaves the head room to grow.
+            raise PydanticCustomError(
+                "options_file", "{a}: {msg}",
+                {"a": "template", "msg": f"a templated body may be at most "
+                 f"{MAX_TEMPLATED_REQUEST // 2} bytes (got {body_size})"},
+            )
+        return value
+
+    @field_validator("http1_0")
+    @classmethod
+    def _check_http1_0(cls, value: bool, info: ValidationInfo) -> bool:
+        if value and info.data.get("protocol") == "http2":
+            raise PydanticCustomError(
+                "options_conflict", "{a}: mutually exclusive with {b}",
+                {"a": "http1_0", "b": "protocol"},
             )
         return value
 
