@@ -290,7 +290,9 @@ def parse_schedule_offsets(value: object) -> tuple[float, ...] | None:
     """A non-decreasing list of seconds >= 0 (``schedule_offsets``)."""
     if value is None:
         return None
-    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
+    if isinstance(value, str):
+        value = [item for item in value.replace(" ", "").split(",") if item]
+    if not isinstance(value, (list, tuple)):
         raise ValueError("must be a list of seconds")
     try:
         offsets = tuple(float(item) for item in value)
@@ -697,12 +699,15 @@ class Options(BaseModel):
         description="An id recorded in the result and in Nighthawk's output options "
         "(Nighthawk's --execution-id).",
     )
-    # An explicit schedule (request sources' replay sets it; no flag): each worker releases
-    # request k at offset k (seconds after its start), exactly that many requests.
-    schedule_offsets: tuple[float, ...] | None = Field(
+    # An explicit schedule (request sources' replay sets it from a recording): each worker
+    # releases request k at offset k (seconds after its start), exactly that many requests.
+    schedule_offsets: Annotated[
+        tuple[float, ...] | None, Flag(metavar="S,S,...", default="", group="Schedule shapes")
+    ] = Field(
         default=None,
-        description="Seconds after each worker's start at which it releases request k; "
-        "exactly that many requests, then the run ends. rps is ignored.",
+        description="Seconds after each worker's start at which it releases request k, "
+        "non-decreasing (0,0.5,0.5,2); exactly that many requests per worker, then the run "
+        "ends. rps is ignored. Set by replaying a recording's timing.",
     )
 
     # ---- issue 13: what is sent (payloads, content type, templating) ------------------------
@@ -1094,7 +1099,7 @@ class Options(BaseModel):
         needs_rate = "jitter" if self.jitter else "no_catchup" if self.no_catchup else None
         if needs_rate is not None and self.rps == 0 and shaped is None:
             raise PydanticCustomError(
-                "options_conflict", "{a}: needs a rate (rps > 0)", {"a": needs_rate}
+                "options_needs", "{a}: needs {b} above 0", {"a": needs_rate, "b": "rps"}
             )
         return self
 
