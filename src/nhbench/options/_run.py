@@ -261,9 +261,9 @@ def parse_scheduled_start(value: object, *, check_now: bool = True) -> float:
             tzinfo=timezone.utc).timestamp()
     elif isinstance(value, str):
         text = value.strip()
-        try:
+        if re.fullmatch(r"[0-9]+(\.[0-9]*)?", text):
             epoch = float(text)
-        except ValueError:
+        else:
             try:
                 when = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
             except ValueError:
