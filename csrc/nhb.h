@@ -315,6 +315,39 @@ typedef struct nhb_client_config {
    * keep-alive, so every connection is closed after its response. */
   int http10;
   /* ---- issue 13, schedule shapes (sequencer.c) ---- */
+  /* Jitter: each release is delayed by a uniform random time in
+   * [0, jitter_uniform_ns] (Nighthawk's --jitter-uniform), and/or moved by a
+   * uniform random fraction in [-jitter_fraction, +jitter_fraction] of the
+   * interval (Fortio's -jitter: 0.1). Both 0 = off. */
+  uint64_t jitter_uniform_ns;
+  double jitter_fraction;
+  /* Fortio's -nocatchup: a release at least one interval late moves the rest
+   * of the schedule instead of bursting to catch up (rate schedules only). */
+  int no_catchup;
+  /* Exactly this many releases over all workers (worker i makes N/W, plus one
+   * for the first N%W), then the run drains and ends. 0 = no count. */
+  uint64_t total_requests;
+  /* Linear stages (k6-style): stage i ramps the per-worker rate linearly from
+   * the previous stage's end rate (0 before the first) to stage_rps[i] over
+   * stage_ns[i]. nstages 0 = off (then rps applies). */
+  const uint64_t* stage_ns;
+  const double* stage_rps;
+  uint32_t nstages;
+  /* An explicit schedule (replay): each worker releases request k at
+   * schedule_offsets_ns[k] after its start, exactly nschedule_offsets
+   * requests, then ends. Non-decreasing. 0 entries = off. */
+  const uint64_t* schedule_offsets_ns;
+  uint64_t nschedule_offsets;
+  /* Warm-up before the measured phase: a phase of warmup_ns at the run's rate,
+   * or warmup_requests requests per worker sent one after another; its
+   * statistics are kept apart (nhb_run_warmup_stats). With
+   * allow_initial_errors, failure predicates are not judged during it. */
+  uint64_t warmup_ns;
+  uint64_t warmup_requests;
+  int allow_initial_errors;
+  /* The first release at this CLOCK_REALTIME instant (ns) instead of after
+   * start_delay_ns; 0 = none. */
+  uint64_t start_realtime_ns;
   /* ---- issue 13, targets and transport (pool.c, transport_tcp.c) ---- */
   /* ---- issue 13, response observation (session_h1.c, session_h2.c) ---- */
   /* Predicates: counter > threshold. */
@@ -393,6 +426,23 @@ int nhb_run_end_counter(const nhb_run* run);
 uint64_t nhb_run_failed_predicates(const nhb_run* run);
 /* The first connection or protocol error the run saw, "" if none. */
 const char* nhb_run_first_error(const nhb_run* run);
+/* Issue 13, schedule shapes: what the schedule did, for one worker (index
+ * 0..nworkers-1) or, with index -1, summed over all of them. Valid once the
+ * run has finished; returns NHB_ESTATE before, NHB_EINVAL for a bad index. */
+typedef struct nhb_schedule_facts {
+  uint64_t released;       /* releases made in the measured phase */
+  uint64_t no_catchup_moves; /* times a late release moved the schedule */
+  uint64_t no_catchup_shift_ns; /* total time the schedule moved */
+  uint64_t no_catchup_lost;     /* releases the unmoved schedule had made by the end */
+  uint64_t warmup_released;     /* releases made during the warm-up */
+} nhb_schedule_facts;
+int nhb_run_schedule_facts(const nhb_run* run, int index, nhb_schedule_facts* out);
+/* The warm-up phase's merged statistics, or NULL when the run had none (or
+ * has not finished). */
+const nhb_stats* nhb_run_warmup_stats(const nhb_run* run);
+/* Releases and responses per stage (index 0..nstages-1), summed over the
+ * workers; returns NHB_EINVAL for a bad index. */
+int nhb_run_stage_counts(const nhb_run* run, uint32_t stage, uint64_t* releases, uint64_t* responses);
 void nhb_run_destroy(nhb_run* run);
 
 /* ------------------------------------------------------------------------ */

@@ -126,7 +126,40 @@ class ClientRun {
   }
 
   // Issue 13: schedule shapes (jitter, stages, exact counts, warm-up, start time).
-  void parse_schedule(const py::dict& d) { (void)d; }
+  // Keys (docs/architecture.md, "Binding contract"): jitter_uniform float s,
+  // jitter_fraction float, no_catchup bool, total_requests int, stages
+  // list[(float s, float rps per worker)], schedule_offsets list[float s],
+  // warmup float s, warmup_requests int, allow_initial_errors bool,
+  // scheduled_start float epoch s (0 = none).
+  void parse_schedule(const py::dict& d) {
+    nhb_client_config& c = config_;
+    c.jitter_uniform_ns = get_seconds_ns(d, "jitter_uniform", 0.0);
+    c.jitter_fraction = get_as<double>(d, "jitter_fraction", 0.0);
+    c.no_catchup = get_as<bool>(d, "no_catchup", false);
+    c.total_requests = get_as<uint64_t>(d, "total_requests", 0);
+    auto stages = get_as<std::vector<std::pair<double, double>>>(d, "stages", {});
+    for (const auto& [seconds, rps] : stages) {
+      if (!(seconds > 0 && seconds <= kMaxSeconds)) config_error("stages", "each lasts more than 0 s");
+      stage_ns_.push_back(static_cast<uint64_t>(std::llround(seconds * 1e9)));
+      stage_rps_.push_back(rps);
+    }
+    c.stage_ns = stage_ns_.data();
+    c.stage_rps = stage_rps_.data();
+    c.nstages = static_cast<uint32_t>(stage_ns_.size());
+    auto offsets = get_as<std::vector<double>>(d, "schedule_offsets", {});
+    for (double seconds : offsets) {
+      if (!(seconds >= 0 && seconds <= kMaxSeconds)) config_error("schedule_offsets", "must be 0 s or more");
+      offsets_ns_.push_back(static_cast<uint64_t>(std::llround(seconds * 1e9)));
+    }
+    c.schedule_offsets_ns = offsets_ns_.data();
+    c.nschedule_offsets = offsets_ns_.size();
+    c.warmup_ns = get_seconds_ns(d, "warmup", 0.0);
+    c.warmup_requests = get_as<uint64_t>(d, "warmup_requests", 0);
+    c.allow_initial_errors = get_as<bool>(d, "allow_initial_errors", false);
+    double start = get_as<double>(d, "scheduled_start", 0.0);
+    if (!(start >= 0 && start < 1e10)) config_error("scheduled_start", "must be epoch seconds");
+    c.start_realtime_ns = static_cast<uint64_t>(std::llround(start * 1e9));
+  }
 
   // Issue 13: several targets, connection reuse, source address, Unix sockets.
   void parse_targets(const py::dict& d) { (void)d; }
@@ -290,6 +323,25 @@ class ClientRun {
     for (int i = 0; i < nhb_run_worker_count(run_); i++) workers.append(stats_to_dict(nhb_run_worker_stats(run_, i)));
     d["workers"] = workers;
     d["global"] = stats_to_dict(global);
+    // Issue 13, schedule shapes: what the schedule did.
+    const nhb_stats* warm = nhb_run_warmup_stats(run_);
+    d["warmup"] = warm ? py::object(stats_to_dict(warm)) : py::object(py::none());
+    nhb_schedule_facts f{};
+    nhb_run_schedule_facts(run_, -1, &f);
+    py::dict sched;
+    sched["released"] = f.released;
+    sched["no_catchup_moves"] = f.no_catchup_moves;
+    sched["no_catchup_shift"] = static_cast<double>(f.no_catchup_shift_ns) / 1e9;
+    sched["no_catchup_lost"] = f.no_catchup_lost;
+    sched["warmup_released"] = f.warmup_released;
+    py::list stages;
+    for (uint32_t i = 0; i < config_.nstages; i++) {
+      uint64_t rel = 0, resp = 0;
+      nhb_run_stage_counts(run_, i, &rel, &resp);
+      stages.append(py::make_tuple(rel, resp));
+    }
+    sched["stages"] = stages;
+    d["schedule"] = sched;
     return d;
   }
 
@@ -308,6 +360,8 @@ class ClientRun {
   std::string h2_method_, h2_scheme_, h2_authority_, h2_path_;
   std::vector<std::pair<std::string, std::string>> h2_header_strings_;
   std::vector<nhb_header> h2_headers_;
+  std::vector<uint64_t> stage_ns_, offsets_ns_;
+  std::vector<double> stage_rps_;
   std::string tls_sni_, tls_verify_name_, tls_cacert_, tls_ciphers_, tls_ciphersuites_, tls_groups_, tls_alpn_;
   bool insecure_ = false;
   nhb_run* run_ = nullptr;

@@ -43,11 +43,15 @@ static void stats_free(nhb_stats* st) {
 }
 
 static void publish(nhb__worker* w) {
+  /* After a warm-up the counters go on from the warm-up's; the predicates
+   * and the progress see the measured phase's own (w->warm is zero without
+   * a warm-up, and during it). */
   for (int i = 0; i < NHB_CTR_COUNT; i++)
-    atomic_store_explicit(&w->published[i], w->stats.counters[i], memory_order_relaxed);
+    atomic_store_explicit(&w->published[i], w->stats.counters[i] - w->warm.counters[i], memory_order_relaxed);
   if (w->run->watch_status)
     for (int i = 0; i < NHB_STATUS_COUNT; i++)
-      atomic_store_explicit(&w->published_status[i], w->stats.status_codes[i], memory_order_relaxed);
+      atomic_store_explicit(&w->published_status[i], w->stats.status_codes[i] - w->warm.status_codes[i],
+                            memory_order_relaxed);
 }
 
 /* ---- worker ------------------------------------------------------------- */
@@ -67,8 +71,15 @@ static void worker_finish(nhb__worker* w) {
 
 void nhb__worker_maybe_finish(nhb__worker* w) {
   if (!w->stopping || w->finishing) return;
-  if ((w->in_flight == 0 && w->pending_len == 0) || nhb__now_ns() >= w->drain_deadline_ns)
+  if ((w->in_flight == 0 && w->pending_len == 0) || nhb__now_ns() >= w->drain_deadline_ns) {
+    /* The end of a warm-up (drained, or its drain timed out) starts the
+     * measured phase, unless the run was asked to stop. */
+    if (NHB__UNLIKELY(w->warming) && !atomic_load(&w->run->stop_requested)) {
+      nhb__sequencer_next_phase(w);
+      return;
+    }
     worker_finish(w);
+  }
 }
 
 static void worker_check_stop(nhb__worker* w) {
@@ -208,6 +219,42 @@ __attribute__((format(printf, 3, 4))) static int config_error(char* err, size_t 
   return NHB_EINVAL;
 }
 
+/* Issue 13, schedule shapes: what keeps the sequencer's arithmetic sound. */
+static int check_schedule(const nhb_client_config* c, char* err, size_t err_len) {
+  /* Jitter is added to nanosecond times as a double. */
+  if (!(c->jitter_fraction >= 0 && c->jitter_fraction <= 1))
+    return config_error(err, err_len, "jitter_fraction: must be 0-1");
+  if (c->jitter_uniform_ns > (uint64_t)NHB__NS_PER_S * 3600)
+    return config_error(err, err_len, "jitter_uniform: at most an hour");
+  /* The arrays are copied by their counts. */
+  if (c->nstages > 0 && (c->stage_ns == NULL || c->stage_rps == NULL))
+    return config_error(err, err_len, "stages: missing");
+  if (c->nschedule_offsets > 0 && c->schedule_offsets_ns == NULL)
+    return config_error(err, err_len, "schedule_offsets: missing");
+  if (c->nstages > 0 && c->nschedule_offsets > 0)
+    return config_error(err, err_len, "stages: not with schedule_offsets");
+  /* The stages' times add up in a uint64_t of nanoseconds; a zero-length
+   * stage has no rate to ramp (and would divide by zero); the rate bound is
+   * the constant one's. */
+  for (uint32_t i = 0; i < c->nstages; i++) {
+    if (c->stage_ns[i] == 0 || c->stage_ns[i] > (uint64_t)NHB__NS_PER_S * 31536000ULL)
+      return config_error(err, err_len, "stages: each lasts 1 ns to a year");
+    if (!(c->stage_rps[i] >= 0 && c->stage_rps[i] <= NHB_MAX_RPS))
+      return config_error(err, err_len, "stages: rates must be 0-%d per worker", NHB_MAX_RPS);
+  }
+  /* stage_time() and the replay rely on the order. */
+  for (uint64_t i = 1; i < c->nschedule_offsets; i++)
+    if (c->schedule_offsets_ns[i] < c->schedule_offsets_ns[i - 1])
+      return config_error(err, err_len, "schedule_offsets: must not decrease");
+  if (c->nschedule_offsets > 0 && c->schedule_offsets_ns[c->nschedule_offsets - 1] > (uint64_t)NHB__NS_PER_S * 31536000ULL)
+    return config_error(err, err_len, "schedule_offsets: at most a year");
+  if (c->warmup_ns > 0 && c->warmup_requests > 0)
+    return config_error(err, err_len, "warmup: a duration or a count, not both");
+  if (c->warmup_ns > (uint64_t)NHB__NS_PER_S * 31536000ULL)
+    return config_error(err, err_len, "warmup: at most a year");
+  return 0;
+}
+
 static int check_config(const nhb_client_config* c, char* err, size_t err_len) {
   /* The target is copied by its length out of a fixed 28-byte buffer. */
   if (c->addr_len == 0 || c->addr_len > sizeof(c->addr))
@@ -245,7 +292,7 @@ static int check_config(const nhb_client_config* c, char* err, size_t err_len) {
       return config_error(err, err_len, "%s: unknown counter %d",
                           i < c->n_termination ? "termination_predicates" : "failure_predicates", p->counter);
   }
-  return 0;
+  return check_schedule(c, err, err_len);
 }
 
 int nhb_run_create_ex(const nhb_client_config* config, nhb_run** out, char* err, size_t err_len) {
@@ -271,6 +318,24 @@ int nhb_run_create_ex(const nhb_client_config* config, nhb_run** out, char* err,
   if (run->config.burst_size == 0) run->config.burst_size = 1;
   /* Nighthawk's default: at most 100 requests in flight per worker over HTTP/2. */
   if (run->config.max_active_requests == 0) run->config.max_active_requests = 100;
+  /* Issue 13, schedule shapes: owned copies of the arrays. */
+  if (config->nstages > 0) {
+    run->stage_ns = malloc(config->nstages * sizeof(uint64_t));
+    run->stage_rps = malloc(config->nstages * sizeof(double));
+    if (!run->stage_ns || !run->stage_rps) return create_error(run, NHB_ENOMEM, err, err_len, NULL);
+    memcpy(run->stage_ns, config->stage_ns, config->nstages * sizeof(uint64_t));
+    memcpy(run->stage_rps, config->stage_rps, config->nstages * sizeof(double));
+    run->config.stage_ns = run->stage_ns;
+    run->config.stage_rps = run->stage_rps;
+  }
+  if (config->nschedule_offsets > 0) {
+    run->schedule_offsets_ns = malloc(config->nschedule_offsets * sizeof(uint64_t));
+    if (!run->schedule_offsets_ns) return create_error(run, NHB_ENOMEM, err, err_len, NULL);
+    memcpy(run->schedule_offsets_ns, config->schedule_offsets_ns, config->nschedule_offsets * sizeof(uint64_t));
+    run->config.schedule_offsets_ns = run->schedule_offsets_ns;
+  }
+  run->has_warmup = config->warmup_ns > 0 || config->warmup_requests > 0;
+  if (run->has_warmup && stats_alloc(&run->warm_global) < 0) return create_error(run, NHB_ENOMEM, err, err_len, NULL);
   pthread_mutex_init(&run->lock, NULL);
   pthread_cond_init(&run->finished_cond, NULL);
   run->end_counter = -1;
@@ -281,7 +346,11 @@ int nhb_run_create_ex(const nhb_client_config* config, nhb_run** out, char* err,
     w->cpu = run->cpus[i];
     w->release_fd = -1;
     if (stats_alloc(&w->stats) < 0) return create_error(run, NHB_ENOMEM, err, err_len, NULL);
+    /* The warm-up's statistics; without one they stay zero (publish()
+     * subtracts its counters) and no histogram is allocated. */
+    if (run->has_warmup && stats_alloc(&w->warm) < 0) return create_error(run, NHB_ENOMEM, err, err_len, NULL);
   }
+  if (nhb__sequencer_run_init(run) < 0) return create_error(run, NHB_ENOMEM, err, err_len, NULL);
   int ri = nhb__ivl_alloc(run);
   if (ri < 0)
     return create_error(run, ri, err, err_len, ri == NHB_EINVAL ? "stats_interval: must be at least 1 ms" : NULL);
@@ -343,10 +412,41 @@ static void evaluate_predicates(nhb_run* run, const uint64_t* counters) {
   }
 }
 
+/* A warm-up's statistics apart from the measured phase's: each worker's
+ * counters lose what its warm-up counted, and the warm-ups are merged into
+ * run->warm_global. */
+static void merge_warmup(nhb_run* run) {
+  nhb_stats* g = &run->warm_global;
+  uint64_t duration_sum = 0, first_start = UINT64_MAX;
+  for (int i = 0; i < run->nworkers; i++) {
+    nhb__worker* w = &run->workers[i];
+    nhb_stats* st = &w->stats;
+    nhb_stats* wm = &w->warm;
+    /* Stopped during its warm-up: everything it did was warm-up. */
+    nhb__sequencer_end_warmup(w);
+    for (int c = 0; c < NHB_CTR_COUNT; c++) {
+      st->counters[c] -= wm->counters[c];
+      g->counters[c] += wm->counters[c];
+    }
+    for (int c = 0; c < NHB_STATUS_COUNT; c++) {
+      st->status_codes[c] -= wm->status_codes[c];
+      g->status_codes[c] += wm->status_codes[c];
+    }
+    for (int h = 0; h < NHB_HIST_COUNT; h++) nhb_hist_add(g->hists[h], wm->hists[h]);
+    for (int s = 0; s < NHB_STREAM_COUNT; s++) nhb_stream_add(&g->streams[s], &wm->streams[s]);
+    duration_sum += wm->execution_duration_ns;
+    if (wm->execution_start_ns < first_start) first_start = wm->execution_start_ns;
+  }
+  g->execution_duration_ns = duration_sum / (uint64_t)run->nworkers;
+  g->execution_start_ns = first_start;
+}
+
 static void merge(nhb_run* run) {
   nhb_stats* g = &run->global;
   uint64_t duration_sum = 0;
+  if (run->has_warmup) merge_warmup(run);
   for (int i = 0; i < run->nworkers; i++) {
+    run->workers[i].facts.released = run->workers[i].released;
     nhb_stats* st = &run->workers[i].stats;
     for (int c = 0; c < NHB_CTR_COUNT; c++) g->counters[c] += st->counters[c];
     for (int c = 0; c < NHB_STATUS_COUNT; c++) g->status_codes[c] += st->status_codes[c];
@@ -357,6 +457,13 @@ static void merge(nhb_run* run) {
   /* As in Nighthawk, the global execution duration is the workers' mean. */
   g->execution_duration_ns = duration_sum / (uint64_t)run->nworkers;
   g->execution_start_ns = run->t0_realtime_ns;
+  if (run->has_warmup) {
+    /* The measured phase began when the first worker's warm-up ended. */
+    g->execution_start_ns = UINT64_MAX;
+    for (int i = 0; i < run->nworkers; i++)
+      if (run->workers[i].stats.execution_start_ns < g->execution_start_ns)
+        g->execution_start_ns = run->workers[i].stats.execution_start_ns;
+  }
   for (int i = 0; i < run->nworkers && run->first_error[0] == '\0'; i++) {
     const nhb__worker* w = &run->workers[i];
     int e = w->first_error;
@@ -387,6 +494,21 @@ static void* controller_main(void* arg) {
     }
     if (all_done) break;
     nhb__ivl_controller_tick(run, nhb__now_ns());
+    /* During a warm-up the termination predicates wait for the measured
+     * phase, and with allow_initial_errors so do the failure ones. */
+    if (NHB__UNLIKELY(atomic_load(&run->warming) > 0)) {
+      if (run->config.allow_initial_errors) continue;
+      pthread_mutex_lock(&run->lock);
+      nhb_end_reason_t was = run->end_reason;
+      int n_term = run->config.n_termination;
+      run->config.n_termination = 0;
+      evaluate_predicates(run, sums);
+      run->config.n_termination = n_term;
+      int failed = was == NHB_END_NONE && run->end_reason != NHB_END_NONE;
+      pthread_mutex_unlock(&run->lock);
+      if (failed) request_stop_all(run);
+      continue;
+    }
     pthread_mutex_lock(&run->lock);
     nhb_end_reason_t before = run->end_reason;
     evaluate_predicates(run, sums);
@@ -417,6 +539,15 @@ int nhb_run_start(nhb_run* run) {
   run->start_call_ns = now;
   run->t0_ns = now + cfg->start_delay_ns;
   run->t0_realtime_ns = nhb__realtime_ns() + cfg->start_delay_ns;
+  if (cfg->start_realtime_ns > 0) {
+    /* --scheduled-start: the wall-clock instant, reached on the monotonic
+     * clock (a start already past begins at once). */
+    uint64_t rt = nhb__realtime_ns();
+    uint64_t delay = cfg->start_realtime_ns > rt ? cfg->start_realtime_ns - rt : 0;
+    run->t0_ns = now + delay;
+    run->t0_realtime_ns = rt + delay;
+  }
+  atomic_store(&run->warming, run->has_warmup ? run->nworkers : 0);
   double interval = cfg->rps > 0 ? 1e9 / cfg->rps : 0;
   /* A tiny rate (1e-300) would make the interval infinite and the schedule's
    * arithmetic NaN. Thirty years between releases is the same thing for any
@@ -433,9 +564,13 @@ int nhb_run_start(nhb_run* run) {
     w->interval_ns = interval;
     /* Workers' schedules are phase-offset so that their releases interleave
      * instead of arriving at the target in lock-step. */
-    w->start_ns = run->t0_ns + (uint64_t)llround(interval * i / run->nworkers);
-    w->end_ns = cfg->duration_ns < 0 ? UINT64_MAX : w->start_ns + (uint64_t)cfg->duration_ns;
+    w->phase_offset_ns = (uint64_t)llround(interval * i / run->nworkers);
+    /* Stages interleave by count and an explicit schedule is the same for
+     * every worker: neither is phase-offset. */
+    if (run->stages != NULL || run->schedule_offsets_ns != NULL) w->phase_offset_ns = 0;
+    w->start_ns = run->t0_ns + w->phase_offset_ns;
     w->stats.execution_start_ns = run->t0_realtime_ns + (w->start_ns - run->t0_ns);
+    nhb__sequencer_worker_start(w); /* end_ns, the count, jitter, warm-up */
   }
   run->started = 1;
   for (int i = 0; i < run->nworkers; i++) {
@@ -505,6 +640,37 @@ int nhb_run_end_counter(const nhb_run* run) { return run->end_counter; }
 uint64_t nhb_run_failed_predicates(const nhb_run* run) { return run->failed_predicates; }
 const char* nhb_run_first_error(const nhb_run* run) { return run->first_error; }
 
+int nhb_run_schedule_facts(const nhb_run* run, int index, nhb_schedule_facts* out) {
+  if (!run->finished) return NHB_ESTATE;
+  if (index < -1 || index >= run->nworkers) return NHB_EINVAL;
+  memset(out, 0, sizeof(*out));
+  for (int i = 0; i < run->nworkers; i++) {
+    if (index >= 0 && i != index) continue;
+    const nhb_schedule_facts* f = &run->workers[i].facts;
+    out->released += f->released;
+    out->no_catchup_moves += f->no_catchup_moves;
+    out->no_catchup_shift_ns += f->no_catchup_shift_ns;
+    out->no_catchup_lost += f->no_catchup_lost;
+    out->warmup_released += f->warmup_released;
+  }
+  return 0;
+}
+
+const nhb_stats* nhb_run_warmup_stats(const nhb_run* run) {
+  return run->finished && run->has_warmup ? &run->warm_global : NULL;
+}
+
+int nhb_run_stage_counts(const nhb_run* run, uint32_t stage, uint64_t* releases, uint64_t* responses) {
+  if (!run->finished) return NHB_ESTATE;
+  if (stage >= run->config.nstages) return NHB_EINVAL;
+  *releases = *responses = 0;
+  for (int i = 0; i < run->nworkers; i++) {
+    *releases += run->workers[i].stage_releases[stage];
+    *responses += run->workers[i].stage_responses[stage];
+  }
+  return 0;
+}
+
 void nhb_run_destroy(nhb_run* run) {
   if (!run) return;
   if (run->started) {
@@ -513,9 +679,19 @@ void nhb_run_destroy(nhb_run* run) {
     pthread_join(run->controller, NULL);
   }
   if (run->workers) {
-    for (int i = 0; i < run->config.nworkers; i++) stats_free(&run->workers[i].stats);
+    for (int i = 0; i < run->config.nworkers; i++) {
+      stats_free(&run->workers[i].stats);
+      stats_free(&run->workers[i].warm);
+      free(run->workers[i].stage_releases);
+      free(run->workers[i].stage_responses);
+    }
   }
   stats_free(&run->global);
+  stats_free(&run->warm_global);
+  free(run->stage_ns);
+  free(run->stage_rps);
+  free(run->schedule_offsets_ns);
+  free(run->stages);
   nhb__ivl_free(run);
   nhb__tls_ctx_free(run);
   nhb__h2_run_free(run);

@@ -266,6 +266,22 @@ struct nhb__worker {
   char* rq_hdr_buf; /* its expanded values (nghttp2 copies them on submit) */
   int blocked;          /* closed loop: the next release found no capacity */
   uint64_t blocked_since_ns;
+  /* Schedule shapes (issue 13, sequencer.c). sched_base_ns is where the rate
+   * schedule counts from: start_ns, moved later by --no-catchup. */
+  uint64_t sched_base_ns;
+  uint64_t quota;       /* releases left to make in this phase's count; UINT64_MAX = no count */
+  double count_offset;  /* stages: this worker's releases sit at counts k + count_offset */
+  uint32_t stage_hint;  /* stages: the stage of the last release (a search hint) */
+  uint64_t rng;         /* jitter: splitmix64 state, seeded per worker */
+  uint64_t jit_index;   /* jitter: next_index + 1 the jittered time below is for; 0 = none */
+  uint64_t jit_ns;      /* jitter: that release's jittered (scheduled) time */
+  uint64_t prev_sched_ns; /* jitter: the previous release's scheduled time */
+  nhb_schedule_facts facts;
+  uint64_t* stage_releases;  /* stages: releases per stage (nstages entries) */
+  uint64_t* stage_responses; /* stages: responses per stage, by scheduled time */
+  int warming;          /* in the warm-up phase */
+  nhb_stats warm;       /* the warm-up's statistics (hists allocated only with a warm-up) */
+  uint64_t phase_offset_ns; /* this worker's stagger after the run's t0 */
   /* Pool. */
   nhb__conn* conns;
   uint32_t nconns;
@@ -347,6 +363,16 @@ struct nhb_run {
   /* Owned copies of the config's strings (config.* point into these). */
   char* strings;
   nhb_header* h2_headers;
+  /* Schedule shapes (issue 13): owned copies of the stage and offset arrays,
+   * and the stages' precomputed shape (per worker: rates in releases/ns). */
+  uint64_t* stage_ns;
+  double* stage_rps;
+  uint64_t* schedule_offsets_ns;
+  struct nhb__stage* stages;
+  uint64_t stages_end_ns;   /* the stages' total duration */
+  int has_warmup;
+  atomic_int warming;       /* workers still in their warm-up */
+  nhb_stats warm_global;
   /* Built once per run from the config, shared read-only by the workers. */
   void* ssl_ctx;        /* SSL_CTX* when TLS is enabled */
   void* h2_callbacks;   /* nghttp2_session_callbacks* for HTTP/2 */
@@ -472,8 +498,32 @@ int nhb__request_h2_values(nhb_run* run, uint32_t spec, const void* nva, size_t 
 void nhb__request_ctx(nhb__worker* w, nhb__tmpl_ctx* x);
 /* Templating, HTTP/1: expands the request for connection c into its buffer. */
 int nhb__request_h1_expand(nhb__conn* c, const nhb__spec* sp, const char** out, size_t* len);
+/* One linear stage, precomputed (sequencer.c): it begins start_ns after the
+ * worker's start, when count_start releases are due, and its rate goes from
+ * a to b releases per ns over duration_ns. */
+typedef struct nhb__stage {
+  uint64_t start_ns;
+  uint64_t duration_ns;
+  double count_start;
+  double a, b;
+} nhb__stage;
 
 /* sequencer.c */
+/* Precomputes run->stages from the config; allocation at run creation. */
+int nhb__sequencer_run_init(nhb_run* run);
+/* Sets a worker's schedule for its first phase (warm-up or measured). */
+void nhb__sequencer_worker_start(nhb__worker* w);
+/* Moves the warm-up's statistics apart (w->warm); no event-loop calls, so
+ * that the merge can use it on a worker stopped during its warm-up. */
+void nhb__sequencer_end_warmup(nhb__worker* w);
+/* The warm-up is over and drained: starts the measured phase now. */
+void nhb__sequencer_next_phase(nhb__worker* w);
+/* Stages: counts a response to the request scheduled at `scheduled_ns`
+ * against its stage. One predictable branch for runs without stages. */
+void nhb__sequencer_stage_response(nhb__worker* w, uint64_t scheduled_ns);
+static inline void nhb__stage_response(nhb__worker* w, uint64_t scheduled_ns) {
+  if (NHB__UNLIKELY(w->stage_responses != NULL)) nhb__sequencer_stage_response(w, scheduled_ns);
+}
 int nhb__sequencer_init(nhb__worker* w);
 /* Releases every request that is due and arms the wake-up for the next one. */
 void nhb__sequencer_run(nhb__worker* w);

@@ -537,6 +537,7 @@ void nhb__conn_response(nhb__conn* c, nhb__slot* s, int status) {
   nhb_hist_record(st->hists[NHB_HIST_REQUEST_TO_RESPONSE], latency);
   nhb_hist_record(st->hists[NHB_HIST_SCHEDULED_TO_RESPONSE], now - s->rq.scheduled_ns);
   nhb__ivl_record(w, now - s->rq.scheduled_ns);
+  nhb__stage_response(w, s->rq.scheduled_ns);
   nhb_hist_record(st->hists[NHB_HIST_SEQUENCER_CALLBACK], now - s->rq.release_ns);
   nhb_stream_record(&st->streams[NHB_STREAM_RESPONSE_HEADER_SIZE], s->header_bytes);
   nhb_stream_record(&st->streams[NHB_STREAM_RESPONSE_BODY_SIZE], s->body_bytes);

@@ -17,9 +17,19 @@
  * connection frees up (the wait goes to sequencer.blocking, and the requests
  * keep their scheduled times, so the scheduled-time latency includes it); an
  * open-loop sequencer drops the release and counts it in benchmark.pool_overflow.
+ *
+ * Schedule shapes (issue 13, docs/engine.md "Shaping the schedule"): linear
+ * stages (release k is due where the integral of the rate reaches k), an
+ * explicit list of offsets (replay), jitter (a per-worker splitmix64, no
+ * system call), --no-catchup (a late release moves the schedule), an exact
+ * release count (a per-phase quota) and a warm-up phase before the measured
+ * one. A run that uses none of them pays a predictable branch or two per
+ * release: base_time() tests one pointer, the jitter one word.
  */
 #include <math.h>
 #include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "client/client.h"
 
@@ -31,12 +41,78 @@ static void begin_stop_at(nhb__worker* w, uint64_t t);
  * saturation only guards against arithmetic that could not be represented. */
 static uint64_t group_time(const nhb__worker* w, uint64_t g) {
   double offset = (double)g * (double)w->run->config.burst_size * w->interval_ns;
-  if (NHB__UNLIKELY(offset >= (double)(UINT64_MAX - w->start_ns) - 1e6)) return UINT64_MAX;
-  return w->start_ns + (uint64_t)llround(offset);
+  if (NHB__UNLIKELY(offset >= (double)(UINT64_MAX - w->sched_base_ns) - 1e6)) return UINT64_MAX;
+  return w->sched_base_ns + (uint64_t)llround(offset);
 }
 
-static uint64_t scheduled_time(const nhb__worker* w, uint64_t k) {
-  return group_time(w, k / w->run->config.burst_size);
+/* Stages: release k of this worker is due where the integral of the rate
+ * reaches k + count_offset (the offset interleaves the workers, as the phase
+ * offset does for a constant rate). Within a stage the rate is a + s*x, so
+ * the count after x ns is a*x + s*x^2/2; x = 2m / (a + sqrt(a^2 + 2*s*m))
+ * solves it for m releases without cancellation, whatever the sign of s and
+ * also for s == 0. Beyond the last stage nothing is due (UINT64_MAX). */
+static uint64_t stage_time(nhb__worker* w, uint64_t k) {
+  const nhb__stage* st = w->run->stages;
+  uint32_t n = w->run->config.nstages;
+  double count = (double)k + w->count_offset;
+  uint32_t j = w->stage_hint;
+  while (j > 0 && st[j].count_start > count) j--;
+  while (j + 1 < n && st[j + 1].count_start <= count) j++;
+  w->stage_hint = j;
+  const nhb__stage* s = &st[j];
+  double d = (double)s->duration_ns;
+  double m = count - s->count_start;
+  if (j + 1 == n && m >= (s->a + s->b) * d / 2) return UINT64_MAX;
+  double slope = (s->b - s->a) / d;
+  double disc = s->a * s->a + 2 * slope * m;
+  double denom = s->a + sqrt(disc > 0 ? disc : 0);
+  double x = denom > 0 ? 2 * m / denom : 0;
+  if (x > d) x = d;
+  return w->start_ns + s->start_ns + (uint64_t)llround(x);
+}
+
+/* The schedule's time for release k before jitter. */
+static uint64_t base_time(nhb__worker* w, uint64_t k) {
+  const nhb_run* run = w->run;
+  if (NHB__LIKELY(run->stages == NULL && run->schedule_offsets_ns == NULL))
+    return group_time(w, k / run->config.burst_size);
+  if (run->stages != NULL) return stage_time(w, k);
+  return k < run->config.nschedule_offsets ? w->start_ns + run->schedule_offsets_ns[k] : UINT64_MAX;
+}
+
+/* splitmix64: a fast, well-mixed generator with one word of state; each
+ * worker has its own, so jitter costs no lock and no system call. */
+static uint64_t next_random(uint64_t* state) {
+  uint64_t z = (*state += 0x9E3779B97F4A7C15ULL);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+/* A uniform double in [0, 1). */
+static double next_unit(uint64_t* state) { return (double)(next_random(state) >> 11) * 0x1.0p-53; }
+
+/* The jittered time of release k (base time `base`), drawn once per release
+ * and kept until it is made: the wake-up for it may run several times. The
+ * jittered time is the release's scheduled time, so the latency of a
+ * jittered request counts from it. It never precedes the previous release's
+ * (a jitter longer than the interval would reorder them; Nighthawk sorts its
+ * jittered releases, which amounts to the same set of times), nor the
+ * worker's start, and stays before the end of the run, so that jitter never
+ * changes how many releases a run makes. */
+static uint64_t jittered_time(nhb__worker* w, uint64_t k, uint64_t base) {
+  if (w->jit_index == k + 1) return w->jit_ns;
+  const nhb_client_config* cfg = &w->run->config;
+  double t = (double)base;
+  if (cfg->jitter_fraction > 0) t += (2 * next_unit(&w->rng) - 1) * cfg->jitter_fraction * w->interval_ns;
+  if (cfg->jitter_uniform_ns > 0) t += next_unit(&w->rng) * (double)cfg->jitter_uniform_ns;
+  uint64_t j = t <= (double)w->start_ns ? w->start_ns : t >= (double)UINT64_MAX ? UINT64_MAX : (uint64_t)t;
+  if (j < w->prev_sched_ns) j = w->prev_sched_ns;
+  if (w->end_ns != UINT64_MAX && j >= w->end_ns) j = w->end_ns - 1 > base ? w->end_ns - 1 : base;
+  w->jit_index = k + 1;
+  w->jit_ns = j;
+  w->prev_sched_ns = j;
+  return j;
 }
 
 /* The index of the first release at or after next_index that is due after
@@ -44,10 +120,16 @@ static uint64_t scheduled_time(const nhb__worker* w, uint64_t k) {
  * releases, so that dropping a backlog costs the same at any rate; the
  * division may be one group off because of the rounding in group_time(), and
  * the two loops settle that. */
-static uint64_t first_due_after(const nhb__worker* w, uint64_t limit) {
+static uint64_t first_due_after(nhb__worker* w, uint64_t limit) {
+  if (NHB__UNLIKELY(w->run->stages != NULL || w->run->schedule_offsets_ns != NULL)) {
+    /* Stages and offsets have no constant interval to divide by: step. */
+    uint64_t k = w->next_index;
+    while (base_time(w, k) <= limit) k++;
+    return k;
+  }
   const uint64_t burst = w->run->config.burst_size;
   double span = (double)burst * w->interval_ns;
-  uint64_t g = limit > w->start_ns ? (uint64_t)((double)(limit - w->start_ns) / span) + 1 : 0;
+  uint64_t g = limit > w->sched_base_ns ? (uint64_t)((double)(limit - w->sched_base_ns) / span) + 1 : 0;
   while (g > 0 && group_time(w, g - 1) > limit) g--;
   while (group_time(w, g) <= limit) g++;
   uint64_t k = g * burst;
@@ -168,10 +250,35 @@ static void release_max_rate(nhb__worker* w, uint64_t now) {
   /* Closed loop as fast as the connections allow: every free connection gets
    * a request at once; the "schedule" is the release itself. */
   while (!w->stopping && !w->finishing && nhb__pool_has_connection(w)) {
+    if (NHB__UNLIKELY(w->quota == 0)) {
+      begin_stop_at(w, now);
+      return;
+    }
     nhb__pool_dispatch(w, now, now, nhb__next_spec(w));
     w->released++;
+    w->quota--;
     w->stats.counters[NHB_CTR_SEQUENCER_RELEASED]++;
   }
+}
+
+/* A warm-up by count (--simple-warmup, -sequential-warmup): one request at a
+ * time, the next when the previous one has ended, as Fortio's sequential
+ * warm-up and Nighthawk's single warm-up request do. */
+static void release_sequential(nhb__worker* w, uint64_t now) {
+  if (now < w->start_ns) {
+    arm(w, w->start_ns);
+    return;
+  }
+  disarm(w);
+  if (w->quota == 0) {
+    begin_stop_at(w, now);
+    return;
+  }
+  if (w->in_flight > 0 || !nhb__pool_has_connection(w)) return; /* a response calls us again */
+  nhb__pool_dispatch(w, now, now, nhb__next_spec(w));
+  w->released++;
+  w->quota--;
+  w->stats.counters[NHB_CTR_SEQUENCER_RELEASED]++;
 }
 
 void nhb__sequencer_run(nhb__worker* w) {
@@ -180,6 +287,10 @@ void nhb__sequencer_run(nhb__worker* w) {
   nhb_stats* st = &w->stats;
   const int open_loop = w->run->config.open_loop;
 
+  if (NHB__UNLIKELY(w->warming) && w->run->config.warmup_requests > 0) {
+    release_sequential(w, now);
+    return;
+  }
   if (w->interval_ns <= 0) {
     if (now < w->start_ns) {
       arm(w, w->start_ns);
@@ -197,7 +308,14 @@ void nhb__sequencer_run(nhb__worker* w) {
      * handle once this returns; checking here keeps a long burst of releases
      * from delaying it. */
     if (NHB__UNLIKELY(atomic_load_explicit(&w->run->stop_requested, memory_order_relaxed))) return;
-    uint64_t t = scheduled_time(w, w->next_index);
+    if (NHB__UNLIKELY(w->quota == 0)) {
+      /* The count is made (--requests, an explicit schedule, a warm-up by
+       * count): the phase ends with its last release. */
+      disarm(w);
+      begin_stop_at(w, now);
+      return;
+    }
+    uint64_t t = base_time(w, w->next_index);
     if (t >= w->end_ns) {
       if (w->blocked) nhb_hist_record(st->hists[NHB_HIST_SEQUENCER_BLOCKING], now - w->blocked_since_ns);
       w->blocked = 0;
@@ -205,6 +323,8 @@ void nhb__sequencer_run(nhb__worker* w) {
       begin_stop_at(w, w->end_ns);
       return;
     }
+    uint64_t base = t;
+    if (NHB__UNLIKELY(w->rng != 0)) t = jittered_time(w, w->next_index, base);
     if (t > now) {
       arm(w, t);
       return;
@@ -216,6 +336,17 @@ void nhb__sequencer_run(nhb__worker* w) {
       }
       nhb_hist_record(st->hists[NHB_HIST_RELEASE_LATENESS], now - t);
       st->counters[NHB_CTR_SEQUENCER_RELEASED]++;
+      if (NHB__UNLIKELY(w->stage_releases != NULL)) w->stage_releases[w->stage_hint]++;
+      if (NHB__UNLIKELY(w->run->config.no_catchup) && !w->warming &&
+          (double)(now - t) >= (double)w->run->config.burst_size * w->interval_ns) {
+        /* --no-catchup: this release is so late that the next one is due
+         * already. Instead of catching up in a burst, the schedule moves:
+         * this group's time becomes now, the next is one interval later. */
+        uint64_t moved = now - base;
+        w->sched_base_ns += moved;
+        w->facts.no_catchup_moves++;
+        w->facts.no_catchup_shift_ns += moved;
+      }
     } else if (open_loop) {
       /* No back-pressure: the release is lost, loudly. Nothing can free
        * capacity before this returns to the loop, so every release due by
@@ -224,6 +355,11 @@ void nhb__sequencer_run(nhb__worker* w) {
       uint64_t limit = now < w->end_ns ? now : w->end_ns - 1;
       uint64_t next = first_due_after(w, limit);
       uint64_t dropped = next - w->next_index;
+      if (dropped > w->quota) {
+        dropped = w->quota;
+        next = w->next_index + dropped;
+      }
+      w->quota -= w->quota == UINT64_MAX ? 0 : dropped;
       st->counters[NHB_CTR_POOL_OVERFLOW] += dropped;
       st->counters[NHB_CTR_UPSTREAM_RQ_PENDING_OVERFLOW] += dropped;
       w->next_index = next;
@@ -240,15 +376,31 @@ void nhb__sequencer_run(nhb__worker* w) {
     }
     w->next_index++;
     w->released++;
+    if (w->quota != UINT64_MAX) w->quota--;
     if (w->stopping || w->finishing) return;
   }
+}
+
+/* --no-catchup: the releases the unmoved schedule would have made by `end`
+ * (the end of the run, or when it stopped) that this one did not make. */
+static void count_lost(nhb__worker* w, uint64_t end) {
+  const nhb_client_config* cfg = &w->run->config;
+  if (!cfg->no_catchup || w->warming || w->interval_ns <= 0 || end <= w->start_ns) return;
+  double span = (double)cfg->burst_size * w->interval_ns;
+  double groups = ceil((double)(end - w->start_ns) / span);
+  double planned = groups * (double)cfg->burst_size;
+  double made = (double)w->released;
+  if (cfg->total_requests > 0 && planned > made + (double)w->quota) planned = made + (double)w->quota;
+  w->facts.no_catchup_lost = planned > made ? (uint64_t)(planned - made) : 0;
 }
 
 static void begin_stop_at(nhb__worker* w, uint64_t t) {
   if (w->stopping) return;
   w->stopping = 1;
   uint64_t now = nhb__now_ns();
-  w->stats.execution_duration_ns = (t > w->start_ns ? t : now) - w->start_ns;
+  uint64_t end = t > w->start_ns && t != UINT64_MAX ? t : now;
+  w->stats.execution_duration_ns = end > w->start_ns ? end - w->start_ns : 0;
+  count_lost(w, end);
   w->drain_deadline_ns = now + w->run->config.drain_timeout_ns;
   nhb__worker_maybe_finish(w);
 }
@@ -266,6 +418,7 @@ void nhb__sequencer_stop_now(nhb__worker* w, uint64_t drain_ns) {
    * (the housekeeping timer notices the end up to 10 ms late). */
   uint64_t end = now < w->end_ns ? now : w->end_ns;
   w->stats.execution_duration_ns = end > w->start_ns ? end - w->start_ns : 0;
+  count_lost(w, end);
   w->drain_deadline_ns = now + drain_ns;
   nhb__worker_maybe_finish(w);
 }
@@ -284,4 +437,133 @@ void nhb__sequencer_close(nhb__worker* w) {
       uv_close((uv_handle_t*)&w->release_sleep, NULL);
       break;
   }
+}
+
+/* ---- schedule shapes: set-up (issue 13) ---------------------------------- */
+
+int nhb__sequencer_run_init(nhb_run* run) {
+  const nhb_client_config* cfg = &run->config;
+  uint32_t n = cfg->nstages;
+  if (n == 0) return 0;
+  run->stages = calloc(n, sizeof(nhb__stage));
+  if (run->stages == NULL) return NHB_ENOMEM;
+  /* Stage i ramps from the previous stage's target (0 before the first). */
+  double count = 0, from = 0;
+  uint64_t at = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    nhb__stage* s = &run->stages[i];
+    s->start_ns = at;
+    s->duration_ns = cfg->stage_ns[i];
+    s->count_start = count;
+    s->a = from / 1e9;
+    s->b = cfg->stage_rps[i] / 1e9;
+    count += (s->a + s->b) * (double)s->duration_ns / 2;
+    at += s->duration_ns;
+    from = cfg->stage_rps[i];
+  }
+  run->stages_end_ns = at;
+  for (int i = 0; i < run->nworkers; i++) {
+    nhb__worker* w = &run->workers[i];
+    w->stage_releases = calloc(n, sizeof(uint64_t));
+    w->stage_responses = calloc(n, sizeof(uint64_t));
+    if (w->stage_releases == NULL || w->stage_responses == NULL) return NHB_ENOMEM;
+  }
+  return 0;
+}
+
+/* Sets up one phase of a worker's schedule starting at `start`. */
+static void setup_phase(nhb__worker* w, uint64_t start, int warming) {
+  const nhb_run* run = w->run;
+  const nhb_client_config* cfg = &run->config;
+  w->start_ns = start;
+  w->sched_base_ns = start;
+  w->next_index = 0;
+  w->released = 0;
+  w->jit_index = 0;
+  w->prev_sched_ns = 0;
+  w->stage_hint = 0;
+  w->warming = warming;
+  if (warming) {
+    w->quota = cfg->warmup_requests > 0 ? cfg->warmup_requests : UINT64_MAX;
+    w->end_ns = cfg->warmup_requests > 0 ? UINT64_MAX : start + cfg->warmup_ns;
+    return;
+  }
+  if (run->schedule_offsets_ns != NULL) {
+    w->quota = cfg->nschedule_offsets;
+  } else if (cfg->total_requests > 0) {
+    uint64_t n = (uint64_t)run->nworkers;
+    w->quota = cfg->total_requests / n + ((uint64_t)w->index < cfg->total_requests % n ? 1 : 0);
+  } else {
+    w->quota = UINT64_MAX;
+  }
+  if (run->stages != NULL) {
+    w->end_ns = start + run->stages_end_ns;
+  } else if (cfg->duration_ns < 0) {
+    w->end_ns = UINT64_MAX;
+  } else {
+    w->end_ns = start + (uint64_t)cfg->duration_ns;
+  }
+}
+
+void nhb__sequencer_worker_start(nhb__worker* w) {
+  const nhb_run* run = w->run;
+  const nhb_client_config* cfg = &run->config;
+  /* Stages and explicit schedules have no constant interval: the sequencer
+   * takes the scheduled path with a nominal one (first_due_after() and
+   * --no-catchup, which use it, are for constant rates). */
+  if (run->stages != NULL || run->schedule_offsets_ns != NULL) w->interval_ns = 1.0;
+  /* Stages interleave the workers by count, as the phase offset does for a
+   * constant rate: worker i's releases sit at counts k + i/W. */
+  w->count_offset = run->stages != NULL ? (double)w->index / run->nworkers : 0;
+  if (cfg->jitter_uniform_ns > 0 || cfg->jitter_fraction > 0) {
+    uint64_t seed = nhb__realtime_ns() ^ ((uint64_t)(w->index + 1) * 0xD1B54A32D192ED03ULL);
+    w->rng = next_random(&seed) | 1; /* never 0: 0 means no jitter */
+  }
+  setup_phase(w, w->start_ns, run->has_warmup);
+}
+
+void nhb__sequencer_end_warmup(nhb__worker* w) {
+  nhb_stats* st = &w->stats;
+  nhb_stats* wm = &w->warm;
+  if (!w->warming) return;
+  /* The counters go on counting (the live intervals and the published
+   * progress take differences of them); what the warm-up counted is kept
+   * here and taken off when the run ends. The histograms and streams swap
+   * with fresh ones allocated with the run. */
+  memcpy(wm->counters, st->counters, sizeof(wm->counters));
+  memcpy(wm->status_codes, st->status_codes, sizeof(wm->status_codes));
+  for (int i = 0; i < NHB_HIST_COUNT; i++) {
+    nhb_hist* h = st->hists[i];
+    st->hists[i] = wm->hists[i];
+    wm->hists[i] = h;
+  }
+  memcpy(wm->streams, st->streams, sizeof(wm->streams));
+  for (int i = 0; i < NHB_STREAM_COUNT; i++) nhb_stream_init(&st->streams[i]);
+  wm->execution_start_ns = st->execution_start_ns;
+  wm->execution_duration_ns = st->execution_duration_ns;
+  w->facts.warmup_released = w->released;
+  w->released = 0;
+  w->warming = 0;
+  st->execution_duration_ns = 0;
+  atomic_fetch_sub(&w->run->warming, 1);
+}
+
+void nhb__sequencer_next_phase(nhb__worker* w) {
+  nhb__sequencer_end_warmup(w);
+  /* The measured phase starts at once, keeping the worker's stagger. */
+  uint64_t start = nhb__now_ns() + w->phase_offset_ns;
+  w->stats.execution_start_ns = nhb__realtime_ns() + w->phase_offset_ns;
+  w->stopping = 0;
+  w->blocked = 0;
+  setup_phase(w, start, 0);
+  arm(w, start);
+}
+
+void nhb__sequencer_stage_response(nhb__worker* w, uint64_t scheduled_ns) {
+  const nhb__stage* st = w->run->stages;
+  uint32_t n = w->run->config.nstages;
+  uint64_t at = scheduled_ns > w->start_ns ? scheduled_ns - w->start_ns : 0;
+  uint32_t j = 0;
+  while (j + 1 < n && st[j + 1].start_ns <= at) j++;
+  w->stage_responses[j]++;
 }

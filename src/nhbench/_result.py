@@ -80,6 +80,8 @@ __all__ = [
     "Counters",
     "Percentile",
     "Result",
+    "ScheduleFacts",
+    "StageResult",
     "Statistic",
     "WorkerResult",
     "format_json_duration",
@@ -398,6 +400,65 @@ def _echo_options(value: object) -> object:
     return value
 
 
+class StageResult(BaseModel):
+    """One --stage of the run: what was planned and what happened (issue 13)."""
+
+    index: int
+    duration: Seconds
+    rps_from: float = Field(description="Planned rate at the stage's start, all workers.")
+    rps_to: float = Field(description="Planned rate at the stage's end, all workers.")
+    planned: float = Field(description="Releases the schedule plans in the stage (the "
+                           "integral of the rate), all workers.")
+    releases: int = Field(description="Releases made in the stage.")
+    responses: int = Field(description="Responses to the stage's releases.")
+
+    @property
+    def achieved_rps(self) -> float:
+        """Responses per second of the stage."""
+        return self.responses / self.duration if self.duration > 0 else 0.0
+
+
+class ScheduleFacts(BaseModel):
+    """What the schedule did (issue 13, docs/engine.md "Shaping the schedule"). Neutral
+    values for a run that shaped nothing."""
+
+    released: int = Field(default=0, description="Releases made in the measured phase.")
+    no_catchup: bool = Field(default=False, description="The run used no_catchup.")
+    no_catchup_moves: int = Field(
+        default=0, description="Times a late release moved the schedule (no_catchup).")
+    no_catchup_shift: Seconds = Field(
+        default=0.0, description="Total time the schedule moved, summed over workers.")
+    lost_releases: int = Field(
+        default=0, description="Releases the unmoved schedule had made that the moved "
+        "one did not (no_catchup).")
+    warmup_released: int = Field(default=0, description="Releases made in the warm-up.")
+    stages: list[StageResult] = Field(default_factory=list)
+
+    @classmethod
+    def from_core(cls, d: Mapping[str, Any] | None, options: Options, workers: int
+                  ) -> ScheduleFacts:
+        d = d or {}
+        stages = []
+        previous = 0.0
+        for i, ((seconds, rate), counts) in enumerate(
+                zip(options.stage, d.get("stages") or (), strict=False)):
+            stages.append(StageResult(
+                index=i, duration=seconds, rps_from=previous * workers, rps_to=rate * workers,
+                planned=(previous + rate) / 2 * seconds * workers,
+                releases=int(counts[0]), responses=int(counts[1]),
+            ))
+            previous = rate
+        return cls(
+            released=int(d.get("released", 0)),
+            no_catchup=options.no_catchup,
+            no_catchup_moves=int(d.get("no_catchup_moves", 0)),
+            no_catchup_shift=float(d.get("no_catchup_shift", 0.0)),
+            lost_releases=int(d.get("no_catchup_lost", 0)),
+            warmup_released=int(d.get("warmup_released", 0)),
+            stages=stages,
+        )
+
+
 class Result(BaseModel):
     """Everything a run produced. Shaped like Nighthawk's ``Output``; see the module doc."""
 
@@ -426,6 +487,15 @@ class Result(BaseModel):
         default_factory=Timeline,
         description="One record per stats_interval (docs/live.md); empty when live "
         "statistics were off. An nhbench key: Nighthawk's output has none.",
+    )
+    schedule: ScheduleFacts = Field(
+        default_factory=ScheduleFacts,
+        description="What the schedule did: releases, no_catchup's moves, stages (issue 13).",
+    )
+    warmup: WorkerResult | None = Field(
+        default=None,
+        description="The warm-up phase's merged result, kept apart from the measured one "
+        "(warmup, simple_warmup, sequential_warmup); None without a warm-up.",
     )
 
     @model_validator(mode="before")
@@ -474,6 +544,9 @@ class Result(BaseModel):
             error=core.get("error") or None,
             insecure=bool(core.get("insecure", False)),
             timeline=Timeline(list(timeline)),
+            schedule=ScheduleFacts.from_core(core.get("schedule"), options, len(workers) or 1),
+            warmup=(WorkerResult.from_core("warmup", core["warmup"], points)
+                    if core.get("warmup") else None),
         )
 
     # ---- accessors ------------------------------------------------------------------------

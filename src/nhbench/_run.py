@@ -66,6 +66,7 @@ class Benchmark:
         self._run: Any = None
         self._stop_requested = False
         self._started_at = 0.0
+        self._started_wall = 0.0
         self._stopped_at: float | None = None
         self._timeline: list[IntervalRecord] = []
 
@@ -94,6 +95,7 @@ class Benchmark:
             ) from exc
         self._run = run
         self._started_at = time.monotonic()
+        self._started_wall = time.time()
         if self._stop_requested:
             self._stop_core()
 
@@ -219,6 +221,15 @@ class Benchmark:
         if duration is None:
             return
         deadline = options.start_delay + duration + options.drain_timeout + _WATCHDOG_SLACK
+        # Schedule shapes (issue 13): a scheduled start waits first, and a warm-up is one
+        # more phase with its own drain.
+        if options.scheduled_start is not None:
+            deadline += max(0.0, options.scheduled_start - self._started_wall)
+        if options.warmup is not None:
+            deadline += options.warmup + options.drain_timeout
+        elif options.simple_warmup or options.sequential_warmup:
+            count = 1 if options.simple_warmup else options.connections
+            deadline += count * (options.request_timeout or options.timeout) + options.timeout
         if now - self._started_at > deadline:
             self.stop()
 

@@ -239,8 +239,40 @@ def _unquote_placeholders(path: str) -> str:
 
 
 def _schedule_config(options: Options) -> dict[str, Any]:
-    """Issue 13: schedule shapes."""
-    return {}
+    """Issue 13: schedule shapes (docs/engine.md, "Shaping the schedule").
+
+    ``jitter_uniform`` float s, ``jitter_fraction`` float (Fortio's -jitter: 0.1),
+    ``no_catchup`` bool, ``total_requests`` int (0: none), ``stages`` list[(float s, float
+    rps per worker)], ``schedule_offsets`` list[float s], ``warmup`` float s,
+    ``warmup_requests`` int per worker, ``allow_initial_errors`` bool, ``scheduled_start``
+    float epoch s (0: none). Only what is set is sent: a plain run's config is unchanged.
+    """
+    config: dict[str, Any] = {}
+    if options.jitter_uniform:
+        config["jitter_uniform"] = float(options.jitter_uniform)
+    if options.jitter:
+        config["jitter_fraction"] = 0.1
+    if options.no_catchup:
+        config["no_catchup"] = True
+    if options.requests is not None:
+        config["total_requests"] = options.requests
+    if options.stage:
+        config["stages"] = [(float(t), float(r)) for t, r in options.stage]
+    if options.schedule_offsets is not None:
+        config["schedule_offsets"] = [float(t) for t in options.schedule_offsets]
+    if options.warmup is not None:
+        config["warmup"] = float(options.warmup)
+    elif options.simple_warmup:
+        config["warmup_requests"] = 1
+    elif options.sequential_warmup:
+        # One per connection, with every connection opened before the first.
+        config["warmup_requests"] = options.connections
+        config["prefetch_connections"] = True
+    if options.allow_initial_errors:
+        config["allow_initial_errors"] = True
+    if options.scheduled_start is not None:
+        config["scheduled_start"] = float(options.scheduled_start)
+    return config
 
 
 def _targets_config(options: Options) -> dict[str, Any]:

@@ -85,6 +85,17 @@ MAX_STATS_INTERVAL = 3600.0
 # The interval --prometheus-listen uses when --stats-interval is not given.
 DEFAULT_STATS_INTERVAL = 1.0
 DEFAULT_PERCENTILES: tuple[float, ...] = (50.0, 75.0, 90.0, 99.0, 99.9, 99.99)
+# Schedule shapes (issue 13). Jitter beyond an hour is a typo, not a schedule. A count of
+# 10^12 releases outlasts any run yet stays exact in the core's arithmetic. 100 stages cover
+# any test plan; an explicit schedule of 10 million entries is 80 MB per run in the core.
+MAX_JITTER = 3600.0
+MAX_REQUESTS = 10**12
+MAX_STAGES = 100
+MAX_SCHEDULE_OFFSETS = 10_000_000
+# --scheduled-start: a start this far in the past is a moment of slack (the time the options
+# take to validate and the run to set up); more than 24 h ahead is almost surely a typo.
+SCHEDULED_START_SLACK = 1.0
+MAX_SCHEDULED_START_AHEAD = 86400.0
 # The request (head and body) is rendered once and kept in memory by every worker; 64 MiB is
 # far beyond any sensible load-test body while keeping a typo from allocating gigabytes.
 MAX_REQUEST_BODY_SIZE = 64 * 1024 * 1024
@@ -201,6 +212,103 @@ def parse_uri(uri: object) -> Target:
     return Target(
         scheme=scheme, host=host, port=port or default_port, path=path, authority=authority
     )
+
+
+def parse_stages(value: object) -> tuple[tuple[float, float], ...]:
+    """``["30s:1000", "2m:0"]`` (or pairs) -> ((30.0, 1000.0), (120.0, 0.0))."""
+    items = _as_tuple(value)
+    if not isinstance(items, (list, tuple)):
+        raise ValueError(f"must be TIME:RPS such as 30s:1000 (got {value!r})")
+    out = []
+    for item in items:
+        if isinstance(item, str):
+            time_text, sep, rate_text = item.strip().rpartition(":")
+            if not sep or not time_text:
+                raise ValueError(f"must be TIME:RPS such as 30s:1000 (got {item!r})")
+        elif isinstance(item, (list, tuple)) and len(item) == 2:
+            time_text, rate_text = item
+        else:
+            raise ValueError(f"must be TIME:RPS such as 30s:1000 (got {item!r})")
+        seconds = parse_duration(time_text)
+        if not 0 < seconds <= MAX_DURATION:
+            raise ValueError(f"a stage lasts more than 0 s and at most {MAX_DURATION:g} s "
+                             f"(got {item!r})")
+        try:
+            rate = float(rate_text)
+        except (TypeError, ValueError):
+            raise ValueError(f"RPS must be a number, e.g. 30s:1000 (got {item!r})") from None
+        if not 0 <= rate <= 1_000_000 or math.isnan(rate):
+            raise ValueError(f"RPS must be 0-1000000 per worker (got {item!r})")
+        out.append((seconds, rate))
+    if len(out) > MAX_STAGES:
+        raise ValueError(f"at most {MAX_STAGES} stages (got {len(out)})")
+    return tuple(out)
+
+
+def parse_scheduled_start(value: object, *, check_now: bool = True) -> float:
+    """RFC 3339 text or epoch seconds -> epoch seconds; with `check_now`, refused when in
+    the past (beyond a moment) or more than 24 h ahead."""
+    import time
+    from datetime import datetime, timezone
+
+    if isinstance(value, bool):
+        raise ValueError(f"must be RFC 3339 or epoch seconds (got {value!r})")
+    epoch: float
+    if isinstance(value, (int, float)):
+        epoch = float(value)
+    elif isinstance(value, datetime):
+        epoch = value.timestamp() if value.tzinfo else value.replace(
+            tzinfo=timezone.utc).timestamp()
+    elif isinstance(value, str):
+        text = value.strip()
+        if re.fullmatch(r"[0-9]+(\.[0-9]*)?", text):
+            epoch = float(text)
+        else:
+            try:
+                when = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+            except ValueError:
+                raise ValueError(
+                    f"must be RFC 3339 (2030-01-01T12:00:00Z) or epoch seconds (got {value!r})"
+                ) from None
+            if when.tzinfo is None:
+                raise ValueError(f"must name its time zone, e.g. a trailing Z (got {value!r})")
+            epoch = when.timestamp()
+    else:
+        raise ValueError(f"must be RFC 3339 or epoch seconds (got {value!r})")
+    if not math.isfinite(epoch) or epoch <= 0:
+        raise ValueError(f"must be RFC 3339 or epoch seconds (got {value!r})")
+    if check_now:
+        now = time.time()
+        if epoch < now - SCHEDULED_START_SLACK:
+            raise ValueError(f"is in the past by {now - epoch:.3g} s (got {value!r})")
+        if epoch > now + MAX_SCHEDULED_START_AHEAD:
+            raise ValueError(f"is more than 24 h ahead (got {value!r})")
+    return epoch
+
+
+def parse_schedule_offsets(value: object) -> tuple[float, ...] | None:
+    """A non-decreasing list of seconds >= 0 (``schedule_offsets``)."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = [item for item in value.replace(" ", "").split(",") if item]
+    if not isinstance(value, (list, tuple)):
+        raise ValueError("must be a list of seconds")
+    try:
+        offsets = tuple(float(item) for item in value)
+    except (TypeError, ValueError):
+        raise ValueError("must be a list of seconds") from None
+    if not offsets:
+        raise ValueError("must list at least one offset")
+    if len(offsets) > MAX_SCHEDULE_OFFSETS:
+        raise ValueError(f"at most {MAX_SCHEDULE_OFFSETS} entries (got {len(offsets)})")
+    for i, seconds in enumerate(offsets):
+        if not 0 <= seconds <= MAX_DURATION or math.isnan(seconds):
+            raise ValueError(f"entry {i} must be 0-{MAX_DURATION:g} s (got {seconds!r})")
+        if i and seconds < offsets[i - 1]:
+            raise ValueError(f"must not decrease (entry {i}: {seconds!r} after "
+                             f"{offsets[i - 1]!r})")
+    return offsets
 
 
 def _scheme(info: ValidationInfo) -> str | None:
@@ -514,6 +622,93 @@ class Options(BaseModel):
     )
 
     # ---- issue 13: schedule shapes (jitter, no-catchup, stages, exact count, warm-up) -------
+    jitter_uniform: Annotated[
+        float | None, Flag(metavar="TIME", default="", group="Schedule shapes")
+    ] = Field(
+        default=None, ge=0, le=MAX_JITTER,
+        description="Delay each release by a uniform random time in [0, TIME] (Nighthawk's "
+        "--jitter-uniform); the jittered time is the release's scheduled time, so latency "
+        "counts from it.",
+    )
+    jitter: Annotated[bool, Flag(aliases=("-jitter",), group="Schedule shapes")] = Field(
+        default=False,
+        description="Move each release by a uniform random +-10% of the interval (Fortio's "
+        "-jitter). Needs a rate.",
+    )
+    uniform: Annotated[bool, Flag(aliases=("-uniform",), group="Schedule shapes")] = Field(
+        default=False,
+        description="Spread the workers' first releases over one interval (Fortio's "
+        "-uniform). nhbench always does so; accepted for Fortio command lines.",
+    )
+    no_catchup: Annotated[bool, Flag(aliases=("-nocatchup",), group="Schedule shapes")] = Field(
+        default=False,
+        description="A release late by an interval or more moves the rest of the schedule "
+        "instead of bursting to catch up (Fortio's -nocatchup). Hides the wait from latency "
+        "(coordinated omission); reported in result.schedule. Needs a rate.",
+    )
+    requests: Annotated[int | None, Flag(metavar="N", aliases=("-n",), group="Schedule shapes")] = Field(
+        default=None, ge=1, le=MAX_REQUESTS,
+        description="Make exactly N releases in all (Fortio's -n), split across the workers, "
+        "then drain and end. Without duration the run has no time limit; with one, whichever "
+        "comes first ends it.",
+    )
+    stage: Annotated[
+        tuple[tuple[float, float], ...],
+        Flag(metavar="TIME:RPS", append=True, group="Schedule shapes"),
+    ] = Field(
+        default=(),
+        description="A linear stage: ramp the per-worker rate from the previous stage's "
+        "(0 before the first) to RPS over TIME; repeatable (--stage 30s:1000 --stage "
+        "2m:1000 --stage 30s:0). The run lasts the stages' sum. Not with rps, duration.",
+    )
+    warmup: Annotated[float | None, Flag(metavar="TIME", default="", group="Schedule shapes")] = Field(
+        default=None, gt=0, le=MAX_DURATION,
+        description="A warm-up phase of TIME at the run's rate before the measured one; its "
+        "results are kept apart (result.warmup).",
+    )
+    simple_warmup: Annotated[bool, Flag(group="Schedule shapes")] = Field(
+        default=False,
+        description="One warm-up request per worker before the measured phase (Nighthawk's "
+        "--simple-warmup); kept apart in result.warmup.",
+    )
+    sequential_warmup: Annotated[
+        bool, Flag(aliases=("-sequential-warmup",), group="Schedule shapes")
+    ] = Field(
+        default=False,
+        description="Before the measured phase, open every connection and send one warm-up "
+        "request per connection, one after another (Fortio's -sequential-warmup); kept "
+        "apart in result.warmup.",
+    )
+    allow_initial_errors: Annotated[
+        bool, Flag(aliases=("-allow-initial-errors",), group="Schedule shapes")
+    ] = Field(
+        default=False,
+        description="Errors during the warm-up do not fail the run (Fortio's "
+        "-allow-initial-errors): failure predicates are judged on the measured phase only.",
+    )
+    scheduled_start: Annotated[
+        float | None, Flag(metavar="TIME", default="", group="Schedule shapes")
+    ] = Field(
+        default=None,
+        description="Start the first release at this wall-clock time: RFC 3339 "
+        "(2030-01-01T12:00:00Z) or epoch seconds (Nighthawk's --scheduled-start). At most "
+        "24 h ahead; a time in the past is refused. Replaces start_delay.",
+    )
+    execution_id: Annotated[str | None, Flag(metavar="ID", default="", group="Schedule shapes")] = Field(
+        default=None, max_length=256,
+        description="An id recorded in the result and in Nighthawk's output options "
+        "(Nighthawk's --execution-id).",
+    )
+    # An explicit schedule (request sources' replay sets it from a recording): each worker
+    # releases request k at offset k (seconds after its start), exactly that many requests.
+    schedule_offsets: Annotated[
+        tuple[float, ...] | None, Flag(metavar="S,S,...", default="", group="Schedule shapes")
+    ] = Field(
+        default=None,
+        description="Seconds after each worker's start at which it releases request k, "
+        "non-decreasing (0,0.5,0.5,2); exactly that many requests per worker, then the run "
+        "ends. rps is ignored. Set by replaying a recording's timing.",
+    )
 
     # ---- issue 13: what is sent (payloads, content type, templating) ------------------------
 
@@ -984,6 +1179,83 @@ class Options(BaseModel):
                 {"a": "http1_0", "b": "protocol"},
             )
         return value
+    # ---- schedule shapes (issue 13) -------------------------------------------------------
+
+    @model_validator(mode="before")
+    @classmethod
+    def _schedule_shapes_first(cls, data: Any, info: ValidationInfo) -> Any:
+        # Stages set the rate and the duration themselves; a --requests run without a
+        # duration has no time limit. Both decide before _duration_default fills in 5 s.
+        # (The echo of options in a Result holds every field, rps included: not checked.)
+        if not isinstance(data, Mapping):
+            return data
+        if data.get("stage"):
+            echo = bool((info.context or {}).get("echo"))
+            for other in ("rps", "duration"):
+                if not echo and data.get(other) is not None:
+                    raise PydanticCustomError(
+                        "options_conflict", "{a}: mutually exclusive with {b}",
+                        {"a": "stage", "b": other},
+                    )
+            data = {**data, "no_duration": True}
+        elif (data.get("requests") is not None or data.get("schedule_offsets") is not None) \
+                and data.get("duration") is None:
+            data = {**data, "no_duration": True}
+        return data
+
+    @field_validator("jitter_uniform", "warmup", mode="before")
+    @classmethod
+    def _parse_schedule_time(cls, value: object) -> object:
+        return None if value is None else parse_duration(value)
+
+    @field_validator("stage", mode="before")
+    @classmethod
+    def _parse_stages(cls, value: object) -> object:
+        return parse_stages(value)
+
+    @field_validator("scheduled_start", mode="before")
+    @classmethod
+    def _parse_scheduled_start(cls, value: object, info: ValidationInfo) -> object:
+        if value is None:
+            return None
+        echo = bool((info.context or {}).get("echo"))
+        return parse_scheduled_start(value, check_now=not echo)
+
+    @field_validator("execution_id")
+    @classmethod
+    def _check_execution_id(cls, value: str | None) -> str | None:
+        if value is not None and (not value.strip() or not value.isprintable()):
+            raise ValueError(f"must be printable text (got {value!r})")
+        return value
+
+    @field_validator("schedule_offsets", mode="before")
+    @classmethod
+    def _parse_offsets(cls, value: object) -> object:
+        return parse_schedule_offsets(value)
+
+    @model_validator(mode="after")
+    def _check_schedule_shapes(self) -> Options:
+        def conflict(a: str, b: str) -> PydanticCustomError:
+            return PydanticCustomError(
+                "options_conflict", "{a}: mutually exclusive with {b}", {"a": a, "b": b}
+            )
+        warmups = [name for name in ("warmup", "simple_warmup", "sequential_warmup")
+                   if getattr(self, name)]
+        if len(warmups) > 1:
+            raise conflict(warmups[1], warmups[0])
+        if self.stage and self.schedule_offsets is not None:
+            raise conflict("stage", "schedule_offsets")
+        shaped = "stage" if self.stage else "schedule_offsets" if self.schedule_offsets else None
+        if shaped is not None:
+            for name in ("requests", "no_catchup", "jitter", "warmup"):
+                if getattr(self, name):
+                    raise conflict(name, shaped)
+        needs_rate = "jitter" if self.jitter else "no_catchup" if self.no_catchup else None
+        if needs_rate is not None and self.rps == 0 and shaped is None:
+            raise PydanticCustomError(
+                "options_needs", "{a}: needs {b} above 0", {"a": needs_rate, "b": "rps"}
+            )
+        return self
 
     # ---- derived values -------------------------------------------------------------------
 

@@ -272,6 +272,43 @@ def render_human(result: Result) -> str:
             lines += _statistic_block(statistic, _title(statistic))
     lines += _workers_table(result)
     lines += _counters_table(result)
+    lines += _schedule_lines(result)
     lines += _overflow_warning(result)
     lines += _summary(result)
     return "\n".join(lines) + "\n"
+
+
+def _schedule_lines(result: Result) -> list[str]:
+    # Issue 13, schedule shapes: what a shaped schedule did; nothing for a plain run.
+    facts = result.schedule
+    lines: list[str] = []
+    if facts.no_catchup:
+        lines.append(
+            f"NO-CATCHUP: the schedule moved {facts.no_catchup_moves} times, "
+            f"{facts.no_catchup_shift:.6g} s in all (summed over workers); "
+            f"{facts.lost_releases} releases not made. Latency hides that wait "
+            "(coordinated omission)."
+        )
+    if result.warmup is not None:
+        warm = result.warmup.counter_values
+        latency = next((s for s in result.warmup.statistics
+                        if s.id == SCHEDULED_TO_RESPONSE and s.count), None)
+        text = (f"WARM-UP (kept apart): {facts.warmup_released} releases, "
+                f"{warm['benchmark.http_2xx']} 2xx responses")
+        if latency is not None:
+            text += f", p50 {latency.p(50) * 1e3:.3g} ms, max {latency.max * 1e3:.3g} ms"
+        lines.append(text + ".")
+    if facts.stages:
+        lines.append("STAGES (rates for all workers):")
+        for stage in facts.stages:
+            lines.append(
+                f"  {stage.index}: {stage.duration:g} s, {stage.rps_from:g} -> "
+                f"{stage.rps_to:g} rps, planned {stage.planned:.0f}, released "
+                f"{stage.releases}, responses {stage.responses} "
+                f"({stage.achieved_rps:.1f}/s)"
+            )
+    if result.options.execution_id is not None:
+        lines.append(f"Execution id: {result.options.execution_id}")
+    if lines:
+        lines.append("")
+    return lines

@@ -230,6 +230,8 @@ def command_line_options(options: Options) -> dict[str, Any]:
         "open_loop": options.open_loop,
         "max_concurrent_streams": options.max_concurrent_streams,
     })
+    if options.execution_id is not None:  # Nighthawk: a StringValue, written when set.
+        out["execution_id"] = options.execution_id
     return out
 
 
@@ -258,7 +260,10 @@ def nighthawk_output(result: Result) -> dict[str, Any]:
         "insecure": result.insecure,
         "timeline": [record.model_dump(mode="json") for record in result.timeline],
         "options": _options_extension(result.options, options),
+        "schedule": result.schedule.model_dump(mode="json"),
     }
+    if result.warmup is not None:
+        run["warmup"] = _result_entry(result.warmup, None)
     # The run-level part goes on "global" (the last entry of every result nhbench makes);
     # a result without entries gets an empty carrier entry, dropped again when read.
     carrier = next((i for i, e in enumerate(result.results) if e.name == "global"),
@@ -541,8 +546,10 @@ def result_fields(document: Mapping[str, Any]) -> dict[str, Any]:
     fields["version"] = version if isinstance(version, str) else _version_text(
         document.get("version"))
     for key in ("terminated_by", "failed_predicates", "interrupted", "error", "insecure",
-                "timeline"):
+                "timeline", "schedule"):
         if key in run:
             fields[key] = run[key]
+    if isinstance(run.get("warmup"), Mapping):
+        fields["warmup"] = _entry_fields(run["warmup"], nhbench_extension(run["warmup"]) or {})
     return fields
 
