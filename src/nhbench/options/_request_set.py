@@ -57,9 +57,10 @@ def apply_source_schedule(options: Options, source: RequestSource) -> None:
     original timing as `schedule_offsets`."""
     if source.num_requests is not None:
         total = source.num_requests * options.workers
+        workers = f"{options.workers} worker" + ("s" if options.workers != 1 else "")
         _set_schedule_field(options, "requests", total,
                             f"num_requests {source.num_requests} per worker ({total} in all "
-                            f"with {options.workers} workers)")
+                            f"with {workers})")
     if source.offsets is not None:
         _set_schedule_field(options, "schedule_offsets", source.offsets,
                             "replay_timing original")

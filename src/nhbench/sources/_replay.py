@@ -103,7 +103,10 @@ def _har_entry(entry: object) -> tuple[RequestSpec, float | None]:
     path = check_path((parts.path or "/") + (f"?{parts.query}" if parts.query else ""))
     headers: list[tuple[str, str]] = []
     names: set[str] = set()
-    for item in request.get("headers") or []:
+    raw_headers = request.get("headers") or []
+    if not isinstance(raw_headers, list):
+        raise ValueError("request.headers is not a list")
+    for item in raw_headers:
         if not isinstance(item, Mapping):
             raise ValueError("a header is not an object")
         name, value = str(item.get("name", "")), str(item.get("value", ""))
