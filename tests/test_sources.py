@@ -21,7 +21,6 @@ from nhbench.options import Options, make_options
 from nhbench.sources import (
     FILE_BASED_PLUGIN,
     IN_LINE_PLUGIN,
-    SourceError,
     load_plugin_config,
 )
 
@@ -183,7 +182,7 @@ def test_content_length_header_sets_the_body_size() -> None:
     ],
 )
 def test_bad_configs_name_the_entry_and_the_problem(config: str, message: str) -> None:
-    with pytest.raises(SourceError) as caught:
+    with pytest.raises(ValueError) as caught:
         load_plugin_config(config)
     assert message in str(caught.value)
     assert "\n" not in str(caught.value)
@@ -193,16 +192,16 @@ def test_max_file_size_as_nighthawk(tmp_path: Path) -> None:
     path = tmp_path / "list.yaml"
     path.write_text("options:\n  - request_method: 1\n")
     over = file_config("x", file_path=str(path), max_file_size=10)
-    with pytest.raises(SourceError, match=r"list.yaml: 31 bytes is over the limit of 10"):
+    with pytest.raises(ValueError, match=r"list.yaml: 31 bytes is over the limit of 10"):
         load_plugin_config(over)
-    with pytest.raises(SourceError, match=r"max_file_size: must be >= 0 and <= 1000000"):
+    with pytest.raises(ValueError, match=r"max_file_size: must be >= 0 and <= 1000000"):
         load_plugin_config(file_config("x", file_path=str(path), max_file_size=1000001))
 
 
 def test_bad_entry_in_a_file_names_the_file_and_the_entry(tmp_path: Path) -> None:
     path = tmp_path / "list.yaml"
     path.write_text("options:\n  - request_method: 1\n  - request_method: BREW\n")
-    with pytest.raises(SourceError) as caught:
+    with pytest.raises(ValueError) as caught:
         load_plugin_config(file_config("x", file_path=str(path)))
     assert str(caught.value) == (
         f"options list {path}: options[1]: request_method: 'BREW' is not one of GET, HEAD, "

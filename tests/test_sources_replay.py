@@ -15,7 +15,7 @@ from test_cli_errors import nhbench_cli
 from nhbench import OptionsError
 from nhbench._request import RequestSpec
 from nhbench.options import Options, make_options
-from nhbench.sources import MAX_ENTRIES, SourceError, load_replay
+from nhbench.sources import MAX_ENTRIES, load_replay
 
 DATA = Path(__file__).parent / "data" / "replay"
 HAR = str(DATA / "browse.har")
@@ -155,18 +155,18 @@ def test_bad_replay_files(tmp_path: Path, name: str, content: str, kind: str,
                           message: str) -> None:
     path = tmp_path / name
     path.write_text(content)
-    with pytest.raises(SourceError) as caught:
+    with pytest.raises(ValueError) as caught:
         load_replay(str(path), kind)
     assert message.format(path=path) in str(caught.value)
     assert "\n" not in str(caught.value)
 
 
 def test_missing_file_and_binary_log(tmp_path: Path) -> None:
-    with pytest.raises(SourceError, match="access log /nonexistent.log: no such file"):
+    with pytest.raises(ValueError, match="access log /nonexistent.log: no such file"):
         load_replay("/nonexistent.log")
     path = tmp_path / "bin.log"
     path.write_bytes(b'10.0.0.1 - - [01/Mar/2026:10:00:00 +0000] "GET /\xff HTTP/1.1" 200 1\n')
-    with pytest.raises(SourceError, match="line 1: not UTF-8 text"):
+    with pytest.raises(ValueError, match="line 1: not UTF-8 text"):
         load_replay(str(path))
 
 
@@ -174,7 +174,7 @@ def test_entry_limit(tmp_path: Path) -> None:
     path = tmp_path / "big.log"
     line = '10.0.0.1 - - [01/Mar/2026:10:00:00 +0000] "GET / HTTP/1.1" 200 1\n'
     path.write_text(line * (MAX_ENTRIES + 1))
-    with pytest.raises(SourceError, match=f"more than the {MAX_ENTRIES} requests"):
+    with pytest.raises(ValueError, match=f"more than the {MAX_ENTRIES} requests"):
         load_replay(str(path))
 
 
@@ -182,7 +182,7 @@ def test_body_total_limit(tmp_path: Path) -> None:
     path = tmp_path / "big.log"
     line = '[2026-03-01T10:00:00.000Z] "POST / HTTP/1.1" 200 - 40000000 0 1 1 "-" "-"\n'
     path.write_text(line * 2)
-    with pytest.raises(SourceError, match="the request bodies add up to 80000000 bytes, over "
+    with pytest.raises(ValueError, match="the request bodies add up to 80000000 bytes, over "
                                           "the limit of 67108864"):
         load_replay(str(path))
 

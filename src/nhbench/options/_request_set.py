@@ -20,8 +20,8 @@ __all__ = ["apply_source_schedule", "request_source", "request_specs"]
 
 
 def request_source(options: Options) -> RequestSource | None:
-    """The request source the options name, read and checked (sources.SourceError, a
-    ValueError with one line naming the file, the entry and the problem), or None."""
+    """The request source the options name, read and checked, or None. A bad source raises
+    ValueError with one line naming the file, the entry and the problem."""
     if options.request_source_plugin_config is not None:
         return load_plugin_config(options.request_source_plugin_config)
     if options.replay is not None:

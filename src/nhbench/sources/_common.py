@@ -20,7 +20,6 @@ __all__ = [
     "MAX_BODY_TOTAL",
     "MAX_ENTRIES",
     "RequestSource",
-    "SourceError",
 ]
 
 # Every entry of a request set is rendered before the run and copied into the core's memory,
@@ -42,10 +41,6 @@ _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _PATH_SAFE = "/%:@!$&'()*+,;=-._~?"
 
 
-class SourceError(ValueError):
-    """A request source that cannot be used; the message is one line naming where."""
-
-
 @dataclass(frozen=True)
 class RequestSource:
     """A request source read and checked: the entries the workers cycle through.
@@ -61,22 +56,22 @@ class RequestSource:
 
 
 def read_text(path: str, what: str, limit: int | None = None) -> str:
-    """The file's text (UTF-8), or a SourceError naming the file and the reason."""
+    """The file's text (UTF-8), or a ValueError naming the file and the reason."""
     name = os.path.expanduser(path)
     try:
         size = os.stat(name).st_size
         if limit is not None and size > limit:
-            raise SourceError(f"{what} {path}: {size} bytes is over the limit of {limit}")
+            raise ValueError(f"{what} {path}: {size} bytes is over the limit of {limit}")
         return Path(name).read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise SourceError(f"{what} {path}: no such file") from None
+        raise ValueError(f"{what} {path}: no such file") from None
     except IsADirectoryError:
-        raise SourceError(f"{what} {path}: is a directory") from None
+        raise ValueError(f"{what} {path}: is a directory") from None
     except UnicodeDecodeError as exc:
-        raise SourceError(f"{what} {path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} "
+        raise ValueError(f"{what} {path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} "
                           f"at offset {exc.start})") from None
     except OSError as exc:
-        raise SourceError(f"{what} {path}: cannot read: {exc.strerror or exc}") from None
+        raise ValueError(f"{what} {path}: cannot read: {exc.strerror or exc}") from None
 
 
 def check_method(value: str) -> str:
@@ -114,9 +109,9 @@ def check_header(name: str, value: str) -> tuple[str, str]:
 def body_total(specs: list[RequestSpec], what: str) -> None:
     """Refuse a set whose bodies together are over MAX_BODY_TOTAL, or over MAX_ENTRIES."""
     if len(specs) > MAX_ENTRIES:
-        raise SourceError(f"{what}: {len(specs)} requests, more than the {MAX_ENTRIES} a "
+        raise ValueError(f"{what}: {len(specs)} requests, more than the {MAX_ENTRIES} a "
                           "request set may hold (cut it to the part worth replaying)")
     total = sum(len(s.body) if s.body is not None else (s.body_size or 0) for s in specs)
     if total > MAX_BODY_TOTAL:
-        raise SourceError(f"{what}: the request bodies add up to {total} bytes, over the "
+        raise ValueError(f"{what}: the request bodies add up to {total} bytes, over the "
                           f"limit of {MAX_BODY_TOTAL}")

@@ -28,7 +28,7 @@ from typing import Any
 
 from .._relaxed_json import loads_relaxed
 from .._request import RequestSpec
-from ._common import RequestSource, SourceError, body_total, check_header, check_method, check_path, read_text
+from ._common import RequestSource, body_total, check_header, check_method, check_path, read_text
 
 __all__ = ["IN_LINE_PLUGIN", "FILE_BASED_PLUGIN", "load_plugin_config", "load_options_list"]
 
@@ -61,13 +61,13 @@ def _camel(name: str) -> str:
 def _fields(data: object, allowed: tuple[str, ...], where: str) -> dict[str, Any]:
     """The message's fields by their snake_case names; unknown fields refused by name."""
     if not isinstance(data, Mapping):
-        raise SourceError(f"{where}: must be an object (got {type(data).__name__})")
+        raise ValueError(f"{where}: must be an object (got {type(data).__name__})")
     names = {name: name for name in allowed} | {_camel(name): name for name in allowed}
     out: dict[str, Any] = {}
     for key, value in data.items():
         field = names.get(str(key))
         if field is None:
-            raise SourceError(f"{where}: unknown field {key!r} (expected "
+            raise ValueError(f"{where}: unknown field {key!r} (expected "
                               f"{', '.join(allowed)})")
         out[field] = value
     return out
@@ -78,30 +78,30 @@ def _uint(value: object, where: str, limit: int) -> int:
     if isinstance(value, Mapping) and set(value) <= {"value"}:
         value = value.get("value", 0)
     if isinstance(value, bool) or not isinstance(value, (int, str)):
-        raise SourceError(f"{where}: must be a whole number (got {value!r})")
+        raise ValueError(f"{where}: must be a whole number (got {value!r})")
     try:
         number = int(str(value).strip())
     except ValueError:
-        raise SourceError(f"{where}: must be a whole number (got {value!r})") from None
+        raise ValueError(f"{where}: must be a whole number (got {value!r})") from None
     if not 0 <= number <= limit:
-        raise SourceError(f"{where}: must be >= 0 and <= {limit} (got {number})")
+        raise ValueError(f"{where}: must be >= 0 and <= {limit} (got {number})")
     return number
 
 
 def _method(value: object, where: str) -> str | None:
     if isinstance(value, bool):
-        raise SourceError(f"{where}: must be a method name or number (got {value!r})")
+        raise ValueError(f"{where}: must be a method name or number (got {value!r})")
     if isinstance(value, int) or (isinstance(value, str) and value.strip().isdigit()):
         number = int(value)
         if not 0 <= number < len(_METHODS):
-            raise SourceError(f"{where}: {number} is not an envoy RequestMethod (0..9)")
+            raise ValueError(f"{where}: {number} is not an envoy RequestMethod (0..9)")
         name = _METHODS[number]
     elif isinstance(value, str):
         name = value.strip().upper()
         if name not in _METHODS:
-            raise SourceError(f"{where}: {value!r} is not one of {', '.join(_METHODS[1:])}")
+            raise ValueError(f"{where}: {value!r} is not one of {', '.join(_METHODS[1:])}")
     else:
-        raise SourceError(f"{where}: must be a method name or number (got {value!r})")
+        raise ValueError(f"{where}: must be a method name or number (got {value!r})")
     return None if name == "METHOD_UNSPECIFIED" else name
 
 
@@ -113,7 +113,7 @@ def _option(data: object, where: str) -> RequestSpec:
         if "request_method" in fields else None
     json_body = fields.get("json_body", "")
     if not isinstance(json_body, str):
-        raise SourceError(f"{where}: json_body must be a string (got {json_body!r})")
+        raise ValueError(f"{where}: json_body must be a string (got {json_body!r})")
     body: bytes | None = None
     body_size: int | None = None
     # Nighthawk sets content-type before the headers, which may replace it.
@@ -129,7 +129,7 @@ def _option(data: object, where: str) -> RequestSpec:
     authority: str | None = None
     raw_headers = fields.get("request_headers", [])
     if not isinstance(raw_headers, list):
-        raise SourceError(f"{where}: request_headers must be a list")
+        raise ValueError(f"{where}: request_headers must be a list")
     for j, item in enumerate(raw_headers):
         here = f"{where}: request_headers[{j}]"
         option = _fields(item, ("header", "append", "append_action", "keep_empty_value"), here)
@@ -137,9 +137,9 @@ def _option(data: object, where: str) -> RequestSpec:
         key = str(header.get("key", ""))
         value = header.get("value", "")
         if "raw_value" in header:
-            raise SourceError(f"{here}: raw_value is not supported (use value)")
+            raise ValueError(f"{here}: raw_value is not supported (use value)")
         if not isinstance(value, str):
-            raise SourceError(f"{here}: value must be a string (got {value!r})")
+            raise ValueError(f"{here}: value must be a string (got {value!r})")
         # Envoy lower-cases header names (LowerCaseString); setCopy replaces a same-named
         # header, so the last one of a name wins.
         lower = key.lower()
@@ -169,7 +169,7 @@ def _option(data: object, where: str) -> RequestSpec:
             else:
                 headers[lower] = check_header(lower, value)
         except ValueError as exc:
-            raise SourceError(f"{here}: {exc}") from None
+            raise ValueError(f"{here}: {exc}") from None
     return RequestSpec(method=method, path=path, authority=authority,
                        headers=tuple(headers.values()), body=body, body_size=body_size)
 
@@ -179,7 +179,7 @@ def load_options_list(data: object, where: str) -> list[RequestSpec]:
     fields = _fields({} if data is None else data, ("options",), where)
     options = fields.get("options", [])
     if not isinstance(options, list):
-        raise SourceError(f"{where}: options must be a list")
+        raise ValueError(f"{where}: options must be a list")
     specs = [_option(item, f"{where}: options[{i}]") for i, item in enumerate(options)]
     # Nighthawk: "if the options_list is empty, we just return the default header".
     specs = specs or [RequestSpec()]
@@ -194,10 +194,10 @@ def _parse_text(text: str, where: str, suffix: str = "") -> Any:
             return loads_relaxed(text)
         except json.JSONDecodeError as exc:
             if suffix == ".json":
-                raise SourceError(f"{where}: not valid JSON: {exc.msg} at line {exc.lineno} "
+                raise ValueError(f"{where}: not valid JSON: {exc.msg} at line {exc.lineno} "
                                   f"column {exc.colno}") from None
         except RecursionError:
-            raise SourceError(f"{where}: nested too deeply") from None
+            raise ValueError(f"{where}: nested too deeply") from None
     import yaml
 
     try:
@@ -206,9 +206,9 @@ def _parse_text(text: str, where: str, suffix: str = "") -> Any:
         mark = getattr(exc, "problem_mark", None)
         at = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise SourceError(f"{where}: not valid JSON or YAML: {problem}{at}") from None
+        raise ValueError(f"{where}: not valid JSON or YAML: {problem}{at}") from None
     except RecursionError:
-        raise SourceError(f"{where}: nested too deeply") from None
+        raise ValueError(f"{where}: nested too deeply") from None
 
 
 def load_plugin_config(text: str) -> RequestSource:
@@ -218,14 +218,14 @@ def load_plugin_config(text: str) -> RequestSource:
     fields = _fields(config, ("name", "typed_config"), where)
     name = str(fields.get("name", ""))
     if name not in _TYPES:
-        raise SourceError(f"{where}: unsupported plugin {name!r} (nhbench has "
+        raise ValueError(f"{where}: unsupported plugin {name!r} (nhbench has "
                           f"{IN_LINE_PLUGIN} and {FILE_BASED_PLUGIN})")
     typed = fields.get("typed_config")
     if not isinstance(typed, Mapping):
-        raise SourceError(f"{where}: {name} needs a typed_config object")
+        raise ValueError(f"{where}: {name} needs a typed_config object")
     kind = str(typed.get("@type", ""))
     if kind and kind.rsplit("/", 1)[-1] != _TYPES[name]:
-        raise SourceError(f"{where}: typed_config @type {kind!r} does not match {name} "
+        raise ValueError(f"{where}: typed_config @type {kind!r} does not match {name} "
                           f"(expected type.googleapis.com/{_TYPES[name]})")
     body = {k: v for k, v in typed.items() if k != "@type"}
     if name == IN_LINE_PLUGIN:
@@ -236,7 +236,7 @@ def load_plugin_config(text: str) -> RequestSource:
                          f"{where}: typed_config")
         path = plugin.get("file_path")
         if not isinstance(path, str) or not path:
-            raise SourceError(f"{where}: {name} needs file_path")
+            raise ValueError(f"{where}: {name} needs file_path")
         limit = MAX_FILE_SIZE
         if "max_file_size" in plugin:
             limit = _uint(plugin["max_file_size"], f"{where}: max_file_size", MAX_FILE_SIZE)

@@ -33,7 +33,6 @@ from ._common import (
     MAX_ENTRIES,
     MAX_HAR_FILE_SIZE,
     RequestSource,
-    SourceError,
     body_total,
     check_header,
     check_method,
@@ -149,23 +148,23 @@ def _load_har(path: str) -> list[tuple[RequestSpec, float | None]]:
     try:
         data: Any = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise SourceError(f"HAR file {path}: not valid JSON: {exc.msg} at line {exc.lineno} "
+        raise ValueError(f"HAR file {path}: not valid JSON: {exc.msg} at line {exc.lineno} "
                           f"column {exc.colno}") from None
     except RecursionError:
-        raise SourceError(f"HAR file {path}: nested too deeply") from None
+        raise ValueError(f"HAR file {path}: nested too deeply") from None
     log = data.get("log") if isinstance(data, Mapping) else None
     entries = log.get("entries") if isinstance(log, Mapping) else None
     if not isinstance(entries, list):
-        raise SourceError(f"HAR file {path}: no log.entries list (not a HAR file)")
+        raise ValueError(f"HAR file {path}: no log.entries list (not a HAR file)")
     if len(entries) > MAX_ENTRIES:
-        raise SourceError(f"HAR file {path}: {len(entries)} entries, more than the "
+        raise ValueError(f"HAR file {path}: {len(entries)} entries, more than the "
                           f"{MAX_ENTRIES} a request set may hold")
     out = []
     for i, entry in enumerate(entries):
         try:
             out.append(_har_entry(entry))
         except ValueError as exc:
-            raise SourceError(f"HAR file {path}: entry {i}: {exc}") from None
+            raise ValueError(f"HAR file {path}: entry {i}: {exc}") from None
     return out
 
 
@@ -241,21 +240,21 @@ def _load_log(path: str, kind: str) -> list[tuple[RequestSpec, float | None]]:
                         raise ValueError("not UTF-8 text")
                     spec, seconds = _log_line(line, this)
                 except ValueError as exc:
-                    raise SourceError(f"access log {path}: line {number}: {exc}") from None
+                    raise ValueError(f"access log {path}: line {number}: {exc}") from None
                 if spec is not None:
                     out.append((spec, seconds))
                     if len(out) > MAX_ENTRIES:
-                        raise SourceError(f"access log {path}: more than the {MAX_ENTRIES} "
+                        raise ValueError(f"access log {path}: more than the {MAX_ENTRIES} "
                                           "requests a request set may hold (cut it, e.g. "
                                           f"head -n {MAX_ENTRIES})")
     except FileNotFoundError:
-        raise SourceError(f"access log {path}: no such file") from None
+        raise ValueError(f"access log {path}: no such file") from None
     except IsADirectoryError:
-        raise SourceError(f"access log {path}: is a directory") from None
+        raise ValueError(f"access log {path}: is a directory") from None
     except OSError as exc:
-        raise SourceError(f"access log {path}: cannot read: {exc.strerror or exc}") from None
+        raise ValueError(f"access log {path}: cannot read: {exc.strerror or exc}") from None
     if not out:
-        raise SourceError(f"access log {path}: no requests in it")
+        raise ValueError(f"access log {path}: no requests in it")
     return out
 
 
@@ -285,14 +284,14 @@ def load_replay(path: str, kind: str = "auto", original_timing: bool = False) ->
         what = f"access log {path}"
     entries = list(entries)
     if not entries:
-        raise SourceError(f"{what}: no requests in it")
+        raise ValueError(f"{what}: no requests in it")
     specs = [spec for spec, _ in entries]
     body_total(specs, what)
     offsets: tuple[float, ...] | None = None
     if original_timing:
         missing = [i for i, (_, t) in enumerate(entries) if t is None]
         if missing:
-            raise SourceError(f"{what}: entry {missing[0]}: no startedDateTime, so no "
+            raise ValueError(f"{what}: entry {missing[0]}: no startedDateTime, so no "
                               "original timing")
         # A replay at the original pace releases in time order; sorted() is stable, so
         # requests logged at the same moment keep the file's order.
