@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from .._relaxed_json import relax_json
 from ._values import (
     format_address,
 )
@@ -121,68 +121,6 @@ def config_mapping(data: Mapping[str, Any]) -> dict[str, Any]:
         body = {k: v for k, v in data.items() if k != "@type"}
         return {"response": dict(body.get("experimental_response_options", body))}
     return dict(data)
-
-
-_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_SPACE = " \t\n\r"
-
-
-def relax_json(text: str) -> str | None:
-    """Protobuf's relaxed JSON (what Nighthawk's JSON loader accepts: bare-word keys, single
-    quotes, the escapes \\' and \\U, raw control characters in strings, one trailing comma)
-    rewritten as strict JSON; None for an unterminated string. The same rewrite as the test
-    server's header parser (csrc/server/server_options.c, relax_json; docs/server.md)."""
-    out: list[str] = []
-    i, n, last = 0, len(text), ""
-    while i < n:
-        c = text[i]
-        if c in "\"'":
-            i += 1
-            out.append('"')
-            while True:
-                if i >= n:
-                    return None
-                d = text[i]
-                i += 1
-                if d == c:
-                    break
-                if d == "\\":
-                    if i >= n:
-                        return None
-                    e = text[i]
-                    i += 1
-                    out.append("'" if e == "'" else "\\" + ("u" if e == "U" else e))
-                elif d == '"':
-                    out.append('\\"')
-                elif ord(d) < 0x20:
-                    out.append(f"\\u{ord(d):04x}")
-                else:
-                    out.append(d)
-            out.append('"')
-            last = '"'
-        elif (match := _WORD.match(text, i)) is not None:
-            word, i = match.group(), match.end()
-            j = i
-            while j < n and text[j] in _SPACE:
-                j += 1
-            key = word not in ("true", "false", "null") and j < n and text[j] == ":"
-            out.append(f'"{word}"' if key else word)
-            last = "w"
-        elif c == ",":
-            j = i + 1
-            while j < n and text[j] in _SPACE:
-                j += 1
-            trailing = j < n and text[j] in "}]" and last not in ("", "{", "[", ",")
-            if not trailing:
-                out.append(c)
-            last = ","
-            i += 1
-        else:
-            out.append(c)
-            if c not in _SPACE:
-                last = c
-            i += 1
-    return "".join(out)
 
 
 def _load_json(text: str, name: str) -> Any:

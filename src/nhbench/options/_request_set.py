@@ -8,19 +8,62 @@ and rendering to bytes happen after, in `_core._requests_config`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .._request import RequestSpec
+from ..sources import RequestSource, load_plugin_config, load_replay
 
 if TYPE_CHECKING:
     from ._run import Options
 
-__all__ = ["request_specs"]
+__all__ = ["apply_source_schedule", "request_source", "request_specs"]
+
+
+def request_source(options: Options) -> RequestSource | None:
+    """The request source the options name, read and checked, or None. A bad source raises
+    ValueError with one line naming the file, the entry and the problem."""
+    if options.request_source_plugin_config is not None:
+        return load_plugin_config(options.request_source_plugin_config)
+    if options.replay is not None:
+        return load_replay(options.replay, options.replay_format,
+                           original_timing=options.replay_timing == "original")
+    return None
 
 
 def source_specs(options: Options) -> list[RequestSpec] | None:
     """The requests of a request source, or None when the options name none."""
-    return None
+    source = request_source(options)
+    return None if source is None else list(source.specs)
+
+
+def _set_schedule_field(options: Options, name: str, value: Any, what: str) -> None:
+    # `requests` and `schedule_offsets` are the schedule's fields (docs/engine.md "Shaping
+    # the schedule"); a source only fills them in. A value the user gave that says something
+    # else is a conflict, not something to pick a winner for.
+    if name not in type(options).model_fields:
+        raise ValueError(f"{what} needs the schedule option {name}, which this nhbench lacks")
+    current = getattr(options, name)
+    if current is not None and current != value:
+        shown = f"{len(current)} offsets" if isinstance(current, tuple) else repr(current)
+        raise ValueError(f"{what} conflicts with {name} = {shown}")
+    # Not marked as set by the user: a copy of the options with another concurrency
+    # (make_options) works it out again from the source.
+    object.__setattr__(options, name, value)
+
+
+def apply_source_schedule(options: Options, source: RequestSource) -> None:
+    """What a source says about the schedule, written into the options: Nighthawk's
+    num_requests (per worker) as the exact request count `requests` (in all), a replay's
+    original timing as `schedule_offsets`."""
+    if source.num_requests is not None:
+        total = source.num_requests * options.workers
+        workers = f"{options.workers} worker" + ("s" if options.workers != 1 else "")
+        _set_schedule_field(options, "requests", total,
+                            f"num_requests {source.num_requests} per worker ({total} in all "
+                            f"with {workers})")
+    if source.offsets is not None:
+        _set_schedule_field(options, "schedule_offsets", source.offsets,
+                            "replay_timing original")
 
 
 def multi_target_specs(options: Options) -> list[RequestSpec] | None:

@@ -747,6 +747,42 @@ class Options(BaseModel):
 
     # ---- issue 13: request sources (Nighthawk plugins, HAR and access-log replay) -----------
 
+    request_source_plugin_config: Annotated[
+        str | None, Flag(metavar="JSON|YAML", group="Request sources and replay")
+    ] = Field(
+        default=None,
+        description="Nighthawk's request source plugin config (JSON, its relaxed JSON or "
+        "YAML): nighthawk.in-line-options-list-request-source-plugin with an options_list, "
+        "or nighthawk.file-based-request-source-plugin with a file_path; each worker cycles "
+        "through the list; num_requests ends the run after that many requests per worker "
+        "(docs/engine.md).",
+    )
+    replay: Annotated[
+        str | None, Flag(metavar="FILE", group="Request sources and replay")
+    ] = Field(
+        default=None,
+        description="Replay the requests of a HAR file or an nginx (combined/common) or "
+        "Envoy (default format) access log: method, path, headers and body as each format "
+        "records them; the run's URI stays the target. Each worker cycles through them in "
+        "order.",
+    )
+    replay_format: Annotated[
+        Literal["auto", "har", "nginx", "envoy"],
+        Flag(metavar="auto|har|nginx|envoy", group="Request sources and replay"),
+    ] = Field(
+        default="auto",
+        description="The format of the replay file: auto (a .har name or JSON is HAR; a "
+        "line starting with '[' is Envoy's, others nginx's).",
+    )
+    replay_timing: Annotated[
+        Literal["rate", "original"],
+        Flag(metavar="rate|original", group="Request sources and replay"),
+    ] = Field(
+        default="rate",
+        description="rate: the replayed requests go at --rps; original: at their recorded "
+        "times (from the first), each worker once through the file, then the run ends.",
+    )
+
     # ---- issue 13: targets and transport (multi-target, reuse, source address, unix) --------
 
     # ---- issue 13: observation and verbosity ------------------------------------------------
@@ -1255,6 +1291,55 @@ class Options(BaseModel):
             raise PydanticCustomError(
                 "options_needs", "{a}: needs {b} above 0", {"a": needs_rate, "b": "rps"}
             )
+    # ---- sources (issue 13): request sources and replay -----------------------------------
+
+    @field_validator("request_source_plugin_config", mode="before")
+    @classmethod
+    def _plugin_config_text(cls, value: object) -> object:
+        # From Python the config may be given as the mapping itself; it is kept as JSON text,
+        # the form the CLI takes, so that the echo of the options is the same either way.
+        if isinstance(value, Mapping):
+            import json
+
+            return json.dumps(value)
+        return value
+
+    @field_validator("replay_format", "replay_timing", mode="before")
+    @classmethod
+    def _lower_source_choice(cls, value: object) -> object:
+        return _lower(value)
+
+    @model_validator(mode="after")
+    def _check_request_source(self, info: ValidationInfo) -> Options:
+        # The source is read here, before any load, so that a bad file is bad input (one
+        # line naming the file, the entry and the problem; exit 2). The file belongs to the
+        # machine of the run: the echo of options in a Result written elsewhere is only
+        # checked for its shape.
+        if self.replay is None:
+            for name, default in (("replay_format", "auto"), ("replay_timing", "rate")):
+                if getattr(self, name) != default:
+                    raise PydanticCustomError(
+                        "options_needs", "{a}: needs {b}", {"a": name, "b": "replay"})
+        elif self.request_source_plugin_config is not None:
+            raise PydanticCustomError(
+                "options_conflict", "{a}: mutually exclusive with {b}",
+                {"a": "replay", "b": "request_source_plugin_config"})
+        if (info.context or {}).get("echo"):
+            return self
+        from ._request_set import apply_source_schedule, request_source
+
+        option = "replay" if self.replay is not None else "request_source_plugin_config"
+        try:
+            source = request_source(self)
+        except ValueError as exc:
+            raise PydanticCustomError(
+                "options_file", "{a}: {msg}", {"a": option, "msg": str(exc)}) from None
+        if source is not None:
+            try:
+                apply_source_schedule(self, source)
+            except ValueError as exc:
+                raise PydanticCustomError(
+                    "options_file", "{a}: {msg}", {"a": option, "msg": str(exc)}) from None
         return self
 
     # ---- derived values -------------------------------------------------------------------
