@@ -113,7 +113,8 @@ void nhb_stream_add(nhb_stream* dst, const nhb_stream* src);
   X(UPSTREAM_RQ_RETRY_LIMIT_EXCEEDED, "upstream_rq_retry_limit_exceeded") \
   X(SSL_HANDSHAKE, "ssl.handshake")                                      \
   X(SSL_CONNECTION_ERROR, "ssl.connection_error")                        \
-  X(SSL_SESSION_REUSED, "ssl.session_reused")
+  X(SSL_SESSION_REUSED, "ssl.session_reused")                            \
+  X(ORIGIN_LATENCY_HEADER_ERRORS, "benchmark.origin_latency_header_errors")
 
 typedef enum {
 #define NHB__CTR_ENUM(name, str) NHB_CTR_##name,
@@ -135,7 +136,8 @@ typedef enum {
   X(SEQUENCER_CALLBACK, "sequencer.callback")                                     \
   X(SEQUENCER_BLOCKING, "sequencer.blocking")                                     \
   X(RELEASE_LATENESS, "sequencer.release_lateness")                               \
-  X(TLS_HANDSHAKE, "benchmark_http_client.tls_handshake")
+  X(TLS_HANDSHAKE, "benchmark_http_client.tls_handshake")                         \
+  X(ORIGIN_LATENCY, "benchmark_http_client.origin_latency_statistic")
 
 typedef enum {
 #define NHB__HIST_ENUM(name, str) NHB_HIST_##name,
@@ -182,6 +184,8 @@ typedef struct nhb_stats {
   uint64_t execution_duration_ns;
   uint64_t counters[NHB_CTR_COUNT];
   uint64_t status_codes[NHB_STATUS_COUNT]; /* [code - NHB_STATUS_MIN] */
+  /* NULL for a statistic the run does not measure: origin_latency_statistic
+   * without latency_response_header_name (Nighthawk does not report it then). */
   nhb_hist* hists[NHB_HIST_COUNT];
   nhb_stream streams[NHB_STREAM_COUNT];
 } nhb_stats;
@@ -350,6 +354,10 @@ typedef struct nhb_client_config {
   uint64_t start_realtime_ns;
   /* ---- issue 13, targets and transport (pool.c, transport_tcp.c) ---- */
   /* ---- issue 13, response observation (session_h1.c, session_h2.c) ---- */
+  /* Nighthawk's --latency-response-header-name: the response header whose
+   * value (an integer of nanoseconds) goes into origin_latency_statistic.
+   * NULL or "" = off. Matched case-insensitively; copied by nhb_run_create(). */
+  const char* latency_response_header_name;
   /* Predicates: counter > threshold. */
   int n_termination;
   nhb_predicate termination[NHB_MAX_PREDICATES];

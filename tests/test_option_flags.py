@@ -21,9 +21,10 @@ from nhbench.options import Flag, Options, ResponseOptions, ServerOptions, flag_
 # are reached through it (ResponseOptions is flattened into ServerOptions). To cover another
 # subcommand, add a row: ("sweep", (SweepOptions, ...), {"-h", ...}).
 COMMANDS: list[tuple[str, tuple[type[BaseModel], ...], frozenset[str]]] = [
-    ("run", (Options,), frozenset({"-h"})),
+    # --version is on every subcommand (issue 13), as plumbing like -h.
+    ("run", (Options,), frozenset({"-h", "--version"})),
     ("server", (ServerOptions, ResponseOptions),
-     frozenset({"-h", "--config", "--print-stats-json"})),
+     frozenset({"-h", "--version", "--config", "--print-stats-json"})),
 ]
 IDS = [command for command, _, _ in COMMANDS]
 

@@ -165,7 +165,13 @@ class ClientRun {
   void parse_targets(const py::dict& d) { (void)d; }
 
   // Issue 13: what the client reads from responses (origin latency header).
-  void parse_observation(const py::dict& d) { (void)d; }
+  // "latency_response_header_name" str: absent or "" = off.
+  void parse_observation(const py::dict& d) {
+    latency_response_header_name_ = get_as<std::string>(d, "latency_response_header_name", "");
+    config_.latency_response_header_name =
+        latency_response_header_name_.empty() ? nullptr : latency_response_header_name_.c_str();
+  }
+  std::string latency_response_header_name_;
 
   // Protocol, TLS and HTTP/2 keys. The strings are kept in members until the
   // core has copied them (nhb_run_create copies every string but `request`).

@@ -49,7 +49,10 @@ py::dict stats_to_dict(const nhb_stats* st) {
   for (int i = 0; i < NHB_STATUS_COUNT; i++)
     if (st->status_codes[i] != 0)
       counters[("benchmark.http_" + std::to_string(i + NHB_STATUS_MIN)).c_str()] = st->status_codes[i];
-  for (int i = 0; i < NHB_HIST_COUNT; i++) hists[nhb_histogram_names[i]] = hist_to_dict(st->hists[i]);
+  // A NULL histogram is one the run does not measure (origin_latency_statistic
+  // without latency_response_header_name): absent, as in Nighthawk's output.
+  for (int i = 0; i < NHB_HIST_COUNT; i++)
+    if (st->hists[i] != nullptr) hists[nhb_histogram_names[i]] = hist_to_dict(st->hists[i]);
   for (int i = 0; i < NHB_STREAM_COUNT; i++) streams[nhb_stream_names[i]] = stream_to_dict(&st->streams[i]);
   d["counters"] = counters;
   d["histograms"] = hists;

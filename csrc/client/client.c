@@ -359,6 +359,7 @@ int nhb_run_create_ex(const nhb_client_config* config, nhb_run** out, char* err,
    * OpenSSL's reason, not in the middle of a run) and HTTP/2's callbacks and
    * header blocks. */
   int r = nhb__request_set_create(run, err, err_len);
+  if (r == 0) r = nhb__observe_init(run, err, err_len);
   if (r == 0) r = nhb__tls_ctx_create(run, err, err_len);
   if (r == 0) r = nhb__h2_run_init(run, err, err_len);
   if (r < 0) return create_error(run, r, err, err_len, NULL);
@@ -450,7 +451,8 @@ static void merge(nhb_run* run) {
     nhb_stats* st = &run->workers[i].stats;
     for (int c = 0; c < NHB_CTR_COUNT; c++) g->counters[c] += st->counters[c];
     for (int c = 0; c < NHB_STATUS_COUNT; c++) g->status_codes[c] += st->status_codes[c];
-    for (int h = 0; h < NHB_HIST_COUNT; h++) nhb_hist_add(g->hists[h], st->hists[h]);
+    for (int h = 0; h < NHB_HIST_COUNT; h++)
+      if (g->hists[h] != NULL) nhb_hist_add(g->hists[h], st->hists[h]);
     for (int s = 0; s < NHB_STREAM_COUNT; s++) nhb_stream_add(&g->streams[s], &st->streams[s]);
     duration_sum += st->execution_duration_ns;
   }

@@ -28,6 +28,25 @@ typedef struct nhb__conn nhb__conn;
 typedef struct nhb__tls nhb__tls;
 typedef struct nhb__h2 nhb__h2;
 
+/* Issue 13, response observation (observe.c): what one response's headers
+ * said about the latency response header (--latency-response-header-name)
+ * so far. Names and values may arrive in pieces (HTTP/1.1 split across
+ * reads), so matching and parsing are incremental and never copy. Lives in
+ * the connection (HTTP/1.1: one response at a time) or the slot (HTTP/2). */
+typedef struct nhb__olat {
+  uint64_t value; /* the digits of the current value so far */
+  uint32_t pos;   /* name bytes matched so far; NHB__OLAT_NOMATCH once it differs */
+  uint8_t phase;  /* where the value parser is (observe.c) */
+  uint8_t count;  /* headers of that name in this response, saturating at 2 */
+  uint8_t bad;    /* one of them was not a non-negative integer */
+  uint8_t neg;    /* the current value had a minus sign */
+  uint8_t active; /* HTTP/2: this stream's response header block is being read */
+} nhb__olat;
+
+#define NHB__OLAT_NOMATCH UINT32_MAX
+/* The longest header name accepted (nhbench.options holds users to the same). */
+#define NHB__OLAT_NAME_MAX 256
+
 /* One request's timestamps, all CLOCK_MONOTONIC ns. */
 typedef struct nhb__request {
   uint64_t scheduled_ns; /* when the schedule wanted it released */
@@ -113,6 +132,7 @@ typedef struct nhb__slot {
   int status;         /* HTTP/2: the :status of the response so far */
   int sent;           /* times written (more than once: retries of a refused request) */
   int refused;        /* HTTP/2: the server refused the stream; re-sent on a new connection */
+  nhb__olat olat;     /* HTTP/2: the latency response header of this stream's response */
 } nhb__slot;
 
 /* The transport moves bytes for a connection: plain TCP, or TLS through
@@ -218,6 +238,7 @@ struct nhb__conn {
   int hdr_open;
   int hdr_gap_lf;
   const char* hdr_gap;
+  nhb__olat olat; /* HTTP/1.1: the latency response header of the current response */
   char* read_buffer; /* NHB__READ_BUFFER_SIZE bytes, allocated with the pool */
   nhb__tls* tls;     /* TLS state, allocated on the first TLS connection of this entry */
   nhb__h2* h2;       /* HTTP/2 state, likewise */
@@ -402,12 +423,29 @@ struct nhb_run {
   uint64_t ivl_count;         /* intervals queued so far */
   nhb_interval* ivl_queue;    /* closed intervals not taken yet */
   size_t ivl_len, ivl_cap;
+  /* Issue 13, response observation (observe.c): the latency response header's
+   * name, lower-case, and its length; 0 = off, and the sessions then install
+   * callbacks that do not look at it at all. */
+  uint32_t olat_len;
+  char olat_name[NHB__OLAT_NAME_MAX + 1];
 };
 
 extern const nhb__transport_vtable nhb__transport_tcp;
 extern const nhb__transport_vtable nhb__transport_tls;
 extern const nhb__session_vtable nhb__session_h1;
 extern const nhb__session_vtable nhb__session_h2;
+
+/* observe.c: the latency response header (--latency-response-header-name).
+ * nhb__observe_init() checks and copies the name at run creation and drops
+ * the origin latency histograms of a run that does not measure it. The
+ * sessions feed a response's header names and values through the rest and
+ * call nhb__olat_finish() once its headers are complete. */
+int nhb__observe_init(nhb_run* run, char* err, size_t err_len);
+void nhb__olat_reset(nhb__olat* o);
+void nhb__olat_name(nhb__olat* o, const nhb_run* run, const char* at, size_t len);
+void nhb__olat_value(nhb__olat* o, const nhb_run* run, const char* at, size_t len);
+void nhb__olat_value_end(nhb__olat* o, const nhb_run* run);
+void nhb__olat_finish(nhb__olat* o, nhb__worker* w);
 
 /* pool.c */
 int nhb__pool_init(nhb__worker* w);

@@ -103,8 +103,53 @@ static const llhttp_settings_t h1_settings = {
     .on_message_complete = h1_on_message_complete,
 };
 
+/* The same callbacks plus the latency response header (observe.c), for runs
+ * with latency_response_header_name: a run without it never reaches these,
+ * so it pays nothing per header for the option. */
+static int h1_olat_on_message_begin(llhttp_t* p) {
+  nhb__olat_reset(&CONN_OF(p)->olat);
+  return h1_on_message_begin(p);
+}
+
+static int h1_olat_on_header_field(llhttp_t* p, const char* at, size_t len) {
+  nhb__conn* c = CONN_OF(p);
+  nhb__olat_name(&c->olat, c->worker->run, at, len);
+  return h1_on_header_field(p, at, len);
+}
+
+static int h1_olat_on_header_value(llhttp_t* p, const char* at, size_t len) {
+  nhb__conn* c = CONN_OF(p);
+  int r = h1_on_header_value(p, at, len);
+  if (r == 0) nhb__olat_value(&c->olat, c->worker->run, at, len);
+  return r;
+}
+
+static int h1_olat_on_header_value_complete(llhttp_t* p) {
+  nhb__conn* c = CONN_OF(p);
+  nhb__olat_value_end(&c->olat, c->worker->run);
+  return h1_on_header_value_complete(p);
+}
+
+static int h1_olat_on_headers_complete(llhttp_t* p) {
+  nhb__conn* c = CONN_OF(p);
+  /* Interim responses (1xx) are not the response Nighthawk reads the header
+   * of; the next message begins afresh. */
+  if (llhttp_get_status_code(p) >= 200) nhb__olat_finish(&c->olat, c->worker);
+  return h1_on_headers_complete(p);
+}
+
+static const llhttp_settings_t h1_olat_settings = {
+    .on_message_begin = h1_olat_on_message_begin,
+    .on_header_field = h1_olat_on_header_field,
+    .on_header_value = h1_olat_on_header_value,
+    .on_header_value_complete = h1_olat_on_header_value_complete,
+    .on_headers_complete = h1_olat_on_headers_complete,
+    .on_body = h1_on_body,
+    .on_message_complete = h1_on_message_complete,
+};
+
 static int h1_open(nhb__conn* c) {
-  llhttp_init(&c->parser, HTTP_RESPONSE, &h1_settings);
+  llhttp_init(&c->parser, HTTP_RESPONSE, c->worker->run->olat_len != 0 ? &h1_olat_settings : &h1_settings);
   /* Strict parsing (docs/engine.md): llhttp's lenient modes are off by
    * default, and are turned off here explicitly so that it stays so. The
    * checks that llhttp makes only when compiled with LLHTTP_STRICT_MODE
@@ -119,6 +164,7 @@ static int h1_open(nhb__conn* c) {
   c->hdr_open = 0;
   c->hdr_gap_lf = 0;
   c->keep_alive = 1;
+  nhb__olat_reset(&c->olat);
   return 0;
 }
 

@@ -89,6 +89,37 @@ static int h2_on_header(nghttp2_session* session, const nghttp2_frame* frame, co
   return 0;
 }
 
+/* The same plus the latency response header (observe.c), installed only for
+ * runs with latency_response_header_name, so that a run without it pays
+ * nothing per header. A stream's header blocks are its response's (the first
+ * one, or the one after an interim 1xx response) while its status is not
+ * known yet at the start of the block; a block that starts after a final
+ * status is trailers, which Nighthawk does not look at. nghttp2 has checked
+ * that names are lower-case. */
+static int h2_olat_on_begin_headers(nghttp2_session* session, const nghttp2_frame* frame, void* user_data) {
+  if (frame->hd.type != NGHTTP2_HEADERS) return 0;
+  nhb__slot* s = h2_slot(conn_of(user_data), session, frame->hd.stream_id);
+  if (s == NULL) return 0;
+  nhb__olat_reset(&s->olat);
+  s->olat.active = s->status == 0;
+  return 0;
+}
+
+static int h2_olat_on_header(nghttp2_session* session, const nghttp2_frame* frame, const uint8_t* name,
+                             size_t namelen, const uint8_t* value, size_t valuelen, uint8_t flags,
+                             void* user_data) {
+  if (frame->hd.type == NGHTTP2_HEADERS) {
+    nhb__slot* s = h2_slot(conn_of(user_data), session, frame->hd.stream_id);
+    if (s != NULL && s->olat.active) {
+      const nhb_run* run = conn_of(user_data)->worker->run;
+      nhb__olat_name(&s->olat, run, (const char*)name, namelen);
+      nhb__olat_value(&s->olat, run, (const char*)value, valuelen);
+      nhb__olat_value_end(&s->olat, run);
+    }
+  }
+  return h2_on_header(session, frame, name, namelen, value, valuelen, flags, user_data);
+}
+
 static int h2_on_data_chunk(nghttp2_session* session, uint8_t flags, int32_t stream_id,
                             const uint8_t* data, size_t len, void* user_data) {
   NHB__UNUSED(flags);
@@ -150,6 +181,20 @@ static int h2_on_frame_recv(nghttp2_session* session, const nghttp2_frame* frame
     default:
       return 0;
   }
+}
+
+static int h2_olat_on_frame_recv(nghttp2_session* session, const nghttp2_frame* frame, void* user_data) {
+  if (frame->hd.type == NGHTTP2_HEADERS) {
+    nhb__conn* c = conn_of(user_data);
+    nhb__slot* s = h2_slot(c, session, frame->hd.stream_id);
+    /* Before the response is handed on (which frees the slot at the end of
+     * the stream); an interim response's block is dropped. */
+    if (s != NULL && s->olat.active) {
+      if (s->status >= 200) nhb__olat_finish(&s->olat, c->worker);
+      s->olat.active = 0;
+    }
+  }
+  return h2_on_frame_recv(session, frame, user_data);
 }
 
 static int h2_on_stream_close(nghttp2_session* session, int32_t stream_id, uint32_t error_code,
@@ -505,9 +550,13 @@ int nhb__h2_run_init(nhb_run* run, char* err, size_t err_len) {
   }
   run->h2_nva = nva;
   run->h2_callbacks = cb;
-  nghttp2_session_callbacks_set_on_header_callback(cb, h2_on_header);
+  /* With --latency-response-header-name, the callbacks that also read the
+   * origin's latency header (observe.c); otherwise the plain ones. */
+  int olat = run->olat_len != 0;
+  nghttp2_session_callbacks_set_on_header_callback(cb, olat ? h2_olat_on_header : h2_on_header);
+  if (olat) nghttp2_session_callbacks_set_on_begin_headers_callback(cb, h2_olat_on_begin_headers);
   nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, h2_on_data_chunk);
-  nghttp2_session_callbacks_set_on_frame_recv_callback(cb, h2_on_frame_recv);
+  nghttp2_session_callbacks_set_on_frame_recv_callback(cb, olat ? h2_olat_on_frame_recv : h2_on_frame_recv);
   nghttp2_session_callbacks_set_on_stream_close_callback(cb, h2_on_stream_close);
   nghttp2_session_callbacks_set_on_frame_not_send_callback(cb, h2_on_frame_not_send);
   for (uint32_t i = 0; i < run->nspecs; i++) {

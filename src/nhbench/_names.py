@@ -15,6 +15,7 @@ __all__ = [
     "REQUEST_TO_RESPONSE",
     "QUEUE_TO_CONNECT",
     "TLS_HANDSHAKE",
+    "ORIGIN_LATENCY",
     "SEQUENCER_CALLBACK",
     "SEQUENCER_BLOCKING",
     "RELEASE_LATENESS",
@@ -51,6 +52,9 @@ SCHEDULED_TO_RESPONSE = "benchmark_http_client.scheduled_to_response"
 REQUEST_TO_RESPONSE = "benchmark_http_client.request_to_response"
 QUEUE_TO_CONNECT = "benchmark_http_client.queue_to_connect"
 TLS_HANDSHAKE = "benchmark_http_client.tls_handshake"
+# Issue 13: the latency the origin reported in --latency-response-header-name (Nighthawk's
+# name); only present in a result when that option was given.
+ORIGIN_LATENCY = "benchmark_http_client.origin_latency_statistic"
 SEQUENCER_CALLBACK = "sequencer.callback"
 SEQUENCER_BLOCKING = "sequencer.blocking"
 RELEASE_LATENESS = "sequencer.release_lateness"
@@ -70,6 +74,7 @@ HISTOGRAM_IDS: tuple[str, ...] = (
     *LATENCY_BY_CLASS,
     QUEUE_TO_CONNECT,
     TLS_HANDSHAKE,
+    ORIGIN_LATENCY,
     SEQUENCER_CALLBACK,
     SEQUENCER_BLOCKING,
     RELEASE_LATENESS,
@@ -84,6 +89,7 @@ STATISTIC_DESCRIPTIONS: dict[str, str] = {
     REQUEST_TO_RESPONSE: "Request start to response end",
     QUEUE_TO_CONNECT: "Queueing and connection setup latency",
     TLS_HANDSHAKE: "TLS handshake (TCP connected to handshake done)",
+    ORIGIN_LATENCY: "Origin latency (the latency response header's values)",
     SEQUENCER_CALLBACK: "Initiation to completion",
     SEQUENCER_BLOCKING: "Blocking. Results are skewed when significant numbers are reported here.",
     RELEASE_LATENESS: "Release lateness (actual release minus scheduled release)",
@@ -126,6 +132,8 @@ COUNTERS: tuple[str, ...] = (
     "ssl.handshake",
     "ssl.connection_error",
     "ssl.session_reused",
+    # Issue 13: responses whose --latency-response-header-name header was malformed.
+    "benchmark.origin_latency_header_errors",
 )
 
 #: The status codes counted one by one (C: NHB_STATUS_MIN..NHB_STATUS_MAX), each as
@@ -173,6 +181,8 @@ COUNTER_DESCRIPTIONS: dict[str, str] = {
     "ssl.handshake": "TLS handshakes completed",
     "ssl.connection_error": "TLS handshakes that failed (certificate verification included)",
     "ssl.session_reused": "TLS handshakes that resumed an earlier session",
+    "benchmark.origin_latency_header_errors": "responses whose latency response header was "
+    "not one non-negative integer (not in origin_latency_statistic)",
 }
 
 #: The counter of requests that succeeded: a complete response with a 2xx status. It is what

@@ -11,6 +11,7 @@ it.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from types import ModuleType, TracebackType
@@ -38,6 +39,13 @@ _POLL_INTERVAL = 0.1
 # Slack on top of start_delay + duration + drain_timeout before the watchdog stops a run that
 # should have ended, and again before it gives up on the core finishing at all.
 _WATCHDOG_SLACK = 10.0
+# What a run tells at debug (the resolved address, the core config, per-worker counters) and
+# the problems it notices (docs/engine.md, "Reading responses and logging"); the CLI's
+# --verbosity decides what of it reaches stderr.
+_log = logging.getLogger(__name__)
+_TRACE = 5
+# Counter of responses whose --latency-response-header-name header was malformed.
+_ORIGIN_LATENCY_ERRORS = "benchmark.origin_latency_header_errors"
 
 
 def load_core() -> ModuleType:
@@ -80,6 +88,10 @@ class Benchmark:
         target = self.options.target
         self.address = resolve(target.host, target.port, self.options.address_family)
         config = client_core_config(self.options, self.address)
+        _log.debug("resolved %s to %s", target.host, self.address)
+        if _log.isEnabledFor(logging.DEBUG):
+            _log.debug("core config: %s", config_summary(config))
+            _log.log(_TRACE, "core config (full): %s", config_summary(config, full=True))
         try:
             run = core.ClientRun(config)
         except ValueError as exc:
@@ -134,7 +146,22 @@ class Benchmark:
         """The result, once `wait()` returned True."""
         core = self._core_run().result()
         self.intervals()  # the last, partial interval is ready once the run has finished
-        return Result.from_core(core, self.options, timeline=self._timeline)
+        result = Result.from_core(core, self.options, timeline=self._timeline)
+        if _log.isEnabledFor(logging.DEBUG):
+            for worker in result.results:
+                counters = worker.counter_values.nonzero()
+                _log.debug("%s counters: %s", worker.name,
+                           ", ".join(f"{name}={value}" for name, value in counters.items())
+                           or "none")
+        bad = result.counters[_ORIGIN_LATENCY_ERRORS]
+        if bad:
+            # Nighthawk logs "Bad origin delta" as it happens; one line at the end says the
+            # same without a line per response.
+            _log.warning("%d response%s carried a malformed or repeated %s header (not one "
+                         "non-negative integer of nanoseconds); not in %s", bad,
+                         "s" if bad != 1 else "", self.options.latency_response_header_name,
+                         "benchmark_http_client.origin_latency_statistic")
+        return result
 
     def run(
         self,
@@ -253,3 +280,22 @@ def run(
     why a run without any 2xx response failed (None with ``allow_no_success=True``).
     """
     return Benchmark(uri, **options).run(on_progress, on_interval)
+
+
+def config_summary(config: dict[str, Any], *, full: bool = False) -> str:
+    """The core config as one ``key=value`` line for the debug log: bytes as their length
+    (the request may be megabytes), long lists cut short; `full` shows the request head and
+    every list entry (trace)."""
+    parts = []
+    for key, value in config.items():
+        if isinstance(value, (bytes, bytearray)):
+            text = f"<{len(value)} bytes>"
+            if full:
+                head = bytes(value).split(b"\r\n\r\n", 1)[0][:2048]
+                text += f" {head!r}"
+        elif isinstance(value, (list, tuple)) and not full and len(value) > 8:
+            text = f"[{', '.join(map(repr, value[:8]))}, ... ({len(value)} entries)]"
+        else:
+            text = repr(value)
+        parts.append(f"{key}={text}")
+    return " ".join(parts)

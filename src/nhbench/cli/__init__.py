@@ -26,6 +26,7 @@ Argument errors need no compiled extension: it is imported only when a run or se
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import signal
 import sys
@@ -71,6 +72,47 @@ def _die(message: str, status: int) -> NoReturn:
 def _note(message: str) -> None:
     sys.stderr.write(f"{PROG}: {message}\n")
     sys.stderr.flush()
+
+
+# ---- verbosity (nhbench run -v LEVEL) --------------------------------------------------------
+#
+# What `nhbench run` prints on stderr besides its one-line fatal errors (which are always
+# printed) goes through the "nhbench" logger: notes at info, problems at warning or error,
+# the resolved address, the core config and per-worker counters at debug (nhbench._run logs
+# those), the whole core config at trace. The level is the run's --verbosity.
+
+_log = logging.getLogger("nhbench")
+TRACE = 5
+logging.addLevelName(TRACE, "TRACE")
+LOG_LEVELS = {
+    "trace": TRACE, "debug": logging.DEBUG, "info": logging.INFO,
+    "warn": logging.WARNING, "error": logging.ERROR, "critical": logging.CRITICAL,
+}
+
+
+class _StderrHandler(logging.StreamHandler):
+    """Writes each record to whatever ``sys.stderr`` is at that moment, so that a caller
+    that swaps stderr (a test, a notebook) gets the lines, as with the plain writes."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.stream = sys.stderr
+        super().emit(record)
+
+
+_handler: _StderrHandler | None = None
+
+
+def configure_logging(verbosity: str) -> None:
+    """Send the "nhbench" logger's records at `verbosity` and above to stderr as
+    ``nhbench: <message>`` lines (idempotent: one handler, whose level is updated)."""
+    global _handler
+    if _handler is None:
+        _handler = _StderrHandler()
+        _handler.setFormatter(logging.Formatter(f"{PROG}: %(message)s"))
+        _log.addHandler(_handler)
+        # The CLI's lines are its own; an application's root handlers must not repeat them.
+        _log.propagate = False
+    _log.setLevel(LOG_LEVELS[verbosity])
 
 
 def _add_run_parser(commands: argparse._SubParsersAction[Any]) -> None:
@@ -177,7 +219,19 @@ def build_parser() -> argparse.ArgumentParser:
     from ._transform import add_transform_parser
 
     add_transform_parser(commands)
+    # Every subcommand answers --version with the same line as `nhbench --version` (as
+    # nighthawk_client --version and fortio version do), so that a script that only knows
+    # the subcommand it runs can record which nhbench ran it. Added here, after all of them,
+    # so that a new subcommand gets it without having to remember.
+    for sub in commands.choices.values():
+        if "--version" not in sub._option_string_actions:
+            sub.add_argument("--version", action="version", version=_version_line(),
+                             help="print the version and exit")
     return parser
+
+
+def _version_line() -> str:
+    return f"{PROG} {__version__}"
 
 
 # --------------------------------------------------------------------------------------------
@@ -243,6 +297,7 @@ def run_and_report(options: Options) -> int:
         _check_output_path(options.hdr_log, "--hdr-log")
     if options.output_dir:
         _check_output_dir(options.output_dir)
+    configure_logging(options.verbosity)
     # Live statistics (docs/live.md): one line per interval on stderr, by default only when
     # a person watches stderr; an explicit --stats-interval forces them in any mode.
     if options.stats_interval is None and sys.stderr.isatty():
@@ -275,7 +330,7 @@ def run_and_report(options: Options) -> int:
             # A runtime failure (a full disk, the reader of a FIFO gone): the run happened.
             _die(f"--output: {exc}", status=1)
         if sys.stderr.isatty():
-            _note(f"wrote {options.output_format} output to {options.output}")
+            _log.info("wrote %s output to %s", options.output_format, options.output)
     else:
         sys.stdout.write(text)
         sys.stdout.flush()
@@ -287,7 +342,8 @@ def run_and_report(options: Options) -> int:
         except OSError as exc:
             _die(f"--hdr-log: {exc}", status=1)
     if result.interrupted:
-        _note(f"interrupted after {format_seconds(result.duration)}: the result is partial")
+        _log.warning("interrupted after %s: the result is partial",
+                     format_seconds(result.duration))
     slo = result.check_slo(*options.slo) if options.slo else None
     if slo is not None:
         # The verdict goes to stderr so that stdout stays the report (JSON stays parseable).
@@ -297,14 +353,14 @@ def run_and_report(options: Options) -> int:
         fired = "; ".join(str(predicate) for predicate in result.fired)
         # The first error says why (a refused port, OpenSSL's reason for a failed handshake).
         cause = f" (first error: {result.error})" if result.error else ""
-        _note(f"failure predicate fired: {fired}{cause}")
+        _log.error("failure predicate fired: %s%s", fired, cause)
         return 1
     if result.terminated_by == "error":
-        _note(f"the run ended with an error: {result.error or 'unknown error'}")
+        _log.error("the run ended with an error: %s", result.error or "unknown error")
         return 1
     reason = result.no_success_reason
     if reason is not None:
-        _note(reason)
+        _log.error("%s", reason)
         return 1
     # A broken run (above) exits 1 whatever the objectives say; a run that worked but was
     # too slow exits with its own status, so that shell CI can tell the two apart.
@@ -321,12 +377,15 @@ class _LiveOutput:
     def __init__(self, options: Options) -> None:
         from .._live import IntervalLines, LiveDisplay
 
+        # Live lines are notes: shown at info and below, not at warn and above (the
+        # intervals still go into the result's timeline).
+        live = LOG_LEVELS[options.verbosity] <= logging.INFO
         self._display = (
-            LiveDisplay(options.effective_duration) if sys.stderr.isatty() else None
+            LiveDisplay(options.effective_duration) if live and sys.stderr.isatty() else None
         )
         self._lines = (
             IntervalLines(sys.stderr)
-            if self._display is None and options.effective_stats_interval > 0
+            if live and self._display is None and options.effective_stats_interval > 0
             else None
         )
         self._endpoint: Any = None
@@ -346,7 +405,7 @@ class _LiveOutput:
         except OSError as exc:
             _die(f"--prometheus-listen: cannot listen: {exc.strerror or exc}", status=1)
         # Port 0 picks a free port: the line says which, for scrapers and tests.
-        _note(f"prometheus metrics on http://{format_address(host, port)}/metrics")
+        _log.info("prometheus metrics on http://%s/metrics", format_address(host, port))
 
     def on_progress(self, progress: Any) -> None:
         if self._display is not None:
@@ -482,7 +541,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # The command line as given, for the sweep's manifest (no flag takes a secret).
     args.argv = list(sys.argv[1:] if argv is None else argv)
     if args.version:
-        sys.stdout.write(f"{PROG} {__version__}\n")
+        sys.stdout.write(_version_line() + "\n")
         return 0
     if args.command is None:
         parser.error("missing command: choose run, sweep, report, server or demo "

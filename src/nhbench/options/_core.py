@@ -281,8 +281,10 @@ def _targets_config(options: Options) -> dict[str, Any]:
 
 
 def _observation_config(options: Options) -> dict[str, Any]:
-    """Issue 13: the origin latency header."""
-    return {}
+    """Issue 13: the origin latency header: ``latency_response_header_name`` str
+    (lower-case), only when set."""
+    name = options.latency_response_header_name
+    return {"latency_response_header_name": name} if name else {}
 
 
 def response_core_config(response: ResponseOptions) -> dict[str, Any]:

@@ -61,6 +61,7 @@ from ._values import (
 __all__ = [
     "Options",
     "Target",
+    "VERBOSITY_LEVELS",
     "DEFAULT_PERCENTILES",
     "affinity_cpus",
     "format_cpu_list",
@@ -99,6 +100,16 @@ MAX_SCHEDULED_START_AHEAD = 86400.0
 # The request (head and body) is rendered once and kept in memory by every worker; 64 MiB is
 # far beyond any sensible load-test body while keeping a typo from allocating gigabytes.
 MAX_REQUEST_BODY_SIZE = 64 * 1024 * 1024
+
+# Issue 13, observation and verbosity. A response header name longer than this is not a
+# header anyone sends; the bound turns a pasted value into a clear error.
+MAX_LATENCY_HEADER_NAME = 256
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+# Nighthawk's --verbosity levels, most verbose first.
+VERBOSITY_LEVELS: tuple[str, ...] = ("trace", "debug", "info", "warn", "error", "critical")
+# Fortio's -loglevel names (and "warning") onto Nighthawk's levels. Fortio's Debug and
+# Verbose are both below Info: they map onto debug, the level whose word they share.
+_VERBOSITY_ALIASES = {"verbose": "debug", "warning": "warn", "fatal": "critical"}
 
 Method = Literal["GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH", "TRACE", "CONNECT"]
 assert set(METHODS) == set(Method.__args__)  # type: ignore[attr-defined]
@@ -352,14 +363,17 @@ class Options(BaseModel):
         description="Target URL: http:// or https:// (TLS; certificates are verified unless "
         "insecure)."
     )
-    rps: Annotated[float, Flag(metavar="N")] = Field(
+    # Fortio's spellings (issue 13) are aliases where they mean the same thing: -qps, -c,
+    # -t, -H, -X, -timeout, -abort-on, -labels, -cacert, -https-insecure, -h2
+    # (docs/options.md, "Nighthawk and Fortio flags").
+    rps: Annotated[float, Flag(metavar="N", aliases=("-qps",))] = Field(
         # The upper bound is Nighthawk's (1 to 1000000 per worker) and the C core's
         # NHB_MAX_RPS: far above what one worker can send, so overload runs stay possible.
         default=5.0, ge=0, le=1_000_000, allow_inf_nan=False,
         description="Target requests per second, per worker (at most 1000000). 0 = as fast "
         "as the connections allow (closed loop).",
     )
-    connections: Annotated[int, Flag(metavar="N")] = Field(
+    connections: Annotated[int, Flag(metavar="N", aliases=("-c",))] = Field(
         default=100, ge=1, le=1_000_000,
         description="Maximum concurrent connections, per worker.",
     )
@@ -375,7 +389,7 @@ class Options(BaseModel):
     )
     # The upper bound keeps the duration far inside the core's int64 nanoseconds (a larger
     # value overflowed there); no benchmark runs for a year, and --no-duration exists.
-    duration: Annotated[float | None, Flag(metavar="TIME")] = Field(
+    duration: Annotated[float | None, Flag(metavar="TIME", aliases=("-t",))] = Field(
         default=None, gt=0, le=MAX_DURATION,
         description=f"How long to send requests, in seconds or with a unit (5s, 500ms, 2m). "
         f"Default {DEFAULT_DURATION:g} s. Mutually exclusive with no_duration.",
@@ -389,17 +403,19 @@ class Options(BaseModel):
         default=30.0, gt=0, le=3600,
         description="Connection connect timeout in seconds.",
     )
-    request_timeout: Annotated[float, Flag(metavar="TIME")] = Field(
+    request_timeout: Annotated[float, Flag(metavar="TIME", aliases=("-timeout",))] = Field(
         default=30.0, ge=0, le=3600,
         description="Per-request timeout in seconds (0 = none); a timed-out request counts "
         "in benchmark.request_timeout and its connection is closed.",
     )
     request_method: Annotated[
-        Method, Flag(metavar="METHOD")
+        Method, Flag(metavar="METHOD", aliases=("-X",))
     ] = Field(
         default="GET", description="Request method."
     )
-    request_header: Annotated[tuple[str, ...], Flag(metavar="'NAME: VALUE'", append=True)] = Field(
+    request_header: Annotated[
+        tuple[str, ...], Flag(metavar="'NAME: VALUE'", append=True, aliases=("-H",))
+    ] = Field(
         default=(),
         description="Extra request headers as 'name: value'; repeatable. A Host or "
         "User-Agent header replaces nhbench's own.",
@@ -453,7 +469,7 @@ class Options(BaseModel):
         description="'counter:threshold'; repeatable. The run stops (successfully) when the "
         "counter exceeds the threshold.",
     )
-    abort_on: Annotated[int | None, Flag(metavar="CODE")] = Field(
+    abort_on: Annotated[int | None, Flag(metavar="CODE", aliases=("-abort-on",))] = Field(
         default=None, ge=100, le=599,
         description="Stop and fail the run on the first response with this status code, as "
         "Fortio's -abort-on: the failure predicate benchmark.http_CODE:0.",
@@ -503,7 +519,7 @@ class Options(BaseModel):
         "stats_interval on, else one per statistic for the whole run (docs/outputs.md)."
     )
     label: Annotated[
-        tuple[str, ...], Flag(metavar="TEXT", append=True)
+        tuple[str, ...], Flag(metavar="TEXT", append=True, aliases=("-labels",))
     ] = Field(
         default=(), description="Labels kept in the output; repeatable."
     )
@@ -544,7 +560,8 @@ class Options(BaseModel):
     # ---- protocol ------------------------------------------------------------------------
     protocol: Annotated[
         Literal["http1", "http2"],
-        Flag(metavar="http1|http2", aliases=("-p",), consts=(("--h2", "http2"),), group="HTTP/2"),
+        Flag(metavar="http1|http2", aliases=("-p",), consts=(("--h2", "http2"), ("-h2", "http2")),
+             group="HTTP/2"),
     ] = Field(
         default="http1",
         description="http1 or http2. HTTP/2 is negotiated with ALPN (h2) on https:// and "
@@ -580,12 +597,16 @@ class Options(BaseModel):
         description="TLS ALPN protocol ids to offer, comma-separated (default: h2 for "
         "protocol http2, http/1.1 otherwise). The server's choice must match the protocol.",
     )
-    cacert: Annotated[str | None, Flag(metavar="FILE", group="TLS (https:// URIs)")] = Field(
+    cacert: Annotated[
+        str | None, Flag(metavar="FILE", aliases=("-cacert",), group="TLS (https:// URIs)")
+    ] = Field(
         default=None,
         description="PEM file (or OpenSSL hashed directory) of CA certificates to trust "
         "instead of the system store.",
     )
-    insecure: Annotated[bool, Flag(aliases=("-k",), group="TLS (https:// URIs)")] = Field(
+    insecure: Annotated[
+        bool, Flag(aliases=("-k", "-https-insecure"), group="TLS (https:// URIs)")
+    ] = Field(
         default=False,
         description="Do not verify the server's certificate (the result records that it was "
         "not verified).",
@@ -786,6 +807,27 @@ class Options(BaseModel):
     # ---- issue 13: targets and transport (multi-target, reuse, source address, unix) --------
 
     # ---- issue 13: observation and verbosity ------------------------------------------------
+    latency_response_header_name: Annotated[
+        str | None, Flag(metavar="NAME", default="")
+    ] = Field(
+        default=None,
+        description="Response header whose value, a non-negative integer of nanoseconds, "
+        "is recorded in the benchmark_http_client.origin_latency_statistic histogram "
+        "(Nighthawk's option; the test server's "
+        "--emit-previous-request-delta-in-response-header emits one). Malformed values are "
+        "counted in benchmark.origin_latency_header_errors.",
+    )
+    verbosity: Annotated[
+        Literal["trace", "debug", "info", "warn", "error", "critical"],
+        Flag(metavar="LEVEL", aliases=("-v", "-loglevel")),
+    ] = Field(
+        default="info",
+        description="What nhbench prints on stderr: trace, debug (also the resolved "
+        "address, the core config and per-worker counters), info (notes and live lines), "
+        "warn or error (only problems), critical. Nighthawk's levels; Fortio's -loglevel "
+        "names (Debug, Verbose, Info, Warning, Error, Critical, Fatal) are accepted too.",
+    )
+
 
     # ---- value syntaxes -------------------------------------------------------------------
 
@@ -1341,6 +1383,36 @@ class Options(BaseModel):
                 raise PydanticCustomError(
                     "options_file", "{a}: {msg}", {"a": option, "msg": str(exc)}) from None
         return self
+    # ---- issue 13: observation and verbosity ----------------------------------------------
+
+    @field_validator("latency_response_header_name", mode="before")
+    @classmethod
+    def _check_latency_header(cls, value: object) -> object:
+        # Nighthawk lower-cases the name and treats "" as unset; the core compares names
+        # case-insensitively against this lower-case form (HTTP/2 names are lower-case).
+        if not isinstance(value, str):
+            return value
+        if value == "":
+            return None
+        if len(value) > MAX_LATENCY_HEADER_NAME:
+            raise ValueError(f"must be a header name of at most {MAX_LATENCY_HEADER_NAME} "
+                             f"characters (got {len(value)})")
+        if not _TOKEN.fullmatch(value):
+            raise ValueError(f"must be a header name (letters, digits and !#$%&'*+-.^_`|~; "
+                             f"got {value!r})")
+        return value.lower()
+
+    @field_validator("verbosity", mode="before")
+    @classmethod
+    def _parse_verbosity(cls, value: object) -> object:
+        if not isinstance(value, str):
+            return value
+        level = value.strip().lower()
+        level = _VERBOSITY_ALIASES.get(level, level)
+        if level not in VERBOSITY_LEVELS:
+            raise ValueError(f"must be one of {', '.join(VERBOSITY_LEVELS)} (or Fortio's Debug, "
+                             f"Verbose, Info, Warning, Error, Critical, Fatal; got {value!r})")
+        return level
 
     # ---- derived values -------------------------------------------------------------------
 

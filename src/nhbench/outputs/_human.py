@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from .._format import format_seconds
 from .._names import (
     LATENCY_BY_CLASS,
+    ORIGIN_LATENCY,
     QUEUE_TO_CONNECT,
     RELEASE_LATENESS,
     REQUEST_TO_RESPONSE,
@@ -46,6 +47,7 @@ _SECTIONS: tuple[tuple[str, str | None], ...] = (
     *((sid, None) for sid in LATENCY_BY_CLASS),
     (QUEUE_TO_CONNECT, None),
     (TLS_HANDSHAKE, None),
+    (ORIGIN_LATENCY, "as the origin reported it in the latency response header"),
     (SEQUENCER_BLOCKING, None),
     (RELEASE_LATENESS, "how late each release left compared with its schedule"),
     (SEQUENCER_CALLBACK, None),
