@@ -1333,6 +1333,8 @@ class Options(BaseModel):
             raise PydanticCustomError(
                 "options_needs", "{a}: needs {b} above 0", {"a": needs_rate, "b": "rps"}
             )
+        return self
+
     # ---- sources (issue 13): request sources and replay -----------------------------------
 
     @field_validator("request_source_plugin_config", mode="before")
@@ -1383,6 +1385,7 @@ class Options(BaseModel):
                 raise PydanticCustomError(
                     "options_file", "{a}: {msg}", {"a": option, "msg": str(exc)}) from None
         return self
+
     # ---- issue 13: observation and verbosity ----------------------------------------------
 
     @field_validator("latency_response_header_name", mode="before")
