@@ -433,13 +433,20 @@ static void merge_warmup(nhb_run* run) {
       st->status_codes[c] -= wm->status_codes[c];
       g->status_codes[c] += wm->status_codes[c];
     }
-    for (int h = 0; h < NHB_HIST_COUNT; h++) nhb_hist_add(g->hists[h], wm->hists[h]);
+    for (int h = 0; h < NHB_HIST_COUNT; h++)
+      if (wm->hists[h] != NULL && st->hists[h] != NULL) nhb_hist_add(g->hists[h], wm->hists[h]);
     for (int s = 0; s < NHB_STREAM_COUNT; s++) nhb_stream_add(&g->streams[s], &wm->streams[s]);
     duration_sum += wm->execution_duration_ns;
     if (wm->execution_start_ns < first_start) first_start = wm->execution_start_ns;
   }
   g->execution_duration_ns = duration_sum / (uint64_t)run->nworkers;
   g->execution_start_ns = first_start;
+  /* What the measured phase does not keep, the warm-up does not report. */
+  for (int h = 0; h < NHB_HIST_COUNT; h++)
+    if (run->global.hists[h] == NULL) {
+      free(g->hists[h]);
+      g->hists[h] = NULL;
+    }
 }
 
 static void merge(nhb_run* run) {

@@ -533,6 +533,9 @@ void nhb__sequencer_end_warmup(nhb__worker* w) {
   memcpy(wm->counters, st->counters, sizeof(wm->counters));
   memcpy(wm->status_codes, st->status_codes, sizeof(wm->status_codes));
   for (int i = 0; i < NHB_HIST_COUNT; i++) {
+    /* A statistic the run does not keep (the origin latency without
+     * --latency-response-header-name) has no histogram: it stays absent. */
+    if (st->hists[i] == NULL) continue;
     nhb_hist* h = st->hists[i];
     st->hists[i] = wm->hists[i];
     wm->hists[i] = h;
