@@ -210,6 +210,15 @@ def test_replay_format_and_timing_need_replay() -> None:
 def test_original_timing_sets_the_schedule_offsets() -> None:
     options = make_options(URI, replay=HAR, replay_timing="original")
     assert options.schedule_offsets == (0.0, 0.25, 1.0)  # type: ignore[attr-defined]
+    # Not cut at the default 5 s: the replay ends after its last request.
+    assert options.no_duration and options.duration is None
+    assert make_options(options, concurrency=1).no_duration
+    # A duration given still bounds it.
+    timed = make_options(URI, replay=HAR, replay_timing="original", duration=2)
+    assert (timed.duration, timed.no_duration) == (2.0, False)
+    with pytest.raises(OptionsError, match="replay: replay_timing original conflicts with "
+                                           "schedule_offsets = 3 offsets"):
+        make_options(URI, replay=HAR, replay_timing="original", schedule_offsets=[0, 1, 2])
 
 
 @pytest.mark.skipif("schedule_offsets" in Options.model_fields,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .._request import RequestSpec
-from ..sources import RequestSource, load_plugin_config, load_replay
+from ..sources import REPLAY_FORMATS, RequestSource, load_plugin_config, load_replay
 
 if TYPE_CHECKING:
     from ._run import Options
@@ -28,6 +28,15 @@ def request_source(options: Options) -> RequestSource | None:
         return load_replay(options.replay, options.replay_format,
                            original_timing=options.replay_timing == "original")
     return None
+
+
+def request_source_offsets(path: str, kind: str) -> tuple[float, ...]:
+    """The original timing of a replay file, read before the options are validated."""
+    if kind not in REPLAY_FORMATS:
+        kind = "auto"  # the field's own validator refuses the value
+    source = load_replay(path, kind, original_timing=True)
+    assert source.offsets is not None
+    return source.offsets
 
 
 def source_specs(options: Options) -> list[RequestSpec] | None:

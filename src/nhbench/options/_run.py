@@ -1353,6 +1353,36 @@ class Options(BaseModel):
     def _lower_source_choice(cls, value: object) -> object:
         return _lower(value)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _replay_offsets_first(cls, data: Any, info: ValidationInfo) -> Any:
+        # A replay at the original pace is an explicit schedule: its offsets go in as if
+        # given, and without a duration the run has no time limit, so that a replay is not
+        # cut at the default 5 s but ends after its last request (said here rather than left
+        # to the schedule's validator, which may run before this one: pydantic runs "before"
+        # model validators last-defined first, and this one runs before _duration_default
+        # whatever the order of the sections). A value the user gave as well is compared
+        # after validation.
+        if (not isinstance(data, Mapping) or (info.context or {}).get("echo")
+                or "schedule_offsets" not in cls.model_fields
+                or data.get("schedule_offsets") is not None
+                or not isinstance(data.get("replay"), str)
+                or _lower(data.get("replay_timing")) != "original"
+                or data.get("request_source_plugin_config") is not None):
+            return data
+        from ._request_set import request_source_offsets
+
+        try:
+            offsets = request_source_offsets(str(data["replay"]),
+                                             str(_lower(data.get("replay_format", "auto"))))
+        except ValueError as exc:
+            raise PydanticCustomError(
+                "options_file", "{a}: {msg}", {"a": "replay", "msg": str(exc)}) from None
+        data = {**data, "schedule_offsets": offsets}
+        if data.get("duration") is None:
+            data["no_duration"] = True
+        return data
+
     @model_validator(mode="after")
     def _check_request_source(self, info: ValidationInfo) -> Options:
         # The source is read here, before any load, so that a bad file is bad input (one
