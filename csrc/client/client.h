@@ -473,6 +473,15 @@ void nhb__request_ctx(nhb__worker* w, nhb__tmpl_ctx* x);
 /* Templating, HTTP/1: expands the request for connection c into its buffer. */
 int nhb__request_h1_expand(nhb__conn* c, const nhb__spec* sp, const char** out, size_t* len);
 
+/* Gives back the entry nhb__next_spec just returned, when the release it was
+ * for did not happen (no capacity): the next release sends it, so that the
+ * requests sent still follow the set's order. */
+static inline void nhb__spec_unget(nhb__worker* w) {
+  uint32_t n = w->run->config.nspecs;
+  if (NHB__LIKELY(n <= 1)) return;
+  w->spec_next = w->spec_next == 0 ? n - 1 : w->spec_next - 1;
+}
+
 /* sequencer.c */
 int nhb__sequencer_init(nhb__worker* w);
 /* Releases every request that is due and arms the wake-up for the next one. */
