@@ -546,6 +546,15 @@ typedef struct nhb__stage {
   double a, b;
 } nhb__stage;
 
+/* Gives back the entry nhb__next_spec just returned, when the release it was
+ * for did not happen (no capacity): the next release sends it, so that the
+ * requests sent still follow the set's order. */
+static inline void nhb__spec_unget(nhb__worker* w) {
+  uint32_t n = w->run->config.nspecs;
+  if (NHB__LIKELY(n <= 1)) return;
+  w->spec_next = w->spec_next == 0 ? n - 1 : w->spec_next - 1;
+}
+
 /* sequencer.c */
 /* Precomputes run->stages from the config; allocation at run creation. */
 int nhb__sequencer_run_init(nhb_run* run);
