@@ -208,7 +208,7 @@ __attribute__((format(printf, 3, 4))) static int config_error(char* err, size_t 
 
 static int check_config(const nhb_client_config* c, char* err, size_t err_len) {
   /* The target is copied by its length out of a fixed 28-byte buffer. */
-  if (c->addr_len == 0 || c->addr_len > sizeof(c->addr))
+  if (c->ntargets == 0 && (c->addr_len == 0 || c->addr_len > sizeof(c->addr)))
     return config_error(err, err_len, "address: an IPv4 or IPv6 socket address");
   /* Every request writes `request`: NULL would be dereferenced, and an empty
    * write never completes. */
@@ -285,7 +285,8 @@ int nhb_run_create_ex(const nhb_client_config* config, nhb_run** out, char* err,
   /* Built once and shared read-only by the workers: the TLS context (its
    * settings fail here, with OpenSSL's reason, not in the middle of a run)
    * and HTTP/2's callbacks and header block. */
-  int r = nhb__tls_ctx_create(run, err, err_len);
+  int r = nhb__pool_run_init(run, err, err_len);
+  if (r == 0) r = nhb__tls_ctx_create(run, err, err_len);
   if (r == 0) r = nhb__h2_run_init(run, err, err_len);
   if (r < 0) return create_error(run, r, err, err_len, NULL);
   *out = run;
@@ -514,6 +515,7 @@ void nhb_run_destroy(nhb_run* run) {
   nhb__ivl_free(run);
   nhb__tls_ctx_free(run);
   nhb__h2_run_free(run);
+  nhb__pool_run_free(run);
   free(run->strings);
   free(run->h2_headers);
   free(run->workers);
