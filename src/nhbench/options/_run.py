@@ -1060,8 +1060,12 @@ class Options(BaseModel):
         mapped = self.tls_context_options
         if mapped is None:
             return self
+        # "{a}: {msg}" names the option as the user gave it (flag, config key or keyword).
         if self.target.scheme != "https":
-            raise ValueError(f"{context_field}: only applies to https:// URIs")
+            raise PydanticCustomError(
+                "options_file", "{a}: {msg}",
+                {"a": context_field, "msg": "only applies to https:// URIs"},
+            )
         for option in mapped:
             if option in self.model_fields_set:
                 raise PydanticCustomError(
@@ -1075,8 +1079,9 @@ class Options(BaseModel):
                 {"uri": "https://localhost/", **mapped}, context=info.context
             )
         except ValidationError as exc:
-            raise ValueError(
-                f"{context_field}: {format_validation_error(exc, type(self))}"
+            raise PydanticCustomError(
+                "options_file", "{a}: {msg}",
+                {"a": context_field, "msg": format_validation_error(exc, type(self))},
             ) from None
         return self
 
