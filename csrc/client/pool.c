@@ -772,11 +772,20 @@ void nhb__conn_slot_refused(nhb__conn* c, nhb__slot* s) {
 
 int nhb__pool_dispatch(nhb__worker* w, uint64_t scheduled_ns, uint64_t release_ns, uint32_t spec) {
   nhb__request rq = {scheduled_ns, release_ns, 0, spec};
-  if (nhb__pool_has_connection(w)) {
+  /* Its own target: the sequencer has already moved on to the next entry,
+   * which nhb__pool_has_connection() would look at. */
+  if (nhb__pool_has_connection_to(w, rq_target(w, &rq))) {
     assign(w, &rq);
     return 1;
   }
-  return pending_push(w, &rq);
+  if (pending_push(w, &rq)) return 1;
+  /* Refused: the sequencer blocks (closed loop) and tries again when a
+   * connection frees, or drops the release (open loop). Either way this entry
+   * of the request set was not sent, so the next release takes it again
+   * (nhb__next_spec had moved past it): the set keeps its order on the wire,
+   * and with several targets a blocked release waits for its own target. */
+  if (NHB__UNLIKELY(w->run->config.nspecs > 1)) w->spec_next = spec;
+  return 0;
 }
 
 void nhb__pool_prefetch(nhb__worker* w) {
