@@ -321,6 +321,8 @@ def test_tls_context_trusted_ca_and_max_session_keys_on_the_wire() -> None:
          "an IPv6 address needs brackets"),
         (("--multi-target-endpoint", "127.0.0.1:1", "--multi-target-path", "x"),
          "--multi-target-path: must be an absolute path"),
+        (("--multi-target-endpoint", "127.0.0.1:1", "--multi-target-path", "/", "-k"),
+         "--insecure: only applies to https:// targets"),
         (("http://127.0.0.1:1/", "--source-address", "10.255.255.1"),
          "--source-address: cannot bind 10.255.255.1"),
         (("http://127.0.0.1:1/", "--source-address", "127.0.0.2:80"),

@@ -231,6 +231,14 @@ def parse_uri(uri: object) -> Target:
     )
 
 
+# The TLS options (_tls_needs_https refuses them on an http:// URI).
+_TLS_FIELDS = (
+    "sni", "alpn", "cacert", "insecure", "tls_ciphers", "tls_ciphersuites", "tls_groups",
+    "tls_min_version", "tls_max_version", "tls_session_reuse", "tls_context",
+    "transport_socket",
+)
+
+
 class _NoUri(str):
     """The URI's value when the options give several targets instead (Nighthawk's rule: one
     or the other): "" that `Options._check_uri` knows from a URI typed as ""."""
@@ -1037,6 +1045,17 @@ class Options(BaseModel):
                 "options_needs", "{a}: needs {b}",
                 {"a": "multi_target_endpoint", "b": "multi_target_path"},
             )
+        if endpoints and not self.multi_target_use_https:
+            # _tls_needs_https sees no URI here: the endpoints' scheme is the switch.
+            for name in _TLS_FIELDS:
+                if name in self.model_fields_set and getattr(self, name) != (
+                    type(self).model_fields[name].default
+                ):
+                    raise PydanticCustomError(
+                        "options_file", "{a}: {msg}",
+                        {"a": name, "msg": "only applies to https:// targets (the endpoints are http:// "
+                                "without --multi-target-use-https)"},
+                    )
         unix_url = self.uri and parse_uri(self.uri).unix_socket is not None
         pairs = [
             ("upstream_bind_config", "source_address",
