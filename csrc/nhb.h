@@ -228,6 +228,13 @@ typedef struct nhb_tls_config {
   int session_reuse;        /* resume the worker's last session on new connections */
 } nhb_tls_config;
 
+/* A socket address: struct sockaddr_in, sockaddr_in6 or sockaddr_un (a path,
+ * or a Linux abstract name when sun_path[0] is NUL). */
+typedef struct nhb_sockaddr {
+  unsigned char bytes[128];
+  unsigned len;
+} nhb_sockaddr;
+
 /* One entry of a run's request set (issue 13: request sources, templating,
  * several targets). Workers cycle through the set in order. Strings are copied
  * by nhb_run_create(). */
@@ -266,6 +273,9 @@ typedef struct nhb_predicate {
  * allocated before the run; 64 KiB keeps 100 connections under 7 MB per
  * worker. Untemplated requests are bounded only by the caller. */
 #define NHB_MAX_TEMPLATED_REQUEST 65536
+/* The most targets a run may have (several targets, issue 13): each one has
+ * at least one connection, with its 64 KiB read buffer, in every worker. */
+#define NHB_MAX_TARGETS 1024
 
 typedef struct nhb_client_config {
   /* Target. `addr` is a struct sockaddr_in or sockaddr_in6. */
@@ -353,6 +363,19 @@ typedef struct nhb_client_config {
    * start_delay_ns; 0 = none. */
   uint64_t start_realtime_ns;
   /* ---- issue 13, targets and transport (pool.c, transport_tcp.c) ---- */
+  /* The run's targets, each a sockaddr_in, sockaddr_in6 or sockaddr_un (a
+   * Unix socket path; abstract names are refused). ntargets == 0: the single
+   * target `addr`. A request goes to specs[spec].target; each connection
+   * belongs to one target. Copied by nhb_run_create(). */
+  const nhb_sockaddr* targets;
+  uint32_t ntargets;
+  /* HTTP/1.x: which available connection takes the next request: 0 = the
+   * most recently used (Nighthawk's default "mru"), 1 = the least recently
+   * used ("lru", a FIFO), which spreads requests over all connections. */
+  int reuse_lru;
+  /* Outgoing TCP connections bind to this local address (port 0: any)
+   * before connecting; len 0 = the kernel chooses. */
+  nhb_sockaddr source;
   /* ---- issue 13, response observation (session_h1.c, session_h2.c) ---- */
   /* Nighthawk's --latency-response-header-name: the response header whose
    * value (an integer of nanoseconds) goes into origin_latency_statistic.
@@ -460,13 +483,6 @@ void nhb_run_destroy(nhb_run* run);
 #define NHB_SERVER_STATUS_MAX 600
 /* Extra names for a generated certificate. */
 #define NHB_SERVER_MAX_SAN 16
-
-/* A socket address: struct sockaddr_in, sockaddr_in6 or sockaddr_un (a path,
- * or a Linux abstract name when sun_path[0] is NUL). */
-typedef struct nhb_sockaddr {
-  unsigned char bytes[128];
-  unsigned len;
-} nhb_sockaddr;
 
 typedef struct nhb_server_config {
   /* HTTP listeners: TCP (every worker has its own SO_REUSEPORT socket) or

@@ -2,6 +2,15 @@
 #include "config.hpp"
 
 #include <cmath>
+#include <cstddef>
+#include <cstring>
+
+#include <sys/socket.h>
+#include <sys/un.h>
+
+extern "C" {
+#include "nhb.h"
+}
 
 namespace nhb_config {
 
@@ -84,6 +93,26 @@ py::sequence tuple_of(const py::handle& v, size_t n, const std::string& key, con
   if (!py::isinstance<py::sequence>(v) || py::isinstance<py::str>(v) || py::len(v) != n)
     config_error(key, std::string("expected ") + shape);
   return py::reinterpret_borrow<py::sequence>(v);
+}
+
+void fill_unix(const std::string& path, nhb_sockaddr* out, const std::string& key) {
+  sockaddr_un un{};
+  un.sun_family = AF_UNIX;
+  if (path.empty() || path == "@") config_error(key, "empty unix socket path");
+  if (path.find('\0') != std::string::npos) config_error(key, "NUL in unix socket path");
+  if (path.size() >= sizeof(un.sun_path)) config_error(key, "unix socket path longer than 107 bytes: '" + path + "'");
+  size_t len;
+  if (path[0] == '@') {
+    // Linux abstract namespace: a leading NUL, no file.
+    un.sun_path[0] = '\0';
+    std::memcpy(un.sun_path + 1, path.data() + 1, path.size() - 1);
+    len = offsetof(sockaddr_un, sun_path) + path.size();
+  } else {
+    std::memcpy(un.sun_path, path.data(), path.size());
+    len = offsetof(sockaddr_un, sun_path) + path.size() + 1;
+  }
+  std::memcpy(out->bytes, &un, sizeof(un));
+  out->len = static_cast<unsigned>(len);
 }
 
 }  // namespace nhb_config

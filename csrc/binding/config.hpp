@@ -26,6 +26,8 @@
 
 namespace py = pybind11;
 
+struct nhb_sockaddr;
+
 namespace nhb_config {
 
 // ValueError "<key>: <what>": the only way a config reader fails.
@@ -68,5 +70,8 @@ int get_choice(const py::dict& d, const char* key, const char* dflt, std::initia
 std::string str_of(const py::handle& v, const std::string& key);
 int port_of(const py::handle& v, const std::string& key);
 py::sequence tuple_of(const py::handle& v, size_t n, const std::string& key, const char* shape);
+// A Unix socket path (or "@name", a Linux abstract name) as a sockaddr_un;
+// refuses an empty path, a NUL, or one longer than sun_path.
+void fill_unix(const std::string& path, nhb_sockaddr* out, const std::string& key);
 
 }  // namespace nhb_config

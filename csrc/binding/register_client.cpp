@@ -43,7 +43,8 @@ class ClientRun {
     c = nhb_client_config{};
     std::string address = get_as<std::string>(d, "address", "");
     int port = get_as<int>(d, "port", -1);
-    c.addr_len = fill_sockaddr(address, port, c.addr, "address");
+    // `targets` (issue 13, parse_targets) replaces the single address.
+    if (!value_of(d, "targets")) c.addr_len = fill_sockaddr(address, port, c.addr, "address");
     request_ = get_as<std::string>(d, "request", "");
     c.request = request_.data();
     c.request_len = request_.size();
@@ -162,7 +163,38 @@ class ClientRun {
   }
 
   // Issue 13: several targets, connection reuse, source address, Unix sockets.
-  void parse_targets(const py::dict& d) { (void)d; }
+  // `targets`: [("tcp", numeric host, port) | ("unix", path, 0), ...], which
+  // replaces `address`/`port`; `reuse_strategy`: "mru" | "lru";
+  // `source_address`: (numeric host, port).
+  void parse_targets(const py::dict& d) {
+    nhb_client_config& c = config_;
+    if (py::object v = value_of(d, "targets")) {
+      if (!py::isinstance<py::list>(v) && !py::isinstance<py::tuple>(v)) config_error("targets", "expected a list");
+      py::sequence seq = py::reinterpret_borrow<py::sequence>(v);
+      targets_.resize(py::len(seq));
+      for (size_t i = 0; i < targets_.size(); i++) {
+        py::sequence t = tuple_of(seq[i], 3, "targets", "(\"tcp\", host, port) or (\"unix\", path, 0)");
+        std::string kind = str_of(t[0], "targets");
+        if (kind == "tcp") {
+          targets_[i].len = fill_sockaddr(str_of(t[1], "targets"), port_of(t[2], "targets"), targets_[i].bytes, "targets");
+        } else if (kind == "unix") {
+          if (port_of(t[2], "targets") != 0) config_error("targets", "a unix socket entry has port 0");
+          fill_unix(str_of(t[1], "targets"), &targets_[i], "targets");
+        } else {
+          config_error("targets", "address kind must be \"tcp\" or \"unix\", not '" + kind + "'");
+        }
+      }
+      c.targets = targets_.data();
+      c.ntargets = targets_.size() > UINT32_MAX ? UINT32_MAX : static_cast<uint32_t>(targets_.size());
+    }
+    c.reuse_lru = get_choice(d, "reuse_strategy", "mru", {"mru", "lru"});
+    if (py::object v = value_of(d, "source_address")) {
+      py::sequence t = tuple_of(v, 2, "source_address", "(host, port)");
+      c.source.len = fill_sockaddr(str_of(t[0], "source_address"), port_of(t[1], "source_address"), c.source.bytes,
+                                   "source_address");
+    }
+  }
+  std::vector<nhb_sockaddr> targets_;
 
   // Issue 13: what the client reads from responses (origin latency header).
   // "latency_response_header_name" str: absent or "" = off.

@@ -34,26 +34,6 @@ void fill_inet(const py::handle& item, nhb_sockaddr* out, const std::string& key
   out->len = fill_sockaddr(host, port_of(t[1], key), out->bytes, key.c_str());
 }
 
-void fill_unix(const std::string& path, nhb_sockaddr* out, const std::string& key) {
-  sockaddr_un un{};
-  un.sun_family = AF_UNIX;
-  if (path.empty() || path == "@") config_error(key, "empty unix socket path");
-  if (path.find('\0') != std::string::npos) config_error(key, "NUL in unix socket path");
-  if (path.size() >= sizeof(un.sun_path)) config_error(key, "unix socket path longer than 107 bytes: '" + path + "'");
-  size_t len;
-  if (path[0] == '@') {
-    // Linux abstract namespace: a leading NUL, no file.
-    un.sun_path[0] = '\0';
-    std::memcpy(un.sun_path + 1, path.data() + 1, path.size() - 1);
-    len = offsetof(sockaddr_un, sun_path) + path.size();
-  } else {
-    std::memcpy(un.sun_path, path.data(), path.size());
-    len = offsetof(sockaddr_un, sun_path) + path.size() + 1;
-  }
-  std::memcpy(out->bytes, &un, sizeof(un));
-  out->len = static_cast<unsigned>(len);
-}
-
 // A list of addresses, each converted by `fill`. At most the array's
 // NHB_SERVER_MAX_LISTEN entries are filled; the count is returned as it is,
 // and nhb_server_create() refuses one over the array.

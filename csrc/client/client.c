@@ -257,7 +257,7 @@ static int check_schedule(const nhb_client_config* c, char* err, size_t err_len)
 
 static int check_config(const nhb_client_config* c, char* err, size_t err_len) {
   /* The target is copied by its length out of a fixed 28-byte buffer. */
-  if (c->addr_len == 0 || c->addr_len > sizeof(c->addr))
+  if (c->ntargets == 0 && (c->addr_len == 0 || c->addr_len > sizeof(c->addr)))
     return config_error(err, err_len, "address: an IPv4 or IPv6 socket address");
   /* Every request writes `request`: NULL would be dereferenced, and an empty
    * write never completes. A request set (nspecs > 0) replaces it; its
@@ -360,6 +360,7 @@ int nhb_run_create_ex(const nhb_client_config* config, nhb_run** out, char* err,
    * header blocks. */
   int r = nhb__request_set_create(run, err, err_len);
   if (r == 0) r = nhb__observe_init(run, err, err_len);
+  if (r == 0) r = nhb__pool_run_init(run, err, err_len);
   if (r == 0) r = nhb__tls_ctx_create(run, err, err_len);
   if (r == 0) r = nhb__h2_run_init(run, err, err_len);
   if (r < 0) return create_error(run, r, err, err_len, NULL);
@@ -705,6 +706,7 @@ void nhb_run_destroy(nhb_run* run) {
   nhb__tls_ctx_free(run);
   nhb__h2_run_free(run);
   nhb__request_set_free(run);
+  nhb__pool_run_free(run);
   free(run->strings);
   free(run->h2_headers);
   free(run->workers);

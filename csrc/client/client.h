@@ -27,6 +27,7 @@ typedef struct nhb__worker nhb__worker;
 typedef struct nhb__conn nhb__conn;
 typedef struct nhb__tls nhb__tls;
 typedef struct nhb__h2 nhb__h2;
+typedef struct nhb__target_pool nhb__target_pool;
 
 /* Issue 13, response observation (observe.c): what one response's headers
  * said about the latency response header (--latency-response-header-name)
@@ -206,7 +207,13 @@ typedef enum {
 #define NHB__BACKOFF_MAX_MS 1000
 
 struct nhb__conn {
-  uv_tcp_t tcp; /* first member: the handle's pointer is the connection's */
+  /* First member: the handle's pointer is the connection's. A TCP handle,
+   * or a pipe for a target that is a Unix socket; both begin with the
+   * uv_stream_t fields, so the code writes (uv_stream_t*)&c->tcp for either. */
+  union {
+    uv_tcp_t tcp;
+    uv_pipe_t pipe;
+  };
   uv_connect_t connect_req;
   uv_write_t write_req;
   nhb__worker* worker;
@@ -216,7 +223,8 @@ struct nhb__conn {
   int write_pending; /* a write is outstanding (see nhb__transport_vtable.write) */
   int keep_alive;    /* HTTP/1.1: the last response allows another request */
   int draining;      /* takes no new requests (GOAWAY, request limit) */
-  int32_t avail_pos; /* index in worker->avail, -1 when not there */
+  int32_t avail_pos; /* index in its target's avail ring, -1 when not there */
+  uint32_t target;   /* the run target it connects to: an index into run->targets */
   uint32_t capacity; /* requests it may carry at once */
   uint32_t nactive;  /* slots attached, refused ones included */
   uint32_t nrefused; /* HTTP/2: slots waiting to be re-sent on a new connection */
@@ -250,6 +258,22 @@ typedef struct nhb__ivl_buf {
   uint64_t end_ns;                   /* when the worker closed it; 0 = never */
   uint64_t counters[NHB_CTR_COUNT];  /* the worker's counters when it closed it */
 } nhb__ivl_buf;
+
+/* A worker's connections to one target. `avail` is a ring of the
+ * connections that can take a request, in the order they became able to:
+ * the most recently used is at avail_head + navail - 1, the least recently
+ * used at avail_head. The default strategy (mru) takes the former and never
+ * moves avail_head, so the ring is a plain stack; lru takes the latter.
+ * `free_conns` is a stack of disconnected entries. Both arrays are slices of
+ * the worker's, `size` entries long, allocated once with the pool. */
+typedef struct nhb__target_pool {
+  nhb__conn** avail;
+  uint32_t avail_head;
+  uint32_t navail;
+  nhb__conn** free_conns;
+  uint32_t nfree;
+  uint32_t size;
+} nhb__target_pool;
 
 struct nhb__worker {
   nhb_run* run;
@@ -304,12 +328,14 @@ struct nhb__worker {
   nhb_stats warm;       /* the warm-up's statistics (hists allocated only with a warm-up) */
   uint64_t phase_offset_ns; /* this worker's stagger after the run's t0 */
   /* Pool. */
+  /* Pool. The connection entries are split among the run's targets (pool.c,
+   * nhb__pool_init); each target has its own connections that can take a
+   * request and its own disconnected entries. */
   nhb__conn* conns;
   uint32_t nconns;
-  nhb__conn** avail;    /* stack of connections that can take a request: most recently used first */
-  uint32_t navail;
-  nhb__conn** free_conns; /* stack of disconnected entries */
-  uint32_t nfree;
+  nhb__target_pool* tp;  /* one per run target */
+  uint32_t ntargets;
+  int lru;               /* take the least recently used connection (HTTP/1.x, --experimental-h1-connection-reuse-strategy lru) */
   nhb__slot* slot_pool; /* every slot, allocated once */
   nhb__slot* free_slot_list;
   uint32_t max_in_flight; /* HTTP/2: --max-active-requests; HTTP/1.1: no limit beyond connections */
@@ -381,6 +407,12 @@ struct nhb_run {
    * publish those and the controller sum them (500 more each time). */
   int watch_status;
   char first_error[512];
+  /* The targets (pool.c, nhb__pool_run_init): config.targets copied, or
+   * config.addr as the one target; config.targets points here. spec_target
+   * is each request-set entry's target (NULL with one target). */
+  nhb_sockaddr* targets;
+  uint32_t ntargets;
+  uint32_t* spec_target;
   /* Owned copies of the config's strings (config.* point into these). */
   char* strings;
   nhb_header* h2_headers;
@@ -448,6 +480,10 @@ void nhb__olat_value_end(nhb__olat* o, const nhb_run* run);
 void nhb__olat_finish(nhb__olat* o, nhb__worker* w);
 
 /* pool.c */
+/* Copies and checks the targets (run->targets, run->spec_target) at run
+ * creation; frees them with the run. */
+int nhb__pool_run_init(nhb_run* run, char* err, size_t err_len);
+void nhb__pool_run_free(nhb_run* run);
 int nhb__pool_init(nhb__worker* w);
 void nhb__pool_free(nhb__worker* w);
 void nhb__pool_prefetch(nhb__worker* w);
@@ -457,8 +493,17 @@ int nhb__pool_dispatch(nhb__worker* w, uint64_t scheduled_ns, uint64_t release_n
 /* Can a request go out at once? A connection with a free slot (or an entry to
  * open one, unless new connections are backing off) and, for HTTP/2, fewer
  * than --max-active-requests in flight. */
+static inline int nhb__pool_has_connection_to(const nhb__worker* w, uint32_t target) {
+  const nhb__target_pool* tp = &w->tp[target];
+  return (tp->navail > 0 || (tp->nfree > 0 && !w->backoff_active)) && w->in_flight < w->max_in_flight;
+}
+/* The same for the worker's next release (nhb__next_spec's entry): with
+ * several targets it can go out only on a connection to its own target. A
+ * run with one target pays one predictable branch. */
 static inline int nhb__pool_has_connection(const nhb__worker* w) {
-  return (w->navail > 0 || (w->nfree > 0 && !w->backoff_active)) && w->in_flight < w->max_in_flight;
+  uint32_t t = 0;
+  if (NHB__UNLIKELY(w->ntargets > 1)) t = w->run->spec_target[w->spec_next];
+  return nhb__pool_has_connection_to(w, t);
 }
 void nhb__pool_scan_timeouts(nhb__worker* w, uint64_t now);
 void nhb__pool_close_all(nhb__worker* w);
@@ -545,15 +590,6 @@ typedef struct nhb__stage {
   double count_start;
   double a, b;
 } nhb__stage;
-
-/* Gives back the entry nhb__next_spec just returned, when the release it was
- * for did not happen (no capacity): the next release sends it, so that the
- * requests sent still follow the set's order. */
-static inline void nhb__spec_unget(nhb__worker* w) {
-  uint32_t n = w->run->config.nspecs;
-  if (NHB__LIKELY(n <= 1)) return;
-  w->spec_next = w->spec_next == 0 ? n - 1 : w->spec_next - 1;
-}
 
 /* sequencer.c */
 /* Precomputes run->stages from the config; allocation at run creation. */

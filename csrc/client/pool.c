@@ -2,10 +2,22 @@
  *
  * Capacity comes from three places, tried in order: a connection that can
  * take another request (the most recently used first, as Nighthawk's default
- * "mru" reuse strategy), a disconnected entry that can start a new connection
- * carrying the request, and the pending queue (bounded by
- * --max-pending-requests). When all three are exhausted the sequencer either
- * blocks (closed loop) or drops the release (open loop).
+ * "mru" reuse strategy, or the least recently used with "lru"), a
+ * disconnected entry that can start a new connection carrying the request,
+ * and the pending queue (bounded by --max-pending-requests). When all three
+ * are exhausted the sequencer either blocks (closed loop) or drops the
+ * release (open loop).
+ *
+ * Several targets (--multi-target-endpoint, a Unix socket is one target too):
+ * every connection entry belongs to one target for the whole run, and a
+ * request only goes to a connection of its own target, as Envoy keeps one
+ * connection pool per host. The worker's --connections is the total over its
+ * targets (Nighthawk's connection limit is a circuit breaker of the cluster,
+ * which holds every endpoint); the entries are split evenly, since round
+ * robin sends each target the same share of requests, and every target gets
+ * at least one (Envoy likewise lets a host with no connection open one over
+ * the limit, so that no host waits for ever). The pending queue is shared, in
+ * release order: its head waits for a connection of its own target.
  *
  * An HTTP/1.1 connection carries one request at a time; an HTTP/2 connection
  * up to min(--max-concurrent-streams, the server's SETTINGS) streams, and a
@@ -17,9 +29,12 @@
  * that can take a request sit on the `avail` stack. Nothing here allocates
  * after nhb__pool_init().
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 
 #include "client/client.h"
 
@@ -39,10 +54,106 @@ void nhb__worker_record_error_text(nhb__worker* w, int err, const char* text) {
   snprintf(w->first_error_text, sizeof(w->first_error_text), "%s", text);
 }
 
+/* ---- the run's targets --------------------------------------------------- */
+
+int nhb__pool_run_init(nhb_run* run, char* err, size_t err_len) {
+  const nhb_client_config* cfg = &run->config;
+  uint32_t n = cfg->ntargets ? cfg->ntargets : 1;
+  /* Every target has at least one connection per worker; the bound keeps a
+   * typo from allocating for ever and is far above any real endpoint list. */
+  if (cfg->ntargets > NHB_MAX_TARGETS) {
+    if (err) snprintf(err, err_len, "targets: at most %d", NHB_MAX_TARGETS);
+    return NHB_EINVAL;
+  }
+  if (cfg->ntargets > 0 && cfg->targets == NULL) {
+    if (err) snprintf(err, err_len, "targets: %u entries but no array", cfg->ntargets);
+    return NHB_EINVAL;
+  }
+  run->targets = calloc(n, sizeof(nhb_sockaddr));
+  if (run->targets == NULL) return NHB_ENOMEM;
+  run->ntargets = n;
+  if (cfg->ntargets == 0) {
+    memcpy(run->targets[0].bytes, cfg->addr, cfg->addr_len);
+    run->targets[0].len = cfg->addr_len;
+  } else {
+    memcpy(run->targets, cfg->targets, n * sizeof(nhb_sockaddr));
+  }
+  for (uint32_t i = 0; i < n; i++) {
+    /* conn_start() connects by the family; the length is copied out of a
+     * fixed buffer. An abstract Unix name would need uv_pipe_connect2(). */
+    const nhb_sockaddr* a = &run->targets[i];
+    sa_family_t family = a->len >= sizeof(sa_family_t) ? ((const struct sockaddr*)a->bytes)->sa_family : AF_UNSPEC;
+    int ok = (family == AF_INET && a->len == sizeof(struct sockaddr_in)) ||
+             (family == AF_INET6 && a->len == sizeof(struct sockaddr_in6)) ||
+             (family == AF_UNIX && a->len > offsetof(struct sockaddr_un, sun_path) + 1 && a->len <= sizeof(struct sockaddr_un) &&
+              ((const struct sockaddr_un*)a->bytes)->sun_path[0] != '\0' && a->bytes[a->len - 1] == '\0');
+    if (!ok) {
+      if (err) snprintf(err, err_len, "targets: entry %u is not an IPv4, IPv6 or Unix socket (path) address", i);
+      return NHB_EINVAL;
+    }
+  }
+  run->config.targets = run->targets;
+  run->config.ntargets = n;
+  const nhb_sockaddr* src = &cfg->source;
+  if (src->len != 0) {
+    sa_family_t family = ((const struct sockaddr*)src->bytes)->sa_family;
+    if (!((family == AF_INET && src->len == sizeof(struct sockaddr_in)) ||
+          (family == AF_INET6 && src->len == sizeof(struct sockaddr_in6)))) {
+      if (err) snprintf(err, err_len, "source_address: an IPv4 or IPv6 socket address");
+      return NHB_EINVAL;
+    }
+  }
+  /* Each request-set entry's target, looked up by the pool for every request
+   * of a run with several targets (never with one). */
+  if (n > 1) {
+    uint32_t ns = cfg->nspecs ? cfg->nspecs : 1;
+    run->spec_target = calloc(ns, sizeof(uint32_t));
+    if (run->spec_target == NULL) return NHB_ENOMEM;
+    for (uint32_t i = 0; i < cfg->nspecs; i++) {
+      uint32_t t = cfg->specs[i].target;
+      if (t >= n) {
+        if (err) snprintf(err, err_len, "specs: entry %u names target %u of %u", i, t, n);
+        return NHB_EINVAL;
+      }
+      run->spec_target[i] = t;
+    }
+  } else {
+    for (uint32_t i = 0; i < cfg->nspecs; i++) {
+      if (cfg->specs[i].target != 0) {
+        if (err) snprintf(err, err_len, "specs: entry %u names target %u of 1", i, cfg->specs[i].target);
+        return NHB_EINVAL;
+      }
+    }
+  }
+  return 0;
+}
+
+void nhb__pool_run_free(nhb_run* run) {
+  free(run->targets);
+  free(run->spec_target);
+  run->targets = NULL;
+  run->spec_target = NULL;
+}
+
+/* The target a request goes to: one predictable branch with one target. */
+static inline uint32_t rq_target(const nhb__worker* w, const nhb__request* rq) {
+  return NHB__UNLIKELY(w->ntargets > 1) ? w->run->spec_target[rq->spec] : 0;
+}
+
 int nhb__pool_init(nhb__worker* w) {
   const nhb_client_config* cfg = &w->run->config;
   const int h2 = cfg->protocol == NHB_PROTO_HTTP2;
-  w->nconns = cfg->connections;
+  /* The entries are split evenly over the targets, at least one each (see
+   * the top of this file). */
+  uint32_t nt = w->run->ntargets;
+  uint32_t share = cfg->connections / nt, extra = cfg->connections % nt;
+  uint64_t total = 0;
+  for (uint32_t t = 0; t < nt; t++) total += share + (t < extra) + (share == 0 && t >= extra);
+  w->nconns = (uint32_t)total;
+  w->ntargets = nt;
+  /* Nighthawk's reuse strategy is HTTP/1's: an HTTP/2 connection takes
+   * requests until it is full whatever the order. */
+  w->lru = cfg->reuse_lru && !h2;
   /* HTTP/1.1 carries one request per connection, so one slot per connection
    * suffices; HTTP/2 never has more than --max-active-requests in flight. */
   uint32_t nslots = h2 ? cfg->max_active_requests : w->nconns;
@@ -53,13 +164,22 @@ int nhb__pool_init(nhb__worker* w) {
     w->conn_capacity = mcs < cfg->max_active_requests ? mcs : cfg->max_active_requests;
   }
   w->conns = calloc(w->nconns, sizeof(nhb__conn));
-  w->avail = calloc(w->nconns, sizeof(nhb__conn*));
-  w->free_conns = calloc(w->nconns, sizeof(nhb__conn*));
+  nhb__conn** avail = calloc(w->nconns, sizeof(nhb__conn*));
+  nhb__conn** free_conns = calloc(w->nconns, sizeof(nhb__conn*));
+  w->tp = calloc(nt, sizeof(nhb__target_pool));
   w->slot_pool = calloc(nslots, sizeof(nhb__slot));
   w->pending_cap = cfg->max_pending_requests;
   w->pending = calloc(w->pending_cap ? w->pending_cap : 1, sizeof(nhb__request));
   char* buffers = malloc((size_t)w->nconns * NHB__READ_BUFFER_SIZE);
-  if (!w->conns || !w->avail || !w->free_conns || !w->slot_pool || !w->pending || !buffers) {
+  if (w->tp != NULL) {
+    /* Even before the check: nhb__pool_free() frees the arrays through tp[0]. */
+    w->tp[0].avail = avail;
+    w->tp[0].free_conns = free_conns;
+  } else {
+    free(avail);
+    free(free_conns);
+  }
+  if (!w->conns || !avail || !free_conns || !w->tp || !w->slot_pool || !w->pending || !buffers) {
     free(buffers);
     return NHB_ENOMEM;
   }
@@ -67,7 +187,21 @@ int nhb__pool_init(nhb__worker* w) {
     w->slot_pool[i].next = w->free_slot_list;
     w->free_slot_list = &w->slot_pool[i];
   }
-  /* Entries are stacked in reverse so that connection 0 is used first. */
+  /* Target t owns the entries [base, base + size): its slices of the arrays. */
+  uint32_t base = 0;
+  for (uint32_t t = 0; t < nt; t++) {
+    nhb__target_pool* tp = &w->tp[t];
+    tp->size = share + (t < extra) + (share == 0 && t >= extra);
+    tp->avail = avail + base;
+    tp->free_conns = free_conns + base;
+    tp->nfree = tp->size;
+    /* Entries are stacked in reverse so that the target's first is used first. */
+    for (uint32_t i = 0; i < tp->size; i++) {
+      w->conns[base + i].target = t;
+      tp->free_conns[tp->size - 1 - i] = &w->conns[base + i];
+    }
+    base += tp->size;
+  }
   for (uint32_t i = 0; i < w->nconns; i++) {
     nhb__conn* c = &w->conns[i];
     c->worker = w;
@@ -76,9 +210,7 @@ int nhb__pool_init(nhb__worker* w) {
     c->state = NHB__CX_DISCONNECTED;
     c->avail_pos = -1;
     c->read_buffer = buffers + (size_t)i * NHB__READ_BUFFER_SIZE;
-    w->free_conns[w->nconns - 1 - i] = c;
   }
-  w->nfree = w->nconns;
   int r = uv_timer_init(&w->loop, &w->backoff_timer);
   if (r < 0) return r;
   w->backoff_timer.data = w;
@@ -97,12 +229,15 @@ void nhb__pool_free(nhb__worker* w) {
   nhb__tls_worker_free(w);
   nhb__h2_worker_free(w);
   free(w->conns);
-  free(w->avail);
-  free(w->free_conns);
+  if (w->tp) {
+    free(w->tp[0].avail);
+    free(w->tp[0].free_conns);
+  }
+  free(w->tp);
   free(w->slot_pool);
   free(w->pending);
   w->conns = NULL;
-  w->avail = w->free_conns = NULL;
+  w->tp = NULL;
   w->slot_pool = w->free_slot_list = NULL;
   w->pending = NULL;
 }
@@ -164,14 +299,24 @@ static void slot_fail(nhb__worker* w, nhb__conn* c, nhb__slot* s, nhb_counter_t 
 
 /* ---- the stack of connections that can take a request ------------------- */
 
+/* The ring position of the i-th connection from the least recently used. */
+static inline uint32_t avail_at(const nhb__target_pool* tp, uint32_t i) {
+  uint32_t k = tp->avail_head + i;
+  return k >= tp->size ? k - tp->size : k;
+}
+
 static void avail_remove(nhb__worker* w, nhb__conn* c) {
   /* Rare (a connection that closes or drains while it could take requests),
    * so the order of the others is kept at the price of a short move. */
-  for (uint32_t j = (uint32_t)c->avail_pos + 1; j < w->navail; j++) {
-    w->avail[j - 1] = w->avail[j];
-    w->avail[j - 1]->avail_pos = (int32_t)(j - 1);
+  nhb__target_pool* tp = &w->tp[c->target];
+  uint32_t i = (uint32_t)c->avail_pos + tp->size - tp->avail_head;
+  if (i >= tp->size) i -= tp->size;
+  for (uint32_t j = i + 1; j < tp->navail; j++) {
+    uint32_t to = avail_at(tp, j - 1);
+    tp->avail[to] = tp->avail[avail_at(tp, j)];
+    tp->avail[to]->avail_pos = (int32_t)to;
   }
-  w->navail--;
+  tp->navail--;
   c->avail_pos = -1;
 }
 
@@ -179,11 +324,28 @@ static inline void avail_sync(nhb__worker* w, nhb__conn* c) {
   int can_take = (c->state == NHB__CX_READY || c->state == NHB__CX_CONNECTING) && !c->draining &&
                  c->keep_alive && c->nactive < c->capacity;
   if (can_take && c->avail_pos < 0) {
-    c->avail_pos = (int32_t)w->navail;
-    w->avail[w->navail++] = c;
+    nhb__target_pool* tp = &w->tp[c->target];
+    uint32_t k = avail_at(tp, tp->navail++);
+    c->avail_pos = (int32_t)k;
+    tp->avail[k] = c;
   } else if (!can_take && c->avail_pos >= 0) {
     avail_remove(w, c);
   }
+}
+
+/* The connection a request takes: the most recently used, or with lru the
+ * least recently used. The caller checked that there is one. */
+static inline nhb__conn* avail_pick(const nhb__worker* w, const nhb__target_pool* tp) {
+  return tp->avail[NHB__UNLIKELY(w->lru) ? tp->avail_head : avail_at(tp, tp->navail - 1)];
+}
+
+/* Takes the connection avail_pick() returned out of the ring: it is full. */
+static inline void avail_take(nhb__worker* w, nhb__target_pool* tp, nhb__conn* c) {
+  if (NHB__UNLIKELY(w->lru)) {
+    tp->avail_head = avail_at(tp, 1);
+  }
+  tp->navail--;
+  c->avail_pos = -1;
 }
 
 /* ---- pending queue (a ring buffer of released requests) ---------------- */
@@ -195,6 +357,11 @@ static int pending_push(nhb__worker* w, const nhb__request* rq) {
   w->pending_len++;
   w->stats.counters[NHB_CTR_UPSTREAM_RQ_PENDING_TOTAL]++;
   return 1;
+}
+
+/* The target the request at the head of the queue waits for. */
+static inline uint32_t pending_head_target(const nhb__worker* w) {
+  return rq_target(w, &w->pending[w->pending_head]);
 }
 
 static int pending_pop(nhb__worker* w, nhb__request* out) {
@@ -286,7 +453,7 @@ void nhb__conn_update(nhb__conn* c) {
   }
   nhb__request rq;
   while (w->pending_len > 0 && !c->draining && c->keep_alive && c->nactive < c->capacity &&
-         w->in_flight < w->max_in_flight && pending_pop(w, &rq)) {
+         w->in_flight < w->max_in_flight && pending_head_target(w) == c->target && pending_pop(w, &rq)) {
     nhb__slot* s = slot_get(w, &rq);
     slot_attach(c, s);
     conn_send(c, s);
@@ -391,7 +558,9 @@ static void conn_start(nhb__worker* w, nhb__conn* c) {
   c->connect_start_ns = nhb__now_ns();
   ctr[NHB_CTR_UPSTREAM_CX_TOTAL]++;
   ctr[cfg->protocol == NHB_PROTO_HTTP2 ? NHB_CTR_UPSTREAM_CX_HTTP2_TOTAL : NHB_CTR_UPSTREAM_CX_HTTP1_TOTAL]++;
-  int r = uv_tcp_init(&w->loop, &c->tcp);
+  const nhb_sockaddr* to = &w->run->targets[c->target];
+  const int unix_socket = ((const struct sockaddr*)to->bytes)->sa_family == AF_UNIX;
+  int r = NHB__UNLIKELY(unix_socket) ? uv_pipe_init(&w->loop, &c->pipe, 0) : uv_tcp_init(&w->loop, &c->tcp);
   if (r < 0) {
     /* Without a handle there is nothing to close: fail the requests here. */
     nhb__worker_record_error(w, r);
@@ -400,15 +569,26 @@ static void conn_start(nhb__worker* w, nhb__conn* c) {
     uint64_t now = nhb__now_ns();
     while (c->slots != NULL) slot_fail(w, c, c->slots, NHB_CTR_POOL_CONNECTION_FAILURE, now);
     c->state = NHB__CX_DISCONNECTED;
-    w->free_conns[w->nfree++] = c;
+    nhb__target_pool* tp = &w->tp[c->target];
+    tp->free_conns[tp->nfree++] = c;
     return;
   }
   c->tcp.data = c;
-  uv_tcp_nodelay(&c->tcp, 1);
-  if (NHB__LIKELY(c->transport->connect == NULL))
-    r = uv_tcp_connect(&c->connect_req, &c->tcp, (const struct sockaddr*)cfg->addr, conn_on_connect);
-  else
-    r = c->transport->connect(c);
+  if (NHB__UNLIKELY(unix_socket)) {
+    /* libuv reports a failed pipe connect through the callback only. The
+     * path is NUL-terminated (nhb__pool_run_init checked). */
+    uv_pipe_connect(&c->connect_req, &c->pipe, ((const struct sockaddr_un*)to->bytes)->sun_path, conn_on_connect);
+    r = 0;
+  } else {
+    uv_tcp_nodelay(&c->tcp, 1);
+    /* --source-address: the kernel picks the port; a bind that fails (the
+     * address is not this host's) fails the connection like a refused one. */
+    if (NHB__UNLIKELY(cfg->source.len != 0)) r = uv_tcp_bind(&c->tcp, (const struct sockaddr*)cfg->source.bytes, 0);
+    if (r == 0 && NHB__LIKELY(c->transport->connect == NULL))
+      r = uv_tcp_connect(&c->connect_req, &c->tcp, (const struct sockaddr*)to->bytes, conn_on_connect);
+    else if (r == 0)
+      r = c->transport->connect(c);
+  }
   if (r < 0) {
     nhb__conn_fail(c, r, NHB_CTR_POOL_CONNECTION_FAILURE);
     return;
@@ -422,17 +602,15 @@ static void conn_start(nhb__worker* w, nhb__conn* c) {
  * a new connection. The caller checked nhb__pool_has_connection(). */
 static void assign(nhb__worker* w, const nhb__request* rq) {
   nhb__slot* s = slot_get(w, rq);
-  if (w->navail > 0) {
-    nhb__conn* c = w->avail[w->navail - 1];
+  nhb__target_pool* tp = &w->tp[rq_target(w, rq)];
+  if (tp->navail > 0) {
+    nhb__conn* c = avail_pick(w, tp);
     slot_attach(c, s);
-    if (c->nactive >= c->capacity && c->avail_pos >= 0) {
-      w->navail--;
-      c->avail_pos = -1;
-    }
+    if (c->nactive >= c->capacity && c->avail_pos >= 0) avail_take(w, tp, c);
     if (c->state == NHB__CX_READY) conn_send(c, s);
     /* else it rides along with the connection and goes out when it is ready */
   } else {
-    nhb__conn* c = w->free_conns[--w->nfree];
+    nhb__conn* c = tp->free_conns[--tp->nfree];
     slot_attach(c, s);
     conn_start(w, c);
   }
@@ -441,7 +619,7 @@ static void assign(nhb__worker* w, const nhb__request* rq) {
 /* Serves the pending queue while there is capacity. */
 static void pool_pump(nhb__worker* w) {
   nhb__request rq;
-  while (w->pending_len > 0 && !w->finishing && nhb__pool_has_connection(w)) {
+  while (w->pending_len > 0 && !w->finishing && nhb__pool_has_connection_to(w, pending_head_target(w))) {
     pending_pop(w, &rq);
     assign(w, &rq);
   }
@@ -471,13 +649,15 @@ static void conn_on_close(uv_handle_t* handle) {
     return;
   }
   nhb__request rq;
-  if (!w->backoff_active && w->in_flight < w->max_in_flight && pending_pop(w, &rq)) {
+  if (!w->backoff_active && w->in_flight < w->max_in_flight && w->pending_len > 0 &&
+      pending_head_target(w) == c->target && pending_pop(w, &rq)) {
     slot_attach(c, slot_get(w, &rq));
     conn_start(w, c);
     pool_pump(w);
     return;
   }
-  w->free_conns[w->nfree++] = c;
+  nhb__target_pool* tp = &w->tp[c->target];
+  tp->free_conns[tp->nfree++] = c;
   /* An entry came free: a blocked or max-rate sequencer can go on. */
   nhb__sequencer_run(w);
   nhb__worker_maybe_finish(w);
@@ -593,15 +773,27 @@ void nhb__conn_slot_refused(nhb__conn* c, nhb__slot* s) {
 
 int nhb__pool_dispatch(nhb__worker* w, uint64_t scheduled_ns, uint64_t release_ns, uint32_t spec) {
   nhb__request rq = {scheduled_ns, release_ns, 0, spec};
-  if (nhb__pool_has_connection(w)) {
+  /* Its own target: the sequencer has already moved on to the next entry,
+   * which nhb__pool_has_connection() would look at. */
+  if (nhb__pool_has_connection_to(w, rq_target(w, &rq))) {
     assign(w, &rq);
     return 1;
   }
-  return pending_push(w, &rq);
+  if (pending_push(w, &rq)) return 1;
+  /* Refused: the sequencer blocks (closed loop) and tries again when a
+   * connection frees, or drops the release (open loop). Either way this entry
+   * of the request set was not sent, so the next release takes it again
+   * (nhb__next_spec had moved past it): the set keeps its order on the wire,
+   * and with several targets a blocked release waits for its own target. */
+  if (NHB__UNLIKELY(w->run->config.nspecs > 1)) w->spec_next = spec;
+  return 0;
 }
 
 void nhb__pool_prefetch(nhb__worker* w) {
-  while (w->nfree > 0 && !w->finishing) conn_start(w, w->free_conns[--w->nfree]);
+  for (uint32_t t = 0; t < w->ntargets; t++) {
+    nhb__target_pool* tp = &w->tp[t];
+    while (tp->nfree > 0 && !w->finishing) conn_start(w, tp->free_conns[--tp->nfree]);
+  }
 }
 
 /* Both time-outs are UV_ETIMEDOUT, whose text is "connection timed out": the
@@ -653,7 +845,10 @@ void nhb__pool_close_all(nhb__worker* w) {
   w->stats.counters[NHB_CTR_UPSTREAM_RQ_CANCELLED] += w->in_flight + w->pending_len;
   w->in_flight = 0;
   w->pending_len = 0;
-  w->navail = 0;
+  for (uint32_t t = 0; w->tp != NULL && t < w->ntargets; t++) {
+    w->tp[t].navail = 0;
+    w->tp[t].avail_head = 0;
+  }
   if (w->backoff_timer_init) {
     w->backoff_timer_init = 0;
     w->backoff_active = 0;

@@ -348,7 +348,6 @@ void nhb__sequencer_run(nhb__worker* w) {
         w->facts.no_catchup_shift_ns += moved;
       }
     } else if (open_loop) {
-      nhb__spec_unget(w); /* issue 13, requests: a lost release sends no entry */
       /* No back-pressure: the release is lost, loudly. Nothing can free
        * capacity before this returns to the loop, so every release due by
        * now (and before the end) is lost too: they are counted at once, so
@@ -367,7 +366,6 @@ void nhb__sequencer_run(nhb__worker* w) {
       w->released += dropped;
       continue;
     } else {
-      nhb__spec_unget(w); /* issue 13, requests: the next release sends this entry */
       if (!w->blocked) {
         w->blocked = 1;
         w->blocked_since_ns = now;

@@ -86,7 +86,9 @@ class Benchmark:
             raise RuntimeError("this Benchmark was already started")
         core = load_core()
         target = self.options.target
-        self.address = resolve(target.host, target.port, self.options.address_family)
+        unix = self.options.unix_socket_path
+        self.address = f"unix:{unix}" if unix else resolve(
+            target.host, target.port, self.options.address_family)
         config = client_core_config(self.options, self.address)
         _log.debug("resolved %s to %s", target.host, self.address)
         if _log.isEnabledFor(logging.DEBUG):

@@ -26,6 +26,8 @@ from .._request import (
     render_request,
 )
 from ._request_set import request_specs
+from ._targets import parse_bind_config
+from ._values import resolve
 
 if TYPE_CHECKING:
     from ._response import ResponseOptions
@@ -104,19 +106,7 @@ def client_core_config(options: Options, address: str) -> dict[str, Any]:
             "max_active_requests": options.max_active_requests,
         })
     if target.scheme == "https":
-        config["tls"] = {
-            "sni": options.tls_server_name or "",
-            "verify_name": options.tls_verify_name,
-            "alpn": list(options.alpn or ()),
-            "cacert": options.cacert or "",
-            "insecure": options.insecure,
-            "ciphers": options.tls_ciphers or "",
-            "ciphersuites": options.tls_ciphersuites or "",
-            "groups": options.tls_groups or "",
-            "min_version": options.tls_min_version or "",
-            "max_version": options.tls_max_version or "",
-            "session_reuse": options.tls_session_reuse,
-        }
+        config["tls"] = _tls_config(options)
     # Issue 13: each area adds its keys in its own helper below (requests, schedule,
     # targets, observation), so that the parts stay apart.
     config.update(_requests_config(options))
@@ -124,6 +114,31 @@ def client_core_config(options: Options, address: str) -> dict[str, Any]:
     config.update(_targets_config(options))
     config.update(_observation_config(options))
     return config
+
+
+def _tls_config(options: Options) -> dict[str, Any]:
+    """The ``tls`` dict of an https:// run, from the TLS options."""
+    return {
+        "sni": options.tls_server_name or "",
+        "verify_name": options.tls_verify_name,
+        "alpn": list(options.alpn or ()),
+        "cacert": options.cacert or "",
+        "insecure": options.insecure,
+        "ciphers": options.tls_ciphers or "",
+        "ciphersuites": options.tls_ciphersuites or "",
+        "groups": options.tls_groups or "",
+        "min_version": options.tls_min_version or "",
+        "max_version": options.tls_max_version or "",
+        "session_reuse": options.tls_session_reuse,
+    }
+
+
+# tls_context's options (_tls_context.TLS_FIELDS) → the keys of the binding's ``tls`` dict.
+_TLS_KEYS = {
+    "alpn": "alpn", "tls_min_version": "min_version", "tls_max_version": "max_version",
+    "tls_ciphers": "ciphers", "tls_groups": "groups", "insecure": "insecure",
+    "tls_session_reuse": "session_reuse",
+}
 
 
 def _requests_config(options: Options) -> dict[str, Any]:
@@ -276,8 +291,42 @@ def _schedule_config(options: Options) -> dict[str, Any]:
 
 
 def _targets_config(options: Options) -> dict[str, Any]:
-    """Issue 13: several targets, reuse strategy, source address, Unix sockets."""
-    return {}
+    """Issue 13: several targets, reuse strategy, source address, Unix sockets, and the TLS
+    settings of tls_context / transport_socket.
+
+    Keys: ``targets`` list[("tcp", numeric host, port) | ("unix", path, 0)] (replaces
+    ``address``/``port``; each endpoint's name is resolved here, as the URI's host is by the
+    run), ``reuse_strategy`` "mru" | "lru", ``source_address`` (numeric host, 0), and
+    ``tls`` again when a tls_context sets some of it.
+    """
+    config: dict[str, Any] = {}
+    unix = options.unix_socket_path
+    if unix is not None:
+        config["targets"] = [("unix", unix, 0)]
+    elif options.multi_target_endpoint:
+        config["targets"] = [
+            ("tcp", resolve(t.host, t.port, options.address_family), t.port)
+            for t in options.targets
+        ]
+    if options.experimental_h1_connection_reuse_strategy != "mru":
+        config["reuse_strategy"] = options.experimental_h1_connection_reuse_strategy
+    source = options.source_address
+    if options.upstream_bind_config is not None:
+        source = parse_bind_config(options.upstream_bind_config)
+    if source is not None:
+        config["source_address"] = (source, 0)
+    mapped = options.tls_context_options
+    if mapped and options.target.scheme == "https":
+        tls = _tls_config(options)
+        for option, value in mapped.items():
+            if option == "sni":
+                tls["sni"] = tls["verify_name"] = value
+            elif option == "cacert":
+                tls["cacert"] = os.path.expanduser(value)
+            else:
+                tls[_TLS_KEYS[option]] = list(value) if option == "alpn" else value
+        config["tls"] = tls
+    return config
 
 
 def _observation_config(options: Options) -> dict[str, Any]:

@@ -59,6 +59,7 @@ class Flag:
     group: str | None = None
     consts: tuple[tuple[str, str], ...] = ()
     positional: bool = False
+    optional: bool = False  # a positional that may be left out (the URI with several targets)
     hidden: bool = False
     flatten: bool = False
 
@@ -211,7 +212,10 @@ def _add_flags(
             target = groups[spec.group]
         help_ = argparse.SUPPRESS if spec.hidden else help_text(info, spec).replace("%", "%%")
         if spec.positional:
-            target.add_argument(name, metavar=spec.metavar or name.upper(), help=help_)
+            target.add_argument(
+                name, metavar=spec.metavar or name.upper(), help=help_,
+                **({"nargs": "?"} if spec.optional else {}),
+            )
             continue
         flags = [flag_of(model, name), *spec.aliases]
         # Short aliases (-k, -p) read best first, as argparse lists them in order.

@@ -76,8 +76,18 @@ def apply_source_schedule(options: Options, source: RequestSource) -> None:
 
 
 def multi_target_specs(options: Options) -> list[RequestSpec] | None:
-    """One request per target, in round robin, or None with a single target."""
-    return None
+    """One request per target, in round robin, or None with a single target.
+
+    Nighthawk's --multi-target-endpoint: every endpoint gets --multi-target-path with its
+    own Host (host, plus :port unless the scheme's default); workers cycle through the list
+    from the first, so consecutive requests of a worker alternate over the endpoints.
+    """
+    if not options.multi_target_endpoint:
+        return None
+    return [
+        RequestSpec(target=i, authority=t.authority, path=t.path)
+        for i, t in enumerate(options.targets)
+    ]
 
 
 def request_specs(options: Options) -> list[RequestSpec]:

@@ -45,6 +45,19 @@ from .._request import MAX_TEMPLATED_REQUEST, METHODS, template_problem
 from ._errors import format_validation_error
 from ._flags import Flag
 from ._rules import StopRule
+from ._targets import (
+    MAX_TARGETS,
+    UNIX_HOST,
+    check_source_address,
+    check_unix_path,
+    check_unix_socket,
+    endpoint_authority,
+    parse_bind_config,
+    parse_endpoint,
+    parse_source_address,
+    parse_unix_url,
+)
+from ._tls_context import parse_tls_context, parse_transport_socket
 from ._values import (
     MAX_DURATION,
     affinity_cpus,
@@ -150,9 +163,13 @@ class Target:
     port: int
     path: str  # request-target: path plus ?query, never empty
     authority: str  # the Host header value: host, plus :port when not the default
+    # http://unix:/path.sock:/request-path: the Unix socket to connect to (issue 13).
+    unix_socket: str | None = None
 
     @property
     def url(self) -> str:
+        if self.unix_socket is not None:
+            return f"{self.scheme}://unix:{self.unix_socket}:{self.path}"
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"{self.scheme}://{host}:{self.port}{self.path}"
 
@@ -173,11 +190,22 @@ def parse_uri(uri: object) -> Target:
     if any(ch.isspace() or ord(ch) < 0x20 or ord(ch) == 0x7F for ch in uri):
         raise ValueError(f"must not contain spaces or control characters (got {uri!r})")
     lowered = uri.lower()
-    if lowered.startswith(("unix:", "http+unix:", "https+unix:", "/")):
+    unix = parse_unix_url(uri)
+    if unix is not None:
+        scheme, socket_path, request_path = unix
+        check_unix_path(socket_path)
+        safe = "/%:@!$&'()*+,;=-._~?"
+        return Target(
+            scheme=scheme, host=UNIX_HOST, port=_DEFAULT_PORTS[scheme],
+            path=quote(request_path, safe=safe), authority=UNIX_HOST, unix_socket=socket_path,
+        )
+    if lowered.startswith(("unix:", "http+unix:", "https+unix:", "/")) or re.match(
+        r"^https?://unix:[^0-9]", lowered
+    ):
         # The test server listens on unix:PATH, so people try the same spelling here.
         raise ValueError(
-            "Unix domain sockets are not supported: the client connects over TCP only, to "
-            f"an http:// or https:// URL with a host and port (got {uri!r})"
+            "Unix domain sockets are written http://unix:/path/to.sock:/request-path, or "
+            f"--unix-socket PATH with an http:// or https:// URL (got {uri!r})"
         )
     if "://" not in uri:
         # Suggest the fix only when the text looks like a host[:port][/path] that just lacks
@@ -320,6 +348,19 @@ def parse_schedule_offsets(value: object) -> tuple[float, ...] | None:
             raise ValueError(f"must not decrease (entry {i}: {seconds!r} after "
                              f"{offsets[i - 1]!r})")
     return offsets
+# The TLS options (_tls_needs_https refuses them on an http:// URI).
+_TLS_FIELDS = (
+    "sni", "alpn", "cacert", "insecure", "tls_ciphers", "tls_ciphersuites", "tls_groups",
+    "tls_min_version", "tls_max_version", "tls_session_reuse", "tls_context",
+    "transport_socket",
+)
+
+
+class _NoUri(str):
+    """The URI's value when the options give several targets instead (Nighthawk's rule: one
+    or the other): "" that `Options._check_uri` knows from a URI typed as ""."""
+
+    __slots__ = ()
 
 
 def _scheme(info: ValidationInfo) -> str | None:
@@ -359,9 +400,10 @@ class Options(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=False)
 
-    uri: Annotated[str, Flag(positional=True, metavar="URI")] = Field(
+    uri: Annotated[str, Flag(positional=True, optional=True, metavar="URI")] = Field(
         description="Target URL: http:// or https:// (TLS; certificates are verified unless "
-        "insecure)."
+        "insecure), or http://unix:/path/to.sock:/request-path for a Unix socket. Not with "
+        "multi_target_endpoint."
     )
     # Fortio's spellings (issue 13) are aliases where they mean the same thing: -qps, -c,
     # -t, -H, -X, -timeout, -abort-on, -labels, -cacert, -https-insecure, -h2
@@ -805,6 +847,74 @@ class Options(BaseModel):
     )
 
     # ---- issue 13: targets and transport (multi-target, reuse, source address, unix) --------
+    multi_target_endpoint: Annotated[
+        tuple[str, ...], Flag(metavar="HOST:PORT", append=True, group="Targets and transport")
+    ] = Field(
+        default=(),
+        description="A target endpoint, IPv4:port, [IPv6]:port or DNS:port; repeatable. "
+        "Requests go round robin over the endpoints, each worker from the first. Instead of "
+        "the URI (Nighthawk's rule), with multi_target_path. connections is the total over "
+        "the endpoints, split evenly (at least one each).",
+    )
+    multi_target_path: Annotated[
+        str | None, Flag(metavar="PATH", group="Targets and transport")
+    ] = Field(
+        default=None,
+        description="The absolute path (plus ?query) requested from every endpoint; "
+        "required with multi_target_endpoint.",
+    )
+    multi_target_use_https: Annotated[bool, Flag(group="Targets and transport")] = Field(
+        default=False,
+        description="Connect to the endpoints with TLS (https) instead of plain HTTP.",
+    )
+    experimental_h1_connection_reuse_strategy: Annotated[
+        Literal["mru", "lru"], Flag(metavar="mru|lru", group="Targets and transport")
+    ] = Field(
+        default="mru",
+        description="HTTP/1: which idle connection takes the next request: mru (the most "
+        "recently used, so a light load stays on few connections) or lru (the least "
+        "recently used: requests spread over all connections). HTTP/2 ignores it.",
+    )
+    source_address: Annotated[
+        str | None, Flag(metavar="ADDR", group="Targets and transport")
+    ] = Field(
+        default=None,
+        description="Bind outgoing connections to this local IPv4 or IPv6 address (the "
+        "kernel picks the port), e.g. 127.0.0.2. Not with a Unix socket.",
+    )
+    upstream_bind_config: Annotated[
+        str | None, Flag(metavar="JSON", group="Targets and transport")
+    ] = Field(
+        default=None,
+        description="Nighthawk's spelling of source_address: Envoy's BindConfig as JSON, "
+        '{"source_address": {"address": "127.0.0.2", "port_value": 0}}; other fields are '
+        "refused by name.",
+    )
+    unix_socket: Annotated[
+        str | None,
+        Flag(metavar="PATH", aliases=("-unix-socket",), group="Targets and transport"),
+    ] = Field(
+        default=None,
+        description="Connect to this Unix socket instead of the URI's host and port (as "
+        "Fortio's -unix-socket and curl's --unix-socket); the URI still gives the Host "
+        "header, the scheme and the path.",
+    )
+    tls_context: Annotated[
+        str | None, Flag(metavar="JSON", group="Targets and transport")
+    ] = Field(
+        default=None,
+        description="Nighthawk's --tls-context: Envoy's UpstreamTlsContext as JSON, mapped "
+        "onto the TLS options (sni, alpn, versions, ciphers, curves, trusted CA, "
+        "ACCEPT_UNTRUSTED, max_session_keys; docs/engine.md); other fields are refused "
+        "by name.",
+    )
+    transport_socket: Annotated[
+        str | None, Flag(metavar="JSON", group="Targets and transport")
+    ] = Field(
+        default=None,
+        description="Nighthawk's --transport-socket: Envoy's TransportSocket as JSON, the "
+        "TLS one (typed_config an UpstreamTlsContext), mapped as tls_context.",
+    )
 
     # ---- issue 13: observation and verbosity ------------------------------------------------
     latency_response_header_name: Annotated[
@@ -877,6 +987,9 @@ class Options(BaseModel):
     @field_validator("uri", mode="before")
     @classmethod
     def _check_uri(cls, value: object) -> object:
+        if isinstance(value, _NoUri):
+            # No URI: several targets stand for it (_multi_target_uri).
+            return ""
         parse_uri(value)
         return value.strip() if isinstance(value, str) else value
 
@@ -1447,12 +1560,204 @@ class Options(BaseModel):
                              f"Verbose, Info, Warning, Error, Critical, Fatal; got {value!r})")
         return level
 
+    # ---- issue 13: targets and transport ----------------------------------------------
+
+    @model_validator(mode="before")
+    @classmethod
+    def _multi_target_uri(cls, data: Any) -> Any:
+        # Nighthawk's rule: a URI or the --multi-target-* options, never both. The URI stays
+        # a required field (so that leaving out both says "uri: is required"); endpoints
+        # without a URI stand for it with "", which _check_targets accepts only with them.
+        if isinstance(data, Mapping) and data.get("multi_target_endpoint") and (
+            data.get("uri") in (None, "")
+        ):
+            return {**data, "uri": _NoUri()}
+        return data
+
+    @field_validator("multi_target_endpoint", mode="before")
+    @classmethod
+    def _parse_endpoints(cls, value: object) -> object:
+        value = _as_tuple(value)
+        if not isinstance(value, (list, tuple)):
+            return value
+        if len(value) > MAX_TARGETS:
+            raise ValueError(f"at most {MAX_TARGETS} endpoints (got {len(value)})")
+        endpoints = []
+        for item in value:
+            host, port = parse_endpoint(item)
+            endpoints.append(f"[{host}]:{port}" if ":" in host else f"{host}:{port}")
+        return tuple(endpoints)
+
+    @field_validator("multi_target_path", mode="before")
+    @classmethod
+    def _check_multi_target_path(cls, value: object) -> object:
+        if value is None:
+            return None
+        if not isinstance(value, str) or not value.startswith("/"):
+            raise ValueError(f"must be an absolute path such as /index.html (got {value!r})")
+        if any(ch.isspace() or ord(ch) < 0x20 or ord(ch) == 0x7F for ch in value):
+            raise ValueError(f"must not contain spaces or control characters (got {value!r})")
+        return quote(value, safe="/%:@!$&'()*+,;=-._~?")
+
+    @field_validator("experimental_h1_connection_reuse_strategy", mode="before")
+    @classmethod
+    def _lower_reuse(cls, value: object) -> object:
+        return _lower(value)
+
+    @field_validator("source_address", mode="before")
+    @classmethod
+    def _check_source_address(cls, value: object, info: ValidationInfo) -> object:
+        if value is None:
+            return None
+        address = parse_source_address(value)
+        # The addresses belong to the machine of the run, not to that of a result's reader.
+        if not (info.context or {}).get("echo"):
+            check_source_address(address)
+        return address
+
+    @field_validator("upstream_bind_config", "tls_context", "transport_socket", mode="before")
+    @classmethod
+    def _json_text(cls, value: object, info: ValidationInfo) -> object:
+        # A config file may give the object itself; it is kept as JSON text, as typed.
+        if isinstance(value, Mapping):
+            import json
+
+            value = json.dumps(value)
+        if value is None:
+            return None
+        if info.field_name == "upstream_bind_config":
+            address = parse_bind_config(value)
+            if not (info.context or {}).get("echo"):
+                check_source_address(address)
+        elif info.field_name == "tls_context":
+            parse_tls_context(value)
+        else:
+            parse_transport_socket(value)
+        return value
+
+    @field_validator("unix_socket", mode="before")
+    @classmethod
+    def _check_unix_socket(cls, value: object, info: ValidationInfo) -> object:
+        if value is None:
+            return None
+        path = os.path.expanduser(check_unix_path(value))
+        if not (info.context or {}).get("echo"):
+            check_unix_socket(path)
+        return path
+
+    @model_validator(mode="after")
+    def _check_targets(self, info: ValidationInfo) -> Options:
+        endpoints = self.multi_target_endpoint
+        if self.uri and (endpoints or self.multi_target_path is not None
+                         or self.multi_target_use_https):
+            given = ("multi_target_endpoint" if endpoints else "multi_target_path"
+                     if self.multi_target_path is not None else "multi_target_use_https")
+            raise PydanticCustomError(
+                "options_conflict", "{a}: mutually exclusive with {b}", {"a": given, "b": "uri"}
+            )
+        if endpoints and self.multi_target_path is None:
+            raise PydanticCustomError(
+                "options_needs", "{a}: needs {b}",
+                {"a": "multi_target_endpoint", "b": "multi_target_path"},
+            )
+        if endpoints and not self.multi_target_use_https:
+            # _tls_needs_https sees no URI here: the endpoints' scheme is the switch.
+            for name in _TLS_FIELDS:
+                if name in self.model_fields_set and getattr(self, name) != (
+                    type(self).model_fields[name].default
+                ):
+                    raise PydanticCustomError(
+                        "options_file", "{a}: {msg}",
+                        {"a": name, "msg": "only applies to https:// targets (the endpoints are http:// "
+                                "without --multi-target-use-https)"},
+                    )
+        unix_url = self.uri and parse_uri(self.uri).unix_socket is not None
+        pairs = [
+            ("upstream_bind_config", "source_address",
+             self.upstream_bind_config is not None and self.source_address is not None),
+            ("unix_socket", "uri", self.unix_socket is not None and unix_url),
+            ("unix_socket", "multi_target_endpoint",
+             self.unix_socket is not None and bool(endpoints)),
+            ("source_address", "unix_socket",
+             self.source_address is not None and self.unix_socket_path is not None),
+            ("upstream_bind_config", "unix_socket",
+             self.upstream_bind_config is not None and self.unix_socket_path is not None),
+            ("transport_socket", "tls_context",
+             self.transport_socket is not None and self.tls_context is not None),
+        ]
+        for a, b, clash in pairs:
+            if clash:
+                raise PydanticCustomError(
+                    "options_conflict", "{a}: mutually exclusive with {b}", {"a": a, "b": b}
+                )
+        context_field = "tls_context" if self.tls_context is not None else "transport_socket"
+        mapped = self.tls_context_options
+        if mapped is None:
+            return self
+        # "{a}: {msg}" names the option as the user gave it (flag, config key or keyword).
+        if self.target.scheme != "https":
+            raise PydanticCustomError(
+                "options_file", "{a}: {msg}",
+                {"a": context_field, "msg": "only applies to https:// URIs"},
+            )
+        for option in mapped:
+            if option in self.model_fields_set:
+                raise PydanticCustomError(
+                    "options_conflict", "{a}: mutually exclusive with {b}",
+                    {"a": context_field, "b": option},
+                )
+        # The mapped values go through the same checks as the options themselves (a CA file
+        # OpenSSL cannot load, unknown ciphers, ...).
+        try:
+            type(self).model_validate(
+                {"uri": "https://localhost/", **mapped}, context=info.context
+            )
+        except ValidationError as exc:
+            raise PydanticCustomError(
+                "options_file", "{a}: {msg}",
+                {"a": context_field, "msg": format_validation_error(exc, type(self))},
+            ) from None
+        return self
+
     # ---- derived values -------------------------------------------------------------------
 
     @property
     def target(self) -> Target:
-        """The parsed URI."""
-        return parse_uri(self.uri)
+        """The parsed URI; with several targets and no URI, the first endpoint's."""
+        if self.uri:
+            return parse_uri(self.uri)
+        return self.targets[0]
+
+    @property
+    def targets(self) -> list[Target]:
+        """Several targets (multi_target_endpoint), in order; else the URI's one."""
+        if not self.multi_target_endpoint:
+            return [parse_uri(self.uri)]
+        scheme = "https" if self.multi_target_use_https else "http"
+        out = []
+        for endpoint in self.multi_target_endpoint:
+            host, port = parse_endpoint(endpoint)
+            out.append(Target(
+                scheme=scheme, host=host, port=port, path=self.multi_target_path or "/",
+                authority=endpoint_authority(host, port, scheme),
+            ))
+        return out
+
+    @property
+    def unix_socket_path(self) -> str | None:
+        """The Unix socket the connections go to (unix_socket or a unix URL), or None."""
+        if self.unix_socket is not None:
+            return self.unix_socket
+        return parse_uri(self.uri).unix_socket if self.uri else None
+
+    @property
+    def tls_context_options(self) -> dict[str, Any] | None:
+        """tls_context or transport_socket as the TLS options they set, or None."""
+        if self.tls_context is not None:
+            return parse_tls_context(self.tls_context)
+        if self.transport_socket is not None:
+            return parse_transport_socket(self.transport_socket)
+        return None
 
     @property
     def worker_cpus(self) -> list[int]:

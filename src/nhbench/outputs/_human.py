@@ -118,7 +118,9 @@ def _header(result: Result) -> list[str]:
         if start else "not started"
     )
     lines = [
-        f"{tool}: {options.request_method} {options.uri}",
+        # Several targets (issue 13) have no URI: each endpoint's URL, in round-robin order.
+        f"{tool}: {options.request_method} "
+        f"{options.uri or ' '.join(t.url for t in options.targets)}",
         f"  {worker_text} x {options.connections} connections, {loop}, {duration}, "
         f"idle strategy {options.sequencer_idle_strategy}",
         f"  started {started}, ran {format_seconds(result.duration)}, "
