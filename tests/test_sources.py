@@ -245,29 +245,15 @@ def test_plugin_config_and_replay_are_exclusive() -> None:
                      replay=str(DATA / "test-config-c.yaml"))
 
 
-def _has_option(name: str) -> bool:
-    return name in Options.model_fields
-
-
-@pytest.mark.skipif(not _has_option("requests"),
-                    reason="needs the schedule part of issue 13 (Options.requests, the exact "
-                           "request count)")
 def test_num_requests_is_the_exact_count_per_worker() -> None:
     config = file_config("test-config-ab.yaml", num_requests=3)
     options = make_options(URI, request_source_plugin_config=config, concurrency=2)
-    assert options.requests == 6  # type: ignore[attr-defined]
+    assert options.requests == 6
     # Changing the worker count works it out again.
-    assert make_options(options, concurrency=1).requests == 3  # type: ignore[attr-defined]
+    assert make_options(options, concurrency=1).requests == 3
     with pytest.raises(OptionsError, match="num_requests 3 per worker .* conflicts with "
                                            "requests = 5"):
         make_options(URI, request_source_plugin_config=config, concurrency=1, requests=5)
-
-
-@pytest.mark.skipif(_has_option("requests"), reason="the schedule part is present")
-def test_num_requests_without_the_exact_count_is_refused() -> None:
-    with pytest.raises(OptionsError, match="needs the schedule option requests"):
-        make_options(URI, request_source_plugin_config=file_config("test-config-c.yaml",
-                                                                   num_requests=3))
 
 
 # ---- the command line --------------------------------------------------------------------------

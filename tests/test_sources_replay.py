@@ -205,11 +205,9 @@ def test_replay_format_and_timing_need_replay() -> None:
         make_options(URI, replay_format="har")
 
 
-@pytest.mark.skipif("schedule_offsets" not in Options.model_fields,
-                    reason="needs the schedule part of issue 13 (Options.schedule_offsets)")
 def test_original_timing_sets_the_schedule_offsets() -> None:
     options = make_options(URI, replay=HAR, replay_timing="original")
-    assert options.schedule_offsets == (0.0, 0.25, 1.0)  # type: ignore[attr-defined]
+    assert options.schedule_offsets == (0.0, 0.25, 1.0)
     # Not cut at the default 5 s: the replay ends after its last request.
     assert options.no_duration and options.duration is None
     assert make_options(options, concurrency=1).no_duration
@@ -219,14 +217,6 @@ def test_original_timing_sets_the_schedule_offsets() -> None:
     with pytest.raises(OptionsError, match="replay: replay_timing original conflicts with "
                                            "schedule_offsets = 3 offsets"):
         make_options(URI, replay=HAR, replay_timing="original", schedule_offsets=[0, 1, 2])
-
-
-@pytest.mark.skipif("schedule_offsets" in Options.model_fields,
-                    reason="the schedule part is present")
-def test_original_timing_without_the_schedule_is_refused() -> None:
-    with pytest.raises(OptionsError, match="replay: replay_timing original needs the schedule "
-                                           "option schedule_offsets"):
-        make_options(URI, replay=HAR, replay_timing="original")
 
 
 def test_cli_bad_replay_is_one_line_exit_2(tmp_path: Path) -> None:

@@ -4,9 +4,7 @@ A scripted origin (tests/support/scripted_origin.py) records the raw requests of
 connection, so their order is the order the worker released them in; the test server checks
 Nighthawk's integration test (test/integration/test_request_source_plugin.py): each entry
 asks the server for a different response body size, and the result's response-size
-statistic shows both. These need the compiled extension and the core side of the request
-set (the "requests" part of issue 13, which renders the specs into the core config key
-``specs``); without it they are skipped with that reason.
+statistic shows both.
 """
 
 from __future__ import annotations
@@ -18,7 +16,6 @@ import pytest
 from support.scripted_origin import Reply, ScriptedOrigin
 
 import nhbench
-from nhbench.options import Options, client_core_config
 
 DATA = Path(__file__).parent / "data"
 REQUEST_SOURCE = DATA / "nighthawk" / "request_source"
@@ -26,20 +23,6 @@ REPLAY = DATA / "replay"
 IN_LINE = "nighthawk.in-line-options-list-request-source-plugin"
 FILE_BASED = "nighthawk.file-based-request-source-plugin"
 OK = b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"
-
-
-def _core_sends_request_sets() -> bool:
-    config = {"name": IN_LINE, "typed_config": {"options_list": {"options": [
-        {"request_method": "GET"}, {"request_method": "POST"}]}}}
-    options = Options(uri="http://127.0.0.1:1/", request_source_plugin_config=config)
-    return "specs" in client_core_config(options, "127.0.0.1")
-
-
-pytestmark = pytest.mark.skipif(
-    not _core_sends_request_sets(),
-    reason="needs the requests part of issue 13: the request set rendered into the core "
-           "config (options._core._requests_config, key 'specs')",
-)
 
 
 def _option(method: str, path: str, index: int, body_size: int) -> dict[str, object]:
@@ -107,8 +90,6 @@ def test_nighthawk_integration_file_based(server: nhbench.TestServer, name: str)
     assert (sizes.min, sizes.max) == (13, 17)
 
 
-@pytest.mark.skipif("requests" not in Options.model_fields,
-                    reason="needs the schedule part of issue 13 (Options.requests)")
 def test_num_requests_per_worker(server: nhbench.TestServer) -> None:
     config = json.dumps({"name": FILE_BASED, "typed_config": {
         "file_path": str(REQUEST_SOURCE / "test-config-ab.yaml"), "num_requests": 7}})
@@ -152,8 +133,6 @@ def test_envoy_log_replay_order() -> None:
     assert len(_body(requests[1])) == 137
 
 
-@pytest.mark.skipif("schedule_offsets" not in Options.model_fields,
-                    reason="needs the schedule part of issue 13 (Options.schedule_offsets)")
 def test_original_timing_replays_each_entry_once() -> None:
     with ScriptedOrigin(lambda r: Reply(OK)) as origin:
         result = nhbench.run(origin.url, connections=1, replay=str(REPLAY / "envoy-default.log"),
@@ -162,3 +141,23 @@ def test_original_timing_replays_each_entry_once() -> None:
     assert result.success, result.error
     assert [_line(r) for r in requests] == [
         b"GET /healthz HTTP/1.1", b"POST /v1/orders HTTP/1.1", b"DELETE /v1/orders/7 HTTP/1.1"]
+
+
+def test_an_entry_header_replaces_the_same_request_header() -> None:
+    # Nighthawk's setCopy: the entry's value replaces the command line's of the same name
+    # (names compared without case); the command line's other headers go with every entry.
+    options = [{"request_headers": [{"header": {"key": "X-A", "value": "entry"}}]},
+               {"request_headers": [{"header": {"key": "x-b", "value": "other"}}]}]
+    config = {"name": IN_LINE, "typed_config": {"options_list": {"options": options}}}
+    with ScriptedOrigin(lambda r: Reply(OK)) as origin:
+        result = nhbench.run(origin.url, rps=20, duration=0.3, connections=1,
+                             request_header=["x-a: option", "x-c: always"],
+                             request_source_plugin_config=config)
+        requests = list(origin.requests)
+    assert result.success, result.error
+    assert len(requests) >= 2
+    first, second = requests[0], requests[1]
+    assert first.lower().count(b"\r\nx-a:") == 1
+    assert _header(first, b"x-a") == b"entry"
+    assert _header(second, b"x-a") == b"option"
+    assert _header(first, b"x-c") == _header(second, b"x-c") == b"always"

@@ -100,20 +100,6 @@ def sock_dir() -> Iterator[str]:
         yield directory
 
 
-def core_renders_request_sets() -> bool:
-    # Round robin needs the request set (specs) to reach the core: the requests part of
-    # issue 13 renders it in _core._requests_config. Until that is merged a multi-target
-    # run sends every request to the first target, so the end-to-end tests wait for it.
-    options = make_options(multi_target_endpoint=["127.0.0.1:1", "127.0.0.1:2"],
-                           multi_target_path="/")
-    return "specs" in client_core_config(options, "127.0.0.1")
-
-
-needs_request_sets = pytest.mark.skipif(
-    not core_renders_request_sets(), reason="the request set (issue 13 requests) is not "
-    "rendered for the core in this build")
-
-
 # ---- several targets -----------------------------------------------------------------------
 
 
@@ -151,7 +137,6 @@ def test_core_refuses_a_spec_naming_a_target_it_does_not_have() -> None:
         core.ClientRun({**base, "reuse_strategy": "fifo"})
 
 
-@needs_request_sets
 def test_requests_alternate_over_the_targets_in_round_robin() -> None:
     a, b = ConnectionOrigin(), ConnectionOrigin()
     try:
@@ -172,7 +157,6 @@ def test_requests_alternate_over_the_targets_in_round_robin() -> None:
         b.close()
 
 
-@needs_request_sets
 def test_closed_loop_waits_per_target_with_one_connection_each() -> None:
     # Fewer connections than targets: every target still gets one (Envoy lets a host with
     # no connection open one over the limit), and the closed loop runs on all three.

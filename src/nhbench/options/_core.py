@@ -205,7 +205,10 @@ def _render_spec(options: Options, spec: RequestSpec, payload: bytes | None) -> 
     else:
         path = target.path
     authority = spec.authority or target.authority
-    headers = list(options.headers) + list(spec.headers)
+    # An entry's own header replaces the options' header of the same name, as in Nighthawk,
+    # where a request source's headers override the command line's.
+    own = {name.lower() for name, _ in spec.headers}
+    headers = [(n, v) for n, v in options.headers if n.lower() not in own] + list(spec.headers)
     names = {name.lower() for name, _ in headers}
     body: bytes | None
     if spec.body is not None:
