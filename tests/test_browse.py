@@ -145,6 +145,15 @@ def load(driver: Any, url: str, screenshot: str | None = None) -> None:
         driver.save_screenshot(str(SCREENSHOTS / f"nhbench-browse-{screenshot}.png"))
 
 
+def wait_for_url(driver: Any, ok: Any, timeout: float = 10.0) -> None:
+    """Wait until the page's URL satisfies `ok`: a click only starts a navigation, and reading
+    ``current_url`` at once may still see the old page (it did, on a loaded machine)."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    WebDriverWait(driver, timeout).until(lambda d: ok(d.current_url))
+    assert ok(driver.current_url), driver.current_url
+
+
 def by_css(driver: Any, selector: str) -> list[Any]:
     from selenium.webdriver.common.by import By
 
@@ -323,7 +332,8 @@ def test_compare_three_runs(driver: Any, browse: str, results_dir: Path) -> None
     assert button.is_enabled()
     assert by_css(driver, "#selected")[0].text == "3 selected"
     button.click()
-    assert "/compare?" in driver.current_url
+    # The click starts the navigation; the new page is there once the URL says so.
+    wait_for_url(driver, lambda url: "/compare?" in url)
     assert driver.get_log("browser") == []
     driver.save_screenshot(str(SCREENSHOTS / "nhbench-browse-compare.png"))
     # Rows are in the list's order (newest first), which is the order of the ids.
@@ -376,8 +386,8 @@ def test_campaign_page_lists_steps_and_links_its_report(
     assert report.endswith("/files/sweep/report.html")
     # A step's own page, then the campaign's report.html served as it is.
     rows[1].find_element("css selector", "a").click()
-    assert driver.current_url.endswith("/result/sweep/" + campaign.steps[1].directory
-                                       + "/result.json")
+    wait_for_url(driver, lambda url: url.endswith("/result/sweep/" + campaign.steps[1].directory
+                                                  + "/result.json"))
     assert by_css(driver, "#distribution svg")
     assert driver.get_log("browser") == []
     load(driver, report, "campaign-report")
