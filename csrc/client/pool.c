@@ -325,7 +325,9 @@ static inline void avail_sync(nhb__worker* w, nhb__conn* c) {
                  c->keep_alive && c->nactive < c->capacity;
   if (can_take && c->avail_pos < 0) {
     nhb__target_pool* tp = &w->tp[c->target];
-    uint32_t k = avail_at(tp, tp->navail++);
+    /* mru never moves avail_head from 0: the ring is the stack of before. */
+    uint32_t k = NHB__UNLIKELY(w->lru) ? avail_at(tp, tp->navail) : tp->navail;
+    tp->navail++;
     c->avail_pos = (int32_t)k;
     tp->avail[k] = c;
   } else if (!can_take && c->avail_pos >= 0) {
@@ -336,7 +338,7 @@ static inline void avail_sync(nhb__worker* w, nhb__conn* c) {
 /* The connection a request takes: the most recently used, or with lru the
  * least recently used. The caller checked that there is one. */
 static inline nhb__conn* avail_pick(const nhb__worker* w, const nhb__target_pool* tp) {
-  return tp->avail[NHB__UNLIKELY(w->lru) ? tp->avail_head : avail_at(tp, tp->navail - 1)];
+  return tp->avail[NHB__UNLIKELY(w->lru) ? tp->avail_head : tp->navail - 1];
 }
 
 /* Takes the connection avail_pick() returned out of the ring: it is full. */
