@@ -23,6 +23,9 @@ import nhbench
 from nhbench import OptionsError
 from nhbench.options import make_options
 
+# The C core reads these on the wire: the asan session runs them too.
+pytestmark = pytest.mark.core
+
 ORIGIN = "benchmark_http_client.origin_latency_statistic"
 ERRORS = "benchmark.origin_latency_header_errors"
 NS = 1e9

@@ -17,6 +17,9 @@ from support.scripted_origin import Reply, ScriptedOrigin
 
 import nhbench
 
+# The C core reads these on the wire: the asan session runs them too.
+pytestmark = pytest.mark.core
+
 DATA = Path(__file__).parent / "data"
 REQUEST_SOURCE = DATA / "nighthawk" / "request_source"
 REPLAY = DATA / "replay"
