@@ -4,15 +4,56 @@ single quotes, one trailing comma), rewritten as strict JSON for Python's json m
 One rewrite serves the test server's config files (`options._config_files`) and the request
 sources (`sources`: Nighthawk's --request-source-plugin-config and its options-list files);
 the test server's C header parser does the same (csrc/server/server_options.c, relax_json).
+The two readers also share how a text file is read (`read_text`) and how YAML is parsed
+(`load_yaml`), so that their errors read the same: one line naming the file and the reason.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
+from pathlib import Path
 from typing import Any
 
-__all__ = ["loads_relaxed", "relax_json"]
+__all__ = ["load_yaml", "loads_relaxed", "read_text", "relax_json"]
+
+
+def read_text(path: str | os.PathLike[str], where: str, limit: int | None = None) -> str:
+    """The file's text (UTF-8), or a ValueError ``"<where>: <reason>"``; `limit` bounds its
+    size in bytes (checked before reading)."""
+    name = os.path.expanduser(os.fspath(path))
+    try:
+        if limit is not None:
+            size = os.stat(name).st_size
+            if size > limit:
+                raise ValueError(f"{where}: {size} bytes is over the limit of {limit}")
+        return Path(name).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ValueError(f"{where}: no such file") from None
+    except IsADirectoryError:
+        raise ValueError(f"{where}: is a directory") from None
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{where}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} "
+                         f"at offset {exc.start})") from None
+    except OSError as exc:
+        raise ValueError(f"{where}: cannot read: {exc.strerror or exc}") from None
+
+
+def load_yaml(text: str, where: str) -> Any:
+    """YAML (which JSON is a subset of) parsed safely, or a ValueError ``"<where>: not valid
+    JSON or YAML: <problem> at line L column C"``."""
+    import yaml
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ValueError(f"{where}: not valid JSON or YAML: {problem}{at}") from None
+    except RecursionError:
+        raise ValueError(f"{where}: nested too deeply") from None
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SPACE = " \t\n\r"

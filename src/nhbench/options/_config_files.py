@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .._relaxed_json import relax_json
+from .._relaxed_json import load_yaml, read_text, relax_json
 from ._values import (
     format_address,
 )
@@ -72,17 +72,7 @@ def load_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
     or an Envoy bootstrap of its test server). Raises ValueError with a one-line message.
     """
     name = os.fspath(path)
-    try:
-        text = Path(name).expanduser().read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ValueError(f"{name}: no such file") from None
-    except IsADirectoryError:
-        raise ValueError(f"{name}: is a directory") from None
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"{name}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at "
-                         f"offset {exc.start})") from None
-    except OSError as exc:
-        raise ValueError(f"cannot read {name}: {exc.strerror or exc}") from None
+    text = read_text(name, name)
     suffix = Path(name).suffix.lower()
     data: Any
     # Both parsers recurse once per level of nesting; a file nested deeper than the
@@ -91,12 +81,12 @@ def load_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
         if suffix == ".json":
             data = _load_json(text, name)
         elif suffix in (".yaml", ".yml"):
-            data = _load_yaml(text, name)
+            data = load_yaml(text, name)
         else:
             try:
                 data = json.loads(text)
             except ValueError:
-                data = _load_yaml(text, name)
+                data = load_yaml(text, name)
     except RecursionError:
         raise ValueError(f"{name}: nested too deeply to be a config file") from None
     if data is None:
@@ -139,13 +129,3 @@ def _load_json(text: str, name: str) -> Any:
                          f"column {exc.colno}") from None
 
 
-def _load_yaml(text: str, name: str) -> Any:
-    import yaml
-
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ValueError(f"{name}: not valid JSON or YAML: {problem}{where}") from None

@@ -8,12 +8,11 @@ message that names the file, the entry and the problem (the options prefix the o
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from urllib.parse import quote
 
+from .._relaxed_json import read_text as _read_text
 from .._request import METHODS, RequestSpec
 
 __all__ = [
@@ -57,21 +56,7 @@ class RequestSource:
 
 def read_text(path: str, what: str, limit: int | None = None) -> str:
     """The file's text (UTF-8), or a ValueError naming the file and the reason."""
-    name = os.path.expanduser(path)
-    try:
-        size = os.stat(name).st_size
-        if limit is not None and size > limit:
-            raise ValueError(f"{what} {path}: {size} bytes is over the limit of {limit}")
-        return Path(name).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ValueError(f"{what} {path}: no such file") from None
-    except IsADirectoryError:
-        raise ValueError(f"{what} {path}: is a directory") from None
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"{what} {path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} "
-                          f"at offset {exc.start})") from None
-    except OSError as exc:
-        raise ValueError(f"{what} {path}: cannot read: {exc.strerror or exc}") from None
+    return _read_text(path, f"{what} {path}", limit)
 
 
 def check_method(value: str) -> str:

@@ -26,7 +26,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from .._relaxed_json import loads_relaxed
+from .._relaxed_json import load_yaml, loads_relaxed
 from .._request import RequestSpec
 from ._common import RequestSource, body_total, check_header, check_method, check_path, read_text
 
@@ -198,17 +198,7 @@ def _parse_text(text: str, where: str, suffix: str = "") -> Any:
                                   f"column {exc.colno}") from None
         except RecursionError:
             raise ValueError(f"{where}: nested too deeply") from None
-    import yaml
-
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        at = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ValueError(f"{where}: not valid JSON or YAML: {problem}{at}") from None
-    except RecursionError:
-        raise ValueError(f"{where}: nested too deeply") from None
+    return load_yaml(text, where)
 
 
 def load_plugin_config(text: str) -> RequestSource:
