@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .._relaxed_json import load_yaml, read_text, relax_json
+from .._relaxed_json import load_yaml, loads_relaxed, read_text
 from ._values import (
     format_address,
 )
@@ -114,17 +114,11 @@ def config_mapping(data: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _load_json(text: str, name: str) -> Any:
+    # Nighthawk reads a .json config with protobuf's relaxed JSON; so does this, after strict
+    # JSON failed. The error shown stays the strict parser's.
     try:
-        return json.loads(text)
+        return loads_relaxed(text)
     except json.JSONDecodeError as exc:
-        # Nighthawk reads a .json config with protobuf's relaxed JSON; so does this, after
-        # strict JSON failed. The error shown stays the strict parser's.
-        relaxed = relax_json(text)
-        if relaxed is not None:
-            try:
-                return json.loads(relaxed)
-            except json.JSONDecodeError:
-                pass
         raise ValueError(f"{name}: not valid JSON: {exc.msg} at line {exc.lineno} "
                          f"column {exc.colno}") from None
 
