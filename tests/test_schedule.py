@@ -92,7 +92,11 @@ def test_stages_release_the_integral_of_the_rate(server):
         assert stage.responses == stage.releases
     assert served(server) - before == sum(s.releases for s in stages) == 400
     assert result.duration == pytest.approx(1.5, abs=0.05)
-    assert "STAGES" in result.render("human")
+    # The requested rate of a staged run is the stages' planned mean, not the unused --rps.
+    assert result.requested_rps == pytest.approx(400 / 1.5)
+    human = result.render("human")
+    assert "STAGES" in human
+    assert "Requested rate: 266.67 rps on average (3 stages)" in human
 
 
 def test_a_constant_stage_equals_rps_and_duration(server):
@@ -292,6 +296,8 @@ def test_schedule_offsets_release_exactly_the_list(server):
     assert served(server) - before == 8
     assert result.schedule.released == 8
     assert result.duration >= 0.2 - 1e-3  # the last release is due at 0.2 s
+    # Three intervals over 0.2 s, on each of two workers.
+    assert result.requested_rps == pytest.approx(3 / 0.2 * 2)
 
 
 # ---- bad values ----------------------------------------------------------------------------

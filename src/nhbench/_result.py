@@ -596,8 +596,22 @@ class Result(BaseModel):
 
     @property
     def requested_rps(self) -> float:
-        """rps times the number of workers (0 means "as fast as possible")."""
-        return self.options.rps * self.worker_count
+        """rps times the number of workers (0 means "as fast as possible"). With stages
+        (``--stage``) the planned mean: the releases the stages plan over their duration;
+        with an explicit schedule (``schedule_offsets``), its intervals over its span."""
+        options = self.options
+        if options.stage:
+            planned, previous = 0.0, 0.0
+            for seconds, rate in options.stage:
+                planned += (previous + rate) / 2 * seconds
+                previous = rate
+            total = sum(seconds for seconds, _ in options.stage)
+            return planned / total * self.worker_count if total > 0 else 0.0
+        offsets = options.schedule_offsets
+        if offsets:
+            span = offsets[-1] - offsets[0]
+            return (len(offsets) - 1) / span * self.worker_count if span > 0 else 0.0
+        return options.rps * self.worker_count
 
     @property
     def succeeded(self) -> int:

@@ -206,7 +206,12 @@ def _counters_table(result: Result) -> list[str]:
 def _summary(result: Result) -> list[str]:
     options = result.options
     workers = result.worker_count
-    if options.rps == 0:
+    if options.stage or options.schedule_offsets:
+        shape = (f"{len(options.stage)} stage{'s' if len(options.stage) != 1 else ''}"
+                 if options.stage else f"{len(options.schedule_offsets or ())} scheduled "
+                 f"requests per worker")
+        requested = f"{_format_rate(result.requested_rps)} rps on average ({shape})"
+    elif options.rps == 0:
         requested = (
             f"max (as fast as {options.connections} connection"
             f"{'s' if options.connections != 1 else ''} per worker allow)"
