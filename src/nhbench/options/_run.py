@@ -1299,15 +1299,15 @@ class Options(BaseModel):
         if (info.context or {}).get("echo"):
             return path
         if not os.path.exists(path):
-            raise ValueError(f"no such file: {value!r}")
+            raise ValueError(f"no such file (got {value!r})")
         if not os.path.isfile(path):
-            raise ValueError(f"not a regular file: {value!r}")
+            raise ValueError(f"not a regular file (got {value!r})")
         if not os.access(path, os.R_OK):
-            raise ValueError(f"not readable: {value!r}")
+            raise ValueError(f"not readable (got {value!r})")
         size = os.path.getsize(path)
         if size > MAX_REQUEST_BODY_SIZE:
             raise ValueError(
-                f"{size} bytes is over the {MAX_REQUEST_BODY_SIZE} byte (64 MiB) limit: {value!r}"
+                f"{size} bytes is over the {MAX_REQUEST_BODY_SIZE} byte (64 MiB) limit (got {value!r})"
             )
         return path
 
