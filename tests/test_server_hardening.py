@@ -145,7 +145,9 @@ def test_delayed_and_gone_clients_do_not_exhaust_descriptors() -> None:
             for sock in socks:
                 sock.close()
             assert wait_until(lambda: server.stats()["connections_active"] == 0), wave
-        assert wait_until(lambda: server.fds() == baseline), (server.fds(), baseline)
+        # Back to the baseline or below: a descriptor that was open when the baseline was
+        # taken (seen once under ASan: 16 against 17) may have closed since; a leak grows.
+        assert wait_until(lambda: server.fds() <= baseline), (server.fds(), baseline)
         stats = server.stats()
         # Nothing was answered but the first request: the delayed ones left unanswered.
         assert stats["requests"] == 1 and stats["status"] == {"200": 1}
