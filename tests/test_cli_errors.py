@@ -31,6 +31,18 @@ def nhbench_cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[
 URI = "http://127.0.0.1:1/"
 
 
+def assert_one_line_error(proc: subprocess.CompletedProcess[str], expected: str) -> None:
+    """Bad input's contract (docs/reliability.md): exit 2, nothing on stdout, one line
+    ``nhbench: error: ...`` on stderr that says `expected`, never a traceback."""
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stdout == ""
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("nhbench: error: ")
+    assert expected in lines[0]
+
+
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
@@ -95,14 +107,7 @@ URI = "http://127.0.0.1:1/"
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args: tuple[str, ...], expected: str) -> None:
-    proc = nhbench_cli(*args)
-    assert proc.returncode == 2, proc.stderr
-    assert proc.stdout == ""
-    assert "Traceback" not in proc.stderr
-    lines = proc.stderr.splitlines()
-    assert len(lines) == 1, proc.stderr
-    assert lines[0].startswith("nhbench: error: ")
-    assert expected in lines[0]
+    assert_one_line_error(nhbench_cli(*args), expected)
 
 
 def _run_measured(args: tuple[str, ...]) -> tuple[int, str, int]:

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from support.nginx import needs_nginx_and_openssl
 from support.scripted_origin import Reply, ScriptedOrigin
+from test_cli_errors import assert_one_line_error, nhbench_cli
 
 import nhbench
 from benchmarks.nginx_origin import NginxOrigin
@@ -28,7 +27,6 @@ pytestmark = pytest.mark.core
 
 CPUS = sorted(os.sched_getaffinity(0))
 CLIENT_CPU = str(CPUS[0])
-PACKAGE_PARENT = str(Path(nhbench.__file__).resolve().parent.parent)
 OK = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
 UUID_RE = re.compile(rb"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
 
@@ -277,13 +275,6 @@ def test_http1_0_against_nginx() -> None:
 # ---- bad input ------------------------------------------------------------------------------
 
 
-def nhbench_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [PACKAGE_PARENT, env.get("PYTHONPATH")]))
-    return subprocess.run([sys.executable, "-m", "nhbench", *args], capture_output=True,
-                          text=True, timeout=60, env=env, stdin=subprocess.DEVNULL)
-
-
 URI = "http://127.0.0.1:1/"
 
 
@@ -314,12 +305,7 @@ URI = "http://127.0.0.1:1/"
     ],
 )
 def test_bad_values_are_one_line_and_exit_2(args: tuple[str, ...], expected: str) -> None:
-    proc = nhbench_cli("run", URI, *args)
-    assert proc.returncode == 2, proc.stderr
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1, proc.stderr
-    assert expected in lines[0]
-    assert "Traceback" not in proc.stderr
+    assert_one_line_error(nhbench_cli("run", URI, *args), expected)
 
 
 def test_template_in_the_uri_is_checked() -> None:

@@ -11,13 +11,11 @@ import json
 import os
 import socket
 import statistics
-import subprocess
-import sys
 import threading
 import time
-from pathlib import Path
 
 import pytest
+from test_cli_errors import assert_one_line_error, nhbench_cli
 
 import nhbench
 
@@ -26,7 +24,6 @@ pytestmark = pytest.mark.core
 CPUS = sorted(os.sched_getaffinity(0))
 CLIENT_CPU = str(CPUS[0])
 SERVER_CPUS = [CPUS[1] if len(CPUS) > 1 else CPUS[0]]
-PACKAGE_PARENT = str(Path(nhbench.__file__).resolve().parent.parent)
 
 
 @pytest.fixture(scope="module")
@@ -42,13 +39,6 @@ def served(server) -> int:
 def run(url, **kw):
     kw.setdefault("cpus", CLIENT_CPU)
     return nhbench.run(url, **kw)
-
-
-def nhbench_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [PACKAGE_PARENT, env.get("PYTHONPATH")]))
-    return subprocess.run([sys.executable, "-m", "nhbench", *args], capture_output=True,
-                          text=True, timeout=60, env=env, stdin=subprocess.DEVNULL)
 
 
 # ---- --requests N (Fortio's -n) ---------------------------------------------------------
@@ -324,9 +314,4 @@ URI = "http://127.0.0.1:1/"
     ],
 )
 def test_bad_schedule_values_exit_2_with_one_line(args, expected):
-    proc = nhbench_cli("run", URI, *args)
-    assert proc.returncode == 2, proc.stderr
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1, proc.stderr
-    assert expected in lines[0]
-    assert "Traceback" not in proc.stderr
+    assert_one_line_error(nhbench_cli("run", URI, *args), expected)
