@@ -114,7 +114,11 @@ void nhb_stream_add(nhb_stream* dst, const nhb_stream* src);
   X(SSL_HANDSHAKE, "ssl.handshake")                                      \
   X(SSL_CONNECTION_ERROR, "ssl.connection_error")                        \
   X(SSL_SESSION_REUSED, "ssl.session_reused")                            \
-  X(ORIGIN_LATENCY_HEADER_ERRORS, "benchmark.origin_latency_header_errors")
+  X(ORIGIN_LATENCY_HEADER_ERRORS, "benchmark.origin_latency_header_errors") \
+  /* ---- issue 14, echo (tcp:// udp://) ---- */                          \
+  X(ECHO_MISMATCH, "benchmark.echo_mismatch")                            \
+  /* ---- issue 14, HTTP/3 ---- */                                        \
+  X(UPSTREAM_CX_HTTP3_TOTAL, "upstream_cx_http3_total")
 
 typedef enum {
 #define NHB__CTR_ENUM(name, str) NHB_CTR_##name,
@@ -200,7 +204,11 @@ typedef enum {
 
 typedef enum {
   NHB_PROTO_HTTP1 = 0,
-  NHB_PROTO_HTTP2 = 1
+  NHB_PROTO_HTTP2 = 1, /* gRPC too: HTTP/2 with config.grpc set (issue 14) */
+  /* Issue 14 (docs/protocols.md). */
+  NHB_PROTO_HTTP3 = 2, /* QUIC (ngtcp2) + HTTP/3 (nghttp3): session_h3.c */
+  NHB_PROTO_TCP = 3,   /* tcp:// echo: a payload out, the same bytes back (session_echo.c) */
+  NHB_PROTO_UDP = 4    /* udp:// echo: one datagram out, one back (session_echo.c) */
 } nhb_protocol_t;
 
 /* A request header for HTTP/2 (HTTP/1.1 sends pre-rendered bytes instead). */
@@ -381,6 +389,13 @@ typedef struct nhb_client_config {
    * value (an integer of nanoseconds) goes into origin_latency_statistic.
    * NULL or "" = off. Matched case-insensitively; copied by nhb_run_create(). */
   const char* latency_response_header_name;
+  /* ---- issue 14, echo: tcp:// and udp:// (session_echo.c, transport_udp.c) ---- */
+  /* ---- issue 14, gRPC (session_h2.c with grpc set) ---- */
+  /* 1: the HTTP/2 run is gRPC: the request set's bodies are gRPC messages
+   * already framed (5-byte prefix), the responses end with grpc-status
+   * trailers, counted per code (docs/protocols.md). */
+  int grpc;
+  /* ---- issue 14, HTTP/3 (session_h3.c) ---- */
   /* Predicates: counter > threshold. */
   int n_termination;
   nhb_predicate termination[NHB_MAX_PREDICATES];

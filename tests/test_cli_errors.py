@@ -51,7 +51,9 @@ def assert_one_line_error(proc: subprocess.CompletedProcess[str], expected: str)
         # Issue 13: the URI may be left out for --multi-target-endpoint, so the model says it.
         (("run",), "URI: is required"),
         (("run", URI, "--bogus-flag"), "unrecognized arguments: --bogus-flag"),
-        (("run", URI, "--h3"), "unrecognized arguments: --h3"),
+        (("run", URI, "--h3"), "--protocol: http3 runs over QUIC"),
+        (("run", "tcp://127.0.0.1/"), "URI: tcp:// needs a port"),
+        (("run", "udp://127.0.0.1:9/x"), "URI: udp:// takes no path or query"),
         (("run", URI, "--conn", "5"), "unrecognized arguments"),  # no abbreviations
         (("run", "not a url"), "URI: must not contain spaces"),
         (("run", "http//127.0.0.1/"), "URI: must start with http://"),
@@ -64,7 +66,7 @@ def assert_one_line_error(proc: subprocess.CompletedProcess[str], expected: str)
         (("run", "/tmp/x.sock"), "URI: Unix domain sockets are written http://unix:/"),
         (("run", "https://127.0.0.1/", "--h2c"), "--h2c: is HTTP/2 without TLS"),
         (("run", URI, "--insecure"), "--insecure: only applies to https:// URIs"),
-        (("run", URI, "-p", "http3"), "--protocol: http3 is not supported"),
+        (("run", URI, "-p", "http3"), "--protocol: http3 runs over QUIC, whose handshake is TLS 1.3: the URI must be https://"),
         (("run", URI, "--h2c", "-p", "http1"), "--h2c: mutually exclusive with --protocol"),
         (("run", "https://127.0.0.1/", "--cacert", "/nonexistent.pem"),
          "--cacert: no such file or directory"),

@@ -140,7 +140,7 @@ ROWS: list[Row] = [
     r(*run("--max-active-requests", "0"), expect="--max-active-requests: must be >= 1"),
     r("run", URL, "-p", "http2", "--max-concurrent-streams", "0",
       expect="--max-concurrent-streams:"),
-    r(*run("-p", "http3"), expect="--protocol: http3 is not supported"),
+    r(*run("-p", "http3"), expect="--protocol: http3 runs over QUIC, whose handshake is TLS 1.3: the URI must be https://"),
     r(*run("--h2c", "-p", "http1"), expect="--h2c: mutually exclusive with --protocol"),
     r(*run("--sequencer-idle-strategy", "nap"), expect="--sequencer-idle-strategy: must be"),
     r(*run("--output-format", "xml"), expect="--output-format: must be one of"),

@@ -120,7 +120,7 @@ def test_bad_value_names_option(kwargs: dict, expected: str) -> None:
     ("uri", "expected"),
     [
         ("ftp://example.com/", "unsupported scheme 'ftp://'"),
-        ("gopher://example.com/", "only http:// and https:// are supported"),
+        ("gopher://example.com/", "only http://, https://, grpc://, grpcs://, tcp:// and udp:// are supported"),
         ("http://", "malformed URL: no host"),
         ("http://[::1/", "malformed URL"),
         ("http://host:99999/", "malformed URL"),

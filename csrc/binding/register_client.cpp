@@ -77,6 +77,9 @@ class ClientRun {
     parse_schedule(d);
     parse_targets(d);
     parse_observation(d);
+    parse_echo(d);
+    parse_grpc(d);
+    parse_h3(d);
     char err[512] = "";
     int r = nhb_run_create_ex(&c, &run_, err, sizeof(err));
     if (r < 0 && err[0] != '\0') throw py::value_error(err);
@@ -205,16 +208,28 @@ class ClientRun {
   }
   std::string latency_response_header_name_;
 
+  // Issue 14 (docs/protocols.md): tcp:// and udp:// echo keys.
+  void parse_echo(const py::dict& d) { (void)d; }
+
+  // Issue 14: gRPC keys ("grpc" bool: the HTTP/2 run is gRPC).
+  void parse_grpc(const py::dict& d) { config_.grpc = get_as<bool>(d, "grpc", false) ? 1 : 0; }
+
+  // Issue 14: HTTP/3 keys.
+  void parse_h3(const py::dict& d) { (void)d; }
+
   // Protocol, TLS and HTTP/2 keys. The strings are kept in members until the
   // core has copied them (nhb_run_create copies every string but `request`).
   void parse_protocol(const py::dict& d) {
     nhb_client_config& c = config_;
-    c.protocol = get_choice(d, "protocol", "http1", {"http1", "http2"}) == 0 ? NHB_PROTO_HTTP1 : NHB_PROTO_HTTP2;
+    static const nhb_protocol_t kProtocols[] = {NHB_PROTO_HTTP1, NHB_PROTO_HTTP2, NHB_PROTO_HTTP3, NHB_PROTO_TCP,
+                                                NHB_PROTO_UDP};
+    c.protocol = kProtocols[get_choice(d, "protocol", "http1", {"http1", "http2", "http3", "tcp", "udp"})];
     std::string scheme = get_choice(d, "scheme", "http", {"http", "https"}) == 0 ? "http" : "https";
     c.max_concurrent_streams = get_as<uint32_t>(d, "max_concurrent_streams", 0);
     c.max_active_requests = get_as<uint32_t>(d, "max_active_requests", 100);
     c.request_body_size = get_as<size_t>(d, "request_body_size", 0);
-    if (c.protocol == NHB_PROTO_HTTP2) {
+    // HTTP/3 sends the same header block parts as HTTP/2 (issue 14).
+    if (c.protocol == NHB_PROTO_HTTP2 || c.protocol == NHB_PROTO_HTTP3) {
       h2_method_ = get_as<std::string>(d, "h2_method", "GET");
       h2_scheme_ = scheme;
       h2_authority_ = get_as<std::string>(d, "h2_authority", "");

@@ -273,6 +273,7 @@ static int check_config(const nhb_client_config* c, char* err, size_t err_len) {
     return config_error(err, err_len, "cpus: one entry per worker, 1-%d workers", NHB_MAX_WORKERS);
   /* Each worker's connection arrays are sized by it (calloc(0) may fail). */
   if (c->connections < 1) return config_error(err, err_len, "connections: must be at least %d", 1);
+  if ((unsigned)c->protocol > NHB_PROTO_UDP) return config_error(err, err_len, "protocol: unknown (%d)", (int)c->protocol);
   /* Past the bound the schedule's arithmetic loses precision (sequencer.c
    * relies on an interval of at least 1 us); NaN or a negative rate would
    * make it undefined. */
@@ -363,6 +364,9 @@ int nhb_run_create_ex(const nhb_client_config* config, nhb_run** out, char* err,
   if (r == 0) r = nhb__pool_run_init(run, err, err_len);
   if (r == 0) r = nhb__tls_ctx_create(run, err, err_len);
   if (r == 0) r = nhb__h2_run_init(run, err, err_len);
+  /* Issue 14: each does nothing for the other protocols. */
+  if (r == 0) r = nhb__echo_run_init(run, err, err_len);
+  if (r == 0) r = nhb__h3_run_init(run, err, err_len);
   if (r < 0) return create_error(run, r, err, err_len, NULL);
   *out = run;
   return 0;
@@ -705,6 +709,8 @@ void nhb_run_destroy(nhb_run* run) {
   nhb__ivl_free(run);
   nhb__tls_ctx_free(run);
   nhb__h2_run_free(run);
+  nhb__echo_run_free(run);
+  nhb__h3_run_free(run);
   nhb__request_set_free(run);
   nhb__pool_run_free(run);
   free(run->strings);

@@ -28,6 +28,8 @@ typedef struct nhb__conn nhb__conn;
 typedef struct nhb__tls nhb__tls;
 typedef struct nhb__h2 nhb__h2;
 typedef struct nhb__target_pool nhb__target_pool;
+typedef struct nhb__echo nhb__echo; /* issue 14: session_echo.c's per-connection state */
+typedef struct nhb__h3 nhb__h3;     /* issue 14: session_h3.c's per-connection state */
 
 /* Issue 13, response observation (observe.c): what one response's headers
  * said about the latency response header (--latency-response-header-name)
@@ -158,6 +160,12 @@ typedef struct nhb__transport_vtable {
    * (csrc/fuzz/) sets it: it has no socket and lets the target decide when
    * the connection is up. Called once per connection, never per request. */
   int (*connect)(nhb__conn* c);
+  /* Issue 14: a transport that is not a byte stream (UDP, and QUIC on it)
+   * opens its own handle in place of the TCP/pipe one: `start` initializes
+   * the handle at c->udp, connects it to `to` and calls on_connected (at once
+   * for UDP, which has no handshake). NULL: a TCP or pipe stream. Called once
+   * per connection. */
+  int (*start)(nhb__conn* c, const nhb_sockaddr* to);
 } nhb__transport_vtable;
 
 /* The protocol session turns requests into bytes and bytes into responses.
@@ -213,6 +221,7 @@ struct nhb__conn {
   union {
     uv_tcp_t tcp;
     uv_pipe_t pipe;
+    uv_udp_t udp; /* issue 14: udp:// echo and HTTP/3 (transport_udp.c) */
   };
   uv_connect_t connect_req;
   uv_write_t write_req;
@@ -250,6 +259,8 @@ struct nhb__conn {
   char* read_buffer; /* NHB__READ_BUFFER_SIZE bytes, allocated with the pool */
   nhb__tls* tls;     /* TLS state, allocated on the first TLS connection of this entry */
   nhb__h2* h2;       /* HTTP/2 state, likewise */
+  nhb__echo* echo;   /* issue 14: tcp:// and udp:// echo state (session_echo.c), likewise */
+  nhb__h3* h3;       /* issue 14: QUIC and HTTP/3 state (session_h3.c), likewise */
 };
 
 /* One half of a worker's interval double buffer (interval.c). */
@@ -466,6 +477,11 @@ extern const nhb__transport_vtable nhb__transport_tcp;
 extern const nhb__transport_vtable nhb__transport_tls;
 extern const nhb__session_vtable nhb__session_h1;
 extern const nhb__session_vtable nhb__session_h2;
+/* Issue 14 (docs/protocols.md). */
+extern const nhb__transport_vtable nhb__transport_udp;
+extern const nhb__session_vtable nhb__session_tcp_echo;
+extern const nhb__session_vtable nhb__session_udp_echo;
+extern const nhb__session_vtable nhb__session_h3;
 
 /* observe.c: the latency response header (--latency-response-header-name).
  * nhb__observe_init() checks and copies the name at run creation and drops
@@ -548,6 +564,22 @@ void nhb__h2_conn_free(nhb__conn* c);
 int nhb__h2_worker_init(nhb__worker* w);
 void nhb__h2_worker_close(nhb__worker* w);
 void nhb__h2_worker_free(nhb__worker* w);
+
+/* ---- issue 14: session_echo.c (tcp:// and udp:// echo) ---- */
+/* Per-run and per-worker set-up of the echo sessions; 0 and nothing to do
+ * for other protocols. */
+int nhb__echo_run_init(nhb_run* run, char* err, size_t err_len);
+void nhb__echo_run_free(nhb_run* run);
+void nhb__echo_conn_free(nhb__conn* c);
+
+/* ---- issue 14: gRPC (session_h2.c with config.grpc) ---- */
+
+/* ---- issue 14: session_h3.c (QUIC + HTTP/3) ---- */
+/* Per-run and per-worker set-up of HTTP/3; 0 and nothing to do for other
+ * protocols. */
+int nhb__h3_run_init(nhb_run* run, char* err, size_t err_len);
+void nhb__h3_run_free(nhb_run* run);
+void nhb__h3_conn_free(nhb__conn* c);
 
 /* The request set's next entry for a release of this worker: every worker
  * cycles through the run's request set from its first entry, in order (as

@@ -202,11 +202,31 @@ int nhb__pool_init(nhb__worker* w) {
     }
     base += tp->size;
   }
+  /* The protocol picks the session and its transport (issue 14 added the
+   * echo sessions and HTTP/3, which run on UDP). */
+  const nhb__transport_vtable* transport = cfg->tls.enabled ? &nhb__transport_tls : &nhb__transport_tcp;
+  const nhb__session_vtable* session = h2 ? &nhb__session_h2 : &nhb__session_h1;
+  switch (cfg->protocol) {
+    case NHB_PROTO_TCP:
+      transport = &nhb__transport_tcp;
+      session = &nhb__session_tcp_echo;
+      break;
+    case NHB_PROTO_UDP:
+      transport = &nhb__transport_udp;
+      session = &nhb__session_udp_echo;
+      break;
+    case NHB_PROTO_HTTP3:
+      transport = &nhb__transport_udp;
+      session = &nhb__session_h3;
+      break;
+    default:
+      break;
+  }
   for (uint32_t i = 0; i < w->nconns; i++) {
     nhb__conn* c = &w->conns[i];
     c->worker = w;
-    c->transport = cfg->tls.enabled ? &nhb__transport_tls : &nhb__transport_tcp;
-    c->session = h2 ? &nhb__session_h2 : &nhb__session_h1;
+    c->transport = transport;
+    c->session = session;
     c->state = NHB__CX_DISCONNECTED;
     c->avail_pos = -1;
     c->read_buffer = buffers + (size_t)i * NHB__READ_BUFFER_SIZE;
@@ -223,6 +243,8 @@ void nhb__pool_free(nhb__worker* w) {
     for (uint32_t i = 0; i < w->nconns; i++) {
       nhb__tls_conn_free(&w->conns[i]);
       nhb__h2_conn_free(&w->conns[i]);
+      nhb__echo_conn_free(&w->conns[i]);
+      nhb__h3_conn_free(&w->conns[i]);
     }
     free(w->conns[0].read_buffer);
   }
@@ -424,7 +446,8 @@ static void conn_close(nhb__conn* c) {
   if (c->state == NHB__CX_DISCONNECTED || c->state == NHB__CX_CLOSING) return;
   if (c->avail_pos >= 0) avail_remove(c->worker, c);
   c->state = NHB__CX_CLOSING;
-  uv_read_stop((uv_stream_t*)&c->tcp);
+  /* A UDP handle is no stream (uv_close stops its receiving). */
+  if (NHB__LIKELY(c->transport->start == NULL)) uv_read_stop((uv_stream_t*)&c->tcp);
   uv_close((uv_handle_t*)&c->tcp, conn_on_close);
 }
 
@@ -559,10 +582,17 @@ static void conn_start(nhb__worker* w, nhb__conn* c) {
   c->peer_gone = 0;
   c->connect_start_ns = nhb__now_ns();
   ctr[NHB_CTR_UPSTREAM_CX_TOTAL]++;
-  ctr[cfg->protocol == NHB_PROTO_HTTP2 ? NHB_CTR_UPSTREAM_CX_HTTP2_TOTAL : NHB_CTR_UPSTREAM_CX_HTTP1_TOTAL]++;
+  ctr[cfg->protocol == NHB_PROTO_HTTP2   ? NHB_CTR_UPSTREAM_CX_HTTP2_TOTAL
+      : cfg->protocol == NHB_PROTO_HTTP3 ? NHB_CTR_UPSTREAM_CX_HTTP3_TOTAL
+                                         : NHB_CTR_UPSTREAM_CX_HTTP1_TOTAL]++;
   const nhb_sockaddr* to = &w->run->targets[c->target];
   const int unix_socket = ((const struct sockaddr*)to->bytes)->sa_family == AF_UNIX;
-  int r = NHB__UNLIKELY(unix_socket) ? uv_pipe_init(&w->loop, &c->pipe, 0) : uv_tcp_init(&w->loop, &c->tcp);
+  /* Issue 14: a datagram transport (udp:// echo, HTTP/3) has a UDP handle,
+   * which its `start` connects. */
+  const int datagram = c->transport->start != NULL;
+  int r = NHB__UNLIKELY(datagram)      ? uv_udp_init(&w->loop, &c->udp)
+          : NHB__UNLIKELY(unix_socket) ? uv_pipe_init(&w->loop, &c->pipe, 0)
+                                       : uv_tcp_init(&w->loop, &c->tcp);
   if (r < 0) {
     /* Without a handle there is nothing to close: fail the requests here. */
     nhb__worker_record_error(w, r);
@@ -576,7 +606,9 @@ static void conn_start(nhb__worker* w, nhb__conn* c) {
     return;
   }
   c->tcp.data = c;
-  if (NHB__UNLIKELY(unix_socket)) {
+  if (NHB__UNLIKELY(datagram)) {
+    r = c->transport->start(c, to);
+  } else if (NHB__UNLIKELY(unix_socket)) {
     /* libuv reports a failed pipe connect through the callback only. The
      * path is NUL-terminated (nhb__pool_run_init checked). */
     uv_pipe_connect(&c->connect_req, &c->pipe, ((const struct sockaddr_un*)to->bytes)->sun_path, conn_on_connect);
@@ -598,6 +630,9 @@ static void conn_start(nhb__worker* w, nhb__conn* c) {
   /* HTTP/2: a connection that is still connecting takes requests up to its
    * capacity, as Envoy's pool attaches pending streams to a connecting client. */
   avail_sync(w, c);
+  /* A connected UDP socket is up at once; it is reported here, once the
+   * entry is in its place, rather than from inside `start`. */
+  if (NHB__UNLIKELY(datagram)) c->transport->on_connected(c);
 }
 
 /* Hands a request to the most recently used connection that has room, or to
@@ -862,7 +897,7 @@ void nhb__pool_close_all(nhb__worker* w) {
     c->avail_pos = -1;
     if (c->state == NHB__CX_CONNECTING || c->state == NHB__CX_READY) {
       c->state = NHB__CX_CLOSING;
-      uv_read_stop((uv_stream_t*)&c->tcp);
+      if (NHB__LIKELY(c->transport->start == NULL)) uv_read_stop((uv_stream_t*)&c->tcp);
       uv_close((uv_handle_t*)&c->tcp, conn_on_close);
     }
   }

@@ -44,4 +44,5 @@ const nhb__transport_vtable nhb__transport_tcp = {
     tcp_write,
     NULL,
     NULL,
+    NULL,
 };

@@ -308,6 +308,7 @@ const nhb__transport_vtable nhb__transport_tls = {
     tls_write,
     tls_close,
     NULL,
+    NULL,
 };
 
 void nhb__tls_conn_free(nhb__conn* c) {

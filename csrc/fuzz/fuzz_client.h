@@ -77,7 +77,7 @@ static int mem_connect(nhb__conn* c) {
 }
 
 static const nhb__transport_vtable fuzz_mem_transport = {
-    "fuzz-memory", mem_on_connected, mem_on_read, mem_write, NULL, mem_connect,
+    "fuzz-memory", mem_on_connected, mem_on_read, mem_write, NULL, mem_connect, NULL,
 };
 
 /* ---- configurations --------------------------------------------------------- */

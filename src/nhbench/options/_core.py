@@ -88,12 +88,12 @@ def client_core_config(options: Options, address: str) -> dict[str, Any]:
         "start_delay": float(options.start_delay),
         # Live statistics (docs/live.md): seconds per interval, 0 = off.
         "stats_interval": float(options.effective_stats_interval),
-        "scheme": target.scheme,
-        "protocol": options.protocol,
+        "scheme": options.core_scheme,
+        "protocol": options.core_protocol,
         # The body is the tail of `request`; HTTP/2 sends it from there.
         "request_body_size": options.request_body_size,
     }
-    if options.protocol == "http2":
+    if options.core_protocol in ("http2", "http3"):
         h2 = render_h2_request(
             method, request_target, target.authority, options.headers, options.request_body_size
         )
@@ -105,7 +105,7 @@ def client_core_config(options: Options, address: str) -> dict[str, Any]:
             "max_concurrent_streams": options.max_concurrent_streams,
             "max_active_requests": options.max_active_requests,
         })
-    if target.scheme == "https":
+    if options.core_scheme == "https":
         config["tls"] = _tls_config(options)
     # Issue 13: each area adds its keys in its own helper below (requests, schedule,
     # targets, observation), so that the parts stay apart.
@@ -113,6 +113,10 @@ def client_core_config(options: Options, address: str) -> dict[str, Any]:
     config.update(_schedule_config(options))
     config.update(_targets_config(options))
     config.update(_observation_config(options))
+    # Issue 14 (docs/protocols.md): likewise, one helper per protocol.
+    config.update(_echo_config(options))
+    config.update(_grpc_config(options))
+    config.update(_h3_config(options))
     return config
 
 
@@ -170,7 +174,7 @@ def _requests_config(options: Options) -> dict[str, Any]:
         "head_request": first["head_request"],
         "request_body_size": first["body_size"],
     }
-    if options.protocol == "http2":
+    if options.core_protocol in ("http2", "http3"):
         out.update({key: first[key] for key in ("h2_method", "h2_path", "h2_authority",
                                                  "h2_headers")})
     return out
@@ -240,7 +244,7 @@ def _render_spec(options: Options, spec: RequestSpec, payload: bytes | None) -> 
         "head_request": method == "HEAD",
         "target": spec.target,
     }
-    if options.protocol == "http2":
+    if options.core_protocol in ("http2", "http3"):
         h2 = render_h2_request(method, path, authority, headers, len(body),
                                content_length=content_length)
         entry.update({
@@ -337,6 +341,21 @@ def _observation_config(options: Options) -> dict[str, Any]:
     (lower-case), only when set."""
     name = options.latency_response_header_name
     return {"latency_response_header_name": name} if name else {}
+
+
+def _echo_config(options: Options) -> dict[str, Any]:
+    """Issue 14: the keys of a tcp:// or udp:// echo run (none yet)."""
+    return {}
+
+
+def _grpc_config(options: Options) -> dict[str, Any]:
+    """Issue 14: ``grpc`` bool for a gRPC run (grpc:// or grpcs://)."""
+    return {"grpc": True} if options.target.scheme in ("grpc", "grpcs") else {}
+
+
+def _h3_config(options: Options) -> dict[str, Any]:
+    """Issue 14: the keys of an HTTP/3 run (none yet)."""
+    return {}
 
 
 def response_core_config(response: ResponseOptions) -> dict[str, Any]:

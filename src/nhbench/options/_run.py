@@ -180,11 +180,18 @@ _HOSTNAME_RE = re.compile(
 )
 
 
-_DEFAULT_PORTS = {"http": 80, "https": 443}
+_DEFAULT_PORTS = {"http": 80, "https": 443, "grpc": 80, "grpcs": 443}
+# Issue 14 (docs/protocols.md): echo targets have no standard port, so the URI must name one.
+_ECHO_SCHEMES = ("tcp", "udp")
+_SCHEMES_TEXT = "http://, https://, grpc://, grpcs://, tcp:// and udp://"
 
 
 def parse_uri(uri: object) -> Target:
-    """Check the URI and split it into what the run needs: ``http://`` or ``https://``."""
+    """Check the URI and split it into what the run needs.
+
+    ``http://`` and ``https://``; issue 14 added ``grpc://`` (gRPC over h2c), ``grpcs://``
+    (gRPC over TLS), and the echo targets ``tcp://host:port`` and ``udp://host:port``.
+    """
     if not isinstance(uri, str) or not uri.strip():
         raise ValueError("must be a URL such as http://127.0.0.1:8080/")
     if any(ch.isspace() or ord(ch) < 0x20 or ord(ch) == 0x7F for ch in uri):
@@ -221,9 +228,9 @@ def parse_uri(uri: object) -> Target:
     except ValueError as exc:
         raise ValueError(f"malformed URL ({exc}) (got {uri!r})") from None
     scheme = parts.scheme.lower()
-    if scheme not in _DEFAULT_PORTS:
+    if scheme not in _DEFAULT_PORTS and scheme not in _ECHO_SCHEMES:
         raise ValueError(
-            f"unsupported scheme {scheme + '://'!r}, only http:// and https:// are supported"
+            f"unsupported scheme {scheme + '://'!r}, only {_SCHEMES_TEXT} are supported"
         )
     if parts.username is not None or parts.password is not None:
         raise ValueError(f"user information in the URL is not supported (got {uri!r})")
@@ -239,6 +246,16 @@ def parse_uri(uri: object) -> Target:
         raise ValueError(f"malformed URL: bad host name {host!r} (got {uri!r})")
     if port == 0:
         raise ValueError(f"port must be in 1..65535 (got {uri!r})")
+    if scheme in _ECHO_SCHEMES:
+        # An echo target is an address: no path, no query, and a port it must name.
+        if port is None:
+            raise ValueError(f"{scheme}:// needs a port, e.g. {scheme}://127.0.0.1:8078 "
+                             f"(got {uri!r})")
+        if parts.path not in ("", "/") or parts.query or parts.fragment:
+            raise ValueError(f"{scheme}:// takes no path or query (got {uri!r})")
+        bracketed = f"[{host}]" if ":" in host else host
+        return Target(scheme=scheme, host=host, port=port, path="/",
+                      authority=f"{bracketed}:{port}")
     # Non-ASCII characters in the path are percent-encoded (as a browser would); everything
     # already valid in a request-target, including existing %XX escapes, is left alone.
     safe = "/%:@!$&'()*+,;=-._~"
@@ -601,13 +618,15 @@ class Options(BaseModel):
     )
     # ---- protocol ------------------------------------------------------------------------
     protocol: Annotated[
-        Literal["http1", "http2"],
-        Flag(metavar="http1|http2", aliases=("-p",), consts=(("--h2", "http2"), ("-h2", "http2")),
+        Literal["http1", "http2", "http3"],
+        Flag(metavar="http1|http2|http3", aliases=("-p",),
+             consts=(("--h2", "http2"), ("-h2", "http2"), ("--h3", "http3")),
              group="HTTP/2"),
     ] = Field(
         default="http1",
-        description="http1 or http2. HTTP/2 is negotiated with ALPN (h2) on https:// and "
-        "spoken with prior knowledge (h2c) on http://.",
+        description="http1, http2 or http3. HTTP/2 is negotiated with ALPN (h2) on https:// "
+        "and spoken with prior knowledge (h2c) on http://. HTTP/3 runs over QUIC on "
+        "https:// URIs (docs/protocols.md).",
     )
     h2c: Annotated[bool, Flag(group="HTTP/2")] = Field(
         default=False,
@@ -916,6 +935,12 @@ class Options(BaseModel):
         "TLS one (typed_config an UpstreamTlsContext), mapped as tls_context.",
     )
 
+    # ---- issue 14: echo (tcp:// and udp://) -----------------------------------------------
+
+    # ---- issue 14: gRPC ------------------------------------------------------------------
+
+    # ---- issue 14: HTTP/3 ----------------------------------------------------------------
+
     # ---- issue 13: observation and verbosity ------------------------------------------------
     latency_response_header_name: Annotated[
         str | None, Flag(metavar="NAME", default="")
@@ -1110,8 +1135,8 @@ class Options(BaseModel):
             return "http2"
         if value in ("h1", "1", "http/1.1", "http1.1"):
             return "http1"
-        if value == "http3":
-            raise ValueError("http3 is not supported; use http1 or http2")
+        if value in ("h3", "3", "http/3"):
+            return "http3"
         return value
 
     @field_validator("protocol")
@@ -1119,6 +1144,9 @@ class Options(BaseModel):
     def _check_protocol(cls, value: str, info: ValidationInfo) -> str:
         if value == "http2" and info.data.get("request_method") == "CONNECT":
             raise ValueError("CONNECT is not supported over HTTP/2; use http1")
+        if value == "http3" and _scheme(info) not in (None, "https"):
+            raise ValueError("http3 runs over QUIC, whose handshake is TLS 1.3: the URI must "
+                             "be https://")
         return value
 
     @field_validator("h2c")
@@ -1719,7 +1747,33 @@ class Options(BaseModel):
             ) from None
         return self
 
+    # ---- issue 14: echo -------------------------------------------------------------------
+
+    # ---- issue 14: gRPC -------------------------------------------------------------------
+
+    # ---- issue 14: HTTP/3 -----------------------------------------------------------------
+
     # ---- derived values -------------------------------------------------------------------
+
+    @property
+    def core_protocol(self) -> str:
+        """The core's ``protocol`` key (issue 14): ``tcp``/``udp`` for echo URIs, ``http2``
+        for gRPC (with the ``grpc`` key), else ``protocol``."""
+        scheme = self.target.scheme
+        if scheme in ("tcp", "udp"):
+            return scheme
+        if scheme in ("grpc", "grpcs"):
+            return "http2"
+        return self.protocol
+
+    @property
+    def core_scheme(self) -> str:
+        """The core's ``scheme`` key: ``https`` when the connection speaks TLS (https://,
+        grpcs://, and HTTP/3, whose QUIC handshake is TLS 1.3), else ``http``."""
+        scheme = self.target.scheme
+        if scheme in ("https", "grpcs") or self.protocol == "http3":
+            return "https"
+        return "http"
 
     @property
     def target(self) -> Target:
