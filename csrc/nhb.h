@@ -117,6 +117,9 @@ void nhb_stream_add(nhb_stream* dst, const nhb_stream* src);
   X(ORIGIN_LATENCY_HEADER_ERRORS, "benchmark.origin_latency_header_errors") \
   /* ---- issue 14, echo (tcp:// udp://) ---- */                          \
   X(ECHO_MISMATCH, "benchmark.echo_mismatch")                            \
+  X(UDP_LOST, "benchmark.udp_lost")                                      \
+  X(UDP_LATE, "benchmark.udp_late")                                      \
+  X(UDP_UNEXPECTED, "benchmark.udp_unexpected")                          \
   /* ---- issue 14, HTTP/3 ---- */                                        \
   X(UPSTREAM_CX_HTTP3_TOTAL, "upstream_cx_http3_total")
 
@@ -201,6 +204,10 @@ typedef enum {
   NHB_IDLE_POLL = 1,
   NHB_IDLE_SLEEP = 2
 } nhb_idle_strategy_t;
+
+/* Issue 14: the largest udp:// echo payload: 65507 bytes (the largest UDP
+ * payload over IPv4) minus the 8-byte sequence number. */
+#define NHB_ECHO_UDP_MAX_PAYLOAD 65499
 
 typedef enum {
   NHB_PROTO_HTTP1 = 0,
@@ -390,6 +397,12 @@ typedef struct nhb_client_config {
    * NULL or "" = off. Matched case-insensitively; copied by nhb_run_create(). */
   const char* latency_response_header_name;
   /* ---- issue 14, echo: tcp:// and udp:// (session_echo.c, transport_udp.c) ---- */
+  /* The bytes every echo request sends (docs/protocols.md): TCP writes them
+   * and waits for the same bytes back; UDP sends one datagram of an 8-byte
+   * sequence number followed by them. TCP needs at least 1 byte, UDP at most
+   * NHB_ECHO_UDP_MAX_PAYLOAD. Copied by nhb_run_create(). */
+  const char* echo_payload;
+  size_t echo_payload_len;
   /* ---- issue 14, gRPC (session_h2.c with grpc set) ---- */
   /* 1: the HTTP/2 run is gRPC: the request set's bodies are gRPC messages
    * already framed (5-byte prefix), the responses end with grpc-status

@@ -209,7 +209,13 @@ class ClientRun {
   std::string latency_response_header_name_;
 
   // Issue 14 (docs/protocols.md): tcp:// and udp:// echo keys.
-  void parse_echo(const py::dict& d) { (void)d; }
+  // "echo_payload" bytes: what every tcp:// or udp:// request sends (the core copies it).
+  void parse_echo(const py::dict& d) {
+    echo_payload_ = get_as<std::string>(d, "echo_payload", "");
+    config_.echo_payload = echo_payload_.data();
+    config_.echo_payload_len = echo_payload_.size();
+  }
+  std::string echo_payload_;
 
   // Issue 14: gRPC keys ("grpc" bool: the HTTP/2 run is gRPC).
   void parse_grpc(const py::dict& d) { config_.grpc = get_as<bool>(d, "grpc", false) ? 1 : 0; }

@@ -471,6 +471,9 @@ struct nhb_run {
    * callbacks that do not look at it at all. */
   uint32_t olat_len;
   char olat_name[NHB__OLAT_NAME_MAX + 1];
+  /* Issue 14, echo (session_echo.c): the run's own copy of the payload;
+   * config.echo_payload points here once nhb__echo_run_init has run. */
+  char* echo_payload;
 };
 
 extern const nhb__transport_vtable nhb__transport_tcp;
@@ -571,6 +574,11 @@ void nhb__h2_worker_free(nhb__worker* w);
 int nhb__echo_run_init(nhb_run* run, char* err, size_t err_len);
 void nhb__echo_run_free(nhb_run* run);
 void nhb__echo_conn_free(nhb__conn* c);
+/* transport_udp.c: sends one datagram gathered from `n` buffers, at once or
+ * not at all (UV_EAGAIN when the socket buffer is full); the buffers may be
+ * reused as soon as it returns. The udp:// echo session sends its sequence
+ * number and the run's payload this way, without copying them together. */
+int nhb__udp_send(nhb__conn* c, const uv_buf_t* bufs, unsigned n);
 
 /* ---- issue 14: gRPC (session_h2.c with config.grpc) ---- */
 

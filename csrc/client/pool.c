@@ -582,9 +582,11 @@ static void conn_start(nhb__worker* w, nhb__conn* c) {
   c->peer_gone = 0;
   c->connect_start_ns = nhb__now_ns();
   ctr[NHB_CTR_UPSTREAM_CX_TOTAL]++;
-  ctr[cfg->protocol == NHB_PROTO_HTTP2   ? NHB_CTR_UPSTREAM_CX_HTTP2_TOTAL
-      : cfg->protocol == NHB_PROTO_HTTP3 ? NHB_CTR_UPSTREAM_CX_HTTP3_TOTAL
-                                         : NHB_CTR_UPSTREAM_CX_HTTP1_TOTAL]++;
+  /* An echo connection (issue 14) speaks no HTTP: upstream_cx_total only. */
+  if (NHB__LIKELY(cfg->protocol < NHB_PROTO_TCP))
+    ctr[cfg->protocol == NHB_PROTO_HTTP2   ? NHB_CTR_UPSTREAM_CX_HTTP2_TOTAL
+        : cfg->protocol == NHB_PROTO_HTTP3 ? NHB_CTR_UPSTREAM_CX_HTTP3_TOTAL
+                                           : NHB_CTR_UPSTREAM_CX_HTTP1_TOTAL]++;
   const nhb_sockaddr* to = &w->run->targets[c->target];
   const int unix_socket = ((const struct sockaddr*)to->bytes)->sa_family == AF_UNIX;
   /* Issue 14: a datagram transport (udp:// echo, HTTP/3) has a UDP handle,

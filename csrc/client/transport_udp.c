@@ -24,12 +24,17 @@ static int udp_on_read(nhb__conn* c, const char* data, size_t len) {
   return c->session->on_data(c, data, len);
 }
 
+int nhb__udp_send(nhb__conn* c, const uv_buf_t* bufs, unsigned n) {
+  /* uv_udp_try_send() takes the buffers as writable; it only reads them. */
+  int r = uv_udp_try_send(&c->udp, (uv_buf_t*)bufs, n, NULL);
+  if (r < 0) return r;
+  c->worker->stats.counters[NHB_CTR_UPSTREAM_CX_TX_BYTES_TOTAL] += (uint64_t)r;
+  return 0;
+}
+
 static int udp_write(nhb__conn* c, const char* data, size_t len) {
   uv_buf_t buf = uv_buf_init((char*)data, (unsigned)len);
-  int n = uv_udp_try_send(&c->udp, &buf, 1, NULL);
-  if (n < 0) return n;
-  c->worker->stats.counters[NHB_CTR_UPSTREAM_CX_TX_BYTES_TOTAL] += len;
-  return 0;
+  return nhb__udp_send(c, &buf, 1);
 }
 
 static void udp_alloc(uv_handle_t* handle, size_t suggested, uv_buf_t* buf) {
@@ -57,7 +62,12 @@ static void udp_on_recv(uv_udp_t* handle, ssize_t nread, const uv_buf_t* buf, co
 }
 
 static int udp_start(nhb__conn* c, const nhb_sockaddr* to) {
-  int r = uv_udp_connect(&c->udp, (const struct sockaddr*)to->bytes);
+  /* --source-address, as for TCP: the kernel picks the port; a bind that
+   * fails (not this host's address) fails the connection. */
+  const nhb_sockaddr* src = &c->worker->run->config.source;
+  int r = 0;
+  if (NHB__UNLIKELY(src->len != 0)) r = uv_udp_bind(&c->udp, (const struct sockaddr*)src->bytes, 0);
+  if (r == 0) r = uv_udp_connect(&c->udp, (const struct sockaddr*)to->bytes);
   if (r == 0) r = uv_udp_recv_start(&c->udp, udp_alloc, udp_on_recv);
   return r;
 }

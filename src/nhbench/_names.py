@@ -134,6 +134,11 @@ COUNTERS: tuple[str, ...] = (
     "ssl.session_reused",
     # Issue 13: responses whose --latency-response-header-name header was malformed.
     "benchmark.origin_latency_header_errors",
+    # Issue 14, echo (docs/protocols.md): tcp:// and udp:// echoes.
+    "benchmark.echo_mismatch",
+    "benchmark.udp_lost",
+    "benchmark.udp_late",
+    "benchmark.udp_unexpected",
 )
 
 #: The status codes counted one by one (C: NHB_STATUS_MIN..NHB_STATUS_MAX), each as
@@ -183,6 +188,14 @@ COUNTER_DESCRIPTIONS: dict[str, str] = {
     "ssl.session_reused": "TLS handshakes that resumed an earlier session",
     "benchmark.origin_latency_header_errors": "responses whose latency response header was "
     "not one non-negative integer (not in origin_latency_statistic)",
+    # Issue 14, echo.
+    "benchmark.echo_mismatch": "tcp:// and udp:// requests whose echo differed from the "
+    "payload sent",
+    "benchmark.udp_lost": "udp:// requests whose echo did not come back within the request "
+    "time-out (each is also a benchmark.request_timeout)",
+    "benchmark.udp_late": "echoes of lost udp:// requests that came back after all",
+    "benchmark.udp_unexpected": "udp:// datagrams that matched no request (short, unknown or "
+    "repeated sequence number)",
 }
 
 #: The counter of requests that succeeded: a complete response with a 2xx status. It is what
@@ -212,6 +225,7 @@ ERROR_COUNTERS: tuple[str, ...] = (
     "benchmark.stream_resets",
     "benchmark.request_timeout",
     RETRY_LIMIT_EXCEEDED,
+    "benchmark.echo_mismatch",  # issue 14: a tcp:// or udp:// echo that came back wrong
 )
 
 #: Connection-level counters shown next to the errors but never added to them: the requests
@@ -236,6 +250,7 @@ ERROR_NAMES: dict[str, tuple[str, str]] = {
     "benchmark.request_timeout": ("request time-out", "request time-outs"),
     RETRY_LIMIT_EXCEEDED: ("request given up after the retry limit",
                            "requests given up after the retry limit"),
+    "benchmark.echo_mismatch": ("mismatched echo", "mismatched echoes"),
 }
 
 _RESPONSE_COUNTERS = tuple(

@@ -343,9 +343,19 @@ def _observation_config(options: Options) -> dict[str, Any]:
     return {"latency_response_header_name": name} if name else {}
 
 
+#: Issue 14: the payload of an echo run without --payload, --payload-file or --payload-size:
+#: this many random bytes (Fortio's default echo payload is 24 bytes too).
+ECHO_DEFAULT_PAYLOAD_SIZE = 24
+
+
 def _echo_config(options: Options) -> dict[str, Any]:
-    """Issue 14: the keys of a tcp:// or udp:// echo run (none yet)."""
-    return {}
+    """Issue 14: ``echo_payload`` bytes for a tcp:// or udp:// run: the payload options'
+    bytes, else `ECHO_DEFAULT_PAYLOAD_SIZE` random bytes, drawn once per run. Nothing for
+    other runs (a udp:// run's default time-out is the options': 1 s)."""
+    if options.target.scheme not in ("tcp", "udp"):
+        return {}
+    payload = _payload(options)
+    return {"echo_payload": payload if payload else os.urandom(ECHO_DEFAULT_PAYLOAD_SIZE)}
 
 
 def _grpc_config(options: Options) -> dict[str, Any]:

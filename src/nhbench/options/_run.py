@@ -183,6 +183,28 @@ _HOSTNAME_RE = re.compile(
 _DEFAULT_PORTS = {"http": 80, "https": 443, "grpc": 80, "grpcs": 443}
 # Issue 14 (docs/protocols.md): echo targets have no standard port, so the URI must name one.
 _ECHO_SCHEMES = ("tcp", "udp")
+#: Issue 14: the options an echo run refuses (an echo request is the payload alone).
+ECHO_REFUSED_OPTIONS = (
+    "request_method", "request_header", "request_body_size", "content_type", "template",
+    "http1_0", "protocol", "h2c", "max_concurrent_streams", "max_active_requests", "sni",
+    "alpn", "cacert", "insecure", "tls_ciphers", "tls_ciphersuites", "tls_groups",
+    "tls_min_version", "tls_max_version", "tls_session_reuse", "tls_context",
+    "transport_socket", "request_source_plugin_config", "replay", "unix_socket",
+    "latency_response_header_name",
+)
+#: Issue 14: a udp:// request's time-out when --request-timeout is not given (seconds).
+ECHO_UDP_DEFAULT_TIMEOUT = 1.0
+#: Issue 14: the largest udp:// payload: 65507 bytes (the largest UDP payload over IPv4)
+#: minus the 8-byte sequence number (C: NHB_ECHO_UDP_MAX_PAYLOAD).
+ECHO_UDP_MAX_PAYLOAD = 65499
+
+
+def echo_scheme(uri: object) -> str | None:
+    """Issue 14: ``tcp`` or ``udp`` for an echo URI, else None (also for no URI)."""
+    if not isinstance(uri, str):
+        return None
+    scheme = uri.strip().split("://", 1)[0].lower() if "://" in uri else ""
+    return scheme if scheme in _ECHO_SCHEMES else None
 _SCHEMES_TEXT = "http://, https://, grpc://, grpcs://, tcp:// and udp://"
 
 
@@ -1286,6 +1308,8 @@ class Options(BaseModel):
         # is given. Writing POST down here keeps the echo of the options saying what was sent.
         if not isinstance(data, Mapping) or data.get("request_method") is not None:
             return data
+        if echo_scheme(data.get("uri")) is not None:
+            return data  # issue 14: an echo request has no method
         size = data.get("payload_size")
         try:
             sized = size is not None and int(size) > 0
@@ -1749,6 +1773,61 @@ class Options(BaseModel):
 
     # ---- issue 14: echo -------------------------------------------------------------------
 
+    @model_validator(mode="before")
+    @classmethod
+    def _echo_options(cls, data: Any, info: ValidationInfo) -> Any:
+        # A tcp:// or udp:// request is the payload alone: the options that shape an HTTP
+        # request or its connection (headers, method, HTTP/2 and /3, TLS, templating, request
+        # sources) would silently do nothing, so setting one is an error. Checked on the
+        # options as given (before the request-shaping validators fill anything in); the
+        # echo of options in a Result holds every field and was checked when it was made.
+        if not isinstance(data, Mapping) or (info.context or {}).get("echo"):
+            return data
+        scheme = echo_scheme(data.get("uri"))
+        if scheme is None:
+            return data
+        for name in ECHO_REFUSED_OPTIONS:
+            value = data.get(name)
+            if value is None or value is False or value == () or value == []:
+                continue
+            if value == cls.model_fields[name].default:
+                continue
+            raise PydanticCustomError(
+                "options_file", "{a}: {msg}",
+                {"a": name, "msg": f"not for {scheme}:// echo targets (an echo request "
+                 "sends the payload alone; docs/protocols.md)"},
+            )
+        if scheme == "udp" and data.get("request_timeout") is None:
+            # A lost datagram ends its request at the time-out: HTTP's 30 s would hold the
+            # socket (one request at a time) for that long. Fortio's UDP runner waits 0.75 s.
+            data = {**data, "request_timeout": ECHO_UDP_DEFAULT_TIMEOUT}
+        return data
+
+    @model_validator(mode="after")
+    def _check_echo(self, info: ValidationInfo) -> Options:
+        scheme = echo_scheme(self.uri)
+        if scheme != "udp" or (info.context or {}).get("echo"):
+            return self
+        if self.request_timeout == 0:
+            raise PydanticCustomError(
+                "options_file", "{a}: {msg}",
+                {"a": "request_timeout", "msg": "a udp:// run needs a time-out above 0: "
+                 "a lost datagram would never end its request (got 0)"},
+            )
+        sizes = [("payload", len((self.payload or "").encode())),
+                 ("payload_size", self.payload_size or 0)]
+        if self.payload_file is not None:
+            sizes.append(("payload_file", os.path.getsize(self.payload_file)))
+        for name, size in sizes:
+            if size > ECHO_UDP_MAX_PAYLOAD:
+                raise PydanticCustomError(
+                    "options_file", "{a}: {msg}",
+                    {"a": name, "msg": f"a udp:// payload is at most {ECHO_UDP_MAX_PAYLOAD} "
+                     f"bytes: one datagram carries it after an 8-byte sequence number "
+                     f"(got {size} bytes)"},
+                )
+        return self
+
     # ---- issue 14: gRPC -------------------------------------------------------------------
 
     # ---- issue 14: HTTP/3 -----------------------------------------------------------------
@@ -1853,6 +1932,9 @@ class Options(BaseModel):
     def failure_predicates(self) -> dict[str, int]:
         """The failure predicates in force: the defaults (unless disabled) and the user's."""
         base = {} if self.no_default_failure_predicates else dict(DEFAULT_FAILURE_PREDICATES)
+        if base and echo_scheme(self.uri) is not None:
+            # Issue 14: an echo that came back wrong fails an echo run, as a 5xx does HTTP.
+            base["benchmark.echo_mismatch"] = 0
         if self.abort_on is not None:
             base[f"benchmark.http_{self.abort_on}"] = 0
         base.update(self.failure_predicate)

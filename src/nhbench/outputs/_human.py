@@ -117,9 +117,11 @@ def _header(result: Result) -> list[str]:
         start.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC"
         if start else "not started"
     )
+    # Issue 14: an echo request has no method.
+    method = "echo" if result.options.target.scheme in ("tcp", "udp") else options.request_method
     lines = [
         # Several targets (issue 13) have no URI: each endpoint's URL, in round-robin order.
-        f"{tool}: {options.request_method} "
+        f"{tool}: {method} "
         f"{options.uri or ' '.join(t.url for t in options.targets)}",
         f"  {worker_text} x {options.connections} connections, {loop}, {duration}, "
         f"idle strategy {options.sequencer_idle_strategy}",
@@ -282,9 +284,26 @@ def render_human(result: Result) -> str:
     lines += _workers_table(result)
     lines += _counters_table(result)
     lines += _schedule_lines(result)
+    lines += _echo_lines(result)
     lines += _overflow_warning(result)
     lines += _summary(result)
     return "\n".join(lines) + "\n"
+
+
+def _echo_lines(result: Result) -> list[str]:
+    # Issue 14 (docs/protocols.md): what the counters mean for a tcp:// or udp:// run, in
+    # words; a completed echo counts as a 2xx response everywhere else.
+    scheme = result.options.target.scheme
+    if scheme not in ("tcp", "udp"):
+        return []
+    counters = result.counters
+    ok, bad = counters["benchmark.http_2xx"], counters["benchmark.echo_mismatch"]
+    line = f"ECHO ({scheme}://): {ok} ok (counted as benchmark.http_2xx), {bad} mismatched"
+    if scheme == "udp":
+        line += (f", {counters['benchmark.udp_lost']} lost (no echo within the request "
+                 f"time-out; {counters['benchmark.udp_late']} of them came back late), "
+                 f"{counters['benchmark.udp_unexpected']} unexpected datagrams")
+    return [line, ""]
 
 
 def _schedule_lines(result: Result) -> list[str]:
