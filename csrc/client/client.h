@@ -321,6 +321,7 @@ struct nhb__worker {
   void* rq_nva;     /* nghttp2_nv scratch: the header block being expanded */
   char* rq_hdr_buf; /* its expanded values (nghttp2 copies them on submit) */
   int blocked;          /* closed loop: the next release found no capacity */
+  int releasing;        /* inside nhb__pool_dispatch (sequencer.c: no nested releases) */
   uint64_t blocked_since_ns;
   /* Schedule shapes (issue 13, sequencer.c). sched_base_ns is where the rate
    * schedule counts from: start_ns, moved later by --no-catchup. */

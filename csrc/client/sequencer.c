@@ -246,6 +246,18 @@ static void disarm(nhb__worker* w) {
   }
 }
 
+/* Hands one release to the pool. A connection that is up at once (a
+ * connected UDP socket, issue 14) reports ready from inside the pool, which
+ * then asks the sequencer for more releases: that nested call must do
+ * nothing, or it would release the same index again (and a count could run
+ * past its end); the loop that called dispatch() goes on by itself. */
+static inline int dispatch(nhb__worker* w, uint64_t t, uint64_t now, uint32_t spec) {
+  w->releasing = 1;
+  int r = nhb__pool_dispatch(w, t, now, spec);
+  w->releasing = 0;
+  return r;
+}
+
 static void release_max_rate(nhb__worker* w, uint64_t now) {
   /* Closed loop as fast as the connections allow: every free connection gets
    * a request at once; the "schedule" is the release itself. */
@@ -254,7 +266,7 @@ static void release_max_rate(nhb__worker* w, uint64_t now) {
       begin_stop_at(w, now);
       return;
     }
-    nhb__pool_dispatch(w, now, now, nhb__next_spec(w));
+    dispatch(w, now, now, nhb__next_spec(w));
     w->released++;
     w->quota--;
     w->stats.counters[NHB_CTR_SEQUENCER_RELEASED]++;
@@ -275,14 +287,14 @@ static void release_sequential(nhb__worker* w, uint64_t now) {
     return;
   }
   if (w->in_flight > 0 || !nhb__pool_has_connection(w)) return; /* a response calls us again */
-  nhb__pool_dispatch(w, now, now, nhb__next_spec(w));
+  dispatch(w, now, now, nhb__next_spec(w));
   w->released++;
   w->quota--;
   w->stats.counters[NHB_CTR_SEQUENCER_RELEASED]++;
 }
 
 void nhb__sequencer_run(nhb__worker* w) {
-  if (w->stopping || w->finishing) return;
+  if (w->stopping || w->finishing || NHB__UNLIKELY(w->releasing)) return;
   uint64_t now = nhb__now_ns();
   nhb_stats* st = &w->stats;
   const int open_loop = w->run->config.open_loop;
@@ -329,7 +341,7 @@ void nhb__sequencer_run(nhb__worker* w) {
       arm(w, t);
       return;
     }
-    if (nhb__pool_dispatch(w, t, now, nhb__next_spec(w))) {
+    if (dispatch(w, t, now, nhb__next_spec(w))) {
       if (w->blocked) {
         nhb_hist_record(st->hists[NHB_HIST_SEQUENCER_BLOCKING], now - w->blocked_since_ns);
         w->blocked = 0;
