@@ -349,8 +349,8 @@ def test_tcp_peer_sending_unsolicited_bytes_is_a_protocol_error() -> None:
 class LossyUdpPeer:
     """A UDP echo peer that, counting datagrams k = 1, 2, ...: drops every 5th; holds the 7th
     and 14th and sends each back just before it handles the next datagram (so after its
-    request has timed out); also sends a 2-byte datagram after the 2nd, the 3rd twice, and
-    the 4th back with its last byte changed."""
+    request has timed out); sends a 2-byte and an empty datagram after the 2nd, the 3rd
+    twice, and the 4th back with its last byte changed."""
 
     def __init__(self) -> None:
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -381,6 +381,7 @@ class LossyUdpPeer:
             self.sock.sendto(data, peer)
             if k == 2:
                 self.sock.sendto(b"xy", peer)
+                self.sock.sendto(b"", peer)
             if k == 3:
                 self.sock.sendto(data, peer)
 
@@ -402,7 +403,8 @@ def test_udp_loss_late_duplicates_and_mismatch_are_counted_exactly() -> None:
     assert c["benchmark.udp_lost"] == c["benchmark.request_timeout"] == 6
     assert c["benchmark.udp_late"] == 2
     assert c["benchmark.echo_mismatch"] == 1
-    assert c["benchmark.udp_unexpected"] == 2  # the 2-byte datagram and the repeated 3rd
+    # The 2-byte and the empty datagram, and the repeated 3rd.
+    assert c["benchmark.udp_unexpected"] == 3
     assert c["benchmark.http_2xx"] == 13
     assert finished(result) == c["upstream_rq_total"] == 20
     # A late echo never completed another request: the socket was kept throughout.

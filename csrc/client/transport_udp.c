@@ -50,6 +50,13 @@ static void udp_on_recv(uv_udp_t* handle, ssize_t nread, const uv_buf_t* buf, co
   /* nread 0 with no address: the socket had nothing more to read. */
   if (nread == 0 && addr == NULL) return;
   if (c->state != NHB__CX_READY && c->state != NHB__CX_CONNECTING) return;
+  /* An empty datagram: nhb__conn_read() takes 0 bytes for nothing at all,
+   * so the echo session's count of datagrams that match no request gets it
+   * here. */
+  if (NHB__UNLIKELY(nread == 0)) {
+    if (c->session == &nhb__session_udp_echo) c->worker->stats.counters[NHB_CTR_UDP_UNEXPECTED]++;
+    return;
+  }
   /* A datagram larger than the buffer cannot arrive (see the top), but a
    * truncated one must never pass for a whole one. */
   if (NHB__UNLIKELY(flags & UV_UDP_PARTIAL)) {
