@@ -487,7 +487,8 @@ class Options(BaseModel):
     request_timeout: Annotated[float, Flag(metavar="TIME", aliases=("-timeout",))] = Field(
         default=30.0, ge=0, le=3600,
         description="Per-request timeout in seconds (0 = none); a timed-out request counts "
-        "in benchmark.request_timeout and its connection is closed.",
+        "in benchmark.request_timeout and its connection is closed. udp:// echo: 1 s unless "
+        "given, and the socket is kept (docs/protocols.md).",
     )
     request_method: Annotated[
         Method, Flag(metavar="METHOD", aliases=("-X",))
@@ -831,7 +832,8 @@ class Options(BaseModel):
         default=None, ge=0, le=MAX_REQUEST_BODY_SIZE,
         description="Request body: this many random bytes, drawn once per run and sent with "
         "every request (Fortio's -payload-size; --request-body-size sends 'a' bytes). "
-        "Switches to POST like --payload when above 0.",
+        "Switches to POST like --payload when above 0. tcp:// and udp:// echo: the payload "
+        "(24 random bytes without a payload option).",
     )
     content_type: Annotated[str | None, Flag(metavar="TYPE", aliases=("-content-type",))] = Field(
         default=None,
