@@ -205,6 +205,8 @@ def echo_scheme(uri: object) -> str | None:
         return None
     scheme = uri.strip().split("://", 1)[0].lower() if "://" in uri else ""
     return scheme if scheme in _ECHO_SCHEMES else None
+
+
 _SCHEMES_TEXT = "http://, https://, grpc://, grpcs://, tcp:// and udp://"
 
 
