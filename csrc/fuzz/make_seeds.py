@@ -76,6 +76,14 @@ def h2_request(streams: list[tuple[int, list[tuple[str, str]], bytes]]) -> bytes
     return out
 
 
+GRPC = [("content-type", "application/grpc")]
+
+
+def grpc_framed(message: bytes) -> bytes:
+    """A gRPC message behind its 5-byte prefix (not compressed, big-endian length)."""
+    return b"\x00" + struct.pack(">I", len(message)) + message
+
+
 def h2_get(path: str, extra: list[tuple[str, str]] | None = None, method: str = "GET") -> list[tuple[str, str]]:
     return [(":method", method), (":scheme", "http"), (":authority", "127.0.0.1"), (":path", path)] + (extra or [])
 
@@ -184,6 +192,15 @@ H2_TRAFFIC: list[tuple[int, bytes, int, int | None]] = [
     (1, h2_request([(1, h2_get("/?gzip=true", [("accept-encoding", "gzip")]), b"")]), 1, 3),
     (3, h2_request([(1, h2_get("/"), b""), (3, h2_get("/"), b""), (5, h2_get("/"), b"")]), 5, None),
     (0, h2_request([(1, h2_get("/?delay=1ms"), b"")]) + frame(PING, 0, 0, b"12345678"), 1, 3),
+    # gRPC calls (server_grpc.c): a ping with a payload and a deadline, a health check, an
+    # unknown method with two messages, a compressed flag, and a call with no message.
+    (0, h2_request([(1, h2_get("/fgrpc.PingServer/Ping", GRPC + [("grpc-timeout", "1S")], "POST"),
+                     grpc_framed(b"\x08\x07\x1a\x05hello\x20\x01"))]), 1, None),
+    (0, h2_request([(1, h2_get("/grpc.health.v1.Health/Check", GRPC, "POST"), grpc_framed(b"\x0a\x04ping")),
+                    (3, h2_get("/a.B/C", GRPC, "POST"), grpc_framed(b"") * 2)]), 3, None),
+    (0, h2_request([(1, h2_get("/fgrpc.PingServer/Ping", GRPC + [("grpc-encoding", "gzip")], "POST"),
+                     b"\x01" + grpc_framed(b"\x08\x01")[1:]),
+                    (3, h2_get("/fgrpc.PingServer/Ping", GRPC, "POST"), b"")]), 3, None),
 ]
 
 
