@@ -278,6 +278,28 @@ OPTION_SEEDS: list[tuple[int, str]] = (
 )
 
 
+def grpc_seeds() -> list[bytes]:
+    """fuzz_server_grpc: a byte choosing the call (method, grpc-encoding, grpc-timeout, the
+    server's delay; see the target's header comment), then the request body."""
+    ping = b"\x08\x07\x10\x01\x1a\x05hello\x20\x80\x94\xeb\xdc\x03"
+    unknown = b"\x48\x96\x01\x51" + b"\x01" * 8 + b"\x5a\x03abc\x63\x08\x01\x64\x75" + b"\x02" * 4
+    return [
+        b"\x00" + grpc_framed(b""),
+        b"\x00" + grpc_framed(b"\x0a\x04ping"),
+        b"\x00" + grpc_framed(b"\x0a\x09ping_down"),
+        b"\x01" + grpc_framed(ping),
+        b"\x02" + grpc_framed(unknown + ping),
+        b"\x03" + grpc_framed(b"\x08\x01"),
+        b"\x01" + grpc_framed(ping) + grpc_framed(b""),
+        b"\x05" + b"\x01" + grpc_framed(ping)[1:],
+        b"\x09\x0a" + grpc_framed(ping),
+        b"\x11" + b"100m" + grpc_framed(ping),
+        b"\x21" + grpc_framed(ping),
+        b"\x41" + grpc_framed(b"\x20\x01"),
+        b"\x01" + b"\x00\x00\x40\x00\x01",
+    ]
+
+
 def write(target: str, seeds: list[bytes]) -> int:
     d = CORPUS / target
     if d.exists():
@@ -352,6 +374,7 @@ def main() -> None:
         "fuzz_client_h1": write("fuzz_client_h1", h1_seeds),
         "fuzz_client_h2": write("fuzz_client_h2", h2_seeds),
         "fuzz_server_options": write("fuzz_server_options", option_seeds),
+        "fuzz_server_grpc": write("fuzz_server_grpc", grpc_seeds()),
     }
     total = sum(p.stat().st_size for p in CORPUS.rglob("*") if p.is_file())
     for name, n in counts.items():

@@ -482,6 +482,9 @@ int nhb__srv_grpc_answer_call(nhb__srv_worker* w, const nhb__srv_grpc_head* g, c
   const uint8_t* m = (const uint8_t*)body + 5;
   int r = which == SVC_HEALTH ? health_check(&k, m, mlen) : ping(&k, w->server, m, mlen);
   if (r < 0) return r;
+  /* A refused request is answered at once; an answer waits for the
+   * service's delay and the server's own. */
+  if (a->code != NHB__SRV_GRPC_OK) return 0;
   uint64_t extra = server_delay(w);
   a->delay_ns = a->delay_ns > UINT64_MAX - extra ? UINT64_MAX : a->delay_ns + extra;
   if (g->timeout_ns && a->delay_ns >= g->timeout_ns) {
