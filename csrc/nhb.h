@@ -589,7 +589,9 @@ typedef struct nhb_server_config {
   X(tls_session_reused)   /* handshakes that resumed a session */              \
   X(h2_streams_reset)     /* streams the client reset before their response */ \
   X(h2_protocol_errors)   /* HTTP/2 connections ended for a protocol error */  \
-  X(connections_refused)  /* closed at accept: over max_connections, or no fds */
+  X(connections_refused)  /* closed at accept: over max_connections, or no fds */ \
+  X(grpc_calls)           /* gRPC calls answered (HTTP/2, server_grpc.c) */    \
+  X(grpc_errors)          /* ... of them with a grpc-status other than OK */
 
 typedef struct nhb_server_stats {
 #define NHB__SRV_STAT_FIELD(name) uint64_t name;

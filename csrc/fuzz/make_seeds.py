@@ -76,6 +76,14 @@ def h2_request(streams: list[tuple[int, list[tuple[str, str]], bytes]]) -> bytes
     return out
 
 
+GRPC = [("content-type", "application/grpc")]
+
+
+def grpc_framed(message: bytes) -> bytes:
+    """A gRPC message behind its 5-byte prefix (not compressed, big-endian length)."""
+    return b"\x00" + struct.pack(">I", len(message)) + message
+
+
 def h2_get(path: str, extra: list[tuple[str, str]] | None = None, method: str = "GET") -> list[tuple[str, str]]:
     return [(":method", method), (":scheme", "http"), (":authority", "127.0.0.1"), (":path", path)] + (extra or [])
 
@@ -184,6 +192,15 @@ H2_TRAFFIC: list[tuple[int, bytes, int, int | None]] = [
     (1, h2_request([(1, h2_get("/?gzip=true", [("accept-encoding", "gzip")]), b"")]), 1, 3),
     (3, h2_request([(1, h2_get("/"), b""), (3, h2_get("/"), b""), (5, h2_get("/"), b"")]), 5, None),
     (0, h2_request([(1, h2_get("/?delay=1ms"), b"")]) + frame(PING, 0, 0, b"12345678"), 1, 3),
+    # gRPC calls (server_grpc.c): a ping with a payload and a deadline, a health check, an
+    # unknown method with two messages, a compressed flag, and a call with no message.
+    (0, h2_request([(1, h2_get("/fgrpc.PingServer/Ping", GRPC + [("grpc-timeout", "1S")], "POST"),
+                     grpc_framed(b"\x08\x07\x1a\x05hello\x20\x01"))]), 1, None),
+    (0, h2_request([(1, h2_get("/grpc.health.v1.Health/Check", GRPC, "POST"), grpc_framed(b"\x0a\x04ping")),
+                    (3, h2_get("/a.B/C", GRPC, "POST"), grpc_framed(b"") * 2)]), 3, None),
+    (0, h2_request([(1, h2_get("/fgrpc.PingServer/Ping", GRPC + [("grpc-encoding", "gzip")], "POST"),
+                     b"\x01" + grpc_framed(b"\x08\x01")[1:]),
+                    (3, h2_get("/fgrpc.PingServer/Ping", GRPC, "POST"), b"")]), 3, None),
 ]
 
 
@@ -261,6 +278,28 @@ OPTION_SEEDS: list[tuple[int, str]] = (
 )
 
 
+def grpc_seeds() -> list[bytes]:
+    """fuzz_server_grpc: a byte choosing the call (method, grpc-encoding, grpc-timeout, the
+    server's delay; see the target's header comment), then the request body."""
+    ping = b"\x08\x07\x10\x01\x1a\x05hello\x20\x80\x94\xeb\xdc\x03"
+    unknown = b"\x48\x96\x01\x51" + b"\x01" * 8 + b"\x5a\x03abc\x63\x08\x01\x64\x75" + b"\x02" * 4
+    return [
+        b"\x00" + grpc_framed(b""),
+        b"\x00" + grpc_framed(b"\x0a\x04ping"),
+        b"\x00" + grpc_framed(b"\x0a\x09ping_down"),
+        b"\x01" + grpc_framed(ping),
+        b"\x02" + grpc_framed(unknown + ping),
+        b"\x03" + grpc_framed(b"\x08\x01"),
+        b"\x01" + grpc_framed(ping) + grpc_framed(b""),
+        b"\x05" + b"\x01" + grpc_framed(ping)[1:],
+        b"\x09\x0a" + grpc_framed(ping),
+        b"\x11" + b"100m" + grpc_framed(ping),
+        b"\x21" + grpc_framed(ping),
+        b"\x41" + grpc_framed(b"\x20\x01"),
+        b"\x01" + b"\x00\x00\x40\x00\x01",
+    ]
+
+
 def write(target: str, seeds: list[bytes]) -> int:
     d = CORPUS / target
     if d.exists():
@@ -335,6 +374,7 @@ def main() -> None:
         "fuzz_client_h1": write("fuzz_client_h1", h1_seeds),
         "fuzz_client_h2": write("fuzz_client_h2", h2_seeds),
         "fuzz_server_options": write("fuzz_server_options", option_seeds),
+        "fuzz_server_grpc": write("fuzz_server_grpc", grpc_seeds()),
     }
     total = sum(p.stat().st_size for p in CORPUS.rglob("*") if p.is_file())
     for name, n in counts.items():

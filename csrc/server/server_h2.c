@@ -24,6 +24,11 @@
  * worker's stage and written through the connection (TLS or not) until about
  * NHB__SRV_WRITE_HIGH bytes wait for the socket; the write completion resumes.
  *
+ * A gRPC call (a POST with content-type application/grpc) is captured the
+ * same way and answered by server_grpc.c: HEADERS, one DATA frame with the
+ * framed response message and trailers with grpc-status, or a trailers-only
+ * response (one HEADERS frame with grpc-status) when the call fails.
+ *
  * A Fortio `close` sends GOAWAY (NO_ERROR) naming the last stream begun: the
  * streams already received are answered, later ones are refused
  * (REFUSED_STREAM, which a client may retry elsewhere), and once nghttp2 has
@@ -49,6 +54,9 @@
 #define H2_RESET_BURST 1000
 #define H2_RESET_RATE 33
 #define H2_MAX_CONTINUATIONS 8
+/* A stream kept for reuse keeps capture and response buffers of a gRPC call
+ * up to this size; larger ones are freed. */
+#define H2_GRPC_KEEP (256u * 1024u)
 
 struct nhb__srv_h2_stream {
   nhb__srv_h2_stream *prev, *next; /* the connection's streams, or the free list */
@@ -75,6 +83,12 @@ struct nhb__srv_h2_stream {
   nhb__srv_piece body[2];
   int nbody, body_i;
   size_t body_at, body_len;
+  /* gRPC: what the head said, whether this is a call, whether its response
+   * ends with trailers (a message was sent), and its grpc-status. */
+  nhb__srv_grpc_head grpc;
+  uint8_t grpc_call;
+  uint8_t grpc_trailers;
+  uint8_t grpc_code;
 };
 
 struct nhb__srv_h2 {
@@ -161,6 +175,12 @@ static void stream_release(nhb__srv_h2_stream* st, int account) {
     stream_free_memory(st);
     return;
   }
+  if (st->grpc_call && (st->req.buf.cap > H2_GRPC_KEEP || st->out.cap > H2_GRPC_KEEP)) {
+    /* A gRPC message may be 4 MiB: a stream kept for reuse does not keep
+     * such a buffer (1024 of them would hold gigabytes). */
+    if (st->req.buf.cap > H2_GRPC_KEEP) nhb__srv_buf_free(&st->req.buf);
+    if (st->out.cap > H2_GRPC_KEEP) nhb__srv_buf_free(&st->out);
+  }
   st->prev = NULL;
   st->next = w->h2_free;
   w->h2_free = st;
@@ -201,6 +221,26 @@ static int rh_add(nhb__srv_h2_stream* st, const char* name, size_t name_len, con
   return 0;
 }
 
+/* A header whose value is already in `out` (at value_off): only the name is
+ * added. */
+static int rh_add_self(nhb__srv_h2_stream* st, const char* name, size_t name_len, size_t value_off, size_t value_len) {
+  if (st->nrh == st->rh_cap) {
+    size_t cap = st->rh_cap ? 2 * st->rh_cap : 16;
+    nhb__srv_hdr_pos* r = realloc(st->rh, cap * sizeof(*r));
+    if (!r) return NHB_ENOMEM;
+    st->rh = r;
+    st->rh_cap = cap;
+  }
+  nhb__srv_buf* b = &st->out;
+  if (nhb__srv_buf_append(b, name, name_len) < 0) return NHB_ENOMEM;
+  nhb__srv_hdr_pos* r = &st->rh[st->nrh++];
+  r->name_off = b->len - name_len;
+  r->name_len = name_len;
+  r->value_off = value_off;
+  r->value_len = value_len;
+  return 0;
+}
+
 static int h2_header(void* ctx, const nhb__srv_header* hd) {
   nhb__srv_h2_stream* st = ctx;
   /* Connection-specific fields mean nothing in HTTP/2, and a client must
@@ -238,8 +278,6 @@ static int render(nhb__srv_h2_stream* st, const nhb__srv_reply* r) {
 /* The data source: copies the next bytes of the body pieces into the frame. */
 static ssize_t read_body(nghttp2_session* session, int32_t id, uint8_t* buf, size_t length, uint32_t* flags,
                          nghttp2_data_source* source, void* user_data) {
-  NHB__UNUSED(session);
-  NHB__UNUSED(id);
   NHB__UNUSED(user_data);
   nhb__srv_h2_stream* st = source->ptr;
   size_t done = 0;
@@ -255,7 +293,15 @@ static ssize_t read_body(nghttp2_session* session, int32_t id, uint8_t* buf, siz
       st->body_at = 0;
     }
   }
-  if (st->body_i >= st->nbody) *flags |= NGHTTP2_DATA_FLAG_EOF;
+  if (st->body_i >= st->nbody) {
+    *flags |= NGHTTP2_DATA_FLAG_EOF;
+    if (st->grpc_trailers) {
+      /* gRPC: the stream ends with the trailers, not with this DATA frame. */
+      static const nghttp2_nv ok[] = {
+          {(uint8_t*)"grpc-status", (uint8_t*)"0", 11, 1, NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE}};
+      if (nghttp2_submit_trailer(session, id, ok, 1) == 0) *flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
+    }
+  }
   return (ssize_t)done;
 }
 
@@ -331,14 +377,75 @@ static void respond_error(nhb__srv_h2_stream* st) {
   submit(st);
 }
 
+/* The response waits until `deadline` (0 = now), and any stall on top. */
+static void release_at(nhb__srv_h2_stream* st, uint64_t now, uint64_t deadline) {
+  nhb_server* s = st->c->w->server;
+  if (nhb__srv_stall_possible(s)) {
+    uint64_t t = deadline ? deadline : now;
+    uint64_t release = nhb__srv_stall_release(s, t);
+    if (release > t) deadline = release;
+  }
+  wait_or_submit(st, deadline);
+}
+
+/* A gRPC call: server_grpc.c decides the answer, rendered here as HEADERS,
+ * the framed message and trailers, or trailers-only when it failed. */
+static void respond_grpc(nhb__srv_h2_stream* st) {
+  nhb__srv_conn* c = st->c;
+  nhb__srv_worker* w = c->w;
+  nhb__srv_req* q = &st->req;
+  st->responded = 1;
+  uint64_t now = w->now_ns ? w->now_ns : nhb__now_ns();
+  st->out.len = 0;
+  st->nrh = 0;
+  nhb__srv_grpc_answer a;
+  const char* path = q->url_len ? q->buf.p + q->url_off : "";
+  const char* body = q->body_len ? q->buf.p + q->body_off : "";
+  if (nhb__srv_grpc_answer_call(w, &st->grpc, path, q->url_len, body, q->body_len, q->body_bytes, &st->out, &a) < 0 ||
+      rh_add(st, "content-type", 12, "application/grpc", 16) < 0) {
+    nghttp2_submit_rst_stream(c->h2->session, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
+    return;
+  }
+  memcpy(st->status_txt, "200", 4);
+  st->status = 200;
+  st->grpc_code = (uint8_t)a.code;
+  st->nbody = 0;
+  st->body_len = 0;
+  st->body_i = 0;
+  st->body_at = 0;
+  st->grpc_trailers = 0;
+  if (a.code == NHB__SRV_GRPC_OK) {
+    st->nbody = 1;
+    st->body[0].ext = NULL;
+    st->body[0].off = a.body_off;
+    st->body[0].len = a.body_len;
+    st->body_len = a.body_len;
+    st->grpc_trailers = 1;
+  } else {
+    char code[4];
+    int n = snprintf(code, sizeof(code), "%u", a.code);
+    /* rh_add copies into `out`, which may move: the message is copied
+     * from where it is now, through a position. */
+    if (rh_add(st, "grpc-status", 11, code, (size_t)n) < 0 ||
+        (a.msg_len && rh_add_self(st, "grpc-message", 12, a.msg_off, a.msg_len) < 0)) {
+      nghttp2_submit_rst_stream(c->h2->session, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
+      return;
+    }
+  }
+  release_at(st, now, a.delay_ns ? now + a.delay_ns : 0);
+}
+
 static void respond(nhb__srv_h2_stream* st) {
   nhb__srv_conn* c = st->c;
   nhb__srv_worker* w = c->w;
-  nhb_server* s = w->server;
   nhb__srv_req* q = &st->req;
   if (st->responded) return;
   if (st->error_status) {
     respond_error(st);
+    return;
+  }
+  if (st->grpc_call) {
+    respond_grpc(st);
     return;
   }
   st->responded = 1;
@@ -356,13 +463,7 @@ static void respond(nhb__srv_h2_stream* st) {
   st->status = (uint16_t)r.status;
   /* HTTP/1.1 closes after such a response; HTTP/2 says GOAWAY. */
   if (r.close) c->h2->want_goaway = 1;
-  uint64_t deadline = r.delay_ns ? now + r.delay_ns : 0;
-  if (nhb__srv_stall_possible(s)) {
-    uint64_t t = deadline ? deadline : now;
-    uint64_t release = nhb__srv_stall_release(s, t);
-    if (release > t) deadline = release;
-  }
-  wait_or_submit(st, deadline);
+  release_at(st, now, r.delay_ns ? now + r.delay_ns : 0);
 }
 
 /* ---- nghttp2 callbacks ------------------------------------------------------------ */
@@ -433,6 +534,7 @@ static int on_header(nghttp2_session* session, const nghttp2_frame* frame, const
     return 0;
   }
   if (nhb__srv_req_add_header(q, name, name_len, value, value_len) < 0) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+  nhb__srv_grpc_note_header(&st->grpc, name, name_len, value, value_len);
   if (name_len == 14 && memcmp(name, "content-length", 14) == 0) {
     /* nghttp2 checks it against the DATA received; here it only says early
      * that a body will be too large. */
@@ -457,12 +559,16 @@ static void head_done(nhb__srv_conn* c, nhb__srv_h2_stream* st, int end_stream) 
     respond_error(st);
     return;
   }
+  /* gRPC is a POST with its content type; anything else is plain HTTP. */
+  st->grpc_call = st->grpc.content_type && st->method_len == 4 && memcmp(q->buf.p + st->method_off, "POST", 4) == 0;
   if (end_stream) {
     respond(st);
     return;
   }
-  /* The body is kept when it may be echoed, as for HTTP/1.1. */
-  q->capture_body = !s->nh.has_body_size || s->static_dynamic || q->has_query || q->nh_idx >= 0 || q->is_debug;
+  /* The body is kept when it may be echoed, as for HTTP/1.1, and for a gRPC
+   * call, whose message it is. */
+  q->capture_body = st->grpc_call || !s->nh.has_body_size || s->static_dynamic || q->has_query || q->nh_idx >= 0 ||
+                    q->is_debug;
   if (q->expect_continue) {
     nghttp2_nv nv = {(uint8_t*)":status", (uint8_t*)"100", 7, 3, NGHTTP2_NV_FLAG_NO_COPY_NAME};
     nghttp2_submit_headers(c->h2->session, NGHTTP2_FLAG_NONE, st->id, NULL, &nv, 1, NULL);
@@ -500,12 +606,18 @@ static int on_data_chunk(nghttp2_session* session, uint8_t flags, int32_t id, co
     respond_error(st);
     return 0;
   }
-  if (q->capture_body && q->body_len < s->config.max_payload_bytes) {
-    size_t room = s->config.max_payload_bytes - q->body_len;
+  /* A gRPC message is captured up to the largest accepted (and its prefix);
+   * an echo up to --max-payload-kb. */
+  size_t cap = st->grpc_call ? NHB__SRV_GRPC_MAX_MSG + 5 : s->config.max_payload_bytes;
+  if (q->capture_body && q->body_len < cap) {
+    size_t room = cap - q->body_len;
     size_t n = len < room ? len : room;
     if (nhb__srv_buf_append(&q->buf, data, n) < 0) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
     q->body_len += n;
   }
+  /* A message too large, or compressed: answered without waiting for it. */
+  if (st->grpc_call && q->body_len >= 5 && nhb__srv_grpc_early(&st->grpc, q->buf.p + q->body_off, q->body_len))
+    respond(st);
   return 0;
 }
 
@@ -531,6 +643,10 @@ static int on_frame_send(nghttp2_session* session, const nghttp2_frame* frame, v
       nhb__srv_bump(&w->counters.requests, 1);
       if (st->status < NHB_SERVER_STATUS_MAX) nhb__srv_bump(&w->counters.status[st->status], 1);
       if (st->bad) nhb__srv_bump(&w->counters.bad_requests, 1);
+      if (st->grpc_call) {
+        nhb__srv_bump(&w->counters.grpc_calls, 1);
+        if (st->grpc_code) nhb__srv_bump(&w->counters.grpc_errors, 1);
+      }
     }
     if (st) st->complete = 1;
   }

@@ -14,6 +14,8 @@
  *   server_options.c  parsers: durations, Nighthawk JSON, Fortio query strings
  *   server_buf.c      the growable buffer and the arena
  *   server_echo.c     TCP and UDP echo listeners
+ *   server_grpc.c     gRPC calls on HTTP/2: framing, protobuf, the health
+ *                     and Fortio ping services
  *
  * The layers of an HTTP connection, from the socket up: the socket (reads into
  * the worker's buffer, writes with uv_try_write), optionally TLS (ciphertext
@@ -631,6 +633,56 @@ int nhb__srv_h2_busy(const nhb__srv_conn* c);
 size_t nhb__srv_h2_waiting(const nhb__srv_conn* c);
 void nhb__srv_h2_conn_free(nhb__srv_conn* c);
 void nhb__srv_h2_worker_free(nhb__srv_worker* w);
+
+/* server_grpc.c */
+/* The largest gRPC request message accepted: gRPC's own default receive
+ * limit (4 MiB); a larger one is answered RESOURCE_EXHAUSTED as soon as its
+ * 5-byte prefix has arrived. */
+#define NHB__SRV_GRPC_MAX_MSG (4u << 20)
+/* gRPC status codes the server answers with. */
+enum {
+  NHB__SRV_GRPC_OK = 0,
+  NHB__SRV_GRPC_DEADLINE_EXCEEDED = 4,
+  NHB__SRV_GRPC_NOT_FOUND = 5,
+  NHB__SRV_GRPC_RESOURCE_EXHAUSTED = 8,
+  NHB__SRV_GRPC_UNIMPLEMENTED = 12,
+  NHB__SRV_GRPC_INTERNAL = 13
+};
+
+/* What an HTTP/2 request's head says about gRPC; zero for any other
+ * request. */
+typedef struct nhb__srv_grpc_head {
+  uint8_t content_type; /* application/grpc, application/grpc+proto, ...;charset */
+  uint8_t encoded;      /* grpc-encoding names a compression (not identity) */
+  uint8_t bad_timeout;  /* grpc-timeout does not parse */
+  uint64_t timeout_ns;  /* grpc-timeout; 0 = none */
+} nhb__srv_grpc_head;
+
+/* The answer to one gRPC call: its status, the grpc-message text (percent-
+ * encoded, in out at msg_off, empty when msg_len is 0), the framed response
+ * message (in out at body_off; only with status OK) and the service's delay. */
+typedef struct nhb__srv_grpc_answer {
+  unsigned code;
+  size_t msg_off, msg_len;
+  size_t body_off, body_len;
+  uint64_t delay_ns;
+} nhb__srv_grpc_answer;
+
+/* Notes a regular request header field (content-type, grpc-timeout,
+ * grpc-encoding) in g. */
+void nhb__srv_grpc_note_header(nhb__srv_grpc_head* g, const uint8_t* name, size_t name_len, const uint8_t* value,
+                               size_t value_len);
+/* Called while the body arrives: nonzero when the captured prefix already
+ * decides the answer (a message over NHB__SRV_GRPC_MAX_MSG, a compressed
+ * message the server cannot read), which is then answered at once. */
+int nhb__srv_grpc_early(const nhb__srv_grpc_head* g, const char* body, size_t len);
+/* Answers the call to `path` whose body is body[0..len) of body_total bytes
+ * received (the capture stops at NHB__SRV_GRPC_MAX_MSG + 5). Appends the
+ * grpc-message and the framed response message to out. Returns 0 or
+ * NHB_ENOMEM. */
+int nhb__srv_grpc_answer_call(nhb__srv_worker* w, const nhb__srv_grpc_head* g, const char* path, size_t path_len,
+                              const char* body, size_t len, uint64_t body_total, nhb__srv_buf* out,
+                              nhb__srv_grpc_answer* a);
 
 /* server_echo.c */
 /* Starts a UDP echo listener. */

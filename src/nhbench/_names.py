@@ -351,6 +351,8 @@ SERVER_STATS: tuple[str, ...] = (
     "h2_streams_reset",
     "h2_protocol_errors",
     "connections_refused",
+    "grpc_calls",
+    "grpc_errors",
 )
 
 # What each statistic means; docs/server.md has the same table. A response counts when its
@@ -381,4 +383,8 @@ SERVER_STAT_DESCRIPTIONS: dict[str, str] = {
     "(GOAWAY with an error: a bad frame, a flood, a header block over the limit)",
     "connections_refused": "connections closed as soon as accepted: over max_connections, "
     "or the process out of file descriptors",
+    "grpc_calls": "gRPC calls answered (HTTP/2 POSTs with content-type application/grpc), "
+    "every grpc-status; a subset of requests (status 200)",
+    "grpc_errors": "gRPC calls answered with a grpc-status other than OK (0); a subset of "
+    "grpc_calls",
 }

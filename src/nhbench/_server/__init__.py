@@ -333,7 +333,7 @@ class TestServer:
         connections_active, rx_bytes, tx_bytes, bad_requests, status, stalls,
         tcp_echo_bytes, udp_echo_packets, connections_http1, connections_http2,
         tls_handshakes, tls_handshake_errors, tls_session_reused, h2_streams_reset,
-        h2_protocol_errors, connections_refused.
+        h2_protocol_errors, connections_refused, grpc_calls, grpc_errors.
 
         Live for an in-process server; for a subprocess server, live through the admin
         endpoint when there is one, else available after `stop()`.
