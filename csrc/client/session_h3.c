@@ -605,7 +605,11 @@ static void h3_handshake_error(nhb__conn* c, char* text, size_t len) {
   if (status != 0 && !tc->insecure) {
     gnutls_datum_t out = {NULL, 0};
     if (gnutls_certificate_verification_status_print(status, GNUTLS_CRT_X509, &out, 0) == 0 && out.data != NULL) {
-      snprintf(text, len, "TLS handshake failed (HTTP/3): certificate verify failed: %s", (const char*)out.data);
+      /* GnuTLS ends its sentences with a space: one line, trimmed. */
+      size_t n = out.size;
+      while (n > 0 && (out.data[n - 1] == ' ' || out.data[n - 1] == '\0')) n--;
+      snprintf(text, len, "TLS handshake failed (HTTP/3): certificate verify failed: %.*s", (int)n,
+               (const char*)out.data);
       gnutls_free(out.data);
       return;
     }

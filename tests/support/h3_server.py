@@ -5,10 +5,12 @@ Run as a script (tests/test_h3.py starts it as a subprocess)::
     python h3_server.py --cert CERT --key KEY [--port 0] [--size N]
 
 It prints ``port N`` on stdout once it listens on 127.0.0.1, answers every request with
-``--size`` bytes of body and status 200, or with status NNN for a path ``/status/NNN``, and on
-SIGTERM or SIGINT prints one JSON line of what it counted and exits: ``requests`` (complete
-requests answered), ``methods`` (per method), ``body_bytes`` (request body bytes received),
-``connections`` (QUIC connections that completed the handshake).
+``--size`` bytes of body and status 200, with status NNN for a path ``/status/NNN``, after MS
+milliseconds for a path ``/delay/MS``; on SIGTERM or SIGINT it prints one JSON line of what it
+counted and exits: ``requests`` (complete requests answered), ``methods`` (per method),
+``body_bytes`` (request body bytes received), ``connections`` (QUIC connections that completed
+the handshake), ``max_pending`` (the most requests one connection had waiting for their
+answer at once: the streams a client multiplexed on it).
 
 Written from aioquic's documented asyncio API (``aioquic.asyncio.serve``,
 ``QuicConnectionProtocol``, ``aioquic.h3.connection.H3Connection``).
@@ -30,7 +32,8 @@ from aioquic.h3.events import DataReceived, H3Event, HeadersReceived
 from aioquic.quic.configuration import QuicConfiguration
 from aioquic.quic.events import HandshakeCompleted, QuicEvent
 
-STATS: dict[str, Any] = {"requests": 0, "methods": Counter(), "body_bytes": 0, "connections": 0}
+STATS: dict[str, Any] = {"requests": 0, "methods": Counter(), "body_bytes": 0, "connections": 0,
+                         "max_pending": 0}
 
 
 class Handler(QuicConnectionProtocol):
@@ -42,6 +45,7 @@ class Handler(QuicConnectionProtocol):
         super().__init__(*args, **kwargs)
         self._http: H3Connection | None = None
         self._requests: dict[int, dict[str, Any]] = {}
+        self._pending = 0
 
     def quic_event_received(self, event: QuicEvent) -> None:
         if isinstance(event, HandshakeCompleted):
@@ -68,19 +72,35 @@ class Handler(QuicConnectionProtocol):
                 self._answer(event.stream_id)
 
     def _answer(self, stream_id: int) -> None:
-        assert self._http is not None
         request = self._requests.pop(stream_id)
-        STATS["requests"] += 1
-        STATS["methods"][request["method"]] += 1
+        path = request["path"]
+        if path.startswith("/delay/"):
+            self._pending += 1
+            STATS["max_pending"] = max(STATS["max_pending"], self._pending)
+            asyncio.get_running_loop().call_later(
+                int(path.split("/")[2]) / 1000, self._respond, stream_id, request, True)
+            return
+        self._respond(stream_id, request, False)
+
+    def _respond(self, stream_id: int, request: dict[str, Any], delayed: bool) -> None:
+        assert self._http is not None
+        if delayed:
+            self._pending -= 1
         status = 200
         if request["path"].startswith("/status/"):
             status = int(request["path"].split("/")[2])
-        self._http.send_headers(stream_id, [
-            (b":status", str(status).encode()),
-            (b"server", b"aioquic-test"),
-            (b"content-length", str(len(self.body)).encode()),
-        ])
-        self._http.send_data(stream_id, self.body, end_stream=True)
+        try:
+            self._http.send_headers(stream_id, [
+                (b":status", str(status).encode()),
+                (b"server", b"aioquic-test"),
+                (b"content-length", str(len(self.body)).encode()),
+            ])
+            self._http.send_data(stream_id, self.body, end_stream=True)
+        except Exception:  # noqa: BLE001 - the client reset the stream or closed meanwhile
+            return
+        # Counted once the answer is handed to QUIC: what the client can have received.
+        STATS["requests"] += 1
+        STATS["methods"][request["method"]] += 1
         self.transmit()
 
 
