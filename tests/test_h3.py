@@ -200,6 +200,31 @@ def test_rate_limited_latency_is_measured_from_the_schedule(
     assert scheduled.mean >= sent.mean
 
 
+def test_request_timeout_resets_the_stream_and_keeps_the_connection(
+    h3: H3Server, certs: dict[str, str]
+) -> None:
+    result = run(h3.url("/delay/400"), rps=50, duration=0.5, request_timeout=0.1,
+                 cacert=certs["ca"], no_default_failure_predicates=True)
+    stats = h3.stop()
+    c = result.counters
+    assert c["benchmark.request_timeout"] == c["sequencer.released"] == 25
+    assert c["benchmark.http_2xx"] == 0
+    # Each time-out reset its stream only: one connection carried them all.
+    assert c["upstream_cx_total"] == stats["connections"] == 1
+    assert_accounting(c)
+
+
+def test_max_requests_per_connection_opens_new_connections(
+    h3: H3Server, certs: dict[str, str]
+) -> None:
+    result = run(h3.url(), rps=100, max_requests_per_connection=10, cacert=certs["ca"])
+    stats = h3.stop()
+    c = result.counters
+    assert result.success, result.error
+    assert c["benchmark.http_2xx"] == stats["requests"] == 100
+    assert c["upstream_cx_total"] == c["ssl.handshake"] == stats["connections"] == 10
+
+
 def test_server_that_goes_away_mid_run_is_counted_without_a_hang(
     h3: H3Server, certs: dict[str, str]
 ) -> None:
@@ -288,3 +313,62 @@ def test_options_http3_cannot_honour_are_refused(args: tuple[str, ...], expected
 def test_http3_needs_https() -> None:
     assert_one_line_error(nhbench_cli("run", "http://127.0.0.1:1/", "-p", "http3"),
                           "the URI must be https://")
+
+
+GTLSSERVER = shutil.which("gtlsserver") or (
+    "/usr/sbin/gtlsserver" if os.access("/usr/sbin/gtlsserver", os.X_OK) else None)
+
+
+def _udp_port_bound(port: int) -> bool:
+    for table in ("/proc/net/udp", "/proc/net/udp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        if any(int(line.split()[1].rsplit(":", 1)[1], 16) == port for line in lines):
+            return True
+    return False
+
+
+@pytest.mark.skipif(GTLSSERVER is None,
+                    reason="Debian's ngtcp2 example server is not installed "
+                    "(apt-get install ngtcp2-server)")
+def test_against_debians_ngtcp2_example_server(
+    certs: dict[str, str], tmp_path: Path
+) -> None:
+    assert GTLSSERVER is not None
+    (tmp_path / "file.bin").write_bytes(b"y" * 4321)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    proc = subprocess.Popen(
+        [GTLSSERVER, "-q", "--no-quic-dump", "--no-http-dump", "-d", str(tmp_path),
+         "127.0.0.1", str(port), certs["key"], certs["cert"]],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(100):
+            if _udp_port_bound(port):
+                break
+            time.sleep(0.05)
+        base = f"https://127.0.0.1:{port}"
+        # Bound is not yet serving: a first Initial lost would cost QUIC's first
+        # retransmission time-out (about a second) inside the measured run.
+        for _ in range(20):
+            probe_run = run(f"{base}/file.bin", rps=10, duration=0.1, cacert=certs["ca"])
+            if probe_run.counters["benchmark.http_2xx"] > 0:
+                break
+        result = run(f"{base}/file.bin", rps=200, connections=2, max_concurrent_streams=4,
+                     cacert=certs["ca"])
+        c = result.counters
+        assert result.success, result.error
+        assert c["benchmark.http_2xx"] == c["sequencer.released"] == 200, dict(c)
+        body = result.stat("benchmark_http_client.response_body_size")
+        assert body.min == body.max == 4321
+        assert c["ssl.handshake"] == c["upstream_cx_http3_total"] >= 1
+        missing = run(f"{base}/absent", rps=50, duration=0.5, cacert=certs["ca"],
+                      no_default_failure_predicates=True)
+        assert missing.counters["benchmark.http_4xx"] == missing.counters["benchmark.http_404"] == 25
+        assert_accounting(missing.counters)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)

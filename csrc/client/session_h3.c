@@ -102,6 +102,7 @@ struct nhb__h3 {
   int goaway;         /* the server sent GOAWAY: streams from goaway_id on were never processed */
   int64_t goaway_id;
   int lib_error;      /* an nghttp3 error inside a callback, for the message */
+  int sock_error;     /* a send failed for good (h3_write): the connection ends */
   uint8_t pkt[H3_PKT_MAX];
 };
 
@@ -580,6 +581,7 @@ static int quic_start(nhb__conn* c, const nhb_sockaddr* to) {
   h->waiting = 0;
   h->goaway = 0;
   h->lib_error = 0;
+  h->sock_error = 0;
   h->start_ns = nhb__now_ns();
   /* The connected UDP socket of transport_udp.c: its datagrams come back
    * through c->transport->on_read, ours. */
@@ -857,11 +859,13 @@ static int h3_write(nhb__conn* c) {
     }
     if (n == 0) break;
     int r = nhb__transport_udp.write(c, (const char*)h->pkt, (size_t)n);
-    /* A full socket buffer drops the packet; QUIC sends it again. Anything
-     * else (ECONNREFUSED from an earlier ICMP error) shows on the read side. */
+    /* A full socket buffer drops the packet; QUIC sends it again. Any other
+     * error (ECONNREFUSED: the server's port answered an earlier datagram
+     * with an ICMP error, which the kernel reports once, to whichever call
+     * comes first) ends the connection as a failed read would. */
+    if (r < 0 && r != UV_EAGAIN && r != UV_ENOBUFS) h->sock_error = r;
     if (r < 0 || ++npkts >= quantum) {
       ngtcp2_conn_update_pkt_tx_time(h->qc, ts);
-      if (r < 0 && r != UV_EAGAIN) return 0;
       break;
     }
   }
@@ -883,6 +887,12 @@ static void h3_on_timer(uv_timer_t* timer) {
   if (r == 0) r = h3_write(c);
   h->in_lib = 0;
   if (c->state != NHB__CX_READY && c->state != NHB__CX_CONNECTING) return;
+  if (NHB__UNLIKELY(h->sock_error != 0)) {
+    int e = h->sock_error;
+    h->sock_error = 0;
+    nhb__conn_read(c, e, NULL);
+    return;
+  }
   if (r != 0) {
     h3_conn_error(c, r);
     return;
@@ -904,7 +914,10 @@ static int h3_start_stream(nhb__conn* c, nhb__slot* s) {
   int64_t sid;
   int r = ngtcp2_conn_open_bidi_stream(h->qc, &sid, NULL);
   if (r == NGTCP2_ERR_STREAM_ID_BLOCKED) return 1;
-  if (r != 0) return NHB_EPROTO;
+  if (r != 0) {
+    h3_record(c, NHB_EPROTO, "HTTP/3: cannot open a stream: %s", ngtcp2_strerror(r));
+    return NHB_EPROTO;
+  }
   if (sid >= INT32_MAX) {
     /* 2^29 requests on one connection: the rest go out on a new one. */
     ngtcp2_conn_shutdown_stream(h->qc, sid, NGHTTP3_H3_REQUEST_CANCELLED);
@@ -919,19 +932,22 @@ static int h3_start_stream(nhb__conn* c, nhb__slot* s) {
   r = nghttp3_conn_submit_request(h->hc, sid, hr->nva + hr->nvoff[k], hr->nvlen[k], s->body_left > 0 ? &dr : NULL,
                                   s);
   if (r != 0) {
-    h->lib_error = r;
+    h3_record(c, NHB_EPROTO, "HTTP/3: cannot send a request: %s", nghttp3_strerror(r));
     return NHB_EPROTO;
   }
   return 0;
 }
 
-/* Submits the requests that wait for a stream, in the order they came. */
+/* Submits the requests that wait for a stream, oldest first (the pool puts
+ * the newest at the head of the connection's list). */
 static void h3_open_waiting(nhb__conn* c) {
   nhb__h3* h = c->h3;
   h->waiting = 0;
   int opened = 0;
-  for (nhb__slot* s = c->slots; s != NULL && c->state == NHB__CX_READY;) {
-    nhb__slot* next = s->next;
+  nhb__slot* s = c->slots;
+  while (s != NULL && s->next != NULL) s = s->next;
+  while (s != NULL && c->state == NHB__CX_READY) {
+    nhb__slot* prev = s->prev;
     if (s->stream_id == 0 && !s->refused && s->sent) {
       int r = h3_start_stream(c, s);
       if (r > 0) {
@@ -939,16 +955,12 @@ static void h3_open_waiting(nhb__conn* c) {
         break;
       }
       if (r < 0) {
-        char text[sizeof(c->worker->first_error_text)];
-        snprintf(text, sizeof(text), "HTTP/3: cannot send a request: %s",
-                 h->lib_error ? nghttp3_strerror(h->lib_error) : "no stream");
-        nhb__worker_record_error_text(c->worker, NHB_EPROTO, text);
         nhb__conn_fail(c, NHB_EPROTO, NHB_CTR_STREAM_RESETS);
         return;
       }
       opened = 1;
     }
-    s = next;
+    s = prev;
   }
   if (opened && c->state == NHB__CX_READY) h3_want_write(c);
 }
@@ -966,8 +978,16 @@ static int h3_send(nhb__conn* c, nhb__slot* s) {
   s->stream_id = 0;
   s->body_left = sp->body_size;
   nhb__olat_reset(&s->olat);
+  /* The usual case: a stream at once, without looking at the others. */
+  if (!h->in_lib && !h->waiting) {
+    int r = h3_start_stream(c, s);
+    if (r > 0) h->waiting = 1;
+    if (r == 0) h3_want_write(c);
+    return r < 0 ? r : 0;
+  }
   /* Inside the libraries (a response completed and the pool sends the next
-   * request at once) the stream is opened once the call returned. */
+   * request at once) the stream is opened once the call returned; behind
+   * requests that wait for stream credit, it waits its turn. */
   h->waiting = 1;
   if (!h->in_lib) h3_open_waiting(c);
   return 0;
