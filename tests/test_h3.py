@@ -65,10 +65,10 @@ def certs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 class H3Server:
     """aioquic's HTTP/3 server as a subprocess; stop() returns what it counted."""
 
-    def __init__(self, certs: dict[str, str], size: int = SIZE) -> None:
+    def __init__(self, certs: dict[str, str], size: int = SIZE, *extra: str) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, str(SERVER), "--cert", certs["cert"], "--key", certs["key"],
-             "--size", str(size)],
+             "--size", str(size), *extra],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )
         assert self.proc.stdout is not None
@@ -223,6 +223,45 @@ def test_max_requests_per_connection_opens_new_connections(
     assert result.success, result.error
     assert c["benchmark.http_2xx"] == stats["requests"] == 100
     assert c["upstream_cx_total"] == c["ssl.handshake"] == stats["connections"] == 10
+
+
+def test_goaway_sends_the_unprocessed_requests_again_elsewhere(certs: dict[str, str]) -> None:
+    # Every connection gets GOAWAY after 10 answers while 20 requests are in flight: the
+    # ones above the GOAWAY's stream id go out again on the next connection, first.
+    server = H3Server(certs, SIZE, "--goaway-after", "10")
+    try:
+        result = run(server.url(), rps=0, duration=0.5, max_active_requests=20,
+                     cacert=certs["ca"])
+        stats = server.stop()
+    finally:
+        server.kill()
+    c = result.counters
+    assert result.success, result.error
+    # Every request was answered exactly once, none given up.
+    assert c["benchmark.http_2xx"] == stats["requests"] == c["sequencer.released"]
+    assert c["upstream_rq_retry_limit_exceeded"] == 0
+    assert stats["ignored"] > 0 and c["upstream_rq_retry"] >= stats["ignored"]
+    assert c["upstream_cx_total"] == stats["connections"] > 1
+    assert c["upstream_cx_close_notify"] in (stats["connections"] - 1, stats["connections"])
+    assert_accounting(c)
+
+
+def test_connection_close_fails_what_is_in_flight_and_reconnects(certs: dict[str, str]) -> None:
+    # Every connection is closed after 5 answers, with requests still on it (each waits
+    # 50 ms at the server): those fail as resets, the run goes on on new connections.
+    server = H3Server(certs, SIZE, "--close-after", "5")
+    try:
+        result = run(server.url("/delay/50"), rps=100, duration=1.0, cacert=certs["ca"],
+                     no_default_failure_predicates=True)
+        stats = server.stop()
+    finally:
+        server.kill()
+    c = result.counters
+    assert c["benchmark.http_2xx"] == stats["requests"] > 0
+    assert c["upstream_cx_total"] == stats["connections"] > 1
+    assert c["upstream_cx_destroy_remote"] >= 1
+    assert c["benchmark.stream_resets"] > 0
+    assert_accounting(c)
 
 
 def test_server_that_goes_away_mid_run_is_counted_without_a_hang(

@@ -98,6 +98,7 @@ struct nhb__h3 {
   uint64_t start_ns;  /* the handshake's start */
   int handshake_done; /* ngtcp2 said so; reported to the pool after read_pkt returns */
   int in_lib;         /* inside an ngtcp2/nghttp3 call: no submissions now */
+  int defer;          /* the pool is handing over the requests that rode along */
   int waiting;        /* slots without a stream yet (h3_open_waiting) */
   int goaway;         /* the server sent GOAWAY: streams from goaway_id on were never processed */
   int64_t goaway_id;
@@ -578,6 +579,7 @@ static int quic_start(nhb__conn* c, const nhb_sockaddr* to) {
   nhb__h3* h = c->h3;
   h->handshake_done = 0;
   h->in_lib = 0;
+  h->defer = 0;
   h->waiting = 0;
   h->goaway = 0;
   h->lib_error = 0;
@@ -731,8 +733,13 @@ static void h3_after(nhb__conn* c) {
     }
     w->stats.counters[NHB_CTR_SSL_HANDSHAKE]++;
     nhb_hist_record(w->stats.hists[NHB_HIST_TLS_HANDSHAKE], nhb__now_ns() - h->start_ns);
-    /* Sends the requests that rode along (h3_send marks them waiting). */
+    /* The requests that rode along are marked by h3_send while the pool
+     * hands them over (newest first) and submitted here oldest first, so
+     * that requests a GOAWAY sent back get the lowest stream ids of the new
+     * connection: the ones a server that goes away again will process. */
+    h->defer = 1;
     nhb__conn_ready(c);
+    h->defer = 0;
     if (c->state != NHB__CX_READY) return;
   }
   if (c->state != NHB__CX_READY) return;
@@ -979,7 +986,7 @@ static int h3_send(nhb__conn* c, nhb__slot* s) {
   s->body_left = sp->body_size;
   nhb__olat_reset(&s->olat);
   /* The usual case: a stream at once, without looking at the others. */
-  if (!h->in_lib && !h->waiting) {
+  if (!h->in_lib && !h->defer && !h->waiting) {
     int r = h3_start_stream(c, s);
     if (r > 0) h->waiting = 1;
     if (r == 0) h3_want_write(c);
@@ -989,7 +996,7 @@ static int h3_send(nhb__conn* c, nhb__slot* s) {
    * request at once) the stream is opened once the call returned; behind
    * requests that wait for stream credit, it waits its turn. */
   h->waiting = 1;
-  if (!h->in_lib) h3_open_waiting(c);
+  if (!h->in_lib && !h->defer) h3_open_waiting(c);
   return 0;
 }
 

@@ -10,7 +10,13 @@ milliseconds for a path ``/delay/MS``; on SIGTERM or SIGINT it prints one JSON l
 counted and exits: ``requests`` (complete requests answered), ``methods`` (per method),
 ``body_bytes`` (request body bytes received), ``connections`` (QUIC connections that completed
 the handshake), ``max_pending`` (the most requests one connection had waiting for their
-answer at once: the streams a client multiplexed on it).
+answer at once: the streams a client multiplexed on it), ``ignored`` (requests above a GOAWAY,
+left unanswered).
+
+Going away: ``--goaway-after N`` sends GOAWAY on each connection once it has answered N
+requests (later requests are left unprocessed, as RFC 9114 allows); ``--close-after N`` closes
+each connection (CONNECTION_CLOSE, H3_NO_ERROR) once it has answered N requests, whatever is
+still in flight on it.
 
 Written from aioquic's documented asyncio API (``aioquic.asyncio.serve``,
 ``QuicConnectionProtocol``, ``aioquic.h3.connection.H3Connection``).
@@ -27,25 +33,31 @@ from collections import Counter
 from typing import Any
 
 from aioquic.asyncio import QuicConnectionProtocol, serve
-from aioquic.h3.connection import H3_ALPN, H3Connection
+from aioquic.buffer import encode_uint_var
+from aioquic.h3.connection import H3_ALPN, FrameType, H3Connection, encode_frame
 from aioquic.h3.events import DataReceived, H3Event, HeadersReceived
 from aioquic.quic.configuration import QuicConfiguration
 from aioquic.quic.events import HandshakeCompleted, QuicEvent
 
 STATS: dict[str, Any] = {"requests": 0, "methods": Counter(), "body_bytes": 0, "connections": 0,
-                         "max_pending": 0}
+                         "max_pending": 0, "ignored": 0}
 
 
 class Handler(QuicConnectionProtocol):
     """One QUIC connection: HTTP/3 requests in, fixed responses out."""
 
     body = b""
+    goaway_after = 0
+    close_after = 0
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._http: H3Connection | None = None
         self._requests: dict[int, dict[str, Any]] = {}
         self._pending = 0
+        self._answered = 0
+        self._goaway_id: int | None = None
+        self._closing = False
 
     def quic_event_received(self, event: QuicEvent) -> None:
         if isinstance(event, HandshakeCompleted):
@@ -73,6 +85,9 @@ class Handler(QuicConnectionProtocol):
 
     def _answer(self, stream_id: int) -> None:
         request = self._requests.pop(stream_id)
+        if self._goaway_id is not None and stream_id >= self._goaway_id:
+            STATS["ignored"] += 1
+            return
         path = request["path"]
         if path.startswith("/delay/"):
             self._pending += 1
@@ -86,6 +101,8 @@ class Handler(QuicConnectionProtocol):
         assert self._http is not None
         if delayed:
             self._pending -= 1
+        if self._closing:
+            return
         status = 200
         if request["path"].startswith("/status/"):
             status = int(request["path"].split("/")[2])
@@ -101,6 +118,24 @@ class Handler(QuicConnectionProtocol):
         # Counted once the answer is handed to QUIC: what the client can have received.
         STATS["requests"] += 1
         STATS["methods"][request["method"]] += 1
+        self._answered += 1
+        if self.goaway_after and self._answered == self.goaway_after:
+            # aioquic's H3Connection has no GOAWAY of its own: the frame goes on its control
+            # stream. Streams from the next client stream on will not be processed.
+            self._goaway_id = stream_id + 4
+            control = self._http._local_control_stream_id  # noqa: SLF001
+            assert control is not None
+            self._quic.send_stream_data(
+                control, encode_frame(FrameType.GOAWAY, encode_uint_var(self._goaway_id)))
+        self.transmit()
+        if self.close_after and self._answered == self.close_after:
+            # The answers sent go out first; nothing more is answered; the close follows
+            # shortly, while later requests are still waiting.
+            self._closing = True
+            asyncio.get_running_loop().call_later(0.02, self._close)
+
+    def _close(self) -> None:
+        self._quic.close(error_code=0x100, reason_phrase="close-after")
         self.transmit()
 
 
@@ -110,9 +145,12 @@ async def main(argv: list[str]) -> None:
     parser.add_argument("--key", required=True)
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--size", type=int, default=10)
-    parser.add_argument("--max-streams", type=int, default=128)
+    parser.add_argument("--goaway-after", type=int, default=0)
+    parser.add_argument("--close-after", type=int, default=0)
     args = parser.parse_args(argv)
     Handler.body = b"x" * args.size
+    Handler.goaway_after = args.goaway_after
+    Handler.close_after = args.close_after
     config = QuicConfiguration(is_client=False, alpn_protocols=H3_ALPN,
                                max_datagram_frame_size=None)
     config.load_cert_chain(args.cert, args.key)
