@@ -5,7 +5,8 @@ The server counts what it answered; the tests compare exact counts with nhbench'
 come from the openssl command: a test CA and a server certificate it signed for 127.0.0.1 and
 localhost. Counts and wide ratios only, no timing thresholds; the one wall-clock bound is the
 issue's "a server that goes away ends the run within duration + drain + 1 s". Skipped, with the
-reason, when aioquic or openssl is missing.
+reason, when aioquic or openssl is missing. The tests that drive the C core's error paths are
+marked `core` (a second run under ASan+UBSan in CI); each starts one aioquic server (~0.5 s).
 """
 
 from __future__ import annotations
@@ -107,6 +108,7 @@ def run(url: str, **kw: Any) -> nhbench.Result:
     return nhbench.run(url, **kw)
 
 
+@pytest.mark.core  # C error paths, run again under ASan in CI
 def test_counts_agree_with_aioquic(h3: H3Server, certs: dict[str, str]) -> None:
     result = run(h3.url(), rps=200, cacert=certs["ca"])
     stats = h3.stop()
@@ -200,6 +202,7 @@ def test_rate_limited_latency_is_measured_from_the_schedule(
     assert scheduled.mean >= sent.mean
 
 
+@pytest.mark.core  # C error paths, run again under ASan in CI
 def test_request_timeout_resets_the_stream_and_keeps_the_connection(
     h3: H3Server, certs: dict[str, str]
 ) -> None:
@@ -225,6 +228,7 @@ def test_max_requests_per_connection_opens_new_connections(
     assert c["upstream_cx_total"] == c["ssl.handshake"] == stats["connections"] == 10
 
 
+@pytest.mark.core  # C error paths, run again under ASan in CI
 def test_goaway_sends_the_unprocessed_requests_again_elsewhere(certs: dict[str, str]) -> None:
     # Every connection gets GOAWAY after 10 answers while 20 requests are in flight: the
     # ones above the GOAWAY's stream id go out again on the next connection, first.
@@ -246,6 +250,7 @@ def test_goaway_sends_the_unprocessed_requests_again_elsewhere(certs: dict[str, 
     assert_accounting(c)
 
 
+@pytest.mark.core  # C error paths, run again under ASan in CI
 def test_connection_close_fails_what_is_in_flight_and_reconnects(certs: dict[str, str]) -> None:
     # Every connection is closed after 5 answers, with requests still on it (each waits
     # 50 ms at the server): those fail as resets, the run goes on on new connections.
@@ -264,6 +269,7 @@ def test_connection_close_fails_what_is_in_flight_and_reconnects(certs: dict[str
     assert_accounting(c)
 
 
+@pytest.mark.core  # C error paths, run again under ASan in CI
 def test_server_that_goes_away_mid_run_is_counted_without_a_hang(
     h3: H3Server, certs: dict[str, str]
 ) -> None:
@@ -291,6 +297,7 @@ def test_server_that_goes_away_mid_run_is_counted_without_a_hang(
     assert_accounting(c)
 
 
+@pytest.mark.core  # C error paths, run again under ASan in CI
 def test_garbage_from_the_peer_neither_crashes_nor_spins() -> None:
     # A UDP peer that answers every datagram with junk: a short one, a long one, and one
     # that looks like a QUIC long header. No handshake completes; the run ends on time.
