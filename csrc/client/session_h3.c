@@ -422,8 +422,11 @@ static int h3_setup_http(nhb__conn* c) {
   }
   nghttp3_settings settings;
   nghttp3_settings_default(&settings);
-  /* No dynamic QPACK table of ours: requests are encoded with the static
-   * table and literals, which needs no state per request. */
+  /* Our QPACK decoder offers no dynamic table: the server encodes responses
+   * with the static table and literals, so a response never waits for the
+   * server's encoder stream (no blocked streams). Requests are encoded by
+   * nghttp3 with a dynamic table when the server's SETTINGS offer one
+   * (nghttp3's default), as HPACK does for HTTP/2. */
   settings.qpack_max_dtable_capacity = 0;
   settings.qpack_blocked_streams = 0;
   if (nghttp3_conn_client_new(&h->hc, &h3_http_callbacks, &settings, &h->hmem, c) != 0) return -1;
