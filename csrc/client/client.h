@@ -475,6 +475,9 @@ struct nhb_run {
   /* Issue 14, echo (session_echo.c): the run's own copy of the payload;
    * config.echo_payload points here once nhb__echo_run_init has run. */
   char* echo_payload;
+  /* Issue 14, HTTP/3 (session_h3.c): the GnuTLS credentials and the request
+   * set's header blocks, built once per run. */
+  void* h3;
 };
 
 extern const nhb__transport_vtable nhb__transport_tcp;
@@ -589,6 +592,11 @@ int nhb__udp_send(nhb__conn* c, const uv_buf_t* bufs, unsigned n);
 int nhb__h3_run_init(nhb_run* run, char* err, size_t err_len);
 void nhb__h3_run_free(nhb_run* run);
 void nhb__h3_conn_free(nhb__conn* c);
+/* Closes the connections' QUIC timers (and says goodbye to the servers) as
+ * the worker finishes; called from nhb__pool_close_all. */
+void nhb__h3_worker_close(nhb__worker* w);
+/* QUIC on the UDP transport: the handshake before the connection is ready. */
+extern const nhb__transport_vtable nhb__transport_quic;
 
 /* The request set's next entry for a release of this worker: every worker
  * cycles through the run's request set from its first entry, in order (as

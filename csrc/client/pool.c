@@ -156,10 +156,11 @@ int nhb__pool_init(nhb__worker* w) {
   w->lru = cfg->reuse_lru && !h2;
   /* HTTP/1.1 carries one request per connection, so one slot per connection
    * suffices; HTTP/2 never has more than --max-active-requests in flight. */
-  uint32_t nslots = h2 ? cfg->max_active_requests : w->nconns;
-  w->max_in_flight = h2 ? cfg->max_active_requests : UINT32_MAX;
+  const int streams = h2 || cfg->protocol == NHB_PROTO_HTTP3; /* issue 14: HTTP/3 multiplexes too */
+  uint32_t nslots = streams ? cfg->max_active_requests : w->nconns;
+  w->max_in_flight = streams ? cfg->max_active_requests : UINT32_MAX;
   w->conn_capacity = 1;
-  if (h2) {
+  if (streams) {
     uint32_t mcs = cfg->max_concurrent_streams ? cfg->max_concurrent_streams : UINT32_MAX;
     w->conn_capacity = mcs < cfg->max_active_requests ? mcs : cfg->max_active_requests;
   }
@@ -216,7 +217,7 @@ int nhb__pool_init(nhb__worker* w) {
       session = &nhb__session_udp_echo;
       break;
     case NHB_PROTO_HTTP3:
-      transport = &nhb__transport_udp;
+      transport = &nhb__transport_quic;
       session = &nhb__session_h3;
       break;
     default:
@@ -894,6 +895,7 @@ void nhb__pool_close_all(nhb__worker* w) {
     uv_close((uv_handle_t*)&w->backoff_timer, NULL);
   }
   nhb__h2_worker_close(w);
+  nhb__h3_worker_close(w);
   for (uint32_t i = 0; i < w->nconns; i++) {
     nhb__conn* c = &w->conns[i];
     c->avail_pos = -1;

@@ -139,6 +139,8 @@ COUNTERS: tuple[str, ...] = (
     "benchmark.udp_lost",
     "benchmark.udp_late",
     "benchmark.udp_unexpected",
+    # Issue 14, HTTP/3: QUIC connections opened (docs/protocols.md).
+    "upstream_cx_http3_total",
 )
 
 #: The status codes counted one by one (C: NHB_STATUS_MIN..NHB_STATUS_MAX), each as
@@ -177,6 +179,7 @@ def is_counter(name: str) -> bool:
 # What the counters added with TLS and HTTP/2 mean (the others are in docs/engine.md).
 COUNTER_DESCRIPTIONS: dict[str, str] = {
     "upstream_cx_http2_total": "HTTP/2 connections opened",
+    "upstream_cx_http3_total": "HTTP/3 (QUIC) connections opened",
     "upstream_cx_close_notify": "connections the server announced it would close "
     "(HTTP/1.1 'Connection: close', HTTP/2 GOAWAY)",
     "upstream_rq_retry": "HTTP/2 requests sent again because the server refused their stream "

@@ -364,7 +364,9 @@ def _grpc_config(options: Options) -> dict[str, Any]:
 
 
 def _h3_config(options: Options) -> dict[str, Any]:
-    """Issue 14: the keys of an HTTP/3 run (none yet)."""
+    """Issue 14: the keys of an HTTP/3 run: none of its own. HTTP/3 sends the HTTP/2 request
+    keys (h2_method, h2_path, h2_authority, h2_headers) and takes the TLS keys it can honour
+    (sni, verify_name, cacert, insecure); Options refuses the rest for http3."""
     return {}
 
 

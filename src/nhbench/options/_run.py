@@ -1836,6 +1836,54 @@ class Options(BaseModel):
 
     # ---- issue 14: HTTP/3 -----------------------------------------------------------------
 
+    @model_validator(mode="after")
+    def _check_http3(self) -> Options:
+        """Options HTTP/3 cannot honour are refused rather than ignored: its QUIC handshake
+        is TLS 1.3 on GnuTLS (ngtcp2_crypto_gnutls), which takes no OpenSSL cipher strings
+        from us, and it runs on a UDP socket (docs/protocols.md "HTTP/3")."""
+        if self.protocol != "http3":
+            return self
+        mapped = self.tls_context_options or {}
+        given = {**{name: getattr(self, name) for name in self.model_fields_set}, **mapped}
+        reasons = {
+            "tls_ciphers": "TLS 1.2 cipher lists do not apply to HTTP/3 (QUIC is TLS 1.3 only)",
+            "tls_ciphersuites": "not supported over HTTP/3 (its TLS 1.3 runs on GnuTLS, which "
+                                "takes no OpenSSL cipher names)",
+            "tls_groups": "not supported over HTTP/3 (its TLS 1.3 runs on GnuTLS, which takes "
+                          "no OpenSSL group names)",
+            "tls_session_reuse": "not supported over HTTP/3 (every QUIC connection makes a full "
+                                 "handshake; no resumption, no 0-RTT)",
+            "http1_0": "does not apply to HTTP/3",
+            "template": "not supported over HTTP/3",
+            "source_address": "not supported over HTTP/3 (its UDP socket is not bound)",
+            "upstream_bind_config": "not supported over HTTP/3 (its UDP socket is not bound)",
+        }
+        for name, reason in reasons.items():
+            value = given.get(name)
+            if value is None or value is False:
+                continue
+            if name == "tls_session_reuse" and name not in self.model_fields_set:
+                continue
+            raise PydanticCustomError("options_file", "{a}: {msg}", {"a": name, "msg": reason})
+        for name in ("tls_min_version", "tls_max_version"):
+            if given.get(name) == "1.2":
+                raise PydanticCustomError(
+                    "options_file", "{a}: {msg}",
+                    {"a": name, "msg": "HTTP/3 runs over QUIC, which is TLS 1.3 only"},
+                )
+        alpn = given.get("alpn")
+        if alpn is not None and tuple(alpn) != ("h3",):
+            raise PydanticCustomError(
+                "options_file", "{a}: {msg}",
+                {"a": "alpn", "msg": "HTTP/3 offers h3 only (got " + ",".join(alpn) + ")"},
+            )
+        if self.unix_socket_path is not None:
+            raise PydanticCustomError(
+                "options_file", "{a}: {msg}",
+                {"a": "unix_socket", "msg": "HTTP/3 runs over UDP, not a Unix socket"},
+            )
+        return self
+
     # ---- derived values -------------------------------------------------------------------
 
     @property
