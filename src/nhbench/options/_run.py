@@ -393,6 +393,14 @@ def _scheme(info: ValidationInfo) -> str | None:
     return urlsplit(uri).scheme.lower() if isinstance(uri, str) else None
 
 
+def _uri_scheme(uri: str) -> str | None:
+    # The scheme of a URI that may be malformed (the URI's own validator says how).
+    try:
+        return urlsplit(uri.strip()).scheme.lower()
+    except ValueError:
+        return None
+
+
 def _lower(value: object) -> object:
     return value.strip().lower() if isinstance(value, str) else value
 
@@ -1831,7 +1839,7 @@ class Options(BaseModel):
                 text = f"grpc://{host}" + ("" if has_port else ":8079")
             data = {**data, "uri": text}
             uri = text
-        if isinstance(uri, str) and urlsplit(uri.strip()).scheme.lower() in ("grpc", "grpcs"):
+        if isinstance(uri, str) and _uri_scheme(uri) in ("grpc", "grpcs"):
             protocol = data.get("protocol")
             if protocol is not None and _lower(protocol) not in ("http2", "h2", "2", "http/2"):
                 raise PydanticCustomError(
