@@ -1902,7 +1902,8 @@ class Options(BaseModel):
         for other in ("payload", "payload_file", "payload_size"):
             if getattr(self, other) not in (None, 0) and not self.ping:
                 pairs.append((other, "grpc_method" if self.grpc_method else "uri", True))
-        for other in ("request_body_size", "template", "http1_0", "content_type"):
+        for other in ("request_body_size", "template", "http1_0", "content_type",
+                      "request_source_plugin_config", "replay"):
             pairs.append((other, "uri", bool(getattr(self, other))))
         for a, b, clash in pairs:
             if clash:
