@@ -239,6 +239,17 @@ def test_health_check_exact_counts(peer: Peer) -> None:
 
 
 @pytest.mark.timeout(60)
+def test_warmup_calls_are_kept_apart(peer: Peer) -> None:
+    # The gRPC counters follow the warm-up split as the HTTP ones do (sequencer.c, client.c).
+    result = run(f"grpc://127.0.0.1:{peer.port}", requests=12, simple_warmup=True)
+    assert result.warmup is not None
+    warm = result.warmup.counter_values["benchmark.grpc_status_0"]
+    assert warm == result.warmup.counter_values["benchmark.http_2xx"] >= 1
+    assert result.counters["benchmark.grpc_status_0"] == result.counters["benchmark.http_2xx"]
+    assert len(peer.calls()) == warm + result.counters["benchmark.grpc_status_0"]
+
+
+@pytest.mark.timeout(60)
 def test_health_service_not_serving_and_unknown(peer: Peer) -> None:
     # NOT_SERVING is an answer (grpc-status 0); an unknown service is NOT_FOUND (5).
     down = run(f"grpc://127.0.0.1:{peer.port}", requests=10, grpc_service="down")
@@ -445,6 +456,7 @@ def _status(code: bytes, message: bytes = b"") -> bytes:
     return out + (h2.hpack_literal(b"grpc-message", message) if message else b"")
 
 
+@pytest.mark.core
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize(
     ("reply", "trailers", "initial", "counter"),
@@ -491,6 +503,7 @@ def test_scripted_peer_responses_are_counted(reply: bytes | None, trailers: byte
         assert result.error == "gRPC: status 14 (UNAVAILABLE): a b"
 
 
+@pytest.mark.core
 @pytest.mark.timeout(60)
 def test_scripted_peer_message_split_over_data_frames() -> None:
     # Two messages, split at every byte boundary over DATA frames: the framing follows them.

@@ -478,10 +478,12 @@ static int h2_send(nhb__conn* c, nhb__slot* s) {
   s->header_bytes = 0;
   s->body_bytes = 0;
   s->status = 0;
-  s->grpc_status = -1;
-  s->grpc_prefix = 0;
-  s->grpc_left = 0;
-  s->grpc_bad = 0;
+  if (NHB__UNLIKELY(c->worker->run->config.grpc)) {
+    s->grpc_status = -1;
+    s->grpc_prefix = 0;
+    s->grpc_left = 0;
+    s->grpc_bad = 0;
+  }
   s->body_left = sp->body_size;
   const nghttp2_nv* nva = (const nghttp2_nv*)sp->h2_nva;
   const char* bytes = sp->body;
