@@ -481,10 +481,12 @@ def _status(code: bytes, message: bytes = b"") -> bytes:
         (_grpc.frame(b""), _status(b"17"), b"", "benchmark.grpc_protocol_error"),
         (_grpc.frame(b""), _status(b"014"), b"", "benchmark.grpc_protocol_error"),
         (_grpc.frame(b""), _status(b""), b"", "benchmark.grpc_protocol_error"),
+        # Two statuses: which one is meant is a guess, so neither counts.
+        (_grpc.frame(b""), _status(b"0") + _status(b"0"), b"", "benchmark.grpc_protocol_error"),
     ],
     ids=["ok", "trailers-only", "no-status", "trailers-without-status", "short-message",
          "cut-prefix", "bad-flag", "status-garbage", "status-17", "status-leading-zero",
-         "status-empty"],
+         "status-empty", "two-statuses"],
 )
 def test_scripted_peer_responses_are_counted(reply: bytes | None, trailers: bytes | None,
                                              initial: bytes, counter: str) -> None:
@@ -499,6 +501,9 @@ def test_scripted_peer_responses_are_counted(reply: bytes | None, trailers: byte
     assert finished == 12
     if counter == "benchmark.grpc_protocol_error":
         assert result.error.startswith("gRPC: a response")
+        # A valid status is counted by its code even when the framing broke.
+        valid = trailers == _status(b"0")
+        assert result.counters["benchmark.grpc_status_0"] == (12 if valid else 0)
     if counter == "benchmark.grpc_status_14":
         assert result.error == "gRPC: status 14 (UNAVAILABLE): a b"
 

@@ -137,10 +137,10 @@ typedef struct nhb__slot {
   int refused;        /* HTTP/2: the server refused the stream; re-sent on a new connection */
   nhb__olat olat;     /* HTTP/2: the latency response header of this stream's response */
   /* Issue 14, gRPC (session_h2.c with config.grpc): the response's
-   * grpc-status (-1: none yet), and the check of its length-prefixed
-   * messages: prefix bytes of the current message seen (0..5), its length
-   * as read so far, the bytes of it still expected, and whether the
-   * framing or the status broke the protocol. */
+   * grpc-status (-1: none yet, -2: a bad or a second one), and the check of
+   * its length-prefixed messages: prefix bytes of the current message seen
+   * (0..5), its length as read so far, the bytes of it still expected, and
+   * whether the framing or the status broke the protocol. */
   int grpc_status;
   uint32_t grpc_prefix;
   uint32_t grpc_len;

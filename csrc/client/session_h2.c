@@ -179,8 +179,10 @@ static void grpc_on_header(nhb__worker* w, nhb__slot* s, const uint8_t* name, si
     int code = valuelen >= 1 && valuelen <= 2 ? 0 : -1;
     for (size_t i = 0; i < valuelen && code >= 0; i++)
       code = value[i] >= '0' && value[i] <= '9' ? code * 10 + (value[i] - '0') : -1;
-    if (code < 0 || code >= NHB_GRPC_STATUS_COUNT || (valuelen == 2 && value[0] == '0') || s->grpc_status >= 0) {
-      /* Unparsable, outside the spec's codes, or a second one. */
+    if (code < 0 || code >= NHB_GRPC_STATUS_COUNT || (valuelen == 2 && value[0] == '0') || s->grpc_status != -1) {
+      /* Unparsable, outside the spec's codes, or a second one: the call has
+       * no status to count (-2 stays, whatever follows). */
+      s->grpc_status = -2;
       s->grpc_bad = 1;
       return;
     }
@@ -249,7 +251,7 @@ static int h2_grpc_on_data_chunk(nghttp2_session* session, uint8_t flags, int32_
 static void grpc_end(nhb__conn* c, nhb__slot* s) {
   nhb__worker* w = c->worker;
   int bad = s->grpc_bad || s->grpc_prefix != 0 || s->grpc_left != 0;
-  if (s->grpc_status >= 0 && !s->grpc_bad) w->stats.grpc_status[s->grpc_status]++;
+  if (s->grpc_status >= 0) w->stats.grpc_status[s->grpc_status]++;
   if (s->status != 200) {
     nhb__conn_response(c, s, s->status);
   } else if (bad || s->grpc_status < 0) {
