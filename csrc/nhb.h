@@ -115,6 +115,9 @@ void nhb_stream_add(nhb_stream* dst, const nhb_stream* src);
   X(SSL_CONNECTION_ERROR, "ssl.connection_error")                        \
   X(SSL_SESSION_REUSED, "ssl.session_reused")                            \
   X(ORIGIN_LATENCY_HEADER_ERRORS, "benchmark.origin_latency_header_errors") \
+  /* ---- issue 14, gRPC (session_h2.c with config.grpc) ---- */          \
+  X(GRPC_ERROR, "benchmark.grpc_error")                                  \
+  X(GRPC_PROTOCOL_ERROR, "benchmark.grpc_protocol_error")                \
   /* ---- issue 14, echo (tcp:// udp://) ---- */                          \
   X(ECHO_MISMATCH, "benchmark.echo_mismatch")                            \
   X(UDP_LOST, "benchmark.udp_lost")                                      \
@@ -173,13 +176,20 @@ typedef enum {
 #define NHB_STATUS_MIN 100
 #define NHB_STATUS_MAX 599
 #define NHB_STATUS_COUNT (NHB_STATUS_MAX - NHB_STATUS_MIN + 1)
-#define NHB_COUNTER_ID_COUNT (NHB_CTR_COUNT + NHB_STATUS_COUNT)
+/* Issue 14, gRPC: the calls of a gRPC run are also counted by their
+ * grpc-status, 0 (OK) .. 16 (UNAUTHENTICATED), the codes the gRPC spec
+ * defines, as "benchmark.grpc_status_<code>". Their ids follow the
+ * per-status-code ones: NHB_GRPC_STATUS_ID + code. */
+#define NHB_GRPC_STATUS_COUNT 17
+#define NHB_GRPC_STATUS_ID (NHB_CTR_COUNT + NHB_STATUS_COUNT)
+#define NHB_COUNTER_ID_COUNT (NHB_GRPC_STATUS_ID + NHB_GRPC_STATUS_COUNT)
 
 extern const char* const nhb_counter_names[NHB_CTR_COUNT];
 extern const char* const nhb_histogram_names[NHB_HIST_COUNT];
 extern const char* const nhb_stream_names[NHB_STREAM_COUNT];
-/* Returns the counter id for a name (a fixed counter's index, or the id of a
- * per-status-code counter "benchmark.http_<code>" with code 100..599), or -1. */
+/* Returns the counter id for a name (a fixed counter's index, the id of a
+ * per-status-code counter "benchmark.http_<code>" with code 100..599, or of a
+ * gRPC one "benchmark.grpc_status_<code>" with code 0..16), or -1. */
 int nhb_counter_lookup(const char* name);
 /* Writes the name of counter id `id` into buf (NUL-terminated, truncated to
  * len); returns 0, or -1 for an id that names no counter. */
@@ -191,6 +201,7 @@ typedef struct nhb_stats {
   uint64_t execution_duration_ns;
   uint64_t counters[NHB_CTR_COUNT];
   uint64_t status_codes[NHB_STATUS_COUNT]; /* [code - NHB_STATUS_MIN] */
+  uint64_t grpc_status[NHB_GRPC_STATUS_COUNT]; /* [grpc-status]; all 0 but in gRPC runs */
   /* NULL for a statistic the run does not measure: origin_latency_statistic
    * without latency_response_header_name (Nighthawk does not report it then). */
   nhb_hist* hists[NHB_HIST_COUNT];

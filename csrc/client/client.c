@@ -48,10 +48,14 @@ static void publish(nhb__worker* w) {
    * a warm-up, and during it). */
   for (int i = 0; i < NHB_CTR_COUNT; i++)
     atomic_store_explicit(&w->published[i], w->stats.counters[i] - w->warm.counters[i], memory_order_relaxed);
-  if (w->run->watch_status)
+  if (w->run->watch_status) {
     for (int i = 0; i < NHB_STATUS_COUNT; i++)
       atomic_store_explicit(&w->published_status[i], w->stats.status_codes[i] - w->warm.status_codes[i],
                             memory_order_relaxed);
+    for (int i = 0; i < NHB_GRPC_STATUS_COUNT; i++)
+      atomic_store_explicit(&w->published_status[NHB_STATUS_COUNT + i],
+                            w->stats.grpc_status[i] - w->warm.grpc_status[i], memory_order_relaxed);
+  }
 }
 
 /* ---- worker ------------------------------------------------------------- */
@@ -392,7 +396,8 @@ static void request_stop_all(nhb_run* run) {
 }
 
 /* `counters` below is indexed by counter id: the fixed counters, then the
- * per-status-code ones (NHB_COUNTER_ID_COUNT entries in all). */
+ * per-status-code ones, then the gRPC ones (NHB_COUNTER_ID_COUNT entries in
+ * all). */
 
 /* Returns the index of the first predicate that fires on `counters`, or -1. */
 static int first_firing(const nhb_predicate* preds, int n, const uint64_t* counters) {
@@ -438,6 +443,10 @@ static void merge_warmup(nhb_run* run) {
       st->status_codes[c] -= wm->status_codes[c];
       g->status_codes[c] += wm->status_codes[c];
     }
+    for (int c = 0; c < NHB_GRPC_STATUS_COUNT; c++) {
+      st->grpc_status[c] -= wm->grpc_status[c];
+      g->grpc_status[c] += wm->grpc_status[c];
+    }
     for (int h = 0; h < NHB_HIST_COUNT; h++)
       if (wm->hists[h] != NULL && st->hists[h] != NULL) nhb_hist_add(g->hists[h], wm->hists[h]);
     for (int s = 0; s < NHB_STREAM_COUNT; s++) nhb_stream_add(&g->streams[s], &wm->streams[s]);
@@ -463,6 +472,7 @@ static void merge(nhb_run* run) {
     nhb_stats* st = &run->workers[i].stats;
     for (int c = 0; c < NHB_CTR_COUNT; c++) g->counters[c] += st->counters[c];
     for (int c = 0; c < NHB_STATUS_COUNT; c++) g->status_codes[c] += st->status_codes[c];
+    for (int c = 0; c < NHB_GRPC_STATUS_COUNT; c++) g->grpc_status[c] += st->grpc_status[c];
     for (int h = 0; h < NHB_HIST_COUNT; h++)
       if (g->hists[h] != NULL) nhb_hist_add(g->hists[h], st->hists[h]);
     for (int s = 0; s < NHB_STREAM_COUNT; s++) nhb_stream_add(&g->streams[s], &st->streams[s]);
@@ -503,7 +513,7 @@ static void* controller_main(void* arg) {
       for (int c = 0; c < NHB_CTR_COUNT; c++)
         sums[c] += atomic_load_explicit(&w->published[c], memory_order_relaxed);
       if (run->watch_status)
-        for (int c = 0; c < NHB_STATUS_COUNT; c++)
+        for (int c = 0; c < NHB_STATUS_COUNT + NHB_GRPC_STATUS_COUNT; c++)
           sums[NHB_CTR_COUNT + c] += atomic_load_explicit(&w->published_status[c], memory_order_relaxed);
     }
     if (all_done) break;
@@ -537,6 +547,7 @@ static void* controller_main(void* arg) {
   /* Failure predicates are judged once more on the exact final counts. */
   memcpy(sums, run->global.counters, sizeof(run->global.counters));
   memcpy(sums + NHB_CTR_COUNT, run->global.status_codes, sizeof(run->global.status_codes));
+  memcpy(sums + NHB_GRPC_STATUS_ID, run->global.grpc_status, sizeof(run->global.grpc_status));
   evaluate_predicates(run, sums);
   if (run->end_reason == NHB_END_NONE)
     run->end_reason = atomic_load(&run->stop_requested) ? NHB_END_STOP : NHB_END_DURATION;

@@ -136,6 +136,16 @@ typedef struct nhb__slot {
   int sent;           /* times written (more than once: retries of a refused request) */
   int refused;        /* HTTP/2: the server refused the stream; re-sent on a new connection */
   nhb__olat olat;     /* HTTP/2: the latency response header of this stream's response */
+  /* Issue 14, gRPC (session_h2.c with config.grpc): the response's
+   * grpc-status (-1: none yet, -2: a bad or a second one), and the check of
+   * its length-prefixed messages: prefix bytes of the current message seen
+   * (0..5), its length as read so far, the bytes of it still expected, and
+   * whether the framing or the status broke the protocol. */
+  int grpc_status;
+  uint32_t grpc_prefix;
+  uint32_t grpc_len;
+  uint64_t grpc_left;
+  int grpc_bad;
 } nhb__slot;
 
 /* The transport moves bytes for a connection: plain TCP, or TLS through
@@ -391,7 +401,8 @@ struct nhb__worker {
   /* Counters copied out every 10 ms for progress and predicates; the
    * per-status-code ones only when a predicate watches one (watch_status). */
   _Atomic uint64_t published[NHB_CTR_COUNT];
-  _Atomic uint64_t published_status[NHB_STATUS_COUNT];
+  /* ... then the gRPC ones (issue 14), as the counter ids follow each other. */
+  _Atomic uint64_t published_status[NHB_STATUS_COUNT + NHB_GRPC_STATUS_COUNT];
   atomic_int done;
   int first_error; /* first connection/protocol error code, 0 if none */
   char first_error_text[512]; /* its explanation when there is more to say (TLS) */

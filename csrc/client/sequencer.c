@@ -544,6 +544,7 @@ void nhb__sequencer_end_warmup(nhb__worker* w) {
    * with fresh ones allocated with the run. */
   memcpy(wm->counters, st->counters, sizeof(wm->counters));
   memcpy(wm->status_codes, st->status_codes, sizeof(wm->status_codes));
+  memcpy(wm->grpc_status, st->grpc_status, sizeof(wm->grpc_status));
   for (int i = 0; i < NHB_HIST_COUNT; i++) {
     /* A statistic the run does not keep (the origin latency without
      * --latency-response-header-name) has no histogram: it stays absent. */

@@ -32,10 +32,25 @@ const char* const nhb_stream_names[NHB_STREAM_COUNT] = {
 };
 
 #define STATUS_PREFIX "benchmark.http_"
+#define GRPC_STATUS_PREFIX "benchmark.grpc_status_"
+
+/* Issue 14: "benchmark.grpc_status_<code>" with code 0..16 written the way
+ * the result writes it (no leading zero), so that a typo is refused. */
+static int grpc_status_lookup(const char* name) {
+  size_t plen = sizeof(GRPC_STATUS_PREFIX) - 1;
+  if (strncmp(name, GRPC_STATUS_PREFIX, plen) != 0) return -1;
+  const char* d = name + plen;
+  int code = 0, n = 0;
+  for (; d[n] >= '0' && d[n] <= '9' && n < 3; n++) code = code * 10 + (d[n] - '0');
+  if (n == 0 || d[n] != '\0' || (n > 1 && d[0] == '0') || code >= NHB_GRPC_STATUS_COUNT) return -1;
+  return NHB_GRPC_STATUS_ID + code;
+}
 
 int nhb_counter_lookup(const char* name) {
   for (int i = 0; i < NHB_CTR_COUNT; i++)
     if (strcmp(nhb_counter_names[i], name) == 0) return i;
+  int grpc = grpc_status_lookup(name);
+  if (grpc >= 0) return grpc;
   /* Exactly three digits, so that "benchmark.http_0200" or "benchmark.http_2"
    * is not taken for a code, the way a typo must not silently mean something. */
   size_t plen = sizeof(STATUS_PREFIX) - 1;
@@ -56,8 +71,12 @@ int nhb_counter_name(int id, char* buf, size_t len) {
     snprintf(buf, len, "%s", nhb_counter_names[id]);
     return 0;
   }
-  if (id >= NHB_CTR_COUNT && id < NHB_COUNTER_ID_COUNT) {
+  if (id >= NHB_CTR_COUNT && id < NHB_GRPC_STATUS_ID) {
     snprintf(buf, len, STATUS_PREFIX "%d", id - NHB_CTR_COUNT + NHB_STATUS_MIN);
+    return 0;
+  }
+  if (id >= NHB_GRPC_STATUS_ID && id < NHB_COUNTER_ID_COUNT) {
+    snprintf(buf, len, GRPC_STATUS_PREFIX "%d", id - NHB_GRPC_STATUS_ID);
     return 0;
   }
   return -1;

@@ -891,9 +891,16 @@ static void test_counter_names(void) {
   char buf[64];
   CHECK(nhb_counter_lookup("benchmark.http_2xx") == NHB_CTR_HTTP_2XX);
   CHECK(nhb_counter_lookup("benchmark.http_100") == NHB_CTR_COUNT);
-  CHECK(nhb_counter_lookup("benchmark.http_599") == NHB_COUNTER_ID_COUNT - 1);
-  const char* bad[] = {"benchmark.http_099", "benchmark.http_600", "benchmark.http_0200",
-                       "benchmark.http_20", "benchmark.http_", "benchmark.http_2x0", "http_200"};
+  CHECK(nhb_counter_lookup("benchmark.http_599") == NHB_GRPC_STATUS_ID - 1);
+  /* Issue 14: the gRPC status counters follow, 0..16 without leading zeros. */
+  CHECK(nhb_counter_lookup("benchmark.grpc_status_0") == NHB_GRPC_STATUS_ID);
+  CHECK(nhb_counter_lookup("benchmark.grpc_status_16") == NHB_COUNTER_ID_COUNT - 1);
+  CHECK(nhb_counter_name(NHB_GRPC_STATUS_ID + 14, buf, sizeof(buf)) == 0 &&
+        strcmp(buf, "benchmark.grpc_status_14") == 0);
+  const char* bad[] = {"benchmark.http_099",      "benchmark.http_600",      "benchmark.http_0200",
+                       "benchmark.http_20",       "benchmark.http_",         "benchmark.http_2x0",
+                       "http_200",                "benchmark.grpc_status_17", "benchmark.grpc_status_01",
+                       "benchmark.grpc_status_",  "benchmark.grpc_status_1x", "benchmark.grpc_status_100"};
   for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) CHECK(nhb_counter_lookup(bad[i]) == -1);
   int id = nhb_counter_lookup("benchmark.http_503");
   CHECK(nhb_counter_name(id, buf, sizeof(buf)) == 0 && strcmp(buf, "benchmark.http_503") == 0);

@@ -29,6 +29,8 @@ __all__ = [
     "COUNTER_DESCRIPTIONS",
     "STATUS_CODE_RANGE",
     "is_counter",
+    "GRPC_STATUS_RANGE",
+    "grpc_status_counter_code",
     "status_code_counter",
     "status_counter_code",
     "ERROR_COUNTERS",
@@ -141,6 +143,9 @@ COUNTERS: tuple[str, ...] = (
     "benchmark.udp_unexpected",
     # Issue 14, HTTP/3: QUIC connections opened (docs/protocols.md).
     "upstream_cx_http3_total",
+    # Issue 14, gRPC: calls that ended with a non-OK grpc-status, or broke the protocol.
+    "benchmark.grpc_error",
+    "benchmark.grpc_protocol_error",
 )
 
 #: The status codes counted one by one (C: NHB_STATUS_MIN..NHB_STATUS_MAX), each as
@@ -170,10 +175,29 @@ def status_counter_code(name: str) -> int | None:
     return code if code in STATUS_CODE_RANGE else None
 
 
+#: Issue 14: the grpc-status codes counted one by one in gRPC runs (C:
+#: NHB_GRPC_STATUS_COUNT), each as ``benchmark.grpc_status_<code>``, listed only when non-zero.
+GRPC_STATUS_RANGE = range(0, 17)
+_GRPC_STATUS_PREFIX = "benchmark.grpc_status_"
+
+
+def grpc_status_counter_code(name: str) -> int | None:
+    """The grpc-status a ``benchmark.grpc_status_<code>`` counter counts, or None when `name`
+    is not one (written as the core writes it: 0..16, no leading zero)."""
+    digits = name[len(_GRPC_STATUS_PREFIX):]
+    if not name.startswith(_GRPC_STATUS_PREFIX) or not digits.isascii() or not digits.isdigit():
+        return None
+    if len(digits) > 1 and digits[0] == "0":
+        return None
+    code = int(digits)
+    return code if code in GRPC_STATUS_RANGE else None
+
+
 def is_counter(name: str) -> bool:
-    """Whether `name` is a counter the C core reports: one of `COUNTERS` or a per-status-code
-    counter."""
-    return name in COUNTERS or status_counter_code(name) is not None
+    """Whether `name` is a counter the C core reports: one of `COUNTERS`, a per-status-code
+    counter or a gRPC status counter."""
+    return (name in COUNTERS or status_counter_code(name) is not None
+            or grpc_status_counter_code(name) is not None)
 
 
 # What the counters added with TLS and HTTP/2 mean (the others are in docs/engine.md).
@@ -199,6 +223,10 @@ COUNTER_DESCRIPTIONS: dict[str, str] = {
     "benchmark.udp_late": "echoes of lost udp:// requests that came back after all",
     "benchmark.udp_unexpected": "udp:// datagrams that matched no request (short, unknown or "
     "repeated sequence number)",
+    "benchmark.grpc_error": "gRPC calls that ended with a non-OK grpc-status (HTTP 200; "
+    "each also in benchmark.grpc_status_<code>)",
+    "benchmark.grpc_protocol_error": "gRPC calls whose response broke the gRPC protocol: no "
+    "grpc-status, one outside 0..16, or a message whose length prefix does not match its DATA",
 }
 
 #: The counter of requests that succeeded: a complete response with a 2xx status. It is what
@@ -229,6 +257,10 @@ ERROR_COUNTERS: tuple[str, ...] = (
     "benchmark.request_timeout",
     RETRY_LIMIT_EXCEEDED,
     "benchmark.echo_mismatch",  # issue 14: a tcp:// or udp:// echo that came back wrong
+    # Issue 14: a failed gRPC call comes with HTTP 200 and ends here instead (never 0 but
+    # in gRPC runs).
+    "benchmark.grpc_error",
+    "benchmark.grpc_protocol_error",
 )
 
 #: Connection-level counters shown next to the errors but never added to them: the requests
@@ -254,6 +286,8 @@ ERROR_NAMES: dict[str, tuple[str, str]] = {
     RETRY_LIMIT_EXCEEDED: ("request given up after the retry limit",
                            "requests given up after the retry limit"),
     "benchmark.echo_mismatch": ("mismatched echo", "mismatched echoes"),
+    "benchmark.grpc_error": ("gRPC error status", "gRPC error statuses"),
+    "benchmark.grpc_protocol_error": ("gRPC protocol error", "gRPC protocol errors"),
 }
 
 _RESPONSE_COUNTERS = tuple(

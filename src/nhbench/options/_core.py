@@ -15,9 +15,12 @@ options), CPU lists have one entry per worker.
 from __future__ import annotations
 
 import os
+import random
 import re
+import string
 from typing import TYPE_CHECKING, Any
 
+from .. import _grpc as grpc
 from .._request import (
     CONTENT_LENGTH_PLACEHOLDER,
     RequestSpec,
@@ -159,7 +162,7 @@ def _requests_config(options: Options) -> dict[str, Any]:
     new_options = (
         options.payload is not None or options.payload_file is not None
         or bool(options.payload_size) or options.content_type is not None
-        or options.template or options.http1_0
+        or options.template or options.http1_0 or options.is_grpc
     )
     if not new_options and specs == [RequestSpec()]:
         return {}
@@ -229,6 +232,9 @@ def _render_spec(options: Options, spec: RequestSpec, payload: bytes | None) -> 
         body = b"a" * options.request_body_size
     if options.content_type is not None and "content-type" not in names:
         headers.append(("Content-Type", options.content_type))
+    if options.is_grpc:
+        # Issue 14: every entry is the run's one gRPC call (_grpc_request).
+        method, path, headers, body = _grpc_request(options, headers)
     if options.template:
         # Placeholders in the path are percent-encoded by the URI's parser; the core needs
         # them as they were typed.
@@ -359,8 +365,47 @@ def _echo_config(options: Options) -> dict[str, Any]:
 
 
 def _grpc_config(options: Options) -> dict[str, Any]:
-    """Issue 14: ``grpc`` bool for a gRPC run (grpc:// or grpcs://)."""
-    return {"grpc": True} if options.target.scheme in ("grpc", "grpcs") else {}
+    """Issue 14: ``grpc`` bool for a gRPC run (grpc:// or grpcs://); the calls themselves are
+    the request set's entries (`_grpc_request`)."""
+    return {"grpc": True} if options.is_grpc else {}
+
+
+def _grpc_message(options: Options) -> bytes:
+    """The request message of a gRPC run, unframed: --grpc-payload's bytes for
+    --grpc-method, Fortio's PingMessage for --ping, else a HealthCheckRequest."""
+    if options.grpc_method is not None:
+        if options.grpc_payload is None:
+            return b""
+        with open(options.grpc_payload, "rb") as handle:
+            return handle.read()
+    if options.ping:
+        if options.payload_size:
+            # Random text (a proto3 string must be UTF-8), drawn once, as the HTTP payload is.
+            text = "".join(random.choices(string.ascii_letters + string.digits,
+                                          k=options.payload_size))
+        else:
+            text = options.payload or ""
+        delay = round((options.grpc_ping_delay or 0.0) * 1e9)
+        return grpc.ping_message(payload=text, delay_nanos=delay)
+    return grpc.health_check_request(options.grpc_service or "")
+
+
+def _grpc_request(
+    options: Options, headers: list[tuple[str, str]]
+) -> tuple[str, str, list[tuple[str, str]], bytes]:
+    """(method, path, headers, body) of a gRPC call (PROTOCOL-HTTP2.md): a POST to the method's
+    path with content-type application/grpc, te: trailers, the deadline as grpc-timeout, and
+    the framed message as the body."""
+    path = options.grpc_method or (grpc.PING_METHOD if options.ping else grpc.HEALTH_CHECK_METHOD)
+    own = {"content-type", "te", "grpc-timeout"}
+    out = [(n, v) for n, v in headers if n.lower() not in own]
+    out += [("Content-Type", "application/grpc"), ("TE", "trailers")]
+    deadline = options.grpc_deadline
+    if deadline is None:
+        deadline = options.request_timeout
+    if deadline:
+        out.append(("grpc-timeout", grpc.grpc_timeout(deadline)))
+    return "POST", path, out, grpc.frame(_grpc_message(options))
 
 
 def _h3_config(options: Options) -> dict[str, Any]:

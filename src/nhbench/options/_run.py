@@ -181,6 +181,13 @@ _HOSTNAME_RE = re.compile(
 
 
 _DEFAULT_PORTS = {"http": 80, "https": 443, "grpc": 80, "grpcs": 443}
+# Issue 14, gRPC: a method path as gRPC clients send it (/package.Service/Method).
+_GRPC_METHOD_RE = re.compile(r"/[A-Za-z0-9_.]+/[A-Za-z0-9_]+")
+#: The largest --grpc-payload: gRPC's default maximum message size (4 MiB).
+GRPC_MAX_PAYLOAD = 4 * 1024 * 1024
+#: What a gRPC run adds to the default failure predicates: a call that ended with a non-OK
+#: grpc-status or broke the gRPC protocol fails the run, as a 5xx or a reset does.
+GRPC_DEFAULT_FAILURE_PREDICATES = {"benchmark.grpc_error": 0, "benchmark.grpc_protocol_error": 0}
 # Issue 14 (docs/protocols.md): echo targets have no standard port, so the URI must name one.
 _ECHO_SCHEMES = ("tcp", "udp")
 #: Issue 14: the options an echo run refuses (an echo request is the payload alone).
@@ -408,6 +415,14 @@ def _scheme(info: ValidationInfo) -> str | None:
     # The URI is the first field, so other fields' validators see it (when it was valid).
     uri = info.data.get("uri")
     return urlsplit(uri).scheme.lower() if isinstance(uri, str) else None
+
+
+def _uri_scheme(uri: str) -> str | None:
+    # The scheme of a URI that may be malformed (the URI's own validator says how).
+    try:
+        return urlsplit(uri.strip()).scheme.lower()
+    except ValueError:
+        return None
 
 
 def _lower(value: object) -> object:
@@ -964,6 +979,57 @@ class Options(BaseModel):
     # ---- issue 14: echo (tcp:// and udp://) -----------------------------------------------
 
     # ---- issue 14: gRPC ------------------------------------------------------------------
+    grpc: Annotated[bool, Flag(aliases=("-grpc",), group="gRPC (grpc:// and grpcs:// URIs)")] = Field(
+        default=False,
+        description="Fortio's -grpc: the URI names a gRPC server: http:// is taken as grpc:// "
+        "(h2c), https:// as grpcs:// (TLS), and a bare host:port as grpc://host:port (port "
+        "8079, Fortio's, when none is given).",
+    )
+    grpc_method: Annotated[
+        str | None, Flag(metavar="/PKG.SERVICE/METHOD", group="gRPC (grpc:// and grpcs:// URIs)")
+    ] = Field(
+        default=None,
+        description="The unary method every request calls, e.g. /helloworld.Greeter/SayHello; "
+        "its request message is --grpc-payload (empty without). Default: the health check "
+        "/grpc.health.v1.Health/Check.",
+    )
+    grpc_payload: Annotated[
+        str | None, Flag(metavar="FILE", group="gRPC (grpc:// and grpcs:// URIs)")
+    ] = Field(
+        default=None,
+        description="The request message of --grpc-method: the serialized protobuf bytes of "
+        "this file (at most 4 MiB, gRPC's default message limit), read once before the run; "
+        "nhbench adds the 5-byte gRPC frame prefix.",
+    )
+    grpc_service: Annotated[
+        str | None,
+        Flag(metavar="NAME", aliases=("-healthservice",), group="gRPC (grpc:// and grpcs:// URIs)"),
+    ] = Field(
+        default=None,
+        description="The service the health check asks about (HealthCheckRequest.service, "
+        "Fortio's -healthservice); default: the server as a whole.",
+    )
+    ping: Annotated[bool, Flag(aliases=("-ping",), group="gRPC (grpc:// and grpcs:// URIs)")] = Field(
+        default=False,
+        description="Call Fortio's ping service (/fgrpc.PingServer/Ping) instead of the health "
+        "check, as Fortio's -grpc -ping; --payload or --payload-size is the ping's payload "
+        "text.",
+    )
+    grpc_ping_delay: Annotated[
+        float | None,
+        Flag(metavar="TIME", aliases=("-grpc-ping-delay",), group="gRPC (grpc:// and grpcs:// URIs)"),
+    ] = Field(
+        default=None, ge=0, le=3600,
+        description="With --ping: the ping server waits this long before it answers "
+        "(PingMessage.delayNanos, Fortio's -grpc-ping-delay).",
+    )
+    grpc_deadline: Annotated[
+        float | None, Flag(metavar="TIME", group="gRPC (grpc:// and grpcs:// URIs)")
+    ] = Field(
+        default=None, ge=0, le=3600,
+        description="The deadline sent with every call as grpc-timeout (0 = none). Default: "
+        "--request-timeout when it is above 0.",
+    )
 
     # ---- issue 14: HTTP/3 ----------------------------------------------------------------
 
@@ -1834,6 +1900,130 @@ class Options(BaseModel):
 
     # ---- issue 14: gRPC -------------------------------------------------------------------
 
+    @model_validator(mode="before")
+    @classmethod
+    def _grpc_uri(cls, data: Any) -> Any:
+        # Fortio's -grpc names the server with an http(s):// URL or a bare host:port; the
+        # run is then what grpc:// or grpcs:// says, and the echo of the options says so.
+        # A gRPC run is HTTP/2: the protocol is written down as such (or refused).
+        if not isinstance(data, Mapping):
+            return data
+        uri = data.get("uri")
+        if data.get("grpc") in (True, 1, "1", "true", "on") and isinstance(uri, str):
+            text = uri.strip()
+            lower = text.lower()
+            if lower.startswith("http://"):
+                text = "grpc://" + text[len("http://"):]
+            elif lower.startswith("https://"):
+                text = "grpcs://" + text[len("https://"):]
+            elif "://" not in text and text:
+                host = text.rstrip("/")
+                has_port = re.search(r"(^\[[^]]*\]|^[^:\[]*):[0-9]+$", host) is not None
+                text = f"grpc://{host}" + ("" if has_port else ":8079")
+            data = {**data, "uri": text}
+            uri = text
+        if isinstance(uri, str) and _uri_scheme(uri) in ("grpc", "grpcs"):
+            protocol = data.get("protocol")
+            if protocol is not None and _lower(protocol) not in ("http2", "h2", "2", "http/2"):
+                raise PydanticCustomError(
+                    "options_file", "{a}: {msg}",
+                    {"a": "protocol", "msg": "gRPC runs over HTTP/2: grpc:// and grpcs:// "
+                     f"take no other protocol (got {protocol!r})"},
+                )
+            data = {**data, "protocol": "http2"}
+        return data
+
+    @field_validator("grpc_method")
+    @classmethod
+    def _check_grpc_method(cls, value: str | None) -> str | None:
+        if value is not None and not _GRPC_METHOD_RE.fullmatch(value):
+            raise ValueError("must be a gRPC method path /package.Service/Method, e.g. "
+                             f"/grpc.health.v1.Health/Check (got {value!r})")
+        return value
+
+    @field_validator("grpc_payload")
+    @classmethod
+    def _check_grpc_payload(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        try:
+            size = os.path.getsize(value)
+            with open(value, "rb"):
+                pass
+        except OSError as exc:
+            raise ValueError(f"cannot read the file: {exc.strerror or exc}") from None
+        if size > GRPC_MAX_PAYLOAD:
+            raise ValueError(f"at most {GRPC_MAX_PAYLOAD} bytes (the file has {size})")
+        return value
+
+    @field_validator("grpc_ping_delay", "grpc_deadline", mode="before")
+    @classmethod
+    def _parse_grpc_time(cls, value: object) -> object:
+        return None if value is None else parse_duration(value)
+
+    @model_validator(mode="after")
+    def _check_grpc(self) -> Options:
+        grpc_fields = ("grpc_method", "grpc_payload", "grpc_service", "ping", "grpc_ping_delay",
+                       "grpc_deadline")
+        given = [f for f in grpc_fields if getattr(self, f) not in (None, False)]
+        if not self.is_grpc:
+            if given:
+                raise PydanticCustomError(
+                    "options_file", "{a}: {msg}",
+                    {"a": given[0], "msg": "only applies to grpc:// and grpcs:// URIs (or "
+                     "http(s):// with --grpc)"},
+                )
+            return self
+        pairs = [
+            ("ping", "grpc_method", self.ping and self.grpc_method is not None),
+            ("ping", "grpc_payload", self.ping and self.grpc_payload is not None),
+            ("grpc_service", "grpc_method", self.grpc_service is not None
+             and self.grpc_method is not None),
+            ("grpc_service", "ping", self.grpc_service is not None and self.ping),
+        ]
+        # The message is the gRPC options'; HTTP's body options would contradict it.
+        for other in ("payload", "payload_file", "payload_size"):
+            if getattr(self, other) not in (None, 0) and not self.ping:
+                pairs.append((other, "grpc_method" if self.grpc_method else "uri", True))
+        for other in ("request_body_size", "template", "http1_0", "content_type",
+                      "request_source_plugin_config", "replay"):
+            pairs.append((other, "uri", bool(getattr(self, other))))
+        for a, b, clash in pairs:
+            if clash:
+                if b == "uri":
+                    raise PydanticCustomError(
+                        "options_file", "{a}: {msg}",
+                        {"a": a, "msg": "does not apply to gRPC runs (grpc://, grpcs://); "
+                         + ("the ping's payload goes with --ping, a method's message in "
+                            "--grpc-payload" if a.startswith("payload") else
+                            "the request is the gRPC message")},
+                    )
+                raise PydanticCustomError(
+                    "options_conflict", "{a}: mutually exclusive with {b}", {"a": a, "b": b}
+                )
+        if self.grpc_ping_delay is not None and not self.ping:
+            raise PydanticCustomError(
+                "options_file", "{a}: {msg}", {"a": "grpc_ping_delay", "msg": "needs --ping"}
+            )
+        if self.payload_file is not None and self.ping:
+            raise PydanticCustomError(
+                "options_file", "{a}: {msg}",
+                {"a": "payload_file", "msg": "the ping's payload is --payload or --payload-size"},
+            )
+        if self.request_method not in ("GET", "POST"):
+            raise PydanticCustomError(
+                "options_file", "{a}: {msg}",
+                {"a": "request_method", "msg": "a gRPC call is always a POST "
+                 f"(got {self.request_method})"},
+            )
+        if self.multi_target_endpoint or self.unix_socket is not None:
+            raise PydanticCustomError(
+                "options_file", "{a}: {msg}",
+                {"a": "multi_target_endpoint" if self.multi_target_endpoint else "unix_socket",
+                 "msg": "is not supported for gRPC runs"},
+            )
+        return self
+
     # ---- issue 14: HTTP/3 -----------------------------------------------------------------
 
     @model_validator(mode="after")
@@ -1885,6 +2075,11 @@ class Options(BaseModel):
         return self
 
     # ---- derived values -------------------------------------------------------------------
+
+    @property
+    def is_grpc(self) -> bool:
+        """Issue 14: a gRPC run (grpc:// or grpcs://, also from --grpc)."""
+        return bool(self.uri) and self.target.scheme in ("grpc", "grpcs")
 
     @property
     def core_protocol(self) -> str:
@@ -1987,6 +2182,9 @@ class Options(BaseModel):
         if base and echo_scheme(self.uri) is not None:
             # Issue 14: an echo that came back wrong fails an echo run, as a 5xx does HTTP.
             base["benchmark.echo_mismatch"] = 0
+        if self.is_grpc and not self.no_default_failure_predicates:
+            # Issue 14: a failed gRPC call comes with HTTP 200 (docs/protocols.md).
+            base.update(GRPC_DEFAULT_FAILURE_PREDICATES)
         if self.abort_on is not None:
             base[f"benchmark.http_{self.abort_on}"] = 0
         base.update(self.failure_predicate)

@@ -13,7 +13,9 @@ from datetime import timezone
 from typing import TYPE_CHECKING
 
 from .._format import format_seconds
+from .._grpc import STATUS_NAMES
 from .._names import (
+    GRPC_STATUS_RANGE,
     LATENCY_BY_CLASS,
     ORIGIN_LATENCY,
     QUEUE_TO_CONNECT,
@@ -130,14 +132,16 @@ def _header(result: Result) -> list[str]:
     ]
     if options.protocol == "http2" or result.options.target.scheme == "https":
         protocol = "HTTP/2" if options.protocol == "http2" else "HTTP/1.1"
-        transport = "TLS" if result.options.target.scheme == "https" else "cleartext"
+        # grpcs:// is TLS too (issue 14): the core's scheme says which.
+        transport = "TLS" if options.core_scheme == "https" else "cleartext"
         extra = ""
         if options.protocol == "http2":
             streams = ("unlimited" if options.max_concurrent_streams >= 2**31 - 1
                        else str(options.max_concurrent_streams))
             extra = (f", max {streams} streams per connection, "
                      f"{options.max_active_requests} active requests per worker")
-        lines.append(f"  {protocol} over {transport}{extra}")
+        lines.append(f"  {'gRPC over ' if options.is_grpc else ''}{protocol} over "
+                     f"{transport}{extra}")
     if result.insecure:
         lines.append("  !! TLS certificates were NOT verified (--insecure)")
     if options.label:
@@ -227,6 +231,7 @@ def _summary(result: Result) -> list[str]:
         f"Requested rate: {requested}",
         f"Achieved rate:  {_format_rate(result.achieved_rps)} rps (2xx responses per second)",
     ]
+    lines += _grpc_lines(result)
     if result.interrupted:
         lines.append(
             f"Interrupted: stopped after {format_seconds(result.duration)}; "
@@ -254,6 +259,24 @@ def _summary(result: Result) -> list[str]:
     else:
         lines.append("OK: no failure predicate fired.")
     return lines
+
+
+def _grpc_lines(result: Result) -> list[str]:
+    """Issue 14: a gRPC run's calls by grpc-status, e.g. ``gRPC status:    990 OK, 10
+    UNAVAILABLE (14)``; nothing for other runs."""
+    if not result.options.is_grpc:
+        return []
+    counters = result.counters
+    parts = []
+    for code in GRPC_STATUS_RANGE:
+        count = counters.get(f"benchmark.grpc_status_{code}", 0)
+        if count:
+            name = STATUS_NAMES[code]
+            parts.append(f"{count} {name}" if code == 0 else f"{count} {name} ({code})")
+    broken = counters.get("benchmark.grpc_protocol_error", 0)
+    if broken:
+        parts.append(f"{broken} without a valid status (benchmark.grpc_protocol_error)")
+    return [f"gRPC status:    {', '.join(parts) if parts else 'no call ended with a status'}"]
 
 
 def render_human(result: Result) -> str:
