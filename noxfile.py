@@ -30,9 +30,52 @@ os.environ.setdefault("CMAKE_BUILD_PARALLEL_LEVEL", "2")
 
 WERROR = "--config-settings=cmake.define.NHB_WERROR=ON"
 SANITIZE = "--config-settings=cmake.define.NHB_SANITIZE=ON"
+
+
+def _build_dir(name: str) -> str:
+    """A CMake build directory of its own for a session's `pip install .`, kept between runs:
+    a second `./dev tests` on the same checkout recompiles only what changed instead of the
+    whole extension (pip's default is a fresh temporary directory every time). A fresh
+    clone (CI) builds from scratch either way."""
+    return f"--config-settings=build-dir=build/nox-{name}"
 # The sanitizer session's selection: the tests that exercise the C core (marker `core`,
 # pyproject.toml), without the long ones and those that need peer tools.
 ASAN_MARKERS = "core and not slow and not peer"
+
+
+def _xdist_args() -> list[str]:
+    """pytest-xdist's arguments for the `tests` and `asan` pytest runs.
+
+    Most of the suite's time is spent waiting (servers starting, runs of 0.3-1 s, drains,
+    subprocesses), not computing, so two workers on the 2-core CI machine nearly halve it
+    (docs/development.md, "CI time" under Tests). --dist loadfile keeps each test file on one worker: a
+    module-scoped fixture (an nginx origin, chromium, a notebook kernel) starts once, as in
+    a serial run, and the tests of one file never run at the same time as each other.
+    NHB_TEST_WORKERS sets the number of workers (default auto: one per CPU); 0 runs the
+    suite serially, without xdist."""
+    workers = os.environ.get("NHB_TEST_WORKERS", "auto").strip() or "auto"
+    if workers == "0":
+        return []
+    if workers != "auto" and not workers.isdigit():
+        raise RuntimeError(f"NHB_TEST_WORKERS must be a whole number or 'auto', not {workers!r}")
+    return ["-n", workers, "--dist", "loadfile"]
+
+
+def _pytest_passes(
+    session: nox.Session, args: list[str], markers: str | None,
+    env: dict[str, str] | None = None,
+) -> None:
+    """pytest over tests/ (only `markers` when given): the tests marked `serial` alone after
+    a parallel pass of all the others. Arguments after `--` run one pass as they say (on
+    the workers; NHB_TEST_WORKERS=0 for one process)."""
+    xdist = _xdist_args()
+    select = ["-m", markers] if markers else []
+    if session.posargs or not xdist:
+        session.run("pytest", *args, *xdist, *select, "tests", *session.posargs, env=env)
+        return
+    both = f"({markers}) and " if markers else ""
+    session.run("pytest", *args, *xdist, "-m", f"{both}not serial", "tests", env=env)
+    session.run("pytest", *args, "-m", f"{both}serial", "tests", env=env)
 
 
 def _gcc_runtime(name: str) -> str:
@@ -72,9 +115,9 @@ def _sanitizer_env() -> dict[str, str]:
 @nox.session(reuse_venv=True)
 def tests(session: nox.Session) -> None:
     """Build with -Werror, run the whole pytest suite, then selftest and asan."""
-    session.install(WERROR, ".[test]")
+    session.install(WERROR, _build_dir("tests"), ".[test]")
     # The slowest tests are listed at the end so that CI time can be watched from the log.
-    session.run("pytest", "--durations=15", "tests", *session.posargs)
+    _pytest_passes(session, ["--durations=15"], None)
     if session.posargs:
         session.log(
             "pytest arguments given: skipping the asan and selftest sessions "
@@ -97,18 +140,10 @@ def asan(session: nox.Session) -> None:
     client or server) under it."""
     # The package and the test extra without pandas: no `core` test uses it, and with numpy it
     # is the largest test dependency (about 130 MB; some 40 s of a fresh venv's set-up).
-    session.install(WERROR, SANITIZE, ".", *_test_extra(without=("pandas",)))
-    session.run(
-        "pytest",
-        # Leave fds 1/2 alone so a sanitizer report (written to fd 2 right before
-        # the process dies) reaches the log instead of pytest's capture file.
-        "--capture=sys",
-        "-m",
-        ASAN_MARKERS,
-        "tests",
-        *session.posargs,
-        env=_sanitizer_env(),
-    )
+    session.install(WERROR, SANITIZE, _build_dir("asan"), ".", *_test_extra(without=("pandas",)))
+    # Leave fds 1/2 alone so a sanitizer report (written to fd 2 right before the process
+    # dies) reaches the log instead of pytest's capture file.
+    _pytest_passes(session, ["--capture=sys"], ASAN_MARKERS, env=_sanitizer_env())
 
 
 @nox.session(venv_backend="none")

@@ -211,6 +211,23 @@ def check_cpu_args(p: argparse.ArgumentParser, cfg: argparse.Namespace, tool: st
         print(f"{tool}: warning: client and server share a CPU", file=sys.stderr)
 
 
+def fortio_binary() -> str | None:
+    """`fortio` on PATH, else where `go install` puts it ($GOBIN, $GOPATH/bin, ~/go/bin):
+    issue 14's peers are installed with `go install fortio.org/fortio@v1.66.5`, which does not
+    touch PATH. Same search as tests/support/peers.py, without running `go`."""
+    found = shutil.which("fortio")
+    if found:
+        return found
+    dirs = [os.environ.get("GOBIN", "")]
+    dirs += [os.path.join(d, "bin") for d in os.environ.get("GOPATH", "").split(os.pathsep) if d]
+    dirs.append(os.path.expanduser("~/go/bin"))
+    for d in dirs:
+        candidate = os.path.join(d, "fortio") if d else ""
+        if candidate and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
 # Peer tools whose version goes into a report, and how each prints it.
 VERSION_COMMANDS = {
     "wrk": ["wrk", "-v"], "h2load": ["h2load", "--version"], "nginx": ["nginx", "-v"],
@@ -232,6 +249,8 @@ def machine_info(tools: Sequence[str] = tuple(VERSION_COMMANDS)) -> dict[str, An
         # nginx is often in /usr/sbin, outside a user's PATH; nginx_origin.py finds it there.
         if tool == "nginx":
             cmd = [nginx_binary() or "nginx", *cmd[1:]]
+        if tool == "fortio":
+            cmd = [fortio_binary() or "fortio", *cmd[1:]]
         if shutil.which(cmd[0]):
             with contextlib.suppress(Exception):
                 p = subprocess.run(cmd, capture_output=True, text=True, timeout=5, check=False)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Peer comparison: nhbench against wrk, h2load (and fortio/oha when on PATH).
+"""Peer comparison: nhbench against wrk, h2load (and fortio/oha when installed).
 
 Client and server are pinned to different CPUs; every tool loads the same target, and for
 each run we record the requests completed, the rate, and the client's CPU time per request.
@@ -23,6 +23,19 @@ Scenarios
   tls-h2  HTTP/2 over TLS (ALPN h2), as fast as possible, like h2c.  Reference: h2load.
   The TLS scenarios use persistent connections, so they measure TLS record encryption and
   decryption per request, not handshakes (which happen once per connection at start-up).
+  tcp-echo  TCP echo (issue 14), as fast as possible, --connections connections, each
+          request --payload-size (64) bytes out and the same bytes back: fortio load
+          -qps 0 -c N -payload-size P tcp://…; nhbench tcp://… --payload-size P.
+          Target: --echo-target (nhbench: the test server's --tcp-echo; fortio: fortio
+          server's tcp-echo port).  Reference: fortio.
+  grpc    gRPC unary calls over h2c (issue 14), as fast as possible, --h2-connections x
+          --h2-streams: h2load -d FRAME with content-type application/grpc and te: trailers
+          (a framed empty request: 5 bytes 00 00000000), fortio load -grpc [-ping] -c C -s M,
+          nhbench grpc://… .  --grpc-call health (grpc.health.v1.Health/Check, default) or
+          ping (fgrpc.PingServer/Ping).  Target: --grpc-target (fortio: fortio server's
+          grpc port, default; nhbench: the test server's h2c listener).  Reference: h2load.
+  A tool that refuses a scenario (e.g. an nhbench without tcp:// or gRPC) gets the row
+  "n/a (reason)" and the rest of the benchmark goes on.
 
 How CPU is measured
   wrk, h2load, fortio, oha: user+sys of the child process from os.wait4's rusage (the tool
@@ -44,6 +57,7 @@ the "Latest results" section of docs/benchmarks.md.
 from __future__ import annotations
 
 import argparse
+import atexit
 import contextlib
 import datetime as _dt
 import json
@@ -70,11 +84,15 @@ from common import (
     OUT_DIR,
     check_cpu_args,
     child_env,
+    fortio_binary,
+    free_port,
     machine_busy_s,
     machine_info,
     proc_tree_cpu,
+    stop_process,
     tool_seconds,
     update_docs,
+    wait_port,
 )
 from nginx_origin import NginxError, NginxOrigin
 
@@ -85,13 +103,31 @@ END_MARK = "<!-- results:end -->"
 # Issue 4 adds the HTTP/2 and TLS scenarios, each against h2load.
 GOALS = {"max": ("wrk", 0.75), "fixed": ("h2load", 0.75), "h2c": ("h2load", 0.75),
          "tls-h1": ("h2load", 0.75), "tls-h2": ("h2load", 0.75)}
-SCENARIO_KEYS = tuple(GOALS)
+# Issue 14 adds echo and gRPC rows with a reference tool each but no goal (the issue sets
+# none): the ratio is printed, nothing is judged.
+REFERENCES = {key: ref for key, (ref, _) in GOALS.items()} | {"tcp-echo": "fortio",
+                                                               "grpc": "h2load"}
+SCENARIO_KEYS = tuple(REFERENCES)
+# Scenarios whose target is chosen by their own option instead of --target.
+ECHO_KEYS = ("tcp-echo",)
+GRPC_KEYS = ("grpc",)
+# The gRPC methods of --grpc-call. Both take a message whose every field is optional, so
+# the empty message (a 5-byte frame: not compressed, length 0) is a valid request to each.
+# Fortio's ping service is `PingServer` in proto package `fgrpc` (fgrpc/ping.proto): its
+# server answers /fortio.PingServer/Ping with grpc-status 12 (unknown service).
+GRPC_PATHS = {"health": "/grpc.health.v1.Health/Check", "ping": "/fgrpc.PingServer/Ping"}
+GRPC_EMPTY_FRAME = b"\x00\x00\x00\x00\x00"
+# nhbench's flags for each call (docs/protocols.md): grpc:// calls the health check by
+# default; the ping service takes Fortio's own spelling.
+NHBENCH_GRPC_ARGS = {"health": [], "ping": ["-grpc", "-ping"]}
 # How each scenario reaches the server: the Target.urls key, and nhbench's options.
 PROTOCOL_OPTIONS: dict[str, dict[str, Any]] = {
     "h1": {},
     "h2c": {"protocol": "http2", "h2c": True},
     "tls-h1": {"protocol": "http1", "insecure": True},
     "tls-h2": {"protocol": "http2", "insecure": True},
+    "tcp-echo": {},
+    "grpc": {},
 }
 
 
@@ -115,6 +151,32 @@ def _thread_cpu() -> dict[str, float]:
     return out
 
 
+def _cli_options(args: list[str]) -> dict[str, Any]:
+    """The Options fields that `nhbench run URI ARGS` sets, by parsing ARGS with nhbench's own
+    command line: the issue 14 rows are written in the documented flags (docs/protocols.md),
+    so they do not depend on the names of the Options fields behind them. A flag this nhbench
+    does not know raises ValueError with argparse's message."""
+    import io
+
+    from nhbench.cli import build_parser
+
+    parser = build_parser()
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        try:
+            base = vars(parser.parse_args(["run", "http://127.0.0.1/"]))
+            given = vars(parser.parse_args(["run", "http://127.0.0.1/", *args]))
+        except SystemExit:
+            lines = err.getvalue().strip().splitlines()
+            raise ValueError(lines[-1] if lines else f"nhbench run refused {args}") from None
+    return {k: v for k, v in given.items() if k != "uri" and base.get(k) != v}
+
+
+def _refuse(reason: str) -> None:
+    """The child's answer when nhbench cannot run the scenario: the row becomes n/a."""
+    print(json.dumps({"refused": " ".join(reason.split())[:300]}))
+
+
 def nhbench_child(spec: dict[str, Any]) -> None:
     cpu = spec["client_cpu"]
     os.sched_setaffinity(0, {cpu})
@@ -126,27 +188,38 @@ def nhbench_child(spec: dict[str, Any]) -> None:
         load_core()
     protocol = spec.get("protocol", "h1")
     extra: dict[str, Any] = dict(PROTOCOL_OPTIONS[protocol])
-    if protocol in ("h2c", "tls-h2"):
+    if protocol in ("h2c", "tls-h2", "grpc"):
         # h2load -cC -mM keeps C x M requests in flight; Nighthawk's equivalent is
         # max_active_requests, with the streams per connection capped at M.
         extra["max_concurrent_streams"] = spec["streams"]
         extra["max_active_requests"] = spec["connections"] * spec["streams"]
-    bench = nhbench.Benchmark(
-        spec["url"],
-        rps=spec["rps"],
-        duration=spec["duration"],
-        connections=spec["connections"],
-        concurrency=1,
-        cpus=str(cpu),
-        sequencer_idle_strategy=spec["idle_strategy"],
-        burst_size=spec.get("burst_size", 0),
-        no_default_failure_predicates=True,
-        **extra,
-    )
+    # Issue 14: an nhbench built before tcp:// or gRPC existed refuses these options or
+    # the run; the row then says why (n/a) instead of stopping the benchmark.
+    try:
+        extra.update(_cli_options(spec.get("cli_args", [])))
+        bench = nhbench.Benchmark(
+            spec["url"],
+            rps=spec["rps"],
+            duration=spec["duration"],
+            connections=spec["connections"],
+            concurrency=1,
+            cpus=str(cpu),
+            sequencer_idle_strategy=spec["idle_strategy"],
+            burst_size=spec.get("burst_size", 0),
+            no_default_failure_predicates=True,
+            **extra,
+        )
+    except Exception as exc:  # noqa: BLE001 - any refusal is reported, not raised
+        _refuse(f"nhbench refused the options: {exc}")
+        return
     threads_before = _thread_cpu()
     r0 = resource.getrusage(resource.RUSAGE_SELF)
     t0 = time.monotonic()
-    bench.start()
+    try:
+        bench.start()
+    except Exception as exc:  # noqa: BLE001 - e.g. the core refuses a protocol it lacks
+        _refuse(f"nhbench refused the run: {exc}")
+        return
     # Sample the threads while they live (a worker's /proc entry goes when it exits), to
     # split the process's CPU between the C worker(s) and the Python main thread.
     threads_seen = dict(threads_before)
@@ -160,18 +233,28 @@ def nhbench_child(spec: dict[str, Any]) -> None:
     r2 = resource.getrusage(resource.RUSAGE_SELF)
 
     counters = result.counters
-    ok = int(counters["benchmark.http_2xx"])
-    errors = {
-        name: int(counters[name])
-        for name in (
-            "benchmark.http_1xx", "benchmark.http_3xx", "benchmark.http_4xx",
-            "benchmark.http_5xx", "benchmark.http_xxx", "benchmark.pool_overflow",
-            "benchmark.pool_connection_failure", "benchmark.stream_resets",
-            "benchmark.request_timeout", "upstream_cx_connect_fail",
-            "upstream_cx_destroy_remote", "upstream_cx_protocol_error",
-        )
-        if name in counters and int(counters[name])
-    }
+    ok = int(counters.get("benchmark.http_2xx", 0))
+    names = [
+        "benchmark.http_1xx", "benchmark.http_3xx", "benchmark.http_4xx",
+        "benchmark.http_5xx", "benchmark.http_xxx", "benchmark.pool_overflow",
+        "benchmark.pool_connection_failure", "benchmark.stream_resets",
+        "benchmark.request_timeout", "upstream_cx_connect_fail",
+        "upstream_cx_destroy_remote", "upstream_cx_protocol_error",
+    ]
+    # Issue 14's counters: a mismatched echo, a gRPC status other than OK, a malformed gRPC
+    # response; whatever their exact names, they count failures.
+    names += sorted(n for n in counters if n.startswith(("benchmark.echo_", "benchmark.grpc_"))
+                    and n != "benchmark.grpc_status_0")
+    errors = {name: int(counters[name]) for name in names
+              if name in counters and int(counters[name])}
+    if protocol == "grpc":
+        # A gRPC call succeeds with grpc-status 0, which comes with HTTP 200 as every
+        # failure does; HTTP 2xx alone would count failed calls as done.
+        if not any(n.startswith("benchmark.grpc_status_") for n in counters):
+            _refuse("no benchmark.grpc_status_* counters in the result: this nhbench has "
+                    f"no gRPC client ({ok} HTTP 2xx responses)")
+            return
+        ok = int(counters.get("benchmark.grpc_status_0", 0))
 
     def pct(stat_id: str, p: float) -> float | None:
         try:
@@ -233,10 +316,12 @@ def nginx_target(server_cpu: int) -> Iterator[Target]:
 def nhbench_target(server_cpu: int) -> Iterator[Target]:
     import nhbench
 
-    # One server for HTTP/1.1 and h2c (it tells them apart by the HTTP/2 preface), one with
-    # a self-signed certificate for TLS (h2 or HTTP/1.1 by ALPN), both on the server CPU.
+    # One server for HTTP/1.1 and h2c (it tells them apart by the HTTP/2 preface; gRPC is
+    # HTTP/2 too) with a TCP echo listener, one with a self-signed certificate for TLS (h2 or
+    # HTTP/1.1 by ALPN), both on the server CPU.
     plain = nhbench.TestServer(
-        cpus=[server_cpu], response_body_size=len(BODY), subprocess=True
+        cpus=[server_cpu], response_body_size=len(BODY), subprocess=True,
+        tcp_echo="127.0.0.1:0",
     )
     tls = nhbench.TestServer(
         cpus=[server_cpu], response_body_size=len(BODY), subprocess=True, tls_self_signed=True
@@ -246,16 +331,57 @@ def nhbench_target(server_cpu: int) -> Iterator[Target]:
         for server in (plain, tls):
             server.start()
             stack.callback(server.stop)
-            proc = getattr(server, "_process", None)
-            if proc is not None:
-                pids.append(proc.pid)
+            # TestServer.pid is the child's (subprocess=True). The server's CPU was not
+            # measured before issue 14: this looked for a `_process` attribute that
+            # TestServer does not have.
+            if server.pid != os.getpid():
+                pids.append(server.pid)
                 # The C worker is pinned by cpus=; pin the Python main thread too.
                 with contextlib.suppress(OSError):
-                    for tid in os.listdir(f"/proc/{proc.pid}/task"):
+                    for tid in os.listdir(f"/proc/{server.pid}/task"):
                         os.sched_setaffinity(int(tid), {server_cpu})
+        echo_host, echo_port = plain.tcp_echo_address
         yield Target("nhbench-server", {
             "h1": plain.url, "h2c": plain.url, "tls-h1": tls.url, "tls-h2": tls.url,
+            "tcp-echo": f"tcp://{echo_host}:{echo_port}",
+            "grpc": "grpc://" + plain.url.split("://", 1)[1].rstrip("/"),
         }, pids)
+
+
+@contextlib.contextmanager
+def fortio_target(server_cpu: int) -> Iterator[Target]:
+    """`fortio server` alone on the server CPU: its TCP echo and gRPC (health and ping)
+    ports, the independent peers of issue 14 (Go; GOMAXPROCS follows the pinning, 1)."""
+    binary = fortio_binary()
+    if binary is None:
+        raise TargetUnavailable("fortio is not installed "
+                                "(go install fortio.org/fortio@v1.66.5)")
+    grpc_port, echo_port, http_port = free_port(), free_port(), free_port()
+    argv = ["taskset", "-c", str(server_cpu), binary, "server", "-loglevel", "Warning",
+            "-http-port", f"127.0.0.1:{http_port}", "-grpc-port", f"127.0.0.1:{grpc_port}",
+            "-tcp-port", f"127.0.0.1:{echo_port}", "-udp-port", "disabled",
+            "-redirect-port", "disabled"]
+    with tempfile.TemporaryDirectory(prefix="peer_compare-fortio-") as data:
+        # Fortio's UI saves results in its data directory: a scratch one, not the cwd.
+        argv[5:5] = ["-data-dir", data]
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, cwd=data)
+        try:
+            for port in (grpc_port, echo_port):
+                wait_port(port)
+            yield Target("fortio-server", {
+                "tcp-echo": f"tcp://127.0.0.1:{echo_port}",
+                "grpc": f"grpc://127.0.0.1:{grpc_port}",
+            }, [proc.pid])
+        finally:
+            stop_process(proc)
+
+
+class TargetUnavailable(Exception):
+    """A target that cannot start here (its program is not installed)."""
+
+
+TARGETS = {"nginx": nginx_target, "nhbench": nhbench_target, "fortio": fortio_target}
 
 
 # --------------------------------------------------------------------------------------------
@@ -275,6 +401,9 @@ class Sample:
     errors: dict[str, int] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
     failed: str | None = None
+    # The tool cannot run this scenario at all (set together with `failed`): the row is
+    # "n/a (reason)" and the tool is not asked again in this scenario.
+    refused: str | None = None
 
     @property
     def rps(self) -> float:
@@ -325,14 +454,20 @@ class Tool:
     def supports(self, sc: Scenario) -> bool:
         return True
 
+    def binary(self) -> str | None:
+        """The tool's executable, or None when it is not installed."""
+        return shutil.which(self.name)
+
     def measure(self, sc: Scenario, url: str, cfg: argparse.Namespace) -> Sample:
         sample = Sample(self.name)
-        argv = ["taskset", "-c", str(cfg.client_cpu), *self.argv(sc, url)]
+        argv = self.argv(sc, url)
+        argv = ["taskset", "-c", str(cfg.client_cpu), self.binary() or argv[0], *argv[1:]]
         rc, out, err, ru, wall = run_child(argv, timeout=sc.duration + 60)
         sample.cpu_s, sample.wall_s = ru.ru_utime + ru.ru_stime, wall
         sample.extra.update(user_s=ru.ru_utime, sys_s=ru.ru_stime, nvcsw=ru.ru_nvcsw,
                             nivcsw=ru.ru_nivcsw)
         sample.extra["argv"] = " ".join(argv)
+        sample.extra["scenario"] = sc.protocol  # for parse()
         try:
             self.parse(sample, out, err)
         except (ValueError, KeyError, AttributeError, IndexError) as exc:
@@ -372,8 +507,54 @@ class Wrk(Tool):
                     sample.errors[k] = int(v)
 
 
+_FRAME_DIR: list[str] = []
+
+
+def grpc_frame_file() -> str:
+    """A file holding GRPC_EMPTY_FRAME, for h2load -d (made once per benchmark)."""
+    if not _FRAME_DIR:
+        _FRAME_DIR.append(tempfile.mkdtemp(prefix="peer_compare-"))
+        atexit.register(shutil.rmtree, _FRAME_DIR[0], True)
+    path = os.path.join(_FRAME_DIR[0], "empty-request.grpc")
+    if not os.path.exists(path):
+        with open(path, "wb") as f:
+            f.write(GRPC_EMPTY_FRAME)
+    return path
+
+
+def grpc_probe(url: str, call: str) -> str | None:
+    """None if the target answers one unary call of `call` with grpc-status 0, else what
+    went wrong. h2load sees only the HTTP status, and any HTTP/2 server answers a POST with
+    200, so a gRPC row means something only once one call is known to succeed; nghttp
+    (nghttp2-client, the package of h2load) prints the trailers."""
+    if not shutil.which("nghttp"):
+        return "nghttp (nghttp2-client) is not installed, so the target's gRPC is unchecked"
+    argv = ["nghttp", "-v", "-d", grpc_frame_file(), "-H", "content-type: application/grpc",
+            "-H", "te: trailers", "http://" + grpc_host_port(url) + GRPC_PATHS[call]]
+    try:
+        p = subprocess.run(argv, capture_output=True, text=True, errors="replace", timeout=10,
+                           check=False)
+    except subprocess.TimeoutExpired:
+        return f"the target did not answer a gRPC call in 10 s ({url})"
+    status = re.findall(r"\) grpc-status: (\S+)", p.stdout)
+    if status == ["0"]:
+        return None
+    if not status:
+        return (f"the target does not answer gRPC: no grpc-status in the response to "
+                f"{GRPC_PATHS[call]}")
+    return f"the target answered {GRPC_PATHS[call]} with grpc-status {status[-1]}"
+
+
+def grpc_host_port(url: str) -> str:
+    """'grpc://127.0.0.1:8079' -> '127.0.0.1:8079' (the destination Fortio's -grpc takes)."""
+    return url.split("://", 1)[1].rstrip("/")
+
+
 class H2load(Tool):
     name = "h2load"
+
+    def supports(self, sc: Scenario) -> bool:
+        return sc.protocol != "tcp-echo"
 
     def argv(self, sc: Scenario, url: str) -> list[str]:
         argv = ["h2load", "-t1", f"-c{sc.connections}", "-D", f"{sc.duration:g}"]
@@ -385,6 +566,13 @@ class H2load(Tool):
         if sc.rps:
             # --rps is per client connection.
             argv += ["--rps", f"{sc.rps / sc.connections:g}"]
+        if sc.protocol == "grpc":
+            # A gRPC unary call is an HTTP/2 POST of one length-prefixed message with these
+            # two headers; h2load sends the same framed (empty) request on every stream. It
+            # reads only :status, so the check that calls succeed is in parse().
+            argv += ["-d", grpc_frame_file(), "-H", "content-type: application/grpc",
+                     "-H", "te: trailers"]
+            url = "http://" + grpc_host_port(url) + GRPC_PATHS[sc.grpc_call]
         return [*argv, url]
 
     def parse(self, sample: Sample, out: str, err: str) -> None:
@@ -407,26 +595,60 @@ class H2load(Tool):
         # while its body was arriving), so only fewer 2xx than successes means errors.
         if m and int(m.group(1)) < ok:
             sample.errors["non_2xx"] = ok - int(m.group(1))
+        m = re.search(r"traffic: .*? \((\d+)\) data", out)
+        if m and ok:
+            sample.extra["data_bytes_per_req"] = int(m.group(1)) / ok
+        if sample.extra.get("scenario") == "grpc" and m:
+            # h2load cannot see grpc-status (a trailer), and a failed call is HTTP 200 too.
+            # What it does count is the response DATA: every successful unary call returns
+            # one framed message (5-byte prefix + message), while a failure is
+            # trailers-only, without DATA. So at most DATA/5 calls can have succeeded; the
+            # rest are counted as errors, not as requests (a lower bound on failures:
+            # messages longer than empty hide some).
+            framed = int(m.group(1)) // 5
+            if framed < ok:
+                sample.errors["grpc_no_message"] = ok - framed
+                sample.requests = framed
 
 
 class Fortio(Tool):
     name = "fortio"
+    # The RetCodes key of a success in Fortio's JSON: an HTTP status, "OK" for an echo
+    # whose bytes came back, "SERVING" for a gRPC health check or ping that returned.
+    SUCCESS = {"h1": "200", "tcp-echo": "OK", "grpc": "SERVING"}
 
     def supports(self, sc: Scenario) -> bool:
-        return sc.protocol == "h1"
+        return sc.protocol in self.SUCCESS
+
+    def binary(self) -> str | None:
+        return fortio_binary()
 
     def argv(self, sc: Scenario, url: str) -> list[str]:
         # -qps is the total rate; -c connections; -json - writes the result to stdout.
-        return ["fortio", "load", "-quiet", "-qps", f"{sc.rps:g}", "-c", str(sc.connections),
-                "-t", f"{sc.duration:g}s", "-json", "-", url]
+        argv = ["fortio", "load", "-quiet", "-qps", f"{sc.rps:g}", "-c", str(sc.connections),
+                "-t", f"{sc.duration:g}s", "-json", "-"]
+        if sc.protocol == "tcp-echo":
+            # -payload-size: that many random bytes per request (drawn once per run).
+            return [*argv, "-payload-size", str(sc.payload_size), url]
+        if sc.protocol == "grpc":
+            # -grpc: health check by default, -ping for the ping service; -s streams per
+            # connection (Fortio runs c x s goroutines, s of them on each of c connections).
+            call = ["-ping"] if sc.grpc_call == "ping" else []
+            return [*argv, "-grpc", *call, "-s", str(sc.streams), grpc_host_port(url)]
+        return [*argv, url]
 
     def parse(self, sample: Sample, out: str, err: str) -> None:
         data = json.loads(out[out.index("{"):])
         codes = data.get("RetCodes") or {}
-        sample.requests = int(codes.get("200", 0))
+        scenario = sample.extra.get("scenario", "h1")
+        sample.requests = int(codes.get(self.SUCCESS[scenario], 0))
         total = int(data["DurationHistogram"]["Count"])
         if total != sample.requests:
-            sample.errors["non_200"] = total - sample.requests
+            what = "non_200" if scenario == "h1" else f"not_{self.SUCCESS[scenario]}"
+            sample.errors[what] = total - sample.requests
+        if scenario == "tcp-echo":
+            sample.extra["bytes_sent"] = data.get("BytesSent")
+            sample.extra["bytes_received"] = data.get("BytesReceived")
         sample.duration = float(data["ActualDuration"]) / 1e9
         sample.extra["reported_rps"] = float(data.get("ActualQPS", 0))
 
@@ -467,10 +689,15 @@ class Nhbench(Tool):
 
     def measure(self, sc: Scenario, url: str, cfg: argparse.Namespace) -> Sample:
         sample = Sample(self.name)
+        cli_args: list[str] = []
+        if sc.protocol == "tcp-echo":
+            cli_args = ["--payload-size", str(sc.payload_size)]
+        elif sc.protocol == "grpc":
+            cli_args = list(NHBENCH_GRPC_ARGS[sc.grpc_call])
         spec = {"url": url, "rps": sc.rps, "duration": sc.duration,
                 "connections": sc.connections, "client_cpu": cfg.client_cpu,
                 "idle_strategy": cfg.idle_strategy, "burst_size": self.burst,
-                "protocol": sc.protocol, "streams": sc.streams}
+                "protocol": sc.protocol, "streams": sc.streams, "cli_args": cli_args}
         argv = [sys.executable, str(Path(__file__).resolve()), "--nhbench-child",
                 json.dumps(spec)]
         rc, out, err, ru, wall = run_child(argv, timeout=sc.duration + 60, env=child_env())
@@ -482,6 +709,9 @@ class Nhbench(Tool):
             sample.failed = f"exit status {rc}: {(out + err).strip()[-500:]}"
             return sample
         data = json.loads(lines[-1])
+        if "refused" in data:
+            sample.failed = sample.refused = data["refused"]
+            return sample
         sample.requests = data["requests"]
         sample.duration = data["duration"]
         sample.cpu_s = data["cpu_s"]
@@ -510,10 +740,12 @@ class Scenario:
     duration: float
     protocol: str = "h1"  # a Target.urls key and a PROTOCOL_OPTIONS key
     streams: int = 1  # HTTP/2: concurrent streams per connection
+    payload_size: int = 0  # tcp-echo: bytes sent (and echoed) per request
+    grpc_call: str = "health"  # grpc: a GRPC_PATHS key
 
     @property
     def reference(self) -> str:
-        return GOALS[self.key][0]
+        return REFERENCES[self.key]
 
 
 def median(values: list[float]) -> float:
@@ -529,6 +761,9 @@ def summarize(samples: list[Sample]) -> dict[str, Any]:
         "ok_runs": len(good),
         "failures": [s.failed for s in samples if s.failed],
     }
+    refused = [s.refused for s in samples if s.refused]
+    if refused:
+        out["refused"] = refused[0]
     if not good:
         return out
     us = [s.us_per_req for s in good]
@@ -573,6 +808,9 @@ def render_table(sc: Scenario, rows: list[dict[str, Any]]) -> str:
     lines = [header, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
     for r in rows:
         if "us_per_req" not in r:
+            if r.get("refused"):
+                lines.append(f"| {r['tool']} | n/a ({r['refused'][:200]}) | | | | | | | | |")
+                continue
             failures = "; ".join(r["failures"])[:120]
             lines.append(f"| {r['tool']} | failed: {failures} | | | | | | | | |")
             continue
@@ -590,6 +828,9 @@ def render_table(sc: Scenario, rows: list[dict[str, Any]]) -> str:
 
 
 def goal_line(sc: Scenario, rows: list[dict[str, Any]]) -> str:
+    if sc.key not in GOALS:
+        return (f"- No goal (issue 14 sets none for this scenario): the ratios to "
+                f"{sc.reference} are information.")
     ref_name, limit = GOALS[sc.key]
     nhb = next((r for r in rows if r["tool"] == "nhbench" and "us_per_req" in r), None)
     ref = next((r for r in rows if r["tool"] == ref_name and "us_per_req" in r), None)
@@ -627,10 +868,19 @@ def run_all(cfg: argparse.Namespace) -> dict[str, Any]:
     if "tls-h2" in cfg.scenarios:
         scenarios.append(Scenario("tls-h2", f"HTTP/2 over TLS max rate, {h2}", 0,
                                   cfg.h2_connections, cfg.duration, "tls-h2", cfg.h2_streams))
+    if "tcp-echo" in cfg.scenarios:
+        scenarios.append(Scenario("tcp-echo", f"TCP echo max rate, {cfg.connections} "
+                                  f"connections, {cfg.payload_size}-byte payload", 0,
+                                  cfg.connections, cfg.duration, "tcp-echo",
+                                  payload_size=cfg.payload_size))
+    if "grpc" in cfg.scenarios:
+        scenarios.append(Scenario("grpc", f"gRPC unary {GRPC_PATHS[cfg.grpc_call]} over h2c "
+                                  f"max rate, {h2}", 0, cfg.h2_connections, cfg.duration,
+                                  "grpc", cfg.h2_streams, grpc_call=cfg.grpc_call))
     tools: list[Tool] = []
     for name in cfg.tools:
-        if name != "nhbench" and not shutil.which(name):
-            print(f"peer_compare: {name} not on PATH, skipped", file=sys.stderr)
+        if name != "nhbench" and not ALL_TOOLS[name].binary():
+            print(f"peer_compare: {name} not installed, skipped", file=sys.stderr)
             continue
         tools.append(ALL_TOOLS[name])
         if name == "nhbench" and cfg.burst_row:
@@ -638,7 +888,20 @@ def run_all(cfg: argparse.Namespace) -> dict[str, Any]:
             # releases come in clumps of about one per connection; nhbench's default
             # schedule is uniform. This row gives nhbench the clumped pattern.
             tools.append(Nhbench(burst=cfg.connections))
-    targets = ["nginx", "nhbench"] if cfg.target == "both" else [cfg.target]
+    # Each scenario's target: --echo-target for the echo scenario, --grpc-target for gRPC,
+    # --target for the HTTP ones ("both": the option's two choices). Each target is started
+    # once, for all of its scenarios.
+    def chosen(sc: Scenario) -> tuple[str, ...]:
+        option, choices = ((cfg.echo_target, ("nhbench", "fortio")) if sc.key in ECHO_KEYS
+                           else (cfg.grpc_target, ("fortio", "nhbench")) if sc.key in GRPC_KEYS
+                           else (cfg.target, ("nginx", "nhbench")))
+        return choices if option == "both" else (option,)
+
+    plan: dict[str, list[Scenario]] = {}
+    for name in TARGETS:
+        picked = [sc for sc in scenarios if name in chosen(sc)]
+        if picked:
+            plan[name] = picked
 
     report: dict[str, Any] = {
         "started": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
@@ -648,26 +911,46 @@ def run_all(cfg: argparse.Namespace) -> dict[str, Any]:
             "fixed_rps": cfg.fixed_rps, "client_cpu": cfg.client_cpu,
             "h2_connections": cfg.h2_connections, "h2_streams": cfg.h2_streams,
             "server_cpu": cfg.server_cpu, "idle_strategy": cfg.idle_strategy,
-            "body_bytes": len(BODY),
+            "body_bytes": len(BODY), "payload_size": cfg.payload_size,
+            "grpc_call": cfg.grpc_call,
         },
         "results": [],
     }
-    for target_name in targets:
-        cm = (nginx_target(cfg.server_cpu) if target_name == "nginx"
-              else nhbench_target(cfg.server_cpu))
-        with cm as target:
-            for sc in scenarios:
+    for target_name, target_scenarios in plan.items():
+        with contextlib.ExitStack() as stack:
+            try:
+                target = stack.enter_context(TARGETS[target_name](cfg.server_cpu))
+            except TargetUnavailable as e:
+                print(f"peer_compare: target {target_name} unavailable ({e}); "
+                      f"{', '.join(sc.key for sc in target_scenarios)} skipped",
+                      file=sys.stderr)
+                continue
+            for sc in target_scenarios:
                 url = target.urls.get(sc.protocol)
                 if url is None:
                     print(f"peer_compare: {target.name} does not serve {sc.protocol}; "
                           f"{sc.key} skipped", file=sys.stderr)
                     continue
+                if sc.protocol == "grpc":
+                    problem = grpc_probe(url, sc.grpc_call)
+                    if problem:
+                        print(f"peer_compare: {target.name}: {problem}; {sc.key} skipped",
+                              file=sys.stderr)
+                        report["results"].append({
+                            "target": target.name,
+                            "scenario": asdict(sc) | {"title": sc.title,
+                                                      "reference": sc.reference},
+                            "rows": [], "skipped": problem, "samples": {},
+                        })
+                        continue
                 active = [t for t in tools if t.supports(sc)]
                 samples: dict[str, list[Sample]] = {t.name: [] for t in active}
                 # Round-robin over the tools so slow drift (other load on the machine)
                 # spreads over all of them instead of favouring one.
                 for i in range(cfg.repeat):
                     for tool in active:
+                        if any(x.refused for x in samples[tool.name]):
+                            continue  # it cannot run this scenario: once is enough
                         before = (sum(proc_tree_cpu(pid) for pid in target.pids)
                                   if target.pids else None)
                         busy0 = machine_busy_s()
@@ -682,7 +965,8 @@ def run_all(cfg: argparse.Namespace) -> dict[str, Any]:
                             s.other_cpu_s = max(0.0, busy - client - s.server_cpu_s)
                             s.extra["other_load"] = s.other_cpu_s / s.wall_s if s.wall_s else None
                         samples[tool.name].append(s)
-                        status = (f"FAILED {s.failed[:200]}" if s.failed else
+                        status = (f"n/a ({s.refused[:200]})" if s.refused else
+                                  f"FAILED {s.failed[:200]}" if s.failed else
                                   f"{s.requests:>9,} req {s.rps:>9,.0f} req/s "
                                   f"{s.us_per_req:6.2f} µs/req")
                         print(f"  [{target.name} {sc.key} {i + 1}/{cfg.repeat}] "
@@ -726,7 +1010,11 @@ def render_markdown(report: dict[str, Any]) -> str:
     for res in report["results"]:
         sc = Scenario(**{k: res["scenario"][k] for k in
                          ("key", "title", "rps", "connections", "duration", "protocol",
-                          "streams") if k in res["scenario"]})
+                          "streams", "payload_size", "grpc_call") if k in res["scenario"]})
+        if res.get("skipped"):
+            out += [f"#### {sc.title} → {res['target']}", "",
+                    f"Not measured: {res['skipped']}.", ""]
+            continue
         other = [r["other_load"] for r in res["rows"] if r.get("other_load") is not None]
         noise = (f"Other processes used {median(other):.2f} CPUs (median over the runs; "
                  f"0 = a quiet machine, 2 = both cores busy besides the benchmark)."
@@ -747,11 +1035,21 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--target", choices=("nginx", "nhbench", "both"), default="nginx",
-                   help="server to load (default nginx)")
+                   help="server of the HTTP scenarios (default nginx)")
+    p.add_argument("--echo-target", choices=("nhbench", "fortio", "both"), default="nhbench",
+                   help="server of the tcp-echo scenario: nhbench's --tcp-echo listener "
+                   "(default) or fortio server's tcp-echo port")
+    p.add_argument("--grpc-target", choices=("fortio", "nhbench", "both"), default="fortio",
+                   help="server of the grpc scenario: fortio server's grpc port (default) or "
+                   "nhbench's test server")
+    p.add_argument("--grpc-call", choices=tuple(GRPC_PATHS), default="health",
+                   help="grpc scenario: the health check (default) or Fortio's ping")
+    p.add_argument("--payload-size", type=int, default=64,
+                   help="tcp-echo scenario: bytes per request, echoed back (default 64)")
     p.add_argument("--scenarios", default=",".join(SCENARIO_KEYS),
                    help=f"comma list of {','.join(SCENARIO_KEYS)} (default all)")
     p.add_argument("--tools", default="nhbench,wrk,h2load,fortio,oha",
-                   help="comma list; tools not on PATH are skipped")
+                   help="comma list; tools not installed are skipped")
     p.add_argument("--duration", type=float, default=5.0, help="seconds per run (default 5)")
     p.add_argument("--repeat", type=int, default=3, help="runs per tool, median reported")
     p.add_argument("--connections", type=int, default=50)
@@ -785,9 +1083,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     if bad:
         p.error(f"unknown scenario/tool: {', '.join(bad)}")
     if (cfg.repeat < 1 or cfg.duration <= 0 or cfg.connections < 1 or cfg.fixed_rps <= 0
-            or cfg.h2_connections < 1 or cfg.h2_streams < 1):
-        p.error("--repeat, --duration, --connections, --fixed-rps, --h2-connections and "
-                "--h2-streams must be positive")
+            or cfg.h2_connections < 1 or cfg.h2_streams < 1 or cfg.payload_size < 1):
+        p.error("--repeat, --duration, --connections, --fixed-rps, --h2-connections, "
+                "--h2-streams and --payload-size must be positive")
     check_cpu_args(p, cfg, "peer_compare")
     return cfg
 

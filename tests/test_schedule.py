@@ -157,6 +157,9 @@ def offsets_from_grid(arrivals: list[float], interval: float) -> list[float]:
     return [r - anchor for r in raw]
 
 
+# serial: arrival times on the wire within 4 ms of the bound need a free CPU (38 of 60 were
+# within it once, with the other test worker busy on a loaded machine).
+@pytest.mark.serial
 def test_jitter_uniform_spreads_releases_within_the_bound():
     origin = ArrivalServer()
     try:

@@ -176,6 +176,9 @@ def test_closed_loop_waits_per_target_with_one_connection_each() -> None:
 # ---- connection reuse strategy -------------------------------------------------------------
 
 
+# serial: "each request ends long before the next" needs a CPU free at 60/s (with the other
+# test worker busy on a loaded machine, mru split 30/30 once).
+@pytest.mark.serial
 @pytest.mark.parametrize("strategy", ["mru", "lru"])
 def test_h1_connection_reuse_strategy_on_the_wire(origin: ConnectionOrigin,
                                                   strategy: str) -> None:
@@ -257,6 +260,9 @@ def test_tls_over_a_unix_socket(sock_dir: str) -> None:
 # ---- tls-context and transport-socket ------------------------------------------------------
 
 
+# serial: ten full handshakes at 40/s within the run need a CPU free (18/s once, with the
+# other test worker busy on a loaded machine).
+@pytest.mark.serial
 def test_tls_context_trusted_ca_and_max_session_keys_on_the_wire() -> None:
     with nhbench.TestServer(tls_self_signed=True, cpus=SERVER_CPUS) as server:
         context = {"common_tls_context": {

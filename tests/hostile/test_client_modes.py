@@ -137,6 +137,7 @@ def _status_kb(field: str) -> int:
     raise AssertionError(f"no {field} in /proc/self/status")
 
 
+@pytest.mark.serial
 @pytest.mark.parametrize("name", _params(list(_TABLE)))
 def test_client_survives_hostile_origin(name: str, maybe_tls: tuple[str, str] | None) -> None:
     mode = _TABLE[name]
@@ -181,6 +182,7 @@ def _wait_with_rusage(proc: subprocess.Popen[bytes], timeout: float) -> tuple[in
         time.sleep(0.02)
 
 
+@pytest.mark.serial
 @pytest.mark.parametrize("name", _params(SUBPROCESS_MODES))
 def test_client_subprocess_survives_hostile_origin(
     name: str, maybe_tls: tuple[str, str] | None, tmp_path: Path
