@@ -119,8 +119,11 @@ def _header(result: Result) -> list[str]:
         start.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC"
         if start else "not started"
     )
-    # Issue 14: an echo request has no method.
-    method = "echo" if result.options.target.scheme in ("tcp", "udp") else options.request_method
+    # Issue 14: an echo request has no method; a gRPC call is always a POST (the options'
+    # method stays at its default GET unless a payload option switched it).
+    scheme = result.options.target.scheme
+    method = ("echo" if scheme in ("tcp", "udp")
+              else "POST" if scheme in ("grpc", "grpcs") else options.request_method)
     lines = [
         # Several targets (issue 13) have no URI: each endpoint's URL, in round-robin order.
         f"{tool}: {method} "
