@@ -785,9 +785,11 @@ void nhb__conn_slot_refused(nhb__conn* c, nhb__slot* s) {
     if (w->first_error == 0) {
       char text[sizeof(w->first_error_text)];
       snprintf(text, sizeof(text),
-               "HTTP/2: the server refused a request %d times without processing it (GOAWAY or "
-               "REFUSED_STREAM); given up after %d retries",
-               s->sent, NHB__MAX_RETRIES);
+               "%s: the server refused a request %d times without processing it (GOAWAY or "
+               "%s); given up after %d retries",
+               w->run->config.protocol == NHB_PROTO_HTTP3 ? "HTTP/3" : "HTTP/2", s->sent,
+               w->run->config.protocol == NHB_PROTO_HTTP3 ? "H3_REQUEST_REJECTED" : "REFUSED_STREAM",
+               NHB__MAX_RETRIES);
       nhb__worker_record_error_text(w, NHB_EPROTO, text);
     }
     nhb__conn_slot_failed(c, s, NHB_CTR_UPSTREAM_RQ_RETRY_LIMIT_EXCEEDED);

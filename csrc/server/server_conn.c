@@ -423,8 +423,10 @@ static int accept_starved(nhb__srv_worker* w, nhb__srv_listener* l) {
     close(w->spare_fd);
     int fd = accept_fd(l->fd);
     if (fd >= 0) {
-      close(fd);
+      /* Counted before the close, so that a client that sees its connection
+       * refused finds it in the statistics. */
       nhb__srv_bump(&w->counters.connections_refused, 1);
+      close(fd);
     }
     int again = fd >= 0 || errno == EAGAIN || errno == EWOULDBLOCK;
     w->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -453,8 +455,9 @@ void nhb__srv_accept(nhb__srv_listener* l) {
       uint64_t open_now = atomic_fetch_add_explicit(&s->conns_open, 1, memory_order_relaxed) + 1;
       if (open_now > s->max_connections) {
         atomic_fetch_sub_explicit(&s->conns_open, 1, memory_order_relaxed);
-        close(fd);
+        /* Counted before the close (see accept_starved). */
         nhb__srv_bump(&w->counters.connections_refused, 1);
+        close(fd);
         continue;
       }
     }
