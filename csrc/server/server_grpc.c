@@ -302,6 +302,22 @@ static int fail(call* k, unsigned code, const char* text, const char* arg, size_
   return set_message(k, text, arg, arg_len);
 }
 
+/* The one answer to a request message protobuf cannot parse, as grpc-go words it. */
+static int malformed(call* k) {
+  return fail(k, NHB__SRV_GRPC_INTERNAL, "grpc: error unmarshalling request: malformed protobuf", "", 0);
+}
+
+/* Reads the value of a length-delimited field whose key was just read: its
+ * bytes stay in the message. Returns -1 if the length runs past the end. */
+static int pb_bytes(pb_reader* r, const uint8_t** at, size_t* len) {
+  uint64_t v;
+  if (pb_varint(r, &v) < 0 || v > (uint64_t)(r->end - r->p)) return -1;
+  *at = r->p;
+  *len = (size_t)v;
+  r->p += v;
+  return 0;
+}
+
 /* Reserves the 5-byte prefix of the response message; the message follows. */
 static int begin_message(call* k, size_t max_len) {
   if (nhb__srv_buf_reserve(k->out, 5 + max_len) < 0) return NHB_ENOMEM;
@@ -333,19 +349,15 @@ static int health_check(call* k, const uint8_t* m, size_t n) {
   const uint8_t* svc = NULL;
   size_t svc_len = 0;
   for (;;) {
-    uint64_t field, v;
+    uint64_t field;
     unsigned wire;
     int e = pb_key(&r, &field, &wire);
     if (e > 0) break;
-    if (e < 0) return fail(k, NHB__SRV_GRPC_INTERNAL, "grpc: error unmarshalling request: malformed protobuf", "", 0);
+    if (e < 0) return malformed(k);
     if (field == 1 && wire == PB_LEN) {
-      if (pb_varint(&r, &v) < 0 || v > (uint64_t)(r.end - r.p))
-        return fail(k, NHB__SRV_GRPC_INTERNAL, "grpc: error unmarshalling request: malformed protobuf", "", 0);
-      svc = r.p;
-      svc_len = (size_t)v;
-      r.p += v;
+      if (pb_bytes(&r, &svc, &svc_len) < 0) return malformed(k);
     } else if (pb_skip(&r, wire, field) < 0) {
-      return fail(k, NHB__SRV_GRPC_INTERNAL, "grpc: error unmarshalling request: malformed protobuf", "", 0);
+      return malformed(k);
     }
   }
   if (svc_len && !utf8_ok(svc, svc_len))
@@ -377,20 +389,15 @@ static int ping(call* k, nhb_server* s, const uint8_t* m, size_t n) {
     unsigned wire;
     int e = pb_key(&r, &field, &wire);
     if (e > 0) break;
-    if (e < 0) return fail(k, NHB__SRV_GRPC_INTERNAL, "grpc: error unmarshalling request: malformed protobuf", "", 0);
+    if (e < 0) return malformed(k);
     if ((field == 1 || field == 2 || field == 4) && wire == PB_VARINT) {
-      if (pb_varint(&r, &v) < 0)
-        return fail(k, NHB__SRV_GRPC_INTERNAL, "grpc: error unmarshalling request: malformed protobuf", "", 0);
+      if (pb_varint(&r, &v) < 0) return malformed(k);
       if (field == 1) seq = v;
       else if (field == 4) delay = v;
     } else if (field == 3 && wire == PB_LEN) {
-      if (pb_varint(&r, &v) < 0 || v > (uint64_t)(r.end - r.p))
-        return fail(k, NHB__SRV_GRPC_INTERNAL, "grpc: error unmarshalling request: malformed protobuf", "", 0);
-      payload = r.p;
-      payload_len = (size_t)v;
-      r.p += v;
+      if (pb_bytes(&r, &payload, &payload_len) < 0) return malformed(k);
     } else if (pb_skip(&r, wire, field) < 0) {
-      return fail(k, NHB__SRV_GRPC_INTERNAL, "grpc: error unmarshalling request: malformed protobuf", "", 0);
+      return malformed(k);
     }
   }
   if (payload_len && !utf8_ok(payload, payload_len))

@@ -193,7 +193,9 @@ static nhb__srv_h2_stream* stream_of(nghttp2_session* session, int32_t id) {
 
 /* ---- responses ------------------------------------------------------------------ */
 
-static int rh_add(nhb__srv_h2_stream* st, const char* name, size_t name_len, const char* value, size_t value_len) {
+/* Room for one more response header position: the array grows by doubling,
+ * so a response with many headers reallocates a few times, not per header. */
+static int rh_room(nhb__srv_h2_stream* st) {
   if (st->nrh == st->rh_cap) {
     size_t cap = st->rh_cap ? 2 * st->rh_cap : 16;
     nhb__srv_hdr_pos* r = realloc(st->rh, cap * sizeof(*r));
@@ -201,6 +203,11 @@ static int rh_add(nhb__srv_h2_stream* st, const char* name, size_t name_len, con
     st->rh = r;
     st->rh_cap = cap;
   }
+  return 0;
+}
+
+static int rh_add(nhb__srv_h2_stream* st, const char* name, size_t name_len, const char* value, size_t value_len) {
+  if (rh_room(st) < 0) return NHB_ENOMEM;
   /* Trimmed: HTTP/2 forbids leading and trailing white space in values. */
   while (value_len && (value[0] == ' ' || value[0] == '\t')) value++, value_len--;
   while (value_len && (value[value_len - 1] == ' ' || value[value_len - 1] == '\t')) value_len--;
@@ -224,13 +231,7 @@ static int rh_add(nhb__srv_h2_stream* st, const char* name, size_t name_len, con
 /* A header whose value is already in `out` (at value_off): only the name is
  * added. */
 static int rh_add_self(nhb__srv_h2_stream* st, const char* name, size_t name_len, size_t value_off, size_t value_len) {
-  if (st->nrh == st->rh_cap) {
-    size_t cap = st->rh_cap ? 2 * st->rh_cap : 16;
-    nhb__srv_hdr_pos* r = realloc(st->rh, cap * sizeof(*r));
-    if (!r) return NHB_ENOMEM;
-    st->rh = r;
-    st->rh_cap = cap;
-  }
+  if (rh_room(st) < 0) return NHB_ENOMEM;
   nhb__srv_buf* b = &st->out;
   if (nhb__srv_buf_append(b, name, name_len) < 0) return NHB_ENOMEM;
   nhb__srv_hdr_pos* r = &st->rh[st->nrh++];
