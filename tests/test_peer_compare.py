@@ -112,3 +112,9 @@ def test_nhbench_rows_are_written_in_the_documented_flags(pc: ModuleType) -> Non
     assert nhbench.Options(uri="http://127.0.0.1/", **given).payload_size == 64
     with pytest.raises(ValueError, match="unrecognized arguments: --no-such-flag"):
         pc._cli_options(["--no-such-flag"])
+    # Since the merge of issue 14 the gRPC rows' flags are nhbench's: each call's flags make
+    # a gRPC run against the scenario's URL, and the ping row calls Fortio's ping.
+    for call, args in pc.NHBENCH_GRPC_ARGS.items():
+        options = nhbench.Options(uri="grpc://127.0.0.1:8079", **pc._cli_options(list(args)))
+        assert options.is_grpc
+        assert options.ping == (call == "ping")
