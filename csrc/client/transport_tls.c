@@ -358,7 +358,9 @@ static int ctx_error(char* err, size_t err_len, const char* fmt, const char* arg
 int nhb__tls_ctx_create(nhb_run* run, char* err, size_t err_len) {
   const nhb_client_config* cfg = &run->config;
   const nhb_tls_config* tc = &cfg->tls;
-  if (!tc->enabled) return 0;
+  /* HTTP/3's handshake is GnuTLS's (session_h3.c builds and checks its own
+   * credentials, the CA file included): no OpenSSL context for it. */
+  if (!tc->enabled || cfg->protocol == NHB_PROTO_HTTP3) return 0;
   SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
   if (ctx == NULL) return ctx_error(err, err_len, "%s", "cannot create the TLS context");
   run->ssl_ctx = ctx;
