@@ -38,11 +38,12 @@ from ._notebook import plot_percentiles
 from ._predicates import DEFAULT_FAILURE_PREDICATES
 from ._progress import Progress
 from ._result import Counter, Counters, Percentile, Result, Statistic, WorkerResult
-from ._run import Benchmark, run
+from ._run import Benchmark
 from ._server import ServerOptions, TestServer
 from ._slo import SloOutcome, SloVerdict, assert_slo
 from ._timeline import IntervalRecord, Timeline
 from ._version import __version__
+from .distributed import Cluster, run
 from .options import DEFAULT_PERCENTILES, Options, format_validation_error, parse_duration
 from .outputs import render, render_human, render_json
 
@@ -52,6 +53,9 @@ _LAZY = {
     "Campaign": ("nhbench.campaign", "Campaign"),
     "load_campaign": ("nhbench.campaign", "load_campaign"),
     "run_sweep": ("nhbench.sweep", "run_sweep"),
+    # Issue 15: the adaptive search (docs/adapt.md).
+    "adapt": ("nhbench.adapt", "adapt"),
+    "AdaptOutcome": ("nhbench.adapt", "AdaptOutcome"),
 }
 
 
@@ -71,6 +75,7 @@ __all__ = [
     # running
     "run",
     "Benchmark",
+    "Cluster",
     "Options",
     "Progress",
     "DEFAULT_FAILURE_PREDICATES",
@@ -103,6 +108,9 @@ __all__ = [
     "run_sweep",
     "load_campaign",
     "Campaign",
+    # adaptive search (issue 15)
+    "adapt",
+    "AdaptOutcome",
     # exceptions
     "NHBenchError",
     "OptionsError",

@@ -219,6 +219,12 @@ def build_parser() -> argparse.ArgumentParser:
     from ._transform import add_transform_parser
 
     add_transform_parser(commands)
+    # Issue 15: the adaptive search and Nighthawk's gRPC service.
+    from ._adapt import add_adapt_parser
+    from ._service import add_service_parser
+
+    add_adapt_parser(commands)
+    add_service_parser(commands)
     # Every subcommand answers --version with the same line as `nhbench --version` (as
     # nighthawk_client --version and fortio version do), so that a script that only knows
     # the subcommand it runs can record which nhbench ran it. Added here, after all of them,
@@ -288,7 +294,7 @@ def _write_in_output_dir(options: Options, result: Any, text: str) -> None:
 
 def run_and_report(options: Options) -> int:
     """Run `options`, print or write the report, and return the exit status."""
-    from .._run import Benchmark
+    from ..distributed import make_benchmark
     from ..outputs import render, write_atomic
 
     if options.output:
@@ -303,7 +309,7 @@ def run_and_report(options: Options) -> int:
     if options.stats_interval is None and sys.stderr.isatty():
         options = options.model_copy(update={"stats_interval": 1.0})
     live = _LiveOutput(options)
-    benchmark = Benchmark(options)
+    benchmark = make_benchmark(options)
     # The first SIGINT or SIGTERM drains and reports; a second SIGINT abandons (exit 130).
     # The run's wait loop wakes every 0.1 s, so a signal takes effect within that.
     with stop_on_signals(lambda signum: benchmark.stop(), notice=_notice_run_stop):

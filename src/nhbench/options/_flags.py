@@ -62,6 +62,9 @@ class Flag:
     optional: bool = False  # a positional that may be left out (the URI with several targets)
     hidden: bool = False
     flatten: bool = False
+    # A flag whose value may be left out: given alone, it stores `const` (``--ray`` alone is
+    # ``--ray auto``). Issue 15.
+    const: str | None = None
 
 
 def nested_model(info: FieldInfo) -> type[BaseModel] | None:
@@ -227,6 +230,9 @@ def _add_flags(
             kwargs["metavar"] = spec.metavar or "VALUE"
             if spec.append:
                 kwargs["action"] = "append"
+            elif spec.const is not None:
+                kwargs["nargs"] = "?"
+                kwargs["const"] = spec.const
         target.add_argument(*flags, **kwargs)
         for const_flag, value in spec.consts:
             target.add_argument(

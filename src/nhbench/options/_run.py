@@ -1033,6 +1033,26 @@ class Options(BaseModel):
 
     # ---- issue 14: HTTP/3 ----------------------------------------------------------------
 
+    # ---- issue 15: distributed load (Ray) -----------------------------------------------
+    ray: Annotated[
+        str | None,
+        Flag(metavar="ADDRESS", const="auto", default="", group="Distributed load (Ray)"),
+    ] = Field(
+        default=None,
+        description="Generate the load from the nodes of a Ray cluster (docs/distributed.md): "
+        "one load actor per node, each running these options (its own --concurrency, "
+        "--cpus and --rps per worker), all started at one scheduled time, their "
+        "histograms and counters merged exactly. ADDRESS is Ray's: 'auto' (the default "
+        "when --ray is given alone: the cluster this machine belongs to, or RAY_ADDRESS), "
+        "HOST:PORT of the head's GCS, or ray://HOST:PORT (Ray Client). Needs "
+        "pip install 'nhbench[ray]'.",
+    )
+    hosts: Annotated[int | None, Flag(metavar="N", group="Distributed load (Ray)")] = Field(
+        default=None, ge=1, le=10_000,
+        description="With --ray: how many nodes generate load (one load actor each). "
+        "Default: every alive node of the cluster.",
+    )
+
     # ---- issue 13: observation and verbosity ------------------------------------------------
     latency_response_header_name: Annotated[
         str | None, Flag(metavar="NAME", default="")
@@ -2072,6 +2092,33 @@ class Options(BaseModel):
                 "options_file", "{a}: {msg}",
                 {"a": "unix_socket", "msg": "HTTP/3 runs over UDP, not a Unix socket"},
             )
+        return self
+
+    # ---- issue 15: distributed load (Ray) -------------------------------------------------
+
+    @model_validator(mode="before")
+    @classmethod
+    def _ray_address_is_not_the_url(cls, data: Any) -> Any:
+        # `--ray` takes an optional value, so `nhbench run --ray http://host/` gives argparse
+        # the URL as Ray's address. No Ray address has an nhbench scheme, so such a value is
+        # the URL, and --ray was given alone.
+        if not isinstance(data, Mapping):
+            return data
+        ray = data.get("ray")
+        if isinstance(ray, str) and data.get("uri") is None and _uri_scheme(ray) in (
+            "http", "https", "grpc", "grpcs", "tcp", "udp",
+        ):
+            data = {**data, "uri": ray, "ray": "auto"}
+        return data
+
+    @model_validator(mode="after")
+    def _check_ray(self) -> Options:
+        if self.ray is not None and not self.ray.strip():
+            raise PydanticCustomError("options_file", "{a}: {msg}",
+                                      {"a": "ray", "msg": "empty Ray address"})
+        if self.hosts is not None and self.ray is None:
+            raise PydanticCustomError("options_needs", "{a}: needs {b}",
+                                      {"a": "hosts", "b": "ray"})
         return self
 
     # ---- derived values -------------------------------------------------------------------

@@ -36,6 +36,7 @@ from ..campaign import (
     step_directory,
 )
 from ..capture import CaptureResult, CaptureSpec, StepCapture, check_tools, install_tools
+from ..distributed import ClusterBenchmark, make_benchmark
 from ..hosts import (
     Host,
     LocalHost,
@@ -105,7 +106,7 @@ class Sweep:
         self._on_step = on_step
         self._note = _note_to(stream)
         self._stop_requested = False
-        self._benchmark: Benchmark | None = None
+        self._benchmark: Benchmark | ClusterBenchmark | None = None
         self.store: CampaignStore | None = None
         self.signal: int | None = None
         self._saved: CampaignManifest | None = None
@@ -384,7 +385,7 @@ class Sweep:
             if self._stop_requested:
                 return None, None
             cpu0, wall0 = _cpu_seconds(), time.monotonic()
-            benchmark = Benchmark(step_options)
+            benchmark = make_benchmark(step_options)
             self._benchmark = benchmark
             try:
                 # The check after the assignment closes the window in which a stop() could
