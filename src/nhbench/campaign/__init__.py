@@ -4,6 +4,10 @@ from ._charts import sweep_charts, watched_groups
 from ._models import (
     CAMPAIGN_FORMAT,
     LATENCY_KEYS,
+    AdaptBound,
+    AdaptConfirmation,
+    AdaptState,
+    CampaignKind,
     CampaignManifest,
     CampaignStatus,
     SloCheck,
@@ -24,7 +28,11 @@ from ._store import (
 __all__ = [
     "CAMPAIGN_FORMAT",
     "LATENCY_KEYS",
+    "AdaptBound",
+    "AdaptConfirmation",
+    "AdaptState",
     "Campaign",
+    "CampaignKind",
     "CampaignManifest",
     "CampaignStatus",
     "CampaignStore",

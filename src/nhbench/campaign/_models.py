@@ -29,6 +29,10 @@ from ..options import SloCheck
 
 __all__ = [
     "CAMPAIGN_FORMAT",
+    "AdaptBound",
+    "AdaptConfirmation",
+    "AdaptState",
+    "CampaignKind",
     "CampaignManifest",
     "CampaignStatus",
     "SloCheck",
@@ -39,6 +43,12 @@ __all__ = [
 CAMPAIGN_FORMAT: Literal["nhbench-campaign/1"] = "nhbench-campaign/1"
 
 CampaignStatus = Literal["running", "completed", "stopped", "interrupted", "failed"]
+
+#: What walks the steps: a sweep's plan, or an adaptive search (``nhbench adapt``).
+CampaignKind = Literal["sweep", "adapt"]
+
+#: Why an adaptive search ended (docs/adapt.md "Why it stopped").
+AdaptReason = Literal["converged", "max-rps passed", "min-rps failed", "step limit"]
 
 #: The headline latency percentiles every step records, as keys of `StepRecord.latency`.
 LATENCY_KEYS = ("p50", "p90", "p99", "p99.9")
@@ -126,12 +136,77 @@ class StepRecord(BaseModel):
         return error_total(self.errors)
 
 
+class AdaptBound(BaseModel):
+    """One side of the boundary an adaptive search found: the step and its rule values."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    step: int = Field(description="Index of the step (StepRecord.index).")
+    rps_per_worker: float
+    requested_rps: float = Field(description="rps_per_worker x workers.")
+    achieved_rps: float
+    checks: list[SloCheck] = Field(default_factory=list)
+
+
+class AdaptConfirmation(BaseModel):
+    """The repeat runs at the answer (``--confirm N``) and their spread."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    asked: int = Field(description="How many confirmation runs were asked for.")
+    steps: list[int] = Field(default_factory=list, description="Their step indices so far.")
+    passed: int = 0
+    held: bool | None = Field(
+        default=None, description="Every confirmation run passed (None until all ran).")
+    spread: dict[str, list[float | None]] = Field(
+        default_factory=dict,
+        description="Rule expression (and 'achieved_rps') -> [min, median, max] over the "
+        "confirmation runs.",
+    )
+
+
+class AdaptState(BaseModel):
+    """An adaptive search: its settings, and its state after the recorded steps.
+
+    The state is a pure function of the settings and the recorded steps (`nhbench.adapt`
+    replays them on ``--resume``); it is kept here for the reports and for people.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    slo: list[str] = Field(description="The SLO rules every step must meet.")
+    min_rps: float = Field(description="First step, per worker.")
+    max_rps: float = Field(description="Highest rate tried, per worker.")
+    growth: float = Field(description="Factor of the exponential phase.")
+    precision: float = Field(description="Bracket width at which the search stops.")
+    precision_relative: bool = Field(
+        description="precision is a fraction of the passing rate (else rps per worker).")
+    confirm: int = Field(default=0, description="Repeat runs at the answer.")
+    max_steps: int = Field(description="Search steps at most (confirmations excluded).")
+    phase: Literal["exponential", "binary", "confirm", "done"] = "exponential"
+    search_steps: int = 0
+    next_rps: float | None = None
+    highest_passing: AdaptBound | None = None
+    lowest_failing: AdaptBound | None = None
+    answer_rps: float | None = Field(
+        default=None, description="The highest passing rate per worker once the search ended.")
+    reason: AdaptReason | None = None
+    client_limited: bool = Field(
+        default=False,
+        description="The lowest failing step failed only because the load generator could "
+        "not offer the rate (blocked): the boundary is the client's, not the server's.",
+    )
+    confirmation: AdaptConfirmation | None = None
+
+
 class CampaignManifest(BaseModel):
     """The campaign: what was asked, on which machines, and the steps finished so far."""
 
     model_config = ConfigDict(extra="forbid")
 
     format: Literal["nhbench-campaign/1"] = CAMPAIGN_FORMAT
+    kind: CampaignKind = Field(
+        default="sweep", description="'sweep' (nhbench sweep) or 'adapt' (nhbench adapt).")
     nhbench_version: str
     created_at: datetime
     updated_at: datetime
@@ -165,3 +240,5 @@ class CampaignManifest(BaseModel):
         "spelling), which `--resume` starts from. Never holds a secret: a password is not a "
         "setting, only the name of the environment variable that holds it.",
     )
+    adapt: AdaptState | None = Field(
+        default=None, description="The adaptive search (kind 'adapt' only).")

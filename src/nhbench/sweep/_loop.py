@@ -45,11 +45,11 @@ from ..hosts import (
     collect_facts,
     password_from_environment,
 )
-from ..options import Options, affinity_cpus, format_check, make_options
+from ..options import Options, affinity_cpus, make_options
 from ..report import write_reports
 from ._config import SweepConfig, default_out, prepare_sweep, settings_for_resume
-from ._plan import next_step
-from ._records import record_from_result, step_line
+from ._records import record_from_result
+from ._strategy import PlanWalk, StepStrategy
 
 __all__ = ["Sweep", "run_sweep"]
 
@@ -80,7 +80,9 @@ class Sweep:
     `target_host` replaces the host the settings name (tests pass one; otherwise it is
     `LocalHost`, or an `SSHHost` connected with `password`). `captures`, `facts` and
     `reports` turn those parts off. `on_step` is called with each recorded StepRecord;
-    `stream` gets the progress lines and notes (None: silent).
+    `stream` gets the progress lines and notes (None: silent). `strategy` chooses the steps
+    and says when the campaign ends (default: the sweep's `PlanWalk`; ``nhbench adapt``
+    passes its search).
     """
 
     def __init__(
@@ -95,8 +97,10 @@ class Sweep:
         reports: bool = True,
         on_step: Callable[[StepRecord], object] | None = None,
         stream: TextIO | None = sys.stderr,
+        strategy: StepStrategy | None = None,
     ) -> None:
         self.config = config
+        self.strategy: StepStrategy = strategy if strategy is not None else PlanWalk()
         self.command = list(command)
         self._password = password
         self._target_host = target_host
@@ -271,14 +275,16 @@ class Sweep:
 
     def _loop(self, store: CampaignStore, options: Options, target_host: Host | None,
               loadgen_host: Host | None) -> None:
+        # The strategy chooses the rates and says when the campaign ends (the sweep's plan
+        # walk, or adapt's search); the loop runs, records and reports the steps.
+        strategy = self.strategy
         manifest = store.manifest
-        plan = manifest.plan
-        done = len(manifest.steps)
-        last = manifest.steps[-1].rps_per_worker if done else None
-        planned = len(plan.steps)
-        failed = next((step for step in manifest.steps if not step.passed), None)
-        if failed is not None:
-            store.finish("stopped", self._reason(failed))
+        cooldown = manifest.plan.cooldown
+        strategy.begin(manifest)
+        store.save()
+        end = strategy.ended(manifest)
+        if end is not None and end[0] == "stopped":
+            store.finish(*end)
             return
         current: tuple[int, float] | None = None
         try:
@@ -286,12 +292,12 @@ class Sweep:
                 if self._stop_requested:
                     store.finish("interrupted", "interrupted before the next step")
                     return
-                rate = next_step(plan, done, last)
-                if rate is None:
-                    reason = ("extend limit reached" if plan.extend else "all steps done")
-                    store.finish("completed", reason)
+                end = strategy.ended(manifest)
+                if end is not None:
+                    store.finish(*end)
                     return
-                index = done + 1
+                rate = strategy.next_rate(manifest)
+                index = len(manifest.steps) + 1
                 current = (index, rate)
                 record, result = self._run_step(store, options, index, rate, target_host,
                                                 loadgen_host)
@@ -304,17 +310,18 @@ class Sweep:
                 store.record_step(record, result)
                 current = None
                 self._update_highest(manifest)
+                strategy.recorded(manifest, record)
                 store.save()
-                self._note(step_line(record, planned, plan.extend))
+                self._note(strategy.line(manifest, record))
                 if self._on_step is not None:
                     self._on_step(record)
                 self._render_reports()
-                if not record.passed:
-                    store.finish("stopped", self._reason(record))
+                end = strategy.ended(manifest)
+                if end is not None and end[0] == "stopped":
+                    store.finish(*end)
                     return
-                done, last = index, rate
-                if plan.cooldown > 0 and next_step(plan, done, last) is not None:
-                    self._sleep(plan.cooldown)
+                if cooldown > 0 and end is None:
+                    self._sleep(cooldown)
         except BaseException as exc:
             # Whatever ends the loop (a second Ctrl-C, a host that went away, a bug), the
             # steps already recorded stay, the half-done one goes, and the manifest says why.
@@ -325,11 +332,6 @@ class Sweep:
             else:
                 store.finish("failed", str(exc).splitlines()[0] if str(exc) else repr(exc))
             raise
-
-    @staticmethod
-    def _reason(record: StepRecord) -> str:
-        fired = "; ".join(format_check(check) for check in record.slo if not check.passed)
-        return f"step {record.index} ({record.rps_per_worker:g} rps) failed: {fired}"
 
     @staticmethod
     def _update_highest(manifest: CampaignManifest) -> None:
