@@ -1,31 +1,40 @@
 """Adaptive load search: the highest rate that still meets the SLO (``nhbench adapt``).
 
-Exponential search up from --min-rps, then binary search between the last passing and the
-first failing rate, each step a full measured run recorded in a campaign directory (the
+Exponential search up from --min-rps, then binary search between the highest passing and the
+lowest failing rate, each step a full measured run recorded in a campaign directory (the
 sweep's store, resume, captures and reports), until the bracket is within --precision; then,
 optionally, repeat runs at the answer to confirm it. docs/adapt.md.
 
-Issue 15 seam: `adapt` and `AdaptOutcome` are the public face; the search replaces the
-bodies below.
+``_search``: the search as a pure function of the recorded outcomes (`replay`);
+``_strategy``: the search as the sweep loop's step strategy, writing its state into the
+manifest; ``_run``: settings -> `AdaptConfig`, `AdaptOutcome` and `adapt`.
 """
 
-from __future__ import annotations
+from ._run import (
+    SLO_FAILED,
+    AdaptConfig,
+    AdaptOutcome,
+    adapt,
+    outcome_of,
+    prepare_adapt,
+    settings_for_resume,
+)
+from ._search import Outcome, ReplayMismatch, SearchSettings, SearchState, replay
+from ._strategy import AdaptStrategy, search_settings
 
-from typing import Any
-
-from pydantic import BaseModel
-
-from .._exceptions import RunError
-
-__all__ = ["AdaptOutcome", "adapt"]
-
-
-class AdaptOutcome(BaseModel):
-    """What an adaptive search found (``nhbench.adapt``)."""
-
-    highest_passing_rps: float | None = None
-
-
-def adapt(uri: str | None = None, /, **settings: Any) -> AdaptOutcome:
-    """Search for the highest rate `uri` serves within the SLO rules (``slo=[...]``)."""
-    raise RunError("adapt is not implemented yet")
+__all__ = [
+    "SLO_FAILED",
+    "AdaptConfig",
+    "AdaptOutcome",
+    "AdaptStrategy",
+    "Outcome",
+    "ReplayMismatch",
+    "SearchSettings",
+    "SearchState",
+    "adapt",
+    "outcome_of",
+    "prepare_adapt",
+    "replay",
+    "search_settings",
+    "settings_for_resume",
+]

@@ -101,6 +101,15 @@ __all__ = [
 
 # The sweep's options and the grammars they need (stop rules, step plans), kept apart from
 # the list above so that the run and server options can change without touching these lines.
+# The search settings of ``nhbench adapt`` (issue 15).
+from ._adapt import (
+    ADAPT_KEYS,
+    DEFAULT_MAX_SEARCH_STEPS,
+    NOT_IN_AN_ADAPT,
+    AdaptOptions,
+    parse_precision,
+    split_adapt,
+)
 from ._rules import (
     HEADLINE_STATISTIC,
     DetailedMeasures,
@@ -140,6 +149,12 @@ from ._sweep import (
 )
 
 __all__ += [
+    "ADAPT_KEYS",
+    "DEFAULT_MAX_SEARCH_STEPS",
+    "NOT_IN_AN_ADAPT",
+    "AdaptOptions",
+    "parse_precision",
+    "split_adapt",
     "CLI_ONLY",
     "HEADLINE_STATISTIC",
     "DetailedMeasures",
@@ -172,3 +187,4 @@ __all__ += [
     "sweep_options_table",
     "validate_sweep",
 ]
+

@@ -16,6 +16,7 @@ import jinja2
 from markupsafe import Markup
 
 from ..campaign import CampaignManifest, StepRecord, sweep_charts
+from ._adapt import describe_search, search_lines
 from ._common import (
     describe_plan,
     fact_sections,
@@ -99,8 +100,11 @@ def render_html(manifest: CampaignManifest, campaign_dir: Path) -> str:
     template = _environment().get_template(TEMPLATE)
     return template.render(
         manifest=manifest,
-        title="nhbench sweep" + (f": {', '.join(manifest.label)}" if manifest.label else ""),
-        plan=describe_plan(manifest.plan),
+        title=f"nhbench {manifest.kind}" + (
+            f": {', '.join(manifest.label)}" if manifest.label else ""),
+        plan=describe_plan(manifest.plan) if manifest.adapt is None else describe_search(
+            manifest.adapt, manifest.plan.duration, manifest.plan.cooldown),
+        search=search_lines(manifest),
         headers=[column.header for column in columns],
         numeric=[column.numeric for column in columns],
         rows=rows,

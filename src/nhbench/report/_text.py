@@ -12,6 +12,7 @@ from __future__ import annotations
 import textwrap
 
 from ..campaign import CampaignManifest, StepRecord
+from ._adapt import describe_search, search_lines
 from ._common import (
     describe_plan,
     fact_sections,
@@ -79,7 +80,7 @@ def _step_summary(step: StepRecord) -> str:
 def render_text(manifest: CampaignManifest) -> str:
     """The text report of a campaign (the content of report.txt)."""
     out: list[str] = []
-    title = "nhbench sweep" + (f": {', '.join(manifest.label)}" if manifest.label else "")
+    title = f"nhbench {manifest.kind}" + (f": {', '.join(manifest.label)}" if manifest.label else "")
     out += [title, "=" * len(title), ""]
     if manifest.note:
         out += [f"Note:     {line}" if i == 0 else f"          {line}"
@@ -94,7 +95,10 @@ def render_text(manifest: CampaignManifest) -> str:
         f"Created:  {manifest.created_at:%Y-%m-%d %H:%M:%S %Z}".rstrip()
         + f"  (nhbench {manifest.nhbench_version})"
     )
-    plan = describe_plan(manifest.plan)
+    if manifest.adapt is not None:
+        plan = describe_search(manifest.adapt, manifest.plan.duration, manifest.plan.cooldown)
+    else:
+        plan = describe_plan(manifest.plan)
     out.append(f"Plan:     {plan[0]}")
     out += [f"          {line}" for line in plan[1:]]
     out.append("")
@@ -111,6 +115,10 @@ def render_text(manifest: CampaignManifest) -> str:
     else:
         out.append("No step finished yet.")
     out.append("")
+
+    search = search_lines(manifest)
+    if search:
+        out += ["Search", "------", *search, ""]
 
     out.append(f"Stop reason: {manifest.stop_reason or 'none (every planned step ran)'}")
     best = highest_passing(manifest)
