@@ -21,10 +21,9 @@ import pytest
 
 import nhbench
 from nhbench import TestServer
-from nhbench._exceptions import OptionsError
+from nhbench._exceptions import CampaignError, OptionsError
 from nhbench.adapt import (
     Outcome,
-    ReplayMismatch,
     SearchSettings,
     adapt,
     outcome_of,
@@ -94,9 +93,9 @@ def test_search_step_limit_and_confirmations() -> None:
 
 def test_replay_refuses_steps_the_search_did_not_ask_for() -> None:
     settings = SearchSettings(min_rps=100, max_rps=1000)
-    with pytest.raises(ReplayMismatch, match="ran at 300 rps where the search asks for 200"):
+    with pytest.raises(CampaignError, match="ran at 300 rps where the search asks for 200"):
         replay(settings, [Outcome(1, 100, True), Outcome(2, 300, True)])
-    with pytest.raises(ReplayMismatch, match="follows the end of the search"):
+    with pytest.raises(CampaignError, match="follows the end of the search"):
         replay(settings, [Outcome(1, 100, False), Outcome(2, 100, False)])
     # Replaying a prefix gives the step after it, whatever came later.
     state = replay(settings, [Outcome(1, 100, True), Outcome(2, 200, False)])

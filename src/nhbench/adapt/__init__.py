@@ -19,7 +19,7 @@ from ._run import (
     prepare_adapt,
     settings_for_resume,
 )
-from ._search import Outcome, ReplayMismatch, SearchSettings, SearchState, replay
+from ._search import Outcome, SearchSettings, SearchState, replay
 from ._strategy import AdaptStrategy, search_settings
 
 __all__ = [
@@ -28,7 +28,6 @@ __all__ = [
     "AdaptOutcome",
     "AdaptStrategy",
     "Outcome",
-    "ReplayMismatch",
     "SearchSettings",
     "SearchState",
     "adapt",

@@ -32,7 +32,7 @@ from ..campaign import (
 from ..hosts import Host
 from ..options import AdaptOptions, split_adapt
 from ..sweep import Sweep, SweepConfig, prepare_sweep
-from ._search import ReplayMismatch, replay
+from ._search import replay
 from ._strategy import AdaptStrategy, _outcomes
 
 __all__ = ["SLO_FAILED", "AdaptConfig", "AdaptOutcome", "adapt", "outcome_of", "prepare_adapt",
@@ -106,7 +106,7 @@ def _check_resume(config: AdaptConfig, manifest: CampaignManifest) -> None:
                 f"and --max-steps may change")
     try:
         replay(config.strategy.settings, _outcomes(manifest.steps))
-    except ReplayMismatch as exc:
+    except CampaignError as exc:
         raise CampaignError(f"cannot resume: {exc}") from None
 
 

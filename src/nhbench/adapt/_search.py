@@ -5,7 +5,7 @@ returns its state: the bracket, the phase, the next rate or why it ended. Nothin
 a benchmark, so the sequence of rates for any boundary can be tested without a server, and a
 resumed campaign continues exactly where it stopped: replaying its recorded steps gives the
 same state, hence the same next rate (a recorded rate that the search would not have asked
-for is refused, see `ReplayMismatch`).
+for is refused with a CampaignError: other search settings, or a manifest edited by hand).
 
 The search (docs/adapt.md):
 
@@ -30,7 +30,7 @@ from typing import Literal
 from .._exceptions import CampaignError
 from ..options import round_rate
 
-__all__ = ["ReplayMismatch", "SearchSettings", "SearchState", "Outcome", "replay"]
+__all__ = ["Outcome", "SearchSettings", "SearchState", "replay"]
 
 Phase = Literal["exponential", "binary", "confirm", "done"]
 Reason = Literal["converged", "max-rps passed", "min-rps failed", "step limit"]
@@ -80,11 +80,6 @@ class SearchState:
         if self.reason is None or self.passing is None:
             return None
         return self.passing.rate
-
-
-class ReplayMismatch(CampaignError):
-    """A recorded step is not the one the search asks for: the campaign was run with other
-    search settings (or edited by hand)."""
 
 
 def _advance(settings: SearchSettings, state: SearchState, steps: int) -> None:
@@ -137,18 +132,18 @@ def _take(state: SearchState, outcome: Outcome) -> None:
 
 
 def replay(settings: SearchSettings, outcomes: Sequence[Outcome]) -> SearchState:
-    """The search's state after `outcomes` (in run order). ReplayMismatch when a step's rate
+    """The search's state after `outcomes` (in run order). CampaignError when a step's rate
     is not the one the search asked for, or a step follows the end of the search."""
     state = SearchState()
     _advance(settings, state, 0)
     for count, outcome in enumerate(outcomes, start=1):
         expected = state.next_rate
         if expected is None:
-            raise ReplayMismatch(
+            raise CampaignError(
                 f"step {outcome.index} follows the end of the search ({state.reason}); the "
                 f"campaign was not run with these search settings")
         if abs(outcome.rate - expected) > 1e-6 * max(1.0, expected):
-            raise ReplayMismatch(
+            raise CampaignError(
                 f"step {outcome.index} ran at {outcome.rate:g} rps where the search asks for "
                 f"{expected:g}; the campaign was run with other search settings")
         _take(state, outcome)
