@@ -252,5 +252,47 @@ def test_sigint_mid_search_then_resume_continues(server: TestServer, tmp_path: P
     assert [s.rps_per_worker for s in manifest.steps] == [20, 40, 80, 160, 320]
     assert manifest.adapt is not None and manifest.adapt.reason == "max-rps passed"
     # A resume with another search is refused before anything runs.
-    other = cli("adapt", "--resume", str(out), "--min-rps", "30")
-    assert other.returncode == 2 and "different" in other.stderr, other.stderr
+    for changed in (("--min-rps", "30"), ("--slo", "mean<40ms"), ("--precision", "1%"),
+                    ("--duration", "2s")):
+        other = cli("adapt", "--resume", str(out), *changed)
+        assert other.returncode == 2 and "different" in other.stderr, (changed, other.stderr)
+        assert len(load_manifest(out).steps) == 5
+    # A finished search can be confirmed later: --confirm may change on a resume, and the
+    # campaign keeps it, so that a later plain --resume replays the confirmation too.
+    confirmed = cli("adapt", "--resume", str(out), "--confirm", "1")
+    assert confirmed.returncode == 0, confirmed.stderr
+    manifest = load_manifest(out)
+    assert [s.rps_per_worker for s in manifest.steps] == [20, 40, 80, 160, 320, 320]
+    assert manifest.adapt is not None and manifest.adapt.confirmation is not None
+    assert manifest.adapt.confirmation.held is True
+    again = cli("adapt", "--resume", str(out))
+    assert again.returncode == 0, again.stderr
+    assert len(load_manifest(out).steps) == 6
+
+
+def test_docs_option_table_is_current() -> None:
+    from nhbench.options import AdaptOptions, markdown_table
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "adapt.md").read_text()
+    begin, end = "<!-- BEGIN nhbench adapt options -->\n", "<!-- END nhbench adapt options -->"
+    table = text[text.index(begin) + len(begin):text.index(end)]
+    assert table == markdown_table(AdaptOptions)
+
+
+def test_help_lists_the_search_and_the_shared_options() -> None:
+    proc = cli("adapt", "--help")
+    assert proc.returncode == 0
+    for flag in ("--slo", "--min-rps", "--max-rps", "--precision", "--confirm", "--max-steps",
+                 "--growth", "--duration", "--out", "--resume", "--ssh", "--connections"):
+        assert flag in proc.stdout, flag
+    assert "--step-rps" not in proc.stdout and "--stop-on-slo" not in proc.stdout
+
+
+def test_default_directory_is_named_adapt(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    config = prepare_adapt({"url": "http://127.0.0.1:1/", "slo": "p99<5ms"})
+    assert config.sweep.out is not None and config.sweep.out.name.endswith("-adapt")
+    labelled = prepare_adapt({"url": "http://127.0.0.1:1/", "slo": "p99<5ms", "label": ["gw"]})
+    assert labelled.sweep.out is not None and labelled.sweep.out.name.endswith("-gw")
+    # Preparing creates nothing.
+    assert list(tmp_path.iterdir()) == []

@@ -31,7 +31,7 @@ from ..campaign import (
 )
 from ..hosts import Host
 from ..options import AdaptOptions, split_adapt
-from ..sweep import Sweep, SweepConfig, prepare_sweep
+from ..sweep import Sweep, SweepConfig, default_out, prepare_sweep
 from ._search import replay
 from ._strategy import AdaptStrategy, _outcomes
 
@@ -59,7 +59,7 @@ class AdaptConfig:
 
     @property
     def strategy(self) -> AdaptStrategy:
-        return AdaptStrategy(self.options)
+        return AdaptStrategy(self.options, settings=self.sweep.settings)
 
 
 def settings_for_resume(manifest: CampaignManifest, given: Mapping[str, Any]) -> dict[str, Any]:
@@ -83,6 +83,9 @@ def prepare_adapt(settings: Mapping[str, Any]) -> AdaptConfig:
     }
     config = prepare_sweep(sweep_settings)
     config.settings = {k: v for k, v in settings.items() if k not in _NOT_STORED}
+    if config.out is None and config.resume is None:
+        # Named like a sweep's default directory, with "adapt" where a sweep says "sweep".
+        config.out = default_out(config.label or ["adapt"])
     adapt_config = AdaptConfig(options, config)
     if config.resume is not None:
         _check_resume(adapt_config, load_manifest(config.resume))
@@ -94,6 +97,11 @@ def _check_resume(config: AdaptConfig, manifest: CampaignManifest) -> None:
     if manifest.kind != "adapt" or saved is None:
         raise CampaignError(f"{str(config.sweep.resume)!r} is a sweep, not an adapt campaign; "
                             f"continue it with nhbench sweep --resume")
+    duration = config.sweep.plan.duration
+    if duration != manifest.plan.duration:
+        raise CampaignError(
+            f"cannot resume with a different search: duration {duration:g} s (campaign: "
+            f"{manifest.plan.duration:g} s); only --confirm and --max-steps may change")
     new = config.strategy.describe(manifest.model_copy(update={"steps": []}))
     for name in AdaptState.model_fields:
         if name in _MAY_CHANGE or name not in ("slo", "min_rps", "max_rps", "growth",

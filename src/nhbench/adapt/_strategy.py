@@ -10,7 +10,8 @@ values, and the confirmation runs' spread.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from ..campaign import (
     AdaptBound,
@@ -82,9 +83,13 @@ def _confirmation(asked: int, state: SearchState,
 class AdaptStrategy:
     """The search, for `nhbench.sweep.Sweep` (a `StepStrategy`)."""
 
-    def __init__(self, options: AdaptOptions) -> None:
+    def __init__(self, options: AdaptOptions,
+                 settings: Mapping[str, Any] | None = None) -> None:
         self.options = options
         self.settings = search_settings(options)
+        # The campaign's settings as given (a resume's: the saved ones with what it changed,
+        # --confirm or --max-steps), which the manifest keeps for the next --resume.
+        self._given = None if settings is None else dict(settings)
 
     def state(self, manifest: CampaignManifest) -> SearchState:
         return replay(self.settings, _outcomes(manifest.steps))
@@ -111,6 +116,8 @@ class AdaptStrategy:
 
     def begin(self, manifest: CampaignManifest) -> None:
         manifest.kind = "adapt"
+        if self._given is not None:
+            manifest.settings = dict(self._given)
         manifest.adapt = self.describe(manifest)
 
     def ended(self, manifest: CampaignManifest) -> tuple[CampaignStatus, str] | None:
