@@ -37,6 +37,10 @@ def sweep_charts(manifest: CampaignManifest, *, inline_style: bool = False) -> l
     steps = manifest.steps
     if not steps:
         return []
+    if manifest.kind == "adapt":
+        # A search's rates go up and down; its lines are drawn in rate order (run order
+        # among equal rates), not in the zigzag of the run order.
+        steps = sorted(steps, key=lambda step: (step.requested_rps, step.index))
     passed = [step.passed for step in steps]
     charts: list[str] = []
     latency = []

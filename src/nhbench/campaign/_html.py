@@ -27,7 +27,7 @@ def _e(value: object) -> str:
 
 def campaign_html(directory: Path, manifest: CampaignManifest) -> str:
     """Title, status, one row per finished step, and the charts."""
-    title = "nhbench sweep" + (f": {', '.join(manifest.label)}" if manifest.label else "")
+    title = f"nhbench {manifest.kind}" + (f": {', '.join(manifest.label)}" if manifest.label else "")
     best = manifest.highest_passing_step
     out = [
         '<div class="nhbench-campaign" style="font-family:system-ui,-apple-system,Segoe UI,'
