@@ -296,3 +296,19 @@ def test_default_directory_is_named_adapt(tmp_path: Path, monkeypatch: pytest.Mo
     assert labelled.sweep.out is not None and labelled.sweep.out.name.endswith("-gw")
     # Preparing creates nothing.
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_blocked_step_fails_and_marks_the_boundary_as_the_clients(tmp_path: Path) -> None:
+    # One connection to a server that answers after 100 ms carries at most 10 requests a
+    # second: at 40 rps the load generator cannot offer the rate, whatever the machine.
+    with TestServer(workers=1, static_delay="100ms", subprocess=True) as slow:
+        outcome = adapt(slow.url, slo=["error_rate<1%"], min_rps=40, max_rps=40,
+                        duration="0.5s", connections=1, cpus=CLIENT_CPU, out=tmp_path / "c",
+                        captures=False, facts=False)
+    assert outcome.reason == "min-rps failed" and outcome.exit_status == 99
+    assert outcome.steps[0].blocked
+    failing = outcome.lowest_failing
+    assert failing is not None
+    assert [c.expression for c in failing.checks if not c.passed] == ["not blocked"]
+    assert outcome.client_limited
+    assert "the boundary may be the client's" in render_text(load_manifest(tmp_path / "c"))

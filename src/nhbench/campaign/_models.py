@@ -193,8 +193,8 @@ class AdaptState(BaseModel):
     reason: AdaptReason | None = None
     client_limited: bool = Field(
         default=False,
-        description="The lowest failing step failed only because the load generator could "
-        "not offer the rate (blocked): the boundary is the client's, not the server's.",
+        description="The lowest failing step was blocked: the load generator could not offer "
+        "its rate, so the boundary found may be the client's rather than the server's.",
     )
     confirmation: AdaptConfirmation | None = None
 

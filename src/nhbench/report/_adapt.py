@@ -78,9 +78,9 @@ def search_lines(manifest: CampaignManifest) -> list[str]:
     lines += _bound("Highest passing", state.highest_passing)
     lines += _bound("Lowest failing", state.lowest_failing)
     if state.client_limited:
-        lines.append("Note: the lowest failing step failed only because the load generator "
-                     "could not offer the rate (blocked); the boundary is the client's, not "
-                     "the server's: give it more connections or workers")
+        lines.append("Note: the lowest failing step was blocked (the load generator could "
+                     "not offer its rate): the boundary may be the client's, not the "
+                     "server's; give it more connections or workers")
     confirmation = state.confirmation
     if confirmation is not None:
         verdict = {True: "held", False: "FAILED", None: "incomplete"}[confirmation.held]
