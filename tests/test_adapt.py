@@ -312,3 +312,29 @@ def test_a_blocked_step_fails_and_marks_the_boundary_as_the_clients(tmp_path: Pa
     assert [c.expression for c in failing.checks if not c.passed] == ["not blocked"]
     assert outcome.client_limited
     assert "the boundary may be the client's" in render_text(load_manifest(tmp_path / "c"))
+
+
+def test_unresolvable_target_exits_1_and_creates_nothing(tmp_path: Path) -> None:
+    out = tmp_path / "c"
+    proc = cli("adapt", "http://no-such-host.invalid/", "--slo", "p99<5ms", "--duration",
+               "0.3s", "--no-mpstat", "--out", str(out))
+    assert proc.returncode == 1, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("nhbench: error: cannot resolve host 'no-such-host.invalid'")
+    assert not out.exists()
+
+
+def test_a_campaign_resumes_only_with_its_own_command(server: TestServer,
+                                                      tmp_path: Path) -> None:
+    out = tmp_path / "c"
+    adapt(server.url, slo=["mean<50ms"], min_rps=20, max_rps=20, duration="0.3s",
+          connections=2, cpus=CLIENT_CPU, out=out, captures=False, facts=False)
+    swept = cli("sweep", "--resume", str(out))
+    assert swept.returncode == 2
+    assert "an adapt campaign; continue it with nhbench adapt --resume" in swept.stderr
+    sweep_out = tmp_path / "s"
+    nhbench.run_sweep(server.url, steps="20", duration="0.3s", connections=2, cpus=CLIENT_CPU,
+                      out=sweep_out, captures=False, facts=False)
+    adapted = cli("adapt", "--resume", str(sweep_out))
+    assert adapted.returncode == 2 and "a sweep campaign" in adapted.stderr, adapted.stderr

@@ -65,7 +65,8 @@ class AdaptConfig:
 def settings_for_resume(manifest: CampaignManifest, given: Mapping[str, Any]) -> dict[str, Any]:
     """The settings to resume with: the campaign's own, overridden by what was `given`."""
     if manifest.kind != "adapt":
-        raise CampaignError("that campaign is a sweep; continue it with nhbench sweep --resume")
+        raise CampaignError("that campaign is a sweep campaign; continue it with nhbench "
+                            "sweep --resume")
     return {**manifest.settings, **given}
 
 

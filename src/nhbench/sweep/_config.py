@@ -213,5 +213,8 @@ def overlay(base: Mapping[str, Any], given: Mapping[str, Any]) -> dict[str, Any]
 
 def settings_for_resume(manifest: CampaignManifest, given: Mapping[str, Any]) -> dict[str, Any]:
     """The settings to resume with: the campaign's own, overridden by what was `given`
-    (see `overlay`)."""
+    (see `overlay`). CampaignError for an adapt campaign, whose settings are not a sweep's."""
+    if manifest.kind != "sweep":
+        raise CampaignError(f"that campaign is an {manifest.kind} campaign; continue it with "
+                            f"nhbench {manifest.kind} --resume")
     return overlay(manifest.settings, given)
