@@ -338,3 +338,16 @@ def test_a_campaign_resumes_only_with_its_own_command(server: TestServer,
                       out=sweep_out, captures=False, facts=False)
     adapted = cli("adapt", "--resume", str(sweep_out))
     assert adapted.returncode == 2 and "a sweep campaign" in adapted.stderr, adapted.stderr
+
+
+def test_nhbench_adapt_is_callable_after_the_package_was_imported() -> None:
+    # A fresh interpreter: the package first, then the function by the package's name.
+    code = ("import nhbench.adapt, nhbench\n"
+            "try:\n"
+            "    nhbench.adapt('http://127.0.0.1:1/', out='/nonexistent/x')\n"
+            "except nhbench.OptionsError as exc:\n"
+            "    print('OptionsError:', exc)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=_env(), timeout=60, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert "OptionsError: --slo: at least one rule is required" in proc.stdout

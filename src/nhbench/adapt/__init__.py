@@ -10,6 +10,10 @@ optionally, repeat runs at the answer to confirm it. docs/adapt.md.
 manifest; ``_run``: settings -> `AdaptConfig`, `AdaptOutcome` and `adapt`.
 """
 
+import sys
+import types
+from typing import Any
+
 from ._run import (
     SLO_FAILED,
     AdaptConfig,
@@ -37,3 +41,16 @@ __all__ = [
     "search_settings",
     "settings_for_resume",
 ]
+
+
+class _CallablePackage(types.ModuleType):
+    """``nhbench.adapt`` is both this package and, lazily, the `adapt` function. Once the
+    package is imported (``from nhbench.adapt import AdaptOutcome``, or by the CLI), the
+    import system makes ``nhbench.adapt`` the package; calling the package calls `adapt`, so
+    ``nhbench.adapt(url, slo=[...])`` works whatever was imported first."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> AdaptOutcome:
+        return adapt(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallablePackage
