@@ -1,6 +1,8 @@
 """The step loop: `Sweep` and `run_sweep`.
 
-For each step the sweep starts the captures (mpstat and perf on the target host, mpstat over
+A step strategy (``_strategy``) chooses each step's rate and says when the campaign ends:
+the sweep's plan walk by default, adapt's search for ``nhbench adapt``. For each step the
+sweep starts the captures (mpstat and perf on the target host, mpstat over
 the load generator's worker CPUs), runs ``nhbench.run`` at the step's rate with the shared
 options, stops the captures, turns the result into a `StepRecord`, writes both to the
 campaign directory at once, re-renders the reports, evaluates the stop rules and cools down.
