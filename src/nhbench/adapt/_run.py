@@ -113,6 +113,13 @@ def _check_resume(config: AdaptConfig, manifest: CampaignManifest) -> None:
                 f"cannot resume with a different search: {name.replace('_', '-')} "
                 f"{getattr(new, name)!r} (campaign: {getattr(saved, name)!r}); only --confirm "
                 f"and --max-steps may change")
+    confirmed = 0 if saved.confirmation is None else len(saved.confirmation.steps)
+    if new.confirm < confirmed:
+        raise CampaignError(f"cannot resume with --confirm {new.confirm}: the campaign already "
+                            f"ran {confirmed} confirmation run(s)")
+    if new.max_steps < saved.search_steps:
+        raise CampaignError(f"cannot resume with --max-steps {new.max_steps}: the campaign "
+                            f"already ran {saved.search_steps} search steps")
     try:
         replay(config.strategy.settings, _outcomes(manifest.steps))
     except CampaignError as exc:
