@@ -45,9 +45,10 @@ SLO_FAILED = 99
 # Settings that say where the campaign is, not what it is: never stored in the manifest.
 _NOT_STORED = ("out", "resume")
 
-# Search settings a resume may change: they decide how far the search goes on, not what a
-# recorded step measured or which rate it ran at.
-_MAY_CHANGE = ("confirm", "max_steps")
+# Search settings a resume must keep: they decide which rate each recorded step ran at and
+# whether it passed. The others (--confirm, --max-steps) only decide how far the search goes
+# on, so a resume may raise them.
+_FIXED = ("slo", "min_rps", "max_rps", "growth", "precision", "precision_relative")
 
 
 @dataclass
@@ -96,18 +97,15 @@ def prepare_adapt(settings: Mapping[str, Any]) -> AdaptConfig:
 def _check_resume(config: AdaptConfig, manifest: CampaignManifest) -> None:
     saved = manifest.adapt
     if manifest.kind != "adapt" or saved is None:
-        raise CampaignError(f"{str(config.sweep.resume)!r} is a sweep, not an adapt campaign; "
-                            f"continue it with nhbench sweep --resume")
+        raise CampaignError("that campaign is a sweep campaign; continue it with nhbench "
+                            "sweep --resume")
     duration = config.sweep.plan.duration
     if duration != manifest.plan.duration:
         raise CampaignError(
             f"cannot resume with a different search: duration {duration:g} s (campaign: "
             f"{manifest.plan.duration:g} s); only --confirm and --max-steps may change")
     new = config.strategy.describe(manifest.model_copy(update={"steps": []}))
-    for name in AdaptState.model_fields:
-        if name in _MAY_CHANGE or name not in ("slo", "min_rps", "max_rps", "growth",
-                                                "precision", "precision_relative"):
-            continue
+    for name in _FIXED:
         if getattr(saved, name) != getattr(new, name):
             raise CampaignError(
                 f"cannot resume with a different search: {name.replace('_', '-')} "
