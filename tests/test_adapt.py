@@ -222,7 +222,7 @@ def test_failed_runs_fail_the_step(tmp_path: Path) -> None:
 def test_sigint_mid_search_then_resume_continues(server: TestServer, tmp_path: Path) -> None:
     out = tmp_path / "c"
     # Low rates and many connections: no step may block, even on a loaded machine.
-    args = ("--slo", "error_rate<1%", "--min-rps", "10", "--max-rps", "80", "--duration", "1s",
+    args = ("--slo", "error_rate<1%", "--min-rps", "10", "--max-rps", "80", "--duration", "0.5s",
             "--connections", "32", "--cpus", CLIENT_CPU, "--no-mpstat")
     proc = subprocess.Popen([sys.executable, "-m", "nhbench", "adapt", server.url, *args,
                              "--out", str(out)], stdout=subprocess.PIPE,
@@ -237,7 +237,7 @@ def test_sigint_mid_search_then_resume_continues(server: TestServer, tmp_path: P
             except (FileNotFoundError, json.JSONDecodeError):
                 pass
             time.sleep(0.05)
-        time.sleep(0.3)  # into step 3
+        time.sleep(0.2)  # into step 3
         proc.send_signal(signal.SIGINT)
         _, stderr = proc.communicate(timeout=60)
     finally:
