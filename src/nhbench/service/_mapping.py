@@ -17,10 +17,11 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from .._exceptions import OptionsError
 from ..options import Options, make_options, parse_json_duration
 from ..outputs._nighthawk import options_from_command_line
 
-__all__ = ["IGNORED_FIELDS", "SUPPORTED_FIELDS", "UnsupportedOptionError", "start_options"]
+__all__ = ["IGNORED_FIELDS", "SUPPORTED_FIELDS", "start_options"]
 
 #: CommandLineOptions fields that become nhbench options.
 SUPPORTED_FIELDS = frozenset({
@@ -43,10 +44,6 @@ IGNORED_FIELDS = frozenset({"verbosity", "output_format"})
 _REQUEST_FIELDS = frozenset({"request_method", "request_headers", "request_body_size"})
 
 
-class UnsupportedOptionError(ValueError):
-    """A CommandLineOptions field (or a value of one) that nhbench cannot honour."""
-
-
 def _wrapped(value: Any) -> Any:
     return value.get("value") if isinstance(value, Mapping) else value
 
@@ -64,12 +61,12 @@ def _is_unset(value: Any) -> bool:
 
 def _endpoint(endpoint: Any) -> str:
     if not isinstance(endpoint, Mapping):
-        raise UnsupportedOptionError("multi_target.endpoints: each endpoint needs an address "
+        raise OptionsError("multi_target.endpoints: each endpoint needs an address "
                                      "and a port")
     address = str(_wrapped(endpoint.get("address")) or "")
     port = _wrapped(endpoint.get("port"))
     if not address or port is None:
-        raise UnsupportedOptionError("multi_target.endpoints: each endpoint needs an address "
+        raise OptionsError("multi_target.endpoints: each endpoint needs an address "
                                      "and a port")
     return f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
 
@@ -79,15 +76,15 @@ def start_options(clo: Mapping[str, Any], overrides: Mapping[str, Any] | None = 
 
     `clo` is CommandLineOptions in proto3 JSON with proto field names; `overrides` are the
     service's own settings applied to every execution (``ray``, ``hosts``). Raises
-    `UnsupportedOptionError` for a field nhbench cannot honour and `OptionsError` for values
-    nhbench's options refuse (both one line, naming the option).
+    `OptionsError` (one line, naming the field) for a field nhbench cannot honour and for
+    values nhbench's options refuse.
     """
     unsupported = sorted(
         key for key, value in clo.items()
         if key not in SUPPORTED_FIELDS and key not in IGNORED_FIELDS and not _is_unset(value))
     if unsupported:
         names = ", ".join(unsupported)
-        raise UnsupportedOptionError(
+        raise OptionsError(
             f"nhbench does not support CommandLineOptions field"
             f"{'s' if len(unsupported) > 1 else ''} {names} (docs/service.md lists the "
             f"supported ones)")
@@ -96,14 +93,14 @@ def start_options(clo: Mapping[str, Any], overrides: Mapping[str, Any] | None = 
         extra = sorted(k for k, v in request.items() if k not in _REQUEST_FIELDS
                        and not _is_unset(v))
         if extra:
-            raise UnsupportedOptionError(
+            raise OptionsError(
                 f"nhbench does not support CommandLineOptions.request_options."
                 f"{', '.join(extra)}")
     rps = _wrapped(clo.get("requests_per_second"))
     if rps is not None and not 1 <= int(rps) <= 1_000_000:
         # Nighthawk's own range for this field; nhbench's rps 0 ("as fast as possible")
         # is not what a Nighthawk client can mean by it.
-        raise UnsupportedOptionError(
+        raise OptionsError(
             f"CommandLineOptions.requests_per_second: value must be inside range "
             f"[1, 1000000] (got {rps})")
     values = options_from_command_line(clo)
@@ -139,7 +136,7 @@ def start_options(clo: Mapping[str, Any], overrides: Mapping[str, Any] | None = 
     if isinstance(clo.get("scheduled_start"), str):
         values["scheduled_start"] = clo["scheduled_start"]
     if values.get("uri") is None and "multi_target_endpoint" not in values:
-        raise UnsupportedOptionError("CommandLineOptions needs a uri (or a multi_target)")
+        raise OptionsError("CommandLineOptions needs a uri (or a multi_target)")
     # What the service prints is its own business: an execution writes no report.
     values.pop("output_format", None)
     values.update(overrides or {})

@@ -40,7 +40,7 @@ from grpc_reflection.v1alpha import reflection
 from .._exceptions import NHBenchError, OptionsError, ResolveError
 from ..distributed import make_benchmark
 from ..outputs import nighthawk_output
-from ._mapping import UnsupportedOptionError, start_options
+from ._mapping import start_options
 from ._protos import SERVICE_NAME, Protos
 
 __all__ = ["BUSY_MESSAGE", "UNSUPPORTED_MESSAGE", "Service"]
@@ -243,7 +243,7 @@ class Service:
         try:
             options = start_options({**clo, "execution_id": execution_id}, self._overrides)
             benchmark = make_benchmark(options)
-        except (UnsupportedOptionError, OptionsError) as exc:
+        except OptionsError as exc:
             return self._error(_INVALID_ARGUMENT, str(exc), execution_id)
         with self._lock:
             closing = self._closing
