@@ -298,6 +298,31 @@ def test_another_stream_is_refused_while_one_runs(stubs: tuple[ModuleType, Modul
     assert first.finish() == (grpc.StatusCode.OK, [])
 
 
+def test_a_cancelled_stream_stops_its_benchmark(stubs: tuple[ModuleType, ModuleType],
+                                                channel: Any,
+                                                target: nhbench.TestServer) -> None:
+    # nhbench's addition: nobody can receive the answer of a cancelled stream, so its
+    # 60 s benchmark stops and the service takes the next one long before the 60 s pass.
+    pb2, pb2_grpc = stubs
+    stub = pb2_grpc.NighthawkServiceStub(channel)
+    before = requests_seen(target)
+    doomed = Stream(stub)
+    doomed.send(start_request(pb2, target.url, rps=20, seconds=60))
+    assert wait_until(lambda: requests_seen(target) > before, timeout=30)
+    doomed.call.cancel()
+    doomed.close()
+    answers: list[Any] = []
+
+    def next_one_runs() -> bool:
+        call = stub.ExecutionStream(iter([start_request(pb2, target.url, rps=10, seconds=1)]),
+                                    timeout=CALL_TIMEOUT)
+        answers[:] = list_until_error(call)
+        return call.code() == grpc.StatusCode.OK
+
+    assert wait_until(next_one_runs, timeout=30, step=0.2)
+    assert len(answers) == 1 and not answers[0].HasField("error_detail")
+
+
 @pytest.mark.parametrize("kind", ["update_request", "cancellation_request"])
 def test_update_and_cancellation_are_not_supported(stubs: tuple[ModuleType, ModuleType],
                                                    channel: Any, kind: str) -> None:

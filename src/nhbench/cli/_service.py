@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 import threading
@@ -70,6 +71,13 @@ def _cmd_service(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
             Options.model_validate({"uri": "http://127.0.0.1/", **overrides})
         except ValidationError as exc:
             parser.error(format_validation_error(exc, Options, cli=True))
+    # One stderr line per execution started and ended, for whoever runs the service.
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("nhbench: service: %(message)s"))
+    log = logging.getLogger("nhbench.service")
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    log.propagate = False
     stop = threading.Event()
     with stop_on_signals(lambda signum: stop.set(), second_sigint_aborts=False):
         try:

@@ -254,12 +254,15 @@ class Service:
         stream.benchmark = benchmark
         if stream.cancelled:
             benchmark.stop()
-        _log.info("execution %s: %s", execution_id, options.uri)
+        _log.info("execution %s started: %s", execution_id,
+                  options.uri or ", ".join(options.multi_target_endpoint))
         try:
             result = benchmark.run()
         except ResolveError as exc:
+            _log.info("execution %s did not start: %s", execution_id, exc)
             return self._error(_INTERNAL, str(exc), execution_id)
         except NHBenchError as exc:
+            _log.info("execution %s did not run: %s", execution_id, exc)
             return self._error(_INTERNAL, f"the benchmark could not run: {exc}", execution_id)
         finally:
             stream.benchmark = None
@@ -270,6 +273,8 @@ class Service:
         if not result.success:
             response.error_detail.CopyFrom(self.protos.Status(
                 code=_INTERNAL, message=_failure_message(result)))
+        _log.info("execution %s %s: %d responses", execution_id,
+                  "succeeded" if result.success else "failed", result.latency.count)
         return response
 
 
