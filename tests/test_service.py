@@ -453,6 +453,41 @@ def test_health_serves_the_service_and_the_server(channel: Any) -> None:
     assert info.value.code() == grpc.StatusCode.NOT_FOUND
 
 
+def test_calls_beyond_the_limit_fail_at_once(stubs: tuple[ModuleType, ModuleType]) -> None:
+    # Open streams hold a server thread each; a call beyond max_calls is refused with
+    # RESOURCE_EXHAUSTED rather than queued behind streams that may never end.
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    from nhbench.service import start_service
+
+    _, pb2_grpc = stubs
+    service = start_service("127.0.0.1:0", max_calls=3)
+    try:
+        with grpc.insecure_channel(service.address) as chan:
+            health = health_pb2_grpc.HealthStub(chan)
+            check = health_pb2.HealthCheckRequest()
+            assert health.Check(check, timeout=CALL_TIMEOUT).status == \
+                health_pb2.HealthCheckResponse.SERVING
+            idle = [Stream(pb2_grpc.NighthawkServiceStub(chan)) for _ in range(3)]
+
+            def refused() -> bool:
+                try:
+                    health.Check(check, timeout=CALL_TIMEOUT)
+                except grpc.RpcError as exc:
+                    return exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+                return False
+
+            assert wait_until(refused, timeout=30, step=0.1)
+            idle[0].close()
+            assert idle[0].finish() == (grpc.StatusCode.OK, [])
+            assert wait_until(lambda: not refused(), timeout=30, step=0.1)
+            for stream in idle[1:]:
+                stream.close()
+                stream.finish()
+    finally:
+        service.stop()
+
+
 # ---- shutdown, startup and the command line -------------------------------------------------
 
 

@@ -60,12 +60,16 @@ def parse_listen(value: str) -> tuple[str, int]:
 
 
 def start_service(listen: str = DEFAULT_LISTEN, *,
-                  overrides: Mapping[str, Any] | None = None) -> Service:
+                  overrides: Mapping[str, Any] | None = None,
+                  max_calls: int | None = None) -> Service:
     """Start serving on `listen` and return the running `Service` (``.address``, ``.port``,
     ``.stop()``). `overrides` are option values applied to every execution (``ray``,
-    ``hosts``). Raises ValueError for a bad address, OSError when it cannot be bound."""
-    from ._server import Service
+    ``hosts``); `max_calls` bounds the calls served at once (open streams included; default
+    32, docs/service.md). Raises ValueError for a bad address, OSError when it cannot be
+    bound."""
+    from ._server import MAX_CALLS, Service
 
-    service = Service(parse_listen(listen), overrides=overrides)
+    service = Service(parse_listen(listen), overrides=overrides,
+                      max_calls=max_calls or MAX_CALLS)
     service.start()
     return service

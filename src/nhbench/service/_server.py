@@ -43,7 +43,7 @@ from ..outputs import nighthawk_output
 from ._mapping import start_options
 from ._protos import SERVICE_NAME, Protos
 
-__all__ = ["BUSY_MESSAGE", "UNSUPPORTED_MESSAGE", "Service"]
+__all__ = ["BUSY_MESSAGE", "MAX_CALLS", "UNSUPPORTED_MESSAGE", "Service"]
 
 _log = logging.getLogger("nhbench.service")
 
@@ -56,9 +56,13 @@ _INVALID_ARGUMENT = grpc.StatusCode.INVALID_ARGUMENT.value[0]
 _INTERNAL = grpc.StatusCode.INTERNAL.value[0]
 _UNAVAILABLE = grpc.StatusCode.UNAVAILABLE.value[0]
 
-# The server's threads: each open stream holds one while it lasts (its reader and the
-# execution have threads of their own), and health and reflection calls need some too.
-_MAX_WORKERS = 16
+#: How many calls the server handles at once. gRPC's Python server gives every call a thread
+#: of its pool for as long as it lasts, and an open ExecutionStream lasts until the client
+#: closes it: with more calls than threads, the extra calls (a health check too) would wait
+#: in a queue for a stream to end. Limiting the calls to the threads makes the extra one fail
+#: at once with RESOURCE_EXHAUSTED instead. 32 open streams is far beyond what one
+#: benchmark-at-a-time service needs, and 32 idle threads cost little.
+MAX_CALLS = 32
 
 
 class _End:
@@ -76,8 +80,10 @@ class Service:
     ``--hosts``)."""
 
     def __init__(self, listen: tuple[str, int], *,
-                 overrides: Mapping[str, Any] | None = None) -> None:
+                 overrides: Mapping[str, Any] | None = None,
+                 max_calls: int = MAX_CALLS) -> None:
         self.listen = listen
+        self.max_calls = max_calls
         self.port = 0
         self.protos = Protos()
         self._overrides = dict(overrides or {})
@@ -96,8 +102,9 @@ class Service:
 
         Raises OSError when the address cannot be bound."""
         server = grpc.server(
-            futures.ThreadPoolExecutor(max_workers=_MAX_WORKERS,
+            futures.ThreadPoolExecutor(max_workers=self.max_calls,
                                        thread_name_prefix="nhbench-service"),
+            maximum_concurrent_rpcs=self.max_calls,
             # gRPC sets SO_REUSEPORT by default, which would let a second service bind a
             # port the first one is using and share its connections: refuse instead.
             options=[("grpc.so_reuseport", 0)],
