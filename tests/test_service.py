@@ -360,13 +360,21 @@ def _closed_port() -> int:
         (lambda o: setattr(o.trace, "value", "zipkin://127.0.0.1:9411/api/v2/spans"), "trace"),
         (lambda o: o.stats_sinks.add(name="envoy.stat_sinks.statsd"), "stats_sinks"),
         (lambda o: setattr(o.request_options, "json_body", "{}"), "request_options.json_body"),
+        # A plugin's config: an Any of a type the schema lacks (no JSON form at all).
+        (lambda o: (setattr(o.request_source_plugin_config, "name",
+                            "nighthawk.in-line-options-list-request-source-plugin"),
+                    setattr(o.request_source_plugin_config.typed_config, "type_url",
+                            "type.googleapis.com/nighthawk.request_source."
+                            "InLineOptionsListRequestSourceConfig"),
+                    setattr(o.request_source_plugin_config.typed_config, "value", b"\n\x00")),
+         "request_source_plugin_config"),
         # Values nhbench's own options refuse.
         (lambda o: setattr(o.uri, "value", "ftp://127.0.0.1/"), "uri"),
         (lambda o: setattr(o.concurrency, "value", "many"), "concurrency"),
         (lambda o: o.ClearField("uri"), "needs a uri"),
     ],
-    ids=["rps-0", "trace", "stats-sinks", "json-body", "bad-scheme", "bad-concurrency",
-         "no-uri"],
+    ids=["rps-0", "trace", "stats-sinks", "json-body", "plugin-config", "bad-scheme",
+         "bad-concurrency", "no-uri"],
 )
 def test_bad_options_are_invalid_argument(stubs: tuple[ModuleType, ModuleType], channel: Any,
                                           target: nhbench.TestServer, change: Any,
@@ -384,6 +392,48 @@ def test_bad_options_are_invalid_argument(stubs: tuple[ModuleType, ModuleType], 
     assert words in response.error_detail.message
     assert "\n" not in response.error_detail.message
     assert not response.HasField("output")  # nothing ran
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        low, value = value & 0x7F, value >> 7
+        out.append(low | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
+
+
+def _field(number: int, payload: bytes) -> bytes:
+    """A length-delimited protobuf field (wire type 2), encoded by hand."""
+    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+
+
+@pytest.mark.parametrize(
+    ("extra", "words"),
+    [
+        # transport_socket (27) with a name (1): proto/ declares Envoy's TransportSocket
+        # without members, so the name is a field the schema does not know.
+        (_field(27, _field(1, b"envoy.transport_sockets.tls")), "transport_socket.<1>"),
+        # A field number CommandLineOptions does not have (a newer Nighthawk's option).
+        (_field(999, b"x"), "<999>"),
+    ],
+    ids=["transport-socket-members", "newer-option"],
+)
+def test_fields_the_schema_does_not_know_are_refused(stubs: tuple[ModuleType, ModuleType],
+                                                     channel: Any,
+                                                     target: nhbench.TestServer,
+                                                     extra: bytes, words: str) -> None:
+    pb2, pb2_grpc = stubs
+    request = start_request(pb2, target.url)
+    options = type(request.start_request.options).FromString(
+        request.start_request.options.SerializeToString() + extra)
+    request.start_request.options.CopyFrom(options)
+    responses = list(pb2_grpc.NighthawkServiceStub(channel).ExecutionStream(
+        iter([request]), timeout=CALL_TIMEOUT))
+    assert len(responses) == 1
+    assert responses[0].error_detail.code == grpc.StatusCode.INVALID_ARGUMENT.value[0]
+    assert words in responses[0].error_detail.message
+    assert not responses[0].HasField("output")
 
 
 def test_a_failed_run_has_output_and_internal_error(stubs: tuple[ModuleType, ModuleType],

@@ -14,14 +14,14 @@ Nothing here imports grpc or protobuf, so the mapping is testable without them.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .._exceptions import OptionsError
 from ..options import Options, make_options, parse_json_duration
 from ..outputs._nighthawk import options_from_command_line
 
-__all__ = ["IGNORED_FIELDS", "SUPPORTED_FIELDS", "start_options"]
+__all__ = ["IGNORED_FIELDS", "SUPPORTED_FIELDS", "refuse_unsupported", "start_options"]
 
 #: CommandLineOptions fields that become nhbench options.
 SUPPORTED_FIELDS = frozenset({
@@ -71,6 +71,17 @@ def _endpoint(endpoint: Any) -> str:
     return f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
 
 
+def refuse_unsupported(names: Iterable[str]) -> None:
+    """Raise `OptionsError` naming the fields among `names` (the CommandLineOptions fields a
+    request sets) that nhbench cannot honour."""
+    unsupported = sorted(set(names) - SUPPORTED_FIELDS - IGNORED_FIELDS)
+    if unsupported:
+        raise OptionsError(
+            f"nhbench does not support CommandLineOptions field"
+            f"{'s' if len(unsupported) > 1 else ''} {', '.join(unsupported)} (docs/service.md "
+            f"lists the supported ones)")
+
+
 def start_options(clo: Mapping[str, Any], overrides: Mapping[str, Any] | None = None) -> Options:
     """The `Options` of one execution.
 
@@ -79,15 +90,7 @@ def start_options(clo: Mapping[str, Any], overrides: Mapping[str, Any] | None = 
     `OptionsError` (one line, naming the field) for a field nhbench cannot honour and for
     values nhbench's options refuse.
     """
-    unsupported = sorted(
-        key for key, value in clo.items()
-        if key not in SUPPORTED_FIELDS and key not in IGNORED_FIELDS and not _is_unset(value))
-    if unsupported:
-        names = ", ".join(unsupported)
-        raise OptionsError(
-            f"nhbench does not support CommandLineOptions field"
-            f"{'s' if len(unsupported) > 1 else ''} {names} (docs/service.md lists the "
-            f"supported ones)")
+    refuse_unsupported(key for key, value in clo.items() if not _is_unset(value))
     request = clo.get("request_options")
     if isinstance(request, Mapping):
         extra = sorted(k for k, v in request.items() if k not in _REQUEST_FIELDS

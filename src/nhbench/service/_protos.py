@@ -72,6 +72,34 @@ class Protos:
         """The message class of `full_name` in the service's pool."""
         return message_factory.GetMessageClass(self.pool.FindMessageTypeByName(full_name))
 
+    @staticmethod
+    def set_fields(message: Any) -> list[str]:
+        """The names of `message`'s fields that hold something: a field set to an empty
+        message (a wrapper holding its zero value, say) asks for nothing and is left out."""
+        return [field.name for field, value in message.ListFields()
+                if field.is_repeated or field.message_type is None or value.ByteSize() > 0]
+
+    @classmethod
+    def unknown_fields(cls, message: Any, path: str = "") -> list[str]:
+        """Where `message` (recursively) holds fields its schema does not know, as
+        ``path.<number>``: what a newer Nighthawk client sends, or members of the Envoy
+        types that proto/ declares without them."""
+        from google.protobuf.unknown_fields import UnknownFieldSet
+
+        found = [f"{path}<{field.field_number}>".lstrip(".")
+                 for field in UnknownFieldSet(message)]
+        for field, value in message.ListFields():
+            if field.message_type is None:
+                continue
+            if field.message_type.GetOptions().map_entry:
+                has_messages = field.message_type.fields_by_name["value"].message_type
+                items = list(value.values()) if has_messages is not None else []
+            else:
+                items = list(value) if field.is_repeated else [value]
+            for item in items:
+                found += cls.unknown_fields(item, f"{path}{field.name}.")
+        return found
+
     def to_dict(self, message: Any) -> dict[str, Any]:
         """A message in proto3 JSON form with the proto field names (Nighthawk's spelling)."""
         document: dict[str, Any] = json_format.MessageToDict(

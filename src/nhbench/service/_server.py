@@ -40,7 +40,7 @@ from grpc_reflection.v1alpha import reflection
 from .._exceptions import NHBenchError, OptionsError, ResolveError
 from ..distributed import make_benchmark
 from ..outputs import nighthawk_output
-from ._mapping import start_options
+from ._mapping import refuse_unsupported, start_options
 from ._protos import SERVICE_NAME, Protos
 
 __all__ = ["BUSY_MESSAGE", "MAX_CALLS", "UNSUPPORTED_MESSAGE", "Service"]
@@ -245,9 +245,20 @@ class Service:
             error_detail=self.protos.Status(code=code, message=message))
 
     def _run(self, start: Any, stream: _Stream) -> Any:
-        clo = self.protos.to_dict(start.options)
-        execution_id = str(clo.get("execution_id") or uuid.uuid4())
+        given = start.options
+        execution_id = given.execution_id.value or str(uuid.uuid4())
         try:
+            # Checked on the message before it becomes JSON: an unknown field would be
+            # dropped on the way (silently ignored), and an Any of a type the schema lacks
+            # (a plugin's config) cannot be written as JSON at all.
+            unknown = self.protos.unknown_fields(given)
+            if unknown:
+                raise OptionsError(
+                    f"CommandLineOptions has fields nhbench's schema does not know: "
+                    f"{', '.join(unknown)} (a newer Nighthawk's option, or an Envoy type "
+                    f"nhbench does not support)")
+            refuse_unsupported(self.protos.set_fields(given))
+            clo = self.protos.to_dict(given)
             options = start_options({**clo, "execution_id": execution_id}, self._overrides)
             benchmark = make_benchmark(options)
         except OptionsError as exc:
