@@ -92,6 +92,7 @@ class Service:
         self._running: set[Any] = set()  # the benchmarks in progress (at most one)
         self._executions: set[threading.Thread] = set()
         self._closing = False
+        self._streams = 0
         self._server: grpc.Server | None = None
         self._health: health.HealthServicer | None = None
 
@@ -130,13 +131,22 @@ class Service:
         except RuntimeError:  # grpcio >= 1.50 raises; older ones return 0
             bound = 0
         if not bound:
+            server.stop(None)
             raise OSError(f"cannot listen on {address}: {_bind_failure(host, port)}")
+        # SERVING from the first call on: a client that checks health as soon as it can
+        # connect must not see NOT_FOUND.
+        for name in ("", SERVICE_NAME):
+            self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
         server.start()
         self._server = server
         self.port = int(bound)
-        for name in ("", SERVICE_NAME):
-            self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
         return self.port
+
+    @property
+    def open_streams(self) -> int:
+        """How many ExecutionStream calls are open now."""
+        with self._lock:
+            return self._streams
 
     @property
     def address(self) -> str:
@@ -173,14 +183,20 @@ class Service:
         reader = threading.Thread(target=self._read, args=(requests, events, stream),
                                   name="nhbench-service-reader", daemon=True)
         reader.start()
-        while True:
-            event = events.get()
-            if isinstance(event, _End):
-                if event.code is not None:
-                    context.set_code(event.code)
-                    context.set_details(event.message)
-                return
-            yield event
+        with self._lock:
+            self._streams += 1
+        try:
+            while True:
+                event = events.get()
+                if isinstance(event, _End):
+                    if event.code is not None:
+                        context.set_code(event.code)
+                        context.set_details(event.message)
+                    return
+                yield event
+        finally:
+            with self._lock:
+                self._streams -= 1
 
     def _read(self, requests: Iterator[Any], events: queue.Queue[Any], stream: _Stream) -> None:
         end = _End()
