@@ -286,7 +286,9 @@ def test_another_stream_is_refused_while_one_runs(stubs: tuple[ModuleType, Modul
     stub = pb2_grpc.NighthawkServiceStub(channel)
     before = requests_seen(target)
     first = Stream(stub)
-    first.send(start_request(pb2, target.url, rps=20, seconds=3))
+    # 6 s: long enough that the second stream surely arrives while it runs, even on a
+    # loaded machine.
+    first.send(start_request(pb2, target.url, rps=20, seconds=6))
     assert wait_until(lambda: requests_seen(target) > before, timeout=30)
     refused = stub.ExecutionStream(iter([start_request(pb2, target.url)]), timeout=CALL_TIMEOUT)
     with pytest.raises(grpc.RpcError):
@@ -549,9 +551,10 @@ def test_sigterm_answers_the_running_execution_and_exits(
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
     pb2, pb2_grpc = stubs
-    # Every response waits 1 s at the server, so requests are in flight when the stop
-    # comes, and the drain (NOT_SERVING already) lasts about that long.
-    with nhbench.TestServer(static_delay="1s") as slow:
+    # Every response waits 2 s at the server, so requests are in flight when the stop
+    # comes, and the drain (NOT_SERVING already) lasts about that long: the watcher has
+    # 2 s to see NOT_SERVING.
+    with nhbench.TestServer(static_delay="2s") as slow:
         service = ServiceProcess()
         try:
             with grpc.insecure_channel(service.address) as chan:
