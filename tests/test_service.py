@@ -599,11 +599,21 @@ def test_sigterm_answers_the_running_execution_and_exits(
     assert health_pb2.HealthCheckResponse.NOT_SERVING in seen
 
 
-def test_bad_listen_is_one_line_and_status_2() -> None:
-    proc = subprocess.run([sys.executable, "-m", "nhbench", "service", "--listen", "nowhere:x"],
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--listen", "nowhere:x"], "--listen"),
+        (["--listen", "::1:0"], "brackets"),
+        # The run options the service applies to every execution are checked at startup.
+        (["--hosts", "2"], "--hosts: needs --ray"),
+    ],
+    ids=["bad-port", "ipv6-without-brackets", "hosts-without-ray"],
+)
+def test_bad_arguments_are_one_line_and_status_2(args: list[str], words: str) -> None:
+    proc = subprocess.run([sys.executable, "-m", "nhbench", "service", *args],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
-    assert proc.stderr.count("\n") == 1 and "--listen" in proc.stderr
+    assert proc.stderr.count("\n") == 1 and words in proc.stderr
     assert "Traceback" not in proc.stderr
 
 
