@@ -37,6 +37,15 @@ def _well_known(name: str) -> bytes:
     return bytes(module.DESCRIPTOR.serialized_pb)
 
 
+def _repeated(field: Any) -> bool:
+    # FieldDescriptor.is_repeated is protobuf 6's spelling; `label` (gone from protobuf 7's
+    # upb descriptors) is protobuf 5's, which the `service` extra still allows.
+    is_repeated = getattr(field, "is_repeated", None)
+    if is_repeated is not None:
+        return bool(is_repeated)
+    return bool(field.label == field.LABEL_REPEATED)
+
+
 class Protos:
     """The descriptor pool and the message classes the service uses."""
 
@@ -77,7 +86,7 @@ class Protos:
         """The names of `message`'s fields that hold something: a field set to an empty
         message (a wrapper holding its zero value, say) asks for nothing and is left out."""
         return [field.name for field, value in message.ListFields()
-                if field.is_repeated or field.message_type is None or value.ByteSize() > 0]
+                if _repeated(field) or field.message_type is None or value.ByteSize() > 0]
 
     @classmethod
     def unknown_fields(cls, message: Any, path: str = "") -> list[str]:
@@ -95,7 +104,7 @@ class Protos:
                 has_messages = field.message_type.fields_by_name["value"].message_type
                 items = list(value.values()) if has_messages is not None else []
             else:
-                items = list(value) if field.is_repeated else [value]
+                items = list(value) if _repeated(field) else [value]
             for item in items:
                 found += cls.unknown_fields(item, f"{path}{field.name}.")
         return found
