@@ -1,19 +1,28 @@
-"""``nhbench service --listen HOST:PORT``: Nighthawk's gRPC service (docs/service.md).
-
-Issue 15 seam: the parser and the command are filled in with the service.
-"""
+"""``nhbench service --listen HOST:PORT``: Nighthawk's gRPC service (docs/service.md)."""
 
 from __future__ import annotations
 
 import argparse
+import logging
+import os
+import sys
+import threading
 from typing import Any
 
-from . import _die
+from .._io import write_output
+from ..options import Options, add_model_flags, format_validation_error
+from . import _die, _note
+from ._signals import stop_on_signals
 
 __all__ = ["add_service_parser"]
 
+# The run options the service applies to every execution: where the load comes from.
+_SERVICE_RUN_OPTIONS = ("ray", "hosts")
+
 
 def add_service_parser(commands: argparse._SubParsersAction[Any]) -> None:
+    from ..service import DEFAULT_LISTEN
+
     parser = commands.add_parser(
         "service",
         help="serve Nighthawk's gRPC service API (NighthawkService/ExecutionStream)",
@@ -23,8 +32,71 @@ def add_service_parser(commands: argparse._SubParsersAction[Any]) -> None:
         argument_default=argparse.SUPPRESS,
         allow_abbrev=False,
     )
+    parser.add_argument(
+        "--listen", metavar="HOST:PORT",
+        help=f"Where to listen: HOST:PORT, [IPv6]:PORT, or a host alone (port 8443, as "
+        f"Nighthawk's). Port 0 picks a free port; the line 'listening on HOST:PORT' on "
+        f"stdout says which. Default {DEFAULT_LISTEN} (Nighthawk's 0.0.0.0:8443 without "
+        f"its reach: the service has no TLS and no authentication).")
+    parser.add_argument(
+        "--listener-address-file", metavar="FILE", dest="address_file",
+        help="Write HOST:PORT to FILE once listening (Nighthawk's --listener-address-file).")
+    add_model_flags(parser, Options, only=lambda name: name in _SERVICE_RUN_OPTIONS)
     parser.set_defaults(func=_cmd_service, subparser=parser)
 
 
 def _cmd_service(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    _die("nhbench service is not implemented yet", status=1)
+    from pydantic import ValidationError
+
+    from ..service import DEFAULT_LISTEN, missing_dependencies, parse_listen, start_service
+
+    missing = missing_dependencies()
+    if missing:
+        _die(f"nhbench service needs {', '.join(missing)}: pip install 'nhbench[service]'",
+             status=1)
+    # gRPC's core logs to stderr on its own (a failed bind is an "E... add_port.cc" line
+    # besides nhbench's one-line error); quiet unless the user asks for its logs.
+    os.environ.setdefault("GRPC_VERBOSITY", "NONE")
+    listen = getattr(args, "listen", DEFAULT_LISTEN)
+    try:
+        parse_listen(listen)
+    except ValueError as exc:
+        parser.error(f"--listen: {exc}")
+    overrides = {name: getattr(args, name) for name in _SERVICE_RUN_OPTIONS
+                 if hasattr(args, name)}
+    if overrides:
+        # Checked once here (--hosts needs --ray, ...), so that a mistake is a startup
+        # error rather than an error in every execution's answer.
+        try:
+            Options.model_validate({"uri": "http://127.0.0.1/", **overrides})
+        except ValidationError as exc:
+            parser.error(format_validation_error(exc, Options, cli=True))
+    # One stderr line per execution started and ended, for whoever runs the service.
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("nhbench: service: %(message)s"))
+    log = logging.getLogger("nhbench.service")
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    log.propagate = False
+    stop = threading.Event()
+    with stop_on_signals(lambda signum: stop.set(), second_sigint_aborts=False):
+        try:
+            service = start_service(listen, overrides=overrides)
+        except OSError as exc:
+            _die(str(exc), status=1)
+        try:
+            address_file = getattr(args, "address_file", None)
+            if address_file:
+                try:
+                    write_output(address_file, service.address + "\n")
+                except OSError as exc:
+                    _die(f"--listener-address-file: cannot write {address_file!r}: "
+                         f"{exc.strerror or exc}", status=1)
+            sys.stdout.write(f"listening on {service.address}\n")
+            sys.stdout.flush()
+            while not stop.is_set():
+                stop.wait(0.5)
+            _note("service stopping: the running execution (if any) is stopped and answered")
+        finally:
+            service.stop()
+    return 0

@@ -3,19 +3,73 @@
 A grpcio server implementing ``nighthawk.client.NighthawkService/ExecutionStream`` from
 protos written from Nighthawk's API (proto/nighthawk/client/service.proto), with gRPC
 server reflection and health, so that tools written against Nighthawk's service drive
-nhbench. grpcio and protobuf are the optional extra ``service``; nothing here imports them
-until the server starts.
+nhbench. Each StartRequest's CommandLineOptions become nhbench `Options`, run through
+`nhbench.distributed.make_benchmark` (so the service's ``--ray`` applies a Ray cluster to
+every execution), and the Result goes back as Nighthawk's ``Output`` message.
 
-Issue 15 seam: the implementation replaces `serve`'s body.
+grpcio and protobuf are the optional extra ``service``; nothing here imports them until a
+service starts (`start_service`), so ``import nhbench`` stays light.
 """
 
 from __future__ import annotations
 
-from .._exceptions import RunError
+import importlib.util
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["serve"]
+from ..options import parse_address
+
+if TYPE_CHECKING:
+    from ._server import Service
+
+__all__ = ["DEFAULT_LISTEN", "DEFAULT_PORT", "missing_dependencies", "parse_listen",
+           "start_service"]
+
+#: Nighthawk's service listens on port 8443 by default; nhbench keeps the port but binds the
+#: loopback address, not 0.0.0.0: the service has no TLS and no authentication, and whoever
+#: reaches it can make this machine send load anywhere.
+DEFAULT_PORT = 8443
+DEFAULT_LISTEN = f"127.0.0.1:{DEFAULT_PORT}"
+
+# The import names of the ``service`` extra, and the distributions that provide them.
+_REQUIRED = (("grpc", "grpcio"), ("grpc_health", "grpcio-health-checking"),
+             ("grpc_reflection", "grpcio-reflection"), ("google.protobuf", "protobuf"))
 
 
-def serve(listen: str) -> int:
-    """Serve Nighthawk's service on `listen` until SIGINT/SIGTERM; the exit status."""
-    raise RunError("nhbench service is not implemented yet")
+def missing_dependencies() -> list[str]:
+    """The distributions of the ``service`` extra that are not installed."""
+    missing = []
+    for module, distribution in _REQUIRED:
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except (ImportError, ValueError):  # a missing parent package (google)
+            found = False
+        if not found:
+            missing.append(distribution)
+    return missing
+
+
+def parse_listen(value: str) -> tuple[str, int]:
+    """``HOST:PORT``, ``[IPv6]:PORT`` or a bare host (Nighthawk's rule: port 8443 is then
+    added) → ``(numeric_host, port)``; ValueError names what is wrong."""
+    text = value.strip()
+    bare_ipv6 = text.startswith("[") and text.endswith("]")
+    if text and (bare_ipv6 or ":" not in text):
+        text = f"{text}:{DEFAULT_PORT}"
+    return parse_address(text)
+
+
+def start_service(listen: str = DEFAULT_LISTEN, *,
+                  overrides: Mapping[str, Any] | None = None,
+                  max_calls: int | None = None) -> Service:
+    """Start serving on `listen` and return the running `Service` (``.address``, ``.port``,
+    ``.stop()``). `overrides` are option values applied to every execution (``ray``,
+    ``hosts``); `max_calls` bounds the calls served at once (open streams included; default
+    32, docs/service.md). Raises ValueError for a bad address, OSError when it cannot be
+    bound."""
+    from ._server import MAX_CALLS, Service
+
+    service = Service(parse_listen(listen), overrides=overrides,
+                      max_calls=max_calls or MAX_CALLS)
+    service.start()
+    return service

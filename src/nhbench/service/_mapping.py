@@ -1,0 +1,146 @@
+"""A StartRequest's ``CommandLineOptions`` → nhbench `Options` (docs/service.md "Mapping").
+
+The input is the proto3 JSON form of the message (protobuf's ``MessageToDict`` with the
+proto field names), the same spelling Nighthawk writes in its Output's ``options``, so the
+mapping that reads Nighthawk's output files back (`options_from_command_line`) does most of
+the work. This module adds what a service request can carry and that reader leaves out
+(every multi-target endpoint, HTTP/3, the whole tls_context, execution_id, jitter, warm-up,
+scheduled start, ...) and refuses by name every field nhbench cannot honour: a tool that
+asks for a trace or a stats sink gets an error, not a run that silently lacks them.
+
+Nothing here imports grpc or protobuf, so the mapping is testable without them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from .._exceptions import OptionsError
+from ..options import Options, make_options, parse_json_duration
+from ..outputs._nighthawk import options_from_command_line
+
+__all__ = ["IGNORED_FIELDS", "SUPPORTED_FIELDS", "refuse_unsupported", "start_options"]
+
+#: CommandLineOptions fields that become nhbench options.
+SUPPORTED_FIELDS = frozenset({
+    "requests_per_second", "connections", "duration", "no_duration", "timeout", "h2",
+    "protocol", "concurrency", "prefetch_connections", "burst_size", "address_family",
+    "request_options", "tls_context", "max_pending_requests", "max_active_requests",
+    "max_requests_per_connection", "sequencer_idle_strategy", "uri", "multi_target",
+    "experimental_h1_connection_reuse_strategy", "termination_predicates",
+    "failure_predicates", "no_default_failure_predicates", "open_loop", "jitter_uniform",
+    "max_concurrent_streams", "labels", "upstream_bind_config", "simple_warmup",
+    "latency_response_header_name", "scheduled_start", "execution_id",
+})
+
+#: Fields accepted without effect: they choose how Nighthawk's command-line client prints
+#: (the service always answers with the Output message, as Nighthawk's service does).
+IGNORED_FIELDS = frozenset({"verbosity", "output_format"})
+
+# Members of RequestOptions nhbench sends; json_body is Nighthawk's request-source plugin
+# business and has no counterpart.
+_REQUEST_FIELDS = frozenset({"request_method", "request_headers", "request_body_size"})
+
+
+def _wrapped(value: Any) -> Any:
+    return value.get("value") if isinstance(value, Mapping) else value
+
+
+def _is_unset(value: Any) -> bool:
+    # A field a client set to its zero value (an empty wrapper, "0s", false, "") asks for
+    # nothing, so it is no reason to refuse the request.
+    value = _wrapped(value)
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, (int, float)):
+        return value == 0
+    return value in (None, "", "0s") or (isinstance(value, (dict, list)) and not value)
+
+
+def _endpoint(endpoint: Any) -> str:
+    if not isinstance(endpoint, Mapping):
+        raise OptionsError("multi_target.endpoints: each endpoint needs an address "
+                                     "and a port")
+    address = str(_wrapped(endpoint.get("address")) or "")
+    port = _wrapped(endpoint.get("port"))
+    if not address or port is None:
+        raise OptionsError("multi_target.endpoints: each endpoint needs an address "
+                                     "and a port")
+    return f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
+
+
+def refuse_unsupported(names: Iterable[str]) -> None:
+    """Raise `OptionsError` naming the fields among `names` (the CommandLineOptions fields a
+    request sets) that nhbench cannot honour."""
+    unsupported = sorted(set(names) - SUPPORTED_FIELDS - IGNORED_FIELDS)
+    if unsupported:
+        raise OptionsError(
+            f"nhbench does not support CommandLineOptions field"
+            f"{'s' if len(unsupported) > 1 else ''} {', '.join(unsupported)} (docs/service.md "
+            f"lists the supported ones)")
+
+
+def start_options(clo: Mapping[str, Any], overrides: Mapping[str, Any] | None = None) -> Options:
+    """The `Options` of one execution.
+
+    `clo` is CommandLineOptions in proto3 JSON with proto field names; `overrides` are the
+    service's own settings applied to every execution (``ray``, ``hosts``). Raises
+    `OptionsError` (one line, naming the field) for a field nhbench cannot honour and for
+    values nhbench's options refuse.
+    """
+    refuse_unsupported(key for key, value in clo.items() if not _is_unset(value))
+    request = clo.get("request_options")
+    if isinstance(request, Mapping):
+        extra = sorted(k for k, v in request.items() if k not in _REQUEST_FIELDS
+                       and not _is_unset(v))
+        if extra:
+            raise OptionsError(
+                f"nhbench does not support CommandLineOptions.request_options."
+                f"{', '.join(extra)}")
+    rps = _wrapped(clo.get("requests_per_second"))
+    if rps is not None and not 1 <= int(rps) <= 1_000_000:
+        # Nighthawk's own range for this field; nhbench's rps 0 ("as fast as possible")
+        # is not what a Nighthawk client can mean by it.
+        raise OptionsError(
+            f"CommandLineOptions.requests_per_second: value must be inside range "
+            f"[1, 1000000] (got {rps})")
+    values = options_from_command_line(clo)
+    # The output reader keeps only the first multi-target endpoint; a request means all.
+    target = clo.get("multi_target")
+    if isinstance(target, Mapping):
+        endpoints = target.get("endpoints") or []
+        values.pop("uri", None)
+        values["multi_target_endpoint"] = [_endpoint(e) for e in endpoints]
+        values["multi_target_path"] = _wrapped(target.get("path")) or "/"
+        values["multi_target_use_https"] = bool(_wrapped(target.get("use_https")))
+    protocol = clo.get("protocol")
+    if isinstance(protocol, Mapping) and protocol.get("value") in ("HTTP3", 2):
+        values["protocol"] = "http3"
+    # The whole UpstreamTlsContext goes to nhbench's tls_context option, which maps what it
+    # can (sni, alpn, versions, ciphers, trusted CA, ...) and refuses the rest by name.
+    tls = clo.get("tls_context")
+    if isinstance(tls, Mapping) and tls:
+        values.pop("sni", None)
+        values["tls_context"] = json.dumps(tls)
+    bind = clo.get("upstream_bind_config")
+    if isinstance(bind, Mapping) and bind:
+        values["upstream_bind_config"] = json.dumps(bind)
+    strategy = _wrapped(clo.get("experimental_h1_connection_reuse_strategy"))
+    if strategy in ("MRU", "LRU", 1, 2):
+        values["experimental_h1_connection_reuse_strategy"] = (
+            "mru" if strategy in ("MRU", 1) else "lru")
+    if isinstance(clo.get("jitter_uniform"), str) and not _is_unset(clo["jitter_uniform"]):
+        values["jitter_uniform"] = parse_json_duration(clo["jitter_uniform"])
+    for key in ("simple_warmup", "latency_response_header_name", "execution_id"):
+        if key in clo and not _is_unset(clo[key]):
+            values[key] = _wrapped(clo[key])
+    if isinstance(clo.get("scheduled_start"), str):
+        values["scheduled_start"] = clo["scheduled_start"]
+    if values.get("uri") is None and "multi_target_endpoint" not in values:
+        raise OptionsError("CommandLineOptions needs a uri (or a multi_target)")
+    # What the service prints is its own business: an execution writes no report.
+    values.pop("output_format", None)
+    values.update(overrides or {})
+    return make_options(**values)
