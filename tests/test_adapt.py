@@ -22,7 +22,7 @@ import pytest
 import nhbench
 from nhbench import TestServer
 from nhbench._exceptions import CampaignError, OptionsError
-from nhbench.adapt import (
+from nhbench.adaptive import (
     Outcome,
     SearchSettings,
     adapt,
@@ -345,9 +345,9 @@ def test_a_campaign_resumes_only_with_its_own_command(server: TestServer,
     assert adapted.returncode == 2 and "a sweep campaign" in adapted.stderr, adapted.stderr
 
 
-def test_nhbench_adapt_is_callable_after_the_package_was_imported() -> None:
+def test_nhbench_adapt_is_the_function_after_the_package_was_imported() -> None:
     # A fresh interpreter: the package first, then the function by the package's name.
-    code = ("import nhbench.adapt, nhbench\n"
+    code = ("import nhbench.adaptive, nhbench\n"
             "try:\n"
             "    nhbench.adapt('http://127.0.0.1:1/', out='/nonexistent/x')\n"
             "except nhbench.OptionsError as exc:\n"

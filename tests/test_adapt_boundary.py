@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from nhbench import TestServer
-from nhbench.adapt import adapt
+from nhbench.adaptive import adapt
 
 A, B, L = 5e-3, 200e-6, 10e-3
 LAMBDA_STAR = (1 - (A + B) / L) / B

@@ -54,8 +54,8 @@ _LAZY = {
     "load_campaign": ("nhbench.campaign", "load_campaign"),
     "run_sweep": ("nhbench.sweep", "run_sweep"),
     # Issue 15: the adaptive search (docs/adapt.md).
-    "adapt": ("nhbench.adapt", "adapt"),
-    "AdaptOutcome": ("nhbench.adapt", "AdaptOutcome"),
+    "adapt": ("nhbench.adaptive", "adapt"),
+    "AdaptOutcome": ("nhbench.adaptive", "AdaptOutcome"),
 }
 
 

@@ -77,7 +77,7 @@ def _notice_stop(signum: int, first: bool) -> None:
 
 
 def _cmd_adapt(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from ..adapt import outcome_of, prepare_adapt, settings_for_resume
+    from ..adaptive import outcome_of, prepare_adapt, settings_for_resume
     from ..campaign import load_manifest
     from ..sweep import Sweep
     from ._sweep import _password

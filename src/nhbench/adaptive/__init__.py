@@ -5,14 +5,13 @@ lowest failing rate, each step a full measured run recorded in a campaign direct
 sweep's store, resume, captures and reports), until the bracket is within --precision; then,
 optionally, repeat runs at the answer to confirm it. docs/adapt.md.
 
+The package is ``adaptive`` so that ``nhbench.adapt`` stays the function whatever was
+imported first (a subpackage named ``adapt`` would replace that attribute once imported).
+
 ``_search``: the search as a pure function of the recorded outcomes (`replay`);
 ``_strategy``: the search as the sweep loop's step strategy, writing its state into the
 manifest; ``_run``: settings -> `AdaptConfig`, `AdaptOutcome` and `adapt`.
 """
-
-import sys
-import types
-from typing import Any
 
 from ._run import (
     SLO_FAILED,
@@ -42,15 +41,3 @@ __all__ = [
     "settings_for_resume",
 ]
 
-
-class _CallablePackage(types.ModuleType):
-    """``nhbench.adapt`` is both this package and, lazily, the `adapt` function. Once the
-    package is imported (``from nhbench.adapt import AdaptOutcome``, or by the CLI), the
-    import system makes ``nhbench.adapt`` the package; calling the package calls `adapt`, so
-    ``nhbench.adapt(url, slo=[...])`` works whatever was imported first."""
-
-    def __call__(self, *args: Any, **kwargs: Any) -> AdaptOutcome:
-        return adapt(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallablePackage
