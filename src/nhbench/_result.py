@@ -6,7 +6,11 @@ Shape (the Python fields)::
       timestamp, version, options (the echo of Options), terminated_by, failed_predicates,
       interrupted, error, insecure (TLS certificates were not verified), timeline
       results: [WorkerResult]      "worker_0".."worker_{n-1}" when there are several workers,
-                                   then "global" (the merge); only "global" with one worker
+                                   then "global" (the merge); only "global" with one worker.
+                                   A distributed run (docs/distributed.md): "host_0.worker_0"..,
+                                   then one entry per host ("host_0"..), then "global"
+      hosts: [HostEntry]           a distributed run's nodes: node id, address, clock offset,
+                                   start skew (empty on one machine)
         name, execution_start, execution_duration
         statistics: [Statistic]    id, count, min, max, mean, pstdev, percentiles[], raw, and
                                    the encoded HdrHistogram ("hdr_histogram": "HISTFAAA...")

@@ -109,7 +109,7 @@ class LocalRayCluster:
             time.sleep(0.5)
 
     def stop(self) -> None:
-        for sig, grace in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
+        for sig, grace in ((signal.SIGTERM, 2.0), (signal.SIGKILL, 5.0)):
             for pgid in self._groups:
                 try:
                     os.killpg(pgid, sig)
