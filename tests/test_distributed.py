@@ -116,9 +116,11 @@ def test_two_hosts_merge_exactly(cluster: LocalRayCluster, server: nhbench.TestS
     assert merged.count == sum(p.count for p in parts)
     assert merged.mean == pytest.approx(sum(p.mean * p.count for p in parts) / merged.count,
                                         rel=1e-9)
-    # And the human report shows the per-host table.
+    # And the human report shows the per-host table; every format renders the extra entries.
     text = result.render("human")
     assert "clock offset" in text and "host_1.worker_1" in text
+    for output_format in ("json", "yaml", "dotted", "csv", "fortio", "prometheus"):
+        assert result.render(output_format)
 
 
 def test_one_host_of_two(cluster: LocalRayCluster, server: nhbench.TestServer) -> None:
@@ -199,6 +201,37 @@ def test_ctrl_c_stops_every_node(cluster: LocalRayCluster, server: nhbench.TestS
     assert result.counters["upstream_rq_total"] == _served(server) - before
     # Both nodes stopped well before the 60 s (each sends 50 per second).
     assert result.counters["upstream_rq_total"] < 2 * 50 * 30
+
+
+def test_a_lost_node_fails_the_run_by_name(cluster: LocalRayCluster,
+                                           server: nhbench.TestServer) -> None:
+    before = _served(server)
+    code = "import sys; from nhbench.cli import main; sys.exit(main(sys.argv[1:]))"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, "run", server.url, "--ray", cluster.address,
+         "--rps", "50", "--duration", "60s", "--output-format", "json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(),
+        stdin=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 90
+        while _served(server) - before < 20:
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "no load within 90 s"
+            time.sleep(0.1)
+        actors = cluster.processes("ray::_LoadActor")
+        assert len(actors) == 2
+        # One node's load actor dies as if its machine had gone: SIGKILL, nothing said.
+        os.kill(actors[0], signal.SIGKILL)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 1, stderr
+    # Ray's own report of the dead worker goes to stderr too, never into the output.
+    assert stdout == ""
+    assert "Traceback" not in stderr
+    last = stderr.strip().splitlines()[-1]
+    assert "was lost during the run" in last and "no merged result" in last
+    assert "host_0 (node " in last or "host_1 (node " in last
 
 
 def test_more_hosts_than_nodes_is_one_line(cluster: LocalRayCluster) -> None:

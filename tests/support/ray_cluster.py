@@ -33,20 +33,34 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _stat(pid: str) -> list[str] | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The fields after the command name (which may hold spaces) start after ")":
+    # state, ppid, pgid, ...
+    return stat.rsplit(")", 1)[1].split()
+
+
 def _group_members(pgid: int) -> list[int]:
     members = []
     for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        # The fields after the command name (which may hold spaces) start at ")".
-        fields = stat.rsplit(")", 1)[1].split()
-        if fields[0] != "Z" and int(fields[2]) == pgid:
+        fields = _stat(entry) if entry.isdigit() else None
+        if fields is not None and fields[0] != "Z" and int(fields[2]) == pgid:
             members.append(int(entry))
     return members
+
+
+def _children(parents: set[int]) -> list[int]:
+    # Ray's worker processes (actors among them) are the raylet's children but each leads
+    # its own process group.
+    found = []
+    for entry in os.listdir("/proc"):
+        fields = _stat(entry) if entry.isdigit() else None
+        if fields is not None and fields[0] != "Z" and int(fields[1]) in parents:
+            found.append(int(entry))
+    return found
 
 
 @dataclass
@@ -108,7 +122,23 @@ class LocalRayCluster:
                                    f"{proc.stdout[-500:]} {proc.stderr[-2000:]}")
             time.sleep(0.5)
 
+    def processes(self, title: str) -> list[int]:
+        """This cluster's processes whose command line starts with `title` (an actor's
+        worker process calls itself ``ray::ClassName.method``)."""
+        members = {pid for pgid in self._groups for pid in _group_members(pgid)}
+        found = []
+        for pid in sorted(members | set(_children(members))):
+            try:
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if cmdline.startswith(title.encode()):
+                found.append(pid)
+        return found
+
     def stop(self) -> None:
+        members = {pid for pgid in self._groups for pid in _group_members(pgid)}
+        workers = _children(members) if members else []
         for sig, grace in ((signal.SIGTERM, 2.0), (signal.SIGKILL, 5.0)):
             for pgid in self._groups:
                 try:
@@ -118,6 +148,12 @@ class LocalRayCluster:
             deadline = time.monotonic() + grace
             while any(_group_members(g) for g in self._groups) and time.monotonic() < deadline:
                 time.sleep(0.1)
+        # The raylets' worker processes end with their raylet; any that did not, now.
+        for pid in workers:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         self._groups.clear()
 
     def __enter__(self) -> LocalRayCluster:

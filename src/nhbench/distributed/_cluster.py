@@ -15,8 +15,10 @@ never loads it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -346,7 +348,11 @@ class ClusterBenchmark:
                                f"{_first_line(exc)}") from None
             connected_here = True
         try:
-            return self._run(ray, on_progress)
+            # Ray's driver prints what the cluster reports (a worker that died, with its
+            # exit detail) on stdout from a thread of its own; stdout is the report's (the
+            # json output may go there), so during the run such lines go to stderr.
+            with contextlib.redirect_stdout(sys.stderr):
+                return self._run(ray, on_progress)
         finally:
             for host in self._hosts:
                 if host.actor is not None:
@@ -451,18 +457,24 @@ class ClusterBenchmark:
               on_progress: Callable[[Progress], object] | None) -> list[dict[str, Any]]:
         # Each node's answer: {"core": its core result dict, "armed_ns": ...}.
         pending = list(refs)
+        answers: dict[Any, dict[str, Any]] = {}
         deadline = self._deadline(scheduled)
         stopped_at: float | None = None
         next_progress = time.monotonic()
         while pending:
             try:
-                _, pending = ray.wait(pending, num_returns=len(pending),
-                                      timeout=_POLL_INTERVAL)
+                ready, pending = ray.wait(pending, num_returns=len(pending),
+                                          timeout=_POLL_INTERVAL)
             except KeyboardInterrupt:
                 if self._stop_requested:
                     self._send_stop()
                     raise
                 self.stop()
+                ready = []
+            # A node that answers early has either finished or failed; a failure must stop
+            # the others now, not after they ran their whole duration.
+            for ref in ready:
+                answers[ref] = self._answer(ray, ref, refs[ref])
             now = time.time()
             if now > deadline and not self._stop_requested:
                 self.stop()
@@ -480,27 +492,28 @@ class ClusterBenchmark:
                 snapshot = self._progress(ray)
                 if snapshot is not None:
                     on_progress(snapshot)
-        cores = []
-        for ref, host in refs.items():
-            try:
-                cores.append(ray.get(ref))
-            except ray.exceptions.RayTaskError as exc:
-                self._send_stop()
-                cause = getattr(exc, "cause", None)
-                if isinstance(cause, OptionsError):
-                    raise OptionsError(f"{self._describe(host)}: {cause}",
-                                       option=cause.option) from None
-                if isinstance(cause, NHBenchError):
-                    raise RunError(f"--ray: {self._describe(host)}: {cause}") from None
-                raise RunError(f"--ray: {self._describe(host)} failed: "
-                               f"{_first_line(exc)}") from None
-            except ray.exceptions.RayError as exc:
-                # The actor or its node died: its share of the load is unknown, so the
-                # merge would be a wrong total. The run fails, naming the node.
-                self._send_stop()
-                raise RunError(f"--ray: {self._describe(host)} was lost during the run "
-                               f"({_first_line(exc)}); no merged result") from None
-        return cores
+        return [answers[ref] for ref in refs]
+
+    def _answer(self, ray: Any, ref: Any, host: _Host) -> dict[str, Any]:
+        try:
+            answer: dict[str, Any] = ray.get(ref)
+            return answer
+        except ray.exceptions.RayTaskError as exc:
+            self._send_stop()
+            cause = getattr(exc, "cause", None)
+            if isinstance(cause, OptionsError):
+                raise OptionsError(f"{self._describe(host)}: {cause}",
+                                   option=cause.option) from None
+            if isinstance(cause, NHBenchError):
+                raise RunError(f"--ray: {self._describe(host)}: {cause}") from None
+            raise RunError(f"--ray: {self._describe(host)} failed: "
+                           f"{_first_line(exc)}") from None
+        except ray.exceptions.RayError as exc:
+            # The actor or its node died: its share of the load is unknown, so the merge
+            # would be a wrong total. The run fails, naming the node, and the others stop.
+            self._send_stop()
+            raise RunError(f"--ray: {self._describe(host)} was lost during the run "
+                           f"({_first_line(exc)}); no merged result") from None
 
     def _deadline(self, scheduled: float) -> float:
         options = self.options
