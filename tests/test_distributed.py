@@ -5,7 +5,9 @@ by their process groups) and one subprocess test server. Every run checks the me
 the server's own request count and the hosts' own histograms; nothing here measures time.
 
 Serial: starting Ray's daemons and its worker processes loads both CPUs for seconds, which
-would disturb the rate and CPU measurements of tests running alongside.
+would disturb the rate and CPU measurements of tests running alongside. Slow (left out of
+the sanitizer run): about a minute in all, and Ray's own daemons would inherit the
+sanitizer preload without any of nhbench's C code being new here.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import nhbench
 from nhbench.campaign import load_campaign
 from nhbench.distributed import merge_stats
 
-pytestmark = [pytest.mark.serial, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.serial, pytest.mark.slow, pytest.mark.timeout(180)]
 
 PACKAGE_PARENT = str(Path(nhbench.__file__).resolve().parent.parent)
 LATENCY = "benchmark_http_client.scheduled_to_response"
