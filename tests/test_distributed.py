@@ -75,8 +75,10 @@ def _add(histograms: list[nhbench.Statistic]) -> object:
 
 def test_two_hosts_merge_exactly(cluster: LocalRayCluster, server: nhbench.TestServer) -> None:
     before = _served(server)
+    intervals: list[nhbench.IntervalRecord] = []
     result = nhbench.run(server.url, cluster=nhbench.Cluster(cluster.address), rps=100,
-                         duration="1s", concurrency=2)
+                         duration="1s", concurrency=2, stats_interval="0.25s",
+                         on_interval=intervals.append)
     served = _served(server) - before
     assert result.success, result.error
     # Every request any node sent reached the server and is in the merge, exactly.
@@ -118,6 +120,10 @@ def test_two_hosts_merge_exactly(cluster: LocalRayCluster, server: nhbench.TestS
     assert merged.count == sum(p.count for p in parts)
     assert merged.mean == pytest.approx(sum(p.mean * p.count for p in parts) / merged.count,
                                         rel=1e-9)
+    # The nodes' intervals k add up into one timeline, which covers every response once.
+    assert intervals == list(result.timeline) and len(intervals) >= 4
+    assert sum(record.requests for record in intervals) == merged.count
+    assert sum(record.counters.get("upstream_rq_total", 0) for record in intervals) == served
     # And the human report shows the per-host table; every format renders the extra entries.
     text = result.render("human")
     assert "clock offset" in text and "host_1.worker_1" in text

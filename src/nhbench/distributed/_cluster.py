@@ -34,7 +34,7 @@ from .._timeline import IntervalRecord
 from .._version import __version__
 from ..options import Options
 
-__all__ = ["Cluster", "ClusterBenchmark", "merge_core", "merge_stats"]
+__all__ = ["Cluster", "ClusterBenchmark", "merge_core", "merge_intervals", "merge_stats"]
 
 _NS = 1_000_000_000
 # Clock rounds per node: the round with the shortest round trip bounds the offset best,
@@ -79,12 +79,36 @@ class Cluster:
 # ---- the load actor (runs on each node) --------------------------------------------------
 
 
+class _NodeBenchmark(Benchmark):
+    """A `Benchmark` that keeps the core's raw interval dicts (with their HDR counts)
+    instead of turning them into records: the controller merges every node's interval k
+    into one, which needs the counts, not the percentiles."""
+
+    def __init__(self, options: Options) -> None:
+        super().__init__(options)
+        self._raw: list[dict[str, Any]] = []
+        self._raw_lock = threading.Lock()
+
+    def intervals(self) -> list[IntervalRecord]:
+        if self.options.effective_stats_interval and self._run is not None:
+            taken = self._core_run().take_intervals()
+            with self._raw_lock:
+                self._raw += taken
+        return []
+
+    def take_raw(self) -> list[dict[str, Any]]:
+        with self._raw_lock:
+            taken, self._raw = self._raw, []
+        return taken
+
+
+
 class _LoadActor:
     """One node's share of the run. Ray makes it an actor (`_actor_class`); it is a plain
     class here so that importing this module does not import Ray."""
 
     def __init__(self) -> None:
-        self._benchmark: Benchmark | None = None
+        self._benchmark: _NodeBenchmark | None = None
         self._stopped = False
         self._lock = threading.Lock()
 
@@ -109,7 +133,7 @@ class _LoadActor:
         return the core's raw result dict (``core``: the exact statistics the controller
         merges) and when the node's workers were armed (``armed_ns``, its clock)."""
         options = Options.model_validate(dict(data))
-        benchmark = Benchmark(options)
+        benchmark = _NodeBenchmark(options)
         with self._lock:
             self._benchmark = benchmark
             if self._stopped:
@@ -119,15 +143,19 @@ class _LoadActor:
         benchmark.run()
         # The raw dict, not the Result: it has every worker's HDR counts and the exact
         # count, sum and sum of squares, which the Result keeps only as derived values.
-        return {"core": benchmark._core_run().result(), "armed_ns": armed_ns}
+        core = benchmark._core_run().result()
+        benchmark.intervals()  # the last, partial interval is ready once the run has ended
+        return {"core": core, "armed_ns": armed_ns, "intervals": benchmark.take_raw()}
 
     def progress(self) -> dict[str, Any] | None:
-        """The node's live counters, None before its run started."""
+        """The node's live counters and the intervals closed since the last call (raw
+        core dicts), None before its run started."""
         benchmark = self._benchmark
         if benchmark is None or benchmark._run is None:
             return None
         snapshot = benchmark.progress()
-        return {"elapsed": snapshot.elapsed, "counters": dict(snapshot.counters)}
+        return {"elapsed": snapshot.elapsed, "counters": dict(snapshot.counters),
+                "intervals": benchmark.take_raw()}
 
     def stop(self) -> None:
         """Stop the node's run gracefully (before it started: as soon as it starts)."""
@@ -188,6 +216,25 @@ def merge_stats(parts: Sequence[Mapping[str, Any]], workers: int) -> dict[str, A
         "counters": counters,
         "histograms": histograms,
         "streams": streams,
+    }
+
+
+def merge_intervals(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """One interval from every node's interval of the same index (raw dicts of
+    ``ClientRun.take_intervals()``). Every node started at the same instant with the same
+    stats_interval, so interval k covers the same stretch of time on each (within the clock
+    offset): counters add, the latency's HDR counts add, the start is the earliest and the
+    duration the longest measured."""
+    counters: dict[str, int] = {}
+    for part in parts:
+        for name, value in (part.get("counters") or {}).items():
+            counters[name] = counters.get(name, 0) + int(value)
+    return {
+        "index": parts[0].get("index", 0),
+        "start": min(float(p.get("start", 0.0)) for p in parts),
+        "duration": max(float(p.get("duration", 0.0)) for p in parts),
+        "counters": counters,
+        "latency": _merge_moments([p.get("latency") or {} for p in parts], with_counts=True),
     }
 
 
@@ -317,6 +364,9 @@ class ClusterBenchmark:
         self._stop_requested = False
         self._stop_sent = False
         self._hosts: list[_Host] = []
+        # Live intervals: every node's raw interval k, by k, until all nodes have sent it.
+        self._intervals: dict[int, dict[str, dict[str, Any]]] = {}
+        self._timeline: list[IntervalRecord] = []
 
     def stop(self) -> None:
         """Ask every node's run to stop gracefully (idempotent, safe from signal handlers):
@@ -333,8 +383,8 @@ class ClusterBenchmark:
         on_interval: Callable[[IntervalRecord], object] | None = None,
     ) -> Result:
         """Place the actors, start every node at one time, wait, merge. `on_progress` gets
-        the nodes' counters summed about every 0.5 s; `on_interval` is not called (the
-        nodes' live intervals are not merged: docs/distributed.md)."""
+        the nodes' counters summed about every 0.5 s; `on_interval` each merged interval
+        (every node's interval k added up) once every node has closed it."""
         ray = _import_ray()
         address = self.options.ray or "auto"
         connected_here = False
@@ -352,7 +402,7 @@ class ClusterBenchmark:
             # exit detail) on stdout from a thread of its own; stdout is the report's (the
             # json output may go there), so during the run such lines go to stderr.
             with contextlib.redirect_stdout(sys.stderr):
-                return self._run(ray, on_progress)
+                return self._run(ray, on_progress, on_interval)
         finally:
             for host in self._hosts:
                 if host.actor is not None:
@@ -365,7 +415,8 @@ class ClusterBenchmark:
 
     # ---- steps ------------------------------------------------------------------------
 
-    def _run(self, ray: Any, on_progress: Callable[[Progress], object] | None) -> Result:
+    def _run(self, ray: Any, on_progress: Callable[[Progress], object] | None,
+             on_interval: Callable[[IntervalRecord], object] | None) -> Result:
         self._hosts = self._place(ray)
         self._check_ready(ray)
         self._measure_clocks(ray)
@@ -377,8 +428,11 @@ class ClusterBenchmark:
             # clock, so the same instant is the controller's plus the node's offset.
             data = {**base, "scheduled_start": scheduled + host.offset_ns / _NS}
             refs[host.actor.run.remote(data)] = host
-        cores = self._wait(ray, refs, scheduled, on_progress)
-        return self._result(cores, scheduled)
+        answers = self._wait(ray, refs, scheduled, on_progress, on_interval)
+        for host, answer in zip(self._hosts, answers, strict=True):
+            self._collect(host, answer.get("intervals") or ())
+        self._deliver(on_interval, final=True)
+        return self._result(answers, scheduled)
 
     def _place(self, ray: Any) -> list[_Host]:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -454,7 +508,9 @@ class ClusterBenchmark:
         return earliest + max(self.options.start_delay, 0.0)
 
     def _wait(self, ray: Any, refs: dict[Any, _Host], scheduled: float,
-              on_progress: Callable[[Progress], object] | None) -> list[dict[str, Any]]:
+              on_progress: Callable[[Progress], object] | None,
+              on_interval: Callable[[IntervalRecord], object] | None,
+              ) -> list[dict[str, Any]]:
         # Each node's answer: {"core": its core result dict, "armed_ns": ...}.
         pending = list(refs)
         answers: dict[Any, dict[str, Any]] = {}
@@ -487,11 +543,13 @@ class ClusterBenchmark:
                 raise RunError(f"--ray: {late} did not finish within "
                                f"{self.options.drain_timeout + _WATCHDOG_SLACK:g} s of being "
                                f"stopped")
-            if on_progress is not None and pending and time.monotonic() >= next_progress:
+            live = on_progress is not None or on_interval is not None
+            if live and pending and time.monotonic() >= next_progress:
                 next_progress = time.monotonic() + _PROGRESS_INTERVAL
                 snapshot = self._progress(ray)
-                if snapshot is not None:
+                if snapshot is not None and on_progress is not None:
                     on_progress(snapshot)
+                self._deliver(on_interval, final=False)
         return [answers[ref] for ref in refs]
 
     def _answer(self, ray: Any, ref: Any, host: _Host) -> dict[str, Any]:
@@ -535,8 +593,8 @@ class ClusterBenchmark:
                 host.actor.stop.remote()
 
     def _progress(self, ray: Any) -> Progress | None:
-        refs = [host.actor.progress.remote() for host in self._hosts]
-        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=1.0)
+        refs = {host.actor.progress.remote(): host for host in self._hosts}
+        ready, _ = ray.wait(list(refs), num_returns=len(refs), timeout=1.0)
         elapsed = 0.0
         counters: dict[str, int] = {}
         seen = False
@@ -548,18 +606,40 @@ class ClusterBenchmark:
             if not snapshot:
                 continue
             seen = True
+            self._collect(refs[ref], snapshot.get("intervals") or ())
             elapsed = max(elapsed, float(snapshot["elapsed"]))
             for name, value in snapshot["counters"].items():
                 counters[name] = counters.get(name, 0) + int(value)
         return Progress(elapsed=elapsed, counters=counters) if seen else None
+
+    def _collect(self, host: _Host, raws: Sequence[Mapping[str, Any]]) -> None:
+        for raw in raws:
+            self._intervals.setdefault(int(raw.get("index", 0)), {})[host.name] = dict(raw)
+
+    def _deliver(self, on_interval: Callable[[IntervalRecord], object] | None,
+                 final: bool) -> None:
+        # Interval k is merged once every node has closed it; at the end, whatever is
+        # left (a node that stopped early has fewer intervals), in order.
+        keep = self.options.hdr_log is not None
+        while self._intervals:
+            index = min(self._intervals)
+            parts = self._intervals[index]
+            if not final and len(parts) < len(self._hosts):
+                return
+            del self._intervals[index]
+            record = IntervalRecord.from_core(merge_intervals(list(parts.values())),
+                                              keep_histogram=keep)
+            self._timeline.append(record)
+            if on_interval is not None:
+                on_interval(record)
 
     def _result(self, answers: list[dict[str, Any]], scheduled: float) -> Result:
         options = self.options
         points = options.percentile_points
         cores = [answer["core"] for answer in answers]
         merged = merge_core(cores, [h.offset_ns for h in self._hosts])
-        result = Result.from_core(merged, options,
-                                  interrupted=self._stop_requested or None)
+        result = Result.from_core(merged, options, interrupted=self._stop_requested or None,
+                                  timeline=self._timeline)
         # The workers are named after their host (Result.from_core would call them
         # worker_0..), and each host's own merge goes between them and the global entry.
         named: list[WorkerResult] = []
