@@ -37,7 +37,7 @@ from ._load import load_result
 from ._notebook import plot_percentiles
 from ._predicates import DEFAULT_FAILURE_PREDICATES
 from ._progress import Progress
-from ._result import Counter, Counters, Percentile, Result, Statistic, WorkerResult
+from ._result import Counter, Counters, HostEntry, Percentile, Result, Statistic, WorkerResult
 from ._run import Benchmark
 from ._server import ServerOptions, TestServer
 from ._slo import SloOutcome, SloVerdict, assert_slo
@@ -87,6 +87,7 @@ __all__ = [
     "Timeline",
     "Result",
     "WorkerResult",
+    "HostEntry",
     "Statistic",
     "Percentile",
     "Counter",

@@ -6,7 +6,11 @@ Shape (the Python fields)::
       timestamp, version, options (the echo of Options), terminated_by, failed_predicates,
       interrupted, error, insecure (TLS certificates were not verified), timeline
       results: [WorkerResult]      "worker_0".."worker_{n-1}" when there are several workers,
-                                   then "global" (the merge); only "global" with one worker
+                                   then "global" (the merge); only "global" with one worker.
+                                   A distributed run (docs/distributed.md): "host_0.worker_0"..,
+                                   then one entry per host ("host_0"..), then "global"
+      hosts: [HostEntry]           a distributed run's nodes: node id, address, clock offset,
+                                   start skew (empty on one machine)
         name, execution_start, execution_duration
         statistics: [Statistic]    id, count, min, max, mean, pstdev, percentiles[], raw, and
                                    the encoded HdrHistogram ("hdr_histogram": "HISTFAAA...")
@@ -78,6 +82,7 @@ from .outputs import render as _render
 __all__ = [
     "Counter",
     "Counters",
+    "HostEntry",
     "Percentile",
     "Result",
     "ScheduleFacts",
@@ -459,6 +464,34 @@ class ScheduleFacts(BaseModel):
         )
 
 
+class HostEntry(BaseModel):
+    """One node of a distributed run (``--ray``, docs/distributed.md): where it ran, its
+    clock against the controller's, and when it really started. Its merged statistics are
+    the `Result.results` entry of the same `name`; its workers are the entries `workers`
+    names."""
+
+    name: str = Field(description="The host's name in the result: host_0, host_1, ...")
+    node_id: str = Field(description="Ray's node id.")
+    address: str = Field(description="The node's IP address as Ray knows it.")
+    hostname: str = Field(default="", description="The node's host name.")
+    version: str = Field(default="", description="nhbench's version on the node.")
+    workers: list[str] = Field(default_factory=list,
+                               description="Names of the node's per-worker result entries.")
+    clock_offset: Seconds = Field(
+        default=0.0, description="The node's clock minus the controller's (NTP-style "
+        "estimate, the best of several rounds).")
+    clock_uncertainty: Seconds = Field(
+        default=0.0, description="Half the round trip of the best clock round: the true "
+        "offset lies within clock_offset ± this.")
+    start_skew: Seconds = Field(
+        default=0.0, description="The node's start (when its schedule began, in the "
+        "controller's clock) minus the scheduled start: positive when the node was late "
+        "and began at once; otherwise zero within clock_uncertainty.")
+    ready_margin: Seconds = Field(
+        default=0.0, description="How long before the scheduled start the node had its "
+        "workers armed (controller's clock); negative: it was late by that much.")
+
+
 class Result(BaseModel):
     """Everything a run produced. Shaped like Nighthawk's ``Output``; see the module doc."""
 
@@ -496,6 +529,14 @@ class Result(BaseModel):
         default=None,
         description="The warm-up phase's merged result, kept apart from the measured one "
         "(warmup, simple_warmup, sequential_warmup); None without a warm-up.",
+    )
+    scheduled_start: datetime | None = Field(
+        default=None, description="A distributed run's one scheduled start, in the "
+        "controller's clock (docs/distributed.md); None for a run on one machine.")
+    hosts: list[HostEntry] = Field(
+        default_factory=list,
+        description="A distributed run's nodes (docs/distributed.md); empty for a run on "
+        "one machine. Each has a merged entry of its name in `results`.",
     )
 
     @model_validator(mode="before")
@@ -561,8 +602,20 @@ class Result(BaseModel):
 
     @property
     def workers(self) -> list[WorkerResult]:
-        """The per-worker results (empty when the run had one worker: see `global_result`)."""
-        return [result for result in self.results if result.name != "global"]
+        """The per-worker results (empty when the run had one worker: see `global_result`).
+        A distributed run's workers are named after their host (``host_0.worker_1``)."""
+        hosts = {host.name for host in self.hosts}
+        return [result for result in self.results
+                if result.name != "global" and result.name not in hosts]
+
+    def host_result(self, name: str) -> WorkerResult:
+        """The merged result of one host of a distributed run (``"host_0"``)."""
+        if name in {host.name for host in self.hosts}:
+            for result in self.results:
+                if result.name == name:
+                    return result
+        raise KeyError(f"no host {name!r} in the result "
+                       f"(hosts: {', '.join(h.name for h in self.hosts) or 'none'})")
 
     @property
     def worker_count(self) -> int:

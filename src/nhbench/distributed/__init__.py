@@ -20,9 +20,10 @@ from .._result import Result
 from .._run import Benchmark
 from .._timeline import IntervalRecord
 from ..options import Options, make_options
-from ._cluster import Cluster, ClusterBenchmark
+from ._cluster import Cluster, ClusterBenchmark, merge_core, merge_intervals, merge_stats
 
-__all__ = ["Cluster", "ClusterBenchmark", "make_benchmark", "run"]
+__all__ = ["Cluster", "ClusterBenchmark", "make_benchmark", "merge_core", "merge_intervals",
+           "merge_stats", "run"]
 
 
 def make_benchmark(options: Options) -> Benchmark | ClusterBenchmark:

@@ -1,22 +1,65 @@
 """A run on a Ray cluster: `Cluster` (where) and `ClusterBenchmark` (the run).
 
-Issue 15 seam: the interface the CLI, the sweep and adapt use. The implementation (actors,
-the scheduled start, the exact merge) replaces the bodies below.
+How it works (docs/distributed.md): the controller (this process) connects to the cluster,
+places one load actor (`_LoadActor`) on each chosen node with a hard node-affinity, checks
+that every node runs this nhbench version, measures each node's clock against its own
+(NTP-style rounds), and gives every node one scheduled start, written in that node's own
+clock. Each node runs the same Options locally (its own --concurrency, --cpus and --rps per
+worker) and returns the core's raw statistics: per-worker and per-node HDR counts, counts,
+sums, sums of squares, min and max. The controller adds them up (`merge_core`), so the
+merged percentiles are those of every request and min/max/mean/pstdev are exact.
+
+Ray is imported only here and only when a run starts (`_import_ray`): ``import nhbench``
+never loads it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import os
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any
 
-from .._exceptions import RunError
+from .._exceptions import NHBenchError, OptionsError, RunError
 from .._progress import Progress
-from .._result import Result
+from .._result import HostEntry, Result, WorkerResult
+from .._run import Benchmark
 from .._timeline import IntervalRecord
+from .._version import __version__
 from ..options import Options
 
-__all__ = ["Cluster", "ClusterBenchmark"]
+__all__ = ["Cluster", "ClusterBenchmark", "merge_core", "merge_intervals", "merge_stats"]
+
+_NS = 1_000_000_000
+# Clock rounds per node: the round with the shortest round trip bounds the offset best,
+# and five rounds cost a few milliseconds on a LAN.
+_CLOCK_ROUNDS = 5
+# The scheduled start lies this far ahead of the moment the run calls go out, at least.
+# Every actor already answered (version and clock), so what remains is one Ray call and
+# the node's own start (resolve the target, start its workers): tens of milliseconds even
+# on a loaded node. One second leaves room for a slow node without a noticeable wait.
+_START_LEAD = 1.0
+# The controller wakes this often to forward a stop, ask for progress and check deadlines.
+_POLL_INTERVAL = 0.1
+# Progress is asked of every node at most this often (one Ray call per node).
+_PROGRESS_INTERVAL = 0.5
+# Slack past the planned end before the controller stops the nodes itself, and again
+# before it gives up on them (the same rule as the local run's watchdog).
+_WATCHDOG_SLACK = 10.0
+# How long connecting to the head's port may take before the address counts as unreachable.
+_CONNECT_TIMEOUT = 5.0
+# Time for every node's version and first clock answer: creating an actor starts a Python
+# worker process on the node, which takes a few seconds on a busy machine.
+_READY_TIMEOUT = 120.0
+# The actor's calls may overlap: run() blocks for the whole run while stop() and
+# progress() must still reach it.
+_ACTOR_CONCURRENCY = 4
 
 
 @dataclass(frozen=True)
@@ -33,20 +76,603 @@ class Cluster:
         return {"ray": self.address, "hosts": self.hosts}
 
 
+# ---- the load actor (runs on each node) --------------------------------------------------
+
+
+class _NodeBenchmark(Benchmark):
+    """A `Benchmark` that keeps the core's raw interval dicts (with their HDR counts)
+    instead of turning them into records: the controller merges every node's interval k
+    into one, which needs the counts, not the percentiles."""
+
+    def __init__(self, options: Options) -> None:
+        super().__init__(options)
+        self._raw: list[dict[str, Any]] = []
+        self._raw_lock = threading.Lock()
+
+    def intervals(self) -> list[IntervalRecord]:
+        if self.options.effective_stats_interval and self._run is not None:
+            taken = self._core_run().take_intervals()
+            with self._raw_lock:
+                self._raw += taken
+        return []
+
+    def take_raw(self) -> list[dict[str, Any]]:
+        with self._raw_lock:
+            taken, self._raw = self._raw, []
+        return taken
+
+
+
+class _LoadActor:
+    """One node's share of the run. Ray makes it an actor (`_actor_class`); it is a plain
+    class here so that importing this module does not import Ray."""
+
+    def __init__(self) -> None:
+        self._benchmark: _NodeBenchmark | None = None
+        self._stopped = False
+        self._lock = threading.Lock()
+
+    def info(self) -> dict[str, Any]:
+        """Who and where: nhbench's version, the host name, the node id and address."""
+        import ray
+
+        return {
+            "version": __version__,
+            "hostname": socket.gethostname(),
+            "node_id": ray.get_runtime_context().get_node_id(),
+            "address": ray.util.get_node_ip_address(),
+            "pid": os.getpid(),
+        }
+
+    def clock(self) -> int:
+        """This node's wall clock (epoch ns), for the controller's offset rounds."""
+        return time.time_ns()
+
+    def run(self, data: Mapping[str, Any]) -> dict[str, Any]:
+        """Run the options in `data` (already carrying this node's scheduled start) and
+        return the core's raw result dict (``core``: the exact statistics the controller
+        merges) and when the node's workers were armed (``armed_ns``, its clock)."""
+        options = Options.model_validate(dict(data))
+        benchmark = _NodeBenchmark(options)
+        with self._lock:
+            self._benchmark = benchmark
+            if self._stopped:
+                benchmark.stop()
+        benchmark.start()
+        armed_ns = time.time_ns()
+        benchmark.run()
+        # The raw dict, not the Result: it has every worker's HDR counts and the exact
+        # count, sum and sum of squares, which the Result keeps only as derived values.
+        core = benchmark._core_run().result()
+        benchmark.intervals()  # the last, partial interval is ready once the run has ended
+        return {"core": core, "armed_ns": armed_ns, "intervals": benchmark.take_raw()}
+
+    def progress(self) -> dict[str, Any] | None:
+        """The node's live counters and the intervals closed since the last call (raw
+        core dicts), None before its run started."""
+        benchmark = self._benchmark
+        if benchmark is None or benchmark._run is None:
+            return None
+        snapshot = benchmark.progress()
+        return {"elapsed": snapshot.elapsed, "counters": dict(snapshot.counters),
+                "intervals": benchmark.take_raw()}
+
+    def stop(self) -> None:
+        """Stop the node's run gracefully (before it started: as soon as it starts)."""
+        with self._lock:
+            self._stopped = True
+            if self._benchmark is not None:
+                self._benchmark.stop()
+
+
+# ---- the exact merge -----------------------------------------------------------------------
+
+
+def _merge_moments(parts: Sequence[Mapping[str, Any]], with_counts: bool) -> dict[str, Any]:
+    # Counts, sums and sums of squares add; min and max of the non-empty parts. HDR bucket
+    # counts add index by index, which is what merging HdrHistograms of one layout is.
+    present = [p for p in parts if int(p.get("count", 0)) > 0]
+    out: dict[str, Any] = {
+        "count": sum(int(p.get("count", 0)) for p in parts),
+        "min": min((int(p.get("min", 0)) for p in present), default=0),
+        "max": max((int(p.get("max", 0)) for p in present), default=0),
+        "sum": sum(float(p.get("sum", 0.0)) for p in parts),
+        "sumsq": sum(float(p.get("sumsq", 0.0)) for p in parts),
+    }
+    if with_counts:
+        buckets: dict[int, int] = {}
+        for part in present:
+            for index, count in part.get("counts") or ():
+                buckets[int(index)] = buckets.get(int(index), 0) + int(count)
+        out["counts"] = sorted(buckets.items())
+    return out
+
+
+def merge_stats(parts: Sequence[Mapping[str, Any]], workers: int) -> dict[str, Any]:
+    """Merge statistics dicts of the core's shape (``stats_to_dict``): counters add,
+    histograms and streams merge exactly (`_merge_moments`), the start is the earliest and
+    the duration the mean over `workers`, as the core computes its own global entry from
+    its workers. Starts must already be in one clock."""
+    counters: dict[str, int] = {}
+    for part in parts:
+        for name, value in (part.get("counters") or {}).items():
+            counters[name] = counters.get(name, 0) + int(value)
+    histograms: dict[str, Any] = {}
+    for stat_id in dict.fromkeys(k for p in parts for k in (p.get("histograms") or {})):
+        histograms[stat_id] = _merge_moments(
+            [p["histograms"][stat_id] for p in parts if stat_id in (p.get("histograms") or {})],
+            with_counts=True)
+    streams: dict[str, Any] = {}
+    for stat_id in dict.fromkeys(k for p in parts for k in (p.get("streams") or {})):
+        streams[stat_id] = _merge_moments(
+            [p["streams"][stat_id] for p in parts if stat_id in (p.get("streams") or {})],
+            with_counts=False)
+    starts = [int(p.get("execution_start_ns") or 0) for p in parts]
+    starts = [s for s in starts if s > 0]
+    total_duration = sum(int(p.get("execution_duration_ns") or 0) for p in parts)
+    return {
+        "execution_start_ns": min(starts, default=0),
+        "execution_duration_ns": total_duration // max(1, workers),
+        "counters": counters,
+        "histograms": histograms,
+        "streams": streams,
+    }
+
+
+def merge_intervals(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """One interval from every node's interval of the same index (raw dicts of
+    ``ClientRun.take_intervals()``). Every node started at the same instant with the same
+    stats_interval, so interval k covers the same stretch of time on each (within the clock
+    offset): counters add, the latency's HDR counts add, the start is the earliest and the
+    duration the longest measured."""
+    counters: dict[str, int] = {}
+    for part in parts:
+        for name, value in (part.get("counters") or {}).items():
+            counters[name] = counters.get(name, 0) + int(value)
+    return {
+        "index": parts[0].get("index", 0),
+        "start": min(float(p.get("start", 0.0)) for p in parts),
+        "duration": max(float(p.get("duration", 0.0)) for p in parts),
+        "counters": counters,
+        "latency": _merge_moments([p.get("latency") or {} for p in parts], with_counts=True),
+    }
+
+
+def _shift(stats: Mapping[str, Any], offset_ns: int) -> dict[str, Any]:
+    # A node's start, moved from its clock to the controller's.
+    out = dict(stats)
+    start = int(out.get("execution_start_ns") or 0)
+    if start:
+        out["execution_start_ns"] = start - offset_ns
+    return out
+
+
+# Which end reason wins when the nodes ended differently: the worst first.
+_END_ORDER = ("error", "failure_predicate", "termination_predicate", "stop", "duration")
+
+
+def _end_rank(reason: str) -> int:
+    kind = reason.split(":", 1)[0]
+    return _END_ORDER.index(kind) if kind in _END_ORDER else 0
+
+
+def merge_core(cores: Sequence[Mapping[str, Any]], offsets_ns: Sequence[int]) -> dict[str, Any]:
+    """One core result dict for several nodes' core results: every node's workers in node
+    order (their starts in the controller's clock, `offsets_ns` being each node's clock
+    minus the controller's), the global entry merged exactly from theirs, the end reason
+    the worst of theirs, schedule facts summed."""
+    workers: list[dict[str, Any]] = []
+    globals_: list[dict[str, Any]] = []
+    for core, offset in zip(cores, offsets_ns, strict=True):
+        workers += [_shift(w, offset) for w in core.get("workers") or ()]
+        globals_.append(_shift(core["global"], offset))
+    # The global duration is the mean over all workers, like the core's (their sum over
+    # their number); a node's global entry carries its own mean, so it is weighted back.
+    weighted = [
+        {**g, "execution_duration_ns": int(g.get("execution_duration_ns") or 0)
+         * max(1, len(core.get("workers") or ()))}
+        for g, core in zip(globals_, cores, strict=True)
+    ]
+    merged = merge_stats(weighted, max(1, len(workers)))
+    reasons = [str(core.get("terminated_by") or "duration") for core in cores]
+    failed: list[str] = []
+    for core in cores:
+        failed += [name for name in core.get("failed_predicates") or () if name not in failed]
+    warmups = [_shift(core["warmup"], offset)
+               for core, offset in zip(cores, offsets_ns, strict=True) if core.get("warmup")]
+    schedules = [core.get("schedule") or {} for core in cores]
+    stage_count = max((len(s.get("stages") or ()) for s in schedules), default=0)
+    stages = []
+    for i in range(stage_count):
+        pairs = [s["stages"][i] for s in schedules if i < len(s.get("stages") or ())]
+        stages.append((sum(int(p[0]) for p in pairs), sum(int(p[1]) for p in pairs)))
+    return {
+        "workers": workers,
+        "global": merged,
+        "terminated_by": min(reasons, key=_end_rank),
+        "failed_predicates": failed,
+        "error": next((core.get("error") for core in cores if core.get("error")), None),
+        "insecure": any(bool(core.get("insecure")) for core in cores),
+        "warmup": merge_stats(warmups, max(1, len(workers))) if warmups else None,
+        "schedule": {
+            "released": sum(int(s.get("released", 0)) for s in schedules),
+            "no_catchup_moves": sum(int(s.get("no_catchup_moves", 0)) for s in schedules),
+            "no_catchup_shift": sum(float(s.get("no_catchup_shift", 0.0)) for s in schedules),
+            "no_catchup_lost": sum(int(s.get("no_catchup_lost", 0)) for s in schedules),
+            "warmup_released": sum(int(s.get("warmup_released", 0)) for s in schedules),
+            "stages": stages,
+        },
+    }
+
+
+# ---- the controller ------------------------------------------------------------------------
+
+
+@dataclass
+class _Host:
+    name: str
+    node_id: str
+    address: str
+    actor: Any = None
+    hostname: str = ""
+    version: str = ""
+    offset_ns: int = 0
+    uncertainty_ns: int = 0
+
+
+def _import_ray() -> Any:
+    try:
+        import ray
+    except ImportError as exc:
+        raise RunError(
+            f"--ray needs Ray, which is not installed ({exc}): pip install 'nhbench[ray]'"
+        ) from exc
+    return ray
+
+
+def _probe(address: str) -> None:
+    # Ray's own connect retries an unreachable head for a minute and more, logging as it
+    # goes; one TCP connection says the same at once, in one line.
+    target = address.removeprefix("ray://")
+    if target == "auto" or ":" not in target:
+        return
+    host, _, port = target.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=_CONNECT_TIMEOUT):
+            pass
+    except ValueError:
+        raise OptionsError(f"ray: not a Ray address: {address!r} (HOST:PORT, ray://HOST:PORT "
+                           f"or auto)", option="ray") from None
+    except OSError as exc:
+        reason = exc.strerror or str(exc) or type(exc).__name__
+        raise RunError(f"--ray: cannot reach the Ray cluster at {address}: {reason}") from None
+
+
+def _actor_class(ray: Any) -> Any:
+    # num_cpus=0: the actor only waits while nhbench's own C workers (pinned with --cpus, as
+    # on one machine) make the load; reserving Ray CPUs would not keep other Ray work off
+    # those cores, and would make the actor unplaceable on a node whose Ray CPUs are taken
+    # or that advertises none (a head started with --num-cpus=0).
+    return ray.remote(num_cpus=0, max_concurrency=_ACTOR_CONCURRENCY, max_restarts=0)(_LoadActor)
+
+
 class ClusterBenchmark:
     """One run on a Ray cluster, with `Benchmark`'s face: ``run()`` and ``stop()``."""
 
     def __init__(self, options: Options) -> None:
         self.options = options
         self._stop_requested = False
+        self._stop_sent = False
+        self._hosts: list[_Host] = []
+        # Live intervals: every node's raw interval k, by k, until all nodes have sent it.
+        self._intervals: dict[int, dict[str, dict[str, Any]]] = {}
+        self._timeline: list[IntervalRecord] = []
 
     def stop(self) -> None:
-        """Ask every node's run to stop gracefully (idempotent, safe from signal handlers)."""
+        """Ask every node's run to stop gracefully (idempotent, safe from signal handlers):
+        the controller's loop forwards it to the nodes within 0.1 s."""
         self._stop_requested = True
+
+    @property
+    def stop_requested(self) -> bool:
+        return self._stop_requested
 
     def run(
         self,
         on_progress: Callable[[Progress], object] | None = None,
         on_interval: Callable[[IntervalRecord], object] | None = None,
     ) -> Result:
-        raise RunError("--ray: distributed runs are not implemented yet")
+        """Place the actors, start every node at one time, wait, merge. `on_progress` gets
+        the nodes' counters summed about every 0.5 s; `on_interval` each merged interval
+        (every node's interval k added up) once every node has closed it."""
+        ray = _import_ray()
+        address = self.options.ray or "auto"
+        connected_here = False
+        if not ray.is_initialized():
+            _probe(address)
+            try:
+                ray.init(address=address, logging_level="ERROR", log_to_driver=False,
+                         configure_logging=False)
+            except (ConnectionError, RuntimeError, ValueError) as exc:
+                raise RunError(f"--ray: cannot connect to the Ray cluster at {address}: "
+                               f"{_first_line(exc)}") from None
+            connected_here = True
+        try:
+            # Ray's driver prints what the cluster reports (a worker that died, with its
+            # exit detail) on stdout from a thread of its own; stdout is the report's (the
+            # json output may go there), so during the run such lines go to stderr.
+            with contextlib.redirect_stdout(sys.stderr):
+                return self._run(ray, on_progress, on_interval)
+        finally:
+            for host in self._hosts:
+                if host.actor is not None:
+                    try:
+                        ray.kill(host.actor)
+                    except Exception:  # noqa: BLE001 - a dead node's actor is gone already
+                        pass
+            if connected_here:
+                ray.shutdown()
+
+    # ---- steps ------------------------------------------------------------------------
+
+    def _run(self, ray: Any, on_progress: Callable[[Progress], object] | None,
+             on_interval: Callable[[IntervalRecord], object] | None) -> Result:
+        self._hosts = self._place(ray)
+        self._check_ready(ray)
+        self._measure_clocks(ray)
+        scheduled = self._scheduled_start()
+        base = self.options.model_dump(exclude={"ray", "hosts", "scheduled_start"})
+        refs = {}
+        for host in self._hosts:
+            # The scheduled start in the node's own clock: the node compares it with its
+            # clock, so the same instant is the controller's plus the node's offset.
+            data = {**base, "scheduled_start": scheduled + host.offset_ns / _NS}
+            refs[host.actor.run.remote(data)] = host
+        answers = self._wait(ray, refs, scheduled, on_progress, on_interval)
+        for host, answer in zip(self._hosts, answers, strict=True):
+            self._collect(host, answer.get("intervals") or ())
+        self._deliver(on_interval, final=True)
+        return self._result(answers, scheduled)
+
+    def _place(self, ray: Any) -> list[_Host]:
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        alive = sorted((n for n in ray.nodes() if n.get("Alive")),
+                       key=lambda n: (str(n.get("NodeManagerAddress")), str(n.get("NodeID"))))
+        wanted = self.options.hosts or len(alive)
+        if wanted > len(alive):
+            raise OptionsError(
+                f"hosts: {wanted} nodes asked for, but the Ray cluster at "
+                f"{self.options.ray} has {len(alive)} alive node{'s' if len(alive) != 1 else ''}",
+                option="hosts")
+        if not alive:
+            raise RunError(f"--ray: the Ray cluster at {self.options.ray} has no alive node")
+        actor_class = _actor_class(ray)
+        hosts = []
+        for i, node in enumerate(alive[:wanted]):
+            host = _Host(name=f"host_{i}", node_id=str(node["NodeID"]),
+                         address=str(node.get("NodeManagerAddress") or ""))
+            host.actor = actor_class.options(
+                scheduling_strategy=NodeAffinitySchedulingStrategy(host.node_id, soft=False),
+                name=None,
+            ).remote()
+            hosts.append(host)
+        return hosts
+
+    def _check_ready(self, ray: Any) -> None:
+        refs = {host.actor.info.remote(): host for host in self._hosts}
+        ready, _ = ray.wait(list(refs), num_returns=len(refs), timeout=_READY_TIMEOUT)
+        for ref, host in refs.items():
+            if ref not in ready:
+                raise RunError(f"--ray: {self._describe(host)} did not start its load actor "
+                               f"within {_READY_TIMEOUT:g} s")
+            try:
+                info = ray.get(ref)
+            except ray.exceptions.RayError as exc:
+                raise RunError(f"--ray: {self._describe(host)} could not start its load actor "
+                               f"(is nhbench installed there?): {_first_line(exc)}") from None
+            host.hostname = str(info.get("hostname") or "")
+            host.version = str(info.get("version") or "")
+            if host.version != __version__:
+                raise RunError(f"--ray: {self._describe(host)} runs nhbench {host.version}, "
+                               f"this controller {__version__}: install the same version on "
+                               f"every node")
+
+    def _measure_clocks(self, ray: Any) -> None:
+        # NTP's estimate: the node read its clock somewhere between t0 and t1, so the offset
+        # is its reading minus the middle, within half the round trip. The round with the
+        # shortest trip bounds it best.
+        for host in self._hosts:
+            best: tuple[int, int] | None = None
+            for _ in range(_CLOCK_ROUNDS):
+                t0 = time.time_ns()
+                remote = int(ray.get(host.actor.clock.remote()))
+                t1 = time.time_ns()
+                trip = t1 - t0
+                if best is None or trip < best[1]:
+                    best = (remote - (t0 + t1) // 2, trip)
+            assert best is not None
+            host.offset_ns, host.uncertainty_ns = best[0], best[1] // 2
+
+    def _scheduled_start(self) -> float:
+        given = self.options.scheduled_start
+        earliest = time.time() + _START_LEAD
+        if given is not None:
+            if given < earliest:
+                raise OptionsError(
+                    f"scheduled_start: with --ray it must lie at least {_START_LEAD:g} s "
+                    f"ahead when the nodes are ready (it is "
+                    f"{earliest - _START_LEAD - given:+.3f} s from now)",
+                    option="scheduled_start")
+            return float(given)
+        return earliest + max(self.options.start_delay, 0.0)
+
+    def _wait(self, ray: Any, refs: dict[Any, _Host], scheduled: float,
+              on_progress: Callable[[Progress], object] | None,
+              on_interval: Callable[[IntervalRecord], object] | None,
+              ) -> list[dict[str, Any]]:
+        # Each node's answer: {"core": its core result dict, "armed_ns": ...}.
+        pending = list(refs)
+        answers: dict[Any, dict[str, Any]] = {}
+        deadline = self._deadline(scheduled)
+        stopped_at: float | None = None
+        next_progress = time.monotonic()
+        while pending:
+            try:
+                ready, pending = ray.wait(pending, num_returns=len(pending),
+                                          timeout=_POLL_INTERVAL)
+            except KeyboardInterrupt:
+                if self._stop_requested:
+                    self._send_stop()
+                    raise
+                self.stop()
+                ready = []
+            # A node that answers early has either finished or failed; a failure must stop
+            # the others now, not after they ran their whole duration.
+            for ref in ready:
+                answers[ref] = self._answer(ray, ref, refs[ref])
+            now = time.time()
+            if now > deadline and not self._stop_requested:
+                self.stop()
+            if self._stop_requested and not self._stop_sent:
+                self._send_stop()
+                stopped_at = now
+            if stopped_at is not None and now - stopped_at > (
+                    self.options.drain_timeout + _WATCHDOG_SLACK):
+                late = ", ".join(self._describe(refs[r]) for r in pending)
+                raise RunError(f"--ray: {late} did not finish within "
+                               f"{self.options.drain_timeout + _WATCHDOG_SLACK:g} s of being "
+                               f"stopped")
+            live = on_progress is not None or on_interval is not None
+            if live and pending and time.monotonic() >= next_progress:
+                next_progress = time.monotonic() + _PROGRESS_INTERVAL
+                snapshot = self._progress(ray)
+                if snapshot is not None and on_progress is not None:
+                    on_progress(snapshot)
+                self._deliver(on_interval, final=False)
+        return [answers[ref] for ref in refs]
+
+    def _answer(self, ray: Any, ref: Any, host: _Host) -> dict[str, Any]:
+        try:
+            answer: dict[str, Any] = ray.get(ref)
+            return answer
+        except ray.exceptions.RayTaskError as exc:
+            self._send_stop()
+            cause = getattr(exc, "cause", None)
+            if isinstance(cause, OptionsError):
+                raise OptionsError(f"{self._describe(host)}: {cause}",
+                                   option=cause.option) from None
+            if isinstance(cause, NHBenchError):
+                raise RunError(f"--ray: {self._describe(host)}: {cause}") from None
+            raise RunError(f"--ray: {self._describe(host)} failed: "
+                           f"{_first_line(exc)}") from None
+        except ray.exceptions.RayError as exc:
+            # The actor or its node died: its share of the load is unknown, so the merge
+            # would be a wrong total. The run fails, naming the node, and the others stop.
+            self._send_stop()
+            raise RunError(f"--ray: {self._describe(host)} was lost during the run "
+                           f"({_first_line(exc)}); no merged result") from None
+
+    def _deadline(self, scheduled: float) -> float:
+        options = self.options
+        duration = options.effective_duration
+        if duration is None:
+            return float("inf")
+        deadline = scheduled + duration + options.drain_timeout + _WATCHDOG_SLACK
+        if options.warmup is not None:
+            deadline += options.warmup + options.drain_timeout
+        elif options.simple_warmup or options.sequential_warmup:
+            count = 1 if options.simple_warmup else options.connections
+            deadline += count * (options.request_timeout or options.timeout) + options.timeout
+        return deadline
+
+    def _send_stop(self) -> None:
+        self._stop_sent = True
+        for host in self._hosts:
+            if host.actor is not None:
+                host.actor.stop.remote()
+
+    def _progress(self, ray: Any) -> Progress | None:
+        refs = {host.actor.progress.remote(): host for host in self._hosts}
+        ready, _ = ray.wait(list(refs), num_returns=len(refs), timeout=1.0)
+        elapsed = 0.0
+        counters: dict[str, int] = {}
+        seen = False
+        for ref in ready:
+            try:
+                snapshot = ray.get(ref)
+            except ray.exceptions.RayError:
+                continue
+            if not snapshot:
+                continue
+            seen = True
+            self._collect(refs[ref], snapshot.get("intervals") or ())
+            elapsed = max(elapsed, float(snapshot["elapsed"]))
+            for name, value in snapshot["counters"].items():
+                counters[name] = counters.get(name, 0) + int(value)
+        return Progress(elapsed=elapsed, counters=counters) if seen else None
+
+    def _collect(self, host: _Host, raws: Sequence[Mapping[str, Any]]) -> None:
+        for raw in raws:
+            self._intervals.setdefault(int(raw.get("index", 0)), {})[host.name] = dict(raw)
+
+    def _deliver(self, on_interval: Callable[[IntervalRecord], object] | None,
+                 final: bool) -> None:
+        # Interval k is merged once every node has closed it; at the end, whatever is
+        # left (a node that stopped early has fewer intervals), in order.
+        keep = self.options.hdr_log is not None
+        while self._intervals:
+            index = min(self._intervals)
+            parts = self._intervals[index]
+            if not final and len(parts) < len(self._hosts):
+                return
+            del self._intervals[index]
+            record = IntervalRecord.from_core(merge_intervals(list(parts.values())),
+                                              keep_histogram=keep)
+            self._timeline.append(record)
+            if on_interval is not None:
+                on_interval(record)
+
+    def _result(self, answers: list[dict[str, Any]], scheduled: float) -> Result:
+        options = self.options
+        points = options.percentile_points
+        cores = [answer["core"] for answer in answers]
+        merged = merge_core(cores, [h.offset_ns for h in self._hosts])
+        result = Result.from_core(merged, options, interrupted=self._stop_requested or None,
+                                  timeline=self._timeline)
+        # The workers are named after their host (Result.from_core would call them
+        # worker_0..), and each host's own merge goes between them and the global entry.
+        named: list[WorkerResult] = []
+        host_entries: list[WorkerResult] = []
+        entries: list[HostEntry] = []
+        shifted = iter(merged["workers"])
+        for host, core, answer in zip(self._hosts, cores, answers, strict=True):
+            names = []
+            for j in range(len(core.get("workers") or ())):
+                worker = WorkerResult.from_core(f"{host.name}.worker_{j}", next(shifted), points)
+                names.append(worker.name)
+                named.append(worker)
+            own = _shift(core["global"], host.offset_ns)
+            host_entries.append(WorkerResult.from_core(host.name, own, points))
+            start = int(own.get("execution_start_ns") or 0)
+            entries.append(HostEntry(
+                name=host.name, node_id=host.node_id, address=host.address,
+                hostname=host.hostname, version=host.version, workers=names,
+                clock_offset=host.offset_ns / _NS,
+                clock_uncertainty=host.uncertainty_ns / _NS,
+                start_skew=(start / _NS - scheduled) if start else 0.0,
+                ready_margin=scheduled - (int(answer["armed_ns"]) - host.offset_ns) / _NS,
+            ))
+        result.results = [*named, *host_entries, result.global_result]
+        result.hosts = entries
+        result.scheduled_start = datetime.fromtimestamp(scheduled, tz=timezone.utc)
+        return result
+
+    def _describe(self, host: _Host) -> str:
+        where = host.hostname or host.address
+        return f"{host.name} (node {host.node_id[:12]}, {where})"
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0][:300]

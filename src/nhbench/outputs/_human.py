@@ -183,7 +183,9 @@ def _overflow_warning(result: Result) -> list[str]:
 def _workers_table(result: Result) -> list[str]:
     if not result.workers:
         return []
-    lines = [f"{'Worker':<12}{'2xx':>12}{'rps':>14}{'p99':>14}{'blocked':>10}"]
+    # A distributed run's workers are named after their host (host_0.worker_1).
+    width = max(12, max(len(worker.name) for worker in result.workers) + 2)
+    lines = [f"{'Worker':<{width}}{'2xx':>12}{'rps':>14}{'p99':>14}{'blocked':>10}"]
     for worker in result.workers:
         counters = worker.counter_values
         duration = worker.execution_duration
@@ -193,7 +195,7 @@ def _workers_table(result: Result) -> list[str]:
         except (KeyError, ValueError):
             p99 = "-"
         lines.append(
-            f"{worker.name:<12}{counters['benchmark.http_2xx']:>12}{_format_rate(rate):>14}"
+            f"{worker.name:<{width}}{counters['benchmark.http_2xx']:>12}{_format_rate(rate):>14}"
             f"{p99:>14}{counters['sequencer.blocked']:>10}"
         )
     lines.append("")
@@ -282,6 +284,42 @@ def _grpc_lines(result: Result) -> list[str]:
     return [f"gRPC status:    {', '.join(parts) if parts else 'no call ended with a status'}"]
 
 
+def _hosts_table(result: Result) -> list[str]:
+    # A distributed run (docs/distributed.md): each node's merged share of the load, where
+    # it ran, and how well it kept the one scheduled start.
+    if not result.hosts:
+        return []
+    lines = [f"{'Host':<10}{'node':<14}{'address':<18}{'workers':>8}{'2xx':>12}{'rps':>14}"
+             f"{'p99':>14}{'clock offset':>24}{'start skew':>14}{'ready ahead':>14}"]
+    for host in result.hosts:
+        try:
+            entry = result.host_result(host.name)
+        except KeyError:
+            continue
+        counters = entry.counter_values
+        duration = entry.execution_duration
+        rate = counters["benchmark.http_2xx"] / duration if duration > 0 else 0.0
+        try:
+            p99 = format_seconds(entry.stat(SCHEDULED_TO_RESPONSE).p(99))
+        except (KeyError, ValueError):
+            p99 = "-"
+        offset = (f"{_signed(host.clock_offset)} ±"
+                  f"{format_seconds(host.clock_uncertainty)}")
+        lines.append(
+            f"{host.name:<10}{host.node_id[:12]:<14}{host.address[:17]:<18}"
+            f"{len(host.workers):>8}{counters['benchmark.http_2xx']:>12}{_format_rate(rate):>14}"
+            f"{p99:>14}{offset:>24}{_signed(host.start_skew):>14}"
+            f"{_signed(host.ready_margin):>14}"
+        )
+    lines.append("")
+    return lines
+
+
+def _signed(seconds: float) -> str:
+    text = format_seconds(abs(seconds))
+    return f"-{text}" if seconds < 0 else f"+{text}"
+
+
 def render_human(result: Result) -> str:
     """The human report (plain text, no colours, safe to redirect into a file)."""
     lines = _header(result)
@@ -308,6 +346,7 @@ def render_human(result: Result) -> str:
         if statistic.id not in known and statistic.count:
             lines += _statistic_block(statistic, _title(statistic))
     lines += _workers_table(result)
+    lines += _hosts_table(result)
     lines += _counters_table(result)
     lines += _schedule_lines(result)
     lines += _echo_lines(result)

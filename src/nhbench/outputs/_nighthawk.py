@@ -26,7 +26,8 @@ What Nighthawk's schema has no place for travels in Nighthawk's own extension po
 mean/pstdev when the Duration (1 ns resolution) cannot carry them; ``zero_counters`` names
 the counters that are zero (Nighthawk writes only the others). ``run`` (on the ``global``
 entry only) holds the run-level fields: nhbench's version string, terminated_by,
-failed_predicates, interrupted, error, insecure, the timeline, and ``options``: every option
+failed_predicates, interrupted, error, insecure, the timeline, a distributed run's
+``hosts`` and ``scheduled_start`` (docs/distributed.md), and ``options``: every option
 whose value the Nighthawk options and nhbench's defaults do not give back exactly
 (nhbench-only options such as ``request_timeout`` or ``stats_interval`` when they are not at
 their default, a fractional rps, ...). `result_fields` reads
@@ -264,6 +265,12 @@ def nighthawk_output(result: Result) -> dict[str, Any]:
     }
     if result.warmup is not None:
         run["warmup"] = _result_entry(result.warmup, None)
+    if result.hosts:
+        # A distributed run (docs/distributed.md): each host's merged statistics are a
+        # results entry of its name; where it ran, its clock and its skew are here.
+        run["hosts"] = [host.model_dump(mode="json") for host in result.hosts]
+        if result.scheduled_start is not None:
+            run["scheduled_start"] = format_timestamp(result.scheduled_start)
     # The run-level part goes on "global" (the last entry of every result nhbench makes);
     # a result without entries gets an empty carrier entry, dropped again when read.
     carrier = next((i for i, e in enumerate(result.results) if e.name == "global"),
@@ -546,7 +553,7 @@ def result_fields(document: Mapping[str, Any]) -> dict[str, Any]:
     fields["version"] = version if isinstance(version, str) else _version_text(
         document.get("version"))
     for key in ("terminated_by", "failed_predicates", "interrupted", "error", "insecure",
-                "timeline", "schedule"):
+                "timeline", "schedule", "hosts", "scheduled_start"):
         if key in run:
             fields[key] = run[key]
     if isinstance(run.get("warmup"), Mapping):

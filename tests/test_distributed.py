@@ -1,0 +1,303 @@
+"""Load from a real two-node Ray cluster on this machine (docs/distributed.md).
+
+One cluster for the module (tests/support/ray_cluster.py: two `ray start` nodes, torn down
+by their process groups) and one subprocess test server. Every run checks the merge against
+the server's own request count and the hosts' own histograms; nothing here measures time.
+
+Serial: starting Ray's daemons and its worker processes loads both CPUs for seconds, which
+would disturb the rate and CPU measurements of tests running alongside. Slow (left out of
+the sanitizer run): about a minute in all, and Ray's own daemons would inherit the
+sanitizer preload without any of nhbench's C code being new here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from support.ray_cluster import LocalRayCluster
+
+import nhbench
+from nhbench.campaign import load_campaign
+from nhbench.distributed import merge_stats
+
+pytestmark = [pytest.mark.serial, pytest.mark.slow, pytest.mark.timeout(180)]
+
+PACKAGE_PARENT = str(Path(nhbench.__file__).resolve().parent.parent)
+LATENCY = "benchmark_http_client.scheduled_to_response"
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [PACKAGE_PARENT, env.get("PYTHONPATH")]))
+    return env
+
+
+def cli(*args: str, cwd: Path | None = None, timeout: float = 120,
+        prelude: str = "") -> subprocess.CompletedProcess[str]:
+    code = f"{prelude}import sys; from nhbench.cli import main; sys.exit(main(sys.argv[1:]))"
+    return subprocess.run([sys.executable, "-c", code, *args], check=False,
+                          capture_output=True, text=True, timeout=timeout, env=_env(),
+                          stdin=subprocess.DEVNULL, cwd=cwd)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRayCluster]:
+    with LocalRayCluster(tmp_path_factory.mktemp("ray"), nodes=2) as ray_cluster:
+        yield ray_cluster
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[nhbench.TestServer]:
+    # A subprocess with an admin port: its counts are live, and Ray's processes cannot
+    # disturb it.
+    with nhbench.TestServer(subprocess=True, admin="127.0.0.1:0") as test_server:
+        yield test_server
+
+
+def _served(server: nhbench.TestServer) -> int:
+    return int(server.stats()["requests"])
+
+
+def _add(histograms: list[nhbench.Statistic]) -> object:
+    total = histograms[0].histogram().__class__(1, 60_000_000_000, 3)
+    for statistic in histograms:
+        total.add(statistic.histogram())
+    return total
+
+
+def test_two_hosts_merge_exactly(cluster: LocalRayCluster, server: nhbench.TestServer) -> None:
+    before = _served(server)
+    intervals: list[nhbench.IntervalRecord] = []
+    result = nhbench.run(server.url, cluster=nhbench.Cluster(cluster.address), rps=100,
+                         duration="1s", concurrency=2, stats_interval="0.25s",
+                         on_interval=intervals.append)
+    served = _served(server) - before
+    assert result.success, result.error
+    # Every request any node sent reached the server and is in the merge, exactly.
+    assert result.counters["upstream_rq_total"] == served > 0
+    assert result.counters["benchmark.http_2xx"] == served
+    assert [h.name for h in result.hosts] == ["host_0", "host_1"]
+    assert len({h.node_id for h in result.hosts}) == 2
+    assert [w.name for w in result.workers] == [
+        "host_0.worker_0", "host_0.worker_1", "host_1.worker_0", "host_1.worker_1"]
+    assert [e.name for e in result.results][-3:] == ["host_0", "host_1", "global"]
+    assert result.worker_count == 4
+    assert result.requested_rps == 400
+    hosts = [result.host_result(h.name) for h in result.hosts]
+    for host, entry in zip(result.hosts, hosts, strict=True):
+        own = sum(result.results[[e.name for e in result.results].index(w)]
+                  .counter_values["upstream_rq_total"] for w in host.workers)
+        assert entry.counter_values["upstream_rq_total"] == own > 0
+        # One machine, one clock: the node read it between the controller's two readings,
+        # so the estimate lies within its own uncertainty of the true offset, 0.
+        assert abs(host.clock_offset) <= host.clock_uncertainty
+        # On time, the node began exactly at the scheduled instant (up to the clock
+        # estimate's rounding); late, it began at once, after it.
+        if host.ready_margin > 0:
+            assert abs(host.start_skew) < 1e-6
+        else:
+            assert host.start_skew > 0
+    # The merged histogram is the sum of the hosts' HDR counts: its percentiles are those
+    # of every request, not an average of the hosts' percentiles.
+    merged = result.stat(LATENCY)
+    added = _add([entry.stat(LATENCY) for entry in hosts])
+    assert merged.histogram().get_total_count() == added.get_total_count() == served
+    for percent in (50, 90, 99, 99.9):
+        expected = added.get_value_at_percentile(percent)
+        assert merged.p(percent) * 1e9 == pytest.approx(
+            min(max(expected, merged.min * 1e9), merged.max * 1e9), abs=1)
+    parts = [entry.stat(LATENCY) for entry in hosts]
+    assert merged.min == min(p.min for p in parts)
+    assert merged.max == max(p.max for p in parts)
+    assert merged.count == sum(p.count for p in parts)
+    assert merged.mean == pytest.approx(sum(p.mean * p.count for p in parts) / merged.count,
+                                        rel=1e-9)
+    # The nodes' intervals k add up into one timeline, which covers every response once.
+    assert intervals == list(result.timeline) and len(intervals) >= 4
+    assert sum(record.requests for record in intervals) == merged.count
+    assert sum(record.counters.get("upstream_rq_total", 0) for record in intervals) == served
+    # And the human report shows the per-host table; every format renders the extra entries.
+    text = result.render("human")
+    assert "clock offset" in text and "host_1.worker_1" in text
+    for output_format in ("json", "yaml", "dotted", "csv", "fortio", "prometheus"):
+        assert result.render(output_format)
+
+
+def test_one_host_of_two(cluster: LocalRayCluster, server: nhbench.TestServer) -> None:
+    before = _served(server)
+    result = nhbench.run(server.url, ray=cluster.address, hosts=1, rps=50, duration="1s")
+    served = _served(server) - before
+    assert result.counters["upstream_rq_total"] == served > 0
+    assert [h.name for h in result.hosts] == ["host_0"]
+    assert [w.name for w in result.workers] == ["host_0.worker_0"]
+    assert result.host_result("host_0").counter_values["upstream_rq_total"] == served
+
+
+def test_cli_json_round_trip(cluster: LocalRayCluster, server: nhbench.TestServer,
+                             tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    before = _served(server)
+    proc = cli("run", "--ray", cluster.address, server.url, "--hosts", "2", "--rps", "50",
+               "--duration", "1s", "--output-format", "json", "--output", str(out))
+    served = _served(server) - before
+    assert proc.returncode == 0, proc.stderr
+    document = json.loads(out.read_text())
+    # Nighthawk's Output shape: the hosts are extra results entries, named by host.
+    assert [r["name"] for r in document["results"]] == [
+        "host_0.worker_0", "host_1.worker_0", "host_0", "host_1", "global"]
+    result = nhbench.load_result(out)
+    assert result.counters["upstream_rq_total"] == served > 0
+    assert result.options.ray == cluster.address and result.options.hosts == 2
+    assert [h.name for h in result.hosts] == ["host_0", "host_1"]
+    assert all(h.node_id and h.workers for h in result.hosts)
+    assert result.scheduled_start is not None
+    again = nhbench.Result.model_validate_json(result.model_dump_json())
+    assert again.hosts == result.hosts
+    assert again.host_result("host_1").counter_values == result.host_result("host_1").counter_values
+    assert again.stat(LATENCY) == result.stat(LATENCY)
+
+
+def test_sweep_steps_run_on_the_cluster(cluster: LocalRayCluster, server: nhbench.TestServer,
+                                        tmp_path: Path) -> None:
+    out = tmp_path / "c"
+    before = _served(server)
+    proc = cli("sweep", server.url, "--ray", cluster.address, "--rps", "20", "--max-rps", "40",
+               "--step-rps", "20", "--duration", "0.5s", "--no-mpstat", "--out", str(out))
+    served = _served(server) - before
+    assert proc.returncode == 0, proc.stderr
+    campaign = load_campaign(out)
+    assert [s.rps_per_worker for s in campaign.steps] == [20, 40]
+    total = 0
+    for step in campaign.steps:
+        result = campaign.result(step.index)
+        assert [h.name for h in result.hosts] == ["host_0", "host_1"]
+        total += result.counters["upstream_rq_total"]
+    assert total == served > 0
+
+
+def test_ctrl_c_stops_every_node(cluster: LocalRayCluster, server: nhbench.TestServer,
+                                 tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    before = _served(server)
+    code = "import sys; from nhbench.cli import main; sys.exit(main(sys.argv[1:]))"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, "run", server.url, "--ray", cluster.address,
+         "--rps", "50", "--duration", "60s", "--output-format", "json", "--output", str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(),
+        stdin=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 90
+        while _served(server) - before < 20:
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "no load within 90 s"
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, stderr
+    result = nhbench.load_result(out)
+    assert result.interrupted
+    assert result.counters["upstream_rq_total"] == _served(server) - before
+    # Both nodes stopped well before the 60 s (each sends 50 per second).
+    assert result.counters["upstream_rq_total"] < 2 * 50 * 30
+
+
+def test_a_lost_node_fails_the_run_by_name(cluster: LocalRayCluster,
+                                           server: nhbench.TestServer) -> None:
+    before = _served(server)
+    code = "import sys; from nhbench.cli import main; sys.exit(main(sys.argv[1:]))"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, "run", server.url, "--ray", cluster.address,
+         "--rps", "50", "--duration", "60s", "--output-format", "json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(),
+        stdin=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 90
+        while _served(server) - before < 20:
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "no load within 90 s"
+            time.sleep(0.1)
+        actors = cluster.processes("ray::_LoadActor")
+        assert len(actors) == 2
+        # One node's load actor dies as if its machine had gone: SIGKILL, nothing said.
+        os.kill(actors[0], signal.SIGKILL)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 1, stderr
+    # Ray's own report of the dead worker goes to stderr too, never into the output.
+    assert stdout == ""
+    assert "Traceback" not in stderr
+    last = stderr.strip().splitlines()[-1]
+    assert "was lost during the run" in last and "no merged result" in last
+    assert "host_0 (node " in last or "host_1 (node " in last
+
+
+def test_more_hosts_than_nodes_is_one_line(cluster: LocalRayCluster) -> None:
+    proc = cli("run", "http://127.0.0.1:9/", "--ray", cluster.address, "--hosts", "3",
+               "--duration", "1s")
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+    assert "hosts: 3 nodes asked for" in proc.stderr and "2 alive nodes" in proc.stderr
+
+
+def test_unreachable_cluster_is_one_line() -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    # Nothing listens on the port now: the connection is refused.
+    proc = cli("run", "http://127.0.0.1:9/", "--ray", f"127.0.0.1:{port}", "--duration", "1s")
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+    assert f"cannot reach the Ray cluster at 127.0.0.1:{port}" in proc.stderr
+
+
+def test_without_ray_installed_is_one_line() -> None:
+    # sys.modules[name] = None makes `import ray` fail as it does where Ray is absent.
+    proc = cli("run", "http://127.0.0.1:9/", "--ray", "--duration", "1s",
+               prelude="import sys; sys.modules['ray'] = None; ")
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+    assert "pip install 'nhbench[ray]'" in proc.stderr
+
+
+def test_import_nhbench_does_not_import_ray() -> None:
+    code = ("import sys, nhbench, nhbench.distributed; nhbench.Options(uri='http://x/', "
+            "ray='auto'); print(sorted(m for m in sys.modules if m == 'ray' "
+            "or m.startswith('ray.')))")
+    proc = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
+                          text=True, env=_env(), timeout=60)
+    assert proc.stdout.strip() == "[]"
+
+
+def test_merge_stats_is_exact_on_core_dicts() -> None:
+    a = {"execution_start_ns": 200, "execution_duration_ns": 10,
+         "counters": {"upstream_rq_total": 3},
+         "histograms": {"h": {"count": 3, "min": 5, "max": 9, "sum": 21.0, "sumsq": 155.0,
+                              "counts": [(5, 1), (7, 2)]}},
+         "streams": {"s": {"count": 0, "min": 0, "max": 0, "sum": 0.0, "sumsq": 0.0}}}
+    b = {"execution_start_ns": 100, "execution_duration_ns": 30,
+         "counters": {"upstream_rq_total": 2, "benchmark.http_500": 1},
+         "histograms": {"h": {"count": 2, "min": 2, "max": 7, "sum": 9.0, "sumsq": 53.0,
+                              "counts": [(2, 1), (7, 1)]}},
+         "streams": {"s": {"count": 1, "min": 4, "max": 4, "sum": 4.0, "sumsq": 16.0}}}
+    merged = merge_stats([a, b], workers=2)
+    assert merged["counters"] == {"upstream_rq_total": 5, "benchmark.http_500": 1}
+    assert merged["histograms"]["h"] == {"count": 5, "min": 2, "max": 9, "sum": 30.0,
+                                         "sumsq": 208.0, "counts": [(2, 1), (5, 1), (7, 3)]}
+    # An empty part has no min: the stream's min is the non-empty part's.
+    assert merged["streams"]["s"] == {"count": 1, "min": 4, "max": 4, "sum": 4.0,
+                                      "sumsq": 16.0}
+    assert merged["execution_start_ns"] == 100
+    assert merged["execution_duration_ns"] == 20
