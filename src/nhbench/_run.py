@@ -30,7 +30,7 @@ from ._timeline import IntervalRecord
 # callers have always found it next to the run.
 from .options import Options, client_core_config, make_options, resolve
 
-__all__ = ["Benchmark", "load_core", "resolve", "run"]
+__all__ = ["Benchmark", "load_core", "resolve"]
 
 # How often the waiting thread wakes up. Between waits Python runs signal handlers (Ctrl-C
 # becomes KeyboardInterrupt only then) and the progress callback; 0.1 s keeps Ctrl-C prompt
@@ -261,27 +261,6 @@ class Benchmark:
             deadline += count * (options.request_timeout or options.timeout) + options.timeout
         if now - self._started_at > deadline:
             self.stop()
-
-
-def run(
-    uri: str | Options | None = None,
-    /,
-    *,
-    on_progress: Callable[[Progress], object] | None = None,
-    on_interval: Callable[[IntervalRecord], object] | None = None,
-    **options: Any,
-) -> Result:
-    """Run a benchmark and return its `Result`.
-
-    ``nhbench.run("http://127.0.0.1:8080/", rps=1000, duration="10s")``, or
-    ``nhbench.run(Options(...))``; keywords override the fields of a given Options. Invalid
-    options raise `OptionsError`, an unresolvable host `ResolveError`. A run that happened but
-    failed (connection refused, error responses, a fired failure predicate, or no request
-    succeeded at all) returns a Result with ``success`` False and does not raise: the
-    Result is the measurement, and a notebook keeps it. ``result.no_success_reason`` says
-    why a run without any 2xx response failed (None with ``allow_no_success=True``).
-    """
-    return Benchmark(uri, **options).run(on_progress, on_interval)
 
 
 def config_summary(config: dict[str, Any], *, full: bool = False) -> str:

@@ -3,8 +3,7 @@
 `make_benchmark` is the one place that decides where a run happens: a plain `Benchmark` on
 this machine, or a `ClusterBenchmark` when the options name a Ray cluster (``--ray``). The
 CLI's ``run``, the sweep's steps and adapt's steps all go through it, so every layer above
-accepts the Ray options without knowing Ray. `run` is ``nhbench.run``: `nhbench._run.run`
-plus ``cluster=``.
+accepts the Ray options without knowing Ray. `run` is ``nhbench.run``.
 
 Ray is an optional extra (``pip install 'nhbench[ray]'``): nothing here imports it until a
 cluster run starts (``_cluster``), so ``import nhbench`` stays light.
