@@ -23,6 +23,8 @@ Clients (--clients, comma list):
   wrk          wrk -t1 (its binary is stripped, so no function to toggle on: whole process,
                --short-s and --long-s seconds, as wrk has no request count).
   h2load       h2load --h1 -t1 -n SMALL / LARGE, whole process.
+  h2load-h2c   h2load -t1 -m1 (h2c, prior knowledge, one stream per connection), as
+               nhbench-h2c.
 
 Targets (--targets): nginx (the issue's scenario, --nginx-connections, default 50) and the
 nhbench test server (the old scenario of issues 12 and 13, --server-connections, default
@@ -70,7 +72,7 @@ print(json.dumps({"completed": r.counters["benchmark.http_2xx"],
 """
 
 _TOTALS = re.compile(r"^(?:summary|totals):\s+(\d+)", re.MULTILINE)
-CLIENTS = ("nhbench", "nhbench-h2c", "nhbench-2w", "floor", "wrk", "h2load")
+CLIENTS = ("nhbench", "nhbench-h2c", "nhbench-2w", "floor", "wrk", "h2load", "h2load-h2c")
 TARGETS = ("nginx", "nhbench")
 
 
@@ -145,10 +147,11 @@ def run_pair(client: str, port: int, conns: int, cfg: argparse.Namespace,
                 raise Skip("wrk is not installed")
             argv = ["wrk", "-t1", f"-c{conns}", f"-d{seconds:g}s", f"http://127.0.0.1:{port}/"]
             results.append(callgrind(argv, out, cfg.client_cpu, None, _wrk_done))
-        elif client == "h2load":
+        elif client in ("h2load", "h2load-h2c"):
             if not shutil.which("h2load"):
                 raise Skip("h2load is not installed")
-            argv = ["h2load", "--h1", "-t1", f"-c{conns}", f"-n{size}",
+            mode = ["--h1"] if client == "h2load" else ["-m1"]
+            argv = ["h2load", *mode, "-t1", f"-c{conns}", f"-n{size}",
                     f"http://127.0.0.1:{port}/"]
             results.append(callgrind(argv, out, cfg.client_cpu, None, _h2load_done))
     (ir_s, done_s), (ir_l, done_l) = results
@@ -159,18 +162,20 @@ def run_pair(client: str, port: int, conns: int, cfg: argparse.Namespace,
 
 
 @contextlib.contextmanager
-def target(name: str, cfg: argparse.Namespace) -> Iterator[int]:
-    """The port of target `name` running alone on the server CPU."""
+def target(name: str, cfg: argparse.Namespace) -> Iterator[dict[str, int]]:
+    """The ports (h1, h2c) of target `name` running alone on the server CPU."""
     if name == "nginx":
         try:
             with NginxOrigin(access_log=False, listeners=("h1", "h2c"), cpu=cfg.server_cpu,
                              tuned=True) as nginx:
-                yield int(nginx.url("h1").rstrip("/").rsplit(":", 1)[1])
+                yield {k: int(nginx.url(k).rstrip("/").rsplit(":", 1)[1])
+                       for k in ("h1", "h2c")}
         except NginxError as e:
             raise Skip(str(e)) from None
     else:
         with nhbench_server(cfg.server_cpu, tool="callgrind_per_request") as srv:
-            yield srv.port
+            # One listener: it tells HTTP/1.1 and h2c apart by the HTTP/2 preface.
+            yield {"h1": srv.port, "h2c": srv.port}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -187,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--large", type=int, default=24000, help="requests of the long run")
     parser.add_argument("--short-s", type=float, default=1.0,
                         help="wrk: seconds of the short run (wrk has no request count)")
-    parser.add_argument("--long-s", type=float, default=4.0,
+    parser.add_argument("--long-s", type=float, default=6.0,
                         help="wrk: seconds of the long run")
     parser.add_argument("--pairs", type=int, default=1, help="pairs of runs per row")
     parser.add_argument("--client-cpu", type=int, default=0)
@@ -226,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
             conns = args.nginx_connections if tname == "nginx" else args.server_connections
             try:
                 ctx = target(tname, args)
-                port = ctx.__enter__()
+                ports = ctx.__enter__()
             except Skip as e:
                 print(f"callgrind_per_request: target {tname} unavailable: {e}",
                       file=sys.stderr)
@@ -235,6 +240,7 @@ def main(argv: list[str] | None = None) -> int:
                 for client in clients:
                     for pair in range(1, args.pairs + 1):
                         try:
+                            port = ports["h2c" if client.endswith("-h2c") else "h1"]
                             per, detail = run_pair(client, port, conns, args, Path(tmpdir))
                         except Skip as e:
                             print(f"{tname:<8} {conns:>3} conns {client:<12} n/a ({e})",
