@@ -51,10 +51,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from common import check_cpu_args, child_env, nhbench_server
+from nginx_origin import NginxError, NginxOrigin
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "floor"))
 from build import BuildError, build  # noqa: E402 - benchmarks/floor/build.py
-from nginx_origin import NginxError, NginxOrigin  # noqa: E402
 
 # The nhbench client as a child process, so that valgrind sees only it. It prints the
 # requests completed (2xx responses: both targets answer every request with 200).

@@ -40,6 +40,7 @@ from pathlib import Path
 
 from common import child_env
 
+
 def rss_kib(pid: int) -> int:
     """VmRSS of `pid` in KiB."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
