@@ -2,8 +2,9 @@
 
 The floors are benchmark tools, never pass/fail measurements: what is tested is that the
 system cc builds them with -Wall -Wextra -Werror, and that they count requests exactly (the
-test server's own request count agrees) in both modes: the request floor (closed loop) and the
-timer floor (releases on a timerfd schedule). No timing is judged.
+test server's own request count agrees) in every mode: the request floor (closed loop) and the
+timer floor (releases on a uniform schedule, with a timerfd or with epoll_pwait2's timeout).
+No timing is judged.
 """
 
 from __future__ import annotations
@@ -40,7 +41,9 @@ def _run(binary: Path, port: int, *args: str) -> dict[str, float]:
     return out
 
 
-@pytest.mark.parametrize("mode", [[], ["--rate", "2000"]], ids=["request", "timer"])
+@pytest.mark.parametrize("mode",
+                         [[], ["--rate", "2000"], ["--rate", "2000", "--timer", "pwait2"]],
+                         ids=["request", "timer-timerfd", "timer-pwait2"])
 def test_floor_counts_equal_the_servers(floor_binary: Path, mode: list[str]) -> None:
     with nhbench.TestServer(response_body_size=64) as server:
         port = int(server.url.rstrip("/").rsplit(":", 1)[1])

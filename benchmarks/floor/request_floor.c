@@ -12,14 +12,17 @@
  * Two modes:
  *   request floor (default)  each connection sends its next request as soon as the response to
  *                            the previous one is complete (closed loop, as wrk does);
- *   timer floor (--rate R)   requests are released on a uniform schedule of R per second with a
- *                            periodic timerfd: one timer wake-up per release (one epoll_wait
- *                            return and one read of the timerfd), the cheapest precise uniform
- *                            schedule; a release finds an idle connection or waits in a backlog
- *                            for the next one that becomes idle.
+ *   timer floor (--rate R)   requests are released on a uniform schedule of R per second, one
+ *                            timer wake-up per release; a release finds an idle connection or
+ *                            waits in a backlog for the next one that becomes idle. Two timers:
+ *                            --timer timerfd (default): a periodic timerfd in the epoll set, one
+ *                            epoll_wait return and one read of the timerfd per release;
+ *                            --timer pwait2: epoll_pwait2's nanosecond timeout up to the next
+ *                            release, one system call per release (the clock is read through
+ *                            the vDSO, which is not a system call).
  *
  *   request_floor --port P [--host 127.0.0.1] [--connections 50] [--duration S | --requests N]
- *                 [--rate R] [--cpu C] [--response-size B] [--path /]
+ *                 [--rate R [--timer timerfd|pwait2]] [--cpu C] [--response-size B] [--path /]
  *
  * It is a benchmark tool, not part of nhbench: benchmarks/floor/build.py builds it with the
  * system cc into benchmarks/out/floor/.
@@ -56,7 +59,8 @@ static void die(const char *what) {
 static void usage(const char *msg) {
     fprintf(stderr,
             "request_floor: %s\nusage: request_floor --port P [--host ADDR] [--connections N] "
-            "[--duration S | --requests N] [--rate R] [--cpu C] [--response-size B] "
+            "[--duration S | --requests N] [--rate R] [--timer timerfd|pwait2] [--cpu C] "
+            "[--response-size B] "
             "[--path /]\n",
             msg);
     exit(2);
@@ -66,6 +70,12 @@ static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static long long now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
 static double cpu_of(const struct rusage *r, int user) {
@@ -129,6 +139,7 @@ int main(int argc, char **argv) {
     double duration = 0, rate = 0;
     long long max_requests = 0;
     size_t resp_size = 0;
+    int use_pwait2 = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (i + 1 >= argc)
@@ -152,6 +163,10 @@ int main(int argc, char **argv) {
             resp_size = (size_t)atoll(v);
         else if (!strcmp(a, "--path"))
             path = v;
+        else if (!strcmp(a, "--timer") && (!strcmp(v, "timerfd") || !strcmp(v, "pwait2")))
+            use_pwait2 = !strcmp(v, "pwait2");
+        else if (!strcmp(a, "--timer"))
+            usage("--timer must be timerfd or pwait2");
         else
             usage("unknown option");
     }
@@ -200,7 +215,10 @@ int main(int argc, char **argv) {
         usage("--response-size must be positive");
 
     int tfd = -1;
-    if (rate > 0) {
+    long long period = rate > 0 ? (long long)(1e9 / rate) : 0, next_ns = 0;
+    if (period <= 0)
+        period = 1;
+    if (rate > 0 && !use_pwait2) {
         tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
         if (tfd < 0)
             die("timerfd_create");
@@ -214,10 +232,11 @@ int main(int argc, char **argv) {
     double t0 = now_s(), deadline = duration > 0 ? t0 + duration : 0;
     long long issued = 0, completed = 0, backlog = 0, late = 0;
     int nidle = 0, stopping = 0, inflight = 0;
-    if (tfd >= 0) {
-        long long period = (long long)(1e9 / rate);
-        if (period <= 0)
-            period = 1;
+    if (rate > 0 && use_pwait2) {
+        next_ns = now_ns() + period;
+        for (int i = 0; i < nconn; i++)
+            idle[nidle++] = i;
+    } else if (tfd >= 0) {
         struct itimerspec its = {
             .it_interval = {.tv_sec = period / 1000000000, .tv_nsec = period % 1000000000},
             .it_value = {.tv_sec = period / 1000000000, .tv_nsec = period % 1000000000},
@@ -239,8 +258,28 @@ int main(int argc, char **argv) {
     static char buf[65536];
     struct epoll_event evs[256];
     while (!stopping || inflight > 0) {
-        /* A 100 ms timeout bounds how late the duration check can be; it is not a schedule. */
-        int n = epoll_wait(ep, evs, 256, 100);
+        int n;
+        if (next_ns > 0) {
+            /* The next release is the timeout: one system call per release. */
+            long long wait = next_ns - now_ns();
+            struct timespec ts = {0, 0};
+            if (wait > 0) {
+                ts.tv_sec = wait / 1000000000LL;
+                ts.tv_nsec = wait % 1000000000LL;
+            }
+            n = epoll_pwait2(ep, evs, 256, &ts, NULL);
+            long long t = now_ns(), ticks = 0;
+            while (t >= next_ns) {
+                ticks++;
+                next_ns += period;
+            }
+            if (ticks > 1)
+                late += ticks - 1;
+            backlog += ticks;
+        } else {
+            /* A 100 ms timeout bounds how late the duration check can be; not a schedule. */
+            n = epoll_wait(ep, evs, 256, 100);
+        }
         if (n < 0) {
             if (errno == EINTR)
                 continue;
@@ -259,16 +298,6 @@ int main(int argc, char **argv) {
                 if (ticks > 1)
                     late += (long long)ticks - 1;
                 backlog += (long long)ticks;
-                while (backlog > 0 && nidle > 0 && !stopping) {
-                    struct conn *c = &conns[idle[--nidle]];
-                    if (write(c->fd, req, (size_t)req_len) != req_len)
-                        die("write");
-                    c->busy = 1;
-                    backlog--;
-                    inflight++;
-                    if (max_requests > 0 && ++issued >= max_requests)
-                        stopping = 1;
-                }
                 continue;
             }
             struct conn *c = &conns[id];
@@ -290,7 +319,7 @@ int main(int argc, char **argv) {
             inflight--;
             if (stopping)
                 continue;
-            if (tfd >= 0) {
+            if (rate > 0) {
                 if (backlog > 0) {
                     if (write(c->fd, req, (size_t)req_len) != req_len)
                         die("write");
@@ -314,6 +343,18 @@ int main(int argc, char **argv) {
             issued++;
             inflight++;
         }
+        /* Releases due (timer mode) go to the idle connections; the rest wait in the backlog
+         * for a connection to become idle. */
+        while (backlog > 0 && nidle > 0 && !stopping) {
+            struct conn *c = &conns[idle[--nidle]];
+            if (write(c->fd, req, (size_t)req_len) != req_len)
+                die("write");
+            c->busy = 1;
+            backlog--;
+            inflight++;
+            if (max_requests > 0 && ++issued >= max_requests)
+                stopping = 1;
+        }
         if (max_requests > 0 && issued >= max_requests)
             stopping = 1;
     }
@@ -322,8 +363,9 @@ int main(int argc, char **argv) {
     double user = cpu_of(&r1, 1) - cpu_of(&r0, 1), sys = cpu_of(&r1, 0) - cpu_of(&r0, 0);
     printf("{\"requests\": %lld, \"duration\": %.6f, \"cpu_s\": %.6f, \"user_s\": %.6f, "
            "\"sys_s\": %.6f, \"response_bytes\": %zu, \"connections\": %d, \"rate\": %g, "
-           "\"late_ticks\": %lld}\n",
-           completed, wall, user + sys, user, sys, resp_size, nconn, rate, late);
+           "\"late_ticks\": %lld, \"timer\": \"%s\"}\n",
+           completed, wall, user + sys, user, sys, resp_size, nconn, rate, late,
+           rate > 0 ? (use_pwait2 ? "pwait2" : "timerfd") : "none");
     for (int i = 0; i < nconn; i++)
         close(conns[i].fd);
     if (tfd >= 0)
