@@ -20,8 +20,10 @@ first request) at 1 request per second (so the connections stay idle), and repor
 when the parent asks. Both processes raise RLIMIT_NOFILE as far as the hard limit (raised
 first when this process may: root) allows. A loopback client can open at most one connection
 per local port to one server address and port, so N is also capped by
-net.ipv4.ip_local_port_range; a count above either limit is measured at the largest
-possible and the output says which limit applied.
+net.ipv4.ip_local_port_range (and the client's closed connections keep their ports in
+TIME_WAIT for 60 s, which the script waits out when the next count would not fit); a count
+above either limit is measured at the largest possible and the output says which limit
+applied.
 
     python benchmarks/memory_per_connection.py                       # 10000 and 50000
     python benchmarks/memory_per_connection.py --counts 2000 --baseline 100
@@ -101,8 +103,28 @@ def client_child(url: str, n: int, cpu: int) -> None:
     bench.wait(30)
 
 
+# (when, how many) of the client's earlier closes: the client closes first, so each of its
+# closed connections keeps its local port in TIME_WAIT for 60 s (fixed in Linux).
+_closed: list[tuple[float, int]] = []
+TIME_WAIT_S = 61.0
+
+
+def wait_for_ports(n: int, ports: int) -> None:
+    """Sleep until `n` new connections fit in the port range beside the TIME_WAIT ones."""
+    while True:
+        now = time.monotonic()
+        held = sum(k for t, k in _closed if now - t < TIME_WAIT_S)
+        if held + n <= ports - 100:
+            return
+        oldest = min(t for t, k in _closed if now - t < TIME_WAIT_S)
+        print(f"waiting {TIME_WAIT_S - (now - oldest):.0f} s for {held} local ports in "
+              "TIME_WAIT", file=sys.stderr, flush=True)
+        time.sleep(TIME_WAIT_S - (now - oldest))
+
+
 def measure(url: str, server_pid: int, n: int, cfg: argparse.Namespace) -> dict[str, int]:
     """RSS of client and server with `n` idle client connections held."""
+    wait_for_ports(n, local_ports())
     server_fds0 = open_fds(server_pid)
     proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--client-child",
                              url, str(n), str(cfg.client_cpu)], stdin=subprocess.PIPE,
@@ -134,6 +156,7 @@ def measure(url: str, server_pid: int, n: int, cfg: argparse.Namespace) -> dict[
         while (open_fds(server_pid) > server_fds0 + 8
                and time.monotonic() < deadline + 60):
             time.sleep(0.2)
+        _closed.append((time.monotonic(), n))
         return out
     finally:
         if proc.poll() is None:
@@ -175,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
               f"server {base['server_rss_kib']} KiB", flush=True)
         rows = []
         for asked in counts:
-            n = min(asked, limit_fd, limit_ports - 100)
+            n = min(asked, limit_fd, limit_ports - 100 - cfg.baseline)
             why = ""
             if n < asked:
                 why = (f" (asked {asked}: RLIMIT_NOFILE allows {limit_fd}, "
