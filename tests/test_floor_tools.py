@@ -76,4 +76,5 @@ def test_floor_refuses_bad_arguments_with_one_line(floor_binary: Path) -> None:
                           capture_output=True, text=True, timeout=10, check=False)
     assert proc.returncode == 2
     assert proc.stderr.startswith("request_floor: --port must be 1..65535")
+    assert proc.stderr.count("\n") == 1
     assert proc.stdout == ""

@@ -58,10 +58,10 @@ static void die(const char *what) {
 
 static void usage(const char *msg) {
     fprintf(stderr,
-            "request_floor: %s\nusage: request_floor --port P [--host ADDR] [--connections N] "
+            "request_floor: %s (usage: request_floor --port P [--host ADDR] [--connections N] "
             "[--duration S | --requests N] [--rate R] [--timer timerfd|pwait2] [--cpu C] "
             "[--response-size B] "
-            "[--path /]\n",
+            "[--path /])\n",
             msg);
     exit(2);
 }
