@@ -188,8 +188,11 @@ def main(argv: list[str] | None = None) -> int:
     limit_ports = local_ports()
     import nhbench
 
+    # The connections stay idle without a request for as long as the measurement takes, so
+    # the server's header timeout (10 s by default: it closes a connection that has sent no
+    # complete request head) and idle timeout must not close them while they open.
     server = nhbench.TestServer(cpus=[cfg.server_cpu], subprocess=True,
-                                response_body_size=13)
+                                response_body_size=13, header_timeout=600, idle_timeout=600)
     server.start()
     try:
         url = server.url
