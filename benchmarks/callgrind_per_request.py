@@ -20,6 +20,8 @@ Clients (--clients, comma list):
   nhbench-2w   HTTP/1.1 with two workers, each with the same number of connections: the
                multi-core check, whose instructions per request should equal nhbench's.
   floor        benchmarks/floor/request_floor.c (--requests SMALL / LARGE), whole process.
+  floor-uring  benchmarks/floor/request_floor_uring.c, the same with io_uring (skipped when
+               liburing is not installed).
   wrk          wrk -t1 (its binary is stripped, so no function to toggle on: whole process,
                --short-s and --long-s seconds, as wrk has no request count).
   h2load       h2load --h1 -t1 -n SMALL / LARGE, whole process.
@@ -72,7 +74,8 @@ print(json.dumps({"completed": r.counters["benchmark.http_2xx"],
 """
 
 _TOTALS = re.compile(r"^(?:summary|totals):\s+(\d+)", re.MULTILINE)
-CLIENTS = ("nhbench", "nhbench-h2c", "nhbench-2w", "floor", "wrk", "h2load", "h2load-h2c")
+CLIENTS = ("nhbench", "nhbench-h2c", "nhbench-2w", "floor", "floor-uring", "wrk", "h2load",
+           "h2load-h2c")
 TARGETS = ("nginx", "nhbench")
 
 
@@ -134,9 +137,9 @@ def run_pair(client: str, port: int, conns: int, cfg: argparse.Namespace,
                     str(cfg.client_cpu), str(conns), str(workers)]
             results.append(callgrind(argv, out, cfg.client_cpu, "worker_main",
                                      _last_json("completed")))
-        elif client == "floor":
+        elif client in ("floor", "floor-uring"):
             try:
-                binary = build("request_floor")
+                binary = build("request_floor" if client == "floor" else "request_floor_uring")
             except BuildError as e:
                 raise Skip(str(e)) from None
             argv = [str(binary), "--port", str(port), "--connections", str(conns),

@@ -78,3 +78,19 @@ def test_floor_refuses_bad_arguments_with_one_line(floor_binary: Path) -> None:
     assert proc.stderr.startswith("request_floor: --port must be 1..65535")
     assert proc.stderr.count("\n") == 1
     assert proc.stdout == ""
+
+
+def test_io_uring_floor_counts_equal_the_servers(tmp_path: Path) -> None:
+    if floor_build.compiler() is None:
+        pytest.skip("no C compiler (cc) on PATH: the floor clients cannot be built")
+    try:
+        binary = floor_build.build("request_floor_uring", tmp_path)
+    except floor_build.BuildError as e:
+        pytest.skip(f"the io_uring floor cannot be built here: {e}")
+    with nhbench.TestServer(response_body_size=64) as server:
+        port = int(server.url.rstrip("/").rsplit(":", 1)[1])
+        before = server.stats()["requests"]
+        out = _run(binary, port, "--connections", "8", "--requests", "300")
+        after = server.stats()["requests"]
+    assert out["requests"] == 300
+    assert after - before == 301  # the size-learning request, as for the epoll floor
