@@ -8,6 +8,7 @@
     nox -s fuzz -- --seconds 30 --target fuzz_server   # shorter, one target
     nox -s demo             # build + `nhbench demo`
     nox -s bench            # build + benchmarks/peer_compare.py + server_compare.py
+    nox -s callgrind        # build + instructions per request (benchmarks/callgrind_per_request.py)
     nox -s lint             # ruff, mypy and import-linter (part of `tests`)
 """
 
@@ -283,6 +284,15 @@ def bench(session: nox.Session) -> None:
     session.install(".")
     session.run("python", "benchmarks/peer_compare.py", *session.posargs)
     session.run("python", "benchmarks/server_compare.py", *session.posargs)
+
+
+@nox.session(reuse_venv=True)
+def callgrind(session: nox.Session) -> None:
+    """Build, then user-space instructions per request under callgrind for nhbench, the request
+    floor, wrk and h2load against nginx (50 connections) and the test server (10): the
+    regression guard of issue 16 (benchmarks/callgrind_per_request.py; needs valgrind)."""
+    session.install(".")
+    session.run("python", "benchmarks/callgrind_per_request.py", *session.posargs)
 
 
 @nox.session(reuse_venv=True)

@@ -34,11 +34,16 @@ Scenarios
           nhbench grpc://… .  --grpc-call health (grpc.health.v1.Health/Check, default) or
           ping (fgrpc.PingServer/Ping).  Target: --grpc-target (fortio: fortio server's
           grpc port, default; nhbench: the test server's h2c listener).  Reference: h2load.
+  floor   Issue 16's floors (benchmarks/floor/request_floor.c, built with the system cc): in
+          max, the request floor (epoll, one write and one read per request, byte counting
+          only); in fixed, the timer floor (the same client releasing on a periodic timerfd,
+          one wake-up per release). Every row gets its ratio to the floor ("vs floor") next
+          to its ratio to the reference tool.
   A tool that refuses a scenario (e.g. an nhbench without tcp:// or gRPC) gets the row
   "n/a (reason)" and the rest of the benchmark goes on.
 
 How CPU is measured
-  wrk, h2load, fortio, oha: user+sys of the child process from os.wait4's rusage (the tool
+  wrk, h2load, fortio, oha, floor: user+sys of the child process from os.wait4's rusage (the tool
   runs under `taskset -c CLIENT_CPU`, which execs it, so it is the same process).
   nhbench: a child Python pins itself to CLIENT_CPU, imports nhbench and loads the core
   (interpreter start-up excluded), then takes getrusage(RUSAGE_SELF) right before start()
@@ -95,6 +100,10 @@ from common import (
     wait_port,
 )
 from nginx_origin import NginxError, NginxOrigin
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "floor"))
+from build import BuildError as FloorBuildError  # noqa: E402 - benchmarks/floor/build.py
+from build import build as floor_build  # noqa: E402
 
 BEGIN_MARK = "<!-- results:begin -->"
 END_MARK = "<!-- results:end -->"
@@ -676,6 +685,40 @@ class Oha(Tool):
         sample.extra["reported_rps"] = float(data["summary"].get("requestsPerSec", 0))
 
 
+class Floor(Tool):
+    """Issue 16's floor of the scenario: the request floor at the maximum rate, the timer floor
+    (--rate) at a fixed rate. HTTP/1.1 in the clear only."""
+
+    name = "floor"
+
+    def supports(self, sc: Scenario) -> bool:
+        return sc.protocol == "h1"
+
+    def binary(self) -> str | None:
+        try:
+            return str(floor_build("request_floor"))
+        except FloorBuildError as e:
+            print(f"peer_compare: floor: {e}", file=sys.stderr)
+            return None
+
+    def argv(self, sc: Scenario, url: str) -> list[str]:
+        host, _, port = url.split("://", 1)[1].split("/", 1)[0].rpartition(":")
+        argv = ["request_floor", "--host", host, "--port", port, "--connections",
+                str(sc.connections), "--duration", f"{sc.duration:g}"]
+        if sc.rps:
+            argv += ["--rate", f"{sc.rps:g}"]
+        return argv
+
+    def parse(self, sample: Sample, out: str, err: str) -> None:
+        data = json.loads(out.strip().splitlines()[-1])
+        sample.requests = int(data["requests"])
+        sample.duration = float(data["duration"])
+        # Its own getrusage over the measured part (connections open); the row uses the
+        # whole process's, from wait4, as for every other external tool.
+        sample.extra["own_cpu_s"] = float(data["cpu_s"])
+        sample.extra["late_ticks"] = int(data.get("late_ticks", 0))
+
+
 class Nhbench(Tool):
     name = "nhbench"
 
@@ -723,7 +766,8 @@ class Nhbench(Tool):
         return sample
 
 
-ALL_TOOLS: dict[str, Tool] = {t.name: t for t in (Nhbench(), Wrk(), H2load(), Fortio(), Oha())}
+ALL_TOOLS: dict[str, Tool] = {t.name: t for t in (Nhbench(), Wrk(), H2load(), Fortio(), Oha(),
+                                                   Floor())}
 
 
 # --------------------------------------------------------------------------------------------
@@ -801,28 +845,34 @@ def fmt_us(v: float | None) -> str:
 
 def render_table(sc: Scenario, rows: list[dict[str, Any]]) -> str:
     ref = next((r for r in rows if r["tool"] == sc.reference and "us_per_req" in r), None)
+    floor = next((r for r in rows if r["tool"] == "floor" and "us_per_req" in r), None)
     header = (
         f"| tool | requests | req/s | client CPU µs/req (min–max) | vs {sc.reference} "
-        f"| user + sys µs/req | client CPU | server CPU | p50 / p99 (CO-corrected) | errors |"
+        f"| vs floor | user + sys µs/req | client CPU | server CPU | p50 / p99 (CO-corrected) "
+        f"| errors |"
     )
-    lines = [header, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
+    lines = [header, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
     for r in rows:
+        name = r["tool"]
+        if name == "floor":
+            name = "floor (timer)" if sc.rps else "floor (request)"
         if "us_per_req" not in r:
             if r.get("refused"):
-                lines.append(f"| {r['tool']} | n/a ({r['refused'][:200]}) | | | | | | | | |")
+                lines.append(f"| {name} | n/a ({r['refused'][:200]}) | | | | | | | | | |")
                 continue
             failures = "; ".join(r["failures"])[:120]
-            lines.append(f"| {r['tool']} | failed: {failures} | | | | | | | | |")
+            lines.append(f"| {name} | failed: {failures} | | | | | | | | | |")
             continue
         ratio = f"{r['us_per_req'] / ref['us_per_req']:.2f}×" if ref else "-"
+        to_floor = f"{r['us_per_req'] / floor['us_per_req']:.2f}×" if floor else "-"
         lat = (f"{fmt_us(r.get('p50'))} / {fmt_us(r.get('p99'))}" if "p50" in r else "n/a")
         srv = f"{r['server_util'] * 100:.0f}%" if r.get("server_util") is not None else "-"
         fails = f" ({len(r['failures'])} failed)" if r["failures"] else ""
         split = (f"{r['user_us']:.2f} + {r['sys_us']:.2f}" if "user_us" in r else "-")
         lines.append(
-            f"| {r['tool']}{fails} | {r['requests']:,} | {r['rps']:,.0f} "
+            f"| {name}{fails} | {r['requests']:,} | {r['rps']:,.0f} "
             f"| {r['us_per_req']:.2f} ({r['us_min']:.2f}–{r['us_max']:.2f}) | {ratio} "
-            f"| {split} | {r['client_util'] * 100:.0f}% | {srv} | {lat} | {r['errors']} |"
+            f"| {to_floor} | {split} | {r['client_util'] * 100:.0f}% | {srv} | {lat} | {r['errors']} |"
         )
     return "\n".join(lines)
 
@@ -1048,7 +1098,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help="tcp-echo scenario: bytes per request, echoed back (default 64)")
     p.add_argument("--scenarios", default=",".join(SCENARIO_KEYS),
                    help=f"comma list of {','.join(SCENARIO_KEYS)} (default all)")
-    p.add_argument("--tools", default="nhbench,wrk,h2load,fortio,oha",
+    p.add_argument("--tools", default="nhbench,wrk,h2load,fortio,oha,floor",
                    help="comma list; tools not installed are skipped")
     p.add_argument("--duration", type=float, default=5.0, help="seconds per run (default 5)")
     p.add_argument("--repeat", type=int, default=3, help="runs per tool, median reported")

@@ -1,0 +1,377 @@
+/*
+ * The floor of an HTTP/1.1 load client on this kernel (issue 16): the least work a client can
+ * do per request, so that every tool can be reported as a ratio to it.
+ *
+ * N keep-alive connections, one request in flight on each, one epoll instance. Per request the
+ * client makes exactly one write() of a fixed request and, per readiness event, one read();
+ * it parses nothing: it only counts the bytes of a response whose size it learned from the
+ * first response (or from --response-size) and keeps no statistics. It prints one JSON line:
+ * the requests completed and its own CPU time (getrusage), measured from the moment every
+ * connection is open to the end of the run, so connection set-up is not part of it.
+ *
+ * Two modes:
+ *   request floor (default)  each connection sends its next request as soon as the response to
+ *                            the previous one is complete (closed loop, as wrk does);
+ *   timer floor (--rate R)   requests are released on a uniform schedule of R per second, one
+ *                            timer wake-up per release; a release finds an idle connection or
+ *                            waits in a backlog for the next one that becomes idle. Two timers:
+ *                            --timer timerfd (default): a periodic timerfd in the epoll set, one
+ *                            epoll_wait return and one read of the timerfd per release;
+ *                            --timer pwait2: epoll_pwait2's nanosecond timeout up to the next
+ *                            release, one system call per release (the clock is read through
+ *                            the vDSO, which is not a system call).
+ *
+ *   request_floor --port P [--host 127.0.0.1] [--connections 50] [--duration S | --requests N]
+ *                 [--rate R [--timer timerfd|pwait2]] [--cpu C] [--response-size B] [--path /]
+ *
+ * It is a benchmark tool, not part of nhbench: benchmarks/floor/build.py builds it with the
+ * system cc into benchmarks/out/floor/.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sched.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/timerfd.h>
+#include <time.h>
+#include <unistd.h>
+
+/* One connection: its socket and the bytes of the current response received so far. */
+struct conn {
+    int fd;
+    int busy;          /* a request is in flight */
+    size_t got;        /* bytes of the current response read so far */
+};
+
+static void die(const char *what) {
+    fprintf(stderr, "request_floor: %s: %s\n", what, errno ? strerror(errno) : "failed");
+    exit(2);
+}
+
+static void usage(const char *msg) {
+    fprintf(stderr,
+            "request_floor: %s (usage: request_floor --port P [--host ADDR] [--connections N] "
+            "[--duration S | --requests N] [--rate R] [--timer timerfd|pwait2] [--cpu C] "
+            "[--response-size B] "
+            "[--path /])\n",
+            msg);
+    exit(2);
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static long long now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static double cpu_of(const struct rusage *r, int user) {
+    const struct timeval *t = user ? &r->ru_utime : &r->ru_stime;
+    return (double)t->tv_sec + (double)t->tv_usec / 1e6;
+}
+
+static int open_conn(const struct sockaddr_in *addr) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        die("socket");
+    if (connect(fd, (const struct sockaddr *)addr, sizeof *addr) != 0)
+        die("connect");
+    int one = 1;
+    /* Each write is a whole request, so Nagle's algorithm could only add delay. */
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    return fd;
+}
+
+/*
+ * Learns the size of one response by sending one request on a blocking socket and reading the
+ * head and a Content-Length body. This is the only parsing the client ever does, and it happens
+ * before the measured part; the hot loop only counts bytes.
+ */
+static size_t learn_response_size(int fd, const char *req, size_t req_len) {
+    char buf[65536];
+    size_t have = 0;
+    if (write(fd, req, req_len) != (ssize_t)req_len)
+        die("write (first request)");
+    for (;;) {
+        if (have == sizeof buf - 1)
+            usage("the first response's head is larger than 64 KiB");
+        ssize_t n = read(fd, buf + have, sizeof buf - 1 - have);
+        if (n <= 0)
+            die("read (first response)");
+        have += (size_t)n;
+        buf[have] = '\0';
+        char *end = strstr(buf, "\r\n\r\n");
+        if (end == NULL)
+            continue;
+        size_t head = (size_t)(end - buf) + 4;
+        char *cl = strcasestr(buf, "\r\ncontent-length:");
+        if (cl == NULL || cl > end)
+            usage("the first response has no Content-Length: give --response-size");
+        size_t total = head + (size_t)strtoull(cl + 17, NULL, 10);
+        while (have < total) {
+            n = read(fd, buf, sizeof buf < total - have ? sizeof buf : total - have);
+            if (n <= 0)
+                die("read (first response body)");
+            have += (size_t)n;
+        }
+        if (have != total)
+            usage("the server sent more than one response to one request");
+        return total;
+    }
+}
+
+int main(int argc, char **argv) {
+    const char *host = "127.0.0.1", *path = "/";
+    int port = 0, nconn = 50, cpu = -1;
+    double duration = 0, rate = 0;
+    long long max_requests = 0;
+    size_t resp_size = 0;
+    int use_pwait2 = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (i + 1 >= argc)
+            usage("every option takes a value");
+        const char *v = argv[++i];
+        if (!strcmp(a, "--host"))
+            host = v;
+        else if (!strcmp(a, "--port"))
+            port = atoi(v);
+        else if (!strcmp(a, "--connections"))
+            nconn = atoi(v);
+        else if (!strcmp(a, "--duration"))
+            duration = atof(v);
+        else if (!strcmp(a, "--requests"))
+            max_requests = atoll(v);
+        else if (!strcmp(a, "--rate"))
+            rate = atof(v);
+        else if (!strcmp(a, "--cpu"))
+            cpu = atoi(v);
+        else if (!strcmp(a, "--response-size"))
+            resp_size = (size_t)atoll(v);
+        else if (!strcmp(a, "--path"))
+            path = v;
+        else if (!strcmp(a, "--timer") && (!strcmp(v, "timerfd") || !strcmp(v, "pwait2")))
+            use_pwait2 = !strcmp(v, "pwait2");
+        else if (!strcmp(a, "--timer"))
+            usage("--timer must be timerfd or pwait2");
+        else
+            usage("unknown option");
+    }
+    if (port <= 0 || port > 65535)
+        usage("--port must be 1..65535");
+    if (nconn <= 0)
+        usage("--connections must be positive");
+    if ((duration > 0) == (max_requests > 0))
+        usage("give exactly one of --duration S and --requests N");
+    if (rate < 0)
+        usage("--rate must be positive");
+    if (cpu >= 0) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(cpu, &set);
+        if (sched_setaffinity(0, sizeof set, &set) != 0)
+            die("sched_setaffinity");
+    }
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    if (inet_pton(AF_INET, host, &addr.sin_addr) != 1)
+        usage("--host must be an IPv4 address");
+
+    char req[1024];
+    int req_len = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: %s:%d\r\n\r\n", path, host,
+                           port);
+    if (req_len <= 0 || (size_t)req_len >= sizeof req)
+        usage("--path is too long");
+
+    struct conn *conns = calloc((size_t)nconn, sizeof *conns);
+    int *idle = calloc((size_t)nconn, sizeof *idle); /* stack of idle connections (timer mode) */
+    if (conns == NULL || idle == NULL)
+        die("calloc");
+    int ep = epoll_create1(EPOLL_CLOEXEC);
+    if (ep < 0)
+        die("epoll_create1");
+    for (int i = 0; i < nconn; i++) {
+        conns[i].fd = open_conn(&addr);
+        if (i == 0 && resp_size == 0)
+            resp_size = learn_response_size(conns[0].fd, req, (size_t)req_len);
+        /* Level-triggered read interest, registered once: no epoll_ctl per request. */
+        struct epoll_event ev = {.events = EPOLLIN, .data.u32 = (uint32_t)i};
+        if (epoll_ctl(ep, EPOLL_CTL_ADD, conns[i].fd, &ev) != 0)
+            die("epoll_ctl");
+    }
+    if (resp_size == 0)
+        usage("--response-size must be positive");
+
+    int tfd = -1;
+    long long period = rate > 0 ? (long long)(1e9 / rate) : 0, next_ns = 0;
+    if (period <= 0)
+        period = 1;
+    if (rate > 0 && !use_pwait2) {
+        tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+        if (tfd < 0)
+            die("timerfd_create");
+        struct epoll_event ev = {.events = EPOLLIN, .data.u32 = UINT32_MAX};
+        if (epoll_ctl(ep, EPOLL_CTL_ADD, tfd, &ev) != 0)
+            die("epoll_ctl (timerfd)");
+    }
+
+    struct rusage r0, r1;
+    getrusage(RUSAGE_SELF, &r0);
+    double t0 = now_s(), deadline = duration > 0 ? t0 + duration : 0;
+    long long issued = 0, completed = 0, backlog = 0, late = 0;
+    int nidle = 0, stopping = 0, inflight = 0;
+    if (rate > 0 && use_pwait2) {
+        next_ns = now_ns() + period;
+        for (int i = 0; i < nconn; i++)
+            idle[nidle++] = i;
+    } else if (tfd >= 0) {
+        struct itimerspec its = {
+            .it_interval = {.tv_sec = period / 1000000000, .tv_nsec = period % 1000000000},
+            .it_value = {.tv_sec = period / 1000000000, .tv_nsec = period % 1000000000},
+        };
+        if (timerfd_settime(tfd, 0, &its, NULL) != 0)
+            die("timerfd_settime");
+        for (int i = 0; i < nconn; i++)
+            idle[nidle++] = i;
+    } else {
+        for (int i = 0; i < nconn && (max_requests == 0 || issued < max_requests); i++) {
+            if (write(conns[i].fd, req, (size_t)req_len) != req_len)
+                die("write");
+            conns[i].busy = 1;
+            issued++;
+            inflight++;
+        }
+    }
+
+    static char buf[65536];
+    struct epoll_event evs[256];
+    while (!stopping || inflight > 0) {
+        int n;
+        if (next_ns > 0) {
+            /* The next release is the timeout: one system call per release. */
+            long long wait = next_ns - now_ns();
+            struct timespec ts = {0, 0};
+            if (wait > 0) {
+                ts.tv_sec = wait / 1000000000LL;
+                ts.tv_nsec = wait % 1000000000LL;
+            }
+            n = epoll_pwait2(ep, evs, 256, &ts, NULL);
+            long long t = now_ns(), ticks = 0;
+            while (t >= next_ns) {
+                ticks++;
+                next_ns += period;
+            }
+            if (ticks > 1)
+                late += ticks - 1;
+            backlog += ticks;
+        } else {
+            /* A 100 ms timeout bounds how late the duration check can be; not a schedule. */
+            n = epoll_wait(ep, evs, 256, 100);
+        }
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            die("epoll_wait");
+        }
+        if (deadline > 0 && !stopping && now_s() >= deadline) {
+            /* A duration run ends at the deadline: the requests in flight are not waited for. */
+            break;
+        }
+        for (int k = 0; k < n; k++) {
+            uint32_t id = evs[k].data.u32;
+            if (id == UINT32_MAX) {
+                uint64_t ticks = 0;
+                if (read(tfd, &ticks, sizeof ticks) != (ssize_t)sizeof ticks)
+                    continue;
+                if (ticks > 1)
+                    late += (long long)ticks - 1;
+                backlog += (long long)ticks;
+                continue;
+            }
+            struct conn *c = &conns[id];
+            ssize_t got = read(c->fd, buf, sizeof buf);
+            if (got <= 0) {
+                if (got < 0 && errno == EAGAIN)
+                    continue;
+                errno = got == 0 ? ECONNRESET : errno;
+                die("read (the server closed a connection)");
+            }
+            c->got += (size_t)got;
+            if (c->got < resp_size)
+                continue;
+            if (c->got != resp_size)
+                usage("a response was larger than the first one: give --response-size");
+            c->got = 0;
+            c->busy = 0;
+            completed++;
+            inflight--;
+            if (stopping)
+                continue;
+            if (rate > 0) {
+                if (backlog > 0) {
+                    if (write(c->fd, req, (size_t)req_len) != req_len)
+                        die("write");
+                    c->busy = 1;
+                    backlog--;
+                    inflight++;
+                    if (max_requests > 0 && ++issued >= max_requests)
+                        stopping = 1;
+                } else {
+                    idle[nidle++] = (int)id;
+                }
+                continue;
+            }
+            if (max_requests > 0 && issued >= max_requests) {
+                stopping = 1;
+                continue;
+            }
+            if (write(c->fd, req, (size_t)req_len) != req_len)
+                die("write");
+            c->busy = 1;
+            issued++;
+            inflight++;
+        }
+        /* Releases due (timer mode) go to the idle connections; the rest wait in the backlog
+         * for a connection to become idle. */
+        while (backlog > 0 && nidle > 0 && !stopping) {
+            struct conn *c = &conns[idle[--nidle]];
+            if (write(c->fd, req, (size_t)req_len) != req_len)
+                die("write");
+            c->busy = 1;
+            backlog--;
+            inflight++;
+            if (max_requests > 0 && ++issued >= max_requests)
+                stopping = 1;
+        }
+        if (max_requests > 0 && issued >= max_requests)
+            stopping = 1;
+    }
+    double wall = now_s() - t0;
+    getrusage(RUSAGE_SELF, &r1);
+    double user = cpu_of(&r1, 1) - cpu_of(&r0, 1), sys = cpu_of(&r1, 0) - cpu_of(&r0, 0);
+    printf("{\"requests\": %lld, \"duration\": %.6f, \"cpu_s\": %.6f, \"user_s\": %.6f, "
+           "\"sys_s\": %.6f, \"response_bytes\": %zu, \"connections\": %d, \"rate\": %g, "
+           "\"late_ticks\": %lld, \"timer\": \"%s\"}\n",
+           completed, wall, user + sys, user, sys, resp_size, nconn, rate, late,
+           rate > 0 ? (use_pwait2 ? "pwait2" : "timerfd") : "none");
+    for (int i = 0; i < nconn; i++)
+        close(conns[i].fd);
+    if (tfd >= 0)
+        close(tfd);
+    close(ep);
+    free(conns);
+    free(idle);
+    return 0;
+}
