@@ -63,11 +63,12 @@ static void tls_write_done(uv_write_t* req, int status);
 static int tls_bio_read(BIO* b, char* buf, int len) {
   nhb__tls* t = (nhb__tls*)BIO_get_data(b);
   BIO_clear_retry_flags(b);
+  if (len <= 0) return 0;
   if (t->in_len == 0) {
     BIO_set_retry_read(b);
     return -1;
   }
-  size_t n = len > 0 && (size_t)len < t->in_len ? (size_t)len : t->in_len;
+  size_t n = (size_t)len < t->in_len ? (size_t)len : t->in_len;
   memcpy(buf, t->in, n);
   t->in += n;
   t->in_len -= n;
