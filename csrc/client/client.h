@@ -373,6 +373,7 @@ struct nhb__worker {
   int backoff_active;
   uint32_t backoff_failures; /* consecutive back-off steps since the last response */
   void* tls_session;    /* SSL_SESSION* to resume (--tls-session-reuse), or NULL */
+  char* tls_plain;      /* NHB__READ_BUFFER_SIZE bytes: TLS plaintext (transport_tls.c) */
   /* HTTP/2: connections with frames to write, written once per loop
    * iteration (right before the loop polls) so that the requests released in
    * one iteration share a write. */

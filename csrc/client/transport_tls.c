@@ -1,12 +1,16 @@
 /* transport_tls.c: TLS through OpenSSL, without ever blocking the loop.
  *
- * OpenSSL never touches the socket. Each connection's SSL object reads
- * ciphertext from one memory BIO and writes ciphertext into another: bytes the
- * socket delivered are appended to the first and then decrypted with
- * SSL_read(); plaintext is encrypted with SSL_write() and the ciphertext is
- * moved from the second BIO into the connection's output buffer and written
- * with uv_try_write() (uv_write() for what would block). The handshake runs
- * the same way, one step per arrival of bytes, so no call ever waits.
+ * OpenSSL never touches the socket. Each connection's SSL object reads and
+ * writes ciphertext through one BIO of this file's own kind (issue 16): reads
+ * come straight from the bytes the socket delivered (the "window", set for
+ * the duration of tls_on_read) and are decrypted with SSL_read(); plaintext is
+ * encrypted with SSL_write() and the ciphertext lands directly in the
+ * connection's output buffer, which is written with uv_try_write() (uv_write()
+ * for what would block). A memory BIO would cost a copy and a buffer update
+ * each way per record. Ciphertext produced while the output buffer is on its
+ * way to the socket (or would not fit) waits in a spill memory BIO, in order.
+ * The handshake runs the same way, one step per arrival of bytes, so no call
+ * ever waits.
  *
  * One SSL_CTX is built per run (nhb__tls_ctx_create) and shared read-only by
  * the workers. With --tls-session-reuse each worker keeps the last session the
@@ -20,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <sys/stat.h>
 
 #include "client/client.h"
@@ -35,9 +40,12 @@
 
 struct nhb__tls {
   SSL* ssl;
-  BIO* rbio; /* ciphertext from the server, read by OpenSSL */
-  BIO* wbio; /* ciphertext for the server, written by OpenSSL */
+  BIO* bio;   /* the SSL's read and write BIO (tls_bio_method), owned by ssl */
+  BIO* spill; /* a memory BIO: ciphertext that could not go into `out` yet */
+  const char* in; /* the window: ciphertext from the socket not yet read by OpenSSL */
+  size_t in_len;
   char* out; /* TLS_OUT_SIZE bytes */
+  size_t out_len; /* ciphertext in `out` not yet handed to the socket */
   const char* plain; /* plaintext handed to tls_write() and not yet encrypted */
   size_t plain_len;
   int sock_pending; /* a uv_write of `out` is outstanding */
@@ -46,6 +54,85 @@ struct nhb__tls {
 };
 
 static void tls_write_done(uv_write_t* req, int status);
+
+/* ---- the BIO --------------------------------------------------------------- */
+
+/* Reads: what is left of the window, or "retry" (SSL_ERROR_WANT_READ) when it
+ * is used up. OpenSSL keeps a partial record in its own buffer, so the window
+ * may end anywhere. */
+static int tls_bio_read(BIO* b, char* buf, int len) {
+  nhb__tls* t = (nhb__tls*)BIO_get_data(b);
+  BIO_clear_retry_flags(b);
+  if (len <= 0) return 0;
+  if (t->in_len == 0) {
+    BIO_set_retry_read(b);
+    return -1;
+  }
+  size_t n = (size_t)len < t->in_len ? (size_t)len : t->in_len;
+  memcpy(buf, t->in, n);
+  t->in += n;
+  t->in_len -= n;
+  return (int)n;
+}
+
+/* Writes: appended to `out` while it is idle, has room and nothing spilled
+ * before (so bytes keep their order); otherwise to the spill BIO, which
+ * tls_pump() drains into `out` later. */
+static int tls_bio_write(BIO* b, const char* data, int len) {
+  nhb__tls* t = (nhb__tls*)BIO_get_data(b);
+  BIO_clear_retry_flags(b);
+  if (len <= 0) return 0;
+  if (!t->sock_pending && t->spill == NULL && (size_t)len <= TLS_OUT_SIZE - t->out_len) {
+    memcpy(t->out + t->out_len, data, (size_t)len);
+    t->out_len += (size_t)len;
+    return len;
+  }
+  if (t->spill == NULL) {
+    if ((t->spill = BIO_new(BIO_s_mem())) == NULL) return -1;
+    BIO_set_mem_eof_return(t->spill, -1);
+  }
+  return BIO_write(t->spill, data, len);
+}
+
+static long tls_bio_ctrl(BIO* b, int cmd, long num, void* ptr) {
+  NHB__UNUSED(num);
+  NHB__UNUSED(ptr);
+  nhb__tls* t = (nhb__tls*)BIO_get_data(b);
+  switch (cmd) {
+    case BIO_CTRL_FLUSH: /* OpenSSL flushes after each handshake flight: nothing to do */
+      return 1;
+    case BIO_CTRL_PENDING:
+      return (long)t->in_len;
+    default: /* no kTLS, no dgram, no duplication */
+      return 0;
+  }
+}
+
+static int tls_bio_create(BIO* b) {
+  BIO_set_init(b, 1);
+  return 1;
+}
+
+static BIO_METHOD* tls_bio_method_ptr;
+static pthread_once_t tls_bio_once = PTHREAD_ONCE_INIT;
+
+/* Built once per process and never freed (OpenSSL's own methods are static
+ * too); NULL if OpenSSL could not build it. */
+static void tls_bio_method_init(void) {
+  BIO_METHOD* m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "nhbench client");
+  if (m == NULL) return;
+  if (!BIO_meth_set_read(m, tls_bio_read) || !BIO_meth_set_write(m, tls_bio_write) ||
+      !BIO_meth_set_ctrl(m, tls_bio_ctrl) || !BIO_meth_set_create(m, tls_bio_create)) {
+    BIO_meth_free(m);
+    return;
+  }
+  tls_bio_method_ptr = m;
+}
+
+static const BIO_METHOD* tls_bio_method(void) {
+  pthread_once(&tls_bio_once, tls_bio_method_init);
+  return tls_bio_method_ptr;
+}
 
 /* ---- errors --------------------------------------------------------------- */
 
@@ -98,8 +185,11 @@ static int tls_fail_io(nhb__conn* c) {
 
 /* ---- output --------------------------------------------------------------- */
 
+/* Hands the first `len` bytes of `out` to the socket; `out` is busy until
+ * they are gone (sock_pending). */
 static int tls_sock_write(nhb__conn* c, size_t len) {
   nhb__tls* t = c->tls;
+  t->out_len = 0;
   uv_stream_t* stream = (uv_stream_t*)&c->tcp;
   uv_buf_t buf = uv_buf_init(t->out, (unsigned)len);
   c->worker->stats.counters[NHB_CTR_UPSTREAM_CX_TX_BYTES_TOTAL] += len;
@@ -119,10 +209,19 @@ static int tls_pump(nhb__conn* c) {
   nhb__tls* t = c->tls;
   int r = 0;
   while (!t->sock_pending) {
-    int n = BIO_read(t->wbio, t->out, TLS_OUT_SIZE);
-    if (n > 0) {
-      if ((r = tls_sock_write(c, (size_t)n)) < 0) break;
+    if (t->out_len > 0) {
+      if ((r = tls_sock_write(c, t->out_len)) < 0) break;
       continue;
+    }
+    if (t->spill != NULL) {
+      /* Spilled ciphertext goes out before anything newer. */
+      int n = BIO_read(t->spill, t->out, TLS_OUT_SIZE);
+      if (n > 0) {
+        t->out_len = (size_t)n;
+        continue;
+      }
+      BIO_free(t->spill);
+      t->spill = NULL;
     }
     if (t->plain_len == 0) break;
     size_t chunk = t->plain_len < TLS_PLAIN_CHUNK ? t->plain_len : TLS_PLAIN_CHUNK;
@@ -218,6 +317,10 @@ static void tls_on_connected(nhb__conn* c) {
   nhb_run* run = w->run;
   const nhb_tls_config* tc = &run->config.tls;
   nhb__tls* t = c->tls;
+  if (w->tls_plain == NULL && (w->tls_plain = malloc(NHB__READ_BUFFER_SIZE)) == NULL) {
+    nhb__conn_fail(c, NHB_ENOMEM, NHB_CTR_POOL_CONNECTION_FAILURE);
+    return;
+  }
   if (t == NULL) {
     t = calloc(1, sizeof(*t));
     if (t != NULL && (t->out = malloc(TLS_OUT_SIZE)) == NULL) {
@@ -233,13 +336,21 @@ static void tls_on_connected(nhb__conn* c) {
   t->plain_len = 0;
   t->sock_pending = 0;
   t->handshake_done = 0;
+  t->in_len = 0;
+  t->out_len = 0;
   t->connected_ns = nhb__now_ns();
-  t->ssl = nhb__tls_new((SSL_CTX*)run->ssl_ctx, &t->rbio, &t->wbio);
-  if (t->ssl == NULL) {
-    t->rbio = t->wbio = NULL;
+  const BIO_METHOD* method = tls_bio_method();
+  t->ssl = method != NULL ? SSL_new((SSL_CTX*)run->ssl_ctx) : NULL;
+  t->bio = t->ssl != NULL ? BIO_new(method) : NULL;
+  if (t->bio == NULL) {
+    SSL_free(t->ssl);
+    t->ssl = NULL;
+    ERR_clear_error();
     nhb__conn_fail(c, NHB_ENOMEM, NHB_CTR_POOL_CONNECTION_FAILURE);
     return;
   }
+  BIO_set_data(t->bio, t);
+  SSL_set_bio(t->ssl, t->bio, t->bio); /* one BIO both ways: ssl takes the one reference */
   SSL_set_connect_state(t->ssl);
   SSL_set_app_data(t->ssl, c);
   if (tc->sni != NULL && tc->sni[0] != '\0') SSL_set_tlsext_host_name(t->ssl, tc->sni);
@@ -250,25 +361,25 @@ static void tls_on_connected(nhb__conn* c) {
 
 /* ---- input ----------------------------------------------------------------- */
 
-static int tls_on_read(nhb__conn* c, const char* data, size_t len) {
+/* Decrypts the window. Every path that returns with some of it unread closes
+ * the connection (or has closed it), so nothing is lost with it. */
+static int tls_read_window(nhb__conn* c) {
   nhb__tls* t = c->tls;
-  if (BIO_write(t->rbio, data, (int)len) != (int)len) return NHB_ENOMEM;
+  char* plain = c->worker->tls_plain;
   if (!t->handshake_done) {
     int r = tls_handshake(c);
     if (r < 0) return r;
     if (c->state != NHB__CX_READY) return 0;
   }
-  /* The ciphertext now lives in the BIO, so the read buffer is free to take
-   * the plaintext. */
   for (;;) {
-    int n = SSL_read(t->ssl, c->read_buffer, NHB__READ_BUFFER_SIZE);
+    int n = SSL_read(t->ssl, plain, NHB__READ_BUFFER_SIZE);
     if (n > 0) {
-      int r = c->session->on_data(c, c->read_buffer, (size_t)n);
+      int r = c->session->on_data(c, plain, (size_t)n);
       if (r < 0) return r;
       if (c->state != NHB__CX_READY) return 0;
       /* Nothing left to decrypt: another SSL_read would only report
        * SSL_ERROR_WANT_READ, which costs a full pass through OpenSSL. */
-      if (BIO_ctrl_pending(t->rbio) == 0 && SSL_pending(t->ssl) == 0) break;
+      if (t->in_len == 0 && SSL_pending(t->ssl) == 0) break;
       continue;
     }
     int err = SSL_get_error(t->ssl, n);
@@ -286,6 +397,20 @@ static int tls_on_read(nhb__conn* c, const char* data, size_t len) {
   return c->write_pending ? 0 : tls_pump(c);
 }
 
+/* The socket's bytes (in the connection's read buffer) are OpenSSL's input
+ * for this call only: the window closes when it returns. The plaintext goes
+ * to the worker's own buffer, as the read buffer still holds ciphertext not
+ * yet read; sessions handle their bytes before returning, so one buffer
+ * serves every connection of the worker. */
+static int tls_on_read(nhb__conn* c, const char* data, size_t len) {
+  nhb__tls* t = c->tls;
+  t->in = data;
+  t->in_len = len;
+  int r = tls_read_window(c);
+  t->in_len = 0;
+  return r;
+}
+
 static void tls_close(nhb__conn* c) {
   nhb__tls* t = c->tls;
   if (t == NULL || t->ssl == NULL) return;
@@ -294,9 +419,13 @@ static void tls_close(nhb__conn* c) {
    * limit, the server's), so it is declared shut down and the worker's saved
    * session stays usable. */
   SSL_set_shutdown(t->ssl, SSL_SENT_SHUTDOWN | SSL_RECEIVED_SHUTDOWN);
-  SSL_free(t->ssl); /* frees both BIOs */
+  SSL_free(t->ssl); /* frees the BIO */
   t->ssl = NULL;
-  t->rbio = t->wbio = NULL;
+  t->bio = NULL;
+  BIO_free(t->spill); /* ciphertext for a connection that is gone */
+  t->spill = NULL;
+  t->in_len = 0;
+  t->out_len = 0;
   t->plain_len = 0;
   t->sock_pending = 0;
 }
@@ -320,6 +449,8 @@ void nhb__tls_conn_free(nhb__conn* c) {
 }
 
 void nhb__tls_worker_free(nhb__worker* w) {
+  free(w->tls_plain);
+  w->tls_plain = NULL;
   if (w->tls_session != NULL) SSL_SESSION_free((SSL_SESSION*)w->tls_session);
   w->tls_session = NULL;
 }

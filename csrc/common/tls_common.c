@@ -1,5 +1,6 @@
-/* tls_common.c: memory-BIO set-up, ALPN lists and error text, shared by the
- * client's transport (transport_tls.c) and the test server (server_tls.c). */
+/* tls_common.c: memory-BIO set-up (the test server's, server_tls.c), ALPN
+ * lists and error text, shared by the client's transport (transport_tls.c)
+ * and the test server. */
 #include <openssl/err.h>
 #include <stdio.h>
 #include <string.h>

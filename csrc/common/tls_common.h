@@ -1,9 +1,11 @@
 /* tls_common.h: what the client's TLS transport and the test server's TLS
  * connections share.
  *
- * Both sides run OpenSSL over memory BIOs so that no call ever blocks the
- * loop: bytes from the socket are appended to the read BIO, OpenSSL writes
- * ciphertext into the write BIO, and the caller moves it to the socket.
+ * Neither side lets OpenSSL touch the socket, so that no call ever blocks the
+ * loop. The server runs OpenSSL over memory BIOs (nhb__tls_new): bytes from
+ * the socket are appended to the read BIO, OpenSSL writes ciphertext into the
+ * write BIO, and the caller moves it to the socket. The client's transport
+ * has a BIO of its own that saves those two copies (transport_tls.c).
  */
 #ifndef NHB_TLS_COMMON_H
 #define NHB_TLS_COMMON_H
