@@ -44,7 +44,10 @@ class Cycle:
 
 
 def run(origin: ScriptedOrigin) -> nhbench.Result:
-    return nhbench.run(origin.url, rps=100, duration=0.4, connections=1, cpus=CLIENT_CPU,
+    # A count, not a duration, ends the run: the counts below do not depend on how busy the
+    # machine is. Closed loop on one connection, so each response arrives in a read of its own.
+    return nhbench.run(origin.url, rps=0, duration=60, connections=1, cpus=CLIENT_CPU,
+                       termination_predicate={"upstream_rq_total": 30},
                        no_default_failure_predicates=True)
 
 
@@ -57,7 +60,7 @@ def test_replayed_responses_record_every_statistic() -> None:
         result = run(origin)
     c = result.counters
     ok = c["benchmark.http_2xx"]
-    assert ok >= 10
+    assert ok >= 29
     assert ok == c["sequencer.released"] - c["upstream_rq_cancelled"]
     assert c["upstream_cx_total"] == 1
     assert c["upstream_cx_protocol_error"] == 0
@@ -80,7 +83,7 @@ def test_a_different_status_of_the_same_length_is_not_replayed() -> None:
         result = run(origin)
     c = result.counters
     sent_503 = cycle.sent[failed]
-    assert sent_503 >= 3
+    assert sent_503 >= 9
     # The last request may have been cancelled at the end of the run, whatever it was.
     assert sent_503 - c["upstream_rq_cancelled"] <= c["benchmark.http_5xx"] <= sent_503
     assert c["benchmark.http_2xx"] + c["benchmark.http_5xx"] == (
@@ -107,7 +110,7 @@ def test_an_invalid_head_of_the_same_length_is_not_replayed(bad: bytes) -> None:
         result = run(origin)
     c = result.counters
     sent_bad = cycle.sent[bad]
-    assert sent_bad >= 3
+    assert sent_bad >= 9
     failures = c["upstream_cx_protocol_error"]
     assert sent_bad - c["upstream_rq_cancelled"] <= failures <= sent_bad
     assert c["benchmark.stream_resets"] == failures
@@ -124,7 +127,7 @@ def test_a_shorter_content_length_of_the_same_total_is_not_replayed() -> None:
         result = run(origin)
     c = result.counters
     sent_short = cycle.sent[short]
-    assert sent_short >= 3
+    assert sent_short >= 9
     answered = c["sequencer.released"] - c["upstream_rq_cancelled"]
     assert c["benchmark.http_2xx"] == answered
     assert sent_short - c["upstream_rq_cancelled"] <= c["upstream_cx_protocol_error"] <= sent_short
