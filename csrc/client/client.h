@@ -277,6 +277,7 @@ struct nhb__conn {
   int h1_at_boundary;       /* llhttp has no bytes of an unfinished response */
   uint64_t h1_header_bytes;
   uint64_t h1_body_bytes;
+  int sock_fd; /* plain TCP or Unix socket: the handle's descriptor, set on connect (transport_tcp.c) */
   char* read_buffer; /* NHB__READ_BUFFER_SIZE bytes, allocated with the pool */
   nhb__tls* tls;     /* TLS state, allocated on the first TLS connection of this entry */
   nhb__h2* h2;       /* HTTP/2 state, likewise */

@@ -9,7 +9,17 @@
 
 #include "client/client.h"
 
-static void tcp_on_connected(nhb__conn* c) { nhb__conn_ready(c); }
+/* The descriptor is looked up once per connection, not per write. */
+static void tcp_on_connected(nhb__conn* c) {
+  uv_os_fd_t fd;
+  int r = uv_fileno((const uv_handle_t*)&c->tcp, &fd);
+  if (r < 0) {
+    nhb__conn_fail(c, r, NHB_CTR_POOL_CONNECTION_FAILURE);
+    return;
+  }
+  c->sock_fd = fd;
+  nhb__conn_ready(c);
+}
 
 static int tcp_on_read(nhb__conn* c, const char* data, size_t len) {
   return c->session->on_data(c, data, len);
@@ -37,12 +47,9 @@ static int tcp_write(nhb__conn* c, const char* data, size_t len) {
      * connection is an error return, never SIGPIPE (which Python ignores
      * anyway, so this changes nothing for nhbench itself). The handle is a
      * TCP socket or a Unix stream socket; send() serves both. */
-    uv_os_fd_t fd;
-    int r = uv_fileno((const uv_handle_t*)stream, &fd);
-    if (r < 0) return r;
     ssize_t sent;
     do {
-      sent = send(fd, data, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+      sent = send(c->sock_fd, data, len, MSG_DONTWAIT | MSG_NOSIGNAL);
     } while (sent < 0 && errno == EINTR);
     if (sent < 0) {
       if (errno != EAGAIN && errno != EWOULDBLOCK) return -errno;
