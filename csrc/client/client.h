@@ -266,6 +266,18 @@ struct nhb__conn {
   int hdr_gap_lf;
   const char* hdr_gap;
   nhb__olat olat; /* HTTP/1.1: the latency response header of the current response */
+  /* HTTP/1.1 response-head replay (session_h1.c): the head of the last
+   * response that llhttp parsed whole from a message boundary, and what that
+   * parse found, so that a byte-identical response skips the parser. */
+  char* h1_head;            /* h1_head_cap bytes, allocated on the first such response */
+  uint32_t h1_head_cap;
+  uint32_t h1_head_len;     /* 0: nothing to replay */
+  uint32_t h1_spec;         /* the request spec it answered (HEAD changes framing) */
+  int h1_status;
+  int h1_at_boundary;       /* llhttp has no bytes of an unfinished response */
+  uint64_t h1_header_bytes;
+  uint64_t h1_body_bytes;
+  int sock_fd; /* plain TCP or Unix socket: the handle's descriptor, set on connect (transport_tcp.c) */
   char* read_buffer; /* NHB__READ_BUFFER_SIZE bytes, allocated with the pool */
   nhb__tls* tls;     /* TLS state, allocated on the first TLS connection of this entry */
   nhb__h2* h2;       /* HTTP/2 state, likewise */

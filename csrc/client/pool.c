@@ -246,6 +246,7 @@ void nhb__pool_free(nhb__worker* w) {
       nhb__h2_conn_free(&w->conns[i]);
       nhb__echo_conn_free(&w->conns[i]);
       nhb__h3_conn_free(&w->conns[i]);
+      free(w->conns[i].h1_head);
     }
     free(w->conns[0].read_buffer);
   }

@@ -9,6 +9,7 @@
  * outside the parser.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "client/client.h"
@@ -148,6 +149,52 @@ static const llhttp_settings_t h1_olat_settings = {
     .on_message_complete = h1_on_message_complete,
 };
 
+/* Response-head replay. A load test asks the same request again and again,
+ * and a server answers it with the same head: llhttp's state machine then
+ * spends most of the client's instructions re-reading bytes it has read
+ * before (docs/benchmarks.md, "Hot path (issue 16)"). llhttp's result is a
+ * function of its state and the bytes it reads; at a message boundary of a
+ * kept-alive connection its state is the same after every response, and the
+ * bytes of a Content-Length body are counted, never inspected. So a read
+ * that holds exactly one response whose head is byte-identical to a head that
+ * llhttp parsed whole from a boundary, for the same request spec, parses as
+ * that one did: same status, same header and body sizes, keep-alive, no
+ * error. Such a read is answered from the copy without running llhttp; any
+ * other read (a different byte, a different length, a response split across
+ * reads or sharing one with other bytes) goes through llhttp as before. Only
+ * heads up to NHB__H1_HEAD_MAX bytes are kept, in a buffer allocated once
+ * per connection entry on the first cacheable response (idle connections
+ * allocate nothing), and only when no per-response header callback is
+ * needed (no latency response header). */
+#define NHB__H1_HEAD_MAX 1024u
+
+/* Keeps the head of the response that llhttp just completed in `data`,
+ * `len` bytes read from a message boundary and ending exactly with it. */
+static void h1_head_keep(nhb__conn* c, const char* data, size_t len, int status) {
+  const nhb__worker* w = c->worker;
+  if (w->run->olat_len != 0 || !c->keep_alive || status < 200 || status == 101) return;
+  /* A chunked body's bytes are parsed, and so are a close-delimited one's
+   * (never complete here anyway): only counted bodies can be skipped. */
+  if (c->parser.flags & (F_CHUNKED | F_TRANSFER_ENCODING)) return;
+  if (c->body_bytes > len) return;
+  size_t head_len = len - (size_t)c->body_bytes;
+  if (head_len == 0 || head_len > NHB__H1_HEAD_MAX) return;
+  if (head_len > c->h1_head_cap) {
+    /* Grows at most a few times per connection entry: never per request. */
+    uint32_t cap = (uint32_t)((head_len + 63u) & ~(size_t)63u);
+    char* buf = realloc(c->h1_head, cap);
+    if (buf == NULL) return;
+    c->h1_head = buf;
+    c->h1_head_cap = cap;
+  }
+  memcpy(c->h1_head, data, head_len);
+  c->h1_head_len = (uint32_t)head_len;
+  c->h1_spec = c->slots->rq.spec;
+  c->h1_status = status;
+  c->h1_header_bytes = c->header_bytes;
+  c->h1_body_bytes = c->body_bytes;
+}
+
 static int h1_open(nhb__conn* c) {
   llhttp_init(&c->parser, HTTP_RESPONSE, c->worker->run->olat_len != 0 ? &h1_olat_settings : &h1_settings);
   /* Strict parsing (docs/engine.md): llhttp's lenient modes are off by
@@ -164,6 +211,7 @@ static int h1_open(nhb__conn* c) {
   c->hdr_open = 0;
   c->hdr_gap_lf = 0;
   c->keep_alive = 1;
+  c->h1_at_boundary = 1;
   nhb__olat_reset(&c->olat);
   return 0;
 }
@@ -183,9 +231,8 @@ static int h1_send(nhb__conn* c, nhb__slot* s) {
   return c->transport->write(c, sp->request, sp->request_len);
 }
 
-/* Ends the response that the parser just completed. */
-static int h1_finish_response(nhb__conn* c) {
-  int status = llhttp_get_status_code(&c->parser);
+/* Ends the response that the parser (or the replay) just completed. */
+static int h1_finish_response(nhb__conn* c, int status) {
   c->response_done = 0;
   /* A response that arrives before the request was fully written means the
    * server did not read all of it: the connection cannot be reused. */
@@ -212,6 +259,16 @@ static int h1_on_data(nhb__conn* c, const char* data, size_t len) {
     h1_parse_error(c, "bytes with no request in flight");
     return NHB_EPROTO;
   }
+  int at_boundary = c->h1_at_boundary;
+  if (at_boundary && c->h1_head_len != 0 && len == c->h1_head_len + c->h1_body_bytes &&
+      c->slots->rq.spec == c->h1_spec && memcmp(data, c->h1_head, c->h1_head_len) == 0) {
+    /* The replay (above): what llhttp's callbacks would have set. */
+    c->header_bytes = c->h1_header_bytes;
+    c->body_bytes = c->h1_body_bytes;
+    c->keep_alive = 1;
+    return h1_finish_response(c, c->h1_status);
+  }
+  c->h1_at_boundary = 0;
   if (c->hdr_open) c->hdr_gap = data;
   llhttp_errno_t err = llhttp_execute(&c->parser, data, len);
   if (err == HPE_OK) {
@@ -221,7 +278,12 @@ static int h1_on_data(nhb__conn* c, const char* data, size_t len) {
   }
   if (err == HPE_PAUSED && c->response_done) {
     const char* pos = llhttp_get_error_pos(&c->parser);
+    int status = llhttp_get_status_code(&c->parser);
     llhttp_resume(&c->parser);
+    if (pos == NULL || pos == data + len) {
+      c->h1_at_boundary = 1;
+      if (at_boundary) h1_head_keep(c, data, len, status);
+    }
     if (NHB__UNLIKELY(pos != NULL && pos < data + len)) {
       /* A complete response followed by bytes nobody asked for (a body
        * after HEAD or 204, a second response, a body longer than its
@@ -233,7 +295,7 @@ static int h1_on_data(nhb__conn* c, const char* data, size_t len) {
       c->worker->stats.counters[NHB_CTR_UPSTREAM_CX_PROTOCOL_ERROR]++;
       c->keep_alive = 0;
     }
-    return h1_finish_response(c);
+    return h1_finish_response(c, status);
   }
   if (err == HPE_USER) {
     h1_parse_error(c, "obs-fold (a header line continued on the next line)");
@@ -251,7 +313,7 @@ static int h1_on_eof(nhb__conn* c, int err) {
   if ((end == HPE_OK || end == HPE_PAUSED) && c->response_done) {
     /* A close-delimited body ended with the connection. */
     c->keep_alive = 0;
-    return h1_finish_response(c);
+    return h1_finish_response(c, llhttp_get_status_code(&c->parser));
   }
   return NHB_EPROTO;
 }
