@@ -20,7 +20,7 @@ each public name is imported on first use, the extension when a run or a test se
 # plugin imports nhbench) and scripted run paid whether or not it used them
 # (docs/benchmarks.md, "Start-up"). ``nhbench.X`` and ``from nhbench import X`` give the
 # same object as before; the import happens on that first access instead. The block below
-# is what type checkers and import-linter read: the same imports, done eagerly for them.
+# is what type checkers read: the same imports, as if done eagerly.
 # TYPE_CHECKING is defined here rather than imported, since importing typing alone would be
 # a third of what ``import nhbench`` costs; mypy treats any TYPE_CHECKING as true.
 TYPE_CHECKING = False
