@@ -130,6 +130,19 @@ def test_every_public_name_resolves_to_its_modules_object() -> None:
         nhbench.nope  # noqa: B018
 
 
+def test_submodules_are_still_reachable_as_attributes_after_a_plain_import() -> None:
+    # The old eager import made nhbench.options, nhbench._run and the rest attributes of the
+    # package; code that relied on that still works, each submodule imported on access.
+    code = ("import nhbench\n"
+            "assert nhbench.options.parse_size('1k') == 1024\n"
+            "assert nhbench._names.ERROR_COUNTERS\n"
+            "assert callable(nhbench._run.load_core)\n"
+            "assert not hasattr(nhbench, 'no_such_module')\n"
+            "assert not hasattr(nhbench, '_core')\n")
+    modules = _modules_after(code)
+    assert "nhbench._core" not in modules and "nhbench.__main__" not in modules
+
+
 def test_from_nhbench_import_star_gives_every_public_name() -> None:
     namespace: dict[str, object] = {}
     exec("from nhbench import *", namespace)

@@ -104,6 +104,11 @@ _LAZY = {
 }
 
 
+# Submodules never imported by attribute access: running the CLI, and the compiled extension
+# (loaded when a run or a test server starts, as before).
+_NOT_ON_ACCESS = frozenset({"__main__", "_core"})
+
+
 def __getattr__(name: str) -> object:
     if name in _LAZY:
         import importlib
@@ -113,6 +118,15 @@ def __getattr__(name: str) -> object:
         # Cached as a plain module attribute, so only the first access pays for the lookup.
         globals()[name] = value
         return value
+    # ``import nhbench`` used to import the options, outputs, run and result modules (and
+    # their subpackages), so ``nhbench.options.parse_size`` worked after it alone; a
+    # submodule is imported on first access to keep that working.
+    if name.isidentifier() and not name.startswith("__") and name not in _NOT_ON_ACCESS:
+        import importlib
+        import importlib.util
+
+        if importlib.util.find_spec(f"{__name__}.{name}") is not None:
+            return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module 'nhbench' has no attribute {name!r}")
 
 
