@@ -8,7 +8,6 @@ PYTHONPATH=src has no metadata, so the version is read from pyproject.toml next 
 from __future__ import annotations
 
 import re
-from importlib import metadata
 from pathlib import Path
 
 __all__ = ["__version__"]
@@ -30,6 +29,10 @@ def _version() -> str:
     from_source = _from_pyproject()
     if from_source is not None and (Path(__file__).resolve().parents[1].name == "src"):
         return from_source
+    # Imported here: importlib.metadata loads email, zipfile and csv (about 10 ms), which a
+    # source checkout never needs and ``nhbench --version`` should not pay for.
+    from importlib import metadata
+
     try:
         return metadata.version("nhbench")
     except metadata.PackageNotFoundError:

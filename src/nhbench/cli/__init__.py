@@ -32,15 +32,19 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
-from typing import Any, NoReturn
-
-from pydantic import ValidationError
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from .._exceptions import CoreUnavailableError, NHBenchError, OptionsError, RunError, ServerError
 from .._format import format_seconds
 from .._version import __version__
-from ..options import RUN_OPTION_KEYS, Options, add_model_flags, format_validation_error
 from ._signals import stop_on_signals
+
+# The option models (and pydantic under them) are imported by the functions that build the
+# parser or validate options, not here: ``nhbench --version`` is answered by `main` before
+# either, so that it costs an interpreter start and little more (docs/benchmarks.md,
+# "Start-up").
+if TYPE_CHECKING:
+    from ..options import Options
 
 __all__ = ["SLO_FAILED", "main", "run_and_report"]
 
@@ -125,6 +129,8 @@ def _add_run_parser(commands: argparse._SubParsersAction[Any]) -> None:
         argument_default=argparse.SUPPRESS,
         allow_abbrev=False,
     )
+    from ..options import Options, add_model_flags
+
     add_model_flags(parser, Options, only=lambda name: name == "uri")
     add_run_options(parser)
     parser.set_defaults(func=_cmd_run, subparser=parser)
@@ -138,6 +144,8 @@ def add_run_options(parser: argparse.ArgumentParser, *, sweep: bool = False) -> 
     on to its steps (`RUN_OPTION_KEYS`) are added then: the sweep defines rps, duration and
     label its own way (`SweepOptions`) and has no use for the others.
     """
+    from ..options import RUN_OPTION_KEYS, Options, add_model_flags
+
     # Values are taken as strings and validated by Options, so that the CLI and the Python
     # API accept the same syntax and give the same messages. The flags, their help and their
     # groups are declared on the model's fields (nhbench.options, `Flag`).
@@ -148,7 +156,7 @@ def add_run_options(parser: argparse.ArgumentParser, *, sweep: bool = False) -> 
 
 
 def _add_server_parser(commands: argparse._SubParsersAction[Any]) -> None:
-    from ..options import ServerOptions
+    from ..options import ServerOptions, add_model_flags
 
     parser = commands.add_parser(
         "server",
@@ -234,6 +242,12 @@ def build_parser() -> argparse.ArgumentParser:
             sub.add_argument("--version", action="version", version=_version_line(),
                              help="print the version and exit")
     return parser
+
+
+#: The subcommands `build_parser` adds (tests/test_startup.py checks the two agree): `main`
+#: answers ``nhbench COMMAND --version`` for these without building the parser.
+_COMMANDS = frozenset({"run", "server", "demo", "sweep", "report", "browse", "transform",
+                       "adapt", "service"})
 
 
 def _version_line() -> str:
@@ -436,6 +450,10 @@ class _LiveOutput:
 
 
 def _cmd_run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from pydantic import ValidationError
+
+    from ..options import Options, format_validation_error
+
     data = {k: v for k, v in vars(args).items() if k not in _NOT_OPTIONS}
     try:
         options = Options.model_validate(data)
@@ -453,6 +471,8 @@ def server_options_from_args(
     args: argparse.Namespace, parser: argparse.ArgumentParser
 ) -> Any:
     """ServerOptions from the parsed flags over the --config file; errors exit 2."""
+    from pydantic import ValidationError
+
     from ..options import ServerOptions, format_validation_error, load_config_file
 
     data = {k: v for k, v in vars(args).items()
@@ -542,10 +562,19 @@ def _cmd_demo(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``nhbench`` console script; returns the exit status."""
+    given = list(sys.argv[1:] if argv is None else argv)
+    # ``nhbench --version`` and ``nhbench COMMAND --version`` print the same line as the
+    # parser would, without building it: building it imports every option model, which is
+    # most of what a start costs. Anything else (--version among other arguments, an
+    # unknown command) goes through the parser, which answers as it always has.
+    if given == ["--version"] or (len(given) == 2 and given[0] in _COMMANDS
+                                  and given[1] == "--version"):
+        sys.stdout.write(_version_line() + "\n")
+        return 0
     parser = build_parser()
     args = parser.parse_args(argv)
     # The command line as given, for the sweep's manifest (no flag takes a secret).
-    args.argv = list(sys.argv[1:] if argv is None else argv)
+    args.argv = given
     if args.version:
         sys.stdout.write(_version_line() + "\n")
         return 0

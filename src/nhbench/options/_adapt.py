@@ -113,7 +113,11 @@ def _growth(value: object) -> object:
 class AdaptOptions(BaseModel):
     """The search settings of ``nhbench adapt`` (see the module doc)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=False)
+    # defer_build: the validator is built on the first validation, not when the class is
+    # defined, so that importing the options package costs little (docs/benchmarks.md,
+    # "Start-up"); validation and its messages are the same either way.
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=False,
+                              defer_build=True)
 
     slo: Annotated[
         tuple[str, ...], BeforeValidator(_rules), Flag(metavar="RULE", append=True, group=_SEARCH)

@@ -43,7 +43,10 @@ def _header_from_text(text: str) -> dict[str, Any]:
 class StrictModel(BaseModel):
     """A frozen model that refuses unknown keys: the base of every server options model."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # defer_build: a model's validator is built on its first use, not when the class is
+    # defined, so that importing the options package costs little (docs/benchmarks.md,
+    # "Start-up"); validation and its messages are the same either way.
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class HeaderKeyValue(StrictModel):

@@ -97,7 +97,8 @@ _FIELDS = ("min", "max", "mean")
 class SloCheck(BaseModel):
     """One rule evaluated on one measurement (a sweep's step, a run's `Result`)."""
 
-    model_config = ConfigDict(extra="forbid")
+    # defer_build: built on first use, not at import (docs/benchmarks.md, "Start-up").
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     expression: str
     value: float | None = Field(description="The measured left-hand side (None: no data).")

@@ -454,7 +454,11 @@ class Options(BaseModel):
     ``Options(uri="http://127.0.0.1:8080/", rps=1000, duration="10s")``
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=False)
+    # defer_build: the validator is built on the first validation, not when the class is
+    # defined, so that importing the options package costs little (docs/benchmarks.md,
+    # "Start-up"); validation and its messages are the same either way.
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=False,
+                              defer_build=True)
 
     uri: Annotated[str, Flag(positional=True, optional=True, metavar="URI")] = Field(
         description="Target URL: http:// or https:// (TLS; certificates are verified unless "

@@ -202,7 +202,11 @@ def _target_cpus(ssh: object) -> CpuCheck | None:
 class SweepOptions(BaseModel):
     """The sweep's own settings, validated (see the module doc)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=False)
+    # defer_build: the validator is built on the first validation, not when the class is
+    # defined, so that importing the options package costs little (docs/benchmarks.md,
+    # "Start-up"); validation and its messages are the same either way.
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=False,
+                              defer_build=True)
 
     url: Annotated[Text, Flag(positional=True, metavar="URL")] = Field(
         default=None,
