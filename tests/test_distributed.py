@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -49,9 +51,16 @@ def cli(*args: str, cwd: Path | None = None, timeout: float = 120,
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRayCluster]:
-    with LocalRayCluster(tmp_path_factory.mktemp("ray"), nodes=2) as ray_cluster:
-        yield ray_cluster
+def cluster() -> Iterator[LocalRayCluster]:
+    # A short directory of its own rather than pytest's tmp_path: Ray puts Unix sockets under
+    # its temp dir, and a socket path over 107 bytes (pytest-xdist's basetemp makes them
+    # long) stops it from starting.
+    root = Path(tempfile.mkdtemp(prefix="nhbray-", dir="/tmp"))
+    try:
+        with LocalRayCluster(root, nodes=2) as ray_cluster:
+            yield ray_cluster
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
