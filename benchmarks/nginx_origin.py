@@ -100,10 +100,15 @@ def nginx_binary() -> str | None:
     return "/usr/sbin/nginx" if os.path.exists("/usr/sbin/nginx") else None
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def _free_ports(count: int) -> list[int]:
+    """`count` distinct free ports. Every socket stays bound until all are chosen: a port
+    taken and released at once can be handed out again by the next bind, and nginx then
+    refuses the configuration ("a duplicate listen")."""
+    with contextlib.ExitStack() as stack:
+        sockets = [stack.enter_context(socket.socket()) for _ in range(count)]
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in sockets]
 
 
 def _self_signed(tmp: Path, prefix: str, cn: str, san: str) -> None:
@@ -168,7 +173,7 @@ class NginxOrigin:
             _self_signed(self.dir, "", "localhost", "DNS:localhost,IP:127.0.0.1")
         if "tls_other" in self.listeners:
             _self_signed(self.dir, "other-", "other.example", "DNS:other.example")
-        self.ports = {name: _free_port() for name in self.listeners}
+        self.ports = dict(zip(self.listeners, _free_ports(len(self.listeners)), strict=True))
         backlog = " backlog=4096" if self.tuned else ""
         body = BODY.replace("\n", "\\n")
         conf = self.dir / "nginx.conf"

@@ -355,10 +355,17 @@ def test_grpcs_over_tls(tmp_path: Path) -> None:
 
 # ---- against Fortio -----------------------------------------------------------------------
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def _free_ports(count: int) -> list[int]:
+    # Every socket stays bound until all are chosen, so the ports differ (one released at
+    # once could be handed out again by the next bind).
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
 
 
 @pytest.fixture
@@ -366,7 +373,7 @@ def fortio_grpc() -> Iterator[int]:
     binary = fortio_binary()
     if binary is None:
         pytest.skip("fortio is not installed (go install fortio.org/fortio@v1.66.5)")
-    port, http_port = _free_port(), _free_port()
+    port, http_port = _free_ports(2)
     proc = subprocess.Popen(
         [binary, "server", "-grpc-port", f"127.0.0.1:{port}", "-http-port",
          f"127.0.0.1:{http_port}", "-redirect-port", "disabled", "-tcp-port", "disabled",

@@ -593,8 +593,12 @@ def test_sigterm_answers_the_running_execution_and_exits(
     # The 60 s run was stopped, not waited for (a generous bound: drain plus grace).
     assert elapsed < 30
     assert response.HasField("output")
-    ok = counters(response.output)["benchmark.http_2xx"]
-    assert ok == int(slow.stats()["requests"])
+    # The stop ends the run while requests wait out the server's 2 s: the server counts a
+    # request when it answers it, and an answer written as the client stopped reading is
+    # counted there but not here. So 2xx ≤ answered by the server ≤ sent.
+    answered = counters(response.output)
+    served = int(slow.stats()["requests"])
+    assert 5 <= answered["benchmark.http_2xx"] <= served <= answered["upstream_rq_total"]
     assert seen[0] == health_pb2.HealthCheckResponse.SERVING
     assert health_pb2.HealthCheckResponse.NOT_SERVING in seen
 
