@@ -14,15 +14,21 @@
  *                            the previous one is complete (closed loop, as wrk does);
  *   timer floor (--rate R)   requests are released on a uniform schedule of R per second, one
  *                            timer wake-up per release; a release finds an idle connection or
- *                            waits in a backlog for the next one that becomes idle. Two timers:
+ *                            waits in a backlog for the next one that becomes idle. Three timers:
  *                            --timer timerfd (default): a periodic timerfd in the epoll set, one
  *                            epoll_wait return and one read of the timerfd per release;
  *                            --timer pwait2: epoll_pwait2's nanosecond timeout up to the next
  *                            release, one system call per release (the clock is read through
- *                            the vDSO, which is not a system call).
+ *                            the vDSO, which is not a system call);
+ *                            --timer oneshot: a timerfd set (timerfd_settime, absolute) to the
+ *                            next release whenever that changed, releases due sent after any
+ *                            wake-up: nhbench's sequencer reduced to its system calls, to
+ *                            price that design against the periodic timer.
+ *                          --timer-slack NS sets the process's timer slack (prctl), which
+ *                          epoll_pwait2's timeout obeys and a timerfd does not.
  *
  *   request_floor --port P [--host 127.0.0.1] [--connections 50] [--duration S | --requests N]
- *                 [--rate R [--timer timerfd|pwait2]] [--cpu C] [--response-size B] [--path /]
+ *                 [--rate R [--timer timerfd|pwait2|oneshot] [--timer-slack NS]] [--cpu C] [--response-size B] [--path /]
  *
  * It is a benchmark tool, not part of nhbench: benchmarks/floor/build.py builds it with the
  * system cc into benchmarks/out/floor/.
@@ -38,6 +44,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/timerfd.h>
@@ -59,7 +66,7 @@ static void die(const char *what) {
 static void usage(const char *msg) {
     fprintf(stderr,
             "request_floor: %s (usage: request_floor --port P [--host ADDR] [--connections N] "
-            "[--duration S | --requests N] [--rate R] [--timer timerfd|pwait2] [--cpu C] "
+            "[--duration S | --requests N] [--rate R] [--timer timerfd|pwait2|oneshot] [--timer-slack NS] [--cpu C] "
             "[--response-size B] "
             "[--path /])\n",
             msg);
@@ -139,7 +146,8 @@ int main(int argc, char **argv) {
     double duration = 0, rate = 0;
     long long max_requests = 0;
     size_t resp_size = 0;
-    int use_pwait2 = 0;
+    long long slack_ns = 0;
+    int timer_mode = 0; /* 0 periodic timerfd, 1 epoll_pwait2, 2 oneshot timerfd */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (i + 1 >= argc)
@@ -163,10 +171,13 @@ int main(int argc, char **argv) {
             resp_size = (size_t)atoll(v);
         else if (!strcmp(a, "--path"))
             path = v;
-        else if (!strcmp(a, "--timer") && (!strcmp(v, "timerfd") || !strcmp(v, "pwait2")))
-            use_pwait2 = !strcmp(v, "pwait2");
+        else if (!strcmp(a, "--timer") && (!strcmp(v, "timerfd") || !strcmp(v, "pwait2") ||
+                                            !strcmp(v, "oneshot")))
+            timer_mode = !strcmp(v, "pwait2") ? 1 : !strcmp(v, "oneshot") ? 2 : 0;
         else if (!strcmp(a, "--timer"))
-            usage("--timer must be timerfd or pwait2");
+            usage("--timer must be timerfd, pwait2 or oneshot");
+        else if (!strcmp(a, "--timer-slack"))
+            slack_ns = atoll(v);
         else
             usage("unknown option");
     }
@@ -218,7 +229,7 @@ int main(int argc, char **argv) {
     long long period = rate > 0 ? (long long)(1e9 / rate) : 0, next_ns = 0;
     if (period <= 0)
         period = 1;
-    if (rate > 0 && !use_pwait2) {
+    if (rate > 0 && timer_mode != 1) {
         tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
         if (tfd < 0)
             die("timerfd_create");
@@ -232,7 +243,13 @@ int main(int argc, char **argv) {
     double t0 = now_s(), deadline = duration > 0 ? t0 + duration : 0;
     long long issued = 0, completed = 0, backlog = 0, late = 0;
     int nidle = 0, stopping = 0, inflight = 0;
-    if (rate > 0 && use_pwait2) {
+    long long armed_ns = 0; /* oneshot: the deadline the timerfd holds */
+    /* The kernel may delay a sleeping task's timeouts (epoll_pwait2's among them, not a
+     * timerfd's) by its timer slack, 50 us by default, to merge wake-ups: cheaper, and less
+     * precise. --timer-slack NS sets it (1 = precise) to price that. */
+    if (slack_ns > 0 && prctl(PR_SET_TIMERSLACK, (unsigned long)slack_ns) != 0)
+        die("prctl (PR_SET_TIMERSLACK)");
+    if (rate > 0 && timer_mode) {
         next_ns = now_ns() + period;
         for (int i = 0; i < nconn; i++)
             idle[nidle++] = i;
@@ -259,7 +276,27 @@ int main(int argc, char **argv) {
     struct epoll_event evs[256];
     while (!stopping || inflight > 0) {
         int n;
-        if (next_ns > 0) {
+        if (timer_mode == 2) {
+            /* oneshot: the timerfd holds the next release's absolute deadline, set again only
+             * when that changed (as nhbench's sequencer does); releases that fell due are
+             * sent after any wake-up, the timer's or a response's. */
+            if (armed_ns != next_ns) {
+                struct itimerspec its = {.it_value = {.tv_sec = next_ns / 1000000000LL,
+                                                      .tv_nsec = next_ns % 1000000000LL}};
+                if (timerfd_settime(tfd, TFD_TIMER_ABSTIME, &its, NULL) != 0)
+                    die("timerfd_settime");
+                armed_ns = next_ns;
+            }
+            n = epoll_wait(ep, evs, 256, 100);
+            long long t = now_ns(), ticks = 0;
+            while (t >= next_ns) {
+                ticks++;
+                next_ns += period;
+            }
+            if (ticks > 1)
+                late += ticks - 1;
+            backlog += ticks;
+        } else if (next_ns > 0) {
             /* The next release is the timeout: one system call per release. */
             long long wait = next_ns - now_ns();
             struct timespec ts = {0, 0};
@@ -292,6 +329,8 @@ int main(int argc, char **argv) {
         for (int k = 0; k < n; k++) {
             uint32_t id = evs[k].data.u32;
             if (id == UINT32_MAX) {
+                if (timer_mode == 2)
+                    continue; /* counted from the clock above; the re-arm clears the fd */
                 uint64_t ticks = 0;
                 if (read(tfd, &ticks, sizeof ticks) != (ssize_t)sizeof ticks)
                     continue;
@@ -365,7 +404,7 @@ int main(int argc, char **argv) {
            "\"sys_s\": %.6f, \"response_bytes\": %zu, \"connections\": %d, \"rate\": %g, "
            "\"late_ticks\": %lld, \"timer\": \"%s\"}\n",
            completed, wall, user + sys, user, sys, resp_size, nconn, rate, late,
-           rate > 0 ? (use_pwait2 ? "pwait2" : "timerfd") : "none");
+           rate > 0 ? (timer_mode == 1 ? "pwait2" : timer_mode == 2 ? "oneshot" : "timerfd") : "none");
     for (int i = 0; i < nconn; i++)
         close(conns[i].fd);
     if (tfd >= 0)
