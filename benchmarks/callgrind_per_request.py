@@ -19,9 +19,14 @@ Clients (--clients, comma list):
   nhbench-h2c  the same over h2c (the same connections; one request in flight on each).
   nhbench-2w   HTTP/1.1 with two workers, each with the same number of connections: the
                multi-core check, whose instructions per request should equal nhbench's.
+  nhbench-fixed  HTTP/1.1 at a fixed rate (--fixed-rps, default 2,000: what the client keeps
+               up with under callgrind), uniform schedule: the sequencer's timer path, one
+               timer wake-up per release, the peer benchmark's fixed-rate scenario.
   floor        benchmarks/floor/request_floor.c (--requests SMALL / LARGE), whole process.
   floor-uring  benchmarks/floor/request_floor_uring.c, the same with io_uring (skipped when
                liburing is not installed).
+  floor-timer  the timer floor (request_floor.c --rate --fixed-rps, periodic timerfd), as
+               nhbench-fixed.
   wrk          wrk -t1 (its binary is stripped, so no function to toggle on: whole process,
                --short-s and --long-s seconds, as wrk has no request count).
   h2load       h2load --h1 -t1 -n SMALL / LARGE, whole process.
@@ -63,10 +68,10 @@ from build import BuildError, build  # noqa: E402 - benchmarks/floor/build.py
 _CLIENT = """
 import json, sys
 import nhbench
-proto, port, n, cpu, conns, workers = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), \
-    int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
+proto, port, n, cpu, conns, workers, rps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), \
+    int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7])
 extra = {"protocol": "http2", "h2c": True} if proto == "h2" else {}
-r = nhbench.run(f"http://127.0.0.1:{port}/", rps=0, connections=conns, concurrency=workers,
+r = nhbench.run(f"http://127.0.0.1:{port}/", rps=rps, connections=conns, concurrency=workers,
                 cpus=[cpu] * workers, duration="120s",
                 termination_predicate={"upstream_rq_total": n}, **extra)
 print(json.dumps({"completed": r.counters["benchmark.http_2xx"],
@@ -74,8 +79,8 @@ print(json.dumps({"completed": r.counters["benchmark.http_2xx"],
 """
 
 _TOTALS = re.compile(r"^(?:summary|totals):\s+(\d+)", re.MULTILINE)
-CLIENTS = ("nhbench", "nhbench-h2c", "nhbench-2w", "floor", "floor-uring", "wrk", "h2load",
-           "h2load-h2c")
+CLIENTS = ("nhbench", "nhbench-h2c", "nhbench-2w", "nhbench-fixed", "floor", "floor-uring",
+           "floor-timer", "wrk", "h2load", "h2load-h2c")
 TARGETS = ("nginx", "nhbench")
 
 
@@ -133,17 +138,20 @@ def run_pair(client: str, port: int, conns: int, cfg: argparse.Namespace,
         if client.startswith("nhbench"):
             proto = "h2" if client == "nhbench-h2c" else "h1"
             workers = 2 if client == "nhbench-2w" else 1
+            rps = cfg.fixed_rps if client == "nhbench-fixed" else 0
             argv = [sys.executable, "-c", _CLIENT, proto, str(port), str(size),
-                    str(cfg.client_cpu), str(conns), str(workers)]
+                    str(cfg.client_cpu), str(conns), str(workers), str(rps)]
             results.append(callgrind(argv, out, cfg.client_cpu, "worker_main",
                                      _last_json("completed")))
-        elif client in ("floor", "floor-uring"):
+        elif client in ("floor", "floor-uring", "floor-timer"):
             try:
-                binary = build("request_floor" if client == "floor" else "request_floor_uring")
+                binary = build("request_floor_uring" if client == "floor-uring" else "request_floor")
             except BuildError as e:
                 raise Skip(str(e)) from None
             argv = [str(binary), "--port", str(port), "--connections", str(conns),
                     "--requests", str(size)]
+            if client == "floor-timer":
+                argv += ["--rate", str(cfg.fixed_rps)]
             results.append(callgrind(argv, out, cfg.client_cpu, None, _last_json("requests")))
         elif client == "wrk":
             if not shutil.which("wrk"):
@@ -198,6 +206,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--long-s", type=float, default=6.0,
                         help="wrk: seconds of the long run")
     parser.add_argument("--pairs", type=int, default=1, help="pairs of runs per row")
+    parser.add_argument("--fixed-rps", type=int, default=2000,
+                        help="nhbench-fixed and floor-timer: the release rate (default 2000)")
     parser.add_argument("--client-cpu", type=int, default=0)
     parser.add_argument("--server-cpu", type=int, default=1)
     parser.add_argument("--json", type=Path, help="also write the rows to this JSON file")
@@ -221,9 +231,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--small and --large: need 0 < small < large")
     if args.short_s <= 0 or args.long_s <= args.short_s:
         parser.error("--short-s and --long-s: need 0 < short < long")
-    if args.pairs < 1 or args.nginx_connections < 1 or args.server_connections < 1:
-        parser.error("--pairs, --nginx-connections and --server-connections must be "
-                     "positive")
+    if args.pairs < 1 or args.nginx_connections < 1 or args.server_connections < 1 or args.fixed_rps < 1:
+        parser.error("--pairs, --nginx-connections, --server-connections and --fixed-rps "
+                     "must be positive")
     if not shutil.which("valgrind"):
         raise SystemExit("callgrind_per_request: valgrind is not installed "
                          "(apt-get install valgrind)")
