@@ -27,6 +27,14 @@ applied.
 
     python benchmarks/memory_per_connection.py                       # 10000 and 50000
     python benchmarks/memory_per_connection.py --counts 2000 --baseline 100
+    python benchmarks/memory_per_connection.py --used     # each connection answered once
+
+With ``--used`` every connection carries one request and its response before it idles (the
+client releases one burst of N requests at the start, one per connection, at a rate whose
+next burst comes only after the measurement): a kept-alive connection of a real run, with
+what a first response leaves behind (the client's copy of the response head for the h1
+replay, the server's state for a connection that has seen a request). Without it the
+connections never send a request.
 """
 
 from __future__ import annotations
@@ -87,17 +95,31 @@ def local_ports() -> int:
     return hi - lo + 1
 
 
-def client_child(url: str, n: int, cpu: int) -> None:
-    """Hold `n` idle connections to `url` until stdin closes; print RSS lines on request."""
+def client_child(url: str, n: int, cpu: int, used: bool = False) -> None:
+    """Hold `n` idle connections to `url` until stdin closes; print RSS lines on request.
+    `used`: each connection first answers one request (one burst of n at the start; the next
+    burst comes about 300 s later, after the measurement and before the run's end: a next
+    release past the end would end the run, and close the connections, at once)."""
     raise_nofile(n + 256)
     os.sched_setaffinity(0, {cpu})
     import nhbench
 
-    bench = nhbench.Benchmark(url, rps=1, connections=n, concurrency=1, cpus=str(cpu),
+    shape = {"burst_size": n} if used else {}
+    bench = nhbench.Benchmark(url, rps=max(1, n // 300) if used else 1, connections=n, concurrency=1, cpus=str(cpu),
                               duration="600s", prefetch_connections=True,
-                              no_default_failure_predicates=True)
+                              no_default_failure_predicates=True, **shape)
     bench.start()
-    print(json.dumps({"pid": os.getpid()}), flush=True)
+    answered = 0
+    if used:
+        # Every connection's response must be in before the parent reads the RSS.
+        deadline = time.monotonic() + 60
+        while answered < n and time.monotonic() < deadline:
+            time.sleep(0.1)
+            answered = bench.progress().responses_2xx
+        if answered < n:
+            raise SystemExit(f"memory_per_connection: --used, but only {answered} of {n} "
+                             "connections had their response in 60 s")
+    print(json.dumps({"pid": os.getpid(), "answered": answered}), flush=True)
     sys.stdin.readline()  # the parent has read our RSS; end the run
     bench.stop()
     bench.wait(30)
@@ -127,7 +149,8 @@ def measure(url: str, server_pid: int, n: int, cfg: argparse.Namespace) -> dict[
     wait_for_ports(n, local_ports())
     server_fds0 = open_fds(server_pid)
     proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--client-child",
-                             url, str(n), str(cfg.client_cpu)], stdin=subprocess.PIPE,
+                             url, str(n), str(cfg.client_cpu), "used" if cfg.used else "idle"],
+                            stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, text=True, env=child_env())
     try:
         assert proc.stdout is not None and proc.stdin is not None
@@ -135,7 +158,8 @@ def measure(url: str, server_pid: int, n: int, cfg: argparse.Namespace) -> dict[
         if not line:
             raise SystemExit(f"memory_per_connection: the client with {n} connections "
                              "failed to start")
-        pid = int(json.loads(line)["pid"])
+        started = json.loads(line)
+        pid = int(started["pid"])
         deadline = time.monotonic() + cfg.timeout
         # Wait until the server holds all n connections, and its fd count is steady.
         while open_fds(server_pid) - server_fds0 < n:
@@ -147,7 +171,8 @@ def measure(url: str, server_pid: int, n: int, cfg: argparse.Namespace) -> dict[
         time.sleep(cfg.settle)
         out = {"connections": n, "client_rss_kib": rss_kib(pid),
                "server_rss_kib": rss_kib(server_pid), "slab_kib": slab_kib(),
-               "server_fds": open_fds(server_pid) - server_fds0}
+               "server_fds": open_fds(server_pid) - server_fds0,
+               "answered": int(started["answered"])}
         proc.stdin.write("\n")
         proc.stdin.flush()
         proc.wait(60)
@@ -166,7 +191,7 @@ def measure(url: str, server_pid: int, n: int, cfg: argparse.Namespace) -> dict[
 
 def main(argv: list[str] | None = None) -> int:
     if argv is None and len(sys.argv) > 1 and sys.argv[1] == "--client-child":
-        client_child(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+        client_child(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5] == "used")
         return 0
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--counts", default="10000,50000", help="connection counts to measure")
@@ -175,6 +200,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--server-cpu", type=int, default=1)
     p.add_argument("--timeout", type=float, default=120.0,
                    help="seconds to wait for the connections to open")
+    p.add_argument("--used", action="store_true",
+                   help="each connection answers one request before it idles")
     p.add_argument("--settle", type=float, default=1.0,
                    help="seconds to wait after they opened, before reading RSS")
     cfg = p.parse_args(argv)
@@ -215,7 +242,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{n} connections{why}: client {m['client_rss_kib']} KiB "
                   f"→ {c_b:,.0f} B/connection; server {m['server_rss_kib']} KiB "
                   f"→ {s_b:,.0f} B/connection; kernel slab (both ends, all of the "
-                  f"machine) {k_b:,.0f} B/connection", flush=True)
+                  f"machine) {k_b:,.0f} B/connection; {m['answered']} responses",
+                  flush=True)
     finally:
         server.stop()
     print()
