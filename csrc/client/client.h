@@ -278,7 +278,7 @@ struct nhb__conn {
   uint64_t h1_header_bytes;
   uint64_t h1_body_bytes;
   int sock_fd; /* plain TCP or Unix socket: the handle's descriptor, set on connect (transport_tcp.c) */
-  char* read_buffer; /* NHB__READ_BUFFER_SIZE bytes, allocated with the pool */
+  char* read_buffer; /* NHB__READ_BUFFER_SIZE bytes, the worker's one read buffer (pool.c) */
   nhb__tls* tls;     /* TLS state, allocated on the first TLS connection of this entry */
   nhb__h2* h2;       /* HTTP/2 state, likewise */
   nhb__echo* echo;   /* issue 14: tcp:// and udp:// echo state (session_echo.c), likewise */
