@@ -32,8 +32,11 @@ void nhb__srv_req_reset(nhb__srv_req* q) {
 
 nhb__srv_hdr_pos* nhb__srv_req_header_begin(nhb__srv_req* q) {
   if (q->nhdrs == q->hdrs_cap) {
-    /* Doubles, so that a connection settles after its largest request. */
-    size_t cap = q->hdrs_cap ? 2 * q->hdrs_cap : 16;
+    /* Doubles, so that a connection settles after its largest request;
+     * eight to start, the headers of a typical load tester's request, since
+     * every kept-alive connection holds the array (issue 16: memory per
+     * connection). */
+    size_t cap = q->hdrs_cap ? 2 * q->hdrs_cap : 8;
     nhb__srv_hdr_pos* h = realloc(q->hdrs, cap * sizeof(*h));
     if (!h) return NULL;
     q->hdrs = h;
