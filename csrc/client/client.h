@@ -352,6 +352,8 @@ struct nhb__worker {
   double count_offset;  /* stages: this worker's releases sit at counts k + count_offset */
   uint32_t stage_hint;  /* stages: the stage of the last release (a search hint) */
   uint64_t rng;         /* jitter: splitmix64 state, seeded per worker */
+  uint64_t base_index;  /* rate schedules: k + 1 for the release whose base time is base_ns; 0 = none */
+  uint64_t base_ns;
   uint64_t jit_index;   /* jitter: next_index + 1 the jittered time below is for; 0 = none */
   uint64_t jit_ns;      /* jitter: that release's jittered (scheduled) time */
   uint64_t prev_sched_ns; /* jitter: the previous release's scheduled time */

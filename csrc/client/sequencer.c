@@ -71,11 +71,20 @@ static uint64_t stage_time(nhb__worker* w, uint64_t k) {
   return w->start_ns + s->start_ns + (uint64_t)llround(x);
 }
 
-/* The schedule's time for release k before jitter. */
+/* The schedule's time for release k before jitter. A rate schedule's is
+ * kept for the release it was computed for: on a fixed-rate run each
+ * release is looked at twice, once by the wake-up that finds it not yet due
+ * (and arms the timer for it) and once by the one that makes it, and the
+ * division and rounding of group_time() were a tenth of the sequencer's
+ * instructions per request (issue 16). */
 static uint64_t base_time(nhb__worker* w, uint64_t k) {
   const nhb_run* run = w->run;
-  if (NHB__LIKELY(run->stages == NULL && run->schedule_offsets_ns == NULL))
-    return group_time(w, k / run->config.burst_size);
+  if (NHB__LIKELY(run->stages == NULL && run->schedule_offsets_ns == NULL)) {
+    if (w->base_index == k + 1) return w->base_ns;
+    w->base_index = k + 1;
+    w->base_ns = group_time(w, k / run->config.burst_size);
+    return w->base_ns;
+  }
   if (run->stages != NULL) return stage_time(w, k);
   return k < run->config.nschedule_offsets ? w->start_ns + run->schedule_offsets_ns[k] : UINT64_MAX;
 }
@@ -356,6 +365,7 @@ void nhb__sequencer_run(nhb__worker* w) {
          * this group's time becomes now, the next is one interval later. */
         uint64_t moved = now - base;
         w->sched_base_ns += moved;
+        w->base_index = 0; /* the kept base time counted from the old base */
         w->facts.no_catchup_moves++;
         w->facts.no_catchup_shift_ns += moved;
       }
@@ -492,6 +502,7 @@ static void setup_phase(nhb__worker* w, uint64_t start, int warming) {
   w->next_index = 0;
   w->released = 0;
   w->jit_index = 0;
+  w->base_index = 0;
   w->prev_sched_ns = 0;
   w->stage_hint = 0;
   w->warming = warming;
