@@ -54,10 +54,12 @@ class SServer:
     thread (unless `stall`: then nobody reads it, so s_server blocks on its first large
     write to the pipe and stops reading the socket until `drain` starts the thread)."""
 
-    def __init__(self, cert: tuple[Path, Path], version: str, *, stall: bool = False) -> None:
+    def __init__(self, cert: tuple[Path, Path], version: str, *, stall: bool = False,
+                 connections: int = 1) -> None:
         # stdbuf: s_server's messages go through stdio, which a pipe would buffer.
         self.proc = subprocess.Popen(
-            ["stdbuf", "-o0", "openssl", "s_server", "-accept", "127.0.0.1:0", "-naccept", "1",
+            ["stdbuf", "-o0", "openssl", "s_server", "-accept", "127.0.0.1:0", "-naccept",
+             str(connections),
              "-cert", str(cert[0]), "-key", str(cert[1]), version, "-msg", "-no_ticket"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         assert self.proc.stdout is not None and self.proc.stdin is not None
@@ -240,5 +242,42 @@ def test_tls12_renegotiation_refused_during_upload_reaches_server_in_order(
     assert c.get("benchmark.http_2xx", 0) == 0
     assert c["benchmark.stream_resets"] == 1
     assert c["ssl.handshake"] == 1
+    assert result.error is not None
+    assert "the server asked to renegotiate (refused: nhbench never renegotiates)" in result.error
+
+
+def test_tls12_renegotiation_refused_between_requests_run_goes_on(
+        cert: tuple[Path, Path], servers: list[SServer]) -> None:
+    """The server asks to renegotiate while a request waits for its response: the client
+    refuses, s_server ends that connection, the waiting request counts as a reset, and the
+    rest of the run's requests are answered on a new connection."""
+    n, renegotiate_at = 12, 5
+    srv = SServer(cert, "-tls1_2", connections=2)
+    servers.append(srv)
+    th, out = client_thread(srv.port, requests=n, no_default_failure_predicates=True)
+    for i in range(1, n + 1):
+        srv.wait_for(b"GET / HTTP/1.1\r\n", i)
+        if i == renegotiate_at:
+            # Instead of this request's response: s_server's stdin is empty, as the client
+            # waits for it.
+            srv.send(b"r\n")
+            continue
+        srv.send(RESPONSE)
+    th.join(60)
+    assert not th.is_alive()
+    result = out["result"]
+    text = srv.close()
+    c = result.counters
+    assert c["benchmark.http_2xx"] == n - 1
+    assert c["benchmark.stream_resets"] == 1
+    assert c["upstream_cx_total"] == c["ssl.handshake"] == 2
+    assert c["upstream_cx_protocol_error"] == 1
+    assert text.count(b"GET / HTTP/1.1\r\n") == n
+    assert len(re.findall(rb">>> TLS 1\.2, Handshake \[length 0004\], HelloRequest", text)) == 1
+    assert len(re.findall(rb"<<< TLS 1\.2, Alert \[length 0002\], warning no_renegotiation",
+                          text)) == 1
+    # No ClientHello after the first one of each connection: nothing was renegotiated.
+    assert len(re.findall(rb"<<< TLS 1\.\d, Handshake \[length [0-9a-f]{4}\], ClientHello",
+                          text)) == 2
     assert result.error is not None
     assert "the server asked to renegotiate (refused: nhbench never renegotiates)" in result.error
