@@ -11,7 +11,8 @@ no_renegotiation alert is written by OpenSSL from inside SSL_read while the conn
 output buffer is still on its way to a full socket, so it waits in the spill BIO and must
 reach the server after the body bytes before it, in order.
 
-Counts and messages only, no timing thresholds. Skipped when the openssl command is missing.
+Counts and messages only, no timing thresholds. Skipped when the openssl, stdbuf (coreutils)
+or ss (iproute2) command is missing.
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ import nhbench
 
 pytestmark = [
     pytest.mark.core,
-    pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command"),
+    pytest.mark.skipif(any(shutil.which(tool) is None for tool in ("openssl", "stdbuf", "ss")),
+                       reason="needs the openssl, stdbuf and ss commands"),
 ]
 
 CLIENT_CPU = str(sorted(os.sched_getaffinity(0))[0])
