@@ -50,6 +50,7 @@ struct nhb__tls {
   size_t plain_len;
   int sock_pending; /* a uv_write of `out` is outstanding */
   int handshake_done;
+  int renegotiation_refused; /* the server asked for a renegotiation and was told no */
   uint64_t connected_ns;
 };
 
@@ -178,7 +179,14 @@ static void tls_fail_handshake(nhb__conn* c) {
  * connection; the run keeps OpenSSL's reason. */
 static int tls_fail_io(nhb__conn* c) {
   char text[sizeof(c->worker->first_error_text)];
-  tls_describe(c, "TLS error", text, sizeof(text));
+  /* A server that insists on renegotiating usually ends the connection with
+   * a fatal alert once it is refused; its reason alone ("handshake failure")
+   * would not say why. */
+  tls_describe(c,
+               c->tls->renegotiation_refused
+                   ? "TLS error after the server asked to renegotiate (refused: nhbench never renegotiates)"
+                   : "TLS error",
+               text, sizeof(text));
   nhb__worker_record_error_text(c->worker, NHB_ETLS, text);
   return NHB_ETLS;
 }
@@ -225,6 +233,10 @@ static int tls_pump(nhb__conn* c) {
     }
     if (t->plain_len == 0) break;
     size_t chunk = t->plain_len < TLS_PLAIN_CHUNK ? t->plain_len : TLS_PLAIN_CHUNK;
+    /* SSL_write could only want to read during a renegotiation (which the
+     * client refuses, see nhb__tls_ctx_create) or a post-handshake
+     * authentication (which it does not offer), and the BIO never refuses a
+     * write: a failure here is a real error. */
     int m = SSL_write(t->ssl, t->plain, (int)chunk);
     if (m <= 0) {
       r = tls_fail_io(c);
@@ -336,6 +348,7 @@ static void tls_on_connected(nhb__conn* c) {
   t->plain_len = 0;
   t->sock_pending = 0;
   t->handshake_done = 0;
+  t->renegotiation_refused = 0;
   t->in_len = 0;
   t->out_len = 0;
   t->connected_ns = nhb__now_ns();
@@ -378,8 +391,10 @@ static int tls_read_window(nhb__conn* c) {
       if (r < 0) return r;
       if (c->state != NHB__CX_READY) return 0;
       /* Nothing left to decrypt: another SSL_read would only report
-       * SSL_ERROR_WANT_READ, which costs a full pass through OpenSSL. */
-      if (t->in_len == 0 && SSL_pending(t->ssl) == 0) break;
+       * SSL_ERROR_WANT_READ, which costs a full pass through OpenSSL. With
+       * read-ahead the window's records wait in OpenSSL's buffer, not only
+       * decrypted plaintext (SSL_pending), so SSL_has_pending asks for both. */
+      if (t->in_len == 0 && !SSL_has_pending(t->ssl)) break;
       continue;
     }
     int err = SSL_get_error(t->ssl, n);
@@ -468,6 +483,18 @@ static int tls_new_session(SSL* ssl, SSL_SESSION* session) {
   return 1; /* the reference is ours */
 }
 
+/* OpenSSL reports alerts and handshake steps here, never application
+ * records, so requests do not pay for it. The one event of interest is the
+ * client's refusal of a renegotiation (a no_renegotiation warning alert, sent
+ * from inside SSL_read when a TLS 1.2 server's HelloRequest arrives): the
+ * connection remembers it so that the error the server may end it with names
+ * the reason. */
+static void tls_info(const SSL* ssl, int where, int ret) {
+  if (!(where & SSL_CB_WRITE_ALERT) || ret != (SSL3_AL_WARNING << 8 | SSL_AD_NO_RENEGOTIATION)) return;
+  nhb__conn* c = (nhb__conn*)SSL_get_app_data(ssl);
+  if (c != NULL && c->tls != NULL) c->tls->renegotiation_refused = 1;
+}
+
 static int set_str(const char* s) { return s != NULL && s[0] != '\0'; }
 
 static int ctx_error(char* err, size_t err_len, const char* fmt, const char* arg) {
@@ -542,6 +569,18 @@ int nhb__tls_ctx_create(nhb_run* run, char* err, size_t err_len) {
       if (!ok) return ctx_error(err, err_len, "tls: cannot check the certificate against '%s'", tc->verify_name);
     }
   }
+
+  /* A server-initiated renegotiation (TLS 1.2 HelloRequest) is refused with a
+   * no_renegotiation warning alert, as Envoy's client does by default
+   * (allow_renegotiation: false) and so Nighthawk; HTTP/2 forbids
+   * renegotiation outright (RFC 9113, 9.2.1). Whether the connection goes on
+   * is the server's choice: OpenSSL's server ends it with a fatal alert. */
+  SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION);
+  SSL_CTX_set_info_callback(ctx, tls_info);
+  /* Read-ahead: OpenSSL takes as much of the window as its record buffer
+   * holds in one BIO read, instead of a header and a body read per record
+   * (issue 16, docs/benchmarks.md). */
+  SSL_CTX_set_read_ahead(ctx, 1);
 
   if (tc->session_reuse) {
     /* The workers keep their sessions themselves (no shared cache, no lock). */

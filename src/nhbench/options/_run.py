@@ -969,8 +969,8 @@ class Options(BaseModel):
         default=None,
         description="Nighthawk's --tls-context: Envoy's UpstreamTlsContext as JSON, mapped "
         "onto the TLS options (sni, alpn, versions, ciphers, curves, trusted CA, "
-        "ACCEPT_UNTRUSTED, max_session_keys; docs/engine.md); other fields are refused "
-        "by name.",
+        "ACCEPT_UNTRUSTED, max_session_keys; docs/engine.md); allow_renegotiation may "
+        "only be false (nhbench never renegotiates); other fields are refused by name.",
     )
     transport_socket: Annotated[
         str | None, Flag(metavar="JSON", group="Targets and transport")

@@ -60,7 +60,19 @@ def _version(value: object, where: str) -> str | None:
 def _upstream_tls_context(data: dict[str, Any]) -> dict[str, Any]:
     """An UpstreamTlsContext (keys already snake_case) → {option: value}."""
     out: dict[str, Any] = {}
-    refuse_unknown(data, ("sni", "common_tls_context", "max_session_keys"), "")
+    refuse_unknown(
+        data, ("sni", "common_tls_context", "max_session_keys", "allow_renegotiation"), ""
+    )
+    if "allow_renegotiation" in data:
+        allow = data["allow_renegotiation"]
+        if not isinstance(allow, bool):
+            raise ValueError(f"allow_renegotiation must be true or false (got {allow!r})")
+        # false is Envoy's default and nhbench's only behaviour (docs/engine.md, TLS).
+        if allow:
+            raise ValueError(
+                "allow_renegotiation: true is not supported: nhbench's TLS client refuses "
+                "every renegotiation, as Envoy's does by default"
+            )
     if "sni" in data:
         if not isinstance(data["sni"], str) or not data["sni"]:
             raise ValueError(f"sni must be a host name (got {data['sni']!r})")
