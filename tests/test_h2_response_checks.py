@@ -67,8 +67,11 @@ def origin_for(reply: Reply) -> Callable[[socket.socket], None]:
     return handle
 
 
-def run_against(reply: Reply, **kw: object) -> nhbench.Result:
+def run_against(reply: Reply, grpc: bool = False, **kw: object) -> nhbench.Result:
     with ScriptedOrigin(handler=origin_for(reply)) as origin:
+        if grpc:
+            return nhbench.run(f"grpc://127.0.0.1:{origin.port}", rps=40, duration=0.25, connections=1,
+                               no_default_failure_predicates=True, **kw)
         return nhbench.run(origin.url, protocol="http2", rps=40, duration=0.25, connections=1,
                            no_default_failure_predicates=True, **kw)
 
@@ -103,10 +106,13 @@ MALFORMED: dict[str, Reply] = {
     "status-four-digits": lambda s: headers(s, status(b"2000"), end_stream=True),
     "status-not-digits": lambda s: headers(s, status(b"2x0"), end_stream=True),
     "status-empty": lambda s: headers(s, status(b""), end_stream=True),
-    "status-101": lambda s: headers(s, status(b"101"), end_stream=True),
+    # (101 is not an interim response in HTTP/2: a final response may follow and it is
+    # still malformed.)
+    "status-101": lambda s: headers(s, status(b"101")) + headers(s, h2.STATUS_200, end_stream=True),
     # Only :status: request pseudo-headers and unknown ones are malformed.
     "request-pseudo-header": lambda s: headers(s, h2.STATUS_200 + h2.PATH_ROOT, end_stream=True),
     "unknown-pseudo-header": lambda s: headers(s, h2.STATUS_200 + lit(b":x", b"y"), end_stream=True),
+    "unknown-pseudo-header-alone": lambda s: headers(s, lit(b":x", b"200"), end_stream=True),
     # Pseudo-headers before regular fields.
     "pseudo-after-regular": lambda s: headers(s, lit(b"x-a", b"b") + h2.STATUS_200, end_stream=True),
     # content-length against the DATA received.
@@ -159,6 +165,19 @@ MALFORMED: dict[str, Reply] = {
 @pytest.mark.parametrize("case", list(MALFORMED))
 def test_a_malformed_response_is_a_stream_reset(case: str) -> None:
     assert_all_reset(run_against(MALFORMED[case]))
+
+
+@pytest.mark.parametrize("case", ["upper-case-name", "pseudo-after-regular", "connection",
+                                  "content-length-above-data", "data-on-1xx"])
+@pytest.mark.parametrize("callbacks", ["latency-header", "grpc"])
+def test_the_checks_hold_with_every_set_of_callbacks(case: str, callbacks: str) -> None:
+    # Runs reading the origin's latency header, and gRPC runs, install their own nghttp2
+    # callbacks (session_h2.c): the checks must be made there too.
+    if callbacks == "grpc":
+        result = run_against(MALFORMED[case], grpc=True)
+    else:
+        result = run_against(MALFORMED[case], latency_response_header_name="x-lat")
+    assert_all_reset(result)
 
 
 def test_head_response_with_data_is_a_stream_reset() -> None:
