@@ -168,7 +168,8 @@ def test_a_malformed_response_is_a_stream_reset(case: str) -> None:
 
 
 @pytest.mark.parametrize("case", ["upper-case-name", "pseudo-after-regular", "connection",
-                                  "content-length-above-data", "data-on-1xx"])
+                                  "content-length-above-data", "content-length-without-data",
+                                  "data-on-1xx", "trailers-without-end-stream"])
 @pytest.mark.parametrize("callbacks", ["latency-header", "grpc"])
 def test_the_checks_hold_with_every_set_of_callbacks(case: str, callbacks: str) -> None:
     # Runs reading the origin's latency header, and gRPC runs, install their own nghttp2

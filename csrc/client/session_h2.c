@@ -189,8 +189,9 @@ __attribute__((noinline)) static int h2_check_pseudo(nhb__slot* s, const uint8_t
     s->h2_chk = chk | H2_CHK_REGULAR;
     return H2_FIELD_DROP; /* not a valid name: nghttp2 ignored it */
   }
-  if ((chk & (H2_CHK_STATUS | H2_CHK_REGULAR | H2_CHK_FINAL)) || namelen != 7 || memcmp(name, ":status", 7) != 0 ||
-      valuelen != 3)
+  /* In trailers the final response's H2_CHK_STATUS is still set, so a
+   * :status there fails on it (and any other pseudo-header on its name). */
+  if ((chk & (H2_CHK_STATUS | H2_CHK_REGULAR)) || namelen != 7 || memcmp(name, ":status", 7) != 0 || valuelen != 3)
     return H2_FIELD_BAD;
   unsigned d0 = value[0] - (unsigned)'0', d1 = value[1] - (unsigned)'0', d2 = value[2] - (unsigned)'0';
   if (d0 > 9 || d1 > 9 || d2 > 9) return H2_FIELD_BAD;
