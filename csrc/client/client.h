@@ -146,6 +146,11 @@ typedef struct nhb__slot {
   uint32_t grpc_len;
   uint64_t grpc_left;
   int grpc_bad;
+  /* Issue 16, HTTP/2 (session_h2.c): the response checks that replace
+   * nghttp2's HTTP messaging ones: what the response has shown so far
+   * (H2_CHK_* flags) and its content-length (-1: none). */
+  uint32_t h2_chk;
+  int64_t h2_clen;
 } nhb__slot;
 
 /* The transport moves bytes for a connection: plain TCP, or TLS through
@@ -467,6 +472,7 @@ struct nhb_run {
   /* Built once per run from the config, shared read-only by the workers. */
   void* ssl_ctx;        /* SSL_CTX* when TLS is enabled */
   void* h2_callbacks;   /* nghttp2_session_callbacks* for HTTP/2 */
+  void* h2_option;      /* nghttp2_option*: nghttp2's HTTP messaging checks off (session_h2.c) */
   void* h2_nva;         /* nghttp2_nv[]: every spec's header block, end to end */
   /* The request set (request.c): nspecs >= 1 entries; config.specs points to
    * run-owned copies of the caller's (or one made from the legacy fields). */

@@ -20,6 +20,10 @@
  * callback checks that the slot still belongs to this connection and stream
  * before using it.
  *
+ * Responses are checked here, not by nghttp2 (its HTTP messaging checks are
+ * off, issue 16): see "response checks" below for what is checked, what
+ * was dropped and why.
+ *
  * Flow control: the client announces a large stream window and raises the
  * connection window, and nghttp2 acknowledges consumed DATA automatically,
  * so large response bodies stream at full speed; request bodies go out as
@@ -69,23 +73,339 @@ static void h2_mark_dirty(nhb__conn* c) {
   w->h2_dirty[w->h2_ndirty++] = c;
 }
 
+/* ---- response checks (issue 16) ------------------------------------------ */
+
+/* nghttp2's HTTP messaging checks are turned off for the client
+ * (nghttp2_option_set_no_http_messaging, per run in nhb__h2_run_init): they
+ * cost about 850 instructions per response, most of it a table lookup for
+ * every byte of every field name and value. What a load tester must still
+ * notice is checked here instead, on what the callbacks see anyway, and a
+ * response that breaks a rule ends exactly as nghttp2 ended it: the stream is
+ * reset with PROTOCOL_ERROR and the request counts as a stream reset with the
+ * error text "stream reset before the response ended (PROTOCOL_ERROR)".
+ *
+ * Kept, as nghttp2 1.52 has them (RFC 9113 section 8): :status exactly once
+ * per header block, three digits, not 101; no pseudo-header other than
+ * :status, none after a regular field, none in trailers; no upper-case
+ * letter in a field name; no connection-specific field (connection,
+ * keep-alive, proxy-connection, transfer-encoding, upgrade; te other than
+ * "trailers"); content-length a number, at most once, not on a 1xx, "0" on a
+ * 204 (and then not counted, as nghttp2 drops it), equal to the DATA received
+ * when the stream ends and never exceeded; no body on a HEAD request's
+ * response, a 204 or a 304; no DATA and no END_STREAM on an interim 1xx
+ * response; trailers must end the stream.
+ *
+ * Every regular field's name must be lower-case token characters and its
+ * value free of control bytes (HT aside) and DEL, without white space at
+ * either end (RFC 9113 section 8.2.1). nghttp2 1.52 resets the stream for
+ * such a field too (with no on_invalid_header callback installed, an
+ * "ignored" field is an error), so these are kept; they are checked eight
+ * bytes at a time (h2_name_bad, h2_value_bad) instead of a table lookup per
+ * byte, which was most of nghttp2's cost. A pseudo-header's value is covered
+ * by the :status check. */
+#define H2_CHK_STATUS 0x01u  /* this header block had :status */
+#define H2_CHK_REGULAR 0x02u /* a regular field came: no pseudo-header may follow */
+#define H2_CHK_FINAL 0x04u   /* the final response's block is complete: next come trailers */
+#define H2_CHK_INTERIM 0x08u /* a 1xx block is complete: only a header block may follow */
+#define H2_CHK_HEAD 0x10u    /* the request was HEAD: the response has no body */
+#define H2_CHK_CONNECT 0x20u /* the request was CONNECT: a 2xx's content-length is ignored */
+#define H2_CHK_METHOD (H2_CHK_HEAD | H2_CHK_CONNECT)
+
+/* A request that ends as a stream reset: the error text and the counter that
+ * nghttp2's closing of the stream with `error_code` has always produced. */
+static void h2_stream_failed(nhb__conn* c, nhb__slot* s, uint32_t error_code) {
+  nhb__worker* w = c->worker;
+  char text[sizeof(w->first_error_text)];
+  snprintf(text, sizeof(text), "HTTP/2: stream reset before the response ended (%s)",
+           nghttp2_http2_strerror(error_code));
+  nhb__worker_record_error_text(w, NHB_EPROTO, text);
+  s->stream_id = 0;
+  nhb__conn_slot_failed(c, s, NHB_CTR_STREAM_RESETS);
+}
+
+/* A malformed response: reset the stream as nghttp2 did, and fail the
+ * request now rather than when the reset is sent, so that nothing more of the
+ * stream (the rest of the block, its END_STREAM, which would close the
+ * stream with NO_ERROR first) reaches the slot. The slot may be reused at
+ * once: callers must not touch it afterwards. */
+static void h2_malformed(nhb__conn* c, nghttp2_session* session, nhb__slot* s) {
+  int32_t id = s->stream_id;
+  nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, id, NGHTTP2_PROTOCOL_ERROR);
+  nghttp2_session_set_stream_user_data(session, id, NULL);
+  h2_mark_dirty(c);
+  h2_stream_failed(c, s, NGHTTP2_PROTOCOL_ERROR);
+}
+
+#define H2_ONES 0x0101010101010101ull
+#define H2_HIGH (H2_ONES * 0x80)
+
+/* The high bit of every byte of x that lies in lo..hi (both below 0x80): a
+ * byte's low seven bits plus 0x80 - lo reach 0x80 from lo on, plus
+ * 0x7f - hi from hi + 1 on, and neither sum carries into the next byte;
+ * bytes of 0x80 and above are left out by ~x. */
+static inline uint64_t h2_in_range(uint64_t x, unsigned lo, unsigned hi) {
+  uint64_t low = x & (H2_ONES * 0x7f);
+  return (low + H2_ONES * (0x80 - lo)) & ~(low + H2_ONES * (0x7f - hi)) & ~x & H2_HIGH;
+}
+
+/* RFC 9110's token characters, lower case only (nghttp2's
+ * VALID_HD_NAME_CHARS): the slow path for bytes other than a-z, 0-9, '-'
+ * and '.'. */
+static int h2_name_byte_ok(uint8_t c) {
+  return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '!' ||
+         (c >= '#' && c <= '\'') || c == '*' || c == '+' || c == '^' || c == '_' || c == '`' || c == '|' ||
+         c == '~';
+}
+
+/* Whether eight name bytes are all lower-case token characters: one range
+ * test per common class, the byte-wise check only when something else is
+ * there (an underscore, say). */
+static inline int h2_name_word_ok(uint64_t x) {
+  if ((h2_in_range(x, 'a', 'z') | h2_in_range(x, '0', '9') | h2_in_range(x, '-', '.')) == H2_HIGH) return 1;
+  uint8_t b[8];
+  memcpy(b, &x, 8);
+  for (int i = 0; i < 8; i++)
+    if (!h2_name_byte_ok(b[i])) return 0;
+  return 1;
+}
+
+/* Whether a regular field's name breaks RFC 9113 section 8.2.1: empty, an
+ * upper-case letter, or any byte outside the token characters. nghttp2 made
+ * this check with a table lookup per byte; here it is eight bytes at a time
+ * (the last eight may overlap the ones before; names of four to seven bytes
+ * are read as two overlapping halves). */
+static int h2_name_bad(const uint8_t* p, size_t n) {
+  uint64_t x;
+  if (n >= 8) {
+    for (size_t i = 0; i + 8 <= n; i += 8) {
+      memcpy(&x, p + i, 8);
+      if (!h2_name_word_ok(x)) return 1;
+    }
+    memcpy(&x, p + n - 8, 8);
+    return !h2_name_word_ok(x);
+  }
+  if (n >= 4) {
+    uint32_t lo, hi;
+    memcpy(&lo, p, 4);
+    memcpy(&hi, p + n - 4, 4);
+    return !h2_name_word_ok((uint64_t)lo | ((uint64_t)hi << 32));
+  }
+  if (n == 0) return 1;
+  for (size_t i = 0; i < n; i++)
+    if (!h2_name_byte_ok(p[i])) return 1;
+  return 0;
+}
+
+/* Whether eight value bytes hold a control byte other than HT, or DEL
+ * (nghttp2's VALID_HD_VALUE_CHARS): the zero-byte test on x - 0x20 and on
+ * x ^ 0x7f, then the byte-wise check only if one fired (a tab, say). */
+static inline int h2_value_word_bad(uint64_t x) {
+  uint64_t del = x ^ (H2_ONES * 0x7f);
+  if ((((x - H2_ONES * 0x20) & ~x) | ((del - H2_ONES) & ~del)) & H2_HIGH) {
+    uint8_t b[8];
+    memcpy(b, &x, 8);
+    for (int i = 0; i < 8; i++)
+      if ((b[i] < 0x20 && b[i] != '\t') || b[i] == 0x7f) return 1;
+  }
+  return 0;
+}
+
+/* Whether a field value breaks RFC 9113 section 8.2.1: a control byte
+ * (other than HT) or DEL anywhere, or white space at either end. */
+static int h2_value_bad(const uint8_t* p, size_t n) {
+  if (n == 0) return 0;
+  if (p[0] == ' ' || p[0] == '\t' || p[n - 1] == ' ' || p[n - 1] == '\t') return 1;
+  uint64_t x;
+  if (n >= 8) {
+    for (size_t i = 0; i + 8 <= n; i += 8) {
+      memcpy(&x, p + i, 8);
+      if (h2_value_word_bad(x)) return 1;
+    }
+    memcpy(&x, p + n - 8, 8);
+    return h2_value_word_bad(x);
+  }
+  if (n >= 4) {
+    uint32_t lo, hi;
+    memcpy(&lo, p, 4);
+    memcpy(&hi, p + n - 4, 4);
+    return h2_value_word_bad((uint64_t)lo | ((uint64_t)hi << 32));
+  }
+  for (size_t i = 0; i < n; i++)
+    if ((p[i] < 0x20 && p[i] != '\t') || p[i] == 0x7f) return 1;
+  return 0;
+}
+
+/* content-length's value: decimal digits only, at least one, no overflow
+ * (nghttp2's parse_uint); -1 otherwise. */
+static int64_t h2_parse_length(const uint8_t* v, size_t n) {
+  if (n == 0) return -1;
+  int64_t len = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (v[i] < '0' || v[i] > '9' || len > (INT64_MAX - 9) / 10) return -1;
+    len = len * 10 + (v[i] - '0');
+  }
+  return len;
+}
+
+enum { H2_FIELD_BAD = -1, H2_FIELD_DROP = 0, H2_FIELD_TAKE = 1 };
+
+/* :status (or another pseudo-header, or an empty name): the only response
+ * pseudo-header, once, before any regular field, and not in trailers;
+ * exactly three digits. Once per response, so out of line. */
+__attribute__((noinline)) static int h2_check_pseudo(nhb__slot* s, const uint8_t* name, size_t namelen,
+                                                     const uint8_t* value, size_t valuelen) {
+  uint32_t chk = s->h2_chk;
+  if (namelen == 0) return H2_FIELD_BAD;
+  /* In trailers the final response's H2_CHK_STATUS is still set, so a
+   * :status there fails on it (and any other pseudo-header on its name). */
+  if ((chk & (H2_CHK_STATUS | H2_CHK_REGULAR)) || namelen != 7 || memcmp(name, ":status", 7) != 0 || valuelen != 3)
+    return H2_FIELD_BAD;
+  unsigned d0 = value[0] - (unsigned)'0', d1 = value[1] - (unsigned)'0', d2 = value[2] - (unsigned)'0';
+  if (d0 > 9 || d1 > 9 || d2 > 9) return H2_FIELD_BAD;
+  int status = (int)(d0 * 100 + d1 * 10 + d2);
+  if (status == 101) return H2_FIELD_BAD; /* HTTP/2 has no Upgrade */
+  s->status = status;
+  s->h2_chk = chk | H2_CHK_STATUS;
+  return H2_FIELD_TAKE;
+}
+
+/* The field names whose length is one of these may be special. */
+#define H2_SPECIAL_LENGTHS ((1u << 2) | (1u << 7) | (1u << 10) | (1u << 14) | (1u << 16) | (1u << 17))
+
+/* The connection-specific fields, te and content-length. Out of line: most
+ * names never get here, and the common one that does (content-length) comes
+ * once per response. */
+__attribute__((noinline)) static int h2_check_special(nhb__slot* s, const uint8_t* name, size_t namelen,
+                                                      const uint8_t* value, size_t valuelen) {
+  switch (namelen) {
+    case 2:
+      if (name[0] == 't' && name[1] == 'e' &&
+          !(valuelen == 8 && (value[0] | 0x20) == 't' && (value[1] | 0x20) == 'r' && (value[2] | 0x20) == 'a' &&
+            (value[3] | 0x20) == 'i' && (value[4] | 0x20) == 'l' && (value[5] | 0x20) == 'e' &&
+            (value[6] | 0x20) == 'r' && (value[7] | 0x20) == 's'))
+        return H2_FIELD_BAD;
+      break;
+    case 7:
+      if (memcmp(name, "upgrade", 7) == 0) return H2_FIELD_BAD;
+      break;
+    case 10:
+      if (memcmp(name, "connection", 10) == 0 || memcmp(name, "keep-alive", 10) == 0) return H2_FIELD_BAD;
+      break;
+    case 14:
+      if (memcmp(name, "content-length", 14) == 0) {
+        if (s->status == 204) {
+          /* Forbidden, but some servers send "0": nghttp2 drops that one. */
+          if (s->h2_clen != -1 || valuelen != 1 || value[0] != '0') return H2_FIELD_BAD;
+          s->h2_clen = 0;
+          return H2_FIELD_DROP;
+        }
+        if (s->status / 100 == 1) return H2_FIELD_BAD;
+        if (s->status / 100 == 2 && (s->h2_chk & H2_CHK_CONNECT)) return H2_FIELD_DROP;
+        if (s->h2_clen != -1 || (s->h2_clen = h2_parse_length(value, valuelen)) < 0) return H2_FIELD_BAD;
+      }
+      break;
+    case 16:
+      if (memcmp(name, "proxy-connection", 16) == 0) return H2_FIELD_BAD;
+      break;
+    case 17:
+      if (memcmp(name, "transfer-encoding", 17) == 0) return H2_FIELD_BAD;
+      break;
+    default:
+      break;
+  }
+  return H2_FIELD_TAKE;
+}
+
+/* One field of a response's header block against the rules above. TAKE: the
+ * field stands (the callbacks look at it), DROP: nghttp2 would have dropped
+ * it, BAD: the response is malformed. Sets the status from :status and counts
+ * the regular fields' bytes (names plus values, as for HTTP/1.1). A common
+ * regular field (server, date, content-type, ...) costs the word-wise byte
+ * checks and a bit test of its length. */
+static inline int h2_check_field(nhb__slot* s, const uint8_t* name, size_t namelen, const uint8_t* value,
+                                 size_t valuelen) {
+  if (NHB__UNLIKELY(namelen == 0 || name[0] == ':')) return h2_check_pseudo(s, name, namelen, value, valuelen);
+  if (h2_name_bad(name, namelen) || h2_value_bad(value, valuelen)) return H2_FIELD_BAD;
+  if (namelen < 32 && (H2_SPECIAL_LENGTHS >> namelen) & 1u) {
+    int r = h2_check_special(s, name, namelen, value, valuelen);
+    if (r != H2_FIELD_TAKE) return r;
+  }
+  s->h2_chk |= H2_CHK_REGULAR;
+  s->header_bytes += namelen + valuelen;
+  return H2_FIELD_TAKE;
+}
+
+/* The end of a HEADERS block or of a DATA frame, before the frame is acted
+ * on (nghttp2 checked these before its on_frame_recv): what the block was
+ * (an interim response, the final one or trailers) and, at END_STREAM, the
+ * body against content-length. Returns 0 when the response was malformed
+ * (the slot is gone then). */
+static inline int h2_check_frame(nhb__conn* c, nghttp2_session* session, const nghttp2_frame* frame, nhb__slot* s) {
+  uint32_t chk = s->h2_chk;
+  int end = (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0;
+  if (frame->hd.type == NGHTTP2_HEADERS) {
+    if (chk & H2_CHK_FINAL) {
+      if (!end) goto bad; /* trailers end the stream */
+    } else {
+      if (!(chk & H2_CHK_STATUS)) goto bad;
+      if (s->status / 100 == 1) {
+        if (end) goto bad;
+        /* The next block is the response again, from scratch. */
+        s->h2_chk = (chk & H2_CHK_METHOD) | H2_CHK_INTERIM;
+        s->h2_clen = -1;
+        return 1;
+      }
+      chk = (chk & ~H2_CHK_INTERIM) | H2_CHK_FINAL;
+      if ((chk & H2_CHK_HEAD) || s->status == 204 || s->status == 304)
+        s->h2_clen = 0; /* no body, whatever content-length said */
+      else if (chk & H2_CHK_CONNECT)
+        s->h2_clen = -1;
+      s->h2_chk = chk;
+    }
+  } else if (end && (chk & H2_CHK_INTERIM)) {
+    goto bad;
+  }
+  if (end && s->h2_clen >= 0 && (uint64_t)s->h2_clen != s->body_bytes) goto bad;
+  return 1;
+bad:
+  h2_malformed(c, session, s);
+  return 0;
+}
+
+/* A DATA chunk against the response so far: none on an interim response,
+ * never beyond content-length (nghttp2 checked each chunk as it came, so a
+ * stream that overruns fails at once, not at its end). */
+static inline int h2_check_data(nhb__conn* c, nghttp2_session* session, nhb__slot* s, size_t len) {
+  if (NHB__UNLIKELY((s->h2_chk & H2_CHK_INTERIM) ||
+                    (s->h2_clen >= 0 && s->body_bytes + len > (uint64_t)s->h2_clen))) {
+    h2_malformed(c, session, s);
+    return 0;
+  }
+  s->body_bytes += len;
+  return 1;
+}
+
+/* The slot of a header field's stream, and whether the field stands: NULL
+ * when the field is not a response field of one of our streams, or was
+ * dropped, or made the response malformed (then the stream is reset). */
+static inline nhb__slot* h2_field_slot(nhb__conn* c, nghttp2_session* session, const nghttp2_frame* frame,
+                                const uint8_t* name, size_t namelen, const uint8_t* value, size_t valuelen) {
+  if (frame->hd.type != NGHTTP2_HEADERS) return NULL;
+  nhb__slot* s = h2_slot(c, session, frame->hd.stream_id);
+  if (s == NULL) return NULL;
+  int r = h2_check_field(s, name, namelen, value, valuelen);
+  if (NHB__LIKELY(r == H2_FIELD_TAKE)) return s;
+  if (r == H2_FIELD_BAD) h2_malformed(c, session, s);
+  return NULL;
+}
+
 /* ---- nghttp2 callbacks ----------------------------------------------------- */
 
 static int h2_on_header(nghttp2_session* session, const nghttp2_frame* frame, const uint8_t* name,
                         size_t namelen, const uint8_t* value, size_t valuelen, uint8_t flags,
                         void* user_data) {
   NHB__UNUSED(flags);
-  if (frame->hd.type != NGHTTP2_HEADERS) return 0;
-  nhb__slot* s = h2_slot(conn_of(user_data), session, frame->hd.stream_id);
-  if (s == NULL) return 0;
-  if (namelen == 7 && memcmp(name, ":status", 7) == 0) {
-    int status = 0;
-    for (size_t i = 0; i < valuelen && i < 3; i++) status = status * 10 + (value[i] - '0');
-    s->status = status;
-  } else if (namelen > 0 && name[0] != ':') {
-    /* As for HTTP/1.1: names plus values of the regular header fields. */
-    s->header_bytes += namelen + valuelen;
-  }
+  h2_field_slot(conn_of(user_data), session, frame, name, namelen, value, valuelen);
   return 0;
 }
 
@@ -94,8 +414,8 @@ static int h2_on_header(nghttp2_session* session, const nghttp2_frame* frame, co
  * nothing per header. A stream's header blocks are its response's (the first
  * one, or the one after an interim 1xx response) while its status is not
  * known yet at the start of the block; a block that starts after a final
- * status is trailers, which Nighthawk does not look at. nghttp2 has checked
- * that names are lower-case. */
+ * status is trailers, which Nighthawk does not look at. Names with an
+ * upper-case letter never get here (h2_check_field). */
 static int h2_olat_on_begin_headers(nghttp2_session* session, const nghttp2_frame* frame, void* user_data) {
   if (frame->hd.type != NGHTTP2_HEADERS) return 0;
   nhb__slot* s = h2_slot(conn_of(user_data), session, frame->hd.stream_id);
@@ -105,27 +425,32 @@ static int h2_olat_on_begin_headers(nghttp2_session* session, const nghttp2_fram
   return 0;
 }
 
+static void h2_olat_field(nhb__conn* c, nhb__slot* s, const uint8_t* name, size_t namelen, const uint8_t* value,
+                          size_t valuelen) {
+  if (!s->olat.active) return;
+  const nhb_run* run = c->worker->run;
+  nhb__olat_name(&s->olat, run, (const char*)name, namelen);
+  nhb__olat_value(&s->olat, run, (const char*)value, valuelen);
+  nhb__olat_value_end(&s->olat, run);
+}
+
 static int h2_olat_on_header(nghttp2_session* session, const nghttp2_frame* frame, const uint8_t* name,
                              size_t namelen, const uint8_t* value, size_t valuelen, uint8_t flags,
                              void* user_data) {
-  if (frame->hd.type == NGHTTP2_HEADERS) {
-    nhb__slot* s = h2_slot(conn_of(user_data), session, frame->hd.stream_id);
-    if (s != NULL && s->olat.active) {
-      const nhb_run* run = conn_of(user_data)->worker->run;
-      nhb__olat_name(&s->olat, run, (const char*)name, namelen);
-      nhb__olat_value(&s->olat, run, (const char*)value, valuelen);
-      nhb__olat_value_end(&s->olat, run);
-    }
-  }
-  return h2_on_header(session, frame, name, namelen, value, valuelen, flags, user_data);
+  NHB__UNUSED(flags);
+  nhb__conn* c = conn_of(user_data);
+  nhb__slot* s = h2_field_slot(c, session, frame, name, namelen, value, valuelen);
+  if (s != NULL) h2_olat_field(c, s, name, namelen, value, valuelen);
+  return 0;
 }
 
 static int h2_on_data_chunk(nghttp2_session* session, uint8_t flags, int32_t stream_id,
                             const uint8_t* data, size_t len, void* user_data) {
   NHB__UNUSED(flags);
   NHB__UNUSED(data);
-  nhb__slot* s = h2_slot(conn_of(user_data), session, stream_id);
-  if (s != NULL) s->body_bytes += len;
+  nhb__conn* c = conn_of(user_data);
+  nhb__slot* s = h2_slot(c, session, stream_id);
+  if (s != NULL) h2_check_data(c, session, s, len);
   return 0;
 }
 
@@ -195,14 +520,13 @@ static void grpc_on_header(nhb__worker* w, nhb__slot* s, const uint8_t* name, si
 static int h2_grpc_on_header(nghttp2_session* session, const nghttp2_frame* frame, const uint8_t* name,
                              size_t namelen, const uint8_t* value, size_t valuelen, uint8_t flags,
                              void* user_data) {
-  if (frame->hd.type == NGHTTP2_HEADERS && namelen > 5 && memcmp(name, "grpc-", 5) == 0) {
-    nhb__conn* c = conn_of(user_data);
-    nhb__slot* s = h2_slot(c, session, frame->hd.stream_id);
-    if (s != NULL) grpc_on_header(c->worker, s, name, namelen, value, valuelen);
-  }
-  if (conn_of(user_data)->worker->run->olat_len != 0)
-    return h2_olat_on_header(session, frame, name, namelen, value, valuelen, flags, user_data);
-  return h2_on_header(session, frame, name, namelen, value, valuelen, flags, user_data);
+  NHB__UNUSED(flags);
+  nhb__conn* c = conn_of(user_data);
+  nhb__slot* s = h2_field_slot(c, session, frame, name, namelen, value, valuelen);
+  if (s == NULL) return 0;
+  if (namelen > 5 && memcmp(name, "grpc-", 5) == 0) grpc_on_header(c->worker, s, name, namelen, value, valuelen);
+  if (c->worker->run->olat_len != 0) h2_olat_field(c, s, name, namelen, value, valuelen);
+  return 0;
 }
 
 /* Follows the response's length-prefixed messages across DATA chunks: a
@@ -235,9 +559,11 @@ static void grpc_on_data(nhb__slot* s, const uint8_t* data, size_t len) {
 
 static int h2_grpc_on_data_chunk(nghttp2_session* session, uint8_t flags, int32_t stream_id, const uint8_t* data,
                                  size_t len, void* user_data) {
-  nhb__slot* s = h2_slot(conn_of(user_data), session, stream_id);
-  if (s != NULL) grpc_on_data(s, data, len);
-  return h2_on_data_chunk(session, flags, stream_id, data, len, user_data);
+  NHB__UNUSED(flags);
+  nhb__conn* c = conn_of(user_data);
+  nhb__slot* s = h2_slot(c, session, stream_id);
+  if (s != NULL && h2_check_data(c, session, s, len)) grpc_on_data(s, data, len);
+  return 0;
 }
 
 /* The end of a gRPC call's response. A request ends exactly once: as an
@@ -268,6 +594,29 @@ static void grpc_end(nhb__conn* c, nhb__slot* s) {
   }
 }
 
+/* A HEADERS or DATA frame of one of our streams, once h2_check_frame has
+ * passed it. */
+static inline int h2_on_response_frame(nhb__conn* c, nghttp2_session* session, const nghttp2_frame* frame, nhb__slot* s) {
+  if (frame->hd.type == NGHTTP2_HEADERS && s->status >= 100 && s->status < 200) {
+    /* An interim response (100 Continue, 103 Early Hints): the real one follows. */
+    s->status = 0;
+    s->header_bytes = 0;
+    return 0;
+  }
+  if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) {
+    /* The response is complete; the stream may linger until our side of
+     * it is closed too, but the request is over. */
+    nghttp2_session_set_stream_user_data(session, frame->hd.stream_id, NULL);
+    s->stream_id = 0;
+    if (NHB__UNLIKELY(c->worker->run->config.grpc)) {
+      grpc_end(c, s);
+      return 0;
+    }
+    nhb__conn_response(c, s, s->status);
+  }
+  return 0;
+}
+
 static int h2_on_frame_recv(nghttp2_session* session, const nghttp2_frame* frame, void* user_data) {
   nhb__conn* c = conn_of(user_data);
   if (c->state != NHB__CX_READY) return 0;
@@ -276,25 +625,8 @@ static int h2_on_frame_recv(nghttp2_session* session, const nghttp2_frame* frame
     case NGHTTP2_HEADERS:
     case NGHTTP2_DATA: {
       nhb__slot* s = h2_slot(c, session, frame->hd.stream_id);
-      if (s == NULL) return 0;
-      if (frame->hd.type == NGHTTP2_HEADERS && s->status >= 100 && s->status < 200) {
-        /* An interim response (100 Continue, 103 Early Hints): the real one follows. */
-        s->status = 0;
-        s->header_bytes = 0;
-        return 0;
-      }
-      if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) {
-        /* The response is complete; the stream may linger until our side of
-         * it is closed too, but the request is over. */
-        nghttp2_session_set_stream_user_data(session, frame->hd.stream_id, NULL);
-        s->stream_id = 0;
-        if (NHB__UNLIKELY(w->run->config.grpc)) {
-          grpc_end(c, s);
-          return 0;
-        }
-        nhb__conn_response(c, s, s->status);
-      }
-      return 0;
+      if (s == NULL || !h2_check_frame(c, session, frame, s)) return 0;
+      return h2_on_response_frame(c, session, frame, s);
     }
     case NGHTTP2_GOAWAY:
       /* The server is going away: no new streams on this connection. Streams
@@ -330,12 +662,16 @@ static int h2_olat_on_frame_recv(nghttp2_session* session, const nghttp2_frame* 
   if (frame->hd.type == NGHTTP2_HEADERS) {
     nhb__conn* c = conn_of(user_data);
     nhb__slot* s = h2_slot(c, session, frame->hd.stream_id);
+    if (s == NULL) return 0;
+    /* A malformed response records no origin latency. */
+    if (!h2_check_frame(c, session, frame, s)) return 0;
     /* Before the response is handed on (which frees the slot at the end of
      * the stream); an interim response's block is dropped. */
-    if (s != NULL && s->olat.active) {
+    if (s->olat.active) {
       if (s->status >= 200) nhb__olat_finish(&s->olat, c->worker);
       s->olat.active = 0;
     }
+    return h2_on_response_frame(c, session, frame, s);
   }
   return h2_on_frame_recv(session, frame, user_data);
 }
@@ -351,13 +687,7 @@ static int h2_on_stream_close(nghttp2_session* session, int32_t stream_id, uint3
     nhb__conn_slot_refused(c, s);
     return 0;
   }
-  nhb__worker* w = c->worker;
-  char text[sizeof(w->first_error_text)];
-  snprintf(text, sizeof(text), "HTTP/2: stream reset before the response ended (%s)",
-           nghttp2_http2_strerror(error_code));
-  nhb__worker_record_error_text(w, NHB_EPROTO, text);
-  s->stream_id = 0;
-  nhb__conn_slot_failed(c, s, NHB_CTR_STREAM_RESETS);
+  h2_stream_failed(c, s, error_code);
   return 0;
 }
 
@@ -425,8 +755,8 @@ static int h2_open(nhb__conn* c) {
   /* nghttp2's per-stream allocations come from the worker's free lists
    * (h2_mem.c); nghttp2 copies the allocator. */
   nghttp2_mem mem = nhb__h2_mem_allocator(&c->worker->h2_mem);
-  if (nghttp2_session_client_new3(&h->session, (const nghttp2_session_callbacks*)run->h2_callbacks, c, NULL,
-                                  &mem) != 0)
+  if (nghttp2_session_client_new3(&h->session, (const nghttp2_session_callbacks*)run->h2_callbacks, c,
+                                  (const nghttp2_option*)run->h2_option, &mem) != 0)
     return NHB_ENOMEM;
   nghttp2_settings_entry settings[] = {
       {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
@@ -480,6 +810,7 @@ static int h2_send(nhb__conn* c, nhb__slot* s) {
   s->header_bytes = 0;
   s->body_bytes = 0;
   s->status = 0;
+  s->h2_clen = -1;
   if (NHB__UNLIKELY(c->worker->run->config.grpc)) {
     s->grpc_status = -1;
     s->grpc_prefix = 0;
@@ -493,6 +824,13 @@ static int h2_send(nhb__conn* c, nhb__slot* s) {
     int r = h2_expand(c, s, sp, &nva, &bytes);
     if (r < 0) return r;
   }
+  /* The response checks need the method (nva[0] is :method): HEAD and
+   * CONNECT change what the response may carry. */
+  s->h2_chk = 0;
+  if (NHB__UNLIKELY(nva[0].valuelen == 4 && memcmp(nva[0].value, "HEAD", 4) == 0))
+    s->h2_chk = H2_CHK_HEAD;
+  else if (NHB__UNLIKELY(nva[0].valuelen == 7 && memcmp(nva[0].value, "CONNECT", 7) == 0))
+    s->h2_chk = H2_CHK_CONNECT;
   nghttp2_data_provider body;
   body.source.ptr = (void*)(uintptr_t)(bytes + s->body_left);
   body.read_callback = h2_read_body;
@@ -699,6 +1037,12 @@ int nhb__h2_run_init(nhb_run* run, char* err, size_t err_len) {
   }
   run->h2_nva = nva;
   run->h2_callbacks = cb;
+  /* nghttp2's HTTP messaging checks off: session_h2.c makes its own
+   * ("response checks" above). */
+  nghttp2_option* opt = NULL;
+  if (nghttp2_option_new(&opt) != 0) return NHB_ENOMEM;
+  nghttp2_option_set_no_http_messaging(opt, 1);
+  run->h2_option = opt;
   /* With --latency-response-header-name, the callbacks that also read the
    * origin's latency header (observe.c); otherwise the plain ones. */
   int olat = run->olat_len != 0;
@@ -739,6 +1083,8 @@ int nhb__h2_run_init(nhb_run* run, char* err, size_t err_len) {
 void nhb__h2_run_free(nhb_run* run) {
   if (run->h2_callbacks != NULL) nghttp2_session_callbacks_del((nghttp2_session_callbacks*)run->h2_callbacks);
   run->h2_callbacks = NULL;
+  if (run->h2_option != NULL) nghttp2_option_del((nghttp2_option*)run->h2_option);
+  run->h2_option = NULL;
   free(run->h2_nva);
   run->h2_nva = NULL;
 }
