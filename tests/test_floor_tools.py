@@ -58,6 +58,7 @@ def test_floor_counts_equal_the_servers(floor_binary: Path, mode: list[str]) -> 
     # One more request than the floor counts: the one it learns the response size from.
     assert after - before == 301
     assert out["connections"] == 8
+    assert out["reopened"] == 0  # no connection was closed by the server in so short a run
     assert out["response_bytes"] > 64  # the head and the 64-byte body
     assert out["cpu_s"] >= 0
     if "--timer" in mode:
