@@ -140,6 +140,19 @@ static size_t learn_response_size(int fd, const char *req, size_t req_len) {
     }
 }
 
+/* The releases due by now on a schedule whose next release is at *next_ns: moves *next_ns
+ * past them and counts the late ones (all but the first) in *late. */
+static long long releases_due(long long *next_ns, long long period, long long *late) {
+    long long t = now_ns(), ticks = 0;
+    while (t >= *next_ns) {
+        ticks++;
+        *next_ns += period;
+    }
+    if (ticks > 1)
+        *late += ticks - 1;
+    return ticks;
+}
+
 int main(int argc, char **argv) {
     const char *host = "127.0.0.1", *path = "/";
     int port = 0, nconn = 50, cpu = -1;
@@ -288,14 +301,7 @@ int main(int argc, char **argv) {
                 armed_ns = next_ns;
             }
             n = epoll_wait(ep, evs, 256, 100);
-            long long t = now_ns(), ticks = 0;
-            while (t >= next_ns) {
-                ticks++;
-                next_ns += period;
-            }
-            if (ticks > 1)
-                late += ticks - 1;
-            backlog += ticks;
+            backlog += releases_due(&next_ns, period, &late);
         } else if (next_ns > 0) {
             /* The next release is the timeout: one system call per release. */
             long long wait = next_ns - now_ns();
@@ -305,14 +311,7 @@ int main(int argc, char **argv) {
                 ts.tv_nsec = wait % 1000000000LL;
             }
             n = epoll_pwait2(ep, evs, 256, &ts, NULL);
-            long long t = now_ns(), ticks = 0;
-            while (t >= next_ns) {
-                ticks++;
-                next_ns += period;
-            }
-            if (ticks > 1)
-                late += ticks - 1;
-            backlog += ticks;
+            backlog += releases_due(&next_ns, period, &late);
         } else {
             /* A 100 ms timeout bounds how late the duration check can be; not a schedule. */
             n = epoll_wait(ep, evs, 256, 100);
