@@ -1,9 +1,10 @@
 """Build the floor clients (issue 16) with the system C compiler.
 
 The floors are benchmark tools, not part of the nhbench package: each is one C file in this
-directory, compiled with ``cc -O2 -Wall -Wextra -Werror`` into ``benchmarks/out/floor/``
-(ignored by git) when its source is newer than the binary. peer_compare.py,
-callgrind_per_request.py and tests/test_floor_tools.py call :func:`build`.
+directory (with floor_common.h, which both include), compiled with ``cc -O2 -Wall -Wextra
+-Werror`` into ``benchmarks/out/floor/`` (ignored by git) when the source or the header is
+newer than the binary. peer_compare.py, callgrind_per_request.py and tests/test_floor_tools.py
+call :func:`build`.
 
     python benchmarks/floor/build.py            # prints the path of each binary
 """
@@ -25,6 +26,8 @@ SOURCES = {"request_floor": HERE / "request_floor.c",
 # Libraries each floor links; the io_uring variant needs liburing (Debian: liburing-dev).
 LIBS = {"request_floor_uring": ["-luring"]}
 HEADERS = {"request_floor_uring": Path("/usr/include/liburing.h")}
+# What every floor source includes from this directory: a change to it rebuilds them too.
+COMMON = HERE / "floor_common.h"
 
 
 class BuildError(Exception):
@@ -45,7 +48,8 @@ def build(name: str = "request_floor", out_dir: Path = OUT) -> Path:
     source."""
     src = SOURCES[name]
     binary = out_dir / name
-    if binary.exists() and binary.stat().st_mtime >= src.stat().st_mtime:
+    newest = max(src.stat().st_mtime, COMMON.stat().st_mtime)
+    if binary.exists() and binary.stat().st_mtime >= newest:
         return binary
     header = HEADERS.get(name)
     if header is not None and not header.exists():

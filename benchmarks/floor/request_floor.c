@@ -34,22 +34,16 @@
  * system cc into benchmarks/out/floor/.
  */
 #define _GNU_SOURCE
-#include <arpa/inet.h>
-#include <errno.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <sched.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <sys/epoll.h>
 #include <sys/prctl.h>
-#include <sys/resource.h>
-#include <sys/socket.h>
 #include <sys/timerfd.h>
-#include <time.h>
-#include <unistd.h>
+
+#define FLOOR_NAME "request_floor"
+#define FLOOR_USAGE                                                                                \
+    "request_floor --port P [--host ADDR] [--connections N] [--duration S | --requests N] "        \
+    "[--rate R] [--timer timerfd|pwait2|oneshot] [--timer-slack NS] [--cpu C] [--response-size B] " \
+    "[--path /]"
+#include "floor_common.h"
 
 /* One connection: its socket and the bytes of the current response received so far. */
 struct conn {
@@ -57,88 +51,6 @@ struct conn {
     int busy;          /* a request is in flight */
     size_t got;        /* bytes of the current response read so far */
 };
-
-static void die(const char *what) {
-    fprintf(stderr, "request_floor: %s: %s\n", what, errno ? strerror(errno) : "failed");
-    exit(2);
-}
-
-static void usage(const char *msg) {
-    fprintf(stderr,
-            "request_floor: %s (usage: request_floor --port P [--host ADDR] [--connections N] "
-            "[--duration S | --requests N] [--rate R] [--timer timerfd|pwait2|oneshot] [--timer-slack NS] [--cpu C] "
-            "[--response-size B] "
-            "[--path /])\n",
-            msg);
-    exit(2);
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static long long now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
-static double cpu_of(const struct rusage *r, int user) {
-    const struct timeval *t = user ? &r->ru_utime : &r->ru_stime;
-    return (double)t->tv_sec + (double)t->tv_usec / 1e6;
-}
-
-static int open_conn(const struct sockaddr_in *addr) {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        die("socket");
-    if (connect(fd, (const struct sockaddr *)addr, sizeof *addr) != 0)
-        die("connect");
-    int one = 1;
-    /* Each write is a whole request, so Nagle's algorithm could only add delay. */
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    return fd;
-}
-
-/*
- * Learns the size of one response by sending one request on a blocking socket and reading the
- * head and a Content-Length body. This is the only parsing the client ever does, and it happens
- * before the measured part; the hot loop only counts bytes.
- */
-static size_t learn_response_size(int fd, const char *req, size_t req_len) {
-    char buf[65536];
-    size_t have = 0;
-    if (write(fd, req, req_len) != (ssize_t)req_len)
-        die("write (first request)");
-    for (;;) {
-        if (have == sizeof buf - 1)
-            usage("the first response's head is larger than 64 KiB");
-        ssize_t n = read(fd, buf + have, sizeof buf - 1 - have);
-        if (n <= 0)
-            die("read (first response)");
-        have += (size_t)n;
-        buf[have] = '\0';
-        char *end = strstr(buf, "\r\n\r\n");
-        if (end == NULL)
-            continue;
-        size_t head = (size_t)(end - buf) + 4;
-        char *cl = strcasestr(buf, "\r\ncontent-length:");
-        if (cl == NULL || cl > end)
-            usage("the first response has no Content-Length: give --response-size");
-        size_t total = head + (size_t)strtoull(cl + 17, NULL, 10);
-        while (have < total) {
-            n = read(fd, buf, sizeof buf < total - have ? sizeof buf : total - have);
-            if (n <= 0)
-                die("read (first response body)");
-            have += (size_t)n;
-        }
-        if (have != total)
-            usage("the server sent more than one response to one request");
-        return total;
-    }
-}
 
 /* The releases due by now on a schedule whose next release is at *next_ns: moves *next_ns
  * past them and counts the late ones (all but the first) in *late. */
@@ -154,11 +66,8 @@ static long long releases_due(long long *next_ns, long long period, long long *l
 }
 
 int main(int argc, char **argv) {
-    const char *host = "127.0.0.1", *path = "/";
-    int port = 0, nconn = 50, cpu = -1;
-    double duration = 0, rate = 0;
-    long long max_requests = 0;
-    size_t resp_size = 0;
+    struct floor_opts o = FLOOR_OPTS_DEFAULT;
+    double rate = 0;
     long long slack_ns = 0;
     int timer_mode = 0; /* 0 periodic timerfd, 1 epoll_pwait2, 2 oneshot timerfd */
     for (int i = 1; i < argc; i++) {
@@ -166,24 +75,10 @@ int main(int argc, char **argv) {
         if (i + 1 >= argc)
             usage("every option takes a value");
         const char *v = argv[++i];
-        if (!strcmp(a, "--host"))
-            host = v;
-        else if (!strcmp(a, "--port"))
-            port = atoi(v);
-        else if (!strcmp(a, "--connections"))
-            nconn = atoi(v);
-        else if (!strcmp(a, "--duration"))
-            duration = atof(v);
-        else if (!strcmp(a, "--requests"))
-            max_requests = atoll(v);
-        else if (!strcmp(a, "--rate"))
+        if (floor_opt(&o, a, v))
+            continue;
+        if (!strcmp(a, "--rate"))
             rate = atof(v);
-        else if (!strcmp(a, "--cpu"))
-            cpu = atoi(v);
-        else if (!strcmp(a, "--response-size"))
-            resp_size = (size_t)atoll(v);
-        else if (!strcmp(a, "--path"))
-            path = v;
         else if (!strcmp(a, "--timer") && (!strcmp(v, "timerfd") || !strcmp(v, "pwait2") ||
                                             !strcmp(v, "oneshot")))
             timer_mode = !strcmp(v, "pwait2") ? 1 : !strcmp(v, "oneshot") ? 2 : 0;
@@ -194,38 +89,23 @@ int main(int argc, char **argv) {
         else
             usage("unknown option");
     }
-    if (port <= 0 || port > 65535)
-        usage("--port must be 1..65535");
-    if (nconn <= 0)
-        usage("--connections must be positive");
-    if ((duration > 0) == (max_requests > 0))
-        usage("give exactly one of --duration S and --requests N");
     if (rate < 0)
         usage("--rate must be positive");
-    if (cpu >= 0) {
-        cpu_set_t set;
-        CPU_ZERO(&set);
-        CPU_SET(cpu, &set);
-        if (sched_setaffinity(0, sizeof set, &set) != 0)
-            die("sched_setaffinity");
-    }
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    if (inet_pton(AF_INET, host, &addr.sin_addr) != 1)
-        usage("--host must be an IPv4 address");
-
+    struct sockaddr_in addr;
     char req[1024];
-    int req_len = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: %s:%d\r\n\r\n", path, host,
-                           port);
-    if (req_len <= 0 || (size_t)req_len >= sizeof req)
-        usage("--path is too long");
+    int req_len = floor_setup(&o, INT32_MAX, &addr, req, sizeof req);
+    const int nconn = o.nconn;
+    const double duration = o.duration;
+    const long long max_requests = o.max_requests;
+    size_t resp_size = o.resp_size;
 
     struct conn *conns = calloc((size_t)nconn, sizeof *conns);
     int *idle = calloc((size_t)nconn, sizeof *idle); /* stack of idle connections (timer mode) */
     if (conns == NULL || idle == NULL)
-        die("calloc");
+        die("calloc", errno);
     int ep = epoll_create1(EPOLL_CLOEXEC);
     if (ep < 0)
-        die("epoll_create1");
+        die("epoll_create1", errno);
     for (int i = 0; i < nconn; i++) {
         conns[i].fd = open_conn(&addr);
         if (i == 0 && resp_size == 0)
@@ -233,7 +113,7 @@ int main(int argc, char **argv) {
         /* Level-triggered read interest, registered once: no epoll_ctl per request. */
         struct epoll_event ev = {.events = EPOLLIN, .data.u32 = (uint32_t)i};
         if (epoll_ctl(ep, EPOLL_CTL_ADD, conns[i].fd, &ev) != 0)
-            die("epoll_ctl");
+            die("epoll_ctl", errno);
     }
     if (resp_size == 0)
         usage("--response-size must be positive");
@@ -245,10 +125,10 @@ int main(int argc, char **argv) {
     if (rate > 0 && timer_mode != 1) {
         tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
         if (tfd < 0)
-            die("timerfd_create");
+            die("timerfd_create", errno);
         struct epoll_event ev = {.events = EPOLLIN, .data.u32 = UINT32_MAX};
         if (epoll_ctl(ep, EPOLL_CTL_ADD, tfd, &ev) != 0)
-            die("epoll_ctl (timerfd)");
+            die("epoll_ctl (timerfd)", errno);
     }
 
     struct rusage r0, r1;
@@ -261,7 +141,7 @@ int main(int argc, char **argv) {
      * timerfd's) by its timer slack, 50 us by default, to merge wake-ups: cheaper, and less
      * precise. --timer-slack NS sets it (1 = precise) to price that. */
     if (slack_ns > 0 && prctl(PR_SET_TIMERSLACK, (unsigned long)slack_ns) != 0)
-        die("prctl (PR_SET_TIMERSLACK)");
+        die("prctl (PR_SET_TIMERSLACK)", errno);
     if (rate > 0 && timer_mode) {
         next_ns = now_ns() + period;
         for (int i = 0; i < nconn; i++)
@@ -272,13 +152,13 @@ int main(int argc, char **argv) {
             .it_value = {.tv_sec = period / 1000000000, .tv_nsec = period % 1000000000},
         };
         if (timerfd_settime(tfd, 0, &its, NULL) != 0)
-            die("timerfd_settime");
+            die("timerfd_settime", errno);
         for (int i = 0; i < nconn; i++)
             idle[nidle++] = i;
     } else {
         for (int i = 0; i < nconn && (max_requests == 0 || issued < max_requests); i++) {
             if (write(conns[i].fd, req, (size_t)req_len) != req_len)
-                die("write");
+                die("write", errno);
             conns[i].busy = 1;
             issued++;
             inflight++;
@@ -297,7 +177,7 @@ int main(int argc, char **argv) {
                 struct itimerspec its = {.it_value = {.tv_sec = next_ns / 1000000000LL,
                                                       .tv_nsec = next_ns % 1000000000LL}};
                 if (timerfd_settime(tfd, TFD_TIMER_ABSTIME, &its, NULL) != 0)
-                    die("timerfd_settime");
+                    die("timerfd_settime", errno);
                 armed_ns = next_ns;
             }
             n = epoll_wait(ep, evs, 256, 100);
@@ -319,7 +199,7 @@ int main(int argc, char **argv) {
         if (n < 0) {
             if (errno == EINTR)
                 continue;
-            die("epoll_wait");
+            die("epoll_wait", errno);
         }
         if (deadline > 0 && !stopping && now_s() >= deadline) {
             /* A duration run ends at the deadline: the requests in flight are not waited for. */
@@ -353,12 +233,11 @@ int main(int argc, char **argv) {
                     c->got = 0;
                     struct epoll_event ev = {.events = EPOLLIN, .data.u32 = id};
                     if (epoll_ctl(ep, EPOLL_CTL_ADD, c->fd, &ev) != 0)
-                        die("epoll_ctl");
+                        die("epoll_ctl", errno);
                     reopened++;
                     continue;
                 }
-                errno = got == 0 ? ECONNRESET : errno;
-                die("read (the server closed a connection)");
+                die("read (the server closed a connection)", got == 0 ? ECONNRESET : errno);
             }
             c->got += (size_t)got;
             if (c->got < resp_size)
@@ -374,7 +253,7 @@ int main(int argc, char **argv) {
             if (rate > 0) {
                 if (backlog > 0) {
                     if (write(c->fd, req, (size_t)req_len) != req_len)
-                        die("write");
+                        die("write", errno);
                     c->busy = 1;
                     backlog--;
                     inflight++;
@@ -390,7 +269,7 @@ int main(int argc, char **argv) {
                 continue;
             }
             if (write(c->fd, req, (size_t)req_len) != req_len)
-                die("write");
+                die("write", errno);
             c->busy = 1;
             issued++;
             inflight++;
@@ -400,7 +279,7 @@ int main(int argc, char **argv) {
         while (backlog > 0 && nidle > 0 && !stopping) {
             struct conn *c = &conns[idle[--nidle]];
             if (write(c->fd, req, (size_t)req_len) != req_len)
-                die("write");
+                die("write", errno);
             c->busy = 1;
             backlog--;
             inflight++;
@@ -412,7 +291,7 @@ int main(int argc, char **argv) {
     }
     double wall = now_s() - t0;
     getrusage(RUSAGE_SELF, &r1);
-    double user = cpu_of(&r1, 1) - cpu_of(&r0, 1), sys = cpu_of(&r1, 0) - cpu_of(&r0, 0);
+    double user = tv_s(&r1.ru_utime) - tv_s(&r0.ru_utime), sys = tv_s(&r1.ru_stime) - tv_s(&r0.ru_stime);
     printf("{\"requests\": %lld, \"duration\": %.6f, \"cpu_s\": %.6f, \"user_s\": %.6f, "
            "\"sys_s\": %.6f, \"response_bytes\": %zu, \"connections\": %d, \"rate\": %g, "
            "\"late_ticks\": %lld, \"timer\": \"%s\", \"reopened\": %lld}\n",
