@@ -430,17 +430,7 @@ def _grpc_responder(reply: bytes | None, *, trailers: bytes | None, initial: byt
     `trailers` (or END_STREAM on the DATA when None)."""
 
     def handle(conn: socket.socket) -> None:
-        reader = h2.FrameReader(conn)
-        if reader.read_exact(len(h2.PREFACE)) != h2.PREFACE:
-            return
-        conn.sendall(h2.settings())
-        while True:
-            got = reader.read_frame()
-            if got is None:
-                return
-            kind, flags, stream, _ = got
-            if kind == h2.SETTINGS and not flags & h2.ACK:
-                conn.sendall(h2.SETTINGS_ACK)
+        def on_frame(kind: int, flags: int, stream: int, _payload: bytes) -> None:
             if kind == h2.DATA and flags & h2.END_STREAM:
                 out = h2.frame(h2.HEADERS, h2.END_HEADERS
                                | (h2.END_STREAM if reply is None and trailers is None else 0),
@@ -454,6 +444,8 @@ def _grpc_responder(reply: bytes | None, *, trailers: bytes | None, initial: byt
                 conn.sendall(out)
                 if served is not None:
                     served.append(stream)
+
+        h2.serve(conn, on_frame)
 
     return handle
 
@@ -523,14 +515,7 @@ def test_scripted_peer_message_split_over_data_frames() -> None:
     served: list[int] = []
 
     def handle(conn: socket.socket) -> None:
-        reader = h2.FrameReader(conn)
-        if reader.read_exact(len(h2.PREFACE)) != h2.PREFACE:
-            return
-        conn.sendall(h2.settings())
-        while (got := reader.read_frame()) is not None:
-            kind, flags, stream, _ = got
-            if kind == h2.SETTINGS and not flags & h2.ACK:
-                conn.sendall(h2.SETTINGS_ACK)
+        def on_frame(kind: int, flags: int, stream: int, _payload: bytes) -> None:
             if kind == h2.DATA and flags & h2.END_STREAM:
                 out = h2.frame(h2.HEADERS, h2.END_HEADERS, stream, h2.STATUS_200)
                 out += b"".join(h2.frame(h2.DATA, 0, stream, message[i:i + 1])
@@ -539,6 +524,8 @@ def test_scripted_peer_message_split_over_data_frames() -> None:
                                 _status(b"0"))
                 conn.sendall(out)
                 served.append(stream)
+
+        h2.serve(conn, on_frame)
 
     with ScriptedOrigin(handler=handle) as origin:
         result = run(f"grpc://127.0.0.1:{origin.port}", requests=5, connections=1)

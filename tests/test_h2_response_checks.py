@@ -51,19 +51,11 @@ def data(stream: int, payload: bytes, end_stream: bool = True) -> bytes:
 def origin_for(reply: Reply) -> Callable[[socket.socket], None]:
     """A minimal h2c origin answering every request stream with ``reply(stream)``."""
     def handle(conn: socket.socket) -> None:
-        reader = h2.FrameReader(conn)
-        if reader.read_exact(len(h2.PREFACE)) != h2.PREFACE:
-            return
-        conn.sendall(h2.settings())
-        while True:
-            got = reader.read_frame()
-            if got is None:
-                return
-            kind, flags, stream, _ = got
-            if kind == h2.SETTINGS and not flags & h2.ACK:
-                conn.sendall(h2.SETTINGS_ACK)
-            elif kind == h2.HEADERS:
+        def on_frame(kind: int, _flags: int, stream: int, _payload: bytes) -> None:
+            if kind == h2.HEADERS:
                 conn.sendall(reply(stream))
+
+        h2.serve(conn, on_frame)
     return handle
 
 

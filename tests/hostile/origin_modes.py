@@ -180,21 +180,8 @@ def h2_session(on_headers: Callable[[socket.socket, int], bool],
     """A minimal h2c server: preface, SETTINGS (ours, then ACK theirs), and for each request
     HEADERS ``on_headers(conn, stream id)``; returning False ends the connection."""
     def handle(conn: socket.socket) -> None:
-        reader = h2.FrameReader(conn)
-        if reader.read_exact(len(h2.PREFACE)) != h2.PREFACE:
-            return
-        conn.sendall(own_settings if own_settings is not None else h2.settings())
-        if on_connect is not None:
-            on_connect(conn)
-        while True:
-            got = reader.read_frame()
-            if got is None:
-                return
-            kind, flags, stream, _ = got
-            if kind == h2.SETTINGS and not flags & h2.ACK:
-                conn.sendall(h2.SETTINGS_ACK)
-            elif kind == h2.HEADERS and not on_headers(conn, stream):
-                return
+        h2.serve(conn, lambda kind, _flags, stream, _payload: kind != h2.HEADERS or on_headers(conn, stream),
+                 own_settings=own_settings, on_connect=on_connect)
     return handle
 
 
