@@ -251,17 +251,9 @@ int main(int argc, char **argv) {
             if (stopping)
                 continue;
             if (rate > 0) {
-                if (backlog > 0) {
-                    if (write(c->fd, req, (size_t)req_len) != req_len)
-                        die("write", errno);
-                    c->busy = 1;
-                    backlog--;
-                    inflight++;
-                    if (max_requests > 0 && ++issued >= max_requests)
-                        stopping = 1;
-                } else {
-                    idle[nidle++] = (int)id;
-                }
+                /* Idle now: a release waiting in the backlog takes it below, after this
+                 * wake-up's other events (the top of the stack goes first). */
+                idle[nidle++] = (int)id;
                 continue;
             }
             if (max_requests > 0 && issued >= max_requests) {
@@ -274,8 +266,8 @@ int main(int argc, char **argv) {
             issued++;
             inflight++;
         }
-        /* Releases due (timer mode) go to the idle connections; the rest wait in the backlog
-         * for a connection to become idle. */
+        /* Releases due (timer mode) go to the idle connections, the one just freed first; the
+         * rest wait in the backlog for a connection to become idle. */
         while (backlog > 0 && nidle > 0 && !stopping) {
             struct conn *c = &conns[idle[--nidle]];
             if (write(c->fd, req, (size_t)req_len) != req_len)
