@@ -25,6 +25,7 @@ from hdrh.codec import HdrCookieException, HdrHistogramSettingsException, HdrLen
 from pydantic import ValidationError
 
 from ._exceptions import ResultFileError
+from ._input import InputError, read_input
 from ._load_fortio import load_fortio
 from ._result import Result
 from .outputs import is_nighthawk_document, nhbench_extension
@@ -196,6 +197,15 @@ def result_from_document(kind: str, data: Any, name: str) -> Result:
         raise fail(f"invalid {FORMAT_NAMES.get(kind, kind)}: {text}") from None
 
 
+def read_result_bytes(name: str, *, stdin: bool = False) -> bytes:
+    """The bytes of result file `name` through the one reader (a regular file of at most
+    the result limit, docs/reliability.md); ResultFileError (one line) otherwise."""
+    try:
+        return read_input(name, "result", f"cannot load result {name!r}", stdin=stdin)
+    except InputError as exc:
+        raise ResultFileError(str(exc), name) from None
+
+
 def load_result(path: str | os.PathLike[str]) -> Result:
     """Load a result file: nhbench's JSON (``nhbench run --output-format json --output
     FILE``, ``Result.model_dump_json()``, a sweep step's ``result.json``, also as written
@@ -205,12 +215,6 @@ def load_result(path: str | os.PathLike[str]) -> Result:
     be read, is not JSON, is in a format nhbench does not read, or is not a valid result.
     """
     name = os.fspath(path)
-    try:
-        with open(name, "rb") as handle:
-            raw = handle.read()
-    except OSError as exc:
-        raise ResultFileError(
-            f"cannot load result {name!r}: {exc.strerror or type(exc).__name__}", name
-        ) from None
+    raw = read_result_bytes(name)
     kind, data = read_result_text(raw, name)
     return result_from_document(kind, data, name)

@@ -13,40 +13,121 @@ from __future__ import annotations
 import json
 import os
 import re
-from pathlib import Path
 from typing import Any
 
-__all__ = ["load_yaml", "loads_relaxed", "read_text", "relax_json"]
+from ._input import read_input_text
+
+__all__ = ["load_yaml", "loads_relaxed", "read_text", "relax_json", "safe_load_bounded"]
 
 
-def read_text(path: str | os.PathLike[str], where: str, limit: int | None = None) -> str:
-    """The file's text (UTF-8), or a ValueError ``"<where>: <reason>"``; `limit` bounds its
-    size in bytes (checked before reading)."""
-    name = os.path.expanduser(os.fspath(path))
+def read_text(path: str | os.PathLike[str], where: str, kind: str = "config",
+              limit: int | None = None) -> str:
+    """The file's text (UTF-8) through the one reader (`nhbench._input`: a regular file within
+    `kind`'s size limit, or `limit` if lower), or a ValueError ``"<where>: <reason>"``."""
+    return read_input_text(path, kind, where, limit=limit)
+
+
+# YAML's aliases let a few hundred bytes stand for billions of nodes ("billion laughs": nine
+# anchors each referring nine times to the one before), which a consumer walking the data
+# then expands. PyYAML shares the aliased objects, so the load itself is cheap, but every
+# walk of the result is not. A document may use at most MAX_YAML_ALIASES aliases, and those
+# may stand for at most MAX_YAML_ALIASED_NODES nodes in all once expanded; an alias to a
+# node that contains it (a cycle) is refused too.
+MAX_YAML_ALIASES = 1000
+MAX_YAML_ALIASED_NODES = 100_000
+
+
+def _bounded_loader() -> type:
+    import yaml
+
+    class BoundedLoader(yaml.SafeLoader):
+        aliases = 0
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if self.check_event(yaml.AliasEvent):
+                self.aliases += 1
+                if self.aliases > MAX_YAML_ALIASES:
+                    raise _AliasBudget(f"more than {MAX_YAML_ALIASES} YAML aliases")
+            return super().compose_node(parent, index)
+
+    return BoundedLoader
+
+
+class _AliasBudget(ValueError):
+    pass
+
+
+def _expanded_nodes(root: Any) -> int:
+    """The node count of `root` with every alias expanded, stopping past the budget."""
+    import yaml
+
+    sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()
+
+    def size(node: Any) -> int:
+        key = id(node)
+        if key in sizes:
+            return sizes[key]
+        if key in open_nodes:
+            raise _AliasBudget("a YAML alias refers to a node that contains it")
+        open_nodes.add(key)
+        total = 1
+        if isinstance(node, yaml.SequenceNode):
+            for child in node.value:
+                total += size(child)
+        elif isinstance(node, yaml.MappingNode):
+            for key_node, value_node in node.value:
+                total += size(key_node) + size(value_node)
+        open_nodes.discard(key)
+        sizes[key] = total
+        return total
+
+    return size(root) if root is not None else 0
+
+
+def _distinct_nodes(root: Any) -> int:
+    import yaml
+
+    seen: set[int] = set()
+    stack = [root] if root is not None else []
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.SequenceNode):
+            stack.extend(node.value)
+        elif isinstance(node, yaml.MappingNode):
+            for pair in node.value:
+                stack.extend(pair)
+    return len(seen)
+
+
+def safe_load_bounded(text: str) -> Any:
+    """yaml.safe_load with the alias budget above; `_AliasBudget` (a ValueError) past it,
+    yaml.YAMLError for bad YAML."""
+    loader = _bounded_loader()(text)
     try:
-        if limit is not None:
-            size = os.stat(name).st_size
-            if size > limit:
-                raise ValueError(f"{where}: {size} bytes is over the limit of {limit}")
-        return Path(name).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ValueError(f"{where}: no such file") from None
-    except IsADirectoryError:
-        raise ValueError(f"{where}: is a directory") from None
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"{where}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} "
-                         f"at offset {exc.start})") from None
-    except OSError as exc:
-        raise ValueError(f"{where}: cannot read: {exc.strerror or exc}") from None
+        root = loader.get_single_node()
+        if loader.aliases:
+            extra = _expanded_nodes(root) - _distinct_nodes(root)
+            if extra > MAX_YAML_ALIASED_NODES:
+                raise _AliasBudget(f"YAML aliases expand to more than "
+                                   f"{MAX_YAML_ALIASED_NODES} nodes")
+        return None if root is None else loader.construct_document(root)
+    finally:
+        loader.dispose()
 
 
 def load_yaml(text: str, where: str) -> Any:
-    """YAML (which JSON is a subset of) parsed safely, or a ValueError ``"<where>: not valid
-    JSON or YAML: <problem> at line L column C"``."""
+    """YAML (which JSON is a subset of) parsed safely, with aliases bounded, or a ValueError
+    ``"<where>: not valid JSON or YAML: <problem> at line L column C"``."""
     import yaml
 
     try:
-        return yaml.safe_load(text)
+        return safe_load_bounded(text)
+    except _AliasBudget as exc:
+        raise ValueError(f"{where}: refused: {exc}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""

@@ -26,6 +26,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from .._exceptions import CampaignError, ResultFileError
+from .._input import limit_of
 from .._load import load_result
 from .._names import REQUEST_TO_RESPONSE, SCHEDULED_TO_RESPONSE
 from .._notebook import result_verdict
@@ -53,7 +54,7 @@ MAX_DEPTH = 6
 MAX_FILES = 5000
 #: A larger file is listed as an error rather than read: results with histograms are tens
 #: of kilobytes, a long run's timeline a few megabytes; hundreds of megabytes is not one.
-MAX_FILE_BYTES = 64 * 1024 * 1024
+MAX_FILE_BYTES = limit_of("result")
 
 
 def safe_relative(path: str) -> PurePosixPath | None:
@@ -202,11 +203,6 @@ class Catalogue:
         path = self.file(relative)
         if path is None:
             raise ResultFileError(f"no result file {relative!r} in {str(self.root)!r}", relative)
-        size = path.stat().st_size
-        if size > MAX_FILE_BYTES:
-            raise ResultFileError(
-                f"cannot load result {relative!r}: {size} bytes, more than the "
-                f"{MAX_FILE_BYTES // (1024 * 1024)} MiB the browser reads", relative)
         return load_result(path)
 
     def manifest(self, relative: str) -> CampaignManifest:

@@ -47,13 +47,13 @@ def add_transform_parser(commands: argparse._SubParsersAction[Any]) -> None:
 
 
 def _read_input(path: str) -> tuple[bytes, str]:
-    if path == "-":
-        return sys.stdin.buffer.read(), "<stdin>"
+    from .._load import read_result_bytes
+
+    name = "<stdin>" if path == "-" else path
     try:
-        with open(path, "rb") as handle:
-            return handle.read(), path
-    except OSError as exc:
-        _die(f"cannot load result {path!r}: {exc.strerror or type(exc).__name__}", status=2)
+        return read_result_bytes(path, stdin=True), name
+    except ResultFileError as exc:
+        _die(str(exc).replace("'-'", "<stdin>"), status=2)
 
 
 def transform_text(raw: bytes, name: str, output_format: str) -> str:

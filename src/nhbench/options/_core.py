@@ -21,6 +21,7 @@ import string
 from typing import TYPE_CHECKING, Any
 
 from .. import _grpc as grpc
+from .._input import read_input
 from .._request import (
     CONTENT_LENGTH_PLACEHOLDER,
     RequestSpec,
@@ -189,8 +190,7 @@ def _payload(options: Options) -> bytes | None:
     if options.payload:
         return options.payload.encode("utf-8")
     if options.payload_file is not None:
-        with open(options.payload_file, "rb") as handle:
-            return handle.read()
+        return read_input(options.payload_file, "payload", f"--payload-file {options.payload_file}")
     if options.payload_size:
         # Random bytes (as Fortio's -payload-size), the same for every request of the run:
         # compression cannot shrink them, and the hot path stays a plain write.
@@ -376,8 +376,8 @@ def _grpc_message(options: Options) -> bytes:
     if options.grpc_method is not None:
         if options.grpc_payload is None:
             return b""
-        with open(options.grpc_payload, "rb") as handle:
-            return handle.read()
+        return read_input(options.grpc_payload, "grpc-payload",
+                          f"--grpc-payload {options.grpc_payload}")
     if options.ping:
         if options.payload_size:
             # Random text (a proto3 string must be UTF-8), drawn once, as the HTTP payload is.

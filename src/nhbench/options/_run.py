@@ -40,6 +40,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from .._exceptions import OptionsError
+from .._input import InputError, check_input, limit_of
 from .._predicates import DEFAULT_FAILURE_PREDICATES, parse_predicates
 from .._request import MAX_TEMPLATED_REQUEST, METHODS, template_problem
 from ._errors import format_validation_error
@@ -184,7 +185,7 @@ _DEFAULT_PORTS = {"http": 80, "https": 443, "grpc": 80, "grpcs": 443}
 # Issue 14, gRPC: a method path as gRPC clients send it (/package.Service/Method).
 _GRPC_METHOD_RE = re.compile(r"/[A-Za-z0-9_.]+/[A-Za-z0-9_]+")
 #: The largest --grpc-payload: gRPC's default maximum message size (4 MiB).
-GRPC_MAX_PAYLOAD = 4 * 1024 * 1024
+GRPC_MAX_PAYLOAD = limit_of("grpc-payload")
 #: What a gRPC run adds to the default failure predicates: a call that ended with a non-OK
 #: grpc-status or broke the gRPC protocol fails the run, as a 5xx or a reset does.
 GRPC_DEFAULT_FAILURE_PREDICATES = {"benchmark.grpc_error": 0, "benchmark.grpc_protocol_error": 0}
@@ -1444,18 +1445,10 @@ class Options(BaseModel):
         # The file belongs to the machine of the run (see cacert).
         if (info.context or {}).get("echo"):
             return path
-        if not os.path.exists(path):
-            raise ValueError(f"no such file (got {value!r})")
-        if not os.path.isfile(path):
-            raise ValueError(f"not a regular file (got {value!r})")
-        if not os.access(path, os.R_OK):
-            raise ValueError(f"not readable (got {value!r})")
-        size = os.path.getsize(path)
-        if size > MAX_REQUEST_BODY_SIZE:
-            raise ValueError(
-                f"{size} bytes is over the {MAX_REQUEST_BODY_SIZE} byte (64 MiB) limit (got {value!r})"
-            )
-        return path
+        try:
+            return check_input(path, "payload")
+        except InputError as exc:
+            raise ValueError(f"{exc.reason} (got {value!r})") from None
 
     @field_validator("content_type")
     @classmethod
@@ -1971,13 +1964,9 @@ class Options(BaseModel):
         if value is None:
             return value
         try:
-            size = os.path.getsize(value)
-            with open(value, "rb"):
-                pass
-        except OSError as exc:
-            raise ValueError(f"cannot read the file: {exc.strerror or exc}") from None
-        if size > GRPC_MAX_PAYLOAD:
-            raise ValueError(f"at most {GRPC_MAX_PAYLOAD} bytes (the file has {size})")
+            check_input(value, "grpc-payload")
+        except InputError as exc:
+            raise ValueError(f"{exc.reason} (got {value!r})") from None
         return value
 
     @field_validator("grpc_ping_delay", "grpc_deadline", mode="before")

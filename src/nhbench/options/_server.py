@@ -49,6 +49,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from .._exceptions import OptionsError
+from .._input import InputError, read_input
 from ._config_files import config_mapping, load_config_file
 from ._core import server_core_config
 from ._echo import parse_echo_params
@@ -125,9 +126,9 @@ def _check_key_pair(cert: str, key: str) -> tuple[str, str] | None:
     texts: dict[str, str] = {}
     for option, path in (("tls_cert", cert), ("tls_key", key)):
         try:
-            texts[option] = Path(path).read_text(encoding="ascii", errors="replace")
-        except OSError as exc:
-            return option, f"cannot read {path!r}: {exc.strerror or exc}"
+            texts[option] = read_input(path, "pem", repr(path)).decode("ascii", "replace")
+        except InputError as exc:
+            return option, f"cannot read {exc}"
     if "-----BEGIN CERTIFICATE-----" not in texts["tls_cert"]:
         return "tls_cert", f"no PEM certificate in {cert!r}"
     if not re.search(r"-----BEGIN [A-Z ]*PRIVATE KEY-----", texts["tls_key"]):

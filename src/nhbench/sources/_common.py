@@ -29,10 +29,6 @@ MAX_ENTRIES = 100_000
 # The bodies of all entries together: the same bound as one --request-body-size, for the same
 # reason (the bytes are kept in memory for the whole run).
 MAX_BODY_TOTAL = 64 * 1024 * 1024
-# A HAR file is JSON and is read whole; browsers' HARs with response contents embedded reach
-# tens of megabytes, far below this.
-MAX_HAR_FILE_SIZE = 256 * 1024 * 1024
-
 # RFC 9110 section 5.6.2: a header name is a token.
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 # Non-ASCII characters in a path are percent-encoded (as the run's URI is); everything
@@ -54,9 +50,10 @@ class RequestSource:
     offsets: tuple[float, ...] | None = None
 
 
-def read_text(path: str, what: str, limit: int | None = None) -> str:
-    """The file's text (UTF-8), or a ValueError naming the file and the reason."""
-    return _read_text(path, f"{what} {path}", limit)
+def read_text(path: str, what: str, kind: str, limit: int | None = None) -> str:
+    """The file's text (UTF-8) through the one reader (a regular file within `kind`'s size
+    limit, or `limit` if lower), or a ValueError naming the file and the reason."""
+    return _read_text(path, f"{what} {path}", kind, limit)
 
 
 def check_method(value: str) -> str:

@@ -230,7 +230,7 @@ def load_plugin_config(text: str) -> RequestSource:
         limit = MAX_FILE_SIZE
         if "max_file_size" in plugin:
             limit = _uint(plugin["max_file_size"], f"{where}: max_file_size", MAX_FILE_SIZE)
-        file_text = read_text(path, "options list", limit)
+        file_text = read_text(path, "options list", "options-list", limit)
         suffix = os.path.splitext(path)[1].lower()
         data = _parse_text(file_text, f"options list {path}", suffix)
         specs = load_options_list(data, f"options list {path}")

@@ -21,23 +21,21 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import re
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
+from .._input import read_input
 from .._request import RequestSpec
 from ._common import (
     MAX_ENTRIES,
-    MAX_HAR_FILE_SIZE,
     RequestSource,
     body_total,
     check_header,
     check_method,
     check_path,
-    read_text,
 )
 
 __all__ = ["REPLAY_FORMATS", "load_replay"]
@@ -143,8 +141,12 @@ def _har_entry(entry: object) -> tuple[RequestSpec, float | None]:
                         body_size=body_size), started)
 
 
-def _load_har(path: str) -> list[tuple[RequestSpec, float | None]]:
-    text = read_text(path, "HAR file", MAX_HAR_FILE_SIZE)
+def _load_har(path: str, data: bytes) -> list[tuple[RequestSpec, float | None]]:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"HAR file {path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} "
+                         f"at offset {exc.start})") from None
     try:
         data: Any = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -223,64 +225,51 @@ def _log_line(line: str, kind: str) -> tuple[RequestSpec | None, float]:
                        body_size=body_size), seconds
 
 
-def _load_log(path: str, kind: str) -> list[tuple[RequestSpec, float | None]]:
-    name = os.path.expanduser(path)
+def _load_log(path: str, kind: str, data: bytes) -> list[tuple[RequestSpec, float | None]]:
     out: list[tuple[RequestSpec, float | None]] = []
-    try:
-        with open(name, encoding="utf-8", errors="surrogateescape") as lines:
-            for number, raw in enumerate(lines, 1):
-                line = raw.rstrip("\r\n")
-                if not line.strip():
-                    continue
-                this = kind
-                if kind == "auto":
-                    this = "envoy" if line.startswith("[") else "nginx"
-                try:
-                    if any("\udc80" <= ch <= "\udcff" for ch in line):
-                        raise ValueError("not UTF-8 text")
-                    spec, seconds = _log_line(line, this)
-                except ValueError as exc:
-                    raise ValueError(f"access log {path}: line {number}: {exc}") from None
-                if spec is not None:
-                    out.append((spec, seconds))
-                    if len(out) > MAX_ENTRIES:
-                        raise ValueError(f"access log {path}: more than the {MAX_ENTRIES} "
-                                          "requests a request set may hold (cut it, e.g. "
-                                          f"head -n {MAX_ENTRIES})")
-    except FileNotFoundError:
-        raise ValueError(f"access log {path}: no such file") from None
-    except IsADirectoryError:
-        raise ValueError(f"access log {path}: is a directory") from None
-    except OSError as exc:
-        raise ValueError(f"access log {path}: cannot read: {exc.strerror or exc}") from None
+    for number, raw in enumerate(data.decode("utf-8", "surrogateescape").splitlines(), 1):
+        line = raw.rstrip("\r\n")
+        if not line.strip():
+            continue
+        this = kind
+        if kind == "auto":
+            this = "envoy" if line.startswith("[") else "nginx"
+        try:
+            if any("\udc80" <= ch <= "\udcff" for ch in line):
+                raise ValueError("not UTF-8 text")
+            spec, seconds = _log_line(line, this)
+        except ValueError as exc:
+            raise ValueError(f"access log {path}: line {number}: {exc}") from None
+        if spec is not None:
+            out.append((spec, seconds))
+            if len(out) > MAX_ENTRIES:
+                raise ValueError(f"access log {path}: more than the {MAX_ENTRIES} "
+                                  "requests a request set may hold (cut it, e.g. "
+                                  f"head -n {MAX_ENTRIES})")
     if not out:
         raise ValueError(f"access log {path}: no requests in it")
     return out
 
 
-def _detect(path: str) -> str:
+def _detect(path: str, data: bytes) -> str:
     """har for a .har name or a file starting with '{', else an access log (per line)."""
     if path.lower().endswith(".har"):
         return "har"
-    try:
-        with open(os.path.expanduser(path), "rb") as file:
-            head = file.read(64).lstrip()
-    except OSError:
-        return "auto"  # the reader names the problem
-    return "har" if head.startswith(b"{") else "auto"
+    return "har" if data[:64].lstrip().startswith(b"{") else "auto"
 
 
 def load_replay(path: str, kind: str = "auto", original_timing: bool = False) -> RequestSource:
     """A HAR file or an access log as a request source, in the file's order; with
     `original_timing`, in the order of the recorded times, with each one's offset."""
+    data = read_input(path, "replay", f"--replay {path}")
     if kind == "auto":
-        kind = _detect(path)
+        kind = _detect(path, data)
     entries: Iterable[tuple[RequestSpec, float | None]]
     if kind == "har":
-        entries = _load_har(path)
+        entries = _load_har(path, data)
         what = f"HAR file {path}"
     else:
-        entries = _load_log(path, kind)
+        entries = _load_log(path, kind, data)
         what = f"access log {path}"
     entries = list(entries)
     if not entries:

@@ -24,12 +24,13 @@ from __future__ import annotations
 
 import difflib
 import os
-from pathlib import Path
 from typing import Any
 
 import yaml
 
 from .._exceptions import OptionsError
+from .._input import InputError, read_input_text
+from .._relaxed_json import safe_load_bounded
 from ..options import CLI_ONLY, NOT_IN_A_SWEEP, SCENARIO_KEYS, SweepOptions
 
 __all__ = ["SWEEP_KEYS", "load_scenario"]
@@ -50,16 +51,13 @@ def load_scenario(path: str | os.PathLike[str]) -> dict[str, Any]:
     """
     name = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise OptionsError(f"--scenario {name}: not UTF-8 text (byte "
-                           f"0x{exc.object[exc.start]:02x} at offset {exc.start})",
-                           "scenario") from None
-    except OSError as exc:
-        raise OptionsError(f"--scenario: cannot read {name!r}: {exc.strerror or exc}",
-                           "scenario") from None
+        text = read_input_text(path, "scenario", f"--scenario {name}")
+    except InputError as exc:
+        raise OptionsError(str(exc), "scenario") from None
     try:
-        data = yaml.safe_load(text)
+        data = safe_load_bounded(text)
+    except ValueError as exc:
+        raise OptionsError(f"--scenario {name}: refused: {exc}", "scenario") from None
     except RecursionError:
         # PyYAML's composer recurses once per level of nesting.
         raise OptionsError(f"--scenario {name}: nested too deeply to be a campaign file",

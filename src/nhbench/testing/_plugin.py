@@ -409,6 +409,11 @@ def _save(session: _Session, nodeid: str, loads: list[_Load]) -> list[str]:
                 for load in loads],
     }
     path = session.save_dir / _session_file_name(session, nodeid)
+    if path.is_symlink():
+        # The save directory may be shared (a CI cache, /tmp): a link planted at one of its
+        # file names would make this run overwrite whatever the link points to.
+        return [f"--nhbench-save: {str(path)!r} is a symbolic link; not writing through it "
+                "(remove it)"]
     try:
         write_text(path, json.dumps(document, indent=1) + "\n")
     except OSError as exc:
@@ -420,19 +425,25 @@ def _load_baseline(path: Path, nodeid: str) -> list[Result] | str:
     """The baseline results of a test, or why there are none."""
     from .._result import Result
 
-    if not path.exists():
+    from .._input import InputError, read_input_text
+
+    if not path.exists() and not path.is_symlink():
         return "no baseline"
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
+        document = json.loads(read_input_text(path, "baseline", str(path)))
         if not isinstance(document, dict) or document.get("format") != SAVE_FORMAT:
             return f"{path} is not a --nhbench-save file"
         if document.get("test") != nodeid:
             return f"{path} holds test {document.get('test')!r}"
         return [Result.model_validate(entry) for entry in document.get("results") or ()]
+    except RecursionError:
+        return f"cannot read {path}: nested too deeply"
     except (OSError, ValueError) as exc:
-        # ValueError covers JSON syntax and pydantic validation errors.
+        # ValueError covers the reader's refusals (a FIFO, a device, over the size limit),
+        # JSON syntax and pydantic validation errors.
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        return f"cannot read {path}: {first}"
+        return f"cannot read {first}" if isinstance(exc, InputError) else \
+            f"cannot read {path}: {first}"
 
 
 def _compare(session: _Session, nodeid: str, loads: list[_Load]) -> list[str]:
