@@ -541,7 +541,7 @@ def test_scripted_peer_message_split_over_data_frames() -> None:
         (("grpc://127.0.0.1:1", "--grpc-method", "Health/Check"),
          "--grpc-method: must be a gRPC method path"),
         (("grpc://127.0.0.1:1", "--grpc-method", "/a.B/C", "--grpc-payload", "/nonexistent/x"),
-         "--grpc-payload: cannot read the file"),
+         "--grpc-payload: no such file"),
         (("http://127.0.0.1:1/", "--grpc-method", "/a.B/C"),
          "--grpc-method: only applies to grpc:// and grpcs:// URIs"),
         (("http://127.0.0.1:1/", "-ping"), "--ping: only applies to grpc://"),

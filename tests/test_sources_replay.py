@@ -162,7 +162,7 @@ def test_bad_replay_files(tmp_path: Path, name: str, content: str, kind: str,
 
 
 def test_missing_file_and_binary_log(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="access log /nonexistent.log: no such file"):
+    with pytest.raises(ValueError, match="replay file /nonexistent.log: no such file"):
         load_replay("/nonexistent.log")
     path = tmp_path / "bin.log"
     path.write_bytes(b'10.0.0.1 - - [01/Mar/2026:10:00:00 +0000] "GET /\xff HTTP/1.1" 200 1\n')

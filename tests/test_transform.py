@@ -130,7 +130,7 @@ def test_unknown_format_and_not_a_result(tmp_path: Path) -> None:
     line = one_error_line(transform("--output-format", "json", str(not_result)))
     assert "not a result" in line
     line = one_error_line(transform("--output-format", "json", str(tmp_path / "nope.json")))
-    assert "No such file or directory" in line
+    assert "no such file" in line
     line = one_error_line(transform(str(JSON_GOLD)))  # --output-format is required
     assert "--output-format" in line
 

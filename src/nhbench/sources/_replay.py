@@ -261,7 +261,7 @@ def _detect(path: str, data: bytes) -> str:
 def load_replay(path: str, kind: str = "auto", original_timing: bool = False) -> RequestSource:
     """A HAR file or an access log as a request source, in the file's order; with
     `original_timing`, in the order of the recorded times, with each one's offset."""
-    data = read_input(path, "replay", f"--replay {path}")
+    data = read_input(path, "replay", f"replay file {path}")
     if kind == "auto":
         kind = _detect(path, data)
     entries: Iterable[tuple[RequestSpec, float | None]]
