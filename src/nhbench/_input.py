@@ -56,6 +56,8 @@ LIMITS: dict[str, tuple[int, str]] = {
     "scenario": (1 * _MiB, "A sweep scenario is a page of YAML."),
     "pem": (1 * _MiB, "A certificate chain or a key is a few KB; 1 MiB holds hundreds of "
             "certificates."),
+    "known-hosts": (16 * _MiB, "An OpenSSH known_hosts file is about 100 bytes a host; "
+                    "16 MiB is over 100,000 hosts."),
     "baseline": (64 * _MiB, "A pytest baseline holds the results of one test (the result "
                  "limit)."),
 }

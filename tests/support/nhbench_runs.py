@@ -60,6 +60,9 @@ while pending or running:
         sys.stderr.flush()
         pid = os.fork()
         if pid == 0:
+            if spec["rlimit_as"]:
+                import resource
+                resource.setrlimit(resource.RLIMIT_AS, (spec["rlimit_as"], spec["rlimit_as"]))
             os.chdir(run["cwd"])
             for fd, path, flags in ((0, os.devnull, os.O_RDONLY),
                                     (1, run["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
@@ -103,11 +106,13 @@ MAIN_IMPORTS = ("nhbench.cli",)
 
 def run_many(invocations: Sequence[Invocation], env: Mapping[str, str], *, jobs: int = 4,
              timeout: float = 120.0, preload: Sequence[str] = MAIN_IMPORTS,
+             rlimit_as: int | None = None,
              ) -> list[subprocess.CompletedProcess[str]]:
     """Run every invocation (at most `jobs` at a time), each as its own forked process of one
     zygote interpreter started with `env` that has imported the modules in `preload`; the
     results in the same order. An invocation that runs longer than `timeout` seconds is
-    killed and raises TimeoutExpired here."""
+    killed and raises TimeoutExpired here. `rlimit_as` caps each child's address space (bytes),
+    so that a run that would read without bound fails with a MemoryError instead."""
     with tempfile.TemporaryDirectory(prefix="nhb-runs-") as tmp:
         runs = [{"args": list(inv.args), "cwd": str(inv.cwd),
                  "stdout": f"{tmp}/{i}.out", "stderr": f"{tmp}/{i}.err"}
@@ -115,7 +120,7 @@ def run_many(invocations: Sequence[Invocation], env: Mapping[str, str], *, jobs:
         zygote = subprocess.run(
             [sys.executable, "-c", _ZYGOTE],
             input=json.dumps({"runs": runs, "jobs": jobs, "timeout": timeout,
-                              "preload": list(preload)}),
+                              "preload": list(preload), "rlimit_as": rlimit_as}),
             capture_output=True, text=True, env=dict(env), check=False,
             timeout=timeout * max(1, len(runs)),
         )

@@ -24,6 +24,7 @@ be written.
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 from pathlib import Path
@@ -208,7 +209,9 @@ def _cmd_report(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
 
     directory = Path(args.directory)
     output = getattr(args, "output", None)
-    if directory.is_file():
+    if directory.is_file() or (os.path.lexists(directory) and not directory.is_dir()):
+        # Anything at the path but a directory is a result file, refused by the reader if
+        # it is not a regular one (a FIFO, a device, a symbolic-link loop).
         return _report_result(directory, output)
     if output is not None:
         _die("--output: only for a result file; a campaign's reports are written into "

@@ -31,6 +31,7 @@ import paramiko
 from paramiko.channel import Channel
 
 from .._exceptions import AuthenticationError, HostError, HostKeyError, OptionsError, UnreachableError
+from .._input import InputError, check_input
 
 __all__ = [
     "PARAMIKO_LOG_CHANNEL",
@@ -299,10 +300,10 @@ def open_clients(
     client and the jump host's (None without `jump`). `SSHHost.connect` documents the
     parameters and the errors raised; on an error no client is left open."""
     if key_filename is not None:
-        key_path = Path(key_filename).expanduser()
-        if not key_path.is_file():
-            raise OptionsError(f"--ssh-key {key_filename}: no such file", option="ssh_key")
-        key_filename = str(key_path)
+        try:
+            key_filename = check_input(key_filename, "pem", f"--ssh-key {key_filename}")
+        except InputError as exc:
+            raise OptionsError(str(exc), option="ssh_key") from None
     custom_known_hosts = known_hosts is not None
     known = Path(known_hosts if known_hosts is not None else _DEFAULT_KNOWN_HOSTS).expanduser()
     options = _ConnectOptions(
@@ -366,7 +367,15 @@ def _open_client(target: SSHTarget, options: _ConnectOptions, *, sock: Any, labe
         paths.append(Path(_SYSTEM_KNOWN_HOSTS))
     for path in paths:
         try:
+            # paramiko reads the file line by line with no bound: /dev/zero or a FIFO there
+            # would grow memory or hang before a single host key is read.
+            check_input(path, "known-hosts", f"known_hosts {_display_path(path)}")
             client.load_system_host_keys(str(path))
+        except InputError as exc:
+            if exc.reason == "no such file":
+                continue
+            client.close()
+            raise HostKeyError(str(exc)) from None
         except FileNotFoundError:
             pass
         except OSError as exc:

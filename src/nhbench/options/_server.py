@@ -37,7 +37,6 @@ import os
 import re
 import ssl
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -49,7 +48,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from .._exceptions import OptionsError
-from .._input import InputError, read_input
+from .._input import InputError, check_input, read_input
 from ._config_files import config_mapping, load_config_file
 from ._core import server_core_config
 from ._echo import parse_echo_params
@@ -93,17 +92,14 @@ MIN_STALL_EVERY = 100e-6
 
 
 def _readable_file(value: object) -> str:
-    """A path to an existing, readable regular file (``~`` expanded)."""
+    """A path to a regular PEM file within the reader's limit (``~`` expanded)."""
     if not isinstance(value, (str, os.PathLike)) or not str(os.fspath(value)).strip():
         raise ValueError(f"must be a file path (got {value!r})")
     path = os.path.expanduser(os.fspath(value))
-    if not os.path.exists(path):
-        raise ValueError(f"no such file: {path!r}")
-    if os.path.isdir(path):
-        raise ValueError(f"{path!r} is a directory, not a file")
-    if not os.access(path, os.R_OK):
-        raise ValueError(f"{path!r} is not readable")
-    return path
+    try:
+        return check_input(path, "pem", repr(path))
+    except InputError as exc:
+        raise ValueError(str(exc)) from None
 
 
 def _writable_file(value: object) -> str:

@@ -141,9 +141,9 @@ def _har_entry(entry: object) -> tuple[RequestSpec, float | None]:
                         body_size=body_size), started)
 
 
-def _load_har(path: str, data: bytes) -> list[tuple[RequestSpec, float | None]]:
+def _load_har(path: str, raw: bytes) -> list[tuple[RequestSpec, float | None]]:
     try:
-        text = data.decode("utf-8")
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ValueError(f"HAR file {path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} "
                          f"at offset {exc.start})") from None

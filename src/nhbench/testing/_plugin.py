@@ -423,9 +423,8 @@ def _save(session: _Session, nodeid: str, loads: list[_Load]) -> list[str]:
 
 def _load_baseline(path: Path, nodeid: str) -> list[Result] | str:
     """The baseline results of a test, or why there are none."""
-    from .._result import Result
-
     from .._input import InputError, read_input_text
+    from .._result import Result
 
     if not path.exists() and not path.is_symlink():
         return "no baseline"
