@@ -205,3 +205,40 @@ def test_python_api_payload_file_is_refused_before_the_run(
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(pytest.main([__file__, "-q"]))
+
+
+def _laughs(levels: int = 9) -> str:
+    """A "billion laughs": nine anchors, each a list of nine aliases of the one before
+    (9**9 = 387 million strings once expanded, from 700 bytes)."""
+    lines = ['a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    for level in range(1, levels):
+        lines.append(f"a{level}: &a{level} [" + ", ".join([f"*a{level - 1}"] * 9) + "]")
+    return "\n".join(lines) + "\n"
+
+
+def test_yaml_alias_bombs_are_refused_everywhere_yaml_is_read(tmp_path: Path) -> None:
+    from nhbench._relaxed_json import load_yaml
+
+    bomb = _laughs()
+    # Under static_resources the Envoy-bootstrap walk expanded every alias (it spun for
+    # minutes); as a sweep scenario and an options list it must be refused just the same.
+    config = tmp_path / "bomb.yaml"
+    config.write_text("static_resources:\n  " + bomb.replace("\n", "\n  ").rstrip() + "\n")
+    scenario = tmp_path / "scenario.yaml"
+    scenario.write_text("label: x\n" + bomb)
+    procs = run_many(
+        [Invocation(("server", "--config", str(config), "--listen", "127.0.0.1:0"), tmp_path),
+         Invocation(("sweep", "--scenario", str(scenario)), tmp_path)],
+        os.environ, jobs=2, timeout=30, preload=(*MAIN_IMPORTS, "nhbench.sweep"),
+        rlimit_as=2 << 30)
+    for proc in procs:
+        assert proc.returncode == 2, proc.stderr
+        assert "YAML aliases expand to more than 100000 nodes" in proc.stderr
+        assert len(proc.stderr.splitlines()) == 1
+    with pytest.raises(ValueError, match="refers to a node that contains it"):
+        load_yaml("a: &a [1, *a]\n", "x")
+    with pytest.raises(ValueError, match="more than 1000 YAML aliases"):
+        load_yaml("a: &a 1\nb: [" + ", ".join(["*a"] * 1001) + "]\n", "x")
+    # Anchors as real configs use them still load, shared as PyYAML shares them.
+    data = load_yaml("base: &base {x: 1}\none: *base\ntwo: [*base, *base]\n", "x")
+    assert data == {"base": {"x": 1}, "one": {"x": 1}, "two": [{"x": 1}, {"x": 1}]}

@@ -6,6 +6,7 @@ regression is a server delay that multiplies the latency many times over."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -306,3 +307,47 @@ def test_loading_the_plugin_imports_no_core_and_breaks_no_plain_suite(tmp_path: 
                           cwd=tmp_path, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "PLUGIN True HEAVY []" in proc.stdout, proc.stdout
+
+
+def test_hostile_files_in_the_save_and_compare_directories(
+    pytester: pytest.Pytester, tmp_path: Path
+) -> None:
+    """A link planted in a shared save directory is not written through, and a baseline
+    that is a FIFO, /dev/zero (through a link) or nested past the parser fails its test in
+    one line instead of hanging pytest or growing without bound."""
+    pytester.makepyfile(
+        test_h="""
+        def test_a(nhbench_server, nhbench_run):
+            nhbench_run(nhbench_server().url, rps=20, duration="0.3s")
+        """
+    )
+    name = file_name("test_h.py::test_a")
+    save = tmp_path / "save"
+    save.mkdir()
+    victim = tmp_path / "victim.conf"
+    victim.write_text("keep me\n")
+    (save / name).symlink_to(victim)
+    result = pytester.runpytest("-p", "no:cacheprovider", f"--nhbench-save={save}")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*--nhbench-save: *is a symbolic link; not writing through it*"])
+    assert victim.read_text() == "keep me\n"
+
+    baselines = {
+        "fifo": ("is a FIFO (named pipe), not a regular file", None),
+        "zero": ("is a character device, not a regular file", Path("/dev/zero")),
+        "deep": ("nested too deeply", None),
+    }
+    for kind, (message, target) in baselines.items():
+        directory = tmp_path / f"compare-{kind}"
+        directory.mkdir()
+        path = directory / name
+        if kind == "fifo":
+            os.mkfifo(path)
+        elif target is not None:
+            path.symlink_to(target)
+        else:
+            path.write_text("[" * 50_000 + "]" * 50_000)
+        result = pytester.runpytest("-p", "no:cacheprovider", f"--nhbench-compare={directory}",
+                                    "--nhbench-compare-fail=p99:10%")
+        result.assert_outcomes(failed=1)
+        result.stdout.fnmatch_lines([f"*--nhbench-compare: cannot read *{message}*"])

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
         SloError,
         UnreachableError,
     )
+    from ._input import InputError
     from ._io import OutputError
     from ._load import load_result
     from ._notebook import plot_percentiles
@@ -71,6 +72,7 @@ _LAZY = {
         "OptionsError", "ResolveError", "ResultFileError", "RunError", "ServerError",
         "SloError", "UnreachableError")},
     "OutputError": ("nhbench._io", "OutputError"),
+    "InputError": ("nhbench._input", "InputError"),
     "load_result": ("nhbench._load", "load_result"),
     "plot_percentiles": ("nhbench._notebook", "plot_percentiles"),
     "DEFAULT_FAILURE_PREDICATES": ("nhbench._predicates", "DEFAULT_FAILURE_PREDICATES"),
@@ -193,4 +195,5 @@ __all__ = [
     "CampaignError",
     "ResultFileError",
     "OutputError",
+    "InputError",
 ]

@@ -31,6 +31,9 @@ Hierarchy::
 
     OutputError                 (an OSError, defined in nhbench._io) an output file (report,
                                 JSON result) could not be written; one line naming the path
+    InputError                  (a ValueError, defined in nhbench._input) a file the user named
+                                could not be read: missing, not a regular file, over its kind's
+                                size limit; one line naming the option and the path
 
 A run that *did* happen but went badly (connection refused, error responses) is not an
 exception: it returns a `Result` whose failure predicates fired, because the counters and

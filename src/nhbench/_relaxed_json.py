@@ -47,14 +47,10 @@ def _bounded_loader() -> type:
             if self.check_event(yaml.AliasEvent):
                 self.aliases += 1
                 if self.aliases > MAX_YAML_ALIASES:
-                    raise _AliasBudget(f"more than {MAX_YAML_ALIASES} YAML aliases")
+                    raise ValueError(f"more than {MAX_YAML_ALIASES} YAML aliases")
             return super().compose_node(parent, index)
 
     return BoundedLoader
-
-
-class _AliasBudget(ValueError):
-    pass
 
 
 def _expanded_nodes(root: Any) -> int:
@@ -69,7 +65,7 @@ def _expanded_nodes(root: Any) -> int:
         if key in sizes:
             return sizes[key]
         if key in open_nodes:
-            raise _AliasBudget("a YAML alias refers to a node that contains it")
+            raise ValueError("a YAML alias refers to a node that contains it")
         open_nodes.add(key)
         total = 1
         if isinstance(node, yaml.SequenceNode):
@@ -104,15 +100,15 @@ def _distinct_nodes(root: Any) -> int:
 
 
 def safe_load_bounded(text: str) -> Any:
-    """yaml.safe_load with the alias budget above; `_AliasBudget` (a ValueError) past it,
-    yaml.YAMLError for bad YAML."""
+    """yaml.safe_load with the alias budget above: a ValueError past it, yaml.YAMLError for
+    bad YAML."""
     loader = _bounded_loader()(text)
     try:
         root = loader.get_single_node()
         if loader.aliases:
             extra = _expanded_nodes(root) - _distinct_nodes(root)
             if extra > MAX_YAML_ALIASED_NODES:
-                raise _AliasBudget(f"YAML aliases expand to more than "
+                raise ValueError(f"YAML aliases expand to more than "
                                    f"{MAX_YAML_ALIASED_NODES} nodes")
         return None if root is None else loader.construct_document(root)
     finally:
@@ -126,7 +122,7 @@ def load_yaml(text: str, where: str) -> Any:
 
     try:
         return safe_load_bounded(text)
-    except _AliasBudget as exc:
+    except ValueError as exc:
         raise ValueError(f"{where}: refused: {exc}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
