@@ -92,6 +92,13 @@ UINT32_MAX = 2**32 - 1
 MAX_CONCURRENT_STREAMS_UNLIMITED = 2**31 - 1
 # Every in-flight HTTP/2 request has a slot allocated before the run; this bounds the memory.
 MAX_ACTIVE_REQUESTS = 1_000_000
+# The core allocates each worker's pending queue (32 bytes an entry) before the run: 10 million
+# entries is 320 MB of address space per worker (pages are touched only as the queue fills).
+# Nighthawk's field is a uint32, but a queue of 4 billion (128 GB) failed to allocate.
+MAX_PENDING_REQUESTS = 10_000_000
+# Connections over all workers: each is a descriptor, and a process holds at most 1,048,576
+# (Linux's default nr_open); the core also writes ~1 KB per connection before the run.
+MAX_TOTAL_CONNECTIONS = 1_048_576
 DEFAULT_DURATION = 5.0
 # Live statistics: an interval shorter than the CLI's 0.1 s wake-up would print lines faster
 # than anyone reads them, with too few samples each for a p99; the core's own floor is 1 ms.
@@ -478,7 +485,8 @@ class Options(BaseModel):
     )
     connections: Annotated[int, Flag(metavar="N", aliases=("-c",))] = Field(
         default=100, ge=1, le=1_000_000,
-        description="Maximum concurrent connections, per worker.",
+        description="Maximum concurrent connections, per worker (at most 1,048,576 over "
+        "all workers).",
     )
     concurrency: Annotated[int | Literal["auto"], Flag(metavar="N|auto")] = Field(
         default=1,
@@ -529,9 +537,9 @@ class Options(BaseModel):
         description="Request body size in bytes; the body is that many 'a' characters.",
     )
     max_pending_requests: Annotated[int, Flag(metavar="N")] = Field(
-        default=0, ge=0, le=UINT32_MAX,
+        default=0, ge=0, le=MAX_PENDING_REQUESTS,
         description="Per worker: requests that may wait for a free connection "
-        "(0 = no client-side queueing).",
+        "(0 = no client-side queueing; at most 10,000,000).",
     )
     max_requests_per_connection: Annotated[int, Flag(metavar="N")] = Field(
         default=0, ge=0, le=UINT32_MAX,
@@ -1562,6 +1570,23 @@ class Options(BaseModel):
     @classmethod
     def _parse_offsets(cls, value: object) -> object:
         return parse_schedule_offsets(value)
+
+    @model_validator(mode="after")
+    def _check_total_connections(self, info: ValidationInfo) -> Options:
+        # Per worker, connections is bounded by its field; over all workers it is bounded by
+        # what one process can open, checked before the core allocates them. (With at most
+        # 256 per worker no count of workers, 4096 at most, can pass the bound.)
+        if (info.context or {}).get("echo") or self.connections <= MAX_TOTAL_CONNECTIONS // 4096:
+            return self
+        workers = self.workers
+        if self.connections * workers > MAX_TOTAL_CONNECTIONS:
+            raise PydanticCustomError(
+                "options_file", "{a}: {msg}",
+                {"a": "connections", "msg": f"{self.connections} per worker x {workers} "
+                 f"workers is {self.connections * workers} connections, more than one "
+                 f"process can open ({MAX_TOTAL_CONNECTIONS:,})"},
+            )
+        return self
 
     @model_validator(mode="after")
     def _check_schedule_shapes(self) -> Options:
