@@ -168,6 +168,10 @@ def test_connections_over_all_workers_are_bounded() -> None:
         connections=1_000_000, concurrency=2)
     assert opts(connections=1_000_000, concurrency=1).connections == 1_000_000
     assert opts(connections=256, concurrency=4096).workers == 4096
+    # HTTP/2's request slots likewise (HTTP/1.1 has none: max_active_requests is unused).
+    assert "11000000 requests in flight, more than 10,000,000" in error_of(
+        max_active_requests=1_000_000, concurrency=11, protocol="http2")
+    assert opts(max_active_requests=1_000_000, concurrency=11).workers == 11
 
 
 def test_options_error_is_value_error() -> None:

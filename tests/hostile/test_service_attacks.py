@@ -160,6 +160,7 @@ def sock_dir() -> Iterator[str]:
     {"max_pending_requests": 1000000000},
     {"connections": 1000000, "concurrency": "2"},
     {"max_active_requests": 4294967295, "h2": True},
+    {"max_active_requests": 1000000, "concurrency": "11", "h2": True},
     {"request_options": {"request_body_size": 4000000000}},
 ])
 def test_allocation_sizing_values_are_invalid_argument_and_the_service_lives(

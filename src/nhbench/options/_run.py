@@ -99,6 +99,9 @@ MAX_PENDING_REQUESTS = 10_000_000
 # Connections over all workers: each is a descriptor, and a process holds at most 1,048,576
 # (Linux's default nr_open); the core also writes ~1 KB per connection before the run.
 MAX_TOTAL_CONNECTIONS = 1_048_576
+# HTTP/2 and HTTP/3 requests in flight over all workers: the core writes a 160-byte slot for
+# each before the run, so 10 million is 1.6 GB (per worker, MAX_ACTIVE_REQUESTS).
+MAX_TOTAL_ACTIVE_REQUESTS = 10_000_000
 DEFAULT_DURATION = 5.0
 # Live statistics: an interval shorter than the CLI's 0.1 s wake-up would print lines faster
 # than anyone reads them, with too few samples each for a p99; the core's own floor is 1 ms.
@@ -1572,12 +1575,15 @@ class Options(BaseModel):
         return parse_schedule_offsets(value)
 
     @model_validator(mode="after")
-    def _check_total_connections(self, info: ValidationInfo) -> Options:
-        # Per worker, connections is bounded by its field; over all workers it is bounded by
-        # what one process can open, checked before the core allocates them. (With at most
-        # 256 per worker no count of workers, 4096 at most, can pass the bound.)
-        if (info.context or {}).get("echo") or self.connections <= MAX_TOTAL_CONNECTIONS // 4096:
+    def _check_totals(self, info: ValidationInfo) -> Options:
+        # Per worker, connections and max_active_requests are bounded by their fields; over
+        # all workers (at most 4096) they are bounded too, before the core allocates them.
+        if (info.context or {}).get("echo"):
             return self
+        streams = self.max_active_requests if self.multiplexed else 0
+        if max(self.connections * 4096 - MAX_TOTAL_CONNECTIONS,
+               streams * 4096 - MAX_TOTAL_ACTIVE_REQUESTS) <= 0:
+            return self  # no count of workers can pass the bounds
         workers = self.workers
         if self.connections * workers > MAX_TOTAL_CONNECTIONS:
             raise PydanticCustomError(
@@ -1586,7 +1592,22 @@ class Options(BaseModel):
                  f"workers is {self.connections * workers} connections, more than one "
                  f"process can open ({MAX_TOTAL_CONNECTIONS:,})"},
             )
+        if streams * workers > MAX_TOTAL_ACTIVE_REQUESTS:
+            raise PydanticCustomError(
+                "options_file", "{a}: {msg}",
+                {"a": "max_active_requests", "msg": f"{streams} per worker x {workers} "
+                 f"workers is {streams * workers} requests in flight, more than "
+                 f"{MAX_TOTAL_ACTIVE_REQUESTS:,} (the core allocates each before the run)"},
+            )
         return self
+
+    @property
+    def multiplexed(self) -> bool:
+        """Whether requests share connections as streams (HTTP/2, HTTP/3, gRPC), so that
+        max_active_requests sizes the core's per-worker request slots."""
+        if self.protocol in ("http2", "http3"):
+            return True
+        return bool(self.uri) and self.target.scheme in ("grpc", "grpcs")
 
     @model_validator(mode="after")
     def _check_schedule_shapes(self) -> Options:
