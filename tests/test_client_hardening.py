@@ -58,6 +58,39 @@ def test_rps_above_the_bound_is_refused_in_one_line() -> None:
         core.ClientRun({**config, "rps": 1e12})
 
 
+# A worker whose set-up allocation fails: the core, given a pending queue of 2^32-1 entries
+# (128 GB; nhbench's options refuse it, the core is called directly), in a child process whose
+# allocations over 64 GB fail (an address-space limit; under ASan, its allocation limit).
+_ENOMEM_CHILD = """
+import os, resource, sys
+if "libasan" not in os.environ.get("LD_PRELOAD", ""):
+    resource.setrlimit(resource.RLIMIT_AS, (64 << 30, 64 << 30))
+import nhbench
+core = nhbench._run.load_core()
+options = nhbench.Options(uri="http://127.0.0.1:9/", open_loop=True, duration=0.5,
+                          sequencer_idle_strategy=sys.argv[1])
+config = nhbench.options.client_core_config(options, "127.0.0.1")
+run = core.ClientRun({**config, "max_pending_requests": 2**32 - 1})
+run.start()
+run.wait(-1)
+print(run.result()["error"])
+"""
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("strategy", ["poll", "spin", "sleep"])
+def test_a_worker_that_cannot_allocate_reports_enomem_instead_of_aborting(strategy: str) -> None:
+    # The failure path used to uv_close() the sequencer's handles, which were never
+    # initialised: libuv's assertion aborted the process (status -6).
+    env = {**os.environ, "PYTHONPATH": PACKAGE_PARENT}
+    env["ASAN_OPTIONS"] = ":".join(filter(None, [
+        env.get("ASAN_OPTIONS", ""), "allocator_may_return_null=1", "max_allocation_size_mb=65536"]))
+    proc = subprocess.run([sys.executable, "-c", _ENOMEM_CHILD, strategy], capture_output=True,
+                          text=True, timeout=60, stdin=subprocess.DEVNULL, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == "out of memory (ENOMEM)"
+
+
 @pytest.mark.parametrize("rps", [1e-300, 5e-324])
 def test_tiny_rates_release_once_and_end(rps: float) -> None:
     # 1e9 / rps is infinite: the core caps the interval instead of computing with NaN.

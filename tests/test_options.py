@@ -150,7 +150,28 @@ def test_cli_spelling_of_errors() -> None:
     with pytest.raises(ValidationError) as info:
         Options.model_validate({"uri": URI, "max_pending_requests": -1})
     line = nhbench.format_validation_error(info.value, cli=True)
-    assert line == "--max-pending-requests: must be >= 0 and <= 4294967295 (got -1)"
+    assert line == "--max-pending-requests: must be >= 0 and <= 10000000 (got -1)"
+
+
+@pytest.mark.parametrize("value", [10_000_001, 2**31, 2**32 - 1])
+def test_a_pending_queue_the_core_cannot_allocate_is_refused(value: int) -> None:
+    # 32 bytes an entry, allocated per worker before the run: 2^32-1 entries (128 GB) made
+    # the allocation fail, and the failure aborted the process.
+    assert "max_pending_requests: must be >= 0 and <= 10000000" in error_of(
+        max_pending_requests=value)
+    assert opts(max_pending_requests=10_000_000).max_pending_requests == 10_000_000
+
+
+def test_connections_over_all_workers_are_bounded() -> None:
+    # Per worker 1,000,000 is allowed; over 2 workers it is more than a process can open.
+    assert "2000000 connections, more than one process can open (1,048,576)" in error_of(
+        connections=1_000_000, concurrency=2)
+    assert opts(connections=1_000_000, concurrency=1).connections == 1_000_000
+    assert opts(connections=256, concurrency=4096).workers == 4096
+    # HTTP/2's request slots likewise (HTTP/1.1 has none: max_active_requests is unused).
+    assert "11000000 requests in flight, more than 10,000,000" in error_of(
+        max_active_requests=1_000_000, concurrency=11, protocol="http2")
+    assert opts(max_active_requests=1_000_000, concurrency=11).workers == 11
 
 
 def test_options_error_is_value_error() -> None:

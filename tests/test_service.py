@@ -505,40 +505,82 @@ def test_health_serves_the_service_and_the_server(channel: Any) -> None:
     assert info.value.code() == grpc.StatusCode.NOT_FOUND
 
 
-def test_calls_beyond_the_limit_fail_at_once(stubs: tuple[ModuleType, ModuleType]) -> None:
-    # Open streams hold a server thread each; a call beyond max_calls is refused with
-    # RESOURCE_EXHAUSTED rather than queued behind streams that may never end.
+def test_a_stream_beyond_the_limit_takes_an_idle_ones_place_and_health_is_answered(
+        stubs: tuple[ModuleType, ModuleType], target: nhbench.TestServer) -> None:
+    # Open streams hold a server thread each, so they are limited (max_streams); at the limit
+    # the stream idle the longest makes room, a stream is refused only when every open one
+    # has a request in progress, and streams never take the threads health checks need.
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
     from nhbench.service import start_service
 
-    _, pb2_grpc = stubs
-    service = start_service("127.0.0.1:0", max_calls=3)
+    pb2, pb2_grpc = stubs
+    service = start_service("127.0.0.1:0", max_streams=3)
     try:
         with grpc.insecure_channel(service.address) as chan:
             health = health_pb2_grpc.HealthStub(chan)
             check = health_pb2.HealthCheckRequest()
-            assert health.Check(check, timeout=CALL_TIMEOUT).status == \
-                health_pb2.HealthCheckResponse.SERVING
-            idle = [Stream(pb2_grpc.NighthawkServiceStub(chan)) for _ in range(3)]
-            # All three held before the probe: a probe racing the third stream's arrival
-            # could take the last place and leave that stream refused instead.
-            assert wait_until(lambda: service.open_streams == 3, timeout=30)
-
-            def refused() -> bool:
-                try:
-                    health.Check(check, timeout=CALL_TIMEOUT)
-                except grpc.RpcError as exc:
-                    return exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-                return False
-
-            assert refused()
-            idle[0].close()
-            assert idle[0].finish() == (grpc.StatusCode.OK, [])
-            assert wait_until(lambda: not refused(), timeout=30, step=0.1)
+            idle = []
+            for _ in range(3):
+                idle.append(Stream(pb2_grpc.NighthawkServiceStub(chan)))
+                count = len(idle)
+                assert wait_until(lambda: service.open_streams == count, timeout=30)
+            for _ in range(10):
+                assert health.Check(check, timeout=CALL_TIMEOUT).status == \
+                    health_pb2.HealthCheckResponse.SERVING
+            running = Stream(pb2_grpc.NighthawkServiceStub(chan))
+            running.send(start_request(pb2, target.url, rps=20, seconds=2))
+            # The first stream, idle the longest, made room.
+            code, rest = idle[0].finish()
+            assert (code, rest) == (grpc.StatusCode.RESOURCE_EXHAUSTED, [])
+            assert "to make room" in idle[0].call.details()
+            assert service.open_streams == 3
+            assert not running.read().HasField("error_detail")
+            running.close()
+            assert running.finish() == (grpc.StatusCode.OK, [])
             for stream in idle[1:]:
                 stream.close()
-                stream.finish()
+                assert stream.finish() == (grpc.StatusCode.OK, [])
+    finally:
+        service.stop()
+
+    # Every place taken by a stream with a request in progress: a new stream is refused.
+    service = start_service("127.0.0.1:0", max_streams=1)
+    try:
+        with grpc.insecure_channel(service.address) as chan:
+            running = Stream(pb2_grpc.NighthawkServiceStub(chan))
+            running.send(start_request(pb2, target.url, rps=20, seconds=2))
+            assert wait_until(lambda: service.open_streams == 1, timeout=30)
+            extra = Stream(pb2_grpc.NighthawkServiceStub(chan))
+            extra.close()
+            assert extra.finish() == (grpc.StatusCode.RESOURCE_EXHAUSTED, [])
+            assert "in progress" in extra.call.details()
+            assert not running.read().HasField("error_detail")
+            running.close()
+            assert running.finish() == (grpc.StatusCode.OK, [])
+    finally:
+        service.stop()
+
+
+def test_an_idle_stream_times_out(stubs: tuple[ModuleType, ModuleType],
+                                  target: nhbench.TestServer) -> None:
+    from nhbench.service import start_service
+
+    pb2, pb2_grpc = stubs
+    service = start_service("127.0.0.1:0", idle_timeout=1.0)
+    try:
+        with grpc.insecure_channel(service.address) as chan:
+            # Before any request, and after an answer: the idle clock runs, not during a run
+            # (2 s here, twice the time-out).
+            never = Stream(pb2_grpc.NighthawkServiceStub(chan))
+            once = Stream(pb2_grpc.NighthawkServiceStub(chan))
+            once.send(start_request(pb2, target.url, rps=20, seconds=2))
+            assert never.finish() == (grpc.StatusCode.DEADLINE_EXCEEDED, [])
+            assert "no request for 1 s" in never.call.details()
+            code, answers = once.finish()
+            assert code == grpc.StatusCode.DEADLINE_EXCEEDED
+            assert len(answers) == 1 and not answers[0].HasField("error_detail")
+            assert wait_until(lambda: service.open_streams == 0, timeout=30)
     finally:
         service.stop()
 

@@ -216,6 +216,12 @@ typedef enum {
 } nhb__cx_state;
 
 #define NHB__READ_BUFFER_SIZE 65536
+/* nhb__worker.release_handles: the sequencer's handles that are initialised. */
+#define NHB__RH_CHECK 1u
+#define NHB__RH_POLL 2u
+#define NHB__RH_PREPARE 4u
+#define NHB__RH_SPIN 8u
+#define NHB__RH_SLEEP 16u
 /* A request the server refused unprocessed (HTTP/2 GOAWAY above its last
  * stream id, REFUSED_STREAM) is sent again at most this many times, then
  * given up (upstream_rq_retry_limit_exceeded): at most 4 attempts. Envoy
@@ -327,6 +333,10 @@ struct nhb__worker {
   uv_timer_t release_sleep; /* NHB_IDLE_SLEEP: millisecond timer */
   uv_prepare_t release_prepare; /* NHB_IDLE_POLL: programs release_fd */
   uv_check_t release_check; /* releases what fell due during I/O */
+  /* Which of the release handles above uv_*_init() succeeded on (NHB__RH_*
+   * bits): a worker whose set-up failed part way closes only those, since
+   * uv_close() on a handle never initialised aborts the process. */
+  unsigned release_handles;
   int release_fd;
   uint64_t next_due_ns;        /* the next release's due time; 0 = none wanted */
   uint64_t want_deadline_ns;   /* NHB_IDLE_POLL: when the timerfd should fire */

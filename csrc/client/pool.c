@@ -189,6 +189,9 @@ int nhb__pool_init(nhb__worker* w) {
   }
   if (!w->conns || !avail || !free_conns || !w->tp || !w->slot_pool || !w->pending || !buffers) {
     free(buffers);
+    /* The failure path (nhb__pool_close_all, the HTTP/3 close) walks the
+     * connections: without the array there are none. */
+    if (!w->conns) w->nconns = 0;
     return NHB_ENOMEM;
   }
   for (uint32_t i = nslots; i-- > 0;) {

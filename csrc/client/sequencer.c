@@ -193,6 +193,7 @@ int nhb__sequencer_init(nhb__worker* w) {
   w->release_fd = -1;
   w->release_check.data = w;
   if ((r = uv_check_init(&w->loop, &w->release_check)) < 0) return r;
+  w->release_handles |= NHB__RH_CHECK;
   if (w->interval_ns > 0) uv_check_start(&w->release_check, on_release_check);
   switch (cfg->idle_strategy) {
     case NHB_IDLE_POLL: {
@@ -200,18 +201,24 @@ int nhb__sequencer_init(nhb__worker* w) {
       if (fd < 0) return fd;
       w->release_fd = fd;
       if ((r = uv_poll_init(&w->loop, &w->release_poll, fd)) < 0) return r;
+      w->release_handles |= NHB__RH_POLL;
       w->release_poll.data = w;
       w->release_prepare.data = w;
       if ((r = uv_prepare_init(&w->loop, &w->release_prepare)) < 0) return r;
+      w->release_handles |= NHB__RH_PREPARE;
       uv_prepare_start(&w->release_prepare, on_release_prepare);
       return uv_poll_start(&w->release_poll, UV_READABLE, on_release_poll);
     }
     case NHB_IDLE_SPIN:
       w->release_spin.data = w;
-      return uv_idle_init(&w->loop, &w->release_spin);
+      if ((r = uv_idle_init(&w->loop, &w->release_spin)) < 0) return r;
+      w->release_handles |= NHB__RH_SPIN;
+      return 0;
     case NHB_IDLE_SLEEP:
       w->release_sleep.data = w;
-      return uv_timer_init(&w->loop, &w->release_sleep);
+      if ((r = uv_timer_init(&w->loop, &w->release_sleep)) < 0) return r;
+      w->release_handles |= NHB__RH_SLEEP;
+      return 0;
   }
   return NHB_EINVAL;
 }
@@ -446,19 +453,15 @@ void nhb__sequencer_stop_now(nhb__worker* w, uint64_t drain_ns) {
 }
 
 void nhb__sequencer_close(nhb__worker* w) {
-  uv_close((uv_handle_t*)&w->release_check, NULL);
-  switch (w->run->config.idle_strategy) {
-    case NHB_IDLE_POLL:
-      uv_close((uv_handle_t*)&w->release_prepare, NULL);
-      uv_close((uv_handle_t*)&w->release_poll, NULL);
-      break;
-    case NHB_IDLE_SPIN:
-      uv_close((uv_handle_t*)&w->release_spin, NULL);
-      break;
-    case NHB_IDLE_SLEEP:
-      uv_close((uv_handle_t*)&w->release_sleep, NULL);
-      break;
-  }
+  /* Only the handles nhb__sequencer_init() got to: it may not have run at
+   * all (an earlier set-up step failed) or stopped part way. */
+  unsigned h = w->release_handles;
+  w->release_handles = 0;
+  if (h & NHB__RH_CHECK) uv_close((uv_handle_t*)&w->release_check, NULL);
+  if (h & NHB__RH_PREPARE) uv_close((uv_handle_t*)&w->release_prepare, NULL);
+  if (h & NHB__RH_POLL) uv_close((uv_handle_t*)&w->release_poll, NULL);
+  if (h & NHB__RH_SPIN) uv_close((uv_handle_t*)&w->release_spin, NULL);
+  if (h & NHB__RH_SLEEP) uv_close((uv_handle_t*)&w->release_sleep, NULL);
 }
 
 /* ---- schedule shapes: set-up (issue 13) ---------------------------------- */

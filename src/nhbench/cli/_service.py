@@ -41,6 +41,23 @@ def add_service_parser(commands: argparse._SubParsersAction[Any]) -> None:
     parser.add_argument(
         "--listener-address-file", metavar="FILE", dest="address_file",
         help="Write HOST:PORT to FILE once listening (Nighthawk's --listener-address-file).")
+    parser.add_argument(
+        "--token", metavar="TOKEN",
+        help="Require 'authorization: Bearer TOKEN' metadata on every call but health checks "
+        "(also from the environment variable NHBENCH_SERVICE_TOKEN, which ps does not show). "
+        "Needed to listen on an address other than loopback.")
+    parser.add_argument(
+        "--allow-unix-sockets", action="store_true",
+        help="Let a request target a Unix socket of this machine (http://unix:PATH:/...); "
+        "refused by default.")
+    parser.add_argument(
+        "--allow-local-files", action="store_true",
+        help="Let a request name a local file (tls_context's trusted_ca filename); refused "
+        "by default.")
+    parser.add_argument(
+        "--stream-idle-timeout", metavar="SECONDS", type=float, dest="idle_timeout",
+        help="End an ExecutionStream that sends no request for this long, before its first "
+        "StartRequest and after each answer (DEADLINE_EXCEEDED). Default 30.")
     add_model_flags(parser, Options, only=lambda name: name in _SERVICE_RUN_OPTIONS)
     parser.set_defaults(func=_cmd_service, subparser=parser)
 
@@ -48,7 +65,14 @@ def add_service_parser(commands: argparse._SubParsersAction[Any]) -> None:
 def _cmd_service(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from pydantic import ValidationError
 
-    from ..service import DEFAULT_LISTEN, missing_dependencies, parse_listen, start_service
+    from ..service import (
+        DEFAULT_LISTEN,
+        NEEDS_TOKEN,
+        is_loopback,
+        missing_dependencies,
+        parse_listen,
+        start_service,
+    )
 
     missing = missing_dependencies()
     if missing:
@@ -59,9 +83,19 @@ def _cmd_service(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
     os.environ.setdefault("GRPC_VERBOSITY", "NONE")
     listen = getattr(args, "listen", DEFAULT_LISTEN)
     try:
-        parse_listen(listen)
+        host, _ = parse_listen(listen)
     except ValueError as exc:
         parser.error(f"--listen: {exc}")
+    token = getattr(args, "token", None) or os.environ.get("NHBENCH_SERVICE_TOKEN") or None
+    if token is not None and (len(token) < 16 or not token.isprintable()
+                              or token != token.strip()):
+        parser.error("--token: at least 16 printable characters, no surrounding spaces "
+                     "(e.g. python -c 'import secrets; print(secrets.token_urlsafe())')")
+    if token is None and not is_loopback(host):
+        parser.error(f"--listen: {NEEDS_TOKEN}")
+    idle_timeout = getattr(args, "idle_timeout", None)
+    if idle_timeout is not None and not 0 < idle_timeout <= 86400:
+        parser.error("--stream-idle-timeout: must be above 0 and at most 86400 seconds")
     overrides = {name: getattr(args, name) for name in _SERVICE_RUN_OPTIONS
                  if hasattr(args, name)}
     if overrides:
@@ -81,7 +115,10 @@ def _cmd_service(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
     stop = threading.Event()
     with stop_on_signals(lambda signum: stop.set(), second_sigint_aborts=False):
         try:
-            service = start_service(listen, overrides=overrides)
+            service = start_service(
+                listen, overrides=overrides, idle_timeout=idle_timeout, token=token,
+                allow_unix_sockets=getattr(args, "allow_unix_sockets", False),
+                allow_local_files=getattr(args, "allow_local_files", False))
         except OSError as exc:
             _die(str(exc), status=1)
         try:

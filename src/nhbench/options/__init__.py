@@ -31,6 +31,8 @@ from ._run import (
     parse_uri,
 )
 from ._server import ServerOptions, make_server_options
+from ._targets import parse_unix_url
+from ._tls_context import parse_tls_context
 from ._values import (
     LATENCY_UNITS,
     MAX_DURATION,
@@ -93,6 +95,8 @@ __all__ = [
     "parse_listen",
     "parse_server_duration",
     "parse_size",
+    "parse_tls_context",
+    "parse_unix_url",
     "parse_uri",
     "render_option_docs",
     "server_core_config",

@@ -92,6 +92,16 @@ UINT32_MAX = 2**32 - 1
 MAX_CONCURRENT_STREAMS_UNLIMITED = 2**31 - 1
 # Every in-flight HTTP/2 request has a slot allocated before the run; this bounds the memory.
 MAX_ACTIVE_REQUESTS = 1_000_000
+# The core allocates each worker's pending queue (32 bytes an entry) before the run: 10 million
+# entries is 320 MB of address space per worker (pages are touched only as the queue fills).
+# Nighthawk's field is a uint32, but a queue of 4 billion (128 GB) failed to allocate.
+MAX_PENDING_REQUESTS = 10_000_000
+# Connections over all workers: each is a descriptor, and a process holds at most 1,048,576
+# (Linux's default nr_open); the core also writes ~1 KB per connection before the run.
+MAX_TOTAL_CONNECTIONS = 1_048_576
+# HTTP/2 and HTTP/3 requests in flight over all workers: the core writes a 160-byte slot for
+# each before the run, so 10 million is 1.6 GB (per worker, MAX_ACTIVE_REQUESTS).
+MAX_TOTAL_ACTIVE_REQUESTS = 10_000_000
 DEFAULT_DURATION = 5.0
 # Live statistics: an interval shorter than the CLI's 0.1 s wake-up would print lines faster
 # than anyone reads them, with too few samples each for a p99; the core's own floor is 1 ms.
@@ -478,7 +488,8 @@ class Options(BaseModel):
     )
     connections: Annotated[int, Flag(metavar="N", aliases=("-c",))] = Field(
         default=100, ge=1, le=1_000_000,
-        description="Maximum concurrent connections, per worker.",
+        description="Maximum concurrent connections, per worker (at most 1,048,576 over "
+        "all workers).",
     )
     concurrency: Annotated[int | Literal["auto"], Flag(metavar="N|auto")] = Field(
         default=1,
@@ -529,9 +540,9 @@ class Options(BaseModel):
         description="Request body size in bytes; the body is that many 'a' characters.",
     )
     max_pending_requests: Annotated[int, Flag(metavar="N")] = Field(
-        default=0, ge=0, le=UINT32_MAX,
+        default=0, ge=0, le=MAX_PENDING_REQUESTS,
         description="Per worker: requests that may wait for a free connection "
-        "(0 = no client-side queueing).",
+        "(0 = no client-side queueing; at most 10,000,000).",
     )
     max_requests_per_connection: Annotated[int, Flag(metavar="N")] = Field(
         default=0, ge=0, le=UINT32_MAX,
@@ -1562,6 +1573,41 @@ class Options(BaseModel):
     @classmethod
     def _parse_offsets(cls, value: object) -> object:
         return parse_schedule_offsets(value)
+
+    @model_validator(mode="after")
+    def _check_totals(self, info: ValidationInfo) -> Options:
+        # Per worker, connections and max_active_requests are bounded by their fields; over
+        # all workers (at most 4096) they are bounded too, before the core allocates them.
+        if (info.context or {}).get("echo"):
+            return self
+        streams = self.max_active_requests if self.multiplexed else 0
+        if max(self.connections * 4096 - MAX_TOTAL_CONNECTIONS,
+               streams * 4096 - MAX_TOTAL_ACTIVE_REQUESTS) <= 0:
+            return self  # no count of workers can pass the bounds
+        workers = self.workers
+        if self.connections * workers > MAX_TOTAL_CONNECTIONS:
+            raise PydanticCustomError(
+                "options_file", "{a}: {msg}",
+                {"a": "connections", "msg": f"{self.connections} per worker x {workers} "
+                 f"workers is {self.connections * workers} connections, more than one "
+                 f"process can open ({MAX_TOTAL_CONNECTIONS:,})"},
+            )
+        if streams * workers > MAX_TOTAL_ACTIVE_REQUESTS:
+            raise PydanticCustomError(
+                "options_file", "{a}: {msg}",
+                {"a": "max_active_requests", "msg": f"{streams} per worker x {workers} "
+                 f"workers is {streams * workers} requests in flight, more than "
+                 f"{MAX_TOTAL_ACTIVE_REQUESTS:,} (the core allocates each before the run)"},
+            )
+        return self
+
+    @property
+    def multiplexed(self) -> bool:
+        """Whether requests share connections as streams (HTTP/2, HTTP/3, gRPC), so that
+        max_active_requests sizes the core's per-worker request slots."""
+        if self.protocol in ("http2", "http3"):
+            return True
+        return bool(self.uri) and self.target.scheme in ("grpc", "grpcs")
 
     @model_validator(mode="after")
     def _check_schedule_shapes(self) -> Options:

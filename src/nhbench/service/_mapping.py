@@ -15,13 +15,41 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from .._exceptions import OptionsError
-from ..options import Options, make_options, parse_json_duration
+from ..options import (
+    Options,
+    make_options,
+    parse_json_duration,
+    parse_tls_context,
+    parse_unix_url,
+)
 from ..outputs._nighthawk import options_from_command_line
 
-__all__ = ["IGNORED_FIELDS", "SUPPORTED_FIELDS", "refuse_unsupported", "start_options"]
+__all__ = ["IGNORED_FIELDS", "LOCAL_FILE_OPTIONS", "SUPPORTED_FIELDS", "LocalAccess",
+           "refuse_local", "refuse_unsupported", "start_options"]
+
+
+@dataclass(frozen=True)
+class LocalAccess:
+    """Which local resources the operator lets a request name (``nhbench service
+    --allow-unix-sockets``, ``--allow-local-files``). A remote client chooses the request; by
+    default it may not make the service, which often runs with more rights than the client,
+    connect to a Unix socket of this machine (a container runtime's, say) or read a file."""
+
+    unix_sockets: bool = False
+    files: bool = False
+
+
+#: nhbench options that name a local file: read (a CA bundle, a payload, a replay, a plugin's
+#: file) or written (outputs). The mapping gives none of them today but ``cacert`` (from
+#: tls_context); they are checked all the same, so that a field mapped later cannot open a
+#: way to the local files unnoticed.
+LOCAL_FILE_OPTIONS = ("cacert", "payload_file", "replay", "grpc_payload",
+                      "request_source_plugin_config", "transport_socket", "output",
+                      "output_dir", "hdr_log")
 
 #: CommandLineOptions fields that become nhbench options.
 SUPPORTED_FIELDS = frozenset({
@@ -82,13 +110,45 @@ def refuse_unsupported(names: Iterable[str]) -> None:
             f"lists the supported ones)")
 
 
-def start_options(clo: Mapping[str, Any], overrides: Mapping[str, Any] | None = None) -> Options:
+def refuse_local(values: Mapping[str, Any], local: LocalAccess) -> None:
+    """Raise `OptionsError` when the option `values` of a request name a Unix socket or a
+    local file that `local` does not allow. Checked before the options are validated, since
+    validating them already touches the paths (a CA file is loaded, a socket looked at)."""
+    uri = values.get("uri")
+    unix = parse_unix_url(uri) if isinstance(uri, str) else None
+    if not local.unix_sockets and (unix is not None or values.get("unix_socket")):
+        raise OptionsError(
+            "CommandLineOptions.uri: a Unix socket target (http://unix:PATH:/...) is refused: "
+            "it would let a client of the service reach the local sockets of this machine; "
+            "the operator allows it with nhbench service --allow-unix-sockets")
+    if local.files:
+        return
+    named = [name for name in LOCAL_FILE_OPTIONS if values.get(name) not in (None, "", ())]
+    tls = values.get("tls_context")
+    if isinstance(tls, str):
+        try:
+            if "cacert" in parse_tls_context(tls):
+                named.append("tls_context trusted_ca.filename")
+        except ValueError:
+            pass  # refused by name when the options are validated
+    if values.get("prometheus_listen"):
+        named.append("prometheus_listen")
+    if named:
+        raise OptionsError(
+            f"CommandLineOptions: {', '.join(dict.fromkeys(named))} names a local file (or "
+            f"listener) of the service's machine, which a client of the service may not choose; the operator "
+            f"allows it with nhbench service --allow-local-files")
+
+
+def start_options(clo: Mapping[str, Any], overrides: Mapping[str, Any] | None = None, *,
+                  local: LocalAccess | None = None) -> Options:
     """The `Options` of one execution.
 
     `clo` is CommandLineOptions in proto3 JSON with proto field names; `overrides` are the
     service's own settings applied to every execution (``ray``, ``hosts``). Raises
-    `OptionsError` (one line, naming the field) for a field nhbench cannot honour and for
-    values nhbench's options refuse.
+    `OptionsError` (one line, naming the field) for a field nhbench cannot honour, for a
+    Unix socket or local file `local` does not allow (none by default), and for values
+    nhbench's options refuse.
     """
     refuse_unsupported(key for key, value in clo.items() if not _is_unset(value))
     request = clo.get("request_options")
@@ -142,5 +202,6 @@ def start_options(clo: Mapping[str, Any], overrides: Mapping[str, Any] | None = 
         raise OptionsError("CommandLineOptions needs a uri (or a multi_target)")
     # What the service prints is its own business: an execution writes no report.
     values.pop("output_format", None)
+    refuse_local(values, local or LocalAccess())
     values.update(overrides or {})
     return make_options(**values)

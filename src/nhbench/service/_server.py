@@ -22,11 +22,13 @@ and answers any later StartRequest with error_detail UNAVAILABLE.
 
 from __future__ import annotations
 
+import hmac
 import logging
 import queue
 import socket
 import sys
 import threading
+import time
 import traceback
 import uuid
 from collections.abc import Iterator, Mapping
@@ -40,10 +42,11 @@ from grpc_reflection.v1alpha import reflection
 from .._exceptions import NHBenchError, OptionsError, ResolveError
 from ..distributed import make_benchmark
 from ..outputs import nighthawk_output
-from ._mapping import refuse_unsupported, start_options
+from ._mapping import LocalAccess, refuse_unsupported, start_options
 from ._protos import SERVICE_NAME, Protos
 
-__all__ = ["BUSY_MESSAGE", "MAX_CALLS", "UNSUPPORTED_MESSAGE", "Service"]
+__all__ = ["BUSY_MESSAGE", "IDLE_TIMEOUT", "MAX_REFLECTION_STREAMS", "MAX_STREAMS",
+           "SPARE_CALLS", "UNSUPPORTED_MESSAGE", "Service"]
 
 _log = logging.getLogger("nhbench.service")
 
@@ -56,13 +59,27 @@ _INVALID_ARGUMENT = grpc.StatusCode.INVALID_ARGUMENT.value[0]
 _INTERNAL = grpc.StatusCode.INTERNAL.value[0]
 _UNAVAILABLE = grpc.StatusCode.UNAVAILABLE.value[0]
 
-#: How many calls the server handles at once. gRPC's Python server gives every call a thread
-#: of its pool for as long as it lasts, and an open ExecutionStream lasts until the client
-#: closes it: with more calls than threads, the extra calls (a health check too) would wait
-#: in a queue for a stream to end. Limiting the calls to the threads makes the extra one fail
-#: at once with RESOURCE_EXHAUSTED instead. 32 open streams is far beyond what one
-#: benchmark-at-a-time service needs, and 32 idle threads cost little.
-MAX_CALLS = 32
+#: How many ExecutionStreams may be open at once. gRPC's Python server gives every call a
+#: thread of its pool for as long as it lasts, and an open stream lasts until its client
+#: closes it (or IDLE_TIMEOUT ends it). The budget is counted by the handler, apart from the
+#: server's own call limit, so that streams never take the threads health checks need: a
+#: stream beyond it fails at once with RESOURCE_EXHAUSTED. One benchmark runs at a time, so
+#: 32 streams is far beyond what the service's clients need.
+MAX_STREAMS = 32
+#: Reflection streams (ServerReflectionInfo) hold a thread while open too; a client needs one.
+MAX_REFLECTION_STREAMS = 4
+#: Threads (and calls) kept beyond the stream budgets for short calls: health checks,
+#: reflection answers, and the refusals of calls beyond a budget.
+SPARE_CALLS = 16
+#: Seconds a stream may stay open without a request to answer: before its first StartRequest
+#: and after each answer. Nighthawk's clients send their StartRequest as soon as the stream
+#: opens and the next one as soon as they read an answer; a stream that sends nothing for
+#: this long only holds a place of the budget. It ends with DEADLINE_EXCEEDED.
+IDLE_TIMEOUT = 30.0
+# How often an idle stream looks at its clock.
+_IDLE_POLL = 0.25
+_HEALTH_PREFIX = "/grpc.health.v1.Health/"
+_REFLECTION_PREFIX = "/grpc.reflection."
 
 
 class _End:
@@ -77,13 +94,21 @@ class Service:
     """One ``nhbench service``: ``start()`` binds and serves, ``stop()`` shuts down.
 
     `overrides` are option values applied to every execution (the service's ``--ray`` and
-    ``--hosts``)."""
+    ``--hosts``); `local` says which local resources a request may name (Unix sockets, files);
+    `token`, when given, is required on every call but health checks (docs/service.md)."""
 
     def __init__(self, listen: tuple[str, int], *,
                  overrides: Mapping[str, Any] | None = None,
-                 max_calls: int = MAX_CALLS) -> None:
+                 max_streams: int = MAX_STREAMS,
+                 idle_timeout: float = IDLE_TIMEOUT,
+                 local: LocalAccess | None = None,
+                 token: str | None = None) -> None:
         self.listen = listen
-        self.max_calls = max_calls
+        self.max_streams = max_streams
+        self.idle_timeout = idle_timeout
+        self.local = local or LocalAccess()
+        self._token = token
+        self._reflection_streams = threading.BoundedSemaphore(MAX_REFLECTION_STREAMS)
         self.port = 0
         self.protos = Protos()
         self._overrides = dict(overrides or {})
@@ -92,7 +117,7 @@ class Service:
         self._running: set[Any] = set()  # the benchmarks in progress (at most one)
         self._executions: set[threading.Thread] = set()
         self._closing = False
-        self._streams = 0
+        self._streams: set[_Stream] = set()  # the open ExecutionStreams
         self._server: grpc.Server | None = None
         self._health: health.HealthServicer | None = None
 
@@ -102,10 +127,15 @@ class Service:
         """Bind, start serving and return the port (the chosen one when it was 0).
 
         Raises OSError when the address cannot be bound."""
+        # Every long-lived call has a budget of its own (counted in the handler or the
+        # interceptor) and the pool has SPARE_CALLS threads beyond them all, so that health
+        # checks always find one. The server-wide limit only bounds what waits for a thread.
+        calls = self.max_streams + MAX_REFLECTION_STREAMS + SPARE_CALLS
         server = grpc.server(
-            futures.ThreadPoolExecutor(max_workers=self.max_calls,
+            futures.ThreadPoolExecutor(max_workers=calls,
                                        thread_name_prefix="nhbench-service"),
-            maximum_concurrent_rpcs=self.max_calls,
+            interceptors=(_Guard(self),),
+            maximum_concurrent_rpcs=calls,
             # gRPC sets SO_REUSEPORT by default, which would let a second service bind a
             # port the first one is using and share its connections: refuse instead.
             options=[("grpc.so_reuseport", 0)],
@@ -146,7 +176,7 @@ class Service:
     def open_streams(self) -> int:
         """How many ExecutionStream calls are open now."""
         with self._lock:
-            return self._streams
+            return len(self._streams)
 
     @property
     def address(self) -> str:
@@ -173,21 +203,50 @@ class Service:
 
     # ---- the stream ----------------------------------------------------------------------
 
+    def _admit(self, stream: _Stream) -> bool:
+        """Count `stream` among the open ones. At the budget, the stream idle the longest
+        makes room (it has nothing to answer: its client loses nothing but the place); when
+        none is idle (every stream has a request in progress), False."""
+        with self._lock:
+            while len(self._streams) >= self.max_streams:
+                idle = sorted((s for s in self._streams if s.idle_for() > 0),
+                              key=lambda s: -s.idle_for())
+                if not any(s.end_if_idle(_End(
+                        grpc.StatusCode.RESOURCE_EXHAUSTED,
+                        f"ended after {s.idle_for():.0f} s without a request, to make room "
+                        f"for a new stream (the service keeps {self.max_streams} open)"))
+                        for s in idle):
+                    return False
+                self._streams -= {s for s in self._streams if s.ended}
+            self._streams.add(stream)
+            return True
+
     def _execution_stream(self, requests: Iterator[Any], context: Any) -> Iterator[Any]:
         # Requests are read on a thread of their own, so that a StartRequest that arrives
         # while one runs is seen at once (Nighthawk reads on while it runs, and refuses it),
         # and responses are written here as they come.
         events: queue.Queue[Any] = queue.Queue()
-        stream = _Stream()
+        stream = _Stream(events)
+        if not self._admit(stream):
+            context.set_code(grpc.StatusCode.RESOURCE_EXHAUSTED)
+            context.set_details(f"the service has {self.max_streams} ExecutionStreams open, "
+                                f"each with a request in progress (its limit); try again later")
+            return
         context.add_callback(stream.cancel)
         reader = threading.Thread(target=self._read, args=(requests, events, stream),
                                   name="nhbench-service-reader", daemon=True)
-        reader.start()
-        with self._lock:
-            self._streams += 1
         try:
+            reader.start()
             while True:
-                event = events.get()
+                try:
+                    event = events.get(timeout=_IDLE_POLL)
+                except queue.Empty:
+                    if stream.idle_for() > self.idle_timeout:
+                        stream.end_if_idle(_End(
+                            grpc.StatusCode.DEADLINE_EXCEEDED,
+                            f"no request for {self.idle_timeout:g} s: an ExecutionStream "
+                            f"that waits for nothing is ended (docs/service.md)"))
+                    continue
                 if isinstance(event, _End):
                     if event.code is not None:
                         context.set_code(event.code)
@@ -196,19 +255,22 @@ class Service:
                 yield event
         finally:
             with self._lock:
-                self._streams -= 1
+                self._streams.discard(stream)
 
     def _read(self, requests: Iterator[Any], events: queue.Queue[Any], stream: _Stream) -> None:
         end = _End()
         execution: threading.Thread | None = None
         try:
             for request in requests:
+                if not stream.busy():
+                    break  # the stream was ended (idle) as this request arrived
                 kind = request.WhichOneof("command_specific_options")
                 if kind == "start_request":
                     with self._lock:
                         closing = self._closing
                     if closing:
                         events.put(self._error(_UNAVAILABLE, "the service is shutting down"))
+                        stream.idle()
                         continue
                     if not self._busy.acquire(blocking=False):
                         end = _End(grpc.StatusCode.INTERNAL, BUSY_MESSAGE)
@@ -254,6 +316,7 @@ class Service:
             # its next StartRequest as soon as it reads this answer must not be refused.
             self._busy.release()
         events.put(response)
+        stream.idle()
 
     def _error(self, code: int, message: str, execution_id: str = "") -> Any:
         return self.protos.ExecutionResponse(
@@ -275,7 +338,8 @@ class Service:
                     f"nhbench does not support)")
             refuse_unsupported(self.protos.set_fields(given))
             clo = self.protos.to_dict(given)
-            options = start_options({**clo, "execution_id": execution_id}, self._overrides)
+            options = start_options({**clo, "execution_id": execution_id}, self._overrides,
+                                    local=self.local)
             benchmark = make_benchmark(options)
         except OptionsError as exc:
             return self._error(_INVALID_ARGUMENT, str(exc), execution_id)
@@ -313,11 +377,45 @@ class Service:
 
 
 class _Stream:
-    """What a stream's cancellation needs to reach: its running benchmark."""
+    """What a stream's cancellation needs to reach (its running benchmark), and since when
+    it has been waiting for a request (the idle time-out, and the choice of the stream that
+    makes room for a new one)."""
 
-    def __init__(self) -> None:
+    def __init__(self, events: queue.Queue[Any]) -> None:
         self.benchmark: Any = None
         self.cancelled = False
+        self.ended = False
+        self._events = events
+        self._lock = threading.Lock()
+        self._idle_since: float | None = time.monotonic()
+
+    def busy(self) -> bool:
+        """A request arrived: the stream is not idle until it is answered. False when the
+        stream was ended already (the request is not served)."""
+        with self._lock:
+            if self.ended:
+                return False
+            self._idle_since = None
+            return True
+
+    def idle(self) -> None:
+        """Every request so far is answered: the idle clock starts."""
+        with self._lock:
+            self._idle_since = time.monotonic()
+
+    def idle_for(self) -> float:
+        """Seconds since the stream had nothing to answer; 0 while a request is in progress."""
+        since = self._idle_since
+        return 0.0 if since is None or self.ended else time.monotonic() - since
+
+    def end_if_idle(self, end: _End) -> bool:
+        """End the stream with `end` unless a request is in progress (then False)."""
+        with self._lock:
+            if self.ended or self._idle_since is None:
+                return False
+            self.ended = True
+        self._events.put(end)
+        return True
 
     def cancel(self) -> None:
         # gRPC calls this when the RPC ends for any reason; only a running benchmark (the
@@ -326,6 +424,74 @@ class _Stream:
         benchmark = self.benchmark
         if benchmark is not None:
             benchmark.stop()
+
+
+class _Guard(grpc.ServerInterceptor):
+    """The service's token (on every call but health checks) and the reflection streams'
+    budget, checked before a call reaches its handler."""
+
+    def __init__(self, service: Service) -> None:
+        self._service = service
+
+    def intercept_service(self, continuation: Any, details: Any) -> Any:
+        method = str(details.method or "")
+        handler = continuation(details)
+        if handler is None or method.startswith(_HEALTH_PREFIX):
+            return handler
+        token = self._service._token
+        if token is not None and not _token_matches(details.invocation_metadata, token):
+            return _refusal(handler, grpc.StatusCode.UNAUTHENTICATED,
+                            "this service needs its token: metadata 'authorization: Bearer "
+                            "TOKEN' (docs/service.md)")
+        if method.startswith(_REFLECTION_PREFIX) and handler.stream_stream is not None:
+            return _budgeted(handler, self._service._reflection_streams,
+                             f"the service has {MAX_REFLECTION_STREAMS} reflection streams "
+                             f"open already (its limit)")
+        return handler
+
+
+def _token_matches(metadata: Any, token: str) -> bool:
+    expected = f"Bearer {token}".encode()
+    for key, value in metadata or ():
+        if key == "authorization":
+            given = value.encode() if isinstance(value, str) else bytes(value)
+            # Compared in constant time: the answer's timing says nothing about the token.
+            return hmac.compare_digest(given, expected)
+    return False
+
+
+def _refusal(handler: Any, code: grpc.StatusCode, message: str) -> Any:
+    """A handler of the same kind as `handler` that only ends the call with `code`."""
+    def refuse(request: Any, context: Any) -> Any:
+        context.abort(code, message)
+
+    kinds = (("unary_unary", grpc.unary_unary_rpc_method_handler),
+             ("unary_stream", grpc.unary_stream_rpc_method_handler),
+             ("stream_unary", grpc.stream_unary_rpc_method_handler),
+             ("stream_stream", grpc.stream_stream_rpc_method_handler))
+    for kind, make in kinds:
+        if getattr(handler, kind) is not None:
+            return make(refuse, request_deserializer=handler.request_deserializer,
+                        response_serializer=handler.response_serializer)
+    return handler
+
+
+def _budgeted(handler: Any, places: threading.BoundedSemaphore, message: str) -> Any:
+    """`handler` (a stream-stream one) held to the places of `places`: a call beyond them
+    fails at once with RESOURCE_EXHAUSTED instead of holding a thread."""
+    behaviour = handler.stream_stream
+
+    def run(requests: Iterator[Any], context: Any) -> Iterator[Any]:
+        if not places.acquire(blocking=False):
+            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, message)
+        try:
+            yield from behaviour(requests, context)
+        finally:
+            places.release()
+
+    return grpc.stream_stream_rpc_method_handler(
+        run, request_deserializer=handler.request_deserializer,
+        response_serializer=handler.response_serializer)
 
 
 def _bind_failure(host: str, port: int) -> str:
