@@ -32,9 +32,10 @@ Which requests are answered (docs/outputs.md, "The result browser"):
 
 The server's resources are bounded (docs/reliability.md, "Result browser limits"): the
 request head must arrive within `TIMEOUT` seconds and a connection idle for as long is
-closed; at most `MAX_CONNECTIONS` connections are served at once (more wait in the listen
-queue); at most `MAX_HEAVY` result or comparison pages are built at once (another request
-waits up to `HEAVY_WAIT` seconds, then gets 503).
+closed, as is one whose client reads nothing of a response for `SEND_TIMEOUT`; at most
+`MAX_CONNECTIONS` connections are served at once (more wait in the listen queue); at most
+`MAX_HEAVY` result or comparison pages are built at once (another request waits up to
+`HEAVY_WAIT` seconds, then gets 503).
 """
 
 from __future__ import annotations
@@ -71,15 +72,19 @@ if TYPE_CHECKING:
 
     from .._result import Result
 
-__all__ = ["HEAVY_WAIT", "MAX_CONNECTIONS", "MAX_HEAVY", "MAX_PAGE_BYTES", "TIMEOUT",
-           "BrowseServer"]
+__all__ = ["HEAVY_WAIT", "MAX_CONNECTIONS", "MAX_HEAVY", "MAX_PAGE_BYTES", "SEND_TIMEOUT",
+           "TIMEOUT", "BrowseServer"]
 
 _log = logging.getLogger("nhbench.browse")
 
-#: Seconds a request head may take to arrive, and a connection may stay silent (between
-#: keep-alive requests, or a client that stops reading a download). A browser sends its
+#: Seconds a request head may take to arrive, and a connection may stay silent between
+#: keep-alive requests. A browser sends its
 #: head at once and reconnects when it finds a kept-alive connection closed.
 TIMEOUT = 10.0
+#: Seconds a response may wait for the client to make room for more (a download read slowly).
+#: Longer than `TIMEOUT`: the kernel reports room only once a good part of its buffer is
+#: free, which for a client reading a few KB/s takes many seconds, though it is reading.
+SEND_TIMEOUT = 60.0
 #: Connections served at once, each on its own thread; more wait in the listen queue. A
 #: browser opens about six per server; unfinished request heads (slowloris) hold at most
 #: this many threads, each for at most `TIMEOUT`.
@@ -193,9 +198,9 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
     def do_GET(self) -> None:  # noqa: N802 - the base class's name
-        # The head is in; writes wait at most TIMEOUT each for the client to read.
+        # The head is in; each write waits at most SEND_TIMEOUT for the client to read.
         self.deadline = None
-        self.connection.settimeout(self.server.idle_timeout)
+        self.connection.settimeout(max(SEND_TIMEOUT, self.server.idle_timeout))
         try:
             self._get()
         except OSError:
