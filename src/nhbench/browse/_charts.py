@@ -6,6 +6,11 @@ pages need no chart library, no script and no network to show them).
   uncorrected latency of one run, or the CO-corrected latency of several runs overlaid.
 * `timeline_charts`: latency (p50, p90, p99, max) and throughput over time, from
   ``result.timeline`` (one point per ``--stats-interval``).
+
+A series has at most `MAX_CHART_POINTS` points, so that a chart's size does not grow with
+the file: a longer timeline is drawn from groups of consecutive intervals (the highest
+latency of each group, its mean rate), a longer list of percentiles from an even
+selection of them (`thin`).
 """
 
 from __future__ import annotations
@@ -21,7 +26,27 @@ from .._svg import PALETTE, Series, line_chart, percentile_chart, percentile_x
 if TYPE_CHECKING:
     from .._result import Result, Statistic
 
-__all__ = ["curve", "distribution_chart", "named_percentile", "timeline_charts"]
+__all__ = ["MAX_CHART_POINTS", "curve", "distribution_chart", "named_percentile", "thin",
+           "timeline_charts", "timeline_group"]
+
+#: Points of one chart series. A chart draws a marker with a tooltip per point of a line
+#: chart: 100,000 intervals made a page of hundreds of megabytes; 1000 points fill the
+#: chart's width.
+MAX_CHART_POINTS = 1000
+
+
+def thin(points: Sequence[tuple[float, float]], limit: int = MAX_CHART_POINTS
+         ) -> list[tuple[float, float]]:
+    """At most `limit` of `points`, evenly chosen, the first and the last kept."""
+    if len(points) <= limit:
+        return list(points)
+    step = (len(points) - 1) / (limit - 1)
+    return [points[round(i * step)] for i in range(limit)]
+
+
+def timeline_group(intervals: int, limit: int = MAX_CHART_POINTS) -> int:
+    """Consecutive intervals drawn as one point, so that a series has at most `limit`."""
+    return max(1, math.ceil(intervals / limit))
 
 
 def named_percentile(fraction: float) -> bool:
@@ -42,9 +67,9 @@ def curve(statistic: Statistic | None) -> list[tuple[float, float]]:
         return []
     points = distribution(statistic)
     if points:
-        return points
-    return sorted((p.percentile, p.value) for p in statistic.percentiles
-                  if 0.0 <= p.percentile < 1.0 and math.isfinite(p.value))
+        return thin(points)
+    return thin(sorted((p.percentile, p.value) for p in statistic.percentiles
+                       if 0.0 <= p.percentile < 1.0 and math.isfinite(p.value)))
 
 
 def _series(name: str, points: Sequence[tuple[float, float]], colour: str) -> Series:
@@ -74,16 +99,27 @@ def timeline_charts(result: Result) -> list[str]:
     timeline = list(result.timeline)
     if not timeline:
         return []
+    size = timeline_group(len(timeline))
+    groups = [timeline[i:i + size] for i in range(0, len(timeline), size)]
     latency = []
-    for i, (key, name) in enumerate((("p50", "p50"), ("p90", "p90"), ("p99", "p99"),
-                                     ("max", "max"))):
-        points = [(r.start + r.duration, getattr(r, key)) for r in timeline
-                  if getattr(r, key) is not None]
-        latency.append(Series(name, points, PALETTE[i]))
+    for i, key in enumerate(("p50", "p90", "p99", "max")):
+        points = []
+        for group in groups:
+            values = [v for v in (getattr(r, key) for r in group) if v is not None]
+            if values:
+                points.append((group[-1].start + group[-1].duration, max(values)))
+        latency.append(Series(key, points, PALETTE[i]))
+
+    def mean(values: list[float]) -> float:
+        return sum(values) / len(values)
+
+    ends = [group[-1].start + group[-1].duration for group in groups]
     rate = [
-        Series("responses/s", [(r.start + r.duration, r.rps) for r in timeline], PALETTE[0]),
-        Series("errors/s", [(r.start + r.duration, r.errors / r.duration if r.duration > 0
-                             else 0.0) for r in timeline], PALETTE[3]),
+        Series("responses/s", [(end, mean([r.rps for r in group]))
+                               for end, group in zip(ends, groups, strict=True)], PALETTE[0]),
+        Series("errors/s", [(end, mean([r.errors / r.duration if r.duration > 0 else 0.0
+                                        for r in group]))
+                            for end, group in zip(ends, groups, strict=True)], PALETTE[3]),
     ]
     return [
         line_chart("Latency over time (CO-corrected)", [s for s in latency if s.points],

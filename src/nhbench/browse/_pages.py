@@ -9,12 +9,18 @@ the comparison selection); the other pages have none.
 
 `result_page(..., standalone=True)` is what ``nhbench report RESULT.json -o page.html``
 writes: the same page without the links back into the browser, so the file stands alone.
+
+A page's size is bounded whatever the file holds: the result page shows at most
+`MAX_TABLE_ROWS` rows of each table (percentiles, workers, statistics, counters) and
+`MAX_CHART_POINTS` points per chart series, and clips each option value at
+`MAX_OPTION_CHARS`, saying on the page what was left out. The list renders each row on its
+own: a row that cannot be rendered becomes an "unreadable" row naming the reason.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -29,14 +35,17 @@ from .._notebook import HEADLINE_PERCENTILES, result_verdict, result_warnings
 from .._svg import PALETTE
 from .._version import __version__
 from ..campaign import CampaignManifest, sweep_charts
-from ._charts import curve, distribution_chart, timeline_charts
-from ._scan import Entry, Listing, headline_statistic, percentile
+from ._charts import MAX_CHART_POINTS, curve, distribution_chart, timeline_charts
+from ._scan import Entry, Listing, clip, headline_statistic, percentile
 
 if TYPE_CHECKING:
     from .._result import Result, Statistic
 
 __all__ = [
+    "MAX_CHART_POINTS",
     "MAX_COMPARED",
+    "MAX_OPTION_CHARS",
+    "MAX_TABLE_ROWS",
     "campaign_page",
     "compare_page",
     "error_page",
@@ -48,6 +57,11 @@ __all__ = [
 #: Runs one comparison overlays: one colour each from the colour-blind-friendly palette;
 #: beyond eight, curves are no longer told apart.
 MAX_COMPARED = len(PALETTE)
+#: Rows of one table on a result page: a worker, statistic, counter or percentile list of a
+#: hundred thousand entries (a hostile or broken file) would make a page of hundreds of MB.
+MAX_TABLE_ROWS = 1000
+#: Characters of one option's value on a result page.
+MAX_OPTION_CHARS = 2000
 
 
 def result_url(path: str) -> str:
@@ -117,16 +131,34 @@ def _statistic(result: Result, stat_id: str) -> Statistic | None:
 
 def _name(result: Result, path: str) -> str:
     """What a run is called on a page: its labels, else its file name."""
-    return ", ".join(result.options.label) or path.rsplit("/", 1)[-1]
+    return clip(", ".join(result.options.label)) or path.rsplit("/", 1)[-1]
 
 
 # ---- the list ------------------------------------------------------------------------------
 
 
+def printable(text: str) -> str:
+    """`text` with what UTF-8 cannot encode (a lone surrogate from a file, a file name that
+    is not UTF-8) written as escapes, so that a page naming it can be sent."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _row(entry: Entry) -> Markup:
+    html = _render("list_row.html.j2", entry=entry, search=_search_text(entry))
+    html.encode("utf-8")  # raises here, for this row, on what the page could not send
+    return Markup(html)
+
+
 def list_page(listing: Listing, root: str) -> str:
     rows = []
     for entry in listing.entries:
-        rows.append({"entry": entry, "search": _search_text(entry)})
+        try:
+            rows.append(_row(entry))
+        except Exception as exc:  # noqa: BLE001 - one odd file must not take the list down
+            reason = printable(f"{type(exc).__name__}: {exc}".splitlines()[0])
+            path = printable(entry.path)
+            rows.append(_row(Entry.failed(path, f"cannot show {path!r}: {reason}")))
+    root = printable(root)
     return _render("list.html.j2", root=root, rows=rows, notes=listing.notes,
                    max_compared=MAX_COMPARED, title=f"nhbench results: {root}")
 
@@ -187,10 +219,12 @@ def _description(result: Result) -> str:
 
 
 def _statistics_rows(result: Result) -> list[list[str]]:
-    rows = []
+    rows: list[list[str]] = []
     for statistic in result.global_result.statistics:
         if statistic.count == 0:
             continue
+        if len(rows) == MAX_TABLE_ROWS:
+            break
         if statistic.raw:
             rows.append([statistic.id, f"{statistic.count:,}", f"{statistic.min:g}",
                          f"{statistic.mean:.1f}", "-", "-", f"{statistic.max:g}"])
@@ -204,7 +238,7 @@ def _statistics_rows(result: Result) -> list[list[str]]:
 
 def _worker_rows(result: Result) -> list[list[str]]:
     rows = []
-    for worker in result.workers:
+    for worker in result.workers[:MAX_TABLE_ROWS]:
         counters = worker.counter_values
         duration = worker.execution_duration
         ok = counters["benchmark.http_2xx"]
@@ -225,7 +259,7 @@ def _option_rows(result: Result) -> list[tuple[str, str]]:
         if value is None or value == [] or value == {}:
             continue
         text = value if isinstance(value, str) else json.dumps(value)
-        rows.append((key, text))
+        rows.append((key, clip(text, MAX_OPTION_CHARS)))
     return rows
 
 
@@ -241,23 +275,35 @@ def result_page(result: Result, path: str, *, standalone: bool = False) -> str:
     ])
     counters = result.counters.nonzero()
     duration = result.duration
+    percentiles = headline.percentiles if headline else []
+    statistics = sum(1 for s in result.global_result.statistics if s.count)
+    left_out = {
+        name: f"{total:,} {name}: the first {MAX_TABLE_ROWS:,} are shown"
+        for name, total in (("percentiles", len(percentiles)),
+                            ("workers", len(result.workers)),
+                            ("statistics", statistics), ("counters", len(counters)))
+        if total > MAX_TABLE_ROWS
+    }
     return _render(
         "result.html.j2",
         title=f"nhbench result: {_name(result, path)}",
         standalone=standalone,
         path=path,
+        heading=clip(", ".join(result.options.label)) or path,
         result=result,
-        description=_description(result),
+        description=clip(_description(result)),
         headline=_headline(result),
         chart=Markup(chart),
         percentile_rows=[(f"{p.percentile * 100:.10g}%", format_latency(p.value), f"{p.count:,}")
-                         for p in (headline.percentiles if headline else [])],
+                         for p in percentiles[:MAX_TABLE_ROWS]],
         timeline=[Markup(svg) for svg in timeline_charts(result)],
         intervals=len(result.timeline),
+        max_points=MAX_CHART_POINTS,
+        left_out=left_out,
         statistics=_statistics_rows(result),
         workers=_worker_rows(result),
         counters=[(name, f"{value:,}", format_rate(value / duration) if duration > 0 else "-")
-                  for name, value in counters.items()],
+                  for name, value in list(counters.items())[:MAX_TABLE_ROWS]],
         options=_option_rows(result),
     )
 
@@ -323,20 +369,31 @@ def _delta(kind: str, base: float | None, value: float | None) -> str:
     return text
 
 
-def compare_page(runs: Sequence[tuple[str, Result]]) -> str:
-    """The comparison of `runs` (path, result): their CO-corrected latency curves overlaid
-    in one chart and a table of each key figure with its difference from the first run."""
-    names = [_name(result, path) for path, result in runs]
+def _compared(path: str, result: Result) -> dict[str, Any]:
+    """What a comparison shows of one run: taken from the result as it is loaded, so that
+    a comparison holds one result in memory at a time."""
+    latency, corrected = headline_statistic(result)
+    return {"name": _name(result, path), "path": path, "curve": curve(latency),
+            "corrected": corrected, "values": _key_values(result),
+            "time": _when(result.timestamp), "url": clip(result.options.uri),
+            "description": clip(_description(result)), "verdict": result_verdict(result)[1]}
+
+
+def compare_page(runs: Iterable[tuple[str, Result]]) -> str:
+    """The comparison of `runs` (path, result), read one at a time: their CO-corrected
+    latency curves overlaid in one chart and a table of each key figure with its difference
+    from the first run."""
+    compared = [_compared(path, result) for path, result in runs]
+    names = [run["name"] for run in compared]
     # Two runs with the same label are told apart by their files.
-    names = [f"{name} ({path})" if names.count(name) > 1 else name
-             for name, (path, _) in zip(names, runs, strict=True)]
+    names = [f"{name} ({run['path']})" if names.count(name) > 1 else name
+             for name, run in zip(names, compared, strict=True)]
     chart = distribution_chart(
-        [(name, curve(headline_statistic(result)[0]))
-         for name, (_, result) in zip(names, runs, strict=True)],
+        [(name, run["curve"]) for name, run in zip(names, compared, strict=True)],
         title="Latency by percentile (CO-corrected)" if all(
-            headline_statistic(result)[1] for _, result in runs) else "Latency by percentile",
+            run["corrected"] for run in compared) else "Latency by percentile",
         legend=False, width=900, height=440)
-    values = [_key_values(result) for _, result in runs]
+    values = [run["values"] for run in compared]
     rows = []
     for key in _KEYS:
         base = values[0][key.name]
@@ -346,10 +403,10 @@ def compare_page(runs: Sequence[tuple[str, Result]]) -> str:
             cells.append(_delta(key.kind, base, other[key.name]))
         rows.append((key.name, cells))
     legend = [
-        {"name": name, "colour": PALETTE[i % len(PALETTE)], "path": path,
-         "time": _when(result.timestamp), "url": result.options.uri,
-         "description": _description(result), "verdict": result_verdict(result)[1]}
-        for i, (name, (path, result)) in enumerate(zip(names, runs, strict=True))
+        {"name": name, "colour": PALETTE[i % len(PALETTE)], "path": run["path"],
+         "time": run["time"], "url": run["url"], "description": run["description"],
+         "verdict": run["verdict"]}
+        for i, (name, run) in enumerate(zip(names, compared, strict=True))
     ]
     return _render("compare.html.j2", title="nhbench comparison", runs=legend,
                    chart=Markup(chart), rows=rows, others=names[1:], base=names[0])

@@ -9,6 +9,14 @@ refuses is an entry too, with the loader's one-line reason, so that one bad file
 the others. Hidden files and directories (a name starting with ``.``: ``.git``, a virtual
 environment) are skipped.
 
+Nothing outside the root is read or listed: every path is resolved (`os.path.realpath`) and
+must stay under the root's real path, hidden components included, so a symbolic link to
+``/etc``, to ``/proc/self/environ`` or to ``../other`` is neither listed nor served (the
+list says how many were skipped). A link that stays inside the root is followed. A file is
+opened without following a last-moment link (``O_NOFOLLOW``) and what was opened is checked
+again through ``/proc/self/fd``, so a link swapped in between the check and the open is
+refused too.
+
 Results are summarised once per version of a file: the summary is cached by path,
 modification time and size, so that reloading the list after a new run reads only the new
 file. The walk has limits (`MAX_DEPTH`, `MAX_FILES`, `MAX_FILE_BYTES`) so that pointing the
@@ -19,15 +27,16 @@ from __future__ import annotations
 
 import math
 import os
+import stat
 import threading
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from .._exceptions import CampaignError, ResultFileError
 from .._input import limit_of
-from .._load import load_result
+from .._load import read_result_text, result_from_document
 from .._names import REQUEST_TO_RESPONSE, SCHEDULED_TO_RESPONSE
 from .._notebook import result_verdict
 from ..campaign import CampaignManifest, is_campaign, load_manifest
@@ -55,6 +64,32 @@ MAX_FILES = 5000
 #: A larger file is listed as an error rather than read: results with histograms are tens
 #: of kilobytes, a long run's timeline a few megabytes; hundreds of megabytes is not one.
 MAX_FILE_BYTES = limit_of("result")
+#: Characters of one text field of a list entry (label, URL, reason) that are shown: a
+#: result file can carry a label of megabytes, and the list shows thousands of entries.
+MAX_FIELD_CHARS = 500
+
+_OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC | os.O_NOFOLLOW
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def clip(text: str, limit: int = MAX_FIELD_CHARS) -> str:
+    """`text` cut to `limit` characters, saying how many were left out."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text) - limit:,} more characters)"
+
+
+def sort_time(moment: datetime | None) -> float:
+    """Seconds since 1970 for sorting, for any datetime a file can hold: a naive one is
+    taken as UTC (``datetime.timestamp`` would ask the C library, which refuses year 1)."""
+    if moment is None:
+        return 0.0
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    try:
+        return (moment - _EPOCH).total_seconds()
+    except (OverflowError, ValueError):
+        return 0.0
 
 
 def safe_relative(path: str) -> PurePosixPath | None:
@@ -129,11 +164,11 @@ class Entry:
         latency, _ = headline_statistic(result)
         ok, verdict = result_verdict(result)
         return cls(
-            path=path, kind="result", label=", ".join(result.options.label),
-            time=result.timestamp, url=result.options.uri,
+            path=path, kind="result", label=clip(", ".join(result.options.label)),
+            time=result.timestamp, url=clip(result.options.uri),
             requested_rps=result.requested_rps, achieved_rps=result.achieved_rps,
             p50=percentile(latency, 50), p99=percentile(latency, 99), errors=result.error_count,
-            ok=ok, verdict=verdict,
+            ok=ok, verdict=clip(verdict),
         )
 
     @classmethod
@@ -142,8 +177,8 @@ class Entry:
         best = next((s for s in steps if s.index == manifest.highest_passing_step), None)
         shown = best if best is not None else (steps[-1] if steps else None)
         return cls(
-            path=path, kind="campaign", label=", ".join(manifest.label),
-            time=manifest.created_at, url=manifest.url,
+            path=path, kind="campaign", label=clip(", ".join(manifest.label)),
+            time=manifest.created_at, url=clip(manifest.url),
             requested_rps=shown.requested_rps if shown else None,
             achieved_rps=shown.achieved_rps if shown else None,
             p50=shown.latency.get("p50") if shown else None,
@@ -156,7 +191,7 @@ class Entry:
 
     @classmethod
     def failed(cls, path: str, reason: str) -> Entry:
-        return cls(path=path, kind="error", ok=False, verdict="unreadable", error=reason)
+        return cls(path=path, kind="error", ok=False, verdict="unreadable", error=clip(reason))
 
 
 @dataclass(frozen=True)
@@ -172,38 +207,117 @@ class Catalogue:
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(root)
+        self._real_root = os.path.realpath(self.root)
         self._lock = threading.Lock()
+        # One walk at a time: concurrent loads of the list wait for it and then find every
+        # summary cached, instead of each reading the same files.
+        self._scan_lock = threading.Lock()
         self._cache: dict[str, tuple[tuple[int, int], Entry]] = {}
 
     # ---- paths ------------------------------------------------------------------------
 
-    def file(self, relative: str) -> Path | None:
-        """The regular file at `relative` under the root, or None (absent, not a file, or a
-        path that could leave the root)."""
+    def _inside(self, real: str) -> bool:
+        """Whether the resolved path `real` is the root or under it, with no hidden
+        component below the root (a link must not reach ``.git`` either)."""
+        if real == self._real_root:
+            return True
+        base = self._real_root.rstrip(os.sep) + os.sep
+        if not real.startswith(base):
+            return False
+        return not any(part.startswith(".") for part in real[len(base):].split(os.sep))
+
+    def resolve(self, relative: str) -> str | None:
+        """The real path of `relative` (``.``: the root), or None when the URL path could
+        leave the root or resolves (through links) to somewhere outside it."""
+        if relative == ".":
+            return self._real_root
         safe = safe_relative(relative)
         if safe is None:
             return None
-        path = self.root.joinpath(*safe.parts)
-        return path if path.is_file() else None
+        real = os.path.realpath(os.path.join(self._real_root, *safe.parts))
+        return real if self._inside(real) else None
+
+    def open(self, relative: str) -> tuple[int, os.stat_result] | None:
+        """A descriptor (blocking, close-on-exec) on the regular file at `relative` and its
+        status, or None: absent, not a regular file, or outside the root. The caller
+        closes it."""
+        real = self.resolve(relative)
+        if real is None:
+            return None
+        try:
+            fd = os.open(real, _OPEN_FLAGS)
+        except OSError:
+            return None
+        try:
+            status = os.fstat(fd)
+            if not stat.S_ISREG(status.st_mode):
+                raise OSError("not a regular file")
+            # A directory on the way may have been swapped for a link since realpath.
+            try:
+                opened = os.readlink(f"/proc/self/fd/{fd}")
+            except OSError:
+                opened = real
+            if not self._inside(opened):
+                raise OSError("outside the root")
+            os.set_blocking(fd, True)
+        except OSError:
+            os.close(fd)
+            return None
+        return fd, status
+
+    def file(self, relative: str) -> Path | None:
+        """The regular file at `relative` under the root, or None (absent, not a file, or a
+        path that leaves the root, through links too)."""
+        real = self.resolve(relative)
+        if real is None or real == self._real_root:
+            return None
+        return Path(real) if os.path.isfile(real) else None
 
     def campaign_dir(self, relative: str) -> Path | None:
         """The campaign directory at `relative` (``.``: the root itself), or None."""
-        if relative == ".":
-            return self.root if is_campaign(self.root) else None
-        safe = safe_relative(relative)
-        if safe is None:
+        real = self.resolve(relative)
+        if real is None or not os.path.isdir(real):
             return None
-        path = self.root.joinpath(*safe.parts)
-        return path if path.is_dir() and is_campaign(path) else None
+        path = Path(real)
+        manifest = self.resolve(relative + "/manifest.json") if relative != "." else \
+            self.resolve("manifest.json")
+        return path if manifest is not None and is_campaign(path) else None
 
     # ---- loading ----------------------------------------------------------------------
 
-    def load(self, relative: str) -> Result:
-        """The `Result` in the file at `relative`; ResultFileError (one line) otherwise."""
-        path = self.file(relative)
-        if path is None:
+    def read(self, relative: str) -> bytes:
+        """The bytes of the result file at `relative`, at most `MAX_FILE_BYTES`;
+        ResultFileError (one line) otherwise."""
+        name = str(self.root / relative)
+        opened = self.open(relative)
+        if opened is None:
             raise ResultFileError(f"no result file {relative!r} in {str(self.root)!r}", relative)
-        return load_result(path)
+        fd, status = opened
+        try:
+            if status.st_size > MAX_FILE_BYTES:
+                raise ResultFileError(f"cannot load result {name!r}: {status.st_size} bytes is "
+                                      f"over the limit of {MAX_FILE_BYTES // 2**20} MiB", name)
+            chunks = []
+            total = 0
+            while chunk := os.read(fd, min(1 << 20, MAX_FILE_BYTES + 1 - total)):
+                chunks.append(chunk)
+                total += len(chunk)
+                if total > MAX_FILE_BYTES:
+                    raise ResultFileError(f"cannot load result {name!r}: over the limit of "
+                                          f"{MAX_FILE_BYTES // 2**20} MiB", name)
+            return b"".join(chunks)
+        except OSError as exc:
+            raise ResultFileError(f"cannot load result {name!r}: {exc.strerror or exc}",
+                                  name) from None
+        finally:
+            os.close(fd)
+
+    def load(self, relative: str) -> Result:
+        """The `Result` in the file at `relative`; ResultFileError (one line) otherwise.
+        The file is read through `open`, so never from outside the root."""
+        name = str(self.root / relative)
+        kind, data = read_result_text(self.read(relative), name)
+        return result_from_document(kind, data, name)
 
     def manifest(self, relative: str) -> CampaignManifest:
         path = self.campaign_dir(relative)
@@ -241,11 +355,16 @@ class Catalogue:
     def scan(self) -> Listing:
         """Walk the root: every campaign and ``*.json`` file as an `Entry`, newest first
         (unreadable files last)."""
-        if is_campaign(self.root):
-            return self._scan_campaign_root()
+        with self._scan_lock:
+            if self.campaign_dir(".") is not None:
+                return self._scan_campaign_root()
+            return self._scan()
+
+    def _scan(self) -> Listing:
         entries: list[Entry] = []
         notes: list[str] = []
         files = 0
+        outside = 0
         deep = False
         for directory, subdirs, names in os.walk(self.root, onerror=None):
             here = Path(directory)
@@ -253,6 +372,10 @@ class Catalogue:
             prefix = "" if relative_dir == "." else relative_dir + "/"
             subdirs[:] = sorted(d for d in subdirs if not d.startswith("."))
             if prefix and is_campaign(here):
+                if self.campaign_dir(prefix[:-1]) is None:
+                    outside += 1
+                    subdirs[:] = []
+                    continue
                 entries.append(self._entry(prefix[:-1], here, campaign=True))
                 subdirs[:] = []
                 continue
@@ -264,6 +387,9 @@ class Catalogue:
                     continue
                 if files >= MAX_FILES:
                     break
+                if self.resolve(prefix + name) is None:
+                    outside += 1
+                    continue
                 files += 1
                 entries.append(self._entry(prefix + name, here / name, campaign=False))
         if files >= MAX_FILES:
@@ -271,6 +397,10 @@ class Catalogue:
                          "smaller directory to see the rest")
         if deep:
             notes.append(f"directories more than {MAX_DEPTH} levels deep were not searched")
+        if outside:
+            notes.append(f"{outside} symbolic link{'s' if outside != 1 else ''} leading outside "
+                         f"{str(self.root)!r} (or to a hidden file) {'are' if outside != 1 else 'is'} "
+                         "not listed and not served")
         return self._listing(entries, notes)
 
     def _scan_campaign_root(self) -> Listing:
@@ -278,7 +408,7 @@ class Catalogue:
         (its other JSON files, the manifest and each step.json, are not results)."""
         entries = [self._entry(".", self.root, campaign=True)]
         if entries[0].kind == "campaign":
-            for step in load_manifest(self.root).steps:
+            for step in self.manifest(".").steps:
                 relative = f"{step.directory}/result.json"
                 entries.append(self._entry(relative, self.root / relative, campaign=False))
         return self._listing(entries, ["this directory is itself a sweep campaign"])
@@ -289,6 +419,5 @@ class Catalogue:
             for stale in [path for path in self._cache if path not in live]:
                 del self._cache[stale]
         readable = [e for e in entries if e.kind != "error"]
-        readable.sort(key=lambda e: (e.time.timestamp() if e.time else 0.0, e.path),
-                      reverse=True)
+        readable.sort(key=lambda e: (sort_time(e.time), e.path), reverse=True)
         return Listing(readable + [e for e in entries if e.kind == "error"], notes)

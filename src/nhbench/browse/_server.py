@@ -5,97 +5,262 @@
 thread, where SIGINT and SIGTERM reach it (`nhbench.cli._signals`), and stops the server.
 
 Routes (GET only; every path is relative to the browsed directory and refused if it could
-leave it or names a hidden file):
+leave it, through a symbolic link too, or names a hidden file: `Catalogue.resolve`):
 
 * ``/``: the list of results and campaigns (rescanned on every load; summaries cached).
 * ``/result/PATH``: one result's page.
 * ``/compare?id=PATH&id=PATH...``: 2 to `MAX_COMPARED` results overlaid.
 * ``/campaign/PATH``: a sweep campaign's steps (``.`` when DIR itself is the campaign).
 * ``/files/PATH``: a file as it is (a result's JSON, a campaign's report.html and the files
-  it links to, which sit beside it, so its relative links work).
+  it links to, which sit beside it, so its relative links work), streamed from the kernel
+  (``sendfile``), never read into memory.
 
-A result that cannot be read gets a page with its one-line reason (status 422), an unknown
-path a 404 page; neither stops the server. The pages' policy lets them fetch nothing but
-links and the form, so they work offline.
+A file that cannot be read or shown gets a page with its one-line reason (status 422),
+whatever failed while loading or rendering it; an unknown path a 404 page; neither stops
+the server, and the list shows an unreadable file as one row. The pages' policy lets them
+fetch nothing but links and the form, so they work offline.
 
-The Host header must name the address the server listens on (or ``localhost``) when it
-listens on a loopback address: a web page elsewhere cannot then read the results through a
-DNS name that it points at 127.0.0.1 (DNS rebinding).
+Which requests are answered (docs/outputs.md, "The result browser"):
+
+* The Host header must name this machine: ``localhost``, a loopback address, the address
+  the connection came in on (what a LAN user types: ``http://192.0.2.7:8080/``), or the
+  machine's host name. A web page elsewhere cannot then read the results through a DNS name
+  that it points at this machine (DNS rebinding), whatever ``--listen`` is.
+* A browser's request made for another site's page (``Sec-Fetch-Site`` cross-site or
+  same-site, other than following a link) is refused: an ``<img src=...>`` on a web page
+  cannot make the browser render results.
+
+The server's resources are bounded (docs/reliability.md, "Result browser limits"): the
+request head must arrive within `TIMEOUT` seconds and a connection idle for as long is
+closed, as is one whose client reads nothing of a response for `SEND_TIMEOUT`; at most
+`MAX_CONNECTIONS` connections are served at once (more wait in the listen queue); at most
+`MAX_HEAVY` result or comparison pages are built at once (another request waits up to
+`HEAVY_WAIT` seconds, then gets 503).
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import ipaddress
+import logging
 import mimetypes
+import socket
 import sys
 import threading
+import time
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from .._exceptions import CampaignError, ResultFileError
-from ._pages import MAX_COMPARED, campaign_page, compare_page, error_page, list_page, result_page
+from ._pages import (
+    MAX_COMPARED,
+    campaign_page,
+    compare_page,
+    error_page,
+    list_page,
+    printable,
+    result_page,
+)
 from ._scan import Catalogue
 
-__all__ = ["BrowseServer"]
+if TYPE_CHECKING:
+    from typing_extensions import Buffer
 
-# A file served by /files/ is read whole into memory; results and reports are far smaller.
-_MAX_SERVED_BYTES = 256 * 1024 * 1024
+    from .._result import Result
+
+__all__ = ["HEAVY_WAIT", "MAX_CONNECTIONS", "MAX_HEAVY", "MAX_PAGE_BYTES", "SEND_TIMEOUT",
+           "TIMEOUT", "BrowseServer"]
+
+_log = logging.getLogger("nhbench.browse")
+
+#: Seconds a request head may take to arrive, and a connection may stay silent between
+#: keep-alive requests. A browser sends its
+#: head at once and reconnects when it finds a kept-alive connection closed.
+TIMEOUT = 10.0
+#: Seconds a response may wait for the client to make room for more (a download read slowly).
+#: Longer than `TIMEOUT`: the kernel reports room only once a good part of its buffer is
+#: free, which for a client reading a few KB/s takes many seconds, though it is reading.
+SEND_TIMEOUT = 60.0
+#: Connections served at once, each on its own thread; more wait in the listen queue. A
+#: browser opens about six per server; unfinished request heads (slowloris) hold at most
+#: this many threads, each for at most `TIMEOUT`.
+MAX_CONNECTIONS = 32
+#: Result and comparison pages built at once. Loading a result of the 64 MiB limit takes
+#: seconds and about a gigabyte; the machine should keep working.
+MAX_HEAVY = 2
+#: Seconds a result or comparison page waits for one of the `MAX_HEAVY` slots before 503.
+HEAVY_WAIT = 10.0
+#: A result page larger than this is refused (422): the row and point limits of `._pages`
+#: keep pages to a few megabytes, so this is only a backstop.
+MAX_PAGE_BYTES = 32 * 1024 * 1024
+#: Connections the kernel queues while every slot is taken.
+_LISTEN_QUEUE = 128
 
 
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
+    # stop() must not wait for the requests in progress (each ends within TIMEOUT anyway).
+    block_on_close = False
     # The CLI reports a port in use as an error; it must not silently share it.
     allow_reuse_address = False
+    request_queue_size = _LISTEN_QUEUE
 
-    def __init__(self, address: tuple[str, int], catalogue: Catalogue, family: int) -> None:
+    def __init__(self, address: tuple[str, int], catalogue: Catalogue, family: int, *,
+                 timeout: float, max_connections: int, max_heavy: int,
+                 heavy_wait: float) -> None:
         self.address_family = family
         self.catalogue = catalogue
+        self.idle_timeout = timeout
+        self.heavy_wait = heavy_wait
+        self.heavy = threading.BoundedSemaphore(max_heavy)
+        self.max_heavy = max_heavy
+        self.closing = threading.Event()
+        self._slots = threading.BoundedSemaphore(max_connections)
+        self.host_name = socket.gethostname().lower()
         super().__init__(address, _Handler)
+
+    def process_request(self, request: socket.socket | tuple[bytes, socket.socket],
+                        client_address: object) -> None:
+        # The accept loop waits for a free slot, so extra connections queue in the kernel
+        # instead of each getting a thread; it looks up now and then to notice stop().
+        while not self._slots.acquire(timeout=0.2):
+            if self.closing.is_set():
+                self.shutdown_request(request)
+                return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: socket.socket | tuple[bytes, socket.socket],
+                               client_address: object) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        # A client that goes away mid-request is ordinary; anything else is one line.
+        exc = sys.exc_info()[1]
+        if isinstance(exc, OSError):
+            return
+        _log.debug("browse: request from %s failed", client_address, exc_info=True)
+        sys.stderr.write(f"nhbench browse: a request failed: {type(exc).__name__}: {exc}\n")
+
+
+class _HeadReader(io.RawIOBase):
+    """The connection's reads, each waiting at most until the handler's deadline (the whole
+    request head within `TIMEOUT`, not `TIMEOUT` per byte) and at most `TIMEOUT` after
+    the head: a client sending one byte every few seconds cannot hold its thread."""
+
+    def __init__(self, handler: _Handler) -> None:
+        self._handler = handler
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Buffer) -> int:
+        handler = self._handler
+        wait = handler.server.idle_timeout
+        if handler.deadline is not None:
+            wait = min(wait, handler.deadline - time.monotonic())
+            if wait <= 0:
+                raise TimeoutError("the request head took too long")
+        handler.connection.settimeout(wait)
+        return handler.connection.recv_into(buffer)
 
 
 class _Handler(BaseHTTPRequestHandler):
     server: _HTTPServer
+    connection: socket.socket
     server_version = "nhbench-browse"
     # Keep-alive lets the browser reuse its connection for the page's few requests.
     protocol_version = "HTTP/1.1"
+    deadline: float | None = None
+
+    def setup(self) -> None:
+        super().setup()
+        self.connection.settimeout(self.server.idle_timeout)
+        self.rfile = io.BufferedReader(_HeadReader(self))
+
+    def handle_one_request(self) -> None:
+        # The next request's head, from the moment the server waits for it.
+        self.deadline = time.monotonic() + self.server.idle_timeout
+        super().handle_one_request()
 
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the base's name
         # One line per request would drown the URL line in the terminal; errors are pages.
         pass
 
     def do_GET(self) -> None:  # noqa: N802 - the base class's name
+        # The head is in; each write waits at most SEND_TIMEOUT for the client to read.
+        self.deadline = None
+        self.connection.settimeout(max(SEND_TIMEOUT, self.server.idle_timeout))
         try:
             self._get()
-        except (BrokenPipeError, ConnectionResetError):
-            pass
+        except OSError:
+            # The client went away or stopped reading: nothing to answer.
+            self.close_connection = True
         except Exception as exc:  # noqa: BLE001 - a page that fails must not stop the server
-            message = f"{type(exc).__name__}: {exc}".splitlines()[0]
-            sys.stderr.write(f"nhbench browse: {self.path}: {message}\n")
+            message = printable(f"{type(exc).__name__}: {exc}".splitlines()[0])
+            _log.debug("browse: %s failed", self.path, exc_info=True)
+            sys.stderr.write(f"nhbench browse: {printable(self.path)}: {message}\n")
             self._page(500, error_page(500, f"this page failed: {message}"))
 
+    # ---- who may ask -----------------------------------------------------------------
+
     def _host_allowed(self) -> bool:
-        host = str(self.server.server_address[0])
-        try:
-            loopback = ipaddress.ip_address(host).is_loopback
-        except ValueError:
-            loopback = False
-        if not loopback:
+        """The Host header names this machine: ``localhost``, a loopback address, the
+        address this connection came in on, or the machine's host name. A DNS name an
+        attacker controls (rebinding) is none of these."""
+        given = self.headers.get("Host", "").strip().lower()
+        if given.startswith("["):
+            name, _, port = given[1:].partition("]")
+            port = port.removeprefix(":")
+        elif given.count(":") == 1:
+            name, _, port = given.partition(":")
+        else:
+            name, port = given, ""
+        if not name or not (port == "" or port.isdigit()):
+            return False
+        if name in ("localhost", self.server.host_name):
             return True
-        given = self.headers.get("Host", "")
-        name = given.rsplit(":", 1)[0] if not given.endswith("]") else given
-        name = name.strip("[]").lower()
-        if name == "localhost":
-            return True
         try:
-            return ipaddress.ip_address(name).is_loopback
+            address = _plain(ipaddress.ip_address(name))
         except ValueError:
             return False
+        if address.is_loopback:
+            return True
+        try:
+            local = _plain(ipaddress.ip_address(self.connection.getsockname()[0]
+                                                .split("%", 1)[0]))
+        except (OSError, ValueError):
+            return False
+        return address == local
+
+    def _cross_site(self) -> bool:
+        """A browser's request for another site's page (an ``<img>``, a script, a fetch),
+        but not the user following a link to us: only browsers send these headers."""
+        site = self.headers.get("Sec-Fetch-Site")
+        if site is None or site in ("same-origin", "none"):
+            return False
+        return not (self.headers.get("Sec-Fetch-Mode") == "navigate"
+                    and self.headers.get("Sec-Fetch-Dest", "document") == "document")
 
     def _get(self) -> None:
         if not self._host_allowed():
             self._page(403, error_page(403, "this server answers only requests addressed to "
-                                       "its own loopback address or localhost"))
+                                       "this machine: localhost, a loopback address, the "
+                                       "address it was reached on or its host name"))
+            return
+        if self._cross_site():
+            self._page(403, error_page(403, "this server does not answer requests made by "
+                                       "another site's page"))
             return
         parts = urlsplit(self.path)
         route = unquote(parts.path)
@@ -117,105 +282,162 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._page(404, error_page(404, f"no page {route!r}"))
 
+    # ---- pages -----------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _heavy(self) -> Iterator[bool]:
+        """One of the `MAX_HEAVY` slots for building a page from results; False (and a 503
+        sent) when none frees up within `HEAVY_WAIT`."""
+        if not self.server.heavy.acquire(timeout=self.server.heavy_wait):
+            self._page(503, error_page(503, f"{self.server.max_heavy} result pages are being "
+                                       "built: reload in a moment"), retry_after=5)
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            self.server.heavy.release()
+
+    def _unshowable(self, what: str, exc: BaseException) -> None:
+        """The 422 page of a file that could not be loaded or shown, whatever went wrong:
+        a file must never make a page fail (the traceback goes to the debug log)."""
+        if isinstance(exc, (ResultFileError, CampaignError)):
+            message = str(exc)
+        else:
+            _log.debug("browse: cannot show %s", what, exc_info=exc)
+            reason = f"{type(exc).__name__}: {exc}".splitlines()[0] if str(exc) else \
+                type(exc).__name__
+            message = f"cannot show {what}: {reason}"
+        self._page(422, error_page(422, message))
+
     def _result(self, relative: str) -> None:
-        try:
-            result = self.server.catalogue.load(relative)
-        except ResultFileError as exc:
-            status = 404 if self.server.catalogue.file(relative) is None else 422
-            self._page(status, error_page(status, str(exc)))
+        if self.server.catalogue.file(relative) is None:
+            self._page(404, error_page(404, f"no result file {relative!r}"))
             return
-        try:
-            page = result_page(result, relative)
-        except (KeyError, ValueError) as exc:
-            # A file the loader accepted without what the page reads (no "global" entry).
-            self._page(422, error_page(422, f"cannot show {relative!r}: {exc}"))
-            return
-        self._page(200, page)
+        with self._heavy() as ready:
+            if not ready:
+                return
+            try:
+                body = result_page(self.server.catalogue.load(relative), relative) \
+                    .encode("utf-8")
+                if len(body) > MAX_PAGE_BYTES:
+                    raise ValueError(f"its page would be {len(body) // 2**20} MiB, more than "
+                                     f"the {MAX_PAGE_BYTES // 2**20} MiB the browser sends")
+            except Exception as exc:  # noqa: BLE001 - see _unshowable
+                self._unshowable(repr(relative), exc)
+                return
+        self._send(200, "text/html; charset=utf-8", body)
 
     def _compare(self, ids: list[str]) -> None:
         if not 2 <= len(ids) <= MAX_COMPARED:
             self._page(400, error_page(400, f"compare 2 to {MAX_COMPARED} results "
                                        f"({len(ids)} selected)"))
             return
-        runs = []
-        for relative in ids:
-            try:
-                runs.append((relative, self.server.catalogue.load(relative)))
-            except ResultFileError as exc:
-                self._page(422, error_page(422, str(exc)))
+        current = [ids[0]]
+
+        def runs() -> Iterator[tuple[str, Result]]:
+            # One result in memory at a time: compare_page keeps only what it shows.
+            for relative in ids:
+                current[0] = relative
+                yield relative, self.server.catalogue.load(relative)
+
+        with self._heavy() as ready:
+            if not ready:
                 return
-        try:
-            page = compare_page(runs)
-        except (KeyError, ValueError) as exc:
-            self._page(422, error_page(422, f"cannot compare these results: {exc}"))
-            return
-        self._page(200, page)
+            try:
+                body = compare_page(runs()).encode("utf-8")
+            except Exception as exc:  # noqa: BLE001 - see _unshowable
+                self._unshowable(repr(current[0]), exc)
+                return
+        self._send(200, "text/html; charset=utf-8", body)
 
     def _campaign(self, relative: str) -> None:
         catalogue = self.server.catalogue
-        directory = catalogue.campaign_dir(relative or ".")
-        if directory is None:
+        relative = relative or "."
+        if catalogue.campaign_dir(relative) is None:
             self._page(404, error_page(404, f"no campaign directory {relative!r}"))
             return
+        report = "report.html" if relative == "." else relative + "/report.html"
         try:
-            manifest = catalogue.manifest(relative or ".")
-        except CampaignError as exc:
-            self._page(422, error_page(422, str(exc)))
+            body = campaign_page(catalogue.manifest(relative), relative,
+                                 has_report=catalogue.file(report) is not None).encode("utf-8")
+        except Exception as exc:  # noqa: BLE001 - see _unshowable
+            self._unshowable(repr(relative), exc)
             return
-        self._page(200, campaign_page(manifest, relative or ".",
-                                      has_report=(directory / "report.html").is_file()))
+        self._send(200, "text/html; charset=utf-8", body)
 
     def _file(self, relative: str) -> None:
-        path = self.server.catalogue.file(relative)
-        if path is None:
+        opened = self.server.catalogue.open(relative)
+        if opened is None:
             self._page(404, error_page(404, f"no file {relative!r}"))
             return
-        try:
-            size = path.stat().st_size
-            if size > _MAX_SERVED_BYTES:
-                self._page(413, error_page(413, f"{relative!r} is {size} bytes, more than "
-                                           "the browser serves"))
-                return
-            body = path.read_bytes()
-        except OSError as exc:
-            self._page(404, error_page(404, f"cannot read {relative!r}: {exc.strerror or exc}"))
-            return
-        kind = mimetypes.guess_type(Path(relative).name)[0] or "application/octet-stream"
-        if kind.startswith("text/") or kind in ("application/json", "image/svg+xml"):
-            kind += "; charset=utf-8"
-        self._send(200, kind, body)
+        fd, status = opened
+        with open(fd, "rb") as handle:
+            kind = mimetypes.guess_type(Path(relative).name)[0] or "application/octet-stream"
+            if kind.startswith("text/") or kind in ("application/json", "image/svg+xml"):
+                kind += "; charset=utf-8"
+            self._head(200, kind, status.st_size)
+            # The kernel copies the file to the socket: nothing is read into memory, and
+            # each wait for the client is bounded by the socket's timeout.
+            sent = self.connection.sendfile(handle, 0, status.st_size)
+            if sent != status.st_size:
+                # The file shrank while it was sent: the response is short, so the
+                # connection must end for the client to notice.
+                self.close_connection = True
 
-    def _page(self, status: int, html: str) -> None:
-        self._send(status, "text/html; charset=utf-8", html.encode("utf-8"))
+    # ---- responses -------------------------------------------------------------------
 
-    def _send(self, status: int, kind: str, body: bytes) -> None:
+    def _page(self, status: int, html: str, *, retry_after: int | None = None) -> None:
+        self._send(status, "text/html; charset=utf-8", printable(html).encode("utf-8"),
+                   retry_after=retry_after)
+
+    def _head(self, status: int, kind: str, length: int, *,
+              retry_after: int | None = None) -> None:
         self.send_response(status)
         self.send_header("Content-Type", kind)
-        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Content-Length", str(length))
         # Results change as runs are added; a reload must show the directory as it is now.
         self.send_header("Cache-Control", "no-store")
         self.send_header("X-Content-Type-Options", "nosniff")
+        if retry_after is not None:
+            self.send_header("Retry-After", str(retry_after))
         self.end_headers()
+
+    def _send(self, status: int, kind: str, body: bytes, *,
+              retry_after: int | None = None) -> None:
+        self._head(status, kind, len(body), retry_after=retry_after)
         self.wfile.write(body)
 
 
-class BrowseServer:
-    """The result browser over `root`, listening on `host`:`port` (a numeric address)."""
+def _plain(address: ipaddress.IPv4Address | ipaddress.IPv6Address
+           ) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    """An IPv4-mapped IPv6 address (how a dual-stack socket sees an IPv4 client) as IPv4."""
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    return address
 
-    def __init__(self, root: str | Path, host: str, port: int) -> None:
+
+class BrowseServer:
+    """The result browser over `root`, listening on `host`:`port` (a numeric address).
+    The limits default to the module's constants; tests lower them."""
+
+    def __init__(self, root: str | Path, host: str, port: int, *, timeout: float = TIMEOUT,
+                 max_connections: int = MAX_CONNECTIONS, max_heavy: int = MAX_HEAVY,
+                 heavy_wait: float = HEAVY_WAIT) -> None:
         self.catalogue = Catalogue(root)
         self._host = host
         self._port = port
+        self._limits: dict[str, Any] = {"timeout": timeout, "max_connections": max_connections,
+                        "max_heavy": max_heavy, "heavy_wait": heavy_wait}
         self._server: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
 
     def start(self) -> tuple[str, int]:
         """Bind and serve on a daemon thread; the bound (host, port). OSError when the
         address cannot be bound."""
-        import socket
-
         family = socket.AF_INET6 if ":" in self._host else socket.AF_INET
-        self._server = _HTTPServer((self._host, self._port), self.catalogue, family)
+        self._server = _HTTPServer((self._host, self._port), self.catalogue, family,
+                                   **self._limits)
         self._thread = threading.Thread(target=self._server.serve_forever,
                                         kwargs={"poll_interval": 0.2},
                                         name="nhbench-browse", daemon=True)
@@ -226,6 +448,7 @@ class BrowseServer:
     def stop(self) -> None:
         """Stop serving (idempotent). Requests in progress finish on their own threads."""
         if self._server is not None:
+            self._server.closing.set()
             self._server.shutdown()
             self._server.server_close()
             self._server = None
