@@ -524,7 +524,7 @@ def test_a_stream_beyond_the_limit_takes_an_idle_ones_place_and_health_is_answer
             for _ in range(3):
                 idle.append(Stream(pb2_grpc.NighthawkServiceStub(chan)))
                 count = len(idle)
-                assert wait_until(lambda: service.open_streams == count, timeout=30)
+                assert wait_until(lambda count=count: service.open_streams == count, timeout=30)
             for _ in range(10):
                 assert health.Check(check, timeout=CALL_TIMEOUT).status == \
                     health_pb2.HealthCheckResponse.SERVING
