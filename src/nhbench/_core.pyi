@@ -6,6 +6,12 @@ __version__: str
 HIST_LOWEST: int
 HIST_HIGHEST: int
 HIST_SIGFIG: int
+# Length of the counts array of every histogram (the HdrHistogram layout above).
+HIST_COUNTS_LEN: int
+# The client's counter, histogram and stream names, in the core's enum order (nhb.h maps).
+COUNTER_NAMES: tuple[str, ...]
+HISTOGRAM_NAMES: tuple[str, ...]
+STREAM_NAMES: tuple[str, ...]
 # The test server's statistic names, in the order of Server.stats() (NHB_SERVER_STAT_MAP in nhb.h).
 SERVER_STATS: tuple[str, ...]
 
@@ -36,8 +42,14 @@ class ResultDict(TypedDict):
     terminated_by: str
     failed_predicates: list[str]
     error: str | None
+    insecure: bool
     workers: list[WorkerResultDict]
-    # "global" is a keyword, so this entry is only reachable as result["global"].
+    # "global" is a keyword, so this entry is only reachable as result["global"]: a
+    # WorkerResultDict, the merge of every worker's.
+    warmup: WorkerResultDict | None
+    # released, no_catchup_moves, no_catchup_shift (s), no_catchup_lost, warmup_released,
+    # stages [(releases, responses)]
+    schedule: dict[str, Any]
 
 class ProgressDict(TypedDict):
     elapsed: float
@@ -72,6 +84,9 @@ class ServerStatsDict(TypedDict):
     tls_session_reused: int
     h2_streams_reset: int
     h2_protocol_errors: int
+    connections_refused: int
+    grpc_calls: int
+    grpc_errors: int
 
 class ServerTlsDict(TypedDict, total=False):
     cert: str  # PEM certificate (chain) file, with key
@@ -104,3 +119,5 @@ class Server:
     def stop(self) -> None: ...
 
 def histogram_counts(values: list[int]) -> HistogramDict: ...
+# The index in the counts array a value (ns) is recorded at.
+def histogram_index(value: int) -> int: ...
