@@ -93,3 +93,15 @@ def test_core_error_without_a_core_code() -> None:
     rejected = nhbench.ConfigRejectedError("the core rejected the configuration: x")
     assert isinstance(rejected, nhbench.OptionsError) and rejected.option is None
     assert (rejected.code, rejected.name) == (None, None)
+
+
+def test_run_is_the_function_face_in_api() -> None:
+    # nhbench.run is defined in _api.py, the package's function face, with the signature it
+    # always had: the URI (or Options) positional only, everything else by keyword.
+    from nhbench import _api
+
+    assert nhbench.run is _api.run and nhbench.run.__module__ == "nhbench._api"
+    params = inspect.signature(nhbench.run).parameters
+    assert list(params) == ["uri", "cluster", "on_progress", "on_interval", "options"]
+    assert params["uri"].kind is inspect.Parameter.POSITIONAL_ONLY
+    assert params["options"].kind is inspect.Parameter.VAR_KEYWORD

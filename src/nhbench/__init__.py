@@ -25,6 +25,7 @@ each public name is imported on first use, the extension when a run or a test se
 # a third of what ``import nhbench`` costs; mypy treats any TYPE_CHECKING as true.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from ._api import run
     from ._exceptions import (
         AuthenticationError,
         CampaignError,
@@ -57,7 +58,7 @@ if TYPE_CHECKING:
     from ._version import __version__
     from .adaptive import AdaptOutcome, adapt
     from .campaign import Campaign, load_campaign
-    from .distributed import Cluster, run
+    from .distributed import Cluster
     from .options import DEFAULT_PERCENTILES, Options, format_validation_error, parse_duration
     from .outputs import render, render_human, render_json
     from .sweep import run_sweep
@@ -90,7 +91,7 @@ _LAZY = {
     "Timeline": ("nhbench._timeline", "Timeline"),
     "__version__": ("nhbench._version", "__version__"),
     "Cluster": ("nhbench.distributed", "Cluster"),
-    "run": ("nhbench.distributed", "run"),
+    "run": ("nhbench._api", "run"),
     "DEFAULT_PERCENTILES": ("nhbench.options", "DEFAULT_PERCENTILES"),
     "Options": ("nhbench.options", "Options"),
     "format_validation_error": ("nhbench.options", "format_validation_error"),
