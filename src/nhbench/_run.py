@@ -15,7 +15,7 @@ import logging
 import time
 from collections.abc import Callable
 from types import ModuleType, TracebackType
-from typing import Any
+from typing import Any, Protocol
 
 from ._exceptions import (
     ConfigRejectedError,
@@ -30,7 +30,7 @@ from ._timeline import IntervalRecord
 # callers have always found it next to the run.
 from .options import Options, client_core_config, make_options, resolve
 
-__all__ = ["Benchmark", "load_core", "resolve"]
+__all__ = ["Benchmark", "BenchmarkProtocol", "load_core", "resolve"]
 
 # How often the waiting thread wakes up. Between waits Python runs signal handlers (Ctrl-C
 # becomes KeyboardInterrupt only then) and the progress callback; 0.1 s keeps Ctrl-C prompt
@@ -58,6 +58,23 @@ def load_core() -> ModuleType:
             f"install nhbench with 'pip install .' (see the README's Quick start)"
         ) from exc
     return _core
+
+
+class BenchmarkProtocol(Protocol):
+    """What the callers of a run rely on, wherever it happens: `Benchmark` on this machine,
+    `distributed.ClusterBenchmark` on a Ray cluster. `distributed.make_benchmark` returns
+    this type, so mypy checks that both provide it; the CLI, the sweep, adapt's steps, the
+    service and ``nhbench.run`` use only these two members."""
+
+    def run(
+        self,
+        on_progress: Callable[[Progress], object] | None = None,
+        on_interval: Callable[[IntervalRecord], object] | None = None,
+    ) -> Result:
+        """Run to the end and return the result (partial when stopped)."""
+
+    def stop(self) -> None:
+        """End the run gracefully; safe from a signal handler or another thread, any time."""
 
 
 class Benchmark:

@@ -13,9 +13,9 @@ cacert=server.ca_cert)``): ``tls_ca_out`` if given, else a temporary file writte
 and removed at stop.
 
 This module is the face: `TestServer` holds the options, the addresses and the final
-counters, and hands each run to one of two implementations with the same small surface
-(`start` returning the `Bound` addresses, `stats`, `stop` returning the final counters,
-`running`, `pid`): ``_inprocess.py`` and ``_subprocess.py``. What both share (the address
+counters, and hands each run to one of two implementations with the same small surface,
+the `ServerBackend` protocol (`start` returning the `Bound` addresses, `stats`, `stop`
+returning the final counters, `running`, `pid`): ``_inprocess.py`` and ``_subprocess.py``. What both share (the address
 report and file, the lines ``nhbench server`` prints, the files removed at stop) is in
 ``_common.py``.
 
@@ -40,6 +40,7 @@ from ..options import (
 )
 from ._common import (
     Bound,
+    ServerBackend,
     address_lines,
     address_report,
     stats_line,
@@ -161,7 +162,7 @@ class TestServer:
         self.tcp_echo_addresses: list[tuple[str, int]] = []
         self.udp_echo_addresses: list[tuple[str, int]] = []
         # The running implementation (None when stopped), and the counters of the last run.
-        self._impl: InProcessServer | SubprocessServer | None = None
+        self._impl: ServerBackend | None = None
         self._final_stats: dict[str, Any] | None = None
         # TLS: the certificate served (PEM), and the file clients can trust.
         self._cert_pem: str | None = None
@@ -174,7 +175,7 @@ class TestServer:
         if self._impl is not None:
             raise RuntimeError("this TestServer is already running")
         self._final_stats = None
-        impl = (
+        impl: ServerBackend = (
             SubprocessServer(self.options, self.startup_timeout) if self.subprocess
             else InProcessServer(self.options)
         )

@@ -11,7 +11,7 @@ import stat
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from .._io import Written, remove_written, write_text
@@ -24,6 +24,7 @@ __all__ = [
     "TCP_ECHO_PREFIX",
     "UDP_ECHO_PREFIX",
     "Bound",
+    "ServerBackend",
     "ServerFiles",
     "address_report",
     "remove_stale_socket",
@@ -152,6 +153,33 @@ class Bound:
     ca_cert: str | None = None
     #: The certificate served, PEM, when the implementation has it at hand (in-process).
     cert_pem: str | None = None
+
+
+class ServerBackend(Protocol):
+    """What `TestServer` asks of an implementation (``_inprocess.InProcessServer``,
+    ``_subprocess.SubprocessServer``): one run each, `start` once, `stats` any time while it
+    runs, `stop` once. The face holds its implementation as this type, so mypy checks that
+    both provide every member with these types."""
+
+    @property
+    def bound(self) -> Bound | None:
+        """What is bound so far (filled in during `start`, kept after a failed one)."""
+
+    @property
+    def pid(self) -> int:
+        """The process serving."""
+
+    @property
+    def running(self) -> bool: ...
+
+    def start(self) -> Bound:
+        """Bind and serve; raise `ServerError` (with `bound` showing what was bound)."""
+
+    def stats(self) -> dict[str, Any]:
+        """The counters now (`_core.SERVER_STATS` keys)."""
+
+    def stop(self) -> dict[str, Any] | None:
+        """Stop and remove the files left behind; the final counters, if known."""
 
 
 class ServerFiles:

@@ -11,19 +11,19 @@ cluster run starts (``_cluster``), so ``import nhbench`` stays light.
 
 from __future__ import annotations
 
-from .._run import Benchmark
+from .._run import Benchmark, BenchmarkProtocol
 from ..options import Options
 from ._cluster import Cluster, ClusterBenchmark, merge_core, merge_intervals, merge_stats
 
-__all__ = ["Cluster", "ClusterBenchmark", "make_benchmark", "merge_core", "merge_intervals",
+__all__ = ["BenchmarkProtocol", "Cluster", "ClusterBenchmark", "make_benchmark", "merge_core", "merge_intervals",
            "merge_stats"]
 
 
-def make_benchmark(options: Options) -> Benchmark | ClusterBenchmark:
+def make_benchmark(options: Options) -> BenchmarkProtocol:
     """The run `options` describe: on a Ray cluster with ``ray`` set, else on this machine.
 
     Both have ``run(on_progress, on_interval) -> Result`` and ``stop()`` (safe from a signal
-    handler or another thread)."""
+    handler or another thread): `BenchmarkProtocol`."""
     if options.ray is not None:
         return ClusterBenchmark(options)
     return Benchmark(options)

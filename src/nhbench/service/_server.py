@@ -40,7 +40,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from .._exceptions import NHBenchError, OptionsError, ResolveError
-from ..distributed import make_benchmark
+from ..distributed import BenchmarkProtocol, make_benchmark
 from ..outputs import nighthawk_output
 from ._mapping import LocalAccess, refuse_unsupported, start_options
 from ._protos import SERVICE_NAME, Protos
@@ -114,7 +114,7 @@ class Service:
         self._overrides = dict(overrides or {})
         self._busy = threading.Lock()
         self._lock = threading.Lock()
-        self._running: set[Any] = set()  # the benchmarks in progress (at most one)
+        self._running: set[BenchmarkProtocol] = set()  # the benchmarks in progress (at most one)
         self._executions: set[threading.Thread] = set()
         self._closing = False
         self._streams: set[_Stream] = set()  # the open ExecutionStreams
@@ -382,7 +382,7 @@ class _Stream:
     makes room for a new one)."""
 
     def __init__(self, events: queue.Queue[Any]) -> None:
-        self.benchmark: Any = None
+        self.benchmark: BenchmarkProtocol | None = None
         self.cancelled = False
         self.ended = False
         self._events = events

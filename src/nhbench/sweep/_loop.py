@@ -25,7 +25,7 @@ from typing import Any, TextIO
 
 from .._exceptions import HostError
 from .._result import Result
-from .._run import Benchmark, resolve
+from .._run import resolve
 from .._server import TestServer
 from .._version import __version__
 from ..campaign import (
@@ -38,7 +38,7 @@ from ..campaign import (
     step_directory,
 )
 from ..capture import CaptureResult, CaptureSpec, StepCapture, check_tools, install_tools
-from ..distributed import ClusterBenchmark, make_benchmark
+from ..distributed import BenchmarkProtocol, make_benchmark
 from ..hosts import (
     Host,
     LocalHost,
@@ -112,7 +112,7 @@ class Sweep:
         self._on_step = on_step
         self._note = _note_to(stream)
         self._stop_requested = False
-        self._benchmark: Benchmark | ClusterBenchmark | None = None
+        self._benchmark: BenchmarkProtocol | None = None
         self.store: CampaignStore | None = None
         self.signal: int | None = None
         self._saved: CampaignManifest | None = None
