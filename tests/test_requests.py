@@ -288,7 +288,7 @@ URI = "http://127.0.0.1:1/"
         (("--payload", "a", "--request-body-size", "3"),
          "--payload: mutually exclusive with --request-body-size"),
         (("--payload-file", "/nonexistent/body"), "--payload-file: no such file"),
-        (("--payload-file", "/"), "--payload-file: not a regular file"),
+        (("--payload-file", "/"), "--payload-file: is a directory"),
         (("--payload-size", "99999999999"), "--payload-size: must be"),
         (("--payload-size", "-1"), "--payload-size: must be"),
         (("--content-type", "a\r\nb"), "--content-type:"),

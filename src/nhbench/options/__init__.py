@@ -12,6 +12,7 @@ from ._config_files import load_config_file
 from ._core import client_core_config, server_core_config
 from ._docs import markdown_table, render_option_docs
 from ._echo import parse_echo_params
+from ._errors import format_validation_error
 from ._flags import Flag, add_model_flags, flag_of, model_flags
 from ._listen import DEFAULT_LISTEN, parse_listen
 from ._response import (
@@ -21,15 +22,9 @@ from ._response import (
     ResponseHeader,
     ResponseOptions,
 )
-from ._run import (
-    DEFAULT_DURATION,
-    DEFAULT_PERCENTILES,
-    Options,
-    Target,
-    format_validation_error,
-    make_options,
-    parse_uri,
-)
+from ._run import Options, make_options
+from ._run_load import DEFAULT_DURATION
+from ._run_output import DEFAULT_PERCENTILES
 from ._server import ServerOptions, make_server_options
 from ._targets import parse_unix_url
 from ._tls_context import parse_tls_context
@@ -38,6 +33,7 @@ from ._values import (
     MAX_DURATION,
     UNIT_SECONDS,
     CpuCheck,
+    Target,
     affinity_cpus,
     format_address,
     format_cpu_list,
@@ -51,6 +47,7 @@ from ._values import (
     parse_json_duration,
     parse_server_duration,
     parse_size,
+    parse_uri,
     resolve,
 )
 

@@ -42,7 +42,8 @@ from .._exceptions import OptionsError
 from ._errors import format_validation_error
 from ._flags import Flag, flag_of, flagged_fields, help_text
 from ._rules import StopRule, latency_points, parse_rules
-from ._run import DEFAULT_DURATION, Options, make_options
+from ._run import Options, make_options
+from ._run_load import DEFAULT_DURATION
 from ._steps import (
     check_cooldown,
     check_extension,

@@ -1,4 +1,5 @@
-"""The value grammar every option shares: durations, sizes, CPU lists, headers, addresses.
+"""The value grammar every option shares: durations, sizes, CPU lists, headers, addresses,
+the run's URI and its schedules (stages, a start time, offsets).
 
 Each parser takes what a user may write (from Python, a config or scenario file, or the
 command line, where every value is a string) and returns the value in the unit the models
@@ -19,23 +20,37 @@ import os
 import re
 import socket
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Literal
+from urllib.parse import quote, urlsplit
 
 from .._exceptions import ResolveError
+from ._targets import UNIX_HOST, check_unix_path, parse_unix_url
 
 __all__ = [
     "ADDRESS_HELP",
+    "DEFAULT_PORTS",
+    "ECHO_SCHEMES",
+    "HOSTNAME_RE",
     "LATENCY_UNITS",
     "MAX_CPU_LIST_LENGTH",
     "MAX_DURATION",
+    "MAX_SCHEDULED_START_AHEAD",
+    "MAX_SCHEDULE_OFFSETS",
+    "MAX_STAGES",
     "REQUEST_FRAMING_HEADERS",
     "RESPONSE_FRAMING_HEADERS",
+    "SCHEDULED_START_SLACK",
+    "SCHEMES_TEXT",
     "UNIT_SECONDS",
     "CpuCheck",
+    "Target",
     "affinity_cpus",
+    "as_tuple",
     "check_header_name",
     "check_header_value",
+    "echo_scheme",
     "format_address",
     "format_cpu_list",
     "format_json_duration",
@@ -46,11 +61,16 @@ __all__ = [
     "parse_go_duration",
     "parse_header",
     "parse_json_duration",
+    "parse_schedule_offsets",
+    "parse_scheduled_start",
     "parse_server_duration",
     "parse_size",
+    "parse_stages",
     "parse_worker_count",
+    "parse_uri",
     "resolve",
     "split_header",
+    "uri_scheme",
 ]
 
 
@@ -529,3 +549,260 @@ def parse_address(value: object) -> tuple[str, int]:
 def format_address(host: str, port: int) -> str:
     """``127.0.0.1:8080`` or ``[::1]:8080``."""
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+# --------------------------------------------------------------------------------------------
+# The run's URI: http(s)://, grpc(s)://, the echo targets tcp:// and udp://, and Unix sockets
+# written http://unix:/path.sock:/request-path.
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Target:
+    """The parts of the URI the run needs."""
+
+    scheme: str
+    host: str  # host name or IP literal, without brackets
+    port: int
+    path: str  # request-target: path plus ?query, never empty
+    authority: str  # the Host header value: host, plus :port when not the default
+    # http://unix:/path.sock:/request-path: the Unix socket to connect to.
+    unix_socket: str | None = None
+
+    @property
+    def url(self) -> str:
+        if self.unix_socket is not None:
+            return f"{self.scheme}://unix:{self.unix_socket}:{self.path}"
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.scheme}://{host}:{self.port}{self.path}"
+
+
+#: A DNS host name (also the syntax --sni takes).
+HOSTNAME_RE = re.compile(
+    r"^(?=.{1,253}\.?$)[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?"
+    r"(?:\.[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?)*\.?$"
+)
+
+#: The port a URI of each HTTP-speaking scheme means when it names none.
+DEFAULT_PORTS = {"http": 80, "https": 443, "grpc": 80, "grpcs": 443}
+# Echo targets have no standard port, so the URI must name one (docs/protocols.md).
+ECHO_SCHEMES = ("tcp", "udp")
+
+
+def echo_scheme(uri: object) -> str | None:
+    """``tcp`` or ``udp`` for an echo URI, else None (also for no URI)."""
+    if not isinstance(uri, str):
+        return None
+    scheme = uri.strip().split("://", 1)[0].lower() if "://" in uri else ""
+    return scheme if scheme in ECHO_SCHEMES else None
+
+
+def uri_scheme(uri: str) -> str | None:
+    """The scheme of a URI that may be malformed (`parse_uri` says how), or None."""
+    try:
+        return urlsplit(uri.strip()).scheme.lower()
+    except ValueError:
+        return None
+
+
+SCHEMES_TEXT = "http://, https://, grpc://, grpcs://, tcp:// and udp://"
+
+
+def parse_uri(uri: object) -> Target:
+    """Check the URI and split it into what the run needs.
+
+    ``http://`` and ``https://``, ``grpc://`` (gRPC over h2c), ``grpcs://`` (gRPC over
+    TLS), and the echo targets ``tcp://host:port`` and ``udp://host:port``.
+    """
+    if not isinstance(uri, str) or not uri.strip():
+        raise ValueError("must be a URL such as http://127.0.0.1:8080/")
+    if any(ch.isspace() or ord(ch) < 0x20 or ord(ch) == 0x7F for ch in uri):
+        raise ValueError(f"must not contain spaces or control characters (got {uri!r})")
+    lowered = uri.lower()
+    unix = parse_unix_url(uri)
+    if unix is not None:
+        scheme, socket_path, request_path = unix
+        check_unix_path(socket_path)
+        safe = "/%:@!$&'()*+,;=-._~?"
+        return Target(
+            scheme=scheme, host=UNIX_HOST, port=DEFAULT_PORTS[scheme],
+            path=quote(request_path, safe=safe), authority=UNIX_HOST, unix_socket=socket_path,
+        )
+    if lowered.startswith(("unix:", "http+unix:", "https+unix:", "/")) or re.match(
+        r"^https?://unix:[^0-9]", lowered
+    ):
+        # The test server listens on unix:PATH, so people try the same spelling here.
+        raise ValueError(
+            "Unix domain sockets are written http://unix:/path/to.sock:/request-path, or "
+            f"--unix-socket PATH with an http:// or https:// URL (got {uri!r})"
+        )
+    if "://" not in uri:
+        # Suggest the fix only when the text looks like a host[:port][/path] that just lacks
+        # the scheme; for anything else (such as "http//x") the suggestion would be nonsense.
+        if "//" not in uri and re.match(
+            r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+)(:\d+)?(/|$)", uri
+        ):
+            raise ValueError(f"must start with http://, e.g. http://{uri} (got {uri!r})")
+        raise ValueError(f"must start with http:// or https:// (got {uri!r})")
+    try:
+        parts = urlsplit(uri)
+        port = parts.port
+    except ValueError as exc:
+        raise ValueError(f"malformed URL ({exc}) (got {uri!r})") from None
+    scheme = parts.scheme.lower()
+    if scheme not in DEFAULT_PORTS and scheme not in ECHO_SCHEMES:
+        raise ValueError(
+            f"unsupported scheme {scheme + '://'!r}, only {SCHEMES_TEXT} are supported"
+        )
+    if parts.username is not None or parts.password is not None:
+        raise ValueError(f"user information in the URL is not supported (got {uri!r})")
+    host = parts.hostname
+    if not host:
+        raise ValueError(f"malformed URL: no host (got {uri!r})")
+    if ":" in host:
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            raise ValueError(f"malformed URL: bad IPv6 address {host!r} (got {uri!r})") from None
+    elif not HOSTNAME_RE.match(host):
+        raise ValueError(f"malformed URL: bad host name {host!r} (got {uri!r})")
+    if port == 0:
+        raise ValueError(f"port must be in 1..65535 (got {uri!r})")
+    if scheme in ECHO_SCHEMES:
+        # An echo target is an address: no path, no query, and a port it must name.
+        if port is None:
+            raise ValueError(f"{scheme}:// needs a port, e.g. {scheme}://127.0.0.1:8078 "
+                             f"(got {uri!r})")
+        if parts.path not in ("", "/") or parts.query or parts.fragment:
+            raise ValueError(f"{scheme}:// takes no path or query (got {uri!r})")
+        bracketed = f"[{host}]" if ":" in host else host
+        return Target(scheme=scheme, host=host, port=port, path="/",
+                      authority=f"{bracketed}:{port}")
+    # Non-ASCII characters in the path are percent-encoded (as a browser would); everything
+    # already valid in a request-target, including existing %XX escapes, is left alone.
+    safe = "/%:@!$&'()*+,;=-._~"
+    path = quote(parts.path, safe=safe) or "/"
+    if parts.query:
+        path += "?" + quote(parts.query, safe=safe + "?")
+    bracketed = f"[{host}]" if ":" in host else host
+    default_port = DEFAULT_PORTS[scheme]
+    authority = bracketed if port in (None, default_port) else f"{bracketed}:{port}"
+    return Target(
+        scheme=scheme, host=host, port=port or default_port, path=path, authority=authority
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Schedules: linear stages (TIME:RPS), a wall-clock start, an explicit list of offsets.
+# --------------------------------------------------------------------------------------------
+
+# 100 stages cover any test plan; an explicit schedule of 10 million entries is 80 MB per
+# run in the core.
+MAX_STAGES = 100
+MAX_SCHEDULE_OFFSETS = 10_000_000
+# --scheduled-start: a start this far in the past is a moment of slack (the time the options
+# take to validate and the run to set up); more than 24 h ahead is almost surely a typo.
+SCHEDULED_START_SLACK = 1.0
+MAX_SCHEDULED_START_AHEAD = 86400.0
+
+
+def as_tuple(value: object) -> object:
+    """A single string given where a list is expected is one item, not a list of characters."""
+    return (value,) if isinstance(value, str) else value
+
+
+def parse_stages(value: object) -> tuple[tuple[float, float], ...]:
+    """``["30s:1000", "2m:0"]`` (or pairs) -> ((30.0, 1000.0), (120.0, 0.0))."""
+    items = as_tuple(value)
+    if not isinstance(items, (list, tuple)):
+        raise ValueError(f"must be TIME:RPS such as 30s:1000 (got {value!r})")
+    out = []
+    for item in items:
+        if isinstance(item, str):
+            time_text, sep, rate_text = item.strip().rpartition(":")
+            if not sep or not time_text:
+                raise ValueError(f"must be TIME:RPS such as 30s:1000 (got {item!r})")
+        elif isinstance(item, (list, tuple)) and len(item) == 2:
+            time_text, rate_text = item
+        else:
+            raise ValueError(f"must be TIME:RPS such as 30s:1000 (got {item!r})")
+        seconds = parse_duration(time_text)
+        if not 0 < seconds <= MAX_DURATION:
+            raise ValueError(f"a stage lasts more than 0 s and at most {MAX_DURATION:g} s "
+                             f"(got {item!r})")
+        try:
+            rate = float(rate_text)
+        except (TypeError, ValueError):
+            raise ValueError(f"RPS must be a number, e.g. 30s:1000 (got {item!r})") from None
+        if not 0 <= rate <= 1_000_000 or math.isnan(rate):
+            raise ValueError(f"RPS must be 0-1000000 per worker (got {item!r})")
+        out.append((seconds, rate))
+    if len(out) > MAX_STAGES:
+        raise ValueError(f"at most {MAX_STAGES} stages (got {len(out)})")
+    return tuple(out)
+
+
+def parse_scheduled_start(value: object, *, check_now: bool = True) -> float:
+    """RFC 3339 text or epoch seconds -> epoch seconds; with `check_now`, refused when in
+    the past (beyond a moment) or more than 24 h ahead."""
+    import time
+    from datetime import datetime, timezone
+
+    if isinstance(value, bool):
+        raise ValueError(f"must be RFC 3339 or epoch seconds (got {value!r})")
+    epoch: float
+    if isinstance(value, (int, float)):
+        epoch = float(value)
+    elif isinstance(value, datetime):
+        epoch = value.timestamp() if value.tzinfo else value.replace(
+            tzinfo=timezone.utc).timestamp()
+    elif isinstance(value, str):
+        text = value.strip()
+        if re.fullmatch(r"[0-9]+(\.[0-9]*)?", text):
+            epoch = float(text)
+        else:
+            try:
+                when = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+            except ValueError:
+                raise ValueError(
+                    f"must be RFC 3339 (2030-01-01T12:00:00Z) or epoch seconds (got {value!r})"
+                ) from None
+            if when.tzinfo is None:
+                raise ValueError(f"must name its time zone, e.g. a trailing Z (got {value!r})")
+            epoch = when.timestamp()
+    else:
+        raise ValueError(f"must be RFC 3339 or epoch seconds (got {value!r})")
+    if not math.isfinite(epoch) or epoch <= 0:
+        raise ValueError(f"must be RFC 3339 or epoch seconds (got {value!r})")
+    if check_now:
+        now = time.time()
+        if epoch < now - SCHEDULED_START_SLACK:
+            raise ValueError(f"is in the past by {now - epoch:.3g} s (got {value!r})")
+        if epoch > now + MAX_SCHEDULED_START_AHEAD:
+            raise ValueError(f"is more than 24 h ahead (got {value!r})")
+    return epoch
+
+
+def parse_schedule_offsets(value: object) -> tuple[float, ...] | None:
+    """A non-decreasing list of seconds >= 0 (``schedule_offsets``)."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = [item for item in value.replace(" ", "").split(",") if item]
+    if not isinstance(value, (list, tuple)):
+        raise ValueError("must be a list of seconds")
+    try:
+        offsets = tuple(float(item) for item in value)
+    except (TypeError, ValueError):
+        raise ValueError("must be a list of seconds") from None
+    if not offsets:
+        raise ValueError("must list at least one offset")
+    if len(offsets) > MAX_SCHEDULE_OFFSETS:
+        raise ValueError(f"at most {MAX_SCHEDULE_OFFSETS} entries (got {len(offsets)})")
+    for i, seconds in enumerate(offsets):
+        if not 0 <= seconds <= MAX_DURATION or math.isnan(seconds):
+            raise ValueError(f"entry {i} must be 0-{MAX_DURATION:g} s (got {seconds!r})")
+        if i and seconds < offsets[i - 1]:
+            raise ValueError(f"must not decrease (entry {i}: {seconds!r} after "
+                             f"{offsets[i - 1]!r})")
+    return offsets
