@@ -34,7 +34,7 @@ from .._names import REQUEST_TO_RESPONSE, SCHEDULED_TO_RESPONSE, describe_errors
 from .._notebook import HEADLINE_PERCENTILES, result_verdict, result_warnings
 from .._svg import PALETTE
 from .._version import __version__
-from ..campaign import CampaignManifest, sweep_charts
+from ..campaign import CampaignManifest, step_view, sweep_charts
 from ._charts import MAX_CHART_POINTS, curve, distribution_chart, timeline_charts
 from ._scan import Entry, Listing, clip, headline_statistic, percentile
 
@@ -417,14 +417,17 @@ def compare_page(runs: Iterable[tuple[str, Result]]) -> str:
 
 def campaign_page(manifest: CampaignManifest, path: str, *, has_report: bool) -> str:
     prefix = "" if path == "." else path + "/"
+    columns = step_view(manifest, "browse")
     steps = [
-        {"step": step, "result": prefix + step.directory + "/result.json"}
+        {"step": step, "result": prefix + step.directory + "/result.json",
+         "cells": [{"text": column.text(step), "css": column.css_class(step),
+                    "link": column.link} for column in columns]}
         for step in manifest.steps
     ]
     return _render(
         "campaign.html.j2",
         title="nhbench sweep" + (f": {', '.join(manifest.label)}" if manifest.label else ""),
-        manifest=manifest, path=path, steps=steps,
+        manifest=manifest, path=path, columns=columns, steps=steps,
         report=file_url(prefix + "report.html") if has_report else None,
         charts=[Markup(chart) for chart in sweep_charts(manifest)],
         max_compared=MAX_COMPARED,

@@ -1,4 +1,5 @@
-"""Campaign directories: the manifest, one record per step, and loading them back."""
+"""Campaign directories: the manifest, one record per step, and loading them back; the step
+table every view of the steps reads (`STEP_TABLE`)."""
 
 from ._charts import sweep_charts, watched_groups
 from ._models import (
@@ -24,10 +25,25 @@ from ._store import (
     load_manifest,
     step_directory,
 )
+from ._table import (
+    STEP_TABLE,
+    VIEWS,
+    PerCampaign,
+    Shown,
+    StepColumn,
+    View,
+    ViewColumn,
+    format_percent,
+    protocol_of,
+    step_view,
+    workers_of,
+)
 
 __all__ = [
     "CAMPAIGN_FORMAT",
     "LATENCY_KEYS",
+    "STEP_TABLE",
+    "VIEWS",
     "AdaptBound",
     "AdaptConfirmation",
     "AdaptState",
@@ -36,15 +52,24 @@ __all__ = [
     "CampaignManifest",
     "CampaignStatus",
     "CampaignStore",
+    "PerCampaign",
+    "Shown",
     "SloCheck",
+    "StepColumn",
     "StepRecord",
     "SweepPlan",
+    "View",
+    "ViewColumn",
     "atomic_write_text",
     "check_resume",
+    "format_percent",
     "is_campaign",
     "load_campaign",
     "load_manifest",
+    "protocol_of",
     "step_directory",
+    "step_view",
     "sweep_charts",
     "watched_groups",
+    "workers_of",
 ]

@@ -1,8 +1,9 @@
 """The HTML a notebook shows for a `Campaign`: what ran, the steps and the sweep's charts.
 
 The charts are report.html's own (`sweep_charts`), with inline styles instead of the
-report's stylesheet; the table is a compact version of the report's step table. Plain HTML
-and inline SVG, every string escaped, no JavaScript, as for `Result._repr_html_`.
+report's stylesheet; the table is the step table's ``notebook`` view (`STEP_TABLE`), a
+compact version of the report's. Plain HTML and inline SVG, every string escaped, no
+JavaScript, as for `Result._repr_html_`.
 """
 
 from __future__ import annotations
@@ -10,9 +11,9 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
-from .._format import format_latency, format_rate
 from ._charts import sweep_charts
 from ._models import CampaignManifest
+from ._table import step_view
 
 __all__ = ["campaign_html"]
 
@@ -40,18 +41,15 @@ def campaign_html(directory: Path, manifest: CampaignManifest) -> str:
     ]
     if manifest.note:
         out.append(f"<div>Note: {_e(manifest.note)}</div>")
-    header = ["No.", "requested", "achieved", "p50", "p90", "p99", "p99.9", "errors",
-              "blocked", "passed"]
+    columns = step_view(manifest, "notebook")
     out.append('<table style="border-collapse:collapse;font-size:12px;margin:4px 0;">'
-               "<thead><tr>" + "".join(f'<th style="{_HEAD}">{_e(h)}</th>' for h in header)
+               "<thead><tr>" + "".join(f'<th style="{_HEAD}">{_e(c.name)}</th>' for c in columns)
                + "</tr></thead><tbody>")
     for step in manifest.steps:
-        cells = [str(step.index), format_rate(step.requested_rps), format_rate(step.achieved_rps),
-                 *(format_latency(step.latency.get(key)) for key in ("p50", "p90", "p99", "p99.9")),
-                 str(step.error_count), str(step.blocked_count), "yes" if step.passed else "NO"]
         colour = "" if step.passed else "background:#fff1f0;"
-        out.append("<tr>" + "".join(f'<td style="{_NUM}{colour}">{_e(c)}</td>' for c in cells)
-                   + "</tr>")
+        # Every cell right-aligned, as the notebook's table has always been.
+        out.append("<tr>" + "".join(f'<td style="{_NUM}{colour}">{_e(c.text(step))}</td>'
+                                    for c in columns) + "</tr>")
     out.append("</tbody></table>")
     charts = sweep_charts(manifest, inline_style=True)
     if charts:

@@ -25,7 +25,8 @@ from .._io import write_text
 from .._result import Result
 from ..hosts import MachineFacts
 from ._html import campaign_html
-from ._models import LATENCY_KEYS, CampaignManifest, StepRecord, SweepPlan
+from ._models import CampaignManifest, StepRecord, SweepPlan
+from ._table import step_view
 
 __all__ = [
     "MANIFEST_NAME",
@@ -310,41 +311,11 @@ class Campaign:
             raise CampaignError(f"cannot load {str(path)!r}: {exc}".splitlines()[0]) from None
 
     def rows(self) -> list[dict[str, Any]]:
-        """One dict per step with the report's columns (latency in seconds, CPU in %)."""
-        groups: list[str] = []
-        for record in self.manifest.steps:
-            groups += [name for name in record.target_cpu if name not in groups]
-        rows = []
-        for record in self.manifest.steps:
-            row: dict[str, Any] = {
-                "step": record.index,
-                "rps_per_worker": record.rps_per_worker,
-                "workers": record.workers,
-                "requested_rps": record.requested_rps,
-                "achieved_rps": record.achieved_rps,
-            }
-            for key in LATENCY_KEYS:
-                row[key] = record.latency.get(key)
-            row.update({
-                "blocked": record.blocked,
-                "blocked_count": record.blocked_count,
-                "errors": record.error_count,
-                "error_rate": record.error_rate,
-            })
-            for name in groups:
-                row[f"cpu_{name}"] = record.target_cpu.get(name)
-            row.update({
-                "loadgen_cpu": record.loadgen_cpu,
-                "nhbench_cpu": record.nhbench_cpu,
-                "passed": record.passed,
-                "duration": record.duration,
-                "requests": record.requests,
-                "http_2xx": record.http_2xx,
-                "started_at": record.started_at,
-                "directory": record.directory,
-            })
-            rows.append(row)
-        return rows
+        """One dict per step with the step table's DataFrame columns (`STEP_TABLE`, view
+        ``frame``: latency in seconds, CPU in %)."""
+        columns = step_view(self.manifest, "frame")
+        return [{column.name: column.value(record) for column in columns}
+                for record in self.manifest.steps]
 
     def to_dataframe(self) -> Any:
         """A pandas DataFrame with one row per step (see `rows` for the columns)."""

@@ -1,8 +1,9 @@
-"""What the text, CSV and HTML reports share: units, the step table's columns, the plan in
+"""What the text and HTML reports share: units, the step table's columns, the plan in
 words and the machine facts grouped for reading.
 
-The renderers differ only in layout; keeping the cell values here means report.txt and
-report.html always say the same thing about a step.
+The renderers differ only in layout; the step table's ``report`` view (`campaign.STEP_TABLE`)
+gives both their columns, so report.txt and report.html always say the same thing about a
+step.
 """
 
 from __future__ import annotations
@@ -14,22 +15,20 @@ from typing import Any
 
 from .._format import format_latency, format_rate
 from ..campaign import (
-    LATENCY_KEYS,
     CampaignManifest,
     StepRecord,
     SweepPlan,
-    watched_groups,
+    ViewColumn,
+    format_percent,
+    step_view,
 )
 from ..hosts import MachineFacts
 
 # A failed stop rule is written the same way in every output: its one formatter lives with
 # the rule grammar (and a latency's in nhbench._format).
-from ..options import format_check, format_cpu_list
+from ..options import format_check
 
 __all__ = [
-    "LOADGEN_COLUMN",
-    "NHBENCH_COLUMN",
-    "Column",
     "FactRow",
     "FactSection",
     "describe_plan",
@@ -40,35 +39,13 @@ __all__ = [
     "format_rate",
     "highest_passing",
     "machine_title",
-    "protocol_of",
     "step_columns",
-    "watched_groups",
-    "workers_of",
 ]
 
-LOADGEN_COLUMN = "Loadgen CPU %"
-NHBENCH_COLUMN = "nhbench CPU %"
 
-
-def format_percent(value: float | None) -> str:
-    return "-" if value is None else f"{value:.1f}"
-
-
-
-
-def workers_of(manifest: CampaignManifest, step: StepRecord) -> str:
-    """The "Core/Thread" column: the worker count, and the CPUs they were pinned to."""
-    cpus = manifest.options.get("cpus")
-    if cpus:
-        return f"{step.workers} @{format_cpu_list([int(c) for c in cpus])}"
-    return str(step.workers)
-
-
-def protocol_of(manifest: CampaignManifest) -> str:
-    """http1 / http2, with /tls for an https URL (the Intel table's http1, http2, https)."""
-    protocol = str(manifest.options.get("protocol") or "http1")
-    uri = str(manifest.options.get("uri") or manifest.url)
-    return f"{protocol}/tls" if uri.lower().startswith("https:") else protocol
+def step_columns(manifest: CampaignManifest) -> list[ViewColumn]:
+    """The step table's columns as report.txt and report.html show them."""
+    return step_view(manifest, "report")
 
 
 def highest_passing(manifest: CampaignManifest) -> StepRecord | None:
@@ -80,55 +57,6 @@ def highest_passing(manifest: CampaignManifest) -> StepRecord | None:
                 return step
     passing = [step for step in manifest.steps if step.passed]
     return max(passing, key=lambda s: (s.requested_rps, s.index)) if passing else None
-
-
-@dataclass(frozen=True)
-class Column:
-    """One column of the step table: its header, how to get the cell, and its alignment."""
-
-    header: str
-    cell: Any  # Callable[[StepRecord], str]
-    numeric: bool = True
-
-
-_LATENCY_HEADERS = {"p50": "P50", "p90": "P90", "p99": "P99", "p99.9": "P99.9"}
-
-
-def step_columns(manifest: CampaignManifest) -> list[Column]:
-    """The step table's columns, in the order of the Intel script's summary plus ours."""
-    protocol = protocol_of(manifest)
-    columns = [
-        Column("No.", lambda s: str(s.index)),
-        Column("Core/Thread", lambda s: workers_of(manifest, s)),
-        Column("Protocol", lambda s: protocol, numeric=False),
-        Column("RPS per worker", lambda s: format_rate(s.rps_per_worker)),
-        Column("Requested RPS", lambda s: format_rate(s.requested_rps)),
-        Column("Achieved RPS", lambda s: format_rate(s.achieved_rps)),
-    ]
-    for key in LATENCY_KEYS:
-        columns.append(
-            Column(_LATENCY_HEADERS[key], lambda s, key=key: format_latency(s.latency.get(key)))
-        )
-    columns.append(
-        Column("Blocked", lambda s: f"yes ({s.blocked_count})" if s.blocked else "no",
-               numeric=False)
-    )
-    columns.append(Column("Errors", _errors_cell))
-    for group in watched_groups(manifest):
-        columns.append(
-            Column(f"{group} CPU %", lambda s, g=group: format_percent(s.target_cpu.get(g)))
-        )
-    columns.append(Column(LOADGEN_COLUMN, lambda s: format_percent(s.loadgen_cpu)))
-    columns.append(Column(NHBENCH_COLUMN, lambda s: format_percent(s.nhbench_cpu)))
-    columns.append(Column("Result", lambda s: "pass" if s.passed else "FAIL", numeric=False))
-    return columns
-
-
-def _errors_cell(step: StepRecord) -> str:
-    total = step.error_count
-    if total == 0:
-        return "0"
-    return f"{total} ({step.error_rate * 100:.2g}%)"
 
 
 def describe_plan(plan: SweepPlan) -> list[str]:

@@ -76,7 +76,7 @@ def render_html(manifest: CampaignManifest, campaign_dir: Path) -> str:
     columns = step_columns(manifest)
     rows = [
         {
-            "cells": [column.cell(step) for column in columns],
+            "cells": [column.text(step) for column in columns],
             "passed": step.passed,
             "links": _links(step, campaign_dir),
             "failed": [format_check(c) for c in step.slo if not c.passed],
@@ -105,7 +105,7 @@ def render_html(manifest: CampaignManifest, campaign_dir: Path) -> str:
         plan=describe_plan(manifest.plan) if manifest.adapt is None else describe_search(
             manifest.adapt, manifest.plan.duration, manifest.plan.cooldown),
         search=search_lines(manifest),
-        headers=[column.header for column in columns],
+        headers=[column.name for column in columns],
         numeric=[column.numeric for column in columns],
         rows=rows,
         charts=[Markup(chart) for chart in sweep_charts(manifest)],

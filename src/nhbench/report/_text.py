@@ -106,9 +106,9 @@ def render_text(manifest: CampaignManifest) -> str:
     out += ["Steps", "-----"]
     if manifest.steps:
         columns = step_columns(manifest)
-        rows = [[column.cell(step) for column in columns] for step in manifest.steps]
+        rows = [[column.text(step) for column in columns] for step in manifest.steps]
         out += text_table(
-            [column.header for column in columns], rows, [column.numeric for column in columns]
+            [column.name for column in columns], rows, [column.numeric for column in columns]
         )
         out.append("Latency: scheduled_to_response (from the intended send time). "
                    "CPU %: 100 - %idle, mean over the step.")
