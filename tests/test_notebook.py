@@ -316,8 +316,8 @@ def test_load_result_round_trip(fast: nhbench.Result, tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("content", "reason"),
     [
-        (None, "No such file or directory"),
-        ("dir", "Is a directory"),
+        (None, "no such file"),
+        ("dir", "is a directory"),
         ("{not json", "not JSON (Expecting property name enclosed in double quotes at line 1 "
                       "column 2)"),
         (b"{\x80}", "not JSON (not UTF-8 text)"),
