@@ -65,7 +65,7 @@ if TYPE_CHECKING:
 del TYPE_CHECKING
 
 # Public name -> (module, attribute). The sweep side (campaigns, hosts, SSH with paramiko)
-# and the adaptive search (issue 15, docs/adapt.md) were already loaded this way.
+# and the adaptive search (docs/adapt.md) were already loaded this way.
 _LAZY = {
     **{name: ("nhbench._exceptions", name) for name in (
         "AuthenticationError", "CampaignError", "CommandError", "ConfigRejectedError",
@@ -176,7 +176,7 @@ __all__ = [
     "run_sweep",
     "load_campaign",
     "Campaign",
-    # adaptive search (issue 15)
+    # adaptive search
     "adapt",
     "AdaptOutcome",
     # exceptions

@@ -1,4 +1,4 @@
-"""gRPC unary calls as request bytes (issue 14, docs/protocols.md "gRPC: the client").
+"""gRPC unary calls as request bytes (docs/protocols.md "gRPC: the client").
 
 A gRPC run is an HTTP/2 run whose request body is one length-prefixed message and whose
 responses end with ``grpc-status`` trailers (the C core's session_h2.c reads those). This

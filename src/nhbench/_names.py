@@ -54,7 +54,7 @@ SCHEDULED_TO_RESPONSE = "benchmark_http_client.scheduled_to_response"
 REQUEST_TO_RESPONSE = "benchmark_http_client.request_to_response"
 QUEUE_TO_CONNECT = "benchmark_http_client.queue_to_connect"
 TLS_HANDSHAKE = "benchmark_http_client.tls_handshake"
-# Issue 13: the latency the origin reported in --latency-response-header-name (Nighthawk's
+# The latency the origin reported in --latency-response-header-name (Nighthawk's
 # name); only present in a result when that option was given.
 ORIGIN_LATENCY = "benchmark_http_client.origin_latency_statistic"
 SEQUENCER_CALLBACK = "sequencer.callback"
@@ -134,16 +134,16 @@ COUNTERS: tuple[str, ...] = (
     "ssl.handshake",
     "ssl.connection_error",
     "ssl.session_reused",
-    # Issue 13: responses whose --latency-response-header-name header was malformed.
+    # Responses whose --latency-response-header-name header was malformed.
     "benchmark.origin_latency_header_errors",
-    # Issue 14, echo (docs/protocols.md): tcp:// and udp:// echoes.
+    # Echo (docs/protocols.md): tcp:// and udp:// echoes.
     "benchmark.echo_mismatch",
     "benchmark.udp_lost",
     "benchmark.udp_late",
     "benchmark.udp_unexpected",
-    # Issue 14, HTTP/3: QUIC connections opened (docs/protocols.md).
+    # HTTP/3: QUIC connections opened (docs/protocols.md).
     "upstream_cx_http3_total",
-    # Issue 14, gRPC: calls that ended with a non-OK grpc-status, or broke the protocol.
+    # gRPC: calls that ended with a non-OK grpc-status, or broke the protocol.
     "benchmark.grpc_error",
     "benchmark.grpc_protocol_error",
 )
@@ -175,7 +175,7 @@ def status_counter_code(name: str) -> int | None:
     return code if code in STATUS_CODE_RANGE else None
 
 
-#: Issue 14: the grpc-status codes counted one by one in gRPC runs (C:
+#: The grpc-status codes counted one by one in gRPC runs (C:
 #: NHB_GRPC_STATUS_COUNT), each as ``benchmark.grpc_status_<code>``, listed only when non-zero.
 GRPC_STATUS_RANGE = range(0, 17)
 _GRPC_STATUS_PREFIX = "benchmark.grpc_status_"
@@ -215,7 +215,7 @@ COUNTER_DESCRIPTIONS: dict[str, str] = {
     "ssl.session_reused": "TLS handshakes that resumed an earlier session",
     "benchmark.origin_latency_header_errors": "responses whose latency response header was "
     "not one non-negative integer (not in origin_latency_statistic)",
-    # Issue 14, echo.
+    # Echo.
     "benchmark.echo_mismatch": "tcp:// and udp:// requests whose echo differed from the "
     "payload sent",
     "benchmark.udp_lost": "udp:// requests whose echo did not come back within the request "
@@ -256,8 +256,8 @@ ERROR_COUNTERS: tuple[str, ...] = (
     "benchmark.stream_resets",
     "benchmark.request_timeout",
     RETRY_LIMIT_EXCEEDED,
-    "benchmark.echo_mismatch",  # issue 14: a tcp:// or udp:// echo that came back wrong
-    # Issue 14: a failed gRPC call comes with HTTP 200 and ends here instead (never 0 but
+    "benchmark.echo_mismatch",  # a tcp:// or udp:// echo that came back wrong
+    # A failed gRPC call comes with HTTP 200 and ends here instead (never 0 but
     # in gRPC runs).
     "benchmark.grpc_error",
     "benchmark.grpc_protocol_error",

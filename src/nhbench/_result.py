@@ -25,7 +25,7 @@ use ``raw_min``/``raw_max``/``raw_mean``/``raw_pstdev``/``raw_value``, only non-
 are written, the options are Nighthawk's CommandLineOptions, and whatever Nighthawk has no
 field for (histograms, timeline, terminated_by, nhbench-only options...) travels in a
 ``user_defined_outputs`` entry named ``nhbench``. Loading accepts that, a file Nighthawk
-wrote, and nhbench's JSON of before issue 12 (nhbench option names, ``version`` a string,
+wrote, and nhbench's older JSON (nhbench option names, ``version`` a string,
 ``hdr_histogram`` inside each statistic), so
 ``Result.model_validate_json(result.model_dump_json())`` gives the result back.
 """
@@ -406,7 +406,7 @@ def _echo_options(value: object) -> object:
 
 
 class StageResult(BaseModel):
-    """One --stage of the run: what was planned and what happened (issue 13)."""
+    """One --stage of the run: what was planned and what happened."""
 
     index: int
     duration: Seconds
@@ -424,7 +424,7 @@ class StageResult(BaseModel):
 
 
 class ScheduleFacts(BaseModel):
-    """What the schedule did (issue 13, docs/engine.md "Shaping the schedule"). Neutral
+    """What the schedule did (docs/engine.md "Shaping the schedule"). Neutral
     values for a run that shaped nothing."""
 
     released: int = Field(default=0, description="Releases made in the measured phase.")
@@ -523,7 +523,7 @@ class Result(BaseModel):
     )
     schedule: ScheduleFacts = Field(
         default_factory=ScheduleFacts,
-        description="What the schedule did: releases, no_catchup's moves, stages (issue 13).",
+        description="What the schedule did: releases, no_catchup's moves, stages.",
     )
     warmup: WorkerResult | None = Field(
         default=None,
@@ -543,7 +543,7 @@ class Result(BaseModel):
     @classmethod
     def _from_output_document(cls, data: Any) -> Any:
         # Nighthawk's Output JSON (ours or Nighthawk's own) becomes the model's fields; the
-        # model's own shape (model_dump(), or nhbench's JSON of before issue 12) passes.
+        # model's own shape (model_dump(), or nhbench's older JSON) passes.
         if is_nighthawk_document(data):
             return result_fields(data)
         return data

@@ -267,7 +267,7 @@ class Benchmark:
         if duration is None:
             return
         deadline = options.start_delay + duration + options.drain_timeout + _WATCHDOG_SLACK
-        # Schedule shapes (issue 13): a scheduled start waits first, and a warm-up is one
+        # Schedule shapes: a scheduled start waits first, and a warm-up is one
         # more phase with its own drain.
         if options.scheduled_start is not None:
             deadline += max(0.0, options.scheduled_start - self._started_wall)

@@ -2,7 +2,7 @@
 
 Why hand-written: the FlameGraph scripts are Perl (the Intel script cloned the repository on
 the target), and no well-kept Python package renders folded stacks into an SVG without
-external tools. A search of PyPI and the documentation index (issue 5's work) found only
+external tools. A search of PyPI and the documentation index found only
 ``pyinferno`` (last release 2022), ``pyflamegraph`` (a 2015 wrapper that shells out to
 flamegraph.pl) and ``flameprof`` (cProfile input only, 2018); inferno itself is a Rust crate.
 The renderer here is about 150 lines and has no dependency.

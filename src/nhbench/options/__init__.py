@@ -102,7 +102,7 @@ __all__ = [
 
 # The sweep's options and the grammars they need (stop rules, step plans), kept apart from
 # the list above so that the run and server options can change without touching these lines.
-# The search settings of ``nhbench adapt`` (issue 15).
+# The search settings of ``nhbench adapt``.
 from ._adapt import (
     ADAPT_KEYS,
     DEFAULT_MAX_SEARCH_STEPS,

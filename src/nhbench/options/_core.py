@@ -111,13 +111,13 @@ def client_core_config(options: Options, address: str) -> dict[str, Any]:
         })
     if options.core_scheme == "https":
         config["tls"] = _tls_config(options)
-    # Issue 13: each area adds its keys in its own helper below (requests, schedule,
+    # Each area adds its keys in its own helper below (requests, schedule,
     # targets, observation), so that the parts stay apart.
     config.update(_requests_config(options))
     config.update(_schedule_config(options))
     config.update(_targets_config(options))
     config.update(_observation_config(options))
-    # Issue 14 (docs/protocols.md): likewise, one helper per protocol.
+    # Likewise (docs/protocols.md), one helper per protocol.
     config.update(_echo_config(options))
     config.update(_grpc_config(options))
     config.update(_h3_config(options))
@@ -150,7 +150,7 @@ _TLS_KEYS = {
 
 
 def _requests_config(options: Options) -> dict[str, Any]:
-    """Issue 13: the request set (``specs``), payloads and templating.
+    """The request set (``specs``), payloads and templating.
 
     Nothing for a run of the options' single request with none of the new options, so that
     it sends exactly what it sent before. Otherwise ``specs`` (one dict per entry of
@@ -233,7 +233,7 @@ def _render_spec(options: Options, spec: RequestSpec, payload: bytes | None) -> 
     if options.content_type is not None and "content-type" not in names:
         headers.append(("Content-Type", options.content_type))
     if options.is_grpc:
-        # Issue 14: every entry is the run's one gRPC call (_grpc_request).
+        # Every entry is the run's one gRPC call (_grpc_request).
         method, path, headers, body = _grpc_request(options, headers)
     if options.template:
         # Placeholders in the path are percent-encoded by the URI's parser; the core needs
@@ -267,7 +267,7 @@ def _unquote_placeholders(path: str) -> str:
 
 
 def _schedule_config(options: Options) -> dict[str, Any]:
-    """Issue 13: schedule shapes (docs/engine.md, "Shaping the schedule").
+    """Schedule shapes (docs/engine.md, "Shaping the schedule").
 
     ``jitter_uniform`` float s, ``jitter_fraction`` float (Fortio's -jitter: 0.1),
     ``no_catchup`` bool, ``total_requests`` int (0: none), ``stages`` list[(float s, float
@@ -304,7 +304,7 @@ def _schedule_config(options: Options) -> dict[str, Any]:
 
 
 def _targets_config(options: Options) -> dict[str, Any]:
-    """Issue 13: several targets, reuse strategy, source address, Unix sockets, and the TLS
+    """Several targets, reuse strategy, source address, Unix sockets, and the TLS
     settings of tls_context / transport_socket.
 
     Keys: ``targets`` list[("tcp", numeric host, port) | ("unix", path, 0)] (replaces
@@ -343,19 +343,19 @@ def _targets_config(options: Options) -> dict[str, Any]:
 
 
 def _observation_config(options: Options) -> dict[str, Any]:
-    """Issue 13: the origin latency header: ``latency_response_header_name`` str
+    """The origin latency header: ``latency_response_header_name`` str
     (lower-case), only when set."""
     name = options.latency_response_header_name
     return {"latency_response_header_name": name} if name else {}
 
 
-#: Issue 14: the payload of an echo run without --payload, --payload-file or --payload-size:
+#: The payload of an echo run without --payload, --payload-file or --payload-size:
 #: this many random bytes (Fortio's default echo payload is 24 bytes too).
 ECHO_DEFAULT_PAYLOAD_SIZE = 24
 
 
 def _echo_config(options: Options) -> dict[str, Any]:
-    """Issue 14: ``echo_payload`` bytes for a tcp:// or udp:// run: the payload options'
+    """``echo_payload`` bytes for a tcp:// or udp:// run: the payload options'
     bytes, else `ECHO_DEFAULT_PAYLOAD_SIZE` random bytes, drawn once per run. Nothing for
     other runs (a udp:// run's default time-out is the options': 1 s)."""
     if options.target.scheme not in ("tcp", "udp"):
@@ -365,7 +365,7 @@ def _echo_config(options: Options) -> dict[str, Any]:
 
 
 def _grpc_config(options: Options) -> dict[str, Any]:
-    """Issue 14: ``grpc`` bool for a gRPC run (grpc:// or grpcs://); the calls themselves are
+    """``grpc`` bool for a gRPC run (grpc:// or grpcs://); the calls themselves are
     the request set's entries (`_grpc_request`)."""
     return {"grpc": True} if options.is_grpc else {}
 
@@ -409,7 +409,7 @@ def _grpc_request(
 
 
 def _h3_config(options: Options) -> dict[str, Any]:
-    """Issue 14: the keys of an HTTP/3 run: none of its own. HTTP/3 sends the HTTP/2 request
+    """The keys of an HTTP/3 run: none of its own. HTTP/3 sends the HTTP/2 request
     keys (h2_method, h2_path, h2_authority, h2_headers) and takes the TLS keys it can honour
     (sni, verify_name, cacert, insecure); Options refuses the rest for http3."""
     return {}

@@ -63,7 +63,7 @@ class Flag:
     hidden: bool = False
     flatten: bool = False
     # A flag whose value may be left out: given alone, it stores `const` (``--ray`` alone is
-    # ``--ray auto``). Issue 15.
+    # ``--ray auto``).
     const: str | None = None
 
 

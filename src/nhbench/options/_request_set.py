@@ -1,4 +1,4 @@
-"""The run's request set (issue 13): which requests the workers cycle through.
+"""The run's request set: which requests the workers cycle through.
 
 `request_specs(options)` is the one place that decides it, in this order: a request source
 (Nighthawk's options-list plugins, a HAR file or an access log; `_sources`), else several

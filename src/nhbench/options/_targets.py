@@ -1,4 +1,4 @@
-"""Issue 13, targets and transport: the value syntaxes of the options that say where the
+"""Targets and transport: the value syntaxes of the options that say where the
 connections go and how.
 
 * ``--multi-target-endpoint HOST:PORT`` (Nighthawk's: IPv4:port, [IPv6]:port or DNS:port),

@@ -1,4 +1,4 @@
-"""Issue 13: Nighthawk's ``--tls-context`` and ``--transport-socket`` mapped onto nhbench's TLS
+"""Nighthawk's ``--tls-context`` and ``--transport-socket`` mapped onto nhbench's TLS
 options.
 
 Nighthawk takes Envoy's ``UpstreamTlsContext`` (``--tls-context``) or a ``TransportSocket``

@@ -1,4 +1,4 @@
-"""Request sources (issue 13): readers that turn files into a run's request set.
+"""Request sources: readers that turn files into a run's request set.
 
 Nighthawk's options-list request-source plugins (in-line and file-based, JSON with its
 relaxed syntax or YAML), HAR files and nginx/Envoy access logs become lists of
