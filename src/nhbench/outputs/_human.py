@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import timezone
 from typing import TYPE_CHECKING
 
-from .._format import format_seconds
+from .._format import format_seconds, printable
 from .._grpc import STATUS_NAMES
 from .._names import (
     GRPC_STATUS_RANGE,
@@ -321,7 +321,8 @@ def _signed(seconds: float) -> str:
 
 
 def render_human(result: Result) -> str:
-    """The human report (plain text, no colours, safe to redirect into a file)."""
+    """The human report (plain text, no colours, safe to redirect into a file and to print
+    on a terminal: control characters from the result are escaped, see `printable`)."""
     lines = _header(result)
     lines += _overflow_warning(result)
     statistics = {s.id: s for s in result.global_result.statistics}
@@ -352,7 +353,9 @@ def render_human(result: Result) -> str:
     lines += _echo_lines(result)
     lines += _overflow_warning(result)
     lines += _summary(result)
-    return "\n".join(lines) + "\n"
+    # Labels, the uri, names and the first error come from the run or from a result file;
+    # each line is made safe for a terminal (a newline inside a field is escaped, too).
+    return "\n".join(printable(line) for line in lines) + "\n"
 
 
 def _echo_lines(result: Result) -> list[str]:
