@@ -133,10 +133,12 @@ def _header(result: Result) -> list[str]:
         f"  started {started}, ran {format_seconds(result.duration)}, "
         f"ended by: {result.terminated_by}",
     ]
-    if options.protocol == "http2" or result.options.target.scheme == "https":
-        protocol = "HTTP/2" if options.protocol == "http2" else "HTTP/1.1"
-        # grpcs:// is TLS too (issue 14): the core's scheme says which.
-        transport = "TLS" if options.core_scheme == "https" else "cleartext"
+    if options.protocol != "http1" or result.options.target.scheme == "https":
+        protocol = {"http1": "HTTP/1.1", "http2": "HTTP/2", "http3": "HTTP/3"}[options.protocol]
+        # grpcs:// is TLS too (issue 14): the core's scheme says which. HTTP/3 is always
+        # QUIC, whose handshake is TLS 1.3.
+        transport = ("QUIC" if options.protocol == "http3"
+                     else "TLS" if options.core_scheme == "https" else "cleartext")
         extra = ""
         if options.protocol == "http2":
             streams = ("unlimited" if options.max_concurrent_streams >= 2**31 - 1
