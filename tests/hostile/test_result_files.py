@@ -414,3 +414,16 @@ def test_decode_checks_the_header_before_allocating() -> None:
         decode(base64.b64encode(struct.pack(">II", _COMPRESSION, len(cut)) + cut))
     with pytest.raises(HistogramDecodeError, match="not an HdrHistogram V2 encoding"):
         decode(base64.b64encode(b"\0" * 40))
+
+
+def test_a_nighthawk_document_of_other_types_is_refused_in_one_line(tmp_path: Path) -> None:
+    # Found by the fuzz target: transform formats Nighthawk's own document straight, and a
+    # field of another type than Nighthawk writes was a TypeError traceback.
+    doc = copy.deepcopy(NIGHTHAWK)
+    doc["options"] = 5
+    path = tmp_path / "nighthawk.json"
+    path.write_text(json.dumps(doc))
+    status, stdout, stderr, _ = nhbench("transform", "--output-format", "fortio", str(path),
+                                        cwd=tmp_path)
+    assert "Traceback" not in stderr and status == 2 and stdout == "", stderr
+    assert len(stderr.splitlines()) == 1 and "nhbench: error: cannot load result" in stderr
