@@ -427,3 +427,22 @@ def test_a_nighthawk_document_of_other_types_is_refused_in_one_line(tmp_path: Pa
                                         cwd=tmp_path)
     assert "Traceback" not in stderr and status == 2 and stdout == "", stderr
     assert len(stderr.splitlines()) == 1 and "nhbench: error: cannot load result" in stderr
+
+
+def test_a_long_timeline_is_drawn_with_at_most_1000_points_per_curve(tmp_path: Path) -> None:
+    # One SVG circle per interval and curve made a 290 MB page of a 65 MB result (338,000
+    # intervals) and doubled the report's memory; the worst latency must still show.
+    doc = copy.deepcopy(BASE)
+    record = BASE["timeline"][0]
+    doc["timeline"] = [dict(record, start=float(i)) for i in range(5000)]
+    doc["timeline"][2345]["max"] = 0.75  # one spike
+    path = tmp_path / "timeline.json"
+    path.write_text(json.dumps(doc))
+    page = tmp_path / "page.html"
+    status, _, stderr, _ = nhbench("report", str(path), "-o", str(page), cwd=tmp_path)
+    assert status == 0, stderr
+    text = page.read_text()
+    timeline = text[text.index('id="timeline"'):]
+    assert 6 * 1000 <= timeline.count("<circle") <= 6 * 1000 + 20
+    assert "5000 intervals of --stats-interval; each point is the end of 5 consecutive" in text
+    assert "max: 750 ms" in timeline

@@ -14,6 +14,7 @@ writes: the same page without the links back into the browser, so the file stand
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -29,7 +30,7 @@ from .._notebook import HEADLINE_PERCENTILES, result_verdict, result_warnings
 from .._svg import PALETTE
 from .._version import __version__
 from ..campaign import CampaignManifest, sweep_charts
-from ._charts import curve, distribution_chart, timeline_charts
+from ._charts import MAX_TIMELINE_POINTS, curve, distribution_chart, timeline_charts
 from ._scan import Entry, Listing, headline_statistic, percentile
 
 if TYPE_CHECKING:
@@ -254,6 +255,7 @@ def result_page(result: Result, path: str, *, standalone: bool = False) -> str:
                          for p in (headline.percentiles if headline else [])],
         timeline=[Markup(svg) for svg in timeline_charts(result)],
         intervals=len(result.timeline),
+        per_point=math.ceil(len(result.timeline) / MAX_TIMELINE_POINTS),
         statistics=_statistics_rows(result),
         workers=_worker_rows(result),
         counters=[(name, f"{value:,}", format_rate(value / duration) if duration > 0 else "-")
