@@ -143,11 +143,53 @@ def _where(path: Iterable[Any]) -> str:
     return text or "the document"
 
 
+def _valid_text(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _document_ok(data: Any) -> bool:
+    """Whether every number of the document is finite and within 64 bits and every string
+    valid Unicode: the quick pass of `_check_document`, which keeps no paths (on a 65 MB
+    timeline it takes a third of the time of the pass that does)."""
+    isfinite = math.isfinite
+    stack = [data]
+    while stack:
+        value = stack.pop()
+        if type(value) is dict:
+            for key in value:
+                if not key.isascii() and not _valid_text(key):
+                    return False
+            items: Iterable[Any] = value.values()
+        elif type(value) is list:
+            items = value
+        else:
+            items = (value,)
+        for item in items:
+            kind = type(item)
+            if kind is dict or kind is list:
+                stack.append(item)
+            elif kind is float:
+                if not isfinite(item):
+                    return False
+            elif kind is int:
+                if not _INT_MIN <= item < _INT_LIMIT:
+                    return False
+            elif kind is str and not item.isascii() and not _valid_text(item):
+                return False
+    return True
+
+
 def _check_document(data: Any) -> None:
     """Refuse, by where it is, the first value no result holds: a number that is not finite
     (NaN, Infinity, 1e400) or beyond 64 bits, or a string that is not valid Unicode (a lone
     surrogate, which no output can encode). Iterative: the document may nest as deep as
     the JSON parser allows."""
+    if _document_ok(data):
+        return
     stack: list[tuple[Any, tuple[Any, ...]]] = [(data, ())]
     while stack:
         value, path = stack.pop()
@@ -184,11 +226,9 @@ def _check_scalar(value: Any, path: tuple[Any, ...]) -> None:
 
 
 def _check_text(text: str, path: tuple[Any, ...]) -> None:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
+    if not _valid_text(text):
         raise ValueError(f"{_where(path)}: a string that is not valid Unicode "
-                         "(a lone surrogate)") from None
+                         "(a lone surrogate)")
 
 
 def _check_sizes(kind: str, data: Mapping[str, Any]) -> None:
