@@ -446,3 +446,28 @@ def test_a_long_timeline_is_drawn_with_at_most_1000_points_per_curve(tmp_path: P
     assert 6 * 1000 <= timeline.count("<circle") <= 6 * 1000 + 20
     assert "5000 intervals of --stats-interval; each point is the end of 5 consecutive" in text
     assert "max: 750 ms" in timeline
+
+
+@pytest.mark.parametrize("command", ["transform", "report"])
+def test_a_renderer_failing_anyway_is_one_line_exit_1(command: str, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    # The last resort behind the load's checks: whatever a renderer still raises is one
+    # line and exit status 1 (nhbench's fault), not a traceback.
+    from nhbench import cli
+    from nhbench.browse import _pages
+    from nhbench.outputs import FORMATS
+
+    def broken(*_: object, **__: object) -> str:
+        raise RuntimeError("renderer bug")
+
+    monkeypatch.setitem(FORMATS, "human", broken)
+    monkeypatch.setattr(_pages, "_headline", broken)
+    path = DATA / "nhbench-json-before-issue-12.json"
+    args = (["transform", "--output-format", "human", str(path)] if command == "transform"
+            else ["report", str(path), "-o", str(tmp_path / "page.html")])
+    with pytest.raises(SystemExit) as caught:
+        cli.main(args)
+    assert caught.value.code == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "internal error (RuntimeError: renderer bug)" in err
