@@ -6,6 +6,7 @@
     nox -s selftest         # C-only selftest (csrc/tests/selftest.c) under ASan+UBSan
     nox -s fuzz             # libFuzzer targets (clang, ASan+UBSan), 5 min each
     nox -s fuzz -- --seconds 30 --target fuzz_server   # shorter, one target
+    nox -s fuzz_python -- --seconds 30   # the result-file target alone (atheris, tests/fuzz/)
     nox -s demo             # build + `nhbench demo`
     nox -s bench            # build + benchmarks/peer_compare.py + server_compare.py
     nox -s callgrind        # build + instructions per request (benchmarks/callgrind_per_request.py)
@@ -174,6 +175,10 @@ def selftest(session: nox.Session) -> None:
         )
 
 
+# The Python fuzz targets (atheris): result files through the loader and the renderers.
+PY_FUZZ_DIR = ROOT / "tests" / "fuzz"
+
+
 def _fuzz_args(session: nox.Session) -> tuple[int, list[str], list[str]]:
     """--seconds N, --target NAME (repeatable); anything after `--` goes to libFuzzer."""
     seconds = int(os.environ.get("NHB_FUZZ_SECONDS", "300"))
@@ -205,13 +210,24 @@ def fuzz(session: nox.Session) -> None:
     run each for --seconds (default 300, NHB_FUZZ_SECONDS) on its corpus."""
     fuzz_dir = ROOT / "csrc" / "fuzz"
     all_targets = sorted(p.stem for p in fuzz_dir.glob("fuzz_*.c"))
-    if not all_targets:
-        session.skip("no csrc/fuzz/fuzz_*.c")
+    python_targets = sorted(p.stem for p in PY_FUZZ_DIR.glob("fuzz_*.py"))
+    if not all_targets and not python_targets:
+        session.skip("no csrc/fuzz/fuzz_*.c or tests/fuzz/fuzz_*.py")
     seconds, targets, extra = _fuzz_args(session)
     for t in targets:
-        if t not in all_targets:
-            session.error(f"fuzz: no target {t!r} (there are: {', '.join(all_targets)})")
-    targets = targets or all_targets
+        if t not in all_targets + python_targets:
+            session.error(f"fuzz: no target {t!r} (there are: "
+                          f"{', '.join(all_targets + python_targets)})")
+    chosen_python = [t for t in targets if t in python_targets] if targets else python_targets
+    if chosen_python:
+        # Python targets need a virtualenv with atheris: a session of their own, run after
+        # this one with the same time budget.
+        session.notify("fuzz_python", posargs=[
+            "--seconds", str(seconds), *(a for t in chosen_python for a in ("--target", t)),
+            *(["--", *extra] if extra else [])])
+    targets = [t for t in targets if t in all_targets] if targets else all_targets
+    if not targets:
+        return
     # libFuzzer ships with clang's runtime libraries, in a separate Debian
     # package (libclang-rt-N-dev): say so instead of failing at link time.
     resource = subprocess.run(
@@ -267,6 +283,41 @@ def fuzz(session: nox.Session) -> None:
             session.error(
                 f"fuzz: {t} found a problem{where}; reproduce with: "
                 f"build/fuzz/{t} {found[-1] if found else '<input>'}"
+            )
+
+
+@nox.session(reuse_venv=True)
+def fuzz_python(session: nox.Session) -> None:
+    """The Python fuzz targets (tests/fuzz/fuzz_*.py: result files through the loader and
+    the renderers) under atheris for --seconds each, on nhbench's sources (no C extension
+    needed, so nothing is built)."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    session.install(*project["dependencies"], "atheris")
+    all_targets = sorted(p.stem for p in PY_FUZZ_DIR.glob("fuzz_*.py"))
+    seconds, targets, extra = _fuzz_args(session)
+    for t in targets:
+        if t not in all_targets:
+            session.error(f"fuzz: no Python target {t!r} (there are: {', '.join(all_targets)})")
+    build = ROOT / "build" / "fuzz"
+    for t in targets or all_targets:
+        work = build / "corpus" / t
+        artifacts = build / "artifacts" / t
+        work.mkdir(parents=True, exist_ok=True)
+        artifacts.mkdir(parents=True, exist_ok=True)
+        session.log(f"fuzz: {t} for {seconds} s")
+        try:
+            # An empty corpus directory is seeded by the target from tests/data.
+            session.run(
+                "python", str(PY_FUZZ_DIR / f"{t}.py"), f"-max_total_time={seconds}",
+                "-timeout=10", "-rss_limit_mb=2048", "-print_final_stats=1",
+                f"-artifact_prefix={artifacts}/", *extra, str(work),
+                env={"PYTHONPATH": str(ROOT / "src")},
+            )
+        except CommandFailed:
+            found = sorted(artifacts.glob("*"))
+            session.error(
+                f"fuzz: {t} found a problem; reproduce with: PYTHONPATH=src python "
+                f"tests/fuzz/{t}.py {found[-1] if found else '<input>'}"
             )
 
 

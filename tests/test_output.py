@@ -151,3 +151,21 @@ def test_public_api() -> None:
     assert issubclass(nhbench.ResolveError, nhbench.RunError)
     assert issubclass(nhbench.OptionsError, ValueError)
     assert issubclass(nhbench.CoreUnavailableError, ImportError)
+
+
+@pytest.mark.parametrize(
+    ("options", "line"),
+    [
+        ({"uri": "https://127.0.0.1:1/", "protocol": "http3"}, "  HTTP/3 over QUIC"),
+        ({"uri": "https://127.0.0.1:1/"}, "  HTTP/1.1 over TLS"),
+        ({"uri": "http://127.0.0.1:1/", "protocol": "http2"}, "  HTTP/2 over cleartext, "),
+    ],
+)
+def test_human_and_nighthawk_json_name_the_protocol(options: dict[str, object], line: str
+                                                    ) -> None:
+    # An HTTP/3 run was reported as "HTTP/1.1 over TLS" and written as Nighthawk's HTTP1.
+    result = Result(options=Options(**options), results=[nhbench.WorkerResult(name="global")])
+    assert any(row.startswith(line) for row in render_human(result).splitlines())
+    document = json.loads(render_json(result))
+    assert document["options"]["protocol"] == {"value": options.get("protocol", "http1").upper()}
+    assert Result.model_validate(document).options.protocol == options.get("protocol", "http1")

@@ -181,6 +181,33 @@ def test_jitter_and_missing_pieces_follow_nighthawk():
 
 
 @pytest.mark.parametrize(
+    ("options", "run_type", "jitter"),
+    [
+        ({"uri": "http://127.0.0.1:1/", "rps": 10, "jitter": True}, "HTTP", True),
+        ({"uri": "http://127.0.0.1:1/", "rps": 10}, "HTTP", False),
+        ({"uri": "tcp://127.0.0.1:1", "rps": 10, "jitter": True}, "TCP", True),
+        ({"uri": "udp://127.0.0.1:1"}, "UDP", False),
+        ({"uri": "grpc://127.0.0.1:1", "ping": True}, "GRPC Ping", False),
+        ({"uri": "grpc://127.0.0.1:1", "ping": True, "grpc_ping_delay": "10ms"},
+         "GRPC Ping Delay=10ms", False),
+        ({"uri": "grpc://127.0.0.1:1", "grpc_service": "svc"}, "GRPC Health for 'svc'", False),
+        ({"uri": "grpcs://127.0.0.1:1"}, "GRPC Health for ''", False),
+    ],
+)
+def test_run_type_and_jitter_are_fortios(options: dict[str, Any], run_type: str,
+                                         jitter: bool) -> None:
+    # Fortio's runners set RunType "HTTP", "TCP", "UDP", "GRPC Ping[ Delay=D]" or "GRPC
+    # Health for 'SERVICE'" (fortio 1.66.5), and Jitter is its -jitter; these were "HTTP"
+    # and false for every run.
+    result = nhbench.Result(options=nhbench.Options(**options),
+                            results=[nhbench.WorkerResult(name="global")])
+    for text in (render(result, "fortio"), render(result, "experimental_fortio_pedantic")):
+        data = json.loads(text)
+        assert data["RunType"] == run_type
+        assert data["Jitter"] is jitter
+
+
+@pytest.mark.parametrize(
     ("change", "message"),
     [
         (lambda d: d.update(results=[]), "fortio: the result has no results"),

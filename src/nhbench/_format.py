@@ -13,6 +13,9 @@ A duration that is a format rather than text for people (the protobuf JSON Durat
 Result, ``"0.000195004s"``) is written by `nhbench._result.format_json_duration`. CPU lists
 are formatted by `nhbench.options.format_cpu_list`, next to the parser it is the inverse of.
 
+`printable` makes text that came from outside (a label or an error read from a result file)
+safe to print on a terminal.
+
 `format_rate` writes a request rate for a table or a chart axis. The sweep's reports, their
 SVG charts (`nhbench._svg`) and the notebook views of a `Result` or a `Campaign` all print
 through these functions, so a p99 reads the same wherever it is shown; they live in the
@@ -22,8 +25,32 @@ lowest layer because the charts and the campaign, below the report package, need
 from __future__ import annotations
 
 import math
+import re
 
-__all__ = ["format_latency", "format_rate", "format_seconds"]
+__all__ = ["format_latency", "format_rate", "format_seconds", "printable"]
+
+# What a terminal acts on rather than shows: C0 controls but tab (ESC starts colour, cursor
+# and OSC title sequences; CR and LF rewrite or forge lines), DEL, C1 controls (0x9b is a
+# one-byte CSI on some terminals), the bidirectional overrides and isolates that reorder
+# what is shown, and lone surrogates, which no encoder writes.
+_UNSAFE = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069"
+                     "\ud800-\udfff]")
+_NAMED = {"\n": "\\n", "\r": "\\r"}
+
+
+def _escape(match: re.Match[str]) -> str:
+    char = match.group()
+    if char in _NAMED:
+        return _NAMED[char]
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def printable(text: str) -> str:
+    """`text` with every character a terminal would act on written as an escape
+    (``\\x1b``, ``\\n``, ``\\u202e``), so a label or an error from a result file
+    shows as what it is and cannot clear the screen, set the title or forge a line."""
+    return _UNSAFE.sub(_escape, text)
 
 
 def format_seconds(seconds: float) -> str:

@@ -13,12 +13,17 @@ max, mean and pstdev are exact rather than quantized to bucket boundaries.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import math
+import struct
+import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from hdrh.histogram import HdrHistogram
+from hdrh.codec import HdrPayload, PayloadHeader
+from hdrh.histogram import HdrHistogram, get_bucket_count
 
 __all__ = [
     "HIST_LOWEST",
@@ -34,6 +39,10 @@ __all__ = [
     "sparse_counts",
     "encode",
     "decode",
+    "HistogramDecodeError",
+    "MAX_DECODED_COUNTS",
+    "DecodeBudget",
+    "decoded_counts_len",
 ]
 
 HIST_LOWEST = 1
@@ -168,6 +177,143 @@ def encode(histogram: HdrHistogram) -> str:
     return blob.decode("ascii") if isinstance(blob, bytes) else str(blob)
 
 
-def decode(text: str) -> HdrHistogram:
-    """Decode an encoding made by `encode` (or any HdrHistogram V2 encoder)."""
-    return HdrHistogram.decode(text.encode("ascii") if isinstance(text, str) else text)
+class HistogramDecodeError(ValueError):
+    """An encoded histogram that is not one nhbench decodes (one line: the reason)."""
+
+
+#: The most counters one decoded histogram may have: 524,288 (4 MiB of 64-bit counts,
+#: what hdrh's own MAX_COUNTS_SIZE means to allow). nhbench writes 27,648 (lowest 1,
+#: highest 60 s, 3 digits); 3 digits up to 2^63 or 4 digits up to 60 s fit, 5 digits over
+#: a wide range does not (a header claiming 5 digits up to 2^62 asks for 47 MB).
+MAX_DECODED_COUNTS = 1 << 19
+
+# The V2 encoding (hdrh.codec, HdrHistogram's Java and C libraries): base64 of an 8-byte
+# header (cookie, length of what follows), then a zlib stream of a 40-byte payload header
+# (cookie, payload length, normalizing offset, significant digits, lowest, highest,
+# conversion ratio) and `payload length` bytes of ZigZag LEB128 counts (a negative one is a
+# run of zeros), at most 9 bytes per counter.
+_EXTERNAL = struct.Struct(">II")
+_PAYLOAD = struct.Struct(">IIIIQQd")
+_COMPRESSION_COOKIE = 0x1C849304
+_ENCODING_COOKIE = 0x1C849303
+_MAX_WORD_BYTES = 9
+
+
+@dataclass
+class DecodeBudget:
+    """Counters a series of decodes may still allocate (one file's histograms, say)."""
+
+    remaining: int
+    what: str = "the limit"
+
+
+def _cookie_base(cookie: int) -> int:
+    return cookie & ~0xF0
+
+
+def decoded_counts_len(lowest: int, highest: int, sigfig: int) -> int:
+    """The length of the counts array hdrh allocates for these settings (its own
+    arithmetic, without allocating it)."""
+    unit_magnitude = int(math.floor(math.log(lowest) / math.log(2)))
+    largest_single_unit = 2 * math.pow(10, sigfig)
+    magnitude = int(math.ceil(math.log(largest_single_unit) / math.log(2)))
+    half_magnitude = magnitude - 1 if magnitude > 1 else 0
+    sub_bucket_count = int(math.pow(2, half_magnitude + 1))
+    bucket_count = get_bucket_count(highest, sub_bucket_count, unit_magnitude)
+    return int((bucket_count + 1) * (sub_bucket_count // 2))
+
+
+class _DecodedPayload(HdrPayload):
+    """hdrh's payload wrapper over bytes this module already inflated within bounds:
+    hdrh's own ``_decompress`` inflates without any limit."""
+
+    def __init__(self, data: bytes) -> None:
+        super().__init__(8, compressed_payload=data)
+
+    def _decompress(self, compressed_payload: bytes) -> None:
+        self._data = compressed_payload
+        self.payload = PayloadHeader.from_buffer_copy(compressed_payload)
+
+
+def _inflate_header(text: str | bytes) -> tuple[zlib._Decompress, bytes]:
+    try:
+        blob = base64.b64decode(text, validate=False)
+    except (binascii.Error, ValueError):
+        raise HistogramDecodeError("not base64") from None
+    if len(blob) < _EXTERNAL.size:
+        raise HistogramDecodeError("shorter than its header")
+    cookie, length = _EXTERNAL.unpack_from(blob)
+    if _cookie_base(cookie) != _COMPRESSION_COOKIE:
+        raise HistogramDecodeError(f"not an HdrHistogram V2 encoding (cookie {cookie:#x})")
+    if length != len(blob) - _EXTERNAL.size:
+        raise HistogramDecodeError(f"its header says {length} bytes, {len(blob) - 8} follow")
+    inflater = zlib.decompressobj()
+    try:
+        head = inflater.decompress(blob[_EXTERNAL.size:], _PAYLOAD.size)
+    except zlib.error:
+        raise HistogramDecodeError("not a zlib stream") from None
+    if len(head) < _PAYLOAD.size:
+        raise HistogramDecodeError("its compressed part is shorter than a payload header")
+    return inflater, head
+
+
+def decode(text: str | bytes, max_counts: int = MAX_DECODED_COUNTS,
+           budget: DecodeBudget | None = None) -> HdrHistogram:
+    """Decode a V2 encoding made by `encode` (or any HdrHistogram V2 encoder) whose counts
+    array needs at most `max_counts` counters. The header is checked before anything is
+    allocated and the payload inflated no further than the header's own length (itself at
+    most 9 bytes per counter), so a hostile blob costs at most that much memory; anything
+    else is a `HistogramDecodeError`. With a `budget`, its counters are taken from it (and
+    refused when it has too few left)."""
+    inflater, head = _inflate_header(text)
+    (cookie, payload_len, normalizing_offset, sigfig, lowest, highest,
+     ratio) = _PAYLOAD.unpack(head)
+    if _cookie_base(cookie) != _ENCODING_COOKIE:
+        raise HistogramDecodeError(f"not an HdrHistogram V2 payload (cookie {cookie:#x})")
+    if not 1 <= sigfig <= 5:
+        raise HistogramDecodeError(f"significant digits {sigfig} outside 1..5")
+    if lowest < 1 or highest < 2 * lowest or highest >= 1 << 63:
+        raise HistogramDecodeError(f"lowest {lowest} and highest {highest} are not a range "
+                                   "(1 <= 2*lowest <= highest < 2^63)")
+    if normalizing_offset != 0:
+        # hdrh ignores the offset; the counts would silently land in the wrong buckets.
+        raise HistogramDecodeError(f"normalizing index offset {normalizing_offset} (only 0 "
+                                   "is read)")
+    if not (math.isfinite(ratio) and ratio > 0):
+        raise HistogramDecodeError(f"conversion ratio {ratio} is not a positive number")
+    counts_len = decoded_counts_len(lowest, highest, sigfig)
+    if counts_len > max_counts:
+        raise HistogramDecodeError(
+            f"{sigfig} digits from {lowest} to {highest} need {counts_len:,} counters, "
+            f"more than the {max_counts:,} nhbench decodes")
+    if budget is not None:
+        if counts_len > budget.remaining:
+            raise HistogramDecodeError(f"its {counts_len:,} counters exceed {budget.what}")
+        budget.remaining -= counts_len
+    if payload_len > counts_len * _MAX_WORD_BYTES:
+        raise HistogramDecodeError(f"payload of {payload_len:,} bytes for {counts_len:,} "
+                                   "counters")
+    try:
+        # One byte more than the header says: finding it means the stream is longer.
+        body = inflater.decompress(inflater.unconsumed_tail, payload_len + 1)
+        if len(body) == payload_len and not inflater.eof:
+            if inflater.decompress(inflater.unconsumed_tail, 1):
+                body += b"?"
+    except zlib.error:
+        raise HistogramDecodeError("its zlib stream is corrupt") from None
+    if not inflater.eof and len(body) <= payload_len:
+        raise HistogramDecodeError(f"its zlib stream is truncated ({len(body):,} of "
+                                   f"{payload_len:,} payload bytes)")
+    if len(body) != payload_len:
+        raise HistogramDecodeError(f"its header says {payload_len:,} payload bytes, the stream "
+                                   f"holds {'more' if len(body) > payload_len else len(body)}")
+    try:
+        histogram = HdrHistogram(lowest, highest, sigfig,
+                                 hdr_payload=_DecodedPayload(head + body))
+    except (IndexError, OverflowError, ValueError) as exc:
+        # pyhdrh's decoder bounds-checks every write: more counters than the layout has, or
+        # a run of zeros past its end.
+        raise HistogramDecodeError(f"its counts do not fit its layout ({exc})") from None
+    if histogram.total_count < 0:
+        raise HistogramDecodeError("its total count overflows 64 bits")
+    return histogram

@@ -59,8 +59,14 @@ def _number(data: Mapping[str, Any], key: str, default: float | None = None) -> 
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         if default is not None and value is None:
             return default
-        raise ValueError(f"{key}: expected a number (got {value!r})")
+        raise ValueError(f"{key}: expected a number (got {_short(value)})")
     return float(value)
+
+
+def _short(value: Any) -> str:
+    # A value from the file in a message: one line, not the whole of a hostile list.
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _go_duration(text: str) -> float | None:
@@ -87,17 +93,36 @@ def _time(value: Any) -> datetime | None:
         return None
     match = _TIME.match(str(value).strip())
     if not match:
-        raise ValueError(f"StartTime: expected an RFC 3339 time (got {value!r})")
+        raise ValueError(f"StartTime: expected an RFC 3339 time (got {_short(value)})")
     whole, frac, zone = match.groups()
     micro = (frac or "").ljust(6, "0")[:6]
     return datetime.fromisoformat(f"{whole}.{micro}" + ("+00:00" if zone == "Z" else zone))
 
 
-def _statistic(stat_id: str, data: Any, *, raw: bool) -> Statistic | None:
+def _objects(data: Mapping[str, Any], key: str, name: str) -> list[Mapping[str, Any]]:
+    """A histogram's list of objects (``Data``, ``Percentiles``); empty when absent."""
+    value = data.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(item, Mapping) for item in value):
+        raise ValueError(f"{name}.{key}: expected a list of objects")
+    return value
+
+
+def _fraction(data: Mapping[str, Any], key: str, name: str) -> float:
+    """A percentage of Fortio's (0-100) as a fraction."""
+    percent = _number(data, key)
+    if not 0 <= percent <= 100:
+        raise ValueError(f"{name}: {key} {percent:g} is outside 0..100")
+    return round(percent / 100, 10)
+
+
+def _statistic(stat_id: str, data: Any, *, raw: bool, name: str) -> Statistic | None:
     if data is None:
         return None
     if not isinstance(data, Mapping):
-        raise ValueError(f"{stat_id}: expected Fortio's histogram object (got {data!r})")
+        raise ValueError(f"{name}: expected Fortio's histogram object (got "
+                         f"{type(data).__name__})")
     count = int(_number(data, "Count", 0))
     stat = Statistic(
         id=stat_id,
@@ -112,13 +137,13 @@ def _statistic(stat_id: str, data: Any, *, raw: bool) -> Statistic | None:
         return stat
     points: dict[float, Percentile] = {}
     cumulative = 0
-    for bucket in data.get("Data") or ():
+    for bucket in _objects(data, "Data", name):
         cumulative += int(_number(bucket, "Count"))
-        fraction = round(_number(bucket, "Percent") / 100, 10)
+        fraction = _fraction(bucket, "Percent", name)
         points[fraction] = Percentile(percentile=fraction, count=cumulative,
                                       value=_number(bucket, "End"))
-    for point in data.get("Percentiles") or ():
-        fraction = round(_number(point, "Percentile") / 100, 10)
+    for point in _objects(data, "Percentiles", name):
+        fraction = _fraction(point, "Percentile", name)
         points[fraction] = Percentile(percentile=fraction, count=min(count, math.ceil(
             fraction * count - 1e-9)), value=_number(point, "Value"))
     stat.percentiles = [points[key] for key in sorted(points)]
@@ -129,12 +154,12 @@ def _counters(data: Mapping[str, Any], requests: int) -> list[Counter]:
     values: dict[str, int] = {"upstream_rq_total": requests}
     codes = data.get("RetCodes") or {}
     if not isinstance(codes, Mapping):
-        raise ValueError(f"RetCodes: expected an object of status code to count (got {codes!r})")
+        raise ValueError(f"RetCodes: expected an object of status code to count (got {_short(codes)})")
     for key in codes:
         try:
             code = int(key)
         except ValueError:
-            raise ValueError(f"RetCodes: {key!r} is not an HTTP status code") from None
+            raise ValueError(f"RetCodes: {_short(key)} is not an HTTP status code") from None
         count = int(_number(codes, key))
         if code in STATUS_CODE_RANGE:
             names = [status_code_counter(code), f"benchmark.http_{code // 100}xx"]
@@ -158,7 +183,7 @@ def _options(data: Mapping[str, Any], duration: float) -> Options:
     try:
         rps = 0.0 if qps == "max" else max(float(qps), 0.0)
     except ValueError:
-        raise ValueError(f"RequestedQPS: expected a rate or 'max' (got {qps!r})") from None
+        raise ValueError(f"RequestedQPS: expected a rate or 'max' (got {_short(qps)})") from None
     fields: dict[str, Any] = {
         "uri": url,
         "rps": rps,
@@ -194,14 +219,14 @@ def load_fortio(data: Any) -> Result:
         raise ValueError(f"a Fortio {run_type or 'non-HTTP'} result: nhbench reads Fortio's "
                          "HTTP results only")
     histogram = data.get("DurationHistogram")
-    latency = _statistic(REQUEST_TO_RESPONSE, histogram, raw=False)
+    latency = _statistic(REQUEST_TO_RESPONSE, histogram, raw=False, name="DurationHistogram")
     if latency is None:
         raise ValueError("DurationHistogram: missing")
     duration = _number(data, "ActualDuration", 0.0) / _NS
     start = _time(data.get("StartTime"))
     statistics = [latency]
     for stat_id, key in ((RESPONSE_BODY_SIZE, "Sizes"), (RESPONSE_HEADER_SIZE, "HeaderSizes")):
-        stat = _statistic(stat_id, data.get(key), raw=True)
+        stat = _statistic(stat_id, data.get(key), raw=True, name=key)
         if stat is not None:
             statistics.append(stat)
     entry = WorkerResult(name="global", statistics=statistics,

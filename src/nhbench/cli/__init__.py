@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from .._exceptions import CoreUnavailableError, NHBenchError, OptionsError, RunError, ServerError
-from .._format import format_seconds
+from .._format import format_seconds, printable
 from .._version import __version__
 from ._signals import stop_on_signals
 
@@ -68,7 +68,8 @@ def _die(message: str, status: int) -> NoReturn:
     # Messages are collapsed to one line so that scripts and people get the same, greppable
     # "nhbench: error: ..." line whatever produced it.
     one_line = " ".join(str(message).split())
-    sys.stderr.write(f"{PROG}: error: {one_line}\n")
+    # The message may quote a file's content or name: nothing in it may drive the terminal.
+    sys.stderr.write(f"{PROG}: error: {printable(one_line)}\n")
     sys.stderr.flush()
     raise SystemExit(status)
 

@@ -190,7 +190,12 @@ def _report_result(path: Path, output: str | None) -> int:
         result = load_result(path)
     except ResultFileError as exc:
         _die(str(exc), status=2)
-    page = result_page(result, str(path), standalone=True)
+    try:
+        page = result_page(result, str(path), standalone=True)
+    except Exception as exc:  # noqa: BLE001 - the last resort: one line, not a traceback
+        # Loading checks what the page needs (docs/reliability.md, "Result files"); the
+        # page failing anyway is nhbench's fault, said in one line.
+        _die(f"cannot render {path}: internal error ({type(exc).__name__}: {exc})", status=1)
     if output is None:
         sys.stdout.write(page)
         sys.stdout.flush()

@@ -10,7 +10,8 @@ first (the options are mapped onto nhbench's, see docs/outputs.md).
 
 Exit status: 0 written; 2 bad input (unreadable file, not JSON with its line and column,
 not a result, a format nhbench cannot write or read, an invalid field): one line on stderr,
-nothing written to --output; 1 the output could not be written.
+nothing written to --output; 1 the output could not be written, or a renderer failed on a
+result that passed the load's checks (one line, never a traceback).
 """
 
 from __future__ import annotations
@@ -63,10 +64,20 @@ def transform_text(raw: bytes, name: str, output_format: str) -> str:
     from ..outputs import document_formatter, nighthawk_output
 
     formatter = document_formatter(output_format)  # ValueError for an unknown format
+    # The document's checks (finite numbers, valid Unicode, bounded lists) apply to every
+    # format, Nighthawk's own included.
     kind, data = read_result_text(raw, name)
     if formatter is not None and kind == "nighthawk":
-        # Nighthawk's own document, exactly as written (after the reader's leniency).
-        return formatter(data)
+        # Nighthawk's own document, exactly as written (after the reader's leniency): also
+        # one whose options nhbench cannot describe, as in Nighthawk's own test data.
+        try:
+            return formatter(data)
+        except (TypeError, AttributeError, KeyError, IndexError, ArithmeticError) as exc:
+            # A field of another type than Nighthawk writes (options a number, say): bad
+            # input, said in one line like any other.
+            raise ResultFileError(
+                f"cannot load result {name!r}: not Nighthawk's output as its formatters "
+                f"read it ({type(exc).__name__}: {exc})", name) from None
     result = result_from_document(kind, data, name)
     if formatter is not None:
         return formatter(nighthawk_output(result))
@@ -89,6 +100,11 @@ def _cmd_transform(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
         text = transform_text(raw, name, output_format)
     except (ResultFileError, ValueError) as exc:
         _die(str(exc).replace("output_format:", "--output-format:", 1), status=2)
+    except Exception as exc:  # noqa: BLE001 - the last resort: one line, not a traceback
+        # Loading checks what a renderer needs (docs/reliability.md, "Result files"); a
+        # renderer failing anyway is nhbench's fault, said in one line.
+        _die(f"cannot write {name} as {output_format}: internal error "
+             f"({type(exc).__name__}: {exc})", status=1)
     if args.output is not None:
         try:
             write_atomic(args.output, text)

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._names import status_counter_code
 from ._nhfields import json_double
-from ._nighthawk import nighthawk_output
+from ._nighthawk import nhbench_extension, nighthawk_output
 
 if TYPE_CHECKING:
     from .._result import Result
@@ -338,6 +338,47 @@ def _ret_codes(global_result: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
     return tuple((str(code), _uint64(codes[code])) for code in sorted(codes))
 
 
+def _nhbench_options(document: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The options an nhbench document carries in its extension (those Nighthawk's options
+    have no field for: Fortio's -jitter, gRPC's ping...); empty for Nighthawk's own."""
+    for entry in document.get("results") or ():
+        run = (nhbench_extension(entry) or {}).get("run")
+        options = run.get("options") if isinstance(run, Mapping) else None
+        if isinstance(options, Mapping):
+            return options
+    return {}
+
+
+def _go_duration_text(seconds: float) -> str:
+    # Go's time.Duration.String() for what Fortio writes in a RunType: "10ms", "1.5s".
+    ns = round(seconds * _NS)
+    for unit, size in (("s", _NS), ("ms", 1_000_000), ("µs", 1000)):
+        if ns >= size:
+            return f"{ns / size:.9g}{unit}"
+    return f"{ns}ns"
+
+
+def _run_type(uri: str, extra: Mapping[str, Any]) -> str:
+    """Fortio's RunType for the run's kind, as Fortio's runners set it: "HTTP" (fhttp),
+    "TCP" (tcprunner), "UDP" (udprunner), "GRPC Ping" or "GRPC Health for 'SERVICE'"
+    (fgrpc; nhbench's other gRPC methods, which Fortio does not call, are "GRPC METHOD")."""
+    scheme = uri.partition("://")[0].lower()
+    if scheme in ("tcp", "udp"):
+        return scheme.upper()
+    if scheme not in ("grpc", "grpcs"):
+        return "HTTP"
+    if extra.get("ping") is True:
+        delay = extra.get("grpc_ping_delay")
+        if isinstance(delay, (int, float)) and not isinstance(delay, bool) and delay > 0:
+            return f"GRPC Ping Delay={_go_duration_text(delay)}"
+        return "GRPC Ping"
+    method = extra.get("grpc_method")
+    if isinstance(method, str) and method:
+        return f"GRPC {method}"
+    service = extra.get("grpc_service")
+    return f"GRPC Health for '{service if isinstance(service, str) else ''}'"
+
+
 def _fortio_result(document: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
     results: Sequence[Mapping[str, Any]] = document.get("results") or []
     if not results:
@@ -357,6 +398,7 @@ def _fortio_result(document: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
         actual_qps = requests / seconds
     else:
         actual_qps = math.inf if requests else math.nan  # what C++'s division gives
+    extra = _nhbench_options(document)
     jitter = _get(options, "jitter_uniform")
     fields: list[tuple[str, Any]] = [
         ("Labels", _string(" ".join(_labels(options)))),
@@ -372,9 +414,10 @@ def _fortio_result(document: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
         ("RetCodes", _ret_codes(global_result)),
         ("URL", _string(str(_get(options, "uri") or ""))),
         ("Version", _string(_version(document))),
-        ("Jitter", _Raw("true" if jitter is not None and
-                        _duration_ns(jitter, "jitter_uniform") > 0 else "false")),
-        ("RunType", _string("HTTP")),
+        # Nighthawk's rule (a jitter_uniform above zero), or Fortio's own -jitter.
+        ("Jitter", _Raw("true" if extra.get("jitter") is True or (
+            jitter is not None and _duration_ns(jitter, "jitter_uniform") > 0) else "false")),
+        ("RunType", _string(_run_type(str(_get(options, "uri") or ""), extra))),
     ]
     for key, stat_id in (("Sizes", RESPONSE_BODY_SIZE), ("HeaderSizes", RESPONSE_HEADER_SIZE)):
         statistic = _statistic(global_result, stat_id)

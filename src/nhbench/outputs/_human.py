@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import timezone
 from typing import TYPE_CHECKING
 
-from .._format import format_seconds
+from .._format import format_seconds, printable
 from .._grpc import STATUS_NAMES
 from .._names import (
     GRPC_STATUS_RANGE,
@@ -133,10 +133,12 @@ def _header(result: Result) -> list[str]:
         f"  started {started}, ran {format_seconds(result.duration)}, "
         f"ended by: {result.terminated_by}",
     ]
-    if options.protocol == "http2" or result.options.target.scheme == "https":
-        protocol = "HTTP/2" if options.protocol == "http2" else "HTTP/1.1"
-        # grpcs:// is TLS too (issue 14): the core's scheme says which.
-        transport = "TLS" if options.core_scheme == "https" else "cleartext"
+    if options.protocol != "http1" or result.options.target.scheme == "https":
+        protocol = {"http1": "HTTP/1.1", "http2": "HTTP/2", "http3": "HTTP/3"}[options.protocol]
+        # grpcs:// is TLS too (issue 14): the core's scheme says which. HTTP/3 is always
+        # QUIC, whose handshake is TLS 1.3.
+        transport = ("QUIC" if options.protocol == "http3"
+                     else "TLS" if options.core_scheme == "https" else "cleartext")
         extra = ""
         if options.protocol == "http2":
             streams = ("unlimited" if options.max_concurrent_streams >= 2**31 - 1
@@ -321,7 +323,8 @@ def _signed(seconds: float) -> str:
 
 
 def render_human(result: Result) -> str:
-    """The human report (plain text, no colours, safe to redirect into a file)."""
+    """The human report (plain text, no colours, safe to redirect into a file and to print
+    on a terminal: control characters from the result are escaped, see `printable`)."""
     lines = _header(result)
     lines += _overflow_warning(result)
     statistics = {s.id: s for s in result.global_result.statistics}
@@ -352,7 +355,9 @@ def render_human(result: Result) -> str:
     lines += _echo_lines(result)
     lines += _overflow_warning(result)
     lines += _summary(result)
-    return "\n".join(lines) + "\n"
+    # Labels, the uri, names and the first error come from the run or from a result file;
+    # each line is made safe for a terminal (a newline inside a field is escaped, too).
+    return "\n".join(printable(line) for line in lines) + "\n"
 
 
 def _echo_lines(result: Result) -> list[str]:

@@ -219,7 +219,8 @@ def command_line_options(options: Options) -> dict[str, Any]:
         out["duration"] = format_json_duration(duration)
     out.update({
         "timeout": format_json_duration(options.timeout),
-        "protocol": {"value": "HTTP2" if options.protocol == "http2" else "HTTP1"},
+        # Nighthawk's Protocol enum has HTTP3 (over QUIC) too.
+        "protocol": {"value": options.protocol.upper()},
         "concurrency": str(options.concurrency),
         "prefetch_connections": options.prefetch_connections,
         "burst_size": options.burst_size,
@@ -433,7 +434,7 @@ def options_from_command_line(clo: Mapping[str, Any]) -> dict[str, Any]:
     elif "no_duration" in out:
         del out["no_duration"]
     protocol = _enum("protocol", clo.get("protocol")) if "protocol" in clo else None
-    if protocol in ("HTTP1", "HTTP2"):
+    if protocol in ("HTTP1", "HTTP2", "HTTP3"):
         out["protocol"] = protocol.lower()
     elif _wrapped(clo.get("h2")) is True:
         out["protocol"] = "http2"
