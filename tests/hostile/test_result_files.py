@@ -444,7 +444,7 @@ def test_a_long_timeline_is_drawn_with_at_most_1000_points_per_curve(tmp_path: P
     text = page.read_text()
     timeline = text[text.index('id="timeline"'):]
     assert 6 * 1000 <= timeline.count("<circle") <= 6 * 1000 + 20
-    assert "5000 intervals of --stats-interval; each point is the end of 5 consecutive" in text
+    assert "5000 intervals of --stats-interval, drawn as at most 1000 points" in text
     assert "max: 750 ms" in timeline
 
 
