@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +14,15 @@ import pytest
 
 from nhbench import load_result
 from nhbench._load import parse_json
-from nhbench.outputs import DOCUMENT_FORMATS, FORMAT_NAMES, FORMATS, format_json, render_json
+from nhbench.outputs import (
+    DOCUMENT_FORMATS,
+    FORMAT_NAMES,
+    FORMATS,
+    OUTPUT_FORMATS,
+    format_json,
+    render_json,
+)
+from nhbench.outputs._output_dir import EXTENSIONS
 
 DATA = Path(__file__).resolve().parent / "data"
 JSON_GOLD = DATA / "nighthawk" / "output_formatter.json.gold"
@@ -147,9 +156,27 @@ def test_format_names_are_the_options_names() -> None:
 
     from nhbench import Options
 
-    names = get_args(Options.model_fields["output_format"].annotation)
-    assert tuple(names) == FORMAT_NAMES
-    assert set(FORMATS) == set(FORMAT_NAMES)
+    # The option's Literal and description are the one copy of the names outside the table.
+    field = Options.model_fields["output_format"]
+    assert get_args(field.annotation) == tuple(OUTPUT_FORMATS)
+    assert field.description is not None
+    listed = re.findall(r"[a-z_]+", field.description)
+    assert [word for word in listed if word in OUTPUT_FORMATS] == list(OUTPUT_FORMATS)
     # Every format but human is a function of Nighthawk's document, so transform writes a
     # Nighthawk file in it without going through a Result.
-    assert set(DOCUMENT_FORMATS) == set(FORMAT_NAMES) - {"human"}
+    assert [name for name, fmt in OUTPUT_FORMATS.items() if fmt.format is None] == ["human"]
+
+
+def test_the_format_lists_are_views_of_the_table() -> None:
+    assert FORMAT_NAMES == tuple(OUTPUT_FORMATS)
+    assert FORMATS == {name: fmt.render for name, fmt in OUTPUT_FORMATS.items()}
+    assert DOCUMENT_FORMATS == {name: fmt.format for name, fmt in OUTPUT_FORMATS.items()
+                                if fmt.format is not None}
+    assert EXTENSIONS == {name: fmt.extension for name, fmt in OUTPUT_FORMATS.items()}
+    for name, fmt in OUTPUT_FORMATS.items():
+        assert fmt.name == name
+        assert fmt.extension.startswith(".") and len(fmt.extension) > 1
+        # The naming rule the table's entries rely on: render_<x> and format_<x>, one <x>.
+        stem = fmt.render.__name__.removeprefix("render_")
+        assert fmt.render.__name__ == f"render_{stem}"
+        assert fmt.format is None or fmt.format.__name__ == f"format_{stem}"

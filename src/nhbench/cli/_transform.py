@@ -2,7 +2,7 @@
 
 Nighthawk's ``nighthawk_output_transform`` for nhbench: FILE (stdin when it is missing or
 ``-``) is nhbench's JSON, Nighthawk's JSON (quirks included) or any format `load_result`
-reads; the output is any format of `nhbench.outputs.FORMATS`. A Nighthawk-derived format is
+reads; the output is any format of `nhbench.outputs.OUTPUT_FORMATS`. A Nighthawk-derived format is
 written from the Nighthawk Output document: a file Nighthawk wrote goes straight to
 ``format_<fmt>(document)`` as it is, and nhbench's own goes through its `Result` (which
 gives the same document back). ``human`` needs a `Result`, so a Nighthawk file is loaded

@@ -37,6 +37,9 @@ class Output(RunPart):
         description="Percentiles to report, in percent (50,90,99.9). Reported exactly at "
         "these points, plus min and max.",
     )
+    # The names of nhbench.outputs.OUTPUT_FORMATS, in its order, and the description lists
+    # them too: written out because the option layer sits below the outputs (and a Literal
+    # built at run time would be opaque to mypy); tests/test_transform.py keeps them equal.
     output_format: Annotated[
         Literal["human", "json", "yaml", "dotted", "csv", "fortio",
                 "experimental_fortio_pedantic", "prometheus"],

@@ -26,20 +26,13 @@ import time
 from collections.abc import Iterable
 
 from .._io import OutputError, check_output_path, fsync_directory
+from . import OUTPUT_FORMATS
 
 __all__ = ["EXTENSIONS", "check_output_dir", "result_id", "write_in_dir"]
 
-#: The file name extension of each --output-format (".txt" for a format not listed).
-EXTENSIONS: dict[str, str] = {
-    "human": ".txt",
-    "json": ".json",
-    "yaml": ".yaml",
-    "dotted": ".txt",
-    "csv": ".csv",
-    "fortio": ".json",
-    "experimental_fortio_pedantic": ".json",
-    "prometheus": ".prom",
-}
+#: The file name extension of each --output-format (a view of `OUTPUT_FORMATS`; the
+#: writer falls back to ".txt" for a name not in it).
+EXTENSIONS: dict[str, str] = {name: fmt.extension for name, fmt in OUTPUT_FORMATS.items()}
 # Fortio cuts its IDs to this many bytes.
 _MAX_ID = 96
 # How many "-N" suffixes are tried before giving up on a directory.
