@@ -78,6 +78,13 @@ ROWS: list[Row] = [
     r("run", URL, "--conn", "5", expect="unrecognized arguments"),
     r("run", URL, "--rps", expect="expected one argument"),
     r("server", "--bogus", expect="unrecognized arguments: --bogus"),
+    # argparse read "-hX..." as -h plus grouped flags: help printed, exit 0, nothing sent.
+    r(*run("-httpbufferkb", "256"), expect="unrecognized arguments: -httpbufferkb"),
+    r(*run("-httpccch"), expect="unrecognized arguments: -httpccch"),
+    r(*run("-http-port", "8080"), expect="unrecognized arguments: -http-port"),
+    *(r(*run(flag, "5"), expect=f"unrecognized arguments: {flag}")
+      for flag in ("-hc", "-hn", "-hk", "-hH", "-hp", "-hX", "-hello", "-kc")),
+    r("server", "-httpbufferkb", "256", expect="unrecognized arguments: -httpbufferkb"),
     r("server", "extra", expect="unrecognized arguments: extra"),
     r("sweep", URL, "--bogus", expect="unrecognized arguments: --bogus"),
     r("report", expect="the following arguments are required: DIR"),
@@ -360,8 +367,8 @@ ROWS: list[Row] = [
     r(*SWEEP, "--out", "{in}/dir-not-empty", expect="not empty"),
     r(*SWEEP, "--resume", "/nonexistent-campaign", expect="/nonexistent-campaign"),
     r(*SWEEP, "--resume", "{in}/dir", expect="not a campaign directory"),
-    r("sweep", "--scenario", "/nonexistent.yaml", expect="--scenario: cannot read"),
-    r("sweep", "--scenario", "{in}/dir", expect="--scenario: cannot read"),
+    r("sweep", "--scenario", "/nonexistent.yaml", expect="--scenario /nonexistent.yaml: no such"),
+    r("sweep", "--scenario", "{in}/dir", expect="--scenario {in}/dir: is a directory"),
     r("sweep", "--scenario", "{in}/not-yaml.yaml", expect="--scenario"),
     r("sweep", "--scenario", "{in}/list.yaml", expect="must be a mapping"),
     r("sweep", "--scenario", "{in}/deep.yaml", expect="nested too deeply"),
@@ -423,7 +430,8 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (root / "deep.json").write_text("[" * 10000 + "]" * 10000)
     (root / "deep.yaml").write_text("listen: " + "[" * 10000 + "]" * 10000 + "\n")
     (root / "deep-mapping.yaml").write_text(
-        "".join(f"{' ' * i}k{i}:\n" for i in range(3000)) + " " * 3000 + "x: 1\n")
+        # 1000 levels: deeper than the parsers recurse, within the 1 MiB size limit.
+        "".join(f"{' ' * i}k{i}:\n" for i in range(1000)) + " " * 1000 + "x: 1\n")
     (root / "latin1.yaml").write_bytes("note: caf\u00e9\n".encode("latin-1"))
     (root / "binary.json").write_bytes(b"\xff\xfe\x00{}")
     (root / "list.yaml").write_text("- 1\n- 2\n")
