@@ -310,6 +310,21 @@ ROWS: list[Row] = [
     r(*run("--output", ""), expect="--output: must be a file path"),
     r(*run("--output", "/proc/sys/nhbench-x.json"), expect="--output: directory '/proc/sys'",
       target="/proc/sys/nhbench-x.json"),
+    # sysfs: root passes every mode check there, and the creation fails (after the run, once).
+    r(*run("--output", "/sys/fs/nhbench-x.json"), expect="directory '/sys/fs'",
+      target="/sys/fs/nhbench-x.json"),
+    r(*run("--output", "/sys/kernel/mm/nhbench-x.json"), expect="directory '/sys/kernel/mm'"),
+    r(*run("--output-dir", "/sys/fs"), expect="directory '/sys/fs'"),
+    # One output would replace the other after the run (a path, a symlink, a hard link).
+    r(*run("--output", "same.out", "--hdr-log", "same.out"),
+      expect="--hdr-log: is the same file as --output ('same.out')", target="same.out"),
+    r(*run("--output", "{in}/file.txt", "--hdr-log", "{in}/file-link"),
+      expect="--hdr-log: is the same file as --output"),
+    r(*run("--output", "{in}/file-hardlink", "--hdr-log", "{in}/file.txt"),
+      expect="--hdr-log: is the same file as --output"),
+    r(*run("--output", "-", "--hdr-log", "-"), expect="--hdr-log: is the same file as --output"),
+    r("server", "--tls-self-signed", "--tls-ca-out", "{in}/file-hardlink", "--address-file",
+      "{in}/file.txt", expect="--tls-ca-out: is the same file as --address-file"),
     r(*run("--output", "{in}/file.txt/x.json"), expect="--output:",
       target="{in}/file.txt/x.json"),
     r(*run("--output", "{in}/dangling"), expect="whose directory does not exist"),
@@ -420,6 +435,8 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (root / "dir-not-empty").mkdir()
     (root / "dir-not-empty" / "something").write_text("x")
     (root / "file.txt").write_text("a regular file\n")
+    (root / "file-link").symlink_to(root / "file.txt")
+    os.link(root / "file.txt", root / "file-hardlink")
     (root / "dangling").symlink_to(root / "no-such-dir" / "x.json")
     (root / "garbage.pem").write_bytes(bytes(range(256)) * 4)
     (root / "empty.pem").write_bytes(b"")

@@ -343,6 +343,11 @@ def run_and_report(options: Options) -> int:
         _check_output_path(options.output)
     if options.hdr_log:
         _check_output_path(options.hdr_log, "--hdr-log")
+        from .._io import same_output
+
+        if options.output and same_output(options.output, options.hdr_log):
+            # The log would replace the report (or the other way round) after the run.
+            _die(f"--hdr-log: is the same file as --output ({options.hdr_log!r})", status=2)
     if options.output_dir:
         _check_output_dir(options.output_dir)
     configure_logging(options.verbosity)
