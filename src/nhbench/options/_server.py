@@ -37,7 +37,6 @@ import os
 import re
 import ssl
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import (
