@@ -66,7 +66,7 @@ class _Parser(argparse.ArgumentParser):
 
     def _parse_optional(self, arg_string: str) -> Any:
         self._refuse_grouped_switches(arg_string)
-        return super()._parse_optional(arg_string)  # type: ignore[misc]
+        return super()._parse_optional(arg_string)
 
     def _refuse_grouped_switches(self, arg_string: str) -> None:
         # argparse reads "-hX..." as the switch -h followed by the flag -X with the rest as
