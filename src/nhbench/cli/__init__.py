@@ -593,8 +593,44 @@ def _cmd_demo(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 # --------------------------------------------------------------------------------------------
 
 
+def _escape_unencodable(exc: UnicodeError) -> tuple[str, int]:
+    # \uXXXX (a surrogate pair above U+FFFF): JSON's and YAML's own escape, so a report
+    # stays valid and decodes to the same text, and a person still sees which character.
+    if not isinstance(exc, UnicodeEncodeError):
+        raise exc
+    escaped = []
+    for char in exc.object[exc.start:exc.end]:
+        code = ord(char)
+        if code > 0xFFFF:
+            code -= 0x10000
+            escaped.append(f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}")
+        else:
+            escaped.append(f"\\u{code:04x}")
+    return "".join(escaped), exc.end
+
+
+def _robust_standard_streams() -> None:
+    """Make stdout and stderr escape what their encoding cannot hold instead of raising:
+    with PYTHONIOENCODING=ascii (or a C locale on an old Python) a non-ASCII label or URL
+    gave a UnicodeEncodeError traceback when the report was written, after the run."""
+    import codecs
+
+    try:
+        codecs.lookup_error("nhbench-escape")
+    except LookupError:
+        codecs.register_error("nhbench-escape", _escape_unencodable)
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None and getattr(stream, "errors", None) == "strict":
+            try:
+                reconfigure(errors="nhbench-escape")
+            except (OSError, ValueError):
+                pass
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``nhbench`` console script; returns the exit status."""
+    _robust_standard_streams()
     given = list(sys.argv[1:] if argv is None else argv)
     # ``nhbench --version`` and ``nhbench COMMAND --version`` print the same line as the
     # parser would, without building it: building it imports every option model, which is
