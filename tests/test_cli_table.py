@@ -210,6 +210,8 @@ ROWS: list[Row] = [
     r(*run("--percentiles", ""), expect="--percentiles:"),
     r(*run("--percentiles", "50,,90"), expect="--percentiles:"),
     r(*run("--percentiles", "nan"), expect="--percentiles:"),
+    r(*run("--percentiles", ",".join(f"{n / 100:g}" for n in range(1, 1002))),
+      expect="--percentiles: at most 1000 percentiles (got 1001)"),
     r(*run("--failure-predicate", "benchmark.http_5xx"),
       expect="--failure-predicate: must be 'counter:threshold'"),
     r(*run("--failure-predicate", "benchmark.http_5xx:-1"), expect="--failure-predicate:"),
