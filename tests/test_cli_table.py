@@ -8,8 +8,9 @@ on stdout, no "Traceback" anywhere, the working directory still empty, the share
 files unchanged, and for rows about an output path, nothing at that path afterwards.
 
 No row may send load: every one must be refused before a connection is opened (rows use
-127.0.0.1:1, where nothing listens, so a row that slipped through would fail differently,
-with a failure predicate and exit 1, and the one-line check would catch it).
+127.0.0.1:{closed}, a port bound and never listened on for the whole module, where every
+connection is refused, so a row that slipped through would fail differently, with a failure
+predicate and exit 1, and the one-line check would catch it).
 """
 
 from __future__ import annotations
@@ -31,8 +32,8 @@ from support.nhbench_runs import MAIN_IMPORTS, Invocation, run_many
 import nhbench
 
 PACKAGE_PARENT = str(Path(nhbench.__file__).resolve().parent.parent)
-URL = "http://127.0.0.1:1/"
-TLS_URL = "https://127.0.0.1:1/"
+URL = "http://127.0.0.1:{closed}/"  # formatted with the `closed_port` of the module
+TLS_URL = "https://127.0.0.1:{closed}/"
 OPENSSL = shutil.which("openssl")
 # Imported once for all rows (support/nhbench_runs.py): `sweep` and `report` import the
 # campaign, hosts (paramiko) and report modules, about 0.5 s a row otherwise.
@@ -430,8 +431,19 @@ def _snapshot(directory: Path) -> list[tuple[str, int, int]]:
 
 
 @pytest.fixture(scope="module")
-def inputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def refused_port() -> Iterator[int]:
+    """The port of URL: bound and never listened on, so connections to it are refused and
+    no other test takes it while the rows run."""
+    from support.sockets import reserved_port
+
+    with reserved_port() as port:
+        yield port
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory: pytest.TempPathFactory, refused_port: int) -> Path:
     """Every input file the rows refer to as {in}/NAME."""
+    url = URL.format(closed=refused_port)
     root = tmp_path_factory.mktemp("cli-table-inputs")
     (root / "dir").mkdir()
     (root / "dir-not-empty").mkdir()
@@ -460,9 +472,9 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (root / "server-bad-type.json").write_text('{"@type": "type.googleapis.com/bogus.Thing"}\n')
     (root / "scenario-unknown-key.yaml").write_text("rsp: 10\n")
     (root / "scenario-wrong-type.yaml").write_text(
-        f"url: {URL}\nrps: 10\nduration: 1s\nconnections: many\n")
-    (root / "scenario-list-type.yaml").write_text(f"url: {URL}\nrps: [1, 2]\n")
-    (root / "scenario-run-only.yaml").write_text(f"url: {URL}\nrps: 1\noutput: x.json\n")
+        f"url: {url}\nrps: 10\nduration: 1s\nconnections: many\n")
+    (root / "scenario-list-type.yaml").write_text(f"url: {url}\nrps: [1, 2]\n")
+    (root / "scenario-run-only.yaml").write_text(f"url: {url}\nrps: 1\noutput: x.json\n")
     for name, manifest in (
         ("campaign-garbage", b"{not json"),
         ("campaign-binary", b"\xff\xfe\x00\x01"),
@@ -529,7 +541,7 @@ class Table:
 
 
 @pytest.fixture(scope="module")
-def table(request: pytest.FixtureRequest, inputs: Path, busy_port: int,
+def table(request: pytest.FixtureRequest, inputs: Path, busy_port: int, refused_port: int,
           tmp_path_factory: pytest.TempPathFactory) -> Table:
     """Every selected row, run up front a few at a time.
 
@@ -543,7 +555,7 @@ def table(request: pytest.FixtureRequest, inputs: Path, busy_port: int,
         item.callspec.params["row"] for item in request.session.items
         if getattr(item, "callspec", None) is not None
         and isinstance(item.callspec.params.get("row"), Row)))
-    values = {"in": str(inputs), "port": str(busy_port),
+    values = {"in": str(inputs), "port": str(busy_port), "closed": str(refused_port),
               "blockdev": _first_block_device() or ""}
     root = tmp_path_factory.mktemp("cli-table-runs")
     before = _snapshot(inputs)
