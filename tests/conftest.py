@@ -23,5 +23,16 @@ def server() -> Iterator[nhbench.TestServer]:  # noqa: F821 - imported lazily
     with nhbench.TestServer() as test_server:
         yield test_server
 
+@pytest.fixture
+def closed_port() -> Iterator[int]:
+    """A loopback TCP port where every connection is refused for the whole test: bound and
+    never listened on (support/sockets.py `reserved_port`), unlike port 1 or a port bound
+    and closed, which a parallel test may take."""
+    from support.sockets import reserved_port
+
+    with reserved_port() as port:
+        yield port
+
+
 # The session-scoped `sshd` fixture (a real OpenSSH server), for every test file.
 pytest_plugins = ["support.sshd_fixture"]

@@ -206,10 +206,10 @@ def test_min_rps_failing_exits_99_with_the_evidence(server: TestServer, tmp_path
     assert "no answer: min-rps failed" in proc.stderr
 
 
-def test_failed_runs_fail_the_step(tmp_path: Path) -> None:
+def test_failed_runs_fail_the_step(tmp_path: Path, closed_port: int) -> None:
     # Nothing listens: no request succeeds, so the step fails (it measured nothing) and the
     # search has no answer; the check says why.
-    outcome = adapt("http://127.0.0.1:9/", slo=["p99<1s"], min_rps=10, duration="0.3s",
+    outcome = adapt(f"http://127.0.0.1:{closed_port}/", slo=["p99<1s"], min_rps=10, duration="0.3s",
                     out=tmp_path / "c", captures=False, facts=False, connections=1)
     assert outcome.reason == "min-rps failed" and outcome.exit_status == 99
     failing = outcome.lowest_failing

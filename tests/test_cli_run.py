@@ -107,8 +107,8 @@ def test_failure_predicate_exit_1(server: nhbench.TestServer) -> None:
     assert "FAILED: failure predicate fired" in proc.stdout
 
 
-def test_refused_port_exit_1() -> None:
-    proc = cli("run", "http://127.0.0.1:1/", "--duration", "5")
+def test_refused_port_exit_1(closed_port: int) -> None:
+    proc = cli("run", f"http://127.0.0.1:{closed_port}/", "--duration", "5")
     assert proc.returncode == 1
     assert "Traceback" not in proc.stderr
     lines = proc.stderr.splitlines()

@@ -8,8 +8,9 @@ on stdout, no "Traceback" anywhere, the working directory still empty, the share
 files unchanged, and for rows about an output path, nothing at that path afterwards.
 
 No row may send load: every one must be refused before a connection is opened (rows use
-127.0.0.1:1, where nothing listens, so a row that slipped through would fail differently,
-with a failure predicate and exit 1, and the one-line check would catch it).
+127.0.0.1:{closed}, a port bound and never listened on for the whole module, where every
+connection is refused, so a row that slipped through would fail differently, with a failure
+predicate and exit 1, and the one-line check would catch it).
 """
 
 from __future__ import annotations
@@ -31,8 +32,8 @@ from support.nhbench_runs import MAIN_IMPORTS, Invocation, run_many
 import nhbench
 
 PACKAGE_PARENT = str(Path(nhbench.__file__).resolve().parent.parent)
-URL = "http://127.0.0.1:1/"
-TLS_URL = "https://127.0.0.1:1/"
+URL = "http://127.0.0.1:{closed}/"  # formatted with the `closed_port` of the module
+TLS_URL = "https://127.0.0.1:{closed}/"
 OPENSSL = shutil.which("openssl")
 # Imported once for all rows (support/nhbench_runs.py): `sweep` and `report` import the
 # campaign, hosts (paramiko) and report modules, about 0.5 s a row otherwise.
@@ -78,6 +79,13 @@ ROWS: list[Row] = [
     r("run", URL, "--conn", "5", expect="unrecognized arguments"),
     r("run", URL, "--rps", expect="expected one argument"),
     r("server", "--bogus", expect="unrecognized arguments: --bogus"),
+    # argparse read "-hX..." as -h plus grouped flags: help printed, exit 0, nothing sent.
+    r(*run("-httpbufferkb", "256"), expect="unrecognized arguments: -httpbufferkb"),
+    r(*run("-httpccch"), expect="unrecognized arguments: -httpccch"),
+    r(*run("-http-port", "8080"), expect="unrecognized arguments: -http-port"),
+    *(r(*run(flag, "5"), expect=f"unrecognized arguments: {flag}")
+      for flag in ("-hc", "-hn", "-hk", "-hH", "-hp", "-hX", "-hello", "-kc")),
+    r("server", "-httpbufferkb", "256", expect="unrecognized arguments: -httpbufferkb"),
     r("server", "extra", expect="unrecognized arguments: extra"),
     r("sweep", URL, "--bogus", expect="unrecognized arguments: --bogus"),
     r("report", expect="the following arguments are required: DIR"),
@@ -203,6 +211,8 @@ ROWS: list[Row] = [
     r(*run("--percentiles", ""), expect="--percentiles:"),
     r(*run("--percentiles", "50,,90"), expect="--percentiles:"),
     r(*run("--percentiles", "nan"), expect="--percentiles:"),
+    r(*run("--percentiles", ",".join(f"{n / 100:g}" for n in range(1, 1002))),
+      expect="--percentiles: at most 1000 percentiles (got 1001)"),
     r(*run("--failure-predicate", "benchmark.http_5xx"),
       expect="--failure-predicate: must be 'counter:threshold'"),
     r(*run("--failure-predicate", "benchmark.http_5xx:-1"), expect="--failure-predicate:"),
@@ -303,6 +313,21 @@ ROWS: list[Row] = [
     r(*run("--output", ""), expect="--output: must be a file path"),
     r(*run("--output", "/proc/sys/nhbench-x.json"), expect="--output: directory '/proc/sys'",
       target="/proc/sys/nhbench-x.json"),
+    # sysfs: root passes every mode check there, and the creation fails (after the run, once).
+    r(*run("--output", "/sys/fs/nhbench-x.json"), expect="directory '/sys/fs'",
+      target="/sys/fs/nhbench-x.json"),
+    r(*run("--output", "/sys/kernel/mm/nhbench-x.json"), expect="directory '/sys/kernel/mm'"),
+    r(*run("--output-dir", "/sys/fs"), expect="directory '/sys/fs'"),
+    # One output would replace the other after the run (a path, a symlink, a hard link).
+    r(*run("--output", "same.out", "--hdr-log", "same.out"),
+      expect="--hdr-log: is the same file as --output ('same.out')", target="same.out"),
+    r(*run("--output", "{in}/file.txt", "--hdr-log", "{in}/file-link"),
+      expect="--hdr-log: is the same file as --output"),
+    r(*run("--output", "{in}/file-hardlink", "--hdr-log", "{in}/file.txt"),
+      expect="--hdr-log: is the same file as --output"),
+    r(*run("--output", "-", "--hdr-log", "-"), expect="--hdr-log: is the same file as --output"),
+    r("server", "--tls-self-signed", "--tls-ca-out", "{in}/file-hardlink", "--address-file",
+      "{in}/file.txt", expect="--tls-ca-out: is the same file as --address-file"),
     r(*run("--output", "{in}/file.txt/x.json"), expect="--output:",
       target="{in}/file.txt/x.json"),
     r(*run("--output", "{in}/dangling"), expect="whose directory does not exist"),
@@ -360,8 +385,8 @@ ROWS: list[Row] = [
     r(*SWEEP, "--out", "{in}/dir-not-empty", expect="not empty"),
     r(*SWEEP, "--resume", "/nonexistent-campaign", expect="/nonexistent-campaign"),
     r(*SWEEP, "--resume", "{in}/dir", expect="not a campaign directory"),
-    r("sweep", "--scenario", "/nonexistent.yaml", expect="--scenario /nonexistent.yaml: no such file"),
-    r("sweep", "--scenario", "{in}/dir", expect="dir: is a directory"),
+    r("sweep", "--scenario", "/nonexistent.yaml", expect="--scenario /nonexistent.yaml: no such"),
+    r("sweep", "--scenario", "{in}/dir", expect="--scenario {in}/dir: is a directory"),
     r("sweep", "--scenario", "{in}/not-yaml.yaml", expect="--scenario"),
     r("sweep", "--scenario", "{in}/list.yaml", expect="must be a mapping"),
     r("sweep", "--scenario", "{in}/deep.yaml", expect="nested too deeply"),
@@ -406,13 +431,26 @@ def _snapshot(directory: Path) -> list[tuple[str, int, int]]:
 
 
 @pytest.fixture(scope="module")
-def inputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def refused_port() -> Iterator[int]:
+    """The port of URL: bound and never listened on, so connections to it are refused and
+    no other test takes it while the rows run."""
+    from support.sockets import reserved_port
+
+    with reserved_port() as port:
+        yield port
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory: pytest.TempPathFactory, refused_port: int) -> Path:
     """Every input file the rows refer to as {in}/NAME."""
+    url = URL.format(closed=refused_port)
     root = tmp_path_factory.mktemp("cli-table-inputs")
     (root / "dir").mkdir()
     (root / "dir-not-empty").mkdir()
     (root / "dir-not-empty" / "something").write_text("x")
     (root / "file.txt").write_text("a regular file\n")
+    (root / "file-link").symlink_to(root / "file.txt")
+    os.link(root / "file.txt", root / "file-hardlink")
     (root / "dangling").symlink_to(root / "no-such-dir" / "x.json")
     (root / "garbage.pem").write_bytes(bytes(range(256)) * 4)
     (root / "empty.pem").write_bytes(b"")
@@ -433,9 +471,9 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (root / "server-bad-type.json").write_text('{"@type": "type.googleapis.com/bogus.Thing"}\n')
     (root / "scenario-unknown-key.yaml").write_text("rsp: 10\n")
     (root / "scenario-wrong-type.yaml").write_text(
-        f"url: {URL}\nrps: 10\nduration: 1s\nconnections: many\n")
-    (root / "scenario-list-type.yaml").write_text(f"url: {URL}\nrps: [1, 2]\n")
-    (root / "scenario-run-only.yaml").write_text(f"url: {URL}\nrps: 1\noutput: x.json\n")
+        f"url: {url}\nrps: 10\nduration: 1s\nconnections: many\n")
+    (root / "scenario-list-type.yaml").write_text(f"url: {url}\nrps: [1, 2]\n")
+    (root / "scenario-run-only.yaml").write_text(f"url: {url}\nrps: 1\noutput: x.json\n")
     for name, manifest in (
         ("campaign-garbage", b"{not json"),
         ("campaign-binary", b"\xff\xfe\x00\x01"),
@@ -502,7 +540,7 @@ class Table:
 
 
 @pytest.fixture(scope="module")
-def table(request: pytest.FixtureRequest, inputs: Path, busy_port: int,
+def table(request: pytest.FixtureRequest, inputs: Path, busy_port: int, refused_port: int,
           tmp_path_factory: pytest.TempPathFactory) -> Table:
     """Every selected row, run up front a few at a time.
 
@@ -516,7 +554,7 @@ def table(request: pytest.FixtureRequest, inputs: Path, busy_port: int,
         item.callspec.params["row"] for item in request.session.items
         if getattr(item, "callspec", None) is not None
         and isinstance(item.callspec.params.get("row"), Row)))
-    values = {"in": str(inputs), "port": str(busy_port),
+    values = {"in": str(inputs), "port": str(busy_port), "closed": str(refused_port),
               "blockdev": _first_block_device() or ""}
     root = tmp_path_factory.mktemp("cli-table-runs")
     before = _snapshot(inputs)

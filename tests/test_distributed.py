@@ -327,13 +327,13 @@ def test_more_hosts_than_nodes_is_one_line(cluster: LocalRayCluster) -> None:
 
 
 def test_unreachable_cluster_is_one_line() -> None:
-    import socket
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    # Nothing listens on the port now: the connection is refused.
-    proc = cli("run", "http://127.0.0.1:9/", "--ray", f"127.0.0.1:{port}", "--duration", "1s")
+    from support.sockets import reserved_port
+
+    # Bound and never listened on: the connection is refused.
+    with reserved_port() as port:
+        proc = cli("run", "http://127.0.0.1:9/", "--ray", f"127.0.0.1:{port}", "--duration",
+                   "1s")
     assert proc.returncode == 1, proc.stderr
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
     assert f"cannot reach the Ray cluster at 127.0.0.1:{port}" in proc.stderr

@@ -213,6 +213,25 @@ def test_check_output_path_refuses(tmp_path: Path, name: str, expected: str) -> 
     assert sorted(p.name for p in tmp_path.iterdir()) == ["dir", "file.txt"]
 
 
+@pytest.mark.parametrize("path", ["/sys/fs/nhbench-x.json", "/sys/kernel/mm/nhbench-x.json"])
+def test_a_directory_where_no_file_can_be_created_is_refused_up_front(path: str) -> None:
+    # sysfs: its mode bits let root write (access() says yes), and it refuses to create any
+    # file; the check tries what the write will do instead of trusting the mode bits.
+    if not os.path.isdir(os.path.dirname(path)):
+        pytest.skip("no sysfs")
+    with pytest.raises(ValueError, match="directory '/sys/"):
+        check_output_path(path)
+
+
+def test_the_check_leaves_nothing_behind(tmp_path: Path) -> None:
+    (tmp_path / "old.json").write_text("x")
+    before = os.stat(tmp_path / "old.json")
+    assert check_output_path(str(tmp_path / "old.json")) == str(tmp_path / "old.json")
+    assert check_output_path(str(tmp_path / "new.json")) == str(tmp_path / "new.json")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["old.json"]
+    assert os.stat(tmp_path / "old.json").st_mtime_ns == before.st_mtime_ns
+
+
 def test_block_device_is_refused() -> None:
     devices = [e.path for e in os.scandir("/dev")
                if stat.S_ISBLK(e.stat(follow_symlinks=False).st_mode)]

@@ -55,13 +55,12 @@ def fast(server: nhbench.TestServer) -> nhbench.Result:
 @pytest.fixture(scope="module")
 def refused() -> nhbench.Result:
     """A run whose every request fails: nothing listens on the port."""
-    import socket
 
-    with socket.socket() as sock:  # a port that was free a moment ago, now closed
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    return nhbench.run(f"http://127.0.0.1:{port}/", rps=50, duration="0.5s", connections=1,
-                       cpus=[CLIENT_CPU])
+    from support.sockets import reserved_port
+
+    with reserved_port() as port:  # bound, never listened on: refused
+        return nhbench.run(f"http://127.0.0.1:{port}/", rps=50, duration="0.5s",
+                           connections=1, cpus=[CLIENT_CPU])
 
 
 class _Tables(HTMLParser):

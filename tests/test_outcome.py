@@ -158,8 +158,8 @@ def test_error_responses_only_are_no_success(server: nhbench.TestServer) -> None
                           f"{'s' if n != 1 else ''} ({n} response{'s' if n != 1 else ''})\n"
 
 
-def test_refused_connections_without_predicates_are_no_success() -> None:
-    proc = cli("run", "http://127.0.0.1:1/", "--rps", "20", "--duration", "0.5",
+def test_refused_connections_without_predicates_are_no_success(closed_port: int) -> None:
+    proc = cli("run", f"http://127.0.0.1:{closed_port}/", "--rps", "20", "--duration", "0.5",
                "--no-default-failure-predicates")
     assert proc.returncode == 1, proc.stderr
     assert re.fullmatch(r"nhbench: no request succeeded: \d+ connection failures? "

@@ -348,9 +348,15 @@ def list_until_error(call: Any) -> list[Any]:
 
 
 def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    # Bound and never listened on, for the rest of the module: refused, and no other test
+    # can take the port meanwhile (one bound and closed may be reused at once).
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    _RESERVED.append(sock)
+    return int(sock.getsockname()[1])
+
+
+_RESERVED: list[socket.socket] = []
 
 
 @pytest.mark.parametrize(

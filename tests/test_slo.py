@@ -185,14 +185,14 @@ def test_cli_slo_exit_status() -> None:
     assert passed.stderr.startswith("SLO passed (1 rule)")
 
 
-def test_cli_slo_bad_rule_is_exit_2_and_a_broken_run_exit_1() -> None:
+def test_cli_slo_bad_rule_is_exit_2_and_a_broken_run_exit_1(closed_port: int) -> None:
     bad = _nhbench("run", "http://127.0.0.1:1/", "--slo", "p99<5")
     assert bad.returncode == 2 and bad.stdout == ""
     assert bad.stderr == ("nhbench: error: --slo: 'p99<5': a latency needs a unit: ns, us, µs, "
                           "ms or s\n")
-    # Nothing listens on port 1: the run fails (1), whatever the rules say; the verdict is
+    # Nothing listens on the port: the run fails (1), whatever the rules say; the verdict is
     # still shown.
-    broken = _nhbench("run", "http://127.0.0.1:1/", "--rps", "20", "--duration", "0.5s",
+    broken = _nhbench("run", f"http://127.0.0.1:{closed_port}/", "--rps", "20", "--duration", "0.5s",
                       "--slo", "errors<1000000")
     assert broken.returncode == 1, broken.stderr
     assert "SLO passed (1 rule)" in broken.stderr and "failure predicate fired" in broken.stderr

@@ -52,7 +52,7 @@ def test_trace_adds_the_full_config(server: nhbench.TestServer) -> None:
     assert "GET / HTTP/1.1" in full
 
 
-def test_error_prints_nothing_but_errors(server: nhbench.TestServer) -> None:
+def test_error_prints_nothing_but_errors(server: nhbench.TestServer, closed_port: int) -> None:
     # A run that works: nothing at all on stderr, not even the live lines that
     # --stats-interval asks for at the default level.
     code, stdout, stderr = _run(server, "-v", "error")
@@ -60,7 +60,8 @@ def test_error_prints_nothing_but_errors(server: nhbench.TestServer) -> None:
     assert stderr == ""
     assert stdout  # the report is output, not a note
     # A run that fails (nothing listens): the error is still printed, and only it.
-    proc = cli("run", "http://127.0.0.1:1/", "--rps", "20", "--duration", "0.3", "-v", "error")
+    proc = cli("run", f"http://127.0.0.1:{closed_port}/", "--rps", "20", "--duration", "0.3",
+               "-v", "error")
     assert proc.returncode == 1
     lines = proc.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("nhbench: failure predicate fired"), lines

@@ -27,9 +27,9 @@ writes"):
 * A directory, a block device and a socket are refused.
 
 Errors are `OutputError` (an OSError) whose message is one line naming the path and the
-reason; `check_output_path` finds the ones that can be found without writing (a missing or
-read-only directory, a directory at the path) so that a command can refuse its input before
-it starts any work.
+reason; `check_output_path` finds the ones that can be found before the data exists (a
+missing or read-only directory, a directory at the path, a directory where no file can be
+created, which it tries) so that a command can refuse its input before it starts any work.
 
 A file is never deleted unless this process created it: `write_output` returns a `Written`
 record, and `remove_written` unlinks the path only if nothing existed there before the write
@@ -38,7 +38,7 @@ same size and modification time, since a freed inode number is reused at once).
 
 API: `write_output` (text or bytes), `write_text`, `write_bytes`, `atomic_writer` (a context
 manager for writers that produce their data piecewise), `check_output_path`,
-`remove_written`.
+`remove_written`, `same_output`.
 """
 
 from __future__ import annotations
@@ -61,6 +61,7 @@ __all__ = [
     "check_output_path",
     "fsync_directory",
     "remove_written",
+    "same_output",
     "write_bytes",
     "write_output",
     "write_text",
@@ -181,11 +182,51 @@ def check_output_path(path: str | os.PathLike[str]) -> str:
     Returns the path (``~`` expanded). Raises ValueError with a one-line reason that does
     not repeat the option name (callers put it in front): a missing or unwritable
     directory, a directory, a block device or a socket at the path, a file that may not be
-    written. What only the write itself can find out (a full disk) is left to it.
+    written, a directory where no file can be created (a temporary file is created there
+    and removed, as the write will: this catches sysfs and the like even as root). What
+    only the write itself can find out (a full disk) is left to it.
     """
     expanded = _expand(path)
-    _plan(expanded)
+    kind, target = _plan(expanded)
+    if kind == "atomic":
+        _probe_directory(os.path.dirname(target) or ".")
     return expanded
+
+
+def same_output(first: str | os.PathLike[str], second: str | os.PathLike[str]) -> bool:
+    """Whether writing `first` and `second` would write one file (one output replacing
+    the other): the same path once symbolic links are resolved, the same existing file by
+    another name (a hard link: same st_dev and st_ino), or ``-`` twice. A character device
+    (``/dev/null``, a terminal) takes any number of writers and is never the same output."""
+    a, b = _expand(first), _expand(second)
+    if STDOUT in (a, b):
+        return a == b
+    try:
+        sa, sb = os.stat(a), os.stat(b)
+    except OSError:
+        return os.path.realpath(a) == os.path.realpath(b)
+    if stat.S_ISCHR(sa.st_mode):
+        return False
+    return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
+
+
+def _probe_directory(directory: str) -> None:
+    # The write creates a temporary file in the directory; creating (and removing) one now
+    # is the only check that holds for root, for whom access() says yes wherever the mode
+    # bits would: sysfs, cgroupfs and other pseudo file systems, an immutable directory or a
+    # full inode table refuse the creation itself, after the run otherwise.
+    temporary = os.path.join(directory, f".nhbench-check.{secrets.token_hex(4)}.tmp")
+    try:
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                     | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        raise ValueError(f"cannot create a file in directory {directory!r}: "
+                         f"{_reason(exc)}") from None
+    os.close(fd)
+    try:
+        os.unlink(temporary)
+    except OSError:
+        pass
 
 
 class atomic_writer:  # named like a function: ``with atomic_writer(path) as handle``

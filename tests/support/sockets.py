@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import time
+from collections.abc import Iterator
 
 
 def read_until_close(sock: socket.socket, timeout: float = 10) -> tuple[bytes, bool]:
@@ -25,3 +27,17 @@ def read_until_close(sock: socket.socket, timeout: float = 10) -> tuple[bytes, b
         if not chunk:
             return data, True
         data += chunk
+
+
+@contextlib.contextmanager
+def reserved_port(host: str = "127.0.0.1") -> Iterator[int]:
+    """A TCP port on `host` where a connection is refused, for as long as the block runs.
+
+    The socket is bound and never listened on: the kernel refuses connections to it (RST),
+    and no other process or test can take the port meanwhile. A port bound and closed (or a
+    fixed one such as 1) is refused only until someone else binds it, which parallel test
+    runs do."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET,
+                       socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        yield int(sock.getsockname()[1])

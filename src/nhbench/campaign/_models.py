@@ -47,7 +47,7 @@ CampaignStatus = Literal["running", "completed", "stopped", "interrupted", "fail
 #: What walks the steps: a sweep's plan, or an adaptive search (``nhbench adapt``).
 CampaignKind = Literal["sweep", "adapt"]
 
-#: Why an adaptive search ended (docs/adapt.md "Why it stopped").
+#: Why an adaptive search ended (docs/adapt.md "Output").
 AdaptReason = Literal["converged", "max-rps passed", "min-rps failed", "step limit"]
 
 #: The headline latency percentiles every step records, as keys of `StepRecord.latency`.

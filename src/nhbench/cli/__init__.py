@@ -58,10 +58,38 @@ _NOT_OPTIONS = frozenset({"func", "subparser", "command", "version", "argv"})
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse, but every error is exactly one line on stderr and exit status 2."""
+    """argparse, but every error is exactly one line on stderr and exit status 2, and
+    single-dash flags are never read as grouped switches (`_refuse_grouped_switches`)."""
 
     def error(self, message: str) -> NoReturn:
         _die(message, status=2)
+
+    def _parse_optional(self, arg_string: str) -> Any:
+        self._refuse_grouped_switches(arg_string)
+        return super()._parse_optional(arg_string)
+
+    def _refuse_grouped_switches(self, arg_string: str) -> None:
+        # argparse reads "-hX..." as the switch -h followed by the flag -X with the rest as
+        # its value, so Fortio's "-httpbufferkb 256" (or "-hc", "-hn") printed the help and
+        # exited 0 with nothing sent, and "-kc 5" would be "-k -c 5". nhbench's flags follow
+        # Fortio's and Nighthawk's single-word spellings (-qps, -cacert), where grouping
+        # short switches means nothing: a single-dash word that is no flag of this command
+        # but starts with a switch (a flag that takes no value) is refused by name. A short
+        # flag with its value attached (-c10) is still read as argparse always has.
+        # Only a parser without subcommands checks: the top-level parser also sees every
+        # argument of the subcommand, whose flags (-h2, -http1.0) it does not know.
+        if self._subparsers is not None or len(arg_string) < 3 or " " in arg_string:
+            return
+        if arg_string[0] not in self.prefix_chars or arg_string[1] in self.prefix_chars:
+            return
+        head = arg_string.split("=", 1)[0]
+        if head in self._option_string_actions:
+            return
+        first = self._option_string_actions.get(arg_string[:2])
+        if first is not None and first.nargs == 0:
+            self.error(f"unrecognized arguments: {arg_string} (no such flag; single-dash "
+                       f"switches cannot be grouped, and only -h or --help alone prints "
+                       f"the help)")
 
 
 def _die(message: str, status: int) -> NoReturn:
@@ -316,6 +344,11 @@ def run_and_report(options: Options) -> int:
         _check_output_path(options.output)
     if options.hdr_log:
         _check_output_path(options.hdr_log, "--hdr-log")
+        from .._io import same_output
+
+        if options.output and same_output(options.output, options.hdr_log):
+            # The log would replace the report (or the other way round) after the run.
+            _die(f"--hdr-log: is the same file as --output ({options.hdr_log!r})", status=2)
     if options.output_dir:
         _check_output_dir(options.output_dir)
     configure_logging(options.verbosity)
@@ -561,8 +594,44 @@ def _cmd_demo(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 # --------------------------------------------------------------------------------------------
 
 
+def _escape_unencodable(exc: UnicodeError) -> tuple[str, int]:
+    # \uXXXX (a surrogate pair above U+FFFF): JSON's and YAML's own escape, so a report
+    # stays valid and decodes to the same text, and a person still sees which character.
+    if not isinstance(exc, UnicodeEncodeError):
+        raise exc
+    escaped = []
+    for char in exc.object[exc.start:exc.end]:
+        code = ord(char)
+        if code > 0xFFFF:
+            code -= 0x10000
+            escaped.append(f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}")
+        else:
+            escaped.append(f"\\u{code:04x}")
+    return "".join(escaped), exc.end
+
+
+def _robust_standard_streams() -> None:
+    """Make stdout and stderr escape what their encoding cannot hold instead of raising:
+    with PYTHONIOENCODING=ascii (or a C locale on an old Python) a non-ASCII label or URL
+    gave a UnicodeEncodeError traceback when the report was written, after the run."""
+    import codecs
+
+    try:
+        codecs.lookup_error("nhbench-escape")
+    except LookupError:
+        codecs.register_error("nhbench-escape", _escape_unencodable)
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None and getattr(stream, "errors", None) == "strict":
+            try:
+                reconfigure(errors="nhbench-escape")
+            except (OSError, ValueError):
+                pass
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``nhbench`` console script; returns the exit status."""
+    _robust_standard_streams()
     given = list(sys.argv[1:] if argv is None else argv)
     # ``nhbench --version`` and ``nhbench COMMAND --version`` print the same line as the
     # parser would, without building it: building it imports every option model, which is

@@ -39,7 +39,7 @@ class Rate(RunPart):
 
     # Fortio's spellings are aliases where they mean the same thing: -qps, -c,
     # -t, -H, -X, -timeout, -abort-on, -labels, -cacert, -https-insecure, -h2
-    # (docs/options.md, "Nighthawk and Fortio flags").
+    # (docs/options.md, "Fortio's single-dash flags").
     rps: Annotated[float, Flag(metavar="N", aliases=("-qps",))] = Field(
         # The upper bound is Nighthawk's (1 to 1000000 per worker) and the C core's
         # NHB_MAX_RPS: far above what one worker can send, so overload runs stay possible.

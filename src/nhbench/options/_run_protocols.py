@@ -135,7 +135,8 @@ class Grpc(RunPart):
         default=False,
         description="Fortio's -grpc: the URI names a gRPC server: http:// is taken as grpc:// "
         "(h2c), https:// as grpcs:// (TLS), and a bare host:port as grpc://host:port (port "
-        "8079, Fortio's, when none is given).",
+        "8079, Fortio's, when none is given). With --cacert the run is TLS (grpcs://) "
+        "whatever the form, as Fortio's.",
     )
     grpc_method: Annotated[
         str | None, Flag(metavar="/PKG.SERVICE/METHOD", group="gRPC (grpc:// and grpcs:// URIs)")
@@ -219,14 +220,19 @@ def grpc_uri(data: Data, info: ValidationInfo, model: type[BaseModel]) -> Data:
     if data.get("grpc") in (True, 1, "1", "true", "on") and isinstance(uri, str):
         text = uri.strip()
         lowered = text.lower()
+        # As Fortio's fgrpc.Dial: a -cacert makes the channel TLS whatever the URL's
+        # scheme (it is the only way to ask for TLS with a bare host:port); without
+        # it, https:// does. The port defaults stay the scheme's (80, 443, 8079).
+        secure = bool(data.get("cacert"))
         if lowered.startswith("http://"):
-            text = "grpc://" + text[len("http://"):]
+            text = ("grpcs://" if secure else "grpc://") + text[len("http://"):]
         elif lowered.startswith("https://"):
             text = "grpcs://" + text[len("https://"):]
         elif "://" not in text and text:
             host = text.rstrip("/")
             has_port = re.search(r"(^\[[^]]*\]|^[^:\[]*):[0-9]+$", host) is not None
-            text = f"grpc://{host}" + ("" if has_port else ":8079")
+            text = ("grpcs://" if secure else "grpc://") + host + (
+                "" if has_port else ":8079")
         data = {**data, "uri": text}
         uri = text
     if isinstance(uri, str) and uri_scheme(uri) in ("grpc", "grpcs"):

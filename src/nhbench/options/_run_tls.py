@@ -120,6 +120,10 @@ class Tls(RunPart):
         default = cls.model_fields[info.field_name or ""].default
         if value != default and uri_scheme_of(info) == "http":
             raise ValueError("only applies to https:// URIs")
+        if value != default and uri_scheme_of(info) == "grpc":
+            # grpc:// is cleartext h2c; a CA given with it must not be dropped silently
+            # (with --grpc and a bare host:port or http://, a --cacert asks for grpcs://).
+            raise ValueError("only applies to grpcs:// URIs (grpc:// is cleartext)")
         return value
 
     @field_validator("sni", mode="before")

@@ -470,8 +470,10 @@ class ServerOptions(StrictModel):
                 {"a": "tls_ca_out", "msg": "needs --tls-self-signed (with --tls-cert, clients "
                  "trust the CA that issued it)"},
             )
+        from .._io import same_output
+
         if (self.tls_ca_out and self.address_file and self.tls_ca_out != "-"
-                and os.path.realpath(self.tls_ca_out) == os.path.realpath(self.address_file)):
+                and same_output(self.tls_ca_out, self.address_file)):
             # One would overwrite the other: clients would read JSON as a certificate.
             raise PydanticCustomError(
                 "options_file", "{a}: {msg}",
