@@ -58,8 +58,8 @@ typedef struct nhb__olat {
  * error at once (upstream_cx_protocol_error).
  *
  * One header block (the status line and fields of a response, each interim
- * 1xx response, the trailers) may hold NHB__RESP_HEADER_BYTES bytes and
- * NHB__RESP_HEADER_FIELDS fields. 96 KiB is above what servers and proxies
+ * 1xx response, the trailers) may hold NHB__RESP_HEADER_BYTES bytes and,
+ * in HTTP/1.1, NHB__RESP_HEADER_FIELDS fields. 96 KiB is above what servers and proxies
  * send or pass on (Envoy refuses response heads over 60 KiB and 100 fields
  * by default, nginx's proxy buffers hold 4 or 8 KiB) and well under curl's
  * 300 KiB, so no real response is refused; 1000 fields is the test server's
@@ -67,7 +67,9 @@ typedef struct nhb__olat {
  * line as sent (name, value and 4 bytes of ": " and CRLF); HTTP/2 and
  * HTTP/3 count each field as name + value + 32, the measure of
  * SETTINGS_MAX_HEADER_LIST_SIZE and SETTINGS_MAX_FIELD_SECTION_SIZE, which
- * the client advertises with this value. HTTP/1.1 also bounds the raw bytes
+ * the client advertises with this value; the 32 bytes per field bound a
+ * block to 3072 fields, so these need no count of their own (one compare
+ * per field). HTTP/1.1 also bounds the raw bytes
  * of a head, blanks and line ends that llhttp skips without a callback
  * included, at twice the limit.
  *
@@ -184,11 +186,9 @@ typedef struct nhb__slot {
    * (H2_CHK_* flags) and its content-length (-1: none). */
   uint32_t h2_chk;
   int64_t h2_clen;
-  /* HTTP/2 and HTTP/3: the header block being read, against the limits
-   * above (name + value + 32 per field, and fields), and the interim
-   * responses so far. */
+  /* HTTP/2 and HTTP/3: the header block being read, against the limit
+   * above (name + value + 32 per field), and the interim responses so far. */
   uint32_t hdr_list;
-  uint32_t hdr_fields;
   uint32_t interims;
 } nhb__slot;
 

@@ -26,6 +26,15 @@ static int h1_on_message_begin(llhttp_t* p) {
   return 0;
 }
 
+/* The per-request state of the response limits: at the start of a
+ * connection and after each final response. */
+static void h1_limits_reset(nhb__conn* c) {
+  c->h1_interims = 0;
+  c->h1_in_body = 0;
+  c->h1_head_raw = 0;
+  c->h1_limit = NULL;
+}
+
 /* The response limits (client.h, NHB__RESP_*): returns -1, which stops
  * llhttp, with the reason kept for the error text. */
 static int h1_over(nhb__conn* c, const char* why) {
@@ -136,6 +145,9 @@ static int h1_on_message_complete(llhttp_t* p) {
   }
   c->keep_alive = llhttp_should_keep_alive(p);
   if (!c->keep_alive) c->worker->stats.counters[NHB_CTR_UPSTREAM_CX_CLOSE_NOTIFY]++;
+  /* Ready for the next request's response here rather than when it is sent,
+   * so that a replayed response (which skips llhttp) pays nothing for it. */
+  h1_limits_reset(c);
   /* An HTTP/1.0 request without keep-alive makes the connection last one
    * exchange (RFC 9112 section 9.3), whatever the server answers; Fortio's
    * -http1.0 closes it too. */
@@ -266,7 +278,7 @@ static int h1_open(nhb__conn* c) {
   c->hdr_gap_lf = 0;
   c->keep_alive = 1;
   c->h1_at_boundary = 1;
-  c->h1_limit = NULL;
+  h1_limits_reset(c);
   nhb__olat_reset(&c->olat);
   return 0;
 }
@@ -274,9 +286,6 @@ static int h1_open(nhb__conn* c) {
 static int h1_send(nhb__conn* c, nhb__slot* s) {
   const nhb__spec* sp = &c->worker->run->specs[s->rq.spec];
   c->response_done = 0;
-  c->h1_interims = 0;
-  c->h1_in_body = 0;
-  c->h1_head_raw = 0;
   if (NHB__UNLIKELY(sp->tmpl != NULL)) {
     /* Templating: expanded into this connection's buffer, which stays put
      * until the next request on the connection, after this one's write. */

@@ -367,7 +367,6 @@ static inline int h2_check_frame(nhb__conn* c, nghttp2_session* session, const n
     /* The next block (the response after an interim one, or trailers) has
      * the whole limit again. */
     s->hdr_list = 0;
-    s->hdr_fields = 0;
     if (chk & H2_CHK_FINAL) {
       if (!end) goto bad; /* trailers end the stream */
     } else {
@@ -428,14 +427,14 @@ static inline nhb__slot* h2_field_slot(nhb__conn* c, nghttp2_session* session, c
   /* The block against the limits, counted as SETTINGS_MAX_HEADER_LIST_SIZE
    * counts it, before anything looks at the field: an HPACK bomb (a large
    * entry of the dynamic table indexed thousands of times in a small block)
-   * stops at the field that crosses the limit. nghttp2 caps a name and a
-   * value at 64 KiB each, so the sum cannot wrap. */
+   * stops at the field that crosses the limit. The 32 bytes per field also
+   * bound the fields of a block (client.h). nghttp2 caps a name and a value
+   * at 64 KiB each, so the sum cannot wrap. */
   uint32_t list = s->hdr_list + (uint32_t)(namelen + valuelen + 32);
-  if (NHB__UNLIKELY(list > NHB__RESP_HEADER_BYTES || ++s->hdr_fields > NHB__RESP_HEADER_FIELDS)) {
+  if (NHB__UNLIKELY(list > NHB__RESP_HEADER_BYTES)) {
     h2_over(c, session, s,
-            list > NHB__RESP_HEADER_BYTES
-                ? "a header block over 98304 bytes decoded (the client's limit, as SETTINGS_MAX_HEADER_LIST_SIZE counts it)"
-                : "a header block of more than 1000 fields (the client's limit)",
+            "a header block over 98304 bytes decoded (the client's limit, as SETTINGS_MAX_HEADER_LIST_SIZE "
+            "counts it: name + value + 32 per field)",
             0);
     return H2_OVER;
   }
@@ -864,7 +863,6 @@ static int h2_send(nhb__conn* c, nhb__slot* s) {
   s->status = 0;
   s->h2_clen = -1;
   s->hdr_list = 0;
-  s->hdr_fields = 0;
   s->interims = 0;
   if (NHB__UNLIKELY(c->worker->run->config.grpc)) {
     s->grpc_status = -1;

@@ -276,16 +276,16 @@ static void h3_over(nhb__conn* c, nghttp3_conn* hc, int64_t sid, nhb__slot* s, c
   nhb__conn_slot_failed(c, s, NHB_CTR_STREAM_RESETS);
 }
 
-/* One field against the limits, counted as SETTINGS_MAX_FIELD_SECTION_SIZE
- * counts it (name + value + 32). Returns 0 when the request ended. */
+/* One field against the limit, counted as SETTINGS_MAX_FIELD_SECTION_SIZE
+ * counts it (name + value + 32, which also bounds the fields of a block).
+ * Returns 0 when the request ended. */
 static inline int h3_field_fits(nhb__conn* c, nghttp3_conn* hc, int64_t sid, nhb__slot* s, size_t namelen,
                                 size_t valuelen) {
   uint64_t list = (uint64_t)s->hdr_list + namelen + valuelen + 32;
-  if (NHB__UNLIKELY(list > NHB__RESP_HEADER_BYTES || ++s->hdr_fields > NHB__RESP_HEADER_FIELDS)) {
+  if (NHB__UNLIKELY(list > NHB__RESP_HEADER_BYTES)) {
     h3_over(c, hc, sid, s,
-            list > NHB__RESP_HEADER_BYTES
-                ? "a header block over 98304 bytes decoded (the client's limit, as SETTINGS_MAX_FIELD_SECTION_SIZE counts it)"
-                : "a header block of more than 1000 fields (the client's limit)");
+            "a header block over 98304 bytes decoded (the client's limit, as SETTINGS_MAX_FIELD_SECTION_SIZE "
+            "counts it: name + value + 32 per field)");
     return 0;
   }
   s->hdr_list = (uint32_t)list;
@@ -297,7 +297,6 @@ static int h3_begin_headers(nghttp3_conn* hc, int64_t sid, void* user_data, void
   nhb__slot* s = h3_slot((nhb__conn*)user_data, sid, stream_user_data);
   if (s == NULL) return 0;
   s->hdr_list = 0;
-  s->hdr_fields = 0;
   /* A header block that starts before the final status is the response's
    * (or an interim one's); the latency response header is read from it. */
   nhb__olat_reset(&s->olat);
@@ -340,7 +339,6 @@ static int h3_end_headers(nghttp3_conn* hc, int64_t sid, int fin, void* user_dat
   if (s == NULL) return 0;
   /* Trailers, if any, are a block of their own. */
   s->hdr_list = 0;
-  s->hdr_fields = 0;
   if (s->status >= 100 && s->status < 200) {
     /* An interim response (103 Early Hints): the real one follows. */
     s->status = 0;
@@ -1038,7 +1036,6 @@ static int h3_send(nhb__conn* c, nhb__slot* s) {
   s->status = 0;
   s->stream_id = 0;
   s->hdr_list = 0;
-  s->hdr_fields = 0;
   s->interims = 0;
   s->body_left = sp->body_size;
   nhb__olat_reset(&s->olat);

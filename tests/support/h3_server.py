@@ -7,9 +7,10 @@ Run as a script (tests/test_h3.py starts it as a subprocess)::
 It prints ``port N`` on stdout once it listens on 127.0.0.1, answers every request with
 ``--size`` bytes of body and status 200, with status NNN for a path ``/status/NNN``, after MS
 milliseconds for a path ``/delay/MS``, with N extra fields of SIZE-byte values in its header
-block for a path ``/fields/N/SIZE`` (or in trailers for ``/trailers/N/SIZE``); on SIGTERM or SIGINT it prints one JSON line of what it
-counted and exits: ``requests`` (complete requests answered), ``methods`` (per method),
-``body_bytes`` (request body bytes received), ``connections`` (QUIC connections that completed
+block for a path ``/fields/N/SIZE`` (or in trailers for ``/trailers/N/SIZE``); on SIGTERM or
+SIGINT it prints one JSON line of what it counted and exits: ``requests`` (complete requests
+answered), ``methods`` (per method), ``body_bytes`` (request body bytes received),
+``connections`` (QUIC connections that completed
 the handshake), ``max_pending`` (the most requests one connection had waiting for their
 answer at once: the streams a client multiplexed on it), ``ignored`` (requests above a GOAWAY,
 left unanswered).
