@@ -298,6 +298,35 @@ def test_server_that_goes_away_mid_run_is_counted_without_a_hang(
 
 
 @pytest.mark.core  # C error paths, run again under ASan in CI
+@pytest.mark.parametrize(("path", "refused"), [
+    # 96 KiB as SETTINGS_MAX_FIELD_SECTION_SIZE counts (name + value + 32 per field): many
+    # small fields (2300 or 2600 of about 40 bytes), or a few large ones (about 89,000 bytes,
+    # then about 101,000; aioquic sends no value over 64 KiB).
+    ("/fields/2300/1", False),
+    ("/fields/2600/1", True),
+    ("/fields/22/4000", False),
+    ("/fields/25/4000", True),
+    ("/trailers/25/4000", True),
+])
+def test_response_header_limits(h3: H3Server, certs: dict[str, str], path: str, refused: bool) -> None:
+    # The client's limits on a header block (docs/reliability.md, "Client limits"): a block
+    # over them is a protocol error at once, never a 2xx; one at them is an ordinary answer.
+    result = run(h3.url(path), rps=20, duration=0.5, cacert=certs["ca"],
+                 no_default_failure_predicates=True)
+    c = result.counters
+    assert_accounting(c)
+    released = c["sequencer.released"]
+    assert released == 10
+    if refused:
+        assert c.get("benchmark.http_2xx", 0) == 0
+        assert c["upstream_cx_protocol_error"] == c["benchmark.stream_resets"] == released
+        assert result.error is not None and "the client's limit" in result.error
+    else:
+        assert c["benchmark.http_2xx"] == released
+        assert c.get("upstream_cx_protocol_error", 0) == 0
+
+
+@pytest.mark.core  # C error paths, run again under ASan in CI
 def test_garbage_from_the_peer_neither_crashes_nor_spins() -> None:
     # A UDP peer that answers every datagram with junk: a short one, a long one, and one
     # that looks like a QUIC long header. No handshake completes; the run ends on time.

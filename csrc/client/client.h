@@ -50,6 +50,41 @@ typedef struct nhb__olat {
 /* The longest header name accepted (nhbench.options holds users to the same). */
 #define NHB__OLAT_NAME_MAX 256
 
+/* Limits on what a server may send in a response's header blocks
+ * (docs/reliability.md, "Client limits"). A hostile or broken origin could
+ * otherwise stream header lines, an HPACK bomb or interim responses for ever:
+ * the request would end only at --request-timeout, or be counted as a 2xx
+ * after decoding megabytes per response. A block over a limit is a protocol
+ * error at once (upstream_cx_protocol_error).
+ *
+ * One header block (the status line and fields of a response, each interim
+ * 1xx response, the trailers) may hold NHB__RESP_HEADER_BYTES bytes and,
+ * in HTTP/1.1, NHB__RESP_HEADER_FIELDS fields. 96 KiB is above what servers and proxies
+ * send or pass on (Envoy refuses response heads over 60 KiB and 100 fields
+ * by default, nginx's proxy buffers hold 4 or 8 KiB) and well under curl's
+ * 300 KiB, so no real response is refused; 1000 fields is the test server's
+ * own limit on a request. HTTP/1.1 counts the status line and each field
+ * line as sent (name, value and 4 bytes of ": " and CRLF); HTTP/2 and
+ * HTTP/3 count each field as name + value + 32, the measure of
+ * SETTINGS_MAX_HEADER_LIST_SIZE and SETTINGS_MAX_FIELD_SECTION_SIZE, which
+ * the client advertises with this value; the 32 bytes per field bound a
+ * block to 3072 fields, so these need no count of their own (one compare
+ * per field). HTTP/1.1 also bounds the raw bytes
+ * of a head, blanks and line ends that llhttp skips without a callback
+ * included, at twice the limit.
+ *
+ * At most NHB__RESP_INTERIM interim (1xx) responses may precede a response:
+ * 100 Continue and 103 Early Hints come once or twice.
+ *
+ * An HTTP/1.1 chunk size or Content-Length above NHB__BODY_MAX (2^63 - 1,
+ * the largest size curl and nginx accept: a signed 64-bit offset) is a
+ * protocol error: llhttp takes up to 2^64 - 1, and the client would wait for
+ * 18 EB. */
+#define NHB__RESP_HEADER_BYTES (96u * 1024u)
+#define NHB__RESP_HEADER_FIELDS 1000u
+#define NHB__RESP_INTERIM 100u
+#define NHB__BODY_MAX ((uint64_t)INT64_MAX)
+
 /* One request's timestamps, all CLOCK_MONOTONIC ns. */
 typedef struct nhb__request {
   uint64_t scheduled_ns; /* when the schedule wanted it released */
@@ -151,6 +186,10 @@ typedef struct nhb__slot {
    * (H2_CHK_* flags) and its content-length (-1: none). */
   uint32_t h2_chk;
   int64_t h2_clen;
+  /* HTTP/2 and HTTP/3: the header block being read, against the limit
+   * above (name + value + 32 per field), and the interim responses so far. */
+  uint32_t hdr_list;
+  uint32_t interims;
 } nhb__slot;
 
 /* The transport moves bytes for a connection: plain TCP, or TLS through
@@ -276,6 +315,17 @@ struct nhb__conn {
   int hdr_open;
   int hdr_gap_lf;
   const char* hdr_gap;
+  /* Response limits (session_h1.c, NHB__RESP_* above): the current header
+   * block's bytes and fields, the interim responses to this request, the
+   * raw bytes of reads that ended inside a head, whether the parser is past
+   * the current head, and why a callback stopped the parser (NULL: no
+   * limit was hit). */
+  uint32_t h1_block_bytes;
+  uint32_t h1_block_fields;
+  uint32_t h1_interims;
+  int h1_in_body;
+  uint64_t h1_head_raw;
+  const char* h1_limit;
   nhb__olat olat; /* HTTP/1.1: the latency response header of the current response */
   /* HTTP/1.1 response-head replay (session_h1.c): the head of the last
    * response that llhttp parsed whole from a message boundary, and what that

@@ -20,7 +20,41 @@ static int h1_on_message_begin(llhttp_t* p) {
   nhb__conn* c = CONN_OF(p);
   c->header_bytes = 0;
   c->body_bytes = 0;
+  /* "HTTP/1.1 200 " and the line end; the reason phrase comes in on_status. */
+  c->h1_block_bytes = 15;
+  c->h1_block_fields = 0;
   return 0;
+}
+
+/* The per-request state of the response limits: at the start of a
+ * connection and after each final response. */
+static void h1_limits_reset(nhb__conn* c) {
+  c->h1_interims = 0;
+  c->h1_in_body = 0;
+  c->h1_head_raw = 0;
+  c->h1_limit = NULL;
+}
+
+/* The response limits (client.h, NHB__RESP_*): returns -1, which stops
+ * llhttp, with the reason kept for the error text. */
+static int h1_over(nhb__conn* c, const char* why) {
+  c->h1_limit = why;
+  return -1;
+}
+
+#define H1_OVER_BYTES "a header block over 98304 bytes (the client's limit on a response's head or trailers)"
+
+static inline int h1_block_grow(nhb__conn* c, size_t len) {
+  /* Each piece is at most one read (NHB__READ_BUFFER_SIZE), so the sum
+   * cannot wrap before it is checked. */
+  c->h1_block_bytes += (uint32_t)len;
+  if (NHB__UNLIKELY(c->h1_block_bytes > NHB__RESP_HEADER_BYTES)) return h1_over(c, H1_OVER_BYTES);
+  return 0;
+}
+
+static int h1_on_status(llhttp_t* p, const char* at, size_t len) {
+  NHB__UNUSED(at);
+  return h1_block_grow(CONN_OF(p), len);
 }
 
 /* Header size is counted as Envoy's HeaderMap::byteSize() counts it (names
@@ -28,6 +62,7 @@ static int h1_on_message_begin(llhttp_t* p) {
 static int h1_on_header_field(llhttp_t* p, const char* at, size_t len) {
   nhb__conn* c = CONN_OF(p);
   c->header_bytes += len;
+  if (NHB__UNLIKELY(h1_block_grow(c, len) < 0)) return -1;
   c->hdr_open = 1;
   c->hdr_gap_lf = 0;
   c->hdr_gap = at + len;
@@ -50,6 +85,7 @@ static int h1_on_header_value(llhttp_t* p, const char* at, size_t len) {
    * line end; a fold needs a non-empty piece after it to change anything. */
   if (len == 0) return 0;
   c->header_bytes += len;
+  if (NHB__UNLIKELY(h1_block_grow(c, len) < 0)) return -1;
   if (NHB__UNLIKELY(c->hdr_gap_lf) || (at > c->hdr_gap && memchr(c->hdr_gap, '\n', (size_t)(at - c->hdr_gap))))
     return -1;
   c->hdr_gap = at + len;
@@ -57,19 +93,37 @@ static int h1_on_header_value(llhttp_t* p, const char* at, size_t len) {
 }
 
 static int h1_on_header_value_complete(llhttp_t* p) {
-  CONN_OF(p)->hdr_open = 0;
-  return 0;
+  nhb__conn* c = CONN_OF(p);
+  c->hdr_open = 0;
+  if (NHB__UNLIKELY(++c->h1_block_fields > NHB__RESP_HEADER_FIELDS))
+    return h1_over(c, "a header block of more than 1000 fields (the client's limit)");
+  /* ": " and the line end */
+  return h1_block_grow(c, 4);
 }
 
 static int h1_on_headers_complete(llhttp_t* p) {
   nhb__conn* c = CONN_OF(p);
   c->hdr_open = 0;
+  /* The head is over: trailers, if any, are a block of their own. */
+  c->h1_in_body = 1;
+  c->h1_head_raw = 0;
+  c->h1_block_bytes = 0;
+  c->h1_block_fields = 0;
+  if (NHB__UNLIKELY(p->content_length > NHB__BODY_MAX) && (p->flags & F_CONTENT_LENGTH))
+    return h1_over(c, "a Content-Length over 2^63 - 1");
   int status = llhttp_get_status_code(p);
   /* Returning 1 tells llhttp that this response has no body. llhttp leaves it
    * to the caller to know which ones: responses to HEAD, 1xx, 204 and 304
    * (RFC 9112 section 6.3), whatever their Content-Length says. */
   const nhb_run* run = c->worker->run;
   if (run->specs[c->slots->rq.spec].head_request || status < 200 || status == 204 || status == 304) return 1;
+  return 0;
+}
+
+/* llhttp takes a chunk size up to 2^64 - 1 (16 hex digits) and would wait
+ * for all of it. */
+static int h1_on_chunk_header(llhttp_t* p) {
+  if (NHB__UNLIKELY(p->content_length > NHB__BODY_MAX)) return h1_over(CONN_OF(p), "a chunk size over 2^63 - 1");
   return 0;
 }
 
@@ -83,9 +137,17 @@ static int h1_on_message_complete(llhttp_t* p) {
   nhb__conn* c = CONN_OF(p);
   int status = llhttp_get_status_code(p);
   /* Interim responses (100 Continue, 103 Early Hints) precede the real one. */
-  if (status >= 100 && status < 200 && status != 101) return 0;
+  if (status >= 100 && status < 200 && status != 101) {
+    c->h1_in_body = 0;
+    if (NHB__UNLIKELY(++c->h1_interims > NHB__RESP_INTERIM))
+      return h1_over(c, "more than 100 interim (1xx) responses to one request (the client's limit)");
+    return 0;
+  }
   c->keep_alive = llhttp_should_keep_alive(p);
   if (!c->keep_alive) c->worker->stats.counters[NHB_CTR_UPSTREAM_CX_CLOSE_NOTIFY]++;
+  /* Ready for the next request's response here rather than when it is sent,
+   * so that a replayed response (which skips llhttp) pays nothing for it. */
+  h1_limits_reset(c);
   /* An HTTP/1.0 request without keep-alive makes the connection last one
    * exchange (RFC 9112 section 9.3), whatever the server answers; Fortio's
    * -http1.0 closes it too. */
@@ -96,6 +158,8 @@ static int h1_on_message_complete(llhttp_t* p) {
 
 static const llhttp_settings_t h1_settings = {
     .on_message_begin = h1_on_message_begin,
+    .on_status = h1_on_status,
+    .on_chunk_header = h1_on_chunk_header,
     .on_header_field = h1_on_header_field,
     .on_header_value = h1_on_header_value,
     .on_header_value_complete = h1_on_header_value_complete,
@@ -141,6 +205,8 @@ static int h1_olat_on_headers_complete(llhttp_t* p) {
 
 static const llhttp_settings_t h1_olat_settings = {
     .on_message_begin = h1_olat_on_message_begin,
+    .on_status = h1_on_status,
+    .on_chunk_header = h1_on_chunk_header,
     .on_header_field = h1_olat_on_header_field,
     .on_header_value = h1_olat_on_header_value,
     .on_header_value_complete = h1_olat_on_header_value_complete,
@@ -212,6 +278,7 @@ static int h1_open(nhb__conn* c) {
   c->hdr_gap_lf = 0;
   c->keep_alive = 1;
   c->h1_at_boundary = 1;
+  h1_limits_reset(c);
   nhb__olat_reset(&c->olat);
   return 0;
 }
@@ -274,6 +341,18 @@ static int h1_on_data(nhb__conn* c, const char* data, size_t len) {
   if (err == HPE_OK) {
     if (NHB__UNLIKELY(c->hdr_open) && memchr(c->hdr_gap, '\n', (size_t)(data + len - c->hdr_gap)))
       c->hdr_gap_lf = 1;
+    if (!c->h1_in_body) {
+      /* The read ended inside a head (or before one): its bytes are the
+       * head's, or an interim response's before it. This catches what the
+       * callbacks never see (blank lines before the status line, blanks
+       * before a value), at twice the limit, which a head within the limit
+       * cannot reach even with an interim response in the same read. */
+      c->h1_head_raw += len;
+      if (NHB__UNLIKELY(c->h1_head_raw > 2u * NHB__RESP_HEADER_BYTES)) {
+        h1_parse_error(c, "a head over 196608 bytes, padding included (twice the client's limit on a response's head)");
+        return NHB_EPROTO;
+      }
+    }
     return 0;
   }
   if (err == HPE_PAUSED && c->response_done) {
@@ -297,7 +376,10 @@ static int h1_on_data(nhb__conn* c, const char* data, size_t len) {
     }
     return h1_finish_response(c, status);
   }
-  if (err == HPE_USER) {
+  if (NHB__UNLIKELY(c->h1_limit != NULL)) {
+    h1_parse_error(c, c->h1_limit);
+    c->h1_limit = NULL;
+  } else if (err == HPE_USER) {
     h1_parse_error(c, "obs-fold (a header line continued on the next line)");
   } else {
     const char* reason = llhttp_get_error_reason(&c->parser);

@@ -136,6 +136,26 @@ static void h2_malformed(nhb__conn* c, nghttp2_session* session, nhb__slot* s) {
   h2_stream_failed(c, s, NGHTTP2_PROTOCOL_ERROR);
 }
 
+/* A response over one of the client's limits (client.h, NHB__RESP_*): a
+ * protocol error, counted as one, and the request ends now as a stream
+ * reset. `rst`: reset the stream here; else nghttp2 resets it, because the
+ * header callback returns NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE, which also
+ * stops the rest of the block from reaching the callbacks (nghttp2 still
+ * decodes it, to keep the HPACK table in step, but hands nothing over). */
+static void h2_over(nhb__conn* c, nghttp2_session* session, nhb__slot* s, const char* why, int rst) {
+  nhb__worker* w = c->worker;
+  int32_t id = s->stream_id;
+  if (rst) nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, id, NGHTTP2_PROTOCOL_ERROR);
+  nghttp2_session_set_stream_user_data(session, id, NULL);
+  h2_mark_dirty(c);
+  char text[sizeof(w->first_error_text)];
+  snprintf(text, sizeof(text), "HTTP/2: stream reset: %s", why);
+  nhb__worker_record_error_text(w, NHB_EPROTO, text);
+  w->stats.counters[NHB_CTR_UPSTREAM_CX_PROTOCOL_ERROR]++;
+  s->stream_id = 0;
+  nhb__conn_slot_failed(c, s, NHB_CTR_STREAM_RESETS);
+}
+
 #define H2_ONES 0x0101010101010101ull
 #define H2_HIGH (H2_ONES * 0x80)
 
@@ -344,12 +364,19 @@ static inline int h2_check_frame(nhb__conn* c, nghttp2_session* session, const n
   uint32_t chk = s->h2_chk;
   int end = (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0;
   if (frame->hd.type == NGHTTP2_HEADERS) {
+    /* The next block (the response after an interim one, or trailers) has
+     * the whole limit again. */
+    s->hdr_list = 0;
     if (chk & H2_CHK_FINAL) {
       if (!end) goto bad; /* trailers end the stream */
     } else {
       if (!(chk & H2_CHK_STATUS)) goto bad;
       if (s->status / 100 == 1) {
         if (end) goto bad;
+        if (NHB__UNLIKELY(++s->interims > NHB__RESP_INTERIM)) {
+          h2_over(c, session, s, "more than 100 interim (1xx) responses to one request (the client's limit)", 1);
+          return 0;
+        }
         /* The next block is the response again, from scratch. */
         s->h2_chk = (chk & H2_CHK_METHOD) | H2_CHK_INTERIM;
         s->h2_clen = -1;
@@ -387,12 +414,31 @@ static inline int h2_check_data(nhb__conn* c, nghttp2_session* session, nhb__slo
 
 /* The slot of a header field's stream, and whether the field stands: NULL
  * when the field is not a response field of one of our streams, or was
- * dropped, or made the response malformed (then the stream is reset). */
+ * dropped, or made the response malformed (then the stream is reset);
+ * H2_OVER when the block went over a limit (the request has ended, and the
+ * callback must return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE). */
+static nhb__slot h2_over_mark;
+#define H2_OVER (&h2_over_mark)
 static inline nhb__slot* h2_field_slot(nhb__conn* c, nghttp2_session* session, const nghttp2_frame* frame,
                                 const uint8_t* name, size_t namelen, const uint8_t* value, size_t valuelen) {
   if (frame->hd.type != NGHTTP2_HEADERS) return NULL;
   nhb__slot* s = h2_slot(c, session, frame->hd.stream_id);
   if (s == NULL) return NULL;
+  /* The block against the limits, counted as SETTINGS_MAX_HEADER_LIST_SIZE
+   * counts it, before anything looks at the field: an HPACK bomb (a large
+   * entry of the dynamic table indexed thousands of times in a small block)
+   * stops at the field that crosses the limit. The 32 bytes per field also
+   * bound the fields of a block (client.h). nghttp2 caps a name and a value
+   * at 64 KiB each, so the sum cannot wrap. */
+  uint32_t list = s->hdr_list + (uint32_t)(namelen + valuelen + 32);
+  if (NHB__UNLIKELY(list > NHB__RESP_HEADER_BYTES)) {
+    h2_over(c, session, s,
+            "a header block over 98304 bytes decoded (the client's limit, as SETTINGS_MAX_HEADER_LIST_SIZE "
+            "counts it: name + value + 32 per field)",
+            0);
+    return H2_OVER;
+  }
+  s->hdr_list = list;
   int r = h2_check_field(s, name, namelen, value, valuelen);
   if (NHB__LIKELY(r == H2_FIELD_TAKE)) return s;
   if (r == H2_FIELD_BAD) h2_malformed(c, session, s);
@@ -405,8 +451,8 @@ static int h2_on_header(nghttp2_session* session, const nghttp2_frame* frame, co
                         size_t namelen, const uint8_t* value, size_t valuelen, uint8_t flags,
                         void* user_data) {
   NHB__UNUSED(flags);
-  h2_field_slot(conn_of(user_data), session, frame, name, namelen, value, valuelen);
-  return 0;
+  nhb__slot* s = h2_field_slot(conn_of(user_data), session, frame, name, namelen, value, valuelen);
+  return NHB__UNLIKELY(s == H2_OVER) ? NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE : 0;
 }
 
 /* The same plus the latency response header (observe.c), installed only for
@@ -440,6 +486,7 @@ static int h2_olat_on_header(nghttp2_session* session, const nghttp2_frame* fram
   NHB__UNUSED(flags);
   nhb__conn* c = conn_of(user_data);
   nhb__slot* s = h2_field_slot(c, session, frame, name, namelen, value, valuelen);
+  if (NHB__UNLIKELY(s == H2_OVER)) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
   if (s != NULL) h2_olat_field(c, s, name, namelen, value, valuelen);
   return 0;
 }
@@ -523,6 +570,7 @@ static int h2_grpc_on_header(nghttp2_session* session, const nghttp2_frame* fram
   NHB__UNUSED(flags);
   nhb__conn* c = conn_of(user_data);
   nhb__slot* s = h2_field_slot(c, session, frame, name, namelen, value, valuelen);
+  if (NHB__UNLIKELY(s == H2_OVER)) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
   if (s == NULL) return 0;
   if (namelen > 5 && memcmp(name, "grpc-", 5) == 0) grpc_on_header(c->worker, s, name, namelen, value, valuelen);
   if (c->worker->run->olat_len != 0) h2_olat_field(c, s, name, namelen, value, valuelen);
@@ -761,8 +809,11 @@ static int h2_open(nhb__conn* c) {
   nghttp2_settings_entry settings[] = {
       {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
       {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, H2_STREAM_WINDOW},
+      /* What the client takes (client.h), so that a server that honours it
+       * refuses with a 431 or trims instead. */
+      {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, NHB__RESP_HEADER_BYTES},
   };
-  if (nghttp2_submit_settings(h->session, NGHTTP2_FLAG_NONE, settings, 2) != 0 ||
+  if (nghttp2_submit_settings(h->session, NGHTTP2_FLAG_NONE, settings, 3) != 0 ||
       nghttp2_session_set_local_window_size(h->session, NGHTTP2_FLAG_NONE, 0, H2_CONNECTION_WINDOW) != 0)
     return NHB_ENOMEM;
   /* The preface and SETTINGS go out with the first requests. */
@@ -811,6 +862,8 @@ static int h2_send(nhb__conn* c, nhb__slot* s) {
   s->body_bytes = 0;
   s->status = 0;
   s->h2_clen = -1;
+  s->hdr_list = 0;
+  s->interims = 0;
   if (NHB__UNLIKELY(c->worker->run->config.grpc)) {
     s->grpc_status = -1;
     s->grpc_prefix = 0;

@@ -261,10 +261,42 @@ static int h3_deferred_consume(nghttp3_conn* hc, int64_t sid, size_t consumed, v
   return 0;
 }
 
+/* A response over one of the client's limits (client.h, NHB__RESP_*): a
+ * protocol error, counted as one; the stream is shut down and the request
+ * ends now as a stream reset. The rest of the block still reaches
+ * h3_recv_header, which finds no slot and returns at once. */
+static void h3_over(nhb__conn* c, nghttp3_conn* hc, int64_t sid, nhb__slot* s, const char* why) {
+  nhb__worker* w = c->worker;
+  nghttp3_conn_set_stream_user_data(hc, sid, NULL);
+  ngtcp2_conn_shutdown_stream(c->h3->qc, sid, NGHTTP3_H3_EXCESSIVE_LOAD);
+  h3_want_write(c);
+  h3_record(c, NHB_EPROTO, "HTTP/3: stream reset: %s", why);
+  w->stats.counters[NHB_CTR_UPSTREAM_CX_PROTOCOL_ERROR]++;
+  s->stream_id = 0;
+  nhb__conn_slot_failed(c, s, NHB_CTR_STREAM_RESETS);
+}
+
+/* One field against the limit, counted as SETTINGS_MAX_FIELD_SECTION_SIZE
+ * counts it (name + value + 32, which also bounds the fields of a block).
+ * Returns 0 when the request ended. */
+static inline int h3_field_fits(nhb__conn* c, nghttp3_conn* hc, int64_t sid, nhb__slot* s, size_t namelen,
+                                size_t valuelen) {
+  uint64_t list = (uint64_t)s->hdr_list + namelen + valuelen + 32;
+  if (NHB__UNLIKELY(list > NHB__RESP_HEADER_BYTES)) {
+    h3_over(c, hc, sid, s,
+            "a header block over 98304 bytes decoded (the client's limit, as SETTINGS_MAX_FIELD_SECTION_SIZE "
+            "counts it: name + value + 32 per field)");
+    return 0;
+  }
+  s->hdr_list = (uint32_t)list;
+  return 1;
+}
+
 static int h3_begin_headers(nghttp3_conn* hc, int64_t sid, void* user_data, void* stream_user_data) {
   NHB__UNUSED(hc);
   nhb__slot* s = h3_slot((nhb__conn*)user_data, sid, stream_user_data);
   if (s == NULL) return 0;
+  s->hdr_list = 0;
   /* A header block that starts before the final status is the response's
    * (or an interim one's); the latency response header is read from it. */
   nhb__olat_reset(&s->olat);
@@ -274,13 +306,13 @@ static int h3_begin_headers(nghttp3_conn* hc, int64_t sid, void* user_data, void
 
 static int h3_recv_header(nghttp3_conn* hc, int64_t sid, int32_t token, nghttp3_rcbuf* name,
                           nghttp3_rcbuf* value, uint8_t flags, void* user_data, void* stream_user_data) {
-  NHB__UNUSED(hc);
   NHB__UNUSED(flags);
   nhb__conn* c = (nhb__conn*)user_data;
   nhb__slot* s = h3_slot(c, sid, stream_user_data);
   if (s == NULL) return 0;
   nghttp3_vec n = nghttp3_rcbuf_get_buf(name);
   nghttp3_vec v = nghttp3_rcbuf_get_buf(value);
+  if (!h3_field_fits(c, hc, sid, s, n.len, v.len)) return 0;
   if (token == NGHTTP3_QPACK_TOKEN__STATUS) {
     /* nghttp3 checked it is three digits. */
     int status = 0;
@@ -301,20 +333,35 @@ static int h3_recv_header(nghttp3_conn* hc, int64_t sid, int32_t token, nghttp3_
 }
 
 static int h3_end_headers(nghttp3_conn* hc, int64_t sid, int fin, void* user_data, void* stream_user_data) {
-  NHB__UNUSED(hc);
   NHB__UNUSED(fin);
   nhb__conn* c = (nhb__conn*)user_data;
   nhb__slot* s = h3_slot(c, sid, stream_user_data);
   if (s == NULL) return 0;
+  /* Trailers, if any, are a block of their own. */
+  s->hdr_list = 0;
   if (s->status >= 100 && s->status < 200) {
     /* An interim response (103 Early Hints): the real one follows. */
     s->status = 0;
     s->header_bytes = 0;
     s->olat.active = 0;
+    if (NHB__UNLIKELY(++s->interims > NHB__RESP_INTERIM))
+      h3_over(c, hc, sid, s, "more than 100 interim (1xx) responses to one request (the client's limit)");
     return 0;
   }
   if (NHB__UNLIKELY(c->worker->run->olat_len != 0) && s->olat.active) nhb__olat_finish(&s->olat, c->worker);
   s->olat.active = 0;
+  return 0;
+}
+
+/* Trailers are not looked at, only held to the limits. */
+static int h3_recv_trailer(nghttp3_conn* hc, int64_t sid, int32_t token, nghttp3_rcbuf* name,
+                           nghttp3_rcbuf* value, uint8_t flags, void* user_data, void* stream_user_data) {
+  NHB__UNUSED(token);
+  NHB__UNUSED(flags);
+  nhb__conn* c = (nhb__conn*)user_data;
+  nhb__slot* s = h3_slot(c, sid, stream_user_data);
+  if (s == NULL) return 0;
+  h3_field_fits(c, hc, sid, s, nghttp3_rcbuf_get_buf(name).len, nghttp3_rcbuf_get_buf(value).len);
   return 0;
 }
 
@@ -404,7 +451,7 @@ static const nghttp3_callbacks h3_http_callbacks = {
     h3_recv_header,
     h3_end_headers,
     NULL, /* begin_trailers: trailers are not looked at */
-    NULL, /* recv_trailer */
+    h3_recv_trailer,
     NULL, /* end_trailers */
     h3_stop_sending,
     h3_end_stream,
@@ -429,6 +476,8 @@ static int h3_setup_http(nhb__conn* c) {
    * (nghttp3's default), as HPACK does for HTTP/2. */
   settings.qpack_max_dtable_capacity = 0;
   settings.qpack_blocked_streams = 0;
+  /* What the client takes (client.h); h3_recv_header enforces it. */
+  settings.max_field_section_size = NHB__RESP_HEADER_BYTES;
   if (nghttp3_conn_client_new(&h->hc, &h3_http_callbacks, &settings, &h->hmem, c) != 0) return -1;
   int64_t ctrl, enc, dec;
   if (ngtcp2_conn_open_uni_stream(h->qc, &ctrl, NULL) != 0 || nghttp3_conn_bind_control_stream(h->hc, ctrl) != 0 ||
@@ -986,6 +1035,8 @@ static int h3_send(nhb__conn* c, nhb__slot* s) {
   s->body_bytes = 0;
   s->status = 0;
   s->stream_id = 0;
+  s->hdr_list = 0;
+  s->interims = 0;
   s->body_left = sp->body_size;
   nhb__olat_reset(&s->olat);
   /* The usual case: a stream at once, without looking at the others. */

@@ -65,6 +65,16 @@ def unfinished(c: Counters) -> bool:
         get(c, "upstream_rq_cancelled") + get(c, "benchmark.request_timeout") > 0
 
 
+def refused_at_once(c: Counters) -> bool:
+    """A response over one of the client's limits (an endless or too large header block, an
+    HPACK bomb, endless 1xx, a chunk size no body can have): a protocol error as soon as the
+    limit is crossed, never a success, and the request does not wait for a timeout or the
+    end of the run (at most one request per connection may be cut by the run's end)."""
+    return no_success(c) and get(c, "upstream_cx_protocol_error") > 0 and \
+        get(c, "benchmark.stream_resets") > 0 and \
+        get(c, "upstream_rq_cancelled") + get(c, "benchmark.request_timeout") <= 2
+
+
 def response_then_protocol_error(c: Counters) -> bool:
     """A complete response followed by bytes that belong to no request: the response counts
     (it was complete), the extra bytes are a protocol error, never a reset of the request."""
@@ -172,6 +182,20 @@ def _chunked(body: bytes) -> bytes:
     return b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + body
 
 
+def _fields(n: int, size: int = 0) -> bytes:
+    """``n`` header lines, each of ``size`` bytes as the client counts them (name, value and
+    4 bytes of ": " and CRLF; at least 8)."""
+    value = b"v" * max(size - 8, 0)
+    return b"".join(b"X%03d: " % (i % 1000) + value + b"\r\n" for i in range(n))
+
+
+# A response head at the client's limit (96 KiB: the status line counts 15 bytes plus its
+# reason phrase, "OK"; Content-Length: 2 counts 4 + 14 + 1), then one byte over it.
+HEAD_AT_LIMIT = b"HTTP/1.1 200 OK\r\n" + _fields(24, 4000) + _fields(1, 96 * 1024 - 17 - 24 * 4000 - 19) + \
+    b"Content-Length: 2\r\n\r\nok"
+HEAD_OVER_LIMIT = HEAD_AT_LIMIT.replace(b"X000: ", b"X000: v", 1)
+
+
 # ---- HTTP/2 handlers -----------------------------------------------------------------------
 
 def h2_session(on_headers: Callable[[socket.socket, int], bool],
@@ -188,6 +212,21 @@ def h2_session(on_headers: Callable[[socket.socket, int], bool],
 def answer(conn: socket.socket, stream: int) -> bool:
     conn.sendall(h2.response_headers(stream, end_stream=False)
                  + h2.frame(h2.DATA, h2.END_STREAM, stream, b"ok"))
+    return True
+
+
+def endless_interim(conn: socket.socket, stream: int) -> bool:
+    # 100 Continue again and again on the request's stream (here 1000 times, so that the
+    # session goes on to the next request), never the response.
+    conn.sendall(h2.frame(h2.HEADERS, h2.END_HEADERS, stream, h2.hpack_literal_name_index(8, b"100")) * 1000)
+    return True
+
+
+def many_small_fields(conn: socket.socket, stream: int) -> bool:
+    # 1700 small fields (accept-encoding: gzip, deflate from the static table, 1 byte each on
+    # the wire, 60 as the client counts: name + value + 32): 102,000 bytes, over the limit.
+    block = h2.STATUS_200 + h2.hpack_indexed(16) * 1700
+    conn.sendall(h2.frame(h2.HEADERS, h2.END_HEADERS | h2.END_STREAM, stream, block))
     return True
 
 
@@ -376,7 +415,32 @@ def modes(origin_stopped: threading.Event) -> list[Mode]:
              unfinished),
         Mode("endless_body_close_delimited", endless(b"HTTP/1.1 200 OK\r\n\r\n", b"x"), unfinished),
         Mode("endless_headers", endless(b"HTTP/1.1 200 OK\r\n", b"X-Endless: " + b"e" * 100 + b"\r\n"),
-             no_success),
+             refused_at_once),
+
+        # The client's limits on a response (docs/reliability.md, "Client limits").
+        Mode("endless_header_value", endless(b"HTTP/1.1 200 OK\r\nX-Endless: ", b"e"), refused_at_once),
+        Mode("endless_status_reason", endless(b"HTTP/1.1 200 ", b"K"), refused_at_once),
+        Mode("endless_blanks_before_value", endless(b"HTTP/1.1 200 OK\r\nX-Pad:", b" "),
+             refused_at_once),
+        Mode("endless_interim_100", endless(b"", b"HTTP/1.1 100 Continue\r\n\r\n"), refused_at_once),
+        Mode("endless_interim_103",
+             endless(b"", b"HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n"),
+             refused_at_once),
+        Mode("endless_trailers", endless(_chunked(b"2\r\nok\r\n0\r\n"), b"X-T: " + b"t" * 100 + b"\r\n"),
+             refused_at_once),
+        Mode("head_at_limit", replies(HEAD_AT_LIMIT), all_ok),
+        Mode("head_over_limit", replies(HEAD_OVER_LIMIT), refused_at_once),
+        Mode("fields_at_limit",
+             replies(b"HTTP/1.1 200 OK\r\n" + _fields(999) + b"Content-Length: 2\r\n\r\nok"), all_ok),
+        Mode("fields_over_limit",
+             replies(b"HTTP/1.1 200 OK\r\n" + _fields(1000) + b"Content-Length: 2\r\n\r\nok"),
+             refused_at_once),
+        Mode("chunk_size_2_64_minus_1", replies(_chunked(b"ffffffffffffffff\r\nhello")), refused_at_once),
+        Mode("chunk_size_2_63",
+             replies(_chunked(b"8000000000000000\r\nhello")), refused_at_once),
+        Mode("content_length_2_64_minus_1",
+             replies(b"HTTP/1.1 200 OK\r\nContent-Length: 18446744073709551615\r\n\r\nok"),
+             refused_at_once),
 
         # Resets at every point (TCP RST through SO_LINGER 0).
         Mode("reset_on_accept", reset_after(b"", read_first=False), no_success),
@@ -406,8 +470,10 @@ def modes(origin_stopped: threading.Event) -> list[Mode]:
              protocol="http2"),
         Mode("h2_refuse_every_stream", h2_session(rst_every_stream(h2.REFUSED_STREAM)),
              bounded_retries, protocol="http2"),
-        Mode("h2_hpack_bomb", h2_session(hpack_bomb), anything, protocol="http2"),
-        Mode("h2_huge_header_block", h2_session(huge_header_block), anything, protocol="http2"),
+        Mode("h2_hpack_bomb", h2_session(hpack_bomb), refused_at_once, protocol="http2"),
+        Mode("h2_huge_header_block", h2_session(huge_header_block), refused_at_once, protocol="http2"),
+        Mode("h2_many_small_fields", h2_session(many_small_fields), refused_at_once, protocol="http2"),
+        Mode("h2_endless_interim", h2_session(endless_interim), refused_at_once, protocol="http2"),
         Mode("h2_continuation_flood", h2_session(continuation_flood), no_success, protocol="http2"),
         Mode("h2_settings_flood", h2_flood(h2.settings(header_table_size=4096)), anything,
              protocol="http2"),

@@ -6,9 +6,11 @@ Run as a script (tests/test_h3.py starts it as a subprocess)::
 
 It prints ``port N`` on stdout once it listens on 127.0.0.1, answers every request with
 ``--size`` bytes of body and status 200, with status NNN for a path ``/status/NNN``, after MS
-milliseconds for a path ``/delay/MS``; on SIGTERM or SIGINT it prints one JSON line of what it
-counted and exits: ``requests`` (complete requests answered), ``methods`` (per method),
-``body_bytes`` (request body bytes received), ``connections`` (QUIC connections that completed
+milliseconds for a path ``/delay/MS``, with N extra fields of SIZE-byte values in its header
+block for a path ``/fields/N/SIZE`` (or in trailers for ``/trailers/N/SIZE``); on SIGTERM or
+SIGINT it prints one JSON line of what it counted and exits: ``requests`` (complete requests
+answered), ``methods`` (per method), ``body_bytes`` (request body bytes received),
+``connections`` (QUIC connections that completed
 the handshake), ``max_pending`` (the most requests one connection had waiting for their
 answer at once: the streams a client multiplexed on it), ``ignored`` (requests above a GOAWAY,
 left unanswered).
@@ -104,15 +106,24 @@ class Handler(QuicConnectionProtocol):
         if self._closing:
             return
         status = 200
-        if request["path"].startswith("/status/"):
-            status = int(request["path"].split("/")[2])
+        path = request["path"]
+        if path.startswith("/status/"):
+            status = int(path.split("/")[2])
+        extra: list[tuple[bytes, bytes]] = []
+        if path.startswith(("/fields/", "/trailers/")):
+            _, kind, count, size = path.split("/")
+            extra = [(b"x-f%d" % i, b"v" * int(size)) for i in range(int(count))]
         try:
             self._http.send_headers(stream_id, [
                 (b":status", str(status).encode()),
                 (b"server", b"aioquic-test"),
                 (b"content-length", str(len(self.body)).encode()),
+                *(extra if path.startswith("/fields/") else []),
             ])
-            self._http.send_data(stream_id, self.body, end_stream=True)
+            trailers = path.startswith("/trailers/")
+            self._http.send_data(stream_id, self.body, end_stream=not trailers)
+            if trailers:
+                self._http.send_headers(stream_id, extra, end_stream=True)
         except Exception:  # noqa: BLE001 - the client reset the stream or closed meanwhile
             return
         # Counted once the answer is handed to QUIC: what the client can have received.
