@@ -17,16 +17,18 @@ Exit status:
 from __future__ import annotations
 
 import argparse
-import signal
-import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .._exceptions import CampaignError, OptionsError
 from ..options import NOT_IN_AN_ADAPT, AdaptOptions, SweepOptions, add_model_flags
-from . import _NOT_OPTIONS, PROG, _die, _note, add_run_options
-from ._signals import stop_on_signals
+from . import _campaign
+from ._common import note
+from ._run import add_run_options
 
-__all__ = ["add_adapt_parser"]
+if TYPE_CHECKING:
+    from ..sweep import Sweep
+    from ._commands import Command, Subparsers
+
+__all__ = ["add_parser", "run"]
 
 # The sweep's options an adapt campaign does not take (its plan); the URL is added first.
 _SWEEP_SKIPPED = ("url", "max_rps", *NOT_IN_AN_ADAPT)
@@ -43,10 +45,11 @@ _REDEFINED = {
 }
 
 
-def add_adapt_parser(commands: argparse._SubParsersAction[Any]) -> None:
+def add_parser(commands: Subparsers,
+               command: Command) -> argparse.ArgumentParser:
     parser = commands.add_parser(
-        "adapt",
-        help="search for the highest rate that still meets the SLO",
+        command.name,
+        help=command.help,
         description="Exponential then binary search over the offered rate (per worker, as "
         "--rps): start at --min-rps, double while every --slo rule passes, then bisect "
         "between the highest passing and the lowest failing rate until they are within "
@@ -61,67 +64,45 @@ def add_adapt_parser(commands: argparse._SubParsersAction[Any]) -> None:
     add_model_flags(parser, AdaptOptions)
     add_model_flags(parser, SweepOptions, skip=_SWEEP_SKIPPED)
     add_run_options(parser, sweep=True)
-    for flag in ("--output", "--output-format", "--no-duration", "--rps", "--stop-on-slo"):
-        parser.add_argument(flag, nargs="?", help=argparse.SUPPRESS,
-                            dest="redefined_" + flag[2:].replace("-", "_"))
-    parser.set_defaults(func=_cmd_adapt, subparser=parser)
+    _campaign.add_redefined_flags(parser, ("--output", "--output-format", "--no-duration",
+                                           "--rps", "--stop-on-slo"))
+    return parser
 
 
-def _notice_stop(signum: int, first: bool) -> None:
-    if first:
-        name = signal.Signals(signum).name
-        sys.stderr.write(f"{PROG}: {name}: stopping; the step in progress is abandoned, "
-                         f"finished steps are kept, --resume continues the search "
-                         f"(Ctrl-C again to stop at once)\n")
-        sys.stderr.flush()
+_notice_stop = _campaign.stop_notice("finished steps are kept, --resume continues the search "
+                                     "(Ctrl-C again to stop at once)")
 
 
-def _cmd_adapt(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from ..adaptive import outcome_of, prepare_adapt, settings_for_resume
+def _build(given: dict[str, Any], command: list[str]) -> Sweep:
+    # The search's settings: the flags, then (with --resume) the campaign's own under them.
+    from ..adaptive import prepare_adapt, settings_for_resume
     from ..campaign import load_manifest
     from ..sweep import Sweep
-    from ._sweep import _password
 
-    given = {k: v for k, v in vars(args).items() if k not in _NOT_OPTIONS}
-    for key, message in _REDEFINED.items():
-        if key in given:
-            _die(message, status=2)
-    argv = list(getattr(args, "argv", []))
-    try:
-        resume = given.pop("resume", None)
-        settings = given
-        if resume is not None:
-            settings = settings_for_resume(load_manifest(resume), given)
-            settings["resume"] = resume
-        config = prepare_adapt(settings)
-        sweep = Sweep(config.sweep, command=[PROG, *argv], strategy=config.strategy)
-    except (OptionsError, CampaignError) as exc:
-        _die(str(exc), status=2)
-    sweep.use_password(_password(config.sweep))
-    with stop_on_signals(sweep.stop, notice=_notice_stop):
-        campaign = sweep.run()
+    resume = given.pop("resume", None)
+    settings = given
+    if resume is not None:
+        settings = settings_for_resume(load_manifest(resume), given)
+        settings["resume"] = resume
+    config = prepare_adapt(settings)
+    return Sweep(config.sweep, command=command, strategy=config.strategy)
+
+
+def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from ..adaptive import outcome_of
+
+    sweep = _campaign.prepare(args, _REDEFINED, _build)
+    campaign = _campaign.run_campaign(sweep, _notice_stop)
     outcome = outcome_of(campaign.directory, campaign.manifest)
     _print_summary(campaign, outcome)
-    if campaign.manifest.status == "interrupted":
-        return 143 if sweep.signal == signal.SIGTERM else 130
-    return outcome.exit_status
+    status = _campaign.interrupted_status(sweep, campaign)
+    return outcome.exit_status if status is None else status
 
 
 def _print_summary(campaign: Any, outcome: Any) -> None:
-    from ..report import adapt_summary, render_text
+    from ..report import adapt_summary
 
-    try:
-        text = render_text(campaign.manifest)
-    except Exception as exc:  # noqa: BLE001 - the campaign is safe on disk whatever this does
-        _note(f"text report not rendered: {type(exc).__name__}: {exc}".splitlines()[0])
-    else:
-        sys.stdout.write(text if text.endswith("\n") else text + "\n")
-        sys.stdout.flush()
-    steps = len(campaign.manifest.steps)
-    line = (f"campaign {campaign.directory}: {campaign.manifest.status}, {steps} step"
-            f"{'s' if steps != 1 else ''}")
-    if campaign.manifest.stop_reason:
-        line += f" ({campaign.manifest.stop_reason})"
-    _note(line)
+    _campaign.print_text_report(campaign)
+    note(_campaign.campaign_summary(campaign))
     if outcome.search is not None and outcome.reason is not None:
-        _note(adapt_summary(campaign.manifest))
+        note(adapt_summary(campaign.manifest))

@@ -11,20 +11,24 @@ import argparse
 import sys
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
-from . import _die, _note
+from ._common import die, note
 from ._signals import stop_on_signals
 
-__all__ = ["DEFAULT_LISTEN", "add_browse_parser"]
+if TYPE_CHECKING:
+    from ._commands import Command, Subparsers
+
+__all__ = ["DEFAULT_LISTEN", "add_parser", "run"]
 
 DEFAULT_LISTEN = "127.0.0.1:8080"
 
 
-def add_browse_parser(commands: argparse._SubParsersAction[Any]) -> None:
+def add_parser(commands: Subparsers,
+               command: Command) -> argparse.ArgumentParser:
     parser = commands.add_parser(
-        "browse",
-        help="browse and compare the results in a directory in a web browser",
+        command.name,
+        help=command.help,
         description="Serve a local web UI over DIR: a searchable list of the results in it "
         "(nhbench, Nighthawk and Fortio JSON, sweep campaign directories), one page per "
         "result (headline, latency by percentile, latency over time, counters, options) and "
@@ -39,33 +43,33 @@ def add_browse_parser(commands: argparse._SubParsersAction[Any]) -> None:
         "[::1]:PORT for IPv6). Anything but a loopback address shows your results to the "
         "network.",
     )
-    parser.set_defaults(func=_cmd_browse, subparser=parser)
+    return parser
 
 
-def _cmd_browse(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from ..browse import BrowseServer
     from ..options import format_address, parse_address
 
     directory = Path(args.directory)
     if not directory.is_dir():
-        _die(f"browse: {str(directory)!r} is not a directory", status=2)
+        die(f"browse: {str(directory)!r} is not a directory", status=2)
     try:
         host, port = parse_address(args.listen)
     except ValueError as exc:
-        _die(f"--listen: {exc}", status=2)
+        die(f"--listen: {exc}", status=2)
     server = BrowseServer(directory, host, port)
     stop = threading.Event()
     with stop_on_signals(lambda signum: stop.set(), second_sigint_aborts=False):
         try:
             bound = server.start()
         except OSError as exc:
-            _die(f"--listen: cannot listen on {format_address(host, port)}: "
-                 f"{exc.strerror or exc}", status=1)
+            die(f"--listen: cannot listen on {format_address(host, port)}: "
+                f"{exc.strerror or exc}", status=1)
         try:
             # The URL is the one line on stdout, so that a script (or a test) can read it.
             sys.stdout.write(f"http://{format_address(*bound)}/\n")
             sys.stdout.flush()
-            _note(f"browsing {directory}; Ctrl-C stops")
+            note(f"browsing {directory}; Ctrl-C stops")
             # The wait wakes up now and then so that a signal takes effect at once.
             while not stop.is_set():
                 stop.wait(0.5)

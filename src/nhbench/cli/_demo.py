@@ -8,12 +8,17 @@ up, so that neither steals the other's time.
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from pydantic import ValidationError
+from ._common import Parser, die
 
-__all__ = ["main", "DEMO_RPS", "DEMO_CONNECTIONS", "DEMO_DURATION"]
+if TYPE_CHECKING:
+    from ._commands import Command, Subparsers
+
+__all__ = ["main", "DEMO_RPS", "DEMO_CONNECTIONS", "DEMO_DURATION", "add_parser", "run"]
 
 # 10k requests per second is well inside what one core can do, high enough that the
 # sub-millisecond release schedule (one release every 100 us) shows in the release-lateness
@@ -24,14 +29,41 @@ DEMO_CONNECTIONS = 10
 DEMO_DURATION = "5s"
 
 
+def add_parser(commands: Subparsers,
+               command: Command) -> argparse.ArgumentParser:
+    parser = commands.add_parser(
+        command.name,
+        help=command.help,
+        description="Start the embedded test server on a loopback port, run a short load "
+        "against it and print the human report.",
+        argument_default=argparse.SUPPRESS,
+        allow_abbrev=False,
+    )
+    parser.add_argument("--rps", metavar="N", help="Requests per second. Default 10000.")
+    parser.add_argument("--duration", metavar="TIME", help="Default 5s.")
+    parser.add_argument("--connections", metavar="N", help="Default 10.")
+    parser.add_argument("--output-format", metavar="human|json", help="Default human.")
+    return parser
+
+
+def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    argv: list[str] = []
+    for name in ("rps", "duration", "connections", "output_format"):
+        if hasattr(args, name):
+            argv += ["--" + name.replace("_", "-"), str(getattr(args, name))]
+    return main(argv)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the demo and return the exit status (that of ``nhbench run``)."""
+    from pydantic import ValidationError
+
     from .._exceptions import CoreUnavailableError, ServerError
     from .._server import TestServer
     from ..options import Options, affinity_cpus, format_validation_error
-    from . import _die, _Parser, run_and_report
+    from ._run import run_and_report
 
-    parser = _Parser(prog="nhbench demo", allow_abbrev=False)
+    parser = Parser(prog="nhbench demo", allow_abbrev=False)
     parser.add_argument("--rps", default=str(DEMO_RPS))
     parser.add_argument("--duration", default=DEMO_DURATION)
     parser.add_argument("--connections", default=str(DEMO_CONNECTIONS))
@@ -45,7 +77,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         server = TestServer(listen=("127.0.0.1", 0), workers=1, cpus=server_cpus)
         server.start()
     except (ServerError, CoreUnavailableError) as exc:
-        _die(str(exc), status=1)
+        die(str(exc), status=1)
     try:
         try:
             options = Options.model_validate(

@@ -7,25 +7,29 @@ import logging
 import os
 import sys
 import threading
-from typing import Any
+from typing import TYPE_CHECKING
 
 from .._io import write_output
 from ..options import Options, add_model_flags, format_validation_error
-from . import _die, _note
+from ._common import die, note
 from ._signals import stop_on_signals
 
-__all__ = ["add_service_parser"]
+if TYPE_CHECKING:
+    from ._commands import Command, Subparsers
+
+__all__ = ["add_parser", "run"]
 
 # The run options the service applies to every execution: where the load comes from.
 _SERVICE_RUN_OPTIONS = ("ray", "hosts")
 
 
-def add_service_parser(commands: argparse._SubParsersAction[Any]) -> None:
+def add_parser(commands: Subparsers,
+               command: Command) -> argparse.ArgumentParser:
     from ..service import DEFAULT_LISTEN
 
     parser = commands.add_parser(
-        "service",
-        help="serve Nighthawk's gRPC service API (NighthawkService/ExecutionStream)",
+        command.name,
+        help=command.help,
         description="A gRPC server implementing nighthawk.client.NighthawkService, with "
         "server reflection and health, so that tools written against Nighthawk's service "
         "drive nhbench. See docs/service.md.",
@@ -59,10 +63,10 @@ def add_service_parser(commands: argparse._SubParsersAction[Any]) -> None:
         help="End an ExecutionStream that sends no request for this long, before its first "
         "StartRequest and after each answer (DEADLINE_EXCEEDED). Default 30.")
     add_model_flags(parser, Options, only=lambda name: name in _SERVICE_RUN_OPTIONS)
-    parser.set_defaults(func=_cmd_service, subparser=parser)
+    return parser
 
 
-def _cmd_service(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from pydantic import ValidationError
 
     from ..service import (
@@ -76,8 +80,8 @@ def _cmd_service(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
 
     missing = missing_dependencies()
     if missing:
-        _die(f"nhbench service needs {', '.join(missing)}: pip install 'nhbench[service]'",
-             status=1)
+        die(f"nhbench service needs {', '.join(missing)}: pip install 'nhbench[service]'",
+            status=1)
     # gRPC's core logs to stderr on its own (a failed bind is an "E... add_port.cc" line
     # besides nhbench's one-line error); quiet unless the user asks for its logs.
     os.environ.setdefault("GRPC_VERBOSITY", "NONE")
@@ -120,20 +124,20 @@ def _cmd_service(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
                 allow_unix_sockets=getattr(args, "allow_unix_sockets", False),
                 allow_local_files=getattr(args, "allow_local_files", False))
         except OSError as exc:
-            _die(str(exc), status=1)
+            die(str(exc), status=1)
         try:
             address_file = getattr(args, "address_file", None)
             if address_file:
                 try:
                     write_output(address_file, service.address + "\n")
                 except OSError as exc:
-                    _die(f"--listener-address-file: cannot write {address_file!r}: "
-                         f"{exc.strerror or exc}", status=1)
+                    die(f"--listener-address-file: cannot write {address_file!r}: "
+                        f"{exc.strerror or exc}", status=1)
             sys.stdout.write(f"listening on {service.address}\n")
             sys.stdout.flush()
             while not stop.is_set():
                 stop.wait(0.5)
-            _note("service stopping: the running execution (if any) is stopped and answered")
+            note("service stopping: the running execution (if any) is stopped and answered")
         finally:
             service.stop()
     return 0

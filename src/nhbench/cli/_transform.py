@@ -18,20 +18,24 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING
 
 from .._exceptions import ResultFileError
-from . import _die, _note
+from ._common import die, note
 
-__all__ = ["add_transform_parser"]
+if TYPE_CHECKING:
+    from ._commands import Command, Subparsers
+
+__all__ = ["add_parser", "run"]
 
 
-def add_transform_parser(commands: argparse._SubParsersAction[Any]) -> None:
+def add_parser(commands: Subparsers,
+               command: Command) -> argparse.ArgumentParser:
     from ..outputs import FORMAT_NAMES
 
     parser = commands.add_parser(
-        "transform",
-        help="write a result file (nhbench's or Nighthawk's JSON) in another output format",
+        command.name,
+        help=command.help,
         description="Read a result written by nhbench or Nighthawk (JSON) from FILE, or stdin "
         "when FILE is missing or -, and write it in --output-format, as Nighthawk's "
         "nighthawk_output_transform does. See docs/outputs.md.",
@@ -44,7 +48,7 @@ def add_transform_parser(commands: argparse._SubParsersAction[Any]) -> None:
     parser.add_argument("--output", metavar="FILE", default=None,
                         help="Write here instead of stdout (a regular file is replaced "
                         "atomically; -, a FIFO or a device is streamed into).")
-    parser.set_defaults(func=_cmd_transform, subparser=parser)
+    return parser
 
 
 def _read_input(path: str) -> tuple[bytes, str]:
@@ -54,7 +58,7 @@ def _read_input(path: str) -> tuple[bytes, str]:
     try:
         return read_result_bytes(path, stdin=True), name
     except ResultFileError as exc:
-        _die(str(exc).replace("'-'", "<stdin>"), status=2)
+        die(str(exc).replace("'-'", "<stdin>"), status=2)
 
 
 def transform_text(raw: bytes, name: str, output_format: str) -> str:
@@ -84,7 +88,7 @@ def transform_text(raw: bytes, name: str, output_format: str) -> str:
     return result.render(output_format)
 
 
-def _cmd_transform(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from ..outputs import write_atomic
 
     output_format = args.output_format.strip().lower()
@@ -94,26 +98,25 @@ def _cmd_transform(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
         try:
             check_output_path(args.output)
         except ValueError as exc:
-            _die(f"--output: {exc}", status=2)
+            die(f"--output: {exc}", status=2)
     raw, name = _read_input(args.file)
     try:
         text = transform_text(raw, name, output_format)
     except (ResultFileError, ValueError) as exc:
-        _die(str(exc).replace("output_format:", "--output-format:", 1), status=2)
+        die(str(exc).replace("output_format:", "--output-format:", 1), status=2)
     except Exception as exc:  # noqa: BLE001 - the last resort: one line, not a traceback
         # Loading checks what a renderer needs (docs/reliability.md, "Result files"); a
         # renderer failing anyway is nhbench's fault, said in one line.
-        _die(f"cannot write {name} as {output_format}: internal error "
-             f"({type(exc).__name__}: {exc})", status=1)
+        die(f"cannot write {name} as {output_format}: internal error "
+            f"({type(exc).__name__}: {exc})", status=1)
     if args.output is not None:
         try:
             write_atomic(args.output, text)
         except OSError as exc:
-            _die(f"--output: {exc}", status=1)
+            die(f"--output: {exc}", status=1)
         if sys.stderr.isatty() and args.output != "-":
-            _note(f"wrote {output_format} output to {args.output}")
+            note(f"wrote {output_format} output to {args.output}")
     else:
         sys.stdout.write(text)
         sys.stdout.flush()
     return 0
-
