@@ -220,13 +220,22 @@ typedef enum {
  * payload over IPv4) minus the 8-byte sequence number. */
 #define NHB_ECHO_UDP_MAX_PAYLOAD 65499
 
+/* The client's protocols: X(ID, name) gives NHB_PROTO_<ID> (in this order,
+ * from 0) and the name the binding's `protocol` key takes. What each one runs
+ * (session, transport, set-up) is its record in csrc/client/protocol.c; no
+ * code depends on the order. */
+#define NHB_PROTOCOL_MAP(X)                                                          \
+  X(HTTP1, "http1")                                                                  \
+  X(HTTP2, "http2") /* gRPC too: HTTP/2 with config.grpc set (session_grpc.c) */     \
+  X(HTTP3, "http3") /* QUIC (ngtcp2) + HTTP/3 (nghttp3): session_h3.c */             \
+  X(TCP, "tcp")     /* tcp:// echo: a payload out, the same bytes back (session_echo.c) */ \
+  X(UDP, "udp")     /* udp:// echo: one datagram out, one back (session_echo.c) */
+
 typedef enum {
-  NHB_PROTO_HTTP1 = 0,
-  NHB_PROTO_HTTP2 = 1, /* gRPC too: HTTP/2 with config.grpc set (issue 14) */
-  /* Issue 14 (docs/protocols.md). */
-  NHB_PROTO_HTTP3 = 2, /* QUIC (ngtcp2) + HTTP/3 (nghttp3): session_h3.c */
-  NHB_PROTO_TCP = 3,   /* tcp:// echo: a payload out, the same bytes back (session_echo.c) */
-  NHB_PROTO_UDP = 4    /* udp:// echo: one datagram out, one back (session_echo.c) */
+#define NHB__PROTO_ENUM(id, name) NHB_PROTO_##id,
+  NHB_PROTOCOL_MAP(NHB__PROTO_ENUM)
+#undef NHB__PROTO_ENUM
+  NHB_PROTO_COUNT
 } nhb_protocol_t;
 
 /* A request header for HTTP/2 (HTTP/1.1 sends pre-rendered bytes instead). */

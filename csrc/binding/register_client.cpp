@@ -227,9 +227,10 @@ class ClientRun {
   // core has copied them (nhb_run_create copies every string but `request`).
   void parse_protocol(const py::dict& d) {
     nhb_client_config& c = config_;
-    static const nhb_protocol_t kProtocols[] = {NHB_PROTO_HTTP1, NHB_PROTO_HTTP2, NHB_PROTO_HTTP3, NHB_PROTO_TCP,
-                                                NHB_PROTO_UDP};
-    c.protocol = kProtocols[get_choice(d, "protocol", "http1", {"http1", "http2", "http3", "tcp", "udp"})];
+    // The choices in the enum's order, so that a choice's index is its value.
+#define NHB__PROTO_NAME(id, name) name,
+    c.protocol = static_cast<nhb_protocol_t>(get_choice(d, "protocol", "http1", {NHB_PROTOCOL_MAP(NHB__PROTO_NAME)}));
+#undef NHB__PROTO_NAME
     std::string scheme = get_choice(d, "scheme", "http", {"http", "https"}) == 0 ? "http" : "https";
     c.max_concurrent_streams = get_as<uint32_t>(d, "max_concurrent_streams", 0);
     c.max_active_requests = get_as<uint32_t>(d, "max_active_requests", 100);

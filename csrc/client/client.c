@@ -277,7 +277,9 @@ static int check_config(const nhb_client_config* c, char* err, size_t err_len) {
     return config_error(err, err_len, "cpus: one entry per worker, 1-%d workers", NHB_MAX_WORKERS);
   /* Each worker's connection arrays are sized by it (calloc(0) may fail). */
   if (c->connections < 1) return config_error(err, err_len, "connections: must be at least %d", 1);
-  if ((unsigned)c->protocol > NHB_PROTO_UDP) return config_error(err, err_len, "protocol: unknown (%d)", (int)c->protocol);
+  /* It indexes the protocol table; an entry without a session is not built. */
+  if ((unsigned)c->protocol >= NHB_PROTO_COUNT || nhb__protocols[c->protocol].session == NULL)
+    return config_error(err, err_len, "protocol: unknown (%d)", (int)c->protocol);
   /* Past the bound the schedule's arithmetic loses precision (sequencer.c
    * relies on an interval of at least 1 us); NaN or a negative rate would
    * make it undefined. */
@@ -361,16 +363,14 @@ int nhb_run_create_ex(const nhb_client_config* config, nhb_run** out, char* err,
     return create_error(run, ri, err, err_len, ri == NHB_EINVAL ? "stats_interval: must be at least 1 ms" : NULL);
   /* Built once and shared read-only by the workers: the request set (its
    * copies and templates), the TLS context (its settings fail here, with
-   * OpenSSL's reason, not in the middle of a run) and HTTP/2's callbacks and
-   * header blocks. */
+   * OpenSSL's reason, not in the middle of a run) and the protocol's own
+   * (HTTP/2's callbacks and header blocks, say). */
+  const nhb__protocol* proto = &nhb__protocols[run->config.protocol];
   int r = nhb__request_set_create(run, err, err_len);
   if (r == 0) r = nhb__observe_init(run, err, err_len);
   if (r == 0) r = nhb__pool_run_init(run, err, err_len);
   if (r == 0) r = nhb__tls_ctx_create(run, err, err_len);
-  if (r == 0) r = nhb__h2_run_init(run, err, err_len);
-  /* Issue 14: each does nothing for the other protocols. */
-  if (r == 0) r = nhb__echo_run_init(run, err, err_len);
-  if (r == 0) r = nhb__h3_run_init(run, err, err_len);
+  if (r == 0 && proto->run_init != NULL) r = proto->run_init(run, err, err_len);
   if (r < 0) return create_error(run, r, err, err_len, NULL);
   *out = run;
   return 0;
@@ -719,9 +719,9 @@ void nhb_run_destroy(nhb_run* run) {
   free(run->stages);
   nhb__ivl_free(run);
   nhb__tls_ctx_free(run);
-  nhb__h2_run_free(run);
-  nhb__echo_run_free(run);
-  nhb__h3_run_free(run);
+  /* The run exists only with a protocol check_config accepted. */
+  const nhb__protocol* proto = &nhb__protocols[run->config.protocol];
+  if (proto->run_free != NULL) proto->run_free(run);
   nhb__request_set_free(run);
   nhb__pool_run_free(run);
   free(run->strings);

@@ -171,7 +171,7 @@ typedef struct nhb__slot {
   int sent;           /* times written (more than once: retries of a refused request) */
   int refused;        /* HTTP/2: the server refused the stream; re-sent on a new connection */
   nhb__olat olat;     /* HTTP/2: the latency response header of this stream's response */
-  /* Issue 14, gRPC (session_h2.c with config.grpc): the response's
+  /* gRPC (session_grpc.c, on HTTP/2 with config.grpc): the response's
    * grpc-status (-1: none yet, -2: a bad or a second one), and the check of
    * its length-prefixed messages: prefix bytes of the current message seen
    * (0..5), its length as read so far, the bytes of it still expected, and
@@ -246,6 +246,41 @@ typedef struct nhb__session_vtable {
   /* Releases per-connection state; called from the handle's close callback. */
   void (*close)(nhb__conn* c);
 } nhb__session_vtable;
+
+/* One client protocol: what the run, its workers and their connections set up
+ * and tear down for it, and the facts the pool decides on. nhb__protocols
+ * (protocol.c) holds one per nhb_protocol_t, indexed by it. Only set-up,
+ * teardown and per-connection decisions read it: the per-request path calls
+ * the session and transport a connection was given when the pool was built.
+ * A NULL hook has nothing to do. */
+typedef struct nhb__protocol {
+  const char* name; /* in error texts: "HTTP/2" */
+  const nhb__session_vtable* session;
+  /* NULL: a byte stream over TLS when config.tls is enabled, else TCP. */
+  const nhb__transport_vtable* transport;
+  /* Requests share a connection as streams: --max-active-requests bounds a
+   * worker's requests in flight and --max-concurrent-streams a connection's
+   * (otherwise one request per connection). */
+  int multiplexes;
+  /* --experimental-h1-connection-reuse-strategy lru applies. Nighthawk's
+   * reuse strategy is HTTP/1's: an HTTP/2 connection takes requests until it
+   * is full whatever the order. */
+  int reuse_lru;
+  /* Counted for each connection started, next to upstream_cx_total (an
+   * nhb_counter_t); -1: none (the echo protocols speak no HTTP). */
+  int cx_counter;
+  /* How the server refuses a stream it did not process, in the error text of
+   * a request refused too often (multiplexed protocols only). */
+  const char* refused;
+  int (*run_init)(nhb_run* run, char* err, size_t err_len); /* at run creation */
+  void (*run_free)(nhb_run* run);                            /* also after a failed run_init */
+  int (*worker_init)(nhb__worker* w);                        /* end of nhb__pool_init */
+  void (*worker_close)(nhb__worker* w);                      /* nhb__pool_close_all */
+  void (*worker_free)(nhb__worker* w);                       /* nhb__pool_free */
+  void (*conn_free)(nhb__conn* c);                           /* nhb__pool_free, per entry */
+} nhb__protocol;
+
+extern const nhb__protocol nhb__protocols[NHB_PROTO_COUNT];
 
 typedef enum {
   NHB__CX_DISCONNECTED = 0, /* slot free, handle closed */
@@ -436,6 +471,8 @@ struct nhb__worker {
   uint32_t nconns;
   nhb__target_pool* tp;  /* one per run target */
   uint32_t ntargets;
+  const nhb__protocol* protocol; /* nhb__protocols[config.protocol] */
+  int cx_counter;        /* its connection counter (-1: none), read per connection */
   int lru;               /* take the least recently used connection (HTTP/1.x, --experimental-h1-connection-reuse-strategy lru) */
   nhb__slot* slot_pool; /* every slot, allocated once */
   nhb__slot* free_slot_list;
@@ -656,6 +693,9 @@ void nhb__tls_ctx_free(nhb_run* run);
 void nhb__tls_worker_free(nhb__worker* w);
 void nhb__tls_conn_free(nhb__conn* c);
 
+/* session_h1.c */
+void nhb__h1_conn_free(nhb__conn* c);
+
 /* session_h2.c */
 int nhb__h2_run_init(nhb_run* run, char* err, size_t err_len);
 void nhb__h2_run_free(nhb_run* run);
@@ -676,7 +716,26 @@ void nhb__echo_conn_free(nhb__conn* c);
  * number and the run's payload this way, without copying them together. */
 int nhb__udp_send(nhb__conn* c, const uv_buf_t* bufs, unsigned n);
 
-/* ---- issue 14: gRPC (session_h2.c with config.grpc) ---- */
+/* session_grpc.c: gRPC, a flag on the HTTP/2 session (config.grpc). HTTP/2
+ * carries the call; these read what gRPC adds to its response: the
+ * grpc-status and grpc-message fields, the length-prefixed messages of the
+ * DATA, and the call's end, which counts the status and reports the request
+ * once. session_h2.c calls them from its gRPC callbacks only, so a plain
+ * HTTP/2 run never reaches them. */
+/* Before a call's request goes out: no status yet, no message begun. */
+static inline void nhb__grpc_call_start(nhb__slot* s) {
+  s->grpc_status = -1;
+  s->grpc_prefix = 0;
+  s->grpc_left = 0;
+  s->grpc_bad = 0;
+}
+/* A response field whose name starts with "grpc-". */
+void nhb__grpc_on_field(nhb__worker* w, nhb__slot* s, const uint8_t* name, size_t namelen, const uint8_t* value,
+                        size_t valuelen);
+/* A chunk of the response's DATA. */
+void nhb__grpc_on_data(nhb__slot* s, const uint8_t* data, size_t len);
+/* The response ended (END_STREAM): reports the request. */
+void nhb__grpc_end(nhb__conn* c, nhb__slot* s);
 
 /* ---- issue 14: session_h3.c (QUIC + HTTP/3) ---- */
 /* Per-run and per-worker set-up of HTTP/3; 0 and nothing to do for other

@@ -142,7 +142,9 @@ static inline uint32_t rq_target(const nhb__worker* w, const nhb__request* rq) {
 
 int nhb__pool_init(nhb__worker* w) {
   const nhb_client_config* cfg = &w->run->config;
-  const int h2 = cfg->protocol == NHB_PROTO_HTTP2;
+  const nhb__protocol* proto = &nhb__protocols[cfg->protocol];
+  w->protocol = proto;
+  w->cx_counter = proto->cx_counter;
   /* The entries are split evenly over the targets, at least one each (see
    * the top of this file). */
   uint32_t nt = w->run->ntargets;
@@ -151,12 +153,11 @@ int nhb__pool_init(nhb__worker* w) {
   for (uint32_t t = 0; t < nt; t++) total += share + (t < extra) + (share == 0 && t >= extra);
   w->nconns = (uint32_t)total;
   w->ntargets = nt;
-  /* Nighthawk's reuse strategy is HTTP/1's: an HTTP/2 connection takes
-   * requests until it is full whatever the order. */
-  w->lru = cfg->reuse_lru && !h2;
+  w->lru = cfg->reuse_lru && proto->reuse_lru;
   /* HTTP/1.1 carries one request per connection, so one slot per connection
-   * suffices; HTTP/2 never has more than --max-active-requests in flight. */
-  const int streams = h2 || cfg->protocol == NHB_PROTO_HTTP3; /* issue 14: HTTP/3 multiplexes too */
+   * suffices; a multiplexing protocol (HTTP/2, HTTP/3) never has more than
+   * --max-active-requests in flight. */
+  const int streams = proto->multiplexes;
   uint32_t nslots = streams ? cfg->max_active_requests : w->nconns;
   w->max_in_flight = streams ? cfg->max_active_requests : UINT32_MAX;
   w->conn_capacity = 1;
@@ -213,26 +214,11 @@ int nhb__pool_init(nhb__worker* w) {
     }
     base += tp->size;
   }
-  /* The protocol picks the session and its transport (issue 14 added the
-   * echo sessions and HTTP/3, which run on UDP). */
-  const nhb__transport_vtable* transport = cfg->tls.enabled ? &nhb__transport_tls : &nhb__transport_tcp;
-  const nhb__session_vtable* session = h2 ? &nhb__session_h2 : &nhb__session_h1;
-  switch (cfg->protocol) {
-    case NHB_PROTO_TCP:
-      transport = &nhb__transport_tcp;
-      session = &nhb__session_tcp_echo;
-      break;
-    case NHB_PROTO_UDP:
-      transport = &nhb__transport_udp;
-      session = &nhb__session_udp_echo;
-      break;
-    case NHB_PROTO_HTTP3:
-      transport = &nhb__transport_quic;
-      session = &nhb__session_h3;
-      break;
-    default:
-      break;
-  }
+  /* The protocol picks the session and its transport, once per connection
+   * entry: the per-request path calls what the entry holds. */
+  const nhb__transport_vtable* transport = proto->transport;
+  if (transport == NULL) transport = cfg->tls.enabled ? &nhb__transport_tls : &nhb__transport_tcp;
+  const nhb__session_vtable* session = proto->session;
   for (uint32_t i = 0; i < w->nconns; i++) {
     nhb__conn* c = &w->conns[i];
     c->worker = w;
@@ -246,22 +232,21 @@ int nhb__pool_init(nhb__worker* w) {
   if (r < 0) return r;
   w->backoff_timer.data = w;
   w->backoff_timer_init = 1;
-  return h2 ? nhb__h2_worker_init(w) : 0;
+  return proto->worker_init != NULL ? proto->worker_init(w) : 0;
 }
 
 void nhb__pool_free(nhb__worker* w) {
+  /* NULL when nhb__pool_init never ran. */
+  const nhb__protocol* proto = w->protocol;
   if (w->conns) {
     for (uint32_t i = 0; i < w->nconns; i++) {
       nhb__tls_conn_free(&w->conns[i]);
-      nhb__h2_conn_free(&w->conns[i]);
-      nhb__echo_conn_free(&w->conns[i]);
-      nhb__h3_conn_free(&w->conns[i]);
-      free(w->conns[i].h1_head);
+      if (proto->conn_free != NULL) proto->conn_free(&w->conns[i]);
     }
     free(w->conns[0].read_buffer); /* the worker's one buffer */
   }
   nhb__tls_worker_free(w);
-  nhb__h2_worker_free(w);
+  if (proto != NULL && proto->worker_free != NULL) proto->worker_free(w);
   free(w->conns);
   if (w->tp) {
     free(w->tp[0].avail);
@@ -594,11 +579,8 @@ static void conn_start(nhb__worker* w, nhb__conn* c) {
   c->peer_gone = 0;
   c->connect_start_ns = nhb__now_ns();
   ctr[NHB_CTR_UPSTREAM_CX_TOTAL]++;
-  /* An echo connection (issue 14) speaks no HTTP: upstream_cx_total only. */
-  if (NHB__LIKELY(cfg->protocol < NHB_PROTO_TCP))
-    ctr[cfg->protocol == NHB_PROTO_HTTP2   ? NHB_CTR_UPSTREAM_CX_HTTP2_TOTAL
-        : cfg->protocol == NHB_PROTO_HTTP3 ? NHB_CTR_UPSTREAM_CX_HTTP3_TOTAL
-                                           : NHB_CTR_UPSTREAM_CX_HTTP1_TOTAL]++;
+  /* The protocol's own connection counter, if it has one (pool init). */
+  if (NHB__LIKELY(w->cx_counter >= 0)) ctr[w->cx_counter]++;
   const nhb_sockaddr* to = &w->run->targets[c->target];
   const int unix_socket = ((const struct sockaddr*)to->bytes)->sa_family == AF_UNIX;
   /* Issue 14: a datagram transport (udp:// echo, HTTP/3) has a UDP handle,
@@ -798,9 +780,7 @@ void nhb__conn_slot_refused(nhb__conn* c, nhb__slot* s) {
       snprintf(text, sizeof(text),
                "%s: the server refused a request %d times without processing it (GOAWAY or "
                "%s); given up after %d retries",
-               w->run->config.protocol == NHB_PROTO_HTTP3 ? "HTTP/3" : "HTTP/2", s->sent,
-               w->run->config.protocol == NHB_PROTO_HTTP3 ? "H3_REQUEST_REJECTED" : "REFUSED_STREAM",
-               NHB__MAX_RETRIES);
+               w->protocol->name, s->sent, w->protocol->refused, NHB__MAX_RETRIES);
       nhb__worker_record_error_text(w, NHB_EPROTO, text);
     }
     nhb__conn_slot_failed(c, s, NHB_CTR_UPSTREAM_RQ_RETRY_LIMIT_EXCEEDED);
@@ -907,8 +887,7 @@ void nhb__pool_close_all(nhb__worker* w) {
     w->backoff_active = 0;
     uv_close((uv_handle_t*)&w->backoff_timer, NULL);
   }
-  nhb__h2_worker_close(w);
-  nhb__h3_worker_close(w);
+  if (w->protocol != NULL && w->protocol->worker_close != NULL) w->protocol->worker_close(w);
   for (uint32_t i = 0; i < w->nconns; i++) {
     nhb__conn* c = &w->conns[i];
     c->avail_pos = -1;

@@ -403,3 +403,10 @@ static int h1_on_eof(nhb__conn* c, int err) {
 const nhb__session_vtable nhb__session_h1 = {
     "http/1.1", h1_open, h1_send, h1_on_data, h1_on_eof, NULL, NULL, NULL,
 };
+
+/* The head kept for replaying identical responses outlives each connection
+ * of the entry; it goes with the pool. */
+void nhb__h1_conn_free(nhb__conn* c) {
+  free(c->h1_head);
+  c->h1_head = NULL;
+}

@@ -24,6 +24,11 @@
  * off, issue 16): see "response checks" below for what is checked, what
  * was dropped and why.
  *
+ * gRPC is this session with config.grpc: the call goes out as any request,
+ * and what gRPC adds to the response (grpc-status, the message framing, the
+ * call's end) is read by session_grpc.c through callbacks a plain HTTP/2 run
+ * does not install.
+ *
  * Flow control: the client announces a large stream window and raises the
  * connection window, and nghttp2 acknowledges consumed DATA automatically,
  * so large response bodies stream at full speed; request bodies go out as
@@ -501,69 +506,11 @@ static int h2_on_data_chunk(nghttp2_session* session, uint8_t flags, int32_t str
   return 0;
 }
 
-/* ---- gRPC (issue 14, docs/protocols.md) ------------------------------------- */
+/* ---- gRPC (session_grpc.c) ------------------------------------------------ */
 
-/* The status names of the gRPC spec (doc/statuscodes.md), for the error text. */
-static const char* const grpc_status_names[NHB_GRPC_STATUS_COUNT] = {
-    "OK",        "CANCELLED",         "UNKNOWN",        "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
-    "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED",
-    "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED",
-};
-
-static int hexval(uint8_t ch) {
-  if (ch >= '0' && ch <= '9') return ch - '0';
-  if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
-  if (ch >= 'A' && ch <= 'F') return ch - 'A' + 10;
-  return -1;
-}
-
-/* A run's first non-OK status becomes its first error, with grpc-message
- * percent-decoded when it came after grpc-status (as grpcio and grpc-go
- * send them); nothing is kept per stream for a message that came first. */
-static void grpc_record_status(nhb__worker* w, int status, const uint8_t* msg, size_t msg_len) {
-  if (w->first_error != 0) return;
-  char text[sizeof(w->first_error_text)];
-  int n = snprintf(text, sizeof(text), "gRPC: status %d (%s)", status, grpc_status_names[status]);
-  if (msg_len > 0 && n > 0 && (size_t)n + 3 < sizeof(text)) {
-    size_t at = (size_t)n;
-    text[at++] = ':';
-    text[at++] = ' ';
-    for (size_t i = 0; i < msg_len && at + 1 < sizeof(text); i++) {
-      int hi, lo;
-      uint8_t ch = msg[i];
-      if (ch == '%' && i + 2 < msg_len && (hi = hexval(msg[i + 1])) >= 0 && (lo = hexval(msg[i + 2])) >= 0) {
-        ch = (uint8_t)(hi * 16 + lo);
-        i += 2;
-      }
-      /* Control bytes would break the one-line error. */
-      text[at++] = ch < 0x20 || ch == 0x7f ? '?' : (char)ch;
-    }
-    text[at] = '\0';
-  }
-  nhb__worker_record_error_text(w, NHB_EPROTO, text);
-}
-
-/* grpc-status is 1 to 2 decimal digits naming a code of 0..16; anything else
- * is a protocol error (the slot's grpc_bad). */
-static void grpc_on_header(nhb__worker* w, nhb__slot* s, const uint8_t* name, size_t namelen, const uint8_t* value,
-                           size_t valuelen) {
-  if (namelen == 11 && memcmp(name, "grpc-status", 11) == 0) {
-    int code = valuelen >= 1 && valuelen <= 2 ? 0 : -1;
-    for (size_t i = 0; i < valuelen && code >= 0; i++)
-      code = value[i] >= '0' && value[i] <= '9' ? code * 10 + (value[i] - '0') : -1;
-    if (code < 0 || code >= NHB_GRPC_STATUS_COUNT || (valuelen == 2 && value[0] == '0') || s->grpc_status != -1) {
-      /* Unparsable, outside the spec's codes, or a second one: the call has
-       * no status to count (-2 stays, whatever follows). */
-      s->grpc_status = -2;
-      s->grpc_bad = 1;
-      return;
-    }
-    s->grpc_status = code;
-  } else if (namelen == 12 && memcmp(name, "grpc-message", 12) == 0 && s->grpc_status > 0) {
-    grpc_record_status(w, s->grpc_status, value, valuelen);
-  }
-}
-
+/* A gRPC run's callbacks: the plain ones' checks, then what gRPC reads
+ * (session_grpc.c). Installed only when config.grpc is set, so that a plain
+ * HTTP/2 run pays nothing for gRPC. */
 static int h2_grpc_on_header(nghttp2_session* session, const nghttp2_frame* frame, const uint8_t* name,
                              size_t namelen, const uint8_t* value, size_t valuelen, uint8_t flags,
                              void* user_data) {
@@ -572,37 +519,9 @@ static int h2_grpc_on_header(nghttp2_session* session, const nghttp2_frame* fram
   nhb__slot* s = h2_field_slot(c, session, frame, name, namelen, value, valuelen);
   if (NHB__UNLIKELY(s == H2_OVER)) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
   if (s == NULL) return 0;
-  if (namelen > 5 && memcmp(name, "grpc-", 5) == 0) grpc_on_header(c->worker, s, name, namelen, value, valuelen);
+  if (namelen > 5 && memcmp(name, "grpc-", 5) == 0) nhb__grpc_on_field(c->worker, s, name, namelen, value, valuelen);
   if (c->worker->run->olat_len != 0) h2_olat_field(c, s, name, namelen, value, valuelen);
   return 0;
-}
-
-/* Follows the response's length-prefixed messages across DATA chunks: a
- * 5-byte prefix (a compressed flag of 0 or 1, then the length, big-endian)
- * and that many bytes, again and again. The bytes themselves are not
- * looked at: a load test counts, it does not decode. */
-static void grpc_on_data(nhb__slot* s, const uint8_t* data, size_t len) {
-  while (len > 0 && !s->grpc_bad) {
-    if (s->grpc_left > 0) {
-      size_t take = s->grpc_left < len ? (size_t)s->grpc_left : len;
-      s->grpc_left -= take;
-      data += take;
-      len -= take;
-      continue;
-    }
-    uint8_t b = *data++;
-    len--;
-    if (s->grpc_prefix == 0) {
-      if (b > 1) s->grpc_bad = 1;
-      s->grpc_len = 0;
-    } else {
-      s->grpc_len = (s->grpc_len << 8) | b;
-    }
-    if (++s->grpc_prefix == 5) {
-      s->grpc_prefix = 0;
-      s->grpc_left = s->grpc_len;
-    }
-  }
 }
 
 static int h2_grpc_on_data_chunk(nghttp2_session* session, uint8_t flags, int32_t stream_id, const uint8_t* data,
@@ -610,36 +529,8 @@ static int h2_grpc_on_data_chunk(nghttp2_session* session, uint8_t flags, int32_
   NHB__UNUSED(flags);
   nhb__conn* c = conn_of(user_data);
   nhb__slot* s = h2_slot(c, session, stream_id);
-  if (s != NULL && h2_check_data(c, session, s, len)) grpc_on_data(s, data, len);
+  if (s != NULL && h2_check_data(c, session, s, len)) nhb__grpc_on_data(s, data, len);
   return 0;
-}
-
-/* The end of a gRPC call's response. A request ends exactly once: as an
- * HTTP response when the status is not 200 (a proxy's 503, say: counted by
- * its HTTP status as any response), as a success (an HTTP 200 response) when
- * grpc-status is 0 and the framing held, and otherwise as a failure counted
- * against benchmark.grpc_protocol_error (no grpc-status, a bad one, a broken
- * or cut message) or benchmark.grpc_error (a non-OK grpc-status), without a
- * latency, like a reset. The grpc-status is counted per code whenever there
- * is a valid one. */
-static void grpc_end(nhb__conn* c, nhb__slot* s) {
-  nhb__worker* w = c->worker;
-  int bad = s->grpc_bad || s->grpc_prefix != 0 || s->grpc_left != 0;
-  if (s->grpc_status >= 0) w->stats.grpc_status[s->grpc_status]++;
-  if (s->status != 200) {
-    nhb__conn_response(c, s, s->status);
-  } else if (bad || s->grpc_status < 0) {
-    nhb__worker_record_error_text(w, NHB_EPROTO,
-                                  bad ? "gRPC: a response broke the protocol (a grpc-status that is not 0..16, "
-                                        "or a message whose 5-byte length prefix does not match its DATA)"
-                                      : "gRPC: a response ended without grpc-status");
-    nhb__conn_slot_failed(c, s, NHB_CTR_GRPC_PROTOCOL_ERROR);
-  } else if (s->grpc_status != 0) {
-    grpc_record_status(w, s->grpc_status, NULL, 0);
-    nhb__conn_slot_failed(c, s, NHB_CTR_GRPC_ERROR);
-  } else {
-    nhb__conn_response(c, s, 200);
-  }
 }
 
 /* A HEADERS or DATA frame of one of our streams, once h2_check_frame has
@@ -657,7 +548,7 @@ static inline int h2_on_response_frame(nhb__conn* c, nghttp2_session* session, c
     nghttp2_session_set_stream_user_data(session, frame->hd.stream_id, NULL);
     s->stream_id = 0;
     if (NHB__UNLIKELY(c->worker->run->config.grpc)) {
-      grpc_end(c, s);
+      nhb__grpc_end(c, s);
       return 0;
     }
     nhb__conn_response(c, s, s->status);
@@ -864,12 +755,7 @@ static int h2_send(nhb__conn* c, nhb__slot* s) {
   s->h2_clen = -1;
   s->hdr_list = 0;
   s->interims = 0;
-  if (NHB__UNLIKELY(c->worker->run->config.grpc)) {
-    s->grpc_status = -1;
-    s->grpc_prefix = 0;
-    s->grpc_left = 0;
-    s->grpc_bad = 0;
-  }
+  if (NHB__UNLIKELY(c->worker->run->config.grpc)) nhb__grpc_call_start(s);
   s->body_left = sp->body_size;
   const nghttp2_nv* nva = (const nghttp2_nv*)sp->h2_nva;
   const char* bytes = sp->body;
