@@ -3,7 +3,7 @@
 A file is read whole, parsed as JSON (`parse_json`: with the leniency Nighthawk's own reader
 has, see below), and its format is recognised from its shape by `detect_format` before a
 loader of `LOADERS` turns it into a `Result`. nhbench reads its own JSON (``nhbench run
---output-format json``, a sweep step's ``result.json``, also as written before issue 12) and
+--output-format json``, a sweep step's ``result.json``, also in nhbench's older shape) and
 Nighthawk's JSON output; Fortio's is recognised, and read once its loader is registered.
 
 Every failure is a `ResultFileError` whose message is one line naming the file and the
@@ -80,7 +80,7 @@ def detect_format(data: Any) -> str | None:
 
     nhbench's JSON is Nighthawk's Output mapping carrying an ``nhbench`` entry in
     ``user_defined_outputs``; Nighthawk's has the same shape without it (and a structured
-    ``version``). nhbench's JSON of before issue 12 has ``results`` and ``options`` with
+    ``version``). nhbench's older JSON has ``results`` and ``options`` with
     nhbench's option names and ``version`` as a string. Fortio's has ``DurationHistogram``
     and ``RunType``.
     """
@@ -440,7 +440,7 @@ def read_result_bytes(name: str, *, stdin: bool = False) -> bytes:
 def load_result(path: str | os.PathLike[str]) -> Result:
     """Load a result file: nhbench's JSON (``nhbench run --output-format json --output
     FILE``, ``Result.model_dump_json()``, a sweep step's ``result.json``, also as written
-    before issue 12) or Nighthawk's JSON output (``nighthawk_client --output-format json``).
+    in nhbench's older shape) or Nighthawk's JSON output (``nighthawk_client --output-format json``).
 
     Raises `ResultFileError` (one line naming the file and the reason) when the file cannot
     be read, is not JSON, is in a format nhbench does not read, or is not a valid result.

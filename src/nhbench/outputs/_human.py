@@ -119,13 +119,13 @@ def _header(result: Result) -> list[str]:
         start.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC"
         if start else "not started"
     )
-    # Issue 14: an echo request has no method; a gRPC call is always a POST (the options'
+    # An echo request has no method; a gRPC call is always a POST (the options'
     # method stays at its default GET unless a payload option switched it).
     scheme = result.options.target.scheme
     method = ("echo" if scheme in ("tcp", "udp")
               else "POST" if scheme in ("grpc", "grpcs") else options.request_method)
     lines = [
-        # Several targets (issue 13) have no URI: each endpoint's URL, in round-robin order.
+        # Several targets have no URI: each endpoint's URL, in round-robin order.
         f"{tool}: {method} "
         f"{options.uri or ' '.join(t.url for t in options.targets)}",
         f"  {worker_text} x {options.connections} connections, {loop}, {duration}, "
@@ -135,7 +135,7 @@ def _header(result: Result) -> list[str]:
     ]
     if options.protocol != "http1" or result.options.target.scheme == "https":
         protocol = {"http1": "HTTP/1.1", "http2": "HTTP/2", "http3": "HTTP/3"}[options.protocol]
-        # grpcs:// is TLS too (issue 14): the core's scheme says which. HTTP/3 is always
+        # grpcs:// is TLS too: the core's scheme says which. HTTP/3 is always
         # QUIC, whose handshake is TLS 1.3.
         transport = ("QUIC" if options.protocol == "http3"
                      else "TLS" if options.core_scheme == "https" else "cleartext")
@@ -269,7 +269,7 @@ def _summary(result: Result) -> list[str]:
 
 
 def _grpc_lines(result: Result) -> list[str]:
-    """Issue 14: a gRPC run's calls by grpc-status, e.g. ``gRPC status:    990 OK, 10
+    """A gRPC run's calls by grpc-status, e.g. ``gRPC status:    990 OK, 10
     UNAVAILABLE (14)``; nothing for other runs."""
     if not result.options.is_grpc:
         return []
@@ -361,7 +361,7 @@ def render_human(result: Result) -> str:
 
 
 def _echo_lines(result: Result) -> list[str]:
-    # Issue 14 (docs/protocols.md): what the counters mean for a tcp:// or udp:// run, in
+    # docs/protocols.md: what the counters mean for a tcp:// or udp:// run, in
     # words; a completed echo counts as a 2xx response everywhere else.
     scheme = result.options.target.scheme
     if scheme not in ("tcp", "udp"):
@@ -377,7 +377,7 @@ def _echo_lines(result: Result) -> list[str]:
 
 
 def _schedule_lines(result: Result) -> list[str]:
-    # Issue 13, schedule shapes: what a shaped schedule did; nothing for a plain run.
+    # Schedule shapes: what a shaped schedule did; nothing for a plain run.
     facts = result.schedule
     lines: list[str] = []
     if facts.no_catchup:

@@ -322,7 +322,7 @@ def dumps(document: Mapping[str, Any]) -> str:
 
 def is_nighthawk_document(data: Any) -> bool:
     """True for the Output JSON mapping (Nighthawk's or ours), False for nhbench's JSON of
-    before issue 12 (``version`` a string, nhbench option names)."""
+    in its older shape (``version`` a string, nhbench option names)."""
     if not isinstance(data, Mapping) or not isinstance(data.get("results"), list):
         return False
     if isinstance(data.get("version"), Mapping):
