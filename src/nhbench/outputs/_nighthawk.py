@@ -321,7 +321,7 @@ def dumps(document: Mapping[str, Any]) -> str:
 
 
 def is_nighthawk_document(data: Any) -> bool:
-    """True for the Output JSON mapping (Nighthawk's or ours), False for nhbench's JSON of
+    """True for the Output JSON mapping (Nighthawk's or ours), False for nhbench's JSON
     in its older shape (``version`` a string, nhbench option names)."""
     if not isinstance(data, Mapping) or not isinstance(data.get("results"), list):
         return False
