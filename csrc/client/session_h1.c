@@ -218,7 +218,7 @@ static const llhttp_settings_t h1_olat_settings = {
 /* Response-head replay. A load test asks the same request again and again,
  * and a server answers it with the same head: llhttp's state machine then
  * spends most of the client's instructions re-reading bytes it has read
- * before (docs/benchmarks.md, "Hot path (issue 16)"). llhttp's result is a
+ * before (docs/benchmarks.md, "Hot path"). llhttp's result is a
  * function of its state and the bytes it reads; at a message boundary of a
  * kept-alive connection its state is the same after every response, and the
  * bytes of a Content-Length body are counted, never inspected. So a read
