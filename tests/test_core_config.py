@@ -21,8 +21,9 @@ from typing import Any
 import pytest
 
 from nhbench import Options, OptionsError
+from nhbench._core_config import client_core_config, server_core_config
 from nhbench._run import load_core
-from nhbench.options import client_core_config, make_options, make_server_options
+from nhbench.options import make_options, make_server_options
 
 pytestmark = pytest.mark.core
 
@@ -38,7 +39,7 @@ def client(**over: Any) -> dict[str, Any]:
 
 
 def server(**over: Any) -> dict[str, Any]:
-    config = make_server_options().core_config()
+    config = server_core_config(make_server_options())
     config.update(over)
     return config
 

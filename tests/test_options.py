@@ -9,11 +9,11 @@ from pydantic import ValidationError
 
 import nhbench
 from nhbench import Options, OptionsError, ResolveError
+from nhbench._core_config import client_core_config
 from nhbench._predicates import DEFAULT_FAILURE_PREDICATES, parse_predicates
 from nhbench._request import USER_AGENT, render_h2_request, render_request
 from nhbench._run import resolve
 from nhbench.options import (
-    client_core_config,
     format_cpu_list,
     machine_cpus,
     make_options,

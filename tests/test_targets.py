@@ -22,7 +22,8 @@ import pytest
 from support.scripted_origin import ScriptedOrigin, read_request
 
 import nhbench
-from nhbench.options import Options, client_core_config, make_options
+from nhbench._core_config import client_core_config
+from nhbench.options import Options, make_options
 from nhbench.options._request_set import request_specs
 
 pytestmark = pytest.mark.core

@@ -1,11 +1,14 @@
-"""The seam to C: validated options -> the config dict the compiled core takes.
+"""Run preparation, the seam to C: validated options -> the config dict the compiled core takes.
 
-The client's (`client_core_config`, for ``_core.ClientRun``) and the server's
-(`server_core_config`, for ``_core.Server``) cross the same way: a plain dict of plain
-values, built here and only here from options that are already valid, in the units the C
-core uses. The keys, their types and units are the contract written down in
-docs/architecture.md ("Binding contract"); the binding reads exactly these keys. Defaults
-and ranges belong to the models: nothing here decides a value, it only converts.
+This is not option declaration (the `nhbench.options` models, a layer below): it reads the
+payload and gRPC message files, draws the random payload bytes and renders the requests and
+gRPC frames a run starts with. The client's config (`client_core_config`, for
+``_core.ClientRun``) and the server's (`server_core_config`, for ``_core.Server``) cross the
+same way: a plain dict of plain values, built here and only here from options that are
+already valid, in the units the C core uses. The keys, their types and units are the
+contract written down in docs/architecture.md ("Binding contract"); the binding reads
+exactly these keys. Defaults and ranges belong to the models: nothing here decides a value,
+it only converts.
 
 Units: times are float seconds (the core converts to nanoseconds), sizes are int bytes
 (``max_payload_kb`` is KiB, as Fortio names it), addresses are numeric (resolved by the
@@ -20,23 +23,19 @@ import re
 import string
 from typing import TYPE_CHECKING, Any
 
-from .. import _grpc as grpc
-from .._input import read_input
-from .._request import (
+from . import _grpc as grpc
+from ._input import read_input
+from ._request import (
     CONTENT_LENGTH_PLACEHOLDER,
     RequestSpec,
     has_placeholder,
     render_h2_request,
     render_request,
 )
-from ._request_set import request_specs
-from ._targets import parse_bind_config
-from ._values import resolve
+from .options import parse_bind_config, request_specs, resolve
 
 if TYPE_CHECKING:
-    from ._response import ResponseOptions
-    from ._run import Options
-    from ._server import ServerOptions
+    from .options import Options, ResponseOptions, ServerOptions
 
 __all__ = ["client_core_config", "response_core_config", "server_core_config"]
 
