@@ -115,10 +115,10 @@ def test_a_given_method_is_kept_with_a_payload() -> None:
 
 
 def test_a_plain_run_sends_what_it_always_sent() -> None:
-    # None of the new options: no request set in the core config, the old bytes.
+    # None of the request options: a request set of one, not templated, the old bytes.
     options = make_options("http://127.0.0.1:1/p?q=%7Bseq%7D", request_body_size=3)
     config = _core_config.client_core_config(options, "127.0.0.1")
-    assert "specs" not in config and "templated" not in config
+    assert len(config["specs"]) == 1 and config["templated"] is False
     _, requests, origin = recorded(path="p?q={seq}", request_body_size=3)
     assert set(requests) == {
         f"GET /p?q=%7Bseq%7D HTTP/1.1\r\nHost: 127.0.0.1:{origin.port}\r\n"
