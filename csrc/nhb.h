@@ -316,10 +316,6 @@ typedef struct nhb_client_config {
   /* Target. `addr` is a struct sockaddr_in or sockaddr_in6. */
   unsigned char addr[28];
   unsigned addr_len;
-  /* The request, rendered once; shared read-only by every worker. */
-  const char* request;
-  size_t request_len;
-  int head_request;
   /* Workers: one per entry, pinned to that CPU (or unpinned when -1). */
   int nworkers;
   const int* cpus;
@@ -338,21 +334,16 @@ typedef struct nhb_client_config {
   uint64_t request_timeout_ns; /* 0 = none */
   uint64_t drain_timeout_ns;
   uint64_t start_delay_ns;
-  /* Protocol. HTTP/2 sends h2_* as headers and the last request_body_size
-   * bytes of `request` as the body; HTTP/1.1 sends `request` as it is. */
+  /* Protocol. HTTP/1.1 sends each spec's `request` as it is; HTTP/2 and
+   * HTTP/3 send its h2_* as headers (with h2_scheme) and the last body_size
+   * bytes of its `request` as the body. */
   nhb_protocol_t protocol;
   nhb_tls_config tls;
   uint32_t max_concurrent_streams; /* HTTP/2, per connection; 0 = unlimited */
   uint32_t max_active_requests;    /* HTTP/2, per worker; 0 = 100 */
-  const char* h2_method;
-  const char* h2_scheme;
-  const char* h2_authority;
-  const char* h2_path;
-  const nhb_header* h2_headers; /* regular headers, lower-case, no Host */
-  int h2_nheaders;
-  size_t request_body_size;
-  /* The request set (issue 13). nspecs == 0: the single request above
-   * (request, head_request, h2_*, request_body_size) is the whole set. */
+  const char* h2_scheme; /* HTTP/2 and HTTP/3: every request's :scheme */
+  /* The requests: a set of at least one, rendered once and copied by
+   * nhb_run_create() (a run of a single request is a set of one). */
   const nhb_request_spec* specs;
   uint32_t nspecs;
   /* ---- issue 13, what is sent (request.c, session_h1.c, session_h2.c) ---- */

@@ -23,6 +23,7 @@ from support.accounting import assert_accounting
 from support.scripted_origin import Reply, ScriptedOrigin
 
 import nhbench
+from nhbench._core_config import client_core_config
 
 pytestmark = pytest.mark.core
 
@@ -53,7 +54,7 @@ def test_rps_above_the_bound_is_refused_in_one_line() -> None:
     assert "1000000" in proc.stderr and "Traceback" not in proc.stderr
     # The core refuses it too, whoever calls it.
     core = nhbench._run.load_core()
-    config = nhbench.options.client_core_config(nhbench.Options(uri="http://127.0.0.1:9/"), "127.0.0.1")
+    config = client_core_config(nhbench.Options(uri="http://127.0.0.1:9/"), "127.0.0.1")
     with pytest.raises(ValueError, match="rps"):
         core.ClientRun({**config, "rps": 1e12})
 
@@ -66,10 +67,11 @@ import os, resource, sys
 if "libasan" not in os.environ.get("LD_PRELOAD", ""):
     resource.setrlimit(resource.RLIMIT_AS, (64 << 30, 64 << 30))
 import nhbench
+from nhbench._core_config import client_core_config
 core = nhbench._run.load_core()
 options = nhbench.Options(uri="http://127.0.0.1:9/", open_loop=True, duration=0.5,
                           sequencer_idle_strategy=sys.argv[1])
-config = nhbench.options.client_core_config(options, "127.0.0.1")
+config = client_core_config(options, "127.0.0.1")
 run = core.ClientRun({**config, "max_pending_requests": 2**32 - 1})
 run.start()
 run.wait(-1)

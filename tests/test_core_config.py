@@ -21,8 +21,9 @@ from typing import Any
 import pytest
 
 from nhbench import Options, OptionsError
+from nhbench._core_config import client_core_config, server_core_config
 from nhbench._run import load_core
-from nhbench.options import client_core_config, make_options, make_server_options
+from nhbench.options import make_options, make_server_options
 
 pytestmark = pytest.mark.core
 
@@ -38,7 +39,7 @@ def client(**over: Any) -> dict[str, Any]:
 
 
 def server(**over: Any) -> dict[str, Any]:
-    config = make_server_options().core_config()
+    config = server_core_config(make_server_options())
     config.update(over)
     return config
 
@@ -66,16 +67,24 @@ def user_error(make: Callable[..., object], *args: Any, **kwargs: Any) -> str:
 # ---- ClientRun: the checks nhb_run_create_ex keeps ---------------------------------------------
 
 
+def spec(request: bytes, body_size: int = 0) -> dict[str, Any]:
+    return {"request": request, "body_size": body_size}
+
+
 def test_client_request_must_not_be_empty() -> None:
-    accepts(core.ClientRun, client(request=b"x", request_body_size=0))
-    refuses(core.ClientRun, client(request=b"", request_body_size=0), "request")
+    accepts(core.ClientRun, client(specs=[spec(b"x")]))
+    refuses(core.ClientRun, client(specs=[spec(b"")]), "specs[0]")
+    # The request set is the only way to say what to send: there must be one.
+    refuses(core.ClientRun, client(specs=[]), "specs")
+    config = client()
+    del config["specs"]
+    refuses(core.ClientRun, config, "specs")
 
 
 def test_client_body_is_the_tail_of_the_request() -> None:
     request = b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\n\r\nbody"
-    accepts(core.ClientRun, client(request=request, request_body_size=len(request)))
-    message = refuses(core.ClientRun, client(request=request, request_body_size=len(request) + 1),
-                      "request_body_size")
+    accepts(core.ClientRun, client(specs=[spec(request, len(request))]))
+    message = refuses(core.ClientRun, client(specs=[spec(request, len(request) + 1)]), "specs[0]")
     assert "exceeds the request" in message
 
 

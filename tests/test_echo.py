@@ -23,7 +23,8 @@ from support.polling import settle, wait_until
 from test_cli_errors import assert_one_line_error, nhbench_cli
 
 import nhbench
-from nhbench.options import client_core_config, make_options
+from nhbench._core_config import client_core_config
+from nhbench.options import make_options
 
 CPUS = sorted(os.sched_getaffinity(0))
 CLIENT_CPU = str(CPUS[0])

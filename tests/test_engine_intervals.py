@@ -11,9 +11,9 @@ import pytest
 
 import nhbench
 from nhbench import Result
+from nhbench._core_config import client_core_config
 from nhbench._names import COUNTERS, SCHEDULED_TO_RESPONSE
 from nhbench._run import Benchmark, load_core
-from nhbench.options import client_core_config
 
 pytestmark = pytest.mark.core
 

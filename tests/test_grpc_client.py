@@ -24,7 +24,7 @@ import pytest
 
 import nhbench
 from nhbench import _grpc
-from nhbench.options import client_core_config
+from nhbench._core_config import client_core_config
 from tests.support import h2frames as h2
 from tests.support.peers import fortio_binary
 from tests.support.scripted_origin import ScriptedOrigin

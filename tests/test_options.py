@@ -9,11 +9,11 @@ from pydantic import ValidationError
 
 import nhbench
 from nhbench import Options, OptionsError, ResolveError
+from nhbench._core_config import client_core_config
 from nhbench._predicates import DEFAULT_FAILURE_PREDICATES, parse_predicates
 from nhbench._request import USER_AGENT, render_h2_request, render_request
 from nhbench._run import resolve
 from nhbench.options import (
-    client_core_config,
     format_cpu_list,
     machine_cpus,
     make_options,
@@ -404,14 +404,15 @@ def test_parse_header() -> None:
 # ---- core config ------------------------------------------------------------------------------
 
 CONFIG_KEYS = {
-    "address", "port", "request", "head_request", "cpus", "rps", "connections",
+    "address", "port", "specs", "templated", "http10", "cpus", "rps", "connections",
     "max_pending_requests", "max_requests_per_connection", "prefetch_connections",
     "connect_timeout", "request_timeout", "duration", "drain_timeout", "open_loop",
     "idle_strategy", "burst_size", "termination_predicates", "failure_predicates",
-    "start_delay", "scheme", "protocol", "request_body_size", "stats_interval",
+    "start_delay", "scheme", "protocol", "stats_interval",
 }
-H2_KEYS = {"h2_method", "h2_path", "h2_authority", "h2_headers", "max_concurrent_streams",
-           "max_active_requests"}
+H2_KEYS = {"max_concurrent_streams", "max_active_requests"}
+SPEC_KEYS = {"request", "body_size", "head_request", "target"}
+H2_SPEC_KEYS = {"h2_method", "h2_path", "h2_authority", "h2_headers"}
 
 
 def test_core_config_matches_contract() -> None:
@@ -423,9 +424,13 @@ def test_core_config_matches_contract() -> None:
     config = client_core_config(o, "127.0.0.1")
     assert set(config) == CONFIG_KEYS
     assert config["address"] == "127.0.0.1" and config["port"] == 9000
-    assert config["request"].startswith(b"HEAD /p HTTP/1.1\r\nHost: 127.0.0.1:9000\r\n")
-    assert b"X-A: b\r\n" in config["request"]
-    assert config["head_request"] is True
+    # A single request is a request set of one.
+    (spec,) = config["specs"]
+    assert set(spec) == SPEC_KEYS
+    assert spec["request"].startswith(b"HEAD /p HTTP/1.1\r\nHost: 127.0.0.1:9000\r\n")
+    assert b"X-A: b\r\n" in spec["request"]
+    assert spec["head_request"] is True and spec["target"] == 0
+    assert config["templated"] is False and config["http10"] is False
     assert config["duration"] == -1.0
     assert config["burst_size"] == 1
     assert config["connect_timeout"] == 5.0
@@ -438,7 +443,7 @@ def test_core_config_matches_contract() -> None:
 
 def test_core_config_connect_method_uses_authority_form() -> None:
     config = client_core_config(make_options("http://h/", request_method="CONNECT"), "1.2.3.4")
-    assert config["request"].startswith(b"CONNECT h:80 HTTP/1.1\r\n")
+    assert config["specs"][0]["request"].startswith(b"CONNECT h:80 HTTP/1.1\r\n")
 
 
 # ---- resolution -------------------------------------------------------------------------------
@@ -511,10 +516,12 @@ def test_core_config_http2_and_tls() -> None:
     config = client_core_config(o, "127.0.0.1")
     assert set(config) == CONFIG_KEYS | H2_KEYS | {"tls"}
     assert (config["scheme"], config["protocol"]) == ("https", "http2")
-    assert (config["h2_method"], config["h2_path"], config["h2_authority"]) == (
+    (spec,) = config["specs"]
+    assert set(spec) == SPEC_KEYS | H2_SPEC_KEYS
+    assert (spec["h2_method"], spec["h2_path"], spec["h2_authority"]) == (
         "PUT", "/x", b"localhost:8443")
-    assert (b"content-length", b"3") in config["h2_headers"]
-    assert config["request"].endswith(b"\r\n\r\naaa") and config["request_body_size"] == 3
+    assert (b"content-length", b"3") in spec["h2_headers"]
+    assert spec["request"].endswith(b"\r\n\r\naaa") and spec["body_size"] == 3
     assert config["max_concurrent_streams"] == 10 and config["max_active_requests"] == 100
     tls = config["tls"]
     assert (tls["sni"], tls["verify_name"], tls["insecure"], tls["session_reuse"]) == (

@@ -20,8 +20,9 @@ from test_cli_errors import assert_one_line_error, nhbench_cli
 
 import nhbench
 from benchmarks.nginx_origin import NginxOrigin
+from nhbench import _core_config
 from nhbench._request import USER_AGENT, RequestSpec
-from nhbench.options import _core, make_options
+from nhbench.options import make_options
 
 pytestmark = pytest.mark.core
 
@@ -114,10 +115,10 @@ def test_a_given_method_is_kept_with_a_payload() -> None:
 
 
 def test_a_plain_run_sends_what_it_always_sent() -> None:
-    # None of the new options: no request set in the core config, the old bytes.
+    # None of the request options: a request set of one, not templated, the old bytes.
     options = make_options("http://127.0.0.1:1/p?q=%7Bseq%7D", request_body_size=3)
-    config = _core.client_core_config(options, "127.0.0.1")
-    assert "specs" not in config and "templated" not in config
+    config = _core_config.client_core_config(options, "127.0.0.1")
+    assert len(config["specs"]) == 1 and config["templated"] is False
     _, requests, origin = recorded(path="p?q={seq}", request_body_size=3)
     assert set(requests) == {
         f"GET /p?q=%7Bseq%7D HTTP/1.1\r\nHost: 127.0.0.1:{origin.port}\r\n"
@@ -202,7 +203,7 @@ THREE = [
 
 def test_a_request_set_of_three_is_cycled_in_order_over_http1(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_core, "request_specs", lambda options: THREE)
+    monkeypatch.setattr(_core_config, "request_specs", lambda options: THREE)
     _, requests, origin = recorded(rps=30)
     expected = [
         f"GET /a HTTP/1.1\r\nHost: 127.0.0.1:{origin.port}\r\nUser-Agent: {USER_AGENT}"
@@ -217,7 +218,7 @@ def test_a_request_set_of_three_is_cycled_in_order_over_http1(
 
 def test_a_request_set_of_three_is_cycled_over_http2(monkeypatch: pytest.MonkeyPatch) -> None:
     specs = [RequestSpec(path=f"/?status={code}") for code in (200, 201, 202)]
-    monkeypatch.setattr(_core, "request_specs", lambda options: specs)
+    monkeypatch.setattr(_core_config, "request_specs", lambda options: specs)
     with nhbench.TestServer(cpus=[CPUS[-1]]) as server:
         result = run(server.url, protocol="http2", rps=60)
     assert result.success, result.error

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 import nhbench
+from nhbench._core_config import response_core_config, server_core_config
 from nhbench._server import address_report, write_address_file
 from nhbench.cli import build_parser, server_options_from_args
 from nhbench.options import (
@@ -120,7 +121,7 @@ def test_two_tcp_listeners_on_one_port_are_refused() -> None:
 
 def test_defaults_and_core_config_is_exactly_the_contract() -> None:
     options = ServerOptions()
-    assert options.core_config() == {
+    assert server_core_config(options) == {
         "listen": [("tcp", "127.0.0.1", 0)],
         "workers": 1,
         "cpus": [],
@@ -173,7 +174,7 @@ def test_full_core_config() -> None:
         alpn="http/1.1, h2",
         max_concurrent_streams=10,
     )
-    config = options.core_config()
+    config = server_core_config(options)
     assert config == {
         "listen": [("tcp", "127.0.0.1", 0), ("unix", "/tmp/nhb-full.sock", 0)],
         "workers": 3,
@@ -242,7 +243,7 @@ def test_response_header_shapes() -> None:
                    ("X-D", "4", True), ("X-E", "5", True), ("X-F", "6", True)]
     # a mapping is a shortcut for replace-headers
     mapping = ServerOptions(response_headers={"X-M": "m"})
-    assert mapping.response.core_dict()["response_headers"] == [
+    assert response_core_config(mapping.response)["response_headers"] == [
         {"header": {"key": "X-M", "value": "m"}, "append": False}
     ]
     # Nighthawk's newer name
@@ -335,7 +336,7 @@ def test_testserver_config_and_keywords(tmp_path: Path) -> None:
 
 def test_workers_auto() -> None:
     assert ServerOptions(workers="auto").worker_count == len(CPUS)
-    assert ServerOptions(workers="auto", cpus=[CPUS[0]]).core_config()["workers"] == 1
+    assert server_core_config(ServerOptions(workers="auto", cpus=[CPUS[0]]))["workers"] == 1
     assert ServerOptions(workers=3, cpus=CPUS).worker_cpus == [CPUS[i % len(CPUS)]
                                                                for i in range(3)]
 

@@ -14,9 +14,9 @@ import pytest
 from support.scripted_origin import Reply, ScriptedOrigin
 
 import nhbench
+from nhbench._core_config import client_core_config
 from nhbench._names import is_counter, status_counter_code
 from nhbench._run import load_core
-from nhbench.options import client_core_config
 
 pytestmark = pytest.mark.core
 

@@ -22,7 +22,8 @@ import pytest
 from support.scripted_origin import ScriptedOrigin, read_request
 
 import nhbench
-from nhbench.options import Options, client_core_config, make_options
+from nhbench._core_config import client_core_config
+from nhbench.options import Options, make_options
 from nhbench.options._request_set import request_specs
 
 pytestmark = pytest.mark.core
@@ -126,9 +127,9 @@ def test_multi_target_options_give_one_spec_per_endpoint_with_its_host() -> None
 
 def test_core_refuses_a_spec_naming_a_target_it_does_not_have() -> None:
     core = nhbench._run.load_core()
-    base = {"address": "127.0.0.1", "port": 1, "request": b"GET / HTTP/1.1\r\n\r\n",
+    base = {"address": "127.0.0.1", "port": 1, "specs": [{"request": b"GET / HTTP/1.1\r\n\r\n"}],
             "cpus": [-1], "targets": [("tcp", "127.0.0.1", 1), ("tcp", "127.0.0.1", 2)]}
-    core.ClientRun(base)  # two targets, no request set: every request to the first
+    core.ClientRun(base)  # two targets, one request naming none: every request to the first
     with pytest.raises(ValueError, match="targets: entry 0 is not an IPv4, IPv6 or Unix"):
         core.ClientRun({**base, "targets": [("unix", "@abstract", 0)]})
     with pytest.raises(ValueError, match="targets: at most 1024"):

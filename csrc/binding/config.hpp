@@ -3,7 +3,7 @@
 // for Server).
 //
 // Python (pydantic, nhbench.options) owns defaults and user-facing ranges and
-// validates first; the dicts it builds (options/_core.py client_core_config,
+// validates first; the dicts nhbench._core_config builds (client_core_config,
 // server_core_config) reach these readers already valid. The C core's create
 // functions check what would make the core unsafe (array counts, lengths,
 // values its arithmetic or event loop cannot take), once, for every caller.

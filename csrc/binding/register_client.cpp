@@ -45,10 +45,6 @@ class ClientRun {
     int port = get_as<int>(d, "port", -1);
     // `targets` (issue 13, parse_targets) replaces the single address.
     if (!value_of(d, "targets")) c.addr_len = fill_sockaddr(address, port, c.addr, "address");
-    request_ = get_as<std::string>(d, "request", "");
-    c.request = request_.data();
-    c.request_len = request_.size();
-    c.head_request = get_as<bool>(d, "head_request", false);
     cpus_ = get_as<std::vector<int>>(d, "cpus", {-1});
     c.nworkers = cpus_.size() > INT_MAX ? INT_MAX : static_cast<int>(cpus_.size());
     c.cpus = cpus_.data();
@@ -86,11 +82,13 @@ class ClientRun {
     if (r < 0) raise_core_error(r, "cannot create the run");
   }
 
-  // Issue 13: the request set (specs), templating and bodies. Each entry of
-  // `specs` is a dict: request bytes, body_size int, head_request bool,
-  // target int and, for HTTP/2, h2_method / h2_path str, h2_authority bytes,
-  // h2_headers list[(bytes, bytes)]. The strings are kept in spec_strings_
-  // until the core has copied them (nhb_run_create copies the whole set).
+  // The requests, always as a request set (a single request is a set of one),
+  // templating and HTTP/1.0. Each entry of `specs` is a dict: request bytes,
+  // body_size int, head_request bool, target int and, for HTTP/2 and HTTP/3,
+  // h2_method / h2_path str, h2_authority bytes, h2_headers list[(bytes,
+  // bytes)]. The strings are kept in spec_strings_ until the core has copied
+  // them (nhb_run_create copies the whole set); without `specs` the core
+  // refuses the run ("specs: must not be empty").
   void parse_requests(const py::dict& d) {
     nhb_client_config& c = config_;
     c.templated = get_as<bool>(d, "templated", false) ? 1 : 0;
@@ -224,7 +222,7 @@ class ClientRun {
   void parse_h3(const py::dict& d) { (void)d; }
 
   // Protocol, TLS and HTTP/2 keys. The strings are kept in members until the
-  // core has copied them (nhb_run_create copies every string but `request`).
+  // core has copied them (nhb_run_create copies every string).
   void parse_protocol(const py::dict& d) {
     nhb_client_config& c = config_;
     // The choices in the enum's order, so that a choice's index is its value.
@@ -234,22 +232,11 @@ class ClientRun {
     std::string scheme = get_choice(d, "scheme", "http", {"http", "https"}) == 0 ? "http" : "https";
     c.max_concurrent_streams = get_as<uint32_t>(d, "max_concurrent_streams", 0);
     c.max_active_requests = get_as<uint32_t>(d, "max_active_requests", 100);
-    c.request_body_size = get_as<size_t>(d, "request_body_size", 0);
-    // HTTP/3 sends the same header block parts as HTTP/2 (issue 14).
+    // HTTP/2 and HTTP/3 send the scheme as every request's :scheme; the rest
+    // of each header block is the request set's (parse_requests).
     if (c.protocol == NHB_PROTO_HTTP2 || c.protocol == NHB_PROTO_HTTP3) {
-      h2_method_ = get_as<std::string>(d, "h2_method", "GET");
       h2_scheme_ = scheme;
-      h2_authority_ = get_as<std::string>(d, "h2_authority", "");
-      h2_path_ = get_as<std::string>(d, "h2_path", "/");
-      h2_header_strings_ = get_as<std::vector<std::pair<std::string, std::string>>>(d, "h2_headers", {});
-      for (const auto& [name, value] : h2_header_strings_)
-        h2_headers_.push_back(nhb_header{name.data(), name.size(), value.data(), value.size()});
-      c.h2_method = h2_method_.c_str();
       c.h2_scheme = h2_scheme_.c_str();
-      c.h2_authority = h2_authority_.c_str();
-      c.h2_path = h2_path_.c_str();
-      c.h2_headers = h2_headers_.data();
-      c.h2_nheaders = static_cast<int>(h2_headers_.size());
     }
     if (scheme == "https") {
       py::dict tls = d.contains("tls") && !d["tls"].is_none() ? d["tls"].cast<py::dict>() : py::dict();
@@ -407,7 +394,6 @@ class ClientRun {
 
  private:
   nhb_client_config config_{};
-  std::string request_;
   // The request set's strings (parse_requests), one entry per spec.
   struct SpecStrings {
     std::string request, method, path, authority;
@@ -417,9 +403,7 @@ class ClientRun {
   std::vector<SpecStrings> spec_strings_;
   std::vector<nhb_request_spec> specs_;
   std::vector<int> cpus_;
-  std::string h2_method_, h2_scheme_, h2_authority_, h2_path_;
-  std::vector<std::pair<std::string, std::string>> h2_header_strings_;
-  std::vector<nhb_header> h2_headers_;
+  std::string h2_scheme_;
   std::vector<uint64_t> stage_ns_, offsets_ns_;
   std::vector<double> stage_rps_;
   std::string tls_sni_, tls_verify_name_, tls_cacert_, tls_ciphers_, tls_ciphersuites_, tls_groups_, tls_alpn_;

@@ -154,22 +154,18 @@ static void* worker_main(void* arg) {
 /* ---- run ---------------------------------------------------------------- */
 
 /* Copies the config's strings into one block owned by the run, so that the
- * caller's may go away after nhb_run_create(). */
+ * caller's may go away after nhb_run_create(). The request set's strings are
+ * copied with the set (nhb__request_set_create). */
 static int copy_strings(nhb_run* run) {
   nhb_client_config* cfg = &run->config;
-  const char** fields[] = {&cfg->tls.sni,          &cfg->tls.verify_name, &cfg->tls.alpn,
-                           &cfg->tls.cacert,       &cfg->tls.ciphers,     &cfg->tls.ciphersuites,
-                           &cfg->tls.groups,       &cfg->h2_method,       &cfg->h2_scheme,
-                           &cfg->h2_authority,     &cfg->h2_path};
+  const char** fields[] = {&cfg->tls.sni,     &cfg->tls.verify_name,  &cfg->tls.alpn,   &cfg->tls.cacert,
+                           &cfg->tls.ciphers, &cfg->tls.ciphersuites, &cfg->tls.groups, &cfg->h2_scheme};
   const size_t nfields = sizeof(fields) / sizeof(fields[0]);
-  int nh = cfg->h2_headers != NULL && cfg->h2_nheaders > 0 ? cfg->h2_nheaders : 0;
   size_t total = 0;
   for (size_t i = 0; i < nfields; i++)
     if (*fields[i] != NULL) total += strlen(*fields[i]) + 1;
-  for (int i = 0; i < nh; i++) total += cfg->h2_headers[i].name_len + cfg->h2_headers[i].value_len + 2;
   run->strings = malloc(total ? total : 1);
-  run->h2_headers = nh ? calloc((size_t)nh, sizeof(nhb_header)) : NULL;
-  if (run->strings == NULL || (nh && run->h2_headers == NULL)) return NHB_ENOMEM;
+  if (run->strings == NULL) return NHB_ENOMEM;
   char* p = run->strings;
   for (size_t i = 0; i < nfields; i++) {
     if (*fields[i] == NULL) continue;
@@ -178,22 +174,6 @@ static int copy_strings(nhb_run* run) {
     *fields[i] = p;
     p += len + 1;
   }
-  for (int i = 0; i < nh; i++) {
-    const nhb_header* src = &cfg->h2_headers[i];
-    nhb_header* dst = &run->h2_headers[i];
-    memcpy(p, src->name, src->name_len);
-    p[src->name_len] = '\0';
-    dst->name = p;
-    dst->name_len = src->name_len;
-    p += src->name_len + 1;
-    memcpy(p, src->value, src->value_len);
-    p[src->value_len] = '\0';
-    dst->value = p;
-    dst->value_len = src->value_len;
-    p += src->value_len + 1;
-  }
-  cfg->h2_headers = run->h2_headers;
-  cfg->h2_nheaders = nh;
   return 0;
 }
 
@@ -263,14 +243,9 @@ static int check_config(const nhb_client_config* c, char* err, size_t err_len) {
   /* The target is copied by its length out of a fixed 28-byte buffer. */
   if (c->ntargets == 0 && (c->addr_len == 0 || c->addr_len > sizeof(c->addr)))
     return config_error(err, err_len, "address: an IPv4 or IPv6 socket address");
-  /* Every request writes `request`: NULL would be dereferenced, and an empty
-   * write never completes. A request set (nspecs > 0) replaces it; its
+  /* Every release sends an entry of the request set: there must be one. The
    * entries are checked as they are copied (nhb__request_set_create). */
-  if (c->nspecs == 0 && (c->request == NULL || c->request_len == 0))
-    return config_error(err, err_len, "request: must not be empty");
-  /* The body is the tail of `request`: a longer one would point before it. */
-  if (c->nspecs == 0 && c->request_body_size > c->request_len)
-    return config_error(err, err_len, "request_body_size: exceeds the request");
+  if (c->nspecs == 0 || c->specs == NULL) return config_error(err, err_len, "specs: must not be empty");
   /* Per-worker arrays, histograms and threads are sized by it; the merge
    * divides by it. */
   if (c->nworkers < 1 || c->nworkers > NHB_MAX_WORKERS)
@@ -725,7 +700,6 @@ void nhb_run_destroy(nhb_run* run) {
   nhb__request_set_free(run);
   nhb__pool_run_free(run);
   free(run->strings);
-  free(run->h2_headers);
   free(run->workers);
   free(run->cpus);
   pthread_mutex_destroy(&run->lock);

@@ -136,8 +136,8 @@ typedef struct nhb__tmpl_ctx {
 } nhb__tmpl_ctx;
 
 /* One entry of the run's request set as the sessions use it, built once by
- * nhb__request_set_create from run->config.specs (or the legacy single
- * request). The strings live in run->spec_strings. */
+ * nhb__request_set_create from run->config.specs. The strings live in
+ * run->spec_strings. */
 typedef struct nhb__spec {
   const char* request; /* HTTP/1 head and body */
   size_t request_len;
@@ -555,7 +555,6 @@ struct nhb_run {
   uint32_t* spec_target;
   /* Owned copies of the config's strings (config.* point into these). */
   char* strings;
-  nhb_header* h2_headers;
   /* Schedule shapes (issue 13): owned copies of the stage and offset arrays,
    * and the stages' precomputed shape (per worker: rates in releases/ns). */
   uint64_t* stage_ns;
@@ -762,8 +761,8 @@ static inline uint32_t nhb__next_spec(nhb__worker* w) {
 }
 
 /* request.c */
-/* Copies the request set into the run (config.specs, or the legacy single
- * request when nspecs is 0) and, with templating, splits every template. */
+/* Copies the request set (config.specs) into the run and, with templating,
+ * splits every template. */
 int nhb__request_set_create(nhb_run* run, char* err, size_t err_len);
 void nhb__request_set_free(nhb_run* run);
 /* Templating: the worker's buffers and generator (nothing otherwise). */

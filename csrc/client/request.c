@@ -2,9 +2,9 @@
  *
  * The request set is the list of requests the workers cycle through (issue
  * 13: request sources, several targets). nhb__request_set_create copies it
- * into memory the run owns when the run is created; a run configured with the
- * single legacy request gets a set of one, so that the sessions have one path
- * either way: send run->specs[slot's spec].
+ * into memory the run owns when the run is created. A run of a single
+ * request is a set of one (the config has no other way to say what to send),
+ * so that the sessions have one path: send run->specs[slot's spec].
  *
  * Templating (config.templated) lets a request carry placeholders that change
  * from one request to the next: {seq}, {uuid}, {rand:N}, {worker}, and the
@@ -238,27 +238,9 @@ static const char* copy_cstr(char** p, const char* s) {
 int nhb__request_set_create(nhb_run* run, char* err, size_t err_len) {
   nhb_client_config* cfg = &run->config;
   const int h2 = cfg->protocol == NHB_PROTO_HTTP2;
-  nhb_request_spec legacy;
+  /* check_config has made sure there is at least one entry. */
   const nhb_request_spec* src = cfg->specs;
   uint32_t n = cfg->nspecs;
-  if (n == 0) {
-    /* The single request of the legacy fields (check_config has checked
-     * them; nhb__h2_run_init checks the HTTP/2 ones with its old message). */
-    memset(&legacy, 0, sizeof(legacy));
-    legacy.request = cfg->request;
-    legacy.request_len = cfg->request_len;
-    legacy.body_size = cfg->request_body_size;
-    legacy.head_request = cfg->head_request;
-    legacy.h2_method = cfg->h2_method;
-    legacy.h2_path = cfg->h2_path;
-    legacy.h2_authority = cfg->h2_authority;
-    legacy.h2_headers = cfg->h2_headers;
-    legacy.h2_nheaders = cfg->h2_nheaders > 0 ? cfg->h2_nheaders : 0;
-    src = &legacy;
-    n = 1;
-  } else if (src == NULL) {
-    return set_error(err, err_len, "specs: %u entries announced, none given", n);
-  }
   size_t total = 0, nheaders = 0;
   for (uint32_t i = 0; i < n; i++) {
     const nhb_request_spec* s = &src[i];
@@ -267,7 +249,7 @@ int nhb__request_set_create(nhb_run* run, char* err, size_t err_len) {
     if (s->request == NULL || s->request_len == 0) return set_error(err, err_len, "specs[%u]: empty request", i);
     /* The body is the tail of the request: a longer one would point before it. */
     if (s->body_size > s->request_len) return set_error(err, err_len, "specs[%u]: body_size exceeds the request", i);
-    if (h2 && cfg->nspecs > 0 &&
+    if (h2 &&
         (s->h2_method == NULL || s->h2_path == NULL || s->h2_authority == NULL || s->h2_nheaders < 0 ||
          (s->h2_nheaders > 0 && s->h2_headers == NULL)))
       return set_error(err, err_len, "specs[%u]: HTTP/2 needs h2_method, h2_authority and h2_path", i);

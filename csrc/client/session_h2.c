@@ -955,8 +955,8 @@ int nhb__h2_run_init(nhb_run* run, char* err, size_t err_len) {
   const nhb_client_config* cfg = &run->config;
   if (cfg->protocol != NHB_PROTO_HTTP2) return 0;
   /* One header block per entry of the request set, end to end in one array;
-   * the set's entries were checked as they were copied, the legacy single
-   * request here (its message predates the request set). */
+   * the set's entries were checked as they were copied (request.c), the
+   * run's scheme here. */
   size_t total = 0;
   int ok = cfg->h2_scheme != NULL;
   for (uint32_t i = 0; i < run->nspecs && ok; i++) {

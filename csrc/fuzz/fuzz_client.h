@@ -64,7 +64,8 @@ static int mem_write(nhb__conn* c, const char* data, size_t len) {
   const nhb_client_config* cfg = &c->worker->run->config;
   assert(!c->write_pending); /* callers check before writing */
   assert(len > 0);
-  if (cfg->protocol == NHB_PROTO_HTTP1) assert(len == cfg->request_len && memcmp(data, cfg->request, len) == 0);
+  if (cfg->protocol == NHB_PROTO_HTTP1)
+    assert(len == cfg->specs[0].request_len && memcmp(data, cfg->specs[0].request, len) == 0);
   c->worker->stats.counters[NHB_CTR_UPSTREAM_CX_TX_BYTES_TOTAL] += len;
   if (fuzz_hold_writes) c->write_pending = 1;
   return 0;
@@ -116,30 +117,40 @@ static nhb_run* fuzz_make_run(const nhb_client_config* cfg) {
 
 static void fuzz_make_runs(void) {
   nhb_client_config cfg;
+  /* Each run sends a request set of one (the run copies it). */
+  nhb_request_spec spec;
+  memset(&spec, 0, sizeof(spec));
 #if !FUZZ_HTTP2
   /* 0: GET on two connections. */
   fuzz_base_config(&cfg);
-  cfg.request = fuzz_h1_get;
-  cfg.request_len = sizeof(fuzz_h1_get) - 1;
+  spec.request = fuzz_h1_get;
+  spec.request_len = sizeof(fuzz_h1_get) - 1;
+  cfg.specs = &spec;
+  cfg.nspecs = 1;
   fuzz_runs[0] = fuzz_make_run(&cfg);
   /* 1: HEAD (responses have no body whatever they say). */
-  cfg.request = fuzz_h1_head;
-  cfg.request_len = sizeof(fuzz_h1_head) - 1;
-  cfg.head_request = 1;
+  spec.request = fuzz_h1_head;
+  spec.request_len = sizeof(fuzz_h1_head) - 1;
+  spec.head_request = 1;
   fuzz_runs[1] = fuzz_make_run(&cfg);
   /* 2: one connection, three requests each, with a request time-out. */
   fuzz_base_config(&cfg);
-  cfg.request = fuzz_h1_get;
-  cfg.request_len = sizeof(fuzz_h1_get) - 1;
+  memset(&spec, 0, sizeof(spec));
+  spec.request = fuzz_h1_get;
+  spec.request_len = sizeof(fuzz_h1_get) - 1;
+  cfg.specs = &spec;
+  cfg.nspecs = 1;
   cfg.connections = 1;
   cfg.max_requests_per_connection = 3;
   cfg.request_timeout_ns = 1000000000ULL;
   fuzz_runs[2] = fuzz_make_run(&cfg);
   /* 3: POST with a body, with a request time-out. */
   fuzz_base_config(&cfg);
-  cfg.request = fuzz_h1_post;
-  cfg.request_len = sizeof(fuzz_h1_post) - 1;
-  cfg.request_body_size = 16;
+  spec.request = fuzz_h1_post;
+  spec.request_len = sizeof(fuzz_h1_post) - 1;
+  spec.body_size = 16;
+  cfg.specs = &spec;
+  cfg.nspecs = 1;
   cfg.request_timeout_ns = 1000000000ULL;
   fuzz_runs[3] = fuzz_make_run(&cfg);
 #else
@@ -147,28 +158,30 @@ static void fuzz_make_runs(void) {
   static const nhb_header hdr = {"user-agent", 10, "nhbench", 7};
   fuzz_base_config(&cfg);
   cfg.protocol = NHB_PROTO_HTTP2;
-  cfg.request = body; /* HTTP/2 sends only the body part of the rendered request */
-  cfg.request_len = sizeof(body) - 1;
-  cfg.h2_method = "GET";
   cfg.h2_scheme = "http";
-  cfg.h2_authority = "127.0.0.1";
-  cfg.h2_path = "/fuzz";
-  cfg.h2_headers = &hdr;
-  cfg.h2_nheaders = 1;
+  spec.request = body; /* HTTP/2 sends only the body part of the rendered request */
+  spec.request_len = sizeof(body) - 1;
+  spec.h2_method = "GET";
+  spec.h2_authority = "127.0.0.1";
+  spec.h2_path = "/fuzz";
+  spec.h2_headers = &hdr;
+  spec.h2_nheaders = 1;
+  cfg.specs = &spec;
+  cfg.nspecs = 1;
   /* 0: one connection, four streams. */
   cfg.connections = 1;
   cfg.max_active_requests = 4;
   fuzz_runs[0] = fuzz_make_run(&cfg);
   /* 1: POST with a body, two connections of at most two streams. */
-  cfg.h2_method = "POST";
+  spec.h2_method = "POST";
   cfg.connections = 2;
   cfg.max_active_requests = 8;
   cfg.max_concurrent_streams = 2;
-  cfg.request_body_size = sizeof(body) - 1;
+  spec.body_size = sizeof(body) - 1;
   fuzz_runs[1] = fuzz_make_run(&cfg);
   /* 2: five requests per connection, with a request time-out. */
-  cfg.h2_method = "GET";
-  cfg.request_body_size = 0;
+  spec.h2_method = "GET";
+  spec.body_size = 0;
   cfg.connections = 1;
   cfg.max_active_requests = 3;
   cfg.max_concurrent_streams = 0;

@@ -54,12 +54,15 @@ static void server_config_loopback(nhb_server_config* sc) {
   loopback(sc->listen[0].bytes, &sc->listen[0].len, 0);
 }
 
+/* The request set of one that most tests send (the run copies it). */
+static const nhb_request_spec request_spec = {.request = request, .request_len = sizeof(request) - 1};
+
 static nhb_client_config client_config(int port, double rps, double duration_s) {
   nhb_client_config c;
   memset(&c, 0, sizeof(c));
   loopback(c.addr, &c.addr_len, port);
-  c.request = request;
-  c.request_len = sizeof(request) - 1;
+  c.specs = &request_spec;
+  c.nspecs = 1;
   c.nworkers = 2;
   c.rps = rps;
   c.burst_size = 1;
@@ -583,12 +586,14 @@ static void test_server_tls_h2(void) {
   for (int variant = 0; variant < 3; variant++) {
     int tls = variant > 0, h2 = variant != 1;
     nhb_client_config c = client_config(tls ? tls_port : plain_port, 100, 0.5);
+    nhb_request_spec h2_spec = request_spec;
     if (h2) {
+      h2_spec.h2_method = "GET";
+      h2_spec.h2_authority = "127.0.0.1";
+      h2_spec.h2_path = "/?delay=1ms";
+      c.specs = &h2_spec;
       c.protocol = NHB_PROTO_HTTP2;
-      c.h2_method = "GET";
       c.h2_scheme = tls ? "https" : "http";
-      c.h2_authority = "127.0.0.1";
-      c.h2_path = "/?delay=1ms";
     }
     if (tls) {
       c.tls.enabled = 1;

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from types import ModuleType, TracebackType
 from typing import Any, Protocol
 
+from ._core_config import client_core_config
 from ._exceptions import (
     ConfigRejectedError,
     CoreError,
@@ -28,7 +29,7 @@ from ._timeline import IntervalRecord
 
 # `resolve` lives with the address grammar in nhbench.options; it is re-exported here because
 # callers have always found it next to the run.
-from .options import Options, client_core_config, make_options, resolve
+from .options import Options, make_options, resolve
 
 __all__ = ["Benchmark", "BenchmarkProtocol", "load_core", "resolve"]
 

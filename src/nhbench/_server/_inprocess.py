@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from .._core_config import server_core_config
 from .._exceptions import ServerError
 from .._io import write_text
 from ..options import ServerOptions
@@ -39,7 +40,7 @@ class InProcessServer:
             if kind == "unix":
                 remove_stale_socket(path)
         try:
-            server = core.Server(self.options.core_config())
+            server = core.Server(server_core_config(self.options))
             server.start()
         except (OSError, RuntimeError, ValueError) as exc:
             raise ServerError(f"the test server could not start: {exc}") from exc

@@ -9,12 +9,12 @@ this package imports it through this face (an import-linter contract), never a p
 from __future__ import annotations
 
 from ._config_files import load_config_file
-from ._core import client_core_config, server_core_config
 from ._docs import markdown_table, render_option_docs
 from ._echo import parse_echo_params
 from ._errors import format_validation_error
 from ._flags import Flag, add_model_flags, flag_of, model_flags
 from ._listen import DEFAULT_LISTEN, parse_listen
+from ._request_set import request_specs
 from ._response import (
     MAX_RESPONSE_BODY_SIZE,
     RESPONSE_FIELDS,
@@ -26,7 +26,7 @@ from ._run import Options, make_options
 from ._run_load import DEFAULT_DURATION
 from ._run_output import DEFAULT_PERCENTILES
 from ._server import ServerOptions, make_server_options
-from ._targets import parse_unix_url
+from ._targets import parse_bind_config, parse_unix_url
 from ._tls_context import parse_tls_context
 from ._values import (
     LATENCY_UNITS,
@@ -70,7 +70,6 @@ __all__ = [
     "Target",
     "add_model_flags",
     "affinity_cpus",
-    "client_core_config",
     "flag_of",
     "format_address",
     "format_cpu_list",
@@ -83,6 +82,7 @@ __all__ = [
     "markdown_table",
     "model_flags",
     "parse_address",
+    "parse_bind_config",
     "parse_cpu_list",
     "parse_duration",
     "parse_echo_params",
@@ -96,7 +96,7 @@ __all__ = [
     "parse_unix_url",
     "parse_uri",
     "render_option_docs",
-    "server_core_config",
+    "request_specs",
     "resolve",
 ]
 

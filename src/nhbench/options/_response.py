@@ -17,7 +17,6 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from ._core import response_core_config
 from ._flags import Flag
 from ._values import (
     check_header_name,
@@ -216,11 +215,6 @@ class ResponseOptions(StrictModel):
                 {"a": "static_delay", "b": "concurrency_based_linear_delay"},
             )
         return self
-
-    def core_dict(self) -> dict[str, Any]:
-        """The ``response`` entry of the core config: only what is set
-        (`response_core_config` documents every key)."""
-        return response_core_config(self)
 
 
 def _as_header_list(value: Any) -> list[Any]:

@@ -50,7 +50,6 @@ from pydantic_core import PydanticCustomError
 from .._exceptions import OptionsError
 from .._input import InputError, check_input, read_input
 from ._config_files import config_mapping, load_config_file
-from ._core import server_core_config
 from ._echo import parse_echo_params
 from ._errors import format_validation_error, option_name
 from ._flags import Flag
@@ -560,10 +559,6 @@ class ServerOptions(StrictModel):
         """One CPU per worker, round-robin over `cpus`; empty when not pinned."""
         cpus = list(self.cpus or ())
         return [cpus[i % len(cpus)] for i in range(self.worker_count)] if cpus else []
-
-    def core_config(self) -> dict[str, Any]:
-        """The ``_core.Server`` config dict (`server_core_config` documents every key)."""
-        return server_core_config(self)
 
     def cli_args(self) -> list[str]:
         """The ``nhbench server`` flags that reproduce these options exactly."""

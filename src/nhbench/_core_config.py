@@ -1,11 +1,14 @@
-"""The seam to C: validated options -> the config dict the compiled core takes.
+"""Run preparation, the seam to C: validated options -> the config dict the compiled core takes.
 
-The client's (`client_core_config`, for ``_core.ClientRun``) and the server's
-(`server_core_config`, for ``_core.Server``) cross the same way: a plain dict of plain
-values, built here and only here from options that are already valid, in the units the C
-core uses. The keys, their types and units are the contract written down in
-docs/architecture.md ("Binding contract"); the binding reads exactly these keys. Defaults
-and ranges belong to the models: nothing here decides a value, it only converts.
+This is not option declaration (the `nhbench.options` models, a layer below): it reads the
+payload and gRPC message files, draws the random payload bytes and renders the requests and
+gRPC frames a run starts with. The client's config (`client_core_config`, for
+``_core.ClientRun``) and the server's (`server_core_config`, for ``_core.Server``) cross the
+same way: a plain dict of plain values, built here and only here from options that are
+already valid, in the units the C core uses. The keys, their types and units are the
+contract written down in docs/architecture.md ("Binding contract"); the binding reads
+exactly these keys. Defaults and ranges belong to the models: nothing here decides a value,
+it only converts.
 
 Units: times are float seconds (the core converts to nanoseconds), sizes are int bytes
 (``max_payload_kb`` is KiB, as Fortio names it), addresses are numeric (resolved by the
@@ -20,23 +23,19 @@ import re
 import string
 from typing import TYPE_CHECKING, Any
 
-from .. import _grpc as grpc
-from .._input import read_input
-from .._request import (
+from . import _grpc as grpc
+from ._input import read_input
+from ._request import (
     CONTENT_LENGTH_PLACEHOLDER,
     RequestSpec,
     has_placeholder,
     render_h2_request,
     render_request,
 )
-from ._request_set import request_specs
-from ._targets import parse_bind_config
-from ._values import resolve
+from .options import parse_bind_config, request_specs, resolve
 
 if TYPE_CHECKING:
-    from ._response import ResponseOptions
-    from ._run import Options
-    from ._server import ServerOptions
+    from .options import Options, ResponseOptions, ServerOptions
 
 __all__ = ["client_core_config", "response_core_config", "server_core_config"]
 
@@ -45,34 +44,21 @@ def client_core_config(options: Options, address: str) -> dict[str, Any]:
     """The ``ClientRun`` config: `options` to `address` (the numeric IP the host resolved to).
 
     Keys (docs/architecture.md, "Binding contract"): ``address`` str, ``port`` int,
-    ``request`` bytes (head and body, rendered once), ``head_request`` bool, ``cpus``
-    list[int] (one per worker), ``rps`` float per worker, ``connections`` /
+    ``cpus`` list[int] (one per worker), ``rps`` float per worker, ``connections`` /
     ``max_pending_requests`` / ``max_requests_per_connection`` int, ``prefetch_connections``
     and ``open_loop`` bool, ``connect_timeout`` / ``request_timeout`` / ``drain_timeout`` /
     ``start_delay`` float s, ``duration`` float s (< 0: none), ``stats_interval`` float s
     (0: off), ``idle_strategy`` str,
     ``burst_size`` int >= 1, ``termination_predicates`` / ``failure_predicates``
-    list[(str, int)], ``scheme`` and ``protocol`` str, ``request_body_size`` int; for HTTP/2
-    also ``h2_method`` / ``h2_path`` str, ``h2_authority`` bytes, ``h2_headers``
-    list[(bytes, bytes)], ``max_concurrent_streams`` / ``max_active_requests`` int; for
-    https:// a ``tls`` dict (str fields, "" for unset; ``insecure`` and ``session_reuse``
-    bool; ``alpn`` list[str]).
+    list[(str, int)], ``scheme`` and ``protocol`` str, the request set (``specs``,
+    `_requests_config`); for HTTP/2 and HTTP/3 also ``max_concurrent_streams`` /
+    ``max_active_requests`` int; for https:// a ``tls`` dict (str fields, "" for unset;
+    ``insecure`` and ``session_reuse`` bool; ``alpn`` list[str]).
     """
-    target = options.target
-    method = options.request_method
-    # CONNECT's request-target is the authority (RFC 9110 section 9.3.6), not a path.
-    request_target = target.authority if method == "CONNECT" else target.path
-    if method == "CONNECT" and ":" not in target.authority.rsplit("]", 1)[-1]:
-        request_target = f"{target.authority}:{target.port}"
-    request = render_request(
-        method, request_target, target.authority, options.headers, options.request_body_size
-    )
     duration = options.effective_duration
     config: dict[str, Any] = {
         "address": address,
-        "port": target.port,
-        "request": request,
-        "head_request": method == "HEAD",
+        "port": options.target.port,
         "cpus": list(options.worker_cpus),
         "rps": float(options.rps),
         "connections": options.connections,
@@ -94,18 +80,9 @@ def client_core_config(options: Options, address: str) -> dict[str, Any]:
         "stats_interval": float(options.effective_stats_interval),
         "scheme": options.core_scheme,
         "protocol": options.core_protocol,
-        # The body is the tail of `request`; HTTP/2 sends it from there.
-        "request_body_size": options.request_body_size,
     }
     if options.core_protocol in ("http2", "http3"):
-        h2 = render_h2_request(
-            method, request_target, target.authority, options.headers, options.request_body_size
-        )
         config.update({
-            "h2_method": h2.method,
-            "h2_path": h2.path,
-            "h2_authority": h2.authority,
-            "h2_headers": list(h2.headers),
             "max_concurrent_streams": options.max_concurrent_streams,
             "max_active_requests": options.max_active_requests,
         })
@@ -150,38 +127,22 @@ _TLS_KEYS = {
 
 
 def _requests_config(options: Options) -> dict[str, Any]:
-    """The request set (``specs``), payloads and templating.
+    """What is sent: the request set, templating and HTTP/1.0.
 
-    Nothing for a run of the options' single request with none of the new options, so that
-    it sends exactly what it sent before. Otherwise ``specs`` (one dict per entry of
-    `request_specs`: ``request`` bytes, ``body_size`` int, ``head_request`` bool, ``target``
-    int, and for HTTP/2 ``h2_method`` / ``h2_path`` str, ``h2_authority`` bytes,
-    ``h2_headers`` list[(bytes, bytes)]), ``templated`` and ``http10`` bool, and the legacy
-    single-request keys rewritten from the first entry so that both say the same.
+    ``specs`` is the one representation of the requests, whatever their number: one dict
+    per entry of `request_specs` (a run of the options' single request is a set of one):
+    ``request`` bytes (head and body, rendered once), ``body_size`` int (the body is the
+    tail of ``request``; HTTP/2 and HTTP/3 send it from there), ``head_request`` bool,
+    ``target`` int, and for HTTP/2 and HTTP/3 ``h2_method`` / ``h2_path`` str,
+    ``h2_authority`` bytes, ``h2_headers`` list[(bytes, bytes)]. ``templated`` and
+    ``http10`` bool.
     """
-    specs = request_specs(options)
-    new_options = (
-        options.payload is not None or options.payload_file is not None
-        or bool(options.payload_size) or options.content_type is not None
-        or options.template or options.http1_0 or options.is_grpc
-    )
-    if not new_options and specs == [RequestSpec()]:
-        return {}
     payload = _payload(options)
-    rendered = [_render_spec(options, spec, payload) for spec in specs]
-    first = rendered[0]
-    out: dict[str, Any] = {
-        "specs": rendered,
+    return {
+        "specs": [_render_spec(options, spec, payload) for spec in request_specs(options)],
         "templated": options.template,
         "http10": options.http1_0,
-        "request": first["request"],
-        "head_request": first["head_request"],
-        "request_body_size": first["body_size"],
     }
-    if options.core_protocol in ("http2", "http3"):
-        out.update({key: first[key] for key in ("h2_method", "h2_path", "h2_authority",
-                                                 "h2_headers")})
-    return out
 
 
 def _payload(options: Options) -> bytes | None:
@@ -409,7 +370,7 @@ def _grpc_request(
 
 
 def _h3_config(options: Options) -> dict[str, Any]:
-    """The keys of an HTTP/3 run: none of its own. HTTP/3 sends the HTTP/2 request
+    """The keys of an HTTP/3 run: none of its own. HTTP/3 sends the request set's HTTP/2
     keys (h2_method, h2_path, h2_authority, h2_headers) and takes the TLS keys it can honour
     (sni, verify_name, cacert, insecure); Options refuses the rest for http3."""
     return {}
