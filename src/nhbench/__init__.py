@@ -44,6 +44,7 @@ if TYPE_CHECKING:
         SloError,
         UnreachableError,
     )
+    from ._histogram import HistogramDecodeError
     from ._input import InputError
     from ._io import OutputError
     from ._load import load_result
@@ -74,6 +75,7 @@ _LAZY = {
         "SloError", "UnreachableError")},
     "OutputError": ("nhbench._io", "OutputError"),
     "InputError": ("nhbench._input", "InputError"),
+    "HistogramDecodeError": ("nhbench._histogram", "HistogramDecodeError"),
     "load_result": ("nhbench._load", "load_result"),
     "plot_percentiles": ("nhbench._notebook", "plot_percentiles"),
     "DEFAULT_FAILURE_PREDICATES": ("nhbench._predicates", "DEFAULT_FAILURE_PREDICATES"),
@@ -197,4 +199,5 @@ __all__ = [
     "ResultFileError",
     "OutputError",
     "InputError",
+    "HistogramDecodeError",
 ]

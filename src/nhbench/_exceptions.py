@@ -34,6 +34,9 @@ Hierarchy::
     InputError                  (a ValueError, defined in nhbench._input) a file the user named
                                 could not be read: missing, not a regular file, over its kind's
                                 size limit; one line naming the option and the path
+    HistogramDecodeError        (a ValueError, defined in nhbench._histogram) an encoded
+                                HdrHistogram nhbench will not decode (a header outside its
+                                bounds, a payload larger than the header allows)
 
 A run that *did* happen but went badly (connection refused, error responses) is not an
 exception: it returns a `Result` whose failure predicates fired, because the counters and

@@ -456,12 +456,16 @@ def test_a_renderer_failing_anyway_is_one_line_exit_1(command: str, tmp_path: Pa
     # line and exit status 1 (nhbench's fault), not a traceback.
     from nhbench import cli
     from nhbench.browse import _pages
-    from nhbench.outputs import FORMATS
+    import dataclasses
+
+    from nhbench.outputs import OUTPUT_FORMATS
 
     def broken(*_: object, **__: object) -> str:
         raise RuntimeError("renderer bug")
 
-    monkeypatch.setitem(FORMATS, "human", broken)
+    # The format table is what every consumer reads (render, renderer, FORMATS is a view).
+    monkeypatch.setitem(OUTPUT_FORMATS, "human",  # type: ignore[arg-type]
+                        dataclasses.replace(OUTPUT_FORMATS["human"], render=broken))
     monkeypatch.setattr(_pages, "_headline", broken)
     path = DATA / "nhbench-json-before-issue-12.json"
     args = (["transform", "--output-format", "human", str(path)] if command == "transform"

@@ -98,7 +98,7 @@ def _readable_file(value: object) -> str:
     try:
         return check_input(path, "pem", repr(path))
     except InputError as exc:
-        raise ValueError(str(exc)) from None
+        raise ValueError(f"{exc.reason}: {path!r}") from None
 
 
 def _writable_file(value: object) -> str:
