@@ -454,10 +454,10 @@ def test_a_renderer_failing_anyway_is_one_line_exit_1(command: str, tmp_path: Pa
                                                       capsys: pytest.CaptureFixture[str]) -> None:
     # The last resort behind the load's checks: whatever a renderer still raises is one
     # line and exit status 1 (nhbench's fault), not a traceback.
-    from nhbench import cli
-    from nhbench.browse import _pages
     import dataclasses
 
+    from nhbench import cli
+    from nhbench.browse import _pages
     from nhbench.outputs import OUTPUT_FORMATS
 
     def broken(*_: object, **__: object) -> str:
