@@ -115,15 +115,15 @@ void nhb_stream_add(nhb_stream* dst, const nhb_stream* src);
   X(SSL_CONNECTION_ERROR, "ssl.connection_error")                        \
   X(SSL_SESSION_REUSED, "ssl.session_reused")                            \
   X(ORIGIN_LATENCY_HEADER_ERRORS, "benchmark.origin_latency_header_errors") \
-  /* ---- issue 14, gRPC (session_h2.c with config.grpc) ---- */          \
+  /* ---- gRPC (session_h2.c with config.grpc) ---- */          \
   X(GRPC_ERROR, "benchmark.grpc_error")                                  \
   X(GRPC_PROTOCOL_ERROR, "benchmark.grpc_protocol_error")                \
-  /* ---- issue 14, echo (tcp:// udp://) ---- */                          \
+  /* ---- echo (tcp:// udp://) ---- */                          \
   X(ECHO_MISMATCH, "benchmark.echo_mismatch")                            \
   X(UDP_LOST, "benchmark.udp_lost")                                      \
   X(UDP_LATE, "benchmark.udp_late")                                      \
   X(UDP_UNEXPECTED, "benchmark.udp_unexpected")                          \
-  /* ---- issue 14, HTTP/3 ---- */                                        \
+  /* ---- HTTP/3 ---- */                                        \
   X(UPSTREAM_CX_HTTP3_TOTAL, "upstream_cx_http3_total")
 
 typedef enum {
@@ -176,7 +176,7 @@ typedef enum {
 #define NHB_STATUS_MIN 100
 #define NHB_STATUS_MAX 599
 #define NHB_STATUS_COUNT (NHB_STATUS_MAX - NHB_STATUS_MIN + 1)
-/* Issue 14, gRPC: the calls of a gRPC run are also counted by their
+/* gRPC: the calls of a gRPC run are also counted by their
  * grpc-status, 0 (OK) .. 16 (UNAUTHENTICATED), the codes the gRPC spec
  * defines, as "benchmark.grpc_status_<code>". Their ids follow the
  * per-status-code ones: NHB_GRPC_STATUS_ID + code. */
@@ -216,7 +216,7 @@ typedef enum {
   NHB_IDLE_SLEEP = 2
 } nhb_idle_strategy_t;
 
-/* Issue 14: the largest udp:// echo payload: 65507 bytes (the largest UDP
+/* The largest udp:// echo payload: 65507 bytes (the largest UDP
  * payload over IPv4) minus the 8-byte sequence number. */
 #define NHB_ECHO_UDP_MAX_PAYLOAD 65499
 
@@ -270,7 +270,7 @@ typedef struct nhb_sockaddr {
   unsigned len;
 } nhb_sockaddr;
 
-/* One entry of a run's request set (issue 13: request sources, templating,
+/* One entry of a run's request set (request sources, templating,
  * several targets). Workers cycle through the set in order. Strings are copied
  * by nhb_run_create(). */
 typedef struct nhb_request_spec {
@@ -308,7 +308,7 @@ typedef struct nhb_predicate {
  * allocated before the run; 64 KiB keeps 100 connections under 7 MB per
  * worker. Untemplated requests are bounded only by the caller. */
 #define NHB_MAX_TEMPLATED_REQUEST 65536
-/* The most targets a run may have (several targets, issue 13): each one has
+/* The most targets a run may have (several targets): each one has
  * at least one connection, with its 64 KiB read buffer, in every worker. */
 #define NHB_MAX_TARGETS 1024
 
@@ -346,7 +346,7 @@ typedef struct nhb_client_config {
    * nhb_run_create() (a run of a single request is a set of one). */
   const nhb_request_spec* specs;
   uint32_t nspecs;
-  /* ---- issue 13, what is sent (request.c, session_h1.c, session_h2.c) ---- */
+  /* ---- what is sent (request.c, session_h1.c, session_h2.c) ---- */
   /* Templating (docs/engine.md "What is sent"): every spec's HTTP/1 bytes and
    * HTTP/2 path and header values may hold {seq} {uuid} {rand:N} {worker}
    * and {content-length}, expanded for each request. 0: sent as they are. */
@@ -354,7 +354,7 @@ typedef struct nhb_client_config {
   /* HTTP/1.0 (Fortio's -http1.0): the requests say HTTP/1.0 without
    * keep-alive, so every connection is closed after its response. */
   int http10;
-  /* ---- issue 13, schedule shapes (sequencer.c) ---- */
+  /* ---- schedule shapes (sequencer.c) ---- */
   /* Jitter: each release is delayed by a uniform random time in
    * [0, jitter_uniform_ns] (Nighthawk's --jitter-uniform), and/or moved by a
    * uniform random fraction in [-jitter_fraction, +jitter_fraction] of the
@@ -388,7 +388,7 @@ typedef struct nhb_client_config {
   /* The first release at this CLOCK_REALTIME instant (ns) instead of after
    * start_delay_ns; 0 = none. */
   uint64_t start_realtime_ns;
-  /* ---- issue 13, targets and transport (pool.c, transport_tcp.c) ---- */
+  /* ---- targets and transport (pool.c, transport_tcp.c) ---- */
   /* The run's targets, each a sockaddr_in, sockaddr_in6 or sockaddr_un (a
    * Unix socket path; abstract names are refused). ntargets == 0: the single
    * target `addr`. A request goes to specs[spec].target; each connection
@@ -402,24 +402,24 @@ typedef struct nhb_client_config {
   /* Outgoing TCP connections bind to this local address (port 0: any)
    * before connecting; len 0 = the kernel chooses. */
   nhb_sockaddr source;
-  /* ---- issue 13, response observation (session_h1.c, session_h2.c) ---- */
+  /* ---- response observation (session_h1.c, session_h2.c) ---- */
   /* Nighthawk's --latency-response-header-name: the response header whose
    * value (an integer of nanoseconds) goes into origin_latency_statistic.
    * NULL or "" = off. Matched case-insensitively; copied by nhb_run_create(). */
   const char* latency_response_header_name;
-  /* ---- issue 14, echo: tcp:// and udp:// (session_echo.c, transport_udp.c) ---- */
+  /* ---- echo: tcp:// and udp:// (session_echo.c, transport_udp.c) ---- */
   /* The bytes every echo request sends (docs/protocols.md): TCP writes them
    * and waits for the same bytes back; UDP sends one datagram of an 8-byte
    * sequence number followed by them. TCP needs at least 1 byte, UDP at most
    * NHB_ECHO_UDP_MAX_PAYLOAD. Copied by nhb_run_create(). */
   const char* echo_payload;
   size_t echo_payload_len;
-  /* ---- issue 14, gRPC (session_h2.c with grpc set) ---- */
+  /* ---- gRPC (session_h2.c with grpc set) ---- */
   /* 1: the HTTP/2 run is gRPC: the request set's bodies are gRPC messages
    * already framed (5-byte prefix), the responses end with grpc-status
    * trailers, counted per code (docs/protocols.md). */
   int grpc;
-  /* ---- issue 14, HTTP/3 (session_h3.c) ---- */
+  /* ---- HTTP/3 (session_h3.c) ---- */
   /* Predicates: counter > threshold. */
   int n_termination;
   nhb_predicate termination[NHB_MAX_PREDICATES];
@@ -496,7 +496,7 @@ int nhb_run_end_counter(const nhb_run* run);
 uint64_t nhb_run_failed_predicates(const nhb_run* run);
 /* The first connection or protocol error the run saw, "" if none. */
 const char* nhb_run_first_error(const nhb_run* run);
-/* Issue 13, schedule shapes: what the schedule did, for one worker (index
+/* Schedule shapes: what the schedule did, for one worker (index
  * 0..nworkers-1) or, with index -1, summed over all of them. Valid once the
  * run has finished; returns NHB_ESTATE before, NHB_EINVAL for a bad index. */
 typedef struct nhb_schedule_facts {

@@ -43,7 +43,7 @@ class ClientRun {
     c = nhb_client_config{};
     std::string address = get_as<std::string>(d, "address", "");
     int port = get_as<int>(d, "port", -1);
-    // `targets` (issue 13, parse_targets) replaces the single address.
+    // `targets` (parse_targets) replaces the single address.
     if (!value_of(d, "targets")) c.addr_len = fill_sockaddr(address, port, c.addr, "address");
     cpus_ = get_as<std::vector<int>>(d, "cpus", {-1});
     c.nworkers = cpus_.size() > INT_MAX ? INT_MAX : static_cast<int>(cpus_.size());
@@ -127,7 +127,7 @@ class ClientRun {
     c.nspecs = static_cast<uint32_t>(specs_.size());
   }
 
-  // Issue 13: schedule shapes (jitter, stages, exact counts, warm-up, start time).
+  // Schedule shapes (jitter, stages, exact counts, warm-up, start time).
   // Keys (docs/architecture.md, "Binding contract"): jitter_uniform float s,
   // jitter_fraction float, no_catchup bool, total_requests int, stages
   // list[(float s, float rps per worker)], schedule_offsets list[float s],
@@ -163,7 +163,7 @@ class ClientRun {
     c.start_realtime_ns = static_cast<uint64_t>(std::llround(start * 1e9));
   }
 
-  // Issue 13: several targets, connection reuse, source address, Unix sockets.
+  // Several targets, connection reuse, source address, Unix sockets.
   // `targets`: [("tcp", numeric host, port) | ("unix", path, 0), ...], which
   // replaces `address`/`port`; `reuse_strategy`: "mru" | "lru";
   // `source_address`: (numeric host, port).
@@ -197,7 +197,7 @@ class ClientRun {
   }
   std::vector<nhb_sockaddr> targets_;
 
-  // Issue 13: what the client reads from responses (origin latency header).
+  // What the client reads from responses (origin latency header).
   // "latency_response_header_name" str: absent or "" = off.
   void parse_observation(const py::dict& d) {
     latency_response_header_name_ = get_as<std::string>(d, "latency_response_header_name", "");
@@ -206,7 +206,7 @@ class ClientRun {
   }
   std::string latency_response_header_name_;
 
-  // Issue 14 (docs/protocols.md): tcp:// and udp:// echo keys.
+  // tcp:// and udp:// echo keys (docs/protocols.md).
   // "echo_payload" bytes: what every tcp:// or udp:// request sends (the core copies it).
   void parse_echo(const py::dict& d) {
     echo_payload_ = get_as<std::string>(d, "echo_payload", "");
@@ -215,10 +215,10 @@ class ClientRun {
   }
   std::string echo_payload_;
 
-  // Issue 14: gRPC keys ("grpc" bool: the HTTP/2 run is gRPC).
+  // gRPC keys ("grpc" bool: the HTTP/2 run is gRPC).
   void parse_grpc(const py::dict& d) { config_.grpc = get_as<bool>(d, "grpc", false) ? 1 : 0; }
 
-  // Issue 14: HTTP/3 keys.
+  // HTTP/3 keys.
   void parse_h3(const py::dict& d) { (void)d; }
 
   // Protocol, TLS and HTTP/2 keys. The strings are kept in members until the
@@ -370,7 +370,7 @@ class ClientRun {
     for (int i = 0; i < nhb_run_worker_count(run_); i++) workers.append(stats_to_dict(nhb_run_worker_stats(run_, i)));
     d["workers"] = workers;
     d["global"] = stats_to_dict(global);
-    // Issue 13, schedule shapes: what the schedule did.
+    // Schedule shapes: what the schedule did.
     const nhb_stats* warm = nhb_run_warmup_stats(run_);
     d["warmup"] = warm ? py::object(stats_to_dict(warm)) : py::object(py::none());
     nhb_schedule_facts f{};

@@ -49,7 +49,7 @@ py::dict stats_to_dict(const nhb_stats* st) {
   for (int i = 0; i < NHB_STATUS_COUNT; i++)
     if (st->status_codes[i] != 0)
       counters[("benchmark.http_" + std::to_string(i + NHB_STATUS_MIN)).c_str()] = st->status_codes[i];
-  // Issue 14: likewise the gRPC calls by grpc-status (only gRPC runs count them).
+  // Likewise the gRPC calls by grpc-status (only gRPC runs count them).
   for (int i = 0; i < NHB_GRPC_STATUS_COUNT; i++)
     if (st->grpc_status[i] != 0)
       counters[("benchmark.grpc_status_" + std::to_string(i)).c_str()] = st->grpc_status[i];

@@ -203,7 +203,7 @@ __attribute__((format(printf, 3, 4))) static int config_error(char* err, size_t 
   return NHB_EINVAL;
 }
 
-/* Issue 13, schedule shapes: what keeps the sequencer's arithmetic sound. */
+/* Schedule shapes: what keeps the sequencer's arithmetic sound. */
 static int check_schedule(const nhb_client_config* c, char* err, size_t err_len) {
   /* Jitter is added to nanosecond times as a double. */
   if (!(c->jitter_fraction >= 0 && c->jitter_fraction <= 1))
@@ -300,7 +300,7 @@ int nhb_run_create_ex(const nhb_client_config* config, nhb_run** out, char* err,
   if (run->config.burst_size == 0) run->config.burst_size = 1;
   /* Nighthawk's default: at most 100 requests in flight per worker over HTTP/2. */
   if (run->config.max_active_requests == 0) run->config.max_active_requests = 100;
-  /* Issue 13, schedule shapes: owned copies of the arrays. */
+  /* Schedule shapes: owned copies of the arrays. */
   if (config->nstages > 0) {
     run->stage_ns = malloc(config->nstages * sizeof(uint64_t));
     run->stage_rps = malloc(config->nstages * sizeof(double));

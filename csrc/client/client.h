@@ -28,10 +28,10 @@ typedef struct nhb__conn nhb__conn;
 typedef struct nhb__tls nhb__tls;
 typedef struct nhb__h2 nhb__h2;
 typedef struct nhb__target_pool nhb__target_pool;
-typedef struct nhb__echo nhb__echo; /* issue 14: session_echo.c's per-connection state */
-typedef struct nhb__h3 nhb__h3;     /* issue 14: session_h3.c's per-connection state */
+typedef struct nhb__echo nhb__echo; /* session_echo.c's per-connection state */
+typedef struct nhb__h3 nhb__h3;     /* session_h3.c's per-connection state */
 
-/* Issue 13, response observation (observe.c): what one response's headers
+/* Response observation (observe.c): what one response's headers
  * said about the latency response header (--latency-response-header-name)
  * so far. Names and values may arrive in pieces (HTTP/1.1 split across
  * reads), so matching and parsing are incremental and never copy. Lives in
@@ -181,7 +181,7 @@ typedef struct nhb__slot {
   uint32_t grpc_len;
   uint64_t grpc_left;
   int grpc_bad;
-  /* Issue 16, HTTP/2 (session_h2.c): the response checks that replace
+  /* HTTP/2 (session_h2.c): the response checks that replace
    * nghttp2's HTTP messaging ones: what the response has shown so far
    * (H2_CHK_* flags) and its content-length (-1: none). */
   uint32_t h2_chk;
@@ -214,7 +214,7 @@ typedef struct nhb__transport_vtable {
    * (csrc/fuzz/) sets it: it has no socket and lets the target decide when
    * the connection is up. Called once per connection, never per request. */
   int (*connect)(nhb__conn* c);
-  /* Issue 14: a transport that is not a byte stream (UDP, and QUIC on it)
+  /* A transport that is not a byte stream (UDP, and QUIC on it)
    * opens its own handle in place of the TCP/pipe one: `start` initializes
    * the handle at c->udp, connects it to `to` and calls on_connected (at once
    * for UDP, which has no handshake). NULL: a TCP or pipe stream. Called once
@@ -316,7 +316,7 @@ struct nhb__conn {
   union {
     uv_tcp_t tcp;
     uv_pipe_t pipe;
-    uv_udp_t udp; /* issue 14: udp:// echo and HTTP/3 (transport_udp.c) */
+    uv_udp_t udp; /* udp:// echo and HTTP/3 (transport_udp.c) */
   };
   uv_connect_t connect_req;
   uv_write_t write_req;
@@ -377,8 +377,8 @@ struct nhb__conn {
   char* read_buffer; /* NHB__READ_BUFFER_SIZE bytes, the worker's one read buffer (pool.c) */
   nhb__tls* tls;     /* TLS state, allocated on the first TLS connection of this entry */
   nhb__h2* h2;       /* HTTP/2 state, likewise */
-  nhb__echo* echo;   /* issue 14: tcp:// and udp:// echo state (session_echo.c), likewise */
-  nhb__h3* h3;       /* issue 14: QUIC and HTTP/3 state (session_h3.c), likewise */
+  nhb__echo* echo;   /* tcp:// and udp:// echo state (session_echo.c), likewise */
+  nhb__h3* h3;       /* QUIC and HTTP/3 state (session_h3.c), likewise */
 };
 
 /* One half of a worker's interval double buffer (interval.c). */
@@ -445,7 +445,7 @@ struct nhb__worker {
   int blocked;          /* closed loop: the next release found no capacity */
   int releasing;        /* inside nhb__pool_dispatch (sequencer.c: no nested releases) */
   uint64_t blocked_since_ns;
-  /* Schedule shapes (issue 13, sequencer.c). sched_base_ns is where the rate
+  /* Schedule shapes (sequencer.c). sched_base_ns is where the rate
    * schedule counts from: start_ns, moved later by --no-catchup. */
   uint64_t sched_base_ns;
   uint64_t quota;       /* releases left to make in this phase's count; UINT64_MAX = no count */
@@ -518,7 +518,7 @@ struct nhb__worker {
   /* Counters copied out every 10 ms for progress and predicates; the
    * per-status-code ones only when a predicate watches one (watch_status). */
   _Atomic uint64_t published[NHB_CTR_COUNT];
-  /* ... then the gRPC ones (issue 14), as the counter ids follow each other. */
+  /* ... then the gRPC ones, as the counter ids follow each other. */
   _Atomic uint64_t published_status[NHB_STATUS_COUNT + NHB_GRPC_STATUS_COUNT];
   atomic_int done;
   int first_error; /* first connection/protocol error code, 0 if none */
@@ -555,7 +555,7 @@ struct nhb_run {
   uint32_t* spec_target;
   /* Owned copies of the config's strings (config.* point into these). */
   char* strings;
-  /* Schedule shapes (issue 13): owned copies of the stage and offset arrays,
+  /* Schedule shapes: owned copies of the stage and offset arrays,
    * and the stages' precomputed shape (per worker: rates in releases/ns). */
   uint64_t* stage_ns;
   double* stage_rps;
@@ -595,15 +595,15 @@ struct nhb_run {
   uint64_t ivl_count;         /* intervals queued so far */
   nhb_interval* ivl_queue;    /* closed intervals not taken yet */
   size_t ivl_len, ivl_cap;
-  /* Issue 13, response observation (observe.c): the latency response header's
+  /* Response observation (observe.c): the latency response header's
    * name, lower-case, and its length; 0 = off, and the sessions then install
    * callbacks that do not look at it at all. */
   uint32_t olat_len;
   char olat_name[NHB__OLAT_NAME_MAX + 1];
-  /* Issue 14, echo (session_echo.c): the run's own copy of the payload;
+  /* Echo (session_echo.c): the run's own copy of the payload;
    * config.echo_payload points here once nhb__echo_run_init has run. */
   char* echo_payload;
-  /* Issue 14, HTTP/3 (session_h3.c): the GnuTLS credentials and the request
+  /* HTTP/3 (session_h3.c): the GnuTLS credentials and the request
    * set's header blocks, built once per run. */
   void* h3;
 };
@@ -612,7 +612,7 @@ extern const nhb__transport_vtable nhb__transport_tcp;
 extern const nhb__transport_vtable nhb__transport_tls;
 extern const nhb__session_vtable nhb__session_h1;
 extern const nhb__session_vtable nhb__session_h2;
-/* Issue 14 (docs/protocols.md). */
+/* Echo and HTTP/3 (docs/protocols.md). */
 extern const nhb__transport_vtable nhb__transport_udp;
 extern const nhb__session_vtable nhb__session_tcp_echo;
 extern const nhb__session_vtable nhb__session_udp_echo;
@@ -703,7 +703,7 @@ int nhb__h2_worker_init(nhb__worker* w);
 void nhb__h2_worker_close(nhb__worker* w);
 void nhb__h2_worker_free(nhb__worker* w);
 
-/* ---- issue 14: session_echo.c (tcp:// and udp:// echo) ---- */
+/* ---- session_echo.c (tcp:// and udp:// echo) ---- */
 /* Per-run and per-worker set-up of the echo sessions; 0 and nothing to do
  * for other protocols. */
 int nhb__echo_run_init(nhb_run* run, char* err, size_t err_len);
@@ -736,7 +736,7 @@ void nhb__grpc_on_data(nhb__slot* s, const uint8_t* data, size_t len);
 /* The response ended (END_STREAM): reports the request. */
 void nhb__grpc_end(nhb__conn* c, nhb__slot* s);
 
-/* ---- issue 14: session_h3.c (QUIC + HTTP/3) ---- */
+/* ---- session_h3.c (QUIC + HTTP/3) ---- */
 /* Per-run and per-worker set-up of HTTP/3; 0 and nothing to do for other
  * protocols. */
 int nhb__h3_run_init(nhb_run* run, char* err, size_t err_len);

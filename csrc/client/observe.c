@@ -1,4 +1,4 @@
-/* observe.c: the latency response header (issue 13).
+/* observe.c: the latency response header.
  *
  * Nighthawk's --latency-response-header-name names a response header whose
  * value the origin sets to a latency it measured, in nanoseconds (Nighthawk's

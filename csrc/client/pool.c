@@ -583,7 +583,7 @@ static void conn_start(nhb__worker* w, nhb__conn* c) {
   if (NHB__LIKELY(w->cx_counter >= 0)) ctr[w->cx_counter]++;
   const nhb_sockaddr* to = &w->run->targets[c->target];
   const int unix_socket = ((const struct sockaddr*)to->bytes)->sa_family == AF_UNIX;
-  /* Issue 14: a datagram transport (udp:// echo, HTTP/3) has a UDP handle,
+  /* A datagram transport (udp:// echo, HTTP/3) has a UDP handle,
    * which its `start` connects. */
   const int datagram = c->transport->start != NULL;
   int r = NHB__UNLIKELY(datagram)      ? uv_udp_init(&w->loop, &c->udp)

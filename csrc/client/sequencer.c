@@ -18,7 +18,7 @@
  * keep their scheduled times, so the scheduled-time latency includes it); an
  * open-loop sequencer drops the release and counts it in benchmark.pool_overflow.
  *
- * Schedule shapes (issue 13, docs/engine.md "Shaping the schedule"): linear
+ * Schedule shapes (docs/engine.md "Shaping the schedule"): linear
  * stages (release k is due where the integral of the rate reaches k), an
  * explicit list of offsets (replay), jitter (a per-worker splitmix64, no
  * system call), --no-catchup (a late release moves the schedule), an exact
@@ -76,7 +76,7 @@ static uint64_t stage_time(nhb__worker* w, uint64_t k) {
  * release is looked at twice, once by the wake-up that finds it not yet due
  * (and arms the timer for it) and once by the one that makes it, and the
  * division and rounding of group_time() were a tenth of the sequencer's
- * instructions per request (issue 16). */
+ * instructions per request. */
 static uint64_t base_time(nhb__worker* w, uint64_t k) {
   const nhb_run* run = w->run;
   if (NHB__LIKELY(run->stages == NULL && run->schedule_offsets_ns == NULL)) {
@@ -263,7 +263,7 @@ static void disarm(nhb__worker* w) {
 }
 
 /* Hands one release to the pool. A connection that is up at once (a
- * connected UDP socket, issue 14) reports ready from inside the pool, which
+ * connected UDP socket) reports ready from inside the pool, which
  * then asks the sequencer for more releases: that nested call must do
  * nothing, or it would release the same index again (and a count could run
  * past its end); the loop that called dispatch() goes on by itself. */
@@ -464,7 +464,7 @@ void nhb__sequencer_close(nhb__worker* w) {
   if (h & NHB__RH_SLEEP) uv_close((uv_handle_t*)&w->release_sleep, NULL);
 }
 
-/* ---- schedule shapes: set-up (issue 13) ---------------------------------- */
+/* ---- schedule shapes: set-up ---------------------------------- */
 
 int nhb__sequencer_run_init(nhb_run* run) {
   const nhb_client_config* cfg = &run->config;

@@ -1,4 +1,4 @@
-/* session_echo.c: tcp:// and udp:// echo load (issue 14, docs/protocols.md).
+/* session_echo.c: tcp:// and udp:// echo load (docs/protocols.md).
  *
  * A request sends the run's payload (config.echo_payload, drawn or read once
  * for the whole run) and ends when the peer has sent it back, as Fortio's

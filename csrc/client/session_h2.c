@@ -21,7 +21,7 @@
  * before using it.
  *
  * Responses are checked here, not by nghttp2 (its HTTP messaging checks are
- * off, issue 16): see "response checks" below for what is checked, what
+ * off): see "response checks" below for what is checked, what
  * was dropped and why.
  *
  * gRPC is this session with config.grpc: the call goes out as any request,
@@ -78,7 +78,7 @@ static void h2_mark_dirty(nhb__conn* c) {
   w->h2_dirty[w->h2_ndirty++] = c;
 }
 
-/* ---- response checks (issue 16) ------------------------------------------ */
+/* ---- response checks ------------------------------------------ */
 
 /* nghttp2's HTTP messaging checks are turned off for the client
  * (nghttp2_option_set_no_http_messaging, per run in nhb__h2_run_init): they

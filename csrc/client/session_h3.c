@@ -1,5 +1,5 @@
-/* session_h3.c: HTTP/3 over QUIC, on ngtcp2 + nghttp3 + GnuTLS (issue 14,
- * docs/protocols.md "HTTP/3").
+/* session_h3.c: HTTP/3 over QUIC, on ngtcp2 + nghttp3 + GnuTLS
+ * (docs/protocols.md "HTTP/3").
  *
  * Two vtables live here. The QUIC transport (nhb__transport_quic) rides on
  * the connected UDP socket of transport_udp.c: its `start` connects the

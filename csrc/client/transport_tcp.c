@@ -42,7 +42,7 @@ static int tcp_write(nhb__conn* c, const char* data, size_t len) {
   int n = 0;
   if (!c->write_pending) {
     /* What uv_try_write() does, without its two layers of checks that a
-     * connection with no write outstanding does not need (issue 16: about 50
+     * connection with no write outstanding does not need (about 50
      * instructions per request). MSG_NOSIGNAL: a peer that reset the
      * connection is an error return, never SIGPIPE (which Python ignores
      * anyway, so this changes nothing for nhbench itself). The handle is a

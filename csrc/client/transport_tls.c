@@ -1,7 +1,7 @@
 /* transport_tls.c: TLS through OpenSSL, without ever blocking the loop.
  *
  * OpenSSL never touches the socket. Each connection's SSL object reads and
- * writes ciphertext through one BIO of this file's own kind (issue 16): reads
+ * writes ciphertext through one BIO of this file's own kind: reads
  * come straight from the bytes the socket delivered (the "window", set for
  * the duration of tls_on_read) and are decrypted with SSL_read(); plaintext is
  * encrypted with SSL_write() and the ciphertext lands directly in the
@@ -579,7 +579,7 @@ int nhb__tls_ctx_create(nhb_run* run, char* err, size_t err_len) {
   SSL_CTX_set_info_callback(ctx, tls_info);
   /* Read-ahead: OpenSSL takes as much of the window as its record buffer
    * holds in one BIO read, instead of a header and a body read per record
-   * (issue 16, docs/benchmarks.md). */
+   * (docs/benchmarks.md). */
   SSL_CTX_set_read_ahead(ctx, 1);
 
   if (tc->session_reuse) {

@@ -1,4 +1,4 @@
-/* transport_udp.c: a connected UDP socket (issue 14: udp:// echo, HTTP/3).
+/* transport_udp.c: a connected UDP socket (udp:// echo, HTTP/3).
  *
  * The pool initializes the UDP handle (c->udp) and calls `start`, which
  * connects it to the target, so that the kernel filters datagrams from

@@ -34,7 +34,7 @@ const char* const nhb_stream_names[NHB_STREAM_COUNT] = {
 #define STATUS_PREFIX "benchmark.http_"
 #define GRPC_STATUS_PREFIX "benchmark.grpc_status_"
 
-/* Issue 14: "benchmark.grpc_status_<code>" with code 0..16 written the way
+/* "benchmark.grpc_status_<code>" with code 0..16 written the way
  * the result writes it (no leading zero), so that a typo is refused. */
 static int grpc_status_lookup(const char* name) {
   size_t plen = sizeof(GRPC_STATUS_PREFIX) - 1;

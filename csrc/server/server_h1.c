@@ -32,7 +32,7 @@ int nhb__srv_h1_push(nhb__srv_conn* c, const nhb__srv_resp* r) {
   if (c->q_len == c->q_cap) {
     /* Two to start: a client with one request in flight (nearly all of
      * them) never needs more, and each idle kept-alive connection holds the
-     * queue (issue 16: memory per connection); pipelining doubles it. */
+     * queue (memory per connection); pipelining doubles it. */
     size_t cap = c->q_cap ? 2 * c->q_cap : 2;
     nhb__srv_resp* q = malloc(cap * sizeof(*q));
     if (!q) return NHB_ENOMEM;

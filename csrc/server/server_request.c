@@ -34,7 +34,7 @@ nhb__srv_hdr_pos* nhb__srv_req_header_begin(nhb__srv_req* q) {
   if (q->nhdrs == q->hdrs_cap) {
     /* Doubles, so that a connection settles after its largest request;
      * eight to start, the headers of a typical load tester's request, since
-     * every kept-alive connection holds the array (issue 16: memory per
+     * every kept-alive connection holds the array (memory per
      * connection). */
     size_t cap = q->hdrs_cap ? 2 * q->hdrs_cap : 8;
     nhb__srv_hdr_pos* h = realloc(q->hdrs, cap * sizeof(*h));

@@ -897,7 +897,7 @@ static void test_counter_names(void) {
   CHECK(nhb_counter_lookup("benchmark.http_2xx") == NHB_CTR_HTTP_2XX);
   CHECK(nhb_counter_lookup("benchmark.http_100") == NHB_CTR_COUNT);
   CHECK(nhb_counter_lookup("benchmark.http_599") == NHB_GRPC_STATUS_ID - 1);
-  /* Issue 14: the gRPC status counters follow, 0..16 without leading zeros. */
+  /* The gRPC status counters follow, 0..16 without leading zeros. */
   CHECK(nhb_counter_lookup("benchmark.grpc_status_0") == NHB_GRPC_STATUS_ID);
   CHECK(nhb_counter_lookup("benchmark.grpc_status_16") == NHB_COUNTER_ID_COUNT - 1);
   CHECK(nhb_counter_name(NHB_GRPC_STATUS_ID + 14, buf, sizeof(buf)) == 0 &&
