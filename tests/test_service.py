@@ -554,9 +554,13 @@ def test_a_stream_beyond_the_limit_takes_an_idle_ones_place_and_health_is_answer
     service = start_service("127.0.0.1:0", max_streams=1)
     try:
         with grpc.insecure_channel(service.address) as chan:
+            before = target.stats()["requests"]
             running = Stream(pb2_grpc.NighthawkServiceStub(chan))
             running.send(start_request(pb2, target.url, rps=20, seconds=2))
             assert wait_until(lambda: service.open_streams == 1, timeout=30)
+            # In progress once the target sees its requests (an open stream whose request
+            # the service has not read yet is still idle, and would make room).
+            assert wait_until(lambda: target.stats()["requests"] > before, timeout=30)
             extra = Stream(pb2_grpc.NighthawkServiceStub(chan))
             extra.close()
             assert extra.finish() == (grpc.StatusCode.RESOURCE_EXHAUSTED, [])

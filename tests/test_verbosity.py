@@ -28,10 +28,10 @@ def test_debug_prints_the_config_summary_and_worker_counters(server: nhbench.Tes
     lines = stderr.splitlines()
     assert "nhbench: resolved 127.0.0.1 to 127.0.0.1" in lines
     [config] = [line for line in lines if line.startswith("nhbench: core config: ")]
-    # The summary names the core config's keys with their values, the request by its size.
+    # The summary names the core config's keys with their values, the requests by their size.
     assert "address='127.0.0.1'" in config and f"port={server.url.rsplit(':', 1)[1].rstrip('/')}" in config
     assert "rps=50.0" in config and "cpus=[" in config
-    assert "request=<" in config and " bytes>" in config
+    assert "specs=<1 request, " in config and " bytes>" in config
     # The full config (trace) is not printed at debug.
     assert not any("core config (full)" in line for line in lines)
     # One line per worker and the global sum, with the counters that are not zero.

@@ -287,7 +287,12 @@ def config_summary(config: dict[str, Any], *, full: bool = False) -> str:
     every list entry (trace)."""
     parts = []
     for key, value in config.items():
-        if isinstance(value, (bytes, bytearray)):
+        if key == "specs" and isinstance(value, (list, tuple)) and not full:
+            # The request set: its size, as a single request's bytes are shown.
+            size = sum(len(spec.get("request") or b"") for spec in value
+                       if isinstance(spec, dict))
+            text = f"<{len(value)} request{'s' if len(value) != 1 else ''}, {size} bytes>"
+        elif isinstance(value, (bytes, bytearray)):
             text = f"<{len(value)} bytes>"
             if full:
                 head = bytes(value).split(b"\r\n\r\n", 1)[0][:2048]
