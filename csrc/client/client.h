@@ -281,7 +281,8 @@ typedef struct nhb__protocol {
 } nhb__protocol;
 
 /* Every record of NHB_PROTOCOL_MAP (nhb.h): a protocol there without its
- * record in a session file fails to link. */
+ * record in a session file is an undefined symbol (the selftest fails to
+ * link, the extension to load). */
 #define NHB__PROTO_RECORD(id, name, record) extern const nhb__protocol nhb__protocol_##record;
 NHB_PROTOCOL_MAP(NHB__PROTO_RECORD)
 #undef NHB__PROTO_RECORD
