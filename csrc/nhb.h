@@ -220,19 +220,20 @@ typedef enum {
  * payload over IPv4) minus the 8-byte sequence number. */
 #define NHB_ECHO_UDP_MAX_PAYLOAD 65499
 
-/* The client's protocols: X(ID, name) gives NHB_PROTO_<ID> (in this order,
- * from 0) and the name the binding's `protocol` key takes. What each one runs
- * (session, transport, set-up) is its record in csrc/client/protocol.c; no
- * code depends on the order. */
+/* The client's protocols: X(ID, name, record) gives NHB_PROTO_<ID> (in this
+ * order, from 0), the name the binding's `protocol` key takes and the record
+ * that says what it runs (session, transport, set-up): nhb__protocol_<record>,
+ * defined in its session file under csrc/client/ (client.h declares it and
+ * protocol.c indexes it from this map). No code depends on the order. */
 #define NHB_PROTOCOL_MAP(X)                                                          \
-  X(HTTP1, "http1")                                                                  \
-  X(HTTP2, "http2") /* gRPC too: HTTP/2 with config.grpc set (session_grpc.c) */     \
-  X(HTTP3, "http3") /* QUIC (ngtcp2) + HTTP/3 (nghttp3): session_h3.c */             \
-  X(TCP, "tcp")     /* tcp:// echo: a payload out, the same bytes back (session_echo.c) */ \
-  X(UDP, "udp")     /* udp:// echo: one datagram out, one back (session_echo.c) */
+  X(HTTP1, "http1", h1)                                                              \
+  X(HTTP2, "http2", h2) /* gRPC too: HTTP/2 with config.grpc set (session_grpc.c) */ \
+  X(HTTP3, "http3", h3) /* QUIC (ngtcp2) + HTTP/3 (nghttp3): session_h3.c */         \
+  X(TCP, "tcp", tcp_echo) /* tcp:// echo: a payload out, the same bytes back (session_echo.c) */ \
+  X(UDP, "udp", udp_echo) /* udp:// echo: one datagram out, one back (session_echo.c) */
 
 typedef enum {
-#define NHB__PROTO_ENUM(id, name) NHB_PROTO_##id,
+#define NHB__PROTO_ENUM(id, name, record) NHB_PROTO_##id,
   NHB_PROTOCOL_MAP(NHB__PROTO_ENUM)
 #undef NHB__PROTO_ENUM
   NHB_PROTO_COUNT

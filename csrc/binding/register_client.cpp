@@ -226,7 +226,7 @@ class ClientRun {
   void parse_protocol(const py::dict& d) {
     nhb_client_config& c = config_;
     // The choices in the enum's order, so that a choice's index is its value.
-#define NHB__PROTO_NAME(id, name) name,
+#define NHB__PROTO_NAME(id, name, record) name,
     c.protocol = static_cast<nhb_protocol_t>(get_choice(d, "protocol", "http1", {NHB_PROTOCOL_MAP(NHB__PROTO_NAME)}));
 #undef NHB__PROTO_NAME
     std::string scheme = get_choice(d, "scheme", "http", {"http", "https"}) == 0 ? "http" : "https";

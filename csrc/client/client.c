@@ -252,8 +252,8 @@ static int check_config(const nhb_client_config* c, char* err, size_t err_len) {
     return config_error(err, err_len, "cpus: one entry per worker, 1-%d workers", NHB_MAX_WORKERS);
   /* Each worker's connection arrays are sized by it (calloc(0) may fail). */
   if (c->connections < 1) return config_error(err, err_len, "connections: must be at least %d", 1);
-  /* It indexes the protocol table; an entry without a session is not built. */
-  if ((unsigned)c->protocol >= NHB_PROTO_COUNT || nhb__protocols[c->protocol].session == NULL)
+  /* It indexes the protocol table, which has a record for every protocol. */
+  if ((unsigned)c->protocol >= NHB_PROTO_COUNT)
     return config_error(err, err_len, "protocol: unknown (%d)", (int)c->protocol);
   /* Past the bound the schedule's arithmetic loses precision (sequencer.c
    * relies on an interval of at least 1 us); NaN or a negative rate would
@@ -340,7 +340,7 @@ int nhb_run_create_ex(const nhb_client_config* config, nhb_run** out, char* err,
    * copies and templates), the TLS context (its settings fail here, with
    * OpenSSL's reason, not in the middle of a run) and the protocol's own
    * (HTTP/2's callbacks and header blocks, say). */
-  const nhb__protocol* proto = &nhb__protocols[run->config.protocol];
+  const nhb__protocol* proto = nhb__protocols[run->config.protocol];
   int r = nhb__request_set_create(run, err, err_len);
   if (r == 0) r = nhb__observe_init(run, err, err_len);
   if (r == 0) r = nhb__pool_run_init(run, err, err_len);
@@ -695,7 +695,7 @@ void nhb_run_destroy(nhb_run* run) {
   nhb__ivl_free(run);
   nhb__tls_ctx_free(run);
   /* The run exists only with a protocol check_config accepted. */
-  const nhb__protocol* proto = &nhb__protocols[run->config.protocol];
+  const nhb__protocol* proto = nhb__protocols[run->config.protocol];
   if (proto->run_free != NULL) proto->run_free(run);
   nhb__request_set_free(run);
   nhb__pool_run_free(run);

@@ -28,8 +28,6 @@ typedef struct nhb__conn nhb__conn;
 typedef struct nhb__tls nhb__tls;
 typedef struct nhb__h2 nhb__h2;
 typedef struct nhb__target_pool nhb__target_pool;
-typedef struct nhb__echo nhb__echo; /* session_echo.c's per-connection state */
-typedef struct nhb__h3 nhb__h3;     /* session_h3.c's per-connection state */
 
 /* Response observation (observe.c): what one response's headers
  * said about the latency response header (--latency-response-header-name)
@@ -248,8 +246,10 @@ typedef struct nhb__session_vtable {
 } nhb__session_vtable;
 
 /* One client protocol: what the run, its workers and their connections set up
- * and tear down for it, and the facts the pool decides on. nhb__protocols
- * (protocol.c) holds one per nhb_protocol_t, indexed by it. Only set-up,
+ * and tear down for it, and the facts the pool decides on. Each is defined
+ * in its session file (nhb__protocol_h1 in session_h1.c...), next to the
+ * hooks it names, which are that file's own; nhb__protocols (protocol.c)
+ * points at one per nhb_protocol_t, indexed by it. Only set-up,
  * teardown and per-connection decisions read it: the per-request path calls
  * the session and transport a connection was given when the pool was built.
  * A NULL hook has nothing to do. */
@@ -280,7 +280,13 @@ typedef struct nhb__protocol {
   void (*conn_free)(nhb__conn* c);                           /* nhb__pool_free, per entry */
 } nhb__protocol;
 
-extern const nhb__protocol nhb__protocols[NHB_PROTO_COUNT];
+/* Every record of NHB_PROTOCOL_MAP (nhb.h): a protocol there without its
+ * record in a session file is an undefined symbol (the selftest fails to
+ * link, the extension to load). */
+#define NHB__PROTO_RECORD(id, name, record) extern const nhb__protocol nhb__protocol_##record;
+NHB_PROTOCOL_MAP(NHB__PROTO_RECORD)
+#undef NHB__PROTO_RECORD
+extern const nhb__protocol* const nhb__protocols[NHB_PROTO_COUNT];
 
 typedef enum {
   NHB__CX_DISCONNECTED = 0, /* slot free, handle closed */
@@ -377,8 +383,10 @@ struct nhb__conn {
   char* read_buffer; /* NHB__READ_BUFFER_SIZE bytes, the worker's one read buffer (pool.c) */
   nhb__tls* tls;     /* TLS state, allocated on the first TLS connection of this entry */
   nhb__h2* h2;       /* HTTP/2 state, likewise */
-  nhb__echo* echo;   /* tcp:// and udp:// echo state (session_echo.c), likewise */
-  nhb__h3* h3;       /* QUIC and HTTP/3 state (session_h3.c), likewise */
+  /* The state of any other protocol, likewise: its session file's own type
+   * (session_echo.c's nhb__echo, session_h3.c's nhb__h3), which only that
+   * file casts to; its record's conn_free frees it. */
+  void* proto;
 };
 
 /* One half of a worker's interval double buffer (interval.c). */
@@ -601,22 +609,22 @@ struct nhb_run {
   uint32_t olat_len;
   char olat_name[NHB__OLAT_NAME_MAX + 1];
   /* Echo (session_echo.c): the run's own copy of the payload;
-   * config.echo_payload points here once nhb__echo_run_init has run. */
+   * config.echo_payload points here once its run_init has run. */
   char* echo_payload;
-  /* HTTP/3 (session_h3.c): the GnuTLS credentials and the request
-   * set's header blocks, built once per run. */
-  void* h3;
+  /* The protocol's own per-run state, of its session file's own type (HTTP/3:
+   * the GnuTLS credentials and the request set's header blocks, built once
+   * per run by its run_init, freed by its run_free). */
+  void* proto;
 };
 
+/* The transports a protocol's record may name (or that a session's own
+ * transport wraps, as HTTP/3's QUIC wraps UDP). The sessions are reached
+ * through their records only, except the udp:// echo session, which
+ * transport_udp.c recognises to count unexpected datagrams. */
 extern const nhb__transport_vtable nhb__transport_tcp;
 extern const nhb__transport_vtable nhb__transport_tls;
-extern const nhb__session_vtable nhb__session_h1;
-extern const nhb__session_vtable nhb__session_h2;
-/* Echo and HTTP/3 (docs/protocols.md). */
 extern const nhb__transport_vtable nhb__transport_udp;
-extern const nhb__session_vtable nhb__session_tcp_echo;
 extern const nhb__session_vtable nhb__session_udp_echo;
-extern const nhb__session_vtable nhb__session_h3;
 
 /* observe.c: the latency response header (--latency-response-header-name).
  * nhb__observe_init() checks and copies the name at run creation and drops
@@ -692,23 +700,6 @@ void nhb__tls_ctx_free(nhb_run* run);
 void nhb__tls_worker_free(nhb__worker* w);
 void nhb__tls_conn_free(nhb__conn* c);
 
-/* session_h1.c */
-void nhb__h1_conn_free(nhb__conn* c);
-
-/* session_h2.c */
-int nhb__h2_run_init(nhb_run* run, char* err, size_t err_len);
-void nhb__h2_run_free(nhb_run* run);
-void nhb__h2_conn_free(nhb__conn* c);
-int nhb__h2_worker_init(nhb__worker* w);
-void nhb__h2_worker_close(nhb__worker* w);
-void nhb__h2_worker_free(nhb__worker* w);
-
-/* ---- session_echo.c (tcp:// and udp:// echo) ---- */
-/* Per-run and per-worker set-up of the echo sessions; 0 and nothing to do
- * for other protocols. */
-int nhb__echo_run_init(nhb_run* run, char* err, size_t err_len);
-void nhb__echo_run_free(nhb_run* run);
-void nhb__echo_conn_free(nhb__conn* c);
 /* transport_udp.c: sends one datagram gathered from `n` buffers, at once or
  * not at all (UV_EAGAIN when the socket buffer is full); the buffers may be
  * reused as soon as it returns. The udp:// echo session sends its sequence
@@ -736,18 +727,6 @@ void nhb__grpc_on_data(nhb__slot* s, const uint8_t* data, size_t len);
 /* The response ended (END_STREAM): reports the request. */
 void nhb__grpc_end(nhb__conn* c, nhb__slot* s);
 
-/* ---- session_h3.c (QUIC + HTTP/3) ---- */
-/* Per-run and per-worker set-up of HTTP/3; 0 and nothing to do for other
- * protocols. */
-int nhb__h3_run_init(nhb_run* run, char* err, size_t err_len);
-void nhb__h3_run_free(nhb_run* run);
-void nhb__h3_conn_free(nhb__conn* c);
-/* Closes the connections' QUIC timers (and says goodbye to the servers) as
- * the worker finishes; called from nhb__pool_close_all. */
-void nhb__h3_worker_close(nhb__worker* w);
-/* QUIC on the UDP transport: the handshake before the connection is ready. */
-extern const nhb__transport_vtable nhb__transport_quic;
-
 /* The request set's next entry for a release of this worker: every worker
  * cycles through the run's request set from its first entry, in order (as
  * each of Nighthawk's workers has its own request source). A run with a
@@ -774,7 +753,7 @@ void nhb__request_worker_free(nhb__worker* w);
 size_t nhb__tmpl_expand(const nhb__tmpl* t, uint32_t from, uint32_t to, const nhb__tmpl_ctx* x, char* out,
                         size_t cap);
 /* Templating, HTTP/2: splits the header field values of one spec's header
- * block (an nghttp2_nv array that nhb__h2_run_init built). */
+ * block (an nghttp2_nv array that session_h2.c built at run creation). */
 int nhb__request_h2_values(nhb_run* run, uint32_t spec, const void* nva, size_t nvlen);
 /* Templating: the context of the next request a worker sends. */
 void nhb__request_ctx(nhb__worker* w, nhb__tmpl_ctx* x);

@@ -142,7 +142,7 @@ static inline uint32_t rq_target(const nhb__worker* w, const nhb__request* rq) {
 
 int nhb__pool_init(nhb__worker* w) {
   const nhb_client_config* cfg = &w->run->config;
-  const nhb__protocol* proto = &nhb__protocols[cfg->protocol];
+  const nhb__protocol* proto = nhb__protocols[cfg->protocol];
   w->protocol = proto;
   w->cx_counter = proto->cx_counter;
   /* The entries are split evenly over the targets, at least one each (see

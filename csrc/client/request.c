@@ -303,7 +303,7 @@ int nhb__request_set_create(nhb_run* run, char* err, size_t err_len) {
   cfg->specs = run->spec_copies;
   cfg->nspecs = n;
   if (!cfg->templated) return 0;
-  /* One template per spec's request, then (nhb__h2_run_init) one per
+  /* One template per spec's request, then (session_h2.c, at run creation) one per
    * HTTP/2 header field value: allocated together so that they are freed
    * together. */
   size_t ntmpl = n;
@@ -338,7 +338,7 @@ int nhb__request_set_create(nhb_run* run, char* err, size_t err_len) {
 }
 
 /* Parses the templates of one spec's HTTP/2 header field values; called by
- * nhb__h2_run_init with the header block it built. */
+ * session_h2.c at run creation with the header block it built. */
 int nhb__request_h2_values(nhb_run* run, uint32_t spec, const void* nva, size_t nvlen) {
   const nghttp2_nv* nv = (const nghttp2_nv*)nva;
   nhb__spec* sp = &run->specs[spec];

@@ -59,18 +59,21 @@
 /* The sequence number in front of every UDP echo datagram. */
 #define NHB__ECHO_SEQ_BYTES 8
 
-struct nhb__echo {
+/* A connection's echo state, in its nhb__conn's `proto`. */
+typedef struct nhb__echo {
   uint64_t got;       /* TCP: bytes of the current echo received so far */
   int send_waiting;   /* TCP: an earlier write was still going; on_writable sends */
   uint64_t next_seq;  /* UDP: the last sequence number sent on this entry (never reset) */
   uint64_t wait_seq;  /* UDP: the sequence number of the request in flight; 0 = none */
   uint32_t lost_next; /* UDP: where the next lost sequence number goes in `lost` */
   uint64_t lost[NHB__ECHO_LOST_RING]; /* UDP: recently lost sequence numbers (0 = empty) */
-};
+} nhb__echo;
+
+static nhb__echo* echo_of(const nhb__conn* c) { return (nhb__echo*)c->proto; }
 
 /* ---- per run ------------------------------------------------------------- */
 
-int nhb__echo_run_init(nhb_run* run, char* err, size_t err_len) {
+static int echo_run_init(nhb_run* run, char* err, size_t err_len) {
   nhb_client_config* cfg = &run->config;
   nhb_protocol_t p = cfg->protocol;
   if (p != NHB_PROTO_TCP && p != NHB_PROTO_UDP) return 0;
@@ -113,14 +116,14 @@ int nhb__echo_run_init(nhb_run* run, char* err, size_t err_len) {
   return 0;
 }
 
-void nhb__echo_run_free(nhb_run* run) {
+static void echo_run_free(nhb_run* run) {
   free(run->echo_payload);
   run->echo_payload = NULL;
 }
 
-void nhb__echo_conn_free(nhb__conn* c) {
-  free(c->echo);
-  c->echo = NULL;
+static void echo_conn_free(nhb__conn* c) {
+  free(c->proto);
+  c->proto = NULL;
 }
 
 /* Records why an echo failed, once per worker (the run's first error). */
@@ -140,11 +143,11 @@ static void echo_error(nhb__conn* c, const char* fmt, ...) {
  * first connection only. The UDP sequence numbers go on from the previous
  * socket of the entry: the peer never sees two datagrams with one number. */
 static int echo_open(nhb__conn* c) {
-  nhb__echo* e = c->echo;
+  nhb__echo* e = c->proto;
   if (e == NULL) {
     e = calloc(1, sizeof(*e));
     if (e == NULL) return NHB_ENOMEM;
-    c->echo = e;
+    c->proto = e;
   }
   e->got = 0;
   e->send_waiting = 0;
@@ -161,7 +164,7 @@ static int tcp_echo_write(nhb__conn* c) {
 
 static int tcp_echo_send(nhb__conn* c, nhb__slot* s) {
   NHB__UNUSED(s);
-  nhb__echo* e = c->echo;
+  nhb__echo* e = c->proto;
   e->got = 0;
   /* The previous request's echo can be complete before libuv has reported
    * its write done (a large payload echoed as it goes out): this request
@@ -174,7 +177,7 @@ static int tcp_echo_send(nhb__conn* c, nhb__slot* s) {
 }
 
 static void tcp_echo_on_writable(nhb__conn* c) {
-  nhb__echo* e = c->echo;
+  nhb__echo* e = c->proto;
   if (!e->send_waiting) return;
   e->send_waiting = 0;
   if (c->nactive == 0) return;
@@ -183,7 +186,7 @@ static void tcp_echo_on_writable(nhb__conn* c) {
 }
 
 static int tcp_echo_on_data(nhb__conn* c, const char* data, size_t len) {
-  nhb__echo* e = c->echo;
+  nhb__echo* e = c->proto;
   const nhb_client_config* cfg = &c->worker->run->config;
   if (NHB__UNLIKELY(c->nactive == 0)) {
     echo_error(c, "tcp echo: the peer sent %zu bytes with no request in flight", len);
@@ -222,7 +225,7 @@ static int tcp_echo_on_eof(nhb__conn* c, int err) {
   const nhb_client_config* cfg = &c->worker->run->config;
   if (err == UV_EOF) {
     echo_error(c, "tcp echo: the peer closed the connection after %llu of the %llu bytes of the echo",
-               (unsigned long long)c->echo->got, (unsigned long long)cfg->echo_payload_len);
+               (unsigned long long)echo_of(c)->got, (unsigned long long)cfg->echo_payload_len);
     return NHB_EPROTO;
   }
   return err;
@@ -232,7 +235,7 @@ static int tcp_echo_on_eof(nhb__conn* c, int err) {
 
 static int udp_echo_send(nhb__conn* c, nhb__slot* s) {
   NHB__UNUSED(s);
-  nhb__echo* e = c->echo;
+  nhb__echo* e = c->proto;
   const nhb_client_config* cfg = &c->worker->run->config;
   uint64_t seq = ++e->next_seq;
   unsigned char head[NHB__ECHO_SEQ_BYTES];
@@ -253,7 +256,7 @@ static int udp_echo_send(nhb__conn* c, nhb__slot* s) {
  * recognized, and can never complete the next request. */
 static void udp_echo_cancel(nhb__conn* c, nhb__slot* s) {
   NHB__UNUSED(s);
-  nhb__echo* e = c->echo;
+  nhb__echo* e = c->proto;
   if (e->wait_seq != 0) {
     e->lost[e->lost_next] = e->wait_seq;
     e->lost_next = (e->lost_next + 1) % NHB__ECHO_LOST_RING;
@@ -263,7 +266,7 @@ static void udp_echo_cancel(nhb__conn* c, nhb__slot* s) {
 }
 
 static int udp_echo_on_data(nhb__conn* c, const char* data, size_t len) {
-  nhb__echo* e = c->echo;
+  nhb__echo* e = c->proto;
   uint64_t* ctr = c->worker->stats.counters;
   const nhb_client_config* cfg = &c->worker->run->config;
   if (NHB__UNLIKELY(len < NHB__ECHO_SEQ_BYTES)) {
@@ -307,10 +310,34 @@ static int udp_echo_on_eof(nhb__conn* c, int err) {
   return err == UV_EOF ? NHB_EPROTO : err;
 }
 
-const nhb__session_vtable nhb__session_tcp_echo = {
+static const nhb__session_vtable nhb__session_tcp_echo = {
     "tcp-echo", echo_open, tcp_echo_send, tcp_echo_on_data, tcp_echo_on_eof, tcp_echo_on_writable, NULL, NULL,
 };
 
 const nhb__session_vtable nhb__session_udp_echo = {
     "udp-echo", echo_open, udp_echo_send, udp_echo_on_data, udp_echo_on_eof, NULL, udp_echo_cancel, NULL,
+};
+
+/* The protocols (nhb__protocol in client.h; NHB_PROTOCOL_MAP in nhb.h). They
+ * speak no HTTP: upstream_cx_total only. */
+const nhb__protocol nhb__protocol_tcp_echo = {
+    .name = "tcp:// echo",
+    .session = &nhb__session_tcp_echo,
+    .transport = &nhb__transport_tcp,
+    .reuse_lru = 1,
+    .cx_counter = -1,
+    .run_init = echo_run_init,
+    .run_free = echo_run_free,
+    .conn_free = echo_conn_free,
+};
+
+const nhb__protocol nhb__protocol_udp_echo = {
+    .name = "udp:// echo",
+    .session = &nhb__session_udp_echo,
+    .transport = &nhb__transport_udp,
+    .reuse_lru = 1,
+    .cx_counter = -1,
+    .run_init = echo_run_init,
+    .run_free = echo_run_free,
+    .conn_free = echo_conn_free,
 };

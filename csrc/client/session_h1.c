@@ -400,13 +400,22 @@ static int h1_on_eof(nhb__conn* c, int err) {
   return NHB_EPROTO;
 }
 
-const nhb__session_vtable nhb__session_h1 = {
+static const nhb__session_vtable nhb__session_h1 = {
     "http/1.1", h1_open, h1_send, h1_on_data, h1_on_eof, NULL, NULL, NULL,
 };
 
 /* The head kept for replaying identical responses outlives each connection
  * of the entry; it goes with the pool. */
-void nhb__h1_conn_free(nhb__conn* c) {
+static void h1_conn_free(nhb__conn* c) {
   free(c->h1_head);
   c->h1_head = NULL;
 }
+
+/* The protocol (nhb__protocol in client.h; NHB_PROTOCOL_MAP in nhb.h). */
+const nhb__protocol nhb__protocol_h1 = {
+    .name = "HTTP/1.1",
+    .session = &nhb__session_h1,
+    .reuse_lru = 1,
+    .cx_counter = NHB_CTR_UPSTREAM_CX_HTTP1_TOTAL,
+    .conn_free = h1_conn_free,
+};

@@ -2,7 +2,7 @@
  *
  * nghttp2 does the framing, HPACK and flow control; this file feeds it bytes
  * and turns its callbacks into the pool's events. Each request of the run's
- * request set has its header block built once per run (nhb__h2_run_init) as
+ * request set has its header block built once per run (h2_run_init) as
  * an nghttp2_nv array that every stream of it shares (nghttp2 is told not to
  * copy the names and values); the body, when there is one, is read from the
  * entry's rendered request by a data provider. Templated requests are
@@ -81,7 +81,7 @@ static void h2_mark_dirty(nhb__conn* c) {
 /* ---- response checks ------------------------------------------ */
 
 /* nghttp2's HTTP messaging checks are turned off for the client
- * (nghttp2_option_set_no_http_messaging, per run in nhb__h2_run_init): they
+ * (nghttp2_option_set_no_http_messaging, per run in h2_run_init): they
  * cost about 850 instructions per response, most of it a table lookup for
  * every byte of every field name and value. What a load tester must still
  * notice is checked here instead, on what the callbacks see anyway, and a
@@ -888,7 +888,7 @@ static void h2_flush(nhb__conn* c) {
 
 static void h2_on_writable(nhb__conn* c) { h2_flush(c); }
 
-const nhb__session_vtable nhb__session_h2 = {
+static const nhb__session_vtable nhb__session_h2 = {
     "h2", h2_open, h2_send, h2_on_data, h2_on_eof, h2_on_writable, h2_cancel, h2_close,
 };
 
@@ -905,7 +905,7 @@ static void h2_on_prepare(uv_prepare_t* handle) {
   }
 }
 
-int nhb__h2_worker_init(nhb__worker* w) {
+static int h2_worker_init(nhb__worker* w) {
   w->h2_dirty = calloc(w->nconns, sizeof(nhb__conn*));
   if (w->h2_dirty == NULL) return NHB_ENOMEM;
   int r = uv_prepare_init(&w->loop, &w->h2_prepare);
@@ -915,14 +915,14 @@ int nhb__h2_worker_init(nhb__worker* w) {
   return uv_prepare_start(&w->h2_prepare, h2_on_prepare);
 }
 
-void nhb__h2_worker_close(nhb__worker* w) {
+static void h2_worker_close(nhb__worker* w) {
   if (!w->h2_prepare_active) return;
   w->h2_prepare_active = 0;
   w->h2_ndirty = 0;
   uv_close((uv_handle_t*)&w->h2_prepare, NULL);
 }
 
-void nhb__h2_worker_free(nhb__worker* w) {
+static void h2_worker_free(nhb__worker* w) {
   free(w->h2_dirty);
   w->h2_dirty = NULL;
   /* Every session is gone by now (they are deleted in the close callbacks),
@@ -930,7 +930,7 @@ void nhb__h2_worker_free(nhb__worker* w) {
   nhb__h2_mem_release(&w->h2_mem);
 }
 
-void nhb__h2_conn_free(nhb__conn* c) {
+static void h2_conn_free(nhb__conn* c) {
   if (c->h2 == NULL) return;
   h2_close(c);
   free(c->h2->stage);
@@ -951,7 +951,7 @@ static nghttp2_nv make_nv(const char* name, size_t name_len, const char* value, 
   return nv;
 }
 
-int nhb__h2_run_init(nhb_run* run, char* err, size_t err_len) {
+static int h2_run_init(nhb_run* run, char* err, size_t err_len) {
   const nhb_client_config* cfg = &run->config;
   if (cfg->protocol != NHB_PROTO_HTTP2) return 0;
   /* One header block per entry of the request set, end to end in one array;
@@ -1019,7 +1019,7 @@ int nhb__h2_run_init(nhb_run* run, char* err, size_t err_len) {
   return 0;
 }
 
-void nhb__h2_run_free(nhb_run* run) {
+static void h2_run_free(nhb_run* run) {
   if (run->h2_callbacks != NULL) nghttp2_session_callbacks_del((nghttp2_session_callbacks*)run->h2_callbacks);
   run->h2_callbacks = NULL;
   if (run->h2_option != NULL) nghttp2_option_del((nghttp2_option*)run->h2_option);
@@ -1027,3 +1027,19 @@ void nhb__h2_run_free(nhb_run* run) {
   free(run->h2_nva);
   run->h2_nva = NULL;
 }
+
+/* The protocol (nhb__protocol in client.h; NHB_PROTOCOL_MAP in nhb.h). gRPC
+ * too: this session with config.grpc (session_grpc.c). */
+const nhb__protocol nhb__protocol_h2 = {
+    .name = "HTTP/2",
+    .session = &nhb__session_h2,
+    .multiplexes = 1,
+    .cx_counter = NHB_CTR_UPSTREAM_CX_HTTP2_TOTAL,
+    .refused = "REFUSED_STREAM",
+    .run_init = h2_run_init,
+    .run_free = h2_run_free,
+    .worker_init = h2_worker_init,
+    .worker_close = h2_worker_close,
+    .worker_free = h2_worker_free,
+    .conn_free = h2_conn_free,
+};

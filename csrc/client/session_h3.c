@@ -83,7 +83,8 @@ typedef struct nhb__h3_run {
   size_t* nvoff;   /* per spec: its first field in nva */
 } nhb__h3_run;
 
-struct nhb__h3 {
+/* A connection's QUIC and HTTP/3 state, in its nhb__conn's `proto`. */
+typedef struct nhb__h3 {
   nhb__conn* conn;
   ngtcp2_crypto_conn_ref conn_ref; /* GnuTLS's session pointer: finds the ngtcp2_conn */
   ngtcp2_conn* qc;
@@ -105,14 +106,15 @@ struct nhb__h3 {
   int lib_error;      /* an nghttp3 error inside a callback, for the message */
   int sock_error;     /* a send failed for good (h3_write): the connection ends */
   uint8_t pkt[H3_PKT_MAX];
-};
+} nhb__h3;
 
 static void h3_want_write(nhb__conn* c);
 static void h3_open_waiting(nhb__conn* c);
 
 /* ---- helpers ---------------------------------------------------------------- */
 
-static nhb__h3_run* run_of(const nhb__conn* c) { return (nhb__h3_run*)c->worker->run->h3; }
+static nhb__h3_run* run_of(const nhb__conn* c) { return (nhb__h3_run*)c->worker->run->proto; }
+static nhb__h3* h3_of(const nhb__conn* c) { return (nhb__h3*)c->proto; }
 
 /* The slot of a stream, or NULL when it is not (or no longer) one of this
  * connection's requests: answered, timed out, or the connection is closing. */
@@ -150,7 +152,7 @@ static int h3_new_cid(ngtcp2_conn* qc, ngtcp2_cid* cid, uint8_t* token, size_t c
 
 static int h3_handshake_completed(ngtcp2_conn* qc, void* user_data) {
   NHB__UNUSED(qc);
-  ((nhb__conn*)user_data)->h3->handshake_done = 1;
+  h3_of((nhb__conn*)user_data)->handshake_done = 1;
   return 0;
 }
 
@@ -169,7 +171,7 @@ static int h3_recv_stream_data(ngtcp2_conn* qc, uint32_t flags, int64_t sid, uin
                                size_t len, void* user_data, void* stream_user_data) {
   NHB__UNUSED(offset);
   NHB__UNUSED(stream_user_data);
-  nhb__h3* h = ((nhb__conn*)user_data)->h3;
+  nhb__h3* h = ((nhb__conn*)user_data)->proto;
   if (h->hc == NULL) return NGTCP2_ERR_CALLBACK_FAILURE;
   nghttp3_ssize n = nghttp3_conn_read_stream(h->hc, sid, data, len, flags & NGTCP2_STREAM_DATA_FLAG_FIN);
   if (n < 0) {
@@ -186,7 +188,7 @@ static int h3_acked_stream_data(ngtcp2_conn* qc, int64_t sid, uint64_t offset, u
   NHB__UNUSED(qc);
   NHB__UNUSED(offset);
   NHB__UNUSED(stream_user_data);
-  nhb__h3* h = ((nhb__conn*)user_data)->h3;
+  nhb__h3* h = ((nhb__conn*)user_data)->proto;
   if (h->hc == NULL) return 0;
   int r = nghttp3_conn_add_ack_offset(h->hc, sid, len);
   if (r != 0) h->lib_error = r;
@@ -196,7 +198,7 @@ static int h3_acked_stream_data(ngtcp2_conn* qc, int64_t sid, uint64_t offset, u
 static int h3_stream_close(ngtcp2_conn* qc, uint32_t flags, int64_t sid, uint64_t code, void* user_data,
                            void* stream_user_data) {
   NHB__UNUSED(stream_user_data);
-  nhb__h3* h = ((nhb__conn*)user_data)->h3;
+  nhb__h3* h = ((nhb__conn*)user_data)->proto;
   if (h->hc == NULL) return 0;
   if (!(flags & NGTCP2_STREAM_CLOSE_FLAG_APP_ERROR_CODE_SET)) code = NGHTTP3_H3_NO_ERROR;
   int r = nghttp3_conn_close_stream(h->hc, sid, code);
@@ -216,7 +218,7 @@ static int h3_stream_reset(ngtcp2_conn* qc, int64_t sid, uint64_t final_size, ui
   NHB__UNUSED(final_size);
   NHB__UNUSED(code);
   NHB__UNUSED(stream_user_data);
-  nhb__h3* h = ((nhb__conn*)user_data)->h3;
+  nhb__h3* h = ((nhb__conn*)user_data)->proto;
   if (h->hc != NULL && nghttp3_conn_shutdown_stream_read(h->hc, sid) != 0) return NGTCP2_ERR_CALLBACK_FAILURE;
   return 0;
 }
@@ -231,7 +233,7 @@ static int h3_extend_max_stream_data(ngtcp2_conn* qc, int64_t sid, uint64_t max_
   NHB__UNUSED(qc);
   NHB__UNUSED(max_data);
   NHB__UNUSED(stream_user_data);
-  nhb__h3* h = ((nhb__conn*)user_data)->h3;
+  nhb__h3* h = ((nhb__conn*)user_data)->proto;
   if (h->hc != NULL && nghttp3_conn_unblock_stream(h->hc, sid) != 0) return NGTCP2_ERR_CALLBACK_FAILURE;
   return 0;
 }
@@ -246,8 +248,8 @@ static int h3_recv_data(nghttp3_conn* hc, int64_t sid, const uint8_t* data, size
   nhb__slot* s = h3_slot(c, sid, stream_user_data);
   if (s != NULL) s->body_bytes += len;
   /* The body is counted, not kept: the window opens again at once. */
-  ngtcp2_conn_extend_max_stream_offset(c->h3->qc, sid, len);
-  ngtcp2_conn_extend_max_offset(c->h3->qc, len);
+  ngtcp2_conn_extend_max_stream_offset(h3_of(c)->qc, sid, len);
+  ngtcp2_conn_extend_max_offset(h3_of(c)->qc, len);
   return 0;
 }
 
@@ -256,8 +258,8 @@ static int h3_deferred_consume(nghttp3_conn* hc, int64_t sid, size_t consumed, v
   NHB__UNUSED(hc);
   NHB__UNUSED(stream_user_data);
   nhb__conn* c = (nhb__conn*)user_data;
-  ngtcp2_conn_extend_max_stream_offset(c->h3->qc, sid, consumed);
-  ngtcp2_conn_extend_max_offset(c->h3->qc, consumed);
+  ngtcp2_conn_extend_max_stream_offset(h3_of(c)->qc, sid, consumed);
+  ngtcp2_conn_extend_max_offset(h3_of(c)->qc, consumed);
   return 0;
 }
 
@@ -268,7 +270,7 @@ static int h3_deferred_consume(nghttp3_conn* hc, int64_t sid, size_t consumed, v
 static void h3_over(nhb__conn* c, nghttp3_conn* hc, int64_t sid, nhb__slot* s, const char* why) {
   nhb__worker* w = c->worker;
   nghttp3_conn_set_stream_user_data(hc, sid, NULL);
-  ngtcp2_conn_shutdown_stream(c->h3->qc, sid, NGHTTP3_H3_EXCESSIVE_LOAD);
+  ngtcp2_conn_shutdown_stream(h3_of(c)->qc, sid, NGHTTP3_H3_EXCESSIVE_LOAD);
   h3_want_write(c);
   h3_record(c, NHB_EPROTO, "HTTP/3: stream reset: %s", why);
   w->stats.counters[NHB_CTR_UPSTREAM_CX_PROTOCOL_ERROR]++;
@@ -382,7 +384,7 @@ static int h3_http_stream_close(nghttp3_conn* hc, int64_t sid, uint64_t code, vo
   NHB__UNUSED(hc);
   nhb__conn* c = (nhb__conn*)user_data;
   if (ngtcp2_is_bidi_stream(sid) == 0) {
-    ngtcp2_conn_extend_max_streams_uni(c->h3->qc, 1);
+    ngtcp2_conn_extend_max_streams_uni(h3_of(c)->qc, 1);
     return 0;
   }
   nhb__slot* s = h3_slot(c, sid, stream_user_data);
@@ -404,21 +406,21 @@ static int h3_stop_sending(nghttp3_conn* hc, int64_t sid, uint64_t code, void* u
   NHB__UNUSED(hc);
   NHB__UNUSED(stream_user_data);
   nhb__conn* c = (nhb__conn*)user_data;
-  return ngtcp2_conn_shutdown_stream_read(c->h3->qc, sid, code) == 0 ? 0 : NGHTTP3_ERR_CALLBACK_FAILURE;
+  return ngtcp2_conn_shutdown_stream_read(h3_of(c)->qc, sid, code) == 0 ? 0 : NGHTTP3_ERR_CALLBACK_FAILURE;
 }
 
 static int h3_reset_stream(nghttp3_conn* hc, int64_t sid, uint64_t code, void* user_data, void* stream_user_data) {
   NHB__UNUSED(hc);
   NHB__UNUSED(stream_user_data);
   nhb__conn* c = (nhb__conn*)user_data;
-  return ngtcp2_conn_shutdown_stream_write(c->h3->qc, sid, code) == 0 ? 0 : NGHTTP3_ERR_CALLBACK_FAILURE;
+  return ngtcp2_conn_shutdown_stream_write(h3_of(c)->qc, sid, code) == 0 ? 0 : NGHTTP3_ERR_CALLBACK_FAILURE;
 }
 
 /* GOAWAY: requests on streams from `id` on were never processed. */
 static int h3_shutdown(nghttp3_conn* hc, int64_t id, void* user_data) {
   NHB__UNUSED(hc);
   nhb__conn* c = (nhb__conn*)user_data;
-  nhb__h3* h = c->h3;
+  nhb__h3* h = c->proto;
   if (!h->goaway) c->worker->stats.counters[NHB_CTR_UPSTREAM_CX_CLOSE_NOTIFY]++;
   h->goaway = 1;
   h->goaway_id = id;
@@ -461,7 +463,7 @@ static const nghttp3_callbacks h3_http_callbacks = {
 
 /* nghttp3 with its control and QPACK streams. */
 static int h3_setup_http(nhb__conn* c) {
-  nhb__h3* h = c->h3;
+  nhb__h3* h = c->proto;
   if (h->hc != NULL) return 0;
   if (ngtcp2_conn_get_max_local_streams_uni(h->qc) < 3) {
     h3_record(c, NHB_EPROTO, "HTTP/3: the server allows %s unidirectional streams (3 needed)", "fewer than 3");
@@ -492,7 +494,7 @@ static int h3_setup_http(nhb__conn* c) {
 static void h3_on_timer(uv_timer_t* timer);
 
 static int h3_alloc(nhb__conn* c) {
-  if (c->h3 != NULL) return 0;
+  if (c->proto != NULL) return 0;
   nhb__h3* h = calloc(1, sizeof(*h));
   if (h == NULL) return NHB_ENOMEM;
   h->conn = c;
@@ -516,14 +518,14 @@ static int h3_alloc(nhb__conn* c) {
   }
   h->timer.data = c;
   h->timer_init = 1;
-  c->h3 = h;
+  c->proto = h;
   return 0;
 }
 
 /* Drops the connection's QUIC, HTTP/3 and TLS state (the entry keeps its
  * buffer and timer for the next connection). */
 static void h3_teardown(nhb__conn* c) {
-  nhb__h3* h = c->h3;
+  nhb__h3* h = c->proto;
   if (h == NULL) return;
   if (h->timer_init) uv_timer_stop(&h->timer);
   if (h->hc != NULL) nghttp3_conn_del(h->hc);
@@ -535,7 +537,7 @@ static void h3_teardown(nhb__conn* c) {
 }
 
 static int h3_tls_init(nhb__conn* c) {
-  nhb__h3* h = c->h3;
+  nhb__h3* h = c->proto;
   const nhb_tls_config* tc = &c->worker->run->config.tls;
   if (gnutls_init(&h->tls, GNUTLS_CLIENT) != 0) return NHB_ENOMEM;
   /* QUIC is TLS 1.3 only, and QUIC has no middleboxes to fool (RFC 9001
@@ -559,7 +561,7 @@ static int h3_tls_init(nhb__conn* c) {
 }
 
 static int h3_quic_init(nhb__conn* c, const nhb_sockaddr* to) {
-  nhb__h3* h = c->h3;
+  nhb__h3* h = c->proto;
   const nhb_client_config* cfg = &c->worker->run->config;
   ngtcp2_callbacks cb;
   memset(&cb, 0, sizeof(cb));
@@ -628,7 +630,7 @@ static int h3_quic_init(nhb__conn* c, const nhb_sockaddr* to) {
 static int quic_start(nhb__conn* c, const nhb_sockaddr* to) {
   int r = h3_alloc(c);
   if (r < 0) return r;
-  nhb__h3* h = c->h3;
+  nhb__h3* h = c->proto;
   h->handshake_done = 0;
   h->in_lib = 0;
   h->defer = 0;
@@ -655,7 +657,7 @@ static void quic_on_connected(nhb__conn* c) { h3_want_write(c); }
 
 /* Why the handshake failed, in one line, as the TLS transport says it. */
 static void h3_handshake_error(nhb__conn* c, char* text, size_t len) {
-  nhb__h3* h = c->h3;
+  nhb__h3* h = c->proto;
   unsigned status = h->tls != NULL ? gnutls_session_get_verify_cert_status(h->tls) : 0;
   const nhb_tls_config* tc = &c->worker->run->config.tls;
   if (status != 0 && !tc->insecure) {
@@ -681,7 +683,7 @@ static void h3_handshake_error(nhb__conn* c, char* text, size_t len) {
 /* Sends a CONNECTION_CLOSE (best effort: a lost one ends at the server's
  * idle time-out). */
 static void h3_send_close(nhb__conn* c, const ngtcp2_connection_close_error* ccerr) {
-  nhb__h3* h = c->h3;
+  nhb__h3* h = c->proto;
   if (h == NULL || h->qc == NULL || ngtcp2_conn_is_in_closing_period(h->qc) ||
       ngtcp2_conn_is_in_draining_period(h->qc))
     return;
@@ -695,7 +697,7 @@ static void h3_send_close(nhb__conn* c, const ngtcp2_connection_close_error* cce
 
 /* ngtcp2 refused what arrived or ended the connection: `r` is its error. */
 static void h3_conn_error(nhb__conn* c, int r) {
-  nhb__h3* h = c->h3;
+  nhb__h3* h = c->proto;
   nhb__worker* w = c->worker;
   int connecting = c->state == NHB__CX_CONNECTING;
   char text[sizeof(w->first_error_text)];
@@ -775,7 +777,7 @@ static void h3_conn_error(nhb__conn* c, int r) {
 /* After a library call: the handshake may be complete, the server may have
  * sent GOAWAY, requests may wait for a stream. */
 static void h3_after(nhb__conn* c) {
-  nhb__h3* h = c->h3;
+  nhb__h3* h = c->proto;
   nhb__worker* w = c->worker;
   if (c->state == NHB__CX_CONNECTING && h->handshake_done) {
     if (h->hc == NULL) {
@@ -820,7 +822,7 @@ static void h3_after(nhb__conn* c) {
 }
 
 static int quic_on_read(nhb__conn* c, const char* data, size_t len) {
-  nhb__h3* h = c->h3;
+  nhb__h3* h = c->proto;
   if (h->qc == NULL) return 0;
   ngtcp2_path path;
   path.local.addr = (ngtcp2_sockaddr*)&h->local;
@@ -847,14 +849,14 @@ static int quic_write(nhb__conn* c, const char* data, size_t len) { return nhb__
 
 static void quic_close(nhb__conn* c) { h3_teardown(c); }
 
-const nhb__transport_vtable nhb__transport_quic = {
+static const nhb__transport_vtable nhb__transport_quic = {
     "quic", quic_on_connected, quic_on_read, quic_write, quic_close, NULL, quic_start,
 };
 
 /* ---- output -------------------------------------------------------------------- */
 
 static void h3_want_write(nhb__conn* c) {
-  nhb__h3* h = c->h3;
+  nhb__h3* h = c->proto;
   /* A zero time-out runs in the next iteration's timer phase: whatever this
    * iteration produces goes out together. */
   if (h->timer_init) uv_timer_start(&h->timer, h3_on_timer, 0, 0);
@@ -864,7 +866,7 @@ static void h3_want_write(nhb__conn* c) {
  * congestion window holds it back), then arms the timer for ngtcp2's next
  * expiry. Returns 0, or < 0 after the connection failed. */
 static int h3_write(nhb__conn* c) {
-  nhb__h3* h = c->h3;
+  nhb__h3* h = c->proto;
   ngtcp2_path_storage ps;
   ngtcp2_path_storage_zero(&ps);
   uint64_t ts = nhb__now_ns();
@@ -937,7 +939,7 @@ static int h3_write(nhb__conn* c) {
 
 static void h3_on_timer(uv_timer_t* timer) {
   nhb__conn* c = (nhb__conn*)timer->data;
-  nhb__h3* h = c->h3;
+  nhb__h3* h = c->proto;
   if ((c->state != NHB__CX_READY && c->state != NHB__CX_CONNECTING) || h->qc == NULL) return;
   uint64_t now = nhb__now_ns();
   h->in_lib = 1;
@@ -969,7 +971,7 @@ static void h3_on_timer(uv_timer_t* timer) {
  * server allows no more streams yet (the request keeps waiting); < 0 on a
  * failure of the connection. */
 static int h3_start_stream(nhb__conn* c, nhb__slot* s) {
-  nhb__h3* h = c->h3;
+  nhb__h3* h = c->proto;
   int64_t sid;
   int r = ngtcp2_conn_open_bidi_stream(h->qc, &sid, NULL);
   if (r == NGTCP2_ERR_STREAM_ID_BLOCKED) return 1;
@@ -1000,7 +1002,7 @@ static int h3_start_stream(nhb__conn* c, nhb__slot* s) {
 /* Submits the requests that wait for a stream, oldest first (the pool puts
  * the newest at the head of the connection's list). */
 static void h3_open_waiting(nhb__conn* c) {
-  nhb__h3* h = c->h3;
+  nhb__h3* h = c->proto;
   h->waiting = 0;
   int opened = 0;
   nhb__slot* s = c->slots;
@@ -1026,10 +1028,10 @@ static void h3_open_waiting(nhb__conn* c) {
 
 /* ---- the session vtable ---------------------------------------------------------- */
 
-static int h3_open(nhb__conn* c) { return c->h3 != NULL && c->h3->hc != NULL ? 0 : NHB_EPROTO; }
+static int h3_open(nhb__conn* c) { return c->proto != NULL && h3_of(c)->hc != NULL ? 0 : NHB_EPROTO; }
 
 static int h3_send(nhb__conn* c, nhb__slot* s) {
-  nhb__h3* h = c->h3;
+  nhb__h3* h = c->proto;
   const nhb__spec* sp = &c->worker->run->specs[s->rq.spec];
   s->header_bytes = 0;
   s->body_bytes = 0;
@@ -1063,7 +1065,7 @@ static int h3_on_eof(nhb__conn* c, int err) {
 }
 
 static void h3_cancel(nhb__conn* c, nhb__slot* s) {
-  nhb__h3* h = c->h3;
+  nhb__h3* h = c->proto;
   if (s->stream_id != 0 && h->qc != NULL) {
     int64_t sid = SLOT_SID(s);
     if (h->hc != NULL) nghttp3_conn_set_stream_user_data(h->hc, sid, NULL);
@@ -1084,17 +1086,17 @@ static int h3_on_data(nhb__conn* c, const char* data, size_t len) {
   return NHB_EPROTO;
 }
 
-const nhb__session_vtable nhb__session_h3 = {
+static const nhb__session_vtable nhb__session_h3 = {
     "h3", h3_open, h3_send, h3_on_data, h3_on_eof, NULL, h3_cancel, h3_close,
 };
 
 /* ---- per worker, per connection entry --------------------------------------------- */
 
-void nhb__h3_worker_close(nhb__worker* w) {
+static void h3_worker_close(nhb__worker* w) {
   if (w->run->config.protocol != NHB_PROTO_HTTP3) return;
   for (uint32_t i = 0; i < w->nconns; i++) {
     nhb__conn* c = &w->conns[i];
-    nhb__h3* h = c->h3;
+    nhb__h3* h = c->proto;
     if (h == NULL) continue;
     /* The run is over: tell the server (NO_ERROR) rather than leave it to
      * its idle time-out. */
@@ -1111,11 +1113,11 @@ void nhb__h3_worker_close(nhb__worker* w) {
   }
 }
 
-void nhb__h3_conn_free(nhb__conn* c) {
-  if (c->h3 == NULL) return;
+static void h3_conn_free(nhb__conn* c) {
+  if (c->proto == NULL) return;
   h3_teardown(c);
-  free(c->h3);
-  c->h3 = NULL;
+  free(c->proto);
+  c->proto = NULL;
 }
 
 /* ---- per run -------------------------------------------------------------------- */
@@ -1136,7 +1138,7 @@ static int h3_error(char* err, size_t err_len, const char* fmt, const char* deta
   return NHB_EINVAL;
 }
 
-int nhb__h3_run_init(nhb_run* run, char* err, size_t err_len) {
+static int h3_run_init(nhb_run* run, char* err, size_t err_len) {
   const nhb_client_config* cfg = &run->config;
   if (cfg->protocol != NHB_PROTO_HTTP3) return 0;
   const nhb_tls_config* tc = &cfg->tls;
@@ -1152,7 +1154,7 @@ int nhb__h3_run_init(nhb_run* run, char* err, size_t err_len) {
   if (!ok) return h3_error(err, err_len, "HTTP/3 needs h2_method, h2_scheme, h2_authority and h2_path%s", "");
   nhb__h3_run* hr = calloc(1, sizeof(*hr));
   if (hr == NULL) return NHB_ENOMEM;
-  run->h3 = hr;
+  run->proto = hr;
   hr->nva = calloc(total, sizeof(nghttp3_nv));
   hr->nvlen = calloc(run->nspecs, sizeof(size_t));
   hr->nvoff = calloc(run->nspecs, sizeof(size_t));
@@ -1193,13 +1195,28 @@ int nhb__h3_run_init(nhb_run* run, char* err, size_t err_len) {
   return 0;
 }
 
-void nhb__h3_run_free(nhb_run* run) {
-  nhb__h3_run* hr = (nhb__h3_run*)run->h3;
+static void h3_run_free(nhb_run* run) {
+  nhb__h3_run* hr = (nhb__h3_run*)run->proto;
   if (hr == NULL) return;
   if (hr->cred != NULL) gnutls_certificate_free_credentials(hr->cred);
   free(hr->nva);
   free(hr->nvlen);
   free(hr->nvoff);
   free(hr);
-  run->h3 = NULL;
+  run->proto = NULL;
 }
+
+/* The protocol (nhb__protocol in client.h; NHB_PROTOCOL_MAP in nhb.h). */
+const nhb__protocol nhb__protocol_h3 = {
+    .name = "HTTP/3",
+    .session = &nhb__session_h3,
+    .transport = &nhb__transport_quic,
+    .multiplexes = 1,
+    .reuse_lru = 1,
+    .cx_counter = NHB_CTR_UPSTREAM_CX_HTTP3_TOTAL,
+    .refused = "H3_REQUEST_REJECTED",
+    .run_init = h3_run_init,
+    .run_free = h3_run_free,
+    .worker_close = h3_worker_close,
+    .conn_free = h3_conn_free,
+};
