@@ -133,6 +133,11 @@ def tests(session: nox.Session) -> None:
         session.notify("selftest", posargs=[])
     if (ROOT / "csrc" / "fuzz").is_dir():
         session.notify("fuzz", posargs=["--seconds", os.environ.get("NHB_FUZZ_CI_SECONDS", "10")])
+    if any(PY_FUZZ_DIR.glob("fuzz_*.py")):
+        # Queued here, before asan, so that the log still ends with asan's pytest summary;
+        # fuzz's own notification of it is then a no-op (nox queues a session once).
+        session.notify("fuzz_python",
+                       posargs=["--seconds", os.environ.get("NHB_FUZZ_CI_SECONDS", "10")])
     session.notify("asan", posargs=[])
 
 
