@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import re
 import socket
@@ -529,6 +530,7 @@ def test_rapid_reset_is_bounded_and_counts_match_what_was_received() -> None:
     # actually went out.
     with nhbench.TestServer(response_body_size=2) as server:
         with socket.create_connection(server.address, timeout=10) as sock:
+            started = time.monotonic()
             sock.sendall(PREFACE + frame(SETTINGS, 0, 0))
             batch = b""
             with contextlib.suppress(OSError):
@@ -544,7 +546,10 @@ def test_rapid_reset_is_bounded_and_counts_match_what_was_received() -> None:
         frames = parse_frames(data)
         assert closed and goaway_code(frames) == INTERNAL_ERROR
         last = next(int.from_bytes(p[:4], "big") for k, _, _, p in frames if k == GOAWAY)
-        assert last <= 2 * 1000 + 1  # no more than the bucket's 1000 streams processed
+        # No more than the bucket's 1000 streams processed, plus its refill of 33 a second
+        # while the flood lasted (a sanitizer build is slow enough to earn a few dozen).
+        refill = math.ceil(33 * (time.monotonic() - started))
+        assert last <= 2 * (1000 + refill) + 1
         answered = {s for k, f, s, _ in frames if k in (DATA, HEADERS) and f & END_STREAM}
         assert wait_until(lambda: server.stats()["connections_active"] == 0)
         stats = server.stats()
@@ -554,4 +559,4 @@ def test_rapid_reset_is_bounded_and_counts_match_what_was_received() -> None:
     # most, 41 bytes per opened-and-reset stream) that nghttp2 goes through before its
     # GOAWAY goes out; never all 3000.
     per_stream = len(frame(HEADERS, 0, 1, REQUEST_HEAD)) + len(frame(RST_STREAM, 0, 1, b"1234"))
-    assert stats["h2_streams_reset"] <= 1000 + 65536 // per_stream + 1
+    assert stats["h2_streams_reset"] <= 1000 + refill + 65536 // per_stream + 1
