@@ -52,6 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
 #: The subcommands `build_parser` adds (tests/test_startup.py checks the two agree): `main`
 #: answers ``nhbench COMMAND --version`` for these without building the parser.
 _COMMANDS = frozenset(command.name for command in COMMANDS)
+#: The commands that read their own arguments (another tool's grammar), by name.
+_RAW_COMMANDS = {command.name: command for command in COMMANDS if command.raw}
 
 
 # --------------------------------------------------------------------------------------------
@@ -92,6 +94,23 @@ def _robust_standard_streams() -> None:
                 pass
 
 
+def _run_raw(given: list[str]) -> int:
+    # The same exit statuses as the argparse commands: one line and 2 for invalid input.
+    try:
+        return int(_RAW_COMMANDS[given[0]].main(given[1:]))
+    except KeyboardInterrupt:
+        sys.stderr.write(f"\n{PROG}: aborted\n")
+        return 130
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
+    except OptionsError as exc:
+        die(str(exc), status=2)
+    except NHBenchError as exc:
+        die(str(exc), status=1)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``nhbench`` console script; returns the exit status."""
     _robust_standard_streams()
@@ -104,6 +123,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                                   and given[1] == "--version"):
         sys.stdout.write(version_line() + "\n")
         return 0
+    if given and given[0] in _RAW_COMMANDS:
+        return _run_raw(given)
     parser = build_parser()
     args = parser.parse_args(argv)
     # The command line as given, for the sweep's manifest (no flag takes a secret).

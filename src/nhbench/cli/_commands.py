@@ -6,6 +6,12 @@ A command is a module of this package that defines two functions:
   subparsers action) with ``command.name`` and ``command.help`` and returns it;
 * ``run(args, parser)`` carries it out and returns the exit status.
 
+A front-end with another tool's grammar (``nhbench fortio``, ``nhbench nighthawk``: Go's
+`flag` package and TCLAP, where argparse would cluster and abbreviate) is a `Command` with
+`raw` set: its module defines ``main(argv) -> int`` too, and `nhbench.cli.main` hands it every
+argument after the command's name untouched; its ``add_parser`` only lists it in ``nhbench
+--help``.
+
 The module is named here, not imported: ``nhbench --version`` and ``nhbench COMMAND
 --version`` are answered from the names alone, and most command modules import the option
 models (pydantic), which is most of what a start costs (docs/benchmarks.md, "Start-up").
@@ -39,6 +45,8 @@ class Command(NamedTuple):
     module: str
     #: Its line in ``nhbench --help``.
     help: str
+    #: The module parses its own arguments (``main(argv)``), argparse never sees them.
+    raw: bool = False
 
     @property
     def add_parser(self) -> AddParser:
@@ -51,6 +59,12 @@ class Command(NamedTuple):
         """The module's function that carries the command out."""
         run: Run = self._module().run
         return run
+
+    @property
+    def main(self) -> Callable[[list[str]], int]:
+        """A raw command's entry point: its arguments as given, its exit status."""
+        main: Callable[[list[str]], int] = self._module().main
+        return main
 
     def _module(self) -> Any:
         from importlib import import_module
