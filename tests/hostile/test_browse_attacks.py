@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.hdrh_blobs import blob, global_entry, with_blobs, zigzag_leb
 
 pytestmark = [pytest.mark.hostile, pytest.mark.timeout(240)]
 
@@ -177,47 +178,10 @@ def test_links_leaving_the_directory_are_neither_listed_nor_served(tmp_path: Pat
 # ---- hostile result files ----------------------------------------------------------------
 
 
-def _hdr_blob(counts: bytes) -> str:
-    """An HdrHistogram V2 compressed blob (1 significant digit, values 1 to 2) whose
-    counts payload is `counts`."""
-    import base64
-    import struct
-    import zlib
-
-    head = struct.pack(">IIIIqqd", 0x1C849313, len(counts), 0, 1, 1, 2, 1.0)
-    compressed = zlib.compress(head + counts)
-    return base64.b64encode(struct.pack(">II", 0x1C849314, len(compressed)) + compressed).decode()
-
-
-def _leb(value: int) -> bytes:
-    value = ((value << 1) ^ (value >> 63)) & (2**64 - 1)  # zigzag, then LEB128
-    out = bytearray()
-    for _ in range(9):
-        if value < 0x80:
-            out.append(value)
-            break
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    return bytes(out)
-
-
-def _global(document: dict[str, Any]) -> dict[str, Any]:
-    return next(r for r in document["results"] if r["name"] == "global")
-
-
-def _with_blob(blob: str) -> dict[str, Any]:
-    document = copy.deepcopy(BASE)
-    statistic = copy.deepcopy(_global(document)["statistics"][0])
-    statistic["id"] = "hostile.stat"
-    statistic["hdr_histogram"] = blob
-    _global(document)["statistics"].append(statistic)
-    return document
-
-
 def hostile_files(root: Path) -> list[str]:
     """One file per way a result file broke the browser; their names."""
     nan = copy.deepcopy(BASE)
-    for statistic in _global(nan)["statistics"]:
+    for statistic in global_entry(nan)["statistics"]:
         statistic.update(min=float("nan"), max=float("inf"), mean=float("-inf"))
         statistic.pop("hdr_histogram", None)
         for point in statistic.get("percentiles", []):
@@ -229,8 +193,11 @@ def hostile_files(root: Path) -> list[str]:
     for worker in ancient["results"]:
         worker["execution_start"] = "0001-01-01T00:00:00"
     write(root / "year1.json", ancient)
-    write(root / "hdr-overrun.json", _with_blob(_hdr_blob(_leb(1) * 5000)))
-    write(root / "hdr-jump.json", _with_blob(_hdr_blob(_leb(-(2**40)) + _leb(5))))
+    # Histograms of 1 significant digit over values 1 to 2, whose payloads say otherwise.
+    tiny = {"sigfig": 1, "lowest": 1, "highest": 2}
+    write(root / "hdr-overrun.json", with_blobs(BASE, [blob(zigzag_leb(1) * 5000, **tiny)]))
+    write(root / "hdr-jump.json",
+          with_blobs(BASE, [blob(zigzag_leb(-(2**40)) + zigzag_leb(5), **tiny)]))
     fortio = copy.deepcopy(FORTIO)
     histogram = fortio["DurationHistogram"]
     histogram.update(Count=10**18, Min=float("nan"), Max=float("inf"), Avg=-1.0)
@@ -305,7 +272,7 @@ def test_a_renderer_that_raises_is_that_file_s_422(tmp_path: Path,
 def test_a_huge_result_makes_a_page_of_bounded_size(tmp_path: Path, serve: Any) -> None:
     document = copy.deepcopy(BASE)
     document["timeline"] = [dict(BASE["timeline"][0], start=float(i)) for i in range(20_000)]
-    _global(document)["counters"] += [{"name": f"x.extra_{i}", "value": str(i + 1)}
+    global_entry(document)["counters"] += [{"name": f"x.extra_{i}", "value": str(i + 1)}
                                       for i in range(3000)]
     write(tmp_path / "long.json", document)
     browse = serve(tmp_path)

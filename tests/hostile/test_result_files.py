@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.hdrh_blobs import COMPRESSION, ENCODING, blob, global_entry, with_blobs, zigzag_leb
 
 from nhbench import ResultFileError, load_result
 from nhbench._histogram import (
@@ -46,59 +47,20 @@ SRC = str(Path(__file__).resolve().parents[2] / "src")
 
 # ---- hdrh blobs: the V2 encoding written by hand, so the header can lie ----------------------
 
-_ENCODING = 0x1C849313
-_COMPRESSION = 0x1C849314
-
-
-def _zigzag_leb(value: int) -> bytes:
-    value = ((value << 1) ^ (value >> 63)) & ((1 << 64) - 1)
-    out = bytearray()
-    for _ in range(9):
-        if value < 0x80:
-            out.append(value)
-            break
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    return bytes(out)
-
-
-def _blob(counts: bytes, *, sigfig: int = 3, lowest: int = 1, highest: int = 60_000_000_000,
-          ratio: float = 1.0, payload_len: int | None = None) -> str:
-    head = struct.pack(">IIIIQQd", _ENCODING, len(counts) if payload_len is None else
-                       payload_len, 0, sigfig, lowest, highest, ratio)
-    compressed = zlib.compress(head + counts, 9)
-    return base64.b64encode(struct.pack(">II", _COMPRESSION, len(compressed))
-                            + compressed).decode()
-
-
 def _bomb(mib: int, payload_len: int) -> str:
     """A blob whose zlib stream inflates to `mib` MiB of zero bytes after the header."""
-    head = struct.pack(">IIIIQQd", _ENCODING, payload_len, 0, 3, 1, 60_000_000_000, 1.0)
+    head = struct.pack(">IIIIQQd", ENCODING, payload_len, 0, 3, 1, 60_000_000_000, 1.0)
     deflater = zlib.compressobj(9)
     parts = [deflater.compress(head)]
     zeros = bytes(1 << 20)
     parts += [deflater.compress(zeros) for _ in range(mib)]
     parts.append(deflater.flush())
     compressed = b"".join(parts)
-    return base64.b64encode(struct.pack(">II", _COMPRESSION, len(compressed))
+    return base64.b64encode(struct.pack(">II", COMPRESSION, len(compressed))
                             + compressed).decode()
 
 
 # ---- the hostile documents -------------------------------------------------------------------
-
-
-def _global(doc: dict[str, Any]) -> dict[str, Any]:
-    return next(entry for entry in doc["results"] if entry["name"] == "global")
-
-
-def _with_blobs(blobs: list[str]) -> dict[str, Any]:
-    doc = copy.deepcopy(BASE)
-    entry = _global(doc)
-    template = entry["statistics"][0]
-    for i, blob in enumerate(blobs):
-        entry["statistics"].append(dict(copy.deepcopy(template), id=f"hostile.stat_{i}",
-                                        hdr_histogram=blob))
-    return doc
 
 
 def _text(doc: dict[str, Any]) -> str:
@@ -115,7 +77,7 @@ def f02() -> str:  # 1e400 parses as infinity
 
 def f03() -> str:  # NaN and infinite latencies (the report's formatter overflowed)
     doc = copy.deepcopy(BASE)
-    for statistic in _global(doc)["statistics"]:
+    for statistic in global_entry(doc)["statistics"]:
         statistic.update(min=float("nan"), max=float("inf"), mean=float("-inf"))
         statistic.pop("hdr_histogram", None)
     return _text(doc)
@@ -123,10 +85,10 @@ def f03() -> str:  # NaN and infinite latencies (the report's formatter overflow
 
 def f04() -> str:  # negative counts and counters (shown as "-5 samples")
     doc = copy.deepcopy(BASE)
-    for statistic in _global(doc)["statistics"]:
+    for statistic in global_entry(doc)["statistics"]:
         statistic["count"] = -5
         statistic.pop("hdr_histogram", None)
-    for counter in _global(doc)["counters"]:
+    for counter in global_entry(doc)["counters"]:
         counter["value"] = "-100"
     return _text(doc)
 
@@ -143,42 +105,42 @@ def f09() -> str:  # a duration of 1e300 s (format_json_duration overflowed)
 
 
 def f11() -> str:  # 40 hdrh headers of 5 digits up to 2^62: 47 MB each once decoded
-    return _text(_with_blobs([_blob(b"", sigfig=5, highest=2**62)] * 40))
+    return _text(with_blobs(BASE, [blob(b"", sigfig=5, highest=2**62)] * 40))
 
 
 def f12() -> str:  # a zlib bomb: 256 MiB of zeros, the header saying so
-    return _text(_with_blobs([_bomb(256, 256 << 20)]))
+    return _text(with_blobs(BASE, [_bomb(256, 256 << 20)]))
 
 
 def f12c() -> str:  # the same bomb behind an honest-looking header of 10 payload bytes
-    return _text(_with_blobs([_bomb(256, 10)]))
+    return _text(with_blobs(BASE, [_bomb(256, 10)]))
 
 
 def f13() -> str:  # more counts than the header's layout has (IndexError)
-    counts = _zigzag_leb(1) * 200_000
-    return _text(_with_blobs([_blob(counts, sigfig=1, highest=2)]))
+    counts = zigzag_leb(1) * 200_000
+    return _text(with_blobs(BASE, [blob(counts, sigfig=1, highest=2)]))
 
 
 def f13b() -> str:  # the same within the payload bound: 33 counts for 32 counters
-    counts = _zigzag_leb(1) * 33
-    return _text(_with_blobs([_blob(counts, sigfig=1, highest=2)]))
+    counts = zigzag_leb(1) * 33
+    return _text(with_blobs(BASE, [blob(counts, sigfig=1, highest=2)]))
 
 
 def f14() -> str:  # a run of 2^40 zeros past the array (OverflowError)
-    counts = _zigzag_leb(-(2**40)) + _zigzag_leb(5)
-    return _text(_with_blobs([_blob(counts, sigfig=1, highest=2)]))
+    counts = zigzag_leb(-(2**40)) + zigzag_leb(5)
+    return _text(with_blobs(BASE, [blob(counts, sigfig=1, highest=2)]))
 
 
 def f15() -> str:  # lowest 0 (hdrh: math domain error)
-    return _text(_with_blobs([_blob(_zigzag_leb(1), lowest=0)]))
+    return _text(with_blobs(BASE, [blob(zigzag_leb(1), lowest=0)]))
 
 
 def f15b() -> str:  # highest below lowest (decoded as garbage before)
-    return _text(_with_blobs([_blob(_zigzag_leb(1), lowest=2**40, highest=2)]))
+    return _text(with_blobs(BASE, [blob(zigzag_leb(1), lowest=2**40, highest=2)]))
 
 
 def f15c() -> str:  # a NaN conversion ratio
-    return _text(_with_blobs([_blob(_zigzag_leb(3), ratio=float("nan"))]))
+    return _text(with_blobs(BASE, [blob(zigzag_leb(3), ratio=float("nan"))]))
 
 
 def f17() -> str:  # Fortio: percentile 1e308 (OverflowError inside load_result)
@@ -212,13 +174,13 @@ def f28() -> str:  # more result entries than a file may have (20,000 took > 4 G
     doc = copy.deepcopy(BASE)
     worker = {"name": "w", "statistics": [], "counters": []}
     doc["results"] = [dict(worker, name=f"worker_{i}") for i in range(5000)]
-    doc["results"].append(_global(BASE))
+    doc["results"].append(global_entry(BASE))
     return _text(doc)
 
 
 def f29() -> str:  # a million percentile points (1.4 GB)
     doc = copy.deepcopy(BASE)
-    statistic = _global(doc)["statistics"][0]
+    statistic = global_entry(doc)["statistics"][0]
     statistic.pop("hdr_histogram", None)
     statistic["percentiles"] = [{"percentile": i / 20_001, "count": i, "value": 1e-3}
                                 for i in range(20_001)]
@@ -243,7 +205,7 @@ def f32b() -> str:  # no results at all
 
 def f33() -> str:  # percentiles outside [0, 1] and 1e308 s (fortio output overflowed)
     doc = copy.deepcopy(BASE)
-    statistic = _global(doc)["statistics"][0]
+    statistic = global_entry(doc)["statistics"][0]
     statistic.pop("hdr_histogram", None)
     statistic["percentiles"] = [{"percentile": 0.5, "count": 2, "value": 1e308}]
     return _text(doc)
@@ -251,7 +213,7 @@ def f33() -> str:  # percentiles outside [0, 1] and 1e308 s (fortio output overf
 
 def f33b() -> str:
     doc = copy.deepcopy(BASE)
-    statistic = _global(doc)["statistics"][0]
+    statistic = global_entry(doc)["statistics"][0]
     statistic["percentiles"] = [{"percentile": 5.0, "count": 1, "value": 0.001}]
     return _text(doc)
 
@@ -403,15 +365,15 @@ def test_decode_gives_back_what_encode_wrote() -> None:
 
 def test_decode_checks_the_header_before_allocating() -> None:
     # 4 digits up to 60 s (376,832 counters) is within the bound, 5 digits is not.
-    assert decode(_blob(_zigzag_leb(7), sigfig=4)).total_count == 7
+    assert decode(blob(zigzag_leb(7), sigfig=4)).total_count == 7
     with pytest.raises(HistogramDecodeError, match=f"more than the {MAX_DECODED_COUNTS:,}"):
-        decode(_blob(_zigzag_leb(7), sigfig=5))
+        decode(blob(zigzag_leb(7), sigfig=5))
     with pytest.raises(HistogramDecodeError, match="outside 1..5"):
-        decode(_blob(b"", sigfig=6))
+        decode(blob(b"", sigfig=6))
     with pytest.raises(HistogramDecodeError, match="truncated"):
-        raw = base64.b64decode(_blob(_zigzag_leb(1) * 100))
+        raw = base64.b64decode(blob(zigzag_leb(1) * 100))
         cut = raw[8:-6]
-        decode(base64.b64encode(struct.pack(">II", _COMPRESSION, len(cut)) + cut))
+        decode(base64.b64encode(struct.pack(">II", COMPRESSION, len(cut)) + cut))
     with pytest.raises(HistogramDecodeError, match="not an HdrHistogram V2 encoding"):
         decode(base64.b64encode(b"\0" * 40))
 
