@@ -149,6 +149,19 @@ def test_zero_execution_duration_divides_as_cpp() -> None:
     assert lines[-3:] == [f"{'a':<40}{'2':<12}inf", f"{'b':<40}{'0':<12}-nan", ""]
 
 
+def test_control_characters_from_the_file_are_escaped() -> None:
+    # A hostile file's names cannot drive the terminal or forge a line of the layout; the
+    # escape is padded like any name.
+    document = {"results": [{"name": "global", "execution_duration": "1s",
+                             "statistics": [{"id": "x\x1b[2J", "count": "1"}],
+                             "counters": [{"name": "a\nb\x1b]0;t\x07", "value": "1"}]}]}
+    text = format_nighthawk_human(document)
+    assert "\x1b" not in text and "\x07" not in text
+    assert "x\\x1b[2J (1 samples)\n" in text
+    escaped = "a\\nb\\x1b]0;t\\x07"
+    assert f"{escaped:<40}{'1':<12}1.00\n" in text
+
+
 def test_malformed_document_is_a_value_error_naming_the_field() -> None:
     document = {"results": [{"name": "global", "statistics": [
         {"id": "x", "count": "1", "min": "soon"}]}]}

@@ -9,6 +9,9 @@ them (columns 12, 12 and 15 wide, left-aligned, padded with trailing spaces as N
 pads them); a blank line; then the counters in columns 40 and 12 wide with their rate per
 second of the global result's ``execution_duration`` (two decimals). Durations print as
 ``0s 000ms 000us`` (seconds modulo 1000, as Nighthawk does), sizes as raw numbers.
+One deliberate difference: a control character in a statistic id or a counter name (which
+Nighthawk's own statistics never have, but a hostile file may) is escaped, as nhbench's
+human output escapes it, so the text cannot drive a terminal or forge a line of the layout.
 nhbench's own ``human`` (`_human`) is the richer report; this one is the drop-in for
 Nighthawk's. docs/outputs.md "nighthawk_human" has an example.
 """
@@ -18,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from .._format import printable
 from ._nhfields import (
     FRIENDLY_NAMES,
     TITLE,
@@ -46,7 +50,7 @@ def _statistic_lines(statistic: Mapping[str, Any], count: int) -> list[str]:
     mmmp = [statistic_value(statistic, field, duration_text)
             for field in ("min", "mean", "max", "pstdev")]
     lines = [
-        f"{FRIENDLY_NAMES.get(stat_id, stat_id)} ({count} samples)",
+        f"{printable(FRIENDLY_NAMES.get(stat_id, stat_id))} ({count} samples)",
         "  min: {} | mean: {} | max: {} | pstdev: {}".format(*mmmp),
     ]
     header_written = False
@@ -83,7 +87,7 @@ def format_nighthawk_human(document: Mapping[str, Any]) -> str:
         for counter in entries(result, "counters"):
             value = to_uint(counter.get("value"), "value")
             rate = counter_rate(value, result.get("execution_duration"))
-            name = str(counter.get("name") or "")
+            name = printable(str(counter.get("name") or ""))
             out.append(f"{name:<40}{value!s:<12}{fmt_fixed2(rate)}")
         out.append("")
     return "".join(line + "\n" for line in out)
