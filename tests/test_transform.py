@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from nhbench import load_result
+from nhbench._exceptions import ResultFileError
 from nhbench._load import parse_json
 from nhbench.outputs import (
     DOCUMENT_FORMATS,
@@ -22,12 +23,14 @@ from nhbench.outputs import (
     format_json,
     render_json,
 )
+from nhbench.outputs._nighthawk_human import format_nighthawk_human, render_nighthawk_human
 from nhbench.outputs._output_dir import EXTENSIONS
 
 DATA = Path(__file__).resolve().parent / "data"
 JSON_GOLD = DATA / "nighthawk" / "output_formatter.json.gold"
 MEDIUM_GOLD = DATA / "nighthawk" / "output_formatter.medium.proto.gold"
 BEFORE = DATA / "nhbench-json-before-issue-12.json"
+FORTIO = DATA / "fortio" / "fortio-1.66.5-load.json"
 
 
 def transform(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -81,11 +84,37 @@ def test_nhbench_file_to_json_loads_back_equal(tmp_path: Path) -> None:
     assert out.read_text() == render_json(load_result(BEFORE))
 
 
-def test_human_needs_a_result_and_gets_one_from_a_nighthawk_file() -> None:
+def test_human_of_a_nighthawk_file_is_nighthawks_human_layout() -> None:
+    # What nighthawk_output_transform --output-format human writes: Nighthawk's layout,
+    # from the document as written (Nighthawk's own golden of that formatter).
     proc = transform("--output-format", "human", str(MEDIUM_GOLD))
     assert proc.returncode == 0, proc.stderr
-    assert "GET https://www.google.com/" in proc.stdout
-    assert "benchmark_http_client.request_to_response" in proc.stdout
+    assert proc.stdout == format_nighthawk_human(parse_json(MEDIUM_GOLD.read_text()))
+    assert proc.stdout.startswith("Nighthawk - A layer 7 protocol benchmarking tool.\n\n")
+    assert "Request start to response end (53 samples)\n" in proc.stdout
+
+
+def test_human_of_nhbench_and_fortio_files_is_nhbenchs_report() -> None:
+    for path, heading in ((BEFORE, "nhbench 0.1.0: GET "), (FORTIO, "fortio 1.66.5: GET ")):
+        proc = transform("--output-format", "human", str(path))
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout == load_result(path).render("human")
+        assert proc.stdout.startswith(heading)
+
+
+@pytest.mark.parametrize("path", [JSON_GOLD, MEDIUM_GOLD, FORTIO, BEFORE],
+                         ids=["nighthawk", "nighthawk-medium", "fortio", "nhbench"])
+def test_nighthawk_human_of_any_file(path: Path) -> None:
+    proc = transform("--output-format", "nighthawk_human", str(path))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("Nighthawk - A layer 7 protocol benchmarking tool.\n\n")
+    if path in (JSON_GOLD, MEDIUM_GOLD):
+        # Nighthawk's file straight from its document, as Nighthawk would write it.
+        assert proc.stdout == format_nighthawk_human(parse_json(path.read_text()))
+    else:
+        # Fortio's and nhbench's through their Result.
+        assert proc.stdout == render_nighthawk_human(load_result(path))
+        assert "Request start to response end (" in proc.stdout
 
 
 @pytest.mark.parametrize("name", sorted(set(FORMATS) - {"human"}))
@@ -144,11 +173,16 @@ def test_unknown_format_and_not_a_result(tmp_path: Path) -> None:
     assert "--output-format" in line
 
 
-def test_human_of_a_nighthawk_file_nhbench_cannot_describe_is_one_line() -> None:
-    # json.gold has no uri: its document converts to any Nighthawk format, but not to
-    # a Result, which human needs.
-    line = one_error_line(transform("--output-format", "human", str(JSON_GOLD)))
-    assert "Nighthawk's JSON output" in line and "uri" in line
+def test_human_of_a_nighthawk_file_nhbench_cannot_describe() -> None:
+    # json.gold has no uri, so it has no Result (loading it said "options.uri: Field
+    # required"); human of it is Nighthawk's layout, a function of the document: Nighthawk's
+    # own golden of json.gold, byte for byte.
+    proc = transform("--output-format", "human", str(JSON_GOLD))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""
+    assert proc.stdout == (DATA / "nighthawk" / "output_formatter.txt.gold").read_text()
+    with pytest.raises(ResultFileError, match="uri"):
+        load_result(JSON_GOLD)
 
 
 def test_format_names_are_the_options_names() -> None:

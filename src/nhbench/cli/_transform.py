@@ -5,8 +5,9 @@ Nighthawk's ``nighthawk_output_transform`` for nhbench: FILE (stdin when it is m
 reads; the output is any format of `nhbench.outputs.OUTPUT_FORMATS`. A Nighthawk-derived format is
 written from the Nighthawk Output document: a file Nighthawk wrote goes straight to
 ``format_<fmt>(document)`` as it is, and nhbench's own goes through its `Result` (which
-gives the same document back). ``human`` needs a `Result`, so a Nighthawk file is loaded
-first (the options are mapped onto nhbench's, see docs/outputs.md).
+gives the same document back). ``human`` is the reader's own tool's report: of a Nighthawk
+file, Nighthawk's human layout (``nighthawk_human``, from the document as written); of
+nhbench's or Fortio's, nhbench's report, which needs the file loaded into a `Result`.
 
 Exit status: 0 written; 2 bad input (unreadable file, not JSON with its line and column,
 not a result, a format nhbench cannot write or read, an invalid field): one line on stderr,
@@ -44,7 +45,9 @@ def add_parser(commands: Subparsers,
     parser.add_argument("file", metavar="FILE", nargs="?", default="-",
                         help="The result file (default: stdin).")
     parser.add_argument("--output-format", required=True, metavar="FORMAT",
-                        help=f"One of: {', '.join(FORMAT_NAMES)}.")
+                        help=f"One of: {', '.join(FORMAT_NAMES)}. human is Nighthawk's "
+                        "own layout (nighthawk_human) for a Nighthawk file, nhbench's report "
+                        "for the others.")
     parser.add_argument("--output", metavar="FILE", default=None,
                         help="Write here instead of stdout (a regular file is replaced "
                         "atomically; -, a FIFO or a device is streamed into).")
@@ -71,6 +74,11 @@ def transform_text(raw: bytes, name: str, output_format: str) -> str:
     # The document's checks (finite numbers, valid Unicode, bounded lists) apply to every
     # format, Nighthawk's own included.
     kind, data = read_result_text(raw, name)
+    if output_format == "human" and kind == "nighthawk":
+        # A Nighthawk user's "human" is Nighthawk's layout, which their scripts parse; it is
+        # a function of the document, so it also covers files whose options nhbench's own
+        # report could not describe (Nighthawk's test data has no uri).
+        formatter = document_formatter("nighthawk_human")
     if formatter is not None and kind == "nighthawk":
         # Nighthawk's own document, exactly as written (after the reader's leniency): also
         # one whose options nhbench cannot describe, as in Nighthawk's own test data.

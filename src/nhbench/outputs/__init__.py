@@ -91,6 +91,7 @@ def _declare(name: str, extension: str, *, document: bool = True, module: str = 
 #: repeats the names as its `Literal` (a test keeps the two equal).
 OUTPUT_FORMATS: Mapping[str, OutputFormat] = {fmt.name: fmt for fmt in (
     _declare("human", ".txt", document=False),
+    _declare("nighthawk_human", ".txt"),
     _declare("json", ".json"),
     _declare("yaml", ".yaml"),
     _declare("dotted", ".txt"),
@@ -108,7 +109,7 @@ FORMATS: dict[str, Callable[[Result], str]] = {
     name: fmt.render for name, fmt in OUTPUT_FORMATS.items()}
 
 #: The formats that are functions of Nighthawk's Output document, by name: every one but
-#: ``human``, which needs a `Result`.
+#: ``human`` (nhbench's own report), which needs a `Result`.
 DOCUMENT_FORMATS: dict[str, Callable[[Mapping[str, Any]], str]] = {
     name: fmt.format for name, fmt in OUTPUT_FORMATS.items() if fmt.format is not None}
 

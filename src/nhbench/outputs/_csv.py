@@ -15,8 +15,11 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ._nhfields import (
+    FRIENDLY_NAMES,
+    TITLE,
     counter_rate,
     duration_micros,
+    duration_text,
     entries,
     fmt_fixed2,
     has,
@@ -34,48 +37,10 @@ if TYPE_CHECKING:
 
 __all__ = ["format_csv", "render_csv"]
 
-_TITLE = "Nighthawk - A layer 7 protocol benchmarking tool."
-
-# Nighthawk's statIdtoFriendlyStatName: the headings of the statistics it knows by id.
-_FRIENDLY = {
-    "benchmark_http_client.queue_to_connect": "Queueing and connection setup latency",
-    "benchmark_http_client.request_to_response": "Request start to response end",
-    "sequencer.callback": "Initiation to completion",
-    "sequencer.blocking": (
-        "Blocking. Results are skewed when significant numbers are reported here."
-    ),
-    "benchmark_http_client.response_body_size": "Response body size in bytes",
-    "benchmark_http_client.response_header_size": "Response header size in bytes",
-}
-
-
-def _c_mod(a: int, b: int) -> int:
-    """C++ ``%`` (the remainder takes the dividend's sign)."""
-    remainder = abs(a) % abs(b)
-    return remainder if a >= 0 else -remainder
-
-
-def _c_div(a: int, b: int) -> int:
-    """C++ ``/`` on integers (truncates toward zero)."""
-    quotient = abs(a) // abs(b)
-    return quotient if (a >= 0) == (b >= 0) else -quotient
-
-
-def duration_text(value: Any, name: str = "duration") -> str:
-    """Nighthawk's formatProtoDuration: ``"{s}s {ms:03}ms {us:03}us"`` from whole microseconds.
-
-    The seconds are taken modulo 1000 as Nighthawk does (so 1234.5 s prints as
-    "234s 500ms 000us"): this format copies Nighthawk's output, quirks included.
-    """
-    micros = duration_micros(value, name)
-    seconds = _c_div(_c_mod(micros, 1_000_000_000), 1_000_000)
-    millis = _c_div(_c_mod(micros, 1_000_000), 1_000)
-    return f"{seconds}s {millis:03}ms {_c_mod(micros, 1_000):03}us"
-
 
 def format_csv(document: Mapping[str, Any]) -> str:
     """The csv text of a Nighthawk ``Output`` JSON document."""
-    out = [_TITLE, ""]
+    out = [TITLE, ""]
     for result in results(document):
         if result.get("name") != "global":
             continue
@@ -84,7 +49,7 @@ def format_csv(document: Mapping[str, Any]) -> str:
             if count == 0:
                 continue
             stat_id = str(statistic.get("id") or "")
-            out.append(f"{_FRIENDLY.get(stat_id, stat_id)} ({count} samples)")
+            out.append(f"{FRIENDLY_NAMES.get(stat_id, stat_id)} ({count} samples)")
             out.append("Min,Mean,Max,Pstdev")
             out.append(
                 ",".join(

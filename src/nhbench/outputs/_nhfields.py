@@ -1,8 +1,9 @@
 """Reading a Nighthawk ``Output`` JSON document the way Nighthawk's C++ formatters read the
 proto, and printing numbers the way they print them.
 
-Shared by the ``dotted``, ``csv`` and ``prometheus`` formats (`_dotted`, `_csv`,
-`_prometheus`; ``yaml`` uses `protobuf_double` only), which are ports of Nighthawk's
+Shared by the ``dotted``, ``csv``, ``nighthawk_human`` and ``prometheus`` formats
+(`_dotted`, `_csv`, `_nighthawk_human`, `_prometheus`; ``yaml`` uses `protobuf_double`
+only), which are ports of Nighthawk's
 ``output_formatter_impl.cc`` over the JSON mapping instead of the proto: a document may come
 from `nighthawk_output` or from a file Nighthawk wrote, so every accessor accepts what proto3
 JSON allows (64-bit integers as strings or numbers, doubles as numbers or ``"NaN"`` and
@@ -18,9 +19,12 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 __all__ = [
+    "FRIENDLY_NAMES",
+    "TITLE",
     "counter_rate",
     "duration_micros",
     "duration_nanos",
+    "duration_text",
     "entries",
     "fmt_double",
     "fmt_fixed2",
@@ -44,6 +48,22 @@ _PICKED = (0.0, 0.5, 0.75, 0.8, 0.9, 0.95, 0.99, 0.999, 1.0)
 
 _INT64_MIN = -(2**63)
 _INT64_MAX = 2**63 - 1
+
+#: The first line of Nighthawk's human and csv outputs.
+TITLE = "Nighthawk - A layer 7 protocol benchmarking tool."
+
+#: Nighthawk's statIdtoFriendlyStatName: the headings its human and csv outputs give the
+#: statistics it knows by id (any other statistic is headed by its id).
+FRIENDLY_NAMES = {
+    "benchmark_http_client.queue_to_connect": "Queueing and connection setup latency",
+    "benchmark_http_client.request_to_response": "Request start to response end",
+    "sequencer.callback": "Initiation to completion",
+    "sequencer.blocking": (
+        "Blocking. Results are skewed when significant numbers are reported here."
+    ),
+    "benchmark_http_client.response_body_size": "Response body size in bytes",
+    "benchmark_http_client.response_header_size": "Response header size in bytes",
+}
 
 
 def results(document: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -142,6 +162,25 @@ def duration_nanos(value: Any, name: str = "duration") -> int:
     """TimeUtil::DurationToNanoseconds."""
     seconds, nanos = _duration(value, name)
     return seconds * 1_000_000_000 + nanos
+
+
+def _c_mod(a: int, b: int) -> int:
+    """C++ ``%`` (the remainder takes the dividend's sign)."""
+    remainder = abs(a) % abs(b)
+    return remainder if a >= 0 else -remainder
+
+
+def duration_text(value: Any, name: str = "duration") -> str:
+    """Nighthawk's formatProtoDuration (the human and csv formats): ``"{s}s {ms:03}ms
+    {us:03}us"`` from whole microseconds.
+
+    The seconds are taken modulo 1000 as Nighthawk does (so 1234.5 s prints as
+    "234s 500ms 000us"): these formats copy Nighthawk's output, quirks included.
+    """
+    micros = duration_micros(value, name)
+    seconds = _trunc_div(_c_mod(micros, 1_000_000_000), 1_000_000)
+    millis = _trunc_div(_c_mod(micros, 1_000_000), 1_000)
+    return f"{seconds}s {millis:03}ms {_c_mod(micros, 1_000):03}us"
 
 
 def fmt_double(value: float) -> str:
