@@ -19,6 +19,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import urllib.request
 from collections.abc import Iterator
@@ -144,7 +145,7 @@ def cases(tmp_path_factory) -> Iterator[dict[str, Case]]:
         url = f"http://{host}:{port}/?status=503:30"
         common = dict(percentiles=PERCENTILES, resolution=0.001)
         plans = {
-            "http": (["-qps", "40", "-t", "1s", "-c", "2", url],
+            "http": (["-qps", "40", "-t", "1s", "-c", "2", "-allow-initial-errors", url],
                      dict(uri=url, rps=40, duration=1.0, connections=2),
                      FortioRun("HTTP", url, f"{url[7:]} , host", 40, 1.0, 0, 2, warmup=2,
                                **common)),
@@ -463,3 +464,76 @@ def test_a_field_fortio_lacks_is_refused() -> None:
         result = nhbench.run(tcp, requests=2, rps=0, connections=1)
     with pytest.raises(ValueError, match="^FollowRedirects: not a field of Fortio's TCP"):
         fortio_json(result, run)
+
+
+def test_sockets_and_bytes_count_the_warm_up_connections(server) -> None:
+    """Fortio counts every socket a connection used, its warm-up call's included (and an
+    echo client's bytes over its life); nhbench keeps the warm-up's counters apart."""
+    result = nhbench.run(server.url, rps=40, duration=0.5, connections=2,
+                         prefetch_connections=True, simple_warmup=True)
+    opened = server.stats()["connections_total"]
+    assert result.warmup is not None and opened == 2
+    run = FortioRun("HTTP", server.url, "", 40, 0.5, 0, 2, PERCENTILES, 0.001, warmup=2)
+    assert f"Sockets used: {opened} (for perfect keepalive, would be 2)\n" in (
+        fortio_report(result, run))
+    assert fortio_json(result, run)["SocketCount"] == opened
+
+
+@needs_fortio
+@pytest.mark.parametrize(("args", "qps", "duration", "exactly", "connections"), [
+    (["-qps", "40", "-t", "300ms", "-c", "2"], 40, 0.3, 0, 2),
+    (["-qps", "0", "-n", "7", "-c", "2"], 0, None, 7, 2),
+    (["-qps", "-1", "-t", "300ms", "-c", "3"], -1, 0.3, 0, 3),
+    (["-qps", "10", "-n", "3", "-c", "4"], 10, None, 3, 4),  # Fortio lowers -c to n/2
+    (["-qps", "100", "-t", "30ms", "-c", "2"], 100, 0.03, 0, 2),  # 3 calls: one thread
+    (["-qps", "12.5", "-n", "9", "-c", "2"], 12.5, None, 9, 2),  # one call left over
+])
+def test_banner_is_fortios(server, tmp_path, args, qps, duration, exactly, connections) -> None:
+    """The lines before the run are a function of the command line: byte for byte Fortio's
+    (its version aside), thread lowering and left-over calls included."""
+    text = fortio_load(*args, server.url, json_file=tmp_path / "f.json")
+    theirs = text.splitlines()[:2]
+    run = FortioRun("HTTP", server.url, "", qps, duration, exactly, connections, PERCENTILES,
+                    0.001)
+    ours = fortio_banner(run).splitlines()
+    assert [re.sub(r"^Fortio \S+", "Fortio V", line) for line in ours] == [
+        re.sub(r"^Fortio \S+", "Fortio V", line) for line in theirs]
+    assert ours[0].startswith("Fortio nhbench-")
+    fortio = json.loads((tmp_path / "f.json").read_text())
+    result = nhbench.run(server.url, requests=exactly or 2, rps=0, connections=1)
+    document = fortio_json(result, run)
+    for key in ("RequestedQPS", "RequestedDuration", "NumThreads", "Exactly"):
+        assert document[key] == fortio[key], key
+
+
+@needs_fortio
+@pytest.mark.parametrize("qps", ["8", "0"])
+def test_banner_until_interrupted_is_fortios(server, qps, tmp_path) -> None:
+    """-t 0: Fortio runs until ^C; its banner says so (read from a run stopped by SIGINT),
+    and so does its JSON's RequestedDuration."""
+    process = subprocess.Popen([FORTIO, "load", "-qps", qps, "-t", "0", "-c", "2", "-json",
+                                str(tmp_path / "f.json"), server.url],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stderr is not None
+        theirs = []
+        for line in process.stderr:
+            if not line.startswith('{"ts"'):
+                theirs.append(re.sub(r"^Fortio \S+", "Fortio V", line.rstrip("\n")))
+            if line.startswith("Starting at"):
+                break
+        process.send_signal(signal.SIGINT)
+        process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    run = FortioRun("HTTP", server.url, "", float(qps), None, 0, 2, PERCENTILES, 0.001)
+    ours = [re.sub(r"^Fortio \S+", "Fortio V", line)
+            for line in fortio_banner(run).splitlines()]
+    assert ours == theirs
+    fortio = json.loads((tmp_path / "f.json").read_text())
+    result = nhbench.run(server.url, requests=2, rps=0, connections=1)
+    document = fortio_json(result, run)
+    for key in ("RequestedQPS", "RequestedDuration", "NumThreads"):
+        assert document[key] == fortio[key], key

@@ -512,8 +512,15 @@ def _address(run: FortioRun) -> str | None:
     return f"[{address}]:{port}" if address.version == 6 else f"{address}:{port}"
 
 
+def _lifetime(result: Result, name: str) -> int:
+    """A counter over the connections' whole life, as Fortio's clients count sockets and
+    bytes: the warm-up's (which nhbench keeps apart) and the run's."""
+    warmup = result.warmup.counter_values[name] if result.warmup is not None else 0
+    return result.counters[name] + warmup
+
+
 def _sockets(result: Result) -> int:
-    return result.counters["upstream_cx_total"]
+    return _lifetime(result, "upstream_cx_total")
 
 
 def fortio_report(result: Result, run: FortioRun) -> str:
@@ -552,11 +559,10 @@ def fortio_report(result: Result, run: FortioRun) -> str:
     else:
         codes_echo = _echo_codes(result, run)
         calls = sum(codes_echo.values())
-        counters = result.counters
         lines.append(f"Sockets used: {_sockets(result)} (for perfect no error run, would be "
                      f"{plan.threads})")
-        lines.append(f"Total Bytes sent: {counters['upstream_cx_tx_bytes_total']}, received: "
-                     f"{counters['upstream_cx_rx_bytes_total']}")
+        lines.append(f"Total Bytes sent: {_lifetime(result, 'upstream_cx_tx_bytes_total')}, "
+                     f"received: {_lifetime(result, 'upstream_cx_rx_bytes_total')}")
         lines += [f"{run.kind} {key} : {value} ({go_f(100.0 * value / calls, 1)} %)"
                   for key, value in codes_echo.items()]
     lines.append(f"All done {count} calls (plus {run.warmup} warmup) "
@@ -721,7 +727,6 @@ def _grpc_fields(result: Result, run: FortioRun) -> dict[str, Any]:
 
 
 def _echo_fields(result: Result, run: FortioRun) -> dict[str, Any]:
-    counters = result.counters
     payload = _payload(result, run)
     fields: dict[str, Any] = {
         "Destination": run.url,
@@ -733,8 +738,8 @@ def _echo_fields(result: Result, run: FortioRun) -> dict[str, Any]:
         "ReqTimeout": _duration_ns(result.options.request_timeout),
         "RetCodes": dict(sorted(_echo_codes(result, run).items())),
         "SocketCount": _sockets(result),
-        "BytesSent": counters["upstream_cx_tx_bytes_total"],
-        "BytesReceived": counters["upstream_cx_rx_bytes_total"],
+        "BytesSent": _lifetime(result, "upstream_cx_tx_bytes_total"),
+        "BytesReceived": _lifetime(result, "upstream_cx_rx_bytes_total"),
     })
     return fields
 
