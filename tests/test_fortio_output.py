@@ -537,3 +537,13 @@ def test_banner_until_interrupted_is_fortios(server, qps, tmp_path) -> None:
     document = fortio_json(result, run)
     for key in ("RequestedQPS", "RequestedDuration", "NumThreads"):
         assert document[key] == fortio[key], key
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_json_text_is_what_fortios_marshal_writes(cases, decoder, kind) -> None:
+    """Our file, decoded into Fortio's types and written back by Go's json.MarshalIndent
+    (what Fortio's -json does), is the same bytes: Go's number, time and string forms."""
+    case = cases[kind]
+    done = subprocess.run([str(decoder), "-marshal", str(case.file)], capture_output=True,
+                          text=True, check=True, timeout=60)
+    assert done.stdout == case.file.read_text()

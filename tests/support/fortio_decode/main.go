@@ -1,6 +1,8 @@
 // Command fortio_decode reads Fortio JSON results with Fortio's own Go types, strictly: an
 // unknown field or a value of the wrong type is an error. For each file it prints one JSON
 // line: the file, "ok" or the decoder's error, and what it decoded (count, return codes).
+// With -marshal FILE, it prints the decoded result written back as Fortio writes its -json
+// file (json.MarshalIndent with two spaces, and a newline).
 // With -buckets OFFSET DIVIDER VALUE..., it prints instead the index of the bucket each
 // value lands in when Fortio's stats.Histogram records it (one line of JSON).
 // tests/test_fortio_output.py builds it offline from the Go module cache.
@@ -39,6 +41,34 @@ func decode(data []byte, into any) error {
 	return decoder.Decode(into)
 }
 
+func remarshal(name string) {
+	data, err := os.ReadFile(name)
+	if err != nil {
+		panic(err)
+	}
+	var head struct{ RunType string }
+	_ = json.Unmarshal(data, &head)
+	var result any
+	switch {
+	case head.RunType == "HTTP":
+		result = &fhttp.HTTPRunnerResults{}
+	case strings.HasPrefix(head.RunType, "GRPC"):
+		result = &fgrpc.GRPCRunnerResults{}
+	case head.RunType == "TCP":
+		result = &tcprunner.RunnerResults{}
+	default:
+		result = &udprunner.RunnerResults{}
+	}
+	if err = decode(data, result); err != nil {
+		panic(err)
+	}
+	out, err := json.MarshalIndent(result, "", "  ")
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(string(out))
+}
+
 func buckets(args []string) {
 	number := func(text string) float64 {
 		v, err := strconv.ParseFloat(text, 64)
@@ -63,6 +93,10 @@ func buckets(args []string) {
 }
 
 func main() {
+	if len(os.Args) > 2 && os.Args[1] == "-marshal" {
+		remarshal(os.Args[2])
+		return
+	}
 	if len(os.Args) > 1 && os.Args[1] == "-buckets" {
 		buckets(os.Args[2:])
 		return
