@@ -145,10 +145,12 @@ def cases(tmp_path_factory) -> Iterator[dict[str, Case]]:
         url = f"http://{host}:{port}/?status=503:30"
         common = dict(percentiles=PERCENTILES, resolution=0.001)
         plans = {
-            "http": (["-qps", "40", "-t", "1s", "-c", "2", "-allow-initial-errors", url],
+            # The seed's resolution: -r 0.0001 (buckets of 0.1 ms and up).
+            "http": (["-qps", "40", "-t", "1s", "-c", "2", "-r", "0.0001",
+                      "-allow-initial-errors", url],
                      dict(uri=url, rps=40, duration=1.0, connections=2),
                      FortioRun("HTTP", url, f"{url[7:]} , host", 40, 1.0, 0, 2, warmup=2,
-                               **common)),
+                               percentiles=PERCENTILES, resolution=0.0001)),
             "grpc": (["-qps", "40", "-n", "20", "-c", "2", "-grpc", "-ping", f"{host}:{port}"],
                      dict(uri=f"http://{host}:{port}", grpc=True, ping=True, rps=40,
                           requests=20, connections=2),
@@ -220,6 +222,15 @@ def test_json_counts_are_the_runs(cases, kind) -> None:
     assert histogram["Data"][0]["Start"] == latency.min
     assert histogram["Data"][-1]["End"] == latency.max
     assert histogram["Data"][-1]["Percent"] == 100
+    # Every bucket ends on one of Fortio's ends for -r (the last on the max).
+    ends = {case.run.resolution * end for end in
+            (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14, 16, 18, 20, 25, 30, 35, 40, 45, 50,
+             60, 70, 80, 90, 100, 120, 140, 160, 180, 200, 250, 300, 350, 400, 450, 500, 600,
+             700, 800, 900, 1000, 2000, 3000, 4000, 5000, 7500, 10000, 20000, 30000, 40000,
+             50000, 75000, 100000)}
+    assert {bucket["End"] for bucket in histogram["Data"][:-1]} <= ends
+    for bucket in histogram["Data"][1:]:  # the table's end just below the bucket's end
+        assert bucket["Start"] == max(end for end in ends if end < bucket["End"])
     assert [p["Percentile"] for p in histogram["Percentiles"]] == list(PERCENTILES)
     for point in histogram["Percentiles"]:
         assert point["Value"] == latency.p(point["Percentile"])
