@@ -50,11 +50,6 @@ PERCENTILES = (50.0, 75.0, 90.0, 99.0, 99.9)
 
 needs_fortio = pytest.mark.skipif(not os.access(FORTIO, os.X_OK), reason="fortio is not "
                                   "installed (go install fortio.org/fortio@v1.66.5)")
-needs_go = [
-    pytest.mark.skipif(not os.access(GO, os.X_OK), reason="go is not installed"),
-    pytest.mark.skipif(not FORTIO_MODULE.is_dir(),
-                       reason="fortio.org/fortio@v1.66.5 is not in the Go module cache"),
-]
 needs_node = pytest.mark.skipif(not os.access(NODE, os.X_OK), reason="node is not installed")
 
 # What scripts that read Fortio's text take from it: the percentile lines and the status
@@ -558,3 +553,16 @@ def test_json_text_is_what_fortios_marshal_writes(cases, decoder, kind) -> None:
     done = subprocess.run([str(decoder), "-marshal", str(case.file)], capture_output=True,
                           text=True, check=True, timeout=60)
     assert done.stdout == case.file.read_text()
+
+
+@needs_fortio
+@pytest.mark.parametrize("qps", ["20", "0"])
+def test_banner_names_the_access_logger_as_fortio(server, tmp_path, qps) -> None:
+    log = tmp_path / "access.json"
+    text = fortio_load("-qps", qps, "-n", "4", "-c", "2", "-access-log-file", str(log),
+                       server.url, json_file=tmp_path / "f.json")
+    info = json.loads((tmp_path / "f.json").read_text())["AccessLoggerInfo"]
+    assert info == f"mode json to {log}"
+    run = FortioRun("HTTP", server.url, "", float(qps), None, 4, 2, PERCENTILES, 0.001,
+                    json_fields={"AccessLoggerInfo": info})
+    assert fortio_banner(run).splitlines()[1] == text.splitlines()[1]

@@ -377,27 +377,29 @@ def fortio_banner(run: FortioRun) -> str:
         lines[0] += f", for {go_duration(_duration_ns(run.requested_duration))}: {run.url}"
     plan = _plan(run)
     duration = go_duration(_duration_ns(run.requested_duration))
+    logger = run.json_fields.get("AccessLoggerInfo")
+    extra = f" with access logger {logger}" if logger else ""
     forever = run.exactly <= 0 and not (run.requested_duration and run.requested_duration > 0)
     if run.requested_qps > 0:
         start = f"Starting at {go_g(run.requested_qps)} qps with {plan.threads} thread(s) " \
                 f"[gomax {procs}]"
         if forever:
-            lines.append(f"{start} until interrupted")
+            lines.append(f"{start} until interrupted{extra}")
         elif run.exactly > 0:
             lines.append(f"{start} : exactly {run.exactly}, {plan.per_thread} calls each "
-                         f"(total {plan.total} + {plan.left_over})")
+                         f"(total {plan.total} + {plan.left_over}){extra}")
         else:
             lines.append(f"{start} for {duration} : {plan.per_thread} calls each "
-                         f"(total {plan.total})")
+                         f"(total {plan.total}){extra}")
     else:
         start = f"Starting at max qps with {plan.threads} thread(s) [gomax {procs}]"
         if forever:
-            lines.append(f"{start} until interrupted")
+            lines.append(f"{start} until interrupted{extra}")
         elif run.exactly > 0:
             lines.append(f"{start} for exactly {run.exactly} calls ({plan.per_thread} per "
-                         f"thread + {plan.left_over})")
+                         f"thread + {plan.left_over}){extra}")
         else:
-            lines.append(f"{start} for {duration}")
+            lines.append(f"{start} for {duration}{extra}")
     return "\n".join(lines) + "\n"
 
 
