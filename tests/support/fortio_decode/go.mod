@@ -1,0 +1,5 @@
+module fortio_decode
+
+go 1.22
+
+require fortio.org/fortio v1.66.5
