@@ -35,13 +35,28 @@ class Parser(argparse.ArgumentParser):
         die(message, status=2)
 
     def _parse_optional(self, arg_string: str) -> Any:
-        # Only a parser without subcommands checks: the top-level parser also sees every
-        # argument of the subcommand, whose flags (-h2, -http1.0) it does not know.
         if self._subparsers is None:
             self._refuse_unknown_word(arg_string)
             if _VALUE.match(arg_string) and arg_string not in self._option_string_actions:
                 return None  # argparse takes "-1e3" for an unknown flag: the value is lost
+        elif arg_string.partition("=")[0] not in self._descendant_flags():
+            # A parser with subcommands also sees every argument of the subcommand, whose
+            # flags (-h2, -http1.0) are not its own: it leaves those to the subcommand, and
+            # refuses a word no parser under it knows, which argparse would otherwise read
+            # as its own -h with a value ("-httpbufferkb" before "install").
+            self._refuse_unknown_word(arg_string)
         return super()._parse_optional(arg_string)
+
+    def _descendant_flags(self) -> set[str]:
+        flags = set(self._option_string_actions)
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for parser in action.choices.values():
+                    if isinstance(parser, Parser):
+                        flags |= parser._descendant_flags()
+                    else:
+                        flags |= set(parser._option_string_actions)
+        return flags
 
     def _refuse_unknown_word(self, arg: str) -> None:
         # argparse reads a single-dash word as a short flag with its value attached
