@@ -210,3 +210,30 @@ def test_refused_words_send_nothing(listener: socket.socket, tmp_path: Path) -> 
                            "--duration", "0.3", "--rps", "20", "--request-timeout", "0.2"],
                           capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert _accepted(listener) >= 1, proc.stderr
+
+
+@pytest.mark.parametrize(("argv", "expected"), [
+    # A negative number is a value: it reaches the validator, which names the flag.
+    (["run", URL, "--rps", "-1"], "--rps: must be >= 0 and <= 1000000 (got -1)"),
+    (["run", URL, "--rps", "-1e3"], "--rps: must be >= 0 and <= 1000000 (got -1e3)"),
+    (["run", URL, "--rps", "-.5"], "--rps: must be >= 0 and <= 1000000 (got -.5)"),
+    (["run", URL, "--duration", "-5s"], "--duration: must be > 0"),
+    # A switch takes no value: argparse read "-k=Hx" as "-k -H x".
+    (["run", URL, "-k=Hx"], "-k=Hx: -k is a switch and takes no value"),
+    (["run", URL, "--jitter=true"], "--jitter=true: --jitter is a switch and takes no value"),
+])
+def test_values_that_start_with_a_dash(argv: list[str], expected: str) -> None:
+    proc = subprocess.run([sys.executable, "-m", "nhbench", *argv], capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.startswith(f"nhbench: error: {expected}"), proc.stderr
+    assert proc.stderr.count("\n") == 1
+
+
+def test_a_dash_alone_is_stdin() -> None:
+    proc = subprocess.run([sys.executable, "-m", "nhbench", "transform", "--output-format",
+                           "json", "-"], input="not json", capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("nhbench: error: cannot load result '<stdin>': not JSON"), \
+        proc.stderr
