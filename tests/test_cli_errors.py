@@ -66,8 +66,9 @@ def assert_one_line_error(proc: subprocess.CompletedProcess[str], expected: str)
         (("run", "/tmp/x.sock"), "URI: Unix domain sockets are written http://unix:/"),
         (("run", "https://127.0.0.1/", "--h2c"), "--h2c: is HTTP/2 without TLS"),
         (("run", URI, "--insecure"), "--insecure: only applies to https:// URIs"),
-        (("run", URI, "-p", "http3"), "--protocol: http3 runs over QUIC, whose handshake is TLS 1.3: the URI must be https://"),
-        (("run", URI, "--h2c", "-p", "http1"), "--h2c: mutually exclusive with --protocol"),
+        (("run", URI, "--protocol", "http3"),
+         "--protocol: http3 runs over QUIC, whose handshake is TLS 1.3: the URI must be https://"),
+        (("run", URI, "--h2c", "--protocol", "http1"), "--h2c: mutually exclusive with --protocol"),
         (("run", "https://127.0.0.1/", "--cacert", "/nonexistent.pem"),
          "--cacert: no such file or directory"),
         (("run", "https://127.0.0.1/", "--tls-session-reuse", "maybe"),
@@ -234,9 +235,9 @@ def test_no_subcommand_reads_a_single_dash_word_as_help(
         out, err = capsys.readouterr()
         assert exit_.value.code == 2, (word, out[:80], err)
         assert out == "", word
-        assert err == f"nhbench: error: unrecognized arguments: {word} (no such flag; " \
-            "single-dash switches cannot be grouped, and only -h or --help alone prints " \
-            "the help)\n", err
+        assert err == f"nhbench: error: unrecognized arguments: {word} (no such flag; a " \
+            "single-dash flag is one whole word: no grouped switches, no abbreviation, no " \
+            "value attached to a short flag; only -h or --help alone prints the help)\n", err
     with pytest.raises(SystemExit) as exit_:
         main([command, "-h"])
     assert exit_.value.code == 0

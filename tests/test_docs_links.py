@@ -1,4 +1,5 @@
-"""Every relative link and #anchor in README.md and docs/*.md resolves.
+"""Every relative link and #anchor in README.md and docs/*.md resolves, and every reference
+to a section in words (docs/X.md, "Section") in the docs, src/ and csrc/ names a heading.
 
 Anchors follow GitHub's rule for heading ids: the heading's text (Markdown emphasis, code
 ticks and link targets removed), lowercased, every character that is not a letter, digit,
@@ -120,3 +121,88 @@ def test_a_broken_link_is_found(tmp_path: Path) -> None:
 @pytest.mark.parametrize("path", DOCS, ids=[str(p.relative_to(ROOT)) for p in DOCS])
 def test_every_relative_link_resolves(path: Path) -> None:
     assert _broken(path) == []
+
+
+# ---- references in prose and code: docs/X.md, "Section" and docs/X.md#anchor ----------------
+#
+# Comments and docs name a section in words more often than by link: `docs/engine.md,
+# "Shaping the schedule"`, `(docs/benchmarks.md "Start-up")`, `docs/options.md#nhbench-run`,
+# and a comment may wrap between the name and the section. A section named in words is the
+# start of a heading's text (its code ticks dropped, any case) up to a space, parenthesis or
+# colon: "Binding contract" names "## Binding contract (`nhbench._core`)".
+
+SOURCES = [*DOCS, *sorted((ROOT / "src").rglob("*.py")), *sorted((ROOT / "csrc").rglob("*.[ch]"))]
+#: What may stand between the parts of a wrapped reference: a comment's leader.
+_LEADER = r"(?:\s*(?:\#|//|/?\*+)?\s*)"
+_SECTION_REF = re.compile(
+    r"(?<![\w/.-])(?:docs/)?(?P<file>[A-Za-z][\w-]*\.md)"
+    r"(?:\#(?P<anchor>[\w-]+)"
+    r"|(?P<sections>(?:(?:,|\s)" + _LEADER + r"(?:and" + _LEADER + r")?"
+    r"\"[^\"\n]{1,120}(?:\n[^\"\n]{1,120})?\")+))")
+_QUOTED = re.compile(r"\"([^\"]+)\"")
+
+
+@cache
+def heading_texts(path: Path) -> tuple[str, ...]:
+    texts = []
+    for _number, line in _prose_lines(path):
+        heading = _HEADING.match(line)
+        if heading is not None:
+            text = _CODE_SPAN.sub(lambda m: m.group(2), heading.group(2))
+            texts.append(" ".join(text.split()).lower())
+    return tuple(texts)
+
+
+def names_a_heading(path: Path, section: str) -> bool:
+    wanted = " ".join(section.split()).lower()
+    return any(text == wanted or (text.startswith(wanted) and text[len(wanted)] in " (:,;")
+               for text in heading_texts(path))
+
+
+def broken_references(path: Path, root: Path) -> list[str]:
+    """Each reference in `path` to a section of root/docs/X.md (or root/README.md) that no
+    heading there has."""
+    problems = []
+    text = path.read_text(encoding="utf-8", errors="replace")
+    for match in _SECTION_REF.finditer(text):
+        name = match.group("file")
+        target = root / name if name == "README.md" else root / "docs" / name
+        where = f"{path.relative_to(root)}:{text.count(chr(10), 0, match.start()) + 1}"
+        if not target.exists():
+            problems.append(f"{where}: {name}: no such file")
+            continue
+        if match.group("anchor"):
+            if match.group("anchor") not in anchors(target):
+                problems.append(f"{where}: {name}#{match.group('anchor')}: no such heading")
+            continue
+        for section in _QUOTED.findall(match.group("sections")):
+            section = re.sub(r"\s*\n" + _LEADER, " ", section)
+            if not names_a_heading(target, section):
+                problems.append(f"{where}: {name}, {section!r}: no such heading")
+    return problems
+
+
+def test_a_broken_section_reference_is_found(tmp_path: Path) -> None:
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "b.md").write_text("# B\n\n## Binding contract (`_core`)\n\n## Start-up\n")
+    source = tmp_path / "x.py"
+    source.write_text('# see docs/b.md, "Binding contract" and (docs/b.md "Start-up")\n'
+                      '# docs/b.md#start-up, docs/b.md, "Start", docs/b.md#gone\n'
+                      '# (docs/b.md,\n#  "Old section") docs/c.md, "X"\n'
+                      'paths = ["docs/b.md"]\n')
+    assert broken_references(source, tmp_path) == [
+        "x.py:2: b.md, 'Start': no such heading",
+        "x.py:2: b.md#gone: no such heading",
+        "x.py:3: b.md, 'Old section': no such heading",
+        "x.py:4: c.md: no such file",
+    ]
+
+
+def test_every_section_reference_names_a_heading() -> None:
+    problems = [problem for path in SOURCES for problem in broken_references(path, ROOT)]
+    assert problems == [], "\n".join(problems)
+    # The scan finds the references it is meant for (a pattern that matched nothing would
+    # pass): the README's and the option modules' own.
+    found = sum(1 for path in SOURCES for _ in _SECTION_REF.finditer(
+        path.read_text(encoding="utf-8", errors="replace")))
+    assert found > 50

@@ -1,9 +1,10 @@
-"""Issue 13: Fortio's spellings of flags nhbench already has (``-qps``, ``-c``, ``-t``,
-``-H``, ``-X``, ``-timeout``, ``-abort-on``, ``-labels``, ``-cacert``, ``-https-insecure``,
-``-h2``, ``-loglevel``).
+"""Fortio's spellings of flags nhbench already has, where they mean exactly the same (``-H``,
+``-X``, ``-abort-on``, ``-labels``, ``-cacert``, ``-https-insecure``, ``-h2``, ``-loglevel``);
+and the Fortio words that mean something else here (``-qps``, ``-c``, ``-t``, ``-timeout``,
+``-p``), refused by name with a pointer to ``nhbench fortio load``.
 
 Each alias parses to exactly what its nhbench flag gives (the parser is the real CLI's), and
-one run with Fortio's spelling only is observed on the wire by the test server.
+one run with Fortio's spelling is observed on the wire by the test server.
 """
 
 from __future__ import annotations
@@ -21,12 +22,8 @@ from nhbench.cli import build_parser
 URI = "http://127.0.0.1:1/"
 
 ALIASES = [
-    (["-qps", "250"], ["--rps", "250"]),
-    (["-c", "3"], ["--connections", "3"]),
-    (["-t", "2s"], ["--duration", "2s"]),
     (["-H", "x-a: 1", "-H", "x-b: 2"], ["--request-header", "x-a: 1", "--request-header", "x-b: 2"]),
     (["-X", "PUT"], ["--request-method", "PUT"]),
-    (["-timeout", "3s"], ["--request-timeout", "3s"]),
     (["-abort-on", "503"], ["--abort-on", "503"]),
     (["-labels", "fortio run"], ["--label", "fortio run"]),
     (["-h2"], ["--protocol", "http2"]),
@@ -72,29 +69,50 @@ def test_no_alias_clashes_with_another_flag() -> None:
     run = commands.choices["run"]
     strings = [s for action in run._actions for s in action.option_strings]
     assert len(strings) == len(set(strings))
-    for alias in ("-qps", "-c", "-t", "-H", "-X", "-timeout", "-abort-on", "-labels",
-                  "-cacert", "-https-insecure", "-h2", "-loglevel", "-v"):
+    for alias in ("-H", "-X", "-abort-on", "-labels", "-cacert", "-https-insecure", "-h2",
+                  "-loglevel", "-v"):
         assert alias in strings
-    # Fortio's -p (percentiles) is not an alias: -p is Nighthawk's --protocol here.
-    assert run._option_string_actions["-p"].dest == "protocol"
+    # Fortio's meaning differs (a total rate, an exact connection count, 0 = until
+    # interrupted, 0 = 3 s, percentiles where Nighthawk's -p is the protocol): no aliases.
+    for word in ("-qps", "-c", "-t", "-timeout", "-p"):
+        assert word not in strings
+
+
+@pytest.mark.parametrize(("words", "instead"), [
+    (["-qps", "250"], "--rps (per worker)"),
+    (["-qps=250"], "--rps (per worker)"),
+    (["-c", "3"], "--connections (a maximum per worker)"),
+    (["-t", "0"], "--duration"),
+    (["-timeout", "3s"], "--request-timeout"),
+    (["-p", "50,99"], "--percentiles"),
+], ids=lambda a: " ".join(a) if isinstance(a, list) else "")
+def test_a_fortio_word_with_another_meaning_is_refused(words: list[str], instead: str) -> None:
+    proc = nhbench_cli("run", URI, *words)
+    assert proc.returncode == 2 and proc.stdout == ""
+    word = words[0].split("=")[0]
+    assert proc.stderr.startswith(f"nhbench: error: {word}: a Fortio flag (")
+    assert "run Fortio command lines as `nhbench fortio load ...`" in proc.stderr
+    assert f"or use {instead}" in proc.stderr and proc.stderr.count("\n") == 1
 
 
 def test_bad_value_through_an_alias_names_the_flag() -> None:
-    proc = nhbench_cli("run", URI, "-qps", "lots")
+    proc = nhbench_cli("run", URI, "-X", "GET POST")
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1
-    assert "--rps" in proc.stderr and "Traceback" not in proc.stderr
-    proc = nhbench_cli("run", URI, "-c", "0")
-    assert proc.returncode == 2 and "--connections" in proc.stderr
+    assert "--request-method" in proc.stderr and "Traceback" not in proc.stderr
+    proc = nhbench_cli("run", URI, "-abort-on", "42")
+    assert proc.returncode == 2 and "--abort-on" in proc.stderr
 
 
 def test_a_fortio_command_line_on_the_wire() -> None:
-    # A Fortio user's command line, unchanged but for `run`: the method and the header reach
+    # A Fortio user's command line, its rate and timing in nhbench's own spelling (Fortio's
+    # -qps -c -t -timeout mean other things; `nhbench fortio load` takes them): the method and the header reach
     # the origin byte for byte, the connections bound the sockets, the options echo says the
     # rest.
     ok = b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"
     with ScriptedOrigin(lambda request: Reply(ok)) as origin:
-        proc = cli("run", "-qps", "40", "-c", "2", "-t", "0.5s", "-H", "x-fortio: yes",
-                   "-X", "POST", "-timeout", "5s", "--output-format", "json", origin.url)
+        proc = cli("run", "--rps", "40", "--connections", "2", "--duration", "0.5s",
+                   "-H", "x-fortio: yes", "-X", "POST", "--request-timeout", "5s",
+                   "--output-format", "json", origin.url)
         requests = list(origin.requests)
         connections = origin.connections
     assert proc.returncode == 0, proc.stderr

@@ -549,7 +549,7 @@ def test_scripted_peer_message_split_over_data_frames() -> None:
         (("grpc://127.0.0.1:1", "-ping", "--grpc-method", "/a.B/C"),
          "mutually exclusive with"),
         (("grpc://127.0.0.1:1", "--payload", "x"), "--payload: does not apply to gRPC runs"),
-        (("grpc://127.0.0.1:1", "-p", "http1"), "gRPC runs over HTTP/2"),
+        (("grpc://127.0.0.1:1", "--protocol", "http1"), "gRPC runs over HTTP/2"),
         (("grpc://127.0.0.1:1", "-X", "PUT"), "a gRPC call is always a POST"),
         (("grpc://127.0.0.1:1", "--template"), "--template: does not apply to gRPC runs"),
         (("grpc://127.0.0.1:1", "--grpc-deadline", "soon"), "--grpc-deadline"),

@@ -50,7 +50,7 @@ def test_grpc_with_cacert_runs_over_tls(tls_server: nhbench.TestServer, form: st
     host, port = tls_server.address
     before = _settled(tls_server)
     proc = nhbench_cli("run", "-grpc", "-cacert", tls_server.ca_cert,
-                       form.format(host=host, port=port), "-n", "10", "-qps", "50",
+                       form.format(host=host, port=port), "-n", "10", "--rps", "50",
                        "--output-format", "json")
     assert proc.returncode == 0, proc.stderr
     after = _settled(tls_server)
@@ -67,7 +67,7 @@ def test_grpc_with_cacert_never_falls_back_to_cleartext(
     host, port = plain_server.address
     before = _settled(plain_server)
     proc = nhbench_cli("run", "-grpc", "-cacert", tls_server.ca_cert,
-                       form.format(host=host, port=port), "-n", "10", "-qps", "50")
+                       form.format(host=host, port=port), "-n", "10", "--rps", "50")
     # The handshake fails against a plain-text port (the server answers the ClientHello
     # with a 400): a failed run, and no gRPC call reached the server.
     assert proc.returncode == 1, proc.stderr

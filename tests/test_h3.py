@@ -386,7 +386,7 @@ def test_options_http3_cannot_honour_are_refused(args: tuple[str, ...], expected
 
 
 def test_http3_needs_https() -> None:
-    assert_one_line_error(nhbench_cli("run", "http://127.0.0.1:1/", "-p", "http3"),
+    assert_one_line_error(nhbench_cli("run", "http://127.0.0.1:1/", "--protocol", "http3"),
                           "the URI must be https://")
 
 

@@ -67,3 +67,10 @@ def test_run_option_fields_keep_their_order() -> None:
 
     recorded = (HELP / "run_fields.txt").read_text(encoding="utf-8").split()
     assert list(Options.model_fields) == recorded
+
+
+@pytest.mark.parametrize("command", [("compat",), ("compat", "install"), ("compat", "uninstall")],
+                         ids=" ".join)
+def test_compat_help_is_the_recorded_one(command: tuple[str, ...]) -> None:
+    recorded = (HELP / f"{'_'.join(command)}.txt").read_text(encoding="utf-8")
+    assert help_text(*command) == recorded, f"nhbench {' '.join(command)} --help changed"

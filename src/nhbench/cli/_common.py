@@ -7,6 +7,7 @@ package's ``__init__``, so that a command module depends on nothing that imports
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from typing import Any, NoReturn
 
@@ -20,39 +21,71 @@ PROG = "nhbench"
 NOT_OPTIONS = frozenset({"func", "subparser", "command", "version", "argv"})
 
 
+#: A single-dash word that is a value, never a flag: a negative number (``--rps -1``,
+#: ``-1e3``, ``-.5``) or anything else whose first character after the dash is a digit
+#: (``-5s``): no flag of nhbench (or of Fortio or Nighthawk) starts with a digit.
+_VALUE = re.compile(r"-\.?[0-9]")
+
+
 class Parser(argparse.ArgumentParser):
-    """argparse, but every error is exactly one line on stderr and exit status 2, and
-    single-dash flags are never read as grouped switches (`_refuse_grouped_switches`)."""
+    """argparse, but every error is exactly one line on stderr and exit status 2, and a
+    single-dash word is read whole or refused by name (`_refuse_unknown_word`)."""
 
     def error(self, message: str) -> NoReturn:
         die(message, status=2)
 
     def _parse_optional(self, arg_string: str) -> Any:
-        self._refuse_grouped_switches(arg_string)
+        if self._subparsers is None:
+            self._refuse_unknown_word(arg_string)
+            if _VALUE.match(arg_string) and arg_string not in self._option_string_actions:
+                return None  # argparse takes "-1e3" for an unknown flag: the value is lost
+        elif arg_string.partition("=")[0] not in self._descendant_flags():
+            # A parser with subcommands also sees every argument of the subcommand, whose
+            # flags (-h2, -http1.0) are not its own: it leaves those to the subcommand, and
+            # refuses a word no parser under it knows, which argparse would otherwise read
+            # as its own -h with a value ("-httpbufferkb" before "install").
+            self._refuse_unknown_word(arg_string)
         return super()._parse_optional(arg_string)
 
-    def _refuse_grouped_switches(self, arg_string: str) -> None:
-        # argparse reads "-hX..." as the switch -h followed by the flag -X with the rest as
-        # its value, so Fortio's "-httpbufferkb 256" (or "-hc", "-hn") printed the help and
-        # exited 0 with nothing sent, and "-kc 5" would be "-k -c 5". nhbench's flags follow
-        # Fortio's and Nighthawk's single-word spellings (-qps, -cacert), where grouping
-        # short switches means nothing: a single-dash word that is no flag of this command
-        # but starts with a switch (a flag that takes no value) is refused by name. A short
-        # flag with its value attached (-c10) is still read as argparse always has.
-        # Only a parser without subcommands checks: the top-level parser also sees every
-        # argument of the subcommand, whose flags (-h2, -http1.0) it does not know.
-        if self._subparsers is not None or len(arg_string) < 3 or " " in arg_string:
+    def _descendant_flags(self) -> set[str]:
+        flags = set(self._option_string_actions)
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for parser in action.choices.values():
+                    if isinstance(parser, Parser):
+                        flags |= parser._descendant_flags()
+                    else:
+                        flags |= set(parser._option_string_actions)
+        return flags
+
+    def _refuse_unknown_word(self, arg: str) -> None:
+        # argparse reads a single-dash word as a short flag with its value attached
+        # ("-curl" is "-c url", "-no-reresolve" "-n o-reresolve"), as grouped switches
+        # ("-httpbufferkb" was "-h ...": the help, exit 0, nothing sent) or as the
+        # abbreviation of a longer flag ("-s 4" was "-sequential-warmup"), whatever
+        # allow_abbrev says. Fortio's words look exactly like that, so every such reading
+        # turned a flag nhbench does not have into one it has. A single-dash word is
+        # therefore exactly a flag of this command, or "-flag=value" of one, or a value
+        # (a negative number, "-" for stdin), or it is refused by name. The price: a short
+        # flag takes its value as the next word only ("-c 10", never "-c10").
+        if len(arg) < 2 or arg[0] not in self.prefix_chars or " " in arg:
             return
-        if arg_string[0] not in self.prefix_chars or arg_string[1] in self.prefix_chars:
+        head, equals, _value = arg.partition("=")
+        action = self._option_string_actions.get(head)
+        if action is not None:
+            if equals and action.nargs == 0:
+                # argparse would read the value as more grouped switches ("-k=Hx" as
+                # "-k -H x") or ignore it; Go's "-keepalive=false" must not pass as "on".
+                self.error(f"{arg}: {head} is a switch and takes no value")
             return
-        head = arg_string.split("=", 1)[0]
-        if head in self._option_string_actions:
-            return
-        first = self._option_string_actions.get(arg_string[:2])
-        if first is not None and first.nargs == 0:
-            self.error(f"unrecognized arguments: {arg_string} (no such flag; single-dash "
-                       f"switches cannot be grouped, and only -h or --help alone prints "
-                       f"the help)")
+        if arg[1] in self.prefix_chars or _VALUE.match(arg):
+            return  # --long flags are never abbreviated (allow_abbrev=False)
+        from ..compat._native import foreign_word
+
+        self.error(foreign_word(head) or (
+            f"unrecognized arguments: {arg} (no such flag; a single-dash flag is one whole "
+            f"word: no grouped switches, no abbreviation, no value attached to a short "
+            f"flag; only -h or --help alone prints the help)"))
 
 
 def die(message: str, status: int) -> NoReturn:

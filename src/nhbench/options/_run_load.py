@@ -37,17 +37,17 @@ DEFAULT_DURATION = 5.0
 class Rate(RunPart):
     """How much load: the rate, connections and workers, and how long the run lasts."""
 
-    # Fortio's spellings are aliases where they mean the same thing: -qps, -c,
-    # -t, -H, -X, -timeout, -abort-on, -labels, -cacert, -https-insecure, -h2
-    # (docs/options.md, "Fortio's single-dash flags").
-    rps: Annotated[float, Flag(metavar="N", aliases=("-qps",))] = Field(
+    # Fortio's -qps, -c, -t and -timeout are no aliases: each means something else there
+    # (a total over all connections, an exact connection count, 0 = until interrupted,
+    # 0 = 3 s); `nhbench fortio load` reads them (docs/options.md, "Single-dash flags").
+    rps: Annotated[float, Flag(metavar="N")] = Field(
         # The upper bound is Nighthawk's (1 to 1000000 per worker) and the C core's
         # NHB_MAX_RPS: far above what one worker can send, so overload runs stay possible.
         default=5.0, ge=0, le=1_000_000, allow_inf_nan=False,
         description="Target requests per second, per worker (at most 1000000). 0 = as fast "
         "as the connections allow (closed loop).",
     )
-    connections: Annotated[int, Flag(metavar="N", aliases=("-c",))] = Field(
+    connections: Annotated[int, Flag(metavar="N")] = Field(
         default=100, ge=1, le=1_000_000,
         description="Maximum concurrent connections, per worker (at most 1,048,576 over "
         "all workers).",
@@ -64,7 +64,7 @@ class Rate(RunPart):
     )
     # The upper bound keeps the duration far inside the core's int64 nanoseconds (a larger
     # value overflowed there); no benchmark runs for a year, and --no-duration exists.
-    duration: Annotated[float | None, Flag(metavar="TIME", aliases=("-t",))] = Field(
+    duration: Annotated[float | None, Flag(metavar="TIME")] = Field(
         default=None, gt=0, le=MAX_DURATION,
         description=f"How long to send requests, in seconds or with a unit (5s, 500ms, 2m). "
         f"Default {DEFAULT_DURATION:g} s. Mutually exclusive with no_duration.",
@@ -78,7 +78,7 @@ class Rate(RunPart):
         default=30.0, gt=0, le=3600,
         description="Connection connect timeout in seconds.",
     )
-    request_timeout: Annotated[float, Flag(metavar="TIME", aliases=("-timeout",))] = Field(
+    request_timeout: Annotated[float, Flag(metavar="TIME")] = Field(
         default=30.0, ge=0, le=3600,
         description="Per-request timeout in seconds (0 = none); a timed-out request counts "
         "in benchmark.request_timeout and its connection is closed. udp:// echo: 1 s unless "

@@ -66,9 +66,10 @@ ECHO_UDP_MAX_PAYLOAD = 65499
 class Http2(RunPart):
     """The HTTP version (http1, http2, http3) and HTTP/2's stream limits."""
 
+    # Nighthawk's -p is no alias: Fortio's -p is its percentiles, and users of both type it.
     protocol: Annotated[
         Literal["http1", "http2", "http3"],
-        Flag(metavar="http1|http2|http3", aliases=("-p",),
+        Flag(metavar="http1|http2|http3",
              consts=(("--h2", "http2"), ("-h2", "http2"), ("--h3", "http3")),
              group="HTTP/2"),
     ] = Field(

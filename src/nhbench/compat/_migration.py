@@ -1,0 +1,129 @@
+"""The migration tables of docs/options.md, generated from the front-ends' flag tables.
+
+One table a tool: each of its flags (every spelling), its value and default, what it does
+in that tool, and what it becomes in nhbench (the record's `nhbench`) or why it is refused
+(its `refused`). The front-ends' tables are the single source (`ForeignFlag` records); this
+module only lays them out. They sit in the document between markers::
+
+    <!-- BEGIN migration tables -->
+    ...
+    <!-- END migration tables -->
+
+and are refreshed with ``python -m nhbench.compat.migration docs/options.md``; a test fails
+when the file is stale (tests/test_compat_migration.py).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Mapping, Sequence
+from importlib import import_module
+from pathlib import Path
+from typing import NamedTuple
+
+from ._table import ForeignFlag
+
+__all__ = ["BEGIN", "END", "TOOLS", "Tool", "main", "migration_tables", "render_migration",
+           "tool_table"]
+
+BEGIN = "<!-- BEGIN migration tables -->"
+END = "<!-- END migration tables -->"
+
+
+class Tool(NamedTuple):
+    """A tool whose flags the migration tables list, and where its front-end's table is."""
+
+    #: The heading: ``Fortio (`fortio`)``.
+    title: str
+    #: The module and the name in it of the tuple of `ForeignFlag` records.
+    module: str
+    table: str
+    #: The front-end's command, for the sentence under the heading.
+    front_end: str
+
+
+TOOLS: tuple[Tool, ...] = (
+    Tool("Fortio (`fortio`)", "nhbench.compat._fortio_flags", "FORTIO_FLAGS",
+         "nhbench fortio"),
+    Tool("Nighthawk (`nighthawk_client`)", "nhbench.compat._nighthawk_flags",
+         "NIGHTHAWK_CLIENT_FLAGS", "nhbench nighthawk client"),
+)
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ").strip()
+
+
+def tool_table(flags: Sequence[ForeignFlag]) -> str:
+    """The Markdown table of one tool's flags, in the table's order."""
+    lines = ["| flag | value | what it does there | in nhbench |", "|---|---|---|---|"]
+    for flag in flags:
+        spelled = ", ".join(f"`{name}`" for name in flag.names)
+        value = "switch" if flag.value is None else f"`{flag.value}`"
+        if flag.repeatable:
+            value += ", repeatable"
+        if flag.default:
+            value += f" (default `{flag.default}`)"
+        meaning = flag.meaning
+        if flag.commands:
+            meaning += f" ({', '.join(flag.commands)})"
+        fate = flag.nhbench if flag.nhbench else f"refused: {flag.refused}"
+        lines.append(f"| {_cell(spelled)} | {_cell(value)} | {_cell(meaning)} | "
+                     f"{_cell(fate)} |")
+    return "\n".join(lines) + "\n"
+
+
+def _load(tool: Tool) -> Sequence[ForeignFlag] | None:
+    # The front-ends land one by one: a table whose module is not there yet is skipped (its
+    # section says so); any other import error is a bug and propagates.
+    try:
+        module = import_module(tool.module)
+    except ModuleNotFoundError as exc:
+        if exc.name == tool.module:
+            return None
+        raise
+    flags: Sequence[ForeignFlag] = getattr(module, tool.table)
+    return flags
+
+
+def migration_tables(tables: Mapping[Tool, Sequence[ForeignFlag] | None] | None = None) -> str:
+    """The generated part: a heading and a table for each tool of `tables` (each of `TOOLS`
+    with its front-end's table by default; None for a table not there yet)."""
+    if tables is None:
+        tables = {tool: _load(tool) for tool in TOOLS}
+    parts = []
+    for tool, flags in tables.items():
+        parts.append(f"### {tool.title}\n")
+        if flags is None:
+            parts.append(f"Not generated yet: `{tool.module}.{tool.table}` does not exist.\n")
+            continue
+        mapped = sum(1 for flag in flags if flag.nhbench)
+        parts.append(f"{len(flags)} flags: {mapped} mapped (with the tool's meaning, through "
+                     f"`{tool.front_end}`), {len(flags) - mapped} refused by name.\n")
+        parts.append(tool_table(flags))
+    return "\n".join(parts)
+
+
+def render_migration(text: str, generated: str | None = None) -> str:
+    """`text` with the part between the markers replaced by `generated` (the tables made
+    now by default)."""
+    match = re.search(re.escape(BEGIN) + r"\n.*?" + re.escape(END), text, re.S)
+    if match is None:
+        raise ValueError(f"no {BEGIN} ... {END} markers")
+    body = migration_tables() if generated is None else generated
+    return f"{text[:match.start()]}{BEGIN}\n{body}{END}{text[match.end():]}"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m nhbench.compat.migration FILE...``: refresh the tables in each file."""
+    paths = list(sys.argv[1:] if argv is None else argv) or ["docs/options.md"]
+    generated = migration_tables()
+    for name in paths:
+        path = Path(name)
+        old = path.read_text(encoding="utf-8")
+        new = render_migration(old, generated)
+        if new != old:
+            path.write_text(new, encoding="utf-8")
+            sys.stdout.write(f"updated {name}\n")
+    return 0
