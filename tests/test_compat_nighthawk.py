@@ -321,3 +321,17 @@ def test_unknown_command() -> None:
         plan(["adaptive_load_client"])
     with pytest.raises(OptionsError, match="missing command"):
         plan([])
+
+
+def test_the_docs_tables_are_the_generated_ones() -> None:
+    from nhbench.compat._nighthawk import flag_table
+
+    docs = (Path(__file__).parent.parent / "docs" / "compat.md").read_text()
+    for name, flags in (("nighthawk_client", NIGHTHAWK_CLIENT_FLAGS),
+                        ("nighthawk_test_server", TEST_SERVER_FLAGS)):
+        table = re.search(rf"<!-- BEGIN {name} flags [^>]*-->\n(.*?)<!-- END {name} flags -->",
+                          docs, re.S)
+        assert table is not None, name
+        assert table.group(1) == flag_table(flags), (
+            f"docs/compat.md's {name} table is not the generated one: regenerate it "
+            f"(nhbench.compat._nighthawk.flag_table)")

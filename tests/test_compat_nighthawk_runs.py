@@ -496,3 +496,18 @@ def test_test_server_serves_nighthawks_bootstrap(tmp_path: Path, how: str) -> No
         proc.communicate(timeout=30)
     # The temporary file of --config-yaml is gone once the server stopped.
     assert set(Path(tempfile.gettempdir()).glob("nhbench-envoy-*")) == temporary
+
+
+def test_test_server_refusals_are_one_line(tmp_path: Path) -> None:
+    config = tmp_path / "origin.yaml"
+    config.write_text((DATA / "server" / "nighthawk_http_origin.yaml").read_text().replace(
+        "$server_ip", "127.0.0.1").replace("$tmpdir", str(tmp_path)))
+    line = one_error_line(nighthawk("test-server", "-c", str(config), "--log-path",
+                                    str(tmp_path / "envoy.log")))
+    assert "--log-path: nhbench server keeps no log file" in line
+    assert not (tmp_path / "envoy.log").exists()
+    line = one_error_line(nighthawk("test-server", "--config-path", str(config),
+                                    "--mode", "validate"))
+    assert "--mode validate" in line
+    proc = nighthawk("test-server", "--help")
+    assert proc.returncode == 0 and "--config-path" in proc.stdout

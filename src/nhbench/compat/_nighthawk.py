@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from ..options import Options
 
 __all__ = ["CLIENT_ARGS", "COMMANDS", "TEST_SERVER_FLAGS", "ClientRun", "Done", "Native",
-           "client_options", "plan"]
+           "client_options", "flag_table", "plan"]
 
 #: The binaries, by the name ``nhbench nighthawk`` takes.
 COMMANDS = {
@@ -151,7 +151,20 @@ def client_options(parsed: TclapParse) -> Options:
         raise OptionsError("nighthawk_client needs a URI or --multi-target-* options")
     if _https(values) and not _verifies(values):
         values["insecure"] = True
-    return make_options(**values)
+    try:
+        return make_options(**values)
+    except OptionsError as exc:
+        raise OptionsError(_as_given(str(exc), parsed)) from None
+
+
+def _as_given(message: str, parsed: TclapParse) -> str:
+    # The options' messages name the field ("concurrency: must be ..."); the user typed a
+    # flag, so the flag is named as given when the field has the flag's name.
+    field, colon, rest = message.partition(":")
+    name = field.replace("_", "-")
+    if colon and name in parsed.given:
+        return f"{parsed.given[name]}:{rest}"
+    return message
 
 
 def _https(values: dict[str, Any]) -> bool:
@@ -239,15 +252,18 @@ TEST_SERVER_FLAGS: tuple[ForeignFlag, ...] = (
     ForeignFlag(("--config-yaml",), "string", "an Envoy bootstrap given inline as YAML",
                 nhbench="nhbench server --config (a temporary file)"),
     ForeignFlag(("--concurrency",), "uint32_t", "worker threads (default: every CPU)",
-                nhbench="nhbench server --workers (default auto, as Envoy's)"),
+                nhbench="nhbench server --workers (default auto, as Envoy's)",
+                default="every CPU"),
     ForeignFlag(("-l", "--log-level"), "string", "the log level",
-                nhbench="accepted: nhbench server logs only its listening lines and errors"),
+                nhbench="accepted: nhbench server logs only its listening lines and errors",
+                default="info"),
     ForeignFlag(("--component-log-level",), "string", "log levels per component",
                 nhbench="accepted: nhbench server logs only its listening lines and errors"),
     ForeignFlag(("--log-format",), "string", "the log line format",
                 nhbench="accepted: nhbench server logs only its listening lines and errors"),
     ForeignFlag(("--base-id",), "uint32_t", "the shared memory id of hot restart",
-                nhbench="accepted: nhbench server has no hot restart and no shared memory"),
+                nhbench="accepted: nhbench server has no hot restart and no shared memory",
+                default="0"),
     ForeignFlag(("--use-dynamic-base-id",), None, "pick a free shared memory id",
                 nhbench="accepted: nhbench server has no hot restart and no shared memory"),
     ForeignFlag(("--disable-hot-restart",), None, "no hot restart",
@@ -261,7 +277,7 @@ TEST_SERVER_FLAGS: tuple[ForeignFlag, ...] = (
     ForeignFlag(("--service-zone",), "string", "the local zone (xDS, stats)",
                 nhbench="accepted: nhbench server has no xDS and no stats tags"),
     ForeignFlag(("--mode",), "serve|validate|init_only", "serve, or check the config only",
-                nhbench="serve only; validate and init_only are refused"),
+                nhbench="serve only; validate and init_only are refused", default="serve"),
     ForeignFlag(("--log-path",), "string", "write the log to this file",
                 refused="nhbench server keeps no log file"),
     ForeignFlag(("--admin-address-path",), "string", "write the admin address to this file",
@@ -284,7 +300,8 @@ TEST_SERVER_FLAGS: tuple[ForeignFlag, ...] = (
                 refused="nhbench server has no Envoy extensions"),
     ForeignFlag(("--allow-unknown-static-fields",), None,
                 "accept unknown fields in the bootstrap",
-                refused="nhbench server refuses what it cannot serve as Envoy would by name"),
+                refused="nhbench server reads only the bootstrap fields it serves as Envoy "
+                "would and refuses the others by name"),
     ForeignFlag(("--reject-unknown-dynamic-fields",), None, "xDS field checks",
                 refused="nhbench server has no xDS"),
     ForeignFlag(("--ignore-unknown-dynamic-fields",), None, "xDS field checks",
@@ -329,6 +346,18 @@ def _test_server(argv: Sequence[str]) -> Done | Native:
         raise OptionsError("nighthawk_test_server needs -c/--config-path FILE or "
                            "--config-yaml YAML (an Envoy bootstrap)")
     return Native(tuple(native), temporary)
+
+
+def flag_table(flags: Sequence[ForeignFlag]) -> str:
+    """A flag table as docs/compat.md shows it (generated: a test keeps the two equal)."""
+    rows = ["| flag | Nighthawk's default | here |", "|---|---|---|"]
+    for flag in flags:
+        names = ", ".join(f"`{name}`" for name in flag.names)
+        # A pipe splits a table's cell even inside code: escaped.
+        value = f" `<{flag.value}>`".replace("|", "\\|") if flag.value else ""
+        fate = flag.nhbench if flag.nhbench else f"refused: {flag.refused}"
+        rows.append(f"| {names}{value} | {flag.default} | {fate.replace('|', '/')} |")
+    return "\n".join(rows) + "\n"
 
 
 # ---- all of them ------------------------------------------------------------------------------
