@@ -10,6 +10,7 @@ import json
 import math
 import os
 import select
+import signal
 import socket
 import subprocess
 import sys
@@ -200,6 +201,21 @@ def test_no_duration_ends_at_the_termination_predicate(server: nhbench.TestServe
     assert document["options"]["termination_predicates"] == {"benchmark.http_2xx": "4"}
 
 
+def test_sigint_ends_a_no_duration_run_with_its_output(server: nhbench.TestServer) -> None:
+    # Nighthawk's signal handler cancels the execution and prints what was measured.
+    proc = subprocess.Popen([sys.executable, "-m", "nhbench", "nighthawk", "client",
+                             "--output-format", "json", "--rps", "20", "--no-duration",
+                             server.url], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    deadline = time.monotonic() + 30
+    while server.stats()["requests"] < 5 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert counters(json.loads(out))["benchmark.http_2xx"] == server.stats()["requests"] >= 5
+
+
 def test_failure_predicates_as_nighthawk(server: nhbench.TestServer) -> None:
     url = server.url + "?status=404"
     # The default predicates stop the run at the first 4xx: exit 1, the output printed.
@@ -246,6 +262,48 @@ def test_options_echoed_in_the_result(server: nhbench.TestServer) -> None:
     assert (options["max_active_requests"], options["max_pending_requests"],
             options["max_concurrent_streams"]) == (50, 5, 8)
     assert 5 <= counters(document)["benchmark.http_2xx"] <= 15
+
+
+def test_jitter_uniform_moves_the_releases() -> None:
+    # The test server stamps each response with the time since the previous request: at 20
+    # rps that is 50 ms, give or take the timer's precision without jitter, and spread over
+    # tens of milliseconds with 40 ms of uniform jitter.
+    spread = {}
+    for jitter in ([], ["--jitter-uniform", ".04s"]):
+        with nhbench.TestServer(emit_previous_request_delta_in_response_header="x-delta") as o:
+            document = client("--rps", "20", "--duration", "2", "--latency-response-header-name",
+                              "x-delta", *jitter, o.url)
+        found = statistic(document, "benchmark_http_client.origin_latency_statistic")
+        spread[bool(jitter)] = float(found["pstdev"].rstrip("s"))
+    assert spread[True] > 0.008 and spread[False] < spread[True] / 2, spread
+
+
+@pytest.mark.parametrize("strategy", ["mru", "lru"])
+def test_h1_connection_reuse_strategy(strategy: str) -> None:
+    from support.scripted_origin import ScriptedOrigin, read_request
+
+    per_connection: list[int] = []
+
+    def serve(conn: socket.socket) -> None:
+        index = len(per_connection)
+        per_connection.append(0)
+        buf = b""
+        while (got := read_request(conn, buf)) is not None:
+            buf = got[1]
+            per_connection[index] += 1
+            conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
+
+    with ScriptedOrigin(handler=serve) as origin:
+        client("--rps", "20", "--duration", "1", "--connections", "4", "--prefetch-connections",
+               "--experimental-h1-connection-reuse-strategy", strategy, origin.url)
+    total = sum(per_connection)
+    assert len(per_connection) == 4 and total >= 15
+    if strategy == "mru":
+        # The most recently used connection takes every request (each ends before the next).
+        assert max(per_connection) >= total - 1
+    else:
+        # The least recently used: the requests go round the four connections.
+        assert max(per_connection) <= total / 4 + 1
 
 
 def test_verbosity(server: nhbench.TestServer) -> None:
@@ -428,6 +486,17 @@ def test_transform_is_nhbench_transform(name: str) -> None:
         assert proc.stdout == _golden(name)
 
 
+@pytest.mark.parametrize(("name", "golden"), [
+    ("fortio", "output_formatter.medium.fortio.gold"),
+    ("experimental_fortio_pedantic", "output_formatter.medium.fortio-noquirks.gold"),
+])
+def test_transform_to_fortio_is_what_nighthawk_wrote(name: str, golden: str) -> None:
+    medium = (DATA / "output_formatter.medium.proto.gold").read_text()
+    proc = nighthawk("transform", "--output-format", name, stdin=medium)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == (DATA / golden).read_text()
+
+
 def test_transform_human() -> None:
     from nhbench.outputs import OUTPUT_FORMATS
 
@@ -511,3 +580,13 @@ def test_test_server_refusals_are_one_line(tmp_path: Path) -> None:
     assert "--mode validate" in line
     proc = nighthawk("test-server", "--help")
     assert proc.returncode == 0 and "--config-path" in proc.stdout
+
+
+def test_every_mapped_flag_is_run_here() -> None:
+    # Each mapped flag appears, as typed, in a run of this file (the refused ones all run in
+    # test_every_refused_flag_sends_nothing): a flag added to the table without a run of its
+    # own fails here.
+    text = Path(__file__).read_text()
+    missing = [flag.name for flag in NIGHTHAWK_CLIENT_FLAGS
+               if flag.nhbench and not any(f'"{name}"' in text for name in flag.names)]
+    assert not missing, f"mapped flags no test runs: {missing}"
