@@ -378,7 +378,7 @@ def test_upstream_bind_config(server: nhbench.TestServer) -> None:
                                     "--upstream-bind-config",
                                     '{source_address:{address:"192.0.2.1",port_value:0}}',
                                     server.url))
-    assert "upstream_bind_config: cannot bind 192.0.2.1" in line
+    assert "error: --upstream-bind-config: cannot bind 192.0.2.1" in line
     assert server.stats()["connections_total"] == before
 
 
