@@ -236,10 +236,13 @@ def test_h2_protocol_and_no_duration() -> None:
     (["--jitter-uniform", "10us"], r"--jitter-uniform: must be a duration"),
     (["--failure-predicate", "benchmark.http_4xx"], r"--failure-predicate: .*badly formatted"),
     (["--tls-context", "{nope"], r"--tls-context: not JSON"),
+    # The options' own checks, named by the flag as typed rather than the field.
+    (["--concurrency", "0"], r"^--concurrency: must be >= 1"),
+    (["-v", "debug", "--request-header", "nocolon"], r"^--request-header: must be 'name: "),
 ])
 def test_nighthawks_value_checks(argv: list[str], message: str) -> None:
     with pytest.raises(OptionsError, match=message):
-        plan(["client", *argv, "http://127.0.0.1:1/"])
+        plan(["client", "--output-format", "json", *argv, "http://127.0.0.1:1/"])
 
 
 def test_refused_flags_are_refused_by_name() -> None:
