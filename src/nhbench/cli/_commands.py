@@ -88,6 +88,9 @@ COMMANDS: tuple[Command, ...] = (
     Command("adapt", "._adapt", "search for the highest rate that still meets the SLO"),
     Command("service", "._service",
             "serve Nighthawk's gRPC service API (NighthawkService/ExecutionStream)"),
+    Command("nighthawk", "._nighthawk",
+            "run Nighthawk's client, transform, service or test-server command line",
+            raw=True),
     Command("compat", "._compat",
             "install wrappers named fortio, nighthawk_client... that run nhbench's front-ends"),
 )
