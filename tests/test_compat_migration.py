@@ -66,7 +66,8 @@ def test_a_table_not_there_yet_is_said_so() -> None:
     assert _load(TOOL) is None
     text = migration_tables({TOOL: None})
     assert "Not generated yet: `nhbench.compat._no_such_table.FLAGS` does not exist." in text
-    assert [tool.table for tool in TOOLS] == ["FORTIO_FLAGS", "NIGHTHAWK_CLIENT_FLAGS"]
+    assert [tool.table for tool in TOOLS] == ["FORTIO_FLAGS", "NIGHTHAWK_CLIENT_FLAGS",
+                                             "TEST_SERVER_FLAGS"]
 
 
 def test_render_replaces_only_between_the_markers() -> None:

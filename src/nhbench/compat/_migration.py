@@ -48,6 +48,8 @@ TOOLS: tuple[Tool, ...] = (
          "nhbench fortio"),
     Tool("Nighthawk (`nighthawk_client`)", "nhbench.compat._nighthawk_flags",
          "NIGHTHAWK_CLIENT_FLAGS", "nhbench nighthawk client"),
+    Tool("Nighthawk's test server (`nighthawk_test_server`, Envoy's command line)",
+         "nhbench.compat._nighthawk", "TEST_SERVER_FLAGS", "nhbench nighthawk test-server"),
 )
 
 

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from ..options import Options
 
 __all__ = ["CLIENT_ARGS", "COMMANDS", "TEST_SERVER_FLAGS", "ClientRun", "Done", "Native",
-           "client_options", "flag_table", "plan"]
+           "client_options", "plan"]
 
 #: The binaries, by the name ``nhbench nighthawk`` takes.
 COMMANDS = {
@@ -137,14 +137,6 @@ def client_options(parsed: TclapParse) -> Options:
             apply_flag(_CLIENT_FLAG[name], values, value, parsed.given[name])
         except ForeignFlagError as exc:
             raise OptionsError(str(exc)) from None
-    from ..outputs import OUTPUT_FORMATS
-
-    if values["output_format"] not in OUTPUT_FORMATS:
-        # Nighthawk's human layout is its own output format (not nhbench run's human).
-        raise OptionsError(f"--output-format {parsed.text('output-format') or 'human'}: "
-                           f"needs nhbench's {values['output_format']} output format, which "
-                           f"this nhbench does not have; choose json, yaml, dotted, csv, "
-                           f"fortio or prometheus")
     if parsed.positional is not None:
         values["uri"] = parsed.positional
     elif not values.get("multi_target_endpoint"):
@@ -346,18 +338,6 @@ def _test_server(argv: Sequence[str]) -> Done | Native:
         raise OptionsError("nighthawk_test_server needs -c/--config-path FILE or "
                            "--config-yaml YAML (an Envoy bootstrap)")
     return Native(tuple(native), temporary)
-
-
-def flag_table(flags: Sequence[ForeignFlag]) -> str:
-    """A flag table as docs/compat.md shows it (generated: a test keeps the two equal)."""
-    rows = ["| flag | Nighthawk's default | here |", "|---|---|---|"]
-    for flag in flags:
-        names = ", ".join(f"`{name}`" for name in flag.names)
-        # A pipe splits a table's cell even inside code: escaped.
-        value = f" `<{flag.value}>`".replace("|", "\\|") if flag.value else ""
-        fate = flag.nhbench if flag.nhbench else f"refused: {flag.refused}"
-        rows.append(f"| {names}{value} | {flag.default} | {fate.replace('|', '/')} |")
-    return "\n".join(rows) + "\n"
 
 
 # ---- all of them ------------------------------------------------------------------------------
