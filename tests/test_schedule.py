@@ -265,6 +265,17 @@ def test_allow_initial_errors_judges_failures_after_the_warmup(server, allow):
         assert result.schedule.released == 0
 
 
+def test_allow_initial_errors_without_a_warmup_is_refused():
+    # Alone it changed nothing (the errors it forgives are a warm-up's), which read as
+    # Fortio's -allow-initial-errors being honoured.
+    with pytest.raises(nhbench.OptionsError, match="needs warmup, simple_warmup or "
+                                                   "sequential_warmup"):
+        nhbench.Options(uri="http://127.0.0.1:1/", allow_initial_errors=True)
+    assert_one_line_error(nhbench_cli("run", "http://127.0.0.1:1/", "--allow-initial-errors"),
+                          "--allow-initial-errors: needs --warmup, --simple-warmup or "
+                          "--sequential-warmup")
+
+
 # ---- scheduled start, execution id, explicit offsets -----------------------------------
 
 

@@ -11,7 +11,7 @@ Validators raise ValueError with a message written to follow "<option>: " (the p
 options at once (``{a}`` and ``{b}`` are field names, named here by their flags):
 
 * ``options_conflict``: "{a}: mutually exclusive with {b}"
-* ``options_needs``: "{a}: needs {b}"
+* ``options_needs``: "{a}: needs {b}" (b: an option, or a list of options any of which does)
 * ``options_order``: "{a}: must be shorter than {b}, or the server never answers"
 * ``options_over_cap``: "{a}: {msg}", where {b} in msg is the cap's name
 * ``options_file``: "{a}: {msg}"
@@ -195,7 +195,11 @@ def format_validation_error(
         if kind == "options_conflict":
             parts.append(f"{name_of(ctx['a'])}: mutually exclusive with {name_of(ctx['b'])}")
         elif kind == "options_needs":
-            parts.append(f"{name_of(ctx['a'])}: needs {name_of(ctx['b'])}")
+            # b is one option, or a list of options any one of which would do.
+            needed = ctx["b"] if isinstance(ctx["b"], (list, tuple)) else [ctx["b"]]
+            named = [name_of(str(name)) for name in needed]
+            either = " or ".join([", ".join(named[:-1]), named[-1]] if len(named) > 1 else named)
+            parts.append(f"{name_of(ctx['a'])}: needs {either}")
         elif kind == "options_order":
             parts.append(f"{name_of(ctx['a'])}: must be shorter than {name_of(ctx['b'])}, "
                          f"or the server never answers")

@@ -43,14 +43,14 @@ class Output(RunPart):
     # them too: written out because the option layer sits below the outputs (and a Literal
     # built at run time would be opaque to mypy); tests/test_transform.py keeps them equal.
     output_format: Annotated[
-        Literal["human", "nighthawk_human", "json", "yaml", "dotted", "csv", "fortio",
-                "experimental_fortio_pedantic", "prometheus"],
+        Literal["human", "json", "yaml", "dotted", "csv", "fortio",
+                "experimental_fortio_pedantic", "prometheus", "nighthawk_human"],
         Flag(metavar="FORMAT"),
     ] = Field(
         default="human",
-        description="Output format: human (nhbench's report), or one of Nighthawk's: "
-        "nighthawk_human (its text report, byte for byte), json, yaml, dotted, csv, fortio, "
-        "experimental_fortio_pedantic, prometheus (docs/outputs.md).",
+        description="Output format: human (nhbench's report), or one of Nighthawk's: json, "
+        "yaml, dotted, csv, fortio, experimental_fortio_pedantic, prometheus, "
+        "nighthawk_human (its text report, byte for byte) (docs/outputs.md).",
     )
     output: Annotated[str | None, Flag(metavar="FILE")] = Field(
         default=None, description="Write the output to this file instead of stdout: a regular "

@@ -184,6 +184,12 @@ def check_schedule_shapes(options: Options, info: ValidationInfo) -> None:
                if getattr(options, name)]
     if len(warmups) > 1:
         raise conflict(warmups[1], warmups[0])
+    if options.allow_initial_errors and not warmups:
+        # Alone it would be accepted and change nothing: the errors it forgives are the
+        # warm-up's.
+        raise PydanticCustomError(
+            "options_needs", "{a}: needs {b}",
+            {"a": "allow_initial_errors", "b": ["warmup", "simple_warmup", "sequential_warmup"]})
     if options.stage and options.schedule_offsets is not None:
         raise conflict("stage", "schedule_offsets")
     shaped = "stage" if options.stage else "schedule_offsets" if options.schedule_offsets else None

@@ -91,7 +91,6 @@ def _declare(name: str, extension: str, *, document: bool = True, module: str = 
 #: repeats the names as its `Literal` (a test keeps the two equal).
 OUTPUT_FORMATS: Mapping[str, OutputFormat] = {fmt.name: fmt for fmt in (
     _declare("human", ".txt", document=False),
-    _declare("nighthawk_human", ".txt"),
     _declare("json", ".json"),
     _declare("yaml", ".yaml"),
     _declare("dotted", ".txt"),
@@ -99,6 +98,7 @@ OUTPUT_FORMATS: Mapping[str, OutputFormat] = {fmt.name: fmt for fmt in (
     _declare("fortio", ".json"),
     _declare("experimental_fortio_pedantic", ".json", module="fortio", stem="fortio_pedantic"),
     _declare("prometheus", ".prom"),
+    _declare("nighthawk_human", ".txt"),
 )}
 
 #: Every name ``--output-format`` accepts, in the order ``--help`` lists them.
