@@ -88,4 +88,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("adapt", "._adapt", "search for the highest rate that still meets the SLO"),
     Command("service", "._service",
             "serve Nighthawk's gRPC service API (NighthawkService/ExecutionStream)"),
+    Command("fortio", "._fortio",
+            "Fortio's own command line: nhbench fortio load|curl|report|version|help",
+            raw=True),
 )
