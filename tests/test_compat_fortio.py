@@ -118,8 +118,11 @@ def test_same_traffic_as_fortio(line: str, echo_server: Any) -> None:
         # Rate rounding may give one call more or less; bytes are 5 a call.
         slack = 5 if key == "tcp_echo_bytes" else 1
         assert abs(seen_ours[key] - seen_theirs[key]) <= slack, (key, seen_ours, seen_theirs)
-    # Connections exactly: every one of Fortio's -c is opened, no more.
-    assert seen_ours["connections_total"] == seen_theirs["connections_total"]
+    # Connections exactly: every one of Fortio's -c is opened, no more. With a reuse limit
+    # Fortio's threads each replace their own connection where nhbench's connections are
+    # one pool: a request may start the next connection of another (docs/compat.md).
+    slack = 1 if "-connection-reuse" in argv else 0
+    assert abs(seen_ours["connections_total"] - seen_theirs["connections_total"]) <= slack
 
 
 @pytest.mark.parametrize(("line", "status"), [

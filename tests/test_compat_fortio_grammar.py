@@ -143,3 +143,15 @@ def test_every_fortio_flag_is_mapped_or_refused() -> None:
     assert sorted(set(ours) - set(real)) == [], "flags in the table that Fortio does not have"
     # A switch here is a switch there (Go bool flags take no separate value).
     assert {n: v for n, v in ours.items() if v != real[n]} == {}
+
+
+def test_docs_table_is_generated_from_the_table() -> None:
+    from pathlib import Path
+
+    from nhbench.compat._fortio_flags import fortio_flags_markdown
+
+    page = (Path(__file__).parent.parent / "docs" / "compat.md").read_text(encoding="utf-8")
+    start = page.index("<!-- fortio-flags: generated")
+    start = page.index("\n", start) + 1
+    end = page.index("<!-- /fortio-flags -->")
+    assert page[start:end] == fortio_flags_markdown()

@@ -17,7 +17,8 @@ from typing import Any
 from ._goflag import Kind
 from ._table import ForeignFlag
 
-__all__ = ["FORTIO_FLAGS", "FORTIO_KINDS", "SERVER_REFUSAL", "FortioArgs", "fortio_flag"]
+__all__ = ["FORTIO_FLAGS", "FORTIO_KINDS", "SERVER_REFUSAL", "FortioArgs", "fortio_flag",
+           "fortio_flags_markdown"]
 
 
 @dataclass
@@ -127,12 +128,12 @@ FORTIO_FLAGS: tuple[ForeignFlag, ...] = (
     fortio_flag("-X", "string", "HTTP method to use instead of GET/POST",
                 nhbench="--request-method", attr="method", commands=_CLIENT),
     fortio_flag("-a", None, "Automatically save JSON result with filename based on labels "
-                "& timestamp", nhbench="writes Fortio's JSON as <data-dir>/<ID>.json",
+                "& timestamp", nhbench="writes Fortio's JSON as DATA-DIR/ID.json",
                 attr="auto_save", commands=_LOAD),
     fortio_flag("-abort-on", "int", "HTTP status code that aborts the run, -1 for socket "
                 "errors", kind="int", attr="abort_on", commands=_LOAD,
                 nhbench="--abort-on CODE (-1: a failure predicate on connection failures "
-                "and resets); the run stops and exits 1 as Fortio's"),
+                "and resets); the run stops and exits 0, as Fortio's"),
     fortio_flag("-access-log-file", "path", "file path to log all requests to",
                 refused="a Fortio per-request log with no counterpart here (nhbench "
                 "--hdr-log keeps every latency)"),
@@ -357,3 +358,16 @@ FORTIO_FLAGS: tuple[ForeignFlag, ...] = (
     fortio_flag("-user", "user:password", "User credentials for basic authentication",
                 nhbench="an Authorization: Basic header", commands=_CLIENT),
 )
+
+
+def fortio_flags_markdown() -> str:
+    """docs/compat.md's table of Fortio's flags (tests/test_compat_fortio_grammar.py checks
+    that the page holds exactly this)."""
+    rows = ["| Fortio flag | Fortio's meaning | `nhbench fortio` |", "|---|---|---|"]
+    for record in sorted(FORTIO_FLAGS, key=lambda r: r.name.lower()):
+        flag = record.name + (f" {record.value}" if record.value else "")
+        meaning = record.meaning + (f" (default {record.default})" if record.default else "")
+        fate = record.nhbench if record.nhbench else f"**refused**: {record.refused}"
+        cells = (f"`{flag}`", meaning.replace("|", "\\|"), fate.replace("|", "\\|"))
+        rows.append("| " + " | ".join(cells) + " |")
+    return "\n".join(rows) + "\n"
