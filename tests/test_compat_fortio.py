@@ -338,7 +338,7 @@ IN_THE_RUN: dict[str, tuple[list[str], Callable[[dict[str, Any]], bool]]] = {
                      lambda p: p["unix_socket"] == "/tmp/x.sock"),
     "-grpc-ping-delay": (["-grpc", "-ping", "-grpc-ping-delay", "10ms"],
                          lambda p: p["grpc_ping_delay"] == 0.01
-                         and p["run"].run_type == "GRPC Ping"),
+                         and p["run"].run_type == "GRPC Ping Delay=10ms"),
 }
 for _name in ("-logger-file-line", "-logger-force-color", "-logger-goroutine",
               "-logger-json", "-logger-no-color", "-logger-timestamp"):

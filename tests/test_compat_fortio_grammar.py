@@ -155,3 +155,14 @@ def test_docs_table_is_generated_from_the_table() -> None:
     start = page.index("\n", start) + 1
     end = page.index("<!-- /fortio-flags -->")
     assert page[start:end] == fortio_flags_markdown()
+
+
+@pytest.mark.parametrize(("seconds", "text"), [
+    # time.Duration.String, as Fortio prints -grpc-ping-delay in its RunType.
+    (0, "0s"), (5e-9, "5ns"), (0.00025, "250µs"), (0.0015, "1.5ms"), (0.01, "10ms"),
+    (1.5, "1.5s"), (90, "1m30s"), (3600, "1h0m0s"), (3723.5, "1h2m3.5s"),
+])
+def test_go_duration_text(seconds: float, text: str) -> None:
+    from nhbench.compat._fortio import go_duration
+
+    assert go_duration(seconds) == text

@@ -33,7 +33,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from importlib import import_module
 from typing import Any, TextIO
 from urllib.parse import urlsplit, urlunsplit
@@ -43,7 +43,7 @@ from ._fortio_flags import FORTIO_FLAGS, FORTIO_KINDS, SERVER_REFUSAL, FortioArg
 from ._goflag import GoFlagError, HelpRequested, parse_go_flags, refused_for
 from ._table import ForeignFlag, ForeignFlagError
 
-__all__ = ["FORTIO_VERSION", "FortioPlan", "fortio_plan", "main", "usage"]
+__all__ = ["FORTIO_VERSION", "FortioPlan", "fortio_plan", "go_duration", "main", "usage"]
 
 #: The Fortio release whose command line this front-end reads.
 FORTIO_VERSION = "1.66.5"
@@ -170,6 +170,37 @@ class _StandInOutput:
 # ---- the plan: Fortio's values as nhbench options --------------------------------------
 
 
+def go_duration(seconds: float) -> str:
+    """Go's time.Duration.String: ``1h0m0s``, ``1m30s``, ``1.5s``, ``10ms``, ``250µs``."""
+    ns = round(seconds * 1e9)
+    sign = "-" if ns < 0 else ""
+    ns = abs(ns)
+    if ns == 0:
+        return "0s"
+
+    def fraction(value: int, unit: int) -> str:
+        whole, rest = divmod(value, unit)
+        if not rest:
+            return str(whole)
+        digits = len(str(unit)) - 1
+        return f"{whole}.{rest:0{digits}d}".rstrip("0")
+
+    if ns < 1_000:
+        return f"{sign}{ns}ns"
+    if ns < 1_000_000:
+        return f"{sign}{fraction(ns, 1_000)}µs"
+    if ns < 1_000_000_000:
+        return f"{sign}{fraction(ns, 1_000_000)}ms"
+    hours, ns = divmod(ns, 3_600_000_000_000)
+    minutes, ns = divmod(ns, 60_000_000_000)
+    text = f"{fraction(ns, 1_000_000_000)}s"
+    if hours:
+        return f"{sign}{hours}h{minutes}m{text}"
+    if minutes:
+        return f"{sign}{minutes}m{text}"
+    return sign + text
+
+
 @dataclass
 class FortioPlan:
     """One Fortio load command line, read: the nhbench options and Fortio's run record."""
@@ -258,7 +289,12 @@ def fortio_plan(args: FortioArgs, target: str, *, stdin: Any = None) -> FortioPl
     lowered = target.lower()
     echo = lowered.startswith(("tcp://", "udp://"))
     if args.grpc:
-        run_type = "GRPC Ping" if args.ping else "GRPC Health"
+        if args.ping:
+            run_type = "GRPC Ping"
+            if args.grpc_ping_delay > 0:
+                run_type += f" Delay={go_duration(args.grpc_ping_delay)}"
+        else:
+            run_type = f"GRPC Health for '{args.healthservice}'"
     elif lowered.startswith("tcp://"):
         run_type = "TCP"
     elif lowered.startswith("udp://"):
@@ -357,8 +393,9 @@ def fortio_plan(args: FortioArgs, target: str, *, stdin: Any = None) -> FortioPl
         options["request_header"] = tuple(headers)
     if args.method:
         options["request_method"] = args.method
+    payload_length = 0
     if args.payload_size > 0:
-        options["payload_size"] = args.payload_size
+        options["payload_size"] = payload_length = args.payload_size
     elif args.payload_file:
         path = args.payload_file
         if path == "-":
@@ -368,8 +405,16 @@ def fortio_plan(args: FortioArgs, target: str, *, stdin: Any = None) -> FortioPl
                 out.write(data)
             temporary.append(path)
         options["payload_file"] = path
+        try:
+            payload_length = os.path.getsize(path)
+        except OSError:
+            payload_length = 0  # the options refuse the missing file, by name
     elif args.payload:
         options["payload"] = args.payload
+        payload_length = len(args.payload.encode())
+    if args.grpc and payload_length:
+        # Fortio's gRPC RunType names the payload's length.
+        run_type += f" PayloadLength={payload_length}"
     if args.content_type:
         options["content_type"] = args.content_type
     if args.http1_0:
@@ -448,14 +493,22 @@ def fortio_plan(args: FortioArgs, target: str, *, stdin: Any = None) -> FortioPl
                      "connection")
     labels = args.labels or _labels(target if "://" in target else url)
     output = _output()
-    run = output.FortioRun(
-        run_type=run_type, url=target, labels=labels,
-        requested_qps=qps if qps > 0 else -1.0,
-        requested_duration=requested_duration, exactly=args.exactly,
-        connections=connections, percentiles=percentiles, resolution=args.resolution,
-        offset=args.offset, jitter=args.jitter, uniform=args.uniform,
-        nocatchup=args.nocatchup, run_id=args.run_id, streams=streams, warmup=warmup,
-    )
+    record: dict[str, Any] = {
+        "run_type": run_type, "url": target, "labels": labels,
+        "requested_qps": qps if qps > 0 else -1.0,
+        "requested_duration": requested_duration, "exactly": args.exactly,
+        "connections": connections, "percentiles": percentiles,
+        "resolution": args.resolution, "offset": args.offset, "jitter": args.jitter,
+        "uniform": args.uniform, "nocatchup": args.nocatchup, "run_id": args.run_id,
+        "streams": streams, "warmup": warmup,
+    }
+    # What only Fortio's flags know, for its JSON (when the output module takes it).
+    known = {f.name for f in fields(output.FortioRun)}
+    if "json_fields" in known and run_type == "HTTP":
+        extra = {"UserCredentials": args.user, "MethodOverride": args.method,
+                 "Resolve": args.resolve}
+        record["json_fields"] = {k: v for k, v in extra.items() if v}
+    run = output.FortioRun(**{k: v for k, v in record.items() if k in known})
     return FortioPlan(options=options, run=run, args=args, notes=notes, temporary=temporary)
 
 
@@ -525,7 +578,12 @@ def _load(args: FortioArgs, target: str) -> int:
     sys.stderr.write(output.fortio_report(result, plan.run))
     sys.stderr.flush()
     if args.json or args.auto_save:
-        _write_json(output.fortio_json(result, plan.run), args)
+        as_text = getattr(output, "fortio_json_text", None)
+        data = output.fortio_json(result, plan.run)
+        text = as_text(result, plan.run) if as_text is not None else None
+        make_id = getattr(output, "fortio_id", None)
+        ident = make_id(result, plan.run) if make_id is not None else str(data.get("ID", ""))
+        _write_json(data, args, text, ident or "result")
     if error is not None:
         return 1
     if result.terminated_by == "error" and not result.counters.get("upstream_rq_total"):
@@ -534,10 +592,12 @@ def _load(args: FortioArgs, target: str) -> int:
     return 0
 
 
-def _write_json(data: dict[str, Any], args: FortioArgs) -> None:
+def _write_json(data: dict[str, Any], args: FortioArgs, text: str | None,
+                ident: str) -> None:
     import json
 
-    text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    if text is None:
+        text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
     name = args.json
     if name == "-":
         sys.stdout.write(text)
@@ -545,7 +605,7 @@ def _write_json(data: dict[str, Any], args: FortioArgs) -> None:
         name = "stdout"
     else:
         if not name:
-            name = os.path.join(args.data_dir, f"{data.get('ID', 'result')}.json")
+            name = os.path.join(args.data_dir, f"{ident}.json")
         try:
             with open(name, "w", encoding="utf-8") as out:
                 out.write(text)
