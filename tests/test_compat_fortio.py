@@ -495,3 +495,31 @@ def test_version_and_help() -> None:
     assert asked.stderr == helped.stdout
 
 
+
+
+def test_until_interrupted(echo_server: Any) -> None:
+    """-t 0 runs until SIGINT, then reports and exits 0, as Fortio."""
+    import signal
+
+    needs_fortio()
+    binary = fortio_binary()
+    assert binary is not None
+    for command in ([binary], NHB):
+        before = echo_server.stats()["requests"]
+        process = subprocess.Popen([*command, "load", "-t", "0", "-qps", "50", "-c", "2",
+                                    echo_server.url], stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True)
+        time.sleep(3)
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=30)
+        assert process.returncode == 0, err
+        assert out == ""
+        assert "All done " in err and "(plus 2 warmup)" in err
+        assert echo_server.stats()["requests"] - before > 10
+
+
+def test_default_labels() -> None:
+    # Fortio's: the URL without its scheme, " , ", the host name up to its first dot.
+    host = socket.gethostname().split(".")[0]
+    assert plan(target="http://127.0.0.1:1/a?b=c")["run"].labels == f"127.0.0.1:1/a?b=c , {host}"
+    assert plan(target="tcp://127.0.0.1:9")["run"].labels == f"tcp://127.0.0.1:9 , {host}"
