@@ -51,8 +51,8 @@ def origin() -> Iterator[RecordingOrigin]:
 
 # ---- side by side: the same command line, the same origin, the same traffic ------------
 
-COUNTED = ("requests", "connections_total", "grpc_calls", "tcp_echo_bytes",
-           "udp_echo_packets")
+COUNTED = ("requests", "connections_total", "connections_http2", "grpc_calls",
+           "tcp_echo_bytes", "udp_echo_packets", "tls_handshakes")
 
 
 def delta(server: Any, action: Callable[[], subprocess.CompletedProcess[str]]) \
@@ -80,6 +80,9 @@ SIDE_BY_SIDE = [
     "load -grpc -ping -payload hello -n 10 -c 2 HOSTPORT",
     "load -grpc -s 2 -qps 40 -t 1s -c 2 HOSTPORT",
     "load -grpc -qps 20 -t 1s HOSTPORT",
+    # -h2 on http:// is h2c, as Fortio's.
+    "load -h2 -n 4 -c 2 URL",
+    "load -h2 -qps 20 -t 1s -c 2 URL",
     # tcp:// and udp:// echo with -n, and tcp:// at a rate (warm-up included).
     "load -n 10 -c 2 -payload hello TCP",
     "load -n 10 -c 2 -payload hello UDP",
@@ -523,3 +526,18 @@ def test_default_labels() -> None:
     host = socket.gethostname().split(".")[0]
     assert plan(target="http://127.0.0.1:1/a?b=c")["run"].labels == f"127.0.0.1:1/a?b=c , {host}"
     assert plan(target="tcp://127.0.0.1:9")["run"].labels == f"tcp://127.0.0.1:9 , {host}"
+
+
+def test_grpc_cacert_turns_tls_on_as_fortio() -> None:
+    """-cacert on a bare host:port makes the gRPC run TLS, trusting that CA (Fortio's)."""
+    import nhbench
+
+    needs_fortio()
+    with nhbench.TestServer(tls_self_signed=True) as tls:
+        hostport = tls.url.split("//", 1)[1].rstrip("/")
+        argv = ["load", "-grpc", "-cacert", str(tls.ca_cert), "-n", "4", "-c", "2", hostport]
+        theirs, seen_theirs = delta(tls, lambda: run(argv, fortio=True))
+        ours, seen_ours = delta(tls, lambda: run(argv))
+    assert ours.returncode == theirs.returncode == 0, ours.stderr
+    assert seen_ours == seen_theirs
+    assert seen_ours["tls_handshakes"] == 2 and seen_ours["grpc_calls"] == 4
