@@ -73,6 +73,9 @@ SIDE_BY_SIDE = [
     # An exact count: no warm-up, and Fortio lowers 4 connections to 3 (at least 2 calls each).
     "load -n 7 -qps 20 URL",
     "load -n 10 -qps 0 -c 2 URL",
+    # -c 0 is Fortio's default (4 connections), below 0 it is 1.
+    "load -c 0 -n 8 -qps 0 URL",
+    "load -c -3 -n 4 -qps 0 URL",
     "load -calc-qps -n 10 -t 1s -c 2 URL",
     "load -keepalive=false -n 6 -qps 0 -c 2 URL",
     "load -connection-reuse 2:2 -n 8 -qps 0 -c 2 URL",
@@ -290,6 +293,12 @@ def test_server_commands_refused(command: str) -> None:
     (["-abort-on", "42"], "-abort-on: 42 is no status code"),
     (["-p", "50,abc"], "-p: 'abc' is not a percentile"),
     (["-http-port", "9090"], "-http-port: a Fortio server flag"),
+    (["-qps", "inf"], "-qps: inf is no rate"),
+    (["-qps", "NaN"], "-qps: nan is no rate"),
+    (["-c", "2000000"], "-c: 2000000 connections"),
+    # Fortio finds an unwritable -json after the run (and dies); refused before it here.
+    (["-json", "/nonexistent/dir/f.json"], "-json: '/nonexistent/dir' is not a directory"),
+    (["-a", "-data-dir", "/nonexistent"], "-data-dir: '/nonexistent' is not a directory"),
 ])
 def test_refused_values(argv: list[str], message: str,
                         capsys: pytest.CaptureFixture[str]) -> None:

@@ -26,6 +26,7 @@ Fortio's load semantics carried over:
 from __future__ import annotations
 
 import base64
+import math
 import os
 import signal
 import socket
@@ -309,20 +310,27 @@ def fortio_plan(args: FortioArgs, target: str, *, stdin: Any = None) -> FortioPl
 
     # -- the load shape
     qps = args.qps
+    if not math.isfinite(qps):
+        raise OptionsError(f"-qps: {qps} is no rate (a number, 0 or less for max)",
+                           option="rps")
     if args.calc_qps:
         if args.exactly <= 0 or args.duration <= 0:
             raise OptionsError("-calc-qps: needs both -n and -t (Fortio's rule)",
                                option="calc_qps")
         qps = args.exactly / args.duration
+    if qps > 1_000_000:
+        raise OptionsError(f"-qps: {qps:g} is above nhbench's 1000000 a second",
+                           option="rps")
     streams = max(args.streams, 1) if args.grpc else 1
-    threads, total = _threads(qps, args.duration, args.exactly,
-                              max(args.connections, 1) * streams)
+    # Fortio's periodic runner: 0 threads is its default (4), fewer is 1.
+    wanted = 4 if args.connections == 0 else max(args.connections, 1)
+    if wanted * streams > 1_000_000:
+        raise OptionsError(f"-c: {wanted * streams} connections and streams are above "
+                           "nhbench's 1000000", option="connections")
+    threads, total = _threads(qps, args.duration, args.exactly, wanted * streams)
     connections = -(-threads // streams)
     options["connections"] = connections
     options["rps"] = qps if qps > 0 else 0.0
-    if qps > 0 and qps > 1_000_000:
-        raise OptionsError(f"-qps: {qps:g} is above nhbench's 1000000 a second",
-                           option="rps")
     if args.exactly > 0:
         options["requests"] = total
         options["no_duration"] = True
@@ -559,6 +567,7 @@ def _load(args: FortioArgs, target: str) -> int:
 
     plan = fortio_plan(args, target)
     try:
+        _check_json_path(args)
         options = make_options(**plan.options)
         output = _output()
         for note in plan.notes:
@@ -590,6 +599,19 @@ def _load(args: FortioArgs, target: str) -> int:
         _err(f"Aborting because of {result.error or 'an error'}")
         return 1
     return 0
+
+
+def _check_json_path(args: FortioArgs) -> None:
+    """Refuse before the run a -json file or -a directory that cannot be written (Fortio
+    finds out after the run, and dies)."""
+    if args.json == "-" or not (args.json or args.auto_save):
+        return
+    directory = os.path.dirname(os.path.abspath(args.json)) if args.json else args.data_dir
+    flag = "-json" if args.json else "-data-dir"
+    if not os.path.isdir(directory):
+        raise ForeignFlagError(f"{flag}: {directory!r} is not a directory; nothing was sent")
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise ForeignFlagError(f"{flag}: {directory!r} is not writable; nothing was sent")
 
 
 def _write_json(data: dict[str, Any], args: FortioArgs, text: str | None,
