@@ -318,7 +318,8 @@ def plan(*argv: str, target: str = "http://127.0.0.1:1/") -> dict[str, Any]:
 # record that the report and JSON print); the wire tests above and below cover the rest.
 IN_THE_RUN: dict[str, tuple[list[str], Callable[[dict[str, Any]], bool]]] = {
     "-jitter": (["-jitter"], lambda p: p["jitter"] and p["run"].jitter),
-    "-uniform": (["-uniform"], lambda p: p["uniform"] and p["run"].uniform),
+    "-uniform": (["-uniform"], lambda p: p["uniform"] and p["run"].uniform
+                 and "burst_size" not in p),
     "-nocatchup": (["-nocatchup"], lambda p: p["no_catchup"] and p["run"].nocatchup),
     "-offset": (["-offset", "5ms"], lambda p: p["run"].offset == 0.005),
     "-runid": (["-runid", "7"], lambda p: p["run"].run_id == 7),
@@ -550,3 +551,25 @@ def test_grpc_cacert_turns_tls_on_as_fortio() -> None:
     assert ours.returncode == theirs.returncode == 0, ours.stderr
     assert seen_ours == seen_theirs
     assert seen_ours["tls_handshakes"] == 2 and seen_ours["grpc_calls"] == 4
+
+
+def small_gaps(requests: Sequence[Any], warmup: int) -> float:
+    """The share of the measured calls that arrived within 8 ms of the previous one."""
+    times = sorted(r.at for r in requests)[warmup:]
+    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+    return sum(gap < 0.008 for gap in gaps) / len(gaps)
+
+
+def test_same_schedule_shape_as_fortio(origin: RecordingOrigin) -> None:
+    """Fortio's threads start together and stay in step: at -qps 40 -c 4 its calls come
+    in bursts of 4 every 100 ms; -uniform spreads them 25 ms apart. The same here."""
+    needs_fortio()
+    shares = {}
+    for shape in ([], ["-uniform"]):
+        argv = ["load", *shape, "-qps", "40", "-t", "1s", "-c", "4", origin.url]
+        for fortio in (True, False):
+            origin.reset()
+            assert run(argv, fortio=fortio).returncode == 0
+            shares[(bool(shape), fortio)] = small_gaps(origin.requests, 4)
+    assert shares[(False, True)] >= 0.5 and shares[(False, False)] >= 0.5, shares
+    assert shares[(True, True)] <= 0.25 and shares[(True, False)] <= 0.25, shares

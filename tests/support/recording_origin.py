@@ -23,6 +23,8 @@ class Request:
     version: str
     headers: dict[str, str]
     body: bytes
+    #: When the request's head had been read (time.monotonic()).
+    at: float = 0.0
 
 
 @dataclass
@@ -47,13 +49,14 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
     def _answer(self) -> None:
+        at = time.monotonic()
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else b""
         log = self.server.log
         with log.lock:
             log.requests.append(Request(self.connection_id, self.command, self.path,
                                         self.request_version,
-                                        {k.lower(): v for k, v in self.headers.items()}, body))
+                                        {k.lower(): v for k, v in self.headers.items()}, body, at))
         status = 200
         parts = self.path.split("?")[0].strip("/").split("/")
         if parts[0] == "status" and len(parts) > 1:

@@ -359,6 +359,11 @@ def fortio_plan(args: FortioArgs, target: str, *, stdin: Any = None) -> FortioPl
     if run_type == "HTTP" or run_type == "TCP":
         # Fortio's threads each own a connection: take them in turn.
         options["experimental_h1_connection_reuse_strategy"] = "lru"
+    if qps > 0 and threads > 1 and not args.jitter and not args.uniform:
+        # Fortio's threads start together and keep in step: its calls come in bursts of one
+        # a thread (what -uniform and -jitter undo); nhbench's releases are evenly spaced
+        # unless asked for bursts.
+        options["burst_size"] = threads
     if qps > 0:
         if args.jitter:
             options["jitter"] = True

@@ -351,7 +351,8 @@ FORTIO_FLAGS: tuple[ForeignFlag, ...] = (
     fortio_flag("-ui-path", "URI", "HTTP server URI for UI", default="/fortio/",
                 refused=SERVER_REFUSAL),
     fortio_flag("-uniform", None, "de-synchronize parallel clients' requests uniformly",
-                nhbench="--uniform (nhbench always staggers its connections' schedules)",
+                nhbench="calls evenly spaced at 1/qps, where Fortio's default (and this "
+                "front-end's) sends a burst of one a connection every c/qps",
                 commands=_LOAD),
     fortio_flag("-unix-socket", "path", "Unix domain socket path for the connection",
                 nhbench="--unix-socket", commands=_CLIENT),
