@@ -573,3 +573,25 @@ def test_same_schedule_shape_as_fortio(origin: RecordingOrigin) -> None:
             shares[(bool(shape), fortio)] = small_gaps(origin.requests, 4)
     assert shares[(False, True)] >= 0.5 and shares[(False, False)] >= 0.5, shares
     assert shares[(True, True)] <= 0.25 and shares[(True, False)] <= 0.25, shares
+
+
+@pytest.mark.parametrize(("flags", "kind"), [
+    (["-H", "X-A: 1", "-user", "a:b", "-content-type", "a/b", "-k", "-h2"], "TCP"),
+    (["-X", "PUT", "-http1.0", "-keepalive=false", "-unix-socket", "/nonexistent"], "UDP"),
+    (["-X", "PUT", "-http1.0", "-content-type", "a/b", "-h2"], "HOSTPORT"),
+])
+def test_http_flags_ignored_by_other_runners(flags: list[str], kind: str,
+                                             echo_server: Any) -> None:
+    """Fortio's tcp, udp and gRPC runners never read its HTTP client's flags: ignored here
+    too (the same calls as Fortio's), each said once on stderr."""
+    needs_fortio()
+    grpc = ["-grpc"] if kind == "HOSTPORT" else []
+    argv = expand(" ".join(["load", *grpc, "-n", "4", "-c", "1", kind]), echo_server)
+    argv[1:1] = flags
+    theirs, seen_theirs = delta(echo_server, lambda: run(argv, fortio=True))
+    ours, seen_ours = delta(echo_server, lambda: run(argv))
+    assert ours.returncode == theirs.returncode == 0, ours.stderr
+    assert seen_ours == seen_theirs
+    given = [f.split("=")[0] for f in flags if f.startswith("-")]
+    for flag in given:
+        assert f"{flag}: ignored for " in ours.stderr

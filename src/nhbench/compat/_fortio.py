@@ -215,6 +215,21 @@ class FortioPlan:
     temporary: list[str] = field(default_factory=list)
 
 
+#: Fortio's HTTP client flags, by flag: the FortioArgs field each sets.
+_HTTP_ONLY = {
+    "-H": "headers", "-X": "method", "-user": "user", "-content-type": "content_type",
+    "-http1.0": "http1_0", "-h2": "h2", "-compression": "compression",
+    "-stdclient": "stdclient", "-keepalive": "keepalive",
+    "-connection-reuse": "connection_reuse", "-unix-socket": "unix_socket",
+    "-resolve": "resolve", "-k": "insecure", "-https-insecure": "insecure",
+    "-cacert": "cacert",
+}
+#: Those Fortio's gRPC runner does not read either (-H is its metadata, -k and -cacert its
+#: TLS).
+_NOT_FOR_GRPC = {flag: attr for flag, attr in _HTTP_ONLY.items()
+                 if flag not in ("-H", "-user", "-k", "-https-insecure", "-cacert")}
+
+
 def _elsewhere(record: ForeignFlag, command: str) -> str:
     if record.name == "-http-port":
         return SERVER_REFUSAL.replace("nhbench fortio load", f"nhbench fortio {command}")
@@ -305,6 +320,15 @@ def fortio_plan(args: FortioArgs, target: str, *, stdin: Any = None) -> FortioPl
         if "://" not in target:
             # Fortio takes a bare host[:port]/path as http://.
             url = "http://" + target
+    # Flags of Fortio's HTTP client that its other runners never read: ignored as Fortio
+    # ignores them, and said so once each.
+    unread = _HTTP_ONLY if echo else _NOT_FOR_GRPC if args.grpc else {}
+    defaults = FortioArgs()
+    for flag, attr in unread.items():
+        if flag in given:
+            setattr(args, attr, getattr(defaults, attr))
+            notes.append(f"{flag}: ignored for {run_type.split()[0].lower()}"
+                         f"{'://' if echo else ''} targets, as Fortio ignores it")
     secure = lowered.startswith("https://") or (args.grpc and bool(args.cacert))
     options["uri"] = url
 
