@@ -293,6 +293,9 @@ def test_server_commands_refused(command: str) -> None:
     (["-abort-on", "42"], "-abort-on: 42 is no status code"),
     (["-p", "50,abc"], "-p: 'abc' is not a percentile"),
     (["-http-port", "9090"], "-http-port: a Fortio server flag"),
+    # nhbench's own refusals, named by the Fortio flag given.
+    (["-payload-file", "/nonexistent"], "-payload-file: no such file"),
+    (["-H", "no colon"], "-H: must be 'name: value'"),
     (["-qps", "inf"], "-qps: inf is no rate"),
     (["-qps", "NaN"], "-qps: nan is no rate"),
     (["-c", "2000000"], "-c: 2000000 connections"),

@@ -597,7 +597,10 @@ def _load(args: FortioArgs, target: str) -> int:
     plan = fortio_plan(args, target)
     try:
         _check_json_path(args)
-        options = make_options(**plan.options)
+        try:
+            options = make_options(**plan.options)
+        except OptionsError as exc:
+            raise _in_fortio_terms(exc) from None
         output = _output()
         for note in plan.notes:
             _err(note)
@@ -628,6 +631,27 @@ def _load(args: FortioArgs, target: str) -> int:
         _err(f"Aborting because of {result.error or 'an error'}")
         return 1
     return 0
+
+
+#: nhbench's options by the Fortio flag that sets them, for messages.
+_OPTION_FLAGS = {
+    "uri": "target", "rps": "-qps", "connections": "-c", "duration": "-t",
+    "requests": "-n", "percentiles": "-p", "request_header": "-H", "request_method": "-X",
+    "payload": "-payload", "payload_file": "-payload-file", "payload_size": "-payload-size",
+    "content_type": "-content-type", "cacert": "-cacert", "unix_socket": "-unix-socket",
+    "timeout": "-timeout", "request_timeout": "-timeout", "abort_on": "-abort-on",
+    "max_concurrent_streams": "-s", "grpc_service": "-healthservice",
+    "grpc_ping_delay": "-grpc-ping-delay", "max_requests_per_connection": "-connection-reuse",
+}
+
+
+def _in_fortio_terms(exc: OptionsError) -> OptionsError:
+    """The options' one-line refusal, named by the Fortio flag the user gave."""
+    message = str(exc)
+    flag = _OPTION_FLAGS.get(exc.option or "")
+    if flag is not None and exc.option and message.startswith(f"{exc.option}:"):
+        message = flag + message[len(exc.option):]
+    return OptionsError(message, option=exc.option)
 
 
 def _check_json_path(args: FortioArgs) -> None:
