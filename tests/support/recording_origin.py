@@ -77,6 +77,11 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     log: _Log
 
+    def handle_error(self, request: object, client_address: object) -> None:
+        # A client that resets its connection (Fortio's after an error status) is not
+        # the origin's failure: nothing to print.
+        pass
+
 
 class RecordingOrigin:
     """``with RecordingOrigin() as origin: ... origin.url, origin.connections,

@@ -590,8 +590,22 @@ def _warmup_error(result: Any) -> str | None:
     return None
 
 
+def _benchmark(options: Any, stop_on_warmup_error: bool) -> Any:
+    """The run on this machine; with `stop_on_warmup_error` a failed warm-up call ends it
+    before the measured phase, as Fortio aborts (the core's ``warmup_stop_on_error``)."""
+    from .._run import Benchmark
+
+    class FortioBenchmark(Benchmark):
+        def core_config(self) -> dict[str, Any]:
+            config = super().core_config()
+            if stop_on_warmup_error:
+                config["warmup_stop_on_error"] = True
+            return config
+
+    return FortioBenchmark(options)
+
+
 def _load(args: FortioArgs, target: str) -> int:
-    from ..distributed import make_benchmark
     from ..options import make_options
 
     plan = fortio_plan(args, target)
@@ -606,7 +620,8 @@ def _load(args: FortioArgs, target: str) -> int:
             _err(note)
         sys.stderr.write(output.fortio_banner(plan.run))
         sys.stderr.flush()
-        benchmark = make_benchmark(options)
+        benchmark = _benchmark(options, options.sequential_warmup
+                               and not args.allow_initial_errors)
         with _stop_on_signals(benchmark.stop):
             result = benchmark.run(None, None)
     finally:
@@ -614,8 +629,9 @@ def _load(args: FortioArgs, target: str) -> int:
             os.unlink(path)
     error = None if args.allow_initial_errors else _warmup_error(result)
     if error is not None:
-        _err(f"Aborting because of error {error} for {target} (warm-up; nhbench ran the "
-             "measured phase too, counted in the JSON)")
+        # The run ended with its warm-up: Fortio's one line, no report, no JSON, status 1.
+        _err(f"Aborting because of error {error} for {target}")
+        return 1
     sys.stderr.write(output.fortio_report(result, plan.run))
     sys.stderr.flush()
     if args.json or args.auto_save:
@@ -625,8 +641,6 @@ def _load(args: FortioArgs, target: str) -> int:
         make_id = getattr(output, "fortio_id", None)
         ident = make_id(result, plan.run) if make_id is not None else str(data.get("ID", ""))
         _write_json(data, args, text, ident or "result")
-    if error is not None:
-        return 1
     if result.terminated_by == "error" and not result.counters.get("upstream_rq_total"):
         _err(f"Aborting because of {result.error or 'an error'}")
         return 1
