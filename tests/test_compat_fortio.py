@@ -83,6 +83,12 @@ SIDE_BY_SIDE = [
     "load -grpc -ping -payload hello -n 10 -c 2 HOSTPORT",
     "load -grpc -s 2 -qps 40 -t 1s -c 2 HOSTPORT",
     "load -grpc -qps 20 -t 1s HOSTPORT",
+    # Max speed (-qps 0): one call in flight a connection (a stream with gRPC -s), so a
+    # server that takes 150 ms a call sees 7 calls a connection in 1 s, from both.
+    "load -qps 0 -t 1s -c 3 URL?delay=150ms",
+    "load -h2 -qps 0 -t 1s -c 2 URL?delay=150ms",
+    "load -grpc -ping -grpc-ping-delay 150ms -qps 0 -t 1s -c 2 -s 2 HOSTPORT",
+    "load -grpc -ping -grpc-ping-delay 150ms -qps 0 -t 1s -c 2 HOSTPORT",
     # -h2 on http:// is h2c, as Fortio's.
     "load -h2 -n 4 -c 2 URL",
     "load -h2 -qps 20 -t 1s -c 2 URL",

@@ -457,7 +457,9 @@ def fortio_plan(args: FortioArgs, target: str, *, stdin: Any = None) -> FortioPl
     if args.http1_0:
         options["http1_0"] = True
     if args.h2 and run_type == "HTTP":
+        # Each of Fortio's threads has its own client: one call at a time a connection.
         options["protocol"] = "http2"
+        options["max_concurrent_streams"] = 1
     if not args.keepalive:
         options["max_requests_per_connection"] = 1
     if args.connection_reuse:
@@ -511,8 +513,9 @@ def fortio_plan(args: FortioArgs, target: str, *, stdin: Any = None) -> FortioPl
                 options["grpc_ping_delay"] = args.grpc_ping_delay
         elif args.healthservice:
             options["grpc_service"] = args.healthservice
-        if streams > 1:
-            options["max_concurrent_streams"] = streams
+        # Fortio's c*s threads each make one call at a time, s of them sharing a
+        # connection: s streams at most on each of the c connections.
+        options["max_concurrent_streams"] = streams
     # -- what is printed
     level = "error" if args.quiet else {
         "debug": "debug", "verbose": "debug", "info": "info", "warning": "warn",
