@@ -149,6 +149,8 @@ def test_same_traffic_as_fortio(line: str, echo_server: Any) -> None:
     ("load", 1),
     ("load URL URL", 1),
     ("lode URL", 1),
+    # A flag before the command is an unknown command to Fortio: 1.
+    ("-httpbufferkb 5 load URL", 1),
     ("load -qps abc URL", 2),
     ("load -bogus URL", 2),
     ("load -h", 0),
