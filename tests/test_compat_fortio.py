@@ -89,6 +89,10 @@ SIDE_BY_SIDE = [
     "load -h2 -qps 0 -t 1s -c 2 URL?delay=150ms",
     "load -grpc -ping -grpc-ping-delay 150ms -qps 0 -t 1s -c 2 -s 2 HOSTPORT",
     "load -grpc -ping -grpc-ping-delay 150ms -qps 0 -t 1s -c 2 HOSTPORT",
+    # Fortio opens and warms up all of -c before lowering its threads (fewer than 2 calls
+    # each): 4 connections and warm-ups for 2 calls on 1 of them.
+    "load -qps 1 -t 1s URL",
+    "load -grpc -qps 2 -t 1s -c 3 HOSTPORT",
     # -h2 on http:// is h2c, as Fortio's.
     "load -h2 -n 4 -c 2 URL",
     "load -h2 -qps 20 -t 1s -c 2 URL",
@@ -611,3 +615,17 @@ def test_http_flags_ignored_by_other_runners(flags: list[str], kind: str,
     given = [f.split("=")[0] for f in flags if f.startswith("-")]
     for flag in given:
         assert f"{flag}: ignored for " in ours.stderr
+
+
+def test_same_schedule_span_as_fortio(origin: RecordingOrigin) -> None:
+    """Fortio stretches each thread's schedule so that its last call is due at -t: at
+    -qps 20 -t 1s -c 2, ten bursts of 2 from 0 to 1 s (not to 0.9 s, as a plain 20 a
+    second would), so its ActualQPS is the -qps asked for. The same here."""
+    needs_fortio()
+    argv = ["load", "-qps", "20", "-t", "1s", "-c", "2", origin.url]
+    for fortio in (True, False):
+        origin.reset()
+        assert run(argv, fortio=fortio).returncode == 0
+        times = sorted(r.at for r in origin.requests)[2:]  # after the 2 warm-up calls
+        assert len(times) == 20
+        assert 0.97 <= times[-1] - times[0] <= 1.2, (fortio, times[-1] - times[0])

@@ -353,8 +353,19 @@ def fortio_plan(args: FortioArgs, target: str, *, stdin: Any = None) -> FortioPl
                            "nhbench's 1000000", option="connections")
     threads, total = _threads(qps, args.duration, args.exactly, wanted * streams)
     connections = -(-threads // streams)
-    options["connections"] = connections
-    options["rps"] = qps if qps > 0 else 0.0
+    # Fortio opens and warms up all of -c before its runner lowers the threads (only -n
+    # lowers them first): the connections opened are those of -c then.
+    opened = connections if args.exactly > 0 else wanted
+    options["connections"] = opened
+    rate = qps if qps > 0 else 0.0
+    if qps > 0 and total and args.duration > 0:
+        # Fortio stretches each thread's schedule so that its last call (of `per`) is due
+        # at total/qps: call i at (i + i/(per-1)) / (qps/threads), per-1 intervals where
+        # a plain rate has per. The same spacing here: a rate of qps*(per-1)/per.
+        per = total // threads
+        if per >= 2:
+            rate = qps * (per - 1) / per
+    options["rps"] = rate
     if args.exactly > 0:
         options["requests"] = total
         options["no_duration"] = True
@@ -366,16 +377,16 @@ def fortio_plan(args: FortioArgs, target: str, *, stdin: Any = None) -> FortioPl
         requested_duration = args.duration
         if total:
             # Fortio's calls are counted ahead and its last one is due at t: the count here,
-            # the duration (plus an interval, for the last release) as the cap.
+            # the time of the last release (plus an interval) as the cap.
             options["requests"] = total
-            options["duration"] = args.duration + 1.0 / qps
+            options["duration"] = (total + 1) / rate
         else:
             options["duration"] = args.duration
     warmup = 0
     if args.exactly <= 0:
         # One warm-up request per connection, every connection opened first; not counted.
         options["sequential_warmup"] = True
-        warmup = connections
+        warmup = opened
         if args.allow_initial_errors:
             options["allow_initial_errors"] = True
     # Fortio opens every thread's connection before the first call, -n or not.
