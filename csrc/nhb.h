@@ -386,6 +386,10 @@ typedef struct nhb_client_config {
   uint64_t warmup_ns;
   uint64_t warmup_requests;
   int allow_initial_errors;
+  /* A warm-up call that failed (not 2xx nor 418, a connection failure, a
+   * reset, a time-out, a gRPC or echo error) ends the run when the warm-up
+   * does, before the measured phase: Fortio's rule for its warm-up calls. */
+  int warmup_stop_on_error;
   /* The first release at this CLOCK_REALTIME instant (ns) instead of after
    * start_delay_ns; 0 = none. */
   uint64_t start_realtime_ns;

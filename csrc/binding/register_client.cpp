@@ -132,7 +132,7 @@ class ClientRun {
   // jitter_fraction float, no_catchup bool, total_requests int, stages
   // list[(float s, float rps per worker)], schedule_offsets list[float s],
   // warmup float s, warmup_requests int, allow_initial_errors bool,
-  // scheduled_start float epoch s (0 = none).
+  // warmup_stop_on_error bool, scheduled_start float epoch s (0 = none).
   void parse_schedule(const py::dict& d) {
     nhb_client_config& c = config_;
     c.jitter_uniform_ns = get_seconds_ns(d, "jitter_uniform", 0.0);
@@ -158,6 +158,7 @@ class ClientRun {
     c.warmup_ns = get_seconds_ns(d, "warmup", 0.0);
     c.warmup_requests = get_as<uint64_t>(d, "warmup_requests", 0);
     c.allow_initial_errors = get_as<bool>(d, "allow_initial_errors", false);
+    c.warmup_stop_on_error = get_as<bool>(d, "warmup_stop_on_error", false);
     double start = get_as<double>(d, "scheduled_start", 0.0);
     if (!(start >= 0 && start < 1e10)) config_error("scheduled_start", "must be epoch seconds");
     c.start_realtime_ns = static_cast<uint64_t>(std::llround(start * 1e9));

@@ -73,14 +73,38 @@ static void worker_finish(nhb__worker* w) {
   pthread_mutex_unlock(&w->run->lock);
 }
 
+static void request_stop_all(nhb_run* run);
+
+/* Did the warm-up (the worker's counters hold nothing else yet) have a call
+ * that failed as Fortio counts failures: anything but a 2xx or a 418, a
+ * connection that failed or reset, a time-out, a failed gRPC call or echo. */
+static int warmup_failed(const nhb__worker* w) {
+  const uint64_t* c = w->stats.counters;
+  static const int failures[] = {
+      NHB_CTR_HTTP_1XX,           NHB_CTR_HTTP_3XX,      NHB_CTR_HTTP_5XX,
+      NHB_CTR_HTTP_XXX,           NHB_CTR_POOL_CONNECTION_FAILURE,
+      NHB_CTR_STREAM_RESETS,      NHB_CTR_REQUEST_TIMEOUT,
+      NHB_CTR_UPSTREAM_RQ_RETRY_LIMIT_EXCEEDED, NHB_CTR_GRPC_ERROR,
+      NHB_CTR_GRPC_PROTOCOL_ERROR, NHB_CTR_ECHO_MISMATCH,
+  };
+  for (size_t i = 0; i < sizeof(failures) / sizeof(failures[0]); i++)
+    if (c[failures[i]] > 0) return 1;
+  return c[NHB_CTR_HTTP_4XX] > w->stats.status_codes[418 - NHB_STATUS_MIN];
+}
+
 void nhb__worker_maybe_finish(nhb__worker* w) {
   if (!w->stopping || w->finishing) return;
   if ((w->in_flight == 0 && w->pending_len == 0) || nhb__now_ns() >= w->drain_deadline_ns) {
     /* The end of a warm-up (drained, or its drain timed out) starts the
      * measured phase, unless the run was asked to stop. */
     if (NHB__UNLIKELY(w->warming) && !atomic_load(&w->run->stop_requested)) {
-      nhb__sequencer_next_phase(w);
-      return;
+      if (!w->run->config.warmup_stop_on_error || !warmup_failed(w)) {
+        nhb__sequencer_next_phase(w);
+        return;
+      }
+      /* A failed warm-up call ends the run before its measured phase. */
+      nhb__sequencer_end_warmup(w);
+      request_stop_all(w->run);
     }
     worker_finish(w);
   }

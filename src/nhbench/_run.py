@@ -107,7 +107,7 @@ class Benchmark:
         unix = self.options.unix_socket_path
         self.address = f"unix:{unix}" if unix else resolve(
             target.host, target.port, self.options.address_family)
-        config = client_core_config(self.options, self.address)
+        config = self.core_config()
         _log.debug("resolved %s to %s", target.host, self.address)
         if _log.isEnabledFor(logging.DEBUG):
             _log.debug("core config: %s", config_summary(config))
@@ -130,6 +130,13 @@ class Benchmark:
         self._started_wall = time.time()
         if self._stop_requested:
             self._stop_core()
+
+    def core_config(self) -> dict[str, Any]:
+        """The core's configuration for this run (the host already resolved). A front-end
+        whose tool means more than `Options` holds extends it here: ``nhbench fortio``'s
+        ``warmup_stop_on_error``."""
+        assert self.address is not None, "core_config() is called by start()"
+        return client_core_config(self.options, self.address)
 
     def stop(self) -> None:
         """Ask the run to stop gracefully (idempotent, safe from signal handlers)."""

@@ -10,30 +10,9 @@ and the nhbench flag closest to it.
 
 from __future__ import annotations
 
-from ._table import ForeignFlag
+from ._fortio_flags import FORTIO_FLAGS
 
-__all__ = ["FORTIO", "NATIVE", "foreign_word"]
-
-# The words nhbench run took as aliases until their Fortio meaning was found to differ, as
-# Fortio 1.66.5's help lists them. Only the front-end reads them now.
-_DROPPED: tuple[ForeignFlag, ...] = (
-    ForeignFlag(("-qps",), "float", "Queries Per Seconds or 0 for no wait/max qps",
-                default="8", refused="total over all connections"),
-    ForeignFlag(("-c",), "int", "Number of connections/goroutine/threads", default="4",
-                refused="an exact number of connections, each at qps/c"),
-    ForeignFlag(("-t",), "duration", "How long to run the test or 0 to run until ^C",
-                default="5s", refused="a Go duration, 0 = until interrupted"),
-    ForeignFlag(("-p",), "string", "List of pXX to calculate", default="50,75,90,99,99.9",
-                refused="the percentiles to report"),
-    ForeignFlag(("-timeout",), "duration", "Connection and read timeout value (for HTTP)",
-                default="3s", refused="connect and read timeout, 0 = 3s"),
-)
-
-#: The Fortio flags whose words nhbench's own commands refuse with a pointer to the front-end.
-#: The front-end's own table replaces this one: ``FORTIO = FORTIO_FLAGS`` (from
-#: ``nhbench.compat._fortio_flags``); every word of it that is no flag of the command is then
-#: refused this way.
-FORTIO: tuple[ForeignFlag, ...] = _DROPPED
+__all__ = ["NATIVE", "foreign_word"]
 
 #: What to use instead on nhbench's own command line, where a flag comes close.
 NATIVE: dict[str, str] = {
@@ -44,19 +23,28 @@ NATIVE: dict[str, str] = {
     "-timeout": "--request-timeout (the whole request; 0 = none)",
 }
 
-#: Why a word is refused, in the words of the line, where the record's `refused` is not
-#: the line's (a table whose records map the flag, the front-end's, says what it maps to).
-_WHY: dict[str, str] = {flag.name: flag.refused for flag in _DROPPED}
+#: Why a word nhbench run once took as an alias is refused: what it means in Fortio that it
+#: does not mean here. Every other Fortio word is explained by its meaning in Fortio's help.
+_WHY: dict[str, str] = {
+    "-qps": "total over all connections",
+    "-c": "an exact number of connections, each at qps/c",
+    "-t": "a Go duration, 0 = until interrupted",
+    "-p": "the percentiles to report",
+    "-timeout": "connect and read timeout, 0 = 3s",
+}
 
 
 def foreign_word(word: str) -> str | None:
     """The line that refuses `word` (``-qps``, as given before any ``=value``) on nhbench's
     own command line, or None when it is no Fortio flag."""
-    for flag in FORTIO:
+    for flag in FORTIO_FLAGS:
         if word in flag.names:
             why = _WHY.get(word) or flag.meaning.rstrip(".")
             command = "load" if not flag.commands or "load" in flag.commands \
                 else flag.commands[0]
+            if flag.refused:
+                # The front-end refuses it too: pointing there would only move the refusal.
+                return f"{word}: a Fortio flag ({why}) that nhbench does not honour: {flag.refused}"
             instead = f", or use {NATIVE[word]}" if word in NATIVE else ""
             return (f"{word}: a Fortio flag ({why}); run Fortio command lines as "
                     f"`nhbench fortio {command} ...`{instead}")
