@@ -21,7 +21,7 @@ from nhbench.compat._nighthawk import (
     plan,
 )
 from nhbench.compat._nighthawk_flags import NIGHTHAWK_CLIENT_FLAGS
-from nhbench.compat._tclap import HELP, VERSION, TclapArg, TclapError, TclapParse, parse
+from nhbench.compat._tclap import HELP, VERSION, TclapArg, TclapParse, parse
 from nhbench.options import Options
 
 DATA = Path(__file__).parent / "data" / "nighthawk"
@@ -111,7 +111,7 @@ def test_help_and_version_when_reached() -> None:
     assert grammar("--help", "--nope") == HELP
     assert grammar("--version") == VERSION
     # An error before --help wins, as in TCLAP (arguments are read in order).
-    with pytest.raises(TclapError, match="--nope"):
+    with pytest.raises(OptionsError, match="--nope"):
         grammar("--nope", "--help")
 
 
@@ -128,7 +128,7 @@ def test_help_and_version_when_reached() -> None:
     (["--", "--rps", "1"], r"--rps: after -- "),
 ])
 def test_grammar_errors_name_the_argument(argv: list[str], message: str) -> None:
-    with pytest.raises(TclapError, match=message):
+    with pytest.raises(OptionsError, match=message):
         grammar(*argv)
 
 
@@ -287,9 +287,9 @@ def test_a_validation_context_verifies(tmp_path: Path) -> None:
 def test_transform_service_and_test_server_plans(tmp_path: Path) -> None:
     assert plan(["transform", "--output-format", "yaml"]) == Native(
         ("transform", "--output-format", "yaml", "-"))
-    with pytest.raises(TclapError, match="--output-format: required"):
+    with pytest.raises(OptionsError, match="--output-format: required"):
         plan(["transform"])
-    with pytest.raises(TclapError, match="'xml' is not one of json"):
+    with pytest.raises(OptionsError, match="'xml' is not one of json"):
         plan(["transform", "--output-format", "xml"])
     assert plan(["service", "--listen", "127.0.0.1:0", "--listener-address-file", "f"]) == (
         Native(("service", "--listen", "127.0.0.1:0", "--listener-address-file", "f")))

@@ -50,7 +50,8 @@ def add_parser(commands: Subparsers, command: Command) -> argparse.ArgumentParse
 
 
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from ..compat._shims import SHIMS, ShimError, install, uninstall
+    from .._exceptions import OptionsError
+    from ..compat._shims import SHIMS, install, uninstall
 
     try:
         if args.action == "install":
@@ -60,7 +61,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             note(f"put {args.bin_dir} first on PATH to run them by their names")
             return 0
         removed, left = uninstall(args.bin_dir)
-    except ShimError as exc:
+    except OptionsError as exc:
         die(str(exc), status=2)
     except OSError as exc:
         die(f"--bin-dir: {exc.strerror or exc}: {exc.filename or args.bin_dir}", status=1)

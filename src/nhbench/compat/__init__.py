@@ -12,6 +12,6 @@ foreign spelling with a different meaning.
 
 from __future__ import annotations
 
-from ._table import ForeignFlag, ForeignFlagError
+from ._table import ForeignFlag
 
-__all__ = ["ForeignFlag", "ForeignFlagError"]
+__all__ = ["ForeignFlag"]

@@ -42,9 +42,9 @@ from .._exceptions import NHBenchError, OptionsError
 from .._io import write_text
 from . import _fortio_output as output
 from ._fortio_flags import FORTIO_FLAGS, FORTIO_KINDS, SERVER_REFUSAL, FortioArgs
-from ._goflag import GoFlagError, HelpRequested, parse_go_flags, refused_for
+from ._goflag import parse_go_flags, refused_for
 from ._gofmt import go_duration
-from ._table import ForeignFlag, ForeignFlagError
+from ._table import ForeignFlag
 
 __all__ = ["FORTIO_VERSION", "FortioPlan", "fortio_plan", "main", "usage"]
 
@@ -137,10 +137,13 @@ def _elsewhere(record: ForeignFlag, command: str) -> str:
     return refused_for(record, command)
 
 
-def parse(command: str, argv: Sequence[str]) -> tuple[FortioArgs, list[str]]:
-    """Read `argv` (after the command) with Go's grammar into Fortio's values."""
+def parse(command: str, argv: Sequence[str]) -> tuple[FortioArgs, list[str]] | None:
+    """Read `argv` (after the command) with Go's grammar into Fortio's values; None when
+    ``-h``/``-help`` asks for the usage."""
     parsed = parse_go_flags(argv, FORTIO_FLAGS, FORTIO_KINDS, command=command,
                             elsewhere=_elsewhere)
+    if parsed.help:
+        return None
     args = FortioArgs()
     by_name = {record.name: record for record in FORTIO_FLAGS}
     for name, value in parsed.values.items():
@@ -377,17 +380,17 @@ def fortio_plan(args: FortioArgs, target: str, *, stdin: Any = None) -> FortioPl
     if args.connection_reuse:
         low, _, high = args.connection_reuse.partition(":")
         if high and high != low:
-            raise ForeignFlagError(
+            raise OptionsError(
                 f"-connection-reuse: a random reuse limit in {low}:{high} has no counterpart "
                 "here (nhbench's --max-requests-per-connection is fixed: give N or N:N); "
                 "nothing was sent")
         try:
             options["max_requests_per_connection"] = int(low)
         except ValueError:
-            raise ForeignFlagError(f"-connection-reuse: {args.connection_reuse!r} is not "
+            raise OptionsError(f"-connection-reuse: {args.connection_reuse!r} is not "
                                    "min:max; nothing was sent") from None
     if args.dns_method != "cached-rr" and args.dns_method != "first":
-        raise ForeignFlagError(f"-dns-method: {args.dns_method} has no counterpart here "
+        raise OptionsError(f"-dns-method: {args.dns_method} has no counterpart here "
                                "(nhbench resolves the host once and keeps its first "
                                "address: only 'first'); nothing was sent")
     families = {"ip4": "v4", "ip6": "v6", "ip": "auto"}
@@ -584,9 +587,9 @@ def _check_json_path(args: FortioArgs) -> None:
     directory = os.path.dirname(os.path.abspath(args.json)) if args.json else args.data_dir
     flag = "-json" if args.json else "-data-dir"
     if not os.path.isdir(directory):
-        raise ForeignFlagError(f"{flag}: {directory!r} is not a directory; nothing was sent")
+        raise OptionsError(f"{flag}: {directory!r} is not a directory; nothing was sent")
     if not os.access(directory, os.W_OK | os.X_OK):
-        raise ForeignFlagError(f"{flag}: {directory!r} is not writable; nothing was sent")
+        raise OptionsError(f"{flag}: {directory!r} is not writable; nothing was sent")
 
 
 def _write_json(text: str, args: FortioArgs, ident: str) -> None:
@@ -615,7 +618,7 @@ def _curl(args: FortioArgs, target: str) -> int:
     try:
         options = plan.options
         if args.grpc or plan.run.run_type != "HTTP":
-            raise ForeignFlagError(f"{target}: nhbench fortio curl fetches http:// and "
+            raise OptionsError(f"{target}: nhbench fortio curl fetches http:// and "
                                    "https:// URLs only; nothing was sent")
         parts = urlsplit(options["uri"])
         headers = dict(h.split(":", 1) for h in options.get("request_header", ()))
@@ -690,11 +693,11 @@ def _report(args: FortioArgs, rest: list[str]) -> int:
         host, _, port = port.rpartition(":")
         host = host.strip("[]") or "0.0.0.0"
     if not port.isdigit() or int(port) > 65535:
-        raise ForeignFlagError(f"-http-port: {args.http_port!r} is not a TCP port here "
+        raise OptionsError(f"-http-port: {args.http_port!r} is not a TCP port here "
                                "(nhbench browse listens on TCP); nothing was started")
     directory = Path(args.data_dir)
     if not directory.is_dir():
-        raise ForeignFlagError(f"-data-dir: {args.data_dir!r} is not a directory; nothing "
+        raise OptionsError(f"-data-dir: {args.data_dir!r} is not a directory; nothing "
                                "was started")
     server = BrowseServer(directory, host, int(port))
     stop = threading.Event()
@@ -746,7 +749,11 @@ def main(argv: list[str]) -> int:
              "help)")
         return 1
     try:
-        args, targets = parse(command, rest)
+        read = parse(command, rest)
+        if read is None:
+            sys.stderr.write(usage())
+            return 0
+        args, targets = read
         if command == "report":
             return _report(args, targets)
         if len(targets) != 1:
@@ -758,12 +765,6 @@ def main(argv: list[str]) -> int:
         if command == "curl" or args.curl:
             return _curl(args, targets[0])
         return _load(args, targets[0])
-    except HelpRequested:
-        sys.stderr.write(usage())
-        return 0
-    except (GoFlagError, ForeignFlagError) as exc:
-        _err(f"{_PROG}: {exc}")
-        return 2
     except OptionsError as exc:
         _err(f"{_PROG}: {exc}")
         return 2

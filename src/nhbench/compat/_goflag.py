@@ -8,8 +8,8 @@ Exactly what Go's ``flag.FlagSet.Parse`` accepts, read from a table of `ForeignF
   is ``-k`` followed by the argument ``false``);
 * parsing stops at the first argument that is not a flag (``-`` alone is one) and after
   ``--``; no clustering (``-ck`` is the flag ``ck``), no prefix matching;
-* ``-h`` and ``-help``, unless the table defines them, ask for the usage (`HelpRequested`);
-* a flag the table does not hold is refused by name (`GoFlagError`: Go's own message, exit
+* ``-h`` and ``-help``, unless the table defines them, ask for the usage (`ParsedFlags.help`);
+* a flag the table does not hold is refused by name (`OptionsError`: Go's own message, exit
   status 2), as is a refused record (its one-line reason) and a value the flag's kind does
   not parse (Go's ``invalid value "x" for flag -t: parse error``).
 
@@ -26,20 +26,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ._table import ForeignFlag, ForeignFlagError
+from .._exceptions import OptionsError
+from ._table import ForeignFlag
 
-__all__ = ["GoFlagError", "HelpRequested", "Kind", "ParsedFlags", "parse_bool",
+__all__ = ["Kind", "ParsedFlags", "parse_bool",
            "parse_duration", "parse_go_flags", "refused_for"]
 
 Kind = Literal["bool", "int", "uint", "float", "duration", "string"]
 
-
-class GoFlagError(ForeignFlagError):
-    """A command line Go's flag package would refuse: one line, exit status 2."""
-
-
-class HelpRequested(Exception):  # noqa: N818 - a request, not an error
-    """``-h`` or ``-help`` (Go's flag.ErrHelp): print the usage, exit 0."""
 
 
 @dataclass
@@ -50,6 +44,8 @@ class ParsedFlags:
     values: dict[str, Any] = field(default_factory=dict)
     given: dict[str, str] = field(default_factory=dict)
     args: list[str] = field(default_factory=list)
+    #: ``-h`` or ``-help`` was met (Go's flag.ErrHelp): the caller prints the usage, exit 0.
+    help: bool = False
 
     def __contains__(self, name: str) -> bool:
         return name in self.values
@@ -154,8 +150,8 @@ def parse_go_flags(argv: Sequence[str], table: Sequence[ForeignFlag],
     `kinds` gives each non-bool flag's Go type by its first name (``string`` when absent).
     A refused record raises its refusal as soon as it is met, as does a mapped flag whose
     ``commands`` do not include `command` (`elsewhere(record, command)` says why, by default
-    `refused_for`). Raises `GoFlagError`
-    (exit 2) or `HelpRequested`.
+    `refused_for`). Raises `OptionsError`
+    (exit 2); ``-h``/``-help`` stops the reading with `ParsedFlags.help` set.
     """
     by_name: dict[str, ForeignFlag] = {}
     for entry in table:
@@ -175,7 +171,7 @@ def parse_go_flags(argv: Sequence[str], table: Sequence[ForeignFlag],
                 break
         name = arg[dashes:]
         if not name or name[0] in "-=":
-            raise GoFlagError(f"bad flag syntax: {arg}")
+            raise OptionsError(f"bad flag syntax: {arg}")
         index += 1
         value: str | None = None
         if "=" in name:
@@ -183,32 +179,33 @@ def parse_go_flags(argv: Sequence[str], table: Sequence[ForeignFlag],
         record = by_name.get(name)
         if record is None:
             if name in ("h", "help"):
-                raise HelpRequested()
-            raise GoFlagError(f"flag provided but not defined: -{name}")
+                parsed.help = True
+                return parsed
+            raise OptionsError(f"flag provided but not defined: -{name}")
         given = "-" + name
         if record.refused:
             raise record.refusal(given)
         if record.commands and command not in record.commands:
             reason = (elsewhere or refused_for)(record, command)
-            raise ForeignFlagError(f"{given}: {reason}; nothing was sent")
+            raise OptionsError(f"{given}: {reason}; nothing was sent")
         key = record.name
         if record.value is None:
             try:
                 converted: Any = True if value is None else parse_bool(value)
             except ValueError:
-                raise GoFlagError(
+                raise OptionsError(
                     f'invalid boolean value "{value}" for {given}: parse error'
                 ) from None
         else:
             if value is None:
                 if index >= len(argv):
-                    raise GoFlagError(f"flag needs an argument: {given}")
+                    raise OptionsError(f"flag needs an argument: {given}")
                 value = argv[index]
                 index += 1
             try:
                 converted = _convert(kinds.get(key, "string"), value)
             except ValueError:
-                raise GoFlagError(
+                raise OptionsError(
                     f'invalid value "{value}" for flag {given}: parse error'
                 ) from None
         if record.repeatable:

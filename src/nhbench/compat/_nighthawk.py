@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._exceptions import OptionsError
 from ._nighthawk_flags import NIGHTHAWK_CLIENT_FLAGS, NIGHTHAWK_OUTPUT_FORMATS, apply_flag
-from ._table import ForeignFlag, ForeignFlagError
+from ._table import ForeignFlag
 from ._tclap import HELP, TclapArg, TclapParse, parse, usage
 
 if TYPE_CHECKING:
@@ -113,7 +113,7 @@ def _parse(argv: Sequence[str], program: str, args: Sequence[TclapArg],
 
 def client_options(parsed: TclapParse) -> Options:
     """nhbench `Options` for a parsed nighthawk_client command line, Nighthawk's defaults
-    included. Raises OptionsError (ForeignFlagError is turned into one)."""
+    included. Raises OptionsError (OptionsError is turned into one)."""
     from ..options import make_options
 
     for name in parsed.values:
@@ -133,10 +133,7 @@ def client_options(parsed: TclapParse) -> Options:
         "allow_no_success": True,
     }
     for name, value in parsed.values.items():
-        try:
-            apply_flag(_CLIENT_FLAG[name], values, value, parsed.given[name])
-        except ForeignFlagError as exc:
-            raise OptionsError(str(exc)) from None
+        apply_flag(_CLIENT_FLAG[name], values, value, parsed.given[name])
     if parsed.positional is not None:
         values["uri"] = parsed.positional
     elif not values.get("multi_target_endpoint"):

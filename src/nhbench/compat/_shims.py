@@ -21,7 +21,9 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-__all__ = ["MARKER", "SHIMS", "ShimError", "install", "is_ours", "shim_text", "uninstall"]
+from .._exceptions import OptionsError
+
+__all__ = ["MARKER", "SHIMS", "install", "is_ours", "shim_text", "uninstall"]
 
 #: Each wrapper's name and the nhbench command it runs.
 SHIMS: Mapping[str, tuple[str, ...]] = {
@@ -39,17 +41,13 @@ MARKER = "# nhbench compat shim: written by `nhbench compat install`, removed by
 _HEAD = 4096
 
 
-class ShimError(ValueError):
-    """The wrappers cannot be written or removed as asked (one line that names the path);
-    nothing was written or removed."""
-
 
 def shim_text(command: Sequence[str], python: str | None = None) -> str:
     """The wrapper that runs ``python -m nhbench COMMAND "$@"`` (this interpreter by
     default: the one whose nhbench installed it)."""
     interpreter = python or sys.executable
     if not interpreter:
-        raise ShimError("cannot tell which Python runs nhbench (sys.executable is empty)")
+        raise OptionsError("cannot tell which Python runs nhbench (sys.executable is empty)")
     words = " ".join(shlex.quote(word) for word in (interpreter, "-m", "nhbench", *command))
     return f"#!/bin/sh\n{MARKER}\nexec {words} \"$@\"\n"
 
@@ -73,14 +71,14 @@ def is_ours(path: Path) -> bool:
 def _bin_dir(directory: str | os.PathLike[str], *, create: bool) -> Path:
     path = Path(directory)
     if path.exists() and not path.is_dir():
-        raise ShimError(f"--bin-dir: {str(path)!r} is not a directory")
+        raise OptionsError(f"--bin-dir: {str(path)!r} is not a directory")
     if not path.exists():
         if not create:
-            raise ShimError(f"--bin-dir: {str(path)!r} does not exist")
+            raise OptionsError(f"--bin-dir: {str(path)!r} does not exist")
         try:
             path.mkdir(parents=True)
         except OSError as exc:
-            raise ShimError(f"--bin-dir: cannot create {str(path)!r}: "
+            raise OptionsError(f"--bin-dir: cannot create {str(path)!r}: "
                             f"{exc.strerror or exc}") from exc
     return path
 
@@ -89,7 +87,7 @@ def install(directory: str | os.PathLike[str], *, force: bool = False,
             shims: Mapping[str, tuple[str, ...]] = SHIMS,
             python: str | None = None) -> list[Path]:
     """Write every wrapper of `shims` into `directory` (created if missing) and return their
-    paths. A file there that `install` did not write is refused (`ShimError`, nothing
+    paths. A file there that `install` did not write is refused (`OptionsError`, nothing
     written) unless `force`; a wrapper of its own is replaced."""
     path = _bin_dir(directory, create=True)
     # Every name is checked before anything is written: a refusal leaves DIR as it was.
@@ -97,11 +95,11 @@ def install(directory: str | os.PathLike[str], *, force: bool = False,
         target = path / name
         if (target.exists() or target.is_symlink()) and not is_ours(target):
             if not force:
-                raise ShimError(f"--bin-dir: {str(target)!r} exists and was not written by "
+                raise OptionsError(f"--bin-dir: {str(target)!r} exists and was not written by "
                                 f"nhbench compat install; nothing was written (--force "
                                 f"replaces it)")
             if target.is_dir() and not target.is_symlink():
-                raise ShimError(f"--bin-dir: {str(target)!r} is a directory; nothing was "
+                raise OptionsError(f"--bin-dir: {str(target)!r} is a directory; nothing was "
                                 f"written")
     texts = {name: shim_text(command, python) for name, command in shims.items()}
     written = []

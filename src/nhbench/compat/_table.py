@@ -6,13 +6,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["ForeignFlag", "ForeignFlagError"]
+from .._exceptions import OptionsError
 
-
-class ForeignFlagError(ValueError):
-    """A foreign command line nhbench will not run: the message is one line that names the
-    flag (``-httpbufferkb: a Fortio buffer size with no counterpart here; nothing was
-    sent``); the front-end prints it and exits 2 before anything is sent or written."""
+__all__ = ["ForeignFlag"]
 
 
 @dataclass(frozen=True)
@@ -52,6 +48,7 @@ class ForeignFlag:
         """The spelling the tool's help lists first."""
         return self.names[0]
 
-    def refusal(self, given: str | None = None) -> ForeignFlagError:
-        """The error that refuses this flag, named as the user typed it."""
-        return ForeignFlagError(f"{given or self.name}: {self.refused}; nothing was sent")
+    def refusal(self, given: str | None = None) -> OptionsError:
+        """The error that refuses this flag, named as the user typed it: one line (the front-end
+        prints it and exits 2 before anything is sent or written)."""
+        return OptionsError(f"{given or self.name}: {self.refused}; nothing was sent")

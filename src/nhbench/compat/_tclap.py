@@ -25,7 +25,7 @@ unknown ``-x`` or ``--xyz`` is an error naming it (TCLAP takes it for the URI wh
 given yet, and Nighthawk then fails on that URI), and ``-phttp2`` is refused (TCLAP matches
 the ``h`` of it as a clustered ``-h`` and prints the help with status 0).
 
-Errors are `TclapError`: one line that names the argument, raised before anything is sent.
+Errors are `OptionsError`: one line that names the argument, raised before anything is sent.
 """
 
 from __future__ import annotations
@@ -35,15 +35,12 @@ from dataclasses import dataclass, field
 
 from .._exceptions import OptionsError
 
-__all__ = ["HELP", "VERSION", "TclapArg", "TclapError", "TclapParse", "parse", "usage"]
+__all__ = ["HELP", "VERSION", "TclapArg", "TclapParse", "parse", "usage"]
 
 #: What `parse` returns for ``-h``/``--help`` and ``--version`` (the caller prints and exits 0).
 HELP = "help"
 VERSION = "version"
 
-
-class TclapError(OptionsError):
-    """A command line TCLAP (or nhbench, where TCLAP would be lenient) refuses: one line."""
 
 
 @dataclass(frozen=True)
@@ -99,7 +96,7 @@ def parse(argv: Sequence[str], args: Sequence[TclapArg], *, positional: str | No
     """`argv` (the arguments after the program's name) read as TCLAP reads them for `args`
     and one optional positional argument named `positional` (None: none is taken). Returns
     the `TclapParse`, or `HELP`/`VERSION` when TCLAP would print them and exit 0. Raises
-    `TclapError`."""
+    `OptionsError`."""
     by_spelling = {spelling: arg for arg in args for spelling in arg.spellings}
     out = TclapParse()
     ignoring = False
@@ -114,15 +111,15 @@ def parse(argv: Sequence[str], args: Sequence[TclapArg], *, positional: str | No
         if ignoring and word != "-" and word.startswith("-"):
             # TCLAP drops it silently (or, with no URI yet, takes it for the URI): a flag
             # the user meant must not vanish, so it is refused.
-            raise TclapError(f"{word}: after -- (--ignore_rest) TCLAP ignores every flag; "
+            raise OptionsError(f"{word}: after -- (--ignore_rest) TCLAP ignores every flag; "
                              f"put the flags before --")
         if word in _BUILTIN and arg is None:
             return _BUILTIN[word]
         if arg is None:
             if word.startswith("-") and word != "-":
-                raise TclapError(_unknown(word, by_spelling, program))
+                raise OptionsError(_unknown(word, by_spelling, program))
             if positional is None or out.positional is not None:
-                raise TclapError(
+                raise OptionsError(
                     f"{word}: {program} takes one {positional} argument and this is another "
                     f"(TCLAP: Couldn't find match for argument)" if positional else
                     f"{word}: {program} takes no positional argument (TCLAP: Couldn't find "
@@ -131,30 +128,30 @@ def parse(argv: Sequence[str], args: Sequence[TclapArg], *, positional: str | No
             continue
         if arg.value is None:
             if arg.name in out.values:
-                raise TclapError(f"{word}: given twice (TCLAP: Argument already set!)")
+                raise OptionsError(f"{word}: given twice (TCLAP: Argument already set!)")
             out.values[arg.name] = True
             out.given[arg.name] = word
             continue
         if index >= len(argv):
-            raise TclapError(f"{word}: needs a value <{arg.value}> (TCLAP: Missing a value "
+            raise OptionsError(f"{word}: needs a value <{arg.value}> (TCLAP: Missing a value "
                              f"for this argument!)")
         value = argv[index]
         index += 1
         if arg.allowed and value not in arg.allowed:
-            raise TclapError(f"{word}: {value!r} is not one of {'|'.join(arg.allowed)} "
+            raise OptionsError(f"{word}: {value!r} is not one of {'|'.join(arg.allowed)} "
                              f"(TCLAP: Value '{value}' does not meet constraint)")
         if arg.multi:
             previous = out.values.setdefault(arg.name, [])
             assert isinstance(previous, list)
             previous.append(value)
         elif arg.name in out.values:
-            raise TclapError(f"{word}: given twice (TCLAP: Argument already set!)")
+            raise OptionsError(f"{word}: given twice (TCLAP: Argument already set!)")
         else:
             out.values[arg.name] = value
         out.given[arg.name] = word
     for arg in args:
         if arg.required and arg.name not in out.values:
-            raise TclapError(f"--{arg.name}: required (TCLAP: Required argument missing)")
+            raise OptionsError(f"--{arg.name}: required (TCLAP: Required argument missing)")
     return out
 
 
