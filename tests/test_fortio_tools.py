@@ -22,16 +22,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.peers import fortio_binary
+from support.polling import settle, wait_until
+from support.sockets import reserved_port
 
 import nhbench
-from tests.support.peers import fortio_binary
-from tests.support.polling import settle, wait_until
-from tests.support.sockets import reserved_port
 
 FORTIO = fortio_binary()
 needs_fortio = pytest.mark.skipif(FORTIO is None, reason="fortio is not installed "
                                   "(go install fortio.org/fortio@v1.66.5)")
 REPO = Path(__file__).resolve().parent.parent
+SHIM = str(REPO / "tests" / "support" / "fortio_tools_shim.py")
 TIMEOUT = 60
 
 
@@ -41,7 +42,7 @@ def _env() -> dict[str, str]:
 
 def ours(command: str, target: str, stdin: bytes = b"", **values: Any
          ) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run([sys.executable, "-m", "tests.support.fortio_tools_shim", command,
+    return subprocess.run([sys.executable, SHIM, command,
                            json.dumps(values), target], input=stdin, capture_output=True,
                           timeout=TIMEOUT, cwd=REPO, env=_env())
 
@@ -53,7 +54,7 @@ def theirs(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]
 
 
 def ours_popen(command: str, target: str, **values: Any) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, "-m", "tests.support.fortio_tools_shim", command,
+    return subprocess.Popen([sys.executable, SHIM, command,
                              json.dumps(values), target], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO,
                             env=_env())

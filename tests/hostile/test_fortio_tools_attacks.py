@@ -26,13 +26,14 @@ grpc = pytest.importorskip("grpc")
 pytestmark = [pytest.mark.hostile]
 
 REPO = Path(__file__).resolve().parent.parent.parent
+SHIM = str(REPO / "tests" / "support" / "fortio_tools_shim.py")
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 
 def _run(command: str, target: str, stdin: bytes = b"", **values: Any
          ) -> subprocess.CompletedProcess[bytes]:
     env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
-    return subprocess.run([sys.executable, "-m", "tests.support.fortio_tools_shim", command,
+    return subprocess.run([sys.executable, SHIM, command,
                            json.dumps(values), target], input=stdin, capture_output=True,
                           timeout=60, cwd=REPO, env=env)
 
@@ -145,3 +146,20 @@ def test_nc_under_a_flood_copies_every_byte() -> None:
         listener.close()
     assert proc.returncode == 0
     assert len(proc.stderr) == size and proc.stderr.count(b"z") == size
+
+
+def test_an_error_message_over_several_lines_stays_one_line() -> None:
+    def aborting(request: bytes, context: Any) -> bytes:
+        context.abort(grpc.StatusCode.INTERNAL, "first line\nsecond line\r\nthird")
+        return b""
+
+    method = grpc.unary_unary_rpc_method_handler(aborting)
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2), handlers=[
+        grpc.method_handlers_generic_handler("fgrpc.PingServer", {"Ping": method})])
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        proc = _run("grpcping", f"127.0.0.1:{port}")
+    finally:
+        server.stop(None)
+    _clean_failure(proc, "INTERNAL: first line second line third")

@@ -2,8 +2,8 @@
 drive them as processes (real stdin, stdout, stderr and exit status) before the Fortio
 front-end wires them to its flags.
 
-    python -m tests.support.fortio_tools_shim nc '{"dont_stop_on_eof": true}' host:port
-    python -m tests.support.fortio_tools_shim grpcping '{"count": 3}' host:port
+    python tests/support/fortio_tools_shim.py nc '{"dont_stop_on_eof": true}' host:port
+    python tests/support/fortio_tools_shim.py grpcping '{"count": 3}' host:port
 
 The JSON object holds NcValues / GrpcPingValues fields (``payload`` as text).
 """

@@ -308,6 +308,8 @@ def _caller(channel: grpc.Channel, method: str,
             code = error.code() if isinstance(error, grpc.Call) else None
             details = error.details() if isinstance(error, grpc.Call) else str(error)
             name = code.name if code is not None else "UNKNOWN"
+            # One line, whatever the server put in its message.
+            details = " ".join(str(details).split())
             raise _CallFailed(f"grpcping: grpc error from {what}: {name}: {details}") from None
         return answer
 
