@@ -597,3 +597,49 @@ def test_grpcping_histogram_of_a_known_run() -> None:
         "> 1600 <= 1729.91 , 1664.96 , 100.00, 1",
         "# target 50% 80",
     ]
+
+
+@needs_fortio
+def test_grpcping_through_a_unix_socket_as_fortio(tmp_path: Path) -> None:
+    assert FORTIO is not None
+    path = str(tmp_path / "grpc.sock")
+    proc = subprocess.Popen(
+        [FORTIO, "server", "-http-port", "disabled", "-grpc-port", path, "-tcp-port",
+         "disabled", "-udp-port", "disabled", "-redirect-port", "disabled"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=_env())
+    try:
+        assert wait_until(lambda: os.path.exists(path), timeout=20)
+        # The host:port names the authority only; the bytes go through the socket.
+        with reserved_port() as port:
+            mine = ours("grpcping", f"localhost:{port}", count=2, unix_socket=path)
+            real = theirs("grpcping", "-n", "2", "-unix-socket", path, f"localhost:{port}")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    assert mine.returncode == real.returncode == 0, (mine.stderr, real.stderr)
+    assert _counts(mine.stdout.decode()) == _counts(real.stdout.decode()) == [
+        ("Clock skew histogram usec", 2), ("RTT histogram usec", 6)]
+
+
+@pytest.mark.parametrize(("target", "expected"), [
+    ("localhost", ("localhost:8079", False)),
+    ("10.0.0.1:1234", ("10.0.0.1:1234", False)),
+    ("::1", ("[::1]:8079", False)),
+    ("[::1]:9", ("[::1]:9", False)),
+    ("http://example.com/", ("example.com:80", False)),
+    ("https://example.com", ("example.com:443", True)),
+    ("https://example.com:8443/", ("example.com:8443", True)),
+])
+def test_grpcping_destination_as_fortios(target: str, expected: tuple[str, bool]) -> None:
+    from nhbench.compat._fortio_grpcping import grpc_destination
+    assert grpc_destination(target) == expected
+
+
+@pytest.mark.parametrize(("payload", "sent"), [
+    (b"plain", "plain"), (b"caf\xc3\xa9", "caf\u00e9"),
+    # Fortio's PayloadUTF8: invalid bytes dropped, the length kept with X.
+    (b"a\xffb\xfe\xfd", "abXXX"), (b"\xe2\x82", "XX"),
+])
+def test_grpcping_payload_is_made_utf8_as_fortio(payload: bytes, sent: str) -> None:
+    from nhbench.compat._fortio_grpcping import _payload_utf8
+    assert _payload_utf8(payload) == sent
