@@ -217,6 +217,13 @@ def _buckets(stats: Iterable[Statistic], moments: _Moments, offset: float,
             high = histogram.get_highest_equivalent_value(value)
             middle = min(max((low + high + 1) // 2, low_ns), high_ns)
             counts[_fortio_bucket(middle / _NS, offset, divider)] += count
+    return _bucket_data(counts, moments, offset, divider)
+
+
+def _bucket_data(counts: Sequence[int], moments: _Moments, offset: float,
+                 divider: float) -> list[dict[str, Any]] | None:
+    """Fortio's Data buckets (stats.Histogram.Export) of the counts per Fortio bucket index
+    (`_fortio_bucket`), or None when every count is 0."""
     data: list[dict[str, Any]] = []
     total = 0
     previous = _BUCKETS[0]
