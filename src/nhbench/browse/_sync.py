@@ -216,7 +216,7 @@ class _Fetcher:
                 raise ValueError(f"status {response.status} {response.reason}".rstrip())
             length = response.getheader("Content-Length")
             if length is not None and length.isdigit() and int(length) > limit:
-                raise ValueError(f"{int(length)} bytes is over the limit of {limit}")
+                raise ValueError(f"{int(length)} bytes: more than {limit} bytes")
             chunks: list[bytes] = []
             total = 0
             while chunk := response.read1(min(1 << 16, limit + 1 - total)):
