@@ -204,6 +204,24 @@ def test_an_existing_file_is_never_replaced(origin: Peer, target: Path) -> None:
     assert [r for r in origin.requests if r != "/index.tsv"] == []
 
 
+def test_a_file_that_appears_during_the_fetch_is_kept(origin: Peer, target: Path) -> None:
+    # Another writer (a second sync, a run saving its result) creates the name while the
+    # file is being fetched: the store must not replace it.
+    def racing(handler: Any) -> None:
+        (target / "race.json").write_bytes(b'{"theirs": true}')
+        handler.send_response(200)
+        handler.send_header("Content-Length", str(len(RESULT)))
+        handler.end_headers()
+        handler.wfile.write(RESULT)
+
+    origin.routes["/race.json"] = racing
+    origin.routes["/index.tsv"] = tsv(tsv_line(f"{origin.url}/race.json", RESULT))
+    report = sync_results(origin.url + "/index.tsv", target)
+    assert (report.fetched, report.present) == (0, 1)
+    assert (target / "race.json").read_bytes() == b'{"theirs": true}'
+    nothing_written_around(target)
+
+
 def test_the_bytes_of_one_sync_are_capped(origin: Peer, target: Path) -> None:
     body = RESULT[:-1] + b" " * 4000 + b"}"
     for i in range(5):

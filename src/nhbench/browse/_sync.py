@@ -405,7 +405,7 @@ def _store(directory: int, name: str, body: bytes) -> bool:
     an existing file: False when the name exists."""
     temporary = f".nhbench-sync-{secrets.token_hex(8)}.tmp"
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                 0o644, dir_fd=directory)
+                 0o666, dir_fd=directory)  # the umask applies, as to every file nhbench writes
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(body)
@@ -416,6 +416,7 @@ def _store(directory: int, name: str, body: bytes) -> bool:
                     follow_symlinks=False)
         except FileExistsError:
             return False
+        os.fsync(directory)
         return True
     finally:
         try:

@@ -10,6 +10,7 @@ directory, a malformed address or URL), one line on stderr.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import threading
 from pathlib import Path
@@ -34,7 +35,8 @@ def add_parser(commands: Subparsers,
         description="Serve a local web UI over DIR: a searchable list of the results in it "
         "(nhbench, Nighthawk and Fortio JSON, sweep campaign directories), one page per "
         "result (headline, latency by percentile, latency over time, counters, options) and "
-        "a comparison of selected runs. Prints the URL, serves until SIGINT or SIGTERM. "
+        "a comparison of selected runs. Shares the results as Fortio does (/data/index.tsv) and "
+        "pulls a peer's (--sync). Prints the URL, serves until SIGINT or SIGTERM. "
         "See docs/outputs.md.",
         allow_abbrev=False,
     )
@@ -114,6 +116,8 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     except ValueError as exc:
         die(f"--listen: {exc}", status=2)
     interval = _sync_options(args)
+    if args.sync is not None and not os.access(directory, os.W_OK | os.X_OK):
+        die(f"--sync: cannot write into {str(directory)!r}", status=2)
     loop = None
     if args.sync is not None:
         from ..browse import SyncError, SyncLoop, sync_results
