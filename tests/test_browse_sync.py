@@ -51,9 +51,11 @@ class Process:
             raise AssertionError("".join(self.lines))
 
     def stop(self) -> str:
-        self.proc.terminate()
-        out, _ = self.proc.communicate(timeout=20)
-        return "".join(self.lines) + out
+        if self.proc.returncode is None:
+            self.proc.terminate()
+            out, _ = self.proc.communicate(timeout=20)
+            self.lines.append(out)
+        return "".join(self.lines)
 
 
 @pytest.fixture
@@ -196,7 +198,28 @@ def test_our_sync_pulls_a_fortio_report_and_keeps_pulling(tmp_path: Path,
     (fortio_dir / "2030-01-01-000000_later.json").write_bytes(FORTIO_RESULT)
     assert wait_until(lambda: (ours / "2030-01-01-000000_later.json").exists(), 30)
     assert (ours / "2030-01-01-000000_later.json").read_bytes() == FORTIO_RESULT
+    # Stopped between two rounds or during one: no temporary file is left behind.
+    assert "Traceback" not in served.stop()
     assert not [p for p in ours.iterdir() if p.name.startswith(".")]
+
+
+@needs_fortio
+def test_our_sync_pulls_a_fortio_server(tmp_path: Path, started: Any) -> None:
+    from nhbench.browse import sync_results
+
+    fortio_dir = tmp_path / "fortio"
+    fortio_dir.mkdir()
+    (fortio_dir / "2026-01-02-030405_fortio.json").write_bytes(FORTIO_RESULT)
+    server = started([FORTIO, "server", "-data-dir", str(fortio_dir), "-http-port",
+                      "127.0.0.1:0", "-grpc-port", "disabled", "-tcp-port", "disabled",
+                      "-udp-port", "disabled", "-redirect-port", "disabled"],
+                     r"^\s*(http://127\.0\.0\.1:\d+)/fortio/\s*$")
+    ours = tmp_path / "ours"
+    ours.mkdir()
+    # fortio server serves its data directory under its UI path.
+    report = sync_results(server.url + "/fortio/data/index.tsv", ours)
+    assert (report.fetched, report.failed, report.skipped) == (1, 0, 0)
+    assert (ours / "2026-01-02-030405_fortio.json").read_bytes() == FORTIO_RESULT
 
 
 def bucket_page(keys: list[tuple[str, bytes]], next_marker: str = "") -> bytes:

@@ -222,6 +222,19 @@ def test_a_file_that_appears_during_the_fetch_is_kept(origin: Peer, target: Path
     nothing_written_around(target)
 
 
+def test_a_killed_syncs_temporary_files_are_removed_later(origin: Peer,
+                                                          target: Path) -> None:
+    # A sync killed while storing leaves its hidden temporary file; the next sync removes
+    # one old enough to belong to no running sync, and leaves a fresh one alone.
+    old, fresh = target / ".nhbench-sync-0123456789abcdef.tmp", target / ".nhbench-sync-fresh.tmp"
+    old.write_bytes(b"{")
+    fresh.write_bytes(b"{")
+    os.utime(old, (time.time() - 3600, time.time() - 3600))
+    origin.routes["/index.tsv"] = tsv()
+    sync_results(origin.url + "/index.tsv", target)
+    assert files(target) == [fresh.name]
+
+
 def test_the_bytes_of_one_sync_are_capped(origin: Peer, target: Path) -> None:
     body = RESULT[:-1] + b" " * 4000 + b"}"
     for i in range(5):

@@ -91,6 +91,7 @@ FILE_DEADLINE = 60.0
 SYNC_DEADLINE = 600.0
 
 _ACCEPTED_STATUS = 200
+_TEMPORARY = ".nhbench-sync-"
 _REDIRECTS = (301, 302, 303, 307, 308)
 
 
@@ -403,7 +404,7 @@ def _md5_of(directory: int, name: str, limit: int) -> bytes | None:
 def _store(directory: int, name: str, body: bytes) -> bool:
     """Write `body` as `name` in the directory open as `directory`, atomically and never over
     an existing file: False when the name exists."""
-    temporary = f".nhbench-sync-{secrets.token_hex(8)}.tmp"
+    temporary = f"{_TEMPORARY}{secrets.token_hex(8)}.tmp"
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
                  0o666, dir_fd=directory)  # the umask applies, as to every file nhbench writes
     try:
@@ -423,6 +424,18 @@ def _store(directory: int, name: str, body: bytes) -> bool:
             os.unlink(temporary, dir_fd=directory)
         except FileNotFoundError:
             pass
+
+
+def _remove_stale(directory: int) -> None:
+    """Remove the temporary files of a sync that was killed while storing (a store takes
+    seconds; one older than `SYNC_DEADLINE` belongs to no running sync)."""
+    too_old = time.time() - SYNC_DEADLINE
+    with contextlib.suppress(OSError), os.scandir(directory) as entries:
+        for entry in entries:
+            if entry.name.startswith(_TEMPORARY) and entry.name.endswith(".tmp"):
+                with contextlib.suppress(OSError):
+                    if entry.stat(follow_symlinks=False).st_mtime < too_old:
+                        os.unlink(entry.name, dir_fd=directory)
 
 
 def sync_results(url: str, directory: str | os.PathLike[str], *, any_host: bool = False,
@@ -448,6 +461,7 @@ def sync_results(url: str, directory: str | os.PathLike[str], *, any_host: bool 
     except OSError as exc:
         raise ValueError(f"{str(directory)!r} is not a directory: "
                          f"{exc.strerror or exc}") from None
+    _remove_stale(dir_fd)
     limit = limit_of("result")
     stop = time.monotonic() + deadline
     fetcher = _Fetcher(_origin(parts), any_host, timeout, file_deadline, stop, context)
