@@ -52,6 +52,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import SplitResult, quote, unquote, urljoin, urlsplit
 
+from .._exceptions import SyncError
 from .._format import printable
 from .._input import limit_of
 from ._data import TSV_HEADER, safe_result_name
@@ -93,10 +94,6 @@ SYNC_DEADLINE = 600.0
 _ACCEPTED_STATUS = 200
 _TEMPORARY = ".nhbench-sync-"
 _REDIRECTS = (301, 302, 303, 307, 308)
-
-
-class SyncError(RuntimeError):
-    """The listing itself could not be fetched or read. ``str()`` is one line."""
 
 
 @dataclass
