@@ -9,11 +9,13 @@ compared byte for byte. Tests that need fortio skip only when it is absent.
 
 from __future__ import annotations
 
+import http.client
 import os
 import re
 import shutil
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -137,6 +139,29 @@ def test_index_tsv_is_fortios_format(tmp_path: Path, started: Any, mount: str) -
     listing = get(served.url + mount).decode()
     assert all(f'href="{name}"' in listing for name in SHARED)
     assert "link.json" not in listing and "notes" not in listing
+
+
+@pytest.mark.serial
+def test_kept_alive_downloads_do_not_wait_for_delayed_acks(tmp_path: Path,
+                                                           started: Any) -> None:
+    # A sync fetches file after file on one connection. With the response's head and body
+    # in separate writes and Nagle on, each body waited for the client's delayed ACK: at
+    # least 40 ms a file on Linux (Fortio pulled 2000 files in 91 s, Fortio from Fortio in
+    # under 2). 100 files therefore took over 4 s; now a fraction of a second.
+    root = tmp_path / "results"
+    root.mkdir()
+    for i in range(100):
+        (root / f"{i:03d}.json").write_bytes(FORTIO_RESULT)
+    served = browse(started, root)
+    connection = http.client.HTTPConnection("127.0.0.1", int(served.url.rsplit(":", 1)[1]),
+                                            timeout=30)
+    begun = time.monotonic()
+    for i in range(100):
+        connection.request("GET", f"/data/{i:03d}.json")
+        assert connection.getresponse().read() == FORTIO_RESULT
+    elapsed = time.monotonic() - begun
+    connection.close()
+    assert elapsed < 2.5, f"100 kept-alive downloads took {elapsed:.2f} s"
 
 
 def test_base_url_starts_the_index_urls(tmp_path: Path, started: Any) -> None:

@@ -198,6 +198,11 @@ class _Handler(BaseHTTPRequestHandler):
     def setup(self) -> None:
         super().setup()
         self.connection.settimeout(self.server.idle_timeout)
+        # A response's head and body are separate writes: without this, on a kept-alive
+        # connection the body waits for the client's delayed ACK (40 ms a file: Fortio's
+        # -sync of 2000 files took 91 s instead of under 2).
+        with contextlib.suppress(OSError):
+            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.rfile = io.BufferedReader(_HeadReader(self))
 
     def handle_one_request(self) -> None:
