@@ -414,7 +414,6 @@ def _store(directory: int, name: str, body: bytes) -> bool:
                     follow_symlinks=False)
         except FileExistsError:
             return False
-        os.fsync(directory)
         return True
     finally:
         try:
@@ -466,6 +465,8 @@ def sync_results(url: str, directory: str | os.PathLike[str], *, any_host: bool 
     try:
         for entry in _listing(fetcher, parts.geturl(), report):
             _one(fetcher, dir_fd, entry, limit, max_bytes, stop, report)
+        if report.fetched:
+            os.fsync(dir_fd)  # the new names, once for all of them
     finally:
         os.close(dir_fd)
     return report
