@@ -334,9 +334,9 @@ def test_sync_interval_reports_each_round_and_survives_a_failing_peer(
 # ---- the /data/ the browser shares ---------------------------------------------------------
 
 
-def raw_get(port: int, path: str) -> tuple[int, bytes]:
+def raw_get(port: int, path: str, extra: str = "") -> tuple[int, bytes]:
     with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
-        sock.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+        sock.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{extra}"
                      "Connection: close\r\n\r\n".encode())
         data = b""
         while chunk := sock.recv(1 << 16):
@@ -377,6 +377,12 @@ def test_data_paths_cannot_leave_the_directory(tmp_path: Path) -> None:
             assert status == 404, (path, status)
             assert b"TOPSECRET" not in body and b"PATH=" not in body
         assert raw_get(port, "/data/ok.json") == (200, RESULT)
+        # The index's URLs take only a checked Host and an http(s) X-Forwarded-Proto.
+        for extra, start in (("X-Forwarded-Proto: javascript\r\n", b"http://127.0.0.1:"),
+                             ("X-Forwarded-Proto: https\r\n", b"https://127.0.0.1:"),
+                             ("X-Forwarded-Host: evil.example\r\n", b"http://127.0.0.1:")):
+            status, index = raw_get(port, "/data/index.tsv", extra)
+            assert status == 200 and index.splitlines()[1].startswith(start), (extra, index)
     finally:
         process.terminate()
         _, stderr = process.communicate(timeout=20)

@@ -355,7 +355,9 @@ def _listing(fetcher: _Fetcher, url: str, report: SyncReport) -> list[_Entry]:
         if not bucket.truncated and not bucket.next_marker:
             return entries
         marker = bucket.next_marker or (bucket.keys[-1][0] if bucket.keys else "")
-        if not marker or marker in markers:
+        if not marker:
+            raise SyncError("the bucket listing is truncated but names no marker to go on from")
+        if marker in markers:
             raise SyncError(f"the bucket listing repeats its marker {marker!r}")
         markers.add(marker)
         query = "&".join(p for p in base.query.split("&") if p and not p.startswith("marker="))
