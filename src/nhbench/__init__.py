@@ -42,6 +42,7 @@ if TYPE_CHECKING:
         RunError,
         ServerError,
         SloError,
+        SyncError,
         UnreachableError,
     )
     from ._histogram import HistogramDecodeError
@@ -72,7 +73,7 @@ _LAZY = {
         "AuthenticationError", "CampaignError", "CommandError", "ConfigRejectedError",
         "CoreError", "CoreUnavailableError", "HostError", "HostKeyError", "NHBenchError",
         "OptionsError", "ResolveError", "ResultFileError", "RunError", "ServerError",
-        "SloError", "UnreachableError")},
+        "SloError", "SyncError", "UnreachableError")},
     "OutputError": ("nhbench._io", "OutputError"),
     "InputError": ("nhbench._input", "InputError"),
     "HistogramDecodeError": ("nhbench._histogram", "HistogramDecodeError"),
@@ -197,6 +198,7 @@ __all__ = [
     "CommandError",
     "CampaignError",
     "ResultFileError",
+    "SyncError",
     "OutputError",
     "InputError",
     "HistogramDecodeError",

@@ -25,6 +25,8 @@ Hierarchy::
     │                           with different options, directory not empty)
     ├── ResultFileError         a result file cannot be loaded (`nhbench.load_result`: missing,
     │                           not JSON, not a format nhbench reads, invalid)
+    ├── SyncError               a peer's result listing could not be fetched or read
+    │                           (`nhbench.browse.sync_results`, ``nhbench browse --sync``)
     └── SloError                a service-level objective was not met (`assert_slo`, the
                                 pytest plugin); also an AssertionError. Its message is the
                                 verdict table: one line of summary, then one row per rule
@@ -62,6 +64,7 @@ __all__ = [
     "CampaignError",
     "ResultFileError",
     "SloError",
+    "SyncError",
 ]
 
 
@@ -152,6 +155,12 @@ class ResultFileError(NHBenchError):
     def __init__(self, message: str, path: str) -> None:
         super().__init__(message)
         self.path = path
+
+
+class SyncError(NHBenchError):
+    """A peer's result listing (an ``index.tsv`` or a bucket listing) could not be fetched
+    or read, so a sync (`nhbench.browse.sync_results`) did nothing. One line naming the
+    listing and the reason; a single file that fails is counted, not raised."""
 
 
 class SloError(NHBenchError, AssertionError):

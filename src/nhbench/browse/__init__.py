@@ -5,24 +5,35 @@ writes. docs/outputs.md, "The result browser", describes the pages.
 `Catalogue` finds and summarises what a directory holds (`nhbench.load_result` reads each
 file, so every format it reads is listed); `._pages` renders the pages (jinja2, inline SVG
 charts from `nhbench._svg`); `BrowseServer` serves them with the standard library.
+Fortio's result sharing: `DataDirectory` is the ``data/index.tsv`` it serves, and
+`sync_results` (`SyncLoop` to repeat it) pulls a peer's results (``--sync``).
 """
 
+from ._data import DataDirectory, safe_result_name
 from ._pages import MAX_COMPARED, campaign_page, compare_page, error_page, list_page, result_page
 from ._scan import MAX_DEPTH, MAX_FILE_BYTES, MAX_FILES, Catalogue, Entry, Listing
-from ._server import BrowseServer
+from ._server import DATA_MOUNTS, BrowseServer
+from ._sync import SyncError, SyncLoop, SyncReport, sync_results
 
 __all__ = [
+    "DATA_MOUNTS",
     "MAX_COMPARED",
     "MAX_DEPTH",
     "MAX_FILES",
     "MAX_FILE_BYTES",
     "BrowseServer",
     "Catalogue",
+    "DataDirectory",
     "Entry",
     "Listing",
+    "SyncError",
+    "SyncLoop",
+    "SyncReport",
     "campaign_page",
     "compare_page",
     "error_page",
     "list_page",
     "result_page",
+    "safe_result_name",
+    "sync_results",
 ]
