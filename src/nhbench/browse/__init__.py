@@ -5,18 +5,28 @@ writes. docs/outputs.md, "The result browser", describes the pages.
 `Catalogue` finds and summarises what a directory holds (`nhbench.load_result` reads each
 file, so every format it reads is listed); `._pages` renders the pages (jinja2, inline SVG
 charts from `nhbench._svg`); `BrowseServer` serves them with the standard library.
+``nhbench ui DIR`` adds runs started from a form, streamed live (`start_ui`, `._ui`, `._runs`).
 """
 
 from ._pages import MAX_COMPARED, campaign_page, compare_page, error_page, list_page, result_page
+from ._runs import DEFAULT_LIMITS, Limits, LiveRun, RunManager, RunRefused
 from ._scan import MAX_DEPTH, MAX_FILE_BYTES, MAX_FILES, Catalogue, Entry, Listing
 from ._server import BrowseServer
+from ._ui import UIHandle, UIRoutes, send, start_ui
 
 __all__ = [
     "MAX_COMPARED",
     "MAX_DEPTH",
     "MAX_FILES",
     "MAX_FILE_BYTES",
+    "DEFAULT_LIMITS",
     "BrowseServer",
+    "Limits",
+    "LiveRun",
+    "RunManager",
+    "RunRefused",
+    "UIHandle",
+    "UIRoutes",
     "Catalogue",
     "Entry",
     "Listing",
@@ -25,4 +35,6 @@ __all__ = [
     "error_page",
     "list_page",
     "result_page",
+    "send",
+    "start_ui",
 ]
