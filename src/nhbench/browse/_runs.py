@@ -73,12 +73,15 @@ class Limits:
             raise RunRefused(f"connections: {connections} is more than the cap of "
                              f"{self.max_connections} (--max-connections)")
         if self.max_duration > 0:
-            if options.no_duration:
+            if options.no_duration and options.requests is None:
                 raise RunRefused(f"duration: a run until stopped is refused (the cap is "
                                  f"{self.max_duration:g}s, --max-duration)")
             duration = options.effective_duration
-            if duration is None and options.requests is not None and rate > 0:
-                duration = options.requests / rate
+            if options.requests is not None and rate > 0:
+                # A count at a fixed rate lasts count / rate (it ends sooner if the count
+                # is reached first); a count as fast as possible is refused above.
+                by_count = options.requests / rate
+                duration = by_count if duration is None else min(duration, by_count)
             if duration is not None and duration > self.max_duration:
                 raise RunRefused(f"duration: {duration:g}s is more than the cap of "
                                  f"{self.max_duration:g}s (--max-duration)")

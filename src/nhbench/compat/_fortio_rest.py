@@ -131,12 +131,22 @@ def _number(params: _Params, key: str, kind: type[int] | type[float]) -> Any:
         raise _Refused(400, f"parsing {key}", f"invalid {kind.__name__} {text!r}") from None
 
 
+def _go_duration(text: str, what: str) -> float:
+    """Go's time.ParseDuration, with its error text."""
+    from ..options import parse_go_duration
+
+    seconds = parse_go_duration(text)
+    if seconds is None:
+        raise _Refused(400, f"parsing {what}", f'time: invalid duration "{text}"')
+    return seconds
+
+
 def options_from_params(params: _Params) -> tuple[Options, FortioRun]:
     """The run a ``rest/run`` request describes, as nhbench `Options` (validated once, by
     `Options`) and the `FortioRun` its Fortio JSON needs; `_Refused` with Fortio's message."""
     from pydantic import ValidationError
 
-    from ..options import Options, format_validation_error, parse_go_duration
+    from ..options import Options, format_validation_error
 
     url = params.get("url").strip()
     if not url:
@@ -158,10 +168,7 @@ def options_from_params(params: _Params) -> tuple[Options, FortioRun]:
     if duration_text == "on":
         duration = None
     elif duration_text:
-        try:
-            duration = parse_go_duration(duration_text)
-        except ValueError as exc:
-            raise _Refused(400, "parsing duration", str(exc)) from None
+        duration = _go_duration(duration_text, "duration")
     percentiles: tuple[float, ...] = DEFAULT_PERCENTILES
     if params.get("p"):
         try:
@@ -199,10 +206,7 @@ def options_from_params(params: _Params) -> tuple[Options, FortioRun]:
         data["insecure"] = True
     timeout = params.get("timeout").strip()
     if timeout:
-        try:
-            data["request_timeout"] = parse_go_duration(timeout)
-        except ValueError as exc:
-            raise _Refused(400, "parsing timeout", str(exc)) from None
+        data["request_timeout"] = _go_duration(timeout, "timeout")
     try:
         options = Options.model_validate(data)
     except ValidationError as exc:
