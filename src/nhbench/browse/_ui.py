@@ -273,7 +273,8 @@ class UIRoutes:
 
     def _start(self, handler: _Handler, body: bytes) -> None:
         form = parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True)
-        values = {name: (form.get(name) or [""])[0] for name in FORM_FIELDS}
+        # What was typed goes back into the form; a field left empty shows its default.
+        values = {name: form[name][0] for name in FORM_FIELDS if form.get(name, [""])[0]}
         refused = self._form_allowed(handler, form)
         if refused is not None:
             send_html(handler, 403, error_page(403, refused))
