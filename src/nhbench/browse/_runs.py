@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from .._exceptions import NHBenchError
+
 if TYPE_CHECKING:
     from .._result import Result
     from .._timeline import IntervalRecord
@@ -204,7 +206,11 @@ class RunManager:
                                  f"{self.limits.max_runs} at once (--max-runs)")
             run = LiveRun(id=next(self._ids), options=options, started=time.time(),
                           extra=extra)
-            run.benchmark = make_benchmark(options)
+            try:
+                run.benchmark = make_benchmark(options)
+            except NHBenchError as exc:
+                # The core refused the configuration (or is missing): the starter's 400.
+                raise ValueError(str(exc)) from None
             self._runs[run.id] = run
             finished = [key for key, value in self._runs.items() if value.finished]
             for key in finished[:max(0, len(self._runs) - self._keep)]:

@@ -309,6 +309,8 @@ class FortioRest:
                                       on_done=lambda run: self._done(run, save))
         except RunRefused as exc:
             raise _Refused(403, "refused", str(exc)) from None
+        except ValueError as exc:
+            raise _Refused(400, "Aborting because of error", str(exc)) from None
         spec.id = _fortio_id(live.id, fortio.labels)
         spec.ready.set()
         if params.on("async"):
