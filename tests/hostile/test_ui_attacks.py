@@ -18,13 +18,15 @@ if a refusal is only a broken request.
 * DNS rebinding: a Host header that does not name this machine.
 * The caps (rate, connections, duration, until-stopped, as-fast-as-possible, runs at once)
   and the target allow-list (an address, a network, a name resolving outside it).
-* Bodies: one larger than the limit, one without a length; live streams beyond the cap.
+* Bodies: one larger than the limit, one without a length, one sent a byte a second;
+  live streams beyond the cap.
 * Fields a browser must not set (an output file, a payload file): refused by name.
 """
 
 from __future__ import annotations
 
 import json
+import select
 import socket
 import time
 from collections.abc import Iterator
@@ -301,6 +303,29 @@ def test_bodies_are_bounded(uis: Any, origin: Origin) -> None:
         sock.sendall(f"POST /fortio/rest/run HTTP/1.1\r\nHost: 127.0.0.1:{ui.port}\r\n"
                      "Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n".encode())
         assert sock.recv(100).startswith(b"HTTP/1.1 411")
+    assert not origin.connected()
+
+
+def test_a_slow_body_is_cut_off(uis: Any, origin: Origin) -> None:
+    ui = uis()
+    body = json.dumps({"url": origin.url, "t": "2s", "labels": "x" * 40}).encode()
+    closed_after = None
+    with socket.create_connection(("127.0.0.1", ui.port), timeout=60) as sock:
+        sock.sendall(f"POST /fortio/rest/run HTTP/1.1\r\nHost: 127.0.0.1:{ui.port}\r\n"
+                     f"Content-Length: {len(body)}\r\n\r\n".encode())
+        started = time.monotonic()
+        # A byte a second, for longer than the server's 10 s (TIMEOUT) for the whole body.
+        for byte in body[:25]:
+            try:
+                sock.sendall(bytes([byte]))
+                readable, _, _ = select.select([sock], [], [], 1.0)
+                if readable and sock.recv(100) == b"":
+                    closed_after = time.monotonic() - started
+                    break
+            except OSError:
+                closed_after = time.monotonic() - started
+                break
+    assert closed_after is not None and closed_after < 20, closed_after
     assert not origin.connected()
 
 

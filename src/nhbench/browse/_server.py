@@ -263,8 +263,9 @@ class _Handler(BaseHTTPRequestHandler):
                     and self.headers.get("Sec-Fetch-Dest", "document") == "document")
 
     def _body(self) -> bytes | None:
-        """The request's body (at most `_ui.MAX_BODY` bytes, read within `TIMEOUT` per
-        read); None, with a response sent, when it is too large or not counted."""
+        """The request's body (at most `_ui.MAX_BODY` bytes, all within `TIMEOUT`); None
+        when it is too large or not counted (a response sent), or does not arrive in time
+        (the connection is closed)."""
         from ._ui import MAX_BODY
 
         if self.headers.get("Transfer-Encoding"):
@@ -276,8 +277,21 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             self._page(413, error_page(413, f"a body of at most {MAX_BODY} bytes"))
             return None
-        self.connection.settimeout(self.server.idle_timeout)
-        return self.rfile.read(int(length))
+        # The whole body within TIMEOUT, as the head: a client sending a byte now and then
+        # cannot hold its thread.
+        self.deadline = time.monotonic() + self.server.idle_timeout
+        try:
+            body = self.rfile.read(int(length))
+        except TimeoutError:
+            self.close_connection = True
+            return None
+        finally:
+            self.deadline = None
+            self.connection.settimeout(max(SEND_TIMEOUT, self.server.idle_timeout))
+        if len(body) < int(length):
+            self.close_connection = True
+            return None
+        return body
 
     def _get(self, method: str = "GET") -> None:
         if not self._host_allowed():
