@@ -143,9 +143,20 @@ def test_the_form_asks_for_the_token_once_per_session(uis: Any, origin: Origin) 
                               body=urlencode({**fields, "token": "wrong"}).encode())
     assert status == 403 and b"token is required" in page
     assert not origin.connected()
-    status, _, _ = request(ui.port, "/run", method="POST", headers=headers,
-                           body=urlencode({**fields, "token": "form-token"}).encode())
+    status, response, _ = request(ui.port, "/run", method="POST", headers=headers,
+                                  body=urlencode({**fields, "token": "form-token"}).encode())
     assert status == 303 and origin.connected(10)
+    # Another session (another browser) may not stop it without the token either.
+    live = response["location"]
+    cookie, csrf = form_session(ui.port, live)
+    stop = live + "/stop"
+    status, _, page = request(ui.port, stop, method="POST", headers={"Cookie": cookie},
+                              body=urlencode({"csrf": csrf}).encode())
+    assert status == 403 and b"token is required" in page
+    assert rest(ui.port, "/fortio/rest/status?token=form-token")[1]["Statuses"]
+    status, _, _ = request(ui.port, stop, method="POST", headers={"Cookie": cookie},
+                           body=urlencode({"csrf": csrf, "token": "form-token"}).encode())
+    assert status == 303
 
 
 def test_unsafe_open_serves_without_a_token_and_says_so(uis: Any, origin: Origin) -> None:

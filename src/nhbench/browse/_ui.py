@@ -303,6 +303,8 @@ class UIRoutes:
         session, cookie = self._session_for_page(handler)
         html = _render("run_live.html.j2", title=f"nhbench run {run.id}", run=run,
                        uri=run.options.uri, csrf=self.sessions.csrf(session),
+                       need_token=self.token is not None
+                       and not self.sessions.is_authorized(session),
                        result=result_url(run.saved) if run.saved else None,
                        duration=run.options.effective_duration)
         send_html(handler, 200, html, cookie=cookie)
