@@ -149,7 +149,7 @@ def _row(entry: Entry) -> Markup:
     return Markup(html)
 
 
-def list_page(listing: Listing, root: str) -> str:
+def list_page(listing: Listing, root: str, *, ui: bool = False) -> str:
     rows = []
     for entry in listing.entries:
         try:
@@ -160,7 +160,7 @@ def list_page(listing: Listing, root: str) -> str:
             rows.append(_row(Entry.failed(path, f"cannot show {path!r}: {reason}")))
     root = printable(root)
     return _render("list.html.j2", root=root, rows=rows, notes=listing.notes,
-                   max_compared=MAX_COMPARED, title=f"nhbench results: {root}")
+                   max_compared=MAX_COMPARED, title=f"nhbench results: {root}", ui=ui)
 
 
 def _search_text(entry: Entry) -> str:

@@ -123,8 +123,12 @@ class _HTTPServer(ThreadingHTTPServer):
 
     def __init__(self, address: tuple[str, int], catalogue: Catalogue, family: int, *,
                  timeout: float, max_connections: int, max_heavy: int,
-                 heavy_wait: float) -> None:
+                 heavy_wait: float, ui: Any = None, prefix: str = "/") -> None:
         self.address_family = family
+        # The run UI's routes (`._ui.UIRoutes`), when serving ``nhbench ui``; the pages are
+        # also served under `prefix` (Fortio's ``/fortio/``).
+        self.ui = ui
+        self.prefix = prefix
         self.catalogue = catalogue
         self.idle_timeout = timeout
         self.heavy_wait = heavy_wait
@@ -215,11 +219,17 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
     def do_GET(self) -> None:  # noqa: N802 - the base class's name
+        self._serve("GET")
+
+    def do_POST(self) -> None:  # noqa: N802 - the base class's name
+        self._serve("POST")
+
+    def _serve(self, method: str) -> None:
         # The head is in; each write waits at most SEND_TIMEOUT for the client to read.
         self.deadline = None
         self.connection.settimeout(max(SEND_TIMEOUT, self.server.idle_timeout))
         try:
-            self._get()
+            self._get(method)
         except OSError:
             # The client went away or stopped reading: nothing to answer.
             self.close_connection = True
@@ -269,7 +279,38 @@ class _Handler(BaseHTTPRequestHandler):
         return not (self.headers.get("Sec-Fetch-Mode") == "navigate"
                     and self.headers.get("Sec-Fetch-Dest", "document") == "document")
 
-    def _get(self) -> None:
+    def _body(self) -> bytes | None:
+        """The request's body (at most `_ui.MAX_BODY` bytes, all within `TIMEOUT`); None
+        when it is too large or not counted (a response sent), or does not arrive in time
+        (the connection is closed)."""
+        from ._ui import MAX_BODY
+
+        if self.headers.get("Transfer-Encoding"):
+            self.close_connection = True
+            self._page(411, error_page(411, "a body needs a Content-Length"))
+            return None
+        length = self.headers.get("Content-Length", "0").strip() or "0"
+        if not length.isdigit() or int(length) > MAX_BODY:
+            self.close_connection = True
+            self._page(413, error_page(413, f"a body of at most {MAX_BODY} bytes"))
+            return None
+        # The whole body within TIMEOUT, as the head: a client sending a byte now and then
+        # cannot hold its thread.
+        self.deadline = time.monotonic() + self.server.idle_timeout
+        try:
+            body = self.rfile.read(int(length))
+        except TimeoutError:
+            self.close_connection = True
+            return None
+        finally:
+            self.deadline = None
+            self.connection.settimeout(max(SEND_TIMEOUT, self.server.idle_timeout))
+        if len(body) < int(length):
+            self.close_connection = True
+            return None
+        return body
+
+    def _get(self, method: str = "GET") -> None:
         if not self._host_allowed():
             self._page(403, error_page(403, "this server answers only requests addressed to "
                                        "this machine: localhost, a loopback address, the "
@@ -281,9 +322,28 @@ class _Handler(BaseHTTPRequestHandler):
             return
         parts = urlsplit(self.path)
         route = unquote(parts.path)
+        prefix = self.server.prefix
+        if prefix != "/" and (route + "/").startswith(prefix):
+            route = "/" + route[len(prefix):]
         catalogue = self.server.catalogue
+        ui = self.server.ui
+        if method != "GET" or ui is not None:
+            body = b""
+            if method != "GET":
+                if ui is None:
+                    self._page(405, error_page(405, f"{method}: this server only reads"))
+                    return
+                read = self._body()
+                if read is None:
+                    return
+                body = read
+            if ui.route(self, method, route, parts, body):
+                return
+            if method != "GET":
+                self._page(405, error_page(405, f"{method} {route}: not allowed"))
+                return
         if route == "/":
-            self._page(200, list_page(catalogue.scan(), str(catalogue.root)))
+            self._page(200, list_page(catalogue.scan(), str(catalogue.root), ui=ui is not None))
         elif route.startswith("/result/"):
             self._result(route[len("/result/"):])
         elif route == "/compare":
@@ -465,14 +525,16 @@ class BrowseServer:
 
     def __init__(self, root: str | Path, host: str, port: int, *, timeout: float = TIMEOUT,
                  max_connections: int = MAX_CONNECTIONS, max_heavy: int = MAX_HEAVY,
-                 heavy_wait: float = HEAVY_WAIT, base_url: str = "") -> None:
+                 heavy_wait: float = HEAVY_WAIT, base_url: str = "", ui: Any = None,
+                 prefix: str = "/") -> None:
         self.catalogue = Catalogue(root)
         # Fortio's -base-url: the index's URLs are it, the mount and the name.
         self.base_url = base_url.strip().rstrip("/")
         self._host = host
         self._port = port
         self._limits: dict[str, Any] = {"timeout": timeout, "max_connections": max_connections,
-                        "max_heavy": max_heavy, "heavy_wait": heavy_wait}
+                        "max_heavy": max_heavy, "heavy_wait": heavy_wait, "ui": ui,
+                        "prefix": prefix}
         self._server: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
 

@@ -83,6 +83,9 @@ COMMANDS: tuple[Command, ...] = (
             "re-render a campaign's reports, or write one result's HTML page"),
     Command("browse", "._browse",
             "browse and compare the results in a directory in a web browser"),
+    Command("ui", "._ui",
+            "the result browser plus a form that starts runs, live charts and Fortio's "
+            "REST API"),
     Command("transform", "._transform",
             "write a result file (nhbench's or Nighthawk's JSON) in another output format"),
     Command("adapt", "._adapt", "search for the highest rate that still meets the SLO"),
