@@ -19,8 +19,9 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def _package_exceptions() -> dict[str, type[BaseException]]:
-    """Every exception class defined in any module of the package (the `__main__` modules
-    run the CLI when imported, and define nothing)."""
+    """Every public exception class defined in any module of the package (the `__main__`
+    modules run the CLI when imported, and define nothing). A private class (``_Refused``)
+    is one module's control flow, caught there and never raised to a caller."""
     found: dict[str, type[BaseException]] = {}
     for info in pkgutil.walk_packages(nhbench.__path__, "nhbench."):
         if info.name.rsplit(".", 1)[-1] == "__main__":
@@ -28,7 +29,8 @@ def _package_exceptions() -> dict[str, type[BaseException]]:
         module = importlib.import_module(info.name)
         for name, value in vars(module).items():
             if (
-                inspect.isclass(value)
+                not name.startswith("_")
+                and inspect.isclass(value)
                 and issubclass(value, BaseException)
                 and value.__module__ == module.__name__
             ):

@@ -8,6 +8,8 @@ Hierarchy::
 
     NHBenchError
     ├── OptionsError            invalid options (also a ValueError); `.option` names the option
+    │   └── RunRefusedError     a run the UI's caps or target allow-list refuse (``nhbench
+    │                           ui``, Fortio's REST API: HTTP 403, nothing sent)
     ├── CoreUnavailableError    the compiled extension nhbench._core cannot be imported
     │                           (also an ImportError)
     ├── RunError                the benchmark could not be carried out
@@ -50,6 +52,7 @@ from __future__ import annotations
 __all__ = [
     "NHBenchError",
     "OptionsError",
+    "RunRefusedError",
     "CoreUnavailableError",
     "RunError",
     "ResolveError",
@@ -83,6 +86,11 @@ class OptionsError(NHBenchError, ValueError):
     def __init__(self, message: str, option: str | None = None) -> None:
         super().__init__(message)
         self.option = option
+
+
+class RunRefusedError(OptionsError):
+    """A run started from the browser UI or Fortio's REST API that its limits (rate,
+    connections, duration, runs at once) or its target allow-list refuse; nothing was sent."""
 
 
 class CoreUnavailableError(NHBenchError, ImportError):

@@ -25,18 +25,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from .._exceptions import NHBenchError
+from .._exceptions import NHBenchError, RunRefusedError
 
 if TYPE_CHECKING:
     from .._result import Result
     from .._timeline import IntervalRecord
     from ..options import Options
 
-__all__ = ["DEFAULT_LIMITS", "Limits", "LiveRun", "RunManager", "RunRefused", "allowed_target"]
+__all__ = ["DEFAULT_LIMITS", "Limits", "LiveRun", "RunManager", "allowed_target"]
 
-
-class RunRefused(ValueError):
-    """A run the limits or the allow-list refuse: one line naming what and why."""
 
 
 @dataclass(frozen=True)
@@ -58,25 +55,25 @@ class Limits:
     allow_targets: tuple[str, ...] = ()
 
     def check(self, options: Options) -> None:
-        """Raise `RunRefused` when `options` go beyond a cap or address a target outside
+        """Raise `RunRefusedError` when `options` go beyond a cap or address a target outside
         the allow-list. Nothing is sent before this passes."""
         workers = options.concurrency if isinstance(options.concurrency, int) else \
             len(os.sched_getaffinity(0))
         rate = options.rps * workers
         if self.max_rate > 0:
             if rate <= 0:
-                raise RunRefused(f"rate: a run as fast as possible is refused (the cap is "
+                raise RunRefusedError(f"rate: a run as fast as possible is refused (the cap is "
                                  f"{self.max_rate:g} requests/s, --max-rate)")
             if rate > self.max_rate:
-                raise RunRefused(f"rate: {rate:g} requests/s is more than the cap of "
+                raise RunRefusedError(f"rate: {rate:g} requests/s is more than the cap of "
                                  f"{self.max_rate:g} (--max-rate)")
         connections = options.connections * workers
         if 0 < self.max_connections < connections:
-            raise RunRefused(f"connections: {connections} is more than the cap of "
+            raise RunRefusedError(f"connections: {connections} is more than the cap of "
                              f"{self.max_connections} (--max-connections)")
         if self.max_duration > 0:
             if options.no_duration and options.requests is None:
-                raise RunRefused(f"duration: a run until stopped is refused (the cap is "
+                raise RunRefusedError(f"duration: a run until stopped is refused (the cap is "
                                  f"{self.max_duration:g}s, --max-duration)")
             duration = options.effective_duration
             if options.requests is not None and rate > 0:
@@ -85,12 +82,12 @@ class Limits:
                 by_count = options.requests / rate
                 duration = by_count if duration is None else min(duration, by_count)
             if duration is not None and duration > self.max_duration:
-                raise RunRefused(f"duration: {duration:g}s is more than the cap of "
+                raise RunRefusedError(f"duration: {duration:g}s is more than the cap of "
                                  f"{self.max_duration:g}s (--max-duration)")
         if self.allow_targets:
             host = urlsplit(options.uri).hostname or ""
             if not allowed_target(host, self.allow_targets):
-                raise RunRefused(f"target: {host!r} is not in the allow-list "
+                raise RunRefusedError(f"target: {host!r} is not in the allow-list "
                                  f"({', '.join(self.allow_targets)}; --allow-target)")
 
 
@@ -191,7 +188,7 @@ class RunManager:
 
     def start(self, options: Options, *, extra: Any = None,
               on_done: Callable[[LiveRun], None] | None = None) -> LiveRun:
-        """Check `options` and start the run on a thread; `RunRefused` when the limits
+        """Check `options` and start the run on a thread; `RunRefusedError` when the limits
         refuse it (nothing is sent then). `on_done` runs on the run's thread once the result
         is saved."""
         from ..distributed import make_benchmark
@@ -202,7 +199,7 @@ class RunManager:
         with self._lock:
             running = sum(1 for run in self._runs.values() if not run.finished)
             if self.limits.max_runs > 0 and running >= self.limits.max_runs:
-                raise RunRefused(f"runs: {running} already running, the cap is "
+                raise RunRefusedError(f"runs: {running} already running, the cap is "
                                  f"{self.limits.max_runs} at once (--max-runs)")
             run = LiveRun(id=next(self._ids), options=options, started=time.time(),
                           extra=extra)

@@ -45,8 +45,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TextIO
 from urllib.parse import SplitResult, parse_qs, quote
 
+from .._exceptions import RunRefusedError
 from ._pages import _render, error_page, printable, result_url
-from ._runs import DEFAULT_LIMITS, Limits, LiveRun, RunManager, RunRefused
+from ._runs import DEFAULT_LIMITS, Limits, LiveRun, RunManager
 
 if TYPE_CHECKING:
     from ..options import Options
@@ -282,7 +283,7 @@ class UIRoutes:
         try:
             options = options_from_form(form)
             run = self.runs.start(options)
-        except RunRefused as exc:
+        except RunRefusedError as exc:
             self._form(handler, 403, values, str(exc))
             return
         except ValueError as exc:

@@ -32,7 +32,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import SplitResult, parse_qs
 
-from ..browse import Limits, LiveRun, RunRefused, UIHandle, send, start_ui
+from .._exceptions import RunRefusedError
+from ..browse import Limits, LiveRun, UIHandle, send, start_ui
 from ._fortio_output import FortioRun, fortio_json_text
 
 if TYPE_CHECKING:
@@ -307,7 +308,7 @@ class FortioRest:
         try:
             live = self.ui.runs.start(options, extra=spec,
                                       on_done=lambda run: self._done(run, save))
-        except RunRefused as exc:
+        except RunRefusedError as exc:
             raise _Refused(403, "refused", str(exc)) from None
         except ValueError as exc:
             raise _Refused(400, "Aborting because of error", str(exc)) from None
