@@ -229,6 +229,30 @@ def test_our_sync_pulls_a_fortio_report_and_keeps_pulling(tmp_path: Path,
 
 
 @needs_fortio
+def test_fortio_report_command_line_syncs_through_the_front_end(tmp_path: Path,
+                                                              started: Any) -> None:
+    # The same `fortio report` command line, given to nhbench's Fortio front-end: it pulls
+    # a real fortio report's results before it serves, then keeps pulling.
+    source = tmp_path / "fortio"
+    source.mkdir()
+    (source / "2026-01-02-030405_fortio.json").write_bytes(FORTIO_RESULT)
+    peer = fortio_report(started, source)
+    ours = tmp_path / "ours"
+    ours.mkdir()
+    front = started([sys.executable, "-m", "nhbench", "fortio", "report", "-data-dir",
+                     str(ours), "-http-port", "127.0.0.1:0", "-sync",
+                     peer.url + "/data/index.tsv", "-sync-interval", "500ms",
+                     "-base-url", "http://results.example/"],
+                    r"^(http://127\.0\.0\.1:\d+)/\s*$")
+    assert (ours / "2026-01-02-030405_fortio.json").read_bytes() == FORTIO_RESULT
+    (source / "2030-01-01-000000_later.json").write_bytes(FORTIO_RESULT)
+    assert wait_until(lambda: (ours / "2030-01-01-000000_later.json").exists(), 30)
+    # -base-url starts the index's URLs, as in Fortio.
+    index = get(front.url + "/data/index.tsv").decode()
+    assert "http://results.example/data/2030-01-01-000000_later.json" in index
+
+
+@needs_fortio
 def test_our_sync_pulls_a_fortio_server(tmp_path: Path, started: Any) -> None:
     from nhbench.browse import sync_results
 

@@ -294,8 +294,7 @@ def test_refused_flag_through_the_command() -> None:
                            "counterpart here; nothing was sent\n")
 
 
-@pytest.mark.parametrize("command", ["server", "tcp-echo", "udp-echo", "redirect", "proxies",
-                                     "grpcping", "nc"])
+@pytest.mark.parametrize("command", ["server", "tcp-echo", "udp-echo", "redirect", "proxies"])
 def test_server_commands_refused(command: str) -> None:
     with silent_listener() as url:
         done = run([command, url])
@@ -397,6 +396,9 @@ ON_THE_WIRE = {
     "-payload-file", "-json", "-a", "-data-dir", "-k", "-https-insecure", "-cacert", "-h2",
     "-healthservice", "-abort-on", "-allow-initial-errors", "-http-port",
     "-grpc-ping-delay", "-unix-socket", "-timeout",
+    # grpcping's and nc's own flags, through the front-end (tests/test_fortio_tools.py), and
+    # report's sync (tests/test_browse_sync.py).
+    "-health", "-nc-dont-stop-on-eof", "-sync", "-sync-interval", "-base-url",
 }
 
 

@@ -8,11 +8,9 @@ failed call), one line on stderr that names the problem, and no Python traceback
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import subprocess
-import sys
 import threading
 from collections.abc import Callable, Iterator
 from concurrent import futures
@@ -20,21 +18,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.fortio_tools import fortio_tool_argv
 
 grpc = pytest.importorskip("grpc")
 
 pytestmark = [pytest.mark.hostile]
 
 REPO = Path(__file__).resolve().parent.parent.parent
-SHIM = str(REPO / "tests" / "support" / "fortio_tools_shim.py")
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 
 def _run(command: str, target: str, stdin: bytes = b"", **values: Any
          ) -> subprocess.CompletedProcess[bytes]:
     env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
-    return subprocess.run([sys.executable, SHIM, command,
-                           json.dumps(values), target], input=stdin, capture_output=True,
+    return subprocess.run(fortio_tool_argv(command, target, **values), input=stdin,
+                          capture_output=True,
                           timeout=60, cwd=REPO, env=env)
 
 

@@ -92,7 +92,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("service", "._service",
             "serve Nighthawk's gRPC service API (NighthawkService/ExecutionStream)"),
     Command("fortio", "._fortio",
-            "Fortio's own command line: nhbench fortio load|curl|report|version|help",
+            "Fortio's own command line: nhbench fortio load|curl|report|nc|grpcping|...",
             raw=True),
     Command("nighthawk", "._nighthawk",
             "run Nighthawk's client, transform, service or test-server command line",

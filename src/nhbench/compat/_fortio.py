@@ -55,8 +55,7 @@ FORTIO_VERSION = "1.66.5"
 _NOT_HERE = {
     "server": "Fortio's servers", "tcp-echo": "Fortio's tcp-echo server",
     "udp-echo": "Fortio's udp-echo server", "redirect": "Fortio's redirect server",
-    "proxies": "Fortio's proxies", "grpcping": "Fortio's gRPC ping client",
-    "nc": "Fortio's netcat", "script": "Fortio's scripting mode",
+    "proxies": "Fortio's proxies", "script": "Fortio's scripting mode",
 }
 _NOT_HERE_REASON = ("{what} are not part of nhbench fortio yet: `nhbench server` serves "
                     "the HTTP, gRPC, tcp-echo and udp-echo side; nothing was started")
@@ -80,9 +79,9 @@ def usage() -> str:
         "usage:",
         "\tnhbench fortio command [flags] target",
         "where command is one of: load (load testing), curl (single URL debug),",
-        " report (report only UI over -data-dir: nhbench browse), version, help;",
-        " server, tcp-echo, udp-echo, redirect, proxies, grpcping and nc are refused",
-        " (nhbench server serves the echo side).",
+        " report (report only UI over -data-dir: nhbench browse), grpcping (gRPC client),",
+        " nc (single tcp or udp:// connection), version, help; server, tcp-echo, udp-echo,",
+        " redirect and proxies are refused (nhbench server serves the echo side).",
         "where target is a URL (http load tests) or host:port (grpc health test),",
         " or tcp://host:port (tcp load test), or udp://host:port (udp load test).",
         "flags (every Fortio flag; 'refused:' ones stop the command before anything is sent):",
@@ -676,6 +675,34 @@ def _curl(args: FortioArgs, target: str) -> int:
     return 0 if 200 <= response.status < 300 else 1
 
 
+def _nc(args: FortioArgs, target: str) -> int:
+    from ._fortio_nc import NcValues, nc_main
+
+    return nc_main(NcValues(dont_stop_on_eof=args.nc_dont_stop_on_eof,
+                            resolve_ip_type=args.resolve_ip_type), target)
+
+
+def _grpcping(args: FortioArgs, target: str) -> int:
+    from .._input import read_input
+    from ._fortio_grpcping import GrpcPingValues, grpcping_main
+
+    # Fortio's order: a random payload of -payload-size, else -payload-file, else -payload.
+    if args.payload_size > 0:
+        payload = os.urandom(args.payload_size)
+    elif args.payload_file:
+        payload = read_input(args.payload_file, "grpc-payload", "-payload-file", stdin=True)
+    else:
+        payload = args.payload.encode()
+    headers = []
+    for header in args.headers:
+        name, _, value = header.partition(":")
+        headers.append((name.strip(), value.strip()))
+    return grpcping_main(GrpcPingValues(
+        count=args.exactly, health=args.health, health_service=args.healthservice,
+        payload=payload, ping_delay_ns=round(args.grpc_ping_delay * 1e9), cacert=args.cacert,
+        insecure=args.insecure, unix_socket=args.unix_socket, headers=tuple(headers)), target)
+
+
 def _report(args: FortioArgs, rest: list[str]) -> int:
     """Fortio's report-only UI: nhbench's result browser over -data-dir on -http-port
     (a bare port is served on loopback, where Fortio listens on every interface)."""
@@ -699,7 +726,22 @@ def _report(args: FortioArgs, rest: list[str]) -> int:
     if not directory.is_dir():
         raise OptionsError(f"-data-dir: {args.data_dir!r} is not a directory; nothing "
                                "was started")
-    server = BrowseServer(directory, host, int(port))
+    loop = None
+    if args.sync:
+        from ..browse import SyncError, SyncLoop, sync_results
+
+        # Fortio syncs before it serves, and exits 1 when the listing cannot be read.
+        try:
+            report = sync_results(args.sync, directory)
+        except (SyncError, ValueError) as exc:
+            _err(f"{_PROG}: -sync: {exc}")
+            return 1
+        _err(f"sync: {report.summary()}")
+        for line in report.problems:
+            _err(f"sync: {line}")
+        if args.sync_interval > 0:
+            loop = SyncLoop(args.sync, directory, args.sync_interval)
+    server = BrowseServer(directory, host, int(port), base_url=args.base_url)
     stop = threading.Event()
     with _stop_on_signals(stop.set):
         try:
@@ -711,9 +753,13 @@ def _report(args: FortioArgs, rest: list[str]) -> int:
         try:
             shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
             _err(f"UI started - visit:\nhttp://{shown}:{bound[1]}/")
+            if loop is not None:
+                loop.start()
             while not stop.is_set():
                 stop.wait(0.5)
         finally:
+            if loop is not None:
+                loop.stop()
             server.stop()
     return 0
 
@@ -733,7 +779,7 @@ def main(argv: list[str]) -> int:
     """``nhbench fortio`` with every argument after it; the exit status."""
     if not argv:
         _err(usage().rstrip("\n"))
-        _err("Error: nhbench fortio needs a command (load, curl, report, version, help)")
+        _err("Error: nhbench fortio needs a command (load, curl, report, nc, grpcping, version, help)")
         return 1
     command, rest = argv[0], argv[1:]
     if command in ("help", "-h", "-help", "--help", "envhelp"):
@@ -744,9 +790,9 @@ def main(argv: list[str]) -> int:
     if command in _NOT_HERE:
         _err(f"{_PROG} {command}: " + _NOT_HERE_REASON.format(what=_NOT_HERE[command]))
         return 2
-    if command not in ("load", "curl", "report"):
-        _err(f'{_PROG}: Error: unknown command "{command}" (load, curl, report, version, '
-             "help)")
+    if command not in ("load", "curl", "report", "nc", "grpcping"):
+        _err(f'{_PROG}: Error: unknown command "{command}" (load, curl, report, nc, '
+             "grpcping, version, help)")
         return 1
     try:
         read = parse(command, rest)
@@ -756,6 +802,8 @@ def main(argv: list[str]) -> int:
         args, targets = read
         if command == "report":
             return _report(args, targets)
+        if command in ("nc", "grpcping") and len(targets) == 1:
+            return (_nc if command == "nc" else _grpcping)(args, targets[0])
         if len(targets) != 1:
             if targets:
                 _err(f"{_PROG}: At most 1 argument expected, got {len(targets)}")

@@ -28,6 +28,7 @@ class FortioArgs:
     follow_redirects: bool = False
     method: str = ""
     auto_save: bool = False
+    base_url: str = ""
     abort_on: int = 0
     allow_initial_errors: bool = False
     connections: int = 4
@@ -44,6 +45,7 @@ class FortioArgs:
     grpc: bool = False
     grpc_ping_delay: float = 0.0
     h2: bool = False
+    health: bool = False
     healthservice: str = ""
     http_port: str = "8080"
     http1_0: bool = False
@@ -54,6 +56,7 @@ class FortioArgs:
     labels: str = ""
     log_errors: bool = True
     loglevel: str = "Info"
+    nc_dont_stop_on_eof: bool = False
     exactly: int = 0
     no_reresolve: bool = False
     nocatchup: bool = False
@@ -70,6 +73,8 @@ class FortioArgs:
     resolve_ip_type: str = "ip4"
     run_id: int = 0
     streams: int = 1
+    sync: str = ""
+    sync_interval: float = 0.0
     sequential_warmup: bool = False
     stdclient: bool = False
     duration: float = 5.0
@@ -113,12 +118,14 @@ def fortio_flag(name: str, value: str | None, meaning: str, *, nhbench: str = ""
 
 _LOAD = ("load",)
 _CLIENT = ("load", "curl")
+# The flags grpcping reads besides its own (Fortio's cli: the gRPC client's and -n).
+_PING = ("grpcping",)
 _NO_LOG = "nhbench prints plain text lines on stderr, not Fortio's JSON log: no effect"
 
 FORTIO_FLAGS: tuple[ForeignFlag, ...] = (
     fortio_flag("-H", "key:value", "Additional HTTP header(s) or gRPC metadata",
                 nhbench="--request-header (gRPC: sent as metadata)", attr="headers",
-                repeatable=True, commands=_CLIENT),
+                repeatable=True, commands=_CLIENT + _PING),
     fortio_flag("-L", None, "Follow redirects (implies -std-client)",
                 refused="nhbench does not follow redirects (each response is measured as "
                 "it comes)"),
@@ -142,14 +149,15 @@ FORTIO_FLAGS: tuple[ForeignFlag, ...] = (
     fortio_flag("-allow-initial-errors", None, "Allow and don't abort on initial warmup "
                 "errors", nhbench="--allow-initial-errors", commands=_LOAD),
     fortio_flag("-base-url", "URL", "base URL used as prefix for data/index.tsv generation",
-                refused=SERVER_REFUSAL),
+                nhbench="`report`: nhbench browse --base-url", attr="base_url",
+                commands=("report",)),
     fortio_flag("-c", "int", "Number of connections/goroutine/threads", default="4",
                 kind="int", attr="connections", commands=_LOAD,
                 nhbench="--connections N, every one opened and used (one worker; Fortio "
                 "lowers it to n/2 when fewer than 2 calls each, and so does this)"),
     fortio_flag("-cacert", "Path", "Custom CA certificate file for TLS client connections",
                 nhbench="--cacert (https:// and gRPC, where it turns TLS on as Fortio's; "
-                "ignored on http:// as Fortio does)", commands=_CLIENT),
+                "ignored on http:// as Fortio does)", commands=_CLIENT + _PING),
     fortio_flag("-calc-qps", None, "Calculate the qps based on number of requests (-n) and "
                 "duration (-t)", nhbench="--rps n/t", attr="calc_qps", commands=_LOAD),
     fortio_flag("-cert", "Path", "Certificate file for client or server TLS",
@@ -197,7 +205,7 @@ FORTIO_FLAGS: tuple[ForeignFlag, ...] = (
     fortio_flag("-grpc-max-streams", "uint", "MaxConcurrentStreams for the gRPC server",
                 refused=SERVER_REFUSAL),
     fortio_flag("-grpc-ping-delay", "duration", "gRPC ping delay in response",
-                kind="duration", nhbench="--grpc-ping-delay", commands=_LOAD),
+                kind="duration", nhbench="--grpc-ping-delay", commands=_LOAD + _PING),
     fortio_flag("-grpc-port", "port", "grpc server port", default="8079",
                 refused=SERVER_REFUSAL),
     fortio_flag("-h2", None, "Attempt to use HTTP/2.0 / h2 (TLS and h2c)",
@@ -205,10 +213,10 @@ FORTIO_FLAGS: tuple[ForeignFlag, ...] = (
     fortio_flag("-halfclose", None, "When not keepalive, half close the connection",
                 refused="nhbench closes both directions of a connection"),
     fortio_flag("-health", None, "gRPC ping client mode: use health instead of ping",
-                refused="a flag of Fortio's grpcping command, which is not here (nhbench "
-                "fortio load -grpc is the health check)"),
+                nhbench="`grpcping`: the health check (exit 1 unless SERVING)",
+                commands=_PING),
     fortio_flag("-healthservice", "string", "which service string to pass to health check",
-                nhbench="--grpc-service", commands=_LOAD),
+                nhbench="--grpc-service", commands=_LOAD + _PING),
     fortio_flag("-http-port", "port", "http-echo server port (report: the UI's port)",
                 default="8080", commands=("report",),
                 nhbench="`report`: nhbench browse --listen on that port"),
@@ -220,7 +228,7 @@ FORTIO_FLAGS: tuple[ForeignFlag, ...] = (
                 refused="a switch of Fortio's fast client with no counterpart here"),
     fortio_flag("-https-insecure", None, "Long form of the -k flag", attr="insecure",
                 nhbench="--insecure (https:// and gRPC; ignored on http:// as Fortio does)",
-                commands=_CLIENT),
+                commands=_CLIENT + _PING),
     fortio_flag("-jitter", None, "de-synchronize parallel clients by 10%",
                 nhbench="--jitter", commands=_LOAD),
     fortio_flag("-json", "path", "JSON output to the file or '-' for stdout",
@@ -228,7 +236,7 @@ FORTIO_FLAGS: tuple[ForeignFlag, ...] = (
     fortio_flag("-k", None, "Do not verify certs in HTTPS/TLS/gRPC connections",
                 attr="insecure",
                 nhbench="--insecure (https:// and gRPC; ignored on http:// as Fortio does)",
-                commands=_CLIENT),
+                commands=_CLIENT + _PING),
     fortio_flag("-keepalive", None, "Keep connection alive (only for fast HTTP/1.1)",
                 default="true", commands=_CLIENT,
                 nhbench="-keepalive=false: --max-requests-per-connection 1 (a new "
@@ -269,10 +277,10 @@ FORTIO_FLAGS: tuple[ForeignFlag, ...] = (
     fortio_flag("-multi-serial-mode", None, "Multi server (-M) requests one at a time",
                 refused=SERVER_REFUSAL),
     fortio_flag("-n", "int", "Run for exactly this number of calls instead of duration",
-                kind="int", attr="exactly", commands=_LOAD,
+                kind="int", attr="exactly", commands=_LOAD + _PING,
                 nhbench="--requests N with no time limit (and no warm-up, as Fortio's)"),
     fortio_flag("-nc-dont-stop-on-eof", None, "nc mode: don't stop when the remote closes",
-                refused="a flag of Fortio's nc command, which is not here"),
+                nhbench="`nc`: wait for stdin's end too", commands=("nc",)),
     fortio_flag("-no-reresolve", None, "Keep the initial DNS resolution for new connections",
                 nhbench="always so: nhbench resolves the host once per run",
                 commands=_CLIENT),
@@ -283,11 +291,12 @@ FORTIO_FLAGS: tuple[ForeignFlag, ...] = (
     fortio_flag("-p", "string", "List of pXX to calculate", default="50,75,90,99,99.9",
                 attr="percentiles", nhbench="--percentiles", commands=_LOAD),
     fortio_flag("-payload", "string", "Payload string to send along",
-                nhbench="--payload (POST for HTTP)", commands=_CLIENT),
+                nhbench="--payload (POST for HTTP)", commands=_CLIENT + _PING),
     fortio_flag("-payload-file", "path", "File to be used as payload ('-': stdin here too)",
-                nhbench="--payload-file (read once before the run)", commands=_CLIENT),
+                nhbench="--payload-file (read once before the run)",
+                commands=_CLIENT + _PING),
     fortio_flag("-payload-size", "int", "Additional random payload size (switches to POST)",
-                kind="int", nhbench="--payload-size", commands=_CLIENT),
+                kind="int", nhbench="--payload-size", commands=_CLIENT + _PING),
     fortio_flag("-ping", None, "gRPC load test: use ping instead of health",
                 nhbench="--ping", commands=_LOAD),
     fortio_flag("-pprof", None, "Enable pprof HTTP endpoint in the Web UI handler server",
@@ -311,7 +320,7 @@ FORTIO_FLAGS: tuple[ForeignFlag, ...] = (
     fortio_flag("-resolve", "IP", "Resolve host name to this IP", commands=_CLIENT,
                 nhbench="connects to IP, keeps the URL's Host header (and TLS name)"),
     fortio_flag("-resolve-ip-type", "type", "ip4, ip6 or ip", default="ip4",
-                commands=_CLIENT, nhbench="--address-family v4|v6|auto"),
+                commands=_CLIENT + ("nc",), nhbench="--address-family v4|v6|auto"),
     fortio_flag("-runid", "int", "RunID added to the JSON result and auto save filename",
                 kind="int", attr="run_id", nhbench="Fortio's RunID", commands=_LOAD),
     fortio_flag("-s", "int", "Number of streams per gRPC connection", default="1",
@@ -330,9 +339,11 @@ FORTIO_FLAGS: tuple[ForeignFlag, ...] = (
     fortio_flag("-stream", None, "Stream payload from stdin (only for fortio curl mode)",
                 refused="nhbench fortio curl sends its payload whole (-payload-file -)"),
     fortio_flag("-sync", "URL", "index.tsv or bucket URL to fetch for server modes",
-                refused=SERVER_REFUSAL),
+                nhbench="`report`: nhbench browse --sync (the listing's own host only)",
+                commands=("report",)),
     fortio_flag("-sync-interval", "duration", "Refresh the -sync URL every interval",
-                refused=SERVER_REFUSAL),
+                kind="duration", nhbench="`report`: nhbench browse --sync-interval",
+                attr="sync_interval", commands=("report",)),
     fortio_flag("-t", "duration", "How long to run the test or 0 to run until ^C",
                 default="5s", kind="duration", attr="duration", commands=_LOAD,
                 nhbench="--duration (Go syntax: 1m30s); 0: --no-duration"),
@@ -354,7 +365,7 @@ FORTIO_FLAGS: tuple[ForeignFlag, ...] = (
                 "front-end's) sends a burst of one a connection every c/qps",
                 commands=_LOAD),
     fortio_flag("-unix-socket", "path", "Unix domain socket path for the connection",
-                nhbench="--unix-socket", commands=_CLIENT),
+                nhbench="--unix-socket", commands=_CLIENT + _PING),
     fortio_flag("-user", "user:password", "User credentials for basic authentication",
                 nhbench="an Authorization: Basic header", commands=_CLIENT),
 )
