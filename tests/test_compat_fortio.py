@@ -544,13 +544,17 @@ def test_until_interrupted(echo_server: Any) -> None:
         process = subprocess.Popen([*command, "load", "-t", "0", "-qps", "50", "-c", "2",
                                     echo_server.url], stdout=subprocess.PIPE,
                                    stderr=subprocess.PIPE, text=True)
-        time.sleep(3)
+        # SIGINT once the run is under way (on a busy machine the start alone can take
+        # seconds, and a signal before the run's handler is Python's KeyboardInterrupt).
+        deadline = time.monotonic() + 30
+        while echo_server.stats()["requests"] - before <= 10 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert echo_server.stats()["requests"] - before > 10
         process.send_signal(signal.SIGINT)
         out, err = process.communicate(timeout=30)
         assert process.returncode == 0, err
         assert out == ""
         assert "All done " in err and "(plus 2 warmup)" in err
-        assert echo_server.stats()["requests"] - before > 10
 
 
 def test_default_labels() -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from .._exceptions import NHBenchError, OptionsError
 from ._commands import COMMANDS
@@ -94,14 +94,17 @@ def _robust_standard_streams() -> None:
                 pass
 
 
-def _run_raw(given: list[str]) -> int:
-    # The same exit statuses as the argparse commands: one line and 2 for invalid input.
+def _carry_out(command: Callable[[], int]) -> int:
+    """Run a command (argparse's or a raw one) with the exit statuses every command shares:
+    130 after Ctrl-C, one line and 2 for invalid input, 1 for a failure."""
     try:
-        return int(_RAW_COMMANDS[given[0]].main(given[1:]))
+        return int(command())
     except KeyboardInterrupt:
         sys.stderr.write(f"\n{PROG}: aborted\n")
         return 130
     except BrokenPipeError:
+        # The reader went away (nhbench ... | head). Point stdout at /dev/null so the
+        # interpreter's final flush does not raise again, and end quietly.
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 1
@@ -124,7 +127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.write(version_line() + "\n")
         return 0
     if given and given[0] in _RAW_COMMANDS:
-        return _run_raw(given)
+        return _carry_out(lambda: _RAW_COMMANDS[given[0]].main(given[1:]))
     parser = build_parser()
     args = parser.parse_args(argv)
     # The command line as given, for the sweep's manifest (no flag takes a secret).
@@ -136,18 +139,4 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Not made from COMMANDS: the line is kept byte for byte as it has always been.
         parser.error("missing command: choose run, sweep, report, server or demo "
                      "(see nhbench --help)")
-    try:
-        return int(args.func(args, args.subparser))
-    except KeyboardInterrupt:
-        sys.stderr.write(f"\n{PROG}: aborted\n")
-        return 130
-    except BrokenPipeError:
-        # The reader went away (nhbench ... | head). Point stdout at /dev/null so the
-        # interpreter's final flush does not raise again, and end quietly.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return 1
-    except OptionsError as exc:
-        die(str(exc), status=2)
-    except NHBenchError as exc:
-        die(str(exc), status=1)
+    return _carry_out(lambda: args.func(args, args.subparser))

@@ -29,7 +29,6 @@ import base64
 import math
 import os
 import signal
-import socket
 import sys
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
@@ -40,6 +39,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from .._exceptions import NHBenchError, OptionsError
 from .._io import write_text
+from ..outputs._output_dir import default_labels
 from . import _fortio_output as output
 from ._fortio_flags import FORTIO_FLAGS, FORTIO_KINDS, SERVER_REFUSAL, FortioArgs
 from ._goflag import parse_go_flags, refused_for
@@ -167,20 +167,6 @@ def _percentiles(text: str) -> tuple[float, ...]:
             raise OptionsError(f"-p: {part} is outside 0-100", option="percentiles")
         values.append(value)
     return tuple(values)
-
-
-def _short_hostname() -> str:
-    return socket.gethostname().split(".", 1)[0]
-
-
-def _labels(url: str) -> str:
-    # Fortio's default: the URL without http:// or https://, then the short host name.
-    short = url
-    for prefix in ("https://", "http://"):
-        if url.startswith(prefix):
-            short = url[len(prefix):]
-            break
-    return f"{short} , {_short_hostname()}"
 
 
 def _threads(qps: float, duration: float, exactly: int, threads: int) -> tuple[int, int]:
@@ -445,7 +431,7 @@ def fortio_plan(args: FortioArgs, target: str, *, stdin: Any = None) -> FortioPl
     if "-gomaxprocs" in given:
         notes.append("-gomaxprocs: no effect, one nhbench event-loop worker carries every "
                      "connection")
-    labels = args.labels or _labels(target if "://" in target else url)
+    labels = args.labels or default_labels(target if "://" in target else url)
     record: dict[str, Any] = {
         "run_type": run_type, "url": target, "labels": labels,
         "requested_qps": qps if qps > 0 else -1.0,

@@ -51,6 +51,7 @@ from .._names import (
 )
 from .._result import Result, Statistic, WorkerResult
 from .._version import __version__
+from ..outputs._output_dir import fortio_id_text
 from ._gofmt import go_duration, go_f, go_g, go_json
 
 __all__ = [
@@ -608,27 +609,10 @@ def _go_time(moment: datetime) -> str:
 
 
 def fortio_id(result: Result, run: FortioRun) -> str:
-    """Fortio's result ID (periodic's GenID): the start as YYYY-MM-DD-HHMMSS, ``_RunID``
-    when set, then the labels with each run of other than ASCII letters and digits as one
-    ``_``; at most 96 characters. ``-a`` saves the JSON as ID.json."""
-    base = _start(result).strftime("%Y-%m-%d-%H%M%S")
-    if run.run_id:
-        base += f"_{run.run_id}"
-    if not run.labels:
-        return base
-    out, last = [base, "_"], "_"
-    for char in run.labels:
-        if char.isascii() and char.isalnum():
-            last = char
-        elif last == "_":
-            continue
-        else:
-            last = "_"
-        out.append(last)
-    text = "".join(out)
-    if last == "_":
-        text = text[:-1]
-    return text[:96]
+    """Fortio's result ID (periodic's GenID) of the run: its start, ``_RunID`` when set,
+    then the labels (`outputs._output_dir.fortio_id_text`). ``-a`` saves the JSON as
+    ID.json."""
+    return fortio_id_text(_start(result).strftime("%Y-%m-%d-%H%M%S"), run.labels, run.run_id)
 
 
 def _requested_duration(result: Result, run: FortioRun, count: int) -> str:

@@ -34,6 +34,7 @@ from urllib.parse import SplitResult, parse_qs
 
 from .._exceptions import RunRefusedError
 from ..browse import Limits, LiveRun, UIHandle, send, start_ui
+from ..outputs._output_dir import fortio_id_text
 from ._fortio_output import FortioRun, fortio_json_text
 
 if TYPE_CHECKING:
@@ -223,20 +224,8 @@ def options_from_params(params: _Params) -> tuple[Options, FortioRun]:
 
 
 def _fortio_id(run_id: int, labels: str) -> str:
-    """Fortio's GenID at the start: local time, ``_RunID``, then the labels' letters and
-    digits, each other run of characters one ``_``, at most 96 characters."""
-    text = time.strftime("%Y-%m-%d-%H%M%S", time.localtime()) + f"_{run_id}"
-    out, last = [text, "_"], "_"
-    for char in labels:
-        if char.isascii() and char.isalnum():
-            last = char
-        elif last == "_":
-            continue
-        else:
-            last = "_"
-        out.append(last)
-    joined = "".join(out) if labels else text
-    return (joined[:-1] if labels and last == "_" else joined)[:96]
+    """Fortio's GenID at the start, in local time as Fortio's server names its files."""
+    return fortio_id_text(time.strftime("%Y-%m-%d-%H%M%S", time.localtime()), labels, run_id)
 
 
 class FortioRest:

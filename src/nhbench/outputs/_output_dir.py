@@ -28,7 +28,7 @@ from collections.abc import Iterable
 from .._io import OutputError, check_output_path, fsync_directory
 from . import OUTPUT_FORMATS
 
-__all__ = ["EXTENSIONS", "check_output_dir", "result_id", "write_in_dir"]
+__all__ = ["EXTENSIONS", "check_output_dir", "fortio_id_text", "result_id", "write_in_dir"]
 
 #: The file name extension of each --output-format (a view of `OUTPUT_FORMATS`; the
 #: writer falls back to ".txt" for a name not in it).
@@ -52,7 +52,14 @@ def default_labels(uri: str) -> str:
 
 def result_id(start: float, labels: str) -> str:
     """Fortio's result ID for a run started at `start` (epoch seconds, shown in UTC)."""
-    base = time.strftime("%Y-%m-%d-%H%M%S", time.gmtime(start))
+    return fortio_id_text(time.strftime("%Y-%m-%d-%H%M%S", time.gmtime(start)), labels)
+
+
+def fortio_id_text(stamp: str, labels: str, run_id: int = 0) -> str:
+    """Fortio's result ID (its periodic.GenID) from the start as ``YYYY-MM-DD-HHMMSS``:
+    ``_RunID`` when set, then the labels with each run of other than ASCII letters and
+    digits as one ``_``; at most 96 characters."""
+    base = f"{stamp}_{run_id}" if run_id else stamp
     if not labels:
         return base
     out = [base, "_"]
