@@ -294,13 +294,13 @@ def test_refused_flag_through_the_command() -> None:
                            "counterpart here; nothing was sent\n")
 
 
-@pytest.mark.parametrize("command", ["server", "tcp-echo", "udp-echo", "redirect", "proxies"])
+@pytest.mark.parametrize("command", ["redirect", "proxies"])
 def test_server_commands_refused(command: str) -> None:
     with silent_listener() as url:
         done = run([command, url])
     assert done.returncode == 2
     assert len(done.stderr.splitlines()) == 1
-    assert "nhbench server" in done.stderr
+    assert "nhbench fortio server" in done.stderr
 
 
 @pytest.mark.parametrize(("argv", "message"), [
@@ -399,6 +399,10 @@ ON_THE_WIRE = {
     # grpcping's and nc's own flags, through the front-end (tests/test_fortio_tools.py), and
     # report's sync (tests/test_browse_sync.py).
     "-health", "-nc-dont-stop-on-eof", "-sync", "-sync-interval", "-base-url",
+    # The server commands' flags (tests/test_compat_fortio_server.py, SERVER_FLAGS).
+    "-grpc-port", "-tcp-port", "-udp-port", "-redirect-port", "-echo-server-default-params",
+    "-max-echo-delay", "-maxpayloadsizekb", "-server-idle-timeout", "-cert", "-key",
+    "-echo-debug-path", "-ui-path", "-grpc-max-streams", "-udp-async",
 }
 
 

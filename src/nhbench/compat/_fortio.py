@@ -53,12 +53,13 @@ FORTIO_VERSION = "1.66.5"
 
 #: Fortio's commands that are not here yet, and what to use instead.
 _NOT_HERE = {
-    "server": "Fortio's servers", "tcp-echo": "Fortio's tcp-echo server",
-    "udp-echo": "Fortio's udp-echo server", "redirect": "Fortio's redirect server",
+    "redirect": "Fortio's redirect server",
     "proxies": "Fortio's proxies", "script": "Fortio's scripting mode",
 }
-_NOT_HERE_REASON = ("{what} are not part of nhbench fortio yet: `nhbench server` serves "
-                    "the HTTP, gRPC, tcp-echo and udp-echo side; nothing was started")
+_NOT_HERE_REASON = ("{what} are not part of nhbench fortio yet: `nhbench fortio server` "
+                    "serves the HTTP, gRPC, tcp-echo and udp-echo side; nothing was started")
+#: The commands that start servers (`_fortio_server`).
+_SERVERS = ("server", "tcp-echo", "udp-echo")
 
 _PROG = "nhbench fortio"
 
@@ -80,8 +81,8 @@ def usage() -> str:
         "\tnhbench fortio command [flags] target",
         "where command is one of: load (load testing), curl (single URL debug),",
         " report (report only UI over -data-dir: nhbench browse), grpcping (gRPC client),",
-        " nc (single tcp or udp:// connection), version, help; server, tcp-echo, udp-echo,",
-        " redirect and proxies are refused (nhbench server serves the echo side).",
+        " nc (single tcp or udp:// connection), server (echo, gRPC, tcp/udp echo and UI),",
+        " tcp-echo, udp-echo, version, help; redirect, proxies and script are refused.",
         "where target is a URL (http load tests) or host:port (grpc health test),",
         " or tcp://host:port (tcp load test), or udp://host:port (udp load test).",
         "flags (every Fortio flag; 'refused:' ones stop the command before anything is sent):",
@@ -131,7 +132,9 @@ _NOT_FOR_GRPC = {flag: attr for flag, attr in _HTTP_ONLY.items()
 
 
 def _elsewhere(record: ForeignFlag, command: str) -> str:
-    if record.name == "-http-port":
+    if record.name in ("-cert", "-key"):
+        return "nhbench sends no client certificate (the server's TLS: `server` only)"
+    if set(record.commands) & set(_SERVERS) and command not in _SERVERS:
         return SERVER_REFUSAL.replace("nhbench fortio load", f"nhbench fortio {command}")
     return refused_for(record, command)
 
@@ -712,21 +715,9 @@ def _report(args: FortioArgs, rest: list[str]) -> int:
     if not directory.is_dir():
         raise OptionsError(f"-data-dir: {args.data_dir!r} is not a directory; nothing "
                                "was started")
-    loop = None
-    if args.sync:
-        from ..browse import SyncError, SyncLoop, sync_results
-
-        # Fortio syncs before it serves, and exits 1 when the listing cannot be read.
-        try:
-            report = sync_results(args.sync, directory)
-        except (SyncError, ValueError) as exc:
-            _err(f"{_PROG}: -sync: {exc}")
-            return 1
-        _err(f"sync: {report.summary()}")
-        for line in report.problems:
-            _err(f"sync: {line}")
-        if args.sync_interval > 0:
-            loop = SyncLoop(args.sync, directory, args.sync_interval)
+    status, loop = _sync(args, directory)
+    if status:
+        return status
     server = BrowseServer(directory, host, int(port), base_url=args.base_url)
     stop = threading.Event()
     with _stop_on_signals(stop.set):
@@ -748,6 +739,26 @@ def _report(args: FortioArgs, rest: list[str]) -> int:
                 loop.stop()
             server.stop()
     return 0
+
+
+def _sync(args: FortioArgs, directory: Any) -> tuple[int, Any]:
+    """-sync before serving (Fortio syncs first, and exits 1 when the listing cannot be
+    read): (exit status, the -sync-interval loop to start or None)."""
+    if not args.sync:
+        return 0, None
+    from ..browse import SyncError, SyncLoop, sync_results
+
+    try:
+        report = sync_results(args.sync, directory)
+    except (SyncError, ValueError) as exc:
+        _err(f"{_PROG}: -sync: {exc}")
+        return 1, None
+    _err(f"sync: {report.summary()}")
+    for line in report.problems:
+        _err(f"sync: {line}")
+    if args.sync_interval > 0:
+        return 0, SyncLoop(args.sync, directory, args.sync_interval)
+    return 0, None
 
 
 def _version(full: bool) -> int:
@@ -776,9 +787,9 @@ def main(argv: list[str]) -> int:
     if command in _NOT_HERE:
         _err(f"{_PROG} {command}: " + _NOT_HERE_REASON.format(what=_NOT_HERE[command]))
         return 2
-    if command not in ("load", "curl", "report", "nc", "grpcping"):
+    if command not in ("load", "curl", "report", "nc", "grpcping") + _SERVERS:
         _err(f'{_PROG}: Error: unknown command "{command}" (load, curl, report, nc, '
-             "grpcping, version, help)")
+             "grpcping, server, tcp-echo, udp-echo, version, help)")
         return 1
     try:
         read = parse(command, rest)
@@ -788,6 +799,11 @@ def main(argv: list[str]) -> int:
         args, targets = read
         if command == "report":
             return _report(args, targets)
+        if command in _SERVERS:
+            from ._fortio_server import server_main
+
+            return server_main(args, command, targets, stop_on_signals=_stop_on_signals,
+                               sync=_sync)
         if command in ("nc", "grpcping") and len(targets) == 1:
             return (_nc if command == "nc" else _grpcping)(args, targets[0])
         if len(targets) != 1:

@@ -17,7 +17,8 @@ from typing import Any
 from ._goflag import Kind
 from ._table import ForeignFlag
 
-__all__ = ["FORTIO_FLAGS", "FORTIO_KINDS", "SERVER_REFUSAL", "FortioArgs", "fortio_flag"]
+__all__ = ["FORTIO_FLAGS", "FORTIO_KINDS", "PROXY_REFUSAL", "SERVER_REFUSAL", "FortioArgs",
+           "fortio_flag"]
 
 
 @dataclass
@@ -83,6 +84,21 @@ class FortioArgs:
     uniform: bool = False
     unix_socket: str = ""
     user: str = ""
+    # The server commands' (server, tcp-echo, udp-echo).
+    grpc_port: str = "8079"
+    tcp_port: str = "8078"
+    udp_port: str = "8078"
+    redirect_port: str = "8081"
+    echo_server_default_params: str = ""
+    max_echo_delay: float = 1.5
+    maxpayloadsizekb: int = 256
+    server_idle_timeout: float = 30.0
+    cert: str = ""
+    key: str = ""
+    echo_debug_path: str = "/debug"
+    ui_path: str = "/fortio/"
+    grpc_max_streams: int = 0
+    udp_async: bool = False
     #: The flags given, by their first name (what was explicit, as Fortio's "was it set").
     given: set[str] = field(default_factory=set)
 
@@ -100,6 +116,8 @@ FORTIO_KINDS: dict[str, Kind] = {}
 #: Why a Fortio server flag is refused by ``nhbench fortio load`` (and ``curl``).
 SERVER_REFUSAL = ("a Fortio server flag: nhbench fortio load does not start servers; "
                   "`nhbench server` serves the echo side")
+#: Why Fortio's proxies (and their flags) are refused by every command.
+PROXY_REFUSAL = "Fortio's TCP/HTTP proxies are not part of nhbench fortio"
 
 
 def fortio_flag(name: str, value: str | None, meaning: str, *, nhbench: str = "",
@@ -120,6 +138,10 @@ _LOAD = ("load",)
 _CLIENT = ("load", "curl")
 # The flags grpcping reads besides its own (Fortio's cli: the gRPC client's and -n).
 _PING = ("grpcping",)
+# The server commands: `server` starts every listener, tcp-echo and udp-echo one each.
+_SERVER = ("server",)
+_SERVERS = ("server", "tcp-echo", "udp-echo")
+_UI = ("server", "report")
 _NO_LOG = "nhbench prints plain text lines on stderr, not Fortio's JSON log: no effect"
 
 FORTIO_FLAGS: tuple[ForeignFlag, ...] = (
@@ -129,8 +151,8 @@ FORTIO_FLAGS: tuple[ForeignFlag, ...] = (
     fortio_flag("-L", None, "Follow redirects (implies -std-client)",
                 refused="nhbench does not follow redirects (each response is measured as "
                 "it comes)"),
-    fortio_flag("-M", "value", "HTTP multi proxy to run", refused=SERVER_REFUSAL),
-    fortio_flag("-P", "value", "TCP proxies to run", refused=SERVER_REFUSAL),
+    fortio_flag("-M", "value", "HTTP multi proxy to run", refused=PROXY_REFUSAL),
+    fortio_flag("-P", "value", "TCP proxies to run", refused=PROXY_REFUSAL),
     fortio_flag("-X", "string", "HTTP method to use instead of GET/POST",
                 nhbench="--request-method", attr="method", commands=_CLIENT),
     fortio_flag("-a", None, "Automatically save JSON result with filename based on labels "
@@ -149,8 +171,8 @@ FORTIO_FLAGS: tuple[ForeignFlag, ...] = (
     fortio_flag("-allow-initial-errors", None, "Allow and don't abort on initial warmup "
                 "errors", nhbench="--allow-initial-errors", commands=_LOAD),
     fortio_flag("-base-url", "URL", "base URL used as prefix for data/index.tsv generation",
-                nhbench="`report`: nhbench browse --base-url", attr="base_url",
-                commands=("report",)),
+                nhbench="`report`: nhbench browse --base-url (not `server`: its UI has no "
+                "base URL)", attr="base_url", commands=("report",)),
     fortio_flag("-c", "int", "Number of connections/goroutine/threads", default="4",
                 kind="int", attr="connections", commands=_LOAD,
                 nhbench="--connections N, every one opened and used (one worker; Fortio "
@@ -161,7 +183,8 @@ FORTIO_FLAGS: tuple[ForeignFlag, ...] = (
     fortio_flag("-calc-qps", None, "Calculate the qps based on number of requests (-n) and "
                 "duration (-t)", nhbench="--rps n/t", attr="calc_qps", commands=_LOAD),
     fortio_flag("-cert", "Path", "Certificate file for client or server TLS",
-                refused="nhbench sends no client certificate"),
+                nhbench="`server`: --tls-cert (HTTPS and gRPC over TLS on the HTTP and gRPC "
+                "ports; the client sends none)", commands=_SERVER),
     fortio_flag("-compression", None, "Enable HTTP compression",
                 nhbench="Accept-Encoding: gzip with Fortio's standard client (-h2, "
                 "-stdclient), no effect otherwise as Fortio's fast client",
@@ -184,16 +207,18 @@ FORTIO_FLAGS: tuple[ForeignFlag, ...] = (
                 nhbench="curl mode: the headers on stdout instead of stderr",
                 commands=_CLIENT),
     fortio_flag("-data-dir", "Directory", "Directory where JSON results are stored/read",
-                default=".", attr="data_dir", commands=("load", "report"),
-                nhbench="-a's directory; `report` browses it (nhbench browse)"),
+                default=".", attr="data_dir", commands=("load",) + _UI,
+                nhbench="-a's directory; `report` and `server`'s UI browse it"),
     fortio_flag("-dns-method", "method", "Which of several resolved IPs to pick",
                 default="cached-rr", commands=_CLIENT,
                 nhbench="first only (nhbench resolves the host once and keeps its first "
                 "address); other methods are refused"),
     fortio_flag("-echo-debug-path", "URI", "http echo server URI for debug",
-                default="/debug", refused=SERVER_REFUSAL),
+                default="/debug", commands=_SERVER,
+                nhbench="`server`: /debug only (nhbench's fixed debug echo; another path "
+                "or \"\" is refused)"),
     fortio_flag("-echo-server-default-params", "value", "Default echo server parameters",
-                refused=SERVER_REFUSAL),
+                nhbench="`server`: --echo-default-params", commands=_SERVER),
     fortio_flag("-gomaxprocs", "int", "Setting for runtime.GOMAXPROCS", kind="int",
                 nhbench="accepted, no effect: one nhbench event-loop worker carries every "
                 "connection (a note on stderr)"),
@@ -203,11 +228,14 @@ FORTIO_FLAGS: tuple[ForeignFlag, ...] = (
     fortio_flag("-grpc-compression", None, "Enable gRPC compression",
                 refused="nhbench sends gRPC messages uncompressed"),
     fortio_flag("-grpc-max-streams", "uint", "MaxConcurrentStreams for the gRPC server",
-                refused=SERVER_REFUSAL),
+                kind="uint", commands=_SERVER,
+                nhbench="`server`: --max-concurrent-streams (0: nhbench's default, 100)"),
     fortio_flag("-grpc-ping-delay", "duration", "gRPC ping delay in response",
                 kind="duration", nhbench="--grpc-ping-delay", commands=_LOAD + _PING),
     fortio_flag("-grpc-port", "port", "grpc server port", default="8079",
-                refused=SERVER_REFUSAL),
+                commands=_SERVER,
+                nhbench="`server`: another --listen of the same server (gRPC is answered on "
+                "every HTTP/2 listener, the HTTP echo too)"),
     fortio_flag("-h2", None, "Attempt to use HTTP/2.0 / h2 (TLS and h2c)",
                 nhbench="--protocol h2 (h2c on http://)", commands=_CLIENT),
     fortio_flag("-halfclose", None, "When not keepalive, half close the connection",
@@ -216,10 +244,13 @@ FORTIO_FLAGS: tuple[ForeignFlag, ...] = (
                 nhbench="`grpcping`: the health check (exit 1 unless SERVING)",
                 commands=_PING),
     fortio_flag("-healthservice", "string", "which service string to pass to health check",
-                nhbench="--grpc-service", commands=_LOAD + _PING),
+                nhbench="--grpc-service; `server`: \"\" or ping (the names nhbench's "
+                "health service answers SERVING), another is refused",
+                commands=_LOAD + _PING + _SERVER),
     fortio_flag("-http-port", "port", "http-echo server port (report: the UI's port)",
-                default="8080", commands=("report",),
-                nhbench="`report`: nhbench browse --listen on that port"),
+                default="8080", commands=_UI,
+                nhbench="`server`: --listen (port: every interface, host:port, a Unix path, "
+                "disabled); `report`: nhbench browse --listen on that port"),
     fortio_flag("-http1.0", None, "Use HTTP/1.0 (instead of HTTP/1.1)",
                 nhbench="--http1.0", attr="http1_0", commands=_CLIENT),
     fortio_flag("-httpbufferkb", "kbytes", "Buffer size of the optimized HTTP client",
@@ -242,7 +273,7 @@ FORTIO_FLAGS: tuple[ForeignFlag, ...] = (
                 nhbench="-keepalive=false: --max-requests-per-connection 1 (a new "
                 "connection for every request)"),
     fortio_flag("-key", "Path", "Key file matching -cert",
-                refused="nhbench sends no client certificate"),
+                nhbench="`server`: --tls-key", commands=_SERVER),
     fortio_flag("-labels", "string", "Labels added to the JSON result (default: URL and "
                 "hostname)", nhbench="Fortio's Labels (and nhbench's label)",
                 commands=_LOAD),
@@ -267,15 +298,18 @@ FORTIO_FLAGS: tuple[ForeignFlag, ...] = (
                 nhbench="--verbosity (Debug/Verbose: debug, Info: info, Warning: warning, "
                 "Error and above: error)"),
     fortio_flag("-max-echo-delay", "value", "Maximum sleep time for delay= echo parameter",
-                default="1.5s", refused=SERVER_REFUSAL),
+                default="1.5s", kind="duration", commands=_SERVER,
+                nhbench="`server`: --max-echo-delay"),
     fortio_flag("-maxpayloadsizekb", "Kbytes", "MaxPayloadSize of the EchoHandler size= "
-                "argument", default="256", refused=SERVER_REFUSAL),
+                "argument", default="256", kind="int", commands=_SERVER,
+                nhbench="`server`: --max-payload-kb"),
     fortio_flag("-mtls", None, "Require client certificate signed by -cacert",
-                refused=SERVER_REFUSAL),
+                refused="nhbench's server verifies no client certificates (no mutual "
+                "TLS)"),
     fortio_flag("-multi-mirror-origin", None, "Mirror the request URL for multi proxies",
-                default="true", refused=SERVER_REFUSAL),
+                default="true", refused=PROXY_REFUSAL),
     fortio_flag("-multi-serial-mode", None, "Multi server (-M) requests one at a time",
-                refused=SERVER_REFUSAL),
+                refused=PROXY_REFUSAL),
     fortio_flag("-n", "int", "Run for exactly this number of calls instead of duration",
                 kind="int", attr="exactly", commands=_LOAD + _PING,
                 nhbench="--requests N with no time limit (and no warm-up, as Fortio's)"),
@@ -300,11 +334,12 @@ FORTIO_FLAGS: tuple[ForeignFlag, ...] = (
     fortio_flag("-ping", None, "gRPC load test: use ping instead of health",
                 nhbench="--ping", commands=_LOAD),
     fortio_flag("-pprof", None, "Enable pprof HTTP endpoint in the Web UI handler server",
-                refused=SERVER_REFUSAL),
+                refused="Go profiles of Fortio's server with no counterpart here"),
     fortio_flag("-profile", "file", "write .cpu and .mem profiles to file",
                 refused="Go profiles of Fortio itself with no counterpart here"),
     fortio_flag("-proxy-all-headers", None, "Headers copied by the fetch2 ui/server endpoint",
-                default="true", refused=SERVER_REFUSAL),
+                default="true", refused="the UI's fetch2 proxy endpoint is not served "
+                "here"),
     fortio_flag("-qps", "float", "Queries Per Seconds or 0 for no wait/max qps", default="8",
                 kind="float", commands=_LOAD,
                 nhbench="--rps (the total: one worker over -c connections); 0 or less: "
@@ -316,7 +351,9 @@ FORTIO_FLAGS: tuple[ForeignFlag, ...] = (
                 nhbench="Fortio's buckets in the report and JSON; nhbench's percentiles are "
                 "exact (said once on stderr)"),
     fortio_flag("-redirect-port", "port", "Redirect all incoming traffic to https:// URL",
-                default="8081", refused=SERVER_REFUSAL),
+                default="8081", commands=_SERVER,
+                nhbench="`server`: disabled only (nhbench starts no https redirector yet; "
+                "any port is refused, none is started by default)"),
     fortio_flag("-resolve", "IP", "Resolve host name to this IP", commands=_CLIENT,
                 nhbench="connects to IP, keeps the URL's Host header (and TLS name)"),
     fortio_flag("-resolve-ip-type", "type", "ip4, ip6 or ip", default="ip4",
@@ -330,7 +367,8 @@ FORTIO_FLAGS: tuple[ForeignFlag, ...] = (
                 nhbench="always so: nhbench warms the connections up one after another",
                 commands=_LOAD),
     fortio_flag("-server-idle-timeout", "value", "Default IdleTimeout for servers",
-                default="30s", refused=SERVER_REFUSAL),
+                default="30s", kind="duration", commands=_SERVER,
+                nhbench="`server`: --idle-timeout"),
     fortio_flag("-static-dir", "path", "Deprecated/unused path.",
                 refused="deprecated and unused by Fortio itself"),
     fortio_flag("-stdclient", None, "Use the slower net/http standard client",
@@ -339,27 +377,32 @@ FORTIO_FLAGS: tuple[ForeignFlag, ...] = (
     fortio_flag("-stream", None, "Stream payload from stdin (only for fortio curl mode)",
                 refused="nhbench fortio curl sends its payload whole (-payload-file -)"),
     fortio_flag("-sync", "URL", "index.tsv or bucket URL to fetch for server modes",
-                nhbench="`report`: nhbench browse --sync (the listing's own host only)",
-                commands=("report",)),
+                nhbench="`report`, `server`: nhbench browse --sync (the listing's own host "
+                "only)", commands=_UI),
     fortio_flag("-sync-interval", "duration", "Refresh the -sync URL every interval",
-                kind="duration", nhbench="`report`: nhbench browse --sync-interval",
-                attr="sync_interval", commands=("report",)),
+                kind="duration", nhbench="`report`, `server`: nhbench browse --sync-interval",
+                attr="sync_interval", commands=_UI),
     fortio_flag("-t", "duration", "How long to run the test or 0 to run until ^C",
                 default="5s", kind="duration", attr="duration", commands=_LOAD,
                 nhbench="--duration (Go syntax: 1m30s); 0: --no-duration"),
     fortio_flag("-tcp-port", "port", "tcp-echo server port", default="8078",
-                refused=SERVER_REFUSAL),
+                commands=("server", "tcp-echo"),
+                nhbench="--tcp-echo (port: every IPv4 interface; host:port; disabled)"),
     fortio_flag("-timeout", "duration", "Connection and read timeout value (for HTTP)",
                 default="3s", kind="duration", commands=_CLIENT,
                 nhbench="--timeout and --request-timeout"),
     fortio_flag("-udp-async", None, "udp echo server replies from a separate goroutine",
-                refused=SERVER_REFUSAL),
+                commands=("server", "udp-echo"),
+                nhbench="accepted, no effect: the event loop answers each datagram as it "
+                "reads it (a note on stderr)"),
     fortio_flag("-udp-port", "port", "udp-echo server port", default="8078",
-                refused=SERVER_REFUSAL),
+                commands=("server", "udp-echo"),
+                nhbench="--udp-echo (port: every IPv4 interface; host:port; disabled)"),
     fortio_flag("-udp-timeout", "duration", "Udp timeout", default="750ms", kind="duration",
                 commands=_LOAD, nhbench="--request-timeout of a udp:// run"),
     fortio_flag("-ui-path", "URI", "HTTP server URI for UI", default="/fortio/",
-                refused=SERVER_REFUSAL),
+                commands=_SERVER,
+                nhbench="`server`: the UI's prefix, on its own loopback port (\"\": no UI)"),
     fortio_flag("-uniform", None, "de-synchronize parallel clients' requests uniformly",
                 nhbench="calls evenly spaced at 1/qps, where Fortio's default (and this "
                 "front-end's) sends a burst of one a connection every c/qps",

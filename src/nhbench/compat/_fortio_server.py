@@ -1,0 +1,194 @@
+"""``nhbench fortio server|tcp-echo|udp-echo``: Fortio's servers, run by nhbench's test server
+(`nhbench.TestServer`) and its web UI (`start_fortio_ui`); docs/compat.md, "Fortio".
+
+Fortio's ports become one nhbench server: ``-http-port`` and ``-grpc-port`` are two listen
+addresses of it (it answers HTTP and gRPC on every HTTP/2 listener, so each port answers
+both, where Fortio's answer one each), ``-tcp-port`` and ``-udp-port`` its echo listeners.
+A port is Fortio's form: ``8080`` (every interface), ``host:port``, a Unix path (HTTP and
+gRPC only) or ``disabled``.
+
+The UI is Python and the echo server C, so they cannot share a port as Fortio's do: the UI
+(under ``-ui-path``, over ``-data-dir``) gets its own port, a free one, on loopback, printed
+in Fortio's "UI started - visit:" line; with a token in ``NHBENCH_UI_TOKEN`` it listens on
+the HTTP port's host instead (the UI's rule: loopback unless a token guards it). The echo,
+gRPC, TCP and UDP listeners bind as Fortio's do: they start no load.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from .._exceptions import NHBenchError, OptionsError
+from ._fortio_flags import FortioArgs
+
+__all__ = ["DISABLED", "listen_address", "server_main"]
+
+#: Fortio's word for a port it does not open.
+DISABLED = "disabled"
+#: The environment variable that gives the UI a token (then it may leave loopback).
+TOKEN_ENV = "NHBENCH_UI_TOKEN"
+#: The health service names nhbench's gRPC health service answers SERVING.
+_SERVING = ("", "ping")
+
+
+def _err(message: str) -> None:
+    sys.stderr.write(f"{message}\n")
+    sys.stderr.flush()
+
+
+def listen_address(flag: str, value: str, *, unix: bool = True) -> str:
+    """Fortio's port forms as nhbench's: ``8080`` -> ``0.0.0.0:8080`` (Fortio's every
+    interface), ``host:port`` unchanged, a path with a ``/`` a Unix socket."""
+    if "/" in value:
+        if not unix:
+            raise OptionsError(f"{flag}: {value!r}: a Unix socket is not served here (only "
+                               "-http-port and -grpc-port take one); nothing was started")
+        return value
+    host, colon, port = value.rpartition(":")
+    if not colon:
+        host, port = "0.0.0.0", value
+    elif not host:
+        host = "0.0.0.0"
+    if not port.isdigit() or int(port) > 65535:
+        raise OptionsError(f"{flag}: {value!r} is not a port (8080, host:port, a Unix path "
+                           f"or {DISABLED}); nothing was started")
+    if ":" in host and not host.startswith("["):
+        host = f"[{host}]"
+    return f"{host}:{int(port)}"
+
+
+def _given(args: FortioArgs, name: str) -> bool:
+    return name in args.given
+
+
+def server_options(args: FortioArgs, command: str) -> dict[str, Any]:
+    """The `TestServer` keywords for Fortio's server flags of `command`; refuses (by the
+    Fortio flag's name) what nhbench's server cannot do."""
+    if args.redirect_port != DISABLED and _given(args, "-redirect-port"):
+        raise OptionsError(f"-redirect-port: {args.redirect_port!r}: nhbench fortio starts no "
+                           f"https redirector (-redirect-port {DISABLED} only); nothing was "
+                           "started")
+    if args.echo_debug_path != "/debug":
+        raise OptionsError(f"-echo-debug-path: {args.echo_debug_path!r}: nhbench's server "
+                           "answers its debug echo at /debug only; nothing was started")
+    if args.healthservice not in _SERVING:
+        raise OptionsError(f"-healthservice: {args.healthservice!r}: nhbench's gRPC health "
+                           "service answers SERVING for \"\" and \"ping\" only; nothing was "
+                           "started")
+    if bool(args.cert) != bool(args.key):
+        missing = "-key" if args.cert else "-cert"
+        raise OptionsError(f"{missing}: server TLS needs both -cert and -key; nothing was "
+                           "started")
+    options: dict[str, Any] = {"tcp_echo": (), "udp_echo": ()}
+    listen: list[str] = []
+    if command == "server":
+        for flag, value in (("-http-port", args.http_port), ("-grpc-port", args.grpc_port)):
+            if value != DISABLED:
+                address = listen_address(flag, value)
+                if address not in listen:
+                    listen.append(address)
+        options.update(echo_default_params=args.echo_server_default_params,
+                       max_echo_delay=args.max_echo_delay,
+                       max_payload_kb=args.maxpayloadsizekb,
+                       idle_timeout=args.server_idle_timeout)
+        if args.grpc_max_streams > 0:
+            options["max_concurrent_streams"] = args.grpc_max_streams
+        if args.cert:
+            options.update(tls_cert=args.cert, tls_key=args.key)
+    if command in ("server", "tcp-echo") and args.tcp_port != DISABLED:
+        options["tcp_echo"] = (listen_address("-tcp-port", args.tcp_port, unix=False),)
+    if command in ("server", "udp-echo") and args.udp_port != DISABLED:
+        options["udp_echo"] = (listen_address("-udp-port", args.udp_port, unix=False),)
+    # nhbench's server always has an HTTP listener: the echo-only commands (and a server
+    # with both HTTP ports disabled) get one on a free loopback port, said on stderr.
+    options["listen"] = tuple(listen) or ("127.0.0.1:0",)
+    return options
+
+
+def _serve_until(stop: threading.Event) -> None:
+    while not stop.is_set():
+        stop.wait(0.5)
+
+
+def server_main(args: FortioArgs, command: str, rest: list[str], *,
+                stop_on_signals: Callable[[Callable[[], None]], Any],
+                sync: Callable[[FortioArgs, str], tuple[int, Any]]) -> int:
+    """Fortio's ``server``, ``tcp-echo`` or ``udp-echo`` with its flags read into `args`:
+    runs until SIGINT/SIGTERM (`stop_on_signals` installs the handler); exit 0 then.
+    `sync(args, directory)` is report's -sync (status, loop or None)."""
+    from .. import TestServer
+    from ._fortio_rest import start_fortio_ui
+
+    if rest:
+        _err(f"nhbench fortio: At most 0 argument expected, got {len(rest)}")
+        return 1
+    options = server_options(args, command)
+    ui_on = command == "server" and args.http_port != DISABLED and bool(args.ui_path)
+    token = os.environ.get(TOKEN_ENV) or None
+    if ui_on and not os.path.isdir(args.data_dir):
+        raise OptionsError(f"-data-dir: {args.data_dir!r} is not a directory; nothing was "
+                           "started")
+    if args.udp_async:
+        _err("nhbench fortio: -udp-async: no effect here (the event loop answers each "
+             "datagram as it reads it)")
+    loop = None
+    if ui_on and args.sync:
+        status, loop = sync(args, args.data_dir)
+        if status:
+            return status
+    server = TestServer(**options)
+    stop = threading.Event()
+    with stop_on_signals(stop.set):
+        try:
+            server.start()
+        except NHBenchError as exc:
+            _err(f"nhbench fortio {command}: {exc}")
+            return 1
+        ui = None
+        try:
+            scheme = server.scheme
+            http_lines = command == "server" and any(
+                value != DISABLED for value in (args.http_port, args.grpc_port))
+            for host, port in server.addresses if http_lines else ():
+                shown = f"[{host}]" if ":" in host else host
+                _err(f"Fortio {command} (nhbench) listening on {scheme}://{shown}:{port}/ "
+                     "(HTTP echo and gRPC)")
+            for path in server.unix_paths if http_lines else ():
+                _err(f"Fortio {command} (nhbench) listening on unix:{path}")
+            for host, port in server.tcp_echo_addresses:
+                _err(f"Fortio TCP echo server listening on {host}:{port}")
+            for host, port in server.udp_echo_addresses:
+                _err(f"Fortio UDP echo server listening on {host}:{port}")
+            if ui_on:
+                ui_host = "127.0.0.1"
+                if token is not None:
+                    first = options["listen"][0]
+                    if "/" not in first:
+                        ui_host = first.rpartition(":")[0].strip("[]")
+                prefix = "/" + args.ui_path.strip("/") + "/" if args.ui_path.strip("/") \
+                    else "/"
+                try:
+                    ui = start_fortio_ui(args.data_dir, ui_host, 0, prefix=prefix,
+                                         token=token, stderr=sys.stderr)
+                except (OSError, ValueError) as exc:
+                    _err(f"nhbench fortio {command}: the UI: {exc}")
+                    return 1
+                _err(f"UI started - visit:\n{ui.url}")
+                if loop is not None:
+                    loop.start()
+            _err("All fortio servers started (nhbench)!")
+            _serve_until(stop)
+        finally:
+            if loop is not None and ui is not None:
+                loop.stop()
+            if ui is not None:
+                ui.stop()
+            server.stop()
+            # The server's own counters, as `nhbench server --print-stats-json` prints them.
+            _err("stats " + json.dumps(server.stats(), sort_keys=True))
+    return 0
