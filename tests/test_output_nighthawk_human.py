@@ -10,7 +10,6 @@ document's; and ``nhbench run --output-format nighthawk_human`` as a user runs i
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -27,7 +26,6 @@ from nhbench.outputs._nhfields import FRIENDLY_NAMES, duration_micros, duration_
 from nhbench.outputs._nighthawk_human import format_nighthawk_human
 
 DATA = Path(__file__).parent / "data" / "nighthawk"
-SRC = str(Path(__file__).resolve().parents[1] / "src")
 
 
 # (a) Nighthawk's goldens ---------------------------------------------------------------------
@@ -320,13 +318,11 @@ def test_nhbench_run_writes_it(tmp_path: Path) -> None:
     import nhbench
 
     out = tmp_path / "run.txt"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        filter(None, [SRC, os.environ.get("PYTHONPATH")]))}
     with nhbench.TestServer() as server:
         proc = subprocess.run(
             [sys.executable, "-m", "nhbench", "run", server.url, "--rps", "50",
              "--duration", "0.5s", "--output-format", "nighthawk_human", "--output", str(out)],
-            capture_output=True, text=True, timeout=60, env=env, stdin=subprocess.DEVNULL,
+            capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
             check=False)
         requests = server.stats()["requests"]
     assert proc.returncode == 0, proc.stderr

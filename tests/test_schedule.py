@@ -270,7 +270,7 @@ def test_allow_initial_errors_without_a_warmup_is_refused():
     # Fortio's -allow-initial-errors being honoured.
     with pytest.raises(nhbench.OptionsError, match="needs warmup, simple_warmup or "
                                                    "sequential_warmup"):
-        nhbench.Options(uri="http://127.0.0.1:1/", allow_initial_errors=True)
+        nhbench.run("http://127.0.0.1:1/", allow_initial_errors=True)
     assert_one_line_error(nhbench_cli("run", "http://127.0.0.1:1/", "--allow-initial-errors"),
                           "--allow-initial-errors: needs --warmup, --simple-warmup or "
                           "--sequential-warmup")

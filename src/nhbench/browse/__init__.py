@@ -12,7 +12,7 @@ Fortio's result sharing: `DataDirectory` is the ``data/index.tsv`` it serves, an
 
 from ._data import DataDirectory, safe_result_name
 from ._pages import MAX_COMPARED, campaign_page, compare_page, error_page, list_page, result_page
-from ._runs import DEFAULT_LIMITS, Limits, LiveRun, RunManager
+from ._runs import LiveRun, RunManager
 from ._scan import MAX_DEPTH, MAX_FILE_BYTES, MAX_FILES, Catalogue, Entry, Listing
 from ._server import DATA_MOUNTS, BrowseServer
 from ._sync import SyncError, SyncLoop, SyncReport, sync_results
@@ -24,9 +24,7 @@ __all__ = [
     "MAX_DEPTH",
     "MAX_FILES",
     "MAX_FILE_BYTES",
-    "DEFAULT_LIMITS",
     "BrowseServer",
-    "Limits",
     "LiveRun",
     "RunManager",
         "UIHandle",

@@ -26,7 +26,7 @@ Who may start or stop a run (docs/outputs.md, "Running tests from the browser"):
   SameSite=Strict and HttpOnly) and a same-origin ``Origin``; any state-changing request a
   browser makes for another site's page (``Sec-Fetch-Site`` cross-site or same-site, or an
   ``Origin`` that is not this server) is refused, navigations included.
-* The `Limits` (rate, connections, duration, runs at once, target allow-list) refuse a run
+* The `UILimits` (rate, connections, duration, runs at once, target allow-list) refuse a run
   before anything is sent.
 """
 
@@ -46,8 +46,9 @@ from typing import TYPE_CHECKING, Any, TextIO
 from urllib.parse import SplitResult, parse_qs, quote
 
 from .._exceptions import RunRefusedError
+from ..options import DEFAULT_UI_LIMITS, UILimits
 from ._pages import _render, error_page, printable, result_url
-from ._runs import DEFAULT_LIMITS, Limits, LiveRun, RunManager
+from ._runs import LiveRun, RunManager
 
 if TYPE_CHECKING:
     from ..options import Options
@@ -390,7 +391,7 @@ class UIHandle:
 
 
 def start_ui(root: str, host: str, port: int, *, prefix: str = "/", token: str | None = None,
-             unsafe_open: bool = False, limits: Limits = DEFAULT_LIMITS,
+             unsafe_open: bool = False, limits: UILimits = DEFAULT_UI_LIMITS,
              extra: list[ExtraRoute] | None = None,
              stderr: TextIO | None = None) -> UIHandle:
     """Serve the UI over `root` on `host`:`port` (numeric; port 0 picks one), its pages also

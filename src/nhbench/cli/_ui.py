@@ -30,7 +30,7 @@ TOKEN_ENV = "NHBENCH_UI_TOKEN"
 
 
 def add_parser(commands: Subparsers, command: Command) -> argparse.ArgumentParser:
-    from ..browse import DEFAULT_LIMITS as LIMITS
+    from ..options import DEFAULT_UI_LIMITS as LIMITS
 
     parser = commands.add_parser(
         command.name, help=command.help, allow_abbrev=False,
@@ -73,9 +73,8 @@ def add_parser(commands: Subparsers, command: Command) -> argparse.ArgumentParse
 
 
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from ..browse import Limits
     from ..compat._fortio_rest import start_fortio_ui
-    from ..options import format_address, parse_address
+    from ..options import UILimits, format_address, parse_address
 
     directory = Path(args.directory)
     if not directory.is_dir():
@@ -94,7 +93,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     token = args.token if args.token is not None else os.environ.get(TOKEN_ENV) or None
     if token is not None and not token.strip():
         die("--token: must not be empty", status=2)
-    limits = Limits(max_rate=args.max_rate, max_connections=args.max_connections,
+    limits = UILimits(max_rate=args.max_rate, max_connections=args.max_connections,
                     max_duration=args.max_duration, max_runs=args.max_runs,
                     allow_targets=tuple(args.allow_target))
     stop = threading.Event()

@@ -33,7 +33,8 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import SplitResult, parse_qs
 
 from .._exceptions import RunRefusedError
-from ..browse import Limits, LiveRun, UIHandle, send, start_ui
+from ..browse import LiveRun, UIHandle, send, start_ui
+from ..options import UILimits
 from ..outputs._output_dir import fortio_id_text
 from ._fortio_output import FortioRun, fortio_json_text
 
@@ -404,13 +405,13 @@ def _runner_options(run: LiveRun) -> dict[str, Any]:
 
 def start_fortio_ui(root: str, host: str, port: int, *, prefix: str = "/fortio/",
                     token: str | None = None, unsafe_open: bool = False,
-                    limits: Limits | None = None, stderr: Any = None) -> UIHandle:
+                    limits: UILimits | None = None, stderr: Any = None) -> UIHandle:
     """The entry point for ``nhbench fortio server|report`` and ``nhbench ui``: the UI over
     `root` with Fortio's REST API, on `host`:`port`, under `prefix`. The handle has the
     bound port, the token (printed on `stderr` when generated) and `stop()`."""
     rest = FortioRest()
     handle = start_ui(root, host, port, prefix=prefix, token=token, unsafe_open=unsafe_open,
-                      limits=limits if limits is not None else Limits(), extra=[rest],
+                      limits=limits if limits is not None else UILimits(), extra=[rest],
                       stderr=stderr)
     rest.attach(handle)
     return handle

@@ -28,6 +28,7 @@ from ._run_output import DEFAULT_PERCENTILES
 from ._server import ServerOptions, make_server_options
 from ._targets import parse_bind_config, parse_unix_url
 from ._tls_context import parse_tls_context
+from ._ui_limits import DEFAULT_UI_LIMITS, UILimits, allowed_target
 from ._values import (
     LATENCY_UNITS,
     MAX_DURATION,
@@ -52,6 +53,9 @@ from ._values import (
 )
 
 __all__ = [
+    "DEFAULT_UI_LIMITS",
+    "UILimits",
+    "allowed_target",
     "DEFAULT_DURATION",
     "DEFAULT_LISTEN",
     "DEFAULT_PERCENTILES",
