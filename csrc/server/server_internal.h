@@ -708,7 +708,8 @@ void nhb__srv_echo_close_all(nhb__srv_worker* w);
 /* Starts proxying an accepted socket to TCP proxy `index`'s destination
  * (two slots of conns_open already taken; given back when it closes). */
 void nhb__srv_proxy_open(nhb__srv_worker* w, int fd, int index);
-/* Closes the proxy connections whose destination did not answer in time. */
+/* Closes the proxy connections whose destination did not answer in time,
+ * and those whose bytes waited idle_timeout on a peer that takes none. */
 void nhb__srv_proxy_sweep(nhb__srv_worker* w);
 void nhb__srv_proxy_close_all(nhb__srv_worker* w);
 

@@ -14,8 +14,11 @@
  * have ended, both sockets close. A read or write error on either side
  * closes both. A destination that refuses, or does not answer within
  * NHB__SRV_PROXY_CONNECT_MS, closes the client's connection (counted in
- * proxy_connect_errors). No time-out applies to an established pair: a proxy
- * carries whatever protocol its clients speak, idle or not.
+ * proxy_connect_errors). An idle pair stays open (a proxy carries whatever
+ * protocol its clients speak, idle or not), but one whose bytes have waited
+ * for idle_timeout on a peer that takes none is closed: otherwise a
+ * destination that never reads would hold the pair, and its client's FIN
+ * (not read while reading is stopped), forever.
  *
  * Proxy connections are accepted by nhb__srv_accept() (server_conn.c) and
  * take two slots of max_connections, one per descriptor.
@@ -45,6 +48,7 @@ struct nhb__srv_proxy {
   nhb__srv_worker* w;
   nhb__srv_proxy *prev, *next;
   uint64_t start_ms;
+  uint64_t progress_ms; /* a write began waiting, or one drained */
   uint8_t connected, closing, nclosed;
 };
 
@@ -123,6 +127,7 @@ static void on_written(uv_write_t* req, int status) {
   proxy_side* d = &p->side[j];
   d->writing = 0;
   d->pend.len = 0;
+  p->progress_ms = uv_now(&p->w->loop);
   if (status < 0) {
     proxy_close(p);
     return;
@@ -162,6 +167,8 @@ static void proxy_on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* bu
       proxy_close(p);
       return;
     }
+    /* The stall clock starts when the first write begins to wait. */
+    if (!p->side[i].writing) p->progress_ms = uv_now(&p->w->loop);
     d->writing = 1;
   } else if (nread == UV_EOF) {
     uv_read_stop(stream);
@@ -220,11 +227,16 @@ void nhb__srv_proxy_open(nhb__srv_worker* w, int fd, int index) {
 
 void nhb__srv_proxy_sweep(nhb__srv_worker* w) {
   uint64_t now = uv_now(&w->loop);
+  uint64_t idle_ns = w->server->config.idle_timeout_ns;
+  uint64_t idle_ms = idle_ns / NHB__NS_PER_MS;
+  if (idle_ns && !idle_ms) idle_ms = 1;
   nhb__srv_proxy* next;
   for (nhb__srv_proxy* p = w->proxies; p; p = next) {
     next = p->next;
     if (!p->connected && now - p->start_ms >= NHB__SRV_PROXY_CONNECT_MS) {
       nhb__srv_bump(&w->counters.proxy_connect_errors, 1);
+      proxy_close(p);
+    } else if (idle_ms && (p->side[0].writing || p->side[1].writing) && now - p->progress_ms >= idle_ms) {
       proxy_close(p);
     }
   }
