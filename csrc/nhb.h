@@ -579,6 +579,19 @@ typedef struct nhb_server_config {
   /* HTTP connections open at once, over all workers; more are accepted and
    * closed at once. 0 = the soft RLIMIT_NOFILE minus a reserve. */
   uint64_t max_connections;
+  /* TCP proxies (Fortio's -P): every connection accepted on tcp_proxy[i] is
+   * forwarded to tcp_proxy_dest[i], bytes both ways, a FIN on one side
+   * passed on as a FIN to the other. On every worker; each proxied
+   * connection holds two descriptors and counts twice against
+   * max_connections. IPv4 or IPv6 on both ends. */
+  int ntcp_proxy;
+  nhb_sockaddr tcp_proxy[NHB_SERVER_MAX_LISTEN];
+  nhb_sockaddr tcp_proxy_dest[NHB_SERVER_MAX_LISTEN];
+  /* HTTP/1.1 listeners that answer every request with 303 See Other to the
+   * same host and path over https:// (Fortio's -redirect-port). Plain HTTP
+   * whatever `tls` says; on every worker; counted against max_connections. */
+  int nredirect;
+  nhb_sockaddr redirect[NHB_SERVER_MAX_LISTEN];
 } nhb_server_config;
 
 /* The server's statistics, in the order of TestServer.stats(), the admin
@@ -607,7 +620,13 @@ typedef struct nhb_server_config {
   X(h2_protocol_errors)   /* HTTP/2 connections ended for a protocol error */  \
   X(connections_refused)  /* closed at accept: over max_connections, or no fds */ \
   X(grpc_calls)           /* gRPC calls answered (HTTP/2, server_grpc.c) */    \
-  X(grpc_errors)          /* ... of them with a grpc-status other than OK */
+  X(grpc_errors)          /* ... of them with a grpc-status other than OK */  \
+  X(proxy_connections)    /* connections accepted by the TCP proxies */        \
+  X(proxy_connections_active) /* ... open now */                               \
+  X(proxy_connect_errors) /* ... closed because the destination was unreachable */ \
+  X(proxy_bytes_up)       /* bytes forwarded from proxy clients to destinations */ \
+  X(proxy_bytes_down)     /* bytes forwarded from destinations to proxy clients */ \
+  X(redirects)            /* responses written by the https redirectors */
 
 typedef struct nhb_server_stats {
 #define NHB__SRV_STAT_FIELD(name) uint64_t name;
@@ -622,7 +641,9 @@ typedef enum {
   NHB_SOCK_HTTP = 0,
   NHB_SOCK_ADMIN = 1,
   NHB_SOCK_TCP_ECHO = 2,
-  NHB_SOCK_UDP_ECHO = 3
+  NHB_SOCK_UDP_ECHO = 3,
+  NHB_SOCK_TCP_PROXY = 4,
+  NHB_SOCK_REDIRECT = 5
 } nhb_server_socket_t;
 
 typedef struct nhb_server nhb_server;

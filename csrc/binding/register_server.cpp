@@ -68,7 +68,7 @@ class Server {
     check_keys(d, {"listen", "workers", "cpus", "response", "echo_default_params", "max_echo_delay",
                    "max_payload_kb", "stall_every", "stall_for", "tcp_echo", "udp_echo", "admin", "idle_timeout",
                    "header_timeout", "max_header_bytes", "max_body_bytes", "tls", "alpn", "max_concurrent_streams",
-                   "max_delay", "max_connections"});
+                   "max_delay", "max_connections", "tcp_proxy", "redirect"});
     nhb_server_config& c = config_;
     nhb_server_config_init(&c);
 
@@ -91,6 +91,19 @@ class Server {
     }
     c.ntcp_echo = get_list(d, "tcp_echo", c.tcp_echo, fill_inet);
     c.nudp_echo = get_list(d, "udp_echo", c.udp_echo, fill_inet);
+    // ((listen host, port), (dest host, port)) pairs.
+    if (py::object v = value_of(d, "tcp_proxy")) {
+      if (!py::isinstance<py::list>(v) && !py::isinstance<py::tuple>(v)) config_error("tcp_proxy", "expected a list");
+      py::sequence seq = py::reinterpret_borrow<py::sequence>(v);
+      size_t n = py::len(seq);
+      for (size_t i = 0; i < n && i < NHB_SERVER_MAX_LISTEN; i++) {
+        py::sequence pair = tuple_of(seq[i], 2, "tcp_proxy", "((host, port), (host, port))");
+        fill_inet(pair[0], &c.tcp_proxy[i], "tcp_proxy");
+        fill_inet(pair[1], &c.tcp_proxy_dest[i], "tcp_proxy");
+      }
+      c.ntcp_proxy = n > INT_MAX ? INT_MAX : static_cast<int>(n);
+    }
+    c.nredirect = get_list(d, "redirect", c.redirect, fill_inet);
     if (py::object admin = value_of(d, "admin")) {
       fill_inet(admin, &c.admin, "admin");
       c.has_admin = 1;
@@ -216,6 +229,8 @@ class Server {
   }
   py::list tcp_echo_addresses() const { return bound(NHB_SOCK_TCP_ECHO, false); }
   py::list udp_echo_addresses() const { return bound(NHB_SOCK_UDP_ECHO, false); }
+  py::list tcp_proxy_addresses() const { return bound(NHB_SOCK_TCP_PROXY, false); }
+  py::list redirect_addresses() const { return bound(NHB_SOCK_REDIRECT, false); }
 
   py::dict stats() const {
     nhb_server_stats s;
@@ -268,6 +283,8 @@ void register_server(py::module_& m) {
       .def_property_readonly("admin_address", &Server::admin_address)
       .def_property_readonly("tcp_echo_addresses", &Server::tcp_echo_addresses)
       .def_property_readonly("udp_echo_addresses", &Server::udp_echo_addresses)
+      .def_property_readonly("tcp_proxy_addresses", &Server::tcp_proxy_addresses)
+      .def_property_readonly("redirect_addresses", &Server::redirect_addresses)
       .def_property_readonly("tls_cert_pem", &Server::tls_cert_pem)
       .def("stats", &Server::stats)
       .def("stop", &Server::stop);

@@ -69,6 +69,7 @@ static void on_sweep(uv_timer_t* timer) {
     atomic_compare_exchange_strong_explicit(&s->stalled_until_ns, &until, 0, memory_order_relaxed,
                                             memory_order_relaxed);
   nhb__srv_sweep(w);
+  if (w->proxies) nhb__srv_proxy_sweep(w);
 }
 
 /* ---- workers ----------------------------------------------------------------- */
@@ -95,6 +96,7 @@ static void worker_close_all(nhb__srv_worker* w) {
     if (w->conns == c) break; /* cannot happen; guards the loop */
   }
   nhb__srv_echo_close_all(w);
+  nhb__srv_proxy_close_all(w);
   if (w->timer_fd >= 0) close_handle((uv_handle_t*)&w->timer_poll);
   close_handle((uv_handle_t*)&w->sweep);
   close_handle((uv_handle_t*)&w->accept_retry);
@@ -372,7 +374,8 @@ static int bind_inet(nhb_server* s, int kind, int i, const nhb_sockaddr* addr, i
   nhb_sockaddr a = *addr;
   int type = kind == NHB__SRV_L_UDP_ECHO ? SOCK_DGRAM : SOCK_STREAM;
   int n = all_workers ? s->config.nworkers : 1;
-  static const char* const what[] = {"listen", "admin", "tcp_echo", "udp_echo"};
+  static const char* const what[NHB__SRV_L_KINDS] = {"listen", "admin", "tcp_echo", "udp_echo", "tcp_proxy",
+                                                     "redirect"};
   int r = probe_port(&a, type);
   if (r < 0) return set_error(s, r, what[kind], a.bytes);
   for (int k = 0; k < n; k++) {
@@ -384,8 +387,10 @@ static int bind_inet(nhb_server* s, int kind, int i, const nhb_sockaddr* addr, i
       memcpy(a.bytes, &s->bound[kind][i], s->bound_len[kind][i]);
       a.len = s->bound_len[kind][i];
     }
-    r = nhb__srv_add_listener(&s->workers[k], fd, kind, 0);
+    nhb__srv_worker* w = &s->workers[k];
+    r = nhb__srv_add_listener(w, fd, kind, 0);
     if (r < 0) return set_error(s, r, what[kind], a.bytes);
+    w->lst[w->nlst - 1].index = i;
   }
   return 0;
 }
@@ -478,6 +483,11 @@ int nhb_server_create(const nhb_server_config* config, nhb_server** out, char* e
     return config_error(err, err_len, "tcp_echo: up to 16 IPv4 or IPv6 addresses");
   if (c->nudp_echo < 0 || c->nudp_echo > NHB_SERVER_MAX_LISTEN || check_addrs(c->udp_echo, c->nudp_echo, 0) < 0)
     return config_error(err, err_len, "udp_echo: up to 16 IPv4 or IPv6 addresses");
+  if (c->ntcp_proxy < 0 || c->ntcp_proxy > NHB_SERVER_MAX_LISTEN || check_addrs(c->tcp_proxy, c->ntcp_proxy, 0) < 0 ||
+      check_addrs(c->tcp_proxy_dest, c->ntcp_proxy, 0) < 0)
+    return config_error(err, err_len, "tcp_proxy: up to 16 pairs of IPv4 or IPv6 addresses");
+  if (c->nredirect < 0 || c->nredirect > NHB_SERVER_MAX_LISTEN || check_addrs(c->redirect, c->nredirect, 0) < 0)
+    return config_error(err, err_len, "redirect: up to 16 IPv4 or IPv6 addresses");
   if (c->has_admin && check_addrs(&c->admin, 1, 0) < 0)
     return config_error(err, err_len, "admin: an IPv4 or IPv6 address");
   /* The worker array (and worker 0, which serves the admin listener) is
@@ -624,6 +634,8 @@ int nhb_server_start(nhb_server* s) {
   if (r == 0 && c->has_admin) r = bind_inet(s, NHB__SRV_L_ADMIN, 0, &c->admin, 0);
   for (int i = 0; i < c->ntcp_echo && r == 0; i++) r = bind_inet(s, NHB__SRV_L_TCP_ECHO, i, &c->tcp_echo[i], 1);
   for (int i = 0; i < c->nudp_echo && r == 0; i++) r = bind_inet(s, NHB__SRV_L_UDP_ECHO, i, &c->udp_echo[i], 1);
+  for (int i = 0; i < c->ntcp_proxy && r == 0; i++) r = bind_inet(s, NHB__SRV_L_TCP_PROXY, i, &c->tcp_proxy[i], 1);
+  for (int i = 0; i < c->nredirect && r == 0; i++) r = bind_inet(s, NHB__SRV_L_REDIRECT, i, &c->redirect[i], 1);
   if (r < 0) {
     for (int i = 0; i < c->nworkers; i++) teardown_unstarted(&s->workers[i]);
     unlink_unix_paths(s);
@@ -648,12 +660,12 @@ const char* nhb_server_error(const nhb_server* s) { return s->err; }
 const char* nhb_server_tls_cert_pem(const nhb_server* s) { return s->cert_pem; }
 
 int nhb_server_bound_count(const nhb_server* s, nhb_server_socket_t kind) {
-  if ((int)kind < 0 || kind > NHB_SOCK_UDP_ECHO || !s->started) return 0;
+  if ((int)kind < 0 || kind > NHB_SOCK_REDIRECT || !s->started) return 0;
   return s->nbound[kind];
 }
 
 int nhb_server_bound(const nhb_server* s, nhb_server_socket_t kind, int i, void* addr, unsigned* addr_len) {
-  if ((int)kind < 0 || kind > NHB_SOCK_UDP_ECHO || !s->started || i < 0 || i >= s->nbound[kind] ||
+  if ((int)kind < 0 || kind > NHB_SOCK_REDIRECT || !s->started || i < 0 || i >= s->nbound[kind] ||
       *addr_len < s->bound_len[kind][i])
     return NHB_EINVAL;
   memcpy(addr, &s->bound[kind][i], s->bound_len[kind][i]);

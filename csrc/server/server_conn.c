@@ -52,10 +52,8 @@ int nhb__srv_conn_has_input(const nhb__srv_conn* c) { return c->stash != NULL ||
 
 static void conn_free(uv_handle_t* handle) {
   nhb__srv_conn* c = handle->data;
-  if (c->kind == NHB__SRV_CONN_HTTP) {
-    nhb__srv_bump(&c->w->counters.connections_active, (uint64_t)-1);
-    atomic_fetch_sub_explicit(&c->w->server->conns_open, 1, memory_order_relaxed);
-  }
+  if (c->kind == NHB__SRV_CONN_HTTP) nhb__srv_bump(&c->w->counters.connections_active, (uint64_t)-1);
+  if (c->kind != NHB__SRV_CONN_ADMIN) atomic_fetch_sub_explicit(&c->w->server->conns_open, 1, memory_order_relaxed);
   /* Its descriptor is closed by now: the admin reserve takes it back. */
   if (c->spare_fd) nhb__srv_admin_reserve_refill(c->w);
   if (c->tls) {
@@ -357,7 +355,7 @@ static void conn_open(nhb__srv_worker* w, nhb__srv_listener* l, int fd, int spar
     return;
   }
   c->w = w;
-  c->kind = http ? NHB__SRV_CONN_HTTP : NHB__SRV_CONN_ADMIN;
+  c->kind = !http ? NHB__SRV_CONN_ADMIN : l->kind == NHB__SRV_L_REDIRECT ? NHB__SRV_CONN_REDIRECT : NHB__SRV_CONN_HTTP;
   c->is_pipe = (uint8_t)l->is_pipe;
   c->spare_fd = (uint8_t)spare;
   c->heap_idx = SIZE_MAX;
@@ -369,19 +367,20 @@ static void conn_open(nhb__srv_worker* w, nhb__srv_listener* l, int fd, int spar
   c->next = w->conns;
   if (w->conns) w->conns->prev = c;
   w->conns = c;
-  if (http) nhb__srv_bump(&w->counters.connections_active, 1);
+  if (c->kind == NHB__SRV_CONN_HTTP) nhb__srv_bump(&w->counters.connections_active, 1);
   /* From here conn_free() gives back what the connection holds. */
   if ((c->is_pipe ? uv_pipe_open(&c->h.pipe, fd) : uv_tcp_open(&c->h.tcp, fd)) < 0) {
     close(fd); /* not the handle's yet */
     nhb__srv_conn_close(c);
     return;
   }
-  if (http) nhb__srv_bump(&w->counters.connections_total, 1);
+  if (c->kind == NHB__SRV_CONN_HTTP) nhb__srv_bump(&w->counters.connections_total, 1);
   if (!c->is_pipe) uv_tcp_nodelay(&c->h.tcp, 1);
   nhb__srv_h1_init(c);
-  /* The admin endpoint speaks HTTP/1.1 only; an HTTP listener decides by the
-   * first bytes (or ALPN) unless it speaks only HTTP/1.1. */
-  if (c->kind == NHB__SRV_CONN_ADMIN) c->proto = NHB__SRV_PROTO_H1;
+  /* The admin endpoint and the redirectors speak HTTP/1.1 only; an HTTP
+   * listener decides by the first bytes (or ALPN) unless it speaks only
+   * HTTP/1.1. */
+  if (c->kind != NHB__SRV_CONN_HTTP) c->proto = NHB__SRV_PROTO_H1;
   else if (!s->h2_ok && !s->ssl_ctx) nhb__srv_conn_set_proto(c, NHB__SRV_PROTO_H1);
   if (c->kind == NHB__SRV_CONN_HTTP && s->ssl_ctx && nhb__srv_tls_accept(c) < 0) {
     nhb__srv_conn_close(c);
@@ -451,10 +450,11 @@ void nhb__srv_accept(nhb__srv_listener* l) {
     }
     if (l->kind != NHB__SRV_L_ADMIN) {
       /* One atomic add per connection (not per request) keeps the limit
-       * exact across workers. */
-      uint64_t open_now = atomic_fetch_add_explicit(&s->conns_open, 1, memory_order_relaxed) + 1;
+       * exact across workers. A proxied connection holds two descriptors. */
+      uint64_t need = l->kind == NHB__SRV_L_TCP_PROXY ? 2 : 1;
+      uint64_t open_now = atomic_fetch_add_explicit(&s->conns_open, need, memory_order_relaxed) + need;
       if (open_now > s->max_connections) {
-        atomic_fetch_sub_explicit(&s->conns_open, 1, memory_order_relaxed);
+        atomic_fetch_sub_explicit(&s->conns_open, need, memory_order_relaxed);
         /* Counted before the close (see accept_starved). */
         nhb__srv_bump(&w->counters.connections_refused, 1);
         close(fd);
@@ -462,6 +462,7 @@ void nhb__srv_accept(nhb__srv_listener* l) {
       }
     }
     if (l->kind == NHB__SRV_L_TCP_ECHO) nhb__srv_echo_open(w, fd);
+    else if (l->kind == NHB__SRV_L_TCP_PROXY) nhb__srv_proxy_open(w, fd, l->index);
     else conn_open(w, l, fd, 0);
   }
 }

@@ -175,6 +175,8 @@ void nhb__srv_h1_flush(nhb__srv_conn* c) {
         if (done_status[i] < NHB_SERVER_STATUS_MAX) nhb__srv_bump(&w->counters.status[done_status[i]], 1);
         if (done_bad[i]) nhb__srv_bump(&w->counters.bad_requests, 1);
       }
+    } else if (ndone && c->kind == NHB__SRV_CONN_REDIRECT) {
+      nhb__srv_bump(&w->counters.redirects, ndone);
     }
     if (nb && nhb__srv_conn_write(c, bufs, nb, total, keep) < 0) return;
     if (waiting || finished) break;
@@ -379,8 +381,9 @@ static int on_message_complete(llhttp_t* p) {
     if (u < 0) nhb__srv_conn_close(c);
     if (u <= 0) return HPE_PAUSED;
   }
-  if (NHB__UNLIKELY(c->kind == NHB__SRV_CONN_ADMIN)) {
-    r = nhb__srv_respond_admin(c, mode, head_only);
+  if (NHB__UNLIKELY(c->kind != NHB__SRV_CONN_HTTP)) {
+    r = c->kind == NHB__SRV_CONN_ADMIN ? nhb__srv_respond_admin(c, mode, head_only)
+                                       : nhb__srv_respond_redirect(c, mode, head_only);
   } else {
     if (NHB__LIKELY(!s->static_dynamic && !q->has_query && !q->is_debug && q->nh_idx < 0 &&
                     (q->body_bytes == 0 || s->nh.has_body_size))) {

@@ -14,6 +14,7 @@
  *   server_options.c  parsers: durations, Nighthawk JSON, Fortio query strings
  *   server_buf.c      the growable buffer and the arena
  *   server_echo.c     TCP and UDP echo listeners
+ *   server_proxy.c    TCP proxies (Fortio's -P)
  *   server_grpc.c     gRPC calls on HTTP/2: framing, protobuf, the health
  *                     and Fortio ping services
  *
@@ -61,7 +62,7 @@
 /* How long a closing connection keeps reading (and discarding) so that the
  * client sees the final response instead of a reset. */
 #define NHB__SRV_LINGER_MS 2000
-#define NHB__SRV_MAX_LISTENERS (3 * NHB_SERVER_MAX_LISTEN + 1)
+#define NHB__SRV_MAX_LISTENERS (5 * NHB_SERVER_MAX_LISTEN + 1)
 /* Descriptors worker 0 keeps for the admin endpoint: that many /stats
  * connections can be open at once when the process is out of descriptors. */
 #define NHB__SRV_ADMIN_RESERVE 2
@@ -88,6 +89,9 @@
 #define NHB__SRV_TLS_OUT (64u * 1024u)
 /* HTTP/2 frames are gathered into one write up to this size. */
 #define NHB__SRV_H2_STAGE (64u * 1024u)
+/* A TCP proxy connection whose destination has not answered the connect
+ * this long is closed (counted as a connect error). */
+#define NHB__SRV_PROXY_CONNECT_MS 10000
 
 typedef struct nhb__srv_worker nhb__srv_worker;
 typedef struct nhb__srv_conn nhb__srv_conn;
@@ -218,7 +222,9 @@ typedef struct nhb__srv_hdr_pos {
   size_t name_off, name_len, value_off, value_len;
 } nhb__srv_hdr_pos;
 
-enum { NHB__SRV_CONN_HTTP = 0, NHB__SRV_CONN_ADMIN = 1 };
+/* REDIRECT: an https redirector's connection (HTTP/1.1 only, plain); it
+ * counts against max_connections but in none of the HTTP counters. */
+enum { NHB__SRV_CONN_HTTP = 0, NHB__SRV_CONN_ADMIN = 1, NHB__SRV_CONN_REDIRECT = 2 };
 /* The protocol a connection speaks; DETECT until its first bytes (or ALPN)
  * decide. */
 enum { NHB__SRV_PROTO_DETECT = 0, NHB__SRV_PROTO_H1 = 1, NHB__SRV_PROTO_H2 = 2 };
@@ -325,7 +331,9 @@ static inline void nhb__srv_bump(_Atomic uint64_t* c, uint64_t n) {
   atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n, memory_order_relaxed);
 }
 
-enum { NHB__SRV_L_HTTP = 0, NHB__SRV_L_ADMIN, NHB__SRV_L_TCP_ECHO, NHB__SRV_L_UDP_ECHO };
+/* In nhb_server_socket_t's order. */
+enum { NHB__SRV_L_HTTP = 0, NHB__SRV_L_ADMIN, NHB__SRV_L_TCP_ECHO, NHB__SRV_L_UDP_ECHO, NHB__SRV_L_TCP_PROXY,
+       NHB__SRV_L_REDIRECT, NHB__SRV_L_KINDS };
 
 typedef struct nhb__srv_listener {
   union {
@@ -340,9 +348,11 @@ typedef struct nhb__srv_listener {
   int is_pipe;
   int fd;          /* HTTP and admin listeners: the listening socket */
   int paused;      /* out of descriptors: not polled until the retry timer */
+  int index;       /* which address of its kind (a TCP proxy's destination) */
 } nhb__srv_listener;
 
 typedef struct nhb__srv_echo_conn nhb__srv_echo_conn;
+typedef struct nhb__srv_proxy nhb__srv_proxy;
 
 struct nhb__srv_worker {
   nhb_server* server;
@@ -366,6 +376,7 @@ struct nhb__srv_worker {
   uv_timer_t sweep;
   nhb__srv_conn* conns;
   nhb__srv_echo_conn* echo_conns;
+  nhb__srv_proxy* proxies;
   /* File descriptors held in reserve (open on /dev/null): `spare_fd` lets an
    * accept() that failed for want of descriptors take the pending
    * connection and close it, so the listener does not stay readable and
@@ -448,9 +459,9 @@ struct nhb_server {
   _Atomic uint64_t conns_open;
   uint64_t max_connections; /* resolved at start (the config's 0 = from RLIMIT_NOFILE) */
   /* Bound addresses. */
-  struct sockaddr_storage bound[4][NHB_SERVER_MAX_LISTEN];
-  socklen_t bound_len[4][NHB_SERVER_MAX_LISTEN];
-  int nbound[4];
+  struct sockaddr_storage bound[NHB__SRV_L_KINDS][NHB_SERVER_MAX_LISTEN];
+  socklen_t bound_len[NHB__SRV_L_KINDS][NHB_SERVER_MAX_LISTEN];
+  int nbound[NHB__SRV_L_KINDS];
 };
 
 /* server.c */
@@ -582,6 +593,8 @@ int nhb__srv_reply_text(nhb__srv_reply* r, nhb__srv_buf* out, unsigned status, c
 /* HTTP/1.1: renders the response to the request just parsed and queues it. */
 int nhb__srv_respond(nhb__srv_conn* c, int mode, int head_only, uint64_t now);
 int nhb__srv_respond_admin(nhb__srv_conn* c, int mode, int head_only);
+/* The https redirector's answer to the request just parsed. */
+int nhb__srv_respond_redirect(nhb__srv_conn* c, int mode, int head_only);
 /* Renders an HTTP/1.1 head; content_length < 0 = none. */
 int nhb__srv_render_head(nhb__srv_buf* b, unsigned status, int64_t content_length, int mode, const nhb__srv_headers* h);
 int nhb__srv_render_canned(nhb_server* s);
@@ -690,5 +703,14 @@ int nhb__srv_echo_start(nhb__srv_worker* w, nhb__srv_listener* l);
 /* Starts a TCP echo connection on an accepted socket (counted in conns_open). */
 void nhb__srv_echo_open(nhb__srv_worker* w, int fd);
 void nhb__srv_echo_close_all(nhb__srv_worker* w);
+
+/* server_proxy.c */
+/* Starts proxying an accepted socket to TCP proxy `index`'s destination
+ * (two slots of conns_open already taken; given back when it closes). */
+void nhb__srv_proxy_open(nhb__srv_worker* w, int fd, int index);
+/* Closes the proxy connections whose destination did not answer in time,
+ * and those whose bytes waited idle_timeout on a peer that takes none. */
+void nhb__srv_proxy_sweep(nhb__srv_worker* w);
+void nhb__srv_proxy_close_all(nhb__srv_worker* w);
 
 #endif /* NHB_SERVER_INTERNAL_H */

@@ -572,3 +572,152 @@ int nhb__srv_respond_admin(nhb__srv_conn* c, int mode, int head_only) {
   add_extra(&r, "Content-Type", 12, "application/json", 16);
   return queue_reply(c, &r, mode, head_only, now);
 }
+
+/* ---- the https redirector -------------------------------------------------------- */
+
+/* What Go's net/http (Fortio's redirector) does with a request target, so
+ * that Location matches Fortio's byte for byte: a path whose bytes are all
+ * valid in an encoded path is kept as sent; otherwise it is decoded and
+ * encoded again (Go's url.EscapedPath()). The query is kept as sent. */
+static int path_byte_valid(unsigned char ch) {
+  return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+         (ch && strchr("-._~!$&'()*+,;=:@[]/%", ch) != NULL);
+}
+
+static int path_byte_plain(unsigned char ch) {
+  return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+         (ch && strchr("-._~$&+,/:;=@", ch) != NULL);
+}
+
+static int hex_val(unsigned char ch) {
+  if (ch >= '0' && ch <= '9') return ch - '0';
+  if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
+  if (ch >= 'A' && ch <= 'F') return ch - 'A' + 10;
+  return -1;
+}
+
+/* Appends one byte of the URL: percent-encoded when `hex` (a byte Go hex-
+ * escapes), HTML-escaped when `html` (the body's link). */
+static int url_byte(nhb__srv_buf* b, unsigned char ch, int hex, int html) {
+  static const char digits[] = "0123456789ABCDEF";
+  if (hex) {
+    char e[3] = {'%', digits[ch >> 4], digits[ch & 15]};
+    return nhb__srv_buf_append(b, e, 3);
+  }
+  if (html) {
+    switch (ch) {
+      case '&': return nhb__srv_buf_append(b, "&amp;", 5);
+      case '<': return nhb__srv_buf_append(b, "&lt;", 4);
+      case '>': return nhb__srv_buf_append(b, "&gt;", 4);
+      case '"': return nhb__srv_buf_append(b, "&#34;", 5);
+      case '\'': return nhb__srv_buf_append(b, "&#39;", 5);
+      default: break;
+    }
+  }
+  return nhb__srv_buf_append(b, &ch, 1);
+}
+
+/* "https://" + host + the target as Go's URL.String() gives it. For Location
+ * (html = 0) bytes above 0x7f are hex-escaped, as Go's http.Redirect does;
+ * for the body's link (html = 1) the URL is HTML-escaped instead. */
+static int append_https_url(nhb__srv_buf* b, const char* host, size_t host_len, const char* t, size_t len,
+                            int reencode, int html) {
+  if (nhb__srv_buf_append(b, "https://", 8) < 0) return NHB_ENOMEM;
+  for (size_t i = 0; i < host_len; i++)
+    if (url_byte(b, (unsigned char)host[i], !html && (unsigned char)host[i] > 0x7f, html) < 0) return NHB_ENOMEM;
+  const char* mark = memchr(t, '?', len);
+  size_t path_len = mark ? (size_t)(mark - t) : len;
+  for (size_t i = 0; i < len; i++) {
+    unsigned char ch = (unsigned char)t[i];
+    int hex = 0;
+    if (i < path_len && reencode) {
+      if (ch == '%') {
+        ch = (unsigned char)(hex_val((unsigned char)t[i + 1]) << 4 | hex_val((unsigned char)t[i + 2]));
+        i += 2;
+      }
+      hex = !path_byte_plain(ch);
+    } else if (!html) {
+      hex = ch > 0x7f;
+    }
+    if (url_byte(b, ch, hex, html) < 0) return NHB_ENOMEM;
+  }
+  return 0;
+}
+
+static int host_byte_ok(unsigned char ch) {
+  return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+         (ch && strchr("!$%&'()*+,-.:;=[]_~", ch) != NULL);
+}
+
+int nhb__srv_respond_redirect(nhb__srv_conn* c, int mode, int head_only) {
+  nhb__srv_req* q = &c->req;
+  uint64_t now = nhb__now_ns();
+  nhb__srv_reply r;
+  const char* t = q->url_len ? q->buf.p + q->url_off : "";
+  size_t len = q->url_len;
+  /* The host: the Host header (exactly one in HTTP/1.1, as Go requires), or
+   * the authority of an absolute-form target, which Go prefers. */
+  const char* host = "";
+  size_t host_len = 0;
+  int nhost = 0;
+  for (size_t i = 0; i < q->nhdrs; i++) {
+    const nhb__srv_hdr_pos* h = &q->hdrs[i];
+    if (h->name_len == 4 && strncasecmp(q->buf.p + h->name_off, "host", 4) == 0) {
+      host = q->buf.p + h->value_off;
+      host_len = h->value_len;
+      nhost++;
+    }
+  }
+  const char* why = NULL;
+  if (nhost > 1) why = "too many Host headers";
+  else if (nhost == 0 && c->parser.http_major == 1 && c->parser.http_minor >= 1) why = "missing required Host header";
+  for (size_t i = 0; i < host_len && !why; i++)
+    if (!host_byte_ok((unsigned char)host[i])) why = "malformed Host header";
+  const char* scheme_end = len && t[0] != '/' ? memchr(t, ':', len) : NULL;
+  if (scheme_end && (size_t)(t + len - scheme_end) > 3 && memcmp(scheme_end, "://", 3) == 0) {
+    const char* a = scheme_end + 3;
+    const char* end = a;
+    while (end < t + len && *end != '/' && *end != '?') end++;
+    host = a;
+    host_len = (size_t)(end - a);
+  }
+  /* A malformed percent-escape in the path makes Go refuse the request. */
+  const char* mark = memchr(t, '?', len);
+  size_t path_len = mark ? (size_t)(mark - t) : len;
+  int reencode = 0;
+  for (size_t i = 0; i < path_len && !why; i++) {
+    unsigned char ch = (unsigned char)t[i];
+    if (ch == '%' && (i + 2 >= path_len || hex_val((unsigned char)t[i + 1]) < 0 || hex_val((unsigned char)t[i + 2]) < 0))
+      why = "";
+    if (!path_byte_valid(ch)) reencode = 1;
+  }
+  if (why) {
+    if (nhb__srv_reply_text(&r, &c->out, 400, *why ? "400 Bad Request: " : "400 Bad Request", why) < 0)
+      return NHB_ENOMEM;
+    r.close = 1;
+    return queue_reply(c, &r, mode, head_only, now);
+  }
+  int method = c->parser.method;
+  /* HEAD: the head a GET would get, its Content-Length included. */
+  int with_body = method == HTTP_GET || method == HTTP_HEAD;
+  reply_init(&r, 303);
+  size_t loc_off = c->out.len;
+  if (append_https_url(&c->out, host, host_len, t, len, reencode, 0) < 0) return NHB_ENOMEM;
+  size_t loc_len = c->out.len - loc_off;
+  if (with_body) {
+    size_t body_off = c->out.len;
+    if (nhb__srv_buf_append(&c->out, "<a href=\"", 9) < 0 ||
+        append_https_url(&c->out, host, host_len, t, len, reencode, 1) < 0 ||
+        nhb__srv_buf_append(&c->out, "\">See Other</a>.\n\n", 18) < 0)
+      return NHB_ENOMEM;
+    r.body[0] = out_piece(body_off, c->out.len - body_off);
+    r.nbody = 1;
+    r.body_len = c->out.len - body_off;
+  }
+  /* Location points into `out`: room for the whole head first, so that
+   * rendering it does not move the buffer. */
+  if (nhb__srv_buf_reserve(&c->out, loc_len + 256) < 0) return NHB_ENOMEM;
+  if (method == HTTP_GET || method == HTTP_HEAD) add_extra(&r, "Content-Type", 12, "text/html; charset=utf-8", 24);
+  add_extra(&r, "Location", 8, c->out.p + loc_off, loc_len);
+  return queue_reply(c, &r, mode, head_only, now);
+}

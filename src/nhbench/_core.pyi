@@ -87,6 +87,12 @@ class ServerStatsDict(TypedDict):
     connections_refused: int
     grpc_calls: int
     grpc_errors: int
+    proxy_connections: int
+    proxy_connections_active: int
+    proxy_connect_errors: int
+    proxy_bytes_up: int
+    proxy_bytes_down: int
+    redirects: int
 
 class ServerTlsDict(TypedDict, total=False):
     cert: str  # PEM certificate (chain) file, with key
@@ -100,6 +106,7 @@ class Server:
     config keys: listen [("tcp", host, port) | ("unix", path, 0)], workers, cpus, response
     (Nighthawk ResponseOptions dict), echo_default_params, max_echo_delay, max_payload_kb,
     stall_every, stall_for, tcp_echo [(host, port)], udp_echo [(host, port)],
+    tcp_proxy [((host, port), (host, port))] (listen, destination), redirect [(host, port)],
     admin (host, port) | None, idle_timeout, header_timeout, max_header_bytes, max_body_bytes,
     tls (ServerTlsDict) | None, alpn [str] (h2, http/1.1; preference order),
     max_concurrent_streams, max_delay (s; cap for Nighthawk delays), max_connections (0 =
@@ -111,6 +118,9 @@ class Server:
     admin_address: tuple[str, int] | None
     tcp_echo_addresses: list[tuple[str, int]]
     udp_echo_addresses: list[tuple[str, int]]
+    # bound local addresses, in the order of the config's tcp_proxy
+    tcp_proxy_addresses: list[tuple[str, int]]
+    redirect_addresses: list[tuple[str, int]]
     # the certificate presented (PEM; the generated one with tls.self_signed), None without TLS
     tls_cert_pem: str | None
     def __init__(self, config: dict[str, Any]) -> None: ...

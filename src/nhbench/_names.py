@@ -390,6 +390,12 @@ SERVER_STATS: tuple[str, ...] = (
     "connections_refused",
     "grpc_calls",
     "grpc_errors",
+    "proxy_connections",
+    "proxy_connections_active",
+    "proxy_connect_errors",
+    "proxy_bytes_up",
+    "proxy_bytes_down",
+    "redirects",
 )
 
 # What each statistic means; docs/server.md has the same table. A response counts when its
@@ -424,4 +430,14 @@ SERVER_STAT_DESCRIPTIONS: dict[str, str] = {
     "every grpc-status; a subset of requests (status 200)",
     "grpc_errors": "gRPC calls answered with a grpc-status other than OK (0); a subset of "
     "grpc_calls",
+    "proxy_connections": "connections accepted by the TCP proxies (not those refused at "
+    "accept)",
+    "proxy_connections_active": "TCP proxy connections open now",
+    "proxy_connect_errors": "TCP proxy connections closed because their destination refused "
+    "or did not answer the connect within 10 s",
+    "proxy_bytes_up": "bytes the TCP proxies forwarded from their clients to the destinations",
+    "proxy_bytes_down": "bytes the TCP proxies forwarded from the destinations to their "
+    "clients",
+    "redirects": "responses written by the https redirectors (their 400s to malformed "
+    "requests included); not in requests or status",
 }

@@ -78,7 +78,8 @@ class TestServer:
     ``response_body_size``, ``response_headers``, ``echo_request_headers``, ``static_delay``,
     ``concurrency_based_linear_delay``, ``emit_previous_request_delta_in_response_header``,
     ``echo_default_params``, ``max_echo_delay``, ``max_delay``, ``max_payload_kb``,
-    ``stall_every``, ``stall_for``, ``tcp_echo``, ``udp_echo``, ``admin``, ``address_file``,
+    ``stall_every``, ``stall_for``, ``tcp_echo``, ``udp_echo``, ``tcp_proxy``,
+    ``redirect_listen``, ``admin``, ``address_file``,
     ``idle_timeout``, ``header_timeout``, ``max_header_bytes``, ``max_body_bytes``,
     ``max_connections``, ``tls_cert``,
     ``tls_key``, ``tls_self_signed``, ``tls_san``, ``tls_ca_out``, ``alpn``,
@@ -116,6 +117,8 @@ class TestServer:
         stall_for: float | str = _UNSET,
         tcp_echo: object = _UNSET,
         udp_echo: object = _UNSET,
+        tcp_proxy: object = _UNSET,
+        redirect_listen: object = _UNSET,
         admin: object = _UNSET,
         address_file: str | os.PathLike[str] | None = _UNSET,
         idle_timeout: float | str = _UNSET,
@@ -161,6 +164,9 @@ class TestServer:
         self.admin_address: tuple[str, int] | None = None
         self.tcp_echo_addresses: list[tuple[str, int]] = []
         self.udp_echo_addresses: list[tuple[str, int]] = []
+        #: (bound local address, destination) of each TCP proxy.
+        self.tcp_proxy_addresses: list[tuple[tuple[str, int], tuple[str, int]]] = []
+        self.redirect_addresses: list[tuple[str, int]] = []
         # The running implementation (None when stopped), and the counters of the last run.
         self._impl: ServerBackend | None = None
         self._final_stats: dict[str, Any] | None = None
@@ -193,6 +199,8 @@ class TestServer:
         self.admin_address = bound.admin
         self.tcp_echo_addresses = list(bound.tcp_echo)
         self.udp_echo_addresses = list(bound.udp_echo)
+        self.tcp_proxy_addresses = list(bound.tcp_proxy)
+        self.redirect_addresses = list(bound.redirect)
         self._ca_cert = bound.ca_cert
         if bound.cert_pem is not None:
             self._cert_pem = bound.cert_pem
@@ -320,12 +328,31 @@ class TestServer:
             raise ServerError("the test server has no UDP echo listener (udp_echo=HOST:PORT)")
         return self.udp_echo_addresses[0]
 
+    @property
+    def tcp_proxy_address(self) -> tuple[str, int]:
+        """(host, port) the first TCP proxy listens on."""
+        self._need_started()
+        if not self.tcp_proxy_addresses:
+            raise ServerError("the test server has no TCP proxy (tcp_proxy=LOCAL=DEST)")
+        return self.tcp_proxy_addresses[0][0]
+
+    @property
+    def redirect_address(self) -> tuple[str, int]:
+        """(host, port) of the first https redirector."""
+        self._need_started()
+        if not self.redirect_addresses:
+            raise ServerError("the test server has no https redirector "
+                              "(redirect_listen=HOST:PORT)")
+        return self.redirect_addresses[0]
+
     def report(self) -> dict[str, Any]:
         """The bound addresses, as written to ``address_file``."""
         self._need_started()
         report = address_report(self.listen_addresses, self.admin_address,
                                 self.tcp_echo_addresses, self.udp_echo_addresses,
-                                scheme=self.scheme, ca_cert=self._ca_cert)
+                                scheme=self.scheme, ca_cert=self._ca_cert,
+                                tcp_proxy=self.tcp_proxy_addresses,
+                                redirect=self.redirect_addresses)
         report["pid"] = self.pid
         return report
 
@@ -334,7 +361,9 @@ class TestServer:
         connections_active, rx_bytes, tx_bytes, bad_requests, status, stalls,
         tcp_echo_bytes, udp_echo_packets, connections_http1, connections_http2,
         tls_handshakes, tls_handshake_errors, tls_session_reused, h2_streams_reset,
-        h2_protocol_errors, connections_refused, grpc_calls, grpc_errors.
+        h2_protocol_errors, connections_refused, grpc_calls, grpc_errors, proxy_connections,
+        proxy_connections_active, proxy_connect_errors, proxy_bytes_up, proxy_bytes_down,
+        redirects.
 
         Live for an in-process server; for a subprocess server, live through the admin
         endpoint when there is one, else available after `stop()`.

@@ -23,6 +23,8 @@ __all__ = [
     "STATS_PREFIX",
     "TCP_ECHO_PREFIX",
     "UDP_ECHO_PREFIX",
+    "TCP_PROXY_PREFIX",
+    "REDIRECT_PREFIX",
     "Bound",
     "ServerBackend",
     "ServerFiles",
@@ -42,6 +44,8 @@ LISTENING_PREFIX = "listening on "
 ADMIN_PREFIX = "admin on "
 TCP_ECHO_PREFIX = "tcp-echo on "
 UDP_ECHO_PREFIX = "udp-echo on "
+TCP_PROXY_PREFIX = "tcp-proxy on "
+REDIRECT_PREFIX = "redirect on "
 
 
 def address_lines(
@@ -49,14 +53,20 @@ def address_lines(
     admin_url: str | None,
     tcp_echo: Iterable[tuple[str, int]],
     udp_echo: Iterable[tuple[str, int]],
+    tcp_proxy: Iterable[tuple[tuple[str, int], tuple[str, int]]] = (),
+    redirect: Iterable[tuple[str, int]] = (),
 ) -> list[str]:
     """The lines ``nhbench server`` prints once it is bound, in the order the subprocess
-    implementation reads them (`SubprocessServer`): one per address."""
+    implementation reads them (`SubprocessServer`): one per address; a TCP proxy's line is
+    ``tcp-proxy on LOCAL -> DEST``."""
     lines = [LISTENING_PREFIX + u for u in listen_urls]
     if admin_url is not None:
         lines.append(ADMIN_PREFIX + admin_url)
     lines += [TCP_ECHO_PREFIX + format_address(*a) for a in tcp_echo]
     lines += [UDP_ECHO_PREFIX + format_address(*a) for a in udp_echo]
+    lines += [f"{TCP_PROXY_PREFIX}{format_address(*local)} -> {format_address(*dest)}"
+              for local, dest in tcp_proxy]
+    lines += [REDIRECT_PREFIX + format_address(*a) for a in redirect]
     return lines
 
 
@@ -82,6 +92,8 @@ def address_report(
     udp_echo: Sequence[tuple[str, int]],
     scheme: str = "http",
     ca_cert: str | None = None,
+    tcp_proxy: Sequence[tuple[tuple[str, int], tuple[str, int]]] = (),
+    redirect: Sequence[tuple[str, int]] = (),
 ) -> dict[str, Any]:
     """The bound addresses as the JSON object ``--address-file`` holds (docs/server.md)."""
     entries: list[dict[str, Any]] = []
@@ -101,6 +113,13 @@ def address_report(
         "tcp_echo": [{"host": h, "port": p} for h, p in tcp_echo],
         "udp_echo": [{"host": h, "port": p} for h, p in udp_echo],
     }
+    if tcp_proxy:
+        report["tcp_proxy"] = [
+            {"host": local[0], "port": local[1], "dest": {"host": dest[0], "port": dest[1]}}
+            for local, dest in tcp_proxy
+        ]
+    if redirect:
+        report["redirect"] = [{"host": h, "port": p} for h, p in redirect]
     if scheme == "https":
         report["tls"] = {"ca_cert": ca_cert}
     return report
@@ -149,6 +168,9 @@ class Bound:
     admin: tuple[str, int] | None = None
     tcp_echo: list[tuple[str, int]] = field(default_factory=list)
     udp_echo: list[tuple[str, int]] = field(default_factory=list)
+    #: (bound local, destination) of each TCP proxy.
+    tcp_proxy: list[tuple[tuple[str, int], tuple[str, int]]] = field(default_factory=list)
+    redirect: list[tuple[str, int]] = field(default_factory=list)
     #: The PEM file clients trust (TLS only).
     ca_cert: str | None = None
     #: The certificate served, PEM, when the implementation has it at hand (in-process).

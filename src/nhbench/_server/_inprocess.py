@@ -58,13 +58,23 @@ class InProcessServer:
             bound.udp_echo = [
                 (str(h), int(p)) for h, p in getattr(server, "udp_echo_addresses", [])
             ]
+            # The core reports the bound local addresses in the options' order.
+            proxies = getattr(server, "tcp_proxy_addresses", [])
+            bound.tcp_proxy = [
+                ((str(h), int(p)), dest)
+                for (h, p), (_, dest) in zip(proxies, self.options.tcp_proxy, strict=False)
+            ]
+            bound.redirect = [
+                (str(h), int(p)) for h, p in getattr(server, "redirect_addresses", [])
+            ]
             if self.options.tls:
                 bound.cert_pem = str(server.tls_cert_pem)
                 bound.ca_cert = self._write_ca_cert(bound.cert_pem)
             if self.options.address_file:
                 report = address_report(bound.listen, bound.admin, bound.tcp_echo,
                                         bound.udp_echo, scheme=self.options.scheme,
-                                        ca_cert=bound.ca_cert)
+                                        ca_cert=bound.ca_cert, tcp_proxy=bound.tcp_proxy,
+                                        redirect=bound.redirect)
                 self._files.written.append(write_address_file(self.options.address_file, report))
         except BaseException:
             self._server = None

@@ -25,8 +25,10 @@ from ..options import ServerOptions
 from ._common import (
     ADMIN_PREFIX,
     LISTENING_PREFIX,
+    REDIRECT_PREFIX,
     STATS_PREFIX,
     TCP_ECHO_PREFIX,
+    TCP_PROXY_PREFIX,
     UDP_ECHO_PREFIX,
     Bound,
     ServerFiles,
@@ -99,9 +101,10 @@ class SubprocessServer:
         )
         expected = (
             len(options.listen) + (1 if options.admin else 0) + len(options.tcp_echo)
-            + len(options.udp_echo)
+            + len(options.udp_echo) + len(options.tcp_proxy) + len(options.redirect_listen)
         )
-        prefixes = (LISTENING_PREFIX, ADMIN_PREFIX, TCP_ECHO_PREFIX, UDP_ECHO_PREFIX)
+        prefixes = (LISTENING_PREFIX, ADMIN_PREFIX, TCP_ECHO_PREFIX, UDP_ECHO_PREFIX,
+                    TCP_PROXY_PREFIX, REDIRECT_PREFIX)
         try:
             lines = self._read_lines(expected, self.startup_timeout, prefixes)
         except ServerError:
@@ -133,6 +136,11 @@ class SubprocessServer:
                 bound.tcp_echo.append(split_host_port(line[len(TCP_ECHO_PREFIX):]))
             elif line.startswith(UDP_ECHO_PREFIX):
                 bound.udp_echo.append(split_host_port(line[len(UDP_ECHO_PREFIX):]))
+            elif line.startswith(TCP_PROXY_PREFIX):
+                local, _, dest = line[len(TCP_PROXY_PREFIX):].partition(" -> ")
+                bound.tcp_proxy.append((split_host_port(local), split_host_port(dest)))
+            elif line.startswith(REDIRECT_PREFIX):
+                bound.redirect.append(split_host_port(line[len(REDIRECT_PREFIX):]))
         return bound
 
     def _read_lines(self, count: int, timeout: float, prefixes: tuple[str, ...]) -> list[str]:

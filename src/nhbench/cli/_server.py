@@ -102,6 +102,8 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
                 server.admin_url if server.admin_address is not None else None,
                 server.tcp_echo_addresses,
                 server.udp_echo_addresses,
+                server.tcp_proxy_addresses,
+                server.redirect_addresses,
             )
             sys.stdout.write("".join(line + "\n" for line in lines))
             sys.stdout.flush()

@@ -254,6 +254,22 @@ class ServerOptions(StrictModel):
     ] = Field(
         default=(), description="UDP echo listener HOST:PORT; repeatable."
     )
+    tcp_proxy: Annotated[
+        tuple[tuple[Address, Address], ...],
+        Flag(metavar="LOCAL=DEST", append=True, group=_FORTIO),
+    ] = Field(
+        default=(),
+        description="TCP proxy: every connection accepted on LOCAL (HOST:PORT) is forwarded "
+        "to DEST (HOST:PORT, resolved once at start), bytes both ways, a half-close passed on "
+        "(Fortio's -P \"local dest\"); repeatable.",
+    )
+    redirect_listen: Annotated[
+        tuple[Address, ...], Flag(metavar="HOST:PORT", append=True, group=_FORTIO)
+    ] = Field(
+        default=(),
+        description="HTTP/1.1 listener that answers every request with 303 See Other to the "
+        "same host and path over https:// (Fortio's -redirect-port); repeatable.",
+    )
     stall_every: Annotated[float, Flag(metavar="TIME", group=_SELF_TEST)] = Field(
         default=0.0, ge=0, le=86400,
         description="Every this long, all workers hold their responses for --stall-for "
@@ -293,8 +309,9 @@ class ServerOptions(StrictModel):
         int, Flag(metavar="N", default="0 (from RLIMIT_NOFILE)", group=_LIMITS)
     ] = Field(
         default=0, ge=0, le=2**40,
-        description="HTTP and TCP echo connections open at once (all workers); more are "
-        "closed as soon "
+        description="HTTP, TCP echo, redirector and TCP proxy connections open at once (all "
+        "workers; a proxied one counts twice: it holds two descriptors); more are closed as "
+        "soon "
         "as accepted. 0 = the file-descriptor limit (soft RLIMIT_NOFILE) minus 64, so that "
         "/stats and the process never run out.",
     )
@@ -375,6 +392,19 @@ class ServerOptions(StrictModel):
     @classmethod
     def _parse_echo_listeners(cls, value: object) -> object:
         return tuple(parse_address(item) for item in as_address_list(value))
+
+    @field_validator("redirect_listen", mode="before")
+    @classmethod
+    def _parse_redirect(cls, value: object) -> object:
+        items = tuple(parse_address(item) for item in as_address_list(value))
+        if len(items) > 16:
+            raise ValueError(f"at most 16 addresses (got {len(items)})")
+        return items
+
+    @field_validator("tcp_proxy", mode="before")
+    @classmethod
+    def _parse_tcp_proxy(cls, value: object) -> object:
+        return _parse_tcp_proxies(value)
 
     @field_validator("admin", mode="before")
     @classmethod
@@ -517,7 +547,8 @@ class ServerOptions(StrictModel):
         # Two TCP listeners on one port would not fail: SO_REUSEPORT lets both bind, and
         # the kernel would then split the connections between them.
         tcp = [(h, p) for kind, h, p in self.listen if kind == "tcp" and p != 0]
-        tcp += [(h, p) for h, p in (*self.tcp_echo, *([self.admin] if self.admin else []))
+        tcp += [(h, p) for h, p in (*self.tcp_echo, *([self.admin] if self.admin else []),
+                                    *self.redirect_listen, *(local for local, _ in self.tcp_proxy))
                 if p != 0]
         for i, (host_a, port_a) in enumerate(tcp):
             for host_b, port_b in tcp[i + 1:]:
@@ -527,7 +558,7 @@ class ServerOptions(StrictModel):
                     raise PydanticCustomError(
                         "options_conflict_port",
                         "port {port} is used by two TCP listeners (of listen, tcp_echo, "
-                        "admin)",
+                        "admin, redirect_listen, tcp_proxy)",
                         {"port": port_a},
                     )
         unix = [w for kind, w, _ in self.listen if kind == "unix"]
@@ -599,6 +630,10 @@ class ServerOptions(StrictModel):
             args += ["--tcp-echo", format_address(host, port)]
         for host, port in self.udp_echo:
             args += ["--udp-echo", format_address(host, port)]
+        for local, dest in self.tcp_proxy:
+            args += ["--tcp-proxy", f"{format_address(*local)}={format_address(*dest)}"]
+        for host, port in self.redirect_listen:
+            args += ["--redirect-listen", format_address(host, port)]
         if self.admin:
             args += ["--admin", format_address(*self.admin)]
         if self.address_file:
@@ -619,6 +654,50 @@ class ServerOptions(StrictModel):
         args += ["--alpn", ",".join(self.alpn)]
         args += ["--max-concurrent-streams", str(self.max_concurrent_streams)]
         return args
+
+
+def _is_address(value: object) -> bool:
+    """One address (not a proxy pair): ``"HOST:PORT"`` or ``(host, port)``."""
+    if isinstance(value, str):
+        return "=" not in value
+    return (isinstance(value, (tuple, list)) and len(value) == 2 and isinstance(value[0], str)
+            and isinstance(value[1], int) and not isinstance(value[1], bool))
+
+
+def _parse_tcp_proxies(value: object) -> tuple[tuple[Address, Address], ...]:
+    """``"LOCAL=DEST"`` (each HOST:PORT), a ``(local, dest)`` pair, or a list of them."""
+    if value is None:
+        return ()
+    if isinstance(value, (str, Mapping)):
+        items: list[object] = [value]
+    elif isinstance(value, (tuple, list)) and len(value) == 2 and all(map(_is_address, value)):
+        items = [value]
+    else:
+        try:
+            items = list(value)  # type: ignore[call-overload]
+        except TypeError:
+            items = [value]
+    if len(items) > 16:
+        raise ValueError(f"at most 16 proxies (got {len(items)})")
+    out = []
+    for item in items:
+        if isinstance(item, str):
+            local_text, sep, dest_text = item.partition("=")
+            if not sep:
+                raise ValueError(f"a proxy is LOCAL=DEST, as in :8088=127.0.0.1:8080 "
+                                 f"(got {item!r})")
+            local, dest = parse_address(local_text), parse_address(dest_text)
+        elif isinstance(item, Mapping) and set(item) == {"listen", "dest"}:
+            local, dest = parse_address(item["listen"]), parse_address(item["dest"])
+        elif isinstance(item, (tuple, list)) and len(item) == 2:
+            local, dest = parse_address(item[0]), parse_address(item[1])
+        else:
+            raise ValueError(f"a proxy is LOCAL=DEST, a (local, dest) pair or "
+                             f"{{'listen': ..., 'dest': ...}} (got {item!r})")
+        if dest[1] == 0:
+            raise ValueError(f"a proxy's destination needs a port other than 0 (got {item!r})")
+        out.append((local, dest))
+    return tuple(out)
 
 
 def make_server_options(

@@ -1,0 +1,247 @@
+/* server_proxy.c: TCP proxies, like Fortio's -P "local dest".
+ *
+ * Every connection accepted on a proxy listener gets a second socket,
+ * connected to the listener's destination; once it is up, the bytes read on
+ * either side are written to the other. Reads go into the worker's shared
+ * read buffer and out with one uv_try_write; what the other socket cannot
+ * take at once is copied into that direction's own buffer (grown once, to at
+ * most one read, and reused) and the side it came from stops reading until
+ * it is written. So a peer that does not read holds at most one read buffer
+ * per direction here, and back-pressure reaches the sender through TCP.
+ *
+ * Half-close: EOF on one side shuts the other side's write half down (after
+ * what is pending), and the other direction goes on; once both directions
+ * have ended, both sockets close. A read or write error on either side
+ * closes both. A destination that refuses, or does not answer within
+ * NHB__SRV_PROXY_CONNECT_MS, closes the client's connection (counted in
+ * proxy_connect_errors). An idle pair stays open (a proxy carries whatever
+ * protocol its clients speak, idle or not), but one whose bytes have waited
+ * for idle_timeout on a peer that takes none is closed: otherwise a
+ * destination that never reads would hold the pair, and its client's FIN
+ * (not read while reading is stopped), forever.
+ *
+ * Proxy connections are accepted by nhb__srv_accept() (server_conn.c) and
+ * take two slots of max_connections, one per descriptor.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "server/server_internal.h"
+
+/* One side of a pair: its socket, and the write into it of what the other
+ * side read. */
+typedef struct proxy_side {
+  uv_tcp_t tcp;
+  uv_write_t wreq;
+  uv_shutdown_t sreq;
+  nhb__srv_buf pend; /* read from the other side, not yet taken by this socket */
+  uint8_t writing;   /* wreq is in flight */
+  uint8_t eof;       /* this side's peer ended its sending */
+  uint8_t shut;      /* this side's write half is shut down (or being) */
+  uint8_t shut_done;
+} proxy_side;
+
+struct nhb__srv_proxy {
+  proxy_side side[2]; /* 0: the client, 1: the destination */
+  uv_connect_t connect;
+  nhb__srv_worker* w;
+  nhb__srv_proxy *prev, *next;
+  uint64_t start_ms;
+  uint64_t progress_ms; /* a write began waiting, or one drained */
+  uint8_t connected, closing, nclosed;
+};
+
+static void proxy_on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf);
+
+static int side_of(const nhb__srv_proxy* p, const uv_handle_t* h) { return h == (const uv_handle_t*)&p->side[1].tcp; }
+
+static void proxy_free(uv_handle_t* handle) {
+  nhb__srv_proxy* p = handle->data;
+  if (++p->nclosed < 2) return;
+  nhb__srv_worker* w = p->w;
+  nhb__srv_bump(&w->counters.proxy_connections_active, (uint64_t)-1);
+  atomic_fetch_sub_explicit(&w->server->conns_open, 2, memory_order_relaxed);
+  nhb__srv_buf_free(&p->side[0].pend);
+  nhb__srv_buf_free(&p->side[1].pend);
+  free(p);
+}
+
+/* Closes both sockets; pending writes, shutdowns and the connect are
+ * cancelled, and their callbacks see `closing`. */
+static void proxy_close(nhb__srv_proxy* p) {
+  if (p->closing) return;
+  p->closing = 1;
+  nhb__srv_worker* w = p->w;
+  if (p->prev) p->prev->next = p->next;
+  else w->proxies = p->next;
+  if (p->next) p->next->prev = p->prev;
+  p->prev = p->next = NULL;
+  uv_close((uv_handle_t*)&p->side[0].tcp, proxy_free);
+  uv_close((uv_handle_t*)&p->side[1].tcp, proxy_free);
+}
+
+static void proxy_alloc(uv_handle_t* handle, size_t suggested, uv_buf_t* buf) {
+  NHB__UNUSED(suggested);
+  nhb__srv_worker* w = handle->loop->data;
+  buf->base = w->rbuf;
+  buf->len = NHB__SRV_READ_BUFFER;
+}
+
+static void maybe_done(nhb__srv_proxy* p) {
+  if (p->side[0].shut_done && p->side[1].shut_done) proxy_close(p);
+}
+
+static void on_shutdown(uv_shutdown_t* req, int status) {
+  nhb__srv_proxy* p = req->handle->data;
+  if (p->closing) return;
+  if (status < 0) {
+    proxy_close(p);
+    return;
+  }
+  p->side[side_of(p, (uv_handle_t*)req->handle)].shut_done = 1;
+  maybe_done(p);
+}
+
+/* Side i's peer sent its FIN and everything it sent before is written to
+ * side j: pass the FIN on. */
+static void pass_eof(nhb__srv_proxy* p, int j) {
+  proxy_side* d = &p->side[j];
+  if (d->shut) return;
+  d->shut = 1;
+  if (uv_shutdown(&d->sreq, (uv_stream_t*)&d->tcp, on_shutdown) < 0) proxy_close(p);
+}
+
+static int start_reading(nhb__srv_proxy* p, int i) {
+  if (uv_read_start((uv_stream_t*)&p->side[i].tcp, proxy_alloc, proxy_on_read) < 0) {
+    proxy_close(p);
+    return -1;
+  }
+  return 0;
+}
+
+static void on_written(uv_write_t* req, int status) {
+  nhb__srv_proxy* p = req->handle->data;
+  if (p->closing) return;
+  int j = side_of(p, (uv_handle_t*)req->handle), i = 1 - j;
+  proxy_side* d = &p->side[j];
+  d->writing = 0;
+  d->pend.len = 0;
+  p->progress_ms = uv_now(&p->w->loop);
+  if (status < 0) {
+    proxy_close(p);
+    return;
+  }
+  /* The direction i -> j drained: read side i again, or pass its FIN on. */
+  if (p->side[i].eof) pass_eof(p, j);
+  else start_reading(p, i);
+}
+
+static void proxy_on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf) {
+  nhb__srv_proxy* p = stream->data;
+  if (p->closing) return;
+  int i = side_of(p, (uv_handle_t*)stream), j = 1 - i;
+  proxy_side* d = &p->side[j];
+  if (nread > 0) {
+    nhb__srv_worker* w = p->w;
+    nhb__srv_bump(i == 0 ? &w->counters.proxy_bytes_up : &w->counters.proxy_bytes_down, (uint64_t)nread);
+    uv_buf_t b = uv_buf_init(buf->base, (unsigned)nread);
+    int n = uv_try_write((uv_stream_t*)&d->tcp, &b, 1);
+    if (n == UV_EAGAIN || n == UV_ENOSYS) n = 0;
+    if (n < 0) {
+      proxy_close(p);
+      return;
+    }
+    if (n == nread) return;
+    /* The rest waits in this direction's buffer; side i stops reading until
+     * it is written (at most one read is ever held). */
+    size_t rest = (size_t)nread - (size_t)n;
+    d->pend.len = 0;
+    if (nhb__srv_buf_append(&d->pend, buf->base + n, rest) < 0) {
+      proxy_close(p);
+      return;
+    }
+    uv_read_stop(stream);
+    b = uv_buf_init(d->pend.p, (unsigned)rest);
+    if (uv_write(&d->wreq, (uv_stream_t*)&d->tcp, &b, 1, on_written) < 0) {
+      proxy_close(p);
+      return;
+    }
+    /* The stall clock starts when the first write begins to wait. */
+    if (!p->side[i].writing) p->progress_ms = uv_now(&p->w->loop);
+    d->writing = 1;
+  } else if (nread == UV_EOF) {
+    uv_read_stop(stream);
+    p->side[i].eof = 1;
+    if (!d->writing) pass_eof(p, j);
+  } else if (nread < 0) {
+    proxy_close(p);
+  }
+}
+
+static void on_connect(uv_connect_t* req, int status) {
+  nhb__srv_proxy* p = req->data;
+  if (p->closing) return;
+  if (status < 0) {
+    nhb__srv_bump(&p->w->counters.proxy_connect_errors, 1);
+    proxy_close(p);
+    return;
+  }
+  p->connected = 1;
+  uv_tcp_nodelay(&p->side[1].tcp, 1);
+  if (start_reading(p, 0) == 0) start_reading(p, 1);
+}
+
+void nhb__srv_proxy_open(nhb__srv_worker* w, int fd, int index) {
+  nhb__srv_proxy* p = calloc(1, sizeof(*p));
+  if (!p) {
+    close(fd);
+    atomic_fetch_sub_explicit(&w->server->conns_open, 2, memory_order_relaxed);
+    return;
+  }
+  p->w = w;
+  p->start_ms = uv_now(&w->loop);
+  uv_tcp_init(&w->loop, &p->side[0].tcp);
+  uv_tcp_init(&w->loop, &p->side[1].tcp);
+  p->side[0].tcp.data = p->side[1].tcp.data = p;
+  p->connect.data = p;
+  p->next = w->proxies;
+  if (w->proxies) w->proxies->prev = p;
+  w->proxies = p;
+  /* From here proxy_free() gives back what the pair holds. */
+  nhb__srv_bump(&w->counters.proxy_connections_active, 1);
+  if (uv_tcp_open(&p->side[0].tcp, fd) < 0) {
+    close(fd); /* not the handle's yet */
+    proxy_close(p);
+    return;
+  }
+  nhb__srv_bump(&w->counters.proxy_connections, 1);
+  uv_tcp_nodelay(&p->side[0].tcp, 1);
+  const nhb_sockaddr* dest = &w->server->config.tcp_proxy_dest[index];
+  if (uv_tcp_connect(&p->connect, &p->side[1].tcp, (const struct sockaddr*)dest->bytes, on_connect) < 0) {
+    /* Out of descriptors, or the like: as unreachable. */
+    nhb__srv_bump(&w->counters.proxy_connect_errors, 1);
+    proxy_close(p);
+  }
+}
+
+void nhb__srv_proxy_sweep(nhb__srv_worker* w) {
+  uint64_t now = uv_now(&w->loop);
+  uint64_t idle_ns = w->server->config.idle_timeout_ns;
+  uint64_t idle_ms = idle_ns / NHB__NS_PER_MS;
+  if (idle_ns && !idle_ms) idle_ms = 1;
+  nhb__srv_proxy* next;
+  for (nhb__srv_proxy* p = w->proxies; p; p = next) {
+    next = p->next;
+    if (!p->connected && now - p->start_ms >= NHB__SRV_PROXY_CONNECT_MS) {
+      nhb__srv_bump(&w->counters.proxy_connect_errors, 1);
+      proxy_close(p);
+    } else if (idle_ms && (p->side[0].writing || p->side[1].writing) && now - p->progress_ms >= idle_ms) {
+      proxy_close(p);
+    }
+  }
+}
+
+void nhb__srv_proxy_close_all(nhb__srv_worker* w) {
+  while (w->proxies) proxy_close(w->proxies);
+}
