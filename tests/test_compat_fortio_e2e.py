@@ -1,15 +1,11 @@
 """End to end with the output module: ``nhbench fortio load -json FILE`` (and ``-a``) read
 by Fortio's own Go types (tests/support/fortio_decode, strict: an unknown field or a wrong
 type fails) and listed by ``fortio report -data-dir``, for HTTP, gRPC ping, tcp:// and
-udp://. Skipped where the output module, fortio, go or Fortio's Go module is absent."""
+udp://. Skipped where fortio, go or Fortio's Go module is absent."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
-import re
-import shutil
 import subprocess
 import sys
 import urllib.request
@@ -18,30 +14,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.peers import fortio_binary
+from support.peers import build_fortio_decoder, fortio_binary, fortio_report
 
-pytestmark = [
-    pytest.mark.timeout(900),
-    pytest.mark.skipif(importlib.util.find_spec("nhbench.compat._fortio_output") is None,
-                       reason="the Fortio output module is not in this tree"),
-]
-
-GO = shutil.which("go") or "/usr/local/go/bin/go"
-FORTIO_MODULE = Path.home() / "go/pkg/mod/fortio.org/fortio@v1.66.5"
-DECODER = Path(__file__).parent / "support" / "fortio_decode"
+pytestmark = pytest.mark.timeout(900)
 
 
 @pytest.fixture(scope="module")
 def decoder(tmp_path_factory: Any) -> Path:
-    if not os.access(GO, os.X_OK) or not FORTIO_MODULE.is_dir() or not DECODER.is_dir():
+    built = build_fortio_decoder(tmp_path_factory.mktemp("fortio-decode"))
+    if built is None:
         pytest.skip("go, Fortio's Go module or tests/support/fortio_decode is absent")
-    build = tmp_path_factory.mktemp("fortio-decode")
-    for name in ("main.go", "go.mod"):
-        shutil.copy(DECODER / name, build / name)
-    env = {**os.environ, "GOPROXY": "off", "GOFLAGS": "-mod=mod", "GOSUMDB": "off"}
-    subprocess.run([GO, "build", "-o", "decode", "."], cwd=build, env=env, check=True,
-                   capture_output=True, timeout=600)
-    return build / "decode"
+    return built
 
 
 @pytest.fixture(scope="module")
@@ -94,24 +77,8 @@ def test_fortio_report_lists_our_auto_saved_result(target: Any, tmp_path: Path) 
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     (saved,) = tmp_path.glob("*.json")
-    process = subprocess.Popen([binary, "report", "-data-dir", str(tmp_path), "-http-port",
-                                "127.0.0.1:0", "-redirect-port", "disabled"],
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        assert process.stdout is not None
-        url = None
-        for text in process.stdout:
-            match = re.search(r"(http://127\.0\.0\.1:\d+/)", text)
-            if match:
-                url = match.group(1)
-                break
-        assert url, "fortio report did not say where it listens"
+    with fortio_report(binary, tmp_path) as url:
         with urllib.request.urlopen(url, timeout=10) as page:
             assert saved.stem in page.read().decode()
         with urllib.request.urlopen(f"{url}data/{saved.name}", timeout=10) as served:
             assert json.loads(served.read())["DurationHistogram"]["Count"] == 6
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
-        assert process.stdout is not None
-        process.stdout.close()

@@ -27,6 +27,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.peers import build_fortio_decoder
+from support.peers import fortio_report as serve_fortio_report
 
 import nhbench
 from nhbench.compat._fortio_output import (
@@ -41,10 +43,7 @@ from nhbench.compat._fortio_output import (
 from nhbench.compat._gofmt import go_duration, go_f, go_g, go_json_float
 
 FORTIO = shutil.which("fortio") or "/root/go/bin/fortio"
-GO = shutil.which("go") or "/usr/local/go/bin/go"
 NODE = shutil.which("node") or "/usr/bin/node"
-FORTIO_MODULE = Path.home() / "go/pkg/mod/fortio.org/fortio@v1.66.5"
-DECODER = Path(__file__).parent / "support" / "fortio_decode"
 LATENCY = "benchmark_http_client.request_to_response"
 PERCENTILES = (50.0, 75.0, 90.0, 99.0, 99.9)
 
@@ -257,17 +256,10 @@ def test_fortios_go_types_decode_it_strictly(cases, kind, decoder) -> None:
 
 @pytest.fixture(scope="module")
 def decoder(tmp_path_factory) -> Path:
-    if not os.access(GO, os.X_OK):
-        pytest.skip("go is not installed")
-    if not FORTIO_MODULE.is_dir():
-        pytest.skip("fortio.org/fortio@v1.66.5 is not in the Go module cache")
-    build = tmp_path_factory.mktemp("fortio-decode")
-    for name in ("main.go", "go.mod"):
-        shutil.copy(DECODER / name, build / name)
-    env = {**os.environ, "GOPROXY": "off", "GOFLAGS": "-mod=mod", "GOSUMDB": "off"}
-    subprocess.run([GO, "build", "-o", "decode", "."], cwd=build, env=env, check=True,
-                   capture_output=True, timeout=600)
-    return build / "decode"
+    built = build_fortio_decoder(tmp_path_factory.mktemp("fortio-decode"))
+    if built is None:
+        pytest.skip("go or fortio.org/fortio@v1.66.5 (in the Go module cache) is absent")
+    return built
 
 
 @pytest.mark.parametrize(("offset", "divider"), [(0.0, 0.001), (0.0, 0.0001), (0.005, 0.001),
@@ -302,26 +294,8 @@ def test_the_decoder_refuses_what_fortio_would(cases, decoder, tmp_path) -> None
 
 @pytest.fixture(scope="module")
 def report(cases) -> Iterator[str]:
-    directory = cases["http"].file.parent
-    process = subprocess.Popen(
-        [FORTIO, "report", "-data-dir", str(directory), "-http-port", "127.0.0.1:0",
-         "-redirect-port", "disabled"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        url = None
-        assert process.stdout is not None
-        for line in process.stdout:
-            match = re.search(r"(http://127\.0\.0\.1:\d+/)", line)
-            if match:
-                url = match.group(1)
-                break
-        assert url, "fortio report did not say where it listens"
+    with serve_fortio_report(FORTIO, cases["http"].file.parent) as url:
         yield url
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
-        assert process.stdout is not None
-        process.stdout.close()
 
 
 def get(url: str) -> bytes:

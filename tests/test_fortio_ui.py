@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import shutil
 import subprocess
 import time
@@ -29,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.peers import fortio_report
 
 import nhbench
 from nhbench.outputs import render
@@ -81,25 +81,8 @@ def data_dir(run, tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def report(data_dir) -> Iterator[str]:
     """`fortio report` on a free loopback port (its redirector off); yields the base URL."""
-    process = subprocess.Popen(
-        [FORTIO, "report", "-data-dir", str(data_dir), "-http-port", "127.0.0.1:0",
-         "-redirect-port", "disabled"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        url = None
-        assert process.stdout is not None
-        for line in process.stdout:
-            match = re.search(r"(http://127\.0\.0\.1:\d+/)", line)
-            if match:
-                url = match.group(1)
-                break
-        assert url, "fortio report did not say where it listens"
+    with fortio_report(FORTIO, data_dir) as url:
         yield url
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
-        assert process.stdout is not None
-        process.stdout.close()
 
 
 @pytest.fixture(scope="module")

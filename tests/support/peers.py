@@ -8,11 +8,20 @@ Chromium and its driver come from Debian (`chromium`, `chromium-driver`).
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import cache
+from pathlib import Path
 
-__all__ = ["chromedriver_binary", "chromium_binary", "fortio_binary"]
+__all__ = ["FORTIO_MODULE", "build_fortio_decoder", "chromedriver_binary", "chromium_binary",
+           "fortio_binary", "fortio_report"]
+
+#: Fortio's Go module as `go install fortio.org/fortio@v1.66.5` left it in the module cache.
+FORTIO_MODULE = Path.home() / "go/pkg/mod/fortio.org/fortio@v1.66.5"
+_DECODER = Path(__file__).parent / "fortio_decode"
 
 
 def _go() -> str | None:
@@ -52,3 +61,42 @@ def chromium_binary() -> str | None:
 def chromedriver_binary() -> str | None:
     """Debian's chromedriver, or None."""
     return shutil.which("chromedriver")
+
+
+def build_fortio_decoder(directory: Path) -> Path | None:
+    """tests/support/fortio_decode (a strict decoder into Fortio's own result types) built
+    offline into `directory` from the module cache; None when go or the module is absent."""
+    go = _go()
+    if go is None or not FORTIO_MODULE.is_dir():
+        return None
+    for name in ("main.go", "go.mod"):
+        shutil.copy(_DECODER / name, directory / name)
+    env = {**os.environ, "GOPROXY": "off", "GOFLAGS": "-mod=mod", "GOSUMDB": "off"}
+    subprocess.run([go, "build", "-o", "decode", "."], cwd=directory, env=env, check=True,
+                   capture_output=True, timeout=600)
+    return directory / "decode"
+
+
+@contextmanager
+def fortio_report(binary: str, data_dir: Path) -> Iterator[str]:
+    """The real `fortio report` over `data_dir` on a free loopback port (its redirector
+    off), until the block ends; yields its base URL (``http://127.0.0.1:PORT/``)."""
+    process = subprocess.Popen(
+        [binary, "report", "-data-dir", str(data_dir), "-http-port", "127.0.0.1:0",
+         "-redirect-port", "disabled"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        url = None
+        assert process.stdout is not None
+        for line in process.stdout:
+            match = re.search(r"(http://127\.0\.0\.1:\d+/)", line)
+            if match:
+                url = match.group(1)
+                break
+        assert url, "fortio report did not say where it listens"
+        yield url
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+        assert process.stdout is not None
+        process.stdout.close()
