@@ -1,4 +1,4 @@
-"""`nhbench.cli._signals.stop_on_signals`, the one SIGINT/SIGTERM handler of the CLI, with
+"""`nhbench._signals.stop_on_signals`, the one SIGINT/SIGTERM handler of the commands, with
 real signals sent to this process. The commands' behaviour on signals (exit statuses,
 partial results, kept steps) is checked end to end in test_cli_run.py, test_sweep_cli.py
 and test_server.py."""
@@ -11,7 +11,7 @@ import threading
 
 import pytest
 
-from nhbench.cli._signals import stop_on_signals
+from nhbench._signals import stop_on_signals
 
 
 def _send(sig: int) -> None:

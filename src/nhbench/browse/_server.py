@@ -2,7 +2,7 @@
 
 `BrowseServer` is a `http.server.ThreadingHTTPServer` on a daemon thread: `start` binds (port
 0 picks a free one) and returns the address, `stop` shuts it down. The CLI waits in its main
-thread, where SIGINT and SIGTERM reach it (`nhbench.cli._signals`), and stops the server.
+thread, where SIGINT and SIGTERM reach it (`nhbench._signals`), and stops the server.
 
 Routes (GET only; every path is relative to the browsed directory and refused if it could
 leave it, through a symbolic link too, or names a hidden file: `Catalogue.resolve`):

@@ -16,8 +16,8 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .._signals import stop_on_signals
 from ._common import die, note
-from ._signals import stop_on_signals
 
 if TYPE_CHECKING:
     from ._commands import Command, Subparsers

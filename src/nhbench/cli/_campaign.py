@@ -17,8 +17,8 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from .._exceptions import CampaignError, OptionsError
+from .._signals import stop_on_signals
 from ._common import NOT_OPTIONS, PROG, die, note
-from ._signals import stop_on_signals
 
 if TYPE_CHECKING:
     from ..sweep import Sweep

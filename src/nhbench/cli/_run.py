@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, Any
 
 from .._exceptions import CoreUnavailableError, NHBenchError, OptionsError, RunError
 from .._format import format_seconds
+from .._signals import stop_on_signals
 from ._common import NOT_OPTIONS, PROG, die
-from ._signals import stop_on_signals
 
 # The option models (and pydantic under them) are imported by the functions that build the
 # parser or validate options, not here: ``nhbench --version`` is answered by `main` before

@@ -13,8 +13,8 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from .._exceptions import CoreUnavailableError, ServerError
+from .._signals import stop_on_signals
 from ._common import NOT_OPTIONS, die, note
-from ._signals import stop_on_signals
 
 if TYPE_CHECKING:
     from ._commands import Command, Subparsers

@@ -10,9 +10,9 @@ import threading
 from typing import TYPE_CHECKING
 
 from .._io import write_output
+from .._signals import stop_on_signals
 from ..options import Options, add_model_flags, format_validation_error
 from ._common import die, note
-from ._signals import stop_on_signals
 
 if TYPE_CHECKING:
     from ._commands import Command, Subparsers

@@ -28,7 +28,6 @@ from __future__ import annotations
 import base64
 import math
 import os
-import signal
 import sys
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
@@ -39,6 +38,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from .._exceptions import NHBenchError, OptionsError
 from .._io import write_text
+from .._signals import stop_on_signals
 from ..outputs._output_dir import default_labels
 from . import _fortio_output as output
 from ._fortio_flags import FORTIO_FLAGS, FORTIO_KINDS, SERVER_REFUSAL, FortioArgs
@@ -458,19 +458,13 @@ def fortio_plan(args: FortioArgs, target: str, *, stdin: Any = None) -> FortioPl
 
 @contextmanager
 def _stop_on_signals(stop: Callable[[], object]) -> Iterator[None]:
-    # Fortio's ^C ends the run and prints the report: the first SIGINT/SIGTERM drains.
-    previous = {}
-
-    def handler(signum: int, frame: object) -> None:
+    # Fortio's ^C ends the run (or stops the servers) and prints what it has: every
+    # SIGINT/SIGTERM drains, none aborts.
+    def on_signal(signum: int) -> None:
         stop()
 
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        previous[signum] = signal.signal(signum, handler)
-    try:
+    with stop_on_signals(on_signal, second_sigint_aborts=False):
         yield
-    finally:
-        for signum, old in previous.items():
-            signal.signal(signum, old)
 
 
 def _warmup_error(result: Any) -> str | None:

@@ -1,8 +1,9 @@
-"""The one way the CLI turns SIGINT and SIGTERM into a stop: `stop_on_signals`.
+"""The one way nhbench's commands turn SIGINT and SIGTERM into a stop: `stop_on_signals`.
 
 ``nhbench run`` (drain the requests in flight, print the partial result), ``nhbench sweep``
 (abandon the step in progress, keep the finished ones) and ``nhbench server`` (stop serving,
-print the final counters) all stop gracefully on the first SIGINT or SIGTERM. Run and sweep
+print the final counters), and the Fortio front-end's commands (end the run and print its
+report, stop the servers) all stop gracefully on the first SIGINT or SIGTERM. Run and sweep
 also let a person who does not want to wait press Ctrl-C again: that second SIGINT raises
 KeyboardInterrupt, which `nhbench.cli.main` turns into exit status 130 ("aborted").
 """
