@@ -294,7 +294,7 @@ def test_refused_flag_through_the_command() -> None:
                            "counterpart here; nothing was sent\n")
 
 
-@pytest.mark.parametrize("command", ["redirect", "proxies"])
+@pytest.mark.parametrize("command", ["script"])
 def test_server_commands_refused(command: str) -> None:
     with silent_listener() as url:
         done = run([command, url])
@@ -401,7 +401,7 @@ ON_THE_WIRE = {
     # The server commands' flags (tests/test_compat_fortio_server.py, SERVER_FLAGS).
     "-grpc-port", "-tcp-port", "-udp-port", "-redirect-port", "-echo-server-default-params",
     "-max-echo-delay", "-maxpayloadsizekb", "-server-idle-timeout", "-cert", "-key",
-    "-echo-debug-path", "-ui-path", "-grpc-max-streams", "-udp-async",
+    "-echo-debug-path", "-ui-path", "-grpc-max-streams", "-udp-async", "-P",
     # udp:// runs only: test_udp_timeout.
     "-udp-timeout",
 }

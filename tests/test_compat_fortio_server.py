@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 from support.peers import fortio_binary
 
+import nhbench
 from nhbench.compat._fortio import main, parse
 from nhbench.compat._fortio_flags import FORTIO_FLAGS
 from nhbench.compat._fortio_server import server_options
@@ -413,11 +414,48 @@ SERVER_FLAGS = {
     "-http-port", "-grpc-port", "-tcp-port", "-udp-port", "-redirect-port",
     "-echo-server-default-params", "-max-echo-delay", "-maxpayloadsizekb",
     "-server-idle-timeout", "-cert", "-key", "-echo-debug-path", "-ui-path", "-data-dir",
-    "-sync", "-sync-interval", "-healthservice", "-grpc-max-streams", "-udp-async",
+    "-sync", "-sync-interval", "-healthservice", "-grpc-max-streams", "-udp-async", "-P",
 }
+
+
+def test_redirect_and_proxies_commands_as_fortios() -> None:
+    # `fortio redirect` and `fortio proxies -P "local dest"`: the same command lines on
+    # nhbench, driven by the real Fortio client. The redirect answers Fortio's 303 to https://;
+    # a load through the proxy reaches the origin whole.
+    redirect = free_port()
+    with serving(["redirect", "-redirect-port", f"127.0.0.1:{redirect}"]) as ours:
+        status, _ = get_no_follow(f"http://127.0.0.1:{redirect}/some/path?x=1")
+        assert status == 303, ours.stderr
+    assert ours.stats()["redirects"] >= 1
+    with nhbench.TestServer() as origin:
+        local = free_port()
+        host, port = origin.address
+        argv = ["proxies", "-P", f"127.0.0.1:{local} {host}:{port}"]
+        with serving(argv) as proxies:
+            load = run(["load", "-qps", "0", "-n", "20", "-c", "2",
+                        f"http://127.0.0.1:{local}/"])
+            assert load.returncode == 0, load.stderr
+        assert proxies.stats()["proxy_connections"] >= 2
+        assert origin.stats()["requests"] >= 20
+
+
+def get_no_follow(url: str) -> tuple[int, str]:
+    """The status and Location of one GET, redirects not followed."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=10)
+    try:
+        connection.request("GET", parts.path + ("?" + parts.query if parts.query else ""))
+        response = connection.getresponse()
+        return response.status, response.getheader("Location") or ""
+    finally:
+        connection.close()
 
 
 def test_every_server_flag_is_tested_here() -> None:
     servers = {record.name for record in FORTIO_FLAGS
-               if {"server", "tcp-echo", "udp-echo"} & set(record.commands)}
+               if {"server", "tcp-echo", "udp-echo", "redirect", "proxies"}
+               & set(record.commands)}
     assert servers == SERVER_FLAGS

@@ -52,14 +52,11 @@ __all__ = ["FORTIO_VERSION", "FortioPlan", "fortio_plan", "main", "usage"]
 FORTIO_VERSION = "1.66.5"
 
 #: Fortio's commands that are not here yet, and what to use instead.
-_NOT_HERE = {
-    "redirect": "Fortio's redirect server",
-    "proxies": "Fortio's proxies", "script": "Fortio's scripting mode",
-}
+_NOT_HERE = {"script": "Fortio's scripting mode"}
 _NOT_HERE_REASON = ("{what} are not part of nhbench fortio yet: `nhbench fortio server` "
                     "serves the HTTP, gRPC, tcp-echo and udp-echo side; nothing was started")
 #: The commands that start servers (`_fortio_server`).
-_SERVERS = ("server", "tcp-echo", "udp-echo")
+_SERVERS = ("server", "tcp-echo", "udp-echo", "redirect", "proxies")
 
 _PROG = "nhbench fortio"
 
@@ -82,7 +79,8 @@ def usage() -> str:
         "where command is one of: load (load testing), curl (single URL debug),",
         " report (report only UI over -data-dir: nhbench browse), grpcping (gRPC client),",
         " nc (single tcp or udp:// connection), server (echo, gRPC, tcp/udp echo and UI),",
-        " tcp-echo, udp-echo, version, help; redirect, proxies and script are refused.",
+        " tcp-echo, udp-echo, redirect (https redirector), proxies (-P TCP proxies),",
+        " version, help; script is refused.",
         "where target is a URL (http load tests) or host:port (grpc health test),",
         " or tcp://host:port (tcp load test), or udp://host:port (udp load test).",
         "flags (every Fortio flag; 'refused:' ones stop the command before anything is sent):",
@@ -783,7 +781,7 @@ def main(argv: list[str]) -> int:
         return 2
     if command not in ("load", "curl", "report", "nc", "grpcping") + _SERVERS:
         _err(f'{_PROG}: Error: unknown command "{command}" (load, curl, report, nc, '
-             "grpcping, server, tcp-echo, udp-echo, version, help)")
+             "grpcping, server, tcp-echo, udp-echo, redirect, proxies, version, help)")
         return 1
     try:
         read = parse(command, rest)

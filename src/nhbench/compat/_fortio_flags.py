@@ -89,6 +89,7 @@ class FortioArgs:
     tcp_port: str = "8078"
     udp_port: str = "8078"
     redirect_port: str = "8081"
+    proxies: list[str] = field(default_factory=list)
     echo_server_default_params: str = ""
     max_echo_delay: float = 1.5
     maxpayloadsizekb: int = 256
@@ -152,7 +153,9 @@ FORTIO_FLAGS: tuple[ForeignFlag, ...] = (
                 refused="nhbench does not follow redirects (each response is measured as "
                 "it comes)"),
     fortio_flag("-M", "value", "HTTP multi proxy to run", refused=PROXY_REFUSAL),
-    fortio_flag("-P", "value", "TCP proxies to run", refused=PROXY_REFUSAL),
+    fortio_flag("-P", "value", "TCP proxies to run", attr="proxies", repeatable=True,
+                commands=("server", "proxies"),
+                nhbench="`server`, `proxies`: nhbench server --tcp-proxy LOCAL=DEST"),
     fortio_flag("-X", "string", "HTTP method to use instead of GET/POST",
                 nhbench="--request-method", attr="method", commands=_CLIENT),
     fortio_flag("-a", None, "Automatically save JSON result with filename based on labels "
@@ -351,9 +354,9 @@ FORTIO_FLAGS: tuple[ForeignFlag, ...] = (
                 nhbench="Fortio's buckets in the report and JSON; nhbench's percentiles are "
                 "exact (said once on stderr)"),
     fortio_flag("-redirect-port", "port", "Redirect all incoming traffic to https:// URL",
-                default="8081", commands=_SERVER,
-                nhbench="`server`: disabled only (nhbench starts no https redirector yet; "
-                "any port is refused, none is started by default)"),
+                default="8081", commands=("server", "redirect"),
+                nhbench="`server`, `redirect`: nhbench server --redirect-listen (303 to "
+                "https://, as Fortio's)"),
     fortio_flag("-resolve", "IP", "Resolve host name to this IP", commands=_CLIENT,
                 nhbench="connects to IP, keeps the URL's Host header (and TLS name)"),
     fortio_flag("-resolve-ip-type", "type", "ip4, ip6 or ip", default="ip4",

@@ -1,9 +1,11 @@
-"""``nhbench fortio server|tcp-echo|udp-echo``: Fortio's servers, run by nhbench's test server
-(`nhbench.TestServer`) and its web UI (`start_fortio_ui`); docs/compat.md, "Fortio".
+"""``nhbench fortio server|tcp-echo|udp-echo|redirect|proxies``: Fortio's servers, run by
+nhbench's test server (`nhbench.TestServer`) and its web UI (`start_fortio_ui`);
+docs/compat.md, "Fortio".
 
 Fortio's ports become one nhbench server: ``-http-port`` and ``-grpc-port`` are two listen
 addresses of it (it answers HTTP and gRPC on every HTTP/2 listener, so each port answers
-both, where Fortio's answer one each), ``-tcp-port`` and ``-udp-port`` its echo listeners.
+both, where Fortio's answer one each), ``-tcp-port`` and ``-udp-port`` its echo listeners,
+``-redirect-port`` its https redirector and each ``-P "local dest"`` a TCP proxy.
 A port is Fortio's form: ``8080`` (every interface), ``host:port``, a Unix path (HTTP and
 gRPC only) or ``disabled``.
 
@@ -62,17 +64,18 @@ def listen_address(flag: str, value: str, *, unix: bool = True) -> str:
     return f"{host}:{int(port)}"
 
 
-def _given(args: FortioArgs, name: str) -> bool:
-    return name in args.given
+def _tcp_proxy(spec: str) -> str:
+    """Fortio's ``-P "localport dest_host:dest_port"`` as nhbench's ``LOCAL=DEST``."""
+    parts = spec.split()
+    if len(parts) != 2:
+        raise OptionsError(f"-P: {spec!r}: expected \"localport dest_host:dest_port\"; "
+                           "nothing was started")
+    return f"{listen_address('-P', parts[0], unix=False)}={parts[1]}"
 
 
 def server_options(args: FortioArgs, command: str) -> dict[str, Any]:
     """The `TestServer` keywords for Fortio's server flags of `command`; refuses (by the
     Fortio flag's name) what nhbench's server cannot do."""
-    if args.redirect_port != DISABLED and _given(args, "-redirect-port"):
-        raise OptionsError(f"-redirect-port: {args.redirect_port!r}: nhbench fortio starts no "
-                           f"https redirector (-redirect-port {DISABLED} only); nothing was "
-                           "started")
     if args.echo_debug_path != "/debug":
         raise OptionsError(f"-echo-debug-path: {args.echo_debug_path!r}: nhbench's server "
                            "answers its debug echo at /debug only; nothing was started")
@@ -104,6 +107,11 @@ def server_options(args: FortioArgs, command: str) -> dict[str, Any]:
         options["tcp_echo"] = (listen_address("-tcp-port", args.tcp_port, unix=False),)
     if command in ("server", "udp-echo") and args.udp_port != DISABLED:
         options["udp_echo"] = (listen_address("-udp-port", args.udp_port, unix=False),)
+    if command in ("server", "redirect") and args.redirect_port != DISABLED:
+        options["redirect_listen"] = (
+            listen_address("-redirect-port", args.redirect_port, unix=False),)
+    if command in ("server", "proxies"):
+        options["tcp_proxy"] = tuple(_tcp_proxy(spec) for spec in args.proxies)
     # nhbench's server always has an HTTP listener: the echo-only commands (and a server
     # with both HTTP ports disabled) get one on a free loopback port, said on stderr.
     options["listen"] = tuple(listen) or ("127.0.0.1:0",)
@@ -164,6 +172,10 @@ def server_main(args: FortioArgs, command: str, rest: list[str], *,
                 _err(f"Fortio TCP echo server listening on {host}:{port}")
             for host, port in server.udp_echo_addresses:
                 _err(f"Fortio UDP echo server listening on {host}:{port}")
+            for host, port in server.redirect_addresses:
+                _err(f"Https redirector (nhbench) running on {host}:{port}")
+            for (host, port), (dest, dest_port) in server.tcp_proxy_addresses:
+                _err(f"TCP proxy (nhbench) {host}:{port} -> {dest}:{dest_port}")
             if ui_on:
                 ui_host = "127.0.0.1"
                 if token is not None:
