@@ -372,7 +372,7 @@ def test_sync_before_serving(tmp_path: Any) -> None:
 
 
 @pytest.mark.parametrize(("argv", "message"), [
-    (["-redirect-port", "8081"], "-redirect-port: '8081': nhbench fortio starts no https"),
+    (["-redirect-port", "x:y"], "-redirect-port: 'x:y' is not a port"),
     (["-echo-debug-path", "/dbg"], "-echo-debug-path: '/dbg': nhbench's server answers"),
     (["-echo-debug-path", ""], "-echo-debug-path: '': nhbench's server answers"),
     (["-healthservice", "other"], "-healthservice: 'other': nhbench's gRPC health"),
@@ -381,7 +381,7 @@ def test_sync_before_serving(tmp_path: Any) -> None:
     (["-http-port", "x:y"], "-http-port: 'x:y' is not a port"),
     (["-data-dir", "/nonexistent"], "-data-dir: '/nonexistent' is not a directory"),
     (["-mtls"], "-mtls: nhbench's server verifies no client certificates"),
-    (["-P", "1:2"], "-P: Fortio's TCP/HTTP proxies"),
+    (["-P", "1:2"], "-P: '1:2': expected \"localport dest_host:dest_port\""),
     (["-M", "1 http://x"], "-M: Fortio's TCP/HTTP proxies"),
     (["-base-url", "http://x/"], "-base-url: only with `report`"),
 ])
