@@ -195,6 +195,22 @@ def test_fortio_report_syncs_our_results(tmp_path: Path, started: Any, mount: st
 
 
 @needs_fortio
+@pytest.mark.parametrize("mount", ["/data/", "/fortio/data/"])
+def test_fortio_report_syncs_from_our_ui(tmp_path: Path, started: Any, mount: str) -> None:
+    # nhbench ui (the UI of `nhbench fortio server`) shares DIR as nhbench browse does: its
+    # REST API answers data/ID.json, and must leave index.tsv to the browser.
+    root = shared_dir(tmp_path / "results")
+    served = started([sys.executable, "-m", "nhbench", "ui", str(root), "--listen",
+                      "127.0.0.1:0"])
+    fortio_dir = tmp_path / "fortio"
+    fortio_dir.mkdir()
+    fortio_report(started, fortio_dir, "-sync", served.url + mount + "index.tsv")
+    assert sorted(p.name for p in fortio_dir.iterdir()) == sorted(SHARED)
+    for name in SHARED:
+        assert (fortio_dir / name).read_bytes() == (root / name).read_bytes()
+
+
+@needs_fortio
 def test_our_sync_pulls_a_fortio_report_and_keeps_pulling(tmp_path: Path,
                                                           started: Any) -> None:
     fortio_dir = tmp_path / "fortio"

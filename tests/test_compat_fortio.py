@@ -496,6 +496,37 @@ def test_unix_socket(tmp_path: Any) -> None:
         assert unix.stats()["requests"] == 3
 
 
+def test_curl_over_a_unix_socket(tmp_path: Any) -> None:
+    # The request goes to the socket, not to the URL's host (nothing listens on localhost:80).
+    import nhbench
+
+    path = str(tmp_path / "origin.sock")
+    with nhbench.TestServer(listen=f"unix:{path}") as unix:
+        done = run(["curl", "-unix-socket", path, "-payload", "hello", "http://localhost/echo"])
+        assert done.returncode == 0, done.stderr
+        assert done.stdout == "hello"
+        assert done.stderr.startswith("HTTP/1.1 200 ")
+        assert unix.stats()["requests"] == 1
+        if fortio_binary() is not None:
+            theirs = run(["curl", "-unix-socket", path, "-payload", "hello",
+                          "http://localhost/echo"], fortio=True)
+            assert (theirs.returncode, theirs.stdout) == (0, "hello")
+    missing = run(["curl", "-unix-socket", str(tmp_path / "none.sock"), "http://localhost/"])
+    assert missing.returncode == 1
+    assert "Unable to connect" in missing.stderr
+
+
+def test_curl_refuses_h2(origin: RecordingOrigin) -> None:
+    # curl's one request is HTTP/1.1 (Python's http.client): -h2 would be ignored, so it is
+    # refused by name before anything is sent.
+    for argv in (["curl", "-h2", origin.url], ["load", "-curl", "-h2", origin.url]):
+        done = run(argv)
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.startswith("nhbench fortio: -h2: ")
+        assert done.stderr.count("\n") == 1
+    assert origin.requests == []
+
+
 def test_report_serves_the_data_dir(tmp_path: Any) -> None:
     """`report` is nhbench browse over -data-dir on -http-port."""
     import urllib.request

@@ -12,16 +12,22 @@ import pytest
 from nhbench.compat import ForeignFlag
 from nhbench.compat._migration import (
     BEGIN,
+    COMMANDS_BEGIN,
+    COMMANDS_END,
     END,
+    FORTIO_COMMANDS,
     TOOLS,
     Tool,
+    command_flags_table,
     migration_tables,
+    render_command_flags,
     render_migration,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
 OPTIONS_MD = ROOT / "docs" / "options.md"
-REFRESH = "python -m nhbench.compat.migration docs/options.md"
+FORTIO_MD = ROOT / "docs" / "fortio.md"
+REFRESH = "python -m nhbench.compat.migration docs/options.md docs/fortio.md"
 
 
 def test_docs_options_md_is_up_to_date() -> None:
@@ -86,3 +92,39 @@ def test_the_command_refreshes_a_stale_file(tmp_path: Path) -> None:
     assert proc.stdout == f"updated {stale}\n"
     assert stale.read_text(encoding="utf-8") == \
         f"# Options\n\n{BEGIN}\n{migration_tables()}{END}\n"
+
+
+# ---- docs/fortio.md: the flags of each Fortio command ---------------------------------------
+
+
+def test_docs_fortio_md_is_up_to_date() -> None:
+    text = FORTIO_MD.read_text(encoding="utf-8")
+    assert render_command_flags(text) == text, (
+        f"docs/fortio.md is stale: its command flags differ from FORTIO_FLAGS; run {REFRESH}")
+
+
+def test_every_command_a_flag_names_has_a_row() -> None:
+    from nhbench.compat._fortio_flags import FORTIO_FLAGS
+
+    named = {command for flag in FORTIO_FLAGS for command in flag.commands}
+    assert named - set(FORTIO_COMMANDS) == set()
+
+
+def test_each_command_lists_the_flags_that_name_it() -> None:
+    text = command_flags_table(SAMPLE, ("load", "curl", "nc"))
+    rows = [line for line in text.splitlines() if line.startswith("| `")]
+    assert rows == ["| `load` | `-H` |", "| `curl` | `-H` |", "| `nc` | none |"]
+    assert "Every command: `-qps` `-p`." in text
+    assert "Refused by every command (1): `-httpbufferkb`." in text
+
+
+def test_the_command_refreshes_both_tables(tmp_path: Path) -> None:
+    stale = tmp_path / "fortio.md"
+    stale.write_text(f"# Fortio\n\n{COMMANDS_BEGIN}\nstale\n{COMMANDS_END}\n", encoding="utf-8")
+    subprocess.run([sys.executable, "-m", "nhbench.compat.migration", str(stale)],
+                   capture_output=True, text=True, timeout=60, check=True)
+    assert stale.read_text(encoding="utf-8") == render_command_flags(
+        f"# Fortio\n\n{COMMANDS_BEGIN}\n\n{COMMANDS_END}\n")
+    assert "| `server` | `-P` " in stale.read_text(encoding="utf-8")
+    with pytest.raises(ValueError, match="BEGIN fortio command flags"):
+        render_command_flags("# no markers\n")

@@ -588,6 +588,26 @@ def _write_json(text: str, args: FortioArgs, ident: str) -> None:
     _err(f"Successfully wrote {len(text.encode())} bytes of Json data to {name}")
 
 
+def _unix_http_connection(path: str, host: str, timeout: float) -> Any:
+    """An http.client connection over the Unix stream socket at `path` (curl's
+    -unix-socket); the URL's host is only the Host header."""
+    import http.client
+    import socket
+
+    class UnixHTTPConnection(http.client.HTTPConnection):
+        def connect(self) -> None:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                sock.settimeout(self.timeout)
+                sock.connect(path)
+            except OSError:
+                sock.close()
+                raise
+            self.sock = sock
+
+    return UnixHTTPConnection(host, timeout=timeout)
+
+
 def _curl(args: FortioArgs, target: str) -> int:
     """One request, Fortio's curl: the status line and headers on stderr (stdout with
     -curl-stdout-headers), the body on stdout; exit 1 when it is not a 2xx."""
@@ -600,6 +620,12 @@ def _curl(args: FortioArgs, target: str) -> int:
         if args.grpc or plan.run.run_type != "HTTP":
             raise OptionsError(f"{target}: nhbench fortio curl fetches http:// and "
                                    "https:// URLs only; nothing was sent")
+        if args.h2:
+            # The one request is Python's http.client, HTTP/1.x only: an h2 request would
+            # silently be HTTP/1.1.
+            raise OptionsError("-h2: nhbench fortio curl makes its request with HTTP/1.1 "
+                               "(`nhbench fortio load -h2 -n 1 URL` makes one h2 call); "
+                               "nothing was sent")
         parts = urlsplit(options["uri"])
         headers = dict(h.split(":", 1) for h in options.get("request_header", ()))
         headers = {k.strip(): v.strip() for k, v in headers.items()}
@@ -618,7 +644,14 @@ def _curl(args: FortioArgs, target: str) -> int:
             headers["Content-Type"] = args.content_type
         timeout = options.get("timeout", 3.0)
         connection: http.client.HTTPConnection
-        if parts.scheme == "https":
+        unix_socket = options.get("unix_socket")
+        if unix_socket and parts.scheme == "https":
+            raise OptionsError("-unix-socket: nhbench fortio curl speaks plain HTTP over a "
+                               "Unix socket, not https://; nothing was sent")
+        if unix_socket:
+            connection = _unix_http_connection(unix_socket, parts.hostname or "localhost",
+                                              timeout)
+        elif parts.scheme == "https":
             context = ssl.create_default_context(cafile=args.cacert or None)
             if args.insecure:
                 context.check_hostname = False

@@ -240,7 +240,8 @@ FORTIO_FLAGS: tuple[ForeignFlag, ...] = (
                 nhbench="`server`: another --listen of the same server (gRPC is answered on "
                 "every HTTP/2 listener, the HTTP echo too)"),
     fortio_flag("-h2", None, "Attempt to use HTTP/2.0 / h2 (TLS and h2c)",
-                nhbench="--protocol h2 (h2c on http://)", commands=_CLIENT),
+                nhbench="--protocol h2 (h2c on http://); `curl` refuses it (its one request "
+                "is HTTP/1.1: `load -h2 -n 1` makes one h2 call)", commands=_CLIENT),
     fortio_flag("-halfclose", None, "When not keepalive, half close the connection",
                 refused="nhbench closes both directions of a connection"),
     fortio_flag("-health", None, "gRPC ping client mode: use health instead of ping",

@@ -244,6 +244,8 @@ class FortioRest:
             return False
         if route.startswith("/data/") and method == "GET":
             name = route[len("/data/"):]
+            if name in ("", "index.html", "index.tsv"):
+                return False  # the browser's list and Fortio's transfer list (-sync reads it)
             if "/" in name or not name.endswith(".json") or name.startswith("."):
                 _error(handler, 404, "not found", name)
                 return True

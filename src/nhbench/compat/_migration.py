@@ -11,6 +11,10 @@ module only lays them out. They sit in the document between markers::
 
 and are refreshed with ``python -m nhbench.compat.migration docs/options.md``; a test fails
 when the file is stale (tests/test_compat_migration.py).
+
+docs/fortio.md has a second view of Fortio's table, the flags each command takes, between
+``<!-- BEGIN fortio command flags -->`` and ``<!-- END fortio command flags -->``; the same
+command refreshes whichever of the two marker pairs a file has.
 """
 
 from __future__ import annotations
@@ -24,11 +28,19 @@ from typing import NamedTuple
 
 from ._table import ForeignFlag
 
-__all__ = ["BEGIN", "END", "TOOLS", "Tool", "main", "migration_tables", "render_migration",
-           "tool_table"]
+__all__ = ["BEGIN", "COMMANDS_BEGIN", "COMMANDS_END", "END", "FORTIO_COMMANDS", "TOOLS", "Tool",
+           "command_flags_table", "main", "migration_tables", "render_command_flags",
+           "render_migration", "tool_table"]
 
 BEGIN = "<!-- BEGIN migration tables -->"
 END = "<!-- END migration tables -->"
+COMMANDS_BEGIN = "<!-- BEGIN fortio command flags -->"
+COMMANDS_END = "<!-- END fortio command flags -->"
+
+#: The Fortio commands that take flags, in the order of docs/fortio.md's table (the
+#: `commands` of each record name some of these; a test checks each is one).
+FORTIO_COMMANDS = ("load", "curl", "report", "nc", "grpcping", "server", "tcp-echo",
+                   "udp-echo", "redirect", "proxies")
 
 
 class Tool(NamedTuple):
@@ -98,24 +110,64 @@ def migration_tables(tables: Mapping[Tool, Sequence[ForeignFlag]] | None = None)
     return "\n".join(parts)
 
 
+def command_flags_table(flags: Sequence[ForeignFlag],
+                        commands: Sequence[str] = FORTIO_COMMANDS) -> str:
+    """For each command, the flags it takes (each mapped record that names it, then those
+    that name no command: every command takes them), and a line on the refused ones."""
+    common = [flag.name for flag in flags if flag.nhbench and not flag.commands]
+    lines = ["| command | the flags it takes (besides those of every command) |", "|---|---|"]
+    for command in commands:
+        taken = [f"`{flag.name}`" for flag in flags if flag.nhbench and command in flag.commands]
+        lines.append(f"| `{command}` | {_cell(' '.join(taken)) or 'none'} |")
+    refused = [f"`{flag.name}`" for flag in flags if flag.refused]
+    return ("\n".join(lines) + "\n\n"
+            f"Every command: {' '.join(f'`{name}`' for name in common)}. "
+            f"Refused by every command ({len(refused)}): {' '.join(refused)}. "
+            "A flag given to a command that does not take it is refused by name.\n")
+
+
+def _replace(text: str, begin: str, end: str, body: str) -> str | None:
+    match = re.search(re.escape(begin) + r"\n.*?" + re.escape(end), text, re.S)
+    if match is None:
+        return None
+    return f"{text[:match.start()]}{begin}\n{body}{end}{text[match.end():]}"
+
+
 def render_migration(text: str, generated: str | None = None) -> str:
     """`text` with the part between the markers replaced by `generated` (the tables made
     now by default)."""
-    match = re.search(re.escape(BEGIN) + r"\n.*?" + re.escape(END), text, re.S)
-    if match is None:
-        raise ValueError(f"no {BEGIN} ... {END} markers")
     body = migration_tables() if generated is None else generated
-    return f"{text[:match.start()]}{BEGIN}\n{body}{END}{text[match.end():]}"
+    new = _replace(text, BEGIN, END, body)
+    if new is None:
+        raise ValueError(f"no {BEGIN} ... {END} markers")
+    return new
+
+
+def render_command_flags(text: str, generated: str | None = None) -> str:
+    """`text` with the part between the command-flags markers replaced by `generated` (the
+    table of `FORTIO_FLAGS` made now by default)."""
+    if generated is None:
+        generated = command_flags_table(_load(TOOLS[0]))
+    new = _replace(text, COMMANDS_BEGIN, COMMANDS_END, generated)
+    if new is None:
+        raise ValueError(f"no {COMMANDS_BEGIN} ... {COMMANDS_END} markers")
+    return new
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m nhbench.compat.migration FILE...``: refresh the tables in each file."""
+    """``python -m nhbench.compat.migration FILE...``: refresh the tables in each file (the
+    migration tables, the Fortio command flags, or both: whichever markers it has)."""
     paths = list(sys.argv[1:] if argv is None else argv) or ["docs/options.md"]
     generated = migration_tables()
+    by_command = command_flags_table(_load(TOOLS[0]))
     for name in paths:
         path = Path(name)
         old = path.read_text(encoding="utf-8")
-        new = render_migration(old, generated)
+        new = old
+        if BEGIN in old or COMMANDS_BEGIN not in old:
+            new = render_migration(new, generated)
+        if COMMANDS_BEGIN in old:
+            new = render_command_flags(new, by_command)
         if new != old:
             path.write_text(new, encoding="utf-8")
             sys.stdout.write(f"updated {name}\n")
