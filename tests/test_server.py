@@ -1285,3 +1285,25 @@ def test_stop_with_open_connections_is_prompt() -> None:
     assert server.stats()["requests"] == 0 and server.stats()["status"] == {}
     assert server.stats()["rx_bytes"] == len(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
     assert server.stats()["connections_total"] == 2
+
+
+def test_cli_debug_env_dump_warns_and_dumps() -> None:
+    """`nhbench server --debug-env-dump` says once on stderr what it exposes; without it,
+    nothing is said (and nothing dumped)."""
+    for flags, warned in ((["--debug-env-dump", "--debug-path", "/dbg"], True), ([], False)):
+        proc = start_cli("--listen", "127.0.0.1:0", *flags)
+        try:
+            assert proc.stdout is not None
+            line = proc.stdout.readline().strip()
+            assert line.startswith("listening on http://127.0.0.1:"), line
+            host, port = line.removeprefix("listening on http://").rstrip("/").rsplit(":", 1)
+            path = "/dbg?env=dump" if warned else "/debug?env=dump"
+            body = request((host, int(port)), path).body
+            assert (b"PATH=" in body.partition(b"\n\nenvironment:\n\n")[2]) == warned
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            _, err = proc.communicate(timeout=30)
+        assert proc.returncode == 0, err
+        assert [line for line in err.splitlines() if "env=dump exposes" in line] == (
+            ["nhbench: warning: /dbg?env=dump exposes this process's environment (secrets "
+             "included) to anyone who can reach the server"] if warned else []), err
