@@ -370,6 +370,16 @@ def debug_answers(tmp_path: Any, flags: Sequence[str], paths: Sequence[str]) \
     return answers
 
 
+def test_echo_options_mapping() -> None:
+    pick = ("echo_default_params_when", "debug_path", "debug_env_dump")
+    assert [options()[k] for k in pick] == ["no-query", "/debug", True]
+    assert [options("-echo-debug-path", "")[k] for k in pick] == ["no-query", "", False]
+    assert [options("-echo-debug-path", "/d/")[k] for k in pick] == ["no-query", "/d/", True]
+    # The echo-only commands' loopback HTTP listener has no debug echo.
+    assert options(command="tcp-echo")["debug_path"] == ""
+    assert "debug_env_dump" not in options(command="tcp-echo")
+
+
 def test_debug_env_dump_like_fortio(tmp_path: Any) -> None:
     queries = ("", "?env=dump", "?env=dum%70", "?env=x&env=dump", "?a=%zz&env=dump",
                "?x;y&env=dump", "?env=dump2")
