@@ -547,6 +547,16 @@ typedef struct nhb_server_config {
   const char* response_json;
   /* Fortio query string applied for parameters a request lacks; may be NULL. */
   const char* echo_default_params;
+  /* 0: the defaults fill in each parameter a request lacks; 1: they apply
+   * only to a request whose URI has no '?' at all (Fortio's rule). */
+  int echo_defaults_no_query;
+  /* The path of the debug echo (the request as text): NULL means "/debug",
+   * "" none. A path ending in '/' also covers the paths under it, except
+   * those under PATH "echo/" (Fortio's mux). */
+  const char* debug_path;
+  /* The debug echo answers ?env=dump with the environment the server
+   * started with, as Fortio does: off unless asked, as it exposes secrets. */
+  int debug_env_dump;
   uint64_t max_echo_delay_ns;
   /* Cap for Nighthawk's delays (static_delay, concurrency_based_linear_delay),
    * static or per request: a longer one is clamped to it. */

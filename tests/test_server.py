@@ -659,6 +659,84 @@ def test_debug(srv: nhbench.TestServer) -> None:
     assert "POST" in r.body.decode("utf-8", "replace")
 
 
+def test_echo_default_params_when_no_query() -> None:
+    """Fortio's rule: the defaults only for a URI with no '?' at all; a query, even an
+    empty one, keeps the request to its own parameters."""
+    with nhbench.TestServer(echo_default_params="status=418&header=X-Default:yes",
+                            echo_default_params_when="no-query") as server:
+        r = request(server, "/x")
+        assert r.status == 418 and r.header_values("X-Default") == ["yes"]
+        for path in ("/?status=201", "/?", "/?other=1"):
+            r = request(server, path)
+            assert r.status == (201 if "201" in path else 200), path
+            assert r.header_values("X-Default") == [], path
+
+
+def is_debug(r: Response) -> bool:
+    return r.status == 200 and b"echo debug server up for" in r.body
+
+
+def test_debug_path_is_configurable() -> None:
+    with nhbench.TestServer(debug_path="/dbg") as server:
+        assert is_debug(request(server, "/dbg?x=1"))
+        for path in ("/debug", "/dbg/", "/dbgx", "/db"):
+            assert not is_debug(request(server, path)), path
+    # A subtree, as Go's mux reads a pattern ending in '/', but for Fortio's PATH/echo/.
+    with nhbench.TestServer(debug_path="/d/") as server:
+        for path in ("/d/", "/d/x/y?z=1", "/d/echo"):
+            assert is_debug(request(server, path)), path
+        for path in ("/d", "/d/echo/", "/d/echo/x", "/debug"):
+            assert not is_debug(request(server, path)), path
+    with nhbench.TestServer(debug_path="") as server:
+        r = request(server, "/debug", method="POST", body=b"echoed")
+        assert r.status == 200 and r.body == b"echoed"
+
+
+@pytest.mark.parametrize("path", ["/", "dbg", "/a b", "/a?b", "/a#b", "/\x01"])
+def test_debug_path_refused(path: str) -> None:
+    with pytest.raises(nhbench.OptionsError, match="debug_path"):
+        nhbench.TestServer(debug_path=path)
+
+
+@needs_curl
+@pytest.mark.peer
+def test_debug_path_and_env_dump_over_h2c(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NHB_TEST_ENV_MARKER", "marker-h2")
+    with nhbench.TestServer(debug_path="/d/", debug_env_dump=True) as server:
+        for path, debug, dump in (("d/x?env=dump", True, True), ("d/x", True, False),
+                                  ("debug?env=dump", False, False),
+                                  ("d/echo/x?env=dump", False, False)):
+            status, _, body = curl_full(server.url + path, "--http2-prior-knowledge")
+            assert status == 200 and (b"echo debug server up for" in body) == debug, path
+            assert (b"NHB_TEST_ENV_MARKER=marker-h2\n" in body) == dump, path
+
+
+def environment_section(body: bytes) -> list[str] | None:
+    head, sep, env = body.decode("utf-8", "replace").partition("\n\nenvironment:\n\n")
+    return env.splitlines() if sep else None
+
+
+def test_debug_env_dump(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NHB_TEST_ENV_MARKER", "marker-value-41")
+    with nhbench.TestServer(debug_env_dump=True) as server:
+        env = environment_section(request(server, "/debug?env=dump").body)
+        # The process's environment as it was at start-up, one NAME=value a line, as Fortio
+        # prints it (C's environ may hold a few more than os.environ: LINES, COLUMNS).
+        assert env is not None and "NHB_TEST_ENV_MARKER=marker-value-41" in env
+        assert {f"{k}={v}" for k, v in os.environ.items()} <= set(env)
+        # Go's url.Query().Get: the first "env", percent-decoded; a pair that does not decode
+        # (a bad escape, a ';') is skipped.
+        for query, dumps in (("env=dum%70", True), ("a=%zz&env=dump", True),
+                             ("env=%zz&env=dump", True), ("e%6Ev=dump", True),
+                             ("x;y&env=dump", True), ("env=x&env=dump", False),
+                             ("env=dump%00", False), ("env=dumpx", False), ("env", False),
+                             ("env=dump;", False), ("", False)):
+            r = request(server, f"/debug?{query}")
+            assert is_debug(r) and (environment_section(r.body) is not None) == dumps, query
+        # Only the debug echo dumps.
+        assert request(server, "/?env=dump").body == b""
+
+
 @needs_curl
 @pytest.mark.peer
 def test_debug_with_curl(srv: nhbench.TestServer) -> None:
@@ -1207,3 +1285,25 @@ def test_stop_with_open_connections_is_prompt() -> None:
     assert server.stats()["requests"] == 0 and server.stats()["status"] == {}
     assert server.stats()["rx_bytes"] == len(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
     assert server.stats()["connections_total"] == 2
+
+
+def test_cli_debug_env_dump_warns_and_dumps() -> None:
+    """`nhbench server --debug-env-dump` says once on stderr what it exposes; without it,
+    nothing is said (and nothing dumped)."""
+    for flags, warned in ((["--debug-env-dump", "--debug-path", "/dbg"], True), ([], False)):
+        proc = start_cli("--listen", "127.0.0.1:0", *flags)
+        try:
+            assert proc.stdout is not None
+            line = proc.stdout.readline().strip()
+            assert line.startswith("listening on http://127.0.0.1:"), line
+            host, port = line.removeprefix("listening on http://").rstrip("/").rsplit(":", 1)
+            path = "/dbg?env=dump" if warned else "/debug?env=dump"
+            body = request((host, int(port)), path).body
+            assert (b"PATH=" in body.partition(b"\n\nenvironment:\n\n")[2]) == warned
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            _, err = proc.communicate(timeout=30)
+        assert proc.returncode == 0, err
+        assert [line for line in err.splitlines() if "env=dump exposes" in line] == (
+            ["nhbench: warning: /dbg?env=dump exposes this process's environment (secrets "
+             "included) to anyone who can reach the server"] if warned else []), err

@@ -62,13 +62,22 @@ py::object addr_to_py(const sockaddr_storage& ss, unsigned len, bool with_kind) 
   return py::make_tuple("tcp", hp[0], hp[1]);
 }
 
+// A bool key, false when absent.
+int get_flag(const py::dict& d, const char* key) {
+  py::object v = value_of(d, key);
+  if (!v) return 0;
+  if (!py::isinstance<py::bool_>(v)) config_error(key, "expected a bool");
+  return v.cast<bool>() ? 1 : 0;
+}
+
 class Server {
  public:
   explicit Server(const py::dict& d) {
     check_keys(d, {"listen", "workers", "cpus", "response", "echo_default_params", "max_echo_delay",
                    "max_payload_kb", "stall_every", "stall_for", "tcp_echo", "udp_echo", "admin", "idle_timeout",
                    "header_timeout", "max_header_bytes", "max_body_bytes", "tls", "alpn", "max_concurrent_streams",
-                   "max_delay", "max_connections", "tcp_proxy", "redirect"});
+                   "max_delay", "max_connections", "tcp_proxy", "redirect", "echo_defaults_no_query", "debug_path",
+                   "debug_env_dump"});
     nhb_server_config& c = config_;
     nhb_server_config_init(&c);
 
@@ -139,6 +148,12 @@ class Server {
     if (py::object v = value_of(d, "echo_default_params")) {
       echo_defaults_ = str_of(v, "echo_default_params");
       c.echo_default_params = echo_defaults_.c_str();
+    }
+    c.echo_defaults_no_query = get_flag(d, "echo_defaults_no_query");
+    c.debug_env_dump = get_flag(d, "debug_env_dump");
+    if (py::object v = value_of(d, "debug_path")) {
+      debug_path_ = str_of(v, "debug_path");
+      c.debug_path = debug_path_.c_str();
     }
     c.max_echo_delay_ns = get_seconds_ns(d, "max_echo_delay", 1.5);
     c.max_delay_ns = get_seconds_ns(d, "max_delay", 60);
@@ -266,6 +281,7 @@ class Server {
   std::vector<int> cpus_;
   std::string response_json_;
   std::string echo_defaults_;
+  std::string debug_path_;
   std::string alpn_;
   std::string tls_cert_;
   std::string tls_key_;

@@ -435,6 +435,42 @@ void nhb_server_config_init(nhb_server_config* c) {
   c->max_concurrent_streams = 100;
 }
 
+/* The paths the request parser can match byte for byte: no query or
+ * fragment, nothing a request line could not carry. "/" would turn every
+ * request into the debug echo. */
+static int debug_path_ok(const char* p) {
+  size_t len = strlen(p);
+  if (len == 0) return 1;
+  if (p[0] != '/' || len == 1 || len > 1024) return 0;
+  for (size_t i = 0; i < len; i++) {
+    unsigned char ch = (unsigned char)p[i];
+    if (ch <= 0x20 || ch == 0x7f || ch == '?' || ch == '#') return 0;
+  }
+  return 1;
+}
+
+extern char** environ;
+
+/* ?env=dump answers with the environment as it was at start-up: a copy taken
+ * here, so that workers never read environ while another thread may change
+ * it (setenv is not thread-safe). */
+static int snapshot_environment(nhb_server* s) {
+  size_t len = 0;
+  for (char** e = environ; e && *e; e++) len += strlen(*e) + 1;
+  s->env_dump = malloc(len + 1);
+  if (!s->env_dump) return -1;
+  size_t off = 0;
+  for (char** e = environ; e && *e; e++) {
+    size_t n = strlen(*e);
+    memcpy(s->env_dump + off, *e, n);
+    s->env_dump[off + n] = '\n';
+    off += n + 1;
+  }
+  s->env_dump[off] = '\0';
+  s->env_dump_len = off;
+  return 0;
+}
+
 /* "h2,http/1.1" and the like: which protocols, and ALPN's wire format. */
 static int parse_alpn(nhb_server* s, const char* list, char* err, size_t err_len) {
   if (!list || !*list) list = "h2,http/1.1";
@@ -516,6 +552,12 @@ int nhb_server_create(const nhb_server_config* config, nhb_server** out, char* e
   if (c->tls && !c->tls_self_signed && (!c->tls_cert_file || !*c->tls_cert_file || !c->tls_key_file || !*c->tls_key_file))
     return config_error(err, err_len, "tls: needs a certificate and a key file, or self_signed");
 
+  const char* debug_path = c->debug_path ? c->debug_path : "/debug";
+  if (!debug_path_ok(debug_path))
+    return config_error(err, err_len,
+                        "debug_path: \"\" or a path under / (not / itself) without '?', '#', "
+                        "spaces or control characters, at most 1024 bytes");
+
   nhb_server* s = calloc(1, sizeof(*s));
   if (!s) return NHB_ENOMEM;
   s->config = *c;
@@ -527,15 +569,20 @@ int nhb_server_create(const nhb_server_config* config, nhb_server** out, char* e
   s->workers = wmem;
   s->response_json = strdup(c->response_json ? c->response_json : "");
   s->echo_default_params = strdup(c->echo_default_params ? c->echo_default_params : "");
+  s->debug_path = strdup(debug_path);
   s->a_region = malloc(NHB__SRV_NH_MAX_BODY);
   /* At least one byte: malloc(0) may return NULL, and 0 is a valid cap. */
   s->payload = malloc(c->max_payload_bytes ? c->max_payload_bytes : 1);
-  if (!s->cpus || !s->workers || !s->response_json || !s->echo_default_params || !s->a_region || !s->payload) {
+  if (!s->cpus || !s->workers || !s->response_json || !s->echo_default_params || !s->debug_path || !s->a_region ||
+      !s->payload || (c->debug_env_dump && snapshot_environment(s) < 0)) {
     nhb_server_destroy(s);
     return NHB_ENOMEM;
   }
   s->config.response_json = s->response_json;
   s->config.echo_default_params = s->echo_default_params;
+  s->config.debug_path = s->debug_path;
+  s->debug_path_len = strlen(s->debug_path);
+  s->debug_subtree = s->debug_path_len && s->debug_path[s->debug_path_len - 1] == '/';
   for (int i = 0; i < c->nworkers; i++) {
     s->cpus[i] = c->cpus ? c->cpus[i] : -1;
     s->workers[i].timer_fd = -1;
@@ -733,6 +780,8 @@ void nhb_server_destroy(nhb_server* s) {
   free(s->payload);
   free(s->response_json);
   free(s->echo_default_params);
+  free(s->debug_path);
+  free(s->env_dump);
   free(s->cpus);
   free(s->workers);
   free(s);

@@ -238,7 +238,8 @@ static int on_url(llhttp_t* p, const char* at, size_t len) {
 }
 
 static int on_url_complete(llhttp_t* p) {
-  nhb__srv_req_note_url(&conn_of(p)->req);
+  nhb__srv_conn* c = conn_of(p);
+  nhb__srv_req_note_url(&c->req, c->w->server);
   return 0;
 }
 

@@ -526,7 +526,7 @@ static int on_header(nghttp2_session* session, const nghttp2_frame* frame, const
       q->url_off = q->buf.len;
       q->url_len = value_len;
       if (nhb__srv_buf_append(&q->buf, value, value_len) < 0) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-      nhb__srv_req_note_url(q);
+      nhb__srv_req_note_url(q, c->w->server);
     } else if ((name_len == 10 && memcmp(name, ":authority", 10) == 0) ||
                (name_len == 7 && memcmp(name, ":scheme", 7) == 0)) {
       /* Kept with their names, for /debug and the header echo. */

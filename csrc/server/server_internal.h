@@ -195,6 +195,9 @@ int nhb__srv_nh_parse(const char* json, size_t len, nhb__srv_nh_opts* out, nhb__
 int nhb__srv_echo_parse(const char* query, size_t len, uint64_t max_delay_ns, uint64_t max_size,
                         nhb__srv_echo_opts* out, nhb__srv_arena* arena, char* err, size_t err_len);
 int64_t nhb__srv_choose(const nhb__srv_choices* c, double r, int64_t dflt);
+/* Whether the first `key` of a query string decodes to `value`, as Go's
+ * url.Query().Get(key) sees it (pairs that do not decode are skipped). */
+int nhb__srv_query_arg_is(const char* query, size_t len, const char* key, const char* value);
 
 /* ---- connections --------------------------------------------------------- */
 
@@ -264,7 +267,7 @@ int nhb__srv_req_add_header(nhb__srv_req* q, const void* name, size_t name_len, 
  * header, Expect, Accept-Encoding, Upgrade, HTTP2-Settings). */
 void nhb__srv_req_note_header(nhb__srv_req* q, size_t i);
 /* Notes the query string and /debug from the URL q->buf[url_off, url_len). */
-void nhb__srv_req_note_url(nhb__srv_req* q);
+void nhb__srv_req_note_url(nhb__srv_req* q, const nhb_server* s);
 
 typedef union nhb__srv_stream {
   uv_handle_t handle;
@@ -415,6 +418,13 @@ struct nhb_server {
   nhb_server_config config;
   char* response_json;
   char* echo_default_params;
+  /* The debug echo's path (empty: none), whether it is a subtree, and the
+   * environment for ?env=dump as "K=V\n" lines (NULL unless enabled). */
+  char* debug_path;
+  size_t debug_path_len;
+  int debug_subtree;
+  char* env_dump;
+  size_t env_dump_len;
   int* cpus;
   nhb__srv_worker* workers;
   int started, stopped;

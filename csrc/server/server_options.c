@@ -639,6 +639,45 @@ static int parse_choices(const char* name, int kind, const char* v, size_t len, 
   return 0;
 }
 
+/* Compares the percent-decoded s[0, len) with lit: 1 equal, 0 not, -1 when
+ * s has a malformed escape (Go's query parser drops such a pair). */
+static int decoded_equals(const char* s, size_t len, const char* lit) {
+  size_t o = 0;
+  int same = 1;
+  for (size_t i = 0; i < len; i++) {
+    char ch = s[i];
+    if (ch == '+') {
+      ch = ' ';
+    } else if (ch == '%') {
+      if (i + 2 >= len || hexval(s[i + 1]) < 0 || hexval(s[i + 2]) < 0) return -1;
+      ch = (char)(hexval(s[i + 1]) * 16 + hexval(s[i + 2]));
+      i += 2;
+    }
+    if (same && lit[o] != '\0' && lit[o] == ch) o++;
+    else same = 0;
+  }
+  return same && lit[o] == '\0';
+}
+
+int nhb__srv_query_arg_is(const char* query, size_t len, const char* key, const char* value) {
+  size_t i = 0;
+  while (i < len) {
+    size_t j = i;
+    while (j < len && query[j] != '&') j++;
+    /* Go refuses (and skips) a pair with a semicolon in it. */
+    if (!memchr(query + i, ';', j - i)) {
+      const char* eq = memchr(query + i, '=', j - i);
+      size_t klen = eq ? (size_t)(eq - (query + i)) : j - i;
+      if (decoded_equals(query + i, klen, key) == 1) {
+        int v = eq ? decoded_equals(eq + 1, (size_t)(query + j - eq - 1), value) : value[0] == '\0';
+        if (v >= 0) return v;
+      }
+    }
+    i = j + 1;
+  }
+  return 0;
+}
+
 int64_t nhb__srv_choose(const nhb__srv_choices* c, double r, int64_t dflt) {
   for (int i = 0; i < c->n; i++)
     if (r < c->cum[i]) return c->val[i];

@@ -61,7 +61,7 @@ int nhb__srv_req_add_header(nhb__srv_req* q, const void* name, size_t name_len, 
   return 0;
 }
 
-void nhb__srv_req_note_url(nhb__srv_req* q) {
+void nhb__srv_req_note_url(nhb__srv_req* q, const nhb_server* s) {
   /* An empty URL ("CONNECT " then a bare LF) can end before anything was
    * captured, when the buffer is still NULL: NULL + 0 is undefined in C. */
   if (q->url_len == 0) {
@@ -73,7 +73,15 @@ void nhb__srv_req_note_url(nhb__srv_req* q) {
   const char* mark = q->url_len ? memchr(url, '?', q->url_len) : NULL;
   size_t path_len = mark ? (size_t)(mark - url) : q->url_len;
   q->has_query = mark != NULL;
-  q->is_debug = path_len == 6 && memcmp(url, "/debug", 6) == 0;
+  size_t dlen = s->debug_path_len;
+  if (path_len == dlen) {
+    q->is_debug = dlen && memcmp(url, s->debug_path, dlen) == 0;
+  } else {
+    /* A subtree ("/dbg/") covers the paths under it but not those under
+     * "/dbg/echo/", which Fortio routes to the echo. */
+    q->is_debug = s->debug_subtree && path_len > dlen && memcmp(url, s->debug_path, dlen) == 0 &&
+                  !(path_len >= dlen + 5 && memcmp(url + dlen, "echo/", 5) == 0);
+  }
 }
 
 static int value_has_token(const char* v, size_t len, const char* token, size_t tlen) {

@@ -9,7 +9,8 @@
  * Options are merged in this order: static Nighthawk options, then the
  * request's Nighthawk JSON over them (scalars replace, response_headers
  * append), then Fortio's parameters (the request's, else the
- * echo_default_params ones, each parameter on its own).
+ * echo_default_params ones, each parameter on its own; or, with
+ * echo_defaults_no_query, the defaults only for a URI without '?').
  *
  * The body is chosen as: Fortio `size` if drawn, else Nighthawk
  * response_body_size if set, else the request body (echo); Nighthawk's
@@ -346,6 +347,17 @@ static int reply_debug(nhb__srv_conn* c, const nhb__srv_req* q, nhb__srv_buf* ou
     return NHB_ENOMEM;
   }
   if (nhb__srv_buf_append(out, q->buf.p + q->body_off, q->body_len) < 0) return NHB_ENOMEM;
+  if (s->env_dump && q->has_query) {
+    const char* url = q->buf.p + q->url_off;
+    const char* mark = memchr(url, '?', q->url_len);
+    size_t qlen = q->url_len - (size_t)(mark + 1 - url);
+    const char* hash = memchr(mark + 1, '#', qlen);
+    if (hash) qlen = (size_t)(hash - (mark + 1));
+    if (nhb__srv_query_arg_is(mark + 1, qlen, "env", "dump") &&
+        (nhb__srv_buf_append(out, "\n\nenvironment:\n\n", 16) < 0 ||
+         nhb__srv_buf_append(out, s->env_dump, s->env_dump_len) < 0))
+      return NHB_ENOMEM;
+  }
   r->body[0] = out_piece(body_off, out->len - body_off);
   r->nbody = 1;
   r->body_len = out->len - body_off;
@@ -401,7 +413,8 @@ int nhb__srv_reply_build(nhb__srv_conn* c, nhb__srv_req* q, nhb__srv_buf* out, u
                             &w->echo_arena, why, sizeof(why)) < 0)
       return nhb__srv_reply_text(r, out, 400, "", why);
   }
-  if (s->has_echo_defaults) {
+  /* Fortio's rule leaves a request with any '?' to its own parameters. */
+  if (s->has_echo_defaults && !(q->has_query && s->config.echo_defaults_no_query)) {
     const nhb__srv_echo_opts* d = &s->echo_defaults;
     take_default(&e.delay, &d->delay);
     take_default(&e.status, &d->status);

@@ -416,6 +416,7 @@ def server_core_config(options: ServerOptions) -> dict[str, Any]:
     Keys (docs/architecture.md, "The test server"): ``listen`` list of ("tcp", host, port)
     or ("unix", path, 0), ``workers`` int, ``cpus`` list[int] (one per worker, empty =
     unpinned), ``response`` dict (`response_core_config`), ``echo_default_params`` str,
+    ``echo_defaults_no_query`` / ``debug_env_dump`` bool, ``debug_path`` str,
     ``max_echo_delay`` / ``max_delay`` / ``stall_every`` / ``stall_for`` / ``idle_timeout``
     / ``header_timeout`` float s, ``max_connections`` / ``max_header_bytes`` /
     ``max_body_bytes`` int (bytes), ``max_payload_kb`` int KiB, ``tcp_echo`` / ``udp_echo``
@@ -435,6 +436,9 @@ def server_core_config(options: ServerOptions) -> dict[str, Any]:
         "cpus": options.worker_cpus,
         "response": response_core_config(options.response),
         "echo_default_params": options.echo_default_params,
+        "echo_defaults_no_query": options.echo_default_params_when == "no-query",
+        "debug_path": options.debug_path,
+        "debug_env_dump": bool(options.debug_env_dump),
         "max_echo_delay": float(options.max_echo_delay),
         "max_delay": float(options.max_delay),
         "max_connections": int(options.max_connections),

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import os
 import resource
+import shutil
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import Iterable, Iterator
@@ -468,3 +470,65 @@ def test_delayed_response_is_counted_when_written(fresh: nhbench.TestServer, pro
         time.sleep(0.6)  # past the delay: the response had nobody to go to
         assert (during, fresh.stats()["requests"]) == (0, 0)
     assert_healthy(fresh)
+
+
+# ---- the debug echo's ?env=dump ------------------------------------------------------------
+
+ENV_SECRET = "s3cret-env-value-5071"
+# Every spelling a client might try to get the environment out of the debug echo.
+ENV_PROBES = [
+    "/debug?env=dump", "/debug?env=dum%70", "/debug?a=%zz&env=dump", "/debug?env=dump#x",
+    "/debug/?env=dump", "//debug?env=dump", "/debug?ENV=DUMP", "/debug%3Fenv=dump",
+    "/debug/echo/?env=dump", "/?env=dump", "/debug?env=dump&status=200&size=64",
+]
+
+
+def _leaks(data: bytes) -> bool:
+    return ENV_SECRET.encode() in data or b"environment:" in data
+
+
+@pytest.mark.parametrize("debug_path", ["/debug", "", "/debug/"])
+def test_no_environment_without_the_opt_in(monkeypatch: pytest.MonkeyPatch,
+                                           debug_path: str) -> None:
+    """The server (a subprocess that inherits the secret) never shows its environment
+    unless --debug-env-dump asks it to: over HTTP/1.1 (GET, a form POST, a pipelined
+    burst) and h2c."""
+    monkeypatch.setenv("NHB_HOSTILE_SECRET", ENV_SECRET)
+    server = start_server(debug_path=debug_path)
+    try:
+        host, port = server.address
+        for path in ENV_PROBES:
+            with socket.create_connection(server.address, timeout=5) as sock:
+                sock.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nenv: dump\r\n"
+                             "Connection: close\r\n\r\n".encode())
+                data, _ = read_until_close(sock)
+            assert data.startswith(b"HTTP/1.1 "), (path, data[:80])
+            assert not _leaks(data), path
+        form = b"env=dump"
+        with socket.create_connection(server.address, timeout=5) as sock:
+            sock.sendall(b"".join(
+                b"POST " + path.encode() + b" HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                b"application/x-www-form-urlencoded\r\nContent-Length: 8\r\n\r\n" + form
+                for path in ENV_PROBES) + b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            data, _ = read_until_close(sock)
+        assert len(split_responses(data)) == len(ENV_PROBES) + 1
+        assert not _leaks(data)
+        if shutil.which("curl"):
+            for path in ENV_PROBES:
+                done = subprocess.run(
+                    ["curl", "-s", "--http2-prior-knowledge", "--path-as-is",
+                     f"http://{host}:{port}{path}"], capture_output=True, timeout=30,
+                    check=False)
+                assert done.returncode == 0 and not _leaks(done.stdout), path
+        stats = server.stats()
+        assert_consistent(stats)
+    finally:
+        server.stop()
+    # The same server with the opt-in does show it: the probes above could have seen it.
+    if debug_path:
+        with nhbench.TestServer(debug_path=debug_path, debug_env_dump=True) as opted:
+            host, port = opted.address
+            with socket.create_connection((host, port), timeout=5) as sock:
+                sock.sendall(f"GET {debug_path}?env=dump HTTP/1.1\r\nHost: x\r\n"
+                             "Connection: close\r\n\r\n".encode())
+                assert _leaks(read_until_close(sock)[0])

@@ -113,6 +113,9 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             elif options.tls_self_signed:
                 note("TLS: self-signed certificate; write it out for clients with --tls-ca-out "
                      "FILE (or let them skip verification: nhbench run -k, curl -k)")
+            if options.debug_env_dump and options.debug_path:
+                note(f"warning: {options.debug_path}?env=dump exposes this process's "
+                     "environment (secrets included) to anyone who can reach the server")
             while not stop.is_set():
                 stop.wait(0.5)
         finally:

@@ -218,10 +218,12 @@ FORTIO_FLAGS: tuple[ForeignFlag, ...] = (
                 "address); other methods are refused"),
     fortio_flag("-echo-debug-path", "URI", "http echo server URI for debug",
                 default="/debug", commands=_SERVER,
-                nhbench="`server`: /debug only (nhbench's fixed debug echo; another path "
-                "or \"\" is refused)"),
+                nhbench="`server`: --debug-path (\"\" disables the debug echo), with "
+                "--debug-env-dump as Fortio answers ?env=dump; a path Go's mux reads as a "
+                "host or a wildcard pattern is refused"),
     fortio_flag("-echo-server-default-params", "value", "Default echo server parameters",
-                nhbench="`server`: --echo-default-params", commands=_SERVER),
+                nhbench="`server`: --echo-default-params with --echo-default-params-when "
+                "no-query (only for a URI without '?', as Fortio)", commands=_SERVER),
     fortio_flag("-gomaxprocs", "int", "Setting for runtime.GOMAXPROCS", kind="int",
                 nhbench="accepted, no effect: one nhbench event-loop worker carries every "
                 "connection (a note on stderr)"),

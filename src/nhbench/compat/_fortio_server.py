@@ -76,9 +76,14 @@ def _tcp_proxy(spec: str) -> str:
 def server_options(args: FortioArgs, command: str) -> dict[str, Any]:
     """The `TestServer` keywords for Fortio's server flags of `command`; refuses (by the
     Fortio flag's name) what nhbench's server cannot do."""
-    if args.echo_debug_path != "/debug":
-        raise OptionsError(f"-echo-debug-path: {args.echo_debug_path!r}: nhbench's server "
-                           "answers its debug echo at /debug only; nothing was started")
+    debug = args.echo_debug_path
+    if debug and (not debug.startswith("/") or debug == "/" or len(debug) > 1024 or any(
+            ch in "?#{}" or ord(ch) <= 0x20 or ord(ch) == 0x7F for ch in debug)):
+        # Fortio hands it to Go's ServeMux, where "dbg" is a host name, "{x}" a wildcard
+        # and "/" collides with the echo; nhbench matches a plain path.
+        raise OptionsError(f"-echo-debug-path: {debug!r}: expected \"\" or a path under / "
+                           "(not / itself) without '?', '#', braces, spaces or control "
+                           "characters; nothing was started")
     if args.healthservice not in _SERVING:
         raise OptionsError(f"-healthservice: {args.healthservice!r}: nhbench's gRPC health "
                            "service answers SERVING for \"\" and \"ping\" only; nothing was "
@@ -87,7 +92,9 @@ def server_options(args: FortioArgs, command: str) -> dict[str, Any]:
         missing = "-key" if args.cert else "-cert"
         raise OptionsError(f"{missing}: server TLS needs both -cert and -key; nothing was "
                            "started")
-    options: dict[str, Any] = {"tcp_echo": (), "udp_echo": ()}
+    # Only `server` has Fortio's debug echo; the echo-only commands' loopback listener
+    # gets none.
+    options: dict[str, Any] = {"tcp_echo": (), "udp_echo": (), "debug_path": ""}
     listen: list[str] = []
     if command == "server":
         for flag, value in (("-http-port", args.http_port), ("-grpc-port", args.grpc_port)):
@@ -95,7 +102,11 @@ def server_options(args: FortioArgs, command: str) -> dict[str, Any]:
                 address = listen_address(flag, value)
                 if address not in listen:
                     listen.append(address)
+        # Fortio: the defaults only for a URI without '?'; its debug handler always
+        # honours ?env=dump.
         options.update(echo_default_params=args.echo_server_default_params,
+                       echo_default_params_when="no-query",
+                       debug_path=debug, debug_env_dump=bool(debug),
                        max_echo_delay=args.max_echo_delay,
                        max_payload_kb=args.maxpayloadsizekb,
                        idle_timeout=args.server_idle_timeout)
@@ -176,6 +187,10 @@ def server_main(args: FortioArgs, command: str, rest: list[str], *,
                 _err(f"Https redirector (nhbench) running on {host}:{port}")
             for (host, port), (dest, dest_port) in server.tcp_proxy_addresses:
                 _err(f"TCP proxy (nhbench) {host}:{port} -> {dest}:{dest_port}")
+            if options.get("debug_env_dump"):
+                _err(f"nhbench fortio {command}: warning: {options['debug_path']}?env=dump "
+                     "exposes this process's environment (secrets included) to anyone who "
+                     "can reach the HTTP port, as Fortio's does")
             if ui_on:
                 ui_host = "127.0.0.1"
                 if token is not None:

@@ -234,6 +234,26 @@ class ServerOptions(StrictModel):
         description="Fortio echo parameters used when a request does not give them, as a "
         "query string: 'delay=10ms:50,1s:1&status=503:5'.",
     )
+    echo_default_params_when: Annotated[
+        Literal["missing", "no-query"],
+        Flag(metavar="missing|no-query", default="missing", group=_FORTIO),
+    ] = Field(
+        default="missing",
+        description="When --echo-default-params apply: 'missing' fills in each parameter a "
+        "request lacks; 'no-query' applies them only to a request whose URI has no '?' "
+        "(Fortio's rule: /?status=200 gets none of them).",
+    )
+    debug_path: Annotated[str, Flag(metavar="PATH", default="/debug", group=_FORTIO)] = Field(
+        default="/debug",
+        description="Path of the debug echo (the request as text, as Fortio's); '' for "
+        "none. A path ending in '/' covers the paths under it too, except PATH/echo/.",
+    )
+    debug_env_dump: Annotated[bool, Flag(group=_FORTIO)] = Field(
+        default=False,
+        description="Let the debug echo answer ?env=dump with the server's environment, as "
+        "Fortio does. It shows every variable, secrets included, to anyone who can reach "
+        "the port.",
+    )
     max_echo_delay: Annotated[float, Flag(metavar="TIME", default="1.5s", group=_FORTIO)] = Field(
         default=1.5, ge=0, le=3600,
         description="Cap for the delay= echo parameter (a larger one gets the cap).",
@@ -443,6 +463,17 @@ class ServerOptions(StrictModel):
     def _echo_params(cls, value: object) -> object:
         return parse_echo_params(value)
 
+    @field_validator("debug_path")
+    @classmethod
+    def _debug_path(cls, value: str) -> str:
+        # What the C server matches byte for byte on the request's path.
+        if value and (not value.startswith("/") or value == "/" or len(value) > 1024
+                      or any(ch in "?#" or ord(ch) <= 0x20 or ord(ch) == 0x7F
+                             for ch in value)):
+            raise ValueError(f"'' or a path under / (not / itself) without '?', '#', spaces "
+                             f"or control characters, at most 1024 bytes (got {value!r})")
+        return value
+
     @field_validator("address_file", mode="before")
     @classmethod
     def _check_address_file(cls, value: object) -> object:
@@ -620,6 +651,10 @@ class ServerOptions(StrictModel):
                      r.emit_previous_request_delta_in_response_header]
         if self.echo_default_params:
             args += ["--echo-default-params", self.echo_default_params]
+        args += ["--echo-default-params-when", self.echo_default_params_when]
+        args += ["--debug-path", self.debug_path]
+        if self.debug_env_dump:
+            args.append("--debug-env-dump")
         args += ["--max-echo-delay", repr(float(self.max_echo_delay))]
         args += ["--max-delay", repr(float(self.max_delay))]
         args += ["--max-payload-kb", str(self.max_payload_kb)]
