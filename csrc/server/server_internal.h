@@ -258,7 +258,7 @@ enum {
   NHB__SRV_PATH_DEBUG = 1,         /* /debug: the request echoed as text */
   NHB__SRV_PATH_FORWARD = 2,       /* under forward_prefix: hand the connection over */
   NHB__SRV_PATH_FORWARD_HERE = 3,  /* ... on a connection that cannot be forwarded: 421 */
-  NHB__SRV_PATH_FORWARD_BUSY = 4   /* ... that could not be forwarded now: 503 */
+  NHB__SRV_PATH_FORWARD_BUSY = 4   /* ... pipelined behind another response: 503 */
 };
 
 /* server_request.c */
@@ -727,13 +727,12 @@ void nhb__srv_proxy_open(nhb__srv_worker* w, int fd, int index);
  * and those whose bytes waited idle_timeout on a peer that takes none. */
 void nhb__srv_proxy_sweep(nhb__srv_worker* w);
 void nhb__srv_proxy_close_all(nhb__srv_worker* w);
-/* The HTTP/1.x request whose head c just parsed is under forward_prefix:
- * hands c's socket to a pipe to forward_dest, which is sent a PROXY
- * protocol v1 line naming the client, the request head (rebuilt from the
- * capture) and rest[0..rest_len) (what followed the head in the input);
- * closes c. Returns 0, or -1 when it cannot now (a response is still on its
- * way on c, or no connection slot), leaving c open and the request marked
- * NHB__SRV_PATH_FORWARD_BUSY. */
-int nhb__srv_forward_open(nhb__srv_conn* c, const char* rest, size_t rest_len);
+/* The HTTP/1.x request whose head c just parsed is under forward_prefix
+ * (and nothing is queued on c): hands c's socket to a pipe to forward_dest,
+ * which is sent a PROXY protocol v1 line naming the client, the request head
+ * (rebuilt from the capture) and rest[0..rest_len) (what followed the head
+ * in the input). Closes c in any case: without a connection slot or memory
+ * the client's connection is closed, as max_connections refuses one. */
+void nhb__srv_forward_open(nhb__srv_conn* c, const char* rest, size_t rest_len);
 
 #endif /* NHB_SERVER_INTERNAL_H */

@@ -303,37 +303,35 @@ static int request_head(const nhb__srv_conn* c, nhb__srv_buf* b) {
   return nhb__srv_buf_append(b, "\r\n", 2);
 }
 
-int nhb__srv_forward_open(nhb__srv_conn* c, const char* rest, size_t rest_len) {
+void nhb__srv_forward_open(nhb__srv_conn* c, const char* rest, size_t rest_len) {
   nhb__srv_worker* w = c->w;
   nhb_server* s = w->server;
-  /* A response still queued or unwritten must reach the client before the
-   * destination's; the pipe cannot wait behind it. */
-  if (c->q_len || nhb__srv_conn_queued(c)) goto busy;
   /* Two descriptors from here; c's one is given back when it closes. */
   uint64_t open_now = atomic_fetch_add_explicit(&s->conns_open, 2, memory_order_relaxed) + 2;
-  if (open_now > s->max_connections + 1) goto busy_slots;
+  if (open_now > s->max_connections + 1) {
+    nhb__srv_bump(&w->counters.connections_refused, 1);
+    goto refused;
+  }
   int fd;
-  if (uv_fileno(&c->h.handle, &fd) < 0) goto busy_slots;
+  if (uv_fileno(&c->h.handle, &fd) < 0) goto refused;
   nhb__srv_proxy* p = calloc(1, sizeof(*p));
-  if (!p) goto busy_slots;
+  if (!p) goto refused;
   nhb__srv_buf* first = &p->side[1].pend;
   int dupfd = -1;
   if (proxy_line(fd, first) < 0 || request_head(c, first) < 0 || nhb__srv_buf_append(first, rest, rest_len) < 0 ||
       (dupfd = fcntl(fd, F_DUPFD_CLOEXEC, 0)) < 0) {
     nhb__srv_buf_free(first);
     free(p);
-    goto busy_slots;
+    goto refused;
   }
   /* c's handle closes its descriptor; the socket lives on in dupfd. */
   nhb__srv_conn_close(c);
   p->forward = 1;
   pair_start(w, p, dupfd, &s->config.forward_dest);
-  return 0;
-busy_slots:
+  return;
+refused:
   atomic_fetch_sub_explicit(&s->conns_open, 2, memory_order_relaxed);
-busy:
-  c->req.is_debug = NHB__SRV_PATH_FORWARD_BUSY;
-  return -1;
+  nhb__srv_conn_close(c);
 }
 
 void nhb__srv_proxy_sweep(nhb__srv_worker* w) {

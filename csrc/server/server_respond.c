@@ -392,7 +392,7 @@ int nhb__srv_reply_build(nhb__srv_conn* c, nhb__srv_req* q, nhb__srv_buf* out, u
     if (q->is_debug == NHB__SRV_PATH_FORWARD_BUSY)
       return nhb__srv_reply_text(r, out, 503, s->forward_prefix,
                                  ": not forwarded: a response was still on its way on this connection (send the request "
-                                 "after it, or on a new connection), or the server is at max_connections\n");
+                                 "after it, or on a new connection)\n");
     return reply_debug(c, q, out, now, r);
   }
 
