@@ -124,6 +124,10 @@ _PROXY_LINE = re.compile(
     rb"|UNKNOWN[^\r\n]*)\r\n")
 
 
+#: A root-relative link in a page: an attribute's or the live page's EventSource URL.
+_ROOT_LINK = re.compile(rb'((?:href|action|src)="|EventSource\(")(/[^"]*)')
+
+
 def parse_proxy_line(line: bytes) -> tuple[str, int, str] | None:
     """A PROXY protocol v1 line's (client host, client port, server host): ``("", 0, "")``
     for ``PROXY UNKNOWN`` (a client nobody can name, trusted as no one); None when `line`
@@ -278,6 +282,23 @@ class _Handler(BaseHTTPRequestHandler):
         if self.server.proxy_protocol and keyword.lower() == "connection":
             return  # already said: close
         super().send_header(keyword, value)
+
+    def rebase(self, path: str) -> str:
+        """A root-relative URL of ours as the client must ask for it: behind the forwarder
+        only the prefix reaches this server, so ``/runs/3`` becomes ``/fortio/runs/3``."""
+        prefix = self.server.prefix
+        if (not self.server.proxy_protocol or prefix == "/" or not path.startswith("/")
+                or path.startswith("//") or (path + "/").startswith(prefix)):
+            return path
+        return prefix.rstrip("/") + path
+
+    def rebase_html(self, body: bytes) -> bytes:
+        """A page's root-relative links, rebased (`rebase`)."""
+        if not self.server.proxy_protocol:
+            return body
+        return _ROOT_LINK.sub(lambda match: match.group(1) + self.rebase(
+            match.group(2).decode("utf-8", "surrogateescape")).encode(
+            "utf-8", "surrogateescape"), body)
 
     def setup(self) -> None:
         super().setup()
@@ -588,6 +609,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _send(self, status: int, kind: str, body: bytes, *,
               retry_after: int | None = None) -> None:
+        if kind.startswith("text/html"):
+            body = self.rebase_html(body)
         self._head(status, kind, len(body), retry_after=retry_after)
         self.wfile.write(body)
 

@@ -368,7 +368,8 @@ class UIRoutes:
                 seen += len(records)
                 if finished:
                     end = {"state": run.state, "error": run.error,
-                           "result": result_url(run.saved) if run.saved else None}
+                           "result": handler.rebase(result_url(run.saved))
+                           if run.saved else None}
                     chunks.append(f"event: end\ndata: {json.dumps(end)}\n\n")
                 handler.wfile.write("".join(chunks).encode() or b": ping\n\n")
                 handler.wfile.flush()
@@ -385,6 +386,8 @@ def send_html(handler: _Handler, status: int, html: str, *, cookie: str | None =
 
 def send(handler: _Handler, status: int, kind: str, body: bytes, *,
          cookie: str | None = None, headers: dict[str, str] | None = None) -> None:
+    if kind.startswith("text/html"):
+        body = handler.rebase_html(body)
     handler.send_response(status)
     handler.send_header("Content-Type", kind)
     handler.send_header("Content-Length", str(len(body)))
@@ -399,7 +402,8 @@ def send(handler: _Handler, status: int, kind: str, body: bytes, *,
 
 
 def redirect(handler: _Handler, location: str) -> None:
-    send(handler, 303, "text/plain; charset=utf-8", b"", headers={"Location": quote(location)})
+    send(handler, 303, "text/plain; charset=utf-8", b"",
+         headers={"Location": quote(handler.rebase(location))})
 
 
 @dataclass
