@@ -602,6 +602,15 @@ typedef struct nhb_server_config {
    * whatever `tls` says; on every worker; counted against max_connections. */
   int nredirect;
   nhb_sockaddr redirect[NHB_SERVER_MAX_LISTEN];
+  /* A path forwarded elsewhere (Fortio's web UI on its echo port): an
+   * HTTP/1.x request on a plain (not TLS) TCP listen connection whose path
+   * is forward_prefix or begins with it (e.g. "/fortio/") turns the
+   * connection into a byte pipe to forward_dest, which first receives a
+   * PROXY protocol v1 line naming the client, then the request. The same
+   * prefix on HTTP/2, TLS or a Unix socket is answered 421. NULL or "" =
+   * none. */
+  const char* forward_prefix;
+  nhb_sockaddr forward_dest;
 } nhb_server_config;
 
 /* The server's statistics, in the order of TestServer.stats(), the admin

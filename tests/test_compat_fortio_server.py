@@ -203,41 +203,78 @@ def test_default_params_not_merged_into_a_query_like_fortio(tmp_path: Any) -> No
     assert answers[False] == answers[True]
 
 
-def test_ui_rest_run_on_the_printed_url(tmp_path: Any) -> None:
+def test_ui_rest_run_on_the_http_port(tmp_path: Any) -> None:
+    """The UI shares the echo port, as Fortio's: a script driving Fortio's REST API at
+    http://host:HTTP_PORT/fortio/rest/... runs unchanged, and the echo keeps answering the
+    other paths on that port."""
     http = free_port()
     argv = ["server", "-http-port", f"127.0.0.1:{http}", "-grpc-port", "disabled",
             "-tcp-port", "disabled", "-udp-port", "disabled", "-redirect-port", "disabled",
             "-data-dir", str(tmp_path), "-ui-path", "/fui/"]
     with serving(argv) as server:
         ui = server.ui_url()
-        host, port = re.match(r"http://([\d.]+):(\d+)/fui/$", ui).groups()  # type: ignore[union-attr]
-        assert host == "127.0.0.1" and int(port) != http
+        assert ui == f"http://127.0.0.1:{http}/fui/", ui
         code, body = get(f"{ui}rest/run?url=http://127.0.0.1:{http}/&qps=0&n=6&c=2")
         assert code == 200, body
         result = json.loads(body)
         assert result["DurationHistogram"]["Count"] == 6
         assert result["RetCodes"] == {"200": 6}
-    # The UI's 6 (no warm-up through the API's runner) landed on the echo server.
-    assert server.stats()["requests"] >= 6
+        code, body = get(f"{ui}rest/status")
+        assert code == 200 and json.loads(body)["Statuses"] is not None, body
+        assert get(f"http://127.0.0.1:{http}/?status=202")[0] == 202
+        assert get(f"http://127.0.0.1:{http}/fortio/")[0] == 200  # not the UI's path: echo
+        page = get(ui)
+        assert page[0] == 200 and b"<html" in page[1].lower()
+        # The real Fortio client fetches the UI's page through the echo port.
+        done = run(["curl", ui])
+        assert done.returncode == 0 and "HTTP/1.1 200" in done.stderr, done.stderr
+        assert "<html" in done.stdout.lower()
+    # The UI's 6 (no warm-up through the API's runner) and the 202 were the echo server's;
+    # the UI's own requests were forwarded, not answered by it.
+    stats = server.stats()
+    assert stats["status"] == {"200": 7, "202": 1}, stats
 
 
-def test_ui_stays_on_loopback_without_a_token(tmp_path: Any) -> None:
-    """Fortio's server listens on every interface; the UI starts runs, so it stays on
-    loopback unless NHBENCH_UI_TOKEN guards it (then it takes the HTTP port's host)."""
+def test_ui_on_every_interface_trusts_only_loopback_clients_without_a_token(
+        tmp_path: Any) -> None:
+    """Fortio's server listens on every interface: the UI there takes runs from loopback
+    clients without a token and asks every other client for the printed one (the hostile
+    cases are tests/hostile/test_ui_forward_attacks.py); with NHBENCH_UI_TOKEN it asks
+    everyone."""
     http = free_port()
     base = ["server", "-http-port", f"0.0.0.0:{http}", "-grpc-port", "disabled",
             "-tcp-port", "disabled", "-udp-port", "disabled", "-redirect-port", "disabled",
             "-data-dir", str(tmp_path)]
+    run_url = f"http://127.0.0.1:{http}/fortio/rest/run?url=http://127.0.0.1:{http}/&n=2&qps=0"
     with serving(base) as server:
-        assert server.ui_url().startswith("http://127.0.0.1:")
+        assert server.ui_url() == f"http://localhost:{http}/fortio/"
+        assert "token (required from clients not on loopback" in server.stderr
+        assert get(run_url)[0] == 200
         assert get(f"http://127.0.0.1:{http}/?status=202")[0] == 202
     env = dict(os.environ, NHBENCH_UI_TOKEN="s3cret-token")
     with serving(base, env=env) as server:
-        url = server.ui_url()
-        assert url.startswith("http://0.0.0.0:"), url
-        refused = get(url.replace("0.0.0.0", "127.0.0.1") +
-                      f"rest/run?url=http://127.0.0.1:{http}/&n=2&qps=0")
+        assert "token (required" not in server.stderr
+        refused = get(run_url)
         assert refused[0] == 403, refused
+        assert get(run_url + "&token=s3cret-token")[0] == 200
+
+
+def test_ui_over_tls_gets_its_own_port(tmp_path: Any) -> None:
+    """A TLS echo port cannot carry the forward: the UI gets its own loopback port, says so,
+    and the echo port answers the UI's path 421."""
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=localhost", "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True)
+    http = free_port()
+    argv = ["server", "-http-port", f"127.0.0.1:{http}", "-grpc-port", "disabled",
+            "-tcp-port", "disabled", "-udp-port", "disabled", "-redirect-port", "disabled",
+            "-cert", str(cert), "-key", str(key), "-data-dir", str(tmp_path)]
+    with serving(argv) as server:
+        assert "the UI cannot share a TLS HTTP port: it gets its own" in server.stderr
+        ui = server.ui_url()
+        assert ui.startswith("http://127.0.0.1:") and f":{http}/" not in ui, ui
+        assert get(f"{ui}rest/status")[0] == 200
 
 
 @pytest.mark.parametrize("command", ["tcp-echo", "udp-echo"])

@@ -138,6 +138,7 @@ def test_defaults_and_core_config_is_exactly_the_contract() -> None:
         "udp_echo": [],
         "tcp_proxy": [],
         "redirect": [],
+        "forward": None,
         "admin": None,
         "idle_timeout": 60.0,
         "header_timeout": 10.0,
@@ -181,6 +182,7 @@ def test_full_core_config() -> None:
         tls_san=["example.test", "[fd00::1]"],
         alpn="http/1.1, h2",
         max_concurrent_streams=10,
+        forward_prefix="/fortio/=127.0.0.1:9000",
     )
     config = server_core_config(options)
     assert config == {
@@ -210,6 +212,7 @@ def test_full_core_config() -> None:
         "udp_echo": [("::1", 0)],
         "tcp_proxy": [(("127.0.0.1", 0), ("::1", 8080))],
         "redirect": [("127.0.0.1", 0)],
+        "forward": ("/fortio/", ("127.0.0.1", 9000)),
         "admin": ("127.0.0.1", 0),
         "idle_timeout": 5.0,
         "header_timeout": 0.5,

@@ -11,6 +11,7 @@ checks that the stream keeps flowing. A screenshot of the live page goes to
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Iterator
@@ -141,3 +142,43 @@ def ui_root(ui: UI) -> str:
     args = ui.proc.args
     assert isinstance(args, list)
     return str(args[args.index("ui") + 1])
+
+
+def test_the_ui_on_fortios_echo_port(driver: Any, tmp_path: Path) -> None:
+    """``nhbench fortio server`` serves the UI through its HTTP echo port (the C server
+    forwards /fortio/): the form, the live page and its stream, the stop and the result all
+    load through that port, and every link stays under /fortio/, which alone reaches the
+    UI there. The run's target is the same port's echo."""
+    from support.ui import FortioServer
+
+    fortio = FortioServer(tmp_path)
+    try:
+        base = f"http://127.0.0.1:{fortio.port}/fortio/"
+        assert fortio.ui_url == base
+        driver.get(base)
+        css(driver, "#new-run")[0].click()
+        wait(driver, lambda d: d.current_url == base + "run", 10)
+        for field, value in (("uri", f"http://127.0.0.1:{fortio.port}/echo"), ("rps", "100"),
+                             ("connections", "2"), ("duration", "20s"),
+                             ("stats_interval", "0.2s"), ("label", "shared port")):
+            element = css(driver, f"#{field}")[0]
+            element.clear()
+            element.send_keys(value)
+        css(driver, "#start")[0].click()
+        wait(driver, lambda d: d.current_url.startswith(base + "runs/"), 10)
+        wait(driver, lambda d: points(d, "rps") >= 2, 20)
+        first = points(driver, "rps")
+        time.sleep(2.0)
+        assert points(driver, "rps") >= first + 3
+        css(driver, "#stop")[0].click()
+        wait(driver, lambda d: css(d, "#result-link") and css(d, "#result-link")[0]
+             .is_displayed(), 30)
+        css(driver, "#result-link")[0].click()
+        wait(driver, lambda d: d.current_url.startswith(base + "result/"), 10)
+        assert "shared port" in driver.find_element("css selector", "h1").text
+        assert driver.get_log("browser") == []
+    finally:
+        stderr = fortio.stop()
+    # The run's requests were the echo's, on the port that served the UI.
+    stats = json.loads(stderr.rsplit("stats ", 1)[1].splitlines()[0])
+    assert stats["status"]["200"] >= 200, stats

@@ -77,7 +77,7 @@ class Server {
                    "max_payload_kb", "stall_every", "stall_for", "tcp_echo", "udp_echo", "admin", "idle_timeout",
                    "header_timeout", "max_header_bytes", "max_body_bytes", "tls", "alpn", "max_concurrent_streams",
                    "max_delay", "max_connections", "tcp_proxy", "redirect", "echo_defaults_no_query", "debug_path",
-                   "debug_env_dump"});
+                   "debug_env_dump", "forward"});
     nhb_server_config& c = config_;
     nhb_server_config_init(&c);
 
@@ -113,6 +113,13 @@ class Server {
       c.ntcp_proxy = n > INT_MAX ? INT_MAX : static_cast<int>(n);
     }
     c.nredirect = get_list(d, "redirect", c.redirect, fill_inet);
+    // (path prefix, (host, port)): that path's connections piped to host:port.
+    if (py::object v = value_of(d, "forward")) {
+      py::sequence pair = tuple_of(v, 2, "forward", "(prefix, (host, port))");
+      forward_prefix_ = str_of(pair[0], "forward");
+      fill_inet(pair[1], &c.forward_dest, "forward");
+      c.forward_prefix = forward_prefix_.c_str();
+    }
     if (py::object admin = value_of(d, "admin")) {
       fill_inet(admin, &c.admin, "admin");
       c.has_admin = 1;
@@ -283,6 +290,7 @@ class Server {
   std::string echo_defaults_;
   std::string debug_path_;
   std::string alpn_;
+  std::string forward_prefix_;
   std::string tls_cert_;
   std::string tls_key_;
   std::vector<std::string> tls_san_;

@@ -524,6 +524,9 @@ int nhb_server_create(const nhb_server_config* config, nhb_server** out, char* e
     return config_error(err, err_len, "tcp_proxy: up to 16 pairs of IPv4 or IPv6 addresses");
   if (c->nredirect < 0 || c->nredirect > NHB_SERVER_MAX_LISTEN || check_addrs(c->redirect, c->nredirect, 0) < 0)
     return config_error(err, err_len, "redirect: up to 16 IPv4 or IPv6 addresses");
+  if (c->forward_prefix && *c->forward_prefix &&
+      (c->forward_prefix[0] != '/' || strlen(c->forward_prefix) > 256 || check_addrs(&c->forward_dest, 1, 0) < 0))
+    return config_error(err, err_len, "forward: a path prefix beginning with / (at most 256 bytes) and an IPv4 or IPv6 address");
   if (c->has_admin && check_addrs(&c->admin, 1, 0) < 0)
     return config_error(err, err_len, "admin: an IPv4 or IPv6 address");
   /* The worker array (and worker 0, which serves the admin listener) is
@@ -570,11 +573,13 @@ int nhb_server_create(const nhb_server_config* config, nhb_server** out, char* e
   s->response_json = strdup(c->response_json ? c->response_json : "");
   s->echo_default_params = strdup(c->echo_default_params ? c->echo_default_params : "");
   s->debug_path = strdup(debug_path);
+  s->forward_prefix = strdup(c->forward_prefix ? c->forward_prefix : "");
   s->a_region = malloc(NHB__SRV_NH_MAX_BODY);
   /* At least one byte: malloc(0) may return NULL, and 0 is a valid cap. */
   s->payload = malloc(c->max_payload_bytes ? c->max_payload_bytes : 1);
-  if (!s->cpus || !s->workers || !s->response_json || !s->echo_default_params || !s->debug_path || !s->a_region ||
-      !s->payload || (c->debug_env_dump && snapshot_environment(s) < 0)) {
+  if (!s->cpus || !s->workers || !s->response_json || !s->echo_default_params || !s->debug_path ||
+      !s->forward_prefix || !s->a_region || !s->payload ||
+      (c->debug_env_dump && snapshot_environment(s) < 0)) {
     nhb_server_destroy(s);
     return NHB_ENOMEM;
   }
@@ -583,6 +588,8 @@ int nhb_server_create(const nhb_server_config* config, nhb_server** out, char* e
   s->config.debug_path = s->debug_path;
   s->debug_path_len = strlen(s->debug_path);
   s->debug_subtree = s->debug_path_len && s->debug_path[s->debug_path_len - 1] == '/';
+  s->config.forward_prefix = s->forward_prefix;
+  s->forward_prefix_len = strlen(s->forward_prefix);
   for (int i = 0; i < c->nworkers; i++) {
     s->cpus[i] = c->cpus ? c->cpus[i] : -1;
     s->workers[i].timer_fd = -1;
@@ -782,6 +789,7 @@ void nhb_server_destroy(nhb_server* s) {
   free(s->echo_default_params);
   free(s->debug_path);
   free(s->env_dump);
+  free(s->forward_prefix);
   free(s->cpus);
   free(s->workers);
   free(s);

@@ -320,6 +320,21 @@ static int on_headers_complete(llhttp_t* p) {
    * is by llhttp itself (Content-Length with Transfer-Encoding, differing or
    * repeated Content-Length, a coding after chunked). */
   if (NHB__UNLIKELY((p->flags & F_TRANSFER_ENCODING) && p->http_major == 1 && p->http_minor == 0)) return -1;
+  if (NHB__UNLIKELY(s->forward_prefix_len) && c->kind == NHB__SRV_CONN_HTTP && nhb__srv_req_forwarded(s, q)) {
+    /* The connection is handed over from here (nhb__srv_h1_recv), body
+     * and all; a TLS or Unix socket connection cannot be, and is answered
+     * 421 once its request is complete; nor can one with a response still
+     * on its way (pipelined behind another request), which must reach the
+     * client first: 503. */
+    if (c->tls || c->is_pipe) {
+      q->is_debug = NHB__SRV_PATH_FORWARD_HERE;
+    } else if (c->q_len || nhb__srv_conn_queued(c)) {
+      q->is_debug = NHB__SRV_PATH_FORWARD_BUSY;
+    } else {
+      q->is_debug = NHB__SRV_PATH_FORWARD;
+      return HPE_PAUSED;
+    }
+  }
   int has_length = (p->flags & F_CONTENT_LENGTH) != 0;
   if (has_length && p->content_length > s->config.max_body_bytes) {
     c->error_status = 413;
@@ -490,6 +505,12 @@ void nhb__srv_h1_recv(nhb__srv_conn* c, const char* p, size_t n) {
         n = 0;
       } else if (err == HPE_PAUSED) {
         const char* pos = llhttp_get_error_pos(&c->parser);
+        if (NHB__UNLIKELY(c->req.is_debug == NHB__SRV_PATH_FORWARD)) {
+          /* Paused after a head under forward_prefix: the rest of the input
+           * (the body, and anything pipelined behind it) goes along. */
+          nhb__srv_forward_open(c, pos, n - (size_t)(pos - p));
+          return;
+        }
         note_tail(c, p, pos);
         llhttp_resume(&c->parser);
         n -= (size_t)(pos - p);

@@ -556,6 +556,8 @@ static void head_done(nhb__srv_conn* c, nhb__srv_h2_stream* st, int end_stream) 
   c->in_head = 0;
   q->body_off = q->buf.len;
   if (!st->error_status && st->has_length && st->content_length > s->config.max_body_bytes) st->error_status = 413;
+  /* The forwarded path is served over plain HTTP/1.1 only: 421. */
+  if (NHB__UNLIKELY(s->forward_prefix_len) && nhb__srv_req_forwarded(s, q)) q->is_debug = NHB__SRV_PATH_FORWARD_HERE;
   if (st->error_status) {
     respond_error(st);
     return;

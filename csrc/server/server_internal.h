@@ -247,6 +247,8 @@ typedef struct nhb__srv_req {
   int capture_body;
   int nh_idx; /* index of x-nighthawk-test-server-config in hdrs, or -1 */
   int settings_idx; /* HTTP/1.1: index of HTTP2-Settings in hdrs, or -1 */
+  /* is_debug: 0, or NHB__SRV_PATH_*: /debug, or the forward prefix; any
+   * nonzero value keeps the request off the pre-rendered fast path. */
   int expect_continue, accept_gzip, has_query, is_debug, upgrade_h2c;
   /* Set when the request is complete, before a response is built. */
   const char* method;
@@ -254,7 +256,18 @@ typedef struct nhb__srv_req {
   uint8_t http_major, http_minor;
 } nhb__srv_req;
 
+/* What q->is_debug says about the request's path. */
+enum {
+  NHB__SRV_PATH_DEBUG = 1,         /* /debug: the request echoed as text */
+  NHB__SRV_PATH_FORWARD = 2,       /* under forward_prefix: hand the connection over */
+  NHB__SRV_PATH_FORWARD_HERE = 3,  /* ... on a connection that cannot be forwarded: 421 */
+  NHB__SRV_PATH_FORWARD_BUSY = 4   /* ... pipelined behind another response: 503 */
+};
+
 /* server_request.c */
+/* Is q's path (its URL up to '?') the server's forward_prefix, inside it,
+ * or the prefix without its final '/'? */
+int nhb__srv_req_forwarded(const nhb_server* s, const nhb__srv_req* q);
 /* Empties q for the next request (its buffers stay). */
 void nhb__srv_req_reset(nhb__srv_req* q);
 /* A new header field at the end of q's capture buffer, its name and value
@@ -425,6 +438,8 @@ struct nhb_server {
   int debug_subtree;
   char* env_dump;
   size_t env_dump_len;
+  char* forward_prefix; /* "" = none */
+  size_t forward_prefix_len;
   int* cpus;
   nhb__srv_worker* workers;
   int started, stopped;
@@ -722,5 +737,12 @@ void nhb__srv_proxy_open(nhb__srv_worker* w, int fd, int index);
  * and those whose bytes waited idle_timeout on a peer that takes none. */
 void nhb__srv_proxy_sweep(nhb__srv_worker* w);
 void nhb__srv_proxy_close_all(nhb__srv_worker* w);
+/* The HTTP/1.x request whose head c just parsed is under forward_prefix
+ * (and nothing is queued on c): hands c's socket to a pipe to forward_dest,
+ * which is sent a PROXY protocol v1 line naming the client, the request head
+ * (rebuilt from the capture) and rest[0..rest_len) (what followed the head
+ * in the input). Closes c in any case: without a connection slot or memory
+ * the client's connection is closed, as max_connections refuses one. */
+void nhb__srv_forward_open(nhb__srv_conn* c, const char* rest, size_t rest_len);
 
 #endif /* NHB_SERVER_INTERNAL_H */

@@ -84,6 +84,17 @@ void nhb__srv_req_note_url(nhb__srv_req* q, const nhb_server* s) {
   }
 }
 
+int nhb__srv_req_forwarded(const nhb_server* s, const nhb__srv_req* q) {
+  size_t plen = s->forward_prefix_len;
+  if (!plen || q->url_len == 0) return 0;
+  const char* url = q->buf.p + q->url_off;
+  const char* mark = memchr(url, '?', q->url_len);
+  size_t path_len = mark ? (size_t)(mark - url) : q->url_len;
+  if (path_len >= plen && memcmp(url, s->forward_prefix, plen) == 0) return 1;
+  /* "/fortio" for "/fortio/": the forwarded server redirects it. */
+  return s->forward_prefix[plen - 1] == '/' && path_len == plen - 1 && memcmp(url, s->forward_prefix, plen - 1) == 0;
+}
+
 static int value_has_token(const char* v, size_t len, const char* token, size_t tlen) {
   for (size_t i = 0; i + tlen <= len; i++)
     if (strncasecmp(v + i, token, tlen) == 0) return 1;

@@ -397,7 +397,16 @@ int nhb__srv_reply_build(nhb__srv_conn* c, nhb__srv_req* q, nhb__srv_buf* out, u
     }
     if (rq.has_emit) nh.has_emit = 1, nh.emit_header = rq.emit_header;
   }
-  if (q->is_debug) return reply_debug(c, q, out, now, r);
+  if (q->is_debug) {
+    if (q->is_debug == NHB__SRV_PATH_FORWARD_HERE)
+      return nhb__srv_reply_text(r, out, 421, s->forward_prefix,
+                                 ": forwarded on plain-text HTTP/1.x connections only (not HTTP/2, TLS or a Unix socket)\n");
+    if (q->is_debug == NHB__SRV_PATH_FORWARD_BUSY)
+      return nhb__srv_reply_text(r, out, 503, s->forward_prefix,
+                                 ": not forwarded: a response was still on its way on this connection (send the request "
+                                 "after it, or on a new connection)\n");
+    return reply_debug(c, q, out, now, r);
+  }
 
   /* Fortio: the request's parameters, the defaults for those it lacks. */
   nhb__srv_echo_opts e;

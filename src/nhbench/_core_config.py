@@ -421,7 +421,8 @@ def server_core_config(options: ServerOptions) -> dict[str, Any]:
     / ``header_timeout`` float s, ``max_connections`` / ``max_header_bytes`` /
     ``max_body_bytes`` int (bytes), ``max_payload_kb`` int KiB, ``tcp_echo`` / ``udp_echo``
     list of (host, port), ``tcp_proxy`` list of ((host, port), (host, port)) (listen,
-    destination), ``redirect`` list of (host, port), ``admin`` (host, port) or None, ``tls`` None, ``{"cert": file,
+    destination), ``redirect`` list of (host, port),
+    ``forward`` (prefix, (host, port)) or None, ``admin`` (host, port) or None, ``tls`` None, ``{"cert": file,
     "key": file}`` or ``{"self_signed": True, "san": list[str]}``, ``alpn`` list[str],
     ``max_concurrent_streams`` int.
     """
@@ -449,6 +450,8 @@ def server_core_config(options: ServerOptions) -> dict[str, Any]:
         "udp_echo": [tuple(a) for a in options.udp_echo],
         "tcp_proxy": [(tuple(local), tuple(dest)) for local, dest in options.tcp_proxy],
         "redirect": [tuple(a) for a in options.redirect_listen],
+        "forward": ((options.forward_prefix[0], tuple(options.forward_prefix[1]))
+                    if options.forward_prefix is not None else None),
         "admin": tuple(options.admin) if options.admin else None,
         "idle_timeout": float(options.idle_timeout),
         "header_timeout": float(options.header_timeout),

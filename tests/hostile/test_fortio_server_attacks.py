@@ -1,6 +1,6 @@
 """Hostile cases for ``nhbench fortio server``'s UI: Fortio's server listens on every
 interface and its UI starts runs with no guard; here the UI keeps the UI's rules (loopback
-unless a token guards it, no run from another site's page, the token when one is given),
+clients only unless a token guards it, no run from another site's page, the token when one is given),
 and a refused run sends nothing to its target (the echo server's own counters say so)."""
 
 from __future__ import annotations
@@ -42,11 +42,14 @@ def test_a_cross_site_page_starts_no_run(tmp_path: Any) -> None:
     assert server.stats()["requests"] == 0
 
 
-def test_every_interface_keeps_the_ui_on_loopback(tmp_path: Any) -> None:
+def test_every_interface_asks_clients_off_loopback_for_a_token(tmp_path: Any) -> None:
+    """The UI shares the echo port on every interface: a token is generated for the clients
+    that are not on loopback (their refusal: tests/hostile/test_ui_forward_attacks.py)."""
     http = free_port()
     with serving(server_argv(f"0.0.0.0:{http}", tmp_path)) as server:
-        assert server.ui_url().startswith("http://127.0.0.1:")
-        assert not any("token" in line.lower() for line in server.lines)
+        assert server.ui_url() == f"http://localhost:{http}/fortio/"
+        assert any("token (required from clients not on loopback" in line
+                   for line in server.lines), server.stderr
 
 
 def test_the_token_guards_the_ui_that_leaves_loopback(tmp_path: Any) -> None:

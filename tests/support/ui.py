@@ -154,3 +154,56 @@ def local_address() -> str | None:
             return None
         address = sock.getsockname()[0]
     return None if address.startswith("127.") or address == "0.0.0.0" else address
+
+
+class FortioServer:
+    """``nhbench fortio server`` with only its HTTP port (``host``, a free port) and its UI
+    over `root`, which the C server forwards to at ``/fortio/``: the port, the stderr lines
+    up to "All fortio servers started", the generated token (None if none), `stop()`."""
+
+    def __init__(self, root: Path, host: str = "127.0.0.1", *args: str,
+                 environment: dict[str, str] | None = None) -> None:
+        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+            probe.bind((host, 0))
+            self.port = int(probe.getsockname()[1])
+        shown = f"[{host}]" if ":" in host else host
+        command = [sys.executable, "-m", "nhbench", "fortio", "server", "-http-port",
+                   f"{shown}:{self.port}", "-grpc-port", "disabled", "-tcp-port", "disabled",
+                   "-udp-port", "disabled", "-redirect-port", "disabled", "-data-dir",
+                   str(root), *args]
+        self.proc = subprocess.Popen(command, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE, text=True,
+                                     stdin=subprocess.DEVNULL, env=env(environment))
+        assert self.proc.stderr is not None
+        self.lines: list[str] = []
+        while True:
+            line = self.proc.stderr.readline()
+            assert line, "\n".join(self.lines)
+            self.lines.append(line.rstrip("\n"))
+            if "All fortio servers started" in line:
+                break
+        self.token = next((line.rsplit(" ", 1)[1] for line in self.lines
+                           if "token (required" in line), None)
+        self.ui_url = self.lines[self.lines.index("UI started - visit:") + 1]
+
+    def internal_ports(self) -> list[int]:
+        """The loopback ports the process listens on other than its HTTP port: the UI's
+        own, which only the forwarder should reach."""
+        import psutil
+
+        return sorted({conn.laddr.port
+                       for conn in psutil.Process(self.proc.pid).net_connections("tcp")
+                       if conn.status == "LISTEN" and conn.laddr.port != self.port})
+
+    def stop(self) -> str:
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            _, stderr = self.proc.communicate(timeout=60)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.communicate()
+        stderr = "\n".join(self.lines) + "\n" + stderr
+        assert self.proc.returncode == 0, stderr
+        assert "Traceback" not in stderr, stderr
+        return stderr

@@ -34,6 +34,15 @@ Which requests are answered (docs/outputs.md, "The result browser"):
   same-site, other than following a link) is refused: an ``<img src=...>`` on a web page
   cannot make the browser render results.
 
+Behind a forwarding server (``proxy_protocol``: `nhbench fortio server` serves the UI on its
+echo port, whose C server pipes ``/fortio/`` connections here), every connection must begin
+with a PROXY protocol v1 line (``PROXY TCP4 client server cport sport``) within `TIMEOUT`,
+or it is closed unanswered; the line names the real client and the address it reached, which
+the rules below and the UI's judge instead of this loopback connection's. Only the
+forwarding server can send that line first: a client's own ``PROXY`` line reaches here after
+the forwarder's, inside the request, and is not read as one. Every answer there says
+``Connection: close``, as the forwarder hands over one connection per request.
+
 The server's resources are bounded (docs/reliability.md, "Result browser limits"): the
 request head must arrive within `TIMEOUT` seconds and a connection idle for as long is
 closed, as is one whose client reads nothing of a response for `SEND_TIMEOUT`; at most
@@ -49,6 +58,7 @@ import io
 import ipaddress
 import logging
 import mimetypes
+import re
 import socket
 import sys
 import threading
@@ -107,6 +117,36 @@ _LISTEN_QUEUE = 128
 #: Where Fortio's data directory is served: ``fortio report`` serves it at ``/data/``,
 #: ``fortio server`` under its UI path, ``/fortio/data/``.
 DATA_MOUNTS = ("/data/", "/fortio/data/")
+#: PROXY protocol v1 (haproxy.org/download/2.9/doc/proxy-protocol.txt): at most 107 bytes.
+_PROXY_LINE_MAX = 107
+_PROXY_LINE = re.compile(
+    rb"PROXY (?:(TCP4|TCP6) ([0-9A-Fa-f.:]{2,45}) ([0-9A-Fa-f.:]{2,45}) (\d{1,5}) (\d{1,5})"
+    rb"|UNKNOWN[^\r\n]*)\r\n")
+
+
+#: A root-relative link in a page: an attribute's or the live page's EventSource URL.
+_ROOT_LINK = re.compile(rb'((?:href|action|src)="|EventSource\(")(/[^"]*)')
+
+
+def parse_proxy_line(line: bytes) -> tuple[str, int, str] | None:
+    """A PROXY protocol v1 line's (client host, client port, server host): ``("", 0, "")``
+    for ``PROXY UNKNOWN`` (a client nobody can name, trusted as no one); None when `line`
+    is not one (then the connection is refused)."""
+    match = _PROXY_LINE.fullmatch(line)
+    if match is None:
+        return None
+    if match.group(1) is None:
+        return "", 0, ""
+    family = ipaddress.IPv4Address if match.group(1) == b"TCP4" else ipaddress.IPv6Address
+    try:
+        client = family(match.group(2).decode())
+        server = family(match.group(3).decode())
+    except ValueError:
+        return None
+    client_port, server_port = int(match.group(4)), int(match.group(5))
+    if not (client_port <= 65535 and 0 < server_port <= 65535):
+        return None
+    return str(client), client_port, str(server)
 
 
 class _HTTPServer(ThreadingHTTPServer):
@@ -123,8 +163,10 @@ class _HTTPServer(ThreadingHTTPServer):
 
     def __init__(self, address: tuple[str, int], catalogue: Catalogue, family: int, *,
                  timeout: float, max_connections: int, max_heavy: int,
-                 heavy_wait: float, ui: Any = None, prefix: str = "/") -> None:
+                 heavy_wait: float, ui: Any = None, prefix: str = "/",
+                 proxy_protocol: bool = False) -> None:
         self.address_family = family
+        self.proxy_protocol = proxy_protocol
         # The run UI's routes (`._ui.UIRoutes`), when serving ``nhbench ui``; the pages are
         # also served under `prefix` (Fortio's ``/fortio/``).
         self.ui = ui
@@ -198,6 +240,65 @@ class _Handler(BaseHTTPRequestHandler):
     # Keep-alive lets the browser reuse its connection for the page's few requests.
     protocol_version = "HTTP/1.1"
     deadline: float | None = None
+    #: The address the client reached: the PROXY line's, else this socket's own.
+    local_host: str | None = None
+
+    def handle(self) -> None:
+        if self.server.proxy_protocol and not self._proxy_line():
+            self.close_connection = True
+            return
+        super().handle()
+
+    def _proxy_line(self) -> bool:
+        """Reads the PROXY line the forwarder sends first; the real client becomes
+        `client_address`. False (the connection is closed unanswered) when the line is
+        missing, malformed or late, or the connection is not the forwarder's (loopback)."""
+        from ._ui import is_loopback
+
+        if not is_loopback(str(self.client_address[0])):
+            return False
+        self.deadline = time.monotonic() + self.server.idle_timeout
+        try:
+            line = self.rfile.readline(_PROXY_LINE_MAX + 1)
+        except (OSError, TimeoutError):
+            return False
+        finally:
+            self.deadline = None
+        parsed = parse_proxy_line(line)
+        if parsed is None:
+            return False
+        host, port, self.local_host = parsed
+        self.client_address = (host, port)
+        return True
+
+    def send_response(self, code: int, message: str | None = None) -> None:
+        super().send_response(code, message)
+        if self.server.proxy_protocol:
+            # The forwarder pipes this one connection here: a next request on it must
+            # come as a new connection, which the forwarder routes again.
+            super().send_header("Connection", "close")
+
+    def send_header(self, keyword: str, value: str) -> None:
+        if self.server.proxy_protocol and keyword.lower() == "connection":
+            return  # already said: close
+        super().send_header(keyword, value)
+
+    def rebase(self, path: str) -> str:
+        """A root-relative URL of ours as the client must ask for it: behind the forwarder
+        only the prefix reaches this server, so ``/runs/3`` becomes ``/fortio/runs/3``."""
+        prefix = self.server.prefix
+        if (not self.server.proxy_protocol or prefix == "/" or not path.startswith("/")
+                or path.startswith("//") or (path + "/").startswith(prefix)):
+            return path
+        return prefix.rstrip("/") + path
+
+    def rebase_html(self, body: bytes) -> bytes:
+        """A page's root-relative links, rebased (`rebase`)."""
+        if not self.server.proxy_protocol:
+            return body
+        return _ROOT_LINK.sub(lambda match: match.group(1) + self.rebase(
+            match.group(2).decode("utf-8", "surrogateescape")).encode(
+            "utf-8", "surrogateescape"), body)
 
     def setup(self) -> None:
         super().setup()
@@ -264,8 +365,9 @@ class _Handler(BaseHTTPRequestHandler):
         if address.is_loopback:
             return True
         try:
-            local = _plain(ipaddress.ip_address(self.connection.getsockname()[0]
-                                                .split("%", 1)[0]))
+            local_host = self.local_host if self.server.proxy_protocol else str(
+                self.connection.getsockname()[0])
+            local = _plain(ipaddress.ip_address((local_host or "").split("%", 1)[0]))
         except (OSError, ValueError):
             return False
         return address == local
@@ -507,6 +609,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _send(self, status: int, kind: str, body: bytes, *,
               retry_after: int | None = None) -> None:
+        if kind.startswith("text/html"):
+            body = self.rebase_html(body)
         self._head(status, kind, len(body), retry_after=retry_after)
         self.wfile.write(body)
 
@@ -526,7 +630,7 @@ class BrowseServer:
     def __init__(self, root: str | Path, host: str, port: int, *, timeout: float = TIMEOUT,
                  max_connections: int = MAX_CONNECTIONS, max_heavy: int = MAX_HEAVY,
                  heavy_wait: float = HEAVY_WAIT, base_url: str = "", ui: Any = None,
-                 prefix: str = "/") -> None:
+                 prefix: str = "/", proxy_protocol: bool = False) -> None:
         self.catalogue = Catalogue(root)
         # Fortio's -base-url: the index's URLs are it, the mount and the name.
         self.base_url = base_url.strip().rstrip("/")
@@ -534,7 +638,7 @@ class BrowseServer:
         self._port = port
         self._limits: dict[str, Any] = {"timeout": timeout, "max_connections": max_connections,
                         "max_heavy": max_heavy, "heavy_wait": heavy_wait, "ui": ui,
-                        "prefix": prefix}
+                        "prefix": prefix, "proxy_protocol": proxy_protocol}
         self._server: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
 

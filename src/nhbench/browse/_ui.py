@@ -19,6 +19,13 @@ Who may start or stop a run (docs/outputs.md, "Running tests from the browser"):
   only when given. On any other address a token is required: generated and printed on
   stderr when not given. ``unsafe_open`` (``--ui-unsafe-open``, Fortio's behaviour) drops
   that requirement and says so loudly.
+* Forwarded (``forwarded_from``: the echo server's address, whose C server pipes the UI's
+  path here with a PROXY line naming the client; `._server`): the rule above applies to
+  the address clients reach, judged per client by its real address. A loopback client there
+  is as trusted as on a loopback-bound UI: it needs no token unless one was given; any other
+  client needs the token (generated and printed when none was given).
+* Without a token, a client that is not on loopback may start or stop nothing (unless
+  ``unsafe_open``): whatever the listener, only loopback clients are trusted token-free.
 * A request that starts or stops a run must carry the token when one is required: the
   ``Authorization: Bearer`` header, an ``X-Nhbench-Token`` header, a ``token`` query
   parameter, or a browser session that gave it once in the form.
@@ -76,9 +83,13 @@ FORM_FIELDS = ("uri", "rps", "connections", "duration", "requests", "protocol",
 
 def is_loopback(host: str) -> bool:
     try:
-        return ipaddress.ip_address(host.split("%", 1)[0]).is_loopback
+        address = ipaddress.ip_address(host.split("%", 1)[0])
     except ValueError:
         return host == "localhost"
+    # A dual-stack socket sees an IPv4 client as ::ffff:a.b.c.d.
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped.is_loopback
+    return address.is_loopback
 
 
 def options_from_form(form: dict[str, list[str]]) -> Options:
@@ -156,18 +167,40 @@ class UIRoutes:
     tried first."""
 
     def __init__(self, runs: RunManager, *, token: str | None,
-                 extra: list[ExtraRoute] | None = None) -> None:
+                 extra: list[ExtraRoute] | None = None, loopback_free: bool = False,
+                 loopback_only: bool = False) -> None:
         self.runs = runs
         self.token = token
+        # Loopback clients need no token (a forwarded UI whose token was generated, not
+        # given); clients not on loopback may change nothing (no token guards the UI).
+        self.loopback_free = loopback_free
+        self.loopback_only = loopback_only
         self.extra = list(extra or [])
         self.sessions = _Sessions()
         self._streams = threading.BoundedSemaphore(MAX_STREAMS)
 
     # ---- who may ask -------------------------------------------------------------------
 
+    @staticmethod
+    def client_on_loopback(handler: _Handler) -> bool:
+        """The real client (the PROXY line's, when forwarded) is on this machine."""
+        return is_loopback(str(handler.client_address[0]))
+
+    def foreign_client(self, handler: _Handler) -> str | None:
+        """Why this client may change nothing whatever it sends, or None."""
+        if self.loopback_only and not self.client_on_loopback(handler):
+            return ("only clients on this machine (loopback) may start or stop runs here: "
+                    "no token guards this UI (give one to open it to others)")
+        return None
+
+    def needs_token(self, handler: _Handler, session: str | None) -> bool:
+        """The form must ask this client for the token."""
+        return (self.token is not None and not self.sessions.is_authorized(session)
+                and not (self.loopback_free and self.client_on_loopback(handler)))
+
     def token_given(self, handler: _Handler, query: dict[str, list[str]]) -> bool:
-        """The request carries the token (or none is required)."""
-        if self.token is None:
+        """The request carries the token (or none is required of this client)."""
+        if self.token is None or (self.loopback_free and self.client_on_loopback(handler)):
             return True
         given = handler.headers.get("Authorization", "")
         candidates = [given[7:].strip()] if given.lower().startswith("bearer ") else []
@@ -194,6 +227,9 @@ class UIRoutes:
         else the one-line reason it may not."""
         if self.foreign_origin(handler):
             return "a request made by another site's page may not start or stop runs"
+        foreign = self.foreign_client(handler)
+        if foreign is not None:
+            return foreign
         if not (self.token_given(handler, query)
                 or self.sessions.is_authorized(self.session(handler))):
             return "the token is required to start or stop runs (Authorization: Bearer TOKEN)"
@@ -220,6 +256,9 @@ class UIRoutes:
         """The form's CSRF guard and the token: None when the POST may act."""
         if self.foreign_origin(handler):
             return "a form on another site's page may not start or stop runs"
+        foreign = self.foreign_client(handler)
+        if foreign is not None:
+            return foreign
         session = self.session(handler)
         if not self.sessions.known(session):
             return "no session: load the form again"
@@ -227,7 +266,7 @@ class UIRoutes:
         csrf = (form.get("csrf") or [""])[0]
         if not hmac.compare_digest(csrf.encode(), self.sessions.csrf(session).encode()):
             return "the form's CSRF value is missing or wrong: load the form again"
-        if self.token is not None and not self.sessions.is_authorized(session):
+        if self.needs_token(handler, session):
             if not self.token_given(handler, {"token": form.get("token", [])}):
                 return "the token is required to start or stop runs"
             self.sessions.authorize(session)
@@ -268,8 +307,7 @@ class UIRoutes:
         session, cookie = self._session_for_page(handler)
         html = _render("run_form.html.j2", title="nhbench: start a run", values=values,
                        message=message, csrf=self.sessions.csrf(session),
-                       need_token=self.token is not None
-                       and not self.sessions.is_authorized(session),
+                       need_token=self.needs_token(handler, session),
                        limits=self.runs.limits, active=self.runs.active())
         send_html(handler, status, html, cookie=cookie)
 
@@ -305,8 +343,7 @@ class UIRoutes:
         session, cookie = self._session_for_page(handler)
         html = _render("run_live.html.j2", title=f"nhbench run {run.id}", run=run,
                        uri=run.options.uri, csrf=self.sessions.csrf(session),
-                       need_token=self.token is not None
-                       and not self.sessions.is_authorized(session),
+                       need_token=self.needs_token(handler, session),
                        result=result_url(run.saved) if run.saved else None,
                        duration=run.options.effective_duration)
         send_html(handler, 200, html, cookie=cookie)
@@ -331,7 +368,8 @@ class UIRoutes:
                 seen += len(records)
                 if finished:
                     end = {"state": run.state, "error": run.error,
-                           "result": result_url(run.saved) if run.saved else None}
+                           "result": handler.rebase(result_url(run.saved))
+                           if run.saved else None}
                     chunks.append(f"event: end\ndata: {json.dumps(end)}\n\n")
                 handler.wfile.write("".join(chunks).encode() or b": ping\n\n")
                 handler.wfile.flush()
@@ -348,6 +386,8 @@ def send_html(handler: _Handler, status: int, html: str, *, cookie: str | None =
 
 def send(handler: _Handler, status: int, kind: str, body: bytes, *,
          cookie: str | None = None, headers: dict[str, str] | None = None) -> None:
+    if kind.startswith("text/html"):
+        body = handler.rebase_html(body)
     handler.send_response(status)
     handler.send_header("Content-Type", kind)
     handler.send_header("Content-Length", str(len(body)))
@@ -362,7 +402,8 @@ def send(handler: _Handler, status: int, kind: str, body: bytes, *,
 
 
 def redirect(handler: _Handler, location: str) -> None:
-    send(handler, 303, "text/plain; charset=utf-8", b"", headers={"Location": quote(location)})
+    send(handler, 303, "text/plain; charset=utf-8", b"",
+         headers={"Location": quote(handler.rebase(location))})
 
 
 @dataclass
@@ -393,11 +434,14 @@ class UIHandle:
 def start_ui(root: str, host: str, port: int, *, prefix: str = "/", token: str | None = None,
              unsafe_open: bool = False, limits: UILimits = DEFAULT_UI_LIMITS,
              extra: list[ExtraRoute] | None = None,
-             stderr: TextIO | None = None) -> UIHandle:
+             stderr: TextIO | None = None, forwarded_from: str | None = None) -> UIHandle:
     """Serve the UI over `root` on `host`:`port` (numeric; port 0 picks one), its pages also
     under `prefix` (``/fortio/``). A token is required on a non-loopback address: `token`,
     else one generated and printed on `stderr`; `unsafe_open` serves without one there (and
-    warns). OSError when the address cannot be bound."""
+    warns). With `forwarded_from` (the host clients reach: a forwarding server's, which
+    sends a PROXY line first on every connection), `host` must be loopback, that host
+    decides whether a token is needed, and loopback clients need none unless `token` was
+    given. OSError when the address cannot be bound."""
     from ._server import BrowseServer
 
     stream = stderr if stderr is not None else sys.stderr
@@ -405,18 +449,26 @@ def start_ui(root: str, host: str, port: int, *, prefix: str = "/", token: str |
         raise ValueError(f"prefix: {prefix!r} must begin and end with /")
     if token is not None and not token.strip():
         raise ValueError("token: must not be empty")
+    if forwarded_from is not None and not is_loopback(host):
+        raise ValueError(f"a forwarded UI listens on loopback only (not {host})")
+    public = forwarded_from if forwarded_from is not None else host
     required = token
-    if not is_loopback(host) and token is None:
+    if not is_loopback(public) and token is None:
         if unsafe_open:
             stream.write(f"nhbench ui: WARNING: --ui-unsafe-open: anyone who can reach "
-                         f"{host} can start load from this machine at any target; no token "
-                         "is asked\n")
+                         f"{public} can start load from this machine at any target; no "
+                         "token is asked\n")
         else:
             required = secrets.token_urlsafe(24)
-            stream.write(f"nhbench ui: token (required to start or stop runs): {required}\n")
+            who = "from clients not on loopback " if forwarded_from is not None else ""
+            stream.write(f"nhbench ui: token (required {who}to start or stop runs): "
+                         f"{required}\n")
     stream.flush()
     runs = RunManager(root, limits)
-    routes = UIRoutes(runs, token=required, extra=extra)
-    server = BrowseServer(root, host, port, ui=routes, prefix=prefix)
+    routes = UIRoutes(runs, token=required, extra=extra,
+                      loopback_free=forwarded_from is not None and token is None,
+                      loopback_only=required is None and not unsafe_open)
+    server = BrowseServer(root, host, port, ui=routes, prefix=prefix,
+                          proxy_protocol=forwarded_from is not None)
     bound_host, bound_port = server.start()
     return UIHandle(bound_host, bound_port, prefix, required, runs, server)

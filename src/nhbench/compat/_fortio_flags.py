@@ -408,7 +408,7 @@ FORTIO_FLAGS: tuple[ForeignFlag, ...] = (
                 commands=_LOAD, nhbench="--request-timeout of a udp:// run"),
     fortio_flag("-ui-path", "URI", "HTTP server URI for UI", default="/fortio/",
                 commands=_SERVER,
-                nhbench="`server`: the UI's prefix, on its own loopback port (\"\": no UI)"),
+                nhbench="`server`: the UI's prefix, served on the HTTP port (\"\": no UI)"),
     fortio_flag("-uniform", None, "de-synchronize parallel clients' requests uniformly",
                 nhbench="calls evenly spaced at 1/qps, where Fortio's default (and this "
                 "front-end's) sends a burst of one a connection every c/qps",

@@ -407,13 +407,16 @@ def _runner_options(run: LiveRun) -> dict[str, Any]:
 
 def start_fortio_ui(root: str, host: str, port: int, *, prefix: str = "/fortio/",
                     token: str | None = None, unsafe_open: bool = False,
-                    limits: UILimits | None = None, stderr: Any = None) -> UIHandle:
+                    limits: UILimits | None = None, stderr: Any = None,
+                    forwarded_from: str | None = None) -> UIHandle:
     """The entry point for ``nhbench fortio server|report`` and ``nhbench ui``: the UI over
     `root` with Fortio's REST API, on `host`:`port`, under `prefix`. The handle has the
-    bound port, the token (printed on `stderr` when generated) and `stop()`."""
+    bound port, the token (printed on `stderr` when generated) and `stop()`. With
+    `forwarded_from` (the echo server's host) it is the internal end of the echo server's
+    forward (`nhbench.browse._ui.start_ui`)."""
     rest = FortioRest()
     handle = start_ui(root, host, port, prefix=prefix, token=token, unsafe_open=unsafe_open,
                       limits=limits if limits is not None else UILimits(), extra=[rest],
-                      stderr=stderr)
+                      stderr=stderr, forwarded_from=forwarded_from)
     rest.attach(handle)
     return handle

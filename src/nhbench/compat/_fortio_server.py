@@ -9,11 +9,16 @@ both, where Fortio's answer one each), ``-tcp-port`` and ``-udp-port`` its echo 
 A port is Fortio's form: ``8080`` (every interface), ``host:port``, a Unix path (HTTP and
 gRPC only) or ``disabled``.
 
-The UI is Python and the echo server C, so they cannot share a port as Fortio's do: the UI
-(under ``-ui-path``, over ``-data-dir``) gets its own port, a free one, on loopback, printed
-in Fortio's "UI started - visit:" line; with a token in ``NHBENCH_UI_TOKEN`` it listens on
-the HTTP port's host instead (the UI's rule: loopback unless a token guards it). The echo,
-gRPC, TCP and UDP listeners bind as Fortio's do: they start no load.
+The UI (under ``-ui-path``, over ``-data-dir``) is Python and the echo server C; they share
+the HTTP port as Fortio's do: the UI listens on a free loopback port, and the C server
+forwards every plain HTTP/1.x connection whose request path is under ``-ui-path`` to it
+(``forward_prefix``), with a PROXY line naming the client, so the UI judges the real
+client: loopback clients act without a token (unless ``NHBENCH_UI_TOKEN`` gives one), any
+other client needs the token, printed when generated (the UI's rule, `start_ui`). Over
+TLS (``-cert``), on a Unix socket, or at ``-ui-path /``, the UI cannot be forwarded and
+gets its own port as before: on loopback, or with a token in ``NHBENCH_UI_TOKEN`` on the
+HTTP port's host. The echo, gRPC, TCP and UDP listeners bind as Fortio's do: they start no
+load.
 """
 
 from __future__ import annotations
@@ -160,15 +165,34 @@ def server_main(args: FortioArgs, command: str, rest: list[str], *,
         status, loop = sync(args, args.data_dir)
         if status:
             return status
-    server = TestServer(**options)
+    prefix = "/" + args.ui_path.strip("/") + "/" if args.ui_path.strip("/") else "/"
+    first = options["listen"][0]
+    ui = None
+    if ui_on and "/" not in first and not args.cert and prefix != "/":
+        # The UI first, on loopback: the C server forwards its path there.
+        try:
+            ui = start_fortio_ui(args.data_dir, "127.0.0.1", 0, prefix=prefix, token=token,
+                                 stderr=sys.stderr,
+                                 forwarded_from=first.rpartition(":")[0].strip("[]"))
+        except (OSError, ValueError) as exc:
+            _err(f"nhbench fortio {command}: the UI: {exc}")
+            return 1
+        options["forward_prefix"] = f"{prefix}=127.0.0.1:{ui.port}"
+    try:
+        server = TestServer(**options)
+    except BaseException:
+        if ui is not None:
+            ui.stop()
+        raise
     stop = threading.Event()
     with stop_on_signals(stop.set):
         try:
             server.start()
         except NHBenchError as exc:
+            if ui is not None:
+                ui.stop()
             _err(f"nhbench fortio {command}: {exc}")
             return 1
-        ui = None
         try:
             scheme = server.scheme
             http_lines = command == "server" and any(
@@ -191,14 +215,20 @@ def server_main(args: FortioArgs, command: str, rest: list[str], *,
                 _err(f"nhbench fortio {command}: warning: {options['debug_path']}?env=dump "
                      "exposes this process's environment (secrets included) to anyone who "
                      "can reach the HTTP port, as Fortio's does")
-            if ui_on:
+            if ui is not None:
+                host, port = server.addresses[0]
+                shown = "localhost" if host in ("0.0.0.0", "::") else (
+                    f"[{host}]" if ":" in host else host)
+                _err(f"UI started - visit:\nhttp://{shown}:{port}{prefix}")
+                if loop is not None:
+                    loop.start()
+            elif ui_on:
                 ui_host = "127.0.0.1"
-                if token is not None:
-                    first = options["listen"][0]
-                    if "/" not in first:
-                        ui_host = first.rpartition(":")[0].strip("[]")
-                prefix = "/" + args.ui_path.strip("/") + "/" if args.ui_path.strip("/") \
-                    else "/"
+                if token is not None and "/" not in first:
+                    ui_host = first.rpartition(":")[0].strip("[]")
+                _err(f"nhbench fortio {command}: the UI cannot share "
+                     f"{'a TLS' if args.cert else 'a Unix socket' if '/' in first else 'the'}"
+                     f" HTTP port{' at -ui-path /' if prefix == '/' else ''}: it gets its own")
                 try:
                     ui = start_fortio_ui(args.data_dir, ui_host, 0, prefix=prefix,
                                          token=token, stderr=sys.stderr)

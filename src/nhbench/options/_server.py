@@ -290,6 +290,16 @@ class ServerOptions(StrictModel):
         description="HTTP/1.1 listener that answers every request with 303 See Other to the "
         "same host and path over https:// (Fortio's -redirect-port); repeatable.",
     )
+    forward_prefix: Annotated[
+        tuple[str, Address] | None, Flag(metavar="PREFIX=HOST:PORT", group=_FORTIO)
+    ] = Field(
+        default=None,
+        description="Requests whose path begins with PREFIX (a path ending in /, e.g. "
+        "/fortio/) hand their connection to HOST:PORT: it receives a PROXY protocol v1 line "
+        "naming the client, then the request, then bytes both ways (how `nhbench fortio "
+        "server` serves its web UI on the echo port). Plain HTTP/1.x only: HTTP/2, TLS and "
+        "Unix socket connections get 421 there.",
+    )
     stall_every: Annotated[float, Flag(metavar="TIME", group=_SELF_TEST)] = Field(
         default=0.0, ge=0, le=86400,
         description="Every this long, all workers hold their responses for --stall-for "
@@ -420,6 +430,11 @@ class ServerOptions(StrictModel):
         if len(items) > 16:
             raise ValueError(f"at most 16 addresses (got {len(items)})")
         return items
+
+    @field_validator("forward_prefix", mode="before")
+    @classmethod
+    def _parse_forward(cls, value: object) -> object:
+        return _parse_forward(value)
 
     @field_validator("tcp_proxy", mode="before")
     @classmethod
@@ -669,6 +684,9 @@ class ServerOptions(StrictModel):
             args += ["--tcp-proxy", f"{format_address(*local)}={format_address(*dest)}"]
         for host, port in self.redirect_listen:
             args += ["--redirect-listen", format_address(host, port)]
+        if self.forward_prefix is not None:
+            prefix, dest = self.forward_prefix
+            args += ["--forward-prefix", f"{prefix}={format_address(*dest)}"]
         if self.admin:
             args += ["--admin", format_address(*self.admin)]
         if self.address_file:
@@ -697,6 +715,31 @@ def _is_address(value: object) -> bool:
         return "=" not in value
     return (isinstance(value, (tuple, list)) and len(value) == 2 and isinstance(value[0], str)
             and isinstance(value[1], int) and not isinstance(value[1], bool))
+
+
+def _parse_forward(value: object) -> tuple[str, Address] | None:
+    """``"PREFIX=HOST:PORT"`` or a ``(prefix, address)`` pair: a path that begins and ends
+    with ``/`` (not ``/`` alone: every request would leave) and a TCP address with a port."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        prefix, sep, dest_text = value.partition("=")
+        if not sep:
+            raise ValueError(f"expected PREFIX=HOST:PORT, as in /fortio/=127.0.0.1:9000 "
+                             f"(got {value!r})")
+        dest = parse_address(dest_text)
+    elif isinstance(value, (tuple, list)) and len(value) == 2 and isinstance(value[0], str):
+        prefix, dest = value[0], parse_address(value[1])
+    else:
+        raise ValueError(f"expected PREFIX=HOST:PORT or a (prefix, address) pair "
+                         f"(got {value!r})")
+    if (not prefix.startswith("/") or not prefix.endswith("/") or prefix == "/"
+            or len(prefix) > 256 or any(ch in prefix for ch in "?# \t\r\n")):
+        raise ValueError(f"the prefix must be a path that begins and ends with / (not / "
+                         f"alone), at most 256 bytes (got {prefix!r})")
+    if dest[1] == 0:
+        raise ValueError(f"the destination needs a port (got {format_address(*dest)})")
+    return prefix, dest
 
 
 def _parse_tcp_proxies(value: object) -> tuple[tuple[Address, Address], ...]:
