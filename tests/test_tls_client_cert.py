@@ -12,6 +12,7 @@ Counts only, no timing thresholds.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -208,3 +209,48 @@ def test_server_with_openssl_s_client(server: nhbench.TestServer, pki: Pki) -> N
     after = server.stats()
     assert after["tls_clients_verified"] - before["tls_clients_verified"] == 1
     assert after["tls_clients_refused"] - before["tls_clients_refused"] == 1
+
+
+# ---- Nighthawk's spelling: --tls-context's tls_certificates --------------------------
+
+
+@pytest.mark.parametrize("inline", [False, True])
+def test_nginx_through_nighthawks_tls_context(origin: NginxOrigin, pki: Pki,
+                                              inline: bool) -> None:
+    def source(path: str) -> dict[str, str]:
+        return {"inline_string": Path(path).read_text()} if inline else {"filename": path}
+
+    context = {"common_tls_context": {
+        "validation_context": {"trusted_ca": {"filename": origin.cacert}},
+        "tls_certificates": [{"certificate_chain": source(pki.cert),
+                              "private_key": source(pki.key_encrypted),
+                              "password": {"environment_variable": "NHB_TEST_KEY_PASS"}}],
+    }}
+    mark = origin.mark()
+    done = cli("nighthawk", "client", "--tls-context", json.dumps(context), "--duration", "1", "--rps",
+               "100", origin.url("tls"), env={"NHB_TEST_KEY_PASS": PASSPHRASE})
+    assert done.returncode == 0, done.stderr
+    lines = origin.since(mark)
+    assert len(lines) >= 90 and {line[3] for line in lines} == {"200"}
+
+
+def test_nighthawk_tls_context_refuses_an_inline_password(pki: Pki) -> None:
+    context = {"common_tls_context": {"tls_certificates": [{
+        "certificate_chain": {"filename": pki.cert}, "private_key": {"filename": pki.key},
+        "password": {"inline_string": "secret"}}]}}
+    done = cli("nighthawk", "client", "--tls-context", json.dumps(context), "https://127.0.0.1:1/")
+    assert done.returncode == 2
+    assert "tls_certificates[0].password.inline_string is not supported" in done.stderr
+
+
+# ---- Fortio's spelling: nhbench fortio load -cert -key -------------------------------
+
+
+def test_nginx_through_fortio_load(origin: NginxOrigin, pki: Pki) -> None:
+    mark = origin.mark()
+    done = cli("fortio", "load", "-qps", "0", "-n", "50", "-c", "2", "-cacert", origin.cacert,
+               "-cert", pki.cert, "-key", pki.key, origin.url("tls"))
+    assert done.returncode == 0, done.stderr
+    assert "Code 200 : 50 " in done.stdout + done.stderr
+    lines = origin.since(mark)
+    assert len(lines) == 50 and {line[3] for line in lines} == {"200"}

@@ -307,13 +307,14 @@ def _targets_config(options: Options) -> dict[str, Any]:
                 tls["sni"] = tls["verify_name"] = value
             elif option == "cacert":
                 tls["cacert"] = os.path.expanduser(value)
-            elif option in ("cert", "key"):
-                continue  # both at once, below
+            elif option in ("cert", "key", "key_passphrase_env"):
+                continue  # all at once, below
             else:
                 tls[_TLS_KEYS[option]] = list(value) if option == "alpn" else value
         if "cert" in mapped:
-            tls.update(_client_cert_config(mapped["cert"], mapped["key"],
-                                           options.key_passphrase_env))
+            tls.update(_client_cert_config(
+                mapped["cert"], mapped["key"],
+                mapped.get("key_passphrase_env", options.key_passphrase_env)))
         config["tls"] = tls
     return config
 

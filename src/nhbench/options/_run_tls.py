@@ -404,7 +404,8 @@ def check_client_cert(options: Any, info: ValidationInfo) -> None:
     mapped = options.tls_context_options or {}
     cert = options.cert or mapped.get("cert")
     key = options.key or mapped.get("key")
-    if options.key_passphrase_env is not None and key is None:
+    env = options.key_passphrase_env or mapped.get("key_passphrase_env")
+    if env is not None and key is None:
         raise PydanticCustomError("options_needs", "{a}: needs {b}",
                                   {"a": "key_passphrase_env", "b": "key"})
     if cert is None and key is None:
@@ -414,7 +415,15 @@ def check_client_cert(options: Any, info: ValidationInfo) -> None:
         raise PydanticCustomError("options_needs", "{a}: needs {b}", {"a": a, "b": b})
     if (info.context or {}).get("echo"):
         return
-    problem = check_key_pair(cert, key, options.key_passphrase_env)
+    if env is not None and env not in os.environ:
+        raise PydanticCustomError(
+            "options_file", "{a}: {msg}",
+            {"a": "key_passphrase_env", "msg": f"the environment variable {env} is not set"})
+    problem = check_key_pair(cert, key, env)
     if problem:
-        raise PydanticCustomError("options_file", "{a}: {msg}",
-                                  {"a": problem[0], "msg": problem[1]})
+        option, why = problem
+        if options.cert is None:  # from Envoy's TlsCertificate
+            field = "certificate_chain" if option == "cert" else "private_key"
+            option = "tls_context" if options.tls_context is not None else "transport_socket"
+            why = f"common_tls_context.tls_certificates[0].{field}: {why}"
+        raise PydanticCustomError("options_file", "{a}: {msg}", {"a": option, "msg": why})
