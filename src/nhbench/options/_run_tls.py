@@ -351,6 +351,10 @@ def check_key_pair(cert: str, key: str, env: str | None) -> tuple[str, str] | No
         return "cert", f"no PEM certificate in {name['cert']}"
     if not re.search(r"-----BEGIN [A-Z ]*PRIVATE KEY-----", texts["key"]):
         return "key", f"no PEM private key in {name['key']}"
+    try:
+        ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_verify_locations(cadata=texts["cert"])
+    except (ssl.SSLError, ValueError):
+        return "cert", f"OpenSSL cannot read the PEM certificate in {name['cert']}"
     passphrase = _passphrase(key, env) if _is_encrypted(texts["key"]) else None
     if _is_encrypted(texts["key"]) and not passphrase:
         return "key", (f"the key in {name['key']} is encrypted and no passphrase was given "

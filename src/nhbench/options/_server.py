@@ -675,6 +675,8 @@ class ServerOptions(StrictModel):
             args += ["--tls-san", name]
         if self.tls_ca_out:
             args += ["--tls-ca-out", self.tls_ca_out]
+        if self.tls_client_ca:
+            args += ["--tls-client-ca", self.tls_client_ca]
         args += ["--alpn", ",".join(self.alpn)]
         args += ["--max-concurrent-streams", str(self.max_concurrent_streams)]
         return args
