@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import re
+import resource
 import shutil
 import subprocess
 import tempfile
