@@ -13,8 +13,8 @@ answered), ``methods`` (per method), ``body_bytes`` (request body bytes received
 ``connections`` (QUIC connections that completed
 the handshake), ``client_certificates`` (connections by the subject of the client
 certificate presented; ``--request-client-cert`` asks for one), ``max_pending`` (the
-most requests one connection had waiting for their answer at once: the streams a client multiplexed on it), ``ignored`` (requests above a GOAWAY,
-left unanswered).
+most requests one connection had waiting for their answer at once: the streams a client
+multiplexed on it), ``ignored`` (requests above a GOAWAY, left unanswered).
 
 Going away: ``--goaway-after N`` sends GOAWAY on each connection once it has answered N
 requests (later requests are left unprocessed, as RFC 9114 allows); ``--close-after N`` closes
