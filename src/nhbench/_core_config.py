@@ -53,7 +53,8 @@ def client_core_config(options: Options, address: str) -> dict[str, Any]:
     list[(str, int)], ``scheme`` and ``protocol`` str, the request set (``specs``,
     `_requests_config`); for HTTP/2 and HTTP/3 also ``max_concurrent_streams`` /
     ``max_active_requests`` int; for https:// a ``tls`` dict (str fields, "" for unset;
-    ``insecure`` and ``session_reuse`` bool; ``alpn`` list[str]).
+    ``insecure`` and ``session_reuse`` bool; ``alpn`` list[str]; ``cert_pem``, ``key_pem``
+    and ``key_passphrase``, the client certificate's PEM text, only when one is given).
     """
     duration = options.effective_duration
     config: dict[str, Any] = {
@@ -388,7 +389,8 @@ def _grpc_request(
 def _h3_config(options: Options) -> dict[str, Any]:
     """The keys of an HTTP/3 run: none of its own. HTTP/3 sends the request set's HTTP/2
     keys (h2_method, h2_path, h2_authority, h2_headers) and takes the TLS keys it can honour
-    (sni, verify_name, cacert, insecure); Options refuses the rest for http3."""
+    (sni, verify_name, cacert, insecure, and the client certificate's cert_pem, key_pem and
+    key_passphrase); Options refuses the rest for http3."""
     return {}
 
 
