@@ -264,7 +264,8 @@ class TlsContext(RunPart):
         default=None,
         description="Nighthawk's --tls-context: Envoy's UpstreamTlsContext as JSON, mapped "
         "onto the TLS options (sni, alpn, versions, ciphers, curves, trusted CA, "
-        "ACCEPT_UNTRUSTED, max_session_keys; docs/engine.md); allow_renegotiation may "
+        "ACCEPT_UNTRUSTED, max_session_keys, the client certificate of tls_certificates; "
+        "docs/engine.md); allow_renegotiation may "
         "only be false (nhbench never renegotiates); other fields are refused by name.",
     )
     transport_socket: Annotated[
