@@ -208,3 +208,13 @@ def test_server_survives_garbage_for_a_handshake(server: nhbench.TestServer, pki
     assert after["tls_clients_verified"] == before["tls_clients_verified"]
     assert after["tls_handshake_errors"] - before["tls_handshake_errors"] == 3
     assert _get(server, pki.cert, pki.key).startswith(b"HTTP/1.1 200")
+
+
+@pytest.mark.parametrize("command", ["curl", "load"])
+def test_fortio_front_end_refuses_a_mismatched_key(pki: Pki, listener: CountingListener,
+                                                   command: str) -> None:
+    done = nhbench_run("fortio", command, "-cacert", pki.ca, "-cert", pki.cert, "-key",
+                       pki.stray_key, listener.url)
+    assert done.returncode == 2, done.stderr
+    assert "does not match the certificate" in done.stderr
+    assert listener.accepted == 0

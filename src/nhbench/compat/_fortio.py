@@ -624,7 +624,17 @@ def _curl(args: FortioArgs, target: str) -> int:
         if parts.scheme == "https":
             context = ssl.create_default_context(cafile=args.cacert or None)
             if args.cert or args.key:
-                context.load_cert_chain(args.cert, args.key)
+                from ..options import check_key_pair
+
+                # The same checks as `load`'s --cert/--key: refused by name, nothing sent.
+                if not (args.cert and args.key):
+                    raise OptionsError("-cert: needs -key (and -key needs -cert); nothing "
+                                       "was sent")
+                problem = check_key_pair(args.cert, args.key, None)
+                if problem:
+                    raise OptionsError(f"-{problem[0]}: {problem[1]}; nothing was sent")
+                context.load_cert_chain(args.cert, args.key,
+                                        password=_key_passphrase(args.key))
             if args.insecure:
                 context.check_hostname = False
                 context.verify_mode = ssl.CERT_NONE
@@ -659,6 +669,14 @@ def _curl(args: FortioArgs, target: str) -> int:
     sys.stdout.buffer.write(data)
     sys.stdout.flush()
     return 0 if 200 <= response.status < 300 else 1
+
+
+def _key_passphrase(key: str) -> str | None:
+    """The passphrase of an encrypted -key, asked for on a terminal (check_key_pair has
+    refused an encrypted key when there is none), else None."""
+    from ..options import client_cert_pem
+
+    return client_cert_pem(key, key, None)[2] or None
 
 
 def _nc(args: FortioArgs, target: str) -> int:

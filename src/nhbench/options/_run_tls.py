@@ -17,7 +17,8 @@ from ._tls_context import parse_tls_context, parse_transport_socket
 from ._values import HOSTNAME_RE
 
 __all__ = [
-    "TLS_FIELDS", "Tls", "TlsContext", "check_ca_file", "check_client_cert", "client_cert_pem",
+    "TLS_FIELDS", "Tls", "TlsContext", "check_ca_file", "check_client_cert", "check_key_pair",
+    "client_cert_pem",
 ]
 
 
