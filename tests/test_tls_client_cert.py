@@ -254,3 +254,13 @@ def test_nginx_through_fortio_load(origin: NginxOrigin, pki: Pki) -> None:
     assert "Code 200 : 50 " in done.stdout + done.stderr
     lines = origin.since(mark)
     assert len(lines) == 50 and {line[3] for line in lines} == {"200"}
+
+
+def test_server_verifies_our_grpc_client(server: nhbench.TestServer, pki: Pki) -> None:
+    before = server.stats()
+    result = run(f"grpcs://localhost:{server.address[1]}", cacert=server.ca_cert,
+                 cert=pki.cert, key=pki.key, rps=50)
+    after = server.stats()
+    assert result.success, result.error
+    assert after["grpc_calls"] - before["grpc_calls"] == result.counters["benchmark.http_2xx"]
+    assert after["tls_clients_verified"] - before["tls_clients_verified"] >= 1
