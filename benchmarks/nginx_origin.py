@@ -132,7 +132,7 @@ class NginxOrigin:
     def __init__(
         self, keepalive_requests: int = 1_000_000_000, max_streams: int = 128,
         access_log: bool = True, *, listeners: tuple[str, ...] = LISTENERS,
-        cpu: int | None = None, tuned: bool = False,
+        cpu: int | None = None, tuned: bool = False, client_ca: str | None = None,
     ) -> None:
         unknown = set(listeners) - set(LISTENERS)
         if unknown or not listeners:
@@ -143,6 +143,9 @@ class NginxOrigin:
         self.listeners = listeners
         self.cpu = cpu
         self.tuned = tuned
+        # A PEM CA file: the "tls" listener then asks every client for a certificate it
+        # issued (ssl_verify_client on).
+        self.client_ca = client_ca
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self.dir = Path()
@@ -189,7 +192,9 @@ class NginxOrigin:
                 for name, port in self.ports.items() if name != "tls_other"
             ),
             certificate=(f"        ssl_certificate {self.dir}/cert.pem;\n"
-                         f"        ssl_certificate_key {self.dir}/key.pem;\n")
+                         f"        ssl_certificate_key {self.dir}/key.pem;\n"
+                         + (f"        ssl_client_certificate {self.client_ca};\n"
+                            "        ssl_verify_client on;\n" if self.client_ca else ""))
             if "tls" in self.ports else "",
             other_server=_OTHER_SERVER.format(
                 tmp=self.dir, body=body, port=self.ports["tls_other"], backlog=backlog,

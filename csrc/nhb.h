@@ -262,6 +262,13 @@ typedef struct nhb_tls_config {
   int min_version;          /* 0x0303 = TLS 1.2, 0x0304 = TLS 1.3; 0 = default */
   int max_version;          /* 0 = highest supported */
   int session_reuse;        /* resume the worker's last session on new connections */
+  /* The client certificate (chain) and its key, PEM text (the binding reads
+   * the files), sent when the server asks; unset = none. key_passphrase
+   * decrypts an encrypted key (never prompted for here: an encrypted key
+   * without it fails). */
+  const char* cert_pem;
+  const char* key_pem;
+  const char* key_passphrase;
 } nhb_tls_config;
 
 /* A socket address: struct sockaddr_in, sockaddr_in6 or sockaddr_un (a path,
@@ -575,6 +582,9 @@ typedef struct nhb_server_config {
   const char* tls_cert_file;
   const char* tls_key_file;
   int tls_self_signed;
+  /* PEM CA certificates: when set, every TLS client must present a
+   * certificate that chains to one of them, or the handshake fails. */
+  const char* tls_client_ca;
   /* Generated certificate: names (DNS names or IP addresses) on top of
    * localhost, 127.0.0.1, ::1, the host name and the listen addresses. */
   int ntls_san;
@@ -635,6 +645,8 @@ typedef struct nhb_server_config {
   X(tls_handshakes)       /* TLS handshakes completed */                       \
   X(tls_handshake_errors) /* TLS connections that ended before the handshake */ \
   X(tls_session_reused)   /* handshakes that resumed a session */              \
+  X(tls_clients_verified) /* handshakes with a verified client certificate */ \
+  X(tls_clients_refused)  /* ... failed: client certificate missing or rejected */ \
   X(h2_streams_reset)     /* streams the client reset before their response */ \
   X(h2_protocol_errors)   /* HTTP/2 connections ended for a protocol error */  \
   X(connections_refused)  /* closed at accept: over max_connections, or no fds */ \

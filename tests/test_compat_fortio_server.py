@@ -311,6 +311,45 @@ def test_tls_cert_and_key(tmp_path: Any) -> None:
     assert server.stats()["tls_handshakes"] >= 2
 
 
+def test_mtls_against_the_real_fortio_client(tmp_path: Any) -> None:
+    # -mtls: client certificates required and verified against -cacert's CAs, as Fortio's
+    # server does; the real Fortio's curl and load with -cert/-key get in, without them not,
+    # and nhbench's own fortio load with the same flags gets in too.
+    from support.pki import make_pki
+
+    fortio()
+    pki = make_pki(tmp_path)
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1",
+                    "-subj", "/CN=localhost", "-addext",
+                    "subjectAltName=DNS:localhost,IP:127.0.0.1", "-keyout", str(key), "-out",
+                    str(cert)], check=True, capture_output=True)
+    http = free_port()
+    argv = ["server", *ports(http_port=http), "-grpc-port", "disabled", "-tcp-port",
+            "disabled", "-udp-port", "disabled", "-redirect-port", "disabled", "-cert",
+            str(cert), "-key", str(key), "-mtls", "-cacert", pki.ca, "-data-dir", str(tmp_path)]
+    url = f"https://localhost:{http}/"
+    with serving(argv) as server:
+        good = run(["curl", "-cacert", str(cert), "-cert", pki.cert, "-key", pki.key, url])
+        assert good.returncode == 0 and "HTTP/1.1 200" in good.stdout + good.stderr, \
+            good.stderr
+        bad = run(["curl", "-cacert", str(cert), url])
+        assert bad.returncode != 0 and "HTTP/1.1" not in bad.stdout + bad.stderr
+        load = run(["load", "-qps", "0", "-n", "20", "-c", "2", "-cacert", str(cert), "-cert",
+                    pki.cert, "-key", pki.key, url])
+        assert load.returncode == 0 and "Code 200 : 20 " in load.stdout + load.stderr, \
+            load.stderr
+        ours = run(["load", "-qps", "0", "-n", "20", "-c", "2", "-cacert", str(cert), "-cert",
+                    pki.cert, "-key", pki.key, url], real=False)
+        assert ours.returncode == 0 and "Code 200 : 20 " in ours.stdout + ours.stderr, \
+            ours.stderr
+    stats = server.stats()
+    assert stats["tls_clients_refused"] >= 1
+    assert stats["tls_clients_verified"] >= 5  # curl, and each load's connections
+    assert stats["status"]["200"] == 41
+
+
 # ---- each server flag: its effect, or its refusal by name -----------------------------------
 
 
@@ -471,7 +510,8 @@ def test_sync_before_serving(tmp_path: Any) -> None:
     (["-tcp-port", "/tmp/t.sock"], "-tcp-port: '/tmp/t.sock': a Unix socket"),
     (["-http-port", "x:y"], "-http-port: 'x:y' is not a port"),
     (["-data-dir", "/nonexistent"], "-data-dir: '/nonexistent' is not a directory"),
-    (["-mtls"], "-mtls: nhbench's server verifies no client certificates"),
+    (["-mtls"], "-mtls: needs -cert and -key (mutual TLS is TLS)"),
+    (["-cacert", "ca.pem"], "-cacert: the server reads it only with -mtls"),
     (["-P", "1:2"], "-P: '1:2': expected \"localport dest_host:dest_port\""),
     (["-M", "1 http://x"], "-M: Fortio's TCP/HTTP proxies"),
     (["-base-url", "http://x/"], "-base-url: only with `report`"),
@@ -492,8 +532,6 @@ def test_server_flags_refused_by_the_client_commands(capsys: pytest.CaptureFixtu
     for flag in ("-grpc-port", "-tcp-port", "-ui-path", "-max-echo-delay"):
         assert main(["load", flag, "1", "http://127.0.0.1:1/"]) == 2
         assert f"{flag}: a Fortio server flag" in capsys.readouterr().err
-    assert main(["load", "-cert", "c.pem", "http://127.0.0.1:1/"]) == 2
-    assert "nhbench sends no client certificate" in capsys.readouterr().err
     # tcp-echo reads none of the HTTP server's flags.
     assert main(["tcp-echo", "-http-port", "1"]) == 2
     assert "only with `server`" in capsys.readouterr().err
@@ -506,6 +544,7 @@ SERVER_FLAGS = {
     "-echo-server-default-params", "-max-echo-delay", "-maxpayloadsizekb",
     "-server-idle-timeout", "-cert", "-key", "-echo-debug-path", "-ui-path", "-data-dir",
     "-sync", "-sync-interval", "-healthservice", "-grpc-max-streams", "-udp-async", "-P",
+    "-mtls", "-cacert",
 }
 
 

@@ -452,6 +452,25 @@ def test_grpcping_over_tls_with_cacert(tls_server: nhbench.TestServer, form: str
     assert tls_server.stats()["tls_handshakes"] > before
 
 
+def test_grpcping_with_a_client_certificate(tmp_path: Path) -> None:
+    # A server that requires client certificates (--tls-client-ca): -cert/-key get the ping
+    # through, verified; without them the handshake is refused and nothing is answered.
+    from support.pki import make_pki
+
+    pki = make_pki(tmp_path)
+    with nhbench.TestServer(tls_self_signed=True, tls_client_ca=pki.ca) as s:
+        target = f"localhost:{s.address[1]}"
+        mine = ours("grpcping", target, count=2, cacert=str(s.ca_cert), cert=pki.cert,
+                    key=pki.key)
+        assert mine.returncode == 0, mine.stderr
+        calls = s.stats()["grpc_calls"]
+        refused = ours("grpcping", target, cacert=str(s.ca_cert))
+        assert refused.returncode == 1
+        stats = s.stats()
+    assert stats["tls_clients_verified"] >= 1 and stats["tls_clients_refused"] >= 1
+    assert stats["grpc_calls"] == calls >= 2
+
+
 def test_grpcping_https_without_cacert_verifies_against_the_system_roots(
         tls_server: nhbench.TestServer) -> None:
     # The self-signed certificate is in no system store: the call fails, nothing is
@@ -474,8 +493,7 @@ def test_grpcping_with_cacert_never_falls_back_to_cleartext(
 @pytest.mark.parametrize(("values", "message"), [
     ({"insecure": True}, "-k (do not verify the server certificate) is not supported"),
     ({"cacert": "/nonexistent/ca.pem"}, "cannot read the CA certificate"),
-    # Fortio's client certificate flags are refused by the front-end's table (for now).
-    ({"cert": "/tmp/c.pem"}, "-cert: nhbench sends no client certificate"),
+    ({"cert": "/tmp/c.pem"}, "grpcping: -cert and -key go together"),
     ({"ping_delay_ns": -1}, "-grpc-ping-delay must not be negative"),
 ])
 def test_grpcping_refuses_by_name_and_sends_nothing(server: nhbench.TestServer,

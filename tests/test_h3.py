@@ -447,3 +447,32 @@ def test_against_debians_ngtcp2_example_server(
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def test_client_certificate_over_http3(certs: dict[str, str],
+                                       tmp_path_factory: pytest.TempPathFactory) -> None:
+    # aioquic's server asks for a client certificate in every handshake and checks the
+    # CertificateVerify signature (it does not check the chain): each connection of a run
+    # with --cert/--key presents the certificate, a run without them presents none.
+    from support.pki import PASSPHRASE, make_pki
+
+    pki = make_pki(tmp_path_factory.mktemp("h3pki"))
+    server = H3Server(certs, SIZE, "--request-client-cert")
+    try:
+        with_cert = run(server.url(), cacert=certs["ca"], rps=50, cert=pki.cert, key=pki.key)
+        os.environ["NHB_TEST_H3_KEY_PASS"] = PASSPHRASE
+        try:
+            encrypted = run(server.url(), cacert=certs["ca"], rps=50, cert=pki.cert,
+                            key=pki.key_encrypted, key_passphrase_env="NHB_TEST_H3_KEY_PASS")
+        finally:
+            del os.environ["NHB_TEST_H3_KEY_PASS"]
+        without = run(server.url(), cacert=certs["ca"], rps=50)
+    finally:
+        stats = server.stop()
+    assert with_cert.success, with_cert.error
+    assert without.success, without.error
+    assert encrypted.success, encrypted.error
+    connections = (with_cert.counters["upstream_cx_total"]
+                   + encrypted.counters["upstream_cx_total"])
+    assert stats["client_certificates"] == {"CN=nhbench client": connections}
+    assert stats["connections"] == connections + without.counters["upstream_cx_total"]

@@ -662,3 +662,14 @@ def test_address_file_is_written_atomically(tmp_path: Path) -> None:
                                 "udp_echo": []})
     assert json.loads(target.read_text())["pid"] == 1
     assert [p.name for p in tmp_path.iterdir()] == ["addresses.json"]
+
+
+def test_cli_args_round_trip_keeps_the_client_ca(tmp_path: Path) -> None:
+    # The subprocess server is started from cli_args(): a client CA left out would serve
+    # without asking for client certificates.
+    from support.pki import make_pki
+
+    pki = make_pki(tmp_path)
+    options = ServerOptions(tls_self_signed=True, tls_client_ca=pki.ca)
+    assert "--tls-client-ca" in options.cli_args()
+    assert from_cli(*options.cli_args()) == options

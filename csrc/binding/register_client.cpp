@@ -250,6 +250,9 @@ class ClientRun {
       t.sni = str("sni", tls_sni_);
       t.verify_name = str("verify_name", tls_verify_name_);
       t.cacert = str("cacert", tls_cacert_);
+      t.cert_pem = str("cert_pem", tls_cert_);
+      t.key_pem = str("key_pem", tls_key_);
+      t.key_passphrase = str("key_passphrase", tls_key_passphrase_);
       t.ciphers = str("ciphers", tls_ciphers_);
       t.ciphersuites = str("ciphersuites", tls_ciphersuites_);
       t.groups = str("groups", tls_groups_);
@@ -407,6 +410,7 @@ class ClientRun {
   std::string h2_scheme_;
   std::vector<uint64_t> stage_ns_, offsets_ns_;
   std::vector<double> stage_rps_;
+  std::string tls_cert_, tls_key_, tls_key_passphrase_;
   std::string tls_sni_, tls_verify_name_, tls_cacert_, tls_ciphers_, tls_ciphersuites_, tls_groups_, tls_alpn_;
   bool insecure_ = false;
   nhb_run* run_ = nullptr;

@@ -185,12 +185,16 @@ class Server {
     if (py::object v = value_of(d, "tls")) {
       if (!py::isinstance<py::dict>(v)) config_error("tls", "expected a dict with cert and key, or self_signed");
       py::dict t = v.cast<py::dict>();
-      check_keys(t, {"cert", "key", "self_signed", "san"}, "tls");
+      check_keys(t, {"cert", "key", "self_signed", "san", "client_ca"}, "tls");
       c.tls = 1;
       if (py::object cert = value_of(t, "cert")) tls_cert_ = str_of(cert, "tls: cert");
       if (py::object key = value_of(t, "key")) tls_key_ = str_of(key, "tls: key");
       c.tls_cert_file = tls_cert_.c_str();
       c.tls_key_file = tls_key_.c_str();
+      if (py::object ca = value_of(t, "client_ca")) {
+        tls_client_ca_ = str_of(ca, "tls: client_ca");
+        c.tls_client_ca = tls_client_ca_.c_str();
+      }
       if (py::object ss = value_of(t, "self_signed")) {
         if (!py::isinstance<py::bool_>(ss)) config_error("tls", "self_signed: expected a bool");
         c.tls_self_signed = ss.cast<bool>() ? 1 : 0;
@@ -293,6 +297,7 @@ class Server {
   std::string forward_prefix_;
   std::string tls_cert_;
   std::string tls_key_;
+  std::string tls_client_ca_;
   std::vector<std::string> tls_san_;
   nhb_server* server_ = nullptr;
 };

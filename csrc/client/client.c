@@ -183,7 +183,8 @@ static void* worker_main(void* arg) {
 static int copy_strings(nhb_run* run) {
   nhb_client_config* cfg = &run->config;
   const char** fields[] = {&cfg->tls.sni,     &cfg->tls.verify_name,  &cfg->tls.alpn,   &cfg->tls.cacert,
-                           &cfg->tls.ciphers, &cfg->tls.ciphersuites, &cfg->tls.groups, &cfg->h2_scheme};
+                           &cfg->tls.ciphers, &cfg->tls.ciphersuites, &cfg->tls.groups, &cfg->h2_scheme,
+                           &cfg->tls.cert_pem, &cfg->tls.key_pem, &cfg->tls.key_passphrase};
   const size_t nfields = sizeof(fields) / sizeof(fields[0]);
   size_t total = 0;
   for (size_t i = 0; i < nfields; i++)

@@ -1192,6 +1192,16 @@ static int h3_run_init(nhb_run* run, char* err, size_t err_len) {
       if (r < 0) return h3_error(err, err_len, "tls: GnuTLS cannot load the system's CA certificates%s", "");
     }
   }
+  /* The client certificate, sent when the server asks for one. GnuTLS never
+   * prompts: an encrypted key without its passphrase fails to load. */
+  if (tc->cert_pem != NULL && tc->cert_pem[0] != '\0') {
+    const char* pass = tc->key_passphrase != NULL && tc->key_passphrase[0] ? tc->key_passphrase : NULL;
+    const char* key = tc->key_pem != NULL ? tc->key_pem : "";
+    gnutls_datum_t cert_d = {(unsigned char*)tc->cert_pem, (unsigned)strlen(tc->cert_pem)};
+    gnutls_datum_t key_d = {(unsigned char*)key, (unsigned)strlen(key)};
+    if (gnutls_certificate_set_x509_key_mem2(hr->cred, &cert_d, &key_d, GNUTLS_X509_FMT_PEM, pass, 0) < 0)
+      return h3_error(err, err_len, "cert: GnuTLS cannot use the client certificate and key%s", "");
+  }
   return 0;
 }
 

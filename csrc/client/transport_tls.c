@@ -19,6 +19,7 @@
  */
 #include <arpa/inet.h>
 #include <openssl/err.h>
+#include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 #include <stdio.h>
@@ -177,8 +178,39 @@ static void tls_fail_handshake(nhb__conn* c) {
 
 /* An error after the handshake (a bad record, an alert): the caller closes the
  * connection; the run keeps OpenSSL's reason. */
+/* Is OpenSSL's pending error an alert by which the server refused the client
+ * certificate (or its absence)? Under TLS 1.3 the client's handshake is over
+ * before the server has checked the certificate, so the refusal arrives as an
+ * alert on the first read: still a failed handshake, counted as one. */
+static int client_cert_refused(void) {
+  unsigned long e = ERR_peek_last_error();
+  if (ERR_GET_LIB(e) != ERR_LIB_SSL) return 0;
+  switch (ERR_GET_REASON(e)) {
+    case SSL_R_TLSV13_ALERT_CERTIFICATE_REQUIRED:
+    case SSL_R_SSLV3_ALERT_BAD_CERTIFICATE:
+    case SSL_R_SSLV3_ALERT_CERTIFICATE_EXPIRED:
+    case SSL_R_SSLV3_ALERT_CERTIFICATE_REVOKED:
+    case SSL_R_SSLV3_ALERT_CERTIFICATE_UNKNOWN:
+    case SSL_R_SSLV3_ALERT_UNSUPPORTED_CERTIFICATE:
+    case SSL_R_TLSV1_ALERT_UNKNOWN_CA:
+      return 1;
+    default:
+      return 0;
+  }
+}
+
 static int tls_fail_io(nhb__conn* c) {
   char text[sizeof(c->worker->first_error_text)];
+  if (client_cert_refused()) {
+    const nhb_tls_config* tc = &c->worker->run->config.tls;
+    tls_describe(c,
+                 tc->cert_pem != NULL ? "TLS handshake failed: the server refused the client certificate"
+                                      : "TLS handshake failed: the server requires a client certificate (--cert, --key)",
+                 text, sizeof(text));
+    c->worker->stats.counters[NHB_CTR_SSL_CONNECTION_ERROR]++;
+    nhb__worker_record_error_text(c->worker, NHB_ETLS, text);
+    return NHB_ETLS;
+  }
   /* A server that insists on renegotiating usually ends the connection with
    * a fatal alert once it is refused; its reason alone ("handshake failure")
    * would not say why. */
@@ -497,6 +529,18 @@ static void tls_info(const SSL* ssl, int where, int ret) {
 
 static int set_str(const char* s) { return s != NULL && s[0] != '\0'; }
 
+/* The key's passphrase, when one was given; never a prompt (OpenSSL's default
+ * would ask on the terminal): without it an encrypted key fails to load. */
+static int key_password(char* buf, int size, int rwflag, void* userdata) {
+  (void)rwflag;
+  const char* pass = userdata;
+  if (pass == NULL || size <= 0) return 0;
+  size_t n = strlen(pass);
+  if (n > (size_t)size) return -1;
+  memcpy(buf, pass, n);
+  return (int)n;
+}
+
 static int ctx_error(char* err, size_t err_len, const char* fmt, const char* arg) {
   char reason[256] = "";
   unsigned long e = ERR_peek_last_error();
@@ -511,6 +555,32 @@ static int ctx_error(char* err, size_t err_len, const char* fmt, const char* arg
     snprintf(err, err_len, "%s%s", msg, reason);
   }
   return NHB_EINVAL;
+}
+
+/* The certificate chain (the leaf first) and its key, from PEM text: -1 the
+ * certificates, -2 the key, -3 a key that is not the certificate's. */
+static int use_client_cert(SSL_CTX* ctx, const nhb_tls_config* tc) {
+  BIO* b = BIO_new_mem_buf(tc->cert_pem, -1);
+  X509* leaf = b != NULL ? PEM_read_bio_X509_AUX(b, NULL, NULL, NULL) : NULL;
+  int ok = leaf != NULL && SSL_CTX_use_certificate(ctx, leaf) == 1;
+  X509_free(leaf);
+  X509* ca;
+  while (ok && (ca = PEM_read_bio_X509(b, NULL, NULL, NULL)) != NULL) {
+    if (!SSL_CTX_add0_chain_cert(ctx, ca)) {
+      X509_free(ca);
+      ok = 0;
+    }
+  }
+  BIO_free(b);
+  if (!ok) return -1;
+  ERR_clear_error(); /* the end of the chain is a "no start line" */
+  b = BIO_new_mem_buf(tc->key_pem, -1);
+  EVP_PKEY* key = b != NULL ? PEM_read_bio_PrivateKey(b, NULL, key_password, (void*)tc->key_passphrase) : NULL;
+  BIO_free(b);
+  ok = key != NULL && SSL_CTX_use_PrivateKey(ctx, key) == 1;
+  EVP_PKEY_free(key);
+  if (!ok) return -2;
+  return SSL_CTX_check_private_key(ctx) ? 0 : -3;
 }
 
 int nhb__tls_ctx_create(nhb_run* run, char* err, size_t err_len) {
@@ -570,6 +640,18 @@ int nhb__tls_ctx_create(nhb_run* run, char* err, size_t err_len) {
     }
   }
 
+  /* The client certificate: loaded once here, sent by every connection whose
+   * server asks for one (a CertificateRequest); connections pay nothing more
+   * when none asks. Resumed sessions keep the client's identity. */
+  if (set_str(tc->cert_pem) || set_str(tc->key_pem)) {
+    if (!set_str(tc->cert_pem) || !set_str(tc->key_pem))
+      return ctx_error(err, err_len, "%s", "tls: a client certificate needs both cert and key");
+    int r = use_client_cert(ctx, tc);
+    if (r < 0) return r == -1 ? ctx_error(err, err_len, "%s", "cert: cannot load the PEM certificate (chain)")
+                    : r == -2 ? ctx_error(err, err_len, "%s", "key: cannot load the PEM private key")
+                              : ctx_error(err, err_len, "%s", "key: the key does not match the certificate");
+  }
+
   /* A server-initiated renegotiation (TLS 1.2 HelloRequest) is refused with a
    * no_renegotiation warning alert, as Envoy's client does by default
    * (allow_renegotiation: false) and so Nighthawk; HTTP/2 forbids
@@ -596,4 +678,9 @@ int nhb__tls_ctx_create(nhb_run* run, char* err, size_t err_len) {
 void nhb__tls_ctx_free(nhb_run* run) {
   if (run->ssl_ctx != NULL) SSL_CTX_free((SSL_CTX*)run->ssl_ctx);
   run->ssl_ctx = NULL;
+  /* The key and its passphrase are in the run's string block (copy_strings):
+   * wiped before that is freed. */
+  char* secret[] = {(char*)run->config.tls.key_pem, (char*)run->config.tls.key_passphrase};
+  for (size_t i = 0; i < sizeof(secret) / sizeof(secret[0]); i++)
+    if (secret[i] != NULL) OPENSSL_cleanse(secret[i], strlen(secret[i]));
 }

@@ -254,6 +254,20 @@ int nhb__srv_tls_init(nhb_server* s, char* err, size_t err_len) {
     s->cert_pem = x ? cert_to_pem(x) : NULL;
   }
   if (!s->cert_pem) return ctx_error(err, err_len, "tls: cannot encode the certificate");
+  /* Client certificates: asked for in every full handshake (the CA names go
+   * in the CertificateRequest), and a client without one, or with one that
+   * does not chain to these CAs or is out of date, fails the handshake. A
+   * resumed session was verified when it was made, and keeps its client's
+   * identity (bound to the session id context set above). */
+  if (c->tls_client_ca && *c->tls_client_ca) {
+    char what[600];
+    snprintf(what, sizeof(what), "tls_client_ca: cannot load PEM CA certificates from '%.500s'", c->tls_client_ca);
+    if (!SSL_CTX_load_verify_locations(ctx, c->tls_client_ca, NULL)) return ctx_error(err, err_len, what);
+    STACK_OF(X509_NAME)* names = SSL_load_client_CA_file(c->tls_client_ca);
+    if (!names) return ctx_error(err, err_len, what);
+    SSL_CTX_set_client_CA_list(ctx, names);
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
+  }
   SSL_CTX_set_alpn_select_cb(ctx, alpn_select, s);
   return 0;
 }
@@ -361,6 +375,7 @@ static int established(nhb__srv_conn* c) {
   t->done = 1;
   nhb__srv_bump(&w->counters.tls_handshakes, 1);
   if (SSL_session_reused(t->ssl)) nhb__srv_bump(&w->counters.tls_session_reused, 1);
+  if (s->config.tls_client_ca && *s->config.tls_client_ca) nhb__srv_bump(&w->counters.tls_clients_verified, 1);
   const unsigned char* sel = NULL;
   unsigned sel_len = 0;
   SSL_get0_alpn_selected(t->ssl, &sel, &sel_len);
@@ -414,11 +429,17 @@ void nhb__srv_tls_on_read(nhb__srv_conn* c, const char* p, size_t n) {
     int r = SSL_do_handshake(t->ssl);
     if (r != 1) {
       int e = SSL_get_error(t->ssl, r);
+      unsigned long why = ERR_peek_error();
       ERR_clear_error();
       if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
         nhb__srv_tls_drain(c, 0);
         return;
       }
+      /* No certificate, or one the CAs do not vouch for (a verify failure
+       * leaves its result on the connection). */
+      if (ERR_GET_LIB(why) == ERR_LIB_SSL && (ERR_GET_REASON(why) == SSL_R_PEER_DID_NOT_RETURN_A_CERTIFICATE ||
+                                              ERR_GET_REASON(why) == SSL_R_CERTIFICATE_VERIFY_FAILED))
+        nhb__srv_bump(&c->w->counters.tls_clients_refused, 1);
       /* The handshake failed: the alert OpenSSL queued goes out (best
        * effort), then the connection closes; conn_free counts it. */
       nhb__srv_tls_drain(c, 1);

@@ -82,6 +82,8 @@ class ServerStatsDict(TypedDict):
     tls_handshakes: int
     tls_handshake_errors: int
     tls_session_reused: int
+    tls_clients_verified: int
+    tls_clients_refused: int
     h2_streams_reset: int
     h2_protocol_errors: int
     connections_refused: int

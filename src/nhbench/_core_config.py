@@ -32,7 +32,7 @@ from ._request import (
     render_h2_request,
     render_request,
 )
-from .options import parse_bind_config, request_specs, resolve
+from .options import client_cert_pem, parse_bind_config, request_specs, resolve
 
 if TYPE_CHECKING:
     from .options import Options, ResponseOptions, ServerOptions
@@ -53,7 +53,8 @@ def client_core_config(options: Options, address: str) -> dict[str, Any]:
     list[(str, int)], ``scheme`` and ``protocol`` str, the request set (``specs``,
     `_requests_config`); for HTTP/2 and HTTP/3 also ``max_concurrent_streams`` /
     ``max_active_requests`` int; for https:// a ``tls`` dict (str fields, "" for unset;
-    ``insecure`` and ``session_reuse`` bool; ``alpn`` list[str]).
+    ``insecure`` and ``session_reuse`` bool; ``alpn`` list[str]; ``cert_pem``, ``key_pem``
+    and ``key_passphrase``, the client certificate's PEM text, only when one is given).
     """
     duration = options.effective_duration
     config: dict[str, Any] = {
@@ -115,7 +116,17 @@ def _tls_config(options: Options) -> dict[str, Any]:
         "min_version": options.tls_min_version or "",
         "max_version": options.tls_max_version or "",
         "session_reuse": options.tls_session_reuse,
+        **_client_cert_config(options.cert, options.key, options.key_passphrase_env),
     }
+
+
+def _client_cert_config(cert: str | None, key: str | None, env: str | None) -> dict[str, str]:
+    """``cert_pem``, ``key_pem`` and ``key_passphrase`` (PEM text: the files are read here,
+    on the run's machine) when a client certificate is given, else nothing."""
+    if cert is None or key is None:
+        return {}
+    cert_pem, key_pem, passphrase = client_cert_pem(cert, key, env)
+    return {"cert_pem": cert_pem, "key_pem": key_pem, "key_passphrase": passphrase}
 
 
 # tls_context's options (_tls_context.TLS_FIELDS) → the keys of the binding's ``tls`` dict.
@@ -297,8 +308,14 @@ def _targets_config(options: Options) -> dict[str, Any]:
                 tls["sni"] = tls["verify_name"] = value
             elif option == "cacert":
                 tls["cacert"] = os.path.expanduser(value)
+            elif option in ("cert", "key", "key_passphrase_env"):
+                continue  # all at once, below
             else:
                 tls[_TLS_KEYS[option]] = list(value) if option == "alpn" else value
+        if "cert" in mapped:
+            tls.update(_client_cert_config(
+                mapped["cert"], mapped["key"],
+                mapped.get("key_passphrase_env", options.key_passphrase_env)))
         config["tls"] = tls
     return config
 
@@ -372,7 +389,8 @@ def _grpc_request(
 def _h3_config(options: Options) -> dict[str, Any]:
     """The keys of an HTTP/3 run: none of its own. HTTP/3 sends the request set's HTTP/2
     keys (h2_method, h2_path, h2_authority, h2_headers) and takes the TLS keys it can honour
-    (sni, verify_name, cacert, insecure); Options refuses the rest for http3."""
+    (sni, verify_name, cacert, insecure, and the client certificate's cert_pem, key_pem and
+    key_passphrase); Options refuses the rest for http3."""
     return {}
 
 
@@ -423,7 +441,8 @@ def server_core_config(options: ServerOptions) -> dict[str, Any]:
     list of (host, port), ``tcp_proxy`` list of ((host, port), (host, port)) (listen,
     destination), ``redirect`` list of (host, port),
     ``forward`` (prefix, (host, port)) or None, ``admin`` (host, port) or None, ``tls`` None, ``{"cert": file,
-    "key": file}`` or ``{"self_signed": True, "san": list[str]}``, ``alpn`` list[str],
+    "key": file}`` or ``{"self_signed": True, "san": list[str]}`` (either with ``"client_ca":
+    file`` when clients must present a certificate), ``alpn`` list[str],
     ``max_concurrent_streams`` int.
     """
     tls: dict[str, Any] | None = None
@@ -431,6 +450,8 @@ def server_core_config(options: ServerOptions) -> dict[str, Any]:
         tls = {"self_signed": True, "san": list(options.tls_san)}
     elif options.tls_cert:
         tls = {"cert": options.tls_cert, "key": options.tls_key}
+    if tls is not None and options.tls_client_ca:
+        tls["client_ca"] = options.tls_client_ca
     return {
         "listen": [tuple(item) for item in options.listen],
         "workers": options.worker_count,

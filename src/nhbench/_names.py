@@ -385,6 +385,8 @@ SERVER_STATS: tuple[str, ...] = (
     "tls_handshakes",
     "tls_handshake_errors",
     "tls_session_reused",
+    "tls_clients_verified",
+    "tls_clients_refused",
     "h2_streams_reset",
     "h2_protocol_errors",
     "connections_refused",
@@ -421,6 +423,11 @@ SERVER_STAT_DESCRIPTIONS: dict[str, str] = {
     "tls_handshakes": "TLS handshakes completed",
     "tls_handshake_errors": "TLS connections that ended before their handshake completed",
     "tls_session_reused": "TLS handshakes that resumed an earlier session",
+    "tls_clients_verified": "TLS handshakes completed with a client certificate verified "
+    "against --tls-client-ca (a resumed session counts: it was verified when made)",
+    "tls_clients_refused": "TLS handshakes that failed because the client sent no "
+    "certificate or one --tls-client-ca does not vouch for (wrong CA, expired); a subset of "
+    "tls_handshake_errors",
     "h2_streams_reset": "HTTP/2 streams reset before their response was sent",
     "h2_protocol_errors": "HTTP/2 connections ended because the client broke the protocol "
     "(GOAWAY with an error: a bad frame, a flood, a header block over the limit)",

@@ -12,6 +12,7 @@ __all__ = ["fortio_tool_argv"]
 # Each field as the Fortio flag that sets it (None: a switch).
 _FLAGS: dict[str, str] = {
     "count": "-n", "payload": "-payload", "unix_socket": "-unix-socket", "cacert": "-cacert", "cert": "-cert",
+    "key": "-key",
     "health_service": "-healthservice", "resolve_ip_type": "-resolve-ip-type",
 }
 _SWITCHES: dict[str, str] = {

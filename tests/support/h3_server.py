@@ -11,9 +11,10 @@ block for a path ``/fields/N/SIZE`` (or in trailers for ``/trailers/N/SIZE``); o
 SIGINT it prints one JSON line of what it counted and exits: ``requests`` (complete requests
 answered), ``methods`` (per method), ``body_bytes`` (request body bytes received),
 ``connections`` (QUIC connections that completed
-the handshake), ``max_pending`` (the most requests one connection had waiting for their
-answer at once: the streams a client multiplexed on it), ``ignored`` (requests above a GOAWAY,
-left unanswered).
+the handshake), ``client_certificates`` (connections by the subject of the client
+certificate presented; ``--request-client-cert`` asks for one), ``max_pending`` (the
+most requests one connection had waiting for their answer at once: the streams a client
+multiplexed on it), ``ignored`` (requests above a GOAWAY, left unanswered).
 
 Going away: ``--goaway-after N`` sends GOAWAY on each connection once it has answered N
 requests (later requests are left unprocessed, as RFC 9114 allows); ``--close-after N`` closes
@@ -42,7 +43,7 @@ from aioquic.quic.configuration import QuicConfiguration
 from aioquic.quic.events import HandshakeCompleted, QuicEvent
 
 STATS: dict[str, Any] = {"requests": 0, "methods": Counter(), "body_bytes": 0, "connections": 0,
-                         "max_pending": 0, "ignored": 0}
+                         "max_pending": 0, "ignored": 0, "client_certificates": Counter()}
 
 
 class Handler(QuicConnectionProtocol):
@@ -64,6 +65,9 @@ class Handler(QuicConnectionProtocol):
     def quic_event_received(self, event: QuicEvent) -> None:
         if isinstance(event, HandshakeCompleted):
             STATS["connections"] += 1
+            peer = getattr(self._quic.tls, "_peer_certificate", None)
+            if peer is not None:
+                STATS["client_certificates"][peer.subject.rfc4514_string()] += 1
             self._http = H3Connection(self._quic)
         if self._http is None:
             return
@@ -150,6 +154,23 @@ class Handler(QuicConnectionProtocol):
         self.transmit()
 
 
+def _request_client_certificates() -> None:
+    """Make every server handshake send a CertificateRequest. aioquic has this only as a
+    test switch of its TLS context (``_request_client_certificate``); its server then
+    checks the client's CertificateVerify signature (possession of the key) but not the
+    chain. The certificate's subject is counted per connection."""
+    import aioquic.tls
+
+    init = aioquic.tls.Context.__init__
+
+    def requesting(self: Any, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        if not self._is_client:
+            self._request_client_certificate = True
+
+    aioquic.tls.Context.__init__ = requesting  # type: ignore[method-assign]
+
+
 async def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--cert", required=True)
@@ -158,7 +179,10 @@ async def main(argv: list[str]) -> None:
     parser.add_argument("--size", type=int, default=10)
     parser.add_argument("--goaway-after", type=int, default=0)
     parser.add_argument("--close-after", type=int, default=0)
+    parser.add_argument("--request-client-cert", action="store_true")
     args = parser.parse_args(argv)
+    if args.request_client_cert:
+        _request_client_certificates()
     Handler.body = b"x" * args.size
     Handler.goaway_after = args.goaway_after
     Handler.close_after = args.close_after
@@ -176,7 +200,8 @@ async def main(argv: list[str]) -> None:
         loop.add_signal_handler(sig, done.set)
     await done.wait()
     server.close()
-    print(json.dumps({**STATS, "methods": dict(STATS["methods"])}), flush=True)
+    print(json.dumps({**STATS, "methods": dict(STATS["methods"]),
+                      "client_certificates": dict(STATS["client_certificates"])}), flush=True)
 
 
 if __name__ == "__main__":

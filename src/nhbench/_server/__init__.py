@@ -83,7 +83,7 @@ class TestServer:
     ``redirect_listen``, ``forward_prefix``, ``admin``, ``address_file``,
     ``idle_timeout``, ``header_timeout``, ``max_header_bytes``, ``max_body_bytes``,
     ``max_connections``, ``tls_cert``,
-    ``tls_key``, ``tls_self_signed``, ``tls_san``, ``tls_ca_out``, ``alpn``,
+    ``tls_key``, ``tls_self_signed``, ``tls_san``, ``tls_ca_out``, ``tls_client_ca``, ``alpn``,
     ``max_concurrent_streams``, and ``response`` for Nighthawk's ResponseOptions as one
     object); ``config`` is a JSON/YAML file path or a mapping that the keywords override.
     Invalid options raise `OptionsError` (one line).
@@ -136,6 +136,7 @@ class TestServer:
         tls_self_signed: bool = _UNSET,
         tls_san: Iterable[str] | str = _UNSET,
         tls_ca_out: str | os.PathLike[str] | None = _UNSET,
+        tls_client_ca: str | os.PathLike[str] | None = _UNSET,
         alpn: Iterable[str] | str = _UNSET,
         max_concurrent_streams: int = _UNSET,
         subprocess: bool = False,
@@ -365,7 +366,8 @@ class TestServer:
         """The server's own counters (docs/server.md): requests, connections_total,
         connections_active, rx_bytes, tx_bytes, bad_requests, status, stalls,
         tcp_echo_bytes, udp_echo_packets, connections_http1, connections_http2,
-        tls_handshakes, tls_handshake_errors, tls_session_reused, h2_streams_reset,
+        tls_handshakes, tls_handshake_errors, tls_session_reused, tls_clients_verified,
+        tls_clients_refused, h2_streams_reset,
         h2_protocol_errors, connections_refused, grpc_calls, grpc_errors, proxy_connections,
         proxy_connections_active, proxy_connect_errors, proxy_bytes_up, proxy_bytes_down,
         redirects.

@@ -130,8 +130,6 @@ _NOT_FOR_GRPC = {flag: attr for flag, attr in _HTTP_ONLY.items()
 
 
 def _elsewhere(record: ForeignFlag, command: str) -> str:
-    if record.name in ("-cert", "-key"):
-        return "nhbench sends no client certificate (the server's TLS: `server` only)"
     if set(record.commands) & set(_SERVERS) and command not in _SERVERS:
         return SERVER_REFUSAL.replace("nhbench fortio load", f"nhbench fortio {command}")
     return refused_for(record, command)
@@ -401,6 +399,11 @@ def fortio_plan(args: FortioArgs, target: str, *, stdin: Any = None) -> FortioPl
             options["insecure"] = True
         if args.cacert:
             options["cacert"] = args.cacert
+    # -- the client certificate: wherever the run is TLS (Fortio's TLSConfig loads it with
+    # the CA); on a cleartext run Fortio ignores it, as it does -cacert
+    if secure or (args.grpc and (args.cacert or lowered.startswith("https://"))):
+        if args.cert or args.key:
+            options.update(cert=args.cert or None, key=args.key or None)
     # -- gRPC
     if args.grpc:
         options["grpc"] = True
@@ -653,6 +656,18 @@ def _curl(args: FortioArgs, target: str) -> int:
                                               timeout)
         elif parts.scheme == "https":
             context = ssl.create_default_context(cafile=args.cacert or None)
+            if args.cert or args.key:
+                from ..options import check_key_pair
+
+                # The same checks as `load`'s --cert/--key: refused by name, nothing sent.
+                if not (args.cert and args.key):
+                    raise OptionsError("-cert: needs -key (and -key needs -cert); nothing "
+                                       "was sent")
+                problem = check_key_pair(args.cert, args.key, None)
+                if problem:
+                    raise OptionsError(f"-{problem[0]}: {problem[1]}; nothing was sent")
+                context.load_cert_chain(args.cert, args.key,
+                                        password=_key_passphrase(args.key))
             if args.insecure:
                 context.check_hostname = False
                 context.verify_mode = ssl.CERT_NONE
@@ -689,6 +704,14 @@ def _curl(args: FortioArgs, target: str) -> int:
     return 0 if 200 <= response.status < 300 else 1
 
 
+def _key_passphrase(key: str) -> str | None:
+    """The passphrase of an encrypted -key, asked for on a terminal (check_key_pair has
+    refused an encrypted key when there is none), else None."""
+    from ..options import client_cert_pem
+
+    return client_cert_pem(key, key, None)[2] or None
+
+
 def _nc(args: FortioArgs, target: str) -> int:
     from ._fortio_nc import NcValues, nc_main
 
@@ -714,6 +737,7 @@ def _grpcping(args: FortioArgs, target: str) -> int:
     return grpcping_main(GrpcPingValues(
         count=args.exactly, health=args.health, health_service=args.healthservice,
         payload=payload, ping_delay_ns=round(args.grpc_ping_delay * 1e9), cacert=args.cacert,
+        cert=args.cert, key=args.key,
         insecure=args.insecure, unix_socket=args.unix_socket, headers=tuple(headers)), target)
 
 

@@ -96,6 +96,7 @@ class FortioArgs:
     server_idle_timeout: float = 30.0
     cert: str = ""
     key: str = ""
+    mtls: bool = False
     echo_debug_path: str = "/debug"
     ui_path: str = "/fortio/"
     grpc_max_streams: int = 0
@@ -182,12 +183,14 @@ FORTIO_FLAGS: tuple[ForeignFlag, ...] = (
                 "lowers it to n/2 when fewer than 2 calls each, and so does this)"),
     fortio_flag("-cacert", "Path", "Custom CA certificate file for TLS client connections",
                 nhbench="--cacert (https:// and gRPC, where it turns TLS on as Fortio's; "
-                "ignored on http:// as Fortio does)", commands=_CLIENT + _PING),
+                "ignored on http:// as Fortio does); `server` with -mtls: --tls-client-ca",
+                commands=_CLIENT + _PING + _SERVER),
     fortio_flag("-calc-qps", None, "Calculate the qps based on number of requests (-n) and "
                 "duration (-t)", nhbench="--rps n/t", attr="calc_qps", commands=_LOAD),
     fortio_flag("-cert", "Path", "Certificate file for client or server TLS",
-                nhbench="`server`: --tls-cert (HTTPS and gRPC over TLS on the HTTP and gRPC "
-                "ports; the client sends none)", commands=_SERVER),
+                nhbench="--cert with -key (the client certificate, on https:// and gRPC over "
+                "TLS); `server`: --tls-cert (HTTPS and gRPC over TLS on the HTTP and gRPC "
+                "ports)", commands=_CLIENT + _PING + _SERVER),
     fortio_flag("-compression", None, "Enable HTTP compression",
                 nhbench="Accept-Encoding: gzip with Fortio's standard client (-h2, "
                 "-stdclient), no effect otherwise as Fortio's fast client",
@@ -279,7 +282,8 @@ FORTIO_FLAGS: tuple[ForeignFlag, ...] = (
                 nhbench="-keepalive=false: --max-requests-per-connection 1 (a new "
                 "connection for every request)"),
     fortio_flag("-key", "Path", "Key file matching -cert",
-                nhbench="`server`: --tls-key", commands=_SERVER),
+                nhbench="--key (an encrypted key's passphrase: on a terminal, asked for); "
+                "`server`: --tls-key", commands=_CLIENT + _PING + _SERVER),
     fortio_flag("-labels", "string", "Labels added to the JSON result (default: URL and "
                 "hostname)", nhbench="Fortio's Labels (and nhbench's label)",
                 commands=_LOAD),
@@ -310,8 +314,8 @@ FORTIO_FLAGS: tuple[ForeignFlag, ...] = (
                 "argument", default="256", kind="int", commands=_SERVER,
                 nhbench="`server`: --max-payload-kb"),
     fortio_flag("-mtls", None, "Require client certificate signed by -cacert",
-                refused="nhbench's server verifies no client certificates (no mutual "
-                "TLS)"),
+                nhbench="`server`: --tls-client-ca with -cacert's file (needs -cacert, "
+                "-cert and -key)", commands=_SERVER),
     fortio_flag("-multi-mirror-origin", None, "Mirror the request URL for multi proxies",
                 default="true", refused=PROXY_REFUSAL),
     fortio_flag("-multi-serial-mode", None, "Multi server (-M) requests one at a time",

@@ -119,6 +119,19 @@ def server_options(args: FortioArgs, command: str) -> dict[str, Any]:
             options["max_concurrent_streams"] = args.grpc_max_streams
         if args.cert:
             options.update(tls_cert=args.cert, tls_key=args.key)
+        # Fortio's TLSConfig: -mtls requires client certificates verified against -cacert's
+        # CAs (the server reads -cacert for nothing else).
+        if args.mtls:
+            if not args.cert:
+                raise OptionsError("-mtls: needs -cert and -key (mutual TLS is TLS); "
+                                   "nothing was started")
+            if not args.cacert:
+                raise OptionsError("-mtls: needs -cacert, the CAs that issued the client "
+                                   "certificates; nothing was started")
+            options["tls_client_ca"] = args.cacert
+        elif args.cacert:
+            raise OptionsError("-cacert: the server reads it only with -mtls (the CAs of "
+                               "client certificates); nothing was started")
     if command in ("server", "tcp-echo") and args.tcp_port != DISABLED:
         options["tcp_echo"] = (listen_address("-tcp-port", args.tcp_port, unix=False),)
     if command in ("server", "udp-echo") and args.udp_port != DISABLED:

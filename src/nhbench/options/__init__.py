@@ -25,6 +25,7 @@ from ._response import (
 from ._run import Options, make_options
 from ._run_load import DEFAULT_DURATION
 from ._run_output import DEFAULT_PERCENTILES
+from ._run_tls import check_key_pair, client_cert_pem
 from ._server import ServerOptions, make_server_options
 from ._targets import parse_bind_config, parse_unix_url
 from ._tls_context import parse_tls_context
@@ -56,6 +57,8 @@ __all__ = [
     "DEFAULT_UI_LIMITS",
     "UILimits",
     "allowed_target",
+    "check_key_pair",
+    "client_cert_pem",
     "DEFAULT_DURATION",
     "DEFAULT_LISTEN",
     "DEFAULT_PERCENTILES",

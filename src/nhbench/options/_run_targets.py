@@ -256,8 +256,12 @@ def check_targets(options: Options, info: ValidationInfo) -> None:
     # The mapped values go through the same checks as the options themselves (a CA file
     # OpenSSL cannot load, unknown ciphers, ...).
     try:
+        # The client certificate may be inline PEM, not a file: check_client_cert loads
+        # it with its key.
         type(options).model_validate(
-            {"uri": "https://localhost/", **mapped}, context=info.context
+            {"uri": "https://localhost/",
+             **{k: v for k, v in mapped.items() if k not in ("cert", "key", "key_passphrase_env")}},
+            context=info.context,
         )
     except ValidationError as exc:
         raise PydanticCustomError(

@@ -353,6 +353,14 @@ class ServerOptions(StrictModel):
     tls_key: Annotated[str | None, Flag(metavar="FILE", group=_TLS)] = Field(
         default=None, description="The PEM private key of --tls-cert (unencrypted)."
     )
+    tls_client_ca: Annotated[str | None, Flag(metavar="FILE", group=_TLS)] = Field(
+        default=None,
+        description="Require a client certificate on every TLS connection, verified against "
+        "the CA certificates in this PEM file (mutual TLS; Fortio's -mtls): a client without "
+        "one, or whose certificate these CAs did not issue or that is out of date, fails the "
+        "handshake (counted in tls_clients_refused; the verified ones in "
+        "tls_clients_verified). Needs --tls-cert or --tls-self-signed.",
+    )
     tls_self_signed: Annotated[bool, Flag(group=_TLS)] = Field(
         default=False,
         description="Serve HTTPS with a key and a self-signed certificate generated at "
@@ -505,6 +513,17 @@ class ServerOptions(StrictModel):
     def _tls_files(cls, value: object) -> object:
         return None if value is None else _readable_file(value)
 
+    @field_validator("tls_client_ca", mode="before")
+    @classmethod
+    def _client_ca(cls, value: object) -> object:
+        if value is None:
+            return None
+        path = _readable_file(value)
+        from ._run_tls import check_ca_file
+
+        check_ca_file(path)
+        return path
+
     @field_validator("tls_ca_out", mode="before")
     @classmethod
     def _ca_out(cls, value: object) -> object:
@@ -536,6 +555,11 @@ class ServerOptions(StrictModel):
         if self.tls_key and not self.tls_cert:
             raise PydanticCustomError("options_needs", "{a}: needs {b}",
                                       {"a": "tls_key", "b": "tls_cert"})
+        if self.tls_client_ca and not (self.tls_cert or self.tls_self_signed):
+            raise PydanticCustomError(
+                "options_needs", "{a}: needs {b}",
+                {"a": "tls_client_ca", "b": "tls_cert or tls_self_signed"},
+            )
         if self.tls_san and not self.tls_self_signed:
             raise PydanticCustomError("options_needs", "{a}: needs {b}",
                                       {"a": "tls_san", "b": "tls_self_signed"})
@@ -704,6 +728,8 @@ class ServerOptions(StrictModel):
             args += ["--tls-san", name]
         if self.tls_ca_out:
             args += ["--tls-ca-out", self.tls_ca_out]
+        if self.tls_client_ca:
+            args += ["--tls-client-ca", self.tls_client_ca]
         args += ["--alpn", ",".join(self.alpn)]
         args += ["--max-concurrent-streams", str(self.max_concurrent_streams)]
         return args

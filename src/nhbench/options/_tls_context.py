@@ -28,6 +28,10 @@ TLS_FIELDS: dict[str, str] = {
     "common_tls_context.validation_context.trusted_ca.filename": "cacert",
     "common_tls_context.validation_context.trust_chain_verification": "insecure",
     "max_session_keys": "tls_session_reuse",
+    "common_tls_context.tls_certificates[0].certificate_chain": "cert",
+    "common_tls_context.tls_certificates[0].private_key": "key",
+    "common_tls_context.tls_certificates[0].password.environment_variable":
+        "key_passphrase_env",
 }
 
 _TLS_TYPE = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext"
@@ -55,6 +59,44 @@ def _version(value: object, where: str) -> str | None:
         supported = ", ".join(_VERSIONS)
         raise ValueError(f"{where}: only {supported} are supported (got {value!r})")
     return _VERSIONS[str(value)]
+
+
+def _data_source(value: object, where: str) -> str:
+    """Envoy's DataSource of a PEM file: its ``filename``, or the PEM of ``inline_string``."""
+    source = _object(value, where)
+    refuse_unknown(source, ("filename", "inline_string"), where)
+    if len(source) != 1:
+        raise ValueError(f"{where} must have one of filename or inline_string")
+    text = next(iter(source.values()))
+    if not isinstance(text, str) or not text:
+        raise ValueError(f"{where}.{next(iter(source))} must be a non-empty string")
+    if "inline_string" in source and not text.lstrip().startswith("-----BEGIN"):
+        raise ValueError(f"{where}.inline_string must be PEM text (-----BEGIN ...)")
+    return text
+
+
+def _tls_certificates(value: object) -> dict[str, Any]:
+    """The client certificate: Envoy's list of TlsCertificate, of which a client sends one."""
+    where = "common_tls_context.tls_certificates"
+    if not isinstance(value, list) or len(value) != 1:
+        raise ValueError(f"{where} must be a list of one certificate (got {value!r})")
+    where += "[0]"
+    cert = _object(value[0], where)
+    refuse_unknown(cert, ("certificate_chain", "private_key", "password"), where)
+    for field in ("certificate_chain", "private_key"):
+        if field not in cert:
+            raise ValueError(f"{where}.{field} is missing")
+    out: dict[str, Any] = {
+        "cert": _data_source(cert["certificate_chain"], f"{where}.certificate_chain"),
+        "key": _data_source(cert["private_key"], f"{where}.private_key"),
+    }
+    if "password" in cert:
+        # The passphrase is never a value on a command line (it would show in ps and in
+        # the shell's history): only from the environment.
+        password = _object(cert["password"], f"{where}.password")
+        refuse_unknown(password, ("environment_variable",), f"{where}.password")
+        out["key_passphrase_env"] = password.get("environment_variable")
+    return out
 
 
 def _upstream_tls_context(data: dict[str, Any]) -> dict[str, Any]:
@@ -86,8 +128,11 @@ def _upstream_tls_context(data: dict[str, Any]) -> dict[str, Any]:
         out["tls_session_reuse"] = keys > 0
     common = _object(data.get("common_tls_context", {}), "common_tls_context")
     refuse_unknown(
-        common, ("alpn_protocols", "tls_params", "validation_context"), "common_tls_context"
+        common, ("alpn_protocols", "tls_params", "validation_context", "tls_certificates"),
+        "common_tls_context",
     )
+    if "tls_certificates" in common:
+        out.update(_tls_certificates(common["tls_certificates"]))
     if "alpn_protocols" in common:
         out["alpn"] = _strings(common["alpn_protocols"], "common_tls_context.alpn_protocols")
     params = _object(common.get("tls_params", {}), "common_tls_context.tls_params")
