@@ -25,7 +25,7 @@ from ._response import (
 from ._run import Options, make_options
 from ._run_load import DEFAULT_DURATION
 from ._run_output import DEFAULT_PERCENTILES
-from ._server import ServerOptions, fanout_target, make_server_options
+from ._server import ServerOptions, fanout_target, fanout_url, make_server_options
 from ._targets import parse_bind_config, parse_unix_url
 from ._tls_context import parse_tls_context
 from ._ui_limits import DEFAULT_UI_LIMITS, UILimits, allowed_target
@@ -84,6 +84,7 @@ __all__ = [
     "make_options",
     "make_server_options",
     "fanout_target",
+    "fanout_url",
     "markdown_table",
     "model_flags",
     "parse_address",

@@ -67,7 +67,7 @@ from ._values import (
     resolve,
 )
 
-__all__ = ["ServerOptions", "fanout_target", "make_server_options"]
+__all__ = ["ServerOptions", "fanout_target", "fanout_url", "make_server_options"]
 
 # The sections of ``nhbench server --help`` (the fields' Flag groups); fields are declared in
 # the order the help lists them.
