@@ -315,6 +315,9 @@ static void up_fail(nhb__srv_fanout* f, int i, const char* why, int retryable) {
 
 static int up_on_headers_complete(llhttp_t* p) {
   const fanout_up* u = p->data;
+  /* llhttp reads a status of fewer than three digits ("HTTP/1.1 2 OK"); the
+   * client would get it in its status line. */
+  if (p->status_code < 100 || p->status_code > 999) return -1;
   /* A response to HEAD has no body whatever its headers say. */
   return u->skip_body;
 }
@@ -359,15 +362,22 @@ static int up_parse(llhttp_t* parser, const char* p, size_t n) {
   return -1;
 }
 
-int nhb__srv_fanout_parse_response(const char* p, size_t n, int head_request) {
+int nhb__srv_fanout_parse_response(const char* p, size_t n, size_t split, int head_request) {
   fanout_up u;
   memset(&u, 0, sizeof(u));
   u.skip_body = (uint8_t)(head_request != 0);
   llhttp_init(&u.parser, HTTP_RESPONSE, &up_settings);
   u.parser.data = &u;
-  int r = up_parse(&u.parser, p, n);
+  if (split > n) split = n;
+  /* Two reads, as the socket may deliver them; then EOF. */
+  int r = up_parse(&u.parser, p, split);
+  if (r == 0) r = up_parse(&u.parser, p + split, n - split);
   if (r == 0 && llhttp_finish(&u.parser) == HPE_PAUSED) r = 1;
+  /* What a complete response leaves behind: a status, and a body within the
+   * cap. */
+  if (r > 0 && (u.status < 100 || u.status > 999 || u.body.len > NHB__SRV_FANOUT_MAX_RESPONSE)) r = -2;
   nhb__srv_buf_free(&u.body);
+  if (r == -2) return -2;
   if (r < 0) return -1;
   return r ? u.status : 0;
 }

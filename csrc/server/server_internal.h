@@ -729,11 +729,13 @@ void nhb__srv_proxy_close_all(nhb__srv_worker* w);
  * when it closes). */
 void nhb__srv_fanout_open(nhb__srv_worker* w, int fd, int index);
 void nhb__srv_fanout_close_all(nhb__srv_worker* w);
-/* Test seam for the fuzz target: feeds bytes to a fresh llhttp response
- * parser set up as a fan-out target's, with its body limit. Returns the
- * status (> 0) of a complete response, 0 when more input is needed, or -1
- * for a response the fan-out refuses. */
-int nhb__srv_fanout_parse_response(const char* p, size_t n, int head_request);
+/* Test seam for the fuzz target: feeds p[0, split) then p[split, n) and EOF
+ * to a fresh llhttp response parser set up as a fan-out target's (callbacks
+ * and body cap). Returns the status (> 0) of a complete response, 0 when
+ * more input was needed, -1 for a response the fan-out refuses, -2 when a
+ * complete response broke an invariant (a status outside 100-999, a body
+ * past the cap). */
+int nhb__srv_fanout_parse_response(const char* p, size_t n, size_t split, int head_request);
 
 /* server_respond.c */
 const char* nhb__srv_reason(unsigned status);

@@ -149,6 +149,20 @@ def test_a_garbage_response_fails_that_target_only() -> None:
         assert s.stats()["fanout_upstream_errors"] == 1
 
 
+def test_a_status_outside_100_to_999_is_a_malformed_response() -> None:
+    # llhttp reads "HTTP/1.1 2 OK" as status 2: passed on, it would be the client's status
+    # line (the fuzz target found it).
+    def short_status(conn: socket.socket, t: FakeTarget) -> None:
+        if t.read_head(conn):
+            conn.sendall(b"HTTP/1.1 2 OK\r\nContent-Length: 2\r\n\r\nok")
+            time.sleep(0.5)
+
+    with target(short_status) as bad, fanout(bad.url) as s:
+        data = exchange(s, GET)
+        assert data.startswith(b"HTTP/1.1 503 "), data
+        assert b"malformed HTTP response" in data
+
+
 def test_an_endless_response_is_cut_at_the_cap_and_memory_stays_bounded() -> None:
     def endless(conn: socket.socket, t: FakeTarget) -> None:
         if t.read_head(conn):
