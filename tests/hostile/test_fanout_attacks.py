@@ -219,6 +219,31 @@ def test_bytes_after_a_response_do_not_answer_the_next_request() -> None:
         assert bad.connections == 2
 
 
+def test_a_kept_alive_connection_closed_under_a_request_is_retried_once() -> None:
+    # The race of every keep-alive client: the target closes an idle connection as the next
+    # request goes out on it. That request is sent again on a new connection (once: a target
+    # that always closes fails the request).
+    def one_per_connection(conn: socket.socket, t: FakeTarget) -> None:
+        if t.read_head(conn):
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n")
+        t.read_head(conn)  # the next request: closed unanswered
+
+    with target(one_per_connection) as t, fanout(t.url) as s:
+        with socket.create_connection(s.http_fanout_address, timeout=20) as c:
+            for _ in range(3):
+                c.sendall(b"GET /x HTTP/1.1\r\nHost: h\r\n\r\n")
+                data = b""
+                while not data.endswith(b"ok\n"):
+                    chunk = c.recv(4096)
+                    assert chunk, data
+                    data += chunk
+                assert data.startswith(b"HTTP/1.1 200 ")
+        assert t.connections == 3
+        stats = s.stats()
+        assert stats["fanout_upstream_errors"] == 0
+        assert stats["fanout_upstream_requests"] == 5  # two of them sent again
+
+
 # ---- hostile clients --------------------------------------------------------------------------
 
 
