@@ -51,6 +51,7 @@ typedef struct fanout_up {
   llhttp_t parser;
   nhb__srv_fanout* f;
   nhb__srv_buf body;  /* the response body */
+  nhb__srv_buf head;  /* this target's request line, Host and X-Fortio-Multi-Id */
   int idx;
   uint8_t state;
   uint8_t active;     /* a request is out to this target */
@@ -117,7 +118,10 @@ static void fanout_unref(nhb__srv_fanout* f) {
   if (--f->nopen > 0) return;
   nhb__srv_worker* w = f->w;
   atomic_fetch_sub_explicit(&w->server->conns_open, 1 + (uint64_t)f->ntargets, memory_order_relaxed);
-  for (int i = 0; i < f->ntargets; i++) nhb__srv_buf_free(&f->up[i].body);
+  for (int i = 0; i < f->ntargets; i++) {
+    nhb__srv_buf_free(&f->up[i].body);
+    nhb__srv_buf_free(&f->up[i].head);
+  }
   nhb__srv_buf_free(&f->req);
   nhb__srv_buf_free(&f->out);
   nhb__srv_buf_free(&f->resp);
@@ -431,16 +435,25 @@ static void up_send(nhb__srv_fanout* f, int i) {
   fanout_up* u = &f->up[i];
   const nhb_server_fanout_target* t = &f->targets[i];
   int mirror = !f->w->server->config.http_fanout_no_mirror;
-  uv_buf_t b[9];
+  /* Three pieces at most: libuv copies a longer list into memory of its own
+   * (an allocation per write). */
+  nhb__srv_buf* h = &u->head;
+  h->len = 0;
+  int r = mirror ? nhb__srv_buf_append(h, f->method, f->method_len) : nhb__srv_buf_append(h, "GET ", 4);
+  if (r == 0) r = nhb__srv_buf_append(h, t->path, strlen(t->path));
+  if (r == 0 && mirror) r = nhb__srv_buf_append(h, f->req.p + f->url_off, f->url_len);
+  else if (r == 0 && !t->path[0]) r = nhb__srv_buf_append(h, "/", 1);
+  if (r == 0) r = nhb__srv_buf_append(h, " HTTP/1.1\r\nHost: ", 17);
+  if (r == 0) r = nhb__srv_buf_append(h, t->host, strlen(t->host));
+  if (r == 0) r = nhb__srv_buf_append(h, "\r\n", 2);
+  if (r == 0) r = nhb__srv_buf_append(h, multi_id[i], strlen(multi_id[i]));
+  if (r < 0) {
+    fanout_close(f);
+    return;
+  }
+  uv_buf_t b[3];
   unsigned n = 0;
-  b[n++] = uv_buf_init(mirror ? f->method : "GET ", mirror ? (unsigned)f->method_len : 4);
-  b[n++] = uv_buf_init((char*)t->path, (unsigned)strlen(t->path));
-  if (mirror) b[n++] = uv_buf_init(f->req.p + f->url_off, (unsigned)f->url_len);
-  else if (!t->path[0]) b[n++] = uv_buf_init("/", 1);
-  b[n++] = uv_buf_init(" HTTP/1.1\r\nHost: ", 17);
-  b[n++] = uv_buf_init((char*)t->host, (unsigned)strlen(t->host));
-  b[n++] = uv_buf_init("\r\n", 2);
-  b[n++] = uv_buf_init((char*)multi_id[i], (unsigned)strlen(multi_id[i]));
+  b[n++] = uv_buf_init(h->p, (unsigned)h->len);
   b[n++] = uv_buf_init(f->out.p, (unsigned)f->out.len);
   if (mirror && f->body_len) b[n++] = uv_buf_init(f->req.p + f->body_off, (unsigned)f->body_len);
   llhttp_init(&u->parser, HTTP_RESPONSE, &up_settings);
