@@ -155,6 +155,7 @@ static void fanout_close(nhb__srv_fanout* f) {
 /* ---- the response to the client ---------------------------------------------------- */
 
 static void arm_idle(nhb__srv_fanout* f);
+static void fanout_on_timeout(uv_timer_t* timer);
 
 static void on_client_written(uv_write_t* req, int status) {
   nhb__srv_fanout* f = req->handle->data;
@@ -185,7 +186,14 @@ static void on_client_written(uv_write_t* req, int status) {
 static void client_send(nhb__srv_fanout* f) {
   uv_buf_t b = uv_buf_init(f->resp.p, (unsigned)f->resp.len);
   f->writing = 1;
-  if (uv_write(&f->wreq, (uv_stream_t*)&f->tcp, &b, 1, on_client_written) < 0) fanout_close(f);
+  if (uv_write(&f->wreq, (uv_stream_t*)&f->tcp, &b, 1, on_client_written) < 0) {
+    fanout_close(f);
+    return;
+  }
+  /* A client that does not read its response is dropped after idle_timeout,
+   * as an idle one is. */
+  uint64_t ms = f->w->server->config.idle_timeout_ns / NHB__NS_PER_MS;
+  if (ms) uv_timer_start(&f->timer, fanout_on_timeout, ms, 0);
 }
 
 /* A canned error for a request refused before any target saw it; the
@@ -235,7 +243,6 @@ static void fanout_answer(nhb__srv_fanout* f) {
 
 /* ---- targets ------------------------------------------------------------------------ */
 
-static void fanout_on_timeout(uv_timer_t* timer);
 
 static void arm_request_timer(nhb__srv_fanout* f) {
   uv_timer_start(&f->timer, fanout_on_timeout, NHB__SRV_FANOUT_TIMEOUT_MS, 0);

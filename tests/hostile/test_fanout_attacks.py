@@ -271,6 +271,28 @@ def test_a_client_that_leaves_mid_fanout_aborts_the_target_requests() -> None:
         assert stats["fanout_requests"] == 0 and stats["fanout_upstream_requests"] == 20
 
 
+def test_a_client_that_does_not_read_its_response_is_dropped_after_idle_timeout() -> None:
+    # More than the kernel's socket buffers on both ends hold (a few MiB each).
+    size = 15 << 20
+
+    def big(conn: socket.socket, t: FakeTarget) -> None:
+        while t.read_head(conn):
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % size + b"z" * size)
+
+    with target(big) as t, fanout(t.url, idle_timeout="1s") as s:
+        with socket.create_connection(s.http_fanout_address, timeout=20) as c:
+            c.sendall(GET)
+            time.sleep(4)  # not reading: the fan-out's write waits, then gives up
+            got = 0
+            try:
+                while chunk := c.recv(1 << 20):
+                    got += len(chunk)
+            except ConnectionResetError:
+                pass
+        assert got < size
+        assert still_answers(s)
+
+
 @pytest.mark.parametrize("head", [
     # obsolete line folding: forwarded as is it would start a line of the client's choosing
     b"X-A: a\r\n X-Injected: 1\r\n",
