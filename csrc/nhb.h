@@ -535,6 +535,21 @@ void nhb_run_destroy(nhb_run* run);
 /* Extra names for a generated certificate. */
 #define NHB_SERVER_MAX_SAN 16
 
+/* HTTP fan-outs (Fortio's -M): listeners, and targets per listener. */
+#define NHB_SERVER_MAX_FANOUT 4
+#define NHB_SERVER_MAX_FANOUT_TARGETS 8
+
+/* One target of an HTTP fan-out: plain http:// only. The strings belong to
+ * the caller and must outlive the server. */
+typedef struct nhb_server_fanout_target {
+  nhb_sockaddr addr; /* numeric: the caller resolves the URL's host */
+  const char* url;   /* the URL as given, quoted in error bodies */
+  const char* host;  /* the Host header sent (the URL's host[:port]) */
+  const char* path;  /* mirroring: the URL's path without a trailing '/',
+                      * to which the request URI is appended; otherwise
+                      * the path and query requested ("/" at least) */
+} nhb_server_fanout_target;
+
 typedef struct nhb_server_config {
   /* HTTP listeners: TCP (every worker has its own SO_REUSEPORT socket) or
    * unix (one socket that every worker accepts from). */
@@ -621,6 +636,23 @@ typedef struct nhb_server_config {
    * none. */
   const char* forward_prefix;
   nhb_sockaddr forward_dest;
+  /* HTTP fan-outs (Fortio's -M): every HTTP/1.1 request accepted on
+   * http_fanout[i] is sent to each of its http_fanout_ntargets[i] targets
+   * (plain HTTP/1.1, keep-alive), and the client gets one response: the
+   * targets' bodies back to back in target order, the status of the first
+   * target that did not answer 200 (parallel) or of the first target
+   * (serial). Each client connection holds one connection per target and
+   * counts 1 + targets against max_connections. */
+  int nhttp_fanout;
+  nhb_sockaddr http_fanout[NHB_SERVER_MAX_FANOUT];
+  int http_fanout_ntargets[NHB_SERVER_MAX_FANOUT];
+  nhb_server_fanout_target http_fanout_target[NHB_SERVER_MAX_FANOUT][NHB_SERVER_MAX_FANOUT_TARGETS];
+  /* One target at a time, in order (Fortio's -multi-serial-mode). */
+  int http_fanout_serial;
+  /* Send a GET of each target's URL with only the trace headers instead of
+   * the incoming method, URI, headers and body (Fortio's
+   * -multi-mirror-origin=false). */
+  int http_fanout_no_mirror;
 } nhb_server_config;
 
 /* The server's statistics, in the order of TestServer.stats(), the admin
@@ -657,7 +689,11 @@ typedef struct nhb_server_config {
   X(proxy_connect_errors) /* ... closed because the destination was unreachable */ \
   X(proxy_bytes_up)       /* bytes forwarded from proxy clients to destinations */ \
   X(proxy_bytes_down)     /* bytes forwarded from destinations to proxy clients */ \
-  X(redirects)            /* responses written by the https redirectors */
+  X(redirects)            /* responses written by the https redirectors */  \
+  X(fanout_connections)   /* connections accepted by the HTTP fan-outs */       \
+  X(fanout_requests)      /* requests the HTTP fan-outs answered */             \
+  X(fanout_upstream_requests) /* ... requests they sent to their targets */     \
+  X(fanout_upstream_errors) /* ... of those that failed (no response, bad response, time-out) */
 
 typedef struct nhb_server_stats {
 #define NHB__SRV_STAT_FIELD(name) uint64_t name;
@@ -674,7 +710,8 @@ typedef enum {
   NHB_SOCK_TCP_ECHO = 2,
   NHB_SOCK_UDP_ECHO = 3,
   NHB_SOCK_TCP_PROXY = 4,
-  NHB_SOCK_REDIRECT = 5
+  NHB_SOCK_REDIRECT = 5,
+  NHB_SOCK_HTTP_FANOUT = 6
 } nhb_server_socket_t;
 
 typedef struct nhb_server nhb_server;

@@ -401,7 +401,8 @@ ON_THE_WIRE = {
     # The server commands' flags (tests/test_compat_fortio_server.py, SERVER_FLAGS).
     "-grpc-port", "-tcp-port", "-udp-port", "-redirect-port", "-echo-server-default-params",
     "-max-echo-delay", "-maxpayloadsizekb", "-server-idle-timeout", "-cert", "-key",
-    "-echo-debug-path", "-ui-path", "-grpc-max-streams", "-udp-async", "-P", "-mtls",
+    "-echo-debug-path", "-ui-path", "-grpc-max-streams", "-udp-async", "-P", "-mtls", "-M",
+    "-multi-serial-mode", "-multi-mirror-origin",
     # (-cert and -key on the client commands: tests/test_tls_client_cert.py against nginx,
     # and test_compat_fortio_server.py's -mtls test with the real Fortio client.)
     # udp:// runs only: test_udp_timeout.

@@ -513,7 +513,8 @@ def test_sync_before_serving(tmp_path: Any) -> None:
     (["-mtls"], "-mtls: needs -cert and -key (mutual TLS is TLS)"),
     (["-cacert", "ca.pem"], "-cacert: the server reads it only with -mtls"),
     (["-P", "1:2"], "-P: '1:2': expected \"localport dest_host:dest_port\""),
-    (["-M", "1 http://x"], "-M: Fortio's TCP/HTTP proxies"),
+    (["-M", "1"], "-M: '1': expected \"localport destURL1 destURL2...\""),
+    (["-M", "127.0.0.1:0 https://127.0.0.1:1/"], "-M: https:// fan-out targets are not supported"),
     (["-base-url", "http://x/"], "-base-url: only with `report`"),
 ])
 def test_refused_server_values(argv: list[str], message: str,
@@ -545,6 +546,7 @@ SERVER_FLAGS = {
     "-server-idle-timeout", "-cert", "-key", "-echo-debug-path", "-ui-path", "-data-dir",
     "-sync", "-sync-interval", "-healthservice", "-grpc-max-streams", "-udp-async", "-P",
     "-mtls", "-cacert",
+    "-M", "-multi-serial-mode", "-multi-mirror-origin",
 }
 
 
@@ -567,6 +569,35 @@ def test_redirect_and_proxies_commands_as_fortios() -> None:
             assert load.returncode == 0, load.stderr
         assert proxies.stats()["proxy_connections"] >= 2
         assert origin.stats()["requests"] >= 20
+
+
+def test_proxies_multi_as_fortios() -> None:
+    # `fortio proxies -M "local url1 url2"` (and its mode flags): a Fortio load through the
+    # fan-out reaches both targets; serial mode with mirroring off fetches each target's own
+    # URL and answers the first target's status.
+    with nhbench.TestServer() as a, nhbench.TestServer() as b:
+        local = free_port()
+        argv = ["proxies", "-M", f"127.0.0.1:{local} {a.url} {b.url}"]
+        with serving(argv) as multi:
+            load = run(["load", "-qps", "0", "-n", "20", "-c", "2",
+                        f"http://127.0.0.1:{local}/echo?size=10"])
+            assert load.returncode == 0, load.stderr
+        assert multi.stats()["fanout_requests"] == 20
+        assert a.stats()["requests"] == b.stats()["requests"] == 20
+        local = free_port()
+        argv = ["server", "-http-port", "disabled", "-grpc-port", "disabled", "-tcp-port",
+                "disabled", "-udp-port", "disabled", "-ui-path", "", "-multi-serial-mode",
+                "-multi-mirror-origin=false",
+                "-M", f"127.0.0.1:{local} {a.url}echo?status=202 {b.url}echo?status=500"]
+        with serving(argv):
+            import http.client
+
+            connection = http.client.HTTPConnection("127.0.0.1", local, timeout=10)
+            connection.request("POST", "/ignored", body=b"x")
+            assert connection.getresponse().status == 202
+            connection.close()
+        assert a.stats()["status"] == {"200": 20, "202": 1}
+        assert b.stats()["status"] == {"200": 20, "500": 1}
 
 
 def get_no_follow(url: str) -> tuple[int, str]:

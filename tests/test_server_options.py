@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -139,6 +140,9 @@ def test_defaults_and_core_config_is_exactly_the_contract() -> None:
         "tcp_proxy": [],
         "redirect": [],
         "forward": None,
+        "http_fanout": [],
+        "http_fanout_serial": False,
+        "http_fanout_mirror": True,
         "admin": None,
         "idle_timeout": 60.0,
         "header_timeout": 10.0,
@@ -173,6 +177,8 @@ def test_full_core_config() -> None:
         udp_echo="[::1]:0",
         tcp_proxy="127.0.0.1:0=[::1]:8080",
         redirect_listen="127.0.0.1:0",
+        http_fanout="127.0.0.1:0=localhost:8080/a/,http://[::1]/b?c=1",
+        http_fanout_serial=True,
         admin="127.0.0.1:0",
         idle_timeout="5s",
         header_timeout=0.5,
@@ -213,6 +219,13 @@ def test_full_core_config() -> None:
         "tcp_proxy": [(("127.0.0.1", 0), ("::1", 8080))],
         "redirect": [("127.0.0.1", 0)],
         "forward": ("/fortio/", ("127.0.0.1", 9000)),
+        # Mirroring: the path is a prefix (one trailing / trimmed, as Fortio does).
+        "http_fanout": [(("127.0.0.1", 0), [
+            ("127.0.0.1", 8080, "http://localhost:8080/a/", "localhost:8080", "/a"),
+            ("::1", 80, "http://[::1]/b?c=1", "[::1]", "/b?c=1"),
+        ])],
+        "http_fanout_serial": True,
+        "http_fanout_mirror": True,
         "admin": ("127.0.0.1", 0),
         "idle_timeout": 5.0,
         "header_timeout": 0.5,
@@ -226,6 +239,34 @@ def test_full_core_config() -> None:
     }
     # JSON-able as it is (the C side reads plain Python containers)
     json.dumps(config)
+
+
+def test_http_fanout_without_mirroring_requests_each_url_as_given() -> None:
+    options = ServerOptions(http_fanout=[("127.0.0.1:0", ["127.0.0.1:9/", "127.0.0.1:9"])],
+                            http_fanout_no_mirror=True)
+    config = server_core_config(options)
+    assert config["http_fanout_mirror"] is False
+    assert [t[4] for t in config["http_fanout"][0][1]] == ["/", "/"]
+    args = options.cli_args()
+    assert "--http-fanout-no-mirror" in args
+    assert args[args.index("--http-fanout") + 1] == "127.0.0.1:0=http://127.0.0.1:9/,http://127.0.0.1:9"
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("127.0.0.1:0", "LOCAL=URL"),
+        ("127.0.0.1:0=https://127.0.0.1:8443/", "https:// fan-out targets are not supported"),
+        ("127.0.0.1:0=ftp://127.0.0.1/", "is an http:// URL"),
+        ("127.0.0.1:0=http://127.0.0.1:0/", "port other than 0"),
+        ("127.0.0.1:0=http://u:p@127.0.0.1:1/", "no user"),
+        ("127.0.0.1:0=" + ",".join(["127.0.0.1:1"] * 9), "1 to 8 target URLs"),
+        (["127.0.0.1:0=127.0.0.1:1"] * 5, "at most 4 HTTP fan-outs"),
+    ],
+)
+def test_http_fanout_errors_are_named(value: object, message: str) -> None:
+    with pytest.raises(nhbench.OptionsError, match=re.escape(message)):
+        make_server_options({"http_fanout": value})
 
 
 def test_nested_and_flat_response_options_merge_flat_wins() -> None:

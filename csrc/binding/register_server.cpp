@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstddef>
 #include <cstring>
+#include <deque>
 #include <string>
 #include <vector>
 
@@ -77,7 +78,8 @@ class Server {
                    "max_payload_kb", "stall_every", "stall_for", "tcp_echo", "udp_echo", "admin", "idle_timeout",
                    "header_timeout", "max_header_bytes", "max_body_bytes", "tls", "alpn", "max_concurrent_streams",
                    "max_delay", "max_connections", "tcp_proxy", "redirect", "echo_defaults_no_query", "debug_path",
-                   "debug_env_dump", "forward"});
+                   "debug_env_dump", "forward", "http_fanout",
+                   "http_fanout_serial", "http_fanout_mirror"});
     nhb_server_config& c = config_;
     nhb_server_config_init(&c);
 
@@ -120,6 +122,33 @@ class Server {
       fill_inet(pair[1], &c.forward_dest, "forward");
       c.forward_prefix = forward_prefix_.c_str();
     }
+    // ((listen host, port), [(ip, port, url, host header, path), ...]) per fan-out.
+    if (py::object v = value_of(d, "http_fanout")) {
+      if (!py::isinstance<py::list>(v) && !py::isinstance<py::tuple>(v)) config_error("http_fanout", "expected a list");
+      py::sequence seq = py::reinterpret_borrow<py::sequence>(v);
+      size_t n = py::len(seq);
+      for (size_t i = 0; i < n && i < NHB_SERVER_MAX_FANOUT; i++) {
+        py::sequence pair = tuple_of(seq[i], 2, "http_fanout", "((host, port), [targets])");
+        fill_inet(pair[0], &c.http_fanout[i], "http_fanout");
+        py::sequence targets = py::reinterpret_borrow<py::sequence>(pair[1]);
+        size_t nt = py::len(targets);
+        for (size_t k = 0; k < nt && k < NHB_SERVER_MAX_FANOUT_TARGETS; k++) {
+          py::sequence t = tuple_of(targets[k], 5, "http_fanout", "(ip, port, url, host, path)");
+          nhb_server_fanout_target& dst = c.http_fanout_target[i][k];
+          dst.addr.len = fill_sockaddr(str_of(t[0], "http_fanout"), port_of(t[1], "http_fanout"), dst.addr.bytes,
+                                       "http_fanout");
+          const char** fields[3] = {&dst.url, &dst.host, &dst.path};
+          for (int j = 0; j < 3; j++) {
+            fanout_strings_.push_back(str_of(t[2 + j], "http_fanout"));
+            *fields[j] = fanout_strings_.back().c_str();
+          }
+        }
+        c.http_fanout_ntargets[i] = nt > INT_MAX ? INT_MAX : static_cast<int>(nt);
+      }
+      c.nhttp_fanout = n > INT_MAX ? INT_MAX : static_cast<int>(n);
+    }
+    c.http_fanout_serial = get_as<bool>(d, "http_fanout_serial", false) ? 1 : 0;
+    c.http_fanout_no_mirror = get_as<bool>(d, "http_fanout_mirror", true) ? 0 : 1;
     if (py::object admin = value_of(d, "admin")) {
       fill_inet(admin, &c.admin, "admin");
       c.has_admin = 1;
@@ -257,6 +286,7 @@ class Server {
   py::list udp_echo_addresses() const { return bound(NHB_SOCK_UDP_ECHO, false); }
   py::list tcp_proxy_addresses() const { return bound(NHB_SOCK_TCP_PROXY, false); }
   py::list redirect_addresses() const { return bound(NHB_SOCK_REDIRECT, false); }
+  py::list http_fanout_addresses() const { return bound(NHB_SOCK_HTTP_FANOUT, false); }
 
   py::dict stats() const {
     nhb_server_stats s;
@@ -299,6 +329,8 @@ class Server {
   std::string tls_key_;
   std::string tls_client_ca_;
   std::vector<std::string> tls_san_;
+  // A deque: the strings' addresses stay put as more are added.
+  std::deque<std::string> fanout_strings_;
   nhb_server* server_ = nullptr;
 };
 
@@ -314,6 +346,7 @@ void register_server(py::module_& m) {
       .def_property_readonly("udp_echo_addresses", &Server::udp_echo_addresses)
       .def_property_readonly("tcp_proxy_addresses", &Server::tcp_proxy_addresses)
       .def_property_readonly("redirect_addresses", &Server::redirect_addresses)
+      .def_property_readonly("http_fanout_addresses", &Server::http_fanout_addresses)
       .def_property_readonly("tls_cert_pem", &Server::tls_cert_pem)
       .def("stats", &Server::stats)
       .def("stop", &Server::stop);

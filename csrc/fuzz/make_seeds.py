@@ -300,6 +300,20 @@ def grpc_seeds() -> list[bytes]:
     ]
 
 
+def fanout_seeds() -> list[bytes]:
+    """fuzz_server_fanout: a byte saying the request was a HEAD, a byte placing the split
+    between two reads, then a target's response (see the target's header comment)."""
+    return [
+        b"\x00\x80HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n",
+        b"\x00\x10HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
+        b"\x00\xffHTTP/1.0 503 Service Unavailable\r\n\r\nuntil EOF",
+        b"\x01\x40HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n",
+        b"\x00\x30HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 204 No Content\r\n\r\n",
+        b"\x00\x80HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nA\nHTTP/1.1 200 OK\r\n\r\n",
+        b"\x00\x00HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab",
+    ]
+
+
 def write(target: str, seeds: list[bytes]) -> int:
     d = CORPUS / target
     if d.exists():
@@ -375,6 +389,7 @@ def main() -> None:
         "fuzz_client_h2": write("fuzz_client_h2", h2_seeds),
         "fuzz_server_options": write("fuzz_server_options", option_seeds),
         "fuzz_server_grpc": write("fuzz_server_grpc", grpc_seeds()),
+        "fuzz_server_fanout": write("fuzz_server_fanout", fanout_seeds()),
     }
     total = sum(p.stat().st_size for p in CORPUS.rglob("*") if p.is_file())
     for name, n in counts.items():

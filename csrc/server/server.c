@@ -97,6 +97,7 @@ static void worker_close_all(nhb__srv_worker* w) {
   }
   nhb__srv_echo_close_all(w);
   nhb__srv_proxy_close_all(w);
+  nhb__srv_fanout_close_all(w);
   if (w->timer_fd >= 0) close_handle((uv_handle_t*)&w->timer_poll);
   close_handle((uv_handle_t*)&w->sweep);
   close_handle((uv_handle_t*)&w->accept_retry);
@@ -375,7 +376,7 @@ static int bind_inet(nhb_server* s, int kind, int i, const nhb_sockaddr* addr, i
   int type = kind == NHB__SRV_L_UDP_ECHO ? SOCK_DGRAM : SOCK_STREAM;
   int n = all_workers ? s->config.nworkers : 1;
   static const char* const what[NHB__SRV_L_KINDS] = {"listen", "admin", "tcp_echo", "udp_echo", "tcp_proxy",
-                                                     "redirect"};
+                                                     "redirect", "http_fanout"};
   int r = probe_port(&a, type);
   if (r < 0) return set_error(s, r, what[kind], a.bytes);
   for (int k = 0; k < n; k++) {
@@ -527,6 +528,20 @@ int nhb_server_create(const nhb_server_config* config, nhb_server** out, char* e
   if (c->forward_prefix && *c->forward_prefix &&
       (c->forward_prefix[0] != '/' || strlen(c->forward_prefix) > 256 || check_addrs(&c->forward_dest, 1, 0) < 0))
     return config_error(err, err_len, "forward: a path prefix beginning with / (at most 256 bytes) and an IPv4 or IPv6 address");
+  if (c->nhttp_fanout < 0 || c->nhttp_fanout > NHB_SERVER_MAX_FANOUT ||
+      check_addrs(c->http_fanout, c->nhttp_fanout, 0) < 0)
+    return config_error(err, err_len, "http_fanout: up to 4 IPv4 or IPv6 addresses");
+  for (int i = 0; i < c->nhttp_fanout; i++) {
+    int n = c->http_fanout_ntargets[i];
+    if (n < 1 || n > NHB_SERVER_MAX_FANOUT_TARGETS)
+      return config_error(err, err_len, "http_fanout: 1 to 8 targets per fan-out");
+    for (int k = 0; k < n; k++) {
+      const nhb_server_fanout_target* t = &c->http_fanout_target[i][k];
+      if (check_addrs(&t->addr, 1, 0) < 0 || !t->url || !t->host || !t->path || (t->path[0] && t->path[0] != '/'))
+        return config_error(err, err_len,
+                            "http_fanout: a target is an IPv4 or IPv6 address, a URL, a host and a path");
+    }
+  }
   if (c->has_admin && check_addrs(&c->admin, 1, 0) < 0)
     return config_error(err, err_len, "admin: an IPv4 or IPv6 address");
   /* The worker array (and worker 0, which serves the admin listener) is
@@ -690,6 +705,8 @@ int nhb_server_start(nhb_server* s) {
   for (int i = 0; i < c->nudp_echo && r == 0; i++) r = bind_inet(s, NHB__SRV_L_UDP_ECHO, i, &c->udp_echo[i], 1);
   for (int i = 0; i < c->ntcp_proxy && r == 0; i++) r = bind_inet(s, NHB__SRV_L_TCP_PROXY, i, &c->tcp_proxy[i], 1);
   for (int i = 0; i < c->nredirect && r == 0; i++) r = bind_inet(s, NHB__SRV_L_REDIRECT, i, &c->redirect[i], 1);
+  for (int i = 0; i < c->nhttp_fanout && r == 0; i++)
+    r = bind_inet(s, NHB__SRV_L_HTTP_FANOUT, i, &c->http_fanout[i], 1);
   if (r < 0) {
     for (int i = 0; i < c->nworkers; i++) teardown_unstarted(&s->workers[i]);
     unlink_unix_paths(s);
@@ -714,12 +731,12 @@ const char* nhb_server_error(const nhb_server* s) { return s->err; }
 const char* nhb_server_tls_cert_pem(const nhb_server* s) { return s->cert_pem; }
 
 int nhb_server_bound_count(const nhb_server* s, nhb_server_socket_t kind) {
-  if ((int)kind < 0 || kind > NHB_SOCK_REDIRECT || !s->started) return 0;
+  if ((int)kind < 0 || kind > NHB_SOCK_HTTP_FANOUT || !s->started) return 0;
   return s->nbound[kind];
 }
 
 int nhb_server_bound(const nhb_server* s, nhb_server_socket_t kind, int i, void* addr, unsigned* addr_len) {
-  if ((int)kind < 0 || kind > NHB_SOCK_REDIRECT || !s->started || i < 0 || i >= s->nbound[kind] ||
+  if ((int)kind < 0 || kind > NHB_SOCK_HTTP_FANOUT || !s->started || i < 0 || i >= s->nbound[kind] ||
       *addr_len < s->bound_len[kind][i])
     return NHB_EINVAL;
   memcpy(addr, &s->bound[kind][i], s->bound_len[kind][i]);

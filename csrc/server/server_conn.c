@@ -452,6 +452,8 @@ void nhb__srv_accept(nhb__srv_listener* l) {
       /* One atomic add per connection (not per request) keeps the limit
        * exact across workers. A proxied connection holds two descriptors. */
       uint64_t need = l->kind == NHB__SRV_L_TCP_PROXY ? 2 : 1;
+      /* A fan-out connection holds one more per target. */
+      if (l->kind == NHB__SRV_L_HTTP_FANOUT) need = 1 + (uint64_t)s->config.http_fanout_ntargets[l->index];
       uint64_t open_now = atomic_fetch_add_explicit(&s->conns_open, need, memory_order_relaxed) + need;
       if (open_now > s->max_connections) {
         atomic_fetch_sub_explicit(&s->conns_open, need, memory_order_relaxed);
@@ -463,6 +465,7 @@ void nhb__srv_accept(nhb__srv_listener* l) {
     }
     if (l->kind == NHB__SRV_L_TCP_ECHO) nhb__srv_echo_open(w, fd);
     else if (l->kind == NHB__SRV_L_TCP_PROXY) nhb__srv_proxy_open(w, fd, l->index);
+    else if (l->kind == NHB__SRV_L_HTTP_FANOUT) nhb__srv_fanout_open(w, fd, l->index);
     else conn_open(w, l, fd, 0);
   }
 }

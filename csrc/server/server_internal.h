@@ -15,6 +15,8 @@
  *   server_buf.c      the growable buffer and the arena
  *   server_echo.c     TCP and UDP echo listeners
  *   server_proxy.c    TCP proxies (Fortio's -P)
+ *   server_fanout.c   HTTP fan-outs (Fortio's -M): llhttp both ways, one
+ *                     kept-alive connection per target per client
  *   server_grpc.c     gRPC calls on HTTP/2: framing, protobuf, the health
  *                     and Fortio ping services
  *
@@ -92,6 +94,12 @@
 /* A TCP proxy connection whose destination has not answered the connect
  * this long is closed (counted as a connect error). */
 #define NHB__SRV_PROXY_CONNECT_MS 10000
+/* An HTTP fan-out target that has not answered a request this long fails
+ * it (Fortio's client time-out, 3 s). */
+#define NHB__SRV_FANOUT_TIMEOUT_MS 3000
+/* The largest response body taken from one fan-out target; a larger one
+ * fails that target. */
+#define NHB__SRV_FANOUT_MAX_RESPONSE (16u << 20)
 
 typedef struct nhb__srv_worker nhb__srv_worker;
 typedef struct nhb__srv_conn nhb__srv_conn;
@@ -349,7 +357,7 @@ static inline void nhb__srv_bump(_Atomic uint64_t* c, uint64_t n) {
 
 /* In nhb_server_socket_t's order. */
 enum { NHB__SRV_L_HTTP = 0, NHB__SRV_L_ADMIN, NHB__SRV_L_TCP_ECHO, NHB__SRV_L_UDP_ECHO, NHB__SRV_L_TCP_PROXY,
-       NHB__SRV_L_REDIRECT, NHB__SRV_L_KINDS };
+       NHB__SRV_L_REDIRECT, NHB__SRV_L_HTTP_FANOUT, NHB__SRV_L_KINDS };
 
 typedef struct nhb__srv_listener {
   union {
@@ -369,6 +377,7 @@ typedef struct nhb__srv_listener {
 
 typedef struct nhb__srv_echo_conn nhb__srv_echo_conn;
 typedef struct nhb__srv_proxy nhb__srv_proxy;
+typedef struct nhb__srv_fanout nhb__srv_fanout;
 
 struct nhb__srv_worker {
   nhb_server* server;
@@ -393,6 +402,7 @@ struct nhb__srv_worker {
   nhb__srv_conn* conns;
   nhb__srv_echo_conn* echo_conns;
   nhb__srv_proxy* proxies;
+  nhb__srv_fanout* fanouts;
   /* File descriptors held in reserve (open on /dev/null): `spare_fd` lets an
    * accept() that failed for want of descriptors take the pending
    * connection and close it, so the listener does not stay readable and
@@ -744,5 +754,22 @@ void nhb__srv_proxy_close_all(nhb__srv_worker* w);
  * in the input). Closes c in any case: without a connection slot or memory
  * the client's connection is closed, as max_connections refuses one. */
 void nhb__srv_forward_open(nhb__srv_conn* c, const char* rest, size_t rest_len);
+
+/* server_fanout.c */
+/* Starts an HTTP fan-out connection on an accepted socket for fan-out
+ * `index` (1 + its targets slots of conns_open already taken; given back
+ * when it closes). */
+void nhb__srv_fanout_open(nhb__srv_worker* w, int fd, int index);
+void nhb__srv_fanout_close_all(nhb__srv_worker* w);
+/* Test seam for the fuzz target: feeds p[0, split) then p[split, n) and EOF
+ * to a fresh llhttp response parser set up as a fan-out target's (callbacks
+ * and body cap). Returns the status (> 0) of a complete response, 0 when
+ * more input was needed, -1 for a response the fan-out refuses, -2 when a
+ * complete response broke an invariant (a status outside 100-999, a body
+ * past the cap). */
+int nhb__srv_fanout_parse_response(const char* p, size_t n, size_t split, int head_request);
+
+/* server_respond.c */
+const char* nhb__srv_reason(unsigned status);
 
 #endif /* NHB_SERVER_INTERNAL_H */

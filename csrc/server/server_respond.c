@@ -91,6 +91,8 @@ static const char* reason_phrase(unsigned status) {
   }
 }
 
+const char* nhb__srv_reason(unsigned status) { return reason_phrase(status); }
+
 static const nhb__srv_header server_header = {{"Server", 6}, {"nhbench", 7}, 0};
 static const nhb__srv_header text_plain = {{"Content-Type", 12}, {"text/plain", 10}, 0};
 

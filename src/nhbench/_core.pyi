@@ -95,6 +95,10 @@ class ServerStatsDict(TypedDict):
     proxy_bytes_up: int
     proxy_bytes_down: int
     redirects: int
+    fanout_connections: int
+    fanout_requests: int
+    fanout_upstream_requests: int
+    fanout_upstream_errors: int
 
 class ServerTlsDict(TypedDict, total=False):
     cert: str  # PEM certificate (chain) file, with key
@@ -109,6 +113,8 @@ class Server:
     (Nighthawk ResponseOptions dict), echo_default_params, max_echo_delay, max_payload_kb,
     stall_every, stall_for, tcp_echo [(host, port)], udp_echo [(host, port)],
     tcp_proxy [((host, port), (host, port))] (listen, destination), redirect [(host, port)],
+    http_fanout [((host, port), [(ip, port, url, host header, path)])], http_fanout_serial,
+    http_fanout_mirror,
     admin (host, port) | None, idle_timeout, header_timeout, max_header_bytes, max_body_bytes,
     tls (ServerTlsDict) | None, alpn [str] (h2, http/1.1; preference order),
     max_concurrent_streams, max_delay (s; cap for Nighthawk delays), max_connections (0 =
@@ -123,6 +129,8 @@ class Server:
     # bound local addresses, in the order of the config's tcp_proxy
     tcp_proxy_addresses: list[tuple[str, int]]
     redirect_addresses: list[tuple[str, int]]
+    # bound local addresses, in the order of the config's http_fanout
+    http_fanout_addresses: list[tuple[str, int]]
     # the certificate presented (PEM; the generated one with tls.self_signed), None without TLS
     tls_cert_pem: str | None
     def __init__(self, config: dict[str, Any]) -> None: ...

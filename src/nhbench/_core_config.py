@@ -32,7 +32,7 @@ from ._request import (
     render_h2_request,
     render_request,
 )
-from .options import client_cert_pem, parse_bind_config, request_specs, resolve
+from .options import client_cert_pem, fanout_target, parse_bind_config, request_specs, resolve
 
 if TYPE_CHECKING:
     from .options import Options, ResponseOptions, ServerOptions
@@ -440,7 +440,9 @@ def server_core_config(options: ServerOptions) -> dict[str, Any]:
     ``max_body_bytes`` int (bytes), ``max_payload_kb`` int KiB, ``tcp_echo`` / ``udp_echo``
     list of (host, port), ``tcp_proxy`` list of ((host, port), (host, port)) (listen,
     destination), ``redirect`` list of (host, port),
-    ``forward`` (prefix, (host, port)) or None, ``admin`` (host, port) or None, ``tls`` None, ``{"cert": file,
+    ``http_fanout`` list of ((host, port), [(ip, port, url, host header, path)]) with
+    ``http_fanout_serial`` / ``http_fanout_mirror`` bool, ``forward`` (prefix, (host, port))
+    or None, ``admin`` (host, port) or None, ``tls`` None, ``{"cert": file,
     "key": file}`` or ``{"self_signed": True, "san": list[str]}`` (either with ``"client_ca":
     file`` when clients must present a certificate), ``alpn`` list[str],
     ``max_concurrent_streams`` int.
@@ -473,6 +475,12 @@ def server_core_config(options: ServerOptions) -> dict[str, Any]:
         "redirect": [tuple(a) for a in options.redirect_listen],
         "forward": ((options.forward_prefix[0], tuple(options.forward_prefix[1]))
                     if options.forward_prefix is not None else None),
+        "http_fanout": [
+            (tuple(local), [fanout_target(u, not options.http_fanout_no_mirror) for u in urls])
+            for local, urls in options.http_fanout
+        ],
+        "http_fanout_serial": bool(options.http_fanout_serial),
+        "http_fanout_mirror": not options.http_fanout_no_mirror,
         "admin": tuple(options.admin) if options.admin else None,
         "idle_timeout": float(options.idle_timeout),
         "header_timeout": float(options.header_timeout),

@@ -398,6 +398,10 @@ SERVER_STATS: tuple[str, ...] = (
     "proxy_bytes_up",
     "proxy_bytes_down",
     "redirects",
+    "fanout_connections",
+    "fanout_requests",
+    "fanout_upstream_requests",
+    "fanout_upstream_errors",
 )
 
 # What each statistic means; docs/server.md has the same table. A response counts when its
@@ -447,4 +451,11 @@ SERVER_STAT_DESCRIPTIONS: dict[str, str] = {
     "clients",
     "redirects": "responses written by the https redirectors (their 400s to malformed "
     "requests included); not in requests or status",
+    "fanout_connections": "connections accepted by the HTTP fan-outs",
+    "fanout_requests": "requests the HTTP fan-outs answered with their targets' combined "
+    "response; not in requests or status",
+    "fanout_upstream_requests": "requests the HTTP fan-outs sent to their targets (a resend "
+    "on a new connection after a kept-alive one closed counts again)",
+    "fanout_upstream_errors": "fan-out requests to a target that failed: refused, reset, "
+    "closed early, a malformed or oversized response, or no answer within 3 s",
 }

@@ -80,7 +80,8 @@ class TestServer:
     ``echo_default_params``, ``echo_default_params_when``, ``debug_path``,
     ``debug_env_dump``, ``max_echo_delay``, ``max_delay``, ``max_payload_kb``,
     ``stall_every``, ``stall_for``, ``tcp_echo``, ``udp_echo``, ``tcp_proxy``,
-    ``redirect_listen``, ``forward_prefix``, ``admin``, ``address_file``,
+    ``redirect_listen``, ``forward_prefix``, ``http_fanout``, ``http_fanout_serial``,
+    ``http_fanout_no_mirror``, ``admin``, ``address_file``,
     ``idle_timeout``, ``header_timeout``, ``max_header_bytes``, ``max_body_bytes``,
     ``max_connections``, ``tls_cert``,
     ``tls_key``, ``tls_self_signed``, ``tls_san``, ``tls_ca_out``, ``tls_client_ca``, ``alpn``,
@@ -124,6 +125,9 @@ class TestServer:
         tcp_proxy: object = _UNSET,
         redirect_listen: object = _UNSET,
         forward_prefix: object = _UNSET,
+        http_fanout: object = _UNSET,
+        http_fanout_serial: bool = _UNSET,
+        http_fanout_no_mirror: bool = _UNSET,
         admin: object = _UNSET,
         address_file: str | os.PathLike[str] | None = _UNSET,
         idle_timeout: float | str = _UNSET,
@@ -173,6 +177,8 @@ class TestServer:
         #: (bound local address, destination) of each TCP proxy.
         self.tcp_proxy_addresses: list[tuple[tuple[str, int], tuple[str, int]]] = []
         self.redirect_addresses: list[tuple[str, int]] = []
+        #: (bound local address, target URLs) of each HTTP fan-out.
+        self.http_fanout_addresses: list[tuple[tuple[str, int], tuple[str, ...]]] = []
         # The running implementation (None when stopped), and the counters of the last run.
         self._impl: ServerBackend | None = None
         self._final_stats: dict[str, Any] | None = None
@@ -207,6 +213,7 @@ class TestServer:
         self.udp_echo_addresses = list(bound.udp_echo)
         self.tcp_proxy_addresses = list(bound.tcp_proxy)
         self.redirect_addresses = list(bound.redirect)
+        self.http_fanout_addresses = list(bound.http_fanout)
         self._ca_cert = bound.ca_cert
         if bound.cert_pem is not None:
             self._cert_pem = bound.cert_pem
@@ -351,6 +358,15 @@ class TestServer:
                               "(redirect_listen=HOST:PORT)")
         return self.redirect_addresses[0]
 
+    @property
+    def http_fanout_address(self) -> tuple[str, int]:
+        """(host, port) the first HTTP fan-out listens on."""
+        self._need_started()
+        if not self.http_fanout_addresses:
+            raise ServerError("the test server has no HTTP fan-out "
+                              "(http_fanout=LOCAL=URL[,URL...])")
+        return self.http_fanout_addresses[0][0]
+
     def report(self) -> dict[str, Any]:
         """The bound addresses, as written to ``address_file``."""
         self._need_started()
@@ -358,7 +374,8 @@ class TestServer:
                                 self.tcp_echo_addresses, self.udp_echo_addresses,
                                 scheme=self.scheme, ca_cert=self._ca_cert,
                                 tcp_proxy=self.tcp_proxy_addresses,
-                                redirect=self.redirect_addresses)
+                                redirect=self.redirect_addresses,
+                                http_fanout=self.http_fanout_addresses)
         report["pid"] = self.pid
         return report
 
@@ -370,7 +387,8 @@ class TestServer:
         tls_clients_refused, h2_streams_reset,
         h2_protocol_errors, connections_refused, grpc_calls, grpc_errors, proxy_connections,
         proxy_connections_active, proxy_connect_errors, proxy_bytes_up, proxy_bytes_down,
-        redirects.
+        redirects, fanout_connections, fanout_requests, fanout_upstream_requests,
+        fanout_upstream_errors.
 
         Live for an in-process server; for a subprocess server, live through the admin
         endpoint when there is one, else available after `stop()`.

@@ -25,6 +25,7 @@ __all__ = [
     "UDP_ECHO_PREFIX",
     "TCP_PROXY_PREFIX",
     "REDIRECT_PREFIX",
+    "HTTP_FANOUT_PREFIX",
     "Bound",
     "ServerBackend",
     "ServerFiles",
@@ -46,6 +47,7 @@ TCP_ECHO_PREFIX = "tcp-echo on "
 UDP_ECHO_PREFIX = "udp-echo on "
 TCP_PROXY_PREFIX = "tcp-proxy on "
 REDIRECT_PREFIX = "redirect on "
+HTTP_FANOUT_PREFIX = "http-fanout on "
 
 
 def address_lines(
@@ -55,6 +57,7 @@ def address_lines(
     udp_echo: Iterable[tuple[str, int]],
     tcp_proxy: Iterable[tuple[tuple[str, int], tuple[str, int]]] = (),
     redirect: Iterable[tuple[str, int]] = (),
+    http_fanout: Iterable[tuple[tuple[str, int], Sequence[str]]] = (),
 ) -> list[str]:
     """The lines ``nhbench server`` prints once it is bound, in the order the subprocess
     implementation reads them (`SubprocessServer`): one per address; a TCP proxy's line is
@@ -67,6 +70,8 @@ def address_lines(
     lines += [f"{TCP_PROXY_PREFIX}{format_address(*local)} -> {format_address(*dest)}"
               for local, dest in tcp_proxy]
     lines += [REDIRECT_PREFIX + format_address(*a) for a in redirect]
+    lines += [f"{HTTP_FANOUT_PREFIX}{format_address(*local)} -> {' '.join(urls)}"
+              for local, urls in http_fanout]
     return lines
 
 
@@ -94,6 +99,7 @@ def address_report(
     ca_cert: str | None = None,
     tcp_proxy: Sequence[tuple[tuple[str, int], tuple[str, int]]] = (),
     redirect: Sequence[tuple[str, int]] = (),
+    http_fanout: Sequence[tuple[tuple[str, int], Sequence[str]]] = (),
 ) -> dict[str, Any]:
     """The bound addresses as the JSON object ``--address-file`` holds (docs/server.md)."""
     entries: list[dict[str, Any]] = []
@@ -120,6 +126,11 @@ def address_report(
         ]
     if redirect:
         report["redirect"] = [{"host": h, "port": p} for h, p in redirect]
+    if http_fanout:
+        report["http_fanout"] = [
+            {"host": local[0], "port": local[1], "targets": list(urls)}
+            for local, urls in http_fanout
+        ]
     if scheme == "https":
         report["tls"] = {"ca_cert": ca_cert}
     return report
@@ -171,6 +182,8 @@ class Bound:
     #: (bound local, destination) of each TCP proxy.
     tcp_proxy: list[tuple[tuple[str, int], tuple[str, int]]] = field(default_factory=list)
     redirect: list[tuple[str, int]] = field(default_factory=list)
+    #: (bound local, target URLs) of each HTTP fan-out.
+    http_fanout: list[tuple[tuple[str, int], tuple[str, ...]]] = field(default_factory=list)
     #: The PEM file clients trust (TLS only).
     ca_cert: str | None = None
     #: The certificate served, PEM, when the implementation has it at hand (in-process).

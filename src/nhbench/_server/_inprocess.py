@@ -67,6 +67,11 @@ class InProcessServer:
             bound.redirect = [
                 (str(h), int(p)) for h, p in getattr(server, "redirect_addresses", [])
             ]
+            fanouts = getattr(server, "http_fanout_addresses", [])
+            bound.http_fanout = [
+                ((str(h), int(p)), urls)
+                for (h, p), (_, urls) in zip(fanouts, self.options.http_fanout, strict=False)
+            ]
             if self.options.tls:
                 bound.cert_pem = str(server.tls_cert_pem)
                 bound.ca_cert = self._write_ca_cert(bound.cert_pem)
@@ -74,7 +79,8 @@ class InProcessServer:
                 report = address_report(bound.listen, bound.admin, bound.tcp_echo,
                                         bound.udp_echo, scheme=self.options.scheme,
                                         ca_cert=bound.ca_cert, tcp_proxy=bound.tcp_proxy,
-                                        redirect=bound.redirect)
+                                        redirect=bound.redirect,
+                                        http_fanout=bound.http_fanout)
                 self._files.written.append(write_address_file(self.options.address_file, report))
         except BaseException:
             self._server = None

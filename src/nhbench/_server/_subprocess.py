@@ -24,6 +24,7 @@ from .._io import Written
 from ..options import ServerOptions
 from ._common import (
     ADMIN_PREFIX,
+    HTTP_FANOUT_PREFIX,
     LISTENING_PREFIX,
     REDIRECT_PREFIX,
     STATS_PREFIX,
@@ -102,9 +103,10 @@ class SubprocessServer:
         expected = (
             len(options.listen) + (1 if options.admin else 0) + len(options.tcp_echo)
             + len(options.udp_echo) + len(options.tcp_proxy) + len(options.redirect_listen)
+            + len(options.http_fanout)
         )
         prefixes = (LISTENING_PREFIX, ADMIN_PREFIX, TCP_ECHO_PREFIX, UDP_ECHO_PREFIX,
-                    TCP_PROXY_PREFIX, REDIRECT_PREFIX)
+                    TCP_PROXY_PREFIX, REDIRECT_PREFIX, HTTP_FANOUT_PREFIX)
         try:
             lines = self._read_lines(expected, self.startup_timeout, prefixes)
         except ServerError:
@@ -141,6 +143,9 @@ class SubprocessServer:
                 bound.tcp_proxy.append((split_host_port(local), split_host_port(dest)))
             elif line.startswith(REDIRECT_PREFIX):
                 bound.redirect.append(split_host_port(line[len(REDIRECT_PREFIX):]))
+            elif line.startswith(HTTP_FANOUT_PREFIX):
+                local, _, urls = line[len(HTTP_FANOUT_PREFIX):].partition(" -> ")
+                bound.http_fanout.append((split_host_port(local), tuple(urls.split(" "))))
         return bound
 
     def _read_lines(self, count: int, timeout: float, prefixes: tuple[str, ...]) -> list[str]:

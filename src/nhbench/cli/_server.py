@@ -104,6 +104,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
                 server.udp_echo_addresses,
                 server.tcp_proxy_addresses,
                 server.redirect_addresses,
+                server.http_fanout_addresses,
             )
             sys.stdout.write("".join(line + "\n" for line in lines))
             sys.stdout.flush()

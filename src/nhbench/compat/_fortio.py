@@ -79,7 +79,7 @@ def usage() -> str:
         "where command is one of: load (load testing), curl (single URL debug),",
         " report (report only UI over -data-dir: nhbench browse), grpcping (gRPC client),",
         " nc (single tcp or udp:// connection), server (echo, gRPC, tcp/udp echo and UI),",
-        " tcp-echo, udp-echo, redirect (https redirector), proxies (-P TCP proxies),",
+        " tcp-echo, udp-echo, redirect (https redirector), proxies (-P TCP, -M HTTP proxies),",
         " version, help; script is refused.",
         "where target is a URL (http load tests) or host:port (grpc health test),",
         " or tcp://host:port (tcp load test), or udp://host:port (udp load test).",

@@ -17,7 +17,7 @@ from typing import Any
 from ._goflag import Kind
 from ._table import ForeignFlag
 
-__all__ = ["FORTIO_FLAGS", "FORTIO_KINDS", "PROXY_REFUSAL", "SERVER_REFUSAL", "FortioArgs",
+__all__ = ["FORTIO_FLAGS", "FORTIO_KINDS", "SERVER_REFUSAL", "FortioArgs",
            "fortio_flag"]
 
 
@@ -90,6 +90,9 @@ class FortioArgs:
     udp_port: str = "8078"
     redirect_port: str = "8081"
     proxies: list[str] = field(default_factory=list)
+    multis: list[str] = field(default_factory=list)
+    multi_mirror_origin: bool = True
+    multi_serial_mode: bool = False
     echo_server_default_params: str = ""
     max_echo_delay: float = 1.5
     maxpayloadsizekb: int = 256
@@ -118,8 +121,6 @@ FORTIO_KINDS: dict[str, Kind] = {}
 #: Why a Fortio server flag is refused by ``nhbench fortio load`` (and ``curl``).
 SERVER_REFUSAL = ("a Fortio server flag: nhbench fortio load does not start servers; "
                   "`nhbench server` serves the echo side")
-#: Why Fortio's proxies (and their flags) are refused by every command.
-PROXY_REFUSAL = "Fortio's TCP/HTTP proxies are not part of nhbench fortio"
 
 
 def fortio_flag(name: str, value: str | None, meaning: str, *, nhbench: str = "",
@@ -153,7 +154,9 @@ FORTIO_FLAGS: tuple[ForeignFlag, ...] = (
     fortio_flag("-L", None, "Follow redirects (implies -std-client)",
                 refused="nhbench does not follow redirects (each response is measured as "
                 "it comes)"),
-    fortio_flag("-M", "value", "HTTP multi proxy to run", refused=PROXY_REFUSAL),
+    fortio_flag("-M", "value", "HTTP multi proxy to run", attr="multis", repeatable=True,
+                commands=("server", "proxies"),
+                nhbench="`server`, `proxies`: nhbench server --http-fanout LOCAL=URL[,URL...]"),
     fortio_flag("-P", "value", "TCP proxies to run", attr="proxies", repeatable=True,
                 commands=("server", "proxies"),
                 nhbench="`server`, `proxies`: nhbench server --tcp-proxy LOCAL=DEST"),
@@ -317,9 +320,11 @@ FORTIO_FLAGS: tuple[ForeignFlag, ...] = (
                 nhbench="`server`: --tls-client-ca with -cacert's file (needs -cacert, "
                 "-cert and -key)", commands=_SERVER),
     fortio_flag("-multi-mirror-origin", None, "Mirror the request URL for multi proxies",
-                default="true", refused=PROXY_REFUSAL),
+                default="true", commands=("server", "proxies"),
+                nhbench="`server`, `proxies`: =false is --http-fanout-no-mirror"),
     fortio_flag("-multi-serial-mode", None, "Multi server (-M) requests one at a time",
-                refused=PROXY_REFUSAL),
+                commands=("server", "proxies"), nhbench="`server`, `proxies`: "
+                "--http-fanout-serial"),
     fortio_flag("-n", "int", "Run for exactly this number of calls instead of duration",
                 kind="int", attr="exactly", commands=_LOAD + _PING,
                 nhbench="--requests N with no time limit (and no warm-up, as Fortio's)"),

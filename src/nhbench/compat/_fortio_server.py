@@ -5,7 +5,8 @@ docs/compat.md, "Fortio".
 Fortio's ports become one nhbench server: ``-http-port`` and ``-grpc-port`` are two listen
 addresses of it (it answers HTTP and gRPC on every HTTP/2 listener, so each port answers
 both, where Fortio's answer one each), ``-tcp-port`` and ``-udp-port`` its echo listeners,
-``-redirect-port`` its https redirector and each ``-P "local dest"`` a TCP proxy.
+``-redirect-port`` its https redirector, each ``-P "local dest"`` a TCP proxy and each
+``-M "local url1 url2"`` an HTTP fan-out.
 A port is Fortio's form: ``8080`` (every interface), ``host:port``, a Unix path (HTTP and
 gRPC only) or ``disabled``.
 
@@ -78,6 +79,27 @@ def _tcp_proxy(spec: str) -> str:
     return f"{listen_address('-P', parts[0], unix=False)}={parts[1]}"
 
 
+def _http_fanout(spec: str) -> str:
+    """Fortio's ``-M "localport url1 url2..."`` (space separated) as nhbench's
+    ``LOCAL=URL,URL``; a target nhbench's fan-out cannot reach is refused by -M's name."""
+    from ..options import fanout_url
+
+    parts = spec.split()
+    if len(parts) < 2:
+        raise OptionsError(f"-M: {spec!r}: expected \"localport destURL1 destURL2...\"; "
+                           "nothing was started")
+    urls = []
+    for url in parts[1:]:
+        try:
+            urls.append(fanout_url(url))
+        except ValueError as exc:
+            raise OptionsError(f"-M: {exc}; nothing was started") from None
+        if "," in url:
+            raise OptionsError(f"-M: {url!r}: write a comma in a target URL as %2C; nothing "
+                               "was started")
+    return f"{listen_address('-M', parts[0], unix=False)}={','.join(urls)}"
+
+
 def server_options(args: FortioArgs, command: str) -> dict[str, Any]:
     """The `TestServer` keywords for Fortio's server flags of `command`; refuses (by the
     Fortio flag's name) what nhbench's server cannot do."""
@@ -141,6 +163,9 @@ def server_options(args: FortioArgs, command: str) -> dict[str, Any]:
             listen_address("-redirect-port", args.redirect_port, unix=False),)
     if command in ("server", "proxies"):
         options["tcp_proxy"] = tuple(_tcp_proxy(spec) for spec in args.proxies)
+        options["http_fanout"] = tuple(_http_fanout(spec) for spec in args.multis)
+        options["http_fanout_serial"] = args.multi_serial_mode
+        options["http_fanout_no_mirror"] = not args.multi_mirror_origin
     # nhbench's server always has an HTTP listener: the echo-only commands (and a server
     # with both HTTP ports disabled) get one on a free loopback port, said on stderr.
     options["listen"] = tuple(listen) or ("127.0.0.1:0",)
@@ -224,6 +249,8 @@ def server_main(args: FortioArgs, command: str, rest: list[str], *,
                 _err(f"Https redirector (nhbench) running on {host}:{port}")
             for (host, port), (dest, dest_port) in server.tcp_proxy_addresses:
                 _err(f"TCP proxy (nhbench) {host}:{port} -> {dest}:{dest_port}")
+            for (host, port), urls in server.http_fanout_addresses:
+                _err(f"Multi-server (nhbench) on {host}:{port} -> {' '.join(urls)}")
             if options.get("debug_env_dump"):
                 _err(f"nhbench fortio {command}: warning: {options['debug_path']}?env=dump "
                      "exposes this process's environment (secrets included) to anyone who "

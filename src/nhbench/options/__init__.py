@@ -26,7 +26,7 @@ from ._run import Options, make_options
 from ._run_load import DEFAULT_DURATION
 from ._run_output import DEFAULT_PERCENTILES
 from ._run_tls import check_key_pair, client_cert_pem
-from ._server import ServerOptions, make_server_options
+from ._server import ServerOptions, fanout_target, fanout_url, make_server_options
 from ._targets import parse_bind_config, parse_unix_url
 from ._tls_context import parse_tls_context
 from ._ui_limits import DEFAULT_UI_LIMITS, UILimits, allowed_target
@@ -86,6 +86,8 @@ __all__ = [
     "machine_cpus",
     "make_options",
     "make_server_options",
+    "fanout_target",
+    "fanout_url",
     "markdown_table",
     "model_flags",
     "parse_address",

@@ -38,6 +38,7 @@ import re
 import ssl
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import (
     Field,
@@ -63,9 +64,10 @@ from ._values import (
     parse_server_duration,
     parse_size,
     parse_worker_count,
+    resolve,
 )
 
-__all__ = ["ServerOptions", "make_server_options"]
+__all__ = ["ServerOptions", "fanout_target", "fanout_url", "make_server_options"]
 
 # The sections of ``nhbench server --help`` (the fields' Flag groups); fields are declared in
 # the order the help lists them.
@@ -283,6 +285,27 @@ class ServerOptions(StrictModel):
         "to DEST (HOST:PORT, resolved once at start), bytes both ways, a half-close passed on "
         "(Fortio's -P \"local dest\"); repeatable.",
     )
+    http_fanout: Annotated[
+        tuple[tuple[Address, tuple[str, ...]], ...],
+        Flag(metavar="LOCAL=URL[,URL...]", append=True, group=_FORTIO),
+    ] = Field(
+        default=(),
+        description="HTTP fan-out: every HTTP/1.1 request accepted on LOCAL (HOST:PORT) is "
+        "sent to each URL (plain http://, host resolved once at start; up to 8, a comma inside "
+        "a URL written %2C) and answered with their bodies back to back (Fortio's -M \"local "
+        "url1 url2\"); up to 4, repeatable.",
+    )
+    http_fanout_serial: Annotated[bool, Flag(group=_FORTIO)] = Field(
+        default=False,
+        description="HTTP fan-outs send to one target at a time, in order, and answer with "
+        "the first target's status (Fortio's -multi-serial-mode).",
+    )
+    http_fanout_no_mirror: Annotated[bool, Flag(group=_FORTIO)] = Field(
+        default=False,
+        description="HTTP fan-outs send a GET of each target URL with only the trace headers, "
+        "instead of the incoming method, URI, headers and body (Fortio's "
+        "-multi-mirror-origin=false).",
+    )
     redirect_listen: Annotated[
         tuple[Address, ...], Flag(metavar="HOST:PORT", append=True, group=_FORTIO)
     ] = Field(
@@ -448,6 +471,11 @@ class ServerOptions(StrictModel):
     @classmethod
     def _parse_tcp_proxy(cls, value: object) -> object:
         return _parse_tcp_proxies(value)
+
+    @field_validator("http_fanout", mode="before")
+    @classmethod
+    def _parse_http_fanout(cls, value: object) -> object:
+        return _parse_http_fanouts(value)
 
     @field_validator("admin", mode="before")
     @classmethod
@@ -618,7 +646,8 @@ class ServerOptions(StrictModel):
         # the kernel would then split the connections between them.
         tcp = [(h, p) for kind, h, p in self.listen if kind == "tcp" and p != 0]
         tcp += [(h, p) for h, p in (*self.tcp_echo, *([self.admin] if self.admin else []),
-                                    *self.redirect_listen, *(local for local, _ in self.tcp_proxy))
+                                    *self.redirect_listen, *(local for local, _ in self.tcp_proxy),
+                                    *(local for local, _ in self.http_fanout))
                 if p != 0]
         for i, (host_a, port_a) in enumerate(tcp):
             for host_b, port_b in tcp[i + 1:]:
@@ -628,7 +657,7 @@ class ServerOptions(StrictModel):
                     raise PydanticCustomError(
                         "options_conflict_port",
                         "port {port} is used by two TCP listeners (of listen, tcp_echo, "
-                        "admin, redirect_listen, tcp_proxy)",
+                        "admin, redirect_listen, tcp_proxy, http_fanout)",
                         {"port": port_a},
                     )
         unix = [w for kind, w, _ in self.listen if kind == "unix"]
@@ -711,6 +740,12 @@ class ServerOptions(StrictModel):
         if self.forward_prefix is not None:
             prefix, dest = self.forward_prefix
             args += ["--forward-prefix", f"{prefix}={format_address(*dest)}"]
+        for local, urls in self.http_fanout:
+            args += ["--http-fanout", f"{format_address(*local)}={','.join(urls)}"]
+        if self.http_fanout_serial:
+            args.append("--http-fanout-serial")
+        if self.http_fanout_no_mirror:
+            args.append("--http-fanout-no-mirror")
         if self.admin:
             args += ["--admin", format_address(*self.admin)]
         if self.address_file:
@@ -801,6 +836,92 @@ def _parse_tcp_proxies(value: object) -> tuple[tuple[Address, Address], ...]:
         if dest[1] == 0:
             raise ValueError(f"a proxy's destination needs a port other than 0 (got {item!r})")
         out.append((local, dest))
+    return tuple(out)
+
+
+def fanout_url(text: str) -> str:
+    """One fan-out target: ``http://host[:port][/path]`` (``http://`` added when there is no
+    scheme, as Fortio does); https:// and other schemes are refused by name."""
+    url = text.strip()
+    if not url:
+        raise ValueError("an HTTP fan-out target URL is empty")
+    if "://" not in url:
+        url = "http://" + url
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    if scheme == "https":
+        raise ValueError(f"https:// fan-out targets are not supported: the fan-out speaks plain "
+                         f"HTTP/1.1 to its targets (got {text!r})")
+    if scheme != "http":
+        raise ValueError(f"a fan-out target is an http:// URL (got {text!r})")
+    if not parts.hostname:
+        raise ValueError(f"a fan-out target URL needs a host (got {text!r})")
+    try:
+        port = parts.port
+    except ValueError:
+        raise ValueError(f"a fan-out target URL has a bad port (got {text!r})") from None
+    if port == 0:
+        raise ValueError(f"a fan-out target needs a port other than 0 (got {text!r})")
+    if parts.username is not None or parts.fragment or any(ch in url for ch in " \r\n\t\0"):
+        raise ValueError(f"a fan-out target URL has no user, fragment or blanks (got {text!r})")
+    return url
+
+
+def fanout_target(url: str, mirror: bool) -> tuple[str, int, str, str, str]:
+    """What the C server needs of a target URL: (numeric host, port, URL, Host header, path).
+
+    Mirroring, the path is the prefix the request URI is appended to (no trailing ``/``, as
+    Fortio trims it); otherwise the path and query requested (at least ``/``)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    port = parts.port or 80
+    numeric = resolve(host, port)
+    netloc = parts.netloc
+    if mirror:
+        path = parts.path + ("?" + parts.query if parts.query else "")
+        path = path[:-1] if path.endswith("/") else path
+    else:
+        path = (parts.path or "/") + ("?" + parts.query if parts.query else "")
+    return numeric, port, url, netloc, path
+
+
+def _parse_http_fanouts(value: object) -> tuple[tuple[Address, tuple[str, ...]], ...]:
+    """``"LOCAL=URL[,URL...]"``, a ``(local, [urls])`` pair, or a list of them."""
+    if value is None:
+        return ()
+    if isinstance(value, (str, Mapping)):
+        items: list[object] = [value]
+    elif (isinstance(value, (tuple, list)) and len(value) == 2 and _is_address(value[0])
+          and isinstance(value[1], (tuple, list))):
+        items = [value]
+    else:
+        try:
+            items = list(value)  # type: ignore[call-overload]
+        except TypeError:
+            items = [value]
+    if len(items) > 4:
+        raise ValueError(f"at most 4 HTTP fan-outs (got {len(items)})")
+    out = []
+    for item in items:
+        if isinstance(item, str):
+            local_text, sep, urls_text = item.partition("=")
+            if not sep:
+                raise ValueError(f"an HTTP fan-out is LOCAL=URL[,URL...], as in "
+                                 f":8090=http://127.0.0.1:8080,http://127.0.0.1:8081 "
+                                 f"(got {item!r})")
+            local, urls = parse_address(local_text), urls_text.split(",")
+        elif isinstance(item, Mapping) and set(item) == {"listen", "targets"}:
+            local, urls = parse_address(item["listen"]), list(item["targets"])
+        elif isinstance(item, (tuple, list)) and len(item) == 2:
+            local, urls = parse_address(item[0]), list(item[1])
+        else:
+            raise ValueError(f"an HTTP fan-out is LOCAL=URL[,URL...], a (local, [urls]) pair "
+                             f"or {{'listen': ..., 'targets': [...]}} (got {item!r})")
+        if not 1 <= len(urls) <= 8:
+            raise ValueError(f"an HTTP fan-out has 1 to 8 target URLs (got {len(urls)})")
+        if not all(isinstance(u, str) for u in urls):
+            raise ValueError(f"fan-out target URLs are strings (got {urls!r})")
+        out.append((local, tuple(fanout_url(u) for u in urls)))
     return tuple(out)
 
 
