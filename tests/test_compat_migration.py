@@ -125,6 +125,6 @@ def test_the_command_refreshes_both_tables(tmp_path: Path) -> None:
                    capture_output=True, text=True, timeout=60, check=True)
     assert stale.read_text(encoding="utf-8") == render_command_flags(
         f"# Fortio\n\n{COMMANDS_BEGIN}\n\n{COMMANDS_END}\n")
-    assert "| `server` | `-P` " in stale.read_text(encoding="utf-8")
+    assert "| `server` | `-M` `-P` " in stale.read_text(encoding="utf-8")
     with pytest.raises(ValueError, match="BEGIN fortio command flags"):
         render_command_flags("# no markers\n")
