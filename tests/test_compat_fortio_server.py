@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from support.peers import fortio_binary
+from support.peers import require_fortio
 
 import nhbench
 from nhbench.compat._fortio import main, parse
@@ -33,13 +33,6 @@ pytestmark = pytest.mark.timeout(300)
 
 NHB = [sys.executable, "-m", "nhbench", "fortio"]
 READY = re.compile(r"All fortio .*servers started")
-
-
-def fortio() -> str:
-    binary = fortio_binary()
-    if binary is None:
-        pytest.skip("fortio is not installed")
-    return binary
 
 
 def free_port() -> int:
@@ -84,7 +77,7 @@ def serving(argv: Sequence[str], *, real: bool = False, cwd: str | None = None,
             env: dict[str, str] | None = None) -> Iterator[Running]:
     """`nhbench fortio ARGV` (or the real `fortio ARGV`) until its servers are up; stopped
     with SIGTERM (ours must exit 0 then)."""
-    command = [fortio(), *argv] if real else [*NHB, *argv]
+    command = [require_fortio(), *argv] if real else [*NHB, *argv]
     process = subprocess.Popen(command, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
                                text=True, cwd=cwd, env=env)
     running = Running(process)
@@ -116,7 +109,7 @@ def serving(argv: Sequence[str], *, real: bool = False, cwd: str | None = None,
 
 def run(argv: Sequence[str], *, real: bool = True, stdin: str | None = None,
         timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    command = [fortio(), *argv] if real else [*NHB, *argv]
+    command = [require_fortio(), *argv] if real else [*NHB, *argv]
     return subprocess.run(command, capture_output=True, text=True, input=stdin,
                           timeout=timeout, check=False)
 
@@ -138,7 +131,7 @@ def get(url: str, timeout: float = 10) -> tuple[int, bytes]:
 
 
 def test_server_end_to_end(tmp_path: Any) -> None:
-    fortio()
+    require_fortio()
     http, grpc, echo = free_port(), free_port(), free_port()
     argv = ["server", *ports(http_port=http, grpc_port=grpc, tcp_port=echo, udp_port=echo),
             "-redirect-port", "disabled", "-data-dir", str(tmp_path)]
@@ -176,7 +169,7 @@ def default_params_answers(tmp_path: Any, paths: Sequence[str]) \
         -> dict[bool, list[tuple[int, int]]]:
     """(status, body length) of each path, from the real `fortio server` (True) and ours,
     both with -echo-server-default-params status=418&size=7."""
-    fortio()
+    require_fortio()
     answers = {}
     for real in (True, False):
         http = free_port()
@@ -279,7 +272,7 @@ def test_ui_over_tls_gets_its_own_port(tmp_path: Any) -> None:
 
 @pytest.mark.parametrize("command", ["tcp-echo", "udp-echo"])
 def test_echo_commands(command: str) -> None:
-    fortio()
+    require_fortio()
     port = free_port()
     flag = "-tcp-port" if command == "tcp-echo" else "-udp-port"
     extra = ["-udp-async"] if command == "udp-echo" else []
@@ -293,7 +286,7 @@ def test_echo_commands(command: str) -> None:
 
 
 def test_tls_cert_and_key(tmp_path: Any) -> None:
-    fortio()
+    require_fortio()
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
     subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
                     "-subj", "/CN=localhost", "-addext",
@@ -317,7 +310,7 @@ def test_mtls_against_the_real_fortio_client(tmp_path: Any) -> None:
     # and nhbench's own fortio load with the same flags gets in too.
     from support.pki import make_pki
 
-    fortio()
+    require_fortio()
     pki = make_pki(tmp_path)
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
     subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
@@ -407,7 +400,7 @@ def test_grpc_max_streams_and_health_service() -> None:
     assert options("-grpc-max-streams", "7")["max_concurrent_streams"] == 7
     assert "max_concurrent_streams" not in options()
     assert "max_concurrent_streams" not in options("-grpc-max-streams", "0")
-    fortio()
+    require_fortio()
     grpc = free_port()
     argv = ["server", "-http-port", "disabled", "-grpc-port", f"127.0.0.1:{grpc}",
             "-tcp-port", "disabled", "-udp-port", "disabled", "-redirect-port", "disabled",
@@ -423,7 +416,7 @@ def debug_answers(tmp_path: Any, flags: Sequence[str], paths: Sequence[str]) \
     """For each path, from the real `fortio server` (True) and ours: whether the debug
     handler answered, and the lines of its environment section (None without one). Both
     run with the same environment, which holds a marker variable."""
-    fortio()
+    require_fortio()
     env = dict(os.environ, NHB_FORTIO_ENV_MARKER="marker-value-7")
     answers = {}
     for real in (True, False):

@@ -20,7 +20,6 @@ import os
 import re
 import shlex
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -31,6 +30,7 @@ from pathlib import Path
 
 import pytest
 from support.peers import fortio_binary
+from support.sockets import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "fortio.md"
@@ -87,13 +87,6 @@ def _words(line: str) -> tuple[str, str]:
     return tokens[0], ""
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 @dataclass
 class Rewritten:
     line: str
@@ -107,7 +100,7 @@ def rewrite(line: str, peers: dict[int, int]) -> Rewritten:
 
     def own(port: str) -> str:
         if port not in fresh:
-            fresh[port] = _free_port()
+            fresh[port] = free_port()
         return str(fresh[port])
 
     def peer(match: re.Match[str]) -> str:
@@ -126,7 +119,7 @@ def rewrite(line: str, peers: dict[int, int]) -> Rewritten:
         given = set(shlex.split(line))
         for flag in SERVING[words]:
             if flag not in given:
-                port = _free_port()
+                port = free_port()
                 fresh[flag] = port
                 text += f" {flag} 127.0.0.1:{port}"
     # Only the ports it listens on: a destination (`-P "8088 localhost:8080"`) is a peer's.
@@ -197,7 +190,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict
            "PYTHONPATH": os.pathsep.join([str(ROOT / "src"),
                                           os.environ.get("PYTHONPATH", "")])}
     env.pop("NHBENCH_UI_TOKEN", None)
-    peers = {port: _free_port() for port in PEER_PORTS}
+    peers = {port: free_port() for port in PEER_PORTS}
     peer_dir = base / "peer"
     (peer_dir / "data").mkdir(parents=True)
     local = "127.0.0.1:{}"

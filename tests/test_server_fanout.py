@@ -15,46 +15,27 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from support.peers import fortio_binary
+from support.peers import require_fortio
 from support.polling import wait_until
+from support.sockets import free_port, listening
 
 import nhbench
 
 pytestmark = pytest.mark.core
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _listening(port: int) -> bool:
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=1).close()
-        return True
-    except OSError:
-        return False
-
-
-def _fortio() -> str:
-    binary = fortio_binary()
-    if binary is None:
-        pytest.skip("fortio is not installed (go install fortio.org/fortio@v1.66.5)")
-    return binary
-
 
 @contextmanager
 def _fortio_server(*args: str) -> Iterator[int]:
     """``fortio server`` (its HTTP echo on a port of its own) with extra flags; the port."""
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen(
-        [_fortio(), "server", "-http-port", f"127.0.0.1:{port}", "-grpc-port", "disabled",
+        [require_fortio(), "server", "-http-port", f"127.0.0.1:{port}", "-grpc-port", "disabled",
          "-redirect-port", "disabled", "-tcp-port", "disabled", "-udp-port", "disabled",
          *args],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        assert wait_until(lambda: _listening(port), timeout=20), "fortio server did not start"
+        assert wait_until(lambda: listening(port), timeout=20), "fortio server did not start"
         yield port
     finally:
         proc.terminate()
@@ -70,9 +51,9 @@ def fortio_targets() -> Iterator[tuple[int, int]]:
 @contextmanager
 def _fortio_multi(urls: list[str], *flags: str) -> Iterator[int]:
     """``fortio server -M "port url..."``: the -M port."""
-    multi = _free_port()
+    multi = free_port()
     with _fortio_server("-M", f"127.0.0.1:{multi} {' '.join(urls)}", *flags):
-        assert wait_until(lambda: _listening(multi), timeout=20)
+        assert wait_until(lambda: listening(multi), timeout=20)
         yield multi
 
 
@@ -145,7 +126,7 @@ def test_fortio_load_through_the_fanout_reaches_every_target(tmp_path: Path) -> 
             http_fanout=f"127.0.0.1:0={a.url},{b.url}") as fan:
         host, port = fan.http_fanout_address
         out = tmp_path / "fortio.json"
-        subprocess.run([_fortio(), "load", "-json", str(out), "-qps", "0", "-c", "4",
+        subprocess.run([require_fortio(), "load", "-json", str(out), "-qps", "0", "-c", "4",
                         "-n", str(n), f"http://{host}:{port}/echo?size=50"],
                        check=True, capture_output=True, timeout=120)
         result = json.loads(out.read_text())
@@ -214,7 +195,7 @@ def test_parallel_status_is_the_first_not_ok(fortio_targets: tuple[int, int]) ->
 
 def test_a_target_down(fortio_targets: tuple[int, int]) -> None:
     a, _ = fortio_targets
-    down = _free_port()
+    down = free_port()
     urls = [f"http://127.0.0.1:{a}", f"http://127.0.0.1:{down}"]
     for serial in (False, True):
         (s1, t1), (s2, t2) = _side_by_side(urls, "/echo?x=7", serial=serial)
@@ -232,7 +213,7 @@ def test_a_target_down(fortio_targets: tuple[int, int]) -> None:
 
 def test_serial_first_target_down_is_503_with_the_rest(fortio_targets: tuple[int, int]) -> None:
     _, b = fortio_targets
-    down = _free_port()
+    down = free_port()
     (s1, t1), (s2, t2) = _side_by_side([f"http://127.0.0.1:{down}", f"http://127.0.0.1:{b}"],
                                        "/echo?status=201", serial=True)
     assert s1 == s2 == 503

@@ -15,9 +15,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.peers import fortio_binary
+from support.peers import require_fortio
 from support.polling import wait_until
-from support.sockets import read_until_close
+from support.sockets import free_port, listening, read_until_close
 
 import nhbench
 from nhbench.options import make_server_options
@@ -25,38 +25,18 @@ from nhbench.options import make_server_options
 pytestmark = pytest.mark.core
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _listening(port: int) -> bool:
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=1).close()
-        return True
-    except OSError:
-        return False
-
-
-def _fortio() -> str:
-    binary = fortio_binary()
-    if binary is None:
-        pytest.skip("fortio is not installed (go install fortio.org/fortio@v1.66.5)")
-    return binary
-
 
 @pytest.fixture(scope="module")
 def fortio_origin() -> Iterator[int]:
     """``fortio server``'s HTTP echo, on a port of its own."""
-    binary = _fortio()
-    port = _free_port()
+    binary = require_fortio()
+    port = free_port()
     proc = subprocess.Popen(
         [binary, "server", "-http-port", f"127.0.0.1:{port}", "-grpc-port", "disabled",
          "-redirect-port", "disabled", "-tcp-port", "disabled", "-udp-port", "disabled"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        assert wait_until(lambda: _listening(port), timeout=20), "fortio server did not start"
+        assert wait_until(lambda: listening(port), timeout=20), "fortio server did not start"
         yield port
     finally:
         proc.terminate()
@@ -65,7 +45,7 @@ def fortio_origin() -> Iterator[int]:
 
 def _fortio_load(url: str, tmp_path: Path, *args: str) -> dict[str, object]:
     out = tmp_path / "fortio.json"
-    subprocess.run([_fortio(), "load", "-json", str(out), *args, url], check=True,
+    subprocess.run([require_fortio(), "load", "-json", str(out), *args, url], check=True,
                    capture_output=True, timeout=120)
     result: dict[str, object] = json.loads(out.read_text())
     return result
@@ -200,7 +180,7 @@ def test_half_close_destination_fin_keeps_the_client_sending() -> None:
 
 
 def test_unreachable_destination_closes_the_client_and_is_counted() -> None:
-    closed_port = _free_port()
+    closed_port = free_port()
     with nhbench.TestServer(tcp_proxy=f"127.0.0.1:0=127.0.0.1:{closed_port}") as proxy:
         for _ in range(3):
             with socket.create_connection(proxy.tcp_proxy_address) as c:
@@ -229,7 +209,7 @@ def test_proxy_to_ipv6_destination_with_several_workers() -> None:
 
 def _curl(url: str) -> tuple[str, dict[str, str], str]:
     """``fortio curl``: (status line, headers by lowercase name, body)."""
-    out = subprocess.run([_fortio(), "curl", url], capture_output=True, timeout=30).stdout
+    out = subprocess.run([require_fortio(), "curl", url], capture_output=True, timeout=30).stdout
     head, _, body = out.decode("latin-1").partition("\r\n\r\n")
     status, *lines = head.split("\r\n")
     headers = {}
@@ -241,12 +221,12 @@ def _curl(url: str) -> tuple[str, dict[str, str], str]:
 
 @pytest.fixture(scope="module")
 def fortio_redirector() -> Iterator[int]:
-    binary = _fortio()
-    port = _free_port()
+    binary = require_fortio()
+    port = free_port()
     proc = subprocess.Popen([binary, "redirect", "-redirect-port", f"127.0.0.1:{port}"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        assert wait_until(lambda: _listening(port), timeout=20), "fortio redirect did not start"
+        assert wait_until(lambda: listening(port), timeout=20), "fortio redirect did not start"
         yield port
     finally:
         proc.terminate()

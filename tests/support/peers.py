@@ -17,7 +17,7 @@ from functools import cache
 from pathlib import Path
 
 __all__ = ["FORTIO_MODULE", "build_fortio_decoder", "chromedriver_binary", "chromium_binary",
-           "fortio_binary", "fortio_report"]
+           "fortio_binary", "fortio_report", "require_fortio"]
 
 #: Fortio's Go module as `go install fortio.org/fortio@v1.66.5` left it in the module cache.
 FORTIO_MODULE = Path.home() / "go/pkg/mod/fortio.org/fortio@v1.66.5"
@@ -51,6 +51,16 @@ def fortio_binary() -> str | None:
         return None
     candidate = os.path.join(gobin, "fortio")
     return candidate if os.access(candidate, os.X_OK) else None
+
+
+def require_fortio() -> str:
+    """The path of `fortio`; the calling test is skipped when it is not installed."""
+    import pytest
+
+    binary = fortio_binary()
+    if binary is None:
+        pytest.skip("fortio is not installed (go install fortio.org/fortio@v1.66.5)")
+    return binary
 
 
 def chromium_binary() -> str | None:

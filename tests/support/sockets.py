@@ -41,3 +41,20 @@ def reserved_port(host: str = "127.0.0.1") -> Iterator[int]:
                        socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         yield int(sock.getsockname()[1])
+
+
+def free_port(kind: int = socket.SOCK_STREAM) -> int:
+    """A port free on 127.0.0.1 for `kind` at the time of the call (another process may take
+    it before the caller binds it: use `reserved_port` where a refused port is wanted)."""
+    with socket.socket(socket.AF_INET, kind) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def listening(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether something accepts TCP connections on host:port now."""
+    try:
+        socket.create_connection((host, port), timeout=1).close()
+        return True
+    except OSError:
+        return False
