@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""TCP proxy cost: `nhbench server --tcp-proxy` against Fortio's own `-P` proxy.
+"""Proxy cost: `nhbench server --tcp-proxy` against Fortio's own `-P` proxy (or, with
+--fanout, `nhbench server --http-fanout` against Fortio's `-M`).
 
 One origin (`fortio server`'s HTTP echo) and one load generator (`fortio load -qps 0 -c 8
 -t 3s URL/echo?size=1024`) serve both; only the proxy in between changes. Each proxy runs
@@ -10,9 +11,14 @@ and right after the load) per request. A "direct" row (no proxy) is the referenc
 round-robin (direct, nhbench, fortio, ...) --repeat (3) times; the median is reported, with
 the min-max.
 
-    PYTHONPATH=src python3 benchmarks/proxy_compare.py [--repeat 3] [--duration 3s]
+With --fanout each proxy is an HTTP fan-out to two targets, both the same origin, in
+Fortio's default mode (parallel, the request mirrored): every request the load generator
+makes is two at the origin, and its response the two bodies back to back.
 
-Output: a markdown table on stdout and benchmarks/out/proxy_compare.json.
+    PYTHONPATH=src python3 benchmarks/proxy_compare.py [--repeat 3] [--duration 3s] [--fanout]
+
+Output: a markdown table on stdout and benchmarks/out/proxy_compare.json
+(proxy_compare_fanout.json with --fanout).
 """
 
 from __future__ import annotations
@@ -78,15 +84,18 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
 def one_run(kind: str, fortio: str, origin: int, args: argparse.Namespace) -> dict[str, float]:
     port = origin
     proc = None
+    target = f"http://127.0.0.1:{origin}"
     if kind == "nhbench":
         port = free_port()
+        proxy = (["--http-fanout", f"127.0.0.1:{port}={target},{target}"] if args.fanout else
+                 ["--tcp-proxy", f"127.0.0.1:{port}=127.0.0.1:{origin}"])
         proc = start([sys.executable, "-m", "nhbench", "server", "--workers", "1",
-                      "--listen", "127.0.0.1:0",
-                      "--tcp-proxy", f"127.0.0.1:{port}=127.0.0.1:{origin}"], args.proxy_cpu)
+                      "--listen", "127.0.0.1:0", *proxy], args.proxy_cpu)
     elif kind == "fortio":
         port = free_port()
-        proc = start([fortio, "proxies", "-P", f"127.0.0.1:{port} 127.0.0.1:{origin}"],
-                     args.proxy_cpu)
+        proxy = (["-M", f"127.0.0.1:{port} {target} {target}"] if args.fanout else
+                 ["-P", f"127.0.0.1:{port} 127.0.0.1:{origin}"])
+        proc = start([fortio, "proxies", *proxy], args.proxy_cpu)
     try:
         wait_listening(port)
         with tempfile.TemporaryDirectory() as tmp:
@@ -116,6 +125,8 @@ def main() -> int:
     ap.add_argument("--duration", default="3s")
     ap.add_argument("--proxy-cpu", type=int, default=1)
     ap.add_argument("--client-cpu", type=int, default=0)
+    ap.add_argument("--fanout", action="store_true",
+                    help="HTTP fan-outs to two targets (-M) instead of TCP proxies (-P)")
     ap.add_argument("--unpinned", action="store_true",
                     help="no taskset: every process may use every CPU")
     args = ap.parse_args()
@@ -153,15 +164,18 @@ def main() -> int:
              "|---|---|---|---|---|---|"]
     for kind in kinds:
         errors = sum(int(r["errors"]) for r in runs[kind])
-        label = {"direct": "direct (no proxy)", "nhbench": "nhbench --tcp-proxy",
-                 "fortio": "fortio -P"}[kind]
+        label = {"direct": "direct (no proxy)",
+                 "nhbench": "nhbench --http-fanout (2 targets)" if args.fanout else
+                 "nhbench --tcp-proxy",
+                 "fortio": "fortio -M (2 targets)" if args.fanout else "fortio -P"}[kind]
         lines.append(f"| {label} | {cell(kind, 'requests_per_s', ',.0f')} | "
                      f"{cell(kind, 'bytes_per_s', ',.0f')} | "
                      f"{cell(kind, 'cpu_us_per_request', '.2f')} | "
                      f"{statistics.median(r['proxy_cpu'] for r in runs[kind]):.0%} | {errors} |")
     print("\n".join(lines))
     OUT.mkdir(exist_ok=True)
-    name = "proxy_compare_unpinned.json" if args.unpinned else "proxy_compare.json"
+    name = ("proxy_compare" + ("_fanout" if args.fanout else "")
+            + ("_unpinned" if args.unpinned else "") + ".json")
     (OUT / name).write_text(json.dumps({"measured": when, "runs": runs}, indent=2) + "\n")
     return 0
 

@@ -32,6 +32,8 @@ import pytest
 from support.peers import fortio_binary
 from support.sockets import free_port
 
+import nhbench
+
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "fortio.md"
 
@@ -187,8 +189,10 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict
     shim.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -m nhbench "$@"\n')
     shim.chmod(0o755)
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
-           "PYTHONPATH": os.pathsep.join([str(ROOT / "src"),
-                                          os.environ.get("PYTHONPATH", "")])}
+           # The nhbench these tests import: a source tree on PYTHONPATH or the installed one.
+           "PYTHONPATH": os.pathsep.join(filter(None, [
+               str(Path(nhbench.__file__).resolve().parent.parent),
+               os.environ.get("PYTHONPATH")]))}
     env.pop("NHBENCH_UI_TOKEN", None)
     peers = {port: free_port() for port in PEER_PORTS}
     peer_dir = base / "peer"

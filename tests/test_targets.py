@@ -336,11 +336,11 @@ def test_tls_context_trusted_ca_and_max_session_keys_on_the_wire() -> None:
         (("http://unix:relative.sock:/",), "URI: Unix domain sockets are written"),
         (("https://127.0.0.1:1/", "--tls-context",
           '{"common_tls_context": {"tls_certificates": []}}'),
-         "--tls-context: common_tls_context.tls_certificates is not supported"),
+         "--tls-context: common_tls_context.tls_certificates must be a list of one certificate"),
         (("https://127.0.0.1:1/", "--tls-context",
           '{"common_tls_context": {"tls_params": {"cipher_suites": ["NOPE-NOTHING"]}}}'),
          "--tls-context: tls_ciphers: OpenSSL knows none of these ciphers"),
-        # Issue 16: nhbench never renegotiates; false (Envoy's default) is accepted.
+        # nhbench never renegotiates; false (Envoy's default) is accepted.
         (("https://127.0.0.1:1/", "--tls-context", '{"allow_renegotiation": true}'),
          "--tls-context: allow_renegotiation: true is not supported"),
         (("https://127.0.0.1:1/", "--tls-context", '{"allowRenegotiation": "no"}'),
