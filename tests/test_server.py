@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.peers import peer_env
 from support.polling import wait_until
 from support.sockets import read_until_close
 
@@ -112,12 +113,8 @@ def request(
 
 def curl(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[bytes]:
     assert CURL is not None
-    # curl hangs with the sanitizer runtimes preloaded (the asan session sets LD_PRELOAD
-    # for the interpreter); it is an independent client and needs none of that.
-    env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "ASAN_OPTIONS",
-                                                             "UBSAN_OPTIONS")}
     return subprocess.run([CURL, "-sS", "--max-time", str(timeout), *args],
-                          capture_output=True, timeout=timeout + 10, check=False, env=env)
+                          capture_output=True, timeout=timeout + 10, check=False, env=peer_env())
 
 
 def curl_full(url: str, *args: str) -> tuple[int, dict[str, list[str]], bytes]:

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 from support.nginx import needs_nginx_and_openssl
+from support.peers import peer_env
 from support.pki import PASSPHRASE, Pki, make_pki
 
 import nhbench
@@ -183,10 +184,10 @@ def test_server_with_curl(server: nhbench.TestServer, pki: Pki) -> None:
     before = server.stats()
     ok = subprocess.run([curl, "-sS", "-o", "/dev/null", "-w", "%{http_code}", "--cacert",
                          server.ca_cert, "--cert", pki.cert, "--key", pki.key, server.url],
-                        capture_output=True, text=True, timeout=30, check=False)
+                        capture_output=True, text=True, timeout=30, check=False, env=peer_env())
     assert ok.stdout == "200", ok.stderr
     bad = subprocess.run([curl, "-sS", "-o", "/dev/null", "--cacert", server.ca_cert, server.url],
-                         capture_output=True, text=True, timeout=30, check=False)
+                         capture_output=True, text=True, timeout=30, check=False, env=peer_env())
     assert bad.returncode != 0
     after = server.stats()
     assert after["tls_clients_verified"] - before["tls_clients_verified"] == 1
@@ -200,10 +201,10 @@ def test_server_with_openssl_s_client(server: nhbench.TestServer, pki: Pki) -> N
             "-servername", "localhost", "-quiet"]
     before = server.stats()
     ok = subprocess.run([*base, "-cert", pki.cert, "-key", pki.key], input=request,
-                        capture_output=True, text=True, timeout=30, check=False)
+                        capture_output=True, text=True, timeout=30, check=False, env=peer_env())
     assert "HTTP/1.1 200" in ok.stdout, ok.stderr
     bad = subprocess.run(base, input=request, capture_output=True, text=True, timeout=30,
-                         check=False)
+                         check=False, env=peer_env())
     assert "HTTP/1.1" not in bad.stdout
     assert "certificate required" in bad.stderr
     after = server.stats()

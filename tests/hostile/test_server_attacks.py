@@ -24,6 +24,7 @@ from collections.abc import Iterable, Iterator
 
 import pytest
 from support import h2frames as h2
+from support.peers import peer_env
 from support.sockets import read_until_close
 
 import nhbench
@@ -518,7 +519,7 @@ def test_no_environment_without_the_opt_in(monkeypatch: pytest.MonkeyPatch,
                 done = subprocess.run(
                     ["curl", "-s", "--http2-prior-knowledge", "--path-as-is",
                      f"http://{host}:{port}{path}"], capture_output=True, timeout=30,
-                    check=False)
+                    check=False, env=peer_env())
                 assert done.returncode == 0 and not _leaks(done.stdout), path
         stats = server.stats()
         assert_consistent(stats)

@@ -17,7 +17,7 @@ from functools import cache
 from pathlib import Path
 
 __all__ = ["FORTIO_MODULE", "build_fortio_decoder", "chromedriver_binary", "chromium_binary",
-           "fortio_binary", "fortio_report", "require_fortio"]
+           "fortio_binary", "fortio_report", "peer_env", "require_fortio"]
 
 #: Fortio's Go module as `go install fortio.org/fortio@v1.66.5` left it in the module cache.
 FORTIO_MODULE = Path.home() / "go/pkg/mod/fortio.org/fortio@v1.66.5"
@@ -51,6 +51,14 @@ def fortio_binary() -> str | None:
         return None
     candidate = os.path.join(gobin, "fortio")
     return candidate if os.access(candidate, os.X_OK) else None
+
+
+def peer_env() -> dict[str, str]:
+    """This process's environment without the sanitizer runtimes: the asan session preloads
+    them for the interpreter, and an independent peer (curl, openssl, fortio) started with
+    them preloaded can hang; it needs none of it."""
+    return {k: v for k, v in os.environ.items()
+            if k not in ("LD_PRELOAD", "ASAN_OPTIONS", "UBSAN_OPTIONS")}
 
 
 def require_fortio() -> str:
