@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from support.peers import require_fortio
+from support.peers import fortio_echo_server, require_fortio
 from support.polling import wait_until
 from support.sockets import free_port, listening
 
@@ -25,26 +25,9 @@ pytestmark = pytest.mark.core
 
 
 
-@contextmanager
-def _fortio_server(*args: str) -> Iterator[int]:
-    """``fortio server`` (its HTTP echo on a port of its own) with extra flags; the port."""
-    port = free_port()
-    proc = subprocess.Popen(
-        [require_fortio(), "server", "-http-port", f"127.0.0.1:{port}", "-grpc-port", "disabled",
-         "-redirect-port", "disabled", "-tcp-port", "disabled", "-udp-port", "disabled",
-         *args],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        assert wait_until(lambda: listening(port), timeout=20), "fortio server did not start"
-        yield port
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-
-
 @pytest.fixture(scope="module")
 def fortio_targets() -> Iterator[tuple[int, int]]:
-    with _fortio_server() as a, _fortio_server() as b:
+    with fortio_echo_server() as a, fortio_echo_server() as b:
         yield a, b
 
 
@@ -52,7 +35,7 @@ def fortio_targets() -> Iterator[tuple[int, int]]:
 def _fortio_multi(urls: list[str], *flags: str) -> Iterator[int]:
     """``fortio server -M "port url..."``: the -M port."""
     multi = free_port()
-    with _fortio_server("-M", f"127.0.0.1:{multi} {' '.join(urls)}", *flags):
+    with fortio_echo_server("-M", f"127.0.0.1:{multi} {' '.join(urls)}", *flags):
         assert wait_until(lambda: listening(multi), timeout=20)
         yield multi
 

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.peers import require_fortio
+from support.peers import fortio_echo_server, require_fortio
 from support.polling import wait_until
 from support.sockets import free_port, listening, read_until_close
 
@@ -29,18 +29,8 @@ pytestmark = pytest.mark.core
 @pytest.fixture(scope="module")
 def fortio_origin() -> Iterator[int]:
     """``fortio server``'s HTTP echo, on a port of its own."""
-    binary = require_fortio()
-    port = free_port()
-    proc = subprocess.Popen(
-        [binary, "server", "-http-port", f"127.0.0.1:{port}", "-grpc-port", "disabled",
-         "-redirect-port", "disabled", "-tcp-port", "disabled", "-udp-port", "disabled"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        assert wait_until(lambda: listening(port), timeout=20), "fortio server did not start"
+    with fortio_echo_server() as port:
         yield port
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 def _fortio_load(url: str, tmp_path: Path, *args: str) -> dict[str, object]:

@@ -17,7 +17,7 @@ from functools import cache
 from pathlib import Path
 
 __all__ = ["FORTIO_MODULE", "build_fortio_decoder", "chromedriver_binary", "chromium_binary",
-           "fortio_binary", "fortio_report", "peer_env", "require_fortio"]
+           "fortio_binary", "fortio_echo_server", "fortio_report", "peer_env", "require_fortio"]
 
 #: Fortio's Go module as `go install fortio.org/fortio@v1.66.5` left it in the module cache.
 FORTIO_MODULE = Path.home() / "go/pkg/mod/fortio.org/fortio@v1.66.5"
@@ -69,6 +69,27 @@ def require_fortio() -> str:
     if binary is None:
         pytest.skip("fortio is not installed (go install fortio.org/fortio@v1.66.5)")
     return binary
+
+
+@contextmanager
+def fortio_echo_server(*args: str) -> Iterator[int]:
+    """Real ``fortio server`` with only its HTTP echo (on a free loopback port) and `args`;
+    the port. The calling test is skipped when Fortio is not installed."""
+    from support.polling import wait_until
+    from support.sockets import free_port, listening
+
+    port = free_port()
+    proc = subprocess.Popen(
+        [require_fortio(), "server", "-http-port", f"127.0.0.1:{port}", "-grpc-port",
+         "disabled", "-redirect-port", "disabled", "-tcp-port", "disabled", "-udp-port",
+         "disabled", *args],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        assert wait_until(lambda: listening(port), timeout=20), "fortio server did not start"
+        yield port
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
 
 
 def chromium_binary() -> str | None:
