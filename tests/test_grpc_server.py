@@ -13,7 +13,6 @@ point is that a capped delay did not run its full length.
 
 from __future__ import annotations
 
-import os
 import random
 import re
 import shutil
@@ -29,7 +28,7 @@ from typing import Any
 import pytest
 from support import h2frames as h2
 from support.h2frames import DATA, END_HEADERS, END_STREAM, HEADERS, PREFACE, RST_STREAM, frame
-from support.peers import fortio_binary
+from support.peers import fortio_binary, peer_env
 
 import nhbench
 
@@ -499,8 +498,8 @@ needs_fortio = pytest.mark.skipif(FORTIO is None, reason="fortio is not installe
 
 
 def fortio(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
-    return subprocess.run([str(FORTIO), *args], capture_output=True, text=True, timeout=120, env=env)
+    return subprocess.run([str(FORTIO), *args], capture_output=True, text=True, timeout=120,
+                          env=peer_env())
 
 
 @needs_fortio

@@ -38,6 +38,7 @@ from support.h2frames import (
     WINDOW_UPDATE,
     frame,
 )
+from support.peers import peer_env
 from support.polling import settle
 
 import nhbench
@@ -53,13 +54,6 @@ NH_HEADER = "x-nighthawk-test-server-config"
 
 needs_curl = pytest.mark.skipif(CURL is None, reason="curl is not installed")
 needs_h2load = pytest.mark.skipif(H2LOAD is None, reason="h2load (nghttp2-client) is not installed")
-
-
-def tool_env() -> dict[str, str]:
-    # curl and h2load hang or abort with the sanitizer runtimes preloaded (the asan session
-    # sets LD_PRELOAD for the interpreter); they are independent clients and need none of it.
-    return {k: v for k, v in os.environ.items()
-            if k not in ("LD_PRELOAD", "ASAN_OPTIONS", "UBSAN_OPTIONS")}
 
 
 # --------------------------------------------------------------------------------------------
@@ -129,7 +123,7 @@ def test_server_stream_limit_caps_the_client() -> None:
 def curl(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[bytes]:
     assert CURL is not None
     return subprocess.run([CURL, "-sS", "--max-time", str(timeout), *args], capture_output=True,
-                          timeout=timeout + 10, check=False, env=tool_env())
+                          timeout=timeout + 10, check=False, env=peer_env())
 
 
 def fetch(url: str, mode: str, *args: str, ca: str | None = None
@@ -202,7 +196,7 @@ def test_h2load_counts_agree(tls: bool) -> None:
     with nhbench.TestServer(response_body_size=64, cpus=SERVER_CPUS, **kw) as server:
         assert H2LOAD is not None
         proc = subprocess.run([H2LOAD, "-n", str(n), "-c", str(c), "-m", str(m), server.url],
-                              capture_output=True, text=True, timeout=120, env=tool_env(),
+                              capture_output=True, text=True, timeout=120, env=peer_env(),
                               check=False)
         stats = server.stats()
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -9,7 +9,6 @@ request: ...". Requests are sent with curl (when installed) and over raw sockets
 
 from __future__ import annotations
 
-import os
 import shutil
 import socket
 import subprocess
@@ -17,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.peers import peer_env
 
 import nhbench
 
@@ -116,8 +116,7 @@ def test_control_characters_in_a_string(server: nhbench.TestServer) -> None:
 @pytest.mark.peer
 @pytest.mark.skipif(CURL is None, reason="curl is not installed")
 def test_curl_with_the_readme_example(server: nhbench.TestServer) -> None:
-    env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "ASAN_OPTIONS",
-                                                             "UBSAN_OPTIONS")}
+    env = peer_env()
     assert CURL is not None
     # The README's command line, with this server's address.
     proc = subprocess.run(
