@@ -31,6 +31,7 @@ import pytest
 from support.ui import UI, env, form_session, request, rest
 
 import nhbench
+from nhbench.browse import Catalogue
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -231,8 +232,18 @@ def test_save_on_writes_fortios_json_served_under_data(ui: UI, origin: str,
     assert document["DurationHistogram"]["Count"] == 8 and document["RunID"] == reply["RunID"]
     status, _, body = request(ui.port, reply["ResultURL"].split(str(ui.port), 1)[1])
     assert status == 200 and json.loads(body)["ID"] == reply["ResultID"]
-    # The nhbench JSON of the run is there too, for the browser.
-    assert any(p.name.endswith(".nhbench.json") for p in tmp_path.iterdir())
+    # Fortio's JSON is the run's one saved file, so the browser lists the run once; the
+    # finished run's page links to it.
+    link = f"/result/{path.name}"
+    while time.monotonic() < deadline:
+        status, _, page = request(ui.port, f"/runs/{reply['RunID']}")
+        if link.encode() in page:
+            break
+        time.sleep(0.1)
+    assert status == 200 and link.encode() in page
+    assert sorted(p.name for p in tmp_path.iterdir() if p.suffix == ".json") == [path.name]
+    entries = Catalogue(tmp_path).scan().entries
+    assert [entry.path for entry in entries] == [path.name]
 
 
 @pytest.mark.parametrize(("args", "message"), [

@@ -100,10 +100,11 @@ class RunManager:
         return [run for run in self.runs() if not run.finished]
 
     def start(self, options: Options, *, extra: Any = None,
-              on_done: Callable[[LiveRun], None] | None = None) -> LiveRun:
+              on_done: Callable[[LiveRun], None] | None = None, save: bool = True) -> LiveRun:
         """Check `options` and start the run on a thread; `RunRefusedError` when the limits
         refuse it (nothing is sent then). `on_done` runs on the run's thread once the result
-        is saved."""
+        is saved. With `save` false the nhbench JSON is not written: the starter saves the
+        result its own way (and sets `LiveRun.saved`), so the browser lists the run once."""
         from ..distributed import make_benchmark
 
         self.limits.check(options)
@@ -125,7 +126,7 @@ class RunManager:
             finished = [key for key, value in self._runs.items() if value.finished]
             for key in finished[:max(0, len(self._runs) - self._keep)]:
                 del self._runs[key]
-        thread = threading.Thread(target=self._run, args=(run, on_done),
+        thread = threading.Thread(target=self._run, args=(run, on_done, save),
                                   name=f"nhbench-ui-run-{run.id}", daemon=True)
         thread.start()
         return run
@@ -145,7 +146,8 @@ class RunManager:
     def stop_all(self) -> list[LiveRun]:
         return [run for run in (self.stop(r.id) for r in self.active()) if run is not None]
 
-    def _run(self, run: LiveRun, on_done: Callable[[LiveRun], None] | None) -> None:
+    def _run(self, run: LiveRun, on_done: Callable[[LiveRun], None] | None,
+             save: bool) -> None:
         def on_interval(record: IntervalRecord) -> None:
             with run.changed:
                 run.records.append(_record(record))
@@ -155,7 +157,8 @@ class RunManager:
         try:
             result = run.benchmark.run(None, on_interval)
             run.result = result
-            run.saved = self._save(run, result)
+            if save:
+                run.saved = self._save(run, result)
         except Exception as exc:  # noqa: BLE001 - a run's failure is its page's message
             run.error = f"{type(exc).__name__}: {exc}".splitlines()[0]
             state = "failed"

@@ -298,8 +298,11 @@ class FortioRest:
         save = params.on("save")
         spec = FortioSpec(fortio)
         try:
+            # save=on writes Fortio's JSON as the run's one saved result (two files would
+            # list the run twice in the browser).
             live = self.ui.runs.start(options, extra=spec,
-                                      on_done=lambda run: self._done(run, save))
+                                      on_done=lambda run: self._done(run, save),
+                                      save=not save)
         except RunRefusedError as exc:
             raise _Refused(403, "refused", str(exc)) from None
         except ValueError as exc:
@@ -332,6 +335,7 @@ class FortioRest:
         spec.json_text = fortio_json_text(run.result, fortio)
         if save and spec.id:
             write_atomic(f"{self.ui.runs.root}/{spec.id}.json", spec.json_text)
+            run.saved = f"{spec.id}.json"
 
     def _status(self, handler: Any, query: dict[str, list[str]]) -> None:
         assert self.ui is not None
