@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.sockets import reserved_port
 
 import nhbench
 from nhbench import OptionsError, TestServer
@@ -183,6 +184,21 @@ def test_an_idle_forwarded_connection_is_closed() -> None:
             assert time.monotonic() - started < 10
     finally:
         silent.close()
+
+
+@pytest.mark.parametrize("subprocess", [False, True])
+def test_an_unreachable_destination_answers_502(subprocess: bool) -> None:
+    with reserved_port() as closed, TestServer(
+            subprocess=subprocess, forward_prefix=f"/ui/=127.0.0.1:{closed}") as server:
+        with socket.create_connection(server.address, timeout=20) as sock:
+            sock.sendall(b"GET /ui/x HTTP/1.1\r\nHost: h\r\n\r\n")
+            reply = read_all(sock)
+        head, _, body = reply.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 502 Bad Gateway"), reply
+        assert b"Content-Length: %d" % len(body) in head and b"not reachable" in body
+        # The server's own paths are untouched by it.
+        counts = nhbench.run(server.url + "x", requests=3, connections=1).counters
+        assert counts["benchmark.http_2xx"] >= 1, counts
 
 
 @pytest.mark.parametrize(("value", "needle"), [

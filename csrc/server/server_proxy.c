@@ -66,6 +66,7 @@ struct nhb__srv_proxy {
   uint64_t read_ms;     /* forwarded: the last read on either side */
   uint8_t connected, closing, nclosed;
   uint8_t forward; /* a forwarded HTTP connection, not a -P proxy's */
+  uint8_t failed;  /* forwarded, the destination unreachable: answering 502 */
 };
 
 static void proxy_on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf);
@@ -196,12 +197,41 @@ static void proxy_on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* bu
   }
 }
 
+static void on_bad_gateway_written(uv_write_t* req, int status) {
+  NHB__UNUSED(status);
+  nhb__srv_proxy* p = req->handle->data;
+  if (!p->closing) proxy_close(p);
+}
+
+/* A forwarded request whose destination cannot be reached gets an answer
+ * (as a reverse proxy gives), not a bare close the client cannot tell from a
+ * crash; a -P proxy's client is a TCP stream and is just closed. */
+static void connect_failed(nhb__srv_proxy* p) {
+#define BAD_GATEWAY_BODY "the forwarded path's server is not reachable\n"
+  static char bad_gateway[] =
+      "HTTP/1.1 502 Bad Gateway\r\nServer: nhbench\r\nContent-Type: text/plain\r\nContent-Length: 45\r\n"
+      "Connection: close\r\n\r\n" BAD_GATEWAY_BODY;
+  _Static_assert(sizeof BAD_GATEWAY_BODY - 1 == 45, "Content-Length above");
+  if (!p->forward) {
+    nhb__srv_bump(&p->w->counters.proxy_connect_errors, 1);
+    proxy_close(p);
+    return;
+  }
+  /* Connected is set so that the sweep's connect time-out does not fire
+   * again (and `failed` so that a late connect is not used); the idle
+   * time-out still closes a client that does not read. */
+  p->connected = p->failed = 1;
+  p->progress_ms = uv_now(&p->w->loop);
+  p->side[0].writing = 1;
+  uv_buf_t b = uv_buf_init(bad_gateway, (unsigned)(sizeof bad_gateway - 1));
+  if (uv_write(&p->side[0].wreq, (uv_stream_t*)&p->side[0].tcp, &b, 1, on_bad_gateway_written) < 0) proxy_close(p);
+}
+
 static void on_connect(uv_connect_t* req, int status) {
   nhb__srv_proxy* p = req->data;
-  if (p->closing) return;
+  if (p->closing || p->failed) return;
   if (status < 0) {
-    if (!p->forward) nhb__srv_bump(&p->w->counters.proxy_connect_errors, 1);
-    proxy_close(p);
+    connect_failed(p);
     return;
   }
   p->connected = 1;
@@ -247,8 +277,7 @@ static void pair_start(nhb__srv_worker* w, nhb__srv_proxy* p, int fd, const nhb_
   uv_tcp_nodelay(&p->side[0].tcp, 1);
   if (uv_tcp_connect(&p->connect, &p->side[1].tcp, (const struct sockaddr*)dest->bytes, on_connect) < 0) {
     /* Out of descriptors, or the like: as unreachable. */
-    if (!p->forward) nhb__srv_bump(&w->counters.proxy_connect_errors, 1);
-    proxy_close(p);
+    connect_failed(p);
   }
 }
 
@@ -343,8 +372,7 @@ void nhb__srv_proxy_sweep(nhb__srv_worker* w) {
   for (nhb__srv_proxy* p = w->proxies; p; p = next) {
     next = p->next;
     if (!p->connected && now - p->start_ms >= NHB__SRV_PROXY_CONNECT_MS) {
-      if (!p->forward) nhb__srv_bump(&w->counters.proxy_connect_errors, 1);
-      proxy_close(p);
+      connect_failed(p);
     } else if (p->forward && idle_ms && now - p->read_ms >= idle_ms) {
       proxy_close(p);
     } else if (idle_ms && (p->side[0].writing || p->side[1].writing) && now - p->progress_ms >= idle_ms) {
