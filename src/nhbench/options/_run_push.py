@@ -73,7 +73,8 @@ class PushedMetrics(RunPart):
         "OTEL_EXPORTER_OTLP_HEADERS and OTEL_RESOURCE_ATTRIBUTES are honoured.",
     )
     otlp_temporality: Annotated[
-        Literal["cumulative", "delta"], Flag(metavar="KIND", group="Pushed metrics")
+        Literal["cumulative", "delta"],
+        Flag(metavar="cumulative|delta", group="Pushed metrics"),
     ] = Field(
         default="cumulative",
         description="cumulative (totals since the run started, what Prometheus takes) or "
