@@ -199,6 +199,22 @@ class _Sink:
             self._failed(f"still sending after {_CLOSE_WAIT[self.kind]:g} s; given up",
                          count=max(pending, 1))
 
+    def abandon(self) -> None:
+        """Stop without sending what is queued (counted as not delivered)."""
+        dropped = 0
+        while True:
+            try:
+                if self._queue.get_nowait() is not None:
+                    dropped += 1
+            except queue.Empty:
+                break
+        if dropped:
+            self._failed("the run was given up", count=dropped)
+        try:
+            self._queue.put_nowait(None)
+        except queue.Full:
+            pass
+
     def _failed(self, why: str, count: int = 1) -> None:
         with self._lock:
             self.failures += count
@@ -509,14 +525,19 @@ class MetricsPush:
         for sink in self.sinks:
             sink.submit(pending)
 
-    def close(self) -> list[str]:
+    def close(self, wait: bool = True) -> list[str]:
         """Flush what is left, wait for the sinks (bounded), log and return one line per sink
-        that failed to deliver."""
+        that failed to deliver. Without `wait` (a run given up) nothing more is sent and the
+        sinks are not waited for."""
         if self._closed:
             return []
         self._closed = True
-        self._flush()
-        self._stop_sinks(time.monotonic())
+        if wait:
+            self._flush()
+            self._stop_sinks(time.monotonic())
+        else:
+            for sink in self.sinks:
+                sink.abandon()
         lines = [line for line in (sink.report() for sink in self.sinks) if line]
         for line in lines:
             _log.warning("%s", line)

@@ -208,10 +208,14 @@ class Benchmark:
         if push is None:
             return self._run_to_end(on_progress, on_interval)
         try:
-            return self._run_to_end(on_progress, push.wrap(on_interval))
-        finally:
-            # The last flush and the sinks' failures, reported once (docs/telemetry.md).
-            push.close()
+            result = self._run_to_end(on_progress, push.wrap(on_interval))
+        except BaseException:
+            # Given up (a second Ctrl-C, an error): the sinks are not waited for.
+            push.close(wait=False)
+            raise
+        # The last flush and the sinks' failures, reported once (docs/telemetry.md).
+        push.close()
+        return result
 
     def _metrics_push(self) -> MetricsPush | None:
         # Built before the run starts: an OTLP endpoint without its extra refuses the run

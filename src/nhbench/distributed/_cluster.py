@@ -411,9 +411,12 @@ class ClusterBenchmark:
                     return self._run(ray, on_progress, on_interval)
                 push = MetricsPush(self.options)
                 try:
-                    return self._run(ray, on_progress, push.wrap(on_interval))
-                finally:
-                    push.close()
+                    result = self._run(ray, on_progress, push.wrap(on_interval))
+                except BaseException:
+                    push.close(wait=False)
+                    raise
+                push.close()
+                return result
         finally:
             for host in self._hosts:
                 if host.actor is not None:
