@@ -78,6 +78,9 @@ def test_statsd_udp_and_tcp_add_up_to_the_result(server: nhbench.TestServer) -> 
                    "--statsd", f"127.0.0.1:{udp.port}", "--statsd", tcp.address,
                    "--stats-flush-interval", "500ms", "--output-format", "json")
         assert proc.returncode == 0, proc.stderr
+        # Pushing closes intervals, but a piped stderr gets no interval lines unless
+        # --stats-interval asks for them.
+        assert proc.stderr == ""
         result = json.loads(proc.stdout)
         counters = _counters(result)
         requests = _scheduled_count(result)
