@@ -26,8 +26,9 @@ SCHEDULED = "benchmark_http_client.scheduled_to_response"
 TIMER = f"envoy.{SCHEDULED}"
 
 
-def cli(*args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ)
+def cli(*args: str, timeout: float = 90,
+        env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, **(env_extra or {})}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [PACKAGE_PARENT, env.get("PYTHONPATH")]))
     return subprocess.run([sys.executable, "-m", "nhbench", *args], capture_output=True,
                           text=True, timeout=timeout, env=env, stdin=subprocess.DEVNULL)
@@ -207,9 +208,13 @@ def test_otlp_cumulative_ends_at_the_result(server: nhbench.TestServer) -> None:
     with OtlpReceiver() as receiver:
         proc = cli("run", server.url, "--rps", "400", "--duration", "1.7s",
                    "--otlp-endpoint", receiver.url, "--stats-flush-interval", "500ms",
-                   "--output-format", "json")
+                   "--output-format", "json",
+                   env_extra={"OTEL_EXPORTER_OTLP_HEADERS": "authorization=Bearer%20t0k",
+                              "OTEL_RESOURCE_ATTRIBUTES": "deployment.environment=lab"})
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
+    # The exporter's own environment variables are honoured (docs/telemetry.md).
+    assert {h.get("authorization") for h in receiver.headers} == {"Bearer t0k"}
     histograms = _points(receiver, "nhbench.latency")
     counts = [p.count for p in histograms]
     assert counts == sorted(counts) and len(set(p.start_time_unix_nano for p in histograms)) == 1
@@ -220,6 +225,7 @@ def test_otlp_cumulative_ends_at_the_result(server: nhbench.TestServer) -> None:
     resource = receiver.requests[0].resource_metrics[0].resource
     attributes = {a.key: a.value.string_value for a in resource.attributes}
     assert attributes["service.name"] == "nhbench"
+    assert attributes["deployment.environment"] == "lab"
 
 
 @pytest.mark.parametrize("mode", ["refuse", "stall", "down"])

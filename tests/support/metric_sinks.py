@@ -115,12 +115,14 @@ class OtlpReceiver:
 
         self.requests: list[Any] = []
         self.content_types: list[str] = []
+        self.headers: list[dict[str, str]] = []
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:  # noqa: N802 - http.server's name
                 body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
                 receiver.content_types.append(self.headers.get("Content-Type", ""))
+                receiver.headers.append({k.lower(): v for k, v in self.headers.items()})
                 if mode == "stall":
                     time.sleep(stall)
                 if mode == "refuse":
