@@ -201,6 +201,7 @@ def test_otlp_delta_adds_up_to_the_result(server: nhbench.TestServer) -> None:
     # The windows tile the run: each push starts where the previous one ended.
     windows = [(p.start_time_unix_nano, p.time_unix_nano) for p in histograms]
     assert all(start < end for start, end in windows)
+    assert all(windows[i][0] == windows[i - 1][1] for i in range(1, len(windows)))
 
 
 def test_otlp_cumulative_ends_at_the_result(server: nhbench.TestServer) -> None:

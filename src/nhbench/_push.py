@@ -342,6 +342,7 @@ class OtlpSink(_Sink):
         self._logger.propagate = False
         # Running totals, for cumulative temporality.
         self._start_ns: int | None = None
+        self._last_ns: int | None = None
         self._counters: dict[str, int] = {}
         self._errors = 0
         self._latency = _OtlpLatency()
@@ -378,7 +379,11 @@ class OtlpSink(_Sink):
         from ._version import __version__
 
         end = flush.time_ns
-        begin = end - round(flush.duration * _NS)
+        # Delta points tile time: each starts where the previous one ended (the first one
+        # where its stretch of the run began).
+        begin = self._last_ns if self._last_ns is not None \
+            else end - round(flush.duration * _NS)
+        self._last_ns = end
         if self._start_ns is None:
             self._start_ns = begin
         latency = _OtlpLatency.of(flush)
