@@ -393,6 +393,27 @@ def test_request_source_plugin_config(server: nhbench.TestServer) -> None:
     assert size_mean(document, "benchmark_http_client.response_body_size") == 13
 
 
+@pytest.mark.parametrize("interval", [["--stats-flush-interval", "1"],
+                                      ["--stats-flush-interval-duration", "0.5s"]])
+def test_stats_sinks(server: nhbench.TestServer, interval: list[str]) -> None:
+    # Envoy's statsd sink with an address: UDP statsd, every flush interval
+    # (tests/test_compat_nighthawk_sinks.py has the refusals).
+    from support.metric_sinks import StatsdServer
+
+    with StatsdServer("udp") as statsd:
+        sink = ('{name:"envoy.stat_sinks.statsd",typed_config:{"@type":"type.googleapis.com/'
+                'envoy.config.metrics.v3.StatsdSink",address:{socket_address:{address:'
+                f'"127.0.0.1",port_value:{statsd.port}}}}}}}}}')
+        document = client("--rps", "100", "--duration", "2", "--stats-sinks", sink, *interval,
+                          server.url)
+        lines = statsd.lines()
+    pushed = sum(int(line.value) for line in lines
+                 if line.name == "envoy.cluster.nhbench.upstream_rq_total")
+    assert pushed == counters(document)["upstream_rq_total"] == 200
+    flushes = len([line for line in lines if line.name == "envoy.nhbench.rps"])
+    assert flushes == (2 if interval[0] == "--stats-flush-interval" else 4)
+
+
 @pytest.mark.parametrize("name", sorted(set(NIGHTHAWK_OUTPUT_FORMATS) - {"json", "human"}))
 def test_output_formats(server: nhbench.TestServer, name: str) -> None:
     proc = nighthawk("client", "--output-format", name, "--rps", "5", "--duration", "1",

@@ -377,3 +377,24 @@ def test_merge_stats_is_exact_on_core_dicts() -> None:
                                       "sumsq": 16.0}
     assert merged["execution_start_ns"] == 100
     assert merged["execution_duration_ns"] == 20
+
+
+def test_pushed_metrics_come_from_the_controller(cluster: LocalRayCluster,
+                                                 server: nhbench.TestServer) -> None:
+    # docs/telemetry.md: the controller pushes the merged intervals (every node's interval
+    # k added up, HDR counts included), so the pushes add up to the merged result.
+    from support.metric_sinks import StatsdServer
+
+    before = _served(server)
+    with StatsdServer("udp") as statsd:
+        result = nhbench.run(server.url, cluster=nhbench.Cluster(cluster.address), rps=100,
+                             duration="1s", statsd=[statsd.address],
+                             stats_flush_interval="0.5s")
+        served = _served(server) - before
+        lines = statsd.lines()
+    pushed = sum(int(line.value) for line in lines
+                 if line.name == "envoy.cluster.nhbench.upstream_rq_total")
+    assert pushed == result.counters["upstream_rq_total"] == served > 0
+    timers = sum(round(1 / line.rate) if line.rate else 1 for line in lines
+                 if line.kind == "ms")
+    assert timers == result.stat(LATENCY).count

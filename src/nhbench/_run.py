@@ -24,6 +24,7 @@ from ._exceptions import (
     CoreUnavailableError,
 )
 from ._progress import Progress
+from ._push import MetricsPush
 from ._result import Result
 from ._timeline import IntervalRecord
 
@@ -162,8 +163,9 @@ class Benchmark:
         if not self.options.effective_stats_interval:
             return []
         keep = self.options.hdr_log is not None
+        latency = self.options.pushes_metrics
         records = [
-            IntervalRecord.from_core(d, keep_histogram=keep)
+            IntervalRecord.from_core(d, keep_histogram=keep, keep_latency=latency)
             for d in self._core_run().take_intervals()
         ]
         self._timeline += records
@@ -202,6 +204,29 @@ class Benchmark:
         a `Progress` about every 0.1 s; `on_interval` with each `IntervalRecord` as its
         interval closes (with ``stats_interval`` on), the last one included.
         """
+        push = self._metrics_push()
+        if push is None:
+            return self._run_to_end(on_progress, on_interval)
+        try:
+            result = self._run_to_end(on_progress, push.wrap(on_interval))
+        except BaseException:
+            # Given up (a second Ctrl-C, an error): the sinks are not waited for.
+            push.close(wait=False)
+            raise
+        # The last flush and the sinks' failures, reported once (docs/telemetry.md).
+        push.close()
+        return result
+
+    def _metrics_push(self) -> MetricsPush | None:
+        # Built before the run starts: an OTLP endpoint without its extra refuses the run
+        # before anything is sent.
+        return MetricsPush(self.options) if self.options.pushes_metrics else None
+
+    def _run_to_end(
+        self,
+        on_progress: Callable[[Progress], object] | None,
+        on_interval: Callable[[IntervalRecord], object] | None,
+    ) -> Result:
         if self._run is None:
             self.start()
         run = self._core_run()

@@ -18,9 +18,10 @@ Over a whole run the records' ``requests`` add up exactly to the count of the ru
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, Field, RootModel
+from pydantic import BaseModel, Field, PrivateAttr, RootModel
 
 from . import _histogram
 from ._names import error_total
@@ -28,11 +29,24 @@ from ._names import error_total
 if TYPE_CHECKING:
     import pandas
 
-__all__ = ["IntervalRecord", "Timeline"]
+__all__ = ["IntervalLatency", "IntervalRecord", "Timeline"]
 
 _NS = 1e9
 # The percentiles every record carries (fractions), besides max.
 _POINTS = (0.5, 0.9, 0.99)
+
+
+@dataclass(frozen=True)
+class IntervalLatency:
+    """The interval's latency as the core measured it (ns): exact count, sum, min and max,
+    and the non-zero HdrHistogram buckets as ``(index, count)`` pairs. What pushed metrics
+    need to add up to the run's totals (docs/telemetry.md)."""
+
+    count: int
+    sum: float
+    min: int
+    max: int
+    counts: tuple[tuple[int, int], ...]
 
 
 class IntervalRecord(BaseModel):
@@ -62,10 +76,20 @@ class IntervalRecord(BaseModel):
         "only when asked for (from_core's keep_histogram), never in JSON.",
     )
 
+    # Only when asked for (from_core's keep_latency): never in JSON nor in a copy's dump.
+    _latency: IntervalLatency | None = PrivateAttr(default=None)
+
+    @property
+    def latency(self) -> IntervalLatency | None:
+        """The interval's exact latency data, when the record was made with keep_latency."""
+        return self._latency
+
     @classmethod
-    def from_core(cls, d: Mapping[str, Any], *, keep_histogram: bool = False) -> IntervalRecord:
+    def from_core(cls, d: Mapping[str, Any], *, keep_histogram: bool = False,
+                  keep_latency: bool = False) -> IntervalRecord:
         """A record from one dict of ``ClientRun.take_intervals()``; with `keep_histogram`
-        the interval's histogram is kept, encoded, in `hdr_histogram`."""
+        the interval's histogram is kept, encoded, in `hdr_histogram`; with `keep_latency`
+        its exact count, sum, min, max and buckets in `latency`."""
         latency = d.get("latency") or {}
         count = int(latency.get("count", 0))
         duration = float(d.get("duration", 0.0))
@@ -85,7 +109,7 @@ class IntervalRecord(BaseModel):
             # Encoded even when empty, so that a log has one line per interval, quiet ones
             # included, and its intervals tile the run.
             encoded = _histogram.encode(_histogram.from_sparse(latency.get("counts") or ()))
-        return cls(
+        record = cls(
             start=float(d.get("start", 0.0)),
             duration=duration,
             requests=count,
@@ -96,6 +120,14 @@ class IntervalRecord(BaseModel):
             hdr_histogram=encoded,
             **values,
         )
+        if keep_latency:
+            record._latency = IntervalLatency(
+                count, float(latency.get("sum", 0.0)),
+                int(latency.get("min", 0)) if count else 0,
+                int(latency.get("max", 0)) if count else 0,
+                tuple((int(i), int(c)) for i, c in latency.get("counts") or () if int(c) > 0),
+            )
+        return record
 
 
 class Timeline(RootModel[list[IntervalRecord]]):

@@ -277,9 +277,13 @@ class _LiveOutput:
         self._display = (
             LiveDisplay(options.effective_duration) if live and sys.stderr.isatty() else None
         )
+        # Pushed metrics (--statsd, --otlp-endpoint) close intervals too; they print lines
+        # only when intervals were asked for (a piped stderr stays quiet otherwise).
+        asked = options.stats_interval is not None or options.prometheus_listen is not None
         self._lines = (
             IntervalLines(sys.stderr)
             if live and self._display is None and options.effective_stats_interval > 0
+            and asked
             else None
         )
         self._endpoint: Any = None

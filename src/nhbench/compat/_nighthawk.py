@@ -125,6 +125,13 @@ def client_options(parsed: TclapParse) -> Options:
         raise OptionsError("--duration and --no-duration are mutually exclusive")
     if "h2" in parsed and "protocol" in parsed:
         raise OptionsError("--h2 and --protocol are mutually exclusive")
+    if "stats-flush-interval" in parsed and "stats-flush-interval-duration" in parsed:
+        raise OptionsError("--stats-flush-interval and --stats-flush-interval-duration are "
+                           "mutually exclusive")
+    if (("stats-flush-interval" in parsed or "stats-flush-interval-duration" in parsed)
+            and "stats-sinks" not in parsed):
+        raise OptionsError("if --stats-flush-interval or --stats-flush-interval-duration is "
+                           "set, then --stats-sinks must also be set")
     values: dict[str, Any] = {
         # Nighthawk's defaults where nhbench's differ (docs/compat.md).
         "output_format": NIGHTHAWK_OUTPUT_FORMATS["human"],

@@ -27,6 +27,8 @@ from collections.abc import Callable
 from typing import Any
 
 from .._exceptions import OptionsError
+from ..options import MIN_FLUSH_INTERVAL
+from ._nighthawk_sinks import apply_stats_sinks
 from ._table import ForeignFlag
 
 __all__ = ["NIGHTHAWK_CLIENT_FLAGS", "NIGHTHAWK_OUTPUT_FORMATS", "apply_flag"]
@@ -97,6 +99,20 @@ def _duration(given: str, value: str) -> float:
     return float(value[:-1])
 
 
+def _flush_duration(values: dict[str, Any], value: Any, given: str) -> None:
+    # A negative Duration is "out of range"; 0s leaves --stats-flush-interval's value in
+    # force (process_bootstrap.cc uses the duration only when it is above zero).
+    if value.strip().startswith("-"):
+        raise OptionsError(f"{given}: is out of range (got {value!r})")
+    seconds = _duration(given, value)
+    if 0 < seconds < MIN_FLUSH_INTERVAL:
+        # A push happens when a live interval closes, and intervals are 0.1 s at least.
+        raise OptionsError(f"{given}: must be 0s or at least {MIN_FLUSH_INTERVAL:g}s here "
+                           f"(got {value!r})")
+    if seconds > 0:
+        values["stats_flush_interval"] = seconds
+
+
 def _requests_per_connection(values: dict[str, Any], value: Any, given: str) -> None:
     number = _uint32(given, value, 1)
     # Nighthawk's default (the largest accepted value) is its "no limit": nhbench's is 0.
@@ -161,17 +177,17 @@ NIGHTHAWK_CLIENT_FLAGS: tuple[ForeignFlag, ...] = (
     _mapped(("--latency-response-header-name",), "string",
             "record the value of this response header in a latency histogram",
             "--latency-response-header-name", _set("latency_response_header_name")),
-    _refused(("--stats-flush-interval-duration",), "duration",
-             "interval between flushes to the stats sinks",
-             "goes with --stats-sinks, which nhbench does not have (live counters: nhbench "
-             "run --prometheus-listen)"),
-    _refused(("--stats-flush-interval",), "uint32_t",
-             "interval in seconds between flushes to the stats sinks",
-             "goes with --stats-sinks, which nhbench does not have (live counters: nhbench "
-             "run --prometheus-listen)", default="5"),
-    _refused(("--stats-sinks",), "string", "Envoy stats sinks (JSON) to flush metrics to",
-             "Envoy stats sinks have no counterpart here (live counters: nhbench run "
-             "--prometheus-listen)", repeatable=True),
+    _mapped(("--stats-flush-interval-duration",), "duration",
+            "interval between flushes to the stats sinks",
+            "--stats-flush-interval (at least 0.1 s; 0s: --stats-flush-interval's value)",
+            _flush_duration),
+    _mapped(("--stats-flush-interval",), "uint32_t",
+            "interval in seconds between flushes to the stats sinks",
+            "--stats-flush-interval (1 to 300 s, Nighthawk's range)",
+            _number("stats_flush_interval", 1, 300), default="5"),
+    _mapped(("--stats-sinks",), "string", "Envoy stats sinks (JSON) to flush metrics to",
+            "--statsd and --statsd-prefix (Envoy's StatsdSink with an address: UDP statsd; "
+            "docs/telemetry.md)", apply_stats_sinks, repeatable=True),
     _mapped(("--no-duration",), None, "run until a predicate fires or the run is stopped",
             "--no-duration", _switch("no_duration")),
     _mapped(("--simple-warmup",), None, "one warm-up request per worker before the run",

@@ -28,6 +28,7 @@ from typing import Any
 
 from .._exceptions import NHBenchError, OptionsError, RunError
 from .._progress import Progress
+from .._push import MetricsPush
 from .._result import HostEntry, Result, WorkerResult
 from .._run import Benchmark
 from .._timeline import IntervalRecord
@@ -95,6 +96,10 @@ class _NodeBenchmark(Benchmark):
             with self._raw_lock:
                 self._raw += taken
         return []
+
+    def _metrics_push(self) -> None:
+        # The controller pushes the merged intervals; a node pushes nothing of its own.
+        return None
 
     def take_raw(self) -> list[dict[str, Any]]:
         with self._raw_lock:
@@ -402,7 +407,16 @@ class ClusterBenchmark:
             # exit detail) on stdout from a thread of its own; stdout is the report's (the
             # json output may go there), so during the run such lines go to stderr.
             with contextlib.redirect_stdout(sys.stderr):
-                return self._run(ray, on_progress, on_interval)
+                if not self.options.pushes_metrics:
+                    return self._run(ray, on_progress, on_interval)
+                push = MetricsPush(self.options)
+                try:
+                    result = self._run(ray, on_progress, push.wrap(on_interval))
+                except BaseException:
+                    push.close(wait=False)
+                    raise
+                push.close()
+                return result
         finally:
             for host in self._hosts:
                 if host.actor is not None:
@@ -628,7 +642,8 @@ class ClusterBenchmark:
                 return
             del self._intervals[index]
             record = IntervalRecord.from_core(merge_intervals(list(parts.values())),
-                                              keep_histogram=keep)
+                                              keep_histogram=keep,
+                                              keep_latency=self.options.pushes_metrics)
             self._timeline.append(record)
             if on_interval is not None:
                 on_interval(record)

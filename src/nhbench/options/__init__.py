@@ -25,6 +25,7 @@ from ._response import (
 from ._run import Options, make_options
 from ._run_load import DEFAULT_DURATION
 from ._run_output import DEFAULT_PERCENTILES
+from ._run_push import DEFAULT_FLUSH_INTERVAL, MIN_FLUSH_INTERVAL
 from ._run_tls import check_key_pair, client_cert_pem
 from ._server import ServerOptions, fanout_target, fanout_url, make_server_options
 from ._targets import parse_bind_config, parse_unix_url
@@ -60,6 +61,8 @@ __all__ = [
     "check_key_pair",
     "client_cert_pem",
     "DEFAULT_DURATION",
+    "DEFAULT_FLUSH_INTERVAL",
+    "MIN_FLUSH_INTERVAL",
     "DEFAULT_LISTEN",
     "DEFAULT_PERCENTILES",
     "LATENCY_UNITS",

@@ -34,6 +34,7 @@ from ._run_load import DEFAULT_DURATION, Pool, Rate, Timing
 from ._run_observe import DEFAULT_STATS_INTERVAL, LiveStats, Observation
 from ._run_output import Output
 from ._run_protocols import GRPC_DEFAULT_FAILURE_PREDICATES, Grpc, Http2
+from ._run_push import PushedMetrics
 from ._run_requests import RequestBody, RequestLine, RequestSources
 from ._run_schedule import Schedule
 from ._run_targets import Targets, TargetUri
@@ -67,6 +68,7 @@ class Options(
     Schedule,  # jitter_uniform ... schedule_offsets
     Tls,  # sni ... tls_session_reuse
     Http2,  # protocol, h2c, max_concurrent_streams, max_active_requests
+    PushedMetrics,  # statsd ... stats_flush_interval
     LiveStats,  # stats_interval, prometheus_listen
     Timing,  # address_family, drain_timeout, start_delay
     Output,  # percentiles ... label
@@ -188,11 +190,14 @@ class Options(
     @property
     def effective_stats_interval(self) -> float:
         """Seconds per live-statistics interval, 0 when off: `stats_interval` when given,
-        else 1 s with `prometheus_listen` (its latencies are per interval), else off. The CLI
-        turns an unset value into 1 s when stderr is a terminal before the run."""
+        else 1 s with `prometheus_listen` (its latencies are per interval), else the flush
+        interval with pushed metrics (statsd, OTLP), else off. The CLI turns an unset value
+        into 1 s when stderr is a terminal before the run."""
         if self.stats_interval is not None:
             return self.stats_interval
-        return DEFAULT_STATS_INTERVAL if self.prometheus_listen else 0.0
+        if self.prometheus_listen:
+            return DEFAULT_STATS_INTERVAL
+        return self.effective_flush_interval if self.pushes_metrics else 0.0
 
     @property
     def failure_predicates(self) -> dict[str, int]:

@@ -32,6 +32,7 @@ from ._run_protocols import (
     grpc_uri,
     h2c_means_http2,
 )
+from ._run_push import check_pushed_metrics
 from ._run_requests import check_request_source, payload_means_post, replay_offsets_first
 from ._run_schedule import check_schedule_shapes, schedule_shapes_first
 from ._run_targets import check_targets, multi_target_uri
@@ -88,6 +89,7 @@ CHECKS: tuple[Check, ...] = (
     check_grpc,  # options that apply to gRPC runs only, or not to them
     check_http3,  # what QUIC cannot honour (reads the mapped TLS configs)
     check_ray,  # Ray's own options
+    check_pushed_metrics,  # a flush interval needs a sink; sinks need the intervals
 )
 
 

@@ -50,7 +50,8 @@ class LiveStats(RunPart):
         description="Close an interval this often: one line per interval on stderr (CLI) "
         "and one record in result.timeline (latency over time). 0 or off disables. "
         f"At least {MIN_STATS_INTERVAL:g} s. Default: 1s when stderr is a terminal (CLI), "
-        "else off; with prometheus_listen, 1s.",
+        "else off; with prometheus_listen, 1s; with statsd or otlp_endpoint, "
+        "stats_flush_interval.",
     )
     prometheus_listen: Annotated[
         str | None, Flag(metavar="HOST:PORT", default="", group="Live statistics")
