@@ -325,6 +325,13 @@ typedef struct nhb__tunnel_rx {
   const char* why;
 } nhb__tunnel_rx;
 
+/* nhb__conn.tunnel: where a connection's tunnel is; 0 without one or once
+ * it is up (the inner transport runs). FAILED: failed and counted, so that
+ * the failure paths that follow count nothing more. */
+#define NHB__TUNNEL_TCP 1     /* TCP connecting to the proxy */
+#define NHB__TUNNEL_WAITING 2 /* CONNECT written, reading the proxy's answer */
+#define NHB__TUNNEL_FAILED 3
+
 /* The run's CONNECT requests (tunnel.c), copied from config.tunnel_requests:
  * one per target (or one for all), and each one's authority for error texts. */
 typedef struct nhb__run_tunnel {

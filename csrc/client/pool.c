@@ -591,7 +591,7 @@ static void conn_start(nhb__worker* w, nhb__conn* c) {
    * which then hands it to the protocol's transport. */
   if (NHB__UNLIKELY(w->run->tunnel.n != 0)) {
     c->transport = &nhb__transport_tunnel;
-    c->tunnel = 1;
+    c->tunnel = NHB__TUNNEL_TCP;
   }
   ctr[NHB_CTR_UPSTREAM_CX_TOTAL]++;
   /* The protocol's own connection counter, if it has one (pool init). */
@@ -859,7 +859,9 @@ void nhb__pool_scan_timeouts(nhb__worker* w, uint64_t now) {
   for (uint32_t i = 0; i < w->nconns; i++) {
     nhb__conn* c = &w->conns[i];
     if (c->state == NHB__CX_CONNECTING && now - c->connect_start_ns > cfg->connect_timeout_ns) {
-      record_timeout(w, "connect timed out: no connection within --timeout",
+      record_timeout(w,
+                     NHB__UNLIKELY(c->tunnel == NHB__TUNNEL_WAITING) ? "connect timed out: the proxy did not answer CONNECT within --timeout"
+                                                   : "connect timed out: no connection within --timeout",
                      cfg->connect_timeout_ns);
       nhb__conn_fail(c, UV_ETIMEDOUT, NHB_CTR_POOL_CONNECTION_FAILURE);
       continue;

@@ -28,19 +28,16 @@
 
 #include "client/client.h"
 
-/* c->tunnel: where a connection's tunnel is. */
-enum {
-  TUNNEL_NONE = 0,  /* no tunnel, or it is up and the inner transport runs */
-  TUNNEL_TCP,       /* TCP connecting to the proxy */
-  TUNNEL_WAITING,   /* CONNECT written, reading the proxy's answer */
-  TUNNEL_FAILED     /* failed and counted: later failure paths count nothing more */
-};
-
 /* ---- the proxy's answer --------------------------------------------------- */
 
 static int rx_on_headers_complete(llhttp_t* p) {
   nhb__tunnel_rx* rx = (nhb__tunnel_rx*)p->data;
   int status = (int)llhttp_get_status_code(p);
+  /* llhttp takes any three digits; HTTP's status codes start at 100. */
+  if (status < 100) {
+    rx->why = "a status code below 100";
+    return -1;
+  }
   if (status >= 100 && status < 200 && status != 101) {
     /* An interim answer: llhttp reads it as a message without a body and
      * goes on with the next head. */
@@ -113,7 +110,7 @@ static const nhb__transport_vtable* inner_transport(const nhb__conn* c) {
 /* Counts the failure by its cause and gives the run's first error its text. */
 static void tunnel_count(nhb__conn* c, nhb_counter_t cause, const char* fmt, const char* a, int status) {
   nhb__worker* w = c->worker;
-  c->tunnel = TUNNEL_FAILED;
+  c->tunnel = NHB__TUNNEL_FAILED;
   w->stats.counters[cause]++;
   char text[256];
   const nhb__run_tunnel* t = &w->run->tunnel;
@@ -134,7 +131,7 @@ static void tunnel_on_connected(nhb__conn* c) {
     return;
   }
   c->sock_fd = fd;
-  c->tunnel = TUNNEL_WAITING;
+  c->tunnel = NHB__TUNNEL_WAITING;
   c->tunnel_start_ns = nhb__now_ns();
   nhb__tunnel_rx_init(&c->parser, &c->tunnel_rx);
   const nhb__run_tunnel* t = &c->worker->run->tunnel;
@@ -145,7 +142,7 @@ static void tunnel_on_connected(nhb__conn* c) {
 }
 
 static int tunnel_on_read(nhb__conn* c, const char* data, size_t len) {
-  if (c->tunnel != TUNNEL_WAITING) return NHB_EPROTO;
+  if (c->tunnel != NHB__TUNNEL_WAITING) return NHB_EPROTO;
   size_t used = 0;
   int r = nhb__tunnel_rx_feed(&c->parser, &c->tunnel_rx, data, len, &used);
   if (r == 0) return 0;
@@ -166,7 +163,7 @@ static int tunnel_on_read(nhb__conn* c, const char* data, size_t len) {
   w->stats.counters[NHB_CTR_TUNNEL_ESTABLISHED]++;
   nhb_hist* h = w->stats.hists[NHB_HIST_TUNNEL_SETUP];
   if (h != NULL) nhb_hist_record(h, nhb__now_ns() - c->tunnel_start_ns);
-  c->tunnel = TUNNEL_NONE;
+  c->tunnel = 0; /* up: the inner transport runs */
   c->transport = inner_transport(c);
   c->transport->on_connected(c);
   /* The origin's first bytes, if the proxy passed some on with its answer. */
@@ -190,10 +187,10 @@ const nhb__transport_vtable nhb__transport_tunnel = {
 /* ---- the pool's hooks (connection failures only) -------------------------------- */
 
 void nhb__tunnel_conn_failed(nhb__conn* c, int err) {
-  if (c->tunnel == TUNNEL_TCP) {
+  if (c->tunnel == NHB__TUNNEL_TCP) {
     tunnel_count(c, err == UV_ETIMEDOUT ? NHB_CTR_TUNNEL_TIMEOUT : NHB_CTR_TUNNEL_CONNECT_FAIL,
                  "could not connect to the proxy for CONNECT %s: %s", nhb_strerror(err), 0);
-  } else if (c->tunnel == TUNNEL_WAITING) {
+  } else if (c->tunnel == NHB__TUNNEL_WAITING) {
     tunnel_count(c, err == UV_ETIMEDOUT ? NHB_CTR_TUNNEL_TIMEOUT : NHB_CTR_TUNNEL_CLOSED,
                  err == UV_ETIMEDOUT ? "the proxy did not answer CONNECT %s within --timeout%s"
                                      : "the proxy's connection failed before its answer to CONNECT %s: %s",

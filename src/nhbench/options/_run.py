@@ -33,8 +33,8 @@ from ._run_cluster import Cluster
 from ._run_load import DEFAULT_DURATION, Pool, Rate, Timing
 from ._run_observe import DEFAULT_STATS_INTERVAL, LiveStats, Observation
 from ._run_output import Output
-from ._run_proxy import DEFAULT_PROXY_PORT, Proxy, ProxyEndpoint, parse_proxy_url
 from ._run_protocols import GRPC_DEFAULT_FAILURE_PREDICATES, Grpc, Http2
+from ._run_proxy import DEFAULT_PROXY_PORT, Proxy, ProxyEndpoint, parse_proxy_url
 from ._run_requests import RequestBody, RequestLine, RequestSources
 from ._run_schedule import Schedule
 from ._run_targets import Targets, TargetUri

@@ -32,9 +32,9 @@ from ._run_protocols import (
     grpc_uri,
     h2c_means_http2,
 )
+from ._run_proxy import check_proxy
 from ._run_requests import check_request_source, payload_means_post, replay_offsets_first
 from ._run_schedule import check_schedule_shapes, schedule_shapes_first
-from ._run_proxy import check_proxy
 from ._run_targets import check_targets, multi_target_uri
 from ._run_tls import check_client_cert
 
