@@ -18,7 +18,7 @@ import sys
 from collections.abc import Iterator
 
 import pytest
-from support.http_proxies import tinyproxy
+from support.http_proxies import squid, tinyproxy
 from support.peers import peer_env, require_fortio
 from support.sockets import free_port
 
@@ -194,3 +194,28 @@ def test_fortio_std_client_takes_the_environment_proxy_as_fortio_does() -> None:
             lines = proxy.requests()[seen:]
             # -stdclient's two connections went through the proxy; the fast client's did not.
             assert lines == [f"CONNECT {authority} HTTP/1.1"] * 2, (command, lines)
+
+
+def test_squid_absolute_form_keeps_connections_and_tunnels_count(
+        plain_origin: nhbench.TestServer, tls_origin: nhbench.TestServer) -> None:
+    """squid (Debian) keeps its client connections open: absolute-form requests reuse them,
+    and every request is one line of its access.log; each tunnel is one CONNECT line."""
+    plain_before = _origin_requests(plain_origin)
+    tls_before = _origin_requests(tls_origin)
+    with squid() as proxy:
+        plain = nhbench.run(plain_origin.url + "sq", proxy=proxy.url, **RUN)
+        tls = nhbench.run(tls_origin.url, proxy=proxy.url, cacert=tls_origin.ca_cert, **RUN)
+        # Stopped, squid has written every line, tunnels included (logged when they end).
+        proxy.stop()
+        lines = proxy.requests()
+    p, t = plain.counters, tls.counters
+    assert p["benchmark.http_2xx"] == t["benchmark.http_2xx"] == RUN["requests"]
+    assert _origin_requests(plain_origin) - plain_before == RUN["requests"]
+    assert _origin_requests(tls_origin) - tls_before == RUN["requests"]
+    gets = [line for line in lines if line[0] == "GET"]
+    assert gets == [("GET", f"http://{_authority(plain_origin)}/sq")] * RUN["requests"]
+    # Kept alive: at most one connection per --connections (and no reset).
+    assert p["upstream_cx_total"] <= RUN["connections"]
+    connects = [line for line in lines if line[0] == "CONNECT"]
+    assert connects == [("CONNECT", _authority(tls_origin))] * t["upstream_cx_total"]
+    assert t["tunnel.established"] == t["upstream_cx_total"]

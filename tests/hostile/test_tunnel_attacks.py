@@ -85,6 +85,13 @@ def malformed(conn: socket.socket, stop: threading.Event) -> None:
     conn.sendall(b"SMTP READY\r\n\r\n")
 
 
+def status_below_100(conn: socket.socket, stop: threading.Event) -> None:
+    # llhttp takes any three digits; found by fuzz_client_tunnel.
+    _read_head(conn)
+    conn.sendall(b"HTTP/1.1 000 OK\r\n\r\n")
+    stop.wait(5)
+
+
 def refuses(conn: socket.socket, stop: threading.Event) -> None:
     _read_head(conn)
     conn.sendall(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 5\r\n\r\nnope!")
@@ -101,6 +108,7 @@ CASES: dict[str, tuple[Handler, str]] = {
     "never_answers": (never_answers, "tunnel.timeout"),
     "malformed": (malformed, "tunnel.protocol_error"),
     "refuses": (refuses, "tunnel.non_2xx"),
+    "status_below_100": (status_below_100, "tunnel.protocol_error"),
 }
 
 

@@ -1,7 +1,8 @@
-"""Real HTTP proxies from Debian for the proxy and tunnel tests: tinyproxy (CONNECT and
-absolute-form) started on a free port with its own log, which the tests read to count what
-the proxy saw (one ``Request ... CONNECT host:port`` line per tunnel, one ``Request ... GET
-http://...`` line per absolute-form request).
+"""Real HTTP proxies from Debian for the proxy and tunnel tests, each started on a free port
+with its own log, which the tests read to count what the proxy saw: tinyproxy (one ``Request
+... CONNECT host:port`` line per tunnel, one ``Request ... GET http://...`` line per
+absolute-form request; it closes each client connection after a response) and squid (its
+access.log, a line per request or tunnel when it ends; it keeps client connections open).
 """
 
 from __future__ import annotations
@@ -68,3 +69,59 @@ def tinyproxy(*, basic_auth: tuple[str, str] | None = None,
         finally:
             proc.terminate()
             proc.wait(timeout=10)
+
+
+@dataclass
+class Squid:
+    port: int
+    log_path: str
+    proc: subprocess.Popen[bytes]
+
+    def stop(self) -> None:
+        """Stop squid, which writes out every line (a tunnel's is written when it ends)."""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=30)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def requests(self) -> list[tuple[str, str]]:
+        """(method, URL) of each request squid logged (its native access.log: a line per
+        request or tunnel, written when it ends)."""
+        try:
+            with open(self.log_path, encoding="utf-8", errors="replace") as f:
+                return [(p[5], p[6]) for p in (line.split() for line in f) if len(p) > 6]
+        except FileNotFoundError:
+            return []
+
+
+@contextmanager
+def squid() -> Iterator[Squid]:
+    """squid in the foreground (-N) on a free port, no cache, every request logged; CONNECT
+    allowed to any port (its default allows 443 only)."""
+    exe = shutil.which("squid")
+    if exe is None:
+        pytest.skip("squid is not installed (Debian package squid)")
+    with tempfile.TemporaryDirectory(prefix="nhb-squid-") as tmp:
+        # squid started as root runs as its own user, which must write here.
+        os.chmod(tmp, 0o777)
+        port = free_port()
+        log = os.path.join(tmp, "access.log")
+        conf = os.path.join(tmp, "squid.conf")
+        with open(conf, "w") as f:
+            f.write("\n".join([
+                f"http_port 127.0.0.1:{port}", "http_access allow all", "cache deny all",
+                f"access_log stdio:{log}", f"cache_log {tmp}/cache.log",
+                f"pid_filename {tmp}/squid.pid", f"coredump_dir {tmp}",
+                "shutdown_lifetime 0 seconds",
+            ]) + "\n")
+        proc = subprocess.Popen([exe, "-N", "-f", conf], env=peer_env(),
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            if not wait_until(lambda: listening(port), timeout=30):
+                raise RuntimeError("squid did not start listening")
+            yield Squid(port, log, proc)
+        finally:
+            Squid(port, log, proc).stop()

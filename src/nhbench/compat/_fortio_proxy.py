@@ -48,11 +48,13 @@ def _bypassed(host: str, port: int, no_proxy: str) -> bool:
                 pass
             continue
         try:
-            if ip is not None and ip == ipaddress.ip_address(entry.strip("[]")):
+            entry_ip = ipaddress.ip_address(entry.strip("[]"))
+        except ValueError:
+            entry_ip = None
+        if entry_ip is not None:
+            if ip == entry_ip:
                 return True
             continue
-        except ValueError:
-            pass
         name, _, entry_port = entry.rpartition(":") if entry.count(":") == 1 else (entry, "", "")
         if entry_port and entry_port != str(port):
             continue
