@@ -171,8 +171,8 @@ def _non_loopback_address() -> str | None:
 
 def test_fortio_std_client_takes_the_environment_proxy_as_fortio_does() -> None:
     """Real Fortio 1.66.5 and ``nhbench fortio`` with HTTPS_PROXY set: both go through
-    tinyproxy with -stdclient (one CONNECT per connection to the origin), neither with
-    Fortio's default fast client."""
+    tinyproxy with -stdclient (one CONNECT per connection to the origin, `load` and `curl`),
+    neither with Fortio's default fast client."""
     fortio = require_fortio()
     address = _non_loopback_address()
     if address is None:
@@ -194,6 +194,15 @@ def test_fortio_std_client_takes_the_environment_proxy_as_fortio_does() -> None:
             lines = proxy.requests()[seen:]
             # -stdclient's two connections went through the proxy; the fast client's did not.
             assert lines == [f"CONNECT {authority} HTTP/1.1"] * 2, (command, lines)
+            # `curl -stdclient` too: one request, one tunnel.
+            proc = subprocess.run([*command, "curl", "-stdclient", "-k", f"https://{authority}/"],
+                                  capture_output=True, text=True, timeout=60, env=env,
+                                  check=False)
+            assert proc.returncode == 0, proc.stderr
+            # (nhbench fortio curl is Python's http.client, whose CONNECT says HTTP/1.0.)
+            after = proxy.requests()[seen + 2:]
+            assert len(after) == 1 and after[0].startswith(f"CONNECT {authority} HTTP/1."), (
+                command, after)
 
 
 def test_squid_absolute_form_keeps_connections_and_tunnels_count(

@@ -690,12 +690,29 @@ def _curl(args: FortioArgs, target: str) -> int:
         else:
             connection = http.client.HTTPConnection(parts.hostname or "", parts.port,
                                                     timeout=timeout)
+        proxied = "proxy" in options and not unix_socket
+        if proxied:
+            # Fortio's standard client took a proxy from the environment (fortio_plan): the
+            # one request goes through it too, CONNECT for https, absolute-form for http.
+            proxy_host, proxy_port, proxy_auth = parse_proxy_url(options["proxy"], "proxy",
+                                                                 default_port=80)
+            auth = {"Proxy-Authorization": proxy_auth} if proxy_auth else {}
+            if parts.scheme == "https":
+                connection = http.client.HTTPSConnection(proxy_host, proxy_port,
+                                                         timeout=timeout, context=context)
+                connection.set_tunnel(parts.hostname or "", parts.port or 443, headers=auth)
+            else:
+                connection = http.client.HTTPConnection(proxy_host, proxy_port,
+                                                        timeout=timeout)
+                headers.update(auth)
         if args.http1_0:
             connection._http_vsn = 10  # type: ignore[attr-defined]
             connection._http_vsn_str = "HTTP/1.0"  # type: ignore[attr-defined]
         path = parts.path or "/"
         if parts.query:
             path += "?" + parts.query
+        if proxied and parts.scheme == "http":
+            path = f"http://{parts.netloc}{path}"
         try:
             connection.request(method, path, body=body, headers=headers)
             response = connection.getresponse()
