@@ -228,3 +228,25 @@ def test_squid_absolute_form_keeps_connections_and_tunnels_count(
     connects = [line for line in lines if line[0] == "CONNECT"]
     assert connects == [("CONNECT", _authority(tls_origin))] * t["upstream_cx_total"]
     assert t["tunnel.established"] == t["upstream_cx_total"]
+
+
+def test_several_targets_each_through_the_proxy() -> None:
+    """Nighthawk's several endpoints through one proxy: each request names its own endpoint
+    (absolute-form), each tunnel CONNECTs to its own endpoint (HTTP/2 over h2c inside)."""
+    with nhbench.TestServer() as a, nhbench.TestServer() as b, tinyproxy() as proxy:
+        endpoints = [_authority(a), _authority(b)]
+        common = {"multi_target_endpoint": endpoints, "multi_target_path": "/m", "rps": 40,
+                  "requests": 20, "connections": 2, "proxy": proxy.url,
+                  "no_default_failure_predicates": True}
+        absolute = nhbench.run(**common)
+        lines = proxy.requests()
+        assert absolute.counters["benchmark.http_2xx"] + absolute.counters.get(
+            "benchmark.stream_resets", 0) == 20
+        for endpoint, server in zip(endpoints, (a, b), strict=True):
+            gets = lines.count(f"GET http://{endpoint}/m HTTP/1.1")
+            assert gets == server.stats()["requests"] >= 5
+        tunnelled = nhbench.run(**common, protocol="http2")
+        connects = sorted(line for line in proxy.requests()[len(lines):])
+        assert tunnelled.counters["benchmark.http_2xx"] == 20
+        # One connection per target (connections are split over the targets).
+        assert connects == sorted(f"CONNECT {e} HTTP/1.1" for e in endpoints)
