@@ -130,11 +130,27 @@ def test_proxy_credentials_are_basic_proxy_authorization(tls_origin: nhbench.Tes
                           cacert=tls_origin.ca_cert, no_default_failure_predicates=True,
                           allow_no_success=True, **{**RUN, "requests": 5})
     assert good.counters["benchmark.http_2xx"] == RUN["requests"]
+    assert good.counters["tunnel.established"] == good.counters["upstream_cx_total"]
     assert bad.counters.get("benchmark.http_2xx", 0) == 0
     assert bad.counters["tunnel.non_2xx"] >= 1
     assert bad.counters.get("tunnel.established", 0) == 0
     # tinyproxy answers 401 where RFC 9110 says 407; either is the proxy's refusal.
     assert re.match(r"the proxy answered 40[17] to CONNECT 127\.0\.0\.1:", bad.error or "")
+
+
+def test_proxy_credentials_on_absolute_form_requests(plain_origin: nhbench.TestServer) -> None:
+    with tinyproxy(basic_auth=("load", "s3cret")) as proxy:
+        good = nhbench.run(plain_origin.url, proxy=f"http://load:s3cret@127.0.0.1:{proxy.port}",
+                           no_default_failure_predicates=True, **RUN)
+        bad = nhbench.run(plain_origin.url, proxy=f"http://load:wrong@127.0.0.1:{proxy.port}",
+                          no_default_failure_predicates=True, allow_no_success=True,
+                          **{**RUN, "requests": 5})
+    assert good.counters["benchmark.http_2xx"] >= RUN["requests"] // 2
+    # Refused by the proxy itself (tinyproxy's 401), on every request.
+    assert bad.counters.get("benchmark.http_2xx", 0) == 0
+    c = bad.counters
+    assert c["benchmark.http_4xx"] >= 1
+    assert c["benchmark.http_4xx"] + c.get("benchmark.stream_resets", 0) == 5
 
 
 def test_proxy_refusing_the_connection_is_counted(tls_origin: nhbench.TestServer) -> None:
