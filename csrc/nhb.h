@@ -27,7 +27,8 @@ extern "C" {
   X(ETIMERFD, -5006, "cannot create the high-resolution release timer")       \
   X(EPROTO, -5007, "protocol error")                                          \
   X(ETHREAD, -5008, "cannot start a worker thread")                           \
-  X(ETLS, -5009, "TLS error")
+  X(ETLS, -5009, "TLS error")                                                 \
+  X(EPROXY, -5010, "proxy error")
 
 typedef enum {
 #define NHB__ERR_ENUM(name, code, msg) NHB_##name = (code),
@@ -124,7 +125,14 @@ void nhb_stream_add(nhb_stream* dst, const nhb_stream* src);
   X(UDP_LATE, "benchmark.udp_late")                                      \
   X(UDP_UNEXPECTED, "benchmark.udp_unexpected")                          \
   /* ---- HTTP/3 ---- */                                        \
-  X(UPSTREAM_CX_HTTP3_TOTAL, "upstream_cx_http3_total")
+  X(UPSTREAM_CX_HTTP3_TOTAL, "upstream_cx_http3_total")                \
+  /* ---- proxies and tunnels (tunnel.c): tunnels up, and failed by cause ---- */ \
+  X(TUNNEL_ESTABLISHED, "tunnel.established")                            \
+  X(TUNNEL_CONNECT_FAIL, "tunnel.connect_fail")                          \
+  X(TUNNEL_NON_2XX, "tunnel.non_2xx")                                    \
+  X(TUNNEL_CLOSED, "tunnel.proxy_closed")                                \
+  X(TUNNEL_PROTOCOL_ERROR, "tunnel.protocol_error")                      \
+  X(TUNNEL_TIMEOUT, "tunnel.timeout")
 
 typedef enum {
 #define NHB__CTR_ENUM(name, str) NHB_CTR_##name,
@@ -147,7 +155,8 @@ typedef enum {
   X(SEQUENCER_BLOCKING, "sequencer.blocking")                                     \
   X(RELEASE_LATENESS, "sequencer.release_lateness")                               \
   X(TLS_HANDSHAKE, "benchmark_http_client.tls_handshake")                         \
-  X(ORIGIN_LATENCY, "benchmark_http_client.origin_latency_statistic")
+  X(ORIGIN_LATENCY, "benchmark_http_client.origin_latency_statistic")             \
+  X(TUNNEL_SETUP, "benchmark_http_client.tunnel_setup")
 
 typedef enum {
 #define NHB__HIST_ENUM(name, str) NHB_HIST_##name,
@@ -432,6 +441,16 @@ typedef struct nhb_client_config {
    * trailers, counted per code (docs/protocols.md). */
   int grpc;
   /* ---- HTTP/3 (session_h3.c) ---- */
+  /* ---- proxies and tunnels (tunnel.c) ---- */
+  /* CONNECT through an HTTP proxy: the targets are the proxy's address, and
+   * every connection first writes tunnel_requests[its target] (a whole
+   * CONNECT request head: "CONNECT host:port HTTP/1.1", Host, any
+   * Proxy-Authorization, the blank line), waits for a 2xx answer, then runs
+   * TLS or TCP inside the tunnel. ntunnel_requests: 0 = no tunnel, else one
+   * per target or one for all. Copied by nhb_run_create(). */
+  const char* const* tunnel_requests;
+  const size_t* tunnel_request_lens;
+  uint32_t ntunnel_requests;
   /* Predicates: counter > threshold. */
   int n_termination;
   nhb_predicate termination[NHB_MAX_PREDICATES];

@@ -76,6 +76,7 @@ class ClientRun {
     parse_echo(d);
     parse_grpc(d);
     parse_h3(d);
+    parse_tunnel(d);
     char err[512] = "";
     int r = nhb_run_create_ex(&c, &run_, err, sizeof(err));
     if (r < 0 && err[0] != '\0') throw py::value_error(err);
@@ -221,6 +222,25 @@ class ClientRun {
 
   // HTTP/3 keys.
   void parse_h3(const py::dict& d) { (void)d; }
+
+  // Proxies and tunnels: "tunnel_requests" list[bytes], the CONNECT request
+  // head each target's connections send to the proxy (the targets are then the
+  // proxy's address), one per target or one for all; absent = no tunnel.
+  void parse_tunnel(const py::dict& d) {
+    tunnel_requests_ = get_as<std::vector<std::string>>(d, "tunnel_requests", {});
+    if (tunnel_requests_.empty()) return;
+    if (tunnel_requests_.size() > NHB_MAX_TARGETS) config_error("tunnel_requests", "at most one per target");
+    for (const std::string& rq : tunnel_requests_) {
+      tunnel_ptrs_.push_back(rq.data());
+      tunnel_lens_.push_back(rq.size());
+    }
+    config_.tunnel_requests = tunnel_ptrs_.data();
+    config_.tunnel_request_lens = tunnel_lens_.data();
+    config_.ntunnel_requests = static_cast<uint32_t>(tunnel_requests_.size());
+  }
+  std::vector<std::string> tunnel_requests_;
+  std::vector<const char*> tunnel_ptrs_;
+  std::vector<size_t> tunnel_lens_;
 
   // Protocol, TLS and HTTP/2 keys. The strings are kept in members until the
   // core has copied them (nhb_run_create copies every string).

@@ -315,6 +315,33 @@ typedef enum {
 #define NHB__BACKOFF_BASE_MS 4
 #define NHB__BACKOFF_MAX_MS 1000
 
+/* The proxy's answer to a CONNECT (tunnel.c), as llhttp reads it: raw
+ * bytes so far (against NHB__RESP_HEADER_BYTES), interim answers, the final
+ * answer's status once its head is complete, and why it was refused. */
+typedef struct nhb__tunnel_rx {
+  uint32_t bytes;
+  uint32_t interims;
+  int status;
+  const char* why;
+} nhb__tunnel_rx;
+
+/* nhb__conn.tunnel: where a connection's tunnel is; 0 without one or once
+ * it is up (the inner transport runs). FAILED: failed and counted, so that
+ * the failure paths that follow count nothing more. */
+#define NHB__TUNNEL_TCP 1     /* TCP connecting to the proxy */
+#define NHB__TUNNEL_WAITING 2 /* CONNECT written, reading the proxy's answer */
+#define NHB__TUNNEL_FAILED 3
+
+/* The run's CONNECT requests (tunnel.c), copied from config.tunnel_requests:
+ * one per target (or one for all), and each one's authority for error texts. */
+typedef struct nhb__run_tunnel {
+  uint32_t n; /* 0: no tunnel */
+  const char** request;
+  size_t* request_len;
+  const char** authority;
+  char* strings;
+} nhb__run_tunnel;
+
 struct nhb__conn {
   /* First member: the handle's pointer is the connection's. A TCP handle,
    * or a pipe for a target that is a Unix socket; both begin with the
@@ -379,6 +406,12 @@ struct nhb__conn {
   int h1_at_boundary;       /* llhttp has no bytes of an unfinished response */
   uint64_t h1_header_bytes;
   uint64_t h1_body_bytes;
+  /* CONNECT through a proxy (tunnel.c): where the tunnel is (0 once it is
+   * up, or without one), when it began (TCP connected) and the answer so far,
+   * read by c->parser before the session takes it over. */
+  int tunnel;
+  uint64_t tunnel_start_ns;
+  nhb__tunnel_rx tunnel_rx;
   int sock_fd; /* plain TCP or Unix socket: the handle's descriptor, set on connect (transport_tcp.c) */
   char* read_buffer; /* NHB__READ_BUFFER_SIZE bytes, the worker's one read buffer (pool.c) */
   nhb__tls* tls;     /* TLS state, allocated on the first TLS connection of this entry */
@@ -611,6 +644,8 @@ struct nhb_run {
   /* Echo (session_echo.c): the run's own copy of the payload;
    * config.echo_payload points here once its run_init has run. */
   char* echo_payload;
+  /* Proxies (tunnel.c): the CONNECT request each target's connections send. */
+  nhb__run_tunnel tunnel;
   /* The protocol's own per-run state, of its session file's own type (HTTP/3:
    * the GnuTLS credentials and the request set's header blocks, built once
    * per run by its run_init, freed by its run_free). */
@@ -625,6 +660,24 @@ extern const nhb__transport_vtable nhb__transport_tcp;
 extern const nhb__transport_vtable nhb__transport_tls;
 extern const nhb__transport_vtable nhb__transport_udp;
 extern const nhb__session_vtable nhb__session_udp_echo;
+
+/* tunnel.c: CONNECT through an HTTP proxy. A connection of a run with a
+ * tunnel starts on nhb__transport_tunnel, which hands it to the protocol's
+ * own transport once the proxy answered 2xx. The run_init checks and copies
+ * the requests (and drops the setup histogram of a run without a tunnel);
+ * the pool calls the conn hooks on connection failures only, to count the
+ * tunnel's by cause. The rx functions are the answer's parser alone (the
+ * fuzz target feeds them). */
+extern const nhb__transport_vtable nhb__transport_tunnel;
+int nhb__tunnel_run_init(nhb_run* run, char* err, size_t err_len);
+void nhb__tunnel_run_free(nhb_run* run);
+void nhb__tunnel_conn_failed(nhb__conn* c, int err);
+void nhb__tunnel_conn_lost(nhb__conn* c, int err);
+void nhb__tunnel_rx_init(llhttp_t* p, nhb__tunnel_rx* rx);
+/* Returns 0: more is needed; 1: the final answer's head is complete (its
+ * status in rx->status, *used bytes of data were its); -1: malformed or over
+ * a limit (rx->why says which). */
+int nhb__tunnel_rx_feed(llhttp_t* p, nhb__tunnel_rx* rx, const char* data, size_t len, size_t* used);
 
 /* observe.c: the latency response header (--latency-response-header-name).
  * nhb__observe_init() checks and copies the name at run creation and drops

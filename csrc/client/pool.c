@@ -451,6 +451,9 @@ static void conn_close(nhb__conn* c) {
 void nhb__conn_fail(nhb__conn* c, int err, nhb_counter_t reason) {
   nhb__worker* w = c->worker;
   uint64_t* ctr = w->stats.counters;
+  /* A tunnel that failed on its way up counts its cause (once), and its text
+   * comes first. */
+  if (NHB__UNLIKELY(c->tunnel != 0) && c->state == NHB__CX_CONNECTING) nhb__tunnel_conn_failed(c, err);
   nhb__worker_record_error(w, err);
   if (c->state == NHB__CX_CONNECTING) {
     ctr[err == UV_ETIMEDOUT ? NHB_CTR_UPSTREAM_CX_CONNECT_TIMEOUT : NHB_CTR_UPSTREAM_CX_CONNECT_FAIL]++;
@@ -496,8 +499,14 @@ void nhb__conn_update(nhb__conn* c) {
 static void conn_lost(nhb__conn* c, int err) {
   nhb__worker* w = c->worker;
   if (c->state == NHB__CX_CONNECTING) {
-    /* Only TLS reads before the connection is ready: the handshake broke. */
-    if (c->transport == &nhb__transport_tls) w->stats.counters[NHB_CTR_SSL_CONNECTION_ERROR]++;
+    /* Only a tunnel and TLS read before the connection is ready: the proxy
+     * went away before its answer, or the handshake broke. */
+    if (NHB__UNLIKELY(c->tunnel != 0)) {
+      nhb__tunnel_conn_lost(c, err);
+      err = NHB_EPROXY;
+    } else if (c->transport == &nhb__transport_tls) {
+      w->stats.counters[NHB_CTR_SSL_CONNECTION_ERROR]++;
+    }
     if (err == UV_EOF) {
       nhb__worker_record_error_text(w, NHB_ETLS, "TLS handshake failed: the server closed the connection");
       err = NHB_ETLS;
@@ -578,6 +587,12 @@ static void conn_start(nhb__worker* w, nhb__conn* c) {
   c->answered = 0;
   c->peer_gone = 0;
   c->connect_start_ns = nhb__now_ns();
+  /* Through a proxy's tunnel, the connection speaks CONNECT first (tunnel.c),
+   * which then hands it to the protocol's transport. */
+  if (NHB__UNLIKELY(w->run->tunnel.n != 0)) {
+    c->transport = &nhb__transport_tunnel;
+    c->tunnel = NHB__TUNNEL_TCP;
+  }
   ctr[NHB_CTR_UPSTREAM_CX_TOTAL]++;
   /* The protocol's own connection counter, if it has one (pool init). */
   if (NHB__LIKELY(w->cx_counter >= 0)) ctr[w->cx_counter]++;
@@ -844,7 +859,9 @@ void nhb__pool_scan_timeouts(nhb__worker* w, uint64_t now) {
   for (uint32_t i = 0; i < w->nconns; i++) {
     nhb__conn* c = &w->conns[i];
     if (c->state == NHB__CX_CONNECTING && now - c->connect_start_ns > cfg->connect_timeout_ns) {
-      record_timeout(w, "connect timed out: no connection within --timeout",
+      record_timeout(w,
+                     NHB__UNLIKELY(c->tunnel == NHB__TUNNEL_WAITING) ? "connect timed out: the proxy did not answer CONNECT within --timeout"
+                                                   : "connect timed out: no connection within --timeout",
                      cfg->connect_timeout_ns);
       nhb__conn_fail(c, UV_ETIMEDOUT, NHB_CTR_POOL_CONNECTION_FAILURE);
       continue;

@@ -314,6 +314,30 @@ def fanout_seeds() -> list[bytes]:
     ]
 
 
+def tunnel_seeds() -> list[bytes]:
+    """fuzz_client_tunnel: proxies' answers to CONNECT (the first byte is the read size).
+    tinyproxy's and squid's own answers as they send them, a refusal with a body, interim
+    answers first, one with the origin's first bytes behind it, and a few broken ones."""
+    answers = [
+        b"HTTP/1.0 200 Connection established\r\nProxy-agent: tinyproxy/1.11.1\r\n\r\n",
+        b"HTTP/1.1 200 Connection established\r\n\r\n",
+        b"HTTP/1.1 407 Proxy Authentication Required\r\nProxy-Authenticate: Basic "
+        b"realm=\"proxy\"\r\nContent-Length: 4\r\n\r\ndeny",
+        b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n"
+        b"HTTP/1.1 200 OK\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nX-A: 1\r\n\r\n\x16\x03\x03\x00\x10",
+        b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
+        b"HTTP/1.1 2000 OK\r\n\r\n",
+        b"SMTP READY\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\n X-Folded: yes\r\n\r\n",
+    ]
+    seeds = []
+    for answer in answers:
+        seeds += [b"\x00" + answer, b"\x01" + answer, b"\x07" + answer]
+    return seeds
+
+
 def write(target: str, seeds: list[bytes]) -> int:
     d = CORPUS / target
     if d.exists():
@@ -390,6 +414,7 @@ def main() -> None:
         "fuzz_server_options": write("fuzz_server_options", option_seeds),
         "fuzz_server_grpc": write("fuzz_server_grpc", grpc_seeds()),
         "fuzz_server_fanout": write("fuzz_server_fanout", fanout_seeds()),
+        "fuzz_client_tunnel": write("fuzz_client_tunnel", tunnel_seeds()),
     }
     total = sum(p.stat().st_size for p in CORPUS.rglob("*") if p.is_file())
     for name, n in counts.items():

@@ -95,6 +95,7 @@ def client_core_config(options: Options, address: str) -> dict[str, Any]:
     config.update(_schedule_config(options))
     config.update(_targets_config(options))
     config.update(_observation_config(options))
+    config.update(_proxy_config(options))
     # Likewise (docs/protocols.md), one helper per protocol.
     config.update(_echo_config(options))
     config.update(_grpc_config(options))
@@ -211,6 +212,13 @@ def _render_spec(options: Options, spec: RequestSpec, payload: bytes | None) -> 
         # Placeholders in the path are percent-encoded by the URI's parser; the core needs
         # them as they were typed.
         path = _unquote_placeholders(path)
+    proxy = options.proxy_endpoint
+    if proxy is not None and proxy.mode == "absolute" and method != "CONNECT":
+        # Through a proxy, HTTP/1.1 names the origin in the request line (RFC 9112
+        # section 3.2.2, absolute-form) and carries the proxy's credentials.
+        path = f"http://{options.targets[spec.target].authority}{path}"
+        if proxy.authorization is not None and "proxy-authorization" not in names:
+            headers.append(("Proxy-Authorization", proxy.authorization))
     content_length = None
     if options.template and has_placeholder(body):
         content_length = CONTENT_LENGTH_PLACEHOLDER
@@ -288,7 +296,8 @@ def _targets_config(options: Options) -> dict[str, Any]:
     unix = options.unix_socket_path
     if unix is not None:
         config["targets"] = [("unix", unix, 0)]
-    elif options.multi_target_endpoint:
+    elif options.multi_target_endpoint and options.proxy_endpoint is None:
+        # Through a proxy the proxy resolves the endpoints' names (_proxy_config).
         config["targets"] = [
             ("tcp", resolve(t.host, t.port, options.address_family), t.port)
             for t in options.targets
@@ -318,6 +327,34 @@ def _targets_config(options: Options) -> dict[str, Any]:
                 mapped.get("key_passphrase_env", options.key_passphrase_env)))
         config["tls"] = tls
     return config
+
+
+def _proxy_config(options: Options) -> dict[str, Any]:
+    """Through an HTTP proxy (docs/engine.md, "Proxies and tunnels"): ``targets`` is the
+    proxy's address once per target (each target keeps its own connections), and with a
+    tunnel ``tunnel_requests`` list[bytes] is the CONNECT request head each target's
+    connections send first. Absolute-form needs no key of its own: its requests are rendered
+    so (`_render_spec`). Nothing without a proxy."""
+    proxy = options.proxy_endpoint
+    if proxy is None:
+        return {}
+    address = resolve(proxy.host, proxy.port, options.address_family)
+    targets = options.targets
+    config: dict[str, Any] = {"targets": [("tcp", address, proxy.port)] * len(targets)}
+    if proxy.mode == "connect":
+        config["tunnel_requests"] = [
+            render_connect(t.host, t.port, proxy.authorization) for t in targets]
+    return config
+
+
+def render_connect(host: str, port: int, authorization: str | None) -> bytes:
+    """The CONNECT request head for the origin `host`:`port` (RFC 9110 section 9.3.6: the
+    request-target and Host are the authority, with its port)."""
+    authority = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    lines = [f"CONNECT {authority} HTTP/1.1", f"Host: {authority}"]
+    if authorization is not None:
+        lines.append(f"Proxy-Authorization: {authorization}")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("ascii")
 
 
 def _observation_config(options: Options) -> dict[str, Any]:

@@ -15,6 +15,7 @@ __all__ = [
     "REQUEST_TO_RESPONSE",
     "QUEUE_TO_CONNECT",
     "TLS_HANDSHAKE",
+    "TUNNEL_SETUP",
     "ORIGIN_LATENCY",
     "SEQUENCER_CALLBACK",
     "SEQUENCER_BLOCKING",
@@ -54,6 +55,9 @@ SCHEDULED_TO_RESPONSE = "benchmark_http_client.scheduled_to_response"
 REQUEST_TO_RESPONSE = "benchmark_http_client.request_to_response"
 QUEUE_TO_CONNECT = "benchmark_http_client.queue_to_connect"
 TLS_HANDSHAKE = "benchmark_http_client.tls_handshake"
+# The CONNECT tunnel through a proxy (TCP to the proxy connected to its 2xx answer); only
+# present in a result when the run went through a tunnel.
+TUNNEL_SETUP = "benchmark_http_client.tunnel_setup"
 # The latency the origin reported in --latency-response-header-name (Nighthawk's
 # name); only present in a result when that option was given.
 ORIGIN_LATENCY = "benchmark_http_client.origin_latency_statistic"
@@ -76,6 +80,7 @@ HISTOGRAM_IDS: tuple[str, ...] = (
     *LATENCY_BY_CLASS,
     QUEUE_TO_CONNECT,
     TLS_HANDSHAKE,
+    TUNNEL_SETUP,
     ORIGIN_LATENCY,
     SEQUENCER_CALLBACK,
     SEQUENCER_BLOCKING,
@@ -91,6 +96,7 @@ STATISTIC_DESCRIPTIONS: dict[str, str] = {
     REQUEST_TO_RESPONSE: "Request start to response end",
     QUEUE_TO_CONNECT: "Queueing and connection setup latency",
     TLS_HANDSHAKE: "TLS handshake (TCP connected to handshake done)",
+    TUNNEL_SETUP: "CONNECT tunnel setup (TCP to the proxy connected to its 2xx answer)",
     ORIGIN_LATENCY: "Origin latency (the latency response header's values)",
     SEQUENCER_CALLBACK: "Initiation to completion",
     SEQUENCER_BLOCKING: "Blocking. Results are skewed when significant numbers are reported here.",
@@ -146,6 +152,13 @@ COUNTERS: tuple[str, ...] = (
     # gRPC: calls that ended with a non-OK grpc-status, or broke the protocol.
     "benchmark.grpc_error",
     "benchmark.grpc_protocol_error",
+    # Proxies: CONNECT tunnels up, and those that failed, by cause (docs/engine.md).
+    "tunnel.established",
+    "tunnel.connect_fail",
+    "tunnel.non_2xx",
+    "tunnel.proxy_closed",
+    "tunnel.protocol_error",
+    "tunnel.timeout",
 )
 
 #: The status codes counted one by one (C: NHB_STATUS_MIN..NHB_STATUS_MAX), each as
@@ -227,6 +240,14 @@ COUNTER_DESCRIPTIONS: dict[str, str] = {
     "each also in benchmark.grpc_status_<code>)",
     "benchmark.grpc_protocol_error": "gRPC calls whose response broke the gRPC protocol: no "
     "grpc-status, one outside 0..16, or a message whose length prefix does not match its DATA",
+    "tunnel.established": "CONNECT tunnels the proxy opened (2xx answer)",
+    "tunnel.connect_fail": "tunnels whose TCP connection to the proxy failed (refused, "
+    "unreachable)",
+    "tunnel.non_2xx": "tunnels the proxy refused with a non-2xx answer (403, 407, 502...)",
+    "tunnel.proxy_closed": "tunnels whose proxy closed the connection before its answer",
+    "tunnel.protocol_error": "tunnels whose proxy answer was malformed or over the limits "
+    "(96 KiB of head, 100 interim answers)",
+    "tunnel.timeout": "tunnels not up within --timeout (TCP to the proxy or its answer)",
 }
 
 #: The counter of requests that succeeded: a complete response with a 2xx status. It is what
@@ -271,6 +292,11 @@ CONNECTION_ERROR_COUNTERS: tuple[str, ...] = (
     "upstream_cx_connect_timeout",
     "upstream_cx_protocol_error",
     "ssl.connection_error",
+    "tunnel.connect_fail",
+    "tunnel.non_2xx",
+    "tunnel.proxy_closed",
+    "tunnel.protocol_error",
+    "tunnel.timeout",
 )
 
 #: How the human report and the one-line verdict name each error: (singular, plural).

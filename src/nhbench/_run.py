@@ -106,8 +106,13 @@ class Benchmark:
         core = load_core()
         target = self.options.target
         unix = self.options.unix_socket_path
-        self.address = f"unix:{unix}" if unix else resolve(
-            target.host, target.port, self.options.address_family)
+        proxy = self.options.proxy_endpoint
+        if proxy is not None:
+            # The proxy resolves the origin's name; the connections go to the proxy.
+            self.address = resolve(proxy.host, proxy.port, self.options.address_family)
+        else:
+            self.address = f"unix:{unix}" if unix else resolve(
+                target.host, target.port, self.options.address_family)
         config = self.core_config()
         _log.debug("resolved %s to %s", target.host, self.address)
         if _log.isEnabledFor(logging.DEBUG):

@@ -39,9 +39,11 @@ from urllib.parse import urlsplit, urlunsplit
 from .._exceptions import NHBenchError, OptionsError
 from .._io import write_text
 from .._signals import stop_on_signals
+from ..options import parse_proxy_url
 from ..outputs._output_dir import default_labels
 from . import _fortio_output as output
 from ._fortio_flags import FORTIO_FLAGS, FORTIO_KINDS, SERVER_REFUSAL, FortioArgs
+from ._fortio_proxy import environment_proxy
 from ._goflag import parse_go_flags, refused_for
 from ._gofmt import go_duration
 from ._table import ForeignFlag
@@ -219,6 +221,18 @@ def fortio_plan(args: FortioArgs, target: str, *, stdin: Any = None) -> FortioPl
                          f"{'://' if echo else ''} targets, as Fortio ignores it")
     secure = lowered.startswith("https://") or (args.grpc and bool(args.cacert))
     options["uri"] = url
+    # -- the proxy Fortio's Go clients take from the environment (_fortio_proxy)
+    found = None if echo else environment_proxy(url, stdclient=args.stdclient, h2=args.h2,
+                                                grpc=args.grpc)
+    if found is not None:
+        variable, proxy = found
+        try:
+            parse_proxy_url(proxy, "proxy", default_port=80)
+        except ValueError as exc:
+            raise OptionsError(f"{variable}: {exc}", option="proxy") from None
+        options["proxy"] = proxy
+        notes.append(f"{variable}: the load goes through the proxy {proxy}, as Fortio's "
+                     f"{'gRPC' if args.grpc else 'standard'} client's would")
 
     # -- the load shape
     qps = args.qps
@@ -676,12 +690,29 @@ def _curl(args: FortioArgs, target: str) -> int:
         else:
             connection = http.client.HTTPConnection(parts.hostname or "", parts.port,
                                                     timeout=timeout)
+        proxied = "proxy" in options and not unix_socket
+        if proxied:
+            # Fortio's standard client took a proxy from the environment (fortio_plan): the
+            # one request goes through it too, CONNECT for https, absolute-form for http.
+            proxy_host, proxy_port, proxy_auth = parse_proxy_url(options["proxy"], "proxy",
+                                                                 default_port=80)
+            auth = {"Proxy-Authorization": proxy_auth} if proxy_auth else {}
+            if parts.scheme == "https":
+                connection = http.client.HTTPSConnection(proxy_host, proxy_port,
+                                                         timeout=timeout, context=context)
+                connection.set_tunnel(parts.hostname or "", parts.port or 443, headers=auth)
+            else:
+                connection = http.client.HTTPConnection(proxy_host, proxy_port,
+                                                        timeout=timeout)
+                headers.update(auth)
         if args.http1_0:
             connection._http_vsn = 10  # type: ignore[attr-defined]
             connection._http_vsn_str = "HTTP/1.0"  # type: ignore[attr-defined]
         path = parts.path or "/"
         if parts.query:
             path += "?" + parts.query
+        if proxied and parts.scheme == "http":
+            path = f"http://{parts.netloc}{path}"
         try:
             connection.request(method, path, body=body, headers=headers)
             response = connection.getresponse()

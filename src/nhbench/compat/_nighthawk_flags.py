@@ -154,6 +154,13 @@ def _h2(values: dict[str, Any], value: Any, given: str) -> None:
     values["protocol"] = "http2"
 
 
+def _tunnel_protocol(values: dict[str, Any], value: Any, given: str) -> None:
+    # TCLAP's ValuesConstraint: exactly one of its three words.
+    if value not in ("http1", "http2", "http3"):
+        raise OptionsError(f"{given}: must be one of http1, http2, http3 (got {value!r})")
+    values["tunnel_protocol"] = value
+
+
 def _refused(names: tuple[str, ...], value: str | None, meaning: str, why: str, *,
              repeatable: bool = False, default: str = "") -> ForeignFlag:
     return ForeignFlag(names, value, meaning, refused=why, repeatable=repeatable,
@@ -290,13 +297,15 @@ NIGHTHAWK_CLIENT_FLAGS: tuple[ForeignFlag, ...] = (
             default="info"),
     _mapped(("--concurrency",), "string", "event loops (workers), or auto for one per CPU",
             "--concurrency", _set("concurrency"), default="1"),
-    _refused(("--tunnel-tls-context",), "string", "TLS context of the tunnel to the proxy",
-             "tunnelling through a proxy (CONNECT, CONNECT-UDP) has no counterpart here"),
-    _refused(("--tunnel-uri",), "string", "the proxy to tunnel through",
-             "tunnelling through a proxy (CONNECT, CONNECT-UDP) has no counterpart here"),
-    _refused(("--tunnel-protocol",), "http1|http2|http3", "the tunnel's protocol",
-             "tunnelling through a proxy (CONNECT, CONNECT-UDP) has no counterpart here",
-             default="http1"),
+    _mapped(("--tunnel-tls-context",), "string", "TLS context of the tunnel to the proxy",
+            "--tunnel-tls-context (refused when given: TLS to the proxy is not built)",
+            _relaxed_json("tunnel_tls_context")),
+    _mapped(("--tunnel-uri",), "string", "the proxy to tunnel through",
+            "--tunnel-uri (CONNECT per connection, csrc/client/tunnel.c)",
+            _set("tunnel_uri")),
+    _mapped(("--tunnel-protocol",), "http1|http2|http3", "the tunnel's protocol",
+            "--tunnel-protocol (http1; http2 and http3 refused: not built)",
+            _tunnel_protocol, default="http1"),
     _refused(("--http3-protocol-options",), "string",
              "Envoy Http3ProtocolOptions in JSON",
              "Envoy's Http3ProtocolOptions have no counterpart here (HTTP/3 streams: "

@@ -34,6 +34,7 @@ from ._run_load import DEFAULT_DURATION, Pool, Rate, Timing
 from ._run_observe import DEFAULT_STATS_INTERVAL, LiveStats, Observation
 from ._run_output import Output
 from ._run_protocols import GRPC_DEFAULT_FAILURE_PREDICATES, Grpc, Http2
+from ._run_proxy import DEFAULT_PROXY_PORT, Proxy, ProxyEndpoint, parse_proxy_url
 from ._run_push import PushedMetrics
 from ._run_requests import RequestBody, RequestLine, RequestSources
 from ._run_schedule import Schedule
@@ -62,6 +63,7 @@ class Options(
     Cluster,  # ray, hosts
     Grpc,  # grpc ... grpc_deadline
     TlsContext,  # tls_context, transport_socket
+    Proxy,  # proxy, tunnel_protocol, tunnel_uri, tunnel_tls_context
     Targets,  # multi_target_endpoint ... unix_socket
     RequestSources,  # request_source_plugin_config ... replay_timing
     RequestBody,  # payload ... http1_0
@@ -152,6 +154,21 @@ class Options(
                 authority=endpoint_authority(host, port, scheme),
             ))
         return out
+
+    @property
+    def proxy_endpoint(self) -> ProxyEndpoint | None:
+        """The HTTP proxy the connections go to (proxy or tunnel_uri), or None. proxy sends
+        HTTP/1.1 requests to an http:// URI in absolute-form (curl's habit) and tunnels the
+        rest; a Nighthawk tunnel (tunnel_uri) always tunnels."""
+        if self.proxy is not None:
+            host, port, auth = parse_proxy_url(self.proxy, "proxy",
+                                               default_port=DEFAULT_PROXY_PORT)
+            absolute = (self.target.scheme == "http" and self.core_protocol == "http1")
+            return ProxyEndpoint(host, port, "absolute" if absolute else "connect", auth)
+        if self.tunnel_uri is not None:
+            host, port, auth = parse_proxy_url(self.tunnel_uri, "tunnel_uri", default_port=80)
+            return ProxyEndpoint(host, port, "connect", auth)
+        return None
 
     @property
     def unix_socket_path(self) -> str | None:

@@ -32,6 +32,7 @@ from ._run_protocols import (
     grpc_uri,
     h2c_means_http2,
 )
+from ._run_proxy import check_proxy
 from ._run_push import check_pushed_metrics
 from ._run_requests import check_request_source, payload_means_post, replay_offsets_first
 from ._run_schedule import check_schedule_shapes, schedule_shapes_first
@@ -84,6 +85,7 @@ CHECKS: tuple[Check, ...] = (
     check_schedule_shapes,  # warm-ups, stages, offsets and what each excludes
     check_request_source,  # reads the replay file or plugin config (a bad one: bad input)
     check_targets,  # URI or endpoints, transport pairs, the Envoy TLS configs
+    check_proxy,  # the proxy or Nighthawk's tunnel, and what a tunnel carries
     check_client_cert,  # --cert and --key (or the Envoy config's) load together
     check_echo,  # tcp:// and udp://: udp's time-out and payload size
     check_grpc,  # options that apply to gRPC runs only, or not to them

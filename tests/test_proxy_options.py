@@ -1,0 +1,111 @@
+"""The proxy and tunnel options: what is taken, and what is refused by name, exit 2, nothing
+sent (docs/engine.md "Proxies and tunnels", docs/compat.md "Tunnels"). The runs through a
+real proxy are in test_proxy_tunnel.py."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from nhbench._core_config import render_connect
+from nhbench.compat._fortio_proxy import environment_proxy
+from nhbench.options import Options
+
+
+def _error(*argv: str) -> str:
+    proc = subprocess.run([sys.executable, "-m", "nhbench", *argv], capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    return lines[0]
+
+
+def test_proxy_modes_and_credentials() -> None:
+    plain = Options(uri="http://example.test:8080/p", proxy="http://127.0.0.1:3128")
+    assert plain.proxy_endpoint is not None
+    assert plain.proxy_endpoint.mode == "absolute" and plain.proxy_endpoint.port == 3128
+    h2c = Options(uri="http://example.test/", proxy="127.0.0.1:3128", protocol="http2")
+    assert h2c.proxy_endpoint is not None and h2c.proxy_endpoint.mode == "connect"
+    tls = Options(uri="https://example.test/", proxy="http://a%40b:p%3Aw@127.0.0.1")
+    assert tls.proxy_endpoint is not None
+    # curl's default proxy port; the credentials percent-decoded, then Basic.
+    assert tls.proxy_endpoint.port == 1080
+    assert tls.proxy_endpoint.authorization == "Basic YUBiOnA6dw=="
+    nighthawk = Options(uri="http://example.test/", tunnel_protocol="http1",
+                        tunnel_uri="127.0.0.1")
+    assert nighthawk.proxy_endpoint is not None
+    assert (nighthawk.proxy_endpoint.mode, nighthawk.proxy_endpoint.port) == ("connect", 80)
+
+
+def test_connect_request_head() -> None:
+    assert render_connect("example.test", 443, None) == (
+        b"CONNECT example.test:443 HTTP/1.1\r\nHost: example.test:443\r\n\r\n")
+    assert render_connect("::1", 8443, "Basic eDp5") == (
+        b"CONNECT [::1]:8443 HTTP/1.1\r\nHost: [::1]:8443\r\n"
+        b"Proxy-Authorization: Basic eDp5\r\n\r\n")
+
+
+@pytest.mark.parametrize(("argv", "expected"), [
+    (["run", "--proxy", "https://127.0.0.1:3128", "https://127.0.0.1/"],
+     "--proxy: only http:// proxies are supported (got https://)"),
+    (["run", "--proxy", "socks5://127.0.0.1:1080", "https://127.0.0.1/"],
+     "--proxy: only http:// proxies are supported (got socks5://)"),
+    (["run", "--proxy", "http://user@127.0.0.1:3128", "https://127.0.0.1/"],
+     "--proxy: proxy credentials need user:password"),
+    (["run", "--proxy", "http://127.0.0.1:3128/x", "https://127.0.0.1/"],
+     "--proxy: a proxy URL is scheme://[user:password@]host:port only"),
+    (["run", "--proxy", "http://127.0.0.1:3128", "--protocol", "http3", "https://127.0.0.1/"],
+     "--proxy: HTTP/3 runs over UDP"),
+    (["run", "--proxy", "http://127.0.0.1:3128", "udp://127.0.0.1:9/"],
+     "--proxy: udp:// runs over UDP"),
+    (["run", "--proxy", "http://127.0.0.1:3128", "--tunnel-protocol", "http1",
+      "--tunnel-uri", "127.0.0.1:3128", "https://127.0.0.1/"],
+     "--proxy: mutually exclusive with --tunnel-uri"),
+    (["run", "--tunnel-protocol", "http2", "--tunnel-uri", "127.0.0.1:3128",
+      "https://127.0.0.1/"], "--tunnel-protocol: http2 (CONNECT on an HTTP/2 stream"),
+    (["run", "--tunnel-protocol", "http3", "--tunnel-uri", "127.0.0.1:3128",
+      "--tunnel-tls-context", "{}", "https://127.0.0.1/"],
+     "--tunnel-protocol: http3 (CONNECT-UDP, RFC 9298) is not built"),
+    (["run", "--tunnel-protocol", "http1", "--tunnel-uri", "127.0.0.1:3128",
+      "--tunnel-tls-context", "{}", "https://127.0.0.1/"],
+     "--tunnel-tls-context: TLS to the proxy is not built"),
+    # Nighthawk's own rules, in its order.
+    (["nighthawk", "client", "--tunnel-protocol", "http1", "http://127.0.0.1/"],
+     "--tunnel-protocol: needs tunnel_uri"),
+    (["nighthawk", "client", "--tunnel-uri", "127.0.0.1:3128", "http://127.0.0.1/"],
+     "--tunnel-uri: needs tunnel_protocol"),
+    (["nighthawk", "client", "--tunnel-protocol", "http3", "--tunnel-uri", "127.0.0.1:1",
+      "http://127.0.0.1/"], "--tunnel-protocol: needs tunnel_tls_context"),
+    (["nighthawk", "client", "--tunnel-protocol", "http1", "--tunnel-uri", "127.0.0.1:1",
+      "-p", "http3", "https://127.0.0.1/"],
+     "--tunnel-protocol: protocol http3 over tunnel_protocol http1 is not supported"),
+    (["nighthawk", "client", "--tunnel-protocol", "http4", "--tunnel-uri", "127.0.0.1:1",
+      "http://127.0.0.1/"], "--tunnel-protocol"),
+])
+def test_refused_by_name(argv: list[str], expected: str) -> None:
+    assert expected in _error(*argv)
+
+
+def test_fortio_environment_proxy_follows_go() -> None:
+    env = {"HTTPS_PROXY": "proxy.test:3128", "http_proxy": "http://p2.test:8080",
+           "NO_PROXY": "skip.test,.internal,10.0.0.0/8"}
+    def proxy(url: str, **kw: bool) -> tuple[str, str] | None:
+        flags = {"stdclient": True, "h2": False, "grpc": False, **kw}
+        return environment_proxy(url, environ=env, **flags)
+    assert proxy("https://a.test/") == ("HTTPS_PROXY", "http://proxy.test:3128")
+    assert proxy("http://a.test/") == ("HTTP_PROXY", "http://p2.test:8080")
+    # The fast client and the h2c transport have no proxy; gRPC always takes HTTPS_PROXY.
+    assert proxy("https://a.test/", stdclient=False) is None
+    assert proxy("http://a.test/", stdclient=False, h2=True) is None
+    assert proxy("https://a.test/", stdclient=False, h2=True) is not None
+    assert proxy("http://a.test:9000", stdclient=False, grpc=True) == (
+        "HTTPS_PROXY", "http://proxy.test:3128")
+    # Never loopback nor localhost; NO_PROXY's names, subdomains and CIDR blocks.
+    for url in ("https://127.0.0.1/", "https://localhost:8443/", "https://[::1]/",
+                "https://skip.test/", "https://a.skip.test/", "https://x.internal/",
+                "https://10.1.2.3/"):
+        assert proxy(url) is None, url
+    assert proxy("https://notskip.test/") is not None
