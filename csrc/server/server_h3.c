@@ -743,12 +743,22 @@ static int q_stream_close(ngtcp2_conn* qc, uint32_t flags, int64_t sid, uint64_t
 
 static int q_stream_reset(ngtcp2_conn* qc, int64_t sid, uint64_t final_size, uint64_t code, void* user_data,
                           void* stream_user_data) {
-  NHB__UNUSED(qc);
   NHB__UNUSED(final_size);
   NHB__UNUSED(code);
   NHB__UNUSED(stream_user_data);
   nhb__srv_h3c* q3 = user_data;
   if (q3->hc && nghttp3_conn_shutdown_stream_read(q3->hc, sid) != 0) return NGTCP2_ERR_CALLBACK_FAILURE;
+  /* A request the client gave up before it was complete will never be
+   * answered: our side is reset too, so that the stream closes (and counts
+   * in h3_streams_reset) now rather than at the end of the connection. */
+  for (nhb__srv_h3s* st = q3->streams; st; st = st->next)
+    if (st->id == sid) {
+      if (!st->responded) {
+        st->responded = 1;
+        ngtcp2_conn_shutdown_stream_write(qc, sid, NGHTTP3_H3_REQUEST_CANCELLED);
+      }
+      break;
+    }
   return 0;
 }
 
