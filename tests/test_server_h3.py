@@ -21,12 +21,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.peers import peer_env
+from support.polling import wait_until
 
 import nhbench
 from nhbench import TestServer
-
-from support.peers import peer_env
-from support.polling import wait_until
 
 HERE = Path(__file__).resolve().parent
 CLIENT = HERE / "support" / "h3_client.py"

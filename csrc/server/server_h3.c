@@ -366,7 +366,15 @@ static nghttp3_ssize read_body(nghttp3_conn* hc, int64_t sid, nghttp3_vec* vec, 
 
 static void stream_fail(nhb__srv_h3s* st) {
   nhb__srv_h3c* q3 = st->q3;
-  ngtcp2_conn_shutdown_stream(q3->qc, st->id, NGHTTP3_H3_INTERNAL_ERROR);
+  if (q3->qc) ngtcp2_conn_shutdown_stream(q3->qc, st->id, NGHTTP3_H3_INTERNAL_ERROR);
+}
+
+/* Gives flow-control credit back for `n` bytes consumed on stream sid (no
+ * QUIC connection under the fuzz seam). */
+static void consumed(nhb__srv_h3c* q3, int64_t sid, uint64_t n) {
+  if (!q3->qc) return;
+  ngtcp2_conn_extend_max_stream_offset(q3->qc, sid, n);
+  ngtcp2_conn_extend_max_offset(q3->qc, n);
 }
 
 static void submit(nhb__srv_h3s* st) {
@@ -553,8 +561,7 @@ static int cb_recv_data(nghttp3_conn* hc, int64_t sid, const uint8_t* data, size
   nhb__srv_h3c* q3 = user_data;
   nhb_server* s = q3->base.w->server;
   /* Consumed at once: the windows open again. */
-  ngtcp2_conn_extend_max_stream_offset(q3->qc, sid, len);
-  ngtcp2_conn_extend_max_offset(q3->qc, len);
+  consumed(q3, sid, len);
   nhb__srv_h3s* st = stream_user_data;
   if (!st || st->responded) return 0;
   nhb__srv_req* q = &st->req;
@@ -574,13 +581,10 @@ static int cb_recv_data(nghttp3_conn* hc, int64_t sid, const uint8_t* data, size
   return 0;
 }
 
-static int cb_deferred_consume(nghttp3_conn* hc, int64_t sid, size_t consumed, void* user_data,
-                               void* stream_user_data) {
+static int cb_deferred_consume(nghttp3_conn* hc, int64_t sid, size_t n, void* user_data, void* stream_user_data) {
   NHB__UNUSED(hc);
   NHB__UNUSED(stream_user_data);
-  nhb__srv_h3c* q3 = user_data;
-  ngtcp2_conn_extend_max_stream_offset(q3->qc, sid, consumed);
-  ngtcp2_conn_extend_max_offset(q3->qc, consumed);
+  consumed(user_data, sid, n);
   return 0;
 }
 
@@ -596,7 +600,7 @@ static int cb_stream_close(nghttp3_conn* hc, int64_t sid, uint64_t code, void* u
   NHB__UNUSED(hc);
   nhb__srv_h3c* q3 = user_data;
   nhb__srv_worker* w = q3->base.w;
-  if (ngtcp2_is_bidi_stream(sid)) ngtcp2_conn_extend_max_streams_bidi(q3->qc, 1);
+  if (q3->qc && ngtcp2_is_bidi_stream(sid)) ngtcp2_conn_extend_max_streams_bidi(q3->qc, 1);
   nhb__srv_h3s* st = stream_user_data;
   if (!st) return 0;
   NHB__UNUSED(code);
@@ -619,6 +623,7 @@ static int cb_stop_sending(nghttp3_conn* hc, int64_t sid, uint64_t code, void* u
   NHB__UNUSED(hc);
   NHB__UNUSED(stream_user_data);
   nhb__srv_h3c* q3 = user_data;
+  if (!q3->qc) return 0;
   return ngtcp2_conn_shutdown_stream_read(q3->qc, sid, code) == 0 ? 0 : NGHTTP3_ERR_CALLBACK_FAILURE;
 }
 
@@ -626,6 +631,7 @@ static int cb_reset_stream(nghttp3_conn* hc, int64_t sid, uint64_t code, void* u
   NHB__UNUSED(hc);
   NHB__UNUSED(stream_user_data);
   nhb__srv_h3c* q3 = user_data;
+  if (!q3->qc) return 0;
   return ngtcp2_conn_shutdown_stream_write(q3->qc, sid, code) == 0 ? 0 : NGHTTP3_ERR_CALLBACK_FAILURE;
 }
 
@@ -673,18 +679,25 @@ static int q_handshake_completed(ngtcp2_conn* qc, void* user_data) {
   return 0;
 }
 
-static int setup_http(nhb__srv_h3c* q3) {
-  if (q3->hc) return 0;
+static int http_new(nhb__srv_h3c* q3) {
   nhb_server* s = q3->base.w->server;
-  if (ngtcp2_conn_get_max_local_streams_uni(q3->qc) < 3) return -1;
   nghttp3_settings settings;
   nghttp3_settings_default(&settings);
   /* No dynamic QPACK table of ours: no stream ever waits for the encoder. */
   settings.qpack_max_dtable_capacity = 0;
   settings.qpack_blocked_streams = 0;
   settings.max_field_section_size = s->config.max_header_bytes + 65536;
-  if (nghttp3_conn_server_new(&q3->hc, &h3_callbacks, &settings, &q3->hmem, q3) != 0) return -1;
+  if (nghttp3_conn_server_new(&q3->hc, &h3_callbacks, &settings, &q3->hmem, q3) != 0) {
+    q3->hc = NULL;
+    return -1;
+  }
   nghttp3_conn_set_max_client_streams_bidi(q3->hc, s->config.max_concurrent_streams);
+  return 0;
+}
+
+static int setup_http(nhb__srv_h3c* q3) {
+  if (q3->hc) return 0;
+  if (ngtcp2_conn_get_max_local_streams_uni(q3->qc) < 3 || http_new(q3) < 0) return -1;
   int64_t ctrl, enc, dec;
   if (ngtcp2_conn_open_uni_stream(q3->qc, &ctrl, NULL) != 0 || nghttp3_conn_bind_control_stream(q3->hc, ctrl) != 0 ||
       ngtcp2_conn_open_uni_stream(q3->qc, &enc, NULL) != 0 || ngtcp2_conn_open_uni_stream(q3->qc, &dec, NULL) != 0 ||
@@ -1294,4 +1307,74 @@ int nhb__srv_h3_init(nhb_server* s, char* err, size_t err_len) {
 void nhb__srv_h3_free(nhb_server* s) {
   if (s->h3_cred) gnutls_certificate_free_credentials((gnutls_certificate_credentials_t)s->h3_cred);
   s->h3_cred = NULL;
+}
+
+/* ---- the fuzz seam -------------------------------------------------------------------- */
+
+int nhb__srv_h3_feed(nhb__srv_worker* w, const uint8_t* p, size_t n, size_t split, size_t* responded) {
+  if (!w->h3 && !(w->h3 = calloc(1, sizeof(*w->h3)))) return NHB_ENOMEM;
+  nhb__srv_h3c* q3 = calloc(1, sizeof(*q3));
+  if (!q3) return NHB_ENOMEM;
+  q3->base.w = w;
+  q3->base.kind = NHB__SRV_CONN_HTTP;
+  q3->base.proto = NHB__SRV_PROTO_H3;
+  q3->base.heap_idx = SIZE_MAX;
+  q3->peer.ss_family = AF_INET;
+  nghttp2_mem m = nhb__h2_mem_allocator(&w->h2_mem);
+  q3->hmem.user_data = m.mem_user_data;
+  q3->hmem.malloc = m.malloc;
+  q3->hmem.free = m.free;
+  q3->hmem.calloc = m.calloc;
+  q3->hmem.realloc = m.realloc;
+  int r = http_new(q3);
+  /* The server's unidirectional streams (control, QPACK encoder, decoder)
+   * have the ids QUIC gives a server's first three. */
+  if (r == 0 && (nghttp3_conn_bind_control_stream(q3->hc, 3) != 0 || nghttp3_conn_bind_qpack_streams(q3->hc, 7, 11) != 0))
+    r = -1;
+  if (split > n) split = n;
+  /* The request on the client's first bidirectional stream, in two reads. */
+  if (r == 0 && nghttp3_conn_read_stream(q3->hc, 0, p, split, 0) < 0) r = 1;
+  if (r == 0 && nghttp3_conn_read_stream(q3->hc, 0, p + split, n - split, 1) < 0) r = 1;
+  /* Responses waiting for a delay are released now. */
+  if (r == 0)
+    for (nhb__srv_h3s* st = q3->streams; st; st = st->next)
+      if (st->waiting) {
+        st->waiting = 0;
+        q3->nwaiting--;
+        w->delayed--;
+        submit(st);
+      }
+  /* Everything nghttp3 would send, taken as written. */
+  size_t out = 0;
+  for (int rounds = 0; r == 0 && rounds < 100000; rounds++) {
+    int64_t sid = -1;
+    int fin = 0;
+    nghttp3_vec vec[H3_VECS];
+    nghttp3_ssize nvec = nghttp3_conn_writev_stream(q3->hc, &sid, &fin, vec, H3_VECS);
+    if (nvec < 0) {
+      r = 1;
+      break;
+    }
+    if (sid < 0) break;
+    size_t total = 0;
+    for (nghttp3_ssize i = 0; i < nvec; i++) total += vec[i].len;
+    if (fin) fin_written(q3, sid, vec, nvec, (ngtcp2_ssize)total);
+    if (nghttp3_conn_add_write_offset(q3->hc, sid, total) != 0) {
+      r = 1;
+      break;
+    }
+    out += total;
+    if (!total && !fin) break;
+  }
+  if (responded) *responded = 0;
+  for (nhb__srv_h3s* st = q3->streams; st; st = st->next)
+    if (st->complete && responded) (*responded)++;
+  NHB__UNUSED(out);
+  nhb__srv_heap_remove(w, &q3->base);
+  if (q3->hc) nghttp3_conn_del(q3->hc);
+  while (q3->streams) stream_release(q3->streams);
+  nhb__srv_buf_free(&q3->base.req.buf);
+  free(q3->base.req.hdrs);
+  free(q3);
+  return r < 0 ? NHB_ENOMEM : 0;
 }

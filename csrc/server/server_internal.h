@@ -705,6 +705,13 @@ void nhb__srv_h3_peer(const nhb__srv_conn* c, char* out, size_t out_len);
 /* Stop: CONNECTION_CLOSE to every client, then every handle closed. */
 void nhb__srv_h3_close_all(nhb__srv_worker* w);
 void nhb__srv_h3_worker_free(nhb__srv_worker* w);
+/* Test seam for the fuzz target: an HTTP/3 server connection of worker w
+ * without QUIC under it (nghttp3 alone, its unidirectional streams bound to
+ * ids 3, 7 and 11), fed p[0, split) then p[split, n) with FIN as the client's
+ * request stream 0; delayed responses are released at once and everything
+ * nghttp3 writes is taken. *responded: the responses written (0 or 1).
+ * Returns 0 (also when nghttp3 refused the input) or NHB_ENOMEM. */
+int nhb__srv_h3_feed(nhb__srv_worker* w, const uint8_t* p, size_t n, size_t split, size_t* responded);
 
 /* server_grpc.c */
 /* The largest gRPC request message accepted: gRPC's own default receive

@@ -27,11 +27,10 @@ from aioquic.h3.connection import H3_ALPN, H3Connection
 from aioquic.h3.events import HeadersReceived
 from aioquic.quic.configuration import QuicConfiguration
 from aioquic.quic.connection import QuicConnection
-
-from nhbench import TestServer
-
 from support.peers import peer_env
 from support.polling import wait_until
+
+from nhbench import TestServer
 
 CLIENT = Path(__file__).resolve().parent.parent / "support" / "h3_client.py"
 
