@@ -1320,6 +1320,10 @@ int nhb__srv_h3_feed(nhb__srv_worker* w, const uint8_t* p, size_t n, size_t spli
   q3->base.proto = NHB__SRV_PROTO_H3;
   q3->base.heap_idx = SIZE_MAX;
   q3->peer.ss_family = AF_INET;
+  /* Marked as inside a library call throughout: a close asked for meanwhile
+   * (the delay heap out of memory) only marks the connection, which is freed
+   * below in any case. */
+  q3->in_lib = 1;
   nghttp2_mem m = nhb__h2_mem_allocator(&w->h2_mem);
   q3->hmem.user_data = m.mem_user_data;
   q3->hmem.malloc = m.malloc;
