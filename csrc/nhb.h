@@ -672,6 +672,10 @@ typedef struct nhb_server_config {
    * the incoming method, URI, headers and body (Fortio's
    * -multi-mirror-origin=false). */
   int http_fanout_no_mirror;
+  /* HTTP/3 (QUIC over UDP) on the same port numbers as the TCP listen
+   * addresses, with the same certificate: needs `tls`; unix listen
+   * addresses get none. Responses over TLS then carry Alt-Svc: h3=":PORT". */
+  int http3;
 } nhb_server_config;
 
 /* The server's statistics, in the order of TestServer.stats(), the admin
@@ -712,7 +716,11 @@ typedef struct nhb_server_config {
   X(fanout_connections)   /* connections accepted by the HTTP fan-outs */       \
   X(fanout_requests)      /* requests the HTTP fan-outs answered */             \
   X(fanout_upstream_requests) /* ... requests they sent to their targets */     \
-  X(fanout_upstream_errors) /* ... of those that failed (no response, bad response, time-out) */
+  X(fanout_upstream_errors) /* ... of those that failed (no response, bad response, time-out) */ \
+  X(connections_http3)    /* QUIC connections accepted (HTTP/3, server_h3.c) */ \
+  X(h3_streams_reset)     /* HTTP/3 streams reset before their response was delivered */ \
+  X(h3_protocol_errors)   /* QUIC connections ended for a protocol or handshake error */ \
+  X(quic_packets_dropped) /* datagrams that were no QUIC packet for a connection, or refused */
 
 typedef struct nhb_server_stats {
 #define NHB__SRV_STAT_FIELD(name) uint64_t name;
@@ -730,7 +738,8 @@ typedef enum {
   NHB_SOCK_UDP_ECHO = 3,
   NHB_SOCK_TCP_PROXY = 4,
   NHB_SOCK_REDIRECT = 5,
-  NHB_SOCK_HTTP_FANOUT = 6
+  NHB_SOCK_HTTP_FANOUT = 6,
+  NHB_SOCK_QUIC = 7
 } nhb_server_socket_t;
 
 typedef struct nhb_server nhb_server;

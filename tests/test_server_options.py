@@ -153,6 +153,7 @@ def test_defaults_and_core_config_is_exactly_the_contract() -> None:
         "max_concurrent_streams": 100,
         "max_delay": 60.0,
         "max_connections": 0,
+        "http3": False,
     }
 
 
@@ -189,6 +190,7 @@ def test_full_core_config() -> None:
         alpn="http/1.1, h2",
         max_concurrent_streams=10,
         forward_prefix="/fortio/=127.0.0.1:9000",
+        http3=True,
     )
     config = server_core_config(options)
     assert config == {
@@ -236,6 +238,7 @@ def test_full_core_config() -> None:
         "max_concurrent_streams": 10,
         "max_delay": 60.0,
         "max_connections": 0,
+        "http3": True,
     }
     # JSON-able as it is (the C side reads plain Python containers)
     json.dumps(config)

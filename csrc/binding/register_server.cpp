@@ -79,7 +79,7 @@ class Server {
                    "header_timeout", "max_header_bytes", "max_body_bytes", "tls", "alpn", "max_concurrent_streams",
                    "max_delay", "max_connections", "tcp_proxy", "redirect", "echo_defaults_no_query", "debug_path",
                    "debug_env_dump", "forward", "http_fanout",
-                   "http_fanout_serial", "http_fanout_mirror"});
+                   "http_fanout_serial", "http_fanout_mirror", "http3"});
     nhb_server_config& c = config_;
     nhb_server_config_init(&c);
 
@@ -187,6 +187,7 @@ class Server {
     }
     c.echo_defaults_no_query = get_flag(d, "echo_defaults_no_query");
     c.debug_env_dump = get_flag(d, "debug_env_dump");
+    c.http3 = get_flag(d, "http3");
     if (py::object v = value_of(d, "debug_path")) {
       debug_path_ = str_of(v, "debug_path");
       c.debug_path = debug_path_.c_str();
@@ -287,6 +288,7 @@ class Server {
   py::list tcp_proxy_addresses() const { return bound(NHB_SOCK_TCP_PROXY, false); }
   py::list redirect_addresses() const { return bound(NHB_SOCK_REDIRECT, false); }
   py::list http_fanout_addresses() const { return bound(NHB_SOCK_HTTP_FANOUT, false); }
+  py::list quic_addresses() const { return bound(NHB_SOCK_QUIC, false); }
 
   py::dict stats() const {
     nhb_server_stats s;
@@ -347,6 +349,7 @@ void register_server(py::module_& m) {
       .def_property_readonly("tcp_proxy_addresses", &Server::tcp_proxy_addresses)
       .def_property_readonly("redirect_addresses", &Server::redirect_addresses)
       .def_property_readonly("http_fanout_addresses", &Server::http_fanout_addresses)
+      .def_property_readonly("quic_addresses", &Server::quic_addresses)
       .def_property_readonly("tls_cert_pem", &Server::tls_cert_pem)
       .def("stats", &Server::stats)
       .def("stop", &Server::stop);

@@ -338,6 +338,74 @@ def tunnel_seeds() -> list[bytes]:
     return seeds
 
 
+def quic_varint(value: int) -> bytes:
+    """RFC 9000 section 16."""
+    if value < 1 << 6:
+        return bytes([value])
+    if value < 1 << 14:
+        return struct.pack(">H", value | 0x4000)
+    if value < 1 << 30:
+        return struct.pack(">I", value | 0x80000000)
+    return struct.pack(">Q", value | 0xC000000000000000)
+
+
+def qpack_int(value: int, prefix_bits: int, first: int = 0) -> bytes:
+    """RFC 7541 section 5.1 integers, as QPACK uses them."""
+    limit = (1 << prefix_bits) - 1
+    if value < limit:
+        return bytes([first | value])
+    out = bytearray([first | limit])
+    value -= limit
+    while value >= 128:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def qpack(headers: list[tuple[str, str]]) -> bytes:
+    """A field section of literal names and values (no dynamic table, no Huffman)."""
+    out = bytearray(b"\x00\x00")  # Required Insert Count 0, Delta Base 0
+    for name, value in headers:
+        out += qpack_int(len(name), 3, 0x20) + name.encode()
+        out += qpack_int(len(value), 7) + value.encode()
+    return bytes(out)
+
+
+def h3_frame(ftype: int, payload: bytes) -> bytes:
+    return quic_varint(ftype) + quic_varint(len(payload)) + payload
+
+
+def h3_seeds() -> list[bytes]:
+    """fuzz_server_h3: a byte choosing the server (bit 0) and the split between two reads
+    (the other bits), then the client's request stream: HEADERS (and DATA) frames."""
+
+    def get(path: str, extra: list[tuple[str, str]] | None = None, method: str = "GET") -> bytes:
+        return qpack([(":method", method), (":scheme", "https"), (":authority", "localhost"),
+                      (":path", path), *(extra or [])])
+
+    nh = ('{"response_body_size": 20, "static_delay": "0.001s", "response_headers": '
+          '[{"header": {"key": "x-a", "value": "b"}}]}')
+    streams = [
+        h3_frame(1, get("/")),
+        h3_frame(1, get("/echo?status=418&size=100&header=x-y:z")),
+        h3_frame(1, get("/", [("x-nighthawk-test-server-config", nh)])),
+        h3_frame(1, get("/", [("x-nighthawk-test-server-config", '{"echo_request_headers": true}')])),
+        h3_frame(1, get("/debug?env=dump")),
+        h3_frame(1, get("/echo", [("content-length", "5")], "POST")) + h3_frame(0, b"hello"),
+        h3_frame(1, get("/echo?gzip=true", [("accept-encoding", "gzip")])),
+        h3_frame(1, get("/", [("content-length", "99999999")], "POST")),
+        h3_frame(1, get("/", [(f"x-{i}", "v" * 40) for i in range(40)])),
+        h3_frame(1, get("/", method="HEAD")),
+        h3_frame(1, get("/x")) + h3_frame(1, qpack([("x-trailer", "1")])),
+    ]
+    seeds = []
+    for i, stream in enumerate(streams):
+        seeds.append(bytes([(i * 37) & 0xFE]) + stream)
+        seeds.append(bytes([((i * 53) & 0xFE) | 1]) + stream)
+    return seeds
+
+
 def write(target: str, seeds: list[bytes]) -> int:
     d = CORPUS / target
     if d.exists():
@@ -415,6 +483,7 @@ def main() -> None:
         "fuzz_server_grpc": write("fuzz_server_grpc", grpc_seeds()),
         "fuzz_server_fanout": write("fuzz_server_fanout", fanout_seeds()),
         "fuzz_client_tunnel": write("fuzz_client_tunnel", tunnel_seeds()),
+        "fuzz_server_h3": write("fuzz_server_h3", h3_seeds()),
     }
     total = sum(p.stat().st_size for p in CORPUS.rglob("*") if p.is_file())
     for name, n in counts.items():

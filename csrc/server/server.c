@@ -7,7 +7,9 @@
  * listens on a dup() of it: the workers then race for each connection (the
  * losers' accept() returns EAGAIN, which libuv ignores), which spreads the
  * connections about as well. The admin listener runs on worker 0 only; the
- * echo listeners, like HTTP ones, on every worker.
+ * echo listeners, like HTTP ones, on every worker. With HTTP/3, each TCP
+ * listen address also gets a UDP socket per worker on the same port number
+ * (SO_REUSEPORT again), served by server_h3.c.
  *
  * The delay heap, stalls and the per-worker random numbers are in
  * server_delay.c.
@@ -82,6 +84,8 @@ static void close_handle(uv_handle_t* h) {
  * callbacks have run. */
 static void worker_close_all(nhb__srv_worker* w) {
   w->stopping = 1;
+  /* Before the sockets close: QUIC clients are told. */
+  nhb__srv_h3_close_all(w);
   for (int i = 0; i < w->nlst; i++) {
     close_handle(&w->lst[i].h.handle);
     /* A poll handle does not own its descriptor; it is out of epoll once
@@ -139,6 +143,7 @@ static void worker_release(nhb__srv_worker* w) {
   w->tls_plain = w->tls_out = w->h2_stage = NULL;
   /* After the loop: every connection, hence every HTTP/2 session, is gone. */
   nhb__srv_h2_worker_free(w);
+  nhb__srv_h3_worker_free(w);
   nhb__srv_arena_free(&w->nh_arena);
   nhb__srv_arena_free(&w->echo_arena);
   if (w->z_ready) deflateEnd(&w->z);
@@ -333,7 +338,7 @@ int nhb__srv_add_listener(nhb__srv_worker* w, int fd, int kind, int is_pipe) {
   int r;
   l->fd = -1;
   l->paused = 0;
-  if (kind != NHB__SRV_L_UDP_ECHO) {
+  if (kind != NHB__SRV_L_UDP_ECHO && kind != NHB__SRV_L_QUIC) {
     r = uv_poll_init(&w->loop, &l->h.poll, fd);
     if (r < 0) {
       close(fd);
@@ -360,7 +365,7 @@ int nhb__srv_add_listener(nhb__srv_worker* w, int fd, int kind, int is_pipe) {
     close(fd);
     return r;
   }
-  return nhb__srv_echo_start(w, l);
+  return kind == NHB__SRV_L_QUIC ? nhb__srv_h3_listen(w, l) : nhb__srv_echo_start(w, l);
 }
 
 static void record_bound(nhb_server* s, int kind, int i, int fd) {
@@ -373,10 +378,10 @@ static void record_bound(nhb_server* s, int kind, int i, int fd) {
  * resolved by the first and reused by the others. */
 static int bind_inet(nhb_server* s, int kind, int i, const nhb_sockaddr* addr, int all_workers) {
   nhb_sockaddr a = *addr;
-  int type = kind == NHB__SRV_L_UDP_ECHO ? SOCK_DGRAM : SOCK_STREAM;
+  int type = kind == NHB__SRV_L_UDP_ECHO || kind == NHB__SRV_L_QUIC ? SOCK_DGRAM : SOCK_STREAM;
   int n = all_workers ? s->config.nworkers : 1;
   static const char* const what[NHB__SRV_L_KINDS] = {"listen", "admin", "tcp_echo", "udp_echo", "tcp_proxy",
-                                                     "redirect", "http_fanout"};
+                                                     "redirect", "http_fanout", "http3 (UDP)"};
   int r = probe_port(&a, type);
   if (r < 0) return set_error(s, r, what[kind], a.bytes);
   for (int k = 0; k < n; k++) {
@@ -414,6 +419,54 @@ static void unlink_unix_paths(nhb_server* s) {
     const struct sockaddr_un* un = (const struct sockaddr_un*)&s->bound[NHB__SRV_L_HTTP][i];
     if (un->sun_family == AF_UNIX && un->sun_path[0] != '\0') unlink(un->sun_path);
   }
+}
+
+/* HTTP/3: a UDP socket per worker on each TCP listen address's port (port 0
+ * resolved by its TCP listener), and the Alt-Svc that names them, added to
+ * the static response headers (the pre-rendered responses are rendered
+ * again with it). */
+static int bind_quic(nhb_server* s) {
+  const nhb_server_config* c = &s->config;
+  size_t at = 0;
+  uint16_t seen[NHB_SERVER_MAX_LISTEN];
+  int nseen = 0, nq = 0;
+  for (int i = 0; i < c->nlisten; i++) {
+    const struct sockaddr* sa = (const struct sockaddr*)&s->bound[NHB__SRV_L_HTTP][i];
+    if (sa->sa_family != AF_INET && sa->sa_family != AF_INET6) continue;
+    nhb_sockaddr a;
+    memcpy(a.bytes, sa, s->bound_len[NHB__SRV_L_HTTP][i]);
+    a.len = s->bound_len[NHB__SRV_L_HTTP][i];
+    int r = bind_inet(s, NHB__SRV_L_QUIC, nq++, &a, 1);
+    if (r < 0) return r;
+    uint16_t port = sa->sa_family == AF_INET ? ntohs(((const struct sockaddr_in*)sa)->sin_port)
+                                             : ntohs(((const struct sockaddr_in6*)sa)->sin6_port);
+    int dup = 0;
+    for (int k = 0; k < nseen; k++) dup |= seen[k] == port;
+    if (dup) continue;
+    seen[nseen++] = port;
+    int n = snprintf(s->alt_svc + at, sizeof(s->alt_svc) - at, "%sh3=\":%u\"", at ? ", " : "", port);
+    if (n > 0 && (size_t)n < sizeof(s->alt_svc) - at) at += (size_t)n;
+  }
+  if (!at) return 0;
+  nhb__srv_header* hs = calloc(s->nh.nheaders + 1, sizeof(*hs));
+  if (!hs) return NHB_ENOMEM;
+  /* First, so that a response option of the same name replaces it. */
+  hs[0].name.p = "Alt-Svc";
+  hs[0].name.len = 7;
+  hs[0].value.p = s->alt_svc;
+  hs[0].value.len = at;
+  hs[0].append = 1;
+  if (s->nh.nheaders) memcpy(hs + 1, s->nh.headers, s->nh.nheaders * sizeof(*hs));
+  s->nh.headers = hs;
+  s->nh.nheaders++;
+  s->alt_headers = hs;
+  for (int m = 0; m < 3; m++)
+    for (int h = 0; h < 2; h++) free(s->ok[m][h]);
+  free(s->canned_400);
+  free(s->canned_413);
+  free(s->canned_431);
+  free(s->canned_505);
+  return nhb__srv_render_canned(s);
 }
 
 /* ---- the public API ---------------------------------------------------------- */
@@ -646,6 +699,7 @@ int nhb_server_create(const nhb_server_config* config, nhb_server** out, char* e
   int r = parse_alpn(s, c->alpn, err, err_len);
   if (r == 0) r = nhb__srv_tls_init(s, err, err_len);
   if (r == 0) r = nhb__srv_h2_init(s);
+  if (r == 0) r = nhb__srv_h3_init(s, err, err_len);
   if (r < 0) {
     nhb_server_destroy(s);
     return r;
@@ -707,6 +761,7 @@ int nhb_server_start(nhb_server* s) {
   for (int i = 0; i < c->nredirect && r == 0; i++) r = bind_inet(s, NHB__SRV_L_REDIRECT, i, &c->redirect[i], 1);
   for (int i = 0; i < c->nhttp_fanout && r == 0; i++)
     r = bind_inet(s, NHB__SRV_L_HTTP_FANOUT, i, &c->http_fanout[i], 1);
+  if (r == 0 && c->http3) r = bind_quic(s);
   if (r < 0) {
     for (int i = 0; i < c->nworkers; i++) teardown_unstarted(&s->workers[i]);
     unlink_unix_paths(s);
@@ -731,12 +786,12 @@ const char* nhb_server_error(const nhb_server* s) { return s->err; }
 const char* nhb_server_tls_cert_pem(const nhb_server* s) { return s->cert_pem; }
 
 int nhb_server_bound_count(const nhb_server* s, nhb_server_socket_t kind) {
-  if ((int)kind < 0 || kind > NHB_SOCK_HTTP_FANOUT || !s->started) return 0;
+  if ((int)kind < 0 || kind > NHB_SOCK_QUIC || !s->started) return 0;
   return s->nbound[kind];
 }
 
 int nhb_server_bound(const nhb_server* s, nhb_server_socket_t kind, int i, void* addr, unsigned* addr_len) {
-  if ((int)kind < 0 || kind > NHB_SOCK_HTTP_FANOUT || !s->started || i < 0 || i >= s->nbound[kind] ||
+  if ((int)kind < 0 || kind > NHB_SOCK_QUIC || !s->started || i < 0 || i >= s->nbound[kind] ||
       *addr_len < s->bound_len[kind][i])
     return NHB_EINVAL;
   memcpy(addr, &s->bound[kind][i], s->bound_len[kind][i]);
@@ -798,6 +853,8 @@ void nhb_server_destroy(nhb_server* s) {
   free(s->canned_505);
   nhb__srv_tls_free(s);
   nhb__srv_h2_free(s);
+  nhb__srv_h3_free(s);
+  free(s->alt_headers);
   nhb__srv_arena_free(&s->nh_arena);
   nhb__srv_arena_free(&s->echo_arena);
   free(s->a_region);

@@ -74,6 +74,10 @@ static void conn_free(uv_handle_t* handle) {
 
 void nhb__srv_conn_close(nhb__srv_conn* c) {
   if (c->closing) return;
+  if (NHB__UNLIKELY(c->proto == NHB__SRV_PROTO_H3)) {
+    nhb__srv_h3_conn_close(c);
+    return;
+  }
   c->closing = 1;
   nhb__srv_worker* w = c->w;
   if (c->prev) c->prev->next = c->next;
@@ -214,8 +218,9 @@ int nhb__srv_conn_write(nhb__srv_conn* c, uv_buf_t* bufs, unsigned nbufs, size_t
  * drained. */
 void nhb__srv_conn_flush(nhb__srv_conn* c) {
   if (c->closing) return;
-  if (c->proto == NHB__SRV_PROTO_H2) {
-    nhb__srv_h2_flush(c);
+  if (c->proto >= NHB__SRV_PROTO_H2) {
+    if (c->proto == NHB__SRV_PROTO_H2) nhb__srv_h2_flush(c);
+    else nhb__srv_h3_flush(c);
     return;
   }
   nhb__srv_h1_flush(c);

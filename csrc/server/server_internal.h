@@ -6,6 +6,8 @@
  *                     time-outs, protocol detection
  *   server_h1.c       HTTP/1.1 (llhttp): parsing, the response queue
  *   server_h2.c       HTTP/2 (nghttp2's server API): streams, responses
+ *   server_h3.c       HTTP/3 (ngtcp2 + GnuTLS for QUIC, nghttp3): UDP
+ *                     sockets on the TLS ports, connections, streams
  *   server_request.c  request capture, shared by HTTP/1.1 and HTTP/2
  *   server_tls.c      TLS on connections (OpenSSL, memory BIOs), the
  *                     server's SSL_CTX and the self-signed certificate
@@ -64,7 +66,7 @@
 /* How long a closing connection keeps reading (and discarding) so that the
  * client sees the final response instead of a reset. */
 #define NHB__SRV_LINGER_MS 2000
-#define NHB__SRV_MAX_LISTENERS (5 * NHB_SERVER_MAX_LISTEN + 1)
+#define NHB__SRV_MAX_LISTENERS (6 * NHB_SERVER_MAX_LISTEN + 1)
 /* Descriptors worker 0 keeps for the admin endpoint: that many /stats
  * connections can be open at once when the process is out of descriptors. */
 #define NHB__SRV_ADMIN_RESERVE 2
@@ -238,7 +240,7 @@ typedef struct nhb__srv_hdr_pos {
 enum { NHB__SRV_CONN_HTTP = 0, NHB__SRV_CONN_ADMIN = 1, NHB__SRV_CONN_REDIRECT = 2 };
 /* The protocol a connection speaks; DETECT until its first bytes (or ALPN)
  * decide. */
-enum { NHB__SRV_PROTO_DETECT = 0, NHB__SRV_PROTO_H1 = 1, NHB__SRV_PROTO_H2 = 2 };
+enum { NHB__SRV_PROTO_DETECT = 0, NHB__SRV_PROTO_H1 = 1, NHB__SRV_PROTO_H2 = 2, NHB__SRV_PROTO_H3 = 3 };
 
 /* The request being parsed. Every request is captured (URL, header names
  * and values, and the body when it may be echoed) into one buffer that the
@@ -357,7 +359,7 @@ static inline void nhb__srv_bump(_Atomic uint64_t* c, uint64_t n) {
 
 /* In nhb_server_socket_t's order. */
 enum { NHB__SRV_L_HTTP = 0, NHB__SRV_L_ADMIN, NHB__SRV_L_TCP_ECHO, NHB__SRV_L_UDP_ECHO, NHB__SRV_L_TCP_PROXY,
-       NHB__SRV_L_REDIRECT, NHB__SRV_L_HTTP_FANOUT, NHB__SRV_L_KINDS };
+       NHB__SRV_L_REDIRECT, NHB__SRV_L_HTTP_FANOUT, NHB__SRV_L_QUIC, NHB__SRV_L_KINDS };
 
 typedef struct nhb__srv_listener {
   union {
@@ -378,6 +380,7 @@ typedef struct nhb__srv_listener {
 typedef struct nhb__srv_echo_conn nhb__srv_echo_conn;
 typedef struct nhb__srv_proxy nhb__srv_proxy;
 typedef struct nhb__srv_fanout nhb__srv_fanout;
+typedef struct nhb__srv_h3w nhb__srv_h3w;
 
 struct nhb__srv_worker {
   nhb_server* server;
@@ -432,6 +435,8 @@ struct nhb__srv_worker {
   void* h2_nv;
   size_t h2_nv_cap;
   nhb__h2_mem h2_mem;
+  /* HTTP/3: the worker's QUIC connections and scratch (server_h3.c). */
+  nhb__srv_h3w* h3;
   nhb__srv_counters counters __attribute__((aligned(64)));
 };
 
@@ -482,6 +487,9 @@ struct nhb_server {
   void* h2_callbacks; /* nghttp2_session_callbacks* */
   void* h2_option;    /* nghttp2_option*: the flood limits */
   int h1_ok, h2_ok;   /* protocols spoken (config.alpn) */
+  void* h3_cred;      /* gnutls_certificate_credentials_t: HTTP/3's certificate, NULL without */
+  char alt_svc[160];  /* HTTP/3: the Alt-Svc value advertised, "" without */
+  nhb__srv_header* alt_headers; /* the static headers with Alt-Svc first (nh.headers then) */
   unsigned char alpn_wire[32];
   size_t alpn_wire_len;
   /* Body sources: Nighthawk's 'a' bytes and Fortio's pseudo-random payload. */
@@ -681,6 +689,29 @@ int nhb__srv_h2_busy(const nhb__srv_conn* c);
 size_t nhb__srv_h2_waiting(const nhb__srv_conn* c);
 void nhb__srv_h2_conn_free(nhb__srv_conn* c);
 void nhb__srv_h2_worker_free(nhb__srv_worker* w);
+
+/* server_h3.c */
+/* Loads the certificate and key into GnuTLS credentials (config.http3). */
+int nhb__srv_h3_init(nhb_server* s, char* err, size_t err_len);
+void nhb__srv_h3_free(nhb_server* s);
+/* Starts serving QUIC on a bound UDP listener of worker w. */
+int nhb__srv_h3_listen(nhb__srv_worker* w, nhb__srv_listener* l);
+/* The delay timer: submits the streams whose deadline came, then sends. */
+void nhb__srv_h3_flush(nhb__srv_conn* c);
+/* Ends a QUIC connection (the delay heap could not take it). */
+void nhb__srv_h3_conn_close(nhb__srv_conn* c);
+/* The QUIC peer's address as text, for /debug. */
+void nhb__srv_h3_peer(const nhb__srv_conn* c, char* out, size_t out_len);
+/* Stop: CONNECTION_CLOSE to every client, then every handle closed. */
+void nhb__srv_h3_close_all(nhb__srv_worker* w);
+void nhb__srv_h3_worker_free(nhb__srv_worker* w);
+/* Test seam for the fuzz target: an HTTP/3 server connection of worker w
+ * without QUIC under it (nghttp3 alone, its unidirectional streams bound to
+ * ids 3, 7 and 11), fed p[0, split) then p[split, n) with FIN as the client's
+ * request stream 0; delayed responses are released at once and everything
+ * nghttp3 writes is taken. *responded: the responses written (0 or 1).
+ * Returns 0 (also when nghttp3 refused the input) or NHB_ENOMEM. */
+int nhb__srv_h3_feed(nhb__srv_worker* w, const uint8_t* p, size_t n, size_t split, size_t* responded);
 
 /* server_grpc.c */
 /* The largest gRPC request message accepted: gRPC's own default receive

@@ -308,6 +308,10 @@ static void peer_name(nhb__srv_conn* c, char* out, size_t out_len) {
   struct sockaddr_storage ss;
   int len = sizeof(ss);
   snprintf(out, out_len, "unix socket");
+  if (c->proto == NHB__SRV_PROTO_H3) {
+    nhb__srv_h3_peer(c, out, out_len);
+    return;
+  }
   if (c->is_pipe || uv_tcp_getpeername(&c->h.tcp, (struct sockaddr*)&ss, &len) != 0) return;
   char host[INET6_ADDRSTRLEN] = "?";
   if (ss.ss_family == AF_INET) {
@@ -332,7 +336,8 @@ static int reply_debug(nhb__srv_conn* c, const nhb__srv_req* q, nhb__srv_buf* ou
   if (nhb__srv_buf_printf(out,
                           "nhbench %s echo debug server up for %.3fs on %s - request from %s%s\n\n"
                           "%.*s %.*s HTTP/%u.%u\n\nheaders:\n\n",
-                          NHB_VERSION, up, s->hostname, peer, c->tls ? " (TLS)" : "", (int)q->method_len,
+                          NHB_VERSION, up, s->hostname, peer,
+                          c->tls ? " (TLS)" : c->proto == NHB__SRV_PROTO_H3 ? " (QUIC)" : "", (int)q->method_len,
                           q->method, (int)q->url_len, q->buf.p + q->url_off, q->http_major, q->http_minor) < 0)
     return NHB_ENOMEM;
   for (size_t i = 0; i < q->nhdrs; i++) {

@@ -99,6 +99,10 @@ class ServerStatsDict(TypedDict):
     fanout_requests: int
     fanout_upstream_requests: int
     fanout_upstream_errors: int
+    connections_http3: int
+    h3_streams_reset: int
+    h3_protocol_errors: int
+    quic_packets_dropped: int
 
 class ServerTlsDict(TypedDict, total=False):
     cert: str  # PEM certificate (chain) file, with key
@@ -118,7 +122,7 @@ class Server:
     admin (host, port) | None, idle_timeout, header_timeout, max_header_bytes, max_body_bytes,
     tls (ServerTlsDict) | None, alpn [str] (h2, http/1.1; preference order),
     max_concurrent_streams, max_delay (s; cap for Nighthawk delays), max_connections (0 =
-    from RLIMIT_NOFILE).
+    from RLIMIT_NOFILE), http3 (bool; QUIC on the TCP listen ports, needs tls).
     """
 
     # bound addresses, valid after start(): ("tcp", host, port) or ("unix", path, 0)
@@ -131,6 +135,8 @@ class Server:
     redirect_addresses: list[tuple[str, int]]
     # bound local addresses, in the order of the config's http_fanout
     http_fanout_addresses: list[tuple[str, int]]
+    # HTTP/3 (UDP) sockets, one per TCP listen address, on the same ports
+    quic_addresses: list[tuple[str, int]]
     # the certificate presented (PEM; the generated one with tls.self_signed), None without TLS
     tls_cert_pem: str | None
     def __init__(self, config: dict[str, Any]) -> None: ...

@@ -526,4 +526,5 @@ def server_core_config(options: ServerOptions) -> dict[str, Any]:
         "tls": tls,
         "alpn": list(options.alpn),
         "max_concurrent_streams": int(options.max_concurrent_streams),
+        "http3": bool(options.http3),
     }

@@ -428,6 +428,10 @@ SERVER_STATS: tuple[str, ...] = (
     "fanout_requests",
     "fanout_upstream_requests",
     "fanout_upstream_errors",
+    "connections_http3",
+    "h3_streams_reset",
+    "h3_protocol_errors",
+    "quic_packets_dropped",
 )
 
 # What each statistic means; docs/server.md has the same table. A response counts when its
@@ -484,4 +488,13 @@ SERVER_STAT_DESCRIPTIONS: dict[str, str] = {
     "on a new connection after a kept-alive one closed counts again)",
     "fanout_upstream_errors": "fan-out requests to a target that failed: refused, reset, "
     "closed early, a malformed or oversized response, or no answer within 3 s",
+    "connections_http3": "QUIC connections begun (HTTP/3, --http3), counted from the "
+    "client's first Initial packet; also in connections_total",
+    "h3_streams_reset": "HTTP/3 request streams that ended before the client had the "
+    "whole response (reset by the client, or by the server after a failure)",
+    "h3_protocol_errors": "QUIC connections ended for a protocol or handshake error (the "
+    "server sent CONNECTION_CLOSE with an error)",
+    "quic_packets_dropped": "datagrams on the HTTP/3 ports that were dropped: not a QUIC "
+    "packet, for no connection and not a client Initial, undecryptable, or refused over "
+    "max_connections",
 }

@@ -85,7 +85,7 @@ class TestServer:
     ``idle_timeout``, ``header_timeout``, ``max_header_bytes``, ``max_body_bytes``,
     ``max_connections``, ``tls_cert``,
     ``tls_key``, ``tls_self_signed``, ``tls_san``, ``tls_ca_out``, ``tls_client_ca``, ``alpn``,
-    ``max_concurrent_streams``, and ``response`` for Nighthawk's ResponseOptions as one
+    ``max_concurrent_streams``, ``http3``, and ``response`` for Nighthawk's ResponseOptions as one
     object); ``config`` is a JSON/YAML file path or a mapping that the keywords override.
     Invalid options raise `OptionsError` (one line).
 
@@ -143,6 +143,7 @@ class TestServer:
         tls_client_ca: str | os.PathLike[str] | None = _UNSET,
         alpn: Iterable[str] | str = _UNSET,
         max_concurrent_streams: int = _UNSET,
+        http3: bool = _UNSET,
         subprocess: bool = False,
         startup_timeout: float = 10.0,
     ) -> None:

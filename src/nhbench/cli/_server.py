@@ -114,6 +114,10 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             elif options.tls_self_signed:
                 note("TLS: self-signed certificate; write it out for clients with --tls-ca-out "
                      "FILE (or let them skip verification: nhbench run -k, curl -k)")
+            if options.http3:
+                ports = sorted({port for _, port in server.addresses})
+                note("HTTP/3: QUIC on UDP port" + ("s " if len(ports) > 1 else " ")
+                     + ", ".join(map(str, ports)) + " (clients: nhbench run --protocol http3)")
             if options.debug_env_dump and options.debug_path:
                 note(f"warning: {options.debug_path}?env=dump exposes this process's "
                      "environment (secrets included) to anyone who can reach the server")

@@ -5,8 +5,10 @@ listener addresses are taken."""
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -32,9 +34,11 @@ def _from_envoy_bootstrap(data: Mapping[str, Any]) -> dict[str, Any]:
     Only what the test server can do is taken, and anything that would make it serve
     something else than Envoy would is refused by name: the listeners' addresses become
     ``listen`` (a cluster's endpoints are where Envoy sends traffic, never where it listens),
-    a TLS transport socket with certificate files becomes ``tls_cert``/``tls_key``, and a
-    QUIC listener, another transport socket, inline certificates or TLS settings the server
-    does not have are errors rather than a plain-HTTP listener in their place.
+    a TLS transport socket with certificate files (or inline PEM, written to private
+    temporary files removed at exit) becomes ``tls_cert``/``tls_key``, a QUIC listener (UDP,
+    ``udp_listener_config``, a QUIC transport socket, codec HTTP3) turns on ``http3`` on its
+    address, and another transport socket or TLS settings the server does not have are
+    errors rather than a plain-HTTP listener in their place.
     """
     static = data.get("static_resources")
     if not isinstance(static, Mapping):
@@ -46,11 +50,14 @@ def _from_envoy_bootstrap(data: Mapping[str, Any]) -> dict[str, Any]:
     listen: list[str] = []
     # Per listener: the (certificate, key, alpn) of its TLS transport socket, or None.
     tls: list[tuple[str, tuple[str, str, tuple[str, ...] | None] | None]] = []
+    quic_any = False
     for index, listener in enumerate(listeners):
         where = f"static_resources.listeners[{index}]"
         if not isinstance(listener, Mapping):
             raise ValueError(f"{where}: must be a mapping")
-        listen.append(_listener_address(listener, where))
+        address, quic = _listener_address(listener, where)
+        quic_any = quic_any or quic
+        listen.append(address)
         chains = listener.get("filter_chains") or []
         if not isinstance(chains, list):
             raise ValueError(f"{where}.filter_chains: must be a list")
@@ -65,15 +72,19 @@ def _from_envoy_bootstrap(data: Mapping[str, Any]) -> dict[str, Any]:
                 raise ValueError(f"{chain_where}.filter_chain_match: not supported (the test "
                                  f"server serves every connection of a listener alike)")
             found.add(_transport_socket(chain.get("transport_socket"),
-                                        f"{chain_where}.transport_socket"))
-            _response_options(chain.get("filters"), response, f"{chain_where}.filters")
+                                        f"{chain_where}.transport_socket", quic))
+            _response_options(chain.get("filters"), response, f"{chain_where}.filters", quic)
         if len(found) > 1:
             raise ValueError(f"{where}: filter chains with different transport sockets are "
                              f"not supported (the test server has one per listener)")
         tls.append((where, next(iter(found)) if found else None))
     out: dict[str, Any] = {"response": response}
     if listen:
+        # A QUIC listener's address is listened on over TCP too (HTTP/1.1 and HTTP/2 with
+        # the same TLS): the server's HTTP/3 rides on its TCP listen ports.
         out["listen"] = listen
+    if quic_any:
+        out["http3"] = True
     settings = {entry for _, entry in tls}
     if len(settings) > 1:
         plain = [where for where, entry in tls if entry is None]
@@ -89,25 +100,37 @@ def _from_envoy_bootstrap(data: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _listener_address(listener: Mapping[str, Any], where: str) -> str:
+def _listener_address(listener: Mapping[str, Any], where: str) -> tuple[str, bool]:
+    """The listener's address, and whether it is a QUIC listener."""
     address = (listener.get("address") or {})
     socket_address = address.get("socket_address") if isinstance(address, Mapping) else None
     if not isinstance(socket_address, Mapping) or "address" not in socket_address:
         raise ValueError(f"{where}.address: must be a socket_address (the test server "
                          f"listens on TCP addresses)")
     protocol = str(socket_address.get("protocol", "TCP")).upper()
-    if protocol == "UDP" or "udp_listener_config" in listener:
-        raise ValueError(f"{where}: a UDP (QUIC) listener: the test server does not serve "
-                         f"HTTP/3; remove the listener or make it TCP")
-    if protocol != "TCP":
-        raise ValueError(f"{where}.address.socket_address.protocol: must be TCP "
+    quic = protocol == "UDP" or "udp_listener_config" in listener
+    if quic:
+        if protocol != "UDP":
+            raise ValueError(f"{where}.address.socket_address.protocol: must be UDP with "
+                             f"udp_listener_config (got {protocol!r})")
+        udp = listener.get("udp_listener_config")
+        if not isinstance(udp, Mapping) or "quic_options" not in udp:
+            raise ValueError(f"{where}.udp_listener_config.quic_options: is required (the test "
+                             f"server serves a UDP listener as QUIC only)")
+        _only(udp, ("quic_options",), f"{where}.udp_listener_config")
+        options = udp.get("quic_options") or {}
+        if not isinstance(options, Mapping):
+            raise ValueError(f"{where}.udp_listener_config.quic_options: must be a mapping")
+        _only(options, (), f"{where}.udp_listener_config.quic_options")
+    elif protocol != "TCP":
+        raise ValueError(f"{where}.address.socket_address.protocol: must be TCP or UDP "
                          f"(got {protocol!r})")
     try:
         port = int(socket_address.get("port_value", 0))
     except (TypeError, ValueError):
         raise ValueError(f"{where}.address.socket_address.port_value: must be a port "
                          f"number (got {socket_address.get('port_value')!r})") from None
-    return format_address(str(socket_address["address"]), port)
+    return format_address(str(socket_address["address"]), port), quic
 
 
 _TLS_SOCKET_NAMES = ("envoy.transport_sockets.tls", "tls")
@@ -115,11 +138,15 @@ _RAW_SOCKET_NAMES = ("envoy.transport_sockets.raw_buffer", "raw_buffer")
 
 
 def _transport_socket(
-    socket: Any, where: str
+    socket: Any, where: str, quic: bool = False
 ) -> tuple[str, str, tuple[str, ...] | None] | None:
     """(certificate file, key file, ALPN ids or None) of a DownstreamTlsContext transport
-    socket, None for none (or a raw_buffer one); anything else is refused by name."""
+    socket (or, on a QUIC listener, of a QuicDownstreamTransport's), None for none (or a
+    raw_buffer one); anything else is refused by name."""
     if socket is None:
+        if quic:
+            raise ValueError(f"{where}: a QUIC listener needs a QUIC transport socket "
+                             f"(QuicDownstreamTransport) with its certificate")
         return None
     if not isinstance(socket, Mapping):
         raise ValueError(f"{where}: must be a mapping")
@@ -127,8 +154,25 @@ def _transport_socket(
     config = socket.get("typed_config") or {}
     kind = str(config.get("@type", "")) if isinstance(config, Mapping) else ""
     if "quic" in name.lower() or "Quic" in kind:
-        raise ValueError(f"{where}: a QUIC transport socket: the test server does not serve "
-                         f"HTTP/3")
+        if not quic:
+            raise ValueError(f"{where}: a QUIC transport socket on a TCP listener (QUIC needs "
+                             f"a UDP listener with udp_listener_config)")
+        if not kind.endswith(".QuicDownstreamTransport"):
+            raise ValueError(f"{where}.typed_config: must be a QuicDownstreamTransport "
+                             f"(got @type {kind!r})")
+        _only(config, ("@type", "downstream_tls_context"), f"{where}.typed_config")
+        context = config.get("downstream_tls_context")
+        if not isinstance(context, Mapping):
+            raise ValueError(f"{where}.typed_config.downstream_tls_context: is required (the "
+                             f"certificate QUIC's handshake presents)")
+        cert, key, alpn = _tls_context(context, f"{where}.typed_config.downstream_tls_context")
+        if alpn is not None:
+            raise ValueError(f"{where}.typed_config.downstream_tls_context.common_tls_context."
+                             f"alpn_protocols: not supported on a QUIC listener (HTTP/3 is h3)")
+        return cert, key, None
+    if quic:
+        raise ValueError(f"{where}: transport socket {name!r} on a QUIC listener (it needs "
+                         f"envoy.transport_sockets.quic)")
     if name in _RAW_SOCKET_NAMES and not kind.endswith("TlsContext"):
         return None
     if name not in _TLS_SOCKET_NAMES and not kind.endswith(".DownstreamTlsContext"):
@@ -137,7 +181,13 @@ def _transport_socket(
     if not kind.endswith(".DownstreamTlsContext"):
         raise ValueError(f"{where}.typed_config: must be a DownstreamTlsContext "
                          f"(got @type {kind!r})")
-    where = f"{where}.typed_config"
+    return _tls_context(config, f"{where}.typed_config")
+
+
+def _tls_context(
+    config: Mapping[str, Any], where: str
+) -> tuple[str, str, tuple[str, ...] | None]:
+    """(certificate file, key file, ALPN ids or None) of a DownstreamTlsContext."""
     _only(config, ("@type", "common_tls_context"), where)
     common = config.get("common_tls_context") or {}
     if not isinstance(common, Mapping):
@@ -164,13 +214,48 @@ def _transport_socket(
     return files[0], files[1], None if alpn is None else tuple(alpn)
 
 
+# Inline PEM written to private files: one file per distinct text (so that listeners with
+# the same inline certificate have the same TLS setting), removed when the process exits.
+_INLINE_FILES: dict[str, str] = {}
+
+
+def _remove_inline_files() -> None:
+    for path in _INLINE_FILES.values():
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+    _INLINE_FILES.clear()
+
+
+def _inline_file(text: str) -> str:
+    path = _INLINE_FILES.get(text)
+    if path is None:
+        if not _INLINE_FILES:
+            atexit.register(_remove_inline_files)
+        # mkstemp creates the file 0600 in the temporary directory: the private key is
+        # readable by this user only.
+        fd, path = tempfile.mkstemp(prefix="nhbench-inline-", suffix=".pem")
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+        _INLINE_FILES[text] = path
+    return path
+
+
 def _data_source_file(source: Any, where: str) -> str:
-    # Envoy's DataSource: only a file name is taken; the file must exist now, so that a
-    # config naming missing files is refused before anything listens.
+    # Envoy's DataSource: a file name (the file must exist now, so that a config naming
+    # missing files is refused before anything listens) or inline PEM text.
     if not isinstance(source, Mapping) or not source:
-        raise ValueError(f"{where}: is required (a filename)")
-    _only(source, ("filename",), where,
-          why=" (put the PEM in a file and name it with filename)")
+        raise ValueError(f"{where}: is required (a filename or an inline_string)")
+    _only(source, ("filename", "inline_string"), where,
+          why=" (put the PEM in a file and name it with filename, or in inline_string)")
+    if len(source) != 1:
+        raise ValueError(f"{where}: one of filename and inline_string, not both")
+    if "inline_string" in source:
+        text = source["inline_string"]
+        if not isinstance(text, str) or "-----BEGIN " not in text:
+            raise ValueError(f"{where}.inline_string: must be PEM text")
+        return _inline_file(text)
     path = source["filename"]
     if not isinstance(path, str) or not path:
         raise ValueError(f"{where}.filename: must be a file name")
@@ -185,10 +270,11 @@ def _only(node: Mapping[str, Any], known: tuple[str, ...], where: str, why: str 
             raise ValueError(f"{where}.{key}: not supported by the test server{why}")
 
 
-def _response_options(filters: Any, response: dict[str, Any], where: str) -> None:
+def _response_options(filters: Any, response: dict[str, Any], where: str,
+                      quic: bool = False) -> None:
     """Merge the test-server, dynamic-delay and time-tracking filter configs found under a
-    filter chain's `filters` into `response`; a codec other than HTTP/1 or HTTP/2 is
-    refused by name."""
+    filter chain's `filters` into `response`; codec HTTP3 is taken on a QUIC listener only
+    (and only it there)."""
 
     def walk(node: Any, path: str) -> None:
         if isinstance(node, Mapping):
@@ -207,9 +293,11 @@ def _response_options(filters: Any, response: dict[str, Any], where: str) -> Non
                         ]
                 return
             codec = node.get("codec_type")
-            if isinstance(codec, str) and codec.upper() == "HTTP3":
-                raise ValueError(f"{path}.codec_type: HTTP3: the test server does not "
-                                 f"serve HTTP/3")
+            if isinstance(codec, str) and (codec.upper() == "HTTP3") != quic:
+                raise ValueError(
+                    f"{path}.codec_type: HTTP3 on a TCP listener (HTTP/3 needs a QUIC "
+                    f"listener)" if not quic else
+                    f"{path}.codec_type: {codec} on a QUIC listener (it serves HTTP3 only)")
             for key, value in node.items():
                 walk(value, f"{path}.{key}")
         elif isinstance(node, list):

@@ -412,6 +412,13 @@ class ServerOptions(StrictModel):
         default=DEFAULT_MAX_CONCURRENT_STREAMS, ge=1, le=2**31 - 1,
         description="HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS, per connection.",
     )
+    http3: Annotated[bool, Flag(group=_TLS)] = Field(
+        default=False,
+        description="Also serve HTTP/3: QUIC over UDP on the port of every TCP listen address, "
+        "with the same certificate, the same responses and counters; responses over TLS "
+        "then carry Alt-Svc: h3=\":PORT\". Needs --tls-cert or --tls-self-signed; not with "
+        "--tls-client-ca. Streams per connection: --max-concurrent-streams.",
+    )
 
     # ---- value syntaxes -------------------------------------------------------------------
 
@@ -588,6 +595,15 @@ class ServerOptions(StrictModel):
                 "options_needs", "{a}: needs {b}",
                 {"a": "tls_client_ca", "b": "tls_cert or tls_self_signed"},
             )
+        if self.http3 and not (self.tls_cert or self.tls_self_signed):
+            raise PydanticCustomError(
+                "options_needs", "{a}: needs {b}",
+                {"a": "http3", "b": ["tls_cert", "tls_self_signed"]},
+            )
+        if self.http3 and self.tls_client_ca:
+            # Client certificates are not asked for over QUIC (server_h3.c).
+            raise PydanticCustomError("options_conflict", "{a}: mutually exclusive with {b}",
+                                      {"a": "http3", "b": "tls_client_ca"})
         if self.tls_san and not self.tls_self_signed:
             raise PydanticCustomError("options_needs", "{a}: needs {b}",
                                       {"a": "tls_san", "b": "tls_self_signed"})
@@ -767,6 +783,8 @@ class ServerOptions(StrictModel):
             args += ["--tls-client-ca", self.tls_client_ca]
         args += ["--alpn", ",".join(self.alpn)]
         args += ["--max-concurrent-streams", str(self.max_concurrent_streams)]
+        if self.http3:
+            args.append("--http3")
         return args
 
 

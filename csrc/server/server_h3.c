@@ -1,0 +1,1384 @@
+/* server_h3.c: HTTP/3 in the test server: QUIC through ngtcp2 (its handshake
+ * on GnuTLS through ngtcp2_crypto_gnutls, as the client does: OpenSSL 3.0
+ * has no QUIC API), HTTP/3 framing and QPACK through nghttp3.
+ *
+ * Sockets: with config.http3, every TCP listen address gets a UDP socket on
+ * the same port number, one per worker bound with SO_REUSEPORT, as the TCP
+ * listeners are. The kernel spreads datagrams over a port group by their
+ * 4-tuple, so every datagram of one client socket reaches the same worker,
+ * and a connection lives on one worker's loop like a TCP one. A worker finds
+ * the connection of a datagram by the client's address (a hash table per
+ * worker): connection migration is not supported, and a client that changes
+ * address starts over.
+ *
+ * Requests: each request stream is captured into the same nhb__srv_req as
+ * HTTP/1.1 and HTTP/2 use, and answered by nhb__srv_reply_build(), so every
+ * response option (Nighthawk's, per-request headers included, Fortio's echo
+ * parameters, delays, stalls, /debug) behaves the same. Each QUIC connection
+ * embeds an nhb__srv_conn (proto NHB__SRV_PROTO_H3, no socket of its own),
+ * which is what reply_build and the worker's delay heap take: a delayed
+ * response waits in the heap, and the heap's timer calls nhb__srv_h3_flush().
+ *
+ * Counting: a response counts (requests, status) when its last byte and
+ * FIN are written into a packet handed to the socket, as an HTTP/2 one
+ * counts when its END_STREAM frame is; a stream that closes before that
+ * (reset by the client, or failed) counts in h3_streams_reset. Connections count in connections_total,
+ * connections_active, connections_http3 and against max_connections from
+ * their first Initial packet; a completed handshake in tls_handshakes, a
+ * connection that ended before one in tls_handshake_errors.
+ *
+ * Output: after each datagram is processed, and when ngtcp2's timer expires,
+ * the connection writes what ngtcp2 and nghttp3 have, one datagram per
+ * packet with uv_udp_try_send on the worker's socket (a full socket buffer
+ * drops the packet; QUIC retransmits).
+ *
+ * Closing: a connection that fails or idles out sends its CONNECTION_CLOSE
+ * once and is freed at once (no closing period that would answer later
+ * packets with it again): a client that lost it ends at its idle time-out.
+ *
+ * Allocation: per connection, ngtcp2, nghttp3 and GnuTLS allocate their
+ * state and the connection struct is calloc'd; per request, ngtcp2 and
+ * nghttp3 allocate stream objects through the worker's recycling allocator
+ * (h2_mem.c), and the stream structs (with their grown buffers) are recycled
+ * through a per-worker free list, so a warm worker calls no malloc per
+ * request. The response header array is per worker and grows only.
+ */
+#include <arpa/inet.h>
+#include <gnutls/crypto.h>
+#include <gnutls/gnutls.h>
+#include <nghttp3/nghttp3.h>
+#include <ngtcp2/ngtcp2.h>
+#include <ngtcp2/ngtcp2_crypto.h>
+#include <ngtcp2/ngtcp2_crypto_gnutls.h>
+#include <openssl/pem.h>
+#include <openssl/ssl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "server/server_internal.h"
+
+/* The largest UDP payload written (ngtcp2's default ceiling fits). */
+#define H3_PKT_MAX 1500
+/* Our server connection IDs. */
+#define H3_SCID_LEN 18
+/* Windows large enough that flow control never limits a test. */
+#define H3_STREAM_WINDOW (1ull << 24)
+#define H3_CONNECTION_WINDOW (1ull << 30)
+/* Without an idle_timeout, QUIC's own (a connection must end some time). */
+#define H3_DEFAULT_IDLE_NS (60ull * 1000000000ull)
+#define H3_HANDSHAKE_TIMEOUT_NS (10ull * 1000000000ull)
+#define H3_MAX_FREE_STREAMS 1024
+#define H3_VECS 16
+#define H3_HASH_MIN 256
+
+typedef struct nhb__srv_h3c nhb__srv_h3c;
+typedef struct nhb__srv_h3s nhb__srv_h3s;
+
+/* One request stream. */
+struct nhb__srv_h3s {
+  nhb__srv_h3s *prev, *next; /* the connection's streams, or the free list */
+  nhb__srv_h3c* q3;
+  int64_t id;
+  uint8_t responded; /* a response is decided (submitted or waiting) */
+  uint8_t submitted;
+  uint8_t complete; /* our FIN went out: counted */
+  uint8_t waiting;
+  uint8_t head_only;
+  uint8_t has_length;
+  uint8_t bad;
+  uint16_t error_status; /* 413/431 */
+  uint16_t status;
+  uint64_t deadline_ns;
+  uint64_t content_length;
+  size_t method_off, method_len;
+  nhb__srv_req req;
+  nhb__srv_buf out; /* response header names/values and dynamic body bytes */
+  nhb__srv_hdr_pos* rh;
+  size_t nrh, rh_cap;
+  char status_txt[4];
+  nhb__srv_piece body[2];
+  int nbody;
+};
+
+/* One QUIC connection. `base` first: the delay heap and reply_build see it. */
+struct nhb__srv_h3c {
+  nhb__srv_conn base;
+  nhb__srv_h3c* hnext; /* the worker's hash chain */
+  nhb__srv_h3c *prev, *next; /* the worker's list */
+  nhb__srv_listener* l;
+  struct sockaddr_storage peer, local;
+  socklen_t peer_len, local_len;
+  uint64_t key;
+  ngtcp2_crypto_conn_ref conn_ref;
+  ngtcp2_conn* qc;
+  nghttp3_conn* hc;
+  gnutls_session_t tls;
+  ngtcp2_mem qmem;
+  nghttp3_mem hmem;
+  uv_timer_t timer;
+  uint8_t handshake_done;
+  uint8_t dead; /* freed once the current call returns */
+  uint8_t in_lib;
+  uint8_t timer_closing;
+  nhb__srv_h3s* streams;
+  size_t nwaiting;
+};
+
+struct nhb__srv_h3w {
+  nhb__srv_h3c** buckets;
+  size_t nbuckets, nconns;
+  nhb__srv_h3c* conns;
+  nhb__srv_h3s* free_streams;
+  size_t nfree;
+  nghttp3_nv* nv;
+  size_t nv_cap;
+  uint8_t pkt[H3_PKT_MAX];
+};
+
+static const char connection_specific[][18] = {"connection", "keep-alive", "proxy-connection", "transfer-encoding",
+                                               "upgrade", "te"};
+
+static void conn_write(nhb__srv_h3c* q3);
+static void conn_drop(nhb__srv_h3c* q3);
+
+static nhb__srv_h3c* h3c_of(const nhb__srv_conn* c) { return (nhb__srv_h3c*)(uintptr_t)c; }
+
+/* ---- the address table ----------------------------------------------------------- */
+
+static uint64_t addr_key(const struct sockaddr* sa) {
+  /* FNV-1a over the port and address. */
+  const uint8_t* p;
+  size_t n;
+  uint16_t port;
+  if (sa->sa_family == AF_INET6) {
+    const struct sockaddr_in6* in6 = (const struct sockaddr_in6*)sa;
+    p = in6->sin6_addr.s6_addr;
+    n = 16;
+    port = in6->sin6_port;
+  } else {
+    const struct sockaddr_in* in = (const struct sockaddr_in*)sa;
+    p = (const uint8_t*)&in->sin_addr;
+    n = 4;
+    port = in->sin_port;
+  }
+  uint64_t h = 1469598103934665603ull ^ port;
+  for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ull;
+  return h ? h : 1;
+}
+
+static int addr_same(const struct sockaddr* a, const struct sockaddr_storage* b) {
+  if (a->sa_family != b->ss_family) return 0;
+  if (a->sa_family == AF_INET6) {
+    const struct sockaddr_in6 *x = (const struct sockaddr_in6*)a, *y = (const struct sockaddr_in6*)b;
+    return x->sin6_port == y->sin6_port && memcmp(&x->sin6_addr, &y->sin6_addr, 16) == 0;
+  }
+  const struct sockaddr_in *x = (const struct sockaddr_in*)a, *y = (const struct sockaddr_in*)b;
+  return x->sin_port == y->sin_port && x->sin_addr.s_addr == y->sin_addr.s_addr;
+}
+
+static nhb__srv_h3c* table_find(nhb__srv_h3w* t, const struct sockaddr* sa, uint64_t key) {
+  if (!t->nbuckets) return NULL;
+  for (nhb__srv_h3c* q3 = t->buckets[key & (t->nbuckets - 1)]; q3; q3 = q3->hnext)
+    if (q3->key == key && addr_same(sa, &q3->peer)) return q3;
+  return NULL;
+}
+
+static int table_add(nhb__srv_h3w* t, nhb__srv_h3c* q3) {
+  if (t->nconns + 1 > t->nbuckets) {
+    size_t n = t->nbuckets ? 2 * t->nbuckets : H3_HASH_MIN;
+    nhb__srv_h3c** b = calloc(n, sizeof(*b));
+    if (!b) return NHB_ENOMEM;
+    for (size_t i = 0; i < t->nbuckets; i++)
+      for (nhb__srv_h3c *x = t->buckets[i], *nx; x; x = nx) {
+        nx = x->hnext;
+        x->hnext = b[x->key & (n - 1)];
+        b[x->key & (n - 1)] = x;
+      }
+    free(t->buckets);
+    t->buckets = b;
+    t->nbuckets = n;
+  }
+  nhb__srv_h3c** slot = &t->buckets[q3->key & (t->nbuckets - 1)];
+  q3->hnext = *slot;
+  *slot = q3;
+  t->nconns++;
+  return 0;
+}
+
+static void table_remove(nhb__srv_h3w* t, nhb__srv_h3c* q3) {
+  if (!t->nbuckets) return;
+  for (nhb__srv_h3c** p = &t->buckets[q3->key & (t->nbuckets - 1)]; *p; p = &(*p)->hnext)
+    if (*p == q3) {
+      *p = q3->hnext;
+      t->nconns--;
+      return;
+    }
+}
+
+/* ---- streams ------------------------------------------------------------------ */
+
+static nhb__srv_h3s* stream_new(nhb__srv_h3c* q3, int64_t id) {
+  nhb__srv_h3w* t = q3->base.w->h3;
+  nhb__srv_h3s* st = t->free_streams;
+  if (st) {
+    t->free_streams = st->next;
+    t->nfree--;
+  } else if (!(st = calloc(1, sizeof(*st)))) {
+    return NULL;
+  }
+  nhb__srv_req keep_req = st->req;
+  nhb__srv_buf keep_out = st->out;
+  nhb__srv_hdr_pos* keep_rh = st->rh;
+  size_t keep_rh_cap = st->rh_cap;
+  memset(st, 0, sizeof(*st));
+  st->req.buf = keep_req.buf;
+  st->req.buf.len = 0;
+  st->req.hdrs = keep_req.hdrs;
+  st->req.hdrs_cap = keep_req.hdrs_cap;
+  st->req.nh_idx = -1;
+  st->req.settings_idx = -1;
+  st->out = keep_out;
+  st->out.len = 0;
+  st->rh = keep_rh;
+  st->rh_cap = keep_rh_cap;
+  st->q3 = q3;
+  st->id = id;
+  st->next = q3->streams;
+  if (q3->streams) q3->streams->prev = st;
+  q3->streams = st;
+  return st;
+}
+
+static void stream_free_memory(nhb__srv_h3s* st) {
+  nhb__srv_buf_free(&st->req.buf);
+  free(st->req.hdrs);
+  nhb__srv_buf_free(&st->out);
+  free(st->rh);
+  free(st);
+}
+
+static void stream_release(nhb__srv_h3s* st) {
+  nhb__srv_h3c* q3 = st->q3;
+  nhb__srv_worker* w = q3->base.w;
+  nhb__srv_h3w* t = w->h3;
+  if (st->prev) st->prev->next = st->next;
+  else q3->streams = st->next;
+  if (st->next) st->next->prev = st->prev;
+  if (st->waiting) {
+    q3->nwaiting--;
+    w->delayed--;
+  }
+  if (t->nfree >= H3_MAX_FREE_STREAMS) {
+    stream_free_memory(st);
+    return;
+  }
+  st->prev = NULL;
+  st->next = t->free_streams;
+  t->free_streams = st;
+  t->nfree++;
+}
+
+/* ---- responses ------------------------------------------------------------------- */
+
+static int rh_add(nhb__srv_h3s* st, const char* name, size_t name_len, const char* value, size_t value_len) {
+  if (st->nrh == st->rh_cap) {
+    size_t cap = st->rh_cap ? 2 * st->rh_cap : 16;
+    nhb__srv_hdr_pos* r = realloc(st->rh, cap * sizeof(*r));
+    if (!r) return NHB_ENOMEM;
+    st->rh = r;
+    st->rh_cap = cap;
+  }
+  while (value_len && (value[0] == ' ' || value[0] == '\t')) value++, value_len--;
+  while (value_len && (value[value_len - 1] == ' ' || value[value_len - 1] == '\t')) value_len--;
+  nhb__srv_buf* b = &st->out;
+  if (nhb__srv_buf_reserve(b, name_len + value_len) < 0) return NHB_ENOMEM;
+  nhb__srv_hdr_pos* r = &st->rh[st->nrh++];
+  r->name_off = b->len;
+  r->name_len = name_len;
+  for (size_t i = 0; i < name_len; i++) {
+    char ch = name[i];
+    b->p[b->len++] = (ch >= 'A' && ch <= 'Z') ? (char)(ch + 32) : ch;
+  }
+  r->value_off = b->len;
+  r->value_len = value_len;
+  memcpy(b->p + b->len, value, value_len);
+  b->len += value_len;
+  return 0;
+}
+
+static int h3_header(void* ctx, const nhb__srv_header* hd) {
+  nhb__srv_h3s* st = ctx;
+  for (size_t i = 0; i < sizeof(connection_specific) / sizeof(connection_specific[0]); i++)
+    if (hd->name.len == strlen(connection_specific[i]) &&
+        strncasecmp(hd->name.p, connection_specific[i], hd->name.len) == 0)
+      return 0;
+  /* The Alt-Svc the server adds to its static headers advertises this very
+   * protocol: not repeated over HTTP/3. */
+  if (hd->name.len == 7 && strncasecmp(hd->name.p, "alt-svc", 7) == 0 && st->q3->base.w->server->alt_svc[0] &&
+      hd->value.p == st->q3->base.w->server->alt_svc)
+    return 0;
+  return rh_add(st, hd->name.p, hd->name.len, hd->value.p, hd->value.len);
+}
+
+/* The same headers as HTTP/2 sends, in the same order. */
+static int render(nhb__srv_h3s* st, const nhb__srv_reply* r) {
+  st->nrh = 0;
+  snprintf(st->status_txt, sizeof(st->status_txt), "%03u", r->status % 1000);
+  nhb__srv_headers main = r->h;
+  main.nextra = 0;
+  if (nhb__srv_headers_emit(&main, h3_header, st) < 0) return NHB_ENOMEM;
+  if (!r->no_body) {
+    char len[24];
+    int n = snprintf(len, sizeof(len), "%zu", r->body_len);
+    if (rh_add(st, "content-length", 14, len, (size_t)n) < 0) return NHB_ENOMEM;
+  }
+  for (size_t i = 0; i < r->h.nextra; i++)
+    if (h3_header(st, &r->h.extra[i]) < 0) return NHB_ENOMEM;
+  st->nbody = r->no_body || st->head_only ? 0 : r->nbody;
+  for (int i = 0; i < st->nbody; i++) st->body[i] = r->body[i];
+  return 0;
+}
+
+/* The body: the reply's pieces, which live until the stream closes (its
+ * buffer) or for ever (the server's regions), so nghttp3 refers to them
+ * until they are acknowledged. */
+static nghttp3_ssize read_body(nghttp3_conn* hc, int64_t sid, nghttp3_vec* vec, size_t veccnt, uint32_t* pflags,
+                               void* user_data, void* stream_user_data) {
+  NHB__UNUSED(hc);
+  NHB__UNUSED(sid);
+  NHB__UNUSED(user_data);
+  nhb__srv_h3s* st = stream_user_data;
+  *pflags |= NGHTTP3_DATA_FLAG_EOF;
+  if (!st) return 0;
+  size_t n = 0;
+  for (int i = 0; i < st->nbody && n < veccnt; i++) {
+    const nhb__srv_piece* p = &st->body[i];
+    if (!p->len) continue;
+    vec[n].base = (uint8_t*)(uintptr_t)(p->ext ? p->ext : st->out.p + p->off);
+    vec[n].len = p->len;
+    n++;
+  }
+  st->nbody = 0;
+  return (nghttp3_ssize)n;
+}
+
+static void stream_fail(nhb__srv_h3s* st) {
+  nhb__srv_h3c* q3 = st->q3;
+  if (q3->qc) ngtcp2_conn_shutdown_stream(q3->qc, st->id, NGHTTP3_H3_INTERNAL_ERROR);
+}
+
+/* Gives flow-control credit back for `n` bytes consumed on stream sid (no
+ * QUIC connection under the fuzz seam). */
+static void consumed(nhb__srv_h3c* q3, int64_t sid, uint64_t n) {
+  if (!q3->qc) return;
+  ngtcp2_conn_extend_max_stream_offset(q3->qc, sid, n);
+  ngtcp2_conn_extend_max_offset(q3->qc, n);
+}
+
+static void submit(nhb__srv_h3s* st) {
+  nhb__srv_h3c* q3 = st->q3;
+  nhb__srv_h3w* t = q3->base.w->h3;
+  size_t n = st->nrh + 1;
+  if (n > t->nv_cap) {
+    size_t cap = n < 32 ? 32 : 2 * n;
+    nghttp3_nv* nv = realloc(t->nv, cap * sizeof(*nv));
+    if (!nv) {
+      stream_fail(st);
+      return;
+    }
+    t->nv = nv;
+    t->nv_cap = cap;
+  }
+  nghttp3_nv* nv = t->nv;
+  nv[0].name = (uint8_t*)":status";
+  nv[0].namelen = 7;
+  nv[0].value = (uint8_t*)st->status_txt;
+  nv[0].valuelen = 3;
+  nv[0].flags = NGHTTP3_NV_FLAG_NONE;
+  for (size_t i = 0; i < st->nrh; i++) {
+    const nhb__srv_hdr_pos* r = &st->rh[i];
+    nv[i + 1].name = (uint8_t*)st->out.p + r->name_off;
+    nv[i + 1].namelen = r->name_len;
+    nv[i + 1].value = (uint8_t*)st->out.p + r->value_off;
+    nv[i + 1].valuelen = r->value_len;
+    nv[i + 1].flags = NGHTTP3_NV_FLAG_NONE;
+  }
+  nghttp3_data_reader dr = {read_body};
+  st->submitted = 1;
+  if (nghttp3_conn_submit_response(q3->hc, st->id, nv, n, st->nbody ? &dr : NULL) != 0) stream_fail(st);
+}
+
+static void wait_or_submit(nhb__srv_h3s* st, uint64_t now, uint64_t deadline) {
+  nhb__srv_h3c* q3 = st->q3;
+  nhb_server* s = q3->base.w->server;
+  if (nhb__srv_stall_possible(s)) {
+    uint64_t t = deadline ? deadline : now;
+    uint64_t release = nhb__srv_stall_release(s, t);
+    if (release > t) deadline = release;
+  }
+  if (deadline) {
+    st->waiting = 1;
+    st->deadline_ns = deadline;
+    q3->nwaiting++;
+    q3->base.w->delayed++;
+    nhb__srv_conn* c = &q3->base;
+    if (c->heap_idx == SIZE_MAX || deadline < c->wake_ns) nhb__srv_heap_set(c->w, c, deadline);
+    return;
+  }
+  submit(st);
+}
+
+static void respond_error(nhb__srv_h3s* st) {
+  nhb__srv_reply r;
+  st->responded = 1;
+  st->out.len = 0;
+  st->bad = 1;
+  st->status = st->error_status;
+  const char* text = st->error_status == 413 ? "request body too large\n" : "request header fields too large\n";
+  if (nhb__srv_reply_text(&r, &st->out, st->error_status, "", text) < 0 || render(st, &r) < 0) {
+    stream_fail(st);
+    return;
+  }
+  submit(st);
+}
+
+static void respond(nhb__srv_h3s* st) {
+  nhb__srv_h3c* q3 = st->q3;
+  nhb__srv_worker* w = q3->base.w;
+  nhb__srv_req* q = &st->req;
+  if (st->responded) return;
+  if (st->error_status) {
+    respond_error(st);
+    return;
+  }
+  st->responded = 1;
+  q->method = q->buf.p + st->method_off;
+  q->method_len = st->method_len;
+  q->http_major = 3;
+  q->http_minor = 0;
+  uint64_t now = w->now_ns ? w->now_ns : nhb__now_ns();
+  st->out.len = 0;
+  nhb__srv_reply r;
+  if (nhb__srv_reply_build(&q3->base, q, &st->out, now, &r) < 0 || render(st, &r) < 0) {
+    stream_fail(st);
+    return;
+  }
+  st->status = (uint16_t)r.status;
+  /* HTTP/1.1 closes after such a response; HTTP/3 says GOAWAY. */
+  if (r.close) nghttp3_conn_submit_shutdown_notice(q3->hc);
+  wait_or_submit(st, now, r.delay_ns ? now + r.delay_ns : 0);
+}
+
+/* ---- nghttp3 callbacks -------------------------------------------------------------- */
+
+static int cb_begin_headers(nghttp3_conn* hc, int64_t sid, void* user_data, void* stream_user_data) {
+  nhb__srv_h3c* q3 = user_data;
+  if (stream_user_data) return 0; /* trailers */
+  nhb__srv_h3s* st = stream_new(q3, sid);
+  if (!st) return NGHTTP3_ERR_CALLBACK_FAILURE;
+  nghttp3_conn_set_stream_user_data(hc, sid, st);
+  q3->base.in_head = 1;
+  return 0;
+}
+
+static int cb_recv_header(nghttp3_conn* hc, int64_t sid, int32_t token, nghttp3_rcbuf* name_rc, nghttp3_rcbuf* value_rc,
+                          uint8_t flags, void* user_data, void* stream_user_data) {
+  NHB__UNUSED(hc);
+  NHB__UNUSED(sid);
+  NHB__UNUSED(token);
+  NHB__UNUSED(flags);
+  nhb__srv_h3c* q3 = user_data;
+  nhb__srv_h3s* st = stream_user_data;
+  if (!st || st->error_status) return 0;
+  nghttp3_vec nn = nghttp3_rcbuf_get_buf(name_rc);
+  nghttp3_vec vv = nghttp3_rcbuf_get_buf(value_rc);
+  const uint8_t *name = nn.base, *value = vv.base;
+  size_t name_len = nn.len, value_len = vv.len;
+  nhb__srv_req* q = &st->req;
+  q->head_bytes += name_len + value_len + 4;
+  if (q->head_bytes > q3->base.w->server->config.max_header_bytes || q->nhdrs >= NHB__SRV_MAX_HEADERS) {
+    st->error_status = 431;
+    return 0;
+  }
+  if (name_len > 0 && name[0] == ':') {
+    if (name_len == 7 && memcmp(name, ":method", 7) == 0) {
+      st->method_off = q->buf.len;
+      st->method_len = value_len;
+      if (nhb__srv_buf_append(&q->buf, value, value_len) < 0) return NGHTTP3_ERR_CALLBACK_FAILURE;
+      st->head_only = value_len == 4 && memcmp(value, "HEAD", 4) == 0;
+    } else if (name_len == 5 && memcmp(name, ":path", 5) == 0) {
+      q->url_off = q->buf.len;
+      q->url_len = value_len;
+      if (nhb__srv_buf_append(&q->buf, value, value_len) < 0) return NGHTTP3_ERR_CALLBACK_FAILURE;
+      nhb__srv_req_note_url(q, q3->base.w->server);
+    } else if ((name_len == 10 && memcmp(name, ":authority", 10) == 0) ||
+               (name_len == 7 && memcmp(name, ":scheme", 7) == 0)) {
+      if (nhb__srv_req_add_header(q, name, name_len, value, value_len) < 0) return NGHTTP3_ERR_CALLBACK_FAILURE;
+    }
+    return 0;
+  }
+  if (nhb__srv_req_add_header(q, name, name_len, value, value_len) < 0) return NGHTTP3_ERR_CALLBACK_FAILURE;
+  if (name_len == 14 && memcmp(name, "content-length", 14) == 0) {
+    uint64_t n = 0;
+    for (size_t i = 0; i < value_len && n < (1ULL << 62); i++)
+      if (value[i] >= '0' && value[i] <= '9') n = n * 10 + (uint64_t)(value[i] - '0');
+    st->content_length = n;
+    st->has_length = 1;
+  }
+  return 0;
+}
+
+static int cb_end_headers(nghttp3_conn* hc, int64_t sid, int fin, void* user_data, void* stream_user_data) {
+  NHB__UNUSED(hc);
+  NHB__UNUSED(sid);
+  nhb__srv_h3c* q3 = user_data;
+  nhb__srv_h3s* st = stream_user_data;
+  if (!st || st->responded) return 0;
+  nhb_server* s = q3->base.w->server;
+  nhb__srv_req* q = &st->req;
+  q3->base.in_head = 0;
+  q->body_off = q->buf.len;
+  if (!st->error_status && st->has_length && st->content_length > s->config.max_body_bytes) st->error_status = 413;
+  /* The forwarded path is served over plain HTTP/1.1 only: 421. */
+  if (NHB__UNLIKELY(s->forward_prefix_len) && nhb__srv_req_forwarded(s, q)) q->is_debug = NHB__SRV_PATH_FORWARD_HERE;
+  if (st->error_status) {
+    respond_error(st);
+    return 0;
+  }
+  if (fin) {
+    respond(st);
+    return 0;
+  }
+  q->capture_body = !s->nh.has_body_size || s->static_dynamic || q->has_query || q->nh_idx >= 0 || q->is_debug;
+  return 0;
+}
+
+static int cb_recv_data(nghttp3_conn* hc, int64_t sid, const uint8_t* data, size_t len, void* user_data,
+                        void* stream_user_data) {
+  NHB__UNUSED(hc);
+  nhb__srv_h3c* q3 = user_data;
+  nhb_server* s = q3->base.w->server;
+  /* Consumed at once: the windows open again. */
+  consumed(q3, sid, len);
+  nhb__srv_h3s* st = stream_user_data;
+  if (!st || st->responded) return 0;
+  nhb__srv_req* q = &st->req;
+  q->body_bytes += len;
+  if (q->body_bytes > s->config.max_body_bytes) {
+    st->error_status = 413;
+    respond_error(st);
+    return 0;
+  }
+  size_t cap = s->config.max_payload_bytes;
+  if (q->capture_body && q->body_len < cap) {
+    size_t room = cap - q->body_len;
+    size_t n = len < room ? len : room;
+    if (nhb__srv_buf_append(&q->buf, data, n) < 0) return NGHTTP3_ERR_CALLBACK_FAILURE;
+    q->body_len += n;
+  }
+  return 0;
+}
+
+static int cb_deferred_consume(nghttp3_conn* hc, int64_t sid, size_t n, void* user_data, void* stream_user_data) {
+  NHB__UNUSED(hc);
+  NHB__UNUSED(stream_user_data);
+  consumed(user_data, sid, n);
+  return 0;
+}
+
+static int cb_end_stream(nghttp3_conn* hc, int64_t sid, void* user_data, void* stream_user_data) {
+  NHB__UNUSED(hc);
+  NHB__UNUSED(sid);
+  NHB__UNUSED(user_data);
+  if (stream_user_data) respond(stream_user_data);
+  return 0;
+}
+
+static int cb_stream_close(nghttp3_conn* hc, int64_t sid, uint64_t code, void* user_data, void* stream_user_data) {
+  NHB__UNUSED(hc);
+  nhb__srv_h3c* q3 = user_data;
+  nhb__srv_worker* w = q3->base.w;
+  if (q3->qc && ngtcp2_is_bidi_stream(sid)) ngtcp2_conn_extend_max_streams_bidi(q3->qc, 1);
+  nhb__srv_h3s* st = stream_user_data;
+  if (!st) return 0;
+  NHB__UNUSED(code);
+  if (!st->complete) nhb__srv_bump(&w->counters.h3_streams_reset, 1);
+  stream_release(st);
+  return 0;
+}
+
+static int cb_acked_stream_data(nghttp3_conn* hc, int64_t sid, uint64_t datalen, void* user_data,
+                                void* stream_user_data) {
+  NHB__UNUSED(hc);
+  NHB__UNUSED(sid);
+  NHB__UNUSED(datalen);
+  NHB__UNUSED(user_data);
+  NHB__UNUSED(stream_user_data);
+  return 0;
+}
+
+static int cb_stop_sending(nghttp3_conn* hc, int64_t sid, uint64_t code, void* user_data, void* stream_user_data) {
+  NHB__UNUSED(hc);
+  NHB__UNUSED(stream_user_data);
+  nhb__srv_h3c* q3 = user_data;
+  if (!q3->qc) return 0;
+  return ngtcp2_conn_shutdown_stream_read(q3->qc, sid, code) == 0 ? 0 : NGHTTP3_ERR_CALLBACK_FAILURE;
+}
+
+static int cb_reset_stream(nghttp3_conn* hc, int64_t sid, uint64_t code, void* user_data, void* stream_user_data) {
+  NHB__UNUSED(hc);
+  NHB__UNUSED(stream_user_data);
+  nhb__srv_h3c* q3 = user_data;
+  if (!q3->qc) return 0;
+  return ngtcp2_conn_shutdown_stream_write(q3->qc, sid, code) == 0 ? 0 : NGHTTP3_ERR_CALLBACK_FAILURE;
+}
+
+static const nghttp3_callbacks h3_callbacks = {
+    cb_acked_stream_data,
+    cb_stream_close,
+    cb_recv_data,
+    cb_deferred_consume,
+    cb_begin_headers,
+    cb_recv_header,
+    cb_end_headers,
+    NULL, /* begin_trailers */
+    NULL, /* recv_trailer: trailers are not looked at */
+    NULL, /* end_trailers */
+    cb_stop_sending,
+    cb_end_stream,
+    cb_reset_stream,
+    NULL, /* shutdown */
+};
+
+/* ---- ngtcp2 callbacks ------------------------------------------------------------ */
+
+static ngtcp2_conn* get_conn(ngtcp2_crypto_conn_ref* ref) { return ((nhb__srv_h3c*)ref->user_data)->qc; }
+
+static void q_rand(uint8_t* dest, size_t len, const ngtcp2_rand_ctx* ctx) {
+  NHB__UNUSED(ctx);
+  (void)gnutls_rnd(GNUTLS_RND_RANDOM, dest, len);
+}
+
+static int q_new_cid(ngtcp2_conn* qc, ngtcp2_cid* cid, uint8_t* token, size_t cidlen, void* user_data) {
+  NHB__UNUSED(qc);
+  NHB__UNUSED(user_data);
+  if (gnutls_rnd(GNUTLS_RND_RANDOM, cid->data, cidlen) != 0 ||
+      gnutls_rnd(GNUTLS_RND_RANDOM, token, NGTCP2_STATELESS_RESET_TOKENLEN) != 0)
+    return NGTCP2_ERR_CALLBACK_FAILURE;
+  cid->datalen = cidlen;
+  return 0;
+}
+
+static int q_handshake_completed(ngtcp2_conn* qc, void* user_data) {
+  NHB__UNUSED(qc);
+  nhb__srv_h3c* q3 = user_data;
+  q3->handshake_done = 1;
+  nhb__srv_bump(&q3->base.w->counters.tls_handshakes, 1);
+  return 0;
+}
+
+static int http_new(nhb__srv_h3c* q3) {
+  nhb_server* s = q3->base.w->server;
+  nghttp3_settings settings;
+  nghttp3_settings_default(&settings);
+  /* No dynamic QPACK table of ours: no stream ever waits for the encoder. */
+  settings.qpack_max_dtable_capacity = 0;
+  settings.qpack_blocked_streams = 0;
+  settings.max_field_section_size = s->config.max_header_bytes + 65536;
+  if (nghttp3_conn_server_new(&q3->hc, &h3_callbacks, &settings, &q3->hmem, q3) != 0) {
+    q3->hc = NULL;
+    return -1;
+  }
+  nghttp3_conn_set_max_client_streams_bidi(q3->hc, s->config.max_concurrent_streams);
+  return 0;
+}
+
+static int setup_http(nhb__srv_h3c* q3) {
+  if (q3->hc) return 0;
+  if (ngtcp2_conn_get_max_local_streams_uni(q3->qc) < 3 || http_new(q3) < 0) return -1;
+  int64_t ctrl, enc, dec;
+  if (ngtcp2_conn_open_uni_stream(q3->qc, &ctrl, NULL) != 0 || nghttp3_conn_bind_control_stream(q3->hc, ctrl) != 0 ||
+      ngtcp2_conn_open_uni_stream(q3->qc, &enc, NULL) != 0 || ngtcp2_conn_open_uni_stream(q3->qc, &dec, NULL) != 0 ||
+      nghttp3_conn_bind_qpack_streams(q3->hc, enc, dec) != 0)
+    return -1;
+  return 0;
+}
+
+/* The 1-RTT send keys: HTTP/3's own streams can be opened. */
+static int q_recv_tx_key(ngtcp2_conn* qc, ngtcp2_crypto_level level, void* user_data) {
+  NHB__UNUSED(qc);
+  if (level != NGTCP2_CRYPTO_LEVEL_APPLICATION) return 0;
+  return setup_http(user_data) == 0 ? 0 : NGTCP2_ERR_CALLBACK_FAILURE;
+}
+
+static int q_recv_stream_data(ngtcp2_conn* qc, uint32_t flags, int64_t sid, uint64_t offset, const uint8_t* data,
+                              size_t len, void* user_data, void* stream_user_data) {
+  NHB__UNUSED(offset);
+  NHB__UNUSED(stream_user_data);
+  nhb__srv_h3c* q3 = user_data;
+  if (!q3->hc) return NGTCP2_ERR_CALLBACK_FAILURE;
+  nghttp3_ssize n = nghttp3_conn_read_stream(q3->hc, sid, data, len, flags & NGTCP2_STREAM_DATA_FLAG_FIN);
+  if (n < 0) {
+    ngtcp2_connection_close_error ccerr;
+    NHB__UNUSED(ccerr);
+    return NGTCP2_ERR_CALLBACK_FAILURE;
+  }
+  ngtcp2_conn_extend_max_stream_offset(qc, sid, (uint64_t)n);
+  ngtcp2_conn_extend_max_offset(qc, (uint64_t)n);
+  return 0;
+}
+
+static int q_acked_stream_data(ngtcp2_conn* qc, int64_t sid, uint64_t offset, uint64_t len, void* user_data,
+                               void* stream_user_data) {
+  NHB__UNUSED(qc);
+  NHB__UNUSED(offset);
+  NHB__UNUSED(stream_user_data);
+  nhb__srv_h3c* q3 = user_data;
+  if (!q3->hc) return 0;
+  return nghttp3_conn_add_ack_offset(q3->hc, sid, len) == 0 ? 0 : NGTCP2_ERR_CALLBACK_FAILURE;
+}
+
+static int q_stream_close(ngtcp2_conn* qc, uint32_t flags, int64_t sid, uint64_t code, void* user_data,
+                          void* stream_user_data) {
+  NHB__UNUSED(stream_user_data);
+  nhb__srv_h3c* q3 = user_data;
+  if (!q3->hc) return 0;
+  if (!(flags & NGTCP2_STREAM_CLOSE_FLAG_APP_ERROR_CODE_SET)) code = NGHTTP3_H3_NO_ERROR;
+  int r = nghttp3_conn_close_stream(q3->hc, sid, code);
+  if (r == NGHTTP3_ERR_STREAM_NOT_FOUND) {
+    if (ngtcp2_is_bidi_stream(sid)) ngtcp2_conn_extend_max_streams_bidi(qc, 1);
+    return 0;
+  }
+  return r == 0 ? 0 : NGTCP2_ERR_CALLBACK_FAILURE;
+}
+
+static int q_stream_reset(ngtcp2_conn* qc, int64_t sid, uint64_t final_size, uint64_t code, void* user_data,
+                          void* stream_user_data) {
+  NHB__UNUSED(final_size);
+  NHB__UNUSED(code);
+  NHB__UNUSED(stream_user_data);
+  nhb__srv_h3c* q3 = user_data;
+  if (q3->hc && nghttp3_conn_shutdown_stream_read(q3->hc, sid) != 0) return NGTCP2_ERR_CALLBACK_FAILURE;
+  /* A request the client gave up before it was complete will never be
+   * answered: our side is reset too, so that the stream closes (and counts
+   * in h3_streams_reset) now rather than at the end of the connection. */
+  for (nhb__srv_h3s* st = q3->streams; st; st = st->next)
+    if (st->id == sid) {
+      if (!st->responded) {
+        st->responded = 1;
+        ngtcp2_conn_shutdown_stream_write(qc, sid, NGHTTP3_H3_REQUEST_CANCELLED);
+      }
+      break;
+    }
+  return 0;
+}
+
+static int q_stream_stop_sending(ngtcp2_conn* qc, int64_t sid, uint64_t code, void* user_data,
+                                 void* stream_user_data) {
+  return q_stream_reset(qc, sid, 0, code, user_data, stream_user_data);
+}
+
+static int q_extend_max_stream_data(ngtcp2_conn* qc, int64_t sid, uint64_t max_data, void* user_data,
+                                    void* stream_user_data) {
+  NHB__UNUSED(qc);
+  NHB__UNUSED(max_data);
+  NHB__UNUSED(stream_user_data);
+  nhb__srv_h3c* q3 = user_data;
+  if (q3->hc && nghttp3_conn_unblock_stream(q3->hc, sid) != 0) return NGTCP2_ERR_CALLBACK_FAILURE;
+  return 0;
+}
+
+static int q_extend_max_remote_streams_bidi(ngtcp2_conn* qc, uint64_t max_streams, void* user_data) {
+  NHB__UNUSED(qc);
+  nhb__srv_h3c* q3 = user_data;
+  if (q3->hc) nghttp3_conn_set_max_client_streams_bidi(q3->hc, max_streams);
+  return 0;
+}
+
+/* ---- connections --------------------------------------------------------------------- */
+
+static void conn_freed(uv_handle_t* handle) {
+  nhb__srv_h3c* q3 = handle->data;
+  free(q3);
+}
+
+/* Frees the connection now (its timer once libuv lets go of it). */
+static void conn_drop(nhb__srv_h3c* q3) {
+  nhb__srv_conn* c = &q3->base;
+  if (c->closing) return;
+  c->closing = 1;
+  nhb__srv_worker* w = c->w;
+  nhb__srv_h3w* t = w->h3;
+  nhb__srv_heap_remove(w, c);
+  table_remove(t, q3);
+  if (q3->prev) q3->prev->next = q3->next;
+  else t->conns = q3->next;
+  if (q3->next) q3->next->prev = q3->prev;
+  if (q3->hc) nghttp3_conn_del(q3->hc);
+  q3->hc = NULL;
+  while (q3->streams) stream_release(q3->streams);
+  if (q3->qc) ngtcp2_conn_del(q3->qc);
+  q3->qc = NULL;
+  if (q3->tls) gnutls_deinit(q3->tls);
+  q3->tls = NULL;
+  nhb__srv_buf_free(&c->req.buf);
+  free(c->req.hdrs);
+  if (!q3->handshake_done) nhb__srv_bump(&w->counters.tls_handshake_errors, 1);
+  nhb__srv_bump(&w->counters.connections_active, (uint64_t)-1);
+  atomic_fetch_sub_explicit(&w->server->conns_open, 1, memory_order_relaxed);
+  uv_timer_stop(&q3->timer);
+  uv_close((uv_handle_t*)&q3->timer, conn_freed);
+}
+
+static void send_pkt(nhb__srv_h3c* q3, const uint8_t* p, size_t n) {
+  uv_buf_t b = uv_buf_init((char*)(uintptr_t)p, (unsigned)n);
+  int r = uv_udp_try_send(&q3->l->h.udp, &b, 1, (const struct sockaddr*)&q3->peer);
+  if (r > 0) nhb__srv_bump(&q3->base.w->counters.tx_bytes, (uint64_t)r);
+}
+
+/* Ends the connection after a protocol failure `r` from ngtcp2 (or a
+ * callback), telling the client why when there is anything to tell. */
+static void conn_fail(nhb__srv_h3c* q3, int r) {
+  nhb__srv_worker* w = q3->base.w;
+  if (r == NGTCP2_ERR_DRAINING || r == NGTCP2_ERR_IDLE_CLOSE || r == NGTCP2_ERR_DROP_CONN) {
+    /* The client closed, or went silent: nothing to send. */
+    conn_drop(q3);
+    return;
+  }
+  nhb__srv_bump(&w->counters.h3_protocol_errors, 1);
+  if (q3->qc && !ngtcp2_conn_is_in_closing_period(q3->qc) && !ngtcp2_conn_is_in_draining_period(q3->qc)) {
+    ngtcp2_connection_close_error ccerr;
+    ngtcp2_connection_close_error_default(&ccerr);
+    if (r == NGTCP2_ERR_CRYPTO)
+      ngtcp2_connection_close_error_set_transport_error_tls_alert(&ccerr, ngtcp2_conn_get_tls_alert(q3->qc), NULL, 0);
+    else
+      ngtcp2_connection_close_error_set_transport_error_liberr(&ccerr, r, NULL, 0);
+    ngtcp2_path_storage ps;
+    ngtcp2_path_storage_zero(&ps);
+    ngtcp2_pkt_info pi;
+    ngtcp2_ssize n = ngtcp2_conn_write_connection_close(q3->qc, &ps.path, &pi, w->h3->pkt, sizeof(w->h3->pkt), &ccerr,
+                                                        nhb__now_ns());
+    if (n > 0) send_pkt(q3, w->h3->pkt, (size_t)n);
+  }
+  conn_drop(q3);
+}
+
+static void on_timer(uv_timer_t* timer) {
+  nhb__srv_h3c* q3 = timer->data;
+  if (q3->base.closing || !q3->qc) return;
+  uint64_t now = nhb__now_ns();
+  if (ngtcp2_conn_get_expiry(q3->qc) <= now) {
+    q3->in_lib = 1;
+    int r = ngtcp2_conn_handle_expiry(q3->qc, now);
+    q3->in_lib = 0;
+    if (r != 0) {
+      conn_fail(q3, r);
+      return;
+    }
+  }
+  conn_write(q3);
+}
+
+/* Stream `sid`'s FIN went out with `ndata` of the `nvec` vectors' bytes:
+ * when that was all of them, its response is written, and counts. */
+static void fin_written(nhb__srv_h3c* q3, int64_t sid, const nghttp3_vec* vec, nghttp3_ssize nvec, ngtcp2_ssize ndata) {
+  size_t total = 0;
+  for (nghttp3_ssize i = 0; i < nvec; i++) total += vec[i].len;
+  if ((size_t)ndata != total || !ngtcp2_is_bidi_stream(sid)) return;
+  for (nhb__srv_h3s* st = q3->streams; st; st = st->next) {
+    if (st->id != sid) continue;
+    if (!st->complete && st->submitted && st->status) {
+      nhb__srv_worker* w = q3->base.w;
+      st->complete = 1;
+      nhb__srv_bump(&w->counters.requests, 1);
+      if (st->status < NHB_SERVER_STATUS_MAX) nhb__srv_bump(&w->counters.status[st->status], 1);
+      if (st->bad) nhb__srv_bump(&w->counters.bad_requests, 1);
+    }
+    return;
+  }
+}
+
+/* Writes packets until ngtcp2 has nothing more to send now, then arms the
+ * timer for ngtcp2's next expiry. */
+static void conn_write(nhb__srv_h3c* q3) {
+  if (q3->base.closing) return;
+  nhb__srv_h3w* t = q3->base.w->h3;
+  ngtcp2_path_storage ps;
+  ngtcp2_path_storage_zero(&ps);
+  uint64_t ts = nhb__now_ns();
+  size_t pkt_max = ngtcp2_conn_get_max_tx_udp_payload_size(q3->qc);
+  if (pkt_max > sizeof(t->pkt)) pkt_max = sizeof(t->pkt);
+  size_t quantum = ngtcp2_conn_get_send_quantum(q3->qc) / pkt_max;
+  if (quantum == 0) quantum = 1;
+  for (size_t npkts = 0;;) {
+    int64_t sid = -1;
+    int fin = 0;
+    nghttp3_vec vec[H3_VECS];
+    nghttp3_ssize nvec = 0;
+    if (q3->hc && ngtcp2_conn_get_max_data_left(q3->qc) > 0) {
+      nvec = nghttp3_conn_writev_stream(q3->hc, &sid, &fin, vec, H3_VECS);
+      if (nvec < 0) {
+        conn_fail(q3, NGTCP2_ERR_CALLBACK_FAILURE);
+        return;
+      }
+    }
+    ngtcp2_ssize ndata = -1;
+    uint32_t flags = NGTCP2_WRITE_STREAM_FLAG_MORE | (fin ? NGTCP2_WRITE_STREAM_FLAG_FIN : 0);
+    ngtcp2_pkt_info pi;
+    ngtcp2_ssize n = ngtcp2_conn_writev_stream(q3->qc, &ps.path, &pi, t->pkt, pkt_max, &ndata, flags, sid,
+                                               (const ngtcp2_vec*)vec, (size_t)nvec, ts);
+    if (n < 0) {
+      if (n == NGTCP2_ERR_STREAM_DATA_BLOCKED) {
+        nghttp3_conn_block_stream(q3->hc, sid);
+        continue;
+      }
+      if (n == NGTCP2_ERR_STREAM_SHUT_WR) {
+        nghttp3_conn_shutdown_stream_write(q3->hc, sid);
+        continue;
+      }
+      if (n == NGTCP2_ERR_WRITE_MORE) {
+        if (nghttp3_conn_add_write_offset(q3->hc, sid, (size_t)ndata) != 0) {
+          conn_fail(q3, NGTCP2_ERR_CALLBACK_FAILURE);
+          return;
+        }
+        if (fin) fin_written(q3, sid, vec, nvec, ndata);
+        continue;
+      }
+      conn_fail(q3, (int)n);
+      return;
+    }
+    if (ndata >= 0) {
+      if (nghttp3_conn_add_write_offset(q3->hc, sid, (size_t)ndata) != 0) {
+        conn_fail(q3, NGTCP2_ERR_CALLBACK_FAILURE);
+        return;
+      }
+      if (fin) fin_written(q3, sid, vec, nvec, ndata);
+    }
+    if (n == 0) break;
+    send_pkt(q3, t->pkt, (size_t)n);
+    if (++npkts >= quantum) {
+      ngtcp2_conn_update_pkt_tx_time(q3->qc, ts);
+      break;
+    }
+  }
+  uint64_t expiry = ngtcp2_conn_get_expiry(q3->qc);
+  uint64_t now = nhb__now_ns();
+  uint64_t ms = expiry <= now ? 0 : (expiry - now + 999999) / 1000000;
+  uv_timer_start(&q3->timer, on_timer, ms, 0);
+}
+
+static int tls_init(nhb__srv_h3c* q3) {
+  nhb_server* s = q3->base.w->server;
+  if (gnutls_init(&q3->tls, GNUTLS_SERVER | GNUTLS_ENABLE_EARLY_DATA | GNUTLS_NO_END_OF_EARLY_DATA) != 0) {
+    q3->tls = NULL;
+    return NHB_ENOMEM;
+  }
+  if (ngtcp2_crypto_gnutls_configure_server_session(q3->tls) != 0 ||
+      gnutls_priority_set_direct(q3->tls, "NORMAL:-VERS-ALL:+VERS-TLS1.3:%DISABLE_TLS13_COMPAT_MODE", NULL) != 0 ||
+      gnutls_credentials_set(q3->tls, GNUTLS_CRD_CERTIFICATE, (gnutls_certificate_credentials_t)s->h3_cred) != 0)
+    return NHB_ETLS;
+  gnutls_session_set_ptr(q3->tls, &q3->conn_ref);
+  /* Only "h3": a client that offers nothing else fails the handshake. */
+  static const gnutls_datum_t alpn = {(unsigned char*)"h3", 2};
+  if (gnutls_alpn_set_protocols(q3->tls, &alpn, 1, GNUTLS_ALPN_MANDATORY) != 0) return NHB_ETLS;
+  return 0;
+}
+
+/* A new connection from the client Initial `hd`. */
+static nhb__srv_h3c* conn_new(nhb__srv_listener* l, const ngtcp2_pkt_hd* hd, const struct sockaddr* peer,
+                              uint64_t key) {
+  nhb__srv_worker* w = l->h.handle.loop->data;
+  nhb_server* s = w->server;
+  nhb__srv_h3c* q3 = calloc(1, sizeof(*q3));
+  if (!q3) return NULL;
+  nhb__srv_conn* c = &q3->base;
+  c->w = w;
+  c->kind = NHB__SRV_CONN_HTTP;
+  c->proto = NHB__SRV_PROTO_H3;
+  c->heap_idx = SIZE_MAX;
+  c->req.nh_idx = -1;
+  c->req.settings_idx = -1;
+  q3->l = l;
+  q3->key = key;
+  q3->peer_len = peer->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+  memcpy(&q3->peer, peer, q3->peer_len);
+  int len = (int)sizeof(q3->local);
+  uv_udp_getsockname(&l->h.udp, (struct sockaddr*)&q3->local, &len);
+  q3->local_len = (socklen_t)len;
+  q3->conn_ref.get_conn = get_conn;
+  q3->conn_ref.user_data = q3;
+  nghttp2_mem m = nhb__h2_mem_allocator(&w->h2_mem);
+  q3->qmem.user_data = q3->hmem.user_data = m.mem_user_data;
+  q3->qmem.malloc = q3->hmem.malloc = m.malloc;
+  q3->qmem.free = q3->hmem.free = m.free;
+  q3->qmem.calloc = q3->hmem.calloc = m.calloc;
+  q3->qmem.realloc = q3->hmem.realloc = m.realloc;
+  uv_timer_init(&w->loop, &q3->timer);
+  q3->timer.data = q3;
+  /* Counted from here on; conn_drop() takes it all back. */
+  atomic_fetch_add_explicit(&s->conns_open, 1, memory_order_relaxed);
+  nhb__srv_bump(&w->counters.connections_total, 1);
+  nhb__srv_bump(&w->counters.connections_active, 1);
+  nhb__srv_bump(&w->counters.connections_http3, 1);
+  nhb__srv_h3w* t = w->h3;
+  q3->next = t->conns;
+  if (t->conns) t->conns->prev = q3;
+  t->conns = q3;
+  if (table_add(t, q3) < 0) {
+    conn_drop(q3);
+    return NULL;
+  }
+
+  ngtcp2_callbacks cb;
+  memset(&cb, 0, sizeof(cb));
+  cb.recv_client_initial = ngtcp2_crypto_recv_client_initial_cb;
+  cb.recv_crypto_data = ngtcp2_crypto_recv_crypto_data_cb;
+  cb.handshake_completed = q_handshake_completed;
+  cb.encrypt = ngtcp2_crypto_encrypt_cb;
+  cb.decrypt = ngtcp2_crypto_decrypt_cb;
+  cb.hp_mask = ngtcp2_crypto_hp_mask_cb;
+  cb.recv_stream_data = q_recv_stream_data;
+  cb.acked_stream_data_offset = q_acked_stream_data;
+  cb.stream_close = q_stream_close;
+  cb.rand = q_rand;
+  cb.get_new_connection_id = q_new_cid;
+  cb.update_key = ngtcp2_crypto_update_key_cb;
+  cb.stream_reset = q_stream_reset;
+  cb.extend_max_remote_streams_bidi = q_extend_max_remote_streams_bidi;
+  cb.extend_max_stream_data = q_extend_max_stream_data;
+  cb.delete_crypto_aead_ctx = ngtcp2_crypto_delete_crypto_aead_ctx_cb;
+  cb.delete_crypto_cipher_ctx = ngtcp2_crypto_delete_crypto_cipher_ctx_cb;
+  cb.get_path_challenge_data = ngtcp2_crypto_get_path_challenge_data_cb;
+  cb.stream_stop_sending = q_stream_stop_sending;
+  cb.version_negotiation = ngtcp2_crypto_version_negotiation_cb;
+  cb.recv_tx_key = q_recv_tx_key;
+
+  ngtcp2_settings settings;
+  ngtcp2_settings_default(&settings);
+  settings.initial_ts = nhb__now_ns();
+  settings.handshake_timeout = H3_HANDSHAKE_TIMEOUT_NS;
+  ngtcp2_transport_params params;
+  ngtcp2_transport_params_default(&params);
+  params.initial_max_streams_bidi = s->config.max_concurrent_streams;
+  params.initial_max_streams_uni = 3;
+  params.initial_max_stream_data_bidi_remote = H3_STREAM_WINDOW;
+  params.initial_max_stream_data_uni = H3_STREAM_WINDOW;
+  params.initial_max_data = H3_CONNECTION_WINDOW;
+  params.max_idle_timeout = s->config.idle_timeout_ns ? s->config.idle_timeout_ns : H3_DEFAULT_IDLE_NS;
+  params.original_dcid = hd->dcid;
+  ngtcp2_cid scid;
+  scid.datalen = H3_SCID_LEN;
+  if (gnutls_rnd(GNUTLS_RND_RANDOM, scid.data, scid.datalen) != 0 ||
+      gnutls_rnd(GNUTLS_RND_RANDOM, params.stateless_reset_token, NGTCP2_STATELESS_RESET_TOKENLEN) != 0) {
+    conn_drop(q3);
+    return NULL;
+  }
+  params.stateless_reset_token_present = 1;
+  ngtcp2_path path;
+  path.local.addr = (ngtcp2_sockaddr*)&q3->local;
+  path.local.addrlen = q3->local_len;
+  path.remote.addr = (ngtcp2_sockaddr*)&q3->peer;
+  path.remote.addrlen = q3->peer_len;
+  path.user_data = NULL;
+  if (ngtcp2_conn_server_new(&q3->qc, &hd->scid, &scid, &path, hd->version, &cb, &settings, &params, &q3->qmem,
+                             q3) != 0) {
+    q3->qc = NULL;
+    conn_drop(q3);
+    return NULL;
+  }
+  if (tls_init(q3) < 0) {
+    conn_drop(q3);
+    return NULL;
+  }
+  ngtcp2_conn_set_tls_native_handle(q3->qc, q3->tls);
+  return q3;
+}
+
+/* ---- the socket ------------------------------------------------------------------ */
+
+static void on_alloc(uv_handle_t* handle, size_t suggested, uv_buf_t* buf) {
+  NHB__UNUSED(suggested);
+  nhb__srv_worker* w = handle->loop->data;
+  buf->base = w->rbuf;
+  buf->len = NHB__SRV_READ_BUFFER;
+}
+
+static void dropped(nhb__srv_worker* w) { nhb__srv_bump(&w->counters.quic_packets_dropped, 1); }
+
+static void on_recv(uv_udp_t* handle, ssize_t nread, const uv_buf_t* buf, const struct sockaddr* addr,
+                    unsigned flags) {
+  nhb__srv_listener* l = handle->data;
+  nhb__srv_worker* w = handle->loop->data;
+  if (nread <= 0 || !addr || w->stopping) {
+    if (nread == 0 && addr) dropped(w); /* an empty datagram */
+    return;
+  }
+  nhb__srv_bump(&w->counters.rx_bytes, (uint64_t)nread);
+  if (flags & UV_UDP_PARTIAL) {
+    dropped(w);
+    return;
+  }
+  const uint8_t* data = (const uint8_t*)buf->base;
+  size_t len = (size_t)nread;
+  uint64_t key = addr_key(addr);
+  nhb__srv_h3c* q3 = table_find(w->h3, addr, key);
+  if (!q3) {
+    ngtcp2_pkt_hd hd;
+    /* Only a client Initial (of a version we speak, big enough) starts a
+     * connection; anything else for no connection is dropped. */
+    if (ngtcp2_accept(&hd, data, len) != 0) {
+      dropped(w);
+      return;
+    }
+    nhb_server* s = w->server;
+    if (atomic_load_explicit(&s->conns_open, memory_order_relaxed) >= s->max_connections) {
+      nhb__srv_bump(&w->counters.connections_refused, 1);
+      dropped(w);
+      return;
+    }
+    q3 = conn_new(l, &hd, addr, key);
+    if (!q3) {
+      dropped(w);
+      return;
+    }
+  }
+  w->now_ns = nhb__now_ns();
+  ngtcp2_path path;
+  path.local.addr = (ngtcp2_sockaddr*)&q3->local;
+  path.local.addrlen = q3->local_len;
+  path.remote.addr = (ngtcp2_sockaddr*)(uintptr_t)addr;
+  path.remote.addrlen = q3->peer_len;
+  path.user_data = NULL;
+  ngtcp2_pkt_info pi = {0};
+  q3->in_lib = 1;
+  int r = ngtcp2_conn_read_pkt(q3->qc, &path, &pi, data, len, w->now_ns);
+  q3->in_lib = 0;
+  w->now_ns = 0;
+  if (q3->base.closing) return;
+  if (q3->dead) r = NGTCP2_ERR_INTERNAL;
+  if (r != 0) {
+    if (r == NGTCP2_ERR_DISCARD_PKT) {
+      /* Undecryptable, a duplicate, or for a state already left. */
+      dropped(w);
+      return;
+    }
+    conn_fail(q3, r);
+    return;
+  }
+  conn_write(q3);
+}
+
+int nhb__srv_h3_listen(nhb__srv_worker* w, nhb__srv_listener* l) {
+  if (!w->h3 && !(w->h3 = calloc(1, sizeof(*w->h3)))) return NHB_ENOMEM;
+  l->h.handle.data = l;
+  return uv_udp_recv_start(&l->h.udp, on_alloc, on_recv);
+}
+
+/* ---- the rest of the server -------------------------------------------------------- */
+
+void nhb__srv_h3_flush(nhb__srv_conn* c) {
+  nhb__srv_h3c* q3 = h3c_of(c);
+  if (c->closing || !q3->hc) return;
+  nhb_server* s = c->w->server;
+  uint64_t now = nhb__now_ns();
+  uint64_t next = UINT64_MAX;
+  int stall = nhb__srv_stall_possible(s);
+  for (nhb__srv_h3s* st = q3->streams; st; st = st->next) {
+    if (!st->waiting) continue;
+    if (st->deadline_ns <= now && stall) {
+      uint64_t release = nhb__srv_stall_release(s, now);
+      if (release > now) st->deadline_ns = release;
+    }
+    if (st->deadline_ns > now) {
+      if (st->deadline_ns < next) next = st->deadline_ns;
+      continue;
+    }
+    st->waiting = 0;
+    st->deadline_ns = 0;
+    q3->nwaiting--;
+    c->w->delayed--;
+    submit(st);
+  }
+  if (next != UINT64_MAX) nhb__srv_heap_set(c->w, c, next);
+  else nhb__srv_heap_remove(c->w, c);
+  conn_write(q3);
+}
+
+void nhb__srv_h3_conn_close(nhb__srv_conn* c) {
+  nhb__srv_h3c* q3 = h3c_of(c);
+  /* Inside ngtcp2 or nghttp3 the connection is ended once the call returns. */
+  if (q3->in_lib) q3->dead = 1;
+  else conn_fail(q3, NGTCP2_ERR_INTERNAL);
+}
+
+void nhb__srv_h3_peer(const nhb__srv_conn* c, char* out, size_t out_len) {
+  const nhb__srv_h3c* q3 = h3c_of(c);
+  char host[INET6_ADDRSTRLEN] = "?";
+  if (q3->peer.ss_family == AF_INET6) {
+    const struct sockaddr_in6* in6 = (const struct sockaddr_in6*)&q3->peer;
+    inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
+    snprintf(out, out_len, "[%s]:%u", host, ntohs(in6->sin6_port));
+  } else {
+    const struct sockaddr_in* in = (const struct sockaddr_in*)&q3->peer;
+    inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
+    snprintf(out, out_len, "%s:%u", host, ntohs(in->sin_port));
+  }
+}
+
+void nhb__srv_h3_close_all(nhb__srv_worker* w) {
+  nhb__srv_h3w* t = w->h3;
+  if (!t) return;
+  while (t->conns) {
+    nhb__srv_h3c* q3 = t->conns;
+    /* The server stops: NO_ERROR, so that clients do not wait for their
+     * idle time-out. */
+    if (q3->qc && q3->handshake_done && !ngtcp2_conn_is_in_closing_period(q3->qc) &&
+        !ngtcp2_conn_is_in_draining_period(q3->qc)) {
+      ngtcp2_connection_close_error ccerr;
+      ngtcp2_connection_close_error_default(&ccerr);
+      ngtcp2_connection_close_error_set_application_error(&ccerr, NGHTTP3_H3_NO_ERROR, NULL, 0);
+      ngtcp2_path_storage ps;
+      ngtcp2_path_storage_zero(&ps);
+      ngtcp2_pkt_info pi;
+      ngtcp2_ssize n =
+          ngtcp2_conn_write_connection_close(q3->qc, &ps.path, &pi, t->pkt, sizeof(t->pkt), &ccerr, nhb__now_ns());
+      if (n > 0) send_pkt(q3, t->pkt, (size_t)n);
+    }
+    conn_drop(q3);
+  }
+}
+
+void nhb__srv_h3_worker_free(nhb__srv_worker* w) {
+  nhb__srv_h3w* t = w->h3;
+  if (!t) return;
+  while (t->free_streams) {
+    nhb__srv_h3s* st = t->free_streams;
+    t->free_streams = st->next;
+    stream_free_memory(st);
+  }
+  free(t->buckets);
+  free(t->nv);
+  free(t);
+  w->h3 = NULL;
+}
+
+int nhb__srv_h3_init(nhb_server* s, char* err, size_t err_len) {
+  const nhb_server_config* c = &s->config;
+  if (!c->http3) return 0;
+  if (!s->ssl_ctx) {
+    if (err && err_len) snprintf(err, err_len, "http3: HTTP/3 runs over QUIC, whose handshake is TLS: needs tls");
+    return NHB_EINVAL;
+  }
+  if (c->tls_client_ca && *c->tls_client_ca) {
+    if (err && err_len)
+      snprintf(err, err_len, "http3: client certificates (tls_client_ca) are not asked for over HTTP/3; "
+                             "serve HTTP/3 without tls_client_ca");
+    return NHB_EINVAL;
+  }
+  gnutls_certificate_credentials_t cred = NULL;
+  if (gnutls_certificate_allocate_credentials(&cred) != 0) return NHB_ENOMEM;
+  s->h3_cred = cred;
+  int r;
+  if (c->tls_self_signed) {
+    /* The generated key, handed over in PEM. */
+    EVP_PKEY* key = SSL_CTX_get0_privatekey((SSL_CTX*)s->ssl_ctx);
+    BIO* b = BIO_new(BIO_s_mem());
+    char* kp = NULL;
+    long kn = 0;
+    if (b && key && PEM_write_bio_PrivateKey(b, key, NULL, NULL, 0, NULL, NULL)) kn = BIO_get_mem_data(b, &kp);
+    gnutls_datum_t cert_d = {(unsigned char*)s->cert_pem, (unsigned)strlen(s->cert_pem)};
+    gnutls_datum_t key_d = {(unsigned char*)kp, (unsigned)kn};
+    r = kn > 0 ? gnutls_certificate_set_x509_key_mem(cred, &cert_d, &key_d, GNUTLS_X509_FMT_PEM) : -1;
+    if (kp) OPENSSL_cleanse(kp, (size_t)kn);
+    BIO_free(b);
+  } else {
+    r = gnutls_certificate_set_x509_key_file(cred, c->tls_cert_file, c->tls_key_file, GNUTLS_X509_FMT_PEM);
+  }
+  if (r < 0) {
+    if (err && err_len)
+      snprintf(err, err_len, "http3: GnuTLS cannot use the certificate and key (%s)", gnutls_strerror(r));
+    return NHB_EINVAL;
+  }
+  return 0;
+}
+
+void nhb__srv_h3_free(nhb_server* s) {
+  if (s->h3_cred) gnutls_certificate_free_credentials((gnutls_certificate_credentials_t)s->h3_cred);
+  s->h3_cred = NULL;
+}
+
+/* ---- the fuzz seam -------------------------------------------------------------------- */
+
+int nhb__srv_h3_feed(nhb__srv_worker* w, const uint8_t* p, size_t n, size_t split, size_t* responded) {
+  if (!w->h3 && !(w->h3 = calloc(1, sizeof(*w->h3)))) return NHB_ENOMEM;
+  nhb__srv_h3c* q3 = calloc(1, sizeof(*q3));
+  if (!q3) return NHB_ENOMEM;
+  q3->base.w = w;
+  q3->base.kind = NHB__SRV_CONN_HTTP;
+  q3->base.proto = NHB__SRV_PROTO_H3;
+  q3->base.heap_idx = SIZE_MAX;
+  q3->peer.ss_family = AF_INET;
+  /* Marked as inside a library call throughout: a close asked for meanwhile
+   * (the delay heap out of memory) only marks the connection, which is freed
+   * below in any case. */
+  q3->in_lib = 1;
+  nghttp2_mem m = nhb__h2_mem_allocator(&w->h2_mem);
+  q3->hmem.user_data = m.mem_user_data;
+  q3->hmem.malloc = m.malloc;
+  q3->hmem.free = m.free;
+  q3->hmem.calloc = m.calloc;
+  q3->hmem.realloc = m.realloc;
+  int r = http_new(q3);
+  /* The server's unidirectional streams (control, QPACK encoder, decoder)
+   * have the ids QUIC gives a server's first three. */
+  if (r == 0 && (nghttp3_conn_bind_control_stream(q3->hc, 3) != 0 || nghttp3_conn_bind_qpack_streams(q3->hc, 7, 11) != 0))
+    r = -1;
+  if (split > n) split = n;
+  /* The request on the client's first bidirectional stream, in two reads. */
+  if (r == 0 && nghttp3_conn_read_stream(q3->hc, 0, p, split, 0) < 0) r = 1;
+  if (r == 0 && nghttp3_conn_read_stream(q3->hc, 0, p + split, n - split, 1) < 0) r = 1;
+  /* Responses waiting for a delay are released now. */
+  if (r == 0)
+    for (nhb__srv_h3s* st = q3->streams; st; st = st->next)
+      if (st->waiting) {
+        st->waiting = 0;
+        q3->nwaiting--;
+        w->delayed--;
+        submit(st);
+      }
+  /* Everything nghttp3 would send, taken as written. */
+  size_t out = 0;
+  for (int rounds = 0; r == 0 && rounds < 100000; rounds++) {
+    int64_t sid = -1;
+    int fin = 0;
+    nghttp3_vec vec[H3_VECS];
+    nghttp3_ssize nvec = nghttp3_conn_writev_stream(q3->hc, &sid, &fin, vec, H3_VECS);
+    if (nvec < 0) {
+      r = 1;
+      break;
+    }
+    if (sid < 0) break;
+    size_t total = 0;
+    for (nghttp3_ssize i = 0; i < nvec; i++) total += vec[i].len;
+    if (fin) fin_written(q3, sid, vec, nvec, (ngtcp2_ssize)total);
+    if (nghttp3_conn_add_write_offset(q3->hc, sid, total) != 0) {
+      r = 1;
+      break;
+    }
+    out += total;
+    if (!total && !fin) break;
+  }
+  if (responded) *responded = 0;
+  for (nhb__srv_h3s* st = q3->streams; st; st = st->next)
+    if (st->complete && responded) (*responded)++;
+  NHB__UNUSED(out);
+  nhb__srv_heap_remove(w, &q3->base);
+  if (q3->hc) nghttp3_conn_del(q3->hc);
+  while (q3->streams) stream_release(q3->streams);
+  nhb__srv_buf_free(&q3->base.req.buf);
+  free(q3->base.req.hdrs);
+  free(q3);
+  return r < 0 ? NHB_ENOMEM : 0;
+}
