@@ -26,6 +26,7 @@ from ._run import Options, make_options
 from ._run_load import DEFAULT_DURATION
 from ._run_output import DEFAULT_PERCENTILES
 from ._run_tls import check_key_pair, client_cert_pem
+from ._run_trace import TraceTarget, trace_target
 from ._server import ServerOptions, fanout_target, fanout_url, make_server_options
 from ._targets import parse_bind_config, parse_unix_url
 from ._tls_context import parse_tls_context
@@ -59,6 +60,8 @@ __all__ = [
     "allowed_target",
     "check_key_pair",
     "client_cert_pem",
+    "TraceTarget",
+    "trace_target",
     "DEFAULT_DURATION",
     "DEFAULT_LISTEN",
     "DEFAULT_PERCENTILES",
