@@ -17,14 +17,16 @@ answered with another status) and ``reports_failed`` (POSTs that got no answer).
 
 from __future__ import annotations
 
+import contextlib
+import http.client
 import json
 import logging
+import socket
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
+from urllib.parse import urlsplit
 
 from ._exceptions import NHBenchError
 from ._version import __version__
@@ -40,8 +42,12 @@ _log = logging.getLogger(__name__)
 _DRAIN = 0.1
 _BATCH = 1000
 _FLUSH = 1.0
-# Envoy's Zipkin request_timeout.
+# Envoy's Zipkin request_timeout. The run's end waits at most this long for the spans left
+# to go out; what is still unsent then is dropped (counted).
 _POST_TIMEOUT = 5.0
+# Spans taken from the rings and waiting for a POST: a collector slower than the spans come
+# cannot make this side grow without bound; the excess is dropped (counted).
+_PENDING_MAX = 65536
 _SERVICE = "nhbench"
 # Envoy's short response flags for what ended a request without a response.
 _RESPONSE_FLAGS = {
@@ -104,6 +110,8 @@ class SpanExporter:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._final: dict[str, int] | None = None
+        self._dropped = 0  # spans this side gave up on (bounds above)
+        self._deadline: float | None = None  # set by finish(): the end of the grace
 
     @classmethod
     def for_run(cls, options: Options, config: Mapping[str, Any]) -> SpanExporter | None:
@@ -122,10 +130,12 @@ class SpanExporter:
         """Stop the thread after sending every span left; the run's tracing counters."""
         if self._final is not None:
             return self._final
+        self._deadline = time.monotonic() + _POST_TIMEOUT
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
         sampled, dropped = self._run.trace_counts() if self._run is not None else (0, 0)
+        dropped += self._dropped
         self._final = {"tracing.spans_sampled": int(sampled),
                        "tracing.spans_dropped": int(dropped), **self._counts}
         if dropped:
@@ -141,28 +151,58 @@ class SpanExporter:
         while True:
             stopping = self._stop.wait(_DRAIN)
             pending += self._run.take_spans()
+            if len(pending) > _PENDING_MAX:
+                self._dropped += len(pending) - _PENDING_MAX
+                del pending[:len(pending) - _PENDING_MAX]
             now = time.monotonic()
+            deadline = self._deadline if stopping else None
             while len(pending) >= _BATCH or (pending and (stopping or now - last >= _FLUSH)):
-                self._post(pending[:_BATCH])
+                if deadline is not None and time.monotonic() >= deadline:
+                    self._dropped += len(pending)
+                    return
+                timeout = _POST_TIMEOUT if deadline is None else deadline - time.monotonic()
+                self._post(pending[:_BATCH], max(0.1, timeout))
                 del pending[:_BATCH]
                 last = now
             if stopping:
                 return
 
-    def _post(self, spans: Sequence[tuple[Any, ...]]) -> None:
+    def _post(self, spans: Sequence[tuple[Any, ...]], timeout: float) -> None:
+        """POST one batch; the answer is awaited `timeout` seconds in all, whatever the
+        collector does (a socket time-out alone restarts with every byte a trickling
+        collector sends)."""
         body, ctype = self._encode(spans)
         self._counts[self._prefix + "spans_sent"] += len(spans)
-        request = urllib.request.Request(self.target.url, data=body, method="POST",
-                                         headers={"Content-Type": ctype})
-        try:
-            with urllib.request.urlopen(request, timeout=_POST_TIMEOUT) as response:
-                status = response.status
-        except urllib.error.HTTPError as exc:
-            status = exc.code
-        except (OSError, ValueError) as exc:
+        url = urlsplit(self.target.url)
+        conn = http.client.HTTPConnection(url.hostname or "", url.port, timeout=timeout)
+        answer: list[int] = []
+
+        def exchange() -> None:
+            try:
+                conn.request("POST", url.path, body=body, headers={"Content-Type": ctype})
+                answer.append(conn.getresponse().status)
+            except Exception as exc:  # noqa: BLE001 - no answer, a reset, bytes not HTTP
+                _log.debug("trace collector %s: %s", self.target.url, exc)
+
+        thread = threading.Thread(target=exchange, name="nhbench-traces-post", daemon=True)
+        thread.start()
+        give_up = time.monotonic() + timeout
+        while thread.is_alive():
+            thread.join(0.05)
+            now = time.monotonic()
+            if now >= give_up or (self._deadline is not None and now >= self._deadline):
+                break
+        if thread.is_alive() and conn.sock is not None:
+            # Too slow: the socket is shut down, which ends the exchange's blocked read.
+            with contextlib.suppress(OSError):
+                conn.sock.shutdown(socket.SHUT_RDWR)
+        thread.join(1.0)
+        conn.close()
+        if not answer:
             self._counts[self._prefix + "reports_failed"] += 1
-            _log.debug("trace collector %s: %s", self.target.url, exc)
             return
+        status = answer[0]
+        # Envoy counts only 202 Accepted as a sent Zipkin report; OTLP/HTTP answers 200.
         accepted = status == 202 if self.target.kind == "zipkin" else 200 <= status < 300
         self._counts[self._prefix + ("reports_sent" if accepted else "reports_dropped")] += 1
 
