@@ -211,3 +211,29 @@ def test_nighthawk_trace_takes_zipkin_only() -> None:
         capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode == 2, proc.stderr
     assert "zipkin:// only" in proc.stderr
+
+
+def test_grpc_calls_carry_the_trace_and_are_spans(tmp_path: object) -> None:
+    pytest.importorskip("grpc_health")
+    from test_grpc_client import Peer
+
+    peer = Peer(tmp_path)  # type: ignore[arg-type]
+    try:
+        with Collector("zipkin") as zipkin:
+            result = nhbench.run(f"grpc://127.0.0.1:{peer.port}", rps=100, duration="0.5s",
+                                 connections=2, trace=zipkin.uri)
+        calls = peer.calls()
+    finally:
+        peer.close()
+    assert result.success, result.error
+    assert len(calls) == result.counters["benchmark.http_2xx"] > 20
+    wire = set()
+    for call in calls:
+        md = call["metadata"]
+        ids = _wire_ids(md)
+        assert ids is not None and md["x-b3-traceid"] == ids[0], md
+        wire.add(ids)
+    spans = zipkin.spans
+    assert {(s["traceId"], s["id"]) for s in spans} == wire
+    assert all(s["tags"]["http.url"].endswith("/grpc.health.v1.Health/Check")
+               and s["tags"]["http.protocol"] == "HTTP/2" for s in spans)
