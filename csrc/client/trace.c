@@ -121,7 +121,8 @@ int nhb__trace_run_init(nhb_run* run, char* err, size_t err_len) {
 
 void nhb__trace_run_free(nhb_run* run) {
   if (run->workers == NULL) return;
-  for (int i = 0; i < run->nworkers; i++) {
+  /* config.nworkers: a failed thread start lowers run->nworkers, not what was allocated. */
+  for (int i = 0; i < run->config.nworkers; i++) {
     nhb__trace* t = run->workers[i].trace;
     if (t == NULL) continue;
     free(t->ring);
