@@ -826,8 +826,26 @@ void nhb__ivl_controller_finish(nhb_run* run);
 /* Checks the config and allocates each worker's ring, after the protocol's run_init. */
 int nhb__trace_run_init(nhb_run* run, char* err, size_t err_len);
 void nhb__trace_run_free(nhb_run* run);
+/* What the per-request decision reads: the first members of the worker's
+ * nhb__trace (trace.c), so that the draw is inlined into the traced sends and
+ * only a sampled request makes a call. */
+typedef struct nhb__trace_draw {
+  uint64_t rng;       /* splitmix64 state */
+  uint64_t threshold; /* sampled when a draw is at most this: rate * 2^64 - 1, UINT64_MAX for 1 */
+} nhb__trace_draw;
+/* A sampled request: draws its ids into the slot and counts it. */
+int nhb__trace_start(nhb__worker* w, nhb__slot* s);
 /* Decides whether the request in `s` is traced (a retry keeps its decision). */
-int nhb__trace_sample(nhb__worker* w, nhb__slot* s);
+static inline int nhb__trace_sample(nhb__worker* w, nhb__slot* s) {
+  if (s->span_id != 0) return 1;
+  nhb__trace_draw* d = (nhb__trace_draw*)(void*)w->trace;
+  uint64_t z = (d->rng += 0x9E3779B97F4A7C15ULL);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  z ^= z >> 31;
+  if (NHB__LIKELY(z > d->threshold)) return 0;
+  return nhb__trace_start(w, s);
+}
 /* HTTP/1.1: `in` (a request's head and body) with the trace headers of `s`
  * before the blank line, into c->trace_buf. */
 int nhb__trace_h1(nhb__conn* c, const nhb__slot* s, const char* in, size_t len, const char** out, size_t* out_len);

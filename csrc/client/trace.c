@@ -39,9 +39,7 @@
 #define TRACE_H1_MAX (64u * 1024u)
 
 typedef struct nhb__trace {
-  uint64_t rng;
-  uint64_t threshold; /* sampled when a draw is below it ... */
-  int all;            /* ... or always (a rate of 1) */
+  nhb__trace_draw draw; /* first: nhb__trace_sample (client.h) reads it */
   int b3;
   uint32_t mask;      /* ring entries - 1 */
   nhb_span* ring;
@@ -111,9 +109,13 @@ int nhb__trace_run_init(nhb_run* run, char* err, size_t err_len) {
     t->nva = calloc(t->nva_cap, sizeof(nghttp2_nv));
     if (t->ring == NULL || t->nva == NULL) return NHB_ENOMEM;
     t->mask = ring - 1;
-    t->rng = seed ^ ((uint64_t)(i + 1) * 0xD1B54A32D192ED03ULL);
-    t->all = rate >= 1.0;
-    t->threshold = t->all ? UINT64_MAX : (uint64_t)(rate * 18446744073709551616.0);
+    t->draw.rng = seed ^ ((uint64_t)(i + 1) * 0xD1B54A32D192ED03ULL);
+    /* A draw is uniform in [0, 2^64): at most rate * 2^64 - 1 with probability rate. */
+    double scaled = rate * 18446744073709551616.0;
+    if (rate >= 1.0 || scaled >= 18446744073709549568.0)
+      t->draw.threshold = UINT64_MAX;
+    else
+      t->draw.threshold = scaled < 1.0 ? 0 : (uint64_t)scaled - 1;
     t->b3 = cfg->trace_b3;
   }
   return 0;
@@ -132,14 +134,11 @@ void nhb__trace_run_free(nhb_run* run) {
   }
 }
 
-int nhb__trace_sample(nhb__worker* w, nhb__slot* s) {
-  if (s->span_id != 0) return 1; /* a retry: the same span */
+int nhb__trace_start(nhb__worker* w, nhb__slot* s) {
   nhb__trace* t = w->trace;
-  uint64_t r = trace_random(&t->rng);
-  if (!t->all && r >= t->threshold) return 0;
-  s->trace_hi = trace_random(&t->rng);
-  s->trace_lo = trace_random(&t->rng);
-  uint64_t id = trace_random(&t->rng);
+  s->trace_hi = trace_random(&t->draw.rng);
+  s->trace_lo = trace_random(&t->draw.rng);
+  uint64_t id = trace_random(&t->draw.rng);
   s->span_id = id != 0 ? id : 1; /* all-zero ids are invalid in both formats */
   if (s->trace_hi == 0 && s->trace_lo == 0) s->trace_lo = 1;
   atomic_store_explicit(&t->sampled, atomic_load_explicit(&t->sampled, memory_order_relaxed) + 1,
