@@ -237,3 +237,14 @@ def test_grpc_calls_carry_the_trace_and_are_spans(tmp_path: object) -> None:
     assert {(s["traceId"], s["id"]) for s in spans} == wire
     assert all(s["tags"]["http.url"].endswith("/grpc.health.v1.Health/Check")
                and s["tags"]["http.protocol"] == "HTTP/2" for s in spans)
+
+
+def test_a_vanishing_rate_traces_nothing() -> None:
+    # rate * 2^64 below 1: the threshold must not wrap round to "every request".
+    with RecordingOrigin() as origin, Collector("zipkin") as zipkin:
+        result = nhbench.run(origin.url, rps=200, duration="0.5s", trace=zipkin.uri,
+                             trace_sample_rate=1e-30)
+        requests = origin.requests
+    assert result.success and len(requests) > 50
+    assert not any("traceparent" in rq.headers for rq in requests)
+    assert result.counters["tracing.spans_sampled"] == 0 and zipkin.spans == []
