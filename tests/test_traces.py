@@ -248,3 +248,18 @@ def test_a_vanishing_rate_traces_nothing() -> None:
     assert result.success and len(requests) > 50
     assert not any("traceparent" in rq.headers for rq in requests)
     assert result.counters["tracing.spans_sampled"] == 0 and zipkin.spans == []
+
+
+def test_templated_requests_are_traced_after_expansion() -> None:
+    with RecordingOrigin() as origin, Collector("zipkin") as zipkin:
+        result = nhbench.run(origin.url + "?n={seq}", rps=100, duration="0.5s",
+                             trace=zipkin.uri, template=True, request_header=["x-id: {uuid}"],
+                             payload="body {seq}")
+        requests = origin.requests
+    assert result.success, result.error
+    assert len(requests) > 20
+    for rq in requests:
+        assert _wire_ids(rq.headers) is not None
+        assert re.fullmatch(r"/\?n=[0-9]+", rq.path) and len(rq.headers["x-id"]) == 36
+        assert rq.body == f"body {rq.path.split('=')[1]}".encode()
+    assert len(zipkin.spans) == len(requests)
