@@ -71,6 +71,10 @@ import nhbench
 proto, port, n, cpu, conns, workers, rps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), \
     int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7])
 extra = {"protocol": "http2", "h2c": True} if proto == "h2" else {}
+if float(sys.argv[8]) > 0:
+    # Traces on (docs/telemetry.md): the spans go to a port nothing listens on; the worker's
+    # cost is what is counted (the exporter is another thread).
+    extra.update(trace="zipkin://127.0.0.1:1/api/v2/spans", trace_sample_rate=float(sys.argv[8]))
 r = nhbench.run(f"http://127.0.0.1:{port}/", rps=rps, connections=conns, concurrency=workers,
                 cpus=[cpu] * workers, duration="120s",
                 termination_predicate={"upstream_rq_total": n}, **extra)
@@ -140,7 +144,8 @@ def run_pair(client: str, port: int, conns: int, cfg: argparse.Namespace,
             workers = 2 if client == "nhbench-2w" else 1
             rps = cfg.fixed_rps if client == "nhbench-fixed" else 0
             argv = [sys.executable, "-c", _CLIENT, proto, str(port), str(size),
-                    str(cfg.client_cpu), str(conns), str(workers), str(rps)]
+                    str(cfg.client_cpu), str(conns), str(workers), str(rps),
+                    str(cfg.trace_sample_rate)]
             results.append(callgrind(argv, out, cfg.client_cpu, "worker_main",
                                      _last_json("completed")))
         elif client in ("floor", "floor-uring", "floor-timer"):
@@ -208,6 +213,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pairs", type=int, default=1, help="pairs of runs per row")
     parser.add_argument("--fixed-rps", type=int, default=2000,
                         help="nhbench-fixed and floor-timer: the release rate (default 2000)")
+    parser.add_argument("--trace-sample-rate", type=float, default=0.0,
+                        help="nhbench clients: trace this fraction of the requests (0: off)")
     parser.add_argument("--client-cpu", type=int, default=0)
     parser.add_argument("--server-cpu", type=int, default=1)
     parser.add_argument("--json", type=Path, help="also write the rows to this JSON file")

@@ -49,7 +49,7 @@ pid {tmp}/nginx.pid;
 error_log {tmp}/error.log warn;
 {rlimit}events {{ worker_connections {worker_connections};{multi_accept} }}
 http {{
-    log_format nhb '$connection $connection_requests $server_protocol $status $request_method $request_length $body_bytes_sent';
+    log_format nhb '$connection $connection_requests $server_protocol $status $request_method $request_length $body_bytes_sent $http_traceparent $http_x_b3_traceid $http_x_b3_spanid $http_x_b3_sampled';
     access_log {access_log};
     client_body_temp_path {tmp}/body;
     proxy_temp_path {tmp}/proxy;

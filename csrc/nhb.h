@@ -460,6 +460,18 @@ typedef struct nhb_client_config {
    * an interval (nhb_run_take_intervals). 0 = off: nothing is allocated and
    * the hot path only tests one pointer. */
   uint64_t stats_interval_ns;
+  /* ---- traces (trace.c; docs/telemetry.md "Traces") ---- */
+  /* The fraction of requests traced, in (0, 1]; 0 = off: nothing is
+   * allocated, the sessions' untraced send runs and the response path tests
+   * one slot field that stays 0. A traced request carries a W3C traceparent
+   * (and, with trace_b3, Zipkin's B3 headers) with a random trace and span
+   * id, and its span (ids, times, status) goes into a per-worker ring of
+   * trace_ring entries (0: 16384) that nhb_run_take_spans() drains; a full
+   * ring drops the span and counts it, never waits. HTTP/1.1 and HTTP/2
+   * (gRPC included) only. */
+  double trace_sample_rate;
+  int trace_b3;
+  uint32_t trace_ring;
 } nhb_client_config;
 
 typedef enum {
@@ -516,6 +528,26 @@ typedef struct nhb_interval {
  * ready. The caller frees each with nhb_interval_free(). */
 int nhb_run_take_intervals(nhb_run* run, nhb_interval* out, int max);
 void nhb_interval_free(nhb_interval* iv);
+/* One traced request (config.trace_sample_rate). Times are CLOCK_REALTIME ns:
+ * start when the request was first handed to its connection, end when its
+ * response ended or it failed. status: the response's status, 0 when it
+ * failed; reason then names the counter it failed under (nhb_counter_t). */
+typedef struct nhb_span {
+  uint64_t trace_hi, trace_lo; /* the 128-bit trace id */
+  uint64_t span_id;
+  uint64_t start_ns, end_ns;
+  int32_t status;
+  uint32_t reason;
+  uint32_t spec;   /* its entry of the request set */
+  uint32_t worker;
+} nhb_span;
+
+/* Moves up to `max` finished spans into out[] and returns how many (0 when
+ * tracing is off). Thread-safe (one caller at a time takes them, under the
+ * run's lock); any time after nhb_run_create(), also after the run ended. */
+int nhb_run_take_spans(nhb_run* run, nhb_span* out, int max);
+/* Requests sampled so far, and spans dropped because a worker's ring was full. */
+void nhb_run_trace_counts(nhb_run* run, uint64_t* sampled, uint64_t* dropped);
 /* After the run finished: per-worker and merged statistics. */
 int nhb_run_worker_count(const nhb_run* run);
 const nhb_stats* nhb_run_worker_stats(const nhb_run* run, int index);

@@ -68,6 +68,9 @@ class ClientRun {
     c.n_termination = parse_predicates(d, "termination_predicates", c.termination);
     c.n_failure = parse_predicates(d, "failure_predicates", c.failure);
     c.stats_interval_ns = get_seconds_ns(d, "stats_interval", 0.0);
+    c.trace_sample_rate = get_as<double>(d, "trace_sample_rate", 0.0);
+    c.trace_b3 = get_as<bool>(d, "trace_b3", false);
+    c.trace_ring = get_as<uint32_t>(d, "trace_ring", 0);
     parse_protocol(d);
     parse_requests(d);
     parse_schedule(d);
@@ -364,6 +367,38 @@ class ClientRun {
     return out;
   }
 
+  // Traces: the spans finished since the last call, as tuples (trace_hi,
+  // trace_lo, span_id, start_ns, end_ns, status, reason, spec, worker);
+  // times on the wall clock, reason the counter a failed request went to
+  // ("" for a response).
+  py::list take_spans() {
+    py::list out;
+    std::vector<nhb_span> batch(1024);
+    char name_buf[64];
+    for (;;) {
+      int n;
+      {
+        py::gil_scoped_release nogil;
+        n = nhb_run_take_spans(run_, batch.data(), static_cast<int>(batch.size()));
+      }
+      for (int i = 0; i < n; i++) {
+        const nhb_span& s = batch[i];
+        std::string reason;
+        if (s.status == 0 && nhb_counter_name(static_cast<int>(s.reason), name_buf, sizeof(name_buf)) == 0) reason = name_buf;
+        out.append(py::make_tuple(s.trace_hi, s.trace_lo, s.span_id, s.start_ns, s.end_ns, s.status, reason, s.spec,
+                                  s.worker));
+      }
+      if (n < static_cast<int>(batch.size())) break;
+    }
+    return out;
+  }
+
+  py::tuple trace_counts() {
+    uint64_t sampled = 0, dropped = 0;
+    nhb_run_trace_counts(run_, &sampled, &dropped);
+    return py::make_tuple(sampled, dropped);
+  }
+
   py::dict result() {
     const nhb_stats* global = nhb_run_global_stats(run_);
     if (!global) throw std::runtime_error("the run has not finished");
@@ -446,5 +481,7 @@ void register_client(py::module_& m) {
       .def("stop", &ClientRun::stop)
       .def("progress", &ClientRun::progress)
       .def("take_intervals", &ClientRun::take_intervals)
+      .def("take_spans", &ClientRun::take_spans)
+      .def("trace_counts", &ClientRun::trace_counts)
       .def("result", &ClientRun::result);
 }

@@ -372,6 +372,7 @@ int nhb_run_create_ex(const nhb_client_config* config, nhb_run** out, char* err,
   if (r == 0) r = nhb__tunnel_run_init(run, err, err_len);
   if (r == 0) r = nhb__tls_ctx_create(run, err, err_len);
   if (r == 0 && proto->run_init != NULL) r = proto->run_init(run, err, err_len);
+  if (r == 0) r = nhb__trace_run_init(run, err, err_len);
   if (r < 0) return create_error(run, r, err, err_len, NULL);
   *out = run;
   return 0;
@@ -726,6 +727,7 @@ void nhb_run_destroy(nhb_run* run) {
   nhb__request_set_free(run);
   nhb__pool_run_free(run);
   nhb__tunnel_run_free(run);
+  nhb__trace_run_free(run);
   free(run->strings);
   free(run->workers);
   free(run->cpus);

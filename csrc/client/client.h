@@ -188,6 +188,10 @@ typedef struct nhb__slot {
    * above (name + value + 32 per field), and the interim responses so far. */
   uint32_t hdr_list;
   uint32_t interims;
+  /* Traces (trace.c): the ids a sampled request carries; span_id 0 = not
+   * traced. Set when the request is first sent (a retry keeps them), back to
+   * 0 when its span is recorded. */
+  uint64_t trace_hi, trace_lo, span_id;
 } nhb__slot;
 
 /* The transport moves bytes for a connection: plain TCP, or TLS through
@@ -256,6 +260,9 @@ typedef struct nhb__session_vtable {
 typedef struct nhb__protocol {
   const char* name; /* in error texts: "HTTP/2" */
   const nhb__session_vtable* session;
+  /* The same session whose send carries trace headers on sampled requests
+   * (trace.c), for runs with tracing on; NULL: the protocol cannot be traced. */
+  const nhb__session_vtable* traced_session;
   /* NULL: a byte stream over TLS when config.tls is enabled, else TCP. */
   const nhb__transport_vtable* transport;
   /* Requests share a connection as streams: --max-active-requests bounds a
@@ -412,6 +419,7 @@ struct nhb__conn {
   int tunnel;
   uint64_t tunnel_start_ns;
   nhb__tunnel_rx tunnel_rx;
+  char* trace_buf; /* HTTP/1.1 with tracing: a sampled request with its trace headers (trace.c), allocated on the first */
   int sock_fd; /* plain TCP or Unix socket: the handle's descriptor, set on connect (transport_tcp.c) */
   char* read_buffer; /* NHB__READ_BUFFER_SIZE bytes, the worker's one read buffer (pool.c) */
   nhb__tls* tls;     /* TLS state, allocated on the first TLS connection of this entry */
@@ -553,6 +561,7 @@ struct nhb__worker {
    * or NULL when intervals are off. ivl_epoch is the worker's own; ivl_closed
    * says which epochs it has closed (all below it), for the controller. */
   nhb_hist* ivl_hist;
+  struct nhb__trace* trace; /* tracing's sampler and span ring (trace.c), NULL when off */
   uint64_t ivl_epoch;
   nhb__ivl_buf ivl[2];
   _Atomic uint64_t ivl_closed;
@@ -650,6 +659,7 @@ struct nhb_run {
    * the GnuTLS credentials and the request set's header blocks, built once
    * per run by its run_init, freed by its run_free). */
   void* proto;
+  size_t trace_h1_cap; /* tracing, HTTP/1.1: the size of a connection's trace_buf */
 };
 
 /* The transports a protocol's record may name (or that a session's own
@@ -862,6 +872,41 @@ void nhb__ivl_worker_close(nhb__worker* w);
 void nhb__ivl_controller_tick(nhb_run* run, uint64_t now);
 /* Controller, after every worker has been joined: collects the rest. */
 void nhb__ivl_controller_finish(nhb_run* run);
+
+/* trace.c: traces (config.trace_sample_rate). */
+/* The longest trace header block: traceparent and the three B3 fields. */
+#define NHB__TRACE_HDR_MAX 192
+/* Checks the config and allocates each worker's ring, after the protocol's run_init. */
+int nhb__trace_run_init(nhb_run* run, char* err, size_t err_len);
+void nhb__trace_run_free(nhb_run* run);
+/* What the per-request decision reads: the first members of the worker's
+ * nhb__trace (trace.c), so that the draw is inlined into the traced sends and
+ * only a sampled request makes a call. */
+typedef struct nhb__trace_draw {
+  uint64_t rng;       /* splitmix64 state */
+  uint64_t threshold; /* sampled when a draw is at most this: rate * 2^64 - 1, UINT64_MAX for 1 */
+} nhb__trace_draw;
+/* A sampled request: draws its ids into the slot and counts it. */
+int nhb__trace_start(nhb__worker* w, nhb__slot* s);
+/* Decides whether the request in `s` is traced (a retry keeps its decision). */
+static inline int nhb__trace_sample(nhb__worker* w, nhb__slot* s) {
+  if (s->span_id != 0) return 1;
+  nhb__trace_draw* d = (nhb__trace_draw*)(void*)w->trace;
+  uint64_t z = (d->rng += 0x9E3779B97F4A7C15ULL);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  z ^= z >> 31;
+  if (NHB__LIKELY(z > d->threshold)) return 0;
+  return nhb__trace_start(w, s);
+}
+/* HTTP/1.1: `in` (a request's head and body) with the trace headers of `s`
+ * before the blank line, into c->trace_buf. */
+int nhb__trace_h1(nhb__conn* c, const nhb__slot* s, const char* in, size_t len, const char** out, size_t* out_len);
+/* HTTP/2: the header block `nva` with the trace fields of `s` appended, in
+ * the worker's scratch (nghttp2 copies it on submit). */
+const void* nhb__trace_h2(nhb__worker* w, const nhb__slot* s, const void* nva, size_t* nvlen);
+/* The request of a sampled slot ended: status > 0 a response, else `reason`. */
+void nhb__trace_end(nhb__worker* w, nhb__slot* s, int status, nhb_counter_t reason, uint64_t now);
 
 /* The hot path's only cost of live statistics: with intervals off, one test
  * of a pointer that never changes, which the branch predictor gets right. */

@@ -218,7 +218,7 @@ int nhb__pool_init(nhb__worker* w) {
    * entry: the per-request path calls what the entry holds. */
   const nhb__transport_vtable* transport = proto->transport;
   if (transport == NULL) transport = cfg->tls.enabled ? &nhb__transport_tls : &nhb__transport_tcp;
-  const nhb__session_vtable* session = proto->session;
+  const nhb__session_vtable* session = w->trace != NULL ? proto->traced_session : proto->session;
   for (uint32_t i = 0; i < w->nconns; i++) {
     nhb__conn* c = &w->conns[i];
     c->worker = w;
@@ -242,6 +242,7 @@ void nhb__pool_free(nhb__worker* w) {
     for (uint32_t i = 0; i < w->nconns; i++) {
       nhb__tls_conn_free(&w->conns[i]);
       if (proto->conn_free != NULL) proto->conn_free(&w->conns[i]);
+      free(w->conns[i].trace_buf);
     }
     free(w->conns[0].read_buffer); /* the worker's one buffer */
   }
@@ -313,6 +314,7 @@ static void slot_release(nhb__worker* w, nhb__conn* c, nhb__slot* s) {
 static void slot_fail(nhb__worker* w, nhb__conn* c, nhb__slot* s, nhb_counter_t reason, uint64_t now) {
   w->stats.counters[reason]++;
   nhb_hist_record(w->stats.hists[NHB_HIST_SEQUENCER_CALLBACK], now - s->rq.release_ns);
+  if (NHB__UNLIKELY(s->span_id != 0)) nhb__trace_end(w, s, 0, reason, now);
   slot_release(w, c, s);
 }
 
@@ -771,6 +773,7 @@ void nhb__conn_response(nhb__conn* c, nhb__slot* s, int status) {
   nhb_stream_record(&st->streams[NHB_STREAM_RESPONSE_BODY_SIZE], s->body_bytes);
   c->answered = 1;
   if (NHB__UNLIKELY(w->backoff_failures != 0)) w->backoff_failures = 0;
+  if (NHB__UNLIKELY(s->span_id != 0)) nhb__trace_end(w, s, status > 0 ? status : 1, NHB_CTR_COUNT, now);
   slot_release(w, c, s);
   nhb__conn_update(c);
   nhb__worker_maybe_finish(w);

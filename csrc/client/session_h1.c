@@ -298,6 +298,23 @@ static int h1_send(nhb__conn* c, nhb__slot* s) {
   return c->transport->write(c, sp->request, sp->request_len);
 }
 
+/* With tracing on (trace.c): a sampled request goes out with its trace
+ * headers, from the connection's trace buffer; the others as h1_send. */
+static int h1_send_traced(nhb__conn* c, nhb__slot* s) {
+  if (!nhb__trace_sample(c->worker, s)) return h1_send(c, s);
+  const nhb__spec* sp = &c->worker->run->specs[s->rq.spec];
+  c->response_done = 0;
+  const char* bytes = sp->request;
+  size_t len = sp->request_len;
+  if (sp->tmpl != NULL) {
+    int r = nhb__request_h1_expand(c, sp, &bytes, &len);
+    if (r < 0) return r;
+  }
+  int r = nhb__trace_h1(c, s, bytes, len, &bytes, &len);
+  if (r < 0) return r;
+  return c->transport->write(c, bytes, len);
+}
+
 /* Ends the response that the parser (or the replay) just completed. */
 static int h1_finish_response(nhb__conn* c, int status) {
   c->response_done = 0;
@@ -404,6 +421,10 @@ static const nhb__session_vtable nhb__session_h1 = {
     "http/1.1", h1_open, h1_send, h1_on_data, h1_on_eof, NULL, NULL, NULL,
 };
 
+static const nhb__session_vtable nhb__session_h1_traced = {
+    "http/1.1", h1_open, h1_send_traced, h1_on_data, h1_on_eof, NULL, NULL, NULL,
+};
+
 /* The head kept for replaying identical responses outlives each connection
  * of the entry; it goes with the pool. */
 static void h1_conn_free(nhb__conn* c) {
@@ -415,6 +436,7 @@ static void h1_conn_free(nhb__conn* c) {
 const nhb__protocol nhb__protocol_h1 = {
     .name = "HTTP/1.1",
     .session = &nhb__session_h1,
+    .traced_session = &nhb__session_h1_traced,
     .reuse_lru = 1,
     .cx_counter = NHB_CTR_UPSTREAM_CX_HTTP1_TOTAL,
     .conn_free = h1_conn_free,

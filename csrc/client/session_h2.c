@@ -746,7 +746,9 @@ static int h2_expand(nhb__conn* c, nhb__slot* s, const nhb__spec* sp, const nght
   return 0;
 }
 
-static int h2_send(nhb__conn* c, nhb__slot* s) {
+/* `traced` is a constant in each caller: h2_send compiles to the send of a
+ * run without tracing, h2_send_traced adds the trace fields (trace.c). */
+static inline __attribute__((always_inline)) int h2_send_with(nhb__conn* c, nhb__slot* s, int traced) {
   nhb__h2* h = c->h2;
   const nhb__spec* sp = &c->worker->run->specs[s->rq.spec];
   s->header_bytes = 0;
@@ -770,10 +772,12 @@ static int h2_send(nhb__conn* c, nhb__slot* s) {
     s->h2_chk = H2_CHK_HEAD;
   else if (NHB__UNLIKELY(nva[0].valuelen == 7 && memcmp(nva[0].value, "CONNECT", 7) == 0))
     s->h2_chk = H2_CHK_CONNECT;
+  size_t nvlen = sp->h2_nvlen;
+  if (traced) nva = (const nghttp2_nv*)nhb__trace_h2(c->worker, s, nva, &nvlen);
   nghttp2_data_provider body;
   body.source.ptr = (void*)(uintptr_t)(bytes + s->body_left);
   body.read_callback = h2_read_body;
-  int32_t id = nghttp2_submit_request(h->session, NULL, nva, sp->h2_nvlen, s->body_left > 0 ? &body : NULL, s);
+  int32_t id = nghttp2_submit_request(h->session, NULL, nva, nvlen, s->body_left > 0 ? &body : NULL, s);
   if (id == NGHTTP2_ERR_STREAM_ID_NOT_AVAILABLE) {
     /* Stream ids exhausted (2^30 requests): carry on on a new connection. */
     c->draining = 1;
@@ -784,6 +788,13 @@ static int h2_send(nhb__conn* c, nhb__slot* s) {
   s->stream_id = id;
   h2_mark_dirty(c);
   return 0;
+}
+
+static int h2_send(nhb__conn* c, nhb__slot* s) { return h2_send_with(c, s, 0); }
+
+/* With tracing on: a sampled request carries its trace fields. */
+static int h2_send_traced(nhb__conn* c, nhb__slot* s) {
+  return nhb__trace_sample(c->worker, s) ? h2_send_with(c, s, 1) : h2_send_with(c, s, 0);
 }
 
 static int h2_on_data(nhb__conn* c, const char* data, size_t len) {
@@ -890,6 +901,10 @@ static void h2_on_writable(nhb__conn* c) { h2_flush(c); }
 
 static const nhb__session_vtable nhb__session_h2 = {
     "h2", h2_open, h2_send, h2_on_data, h2_on_eof, h2_on_writable, h2_cancel, h2_close,
+};
+
+static const nhb__session_vtable nhb__session_h2_traced = {
+    "h2", h2_open, h2_send_traced, h2_on_data, h2_on_eof, h2_on_writable, h2_cancel, h2_close,
 };
 
 /* ---- per worker ------------------------------------------------------------ */
@@ -1033,6 +1048,7 @@ static void h2_run_free(nhb_run* run) {
 const nhb__protocol nhb__protocol_h2 = {
     .name = "HTTP/2",
     .session = &nhb__session_h2,
+    .traced_session = &nhb__session_h2_traced,
     .multiplexes = 1,
     .cx_counter = NHB_CTR_UPSTREAM_CX_HTTP2_TOTAL,
     .refused = "REFUSED_STREAM",

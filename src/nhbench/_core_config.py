@@ -79,6 +79,9 @@ def client_core_config(options: Options, address: str) -> dict[str, Any]:
         "start_delay": float(options.start_delay),
         # Live statistics (docs/live.md): seconds per interval, 0 = off.
         "stats_interval": float(options.effective_stats_interval),
+        # Traces (docs/telemetry.md): the core samples and writes the headers; B3 for Zipkin.
+        "trace_sample_rate": options.trace_rate,
+        "trace_b3": options.trace is not None and options.trace.lower().startswith("zipkin:"),
         "scheme": options.core_scheme,
         "protocol": options.core_protocol,
     }

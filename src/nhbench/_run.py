@@ -27,6 +27,7 @@ from ._progress import Progress
 from ._push import MetricsPush
 from ._result import Result
 from ._timeline import IntervalRecord
+from ._tracing import SpanExporter
 
 # `resolve` lives with the address grammar in nhbench.options; it is re-exported here because
 # callers have always found it next to the run.
@@ -96,6 +97,7 @@ class Benchmark:
         self._started_wall = 0.0
         self._stopped_at: float | None = None
         self._timeline: list[IntervalRecord] = []
+        self._spans: SpanExporter | None = None
 
     # ---- steps ----------------------------------------------------------------------------
 
@@ -114,6 +116,7 @@ class Benchmark:
             self.address = f"unix:{unix}" if unix else resolve(
                 target.host, target.port, self.options.address_family)
         config = self.core_config()
+        spans = SpanExporter.for_run(self.options, config)
         _log.debug("resolved %s to %s", target.host, self.address)
         if _log.isEnabledFor(logging.DEBUG):
             _log.debug("core config: %s", config_summary(config))
@@ -132,6 +135,10 @@ class Benchmark:
                 name=getattr(exc, "name", None),
             ) from exc
         self._run = run
+        if spans is not None:
+            # Traces (docs/telemetry.md): a thread drains the core's spans to the collector.
+            spans.start(run)
+            self._spans = spans
         self._started_at = time.monotonic()
         self._started_wall = time.time()
         if self._stop_requested:
@@ -180,6 +187,8 @@ class Benchmark:
         """The result, once `wait()` returned True."""
         core = self._core_run().result()
         self.intervals()  # the last, partial interval is ready once the run has finished
+        if self._spans is not None:
+            core["global"]["counters"].update(self._spans.finish())
         result = Result.from_core(core, self.options, timeline=self._timeline)
         if _log.isEnabledFor(logging.DEBUG):
             for worker in result.results:

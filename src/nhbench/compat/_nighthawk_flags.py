@@ -62,6 +62,15 @@ def _uint32(given: str, value: str, low: int = 0, high: int = _LARGEST_UINT32) -
     return number
 
 
+def _zipkin_uri(given: str, value: str) -> str:
+    # Nighthawk's only tracer is Zipkin (a RELEASE_ASSERT on the scheme); an empty value is
+    # its default, no tracing.
+    if value and not value.lower().startswith("zipkin://"):
+        raise OptionsError(f"{given}: Nighthawk traces to zipkin:// only (got {value!r}; "
+                           f"nhbench run --trace takes otlp:// too)")
+    return value
+
+
 def _set(field: str, convert: Callable[[str, str], Any] | None = None) -> Apply:
     def apply(values: dict[str, Any], value: Any, given: str) -> None:
         values[field] = convert(given, value) if convert else value
@@ -248,8 +257,10 @@ NIGHTHAWK_CLIENT_FLAGS: tuple[ForeignFlag, ...] = (
     _mapped(("--termination-predicate",), "string:uint64_t",
             "counter:threshold that ends the run", "--termination-predicate",
             _predicates("termination_predicate"), repeatable=True),
-    _refused(("--trace",), "uri format", "send traces to this Zipkin URI",
-             "tracing (zipkin://) has no counterpart here"),
+    _mapped(("--trace",), "uri format", "send traces to this Zipkin URI",
+            "--trace (zipkin://HOST:PORT/PATH: Zipkin JSON v2 with B3 and W3C headers, every "
+            "request traced as in Nighthawk unless --trace-sample-rate; docs/telemetry.md)",
+            _set("trace", _zipkin_uri)),
     _mapped(("--sequencer-idle-strategy",), "spin|poll|sleep",
             "how a worker waits for the next release",
             "--sequencer-idle-strategy (nhbench's default is poll: a timerfd as precise "

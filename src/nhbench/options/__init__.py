@@ -28,6 +28,7 @@ from ._run_output import DEFAULT_PERCENTILES
 from ._run_proxy import parse_proxy_url
 from ._run_push import DEFAULT_FLUSH_INTERVAL, MIN_FLUSH_INTERVAL
 from ._run_tls import check_key_pair, client_cert_pem
+from ._run_trace import TraceTarget, trace_target
 from ._server import ServerOptions, fanout_target, fanout_url, make_server_options
 from ._targets import parse_bind_config, parse_unix_url
 from ._tls_context import parse_tls_context
@@ -61,6 +62,8 @@ __all__ = [
     "allowed_target",
     "check_key_pair",
     "client_cert_pem",
+    "TraceTarget",
+    "trace_target",
     "DEFAULT_DURATION",
     "DEFAULT_FLUSH_INTERVAL",
     "MIN_FLUSH_INTERVAL",

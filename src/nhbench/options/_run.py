@@ -40,6 +40,7 @@ from ._run_requests import RequestBody, RequestLine, RequestSources
 from ._run_schedule import Schedule
 from ._run_targets import Targets, TargetUri
 from ._run_tls import Tls, TlsContext
+from ._run_trace import Traces
 from ._run_verdict import Verdict
 from ._targets import endpoint_authority, parse_endpoint
 from ._values import (
@@ -71,6 +72,7 @@ class Options(
     Tls,  # sni ... tls_session_reuse
     Http2,  # protocol, h2c, max_concurrent_streams, max_active_requests
     PushedMetrics,  # statsd ... stats_flush_interval
+    Traces,  # trace, trace_sample_rate
     LiveStats,  # stats_interval, prometheus_listen
     Timing,  # address_family, drain_timeout, start_delay
     Output,  # percentiles ... label

@@ -38,6 +38,7 @@ from ._run_requests import check_request_source, payload_means_post, replay_offs
 from ._run_schedule import check_schedule_shapes, schedule_shapes_first
 from ._run_targets import check_targets, multi_target_uri
 from ._run_tls import check_client_cert
+from ._run_trace import check_trace
 
 if TYPE_CHECKING:
     from ._run import Options
@@ -90,6 +91,7 @@ CHECKS: tuple[Check, ...] = (
     check_echo,  # tcp:// and udp://: udp's time-out and payload size
     check_grpc,  # options that apply to gRPC runs only, or not to them
     check_http3,  # what QUIC cannot honour (reads the mapped TLS configs)
+    check_trace,  # --trace: a collector for the sample rate, a protocol that carries headers
     check_ray,  # Ray's own options
     check_pushed_metrics,  # a flush interval needs a sink; sinks need the intervals
 )
