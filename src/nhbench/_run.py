@@ -29,7 +29,7 @@ from ._timeline import IntervalRecord
 
 # `resolve` lives with the address grammar in nhbench.options; it is re-exported here because
 # callers have always found it next to the run.
-from .options import Options, make_options, resolve
+from .options import Options, format_address, make_options, resolve, target_addresses
 
 __all__ = ["Benchmark", "BenchmarkProtocol", "load_core", "resolve"]
 
@@ -89,6 +89,7 @@ class Benchmark:
     def __init__(self, uri: str | Options | None = None, /, **options: Any) -> None:
         self.options: Options = make_options(uri, **options)
         self.address: str | None = None
+        self.addresses: list[str] = []
         self._run: Any = None
         self._stop_requested = False
         self._started_at = 0.0
@@ -105,10 +106,16 @@ class Benchmark:
         core = load_core()
         target = self.options.target
         unix = self.options.unix_socket_path
-        self.address = f"unix:{unix}" if unix else resolve(
-            target.host, target.port, self.options.address_family)
+        if unix:
+            self.address = f"unix:{unix}"
+        elif self.options.multi_target_endpoint:
+            self.address = resolve(target.host, target.port, self.options.address_family)
+        else:
+            # --resolve and --dns-method: every address new connections may go to.
+            self.addresses = target_addresses(self.options)
+            self.address = self.addresses[0]
         config = self.core_config()
-        _log.debug("resolved %s to %s", target.host, self.address)
+        _log.debug("resolved %s to %s", target.host, ", ".join(self.addresses) or self.address)
         if _log.isEnabledFor(logging.DEBUG):
             _log.debug("core config: %s", config_summary(config))
             _log.log(_TRACE, "core config (full): %s", config_summary(config, full=True))
@@ -136,7 +143,15 @@ class Benchmark:
         whose tool means more than `Options` holds extends it here: ``nhbench fortio``'s
         ``warmup_stop_on_error``."""
         assert self.address is not None, "core_config() is called by start()"
-        return client_core_config(self.options, self.address)
+        return client_core_config(self.options, self.address, addresses=self.addresses)
+
+    def endpoint_names(self) -> list[str]:
+        """What the result's per-endpoint entries are named, in the core's order: the
+        several targets as given, or the addresses (``ip:port``) connections spread over."""
+        if self.options.multi_target_endpoint:
+            return list(self.options.multi_target_endpoint)
+        port = self.options.target.port
+        return [format_address(address, port) for address in self.addresses]
 
     def stop(self) -> None:
         """Ask the run to stop gracefully (idempotent, safe from signal handlers)."""
@@ -173,7 +188,8 @@ class Benchmark:
         """The result, once `wait()` returned True."""
         core = self._core_run().result()
         self.intervals()  # the last, partial interval is ready once the run has finished
-        result = Result.from_core(core, self.options, timeline=self._timeline)
+        result = Result.from_core(core, self.options, timeline=self._timeline,
+                                  endpoints=self.endpoint_names())
         if _log.isEnabledFor(logging.DEBUG):
             for worker in result.results:
                 counters = worker.counter_values.nonzero()

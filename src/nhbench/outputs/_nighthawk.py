@@ -266,6 +266,9 @@ def nighthawk_output(result: Result) -> dict[str, Any]:
     }
     if result.warmup is not None:
         run["warmup"] = _result_entry(result.warmup, None)
+    if result.endpoints:
+        # Per endpoint (several targets or addresses): an nhbench key, as the timeline.
+        run["endpoints"] = [endpoint.model_dump(mode="json") for endpoint in result.endpoints]
     if result.hosts:
         # A distributed run (docs/distributed.md): each host's merged statistics are a
         # results entry of its name; where it ran, its clock and its skew are here.
@@ -554,7 +557,7 @@ def result_fields(document: Mapping[str, Any]) -> dict[str, Any]:
     fields["version"] = version if isinstance(version, str) else _version_text(
         document.get("version"))
     for key in ("terminated_by", "failed_predicates", "interrupted", "error", "insecure",
-                "timeline", "schedule", "hosts", "scheduled_start"):
+                "timeline", "schedule", "hosts", "scheduled_start", "endpoints"):
         if key in run:
             fields[key] = run[key]
     if isinstance(run.get("warmup"), Mapping):
