@@ -484,6 +484,7 @@ struct nhb__worker {
    * with one endpoint: the only cost a run with one address pays is the test. */
   nhb_endpoint_stats* ep;
   uint64_t ep_rng;       /* endpoint_random: xorshift64 state, never 0 */
+  int response_extras;   /* stages or per-endpoint statistics: a response calls response_extras (pool.c) */
   const nhb__protocol* protocol; /* nhb__protocols[config.protocol] */
   int cx_counter;        /* its connection counter (-1: none), read per connection */
   int lru;               /* take the least recently used connection (HTTP/1.x, --experimental-h1-connection-reuse-strategy lru) */
