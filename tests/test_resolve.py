@@ -117,6 +117,22 @@ def test_random_uses_every_address(servers):
         assert 30 <= endpoint.requests <= 150
 
 
+def test_a_warmup_counts_apart(servers):
+    port, started = servers
+    # The warm-up's requests are not the measured ones; its connections are counted, as
+    # Fortio counts sockets.
+    result = run(f"http://{NAME}:{port}/", resolve=list(ADDRESSES), dns_method="rr",
+                 connections=3, max_requests_per_connection=2, warmup=0.3, duration=0.5,
+                 rps=200)
+    measured = sum(e.requests for e in result.endpoints)
+    assert measured == result.counters["benchmark.http_2xx"] > 0
+    served = sum(s.stats()["requests"] for s in started.values())
+    assert served == measured + result.warmup.counter_values["benchmark.http_2xx"]
+    assert sum(e.connections for e in result.endpoints) == (
+        result.counters["upstream_cx_total"]
+        + result.warmup.counter_values["upstream_cx_total"])
+
+
 def test_errors_are_counted_on_the_endpoint_that_failed(servers):
     port, started = servers
     # 127.0.0.9 has no server: its connections are refused, each request an error there.

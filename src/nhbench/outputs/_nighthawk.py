@@ -26,7 +26,8 @@ What Nighthawk's schema has no place for travels in Nighthawk's own extension po
 mean/pstdev when the Duration (1 ns resolution) cannot carry them; ``zero_counters`` names
 the counters that are zero (Nighthawk writes only the others). ``run`` (on the ``global``
 entry only) holds the run-level fields: nhbench's version string, terminated_by,
-failed_predicates, interrupted, error, insecure, the timeline, a distributed run's
+failed_predicates, interrupted, error, insecure, the timeline, the per-endpoint
+statistics (``endpoints``, when the connections went to several), a distributed run's
 ``hosts`` and ``scheduled_start`` (docs/distributed.md), and ``options``: every option
 whose value the Nighthawk options and nhbench's defaults do not give back exactly
 (nhbench-only options such as ``request_timeout`` or ``stats_interval`` when they are not at
