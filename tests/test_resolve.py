@@ -117,6 +117,30 @@ def test_random_uses_every_address(servers):
         assert 30 <= endpoint.requests <= 150
 
 
+@pytest.mark.parametrize("protocol", ["http1", "http2"])
+def test_rr_over_ipv4_and_ipv6(protocol):
+    # A name with an IPv4 and an IPv6 address (localhost often has both): --resolve gives
+    # both, and with auto each family gets every other connection.
+    for _ in range(5):
+        port = free_port()
+        try:
+            with nhbench.TestServer(listen=f"127.0.0.1:{port}", cpus=SERVER_CPUS) as v4, \
+                    nhbench.TestServer(listen=f"[::1]:{port}", cpus=SERVER_CPUS) as v6:
+                result = run(f"http://{NAME}:{port}/", resolve=["127.0.0.1,[::1]"],
+                             dns_method="rr", protocol=protocol, connections=2,
+                             max_requests_per_connection=3, requests=60, rps=300)
+                got = by_endpoint(result)
+                assert list(got) == [f"127.0.0.1:{port}", f"[::1]:{port}"]
+                assert got[f"127.0.0.1:{port}"].requests == v4.stats()["requests"]
+                assert got[f"[::1]:{port}"].requests == v6.stats()["requests"]
+                assert 20 <= v4.stats()["requests"] <= 40
+                assert result.counters["benchmark.http_2xx"] == 60
+                return
+        except nhbench.NHBenchError:
+            continue
+    pytest.fail("no port free on both loopback addresses")
+
+
 def test_a_warmup_counts_apart(servers):
     port, started = servers
     # The warm-up's requests are not the measured ones; its connections are counted, as
