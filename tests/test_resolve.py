@@ -239,6 +239,7 @@ def test_human_report_shows_the_spread(servers):
     (["--resolve", "127.0.0.1:80"], "resolve"),
     (["--resolve", "not a host"], "resolve"),
     (["--dns-method", "cached-rr"], "dns_method"),
+    (["--resolve", "127.0.0.1", "--address-family", "v6"], "resolve"),
 ])
 def test_bad_resolution_options_are_refused_by_name(args, named):
     proc = cli("run", "http://127.0.0.1:9/", *args)
@@ -299,6 +300,22 @@ def test_fortio_resolve_side_by_side(servers, tmp_path, method):
     f_json = json.loads((tmp_path / "f.json").read_text())
     n_json = json.loads((tmp_path / "n.json").read_text())
     assert f_json["IPCountMap"] == n_json["IPCountMap"] == {f"127.0.0.2:{port}": 2}
+
+
+def test_fortio_resolve_ipv6_literal_side_by_side():
+    # Fortio's default -resolve-ip-type ip4 filters looked-up names, not a -resolve literal.
+    fortio = require_fortio()
+    with nhbench.TestServer(listen="[::1]:0", cpus=SERVER_CPUS) as server:
+        port = server.address[1]
+        args = ["load", "-n", "4", "-c", "1", "-qps", "0", "-resolve", "::1",
+                f"http://{NAME}:{port}/"]
+        theirs = subprocess.run([fortio, *args], capture_output=True, text=True, timeout=60,
+                                env=peer_env())
+        ours = cli("fortio", *args)
+        assert theirs.returncode == ours.returncode == 0, ours.stderr
+        assert _fortio_ip_lines(theirs.stdout + theirs.stderr) == _fortio_ip_lines(
+            ours.stdout + ours.stderr) == {f"[::1]:{port}": 1}
+        assert server.stats()["requests"] == 8
 
 
 def test_fortio_dns_method_names():

@@ -26,6 +26,7 @@ Fortio's load semantics carried over:
 from __future__ import annotations
 
 import base64
+import ipaddress
 import math
 import os
 import socket
@@ -377,6 +378,9 @@ def fortio_plan(args: FortioArgs, target: str, *, stdin: Any = None) -> FortioPl
         raise OptionsError(f"-resolve-ip-type: {args.resolve_ip_type!r} is none of ip4, "
                            "ip6, ip", option="address_family")
     options["address_family"] = families[args.resolve_ip_type]
+    if args.resolve and _is_ip(args.resolve):
+        # Fortio filters looked-up names by -resolve-ip-type, never a literal -resolve IP.
+        options["address_family"] = "auto"
     if args.unix_socket:
         options["unix_socket"] = args.unix_socket
 
@@ -534,6 +538,14 @@ def _load(args: FortioArgs, target: str) -> int:
         _err(f"Aborting because of {result.error or 'an error'}")
         return 1
     return 0
+
+
+def _is_ip(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text.strip().strip("[]"))
+    except ValueError:
+        return False
+    return True
 
 
 def _resolved_connector(resolve: str, family: str) -> Callable[..., socket.socket]:

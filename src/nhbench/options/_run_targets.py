@@ -5,6 +5,7 @@ the source address, Unix sockets (`Targets`).
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from typing import TYPE_CHECKING, Annotated, Literal
 from urllib.parse import quote
@@ -287,6 +288,16 @@ def check_targets(options: Options, info: ValidationInfo) -> None:
             raise PydanticCustomError(
                 "options_conflict", "{a}: mutually exclusive with {b}", {"a": a, "b": b}
             )
+    wanted = {"v4": 4, "v6": 6}.get(options.address_family)
+    for entry in options.resolve:
+        # A literal of the other family could never be connected to: refused before the run.
+        version = ip_version(entry)
+        if wanted is not None and version is not None and version != wanted:
+            raise PydanticCustomError(
+                "options_file", "{a}: {msg}",
+                {"a": "resolve", "msg": f"{entry} is IPv{version} but address_family is "
+                 f"{options.address_family}"},
+            )
     context_field = "tls_context" if options.tls_context is not None else "transport_socket"
     mapped = options.tls_context_options
     if mapped is None:
@@ -318,6 +329,14 @@ def check_targets(options: Options, info: ValidationInfo) -> None:
             "options_file", "{a}: {msg}",
             {"a": context_field, "msg": format_validation_error(exc, type(options))},
         ) from None
+
+
+def ip_version(text: str) -> int | None:
+    """4 or 6 for an IP address literal, None for a name."""
+    try:
+        return ipaddress.ip_address(text).version
+    except ValueError:
+        return None
 
 
 def target_addresses(options: Options) -> list[str]:
