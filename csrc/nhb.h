@@ -416,6 +416,14 @@ typedef struct nhb_client_config {
    * belongs to one target. Copied by nhb_run_create(). */
   const nhb_sockaddr* targets;
   uint32_t ntargets;
+  /* The single target's addresses (a name that has several, --dns-method
+   * rr|random): each new connection connects to one of them, the next one
+   * run-wide (round robin) or, with endpoint_random, one drawn at random.
+   * Only with one target; 0 or 1 entries: the target alone. Copied by
+   * nhb_run_create(). */
+  const nhb_sockaddr* endpoints;
+  uint32_t nendpoints;
+  int endpoint_random;
   /* HTTP/1.x: which available connection takes the next request: 0 = the
    * most recently used (Nighthawk's default "mru"), 1 = the least recently
    * used ("lru", a FIFO), which spreads requests over all connections. */
@@ -573,6 +581,16 @@ int nhb_run_schedule_facts(const nhb_run* run, int index, nhb_schedule_facts* ou
 /* The warm-up phase's merged statistics, or NULL when the run had none (or
  * has not finished). */
 const nhb_stats* nhb_run_warmup_stats(const nhb_run* run);
+/* Per endpoint: the run's targets (several targets) or the single target's
+ * addresses (config.endpoints), merged over the workers once the run has
+ * finished; NULL (and *count 0) with one endpoint. */
+typedef struct nhb_endpoint_stats {
+  uint64_t connections; /* connections started to it, the warm-up's included */
+  uint64_t requests;    /* measured requests that ended on its connections */
+  uint64_t errors;      /* those that ended in anything but a 2xx response */
+  nhb_hist* latency;    /* request_to_response of its measured responses */
+} nhb_endpoint_stats;
+const nhb_endpoint_stats* nhb_run_endpoint_stats(const nhb_run* run, uint32_t* count);
 /* Releases and responses per stage (index 0..nstages-1), summed over the
  * workers; returns NHB_EINVAL for a bad index. */
 int nhb_run_stage_counts(const nhb_run* run, uint32_t stage, uint64_t* releases, uint64_t* responses);

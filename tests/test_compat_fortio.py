@@ -305,7 +305,7 @@ def test_server_commands_refused(command: str) -> None:
 
 @pytest.mark.parametrize(("argv", "message"), [
     (["-connection-reuse", "10:30"], "-connection-reuse: a random reuse limit"),
-    (["-dns-method", "rr"], "-dns-method: rr has no counterpart"),
+    (["-dns-method", "random"], "-dns-method: 'random' is none of cached-rr, first, rnd or rr"),
     (["-abort-on", "42"], "-abort-on: 42 is no status code"),
     (["-p", "50,abc"], "-p: 'abc' is not a percentile"),
     (["-http-port", "9090"], "-http-port: a Fortio server flag"),
@@ -350,7 +350,7 @@ IN_THE_RUN: dict[str, tuple[list[str], Callable[[dict[str, Any]], bool]]] = {
     "-quiet": (["-quiet"], lambda p: p["verbosity"] == "error"),
     "-gomaxprocs": (["-gomaxprocs", "2"], lambda p: "-gomaxprocs" in p["notes"][0]),
     "-resolve-ip-type": (["-resolve-ip-type", "ip6"], lambda p: p["address_family"] == "v6"),
-    "-dns-method": (["-dns-method", "first"], lambda p: p["address_family"] == "v4"),
+    "-dns-method": (["-dns-method", "rnd"], lambda p: p["dns_method"] == "random"),
     "-timeout": (["-timeout", "250ms"], lambda p: p["timeout"] == p["request_timeout"] == 0.25),
     "-t": (["-t", "1m30s", "-qps", "0"], lambda p: p["duration"] == 90
            and p["run"].requested_duration == 90),

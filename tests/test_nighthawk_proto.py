@@ -117,6 +117,22 @@ def test_json_of_a_real_run_parses_strictly(output_pb2: ModuleType,
         assert [(h.header.key, h.header.value) for h in headers] == [("x-a", "b")]
 
 
+def test_json_with_per_endpoint_statistics_parses_strictly(output_pb2: ModuleType) -> None:
+    # Several targets: the per-endpoint statistics ride in the nhbench extension, which
+    # Nighthawk's schema takes as a Struct.
+    with nhbench.TestServer() as a, nhbench.TestServer() as b:
+        endpoints = [f"127.0.0.1:{a.address[1]}", f"127.0.0.1:{b.address[1]}"]
+        result = nhbench.run(None, multi_target_endpoint=endpoints, multi_target_path="/",
+                             rps=100, requests=20, connections=2)
+    assert [e.name for e in result.endpoints] == endpoints
+    text = render_json(result)
+    message = strict_parse(output_pb2, text)
+    assert message.results[-1].user_defined_outputs[0].plugin_name == "nhbench"  # type: ignore[attr-defined]
+    back = nhbench.Result.model_validate_json(text)
+    assert [(e.name, e.requests, e.latency.count) for e in back.endpoints] == \
+        [(e.name, e.requests, e.latency.count) for e in result.endpoints]
+
+
 def test_nighthawk_json_gold_parses_strictly(output_pb2: ModuleType) -> None:
     message = strict_parse(output_pb2, (DATA / "output_formatter.json.gold").read_text())
     assert [r.name for r in message.results] == ["worker_0", "worker_1", "global"]  # type: ignore[attr-defined]

@@ -64,6 +64,11 @@ def test_connect_request_head() -> None:
     (["run", "--proxy", "http://127.0.0.1:3128", "--tunnel-protocol", "http1",
       "--tunnel-uri", "127.0.0.1:3128", "https://127.0.0.1/"],
      "--proxy: mutually exclusive with --tunnel-uri"),
+    # The proxy resolves the origin's name.
+    (["run", "--proxy", "http://127.0.0.1:3128", "--resolve", "127.0.0.2",
+      "http://127.0.0.1/"], "--proxy: mutually exclusive with --resolve"),
+    (["run", "--proxy", "http://127.0.0.1:3128", "--dns-method", "rr", "http://127.0.0.1/"],
+     "--proxy: mutually exclusive with --dns-method"),
     (["run", "--tunnel-protocol", "http2", "--tunnel-uri", "127.0.0.1:3128",
       "https://127.0.0.1/"], "--tunnel-protocol: http2 (CONNECT on an HTTP/2 stream"),
     (["run", "--tunnel-protocol", "http3", "--tunnel-uri", "127.0.0.1:3128",

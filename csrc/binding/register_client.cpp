@@ -193,6 +193,22 @@ class ClientRun {
       c.targets = targets_.data();
       c.ntargets = targets_.size() > UINT32_MAX ? UINT32_MAX : static_cast<uint32_t>(targets_.size());
     }
+    // `endpoints`: [("tcp", numeric host, port), ...], the single target's
+    // addresses, which new connections spread over by `endpoint_pick`
+    // ("rr" | "random"); absent or one entry: the target alone.
+    if (py::object v = value_of(d, "endpoints")) {
+      if (!py::isinstance<py::list>(v) && !py::isinstance<py::tuple>(v)) config_error("endpoints", "expected a list");
+      py::sequence seq = py::reinterpret_borrow<py::sequence>(v);
+      endpoints_.resize(py::len(seq));
+      for (size_t i = 0; i < endpoints_.size(); i++) {
+        py::sequence t = tuple_of(seq[i], 3, "endpoints", "(\"tcp\", host, port)");
+        if (str_of(t[0], "endpoints") != "tcp") config_error("endpoints", "address kind must be \"tcp\"");
+        endpoints_[i].len = fill_sockaddr(str_of(t[1], "endpoints"), port_of(t[2], "endpoints"), endpoints_[i].bytes, "endpoints");
+      }
+      c.endpoints = endpoints_.data();
+      c.nendpoints = endpoints_.size() > UINT32_MAX ? UINT32_MAX : static_cast<uint32_t>(endpoints_.size());
+    }
+    c.endpoint_random = get_choice(d, "endpoint_pick", "rr", {"rr", "random"});
     c.reuse_lru = get_choice(d, "reuse_strategy", "mru", {"mru", "lru"});
     if (py::object v = value_of(d, "source_address")) {
       py::sequence t = tuple_of(v, 2, "source_address", "(host, port)");
@@ -201,6 +217,7 @@ class ClientRun {
     }
   }
   std::vector<nhb_sockaddr> targets_;
+  std::vector<nhb_sockaddr> endpoints_;
 
   // What the client reads from responses (origin latency header).
   // "latency_response_header_name" str: absent or "" = off.
@@ -429,6 +446,20 @@ class ClientRun {
     for (int i = 0; i < nhb_run_worker_count(run_); i++) workers.append(stats_to_dict(nhb_run_worker_stats(run_, i)));
     d["workers"] = workers;
     d["global"] = stats_to_dict(global);
+    // Per endpoint (the targets, or the target's addresses), in their order;
+    // empty with one endpoint.
+    uint32_t nep = 0;
+    const nhb_endpoint_stats* ep = nhb_run_endpoint_stats(run_, &nep);
+    py::list endpoints;
+    for (uint32_t i = 0; i < nep; i++) {
+      py::dict e;
+      e["connections"] = ep[i].connections;
+      e["requests"] = ep[i].requests;
+      e["errors"] = ep[i].errors;
+      e["latency"] = hist_to_dict(ep[i].latency);
+      endpoints.append(e);
+    }
+    d["endpoints"] = endpoints;
     // Schedule shapes: what the schedule did.
     const nhb_stats* warm = nhb_run_warmup_stats(run_);
     d["warmup"] = warm ? py::object(stats_to_dict(warm)) : py::object(py::none());

@@ -480,6 +480,7 @@ static void merge(nhb_run* run) {
     for (int s = 0; s < NHB_STREAM_COUNT; s++) nhb_stream_add(&g->streams[s], &st->streams[s]);
     duration_sum += st->execution_duration_ns;
   }
+  nhb__pool_endpoints_merge(run);
   /* As in Nighthawk, the global execution duration is the workers' mean. */
   g->execution_duration_ns = duration_sum / (uint64_t)run->nworkers;
   g->execution_start_ns = run->t0_realtime_ns;

@@ -369,6 +369,7 @@ struct nhb__conn {
   int draining;      /* takes no new requests (GOAWAY, request limit) */
   int32_t avail_pos; /* index in its target's avail ring, -1 when not there */
   uint32_t target;   /* the run target it connects to: an index into run->targets */
+  uint32_t endpoint; /* the address it connects to: an index into run->endpoints */
   uint32_t capacity; /* requests it may carry at once */
   uint32_t nactive;  /* slots attached, refused ones included */
   uint32_t nrefused; /* HTTP/2: slots waiting to be re-sent on a new connection */
@@ -520,6 +521,11 @@ struct nhb__worker {
   uint32_t nconns;
   nhb__target_pool* tp;  /* one per run target */
   uint32_t ntargets;
+  /* Per-endpoint statistics (pool.c), one per run->endpoints entry, or NULL
+   * with one endpoint: the only cost a run with one address pays is the test. */
+  nhb_endpoint_stats* ep;
+  uint64_t ep_rng;       /* endpoint_random: xorshift64 state, never 0 */
+  int response_extras;   /* stages or per-endpoint statistics: a response calls response_extras (pool.c) */
   const nhb__protocol* protocol; /* nhb__protocols[config.protocol] */
   int cx_counter;        /* its connection counter (-1: none), read per connection */
   int lru;               /* take the least recently used connection (HTTP/1.x, --experimental-h1-connection-reuse-strategy lru) */
@@ -603,6 +609,15 @@ struct nhb_run {
   nhb_sockaddr* targets;
   uint32_t ntargets;
   uint32_t* spec_target;
+  /* Where connections go (pool.c): the targets (run->targets itself) or,
+   * with config.endpoints, the single target's addresses (endpoint_copies).
+   * ep_next is the next address a round-robin connection takes, run-wide;
+   * ep_global the merged per-endpoint statistics (NULL with one). */
+  const nhb_sockaddr* endpoints;
+  uint32_t nendpoints;
+  nhb_sockaddr* endpoint_copies;
+  _Atomic uint32_t ep_next;
+  nhb_endpoint_stats* ep_global;
   /* Owned copies of the config's strings (config.* point into these). */
   char* strings;
   /* Schedule shapes: owned copies of the stage and offset arrays,
@@ -706,6 +721,10 @@ void nhb__olat_finish(nhb__olat* o, nhb__worker* w);
  * creation; frees them with the run. */
 int nhb__pool_run_init(nhb_run* run, char* err, size_t err_len);
 void nhb__pool_run_free(nhb_run* run);
+/* Per-endpoint statistics: the warm-up's requests are dropped when it ends
+ * (its connections stay counted); the workers' are merged when the run ends. */
+void nhb__pool_endpoints_end_warmup(nhb__worker* w);
+void nhb__pool_endpoints_merge(nhb_run* run);
 int nhb__pool_init(nhb__worker* w);
 void nhb__pool_free(nhb__worker* w);
 void nhb__pool_prefetch(nhb__worker* w);

@@ -56,6 +56,127 @@ void nhb__worker_record_error_text(nhb__worker* w, int err, const char* text) {
 
 /* ---- the run's targets --------------------------------------------------- */
 
+/* ---- endpoints: where connections go, and their statistics --------------- */
+
+/* An endpoint's histogram is allocated zeroed and left untouched until a
+ * response lands in it, so that endpoints that take none cost no resident
+ * memory (an nhb_hist is 221 KB). */
+static nhb_endpoint_stats* endpoint_stats_alloc(uint32_t n) {
+  nhb_endpoint_stats* ep = calloc(n, sizeof(nhb_endpoint_stats));
+  if (ep == NULL) return NULL;
+  for (uint32_t i = 0; i < n; i++) {
+    ep[i].latency = calloc(1, sizeof(nhb_hist));
+    if (ep[i].latency == NULL) {
+      for (uint32_t j = 0; j < i; j++) free(ep[j].latency);
+      free(ep);
+      return NULL;
+    }
+    ep[i].latency->min = UINT64_MAX;
+  }
+  return ep;
+}
+
+static void endpoint_stats_free(nhb_endpoint_stats* ep, uint32_t n) {
+  if (ep == NULL) return;
+  for (uint32_t i = 0; i < n; i++) free(ep[i].latency);
+  free(ep);
+}
+
+/* The endpoints are the targets, or, with config.endpoints, the single
+ * target's addresses; statistics per endpoint only when there are several. */
+static int endpoints_init(nhb_run* run, char* err, size_t err_len) {
+  const nhb_client_config* cfg = &run->config;
+  run->endpoints = run->targets;
+  run->nendpoints = run->ntargets;
+  if (cfg->nendpoints > 1) {
+    if (run->ntargets > 1) {
+      if (err) snprintf(err, err_len, "endpoints: only with one target");
+      return NHB_EINVAL;
+    }
+    if (cfg->endpoints == NULL || cfg->nendpoints > NHB_MAX_TARGETS) {
+      if (err) snprintf(err, err_len, "endpoints: 2 to %d addresses", NHB_MAX_TARGETS);
+      return NHB_EINVAL;
+    }
+    run->endpoint_copies = calloc(cfg->nendpoints, sizeof(nhb_sockaddr));
+    if (run->endpoint_copies == NULL) return NHB_ENOMEM;
+    memcpy(run->endpoint_copies, cfg->endpoints, cfg->nendpoints * sizeof(nhb_sockaddr));
+    for (uint32_t i = 0; i < cfg->nendpoints; i++) {
+      const nhb_sockaddr* a = &run->endpoint_copies[i];
+      sa_family_t family = a->len >= sizeof(sa_family_t) ? ((const struct sockaddr*)a->bytes)->sa_family : AF_UNSPEC;
+      if (!((family == AF_INET && a->len == sizeof(struct sockaddr_in)) ||
+            (family == AF_INET6 && a->len == sizeof(struct sockaddr_in6)))) {
+        if (err) snprintf(err, err_len, "endpoints: entry %u is not an IPv4 or IPv6 address", i);
+        return NHB_EINVAL;
+      }
+    }
+    /* A Unix socket target has no addresses to spread over. */
+    if (((const struct sockaddr*)run->targets[0].bytes)->sa_family == AF_UNIX) {
+      if (err) snprintf(err, err_len, "endpoints: not with a Unix socket target");
+      return NHB_EINVAL;
+    }
+    run->endpoints = run->endpoint_copies;
+    run->nendpoints = cfg->nendpoints;
+  }
+  run->config.endpoints = run->endpoints;
+  run->config.nendpoints = run->nendpoints;
+  if (run->nendpoints > 1) {
+    run->ep_global = endpoint_stats_alloc(run->nendpoints);
+    if (run->ep_global == NULL) return NHB_ENOMEM;
+    for (int i = 0; i < run->nworkers; i++) {
+      nhb__worker* w = &run->workers[i];
+      w->ep = endpoint_stats_alloc(run->nendpoints);
+      if (w->ep == NULL) return NHB_ENOMEM;
+      w->ep_rng = 0x9E3779B97F4A7C15ULL * (uint64_t)(i + 1) ^ nhb__now_ns();
+      if (w->ep_rng == 0) w->ep_rng = 1;
+    }
+  }
+  return 0;
+}
+
+/* The address a new connection goes to. Several targets: its target's.
+ * Several addresses for one target: the next one run-wide (Fortio's cached
+ * round robin: each new connection takes the next address) or a random one. */
+static uint32_t endpoint_pick(nhb__worker* w, const nhb__conn* c) {
+  const nhb_run* run = w->run;
+  if (run->nendpoints == run->ntargets) return c->target;
+  if (run->config.endpoint_random) {
+    uint64_t x = w->ep_rng;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    w->ep_rng = x;
+    return (uint32_t)((x >> 11) % run->nendpoints);
+  }
+  return atomic_fetch_add_explicit(&w->run->ep_next, 1, memory_order_relaxed) % run->nendpoints;
+}
+
+void nhb__pool_endpoints_end_warmup(nhb__worker* w) {
+  if (w->ep == NULL) return;
+  for (uint32_t i = 0; i < w->run->nendpoints; i++) {
+    w->ep[i].requests = w->ep[i].errors = 0;
+    if (w->ep[i].latency->total != 0) nhb_hist_init(w->ep[i].latency);
+  }
+}
+
+void nhb__pool_endpoints_merge(nhb_run* run) {
+  if (run->ep_global == NULL) return;
+  for (int i = 0; i < run->nworkers; i++) {
+    const nhb_endpoint_stats* ep = run->workers[i].ep;
+    for (uint32_t e = 0; e < run->nendpoints; e++) {
+      nhb_endpoint_stats* g = &run->ep_global[e];
+      g->connections += ep[e].connections;
+      g->requests += ep[e].requests;
+      g->errors += ep[e].errors;
+      if (ep[e].latency->total != 0) nhb_hist_add(g->latency, ep[e].latency);
+    }
+  }
+}
+
+const nhb_endpoint_stats* nhb_run_endpoint_stats(const nhb_run* run, uint32_t* count) {
+  *count = run->finished && run->ep_global != NULL ? run->nendpoints : 0;
+  return *count ? run->ep_global : NULL;
+}
+
 int nhb__pool_run_init(nhb_run* run, char* err, size_t err_len) {
   const nhb_client_config* cfg = &run->config;
   uint32_t n = cfg->ntargets ? cfg->ntargets : 1;
@@ -94,6 +215,8 @@ int nhb__pool_run_init(nhb_run* run, char* err, size_t err_len) {
   }
   run->config.targets = run->targets;
   run->config.ntargets = n;
+  int r = endpoints_init(run, err, err_len);
+  if (r < 0) return r;
   const nhb_sockaddr* src = &cfg->source;
   if (src->len != 0) {
     sa_family_t family = ((const struct sockaddr*)src->bytes)->sa_family;
@@ -129,6 +252,14 @@ int nhb__pool_run_init(nhb_run* run, char* err, size_t err_len) {
 }
 
 void nhb__pool_run_free(nhb_run* run) {
+  endpoint_stats_free(run->ep_global, run->nendpoints);
+  for (int i = 0; run->workers != NULL && i < run->nworkers; i++) {
+    endpoint_stats_free(run->workers[i].ep, run->nendpoints);
+    run->workers[i].ep = NULL;
+  }
+  run->ep_global = NULL;
+  free(run->endpoint_copies);
+  run->endpoint_copies = NULL;
   free(run->targets);
   free(run->spec_target);
   run->targets = NULL;
@@ -145,6 +276,7 @@ int nhb__pool_init(nhb__worker* w) {
   const nhb__protocol* proto = nhb__protocols[cfg->protocol];
   w->protocol = proto;
   w->cx_counter = proto->cx_counter;
+  w->response_extras = w->stage_responses != NULL || w->ep != NULL;
   /* The entries are split evenly over the targets, at least one each (see
    * the top of this file). */
   uint32_t nt = w->run->ntargets;
@@ -313,6 +445,10 @@ static void slot_release(nhb__worker* w, nhb__conn* c, nhb__slot* s) {
  * initiation-to-completion statistic, and never silently disappears. */
 static void slot_fail(nhb__worker* w, nhb__conn* c, nhb__slot* s, nhb_counter_t reason, uint64_t now) {
   w->stats.counters[reason]++;
+  if (NHB__UNLIKELY(w->ep != NULL)) {
+    w->ep[c->endpoint].requests++;
+    w->ep[c->endpoint].errors++;
+  }
   nhb_hist_record(w->stats.hists[NHB_HIST_SEQUENCER_CALLBACK], now - s->rq.release_ns);
   if (NHB__UNLIKELY(s->span_id != 0)) nhb__trace_end(w, s, 0, reason, now);
   slot_release(w, c, s);
@@ -598,7 +734,13 @@ static void conn_start(nhb__worker* w, nhb__conn* c) {
   ctr[NHB_CTR_UPSTREAM_CX_TOTAL]++;
   /* The protocol's own connection counter, if it has one (pool init). */
   if (NHB__LIKELY(w->cx_counter >= 0)) ctr[w->cx_counter]++;
-  const nhb_sockaddr* to = &w->run->targets[c->target];
+  uint32_t ep = c->target;
+  if (NHB__UNLIKELY(w->ep != NULL)) {
+    ep = endpoint_pick(w, c);
+    w->ep[ep].connections++;
+  }
+  c->endpoint = ep;
+  const nhb_sockaddr* to = &w->run->endpoints[ep];
   const int unix_socket = ((const struct sockaddr*)to->bytes)->sa_family == AF_UNIX;
   /* A datagram transport (udp:// echo, HTTP/3) has a UDP handle,
    * which its `start` connects. */
@@ -747,6 +889,19 @@ static void conn_send(nhb__conn* c, nhb__slot* s) {
   if (r < 0) nhb__conn_fail(c, r, NHB_CTR_STREAM_RESETS);
 }
 
+/* What a response adds besides the run's own statistics: its stage's count
+ * (--stage) and its endpoint's (several endpoints). */
+__attribute__((noinline)) static void response_extras(nhb__worker* w, const nhb__conn* c, const nhb__slot* s,
+                                                      uint64_t latency, int klass) {
+  nhb__stage_response(w, s->rq.scheduled_ns);
+  if (w->ep != NULL) {
+    nhb_endpoint_stats* e = &w->ep[c->endpoint];
+    e->requests++;
+    e->errors += klass != 2;
+    nhb_hist_record(e->latency, latency);
+  }
+}
+
 void nhb__conn_response(nhb__conn* c, nhb__slot* s, int status) {
   nhb__worker* w = c->worker;
   nhb_stats* st = &w->stats;
@@ -767,10 +922,12 @@ void nhb__conn_response(nhb__conn* c, nhb__slot* s, int status) {
   nhb_hist_record(st->hists[NHB_HIST_REQUEST_TO_RESPONSE], latency);
   nhb_hist_record(st->hists[NHB_HIST_SCHEDULED_TO_RESPONSE], now - s->rq.scheduled_ns);
   nhb__ivl_record(w, now - s->rq.scheduled_ns);
-  nhb__stage_response(w, s->rq.scheduled_ns);
   nhb_hist_record(st->hists[NHB_HIST_SEQUENCER_CALLBACK], now - s->rq.release_ns);
   nhb_stream_record(&st->streams[NHB_STREAM_RESPONSE_HEADER_SIZE], s->header_bytes);
   nhb_stream_record(&st->streams[NHB_STREAM_RESPONSE_BODY_SIZE], s->body_bytes);
+  /* Stages and per-endpoint statistics share one test, so that a run with
+   * neither pays what it paid before either existed. */
+  if (NHB__UNLIKELY(w->response_extras)) response_extras(w, c, s, latency, klass);
   c->answered = 1;
   if (NHB__UNLIKELY(w->backoff_failures != 0)) w->backoff_failures = 0;
   if (NHB__UNLIKELY(s->span_id != 0)) nhb__trace_end(w, s, status > 0 ? status : 1, NHB_CTR_COUNT, now);

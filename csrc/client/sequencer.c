@@ -571,6 +571,7 @@ void nhb__sequencer_end_warmup(nhb__worker* w) {
   for (int i = 0; i < NHB_STREAM_COUNT; i++) nhb_stream_init(&st->streams[i]);
   wm->execution_start_ns = st->execution_start_ns;
   wm->execution_duration_ns = st->execution_duration_ns;
+  nhb__pool_endpoints_end_warmup(w);
   w->facts.warmup_released = w->released;
   w->released = 0;
   w->warming = 0;

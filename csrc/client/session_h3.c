@@ -827,8 +827,8 @@ static int quic_on_read(nhb__conn* c, const char* data, size_t len) {
   ngtcp2_path path;
   path.local.addr = (ngtcp2_sockaddr*)&h->local;
   path.local.addrlen = h->local_len;
-  path.remote.addr = (ngtcp2_sockaddr*)(uintptr_t)c->worker->run->targets[c->target].bytes;
-  path.remote.addrlen = c->worker->run->targets[c->target].len;
+  path.remote.addr = (ngtcp2_sockaddr*)(uintptr_t)c->worker->run->endpoints[c->endpoint].bytes;
+  path.remote.addrlen = c->worker->run->endpoints[c->endpoint].len;
   path.user_data = NULL;
   ngtcp2_pkt_info pi;
   memset(&pi, 0, sizeof(pi));

@@ -53,7 +53,16 @@ if TYPE_CHECKING:
     from ._notebook import plot_percentiles
     from ._predicates import DEFAULT_FAILURE_PREDICATES
     from ._progress import Progress
-    from ._result import Counter, Counters, HostEntry, Percentile, Result, Statistic, WorkerResult
+    from ._result import (
+        Counter,
+        Counters,
+        EndpointResult,
+        HostEntry,
+        Percentile,
+        Result,
+        Statistic,
+        WorkerResult,
+    )
     from ._run import Benchmark
     from ._server import ServerOptions, TestServer
     from ._slo import SloOutcome, SloVerdict, assert_slo
@@ -84,8 +93,8 @@ _LAZY = {
     "DEFAULT_FAILURE_PREDICATES": ("nhbench._predicates", "DEFAULT_FAILURE_PREDICATES"),
     "Progress": ("nhbench._progress", "Progress"),
     **{name: ("nhbench._result", name) for name in (
-        "Counter", "Counters", "HostEntry", "Percentile", "Result", "Statistic",
-        "WorkerResult")},
+        "Counter", "Counters", "EndpointResult", "HostEntry", "Percentile", "Result",
+        "Statistic", "WorkerResult")},
     "Benchmark": ("nhbench._run", "Benchmark"),
     "ServerOptions": ("nhbench._server", "ServerOptions"),
     "TestServer": ("nhbench._server", "TestServer"),
@@ -159,6 +168,7 @@ __all__ = [
     "Timeline",
     "Result",
     "WorkerResult",
+    "EndpointResult",
     "HostEntry",
     "Statistic",
     "Percentile",

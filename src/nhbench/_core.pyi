@@ -37,6 +37,12 @@ class WorkerResultDict(TypedDict):
     histograms: dict[str, HistogramDict]
     streams: dict[str, StreamDict]
 
+class EndpointDict(TypedDict):
+    connections: int
+    requests: int
+    errors: int
+    latency: HistogramDict
+
 class ResultDict(TypedDict):
     execution_start_ns: int
     terminated_by: str
@@ -50,6 +56,8 @@ class ResultDict(TypedDict):
     # released, no_catchup_moves, no_catchup_shift (s), no_catchup_lost, warmup_released,
     # stages [(releases, responses)]
     schedule: dict[str, Any]
+    # per endpoint (several targets, or the target's addresses); empty with one
+    endpoints: list[EndpointDict]
 
 class ProgressDict(TypedDict):
     elapsed: float

@@ -21,6 +21,7 @@ import os
 import random
 import re
 import string
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import _grpc as grpc
@@ -40,8 +41,10 @@ if TYPE_CHECKING:
 __all__ = ["client_core_config", "response_core_config", "server_core_config"]
 
 
-def client_core_config(options: Options, address: str) -> dict[str, Any]:
-    """The ``ClientRun`` config: `options` to `address` (the numeric IP the host resolved to).
+def client_core_config(options: Options, address: str, *,
+                       addresses: Sequence[str] = ()) -> dict[str, Any]:
+    """The ``ClientRun`` config: `options` to `address` (the numeric IP the host resolved to;
+    with `addresses`, several, the first of which is `address`: ``endpoints``).
 
     Keys (docs/architecture.md, "Binding contract"): ``address`` str, ``port`` int,
     ``cpus`` list[int] (one per worker), ``rps`` float per worker, ``connections`` /
@@ -97,6 +100,7 @@ def client_core_config(options: Options, address: str) -> dict[str, Any]:
     config.update(_requests_config(options))
     config.update(_schedule_config(options))
     config.update(_targets_config(options))
+    config.update(_endpoints_config(options, addresses))
     config.update(_observation_config(options))
     config.update(_proxy_config(options))
     # Likewise (docs/protocols.md), one helper per protocol.
@@ -284,6 +288,20 @@ def _schedule_config(options: Options) -> dict[str, Any]:
     if options.scheduled_start is not None:
         config["scheduled_start"] = float(options.scheduled_start)
     return config
+
+
+def _endpoints_config(options: Options, addresses: Sequence[str]) -> dict[str, Any]:
+    """The single target's addresses that new connections spread over (--dns-method rr or
+    random with a name or --resolve list that has several).
+
+    Keys: ``endpoints`` list[("tcp", numeric host, port)], ``endpoint_pick`` "rr" |
+    "random". Absent with one address: the run is what it was without them.
+    """
+    if len(addresses) < 2:
+        return {}
+    port = options.target.port
+    return {"endpoints": [("tcp", address, port) for address in addresses],
+            "endpoint_pick": options.dns_method}
 
 
 def _targets_config(options: Options) -> dict[str, Any]:

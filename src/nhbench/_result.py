@@ -55,6 +55,7 @@ from . import _histogram, _notebook
 from ._names import (
     COUNTERS,
     HISTOGRAM_IDS,
+    REQUEST_TO_RESPONSE,
     SCHEDULED_TO_RESPONSE,
     SEQUENCER_BLOCKING,
     STATISTIC_DESCRIPTIONS,
@@ -82,6 +83,7 @@ from .outputs import render as _render
 __all__ = [
     "Counter",
     "Counters",
+    "EndpointResult",
     "HostEntry",
     "Percentile",
     "Result",
@@ -492,6 +494,41 @@ class HostEntry(BaseModel):
         "workers armed (controller's clock); negative: it was late by that much.")
 
 
+class EndpointResult(BaseModel):
+    """One endpoint's share of a run whose connections went to several: the several targets
+    (``multi_target_endpoint``) or the addresses ``dns_method rr|random`` spread them over.
+    An nhbench key: Nighthawk's output has none."""
+
+    name: str = Field(description="The target as given, or the address as ip:port.")
+    connections: int = Field(default=0, description="Connections started to it, the "
+                             "warm-up's included (Fortio's IPCountMap counts these).")
+    requests: int = Field(default=0, description="Measured requests that ended on its "
+                          "connections: 2xx responses plus errors.")
+    errors: int = Field(default=0, description="Those that ended in anything but a 2xx "
+                        "response (nhbench._names.ERROR_COUNTERS' definition).")
+    latency: Statistic = Field(description="Request sent to response end "
+                               "(benchmark_http_client.request_to_response) of its responses.")
+
+    @classmethod
+    def from_core(cls, name: str, d: Mapping[str, Any], points: Sequence[float]) -> EndpointResult:
+        return cls(
+            name=name,
+            connections=int(d.get("connections", 0)),
+            requests=int(d.get("requests", 0)),
+            errors=int(d.get("errors", 0)),
+            latency=Statistic.from_core_histogram(REQUEST_TO_RESPONSE, d["latency"], points),
+        )
+
+
+def _endpoint_results(core: Sequence[Mapping[str, Any]], names: Sequence[str],
+                      points: Sequence[float]) -> list[EndpointResult]:
+    # The core reports endpoints only when there are several, in their order.
+    if len(names) != len(core):
+        names = [f"endpoint_{i}" for i in range(len(core))]
+    return [EndpointResult.from_core(name, d, points)
+            for name, d in zip(names, core, strict=True)]
+
+
 class Result(BaseModel):
     """Everything a run produced. Shaped like Nighthawk's ``Output``; see the module doc."""
 
@@ -533,6 +570,12 @@ class Result(BaseModel):
     scheduled_start: datetime | None = Field(
         default=None, description="A distributed run's one scheduled start, in the "
         "controller's clock (docs/distributed.md); None for a run on one machine.")
+    endpoints: list[EndpointResult] = Field(
+        default_factory=list,
+        description="Per endpoint, when the connections went to several (several targets, "
+        "or a name's addresses with dns_method rr or random): connections, requests, errors "
+        "and latency. Empty otherwise. An nhbench key: Nighthawk's output has none.",
+    )
     hosts: list[HostEntry] = Field(
         default_factory=list,
         description="A distributed run's nodes (docs/distributed.md); empty for a run on "
@@ -565,8 +608,10 @@ class Result(BaseModel):
         *,
         interrupted: bool | None = None,
         timeline: Sequence[IntervalRecord] = (),
+        endpoints: Sequence[str] = (),
     ) -> Result:
-        """Convert the dict of ``_core.ClientRun.result()`` (see docs/architecture.md)."""
+        """Convert the dict of ``_core.ClientRun.result()`` (see docs/architecture.md);
+        `endpoints` names its per-endpoint entries, in order."""
         points = options.percentile_points
         workers = list(core.get("workers") or ())
         results = []
@@ -588,6 +633,7 @@ class Result(BaseModel):
             schedule=ScheduleFacts.from_core(core.get("schedule"), options, len(workers) or 1),
             warmup=(WorkerResult.from_core("warmup", core["warmup"], points)
                     if core.get("warmup") else None),
+            endpoints=_endpoint_results(core.get("endpoints") or (), endpoints, points),
         )
 
     # ---- accessors ------------------------------------------------------------------------

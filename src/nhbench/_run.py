@@ -31,7 +31,7 @@ from ._tracing import SpanExporter
 
 # `resolve` lives with the address grammar in nhbench.options; it is re-exported here because
 # callers have always found it next to the run.
-from .options import Options, make_options, resolve
+from .options import Options, format_address, make_options, resolve, target_addresses
 
 __all__ = ["Benchmark", "BenchmarkProtocol", "load_core", "resolve"]
 
@@ -91,6 +91,7 @@ class Benchmark:
     def __init__(self, uri: str | Options | None = None, /, **options: Any) -> None:
         self.options: Options = make_options(uri, **options)
         self.address: str | None = None
+        self.addresses: list[str] = []
         self._run: Any = None
         self._stop_requested = False
         self._started_at = 0.0
@@ -112,12 +113,17 @@ class Benchmark:
         if proxy is not None:
             # The proxy resolves the origin's name; the connections go to the proxy.
             self.address = resolve(proxy.host, proxy.port, self.options.address_family)
+        elif unix:
+            self.address = f"unix:{unix}"
+        elif self.options.multi_target_endpoint:
+            self.address = resolve(target.host, target.port, self.options.address_family)
         else:
-            self.address = f"unix:{unix}" if unix else resolve(
-                target.host, target.port, self.options.address_family)
+            # --resolve and --dns-method: every address new connections may go to.
+            self.addresses = target_addresses(self.options)
+            self.address = self.addresses[0]
         config = self.core_config()
         spans = SpanExporter.for_run(self.options, config)
-        _log.debug("resolved %s to %s", target.host, self.address)
+        _log.debug("resolved %s to %s", target.host, ", ".join(self.addresses) or self.address)
         if _log.isEnabledFor(logging.DEBUG):
             _log.debug("core config: %s", config_summary(config))
             _log.log(_TRACE, "core config (full): %s", config_summary(config, full=True))
@@ -149,7 +155,15 @@ class Benchmark:
         whose tool means more than `Options` holds extends it here: ``nhbench fortio``'s
         ``warmup_stop_on_error``."""
         assert self.address is not None, "core_config() is called by start()"
-        return client_core_config(self.options, self.address)
+        return client_core_config(self.options, self.address, addresses=self.addresses)
+
+    def endpoint_names(self) -> list[str]:
+        """What the result's per-endpoint entries are named, in the core's order: the
+        several targets as given, or the addresses (``ip:port``) connections spread over."""
+        if self.options.multi_target_endpoint:
+            return list(self.options.multi_target_endpoint)
+        port = self.options.target.port
+        return [format_address(address, port) for address in self.addresses]
 
     def stop(self) -> None:
         """Ask the run to stop gracefully (idempotent, safe from signal handlers)."""
@@ -189,7 +203,8 @@ class Benchmark:
         self.intervals()  # the last, partial interval is ready once the run has finished
         if self._spans is not None:
             core["global"]["counters"].update(self._spans.finish())
-        result = Result.from_core(core, self.options, timeline=self._timeline)
+        result = Result.from_core(core, self.options, timeline=self._timeline,
+                                  endpoints=self.endpoint_names())
         if _log.isEnabledFor(logging.DEBUG):
             for worker in result.results:
                 counters = worker.counter_values.nonzero()

@@ -26,15 +26,17 @@ Fortio's load semantics carried over:
 from __future__ import annotations
 
 import base64
+import ipaddress
 import math
 import os
+import socket
 import sys
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TextIO
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from .._exceptions import NHBenchError, OptionsError
 from .._io import write_text
@@ -328,17 +330,8 @@ def fortio_plan(args: FortioArgs, target: str, *, stdin: Any = None) -> FortioPl
         # Go's standard client asks for gzip when compression is on; the fast client never.
         headers.append("Accept-Encoding: gzip")
     if args.resolve:
-        parts = urlsplit(url)
-        host = parts.hostname or ""
-        if not any(h.split(":", 1)[0].strip().lower() == "host" for h in headers):
-            headers.append(f"Host: {parts.netloc.rsplit('@', 1)[-1]}")
-        ip = args.resolve
-        netloc = f"[{ip}]" if ":" in ip else ip
-        if parts.port is not None:
-            netloc += f":{parts.port}"
-        options["uri"] = urlunsplit(parts._replace(netloc=netloc))
-        if secure and host:
-            options["sni"] = host
+        # Connect there; the URL's host stays in Host and the TLS name (nhbench's --resolve).
+        options["resolve"] = (args.resolve,)
     if headers:
         options["request_header"] = tuple(headers)
     if args.method:
@@ -387,15 +380,21 @@ def fortio_plan(args: FortioArgs, target: str, *, stdin: Any = None) -> FortioPl
         except ValueError:
             raise OptionsError(f"-connection-reuse: {args.connection_reuse!r} is not "
                                    "min:max; nothing was sent") from None
-    if args.dns_method != "cached-rr" and args.dns_method != "first":
-        raise OptionsError(f"-dns-method: {args.dns_method} has no counterpart here "
-                               "(nhbench resolves the host once and keeps its first "
-                               "address: only 'first'); nothing was sent")
+    if args.dns_method not in _DNS_METHODS:
+        # Fortio's own validator refuses any other name, with this list.
+        raise OptionsError(f"-dns-method: {args.dns_method!r} is none of cached-rr, first, "
+                           "rnd or rr; nothing was sent", option="dns_method")
+    if not args.unix_socket:
+        # A Unix socket has no addresses to pick from: Fortio reads no method then.
+        options["dns_method"] = _DNS_METHODS[args.dns_method]
     families = {"ip4": "v4", "ip6": "v6", "ip": "auto"}
     if args.resolve_ip_type not in families:
         raise OptionsError(f"-resolve-ip-type: {args.resolve_ip_type!r} is none of ip4, "
                            "ip6, ip", option="address_family")
     options["address_family"] = families[args.resolve_ip_type]
+    if args.resolve and _is_ip(args.resolve):
+        # Fortio filters looked-up names by -resolve-ip-type, never a literal -resolve IP.
+        options["address_family"] = "auto"
     if args.unix_socket:
         options["unix_socket"] = args.unix_socket
 
@@ -555,6 +554,32 @@ def _load(args: FortioArgs, target: str) -> int:
     return 0
 
 
+def _is_ip(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text.strip().strip("[]"))
+    except ValueError:
+        return False
+    return True
+
+
+def _resolved_connector(resolve: str, family: str) -> Callable[..., socket.socket]:
+    """http.client's socket factory for curl mode's -resolve: connect to `resolve` (an
+    address, or a name resolved now) at the URL's port."""
+    from ..options import parse_resolve_entry
+    from ..options import resolve as resolve_host
+
+    def connect(address: tuple[str, int], *args: Any, **kwargs: Any) -> socket.socket:
+        host = resolve_host(parse_resolve_entry(resolve, resolve), address[1], family)
+        return socket.create_connection((host, address[1]), *args, **kwargs)
+
+    return connect
+
+
+#: Fortio's -dns-method names (fnet's validator) and nhbench's --dns-method for each. nhbench
+#: resolves once at the start; Fortio's cached-rr does too, its rr, rnd and first look the
+#: name up again for each new connection, which differs only while the answers change.
+_DNS_METHODS = {"cached-rr": "rr", "rr": "rr", "rnd": "random", "first": "first"}
+
 #: nhbench's options by the Fortio flag that sets them, for messages.
 _OPTION_FLAGS = {
     "uri": "target", "rps": "-qps", "connections": "-c", "duration": "-t",
@@ -564,6 +589,7 @@ _OPTION_FLAGS = {
     "timeout": "-timeout", "request_timeout": "-timeout", "abort_on": "-abort-on",
     "max_concurrent_streams": "-s", "grpc_service": "-healthservice",
     "grpc_ping_delay": "-grpc-ping-delay", "max_requests_per_connection": "-connection-reuse",
+    "resolve": "-resolve", "dns_method": "-dns-method",
 }
 
 
@@ -705,6 +731,11 @@ def _curl(args: FortioArgs, target: str) -> int:
                 connection = http.client.HTTPConnection(proxy_host, proxy_port,
                                                         timeout=timeout)
                 headers.update(auth)
+        if args.resolve and not unix_socket and not proxied:
+            # -resolve: the socket goes to that address; Host and the TLS name stay the
+            # URL's, as in `load`. Through a proxy the proxy resolves the name.
+            connection._create_connection = (  # type: ignore[attr-defined]
+                _resolved_connector(args.resolve, options.get("address_family", "v4")))
         if args.http1_0:
             connection._http_vsn = 10  # type: ignore[attr-defined]
             connection._http_vsn_str = "HTTP/1.0"  # type: ignore[attr-defined]

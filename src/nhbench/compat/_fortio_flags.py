@@ -220,8 +220,10 @@ FORTIO_FLAGS: tuple[ForeignFlag, ...] = (
                 nhbench="-a's directory; `report` and `server`'s UI browse it"),
     fortio_flag("-dns-method", "method", "Which of several resolved IPs to pick",
                 default="cached-rr", commands=_CLIENT,
-                nhbench="first only (nhbench resolves the host once and keeps its first "
-                "address); other methods are refused"),
+                nhbench="--dns-method: cached-rr and rr are rr (each new connection the "
+                "next address), rnd is random, first first; nhbench resolves once at the "
+                "start (Fortio's rr, rnd and first look up again per connection); other "
+                "names are refused"),
     fortio_flag("-echo-debug-path", "URI", "http echo server URI for debug",
                 default="/debug", commands=_SERVER,
                 nhbench="`server`: --debug-path (\"\" disables the debug echo), with "
@@ -370,7 +372,8 @@ FORTIO_FLAGS: tuple[ForeignFlag, ...] = (
                 nhbench="`server`, `redirect`: nhbench server --redirect-listen (303 to "
                 "https://, as Fortio's)"),
     fortio_flag("-resolve", "IP", "Resolve host name to this IP", commands=_CLIENT,
-                nhbench="connects to IP, keeps the URL's Host header (and TLS name)"),
+                nhbench="--resolve: connects to IP (or a name's addresses, by "
+                "-dns-method), keeps the URL's Host header and TLS name"),
     fortio_flag("-resolve-ip-type", "type", "ip4, ip6 or ip", default="ip4",
                 commands=_CLIENT + ("nc",), nhbench="--address-family v4|v6|auto"),
     fortio_flag("-runid", "int", "RunID added to the JSON result and auto save filename",

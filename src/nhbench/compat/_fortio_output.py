@@ -533,6 +533,18 @@ def _sockets(result: Result) -> int:
     return _lifetime(result, "upstream_cx_total")
 
 
+def _ip_counts(result: Result, run: FortioRun) -> dict[str, int]:
+    """Fortio's IPCountMap: sockets per ip:port, most used first. With several addresses
+    (-dns-method over a name that has several) the result's per-endpoint counts; else the
+    one address when the target or -resolve names it."""
+    if result.endpoints:
+        counts = {e.name: e.connections for e in result.endpoints if e.connections}
+        return dict(sorted(counts.items(), key=lambda item: -item[1]))
+    address = _address(run)
+    sockets = _sockets(result)
+    return {address: sockets} if address is not None and sockets else {}
+
+
 def fortio_report(result: Result, run: FortioRun) -> str:
     """The text Fortio prints after the run, from ``Ended after`` to ``All done``."""
     latency = _histogram([_latency(result)], run)
@@ -553,9 +565,7 @@ def fortio_report(result: Result, run: FortioRun) -> str:
         lines.append(f"Uniform: {_go_bool(run.uniform)}, Jitter: {_go_bool(run.jitter)}, "
                      f"Catchup allowed: {_go_bool(not run.nocatchup)}")
         lines.append("IP addresses distribution:")
-        address = _address(run)
-        if address is not None and sockets:
-            lines.append(f"{address}: {sockets}")
+        lines += [f"{address}: {count}" for address, count in _ip_counts(result, run).items()]
         for code, value in codes.items():
             lines.append(f"Code {code:3d} : {value} ({go_f(100.0 * value / calls, 1)} %)")
         header = _size_histogram(_stat(result.global_result, RESPONSE_HEADER_SIZE))
@@ -661,13 +671,12 @@ def _payload(result: Result, run: FortioRun) -> bytes | None:
 def _http_fields(result: Result, run: FortioRun) -> dict[str, Any]:
     options = result.options
     codes = _http_codes(result)
-    address = _address(run)
     sockets = _sockets(result)
     payload = _payload(result, run)
     return {
         "RetCodes": {str(code): value for code, value in sorted(
             codes.items(), key=lambda item: str(item[0]))},
-        "IPCountMap": {address: sockets} if address is not None and sockets else {},
+        "IPCountMap": _ip_counts(result, run),
         "Insecure": options.insecure,
         "MTLS": False,
         "CACert": options.cacert or "",

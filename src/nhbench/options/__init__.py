@@ -27,10 +27,11 @@ from ._run_load import DEFAULT_DURATION
 from ._run_output import DEFAULT_PERCENTILES
 from ._run_proxy import parse_proxy_url
 from ._run_push import DEFAULT_FLUSH_INTERVAL, MIN_FLUSH_INTERVAL
+from ._run_targets import target_addresses
 from ._run_tls import check_key_pair, client_cert_pem
 from ._run_trace import TraceTarget, trace_target
 from ._server import ServerOptions, fanout_target, fanout_url, make_server_options
-from ._targets import parse_bind_config, parse_unix_url
+from ._targets import parse_bind_config, parse_resolve_entry, parse_unix_url
 from ._tls_context import parse_tls_context
 from ._ui_limits import DEFAULT_UI_LIMITS, UILimits, allowed_target
 from ._values import (
@@ -54,6 +55,7 @@ from ._values import (
     parse_size,
     parse_uri,
     resolve,
+    resolve_all,
 )
 
 __all__ = [
@@ -109,12 +111,15 @@ __all__ = [
     "parse_listen",
     "parse_server_duration",
     "parse_size",
+    "parse_resolve_entry",
     "parse_tls_context",
     "parse_unix_url",
     "parse_uri",
     "render_option_docs",
     "request_specs",
     "resolve",
+    "resolve_all",
+    "target_addresses",
 ]
 
 # The sweep's options and the grammars they need (stop rules, step plans), kept apart from

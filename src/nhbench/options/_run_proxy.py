@@ -172,3 +172,8 @@ def check_proxy(options: Options, info: ValidationInfo) -> None:
         raise _refuse(name, "udp:// runs over UDP, which an HTTP proxy's CONNECT does not carry")
     if options.unix_socket_path is not None:
         raise _conflict(name, "unix_socket")
+    # The proxy resolves the origin's name; nothing here picks among its addresses.
+    if options.resolve:
+        raise _conflict(name, "resolve")
+    if options.dns_method != "first":
+        raise _conflict(name, "dns_method")

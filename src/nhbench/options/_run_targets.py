@@ -5,6 +5,7 @@ the source address, Unix sockets (`Targets`).
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from typing import TYPE_CHECKING, Annotated, Literal
 from urllib.parse import quote
@@ -23,14 +24,16 @@ from ._targets import (
     check_unix_socket,
     parse_bind_config,
     parse_endpoint,
+    parse_resolve_entry,
     parse_source_address,
 )
-from ._values import as_tuple, parse_uri
+from ._values import as_tuple, parse_uri, resolve, resolve_all
 
 if TYPE_CHECKING:
     from ._run import Options
 
-__all__ = ["NoUri", "TargetUri", "Targets", "check_targets", "multi_target_uri"]
+__all__ = ["NoUri", "TargetUri", "Targets", "check_targets", "multi_target_uri",
+           "target_addresses"]
 
 
 class NoUri(str):
@@ -115,6 +118,48 @@ class Targets(RunPart):
         "Fortio's -unix-socket and curl's --unix-socket); the URI still gives the Host "
         "header, the scheme and the path.",
     )
+
+    resolve: Annotated[
+        tuple[str, ...],
+        Flag(metavar="ADDR[,ADDR...]", append=True, group="Targets and transport"),
+    ] = Field(
+        default=(),
+        description="Connect to these addresses instead of the URI host's (Fortio's "
+        "-resolve, curl's --resolve): the URI's host stays in the Host header and the TLS "
+        "name. IPv4 or IPv6 addresses, or names resolved at start; comma-separated or "
+        "repeated. Several are spread over by dns_method.",
+    )
+    dns_method: Annotated[
+        Literal["first", "rr", "random"], Flag(metavar="first|rr|random",
+                                              group="Targets and transport")
+    ] = Field(
+        default="first",
+        description="When the host (or resolve) has several addresses of address_family: "
+        "first (every connection to the first), rr (each new connection to the next, "
+        "round robin over the run) or random. With several, the result counts requests, "
+        "errors and latency per address.",
+    )
+
+    @field_validator("resolve", mode="before")
+    @classmethod
+    def _parse_resolve(cls, value: object) -> object:
+        value = as_tuple(value)
+        if not isinstance(value, (list, tuple)):
+            return value
+        entries: list[str] = []
+        for item in value:
+            if not isinstance(item, str):
+                raise ValueError(f"must be addresses or names (got {item!r})")
+            for part in item.split(","):
+                entries.append(parse_resolve_entry(part, item))
+        if len(entries) > MAX_TARGETS:
+            raise ValueError(f"at most {MAX_TARGETS} addresses (got {len(entries)})")
+        return tuple(entries)
+
+    @field_validator("dns_method", mode="before")
+    @classmethod
+    def _lower_dns_method(cls, value: object) -> object:
+        return lower(value)
 
     @field_validator("multi_target_endpoint", mode="before")
     @classmethod
@@ -231,11 +276,27 @@ def check_targets(options: Options, info: ValidationInfo) -> None:
          options.upstream_bind_config is not None and options.unix_socket_path is not None),
         ("transport_socket", "tls_context",
          options.transport_socket is not None and options.tls_context is not None),
+        # The endpoints are addresses already; a Unix socket has none.
+        ("resolve", "multi_target_endpoint", bool(options.resolve) and bool(endpoints)),
+        ("resolve", "unix_socket", bool(options.resolve) and options.unix_socket_path is not None),
+        ("dns_method", "multi_target_endpoint", options.dns_method != "first" and bool(endpoints)),
+        ("dns_method", "unix_socket",
+         options.dns_method != "first" and options.unix_socket_path is not None),
     ]
     for a, b, clash in pairs:
         if clash:
             raise PydanticCustomError(
                 "options_conflict", "{a}: mutually exclusive with {b}", {"a": a, "b": b}
+            )
+    wanted = {"v4": 4, "v6": 6}.get(options.address_family)
+    for entry in options.resolve:
+        # A literal of the other family could never be connected to: refused before the run.
+        version = ip_version(entry)
+        if wanted is not None and version is not None and version != wanted:
+            raise PydanticCustomError(
+                "options_file", "{a}: {msg}",
+                {"a": "resolve", "msg": f"{entry} is IPv{version} but address_family is "
+                 f"{options.address_family}"},
             )
     context_field = "tls_context" if options.tls_context is not None else "transport_socket"
     mapped = options.tls_context_options
@@ -268,3 +329,30 @@ def check_targets(options: Options, info: ValidationInfo) -> None:
             "options_file", "{a}: {msg}",
             {"a": context_field, "msg": format_validation_error(exc, type(options))},
         ) from None
+
+
+def ip_version(text: str) -> int | None:
+    """4 or 6 for an IP address literal, None for a name."""
+    try:
+        return ipaddress.ip_address(text).version
+    except ValueError:
+        return None
+
+
+def target_addresses(options: Options) -> list[str]:
+    """The numeric addresses the connections of a one-target run go to, resolved now (the
+    run's start): the resolve entries' (a name gives all its addresses) or the URI host's.
+    dns_method first keeps the first alone, so that such a run is what it always was;
+    raises ResolveError."""
+    target = options.target
+    family = options.address_family
+    names = options.resolve or (target.host,)
+    every = options.dns_method != "first"
+    addresses: list[str] = []
+    for name in names:
+        found = (resolve_all(name, target.port, family) if every
+                 else [resolve(name, target.port, family)])
+        addresses += [a for a in found if a not in addresses]
+        if not every:
+            break
+    return addresses

@@ -30,6 +30,7 @@ __all__ = [
     "endpoint_authority",
     "parse_bind_config",
     "parse_endpoint",
+    "parse_resolve_entry",
     "parse_source_address",
     "parse_unix_url",
 ]
@@ -73,6 +74,26 @@ def parse_endpoint(value: object) -> tuple[str, int]:
     if not sep or not port.isdigit() or not 1 <= int(port) <= 65535:
         raise ValueError(f"{_ENDPOINT_HELP}, with a port in 1..65535 (got {value!r})")
     return host.lower(), int(port)
+
+
+def parse_resolve_entry(text: str, given: str) -> str:
+    """One entry of ``--resolve``: an IPv4 or IPv6 address (brackets optional), returned
+    normalised, or a host name, returned lower-cased (resolved when the run starts). A port
+    is refused: the URI's is used, as Fortio's ``-resolve`` does."""
+    entry = text.strip()
+    if entry.startswith("[") and entry.endswith("]"):
+        entry = entry[1:-1]
+    try:
+        return str(ipaddress.ip_address(entry))
+    except ValueError:
+        pass
+    lowered = entry.lower()
+    if ":" in lowered:
+        raise ValueError(f"{entry!r} is not an address: give the address alone, the URI's port "
+                         f"is used (got {given!r})")
+    if not _HOST_RE.match(lowered):
+        raise ValueError(f"{entry!r} is neither an IP address nor a host name (got {given!r})")
+    return lowered
 
 
 def endpoint_authority(host: str, port: int, scheme: str) -> str:

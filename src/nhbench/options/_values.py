@@ -69,6 +69,7 @@ __all__ = [
     "parse_worker_count",
     "parse_uri",
     "resolve",
+    "resolve_all",
     "split_header",
     "uri_scheme",
 ]
@@ -494,6 +495,31 @@ def resolve(host: str, port: int, address_family: str = "auto") -> str:
     if address_family == "auto":
         infos.sort(key=lambda info: 0 if info[0] == socket.AF_INET else 1)
     return str(infos[0][4][0])
+
+
+def resolve_all(host: str, port: int, address_family: str = "auto") -> list[str]:
+    """Every numeric address `host` has in the wanted family, in the resolver's order with
+    IPv4 first under 'auto' (as `resolve`), duplicates dropped; raises ResolveError. A
+    literal is its own single address."""
+    first = resolve(host, port, address_family)
+    try:
+        ipaddress.ip_address(host)
+        return [first]
+    except ValueError:
+        pass
+    try:
+        infos = socket.getaddrinfo(host, port, _FAMILIES[address_family], socket.SOCK_STREAM,
+                                   socket.IPPROTO_TCP)
+    except (socket.gaierror, UnicodeError):
+        return [first]
+    if address_family == "auto":
+        infos.sort(key=lambda info: 0 if info[0] == socket.AF_INET else 1)
+    addresses = [first]
+    for info in infos:
+        address = str(info[4][0])
+        if address not in addresses:
+            addresses.append(address)
+    return addresses
 
 
 ADDRESS_HELP = "must be HOST:PORT such as 127.0.0.1:8080, [::1]:0 or :8080"

@@ -204,6 +204,28 @@ def _workers_table(result: Result) -> list[str]:
     return lines
 
 
+def _endpoints_table(result: Result) -> list[str]:
+    # Where the connections went, when that was more than one place (several targets, or
+    # a name's addresses with --dns-method rr|random): the spread a load balancer made.
+    if len(result.endpoints) < 2:
+        return []
+    width = max(12, max(len(endpoint.name) for endpoint in result.endpoints) + 2)
+    total = sum(endpoint.requests for endpoint in result.endpoints)
+    lines = [f"{'Endpoint':<{width}}{'connections':>12}{'requests':>12}{'share':>8}"
+             f"{'errors':>10}{'p50':>12}{'p99':>12}"]
+    for endpoint in result.endpoints:
+        share = f"{100.0 * endpoint.requests / total:.1f}%" if total else "-"
+        try:
+            p50 = format_seconds(endpoint.latency.p(50))
+            p99 = format_seconds(endpoint.latency.p(99))
+        except (KeyError, ValueError):
+            p50 = p99 = "-"
+        lines.append(f"{endpoint.name:<{width}}{endpoint.connections:>12}"
+                     f"{endpoint.requests:>12}{share:>8}{endpoint.errors:>10}{p50:>12}{p99:>12}")
+    lines.append("")
+    return lines
+
+
 def _counters_table(result: Result) -> list[str]:
     nonzero = result.counters.nonzero()
     duration = result.duration
@@ -350,6 +372,7 @@ def render_human(result: Result) -> str:
             lines += _statistic_block(statistic, _title(statistic))
     lines += _workers_table(result)
     lines += _hosts_table(result)
+    lines += _endpoints_table(result)
     lines += _counters_table(result)
     lines += _schedule_lines(result)
     lines += _echo_lines(result)

@@ -26,7 +26,8 @@ What Nighthawk's schema has no place for travels in Nighthawk's own extension po
 mean/pstdev when the Duration (1 ns resolution) cannot carry them; ``zero_counters`` names
 the counters that are zero (Nighthawk writes only the others). ``run`` (on the ``global``
 entry only) holds the run-level fields: nhbench's version string, terminated_by,
-failed_predicates, interrupted, error, insecure, the timeline, a distributed run's
+failed_predicates, interrupted, error, insecure, the timeline, the per-endpoint
+statistics (``endpoints``, when the connections went to several), a distributed run's
 ``hosts`` and ``scheduled_start`` (docs/distributed.md), and ``options``: every option
 whose value the Nighthawk options and nhbench's defaults do not give back exactly
 (nhbench-only options such as ``request_timeout`` or ``stats_interval`` when they are not at
@@ -266,6 +267,9 @@ def nighthawk_output(result: Result) -> dict[str, Any]:
     }
     if result.warmup is not None:
         run["warmup"] = _result_entry(result.warmup, None)
+    if result.endpoints:
+        # Per endpoint (several targets or addresses): an nhbench key, as the timeline.
+        run["endpoints"] = [endpoint.model_dump(mode="json") for endpoint in result.endpoints]
     if result.hosts:
         # A distributed run (docs/distributed.md): each host's merged statistics are a
         # results entry of its name; where it ran, its clock and its skew are here.
@@ -554,7 +558,7 @@ def result_fields(document: Mapping[str, Any]) -> dict[str, Any]:
     fields["version"] = version if isinstance(version, str) else _version_text(
         document.get("version"))
     for key in ("terminated_by", "failed_predicates", "interrupted", "error", "insecure",
-                "timeline", "schedule", "hosts", "scheduled_start"):
+                "timeline", "schedule", "hosts", "scheduled_start", "endpoints"):
         if key in run:
             fields[key] = run[key]
     if isinstance(run.get("warmup"), Mapping):

@@ -47,7 +47,7 @@ from ..hosts import (
     collect_facts,
     password_from_environment,
 )
-from ..options import Options, affinity_cpus, make_options
+from ..options import Options, affinity_cpus, make_options, target_addresses
 from ..report import write_reports
 from ._config import SweepConfig, default_out, prepare_sweep, settings_for_resume
 from ._records import record_from_result
@@ -235,7 +235,10 @@ class Sweep:
                 url = server.url
                 options = make_options(options, uri=url)
             target = options.target
-            address = resolve(target.host, target.port, options.address_family)
+            # Where the load goes: --resolve's first address when given (its host name
+            # may resolve nowhere else), else the host's.
+            address = (target_addresses(options)[0] if options.resolve
+                       else resolve(target.host, target.port, options.address_family))
             ssh_name = None if config.ssh is None else host.name
             if self._saved is not None:
                 manifest = self._saved
