@@ -143,6 +143,10 @@ def test_destination_that_never_reads_gets_back_pressure_not_memory() -> None:
                     sent += c.send(chunk)
                 except BlockingIOError:
                     continue
+                except (ConnectionResetError, BrokenPipeError):
+                    # On a loaded machine the stalled pair can reach its --idle-timeout
+                    # (1 s without progress) before this loop sees a writable-free second.
+                    break
             forwarded = server.stats()["proxy_bytes_up"]
             grown = rss_kib(server.pid) - before
         # What is in flight fits in socket buffers and one read buffer, not in the heap:

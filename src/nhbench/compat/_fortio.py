@@ -384,8 +384,9 @@ def fortio_plan(args: FortioArgs, target: str, *, stdin: Any = None) -> FortioPl
         # Fortio's own validator refuses any other name, with this list.
         raise OptionsError(f"-dns-method: {args.dns_method!r} is none of cached-rr, first, "
                            "rnd or rr; nothing was sent", option="dns_method")
-    if not args.unix_socket:
-        # A Unix socket has no addresses to pick from: Fortio reads no method then.
+    if not args.unix_socket and "proxy" not in options:
+        # A Unix socket has no addresses to pick from: Fortio reads no method then; through
+        # an environment proxy the proxy resolves the origin's name.
         options["dns_method"] = _DNS_METHODS[args.dns_method]
     families = {"ip4": "v4", "ip6": "v6", "ip": "auto"}
     if args.resolve_ip_type not in families:
