@@ -414,6 +414,38 @@ def test_stats_sinks(server: nhbench.TestServer, interval: list[str]) -> None:
     assert flushes == (2 if interval[0] == "--stats-flush-interval" else 4)
 
 
+@pytest.mark.peer
+def test_tunnel_through_a_real_proxy(server: nhbench.TestServer) -> None:
+    # Nighthawk's http1 tunnel through tinyproxy: one CONNECT per connection
+    # (tests/test_proxy_tunnel.py compares the origin's own counts).
+    from support.http_proxies import tinyproxy
+
+    with tinyproxy() as proxy:
+        document = client("--tunnel-protocol", "http1", "--tunnel-uri", f"127.0.0.1:{proxy.port}",
+                          "--rps", "20", "--duration", "1", server.url)
+        connects = [line for line in proxy.requests() if line.startswith("CONNECT ")]
+    c = counters(document)
+    assert c["benchmark.http_2xx"] > 0
+    assert len(connects) == c["tunnel.established"] == c["upstream_cx_total"]
+    # TLS to the proxy is not built: refused by name, nothing sent.
+    proc = nighthawk("client", "--tunnel-protocol", "http1", "--tunnel-uri", "127.0.0.1:1",
+                     "--tunnel-tls-context", "{}", server.url)
+    assert proc.returncode == 2 and "--tunnel-tls-context" in proc.stderr, proc.stderr
+
+
+def test_trace_to_a_zipkin_collector(server: nhbench.TestServer) -> None:
+    # Every request traced, as Nighthawk's --trace does (tests/test_traces.py checks the ids
+    # on the wire against the spans).
+    from support.collectors import Collector
+
+    with Collector("zipkin") as collector:
+        document = client("--rps", "20", "--duration", "1", "--trace", collector.uri,
+                          server.url)
+        spans = collector.spans
+    c = counters(document)
+    assert c["tracing.zipkin.spans_sent"] == len(spans) >= c["benchmark.http_2xx"] > 0
+
+
 @pytest.mark.parametrize("name", sorted(set(NIGHTHAWK_OUTPUT_FORMATS) - {"json", "human"}))
 def test_output_formats(server: nhbench.TestServer, name: str) -> None:
     proc = nighthawk("client", "--output-format", name, "--rps", "5", "--duration", "1",

@@ -16,28 +16,19 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from hdrh.histogram import HdrHistogram
 from hdrh.log import HistogramLogReader
+from support.cli import nhbench_cli as cli
 
 import nhbench
 from nhbench.outputs._hdrlog import LEGEND
 
-PACKAGE_PARENT = str(Path(nhbench.__file__).resolve().parent.parent)
 HEADLINE = "benchmark_http_client.scheduled_to_response"
 JAVA_READER = Path(__file__).parent / "support" / "HdrLogRead.java"
 
-
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [PACKAGE_PARENT, env.get("PYTHONPATH")]))
-    return subprocess.run(
-        [sys.executable, "-m", "nhbench", *args], capture_output=True, text=True,
-        timeout=120, env=env, stdin=subprocess.DEVNULL,
-    )
 
 
 def read_hdrh(path: Path) -> list[HdrHistogram]:

@@ -7,26 +7,14 @@ import json
 import os
 import re
 import socket
-import subprocess
-import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
+from support.cli import nhbench_cli as cli
 
 import nhbench
 from nhbench.outputs._output_dir import result_id
-
-PACKAGE_PARENT = str(Path(nhbench.__file__).resolve().parent.parent)
-
-
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [PACKAGE_PARENT, env.get("PYTHONPATH")]))
-    return subprocess.run(
-        [sys.executable, "-m", "nhbench", *args], capture_output=True, text=True,
-        timeout=120, env=env, stdin=subprocess.DEVNULL,
-    )
 
 
 # Values worked out by hand from Fortio's GenID (periodic/periodic.go): runs of characters

@@ -15,12 +15,11 @@ import os
 import re
 import socket
 import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import ExitStack
-from pathlib import Path
 
 import pytest
+from support.cli import nhbench_cli as cli
 from support.peers import peer_env, require_fortio
 from support.scripted_origin import Reply, ScriptedOrigin
 from support.sockets import free_port
@@ -32,18 +31,10 @@ pytestmark = pytest.mark.core
 CPUS = sorted(os.sched_getaffinity(0))
 CLIENT_CPU = str(CPUS[0])
 SERVER_CPUS = [CPUS[1] if len(CPUS) > 1 else CPUS[0]]
-PACKAGE_PARENT = str(Path(nhbench.__file__).resolve().parent.parent)
 ADDRESSES = ("127.0.0.1", "127.0.0.2", "127.0.0.3")
 # A name that no resolver knows: only --resolve can make it reachable.
 NAME = "backend.invalid"
 
-
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": PACKAGE_PARENT}
-    return subprocess.run(
-        [sys.executable, "-m", "nhbench", *args], capture_output=True, text=True, timeout=60,
-        env=env, stdin=subprocess.DEVNULL,
-    )
 
 
 def run(url: str | None, **kw: object) -> nhbench.Result:

@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.cli import nhbench_cli as cli
 from support.polling import settle
 
 import nhbench
@@ -41,13 +42,6 @@ def run(url: str, **kw: object) -> nhbench.Result:
     kw.setdefault("rps", 40)
     return nhbench.run(url, **kw)
 
-
-def cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [PACKAGE_PARENT, env.get("PYTHONPATH")]))
-    return subprocess.run([sys.executable, "-m", "nhbench", *args], capture_output=True,
-                          text=True, timeout=timeout, env=env, stdin=subprocess.DEVNULL,
-                          check=False)
 
 
 @pytest.fixture(scope="module")

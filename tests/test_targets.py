@@ -11,14 +11,12 @@ from __future__ import annotations
 import json
 import os
 import socket
-import subprocess
-import sys
 import tempfile
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
+from support.cli import nhbench_cli as cli
 from support.scripted_origin import ScriptedOrigin, read_request
 
 import nhbench
@@ -31,16 +29,8 @@ pytestmark = pytest.mark.core
 CPUS = sorted(os.sched_getaffinity(0))
 CLIENT_CPU = str(CPUS[0])
 SERVER_CPUS = [CPUS[1] if len(CPUS) > 1 else CPUS[0]]
-PACKAGE_PARENT = str(Path(nhbench.__file__).resolve().parent.parent)
 OK = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
 
-
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": PACKAGE_PARENT}
-    return subprocess.run(
-        [sys.executable, "-m", "nhbench", *args], capture_output=True, text=True, timeout=60,
-        env=env, stdin=subprocess.DEVNULL,
-    )
 
 
 def run(url: str | None, **kw: object) -> nhbench.Result:

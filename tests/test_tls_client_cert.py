@@ -16,11 +16,11 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.cli import nhbench_cli as cli
 from support.nginx import needs_nginx_and_openssl
 from support.peers import peer_env
 from support.pki import PASSPHRASE, Pki, make_pki
@@ -32,7 +32,6 @@ pytestmark = [pytest.mark.core, needs_nginx_and_openssl]
 
 CPUS = sorted(os.sched_getaffinity(0))
 CLIENT_CPU = str(CPUS[0])
-PACKAGE_PARENT = str(Path(nhbench.__file__).resolve().parent.parent)
 
 
 @pytest.fixture(scope="module")
@@ -60,12 +59,6 @@ def run(url: str, **kw: object) -> nhbench.Result:
     kw.setdefault("rps", 200)
     return nhbench.run(url, **kw)
 
-
-def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    full = dict(os.environ, **(env or {}))
-    full["PYTHONPATH"] = os.pathsep.join(filter(None, [PACKAGE_PARENT, full.get("PYTHONPATH")]))
-    return subprocess.run([sys.executable, "-m", "nhbench", *args], capture_output=True,
-                          text=True, timeout=60, env=full, stdin=subprocess.DEVNULL, check=False)
 
 
 # ---- against nginx (ssl_verify_client on) ------------------------------------------------

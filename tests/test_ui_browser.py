@@ -73,6 +73,17 @@ def points(driver: Any, series: str) -> int:
     return len(value.split()) if value else 0
 
 
+def shown(driver: Any, selector: str) -> bool:
+    """Whether an element matching `selector` is displayed, asked once: the stop reloads the
+    live page, so two queries in a row may see two different pages."""
+    from selenium.common.exceptions import StaleElementReferenceException
+
+    try:
+        return any(element.is_displayed() for element in css(driver, selector))
+    except StaleElementReferenceException:
+        return False
+
+
 def wait(driver: Any, ok: Any, timeout: float) -> None:
     from selenium.webdriver.support.ui import WebDriverWait
 
@@ -116,8 +127,7 @@ def test_start_watch_stop_list_and_compare(driver: Any, ui: UI, server: nhbench.
     driver.save_screenshot("/tmp/nhbench-ui-live.png")
     css(driver, "#stop")[0].click()
     # The stop's POST comes back to the live page, whose stream ends with the result.
-    wait(driver, lambda d: css(d, "#result-link") and css(d, "#result-link")[0].is_displayed(),
-         30)
+    wait(driver, lambda d: shown(d, "#result-link"), 30)
     assert css(driver, "#state")[0].text.startswith("done")
     css(driver, "#result-link")[0].click()
     wait(driver, lambda d: "/result/" in d.current_url, 10)
@@ -171,8 +181,7 @@ def test_the_ui_on_fortios_echo_port(driver: Any, tmp_path: Path) -> None:
         time.sleep(2.0)
         assert points(driver, "rps") >= first + 3
         css(driver, "#stop")[0].click()
-        wait(driver, lambda d: css(d, "#result-link") and css(d, "#result-link")[0]
-             .is_displayed(), 30)
+        wait(driver, lambda d: shown(d, "#result-link"), 30)
         css(driver, "#result-link")[0].click()
         wait(driver, lambda d: d.current_url.startswith(base + "result/"), 10)
         assert "shared port" in driver.find_element("css selector", "h1").text

@@ -82,9 +82,6 @@ def client_core_config(options: Options, address: str, *,
         "start_delay": float(options.start_delay),
         # Live statistics (docs/live.md): seconds per interval, 0 = off.
         "stats_interval": float(options.effective_stats_interval),
-        # Traces (docs/telemetry.md): the core samples and writes the headers; B3 for Zipkin.
-        "trace_sample_rate": options.trace_rate,
-        "trace_b3": options.trace is not None and options.trace.lower().startswith("zipkin:"),
         "scheme": options.core_scheme,
         "protocol": options.core_protocol,
     }
@@ -95,6 +92,10 @@ def client_core_config(options: Options, address: str, *,
         })
     if options.core_scheme == "https":
         config["tls"] = _tls_config(options)
+    if options.trace is not None:
+        # Traces (docs/telemetry.md): the core samples and writes the headers; B3 for Zipkin.
+        config["trace_sample_rate"] = options.trace_rate
+        config["trace_b3"] = options.trace.lower().startswith("zipkin:")
     # Each area adds its keys in its own helper below (requests, schedule,
     # targets, observation), so that the parts stay apart.
     config.update(_requests_config(options))

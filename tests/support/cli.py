@@ -1,0 +1,31 @@
+"""The nhbench command the tests import, run as a user runs it (``python -m nhbench``), with
+the package's own directory first on PYTHONPATH so that a source checkout and an installed
+package both run the code under test."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+import nhbench
+
+PACKAGE_PARENT = str(Path(nhbench.__file__).resolve().parent.parent)
+
+
+def cli_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """This process's environment with the tested package first on PYTHONPATH, then `extra`."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [PACKAGE_PARENT, env.get("PYTHONPATH")]))
+    env.update(extra or {})
+    return env
+
+
+def nhbench_cli(*args: str, timeout: float = 120, env: Mapping[str, str] | None = None,
+                cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """``nhbench ARGS`` with no stdin; its exit status, stdout and stderr (text)."""
+    return subprocess.run([sys.executable, "-m", "nhbench", *args], capture_output=True,
+                          text=True, timeout=timeout, env=cli_env(env), cwd=cwd,
+                          stdin=subprocess.DEVNULL, check=False)
