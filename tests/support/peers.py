@@ -11,10 +11,14 @@ import os
 import re
 import shutil
 import subprocess
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
+
+from .polling import wait_until
 
 __all__ = ["FORTIO_MODULE", "build_fortio_decoder", "chromedriver_binary", "chromium_binary",
            "fortio_binary", "fortio_echo_server", "fortio_report", "peer_env", "require_fortio"]
@@ -133,6 +137,19 @@ def fortio_report(binary: str, data_dir: Path) -> Iterator[str]:
                 url = match.group(1)
                 break
         assert url, "fortio report did not say where it listens"
+        # Fortio prints its URL before it adds its handlers (ui.Report): until then every
+        # page is a 404.
+        ready = url
+
+        def serving() -> bool:
+            try:
+                with urllib.request.urlopen(ready, timeout=5) as page:
+                    return bool(page.status == 200)
+            except urllib.error.HTTPError as exc:
+                exc.close()
+                return False
+
+        assert wait_until(serving, 30), "fortio report never served its index"
         yield url
     finally:
         process.terminate()
