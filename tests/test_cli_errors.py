@@ -113,6 +113,25 @@ def test_bad_input_is_one_line_and_exit_2(args: tuple[str, ...], expected: str) 
     assert_one_line_error(nhbench_cli(*args), expected)
 
 
+# Runs `python -m nhbench ARGS` and, at exit, writes the process's own peak RSS (VmHWM, in
+# KiB) to NHB_PEAK_FILE. wait4's ru_maxrss would not do: the kernel folds the pre-exec
+# memory into it, and the child is forked from the test process (preexec_fn), whose own
+# size then counts as the child's.
+_PEAK_MAIN = """
+import atexit, os, runpy, sys
+
+def _peak():
+    with open("/proc/self/status") as status:
+        line = next(line for line in status if line.startswith("VmHWM:"))
+    with open(os.environ["NHB_PEAK_FILE"], "w") as out:
+        out.write(line.split()[1])
+
+atexit.register(_peak)
+sys.argv[0] = "nhbench"
+runpy.run_module("nhbench", run_name="__main__", alter_sys=True)
+"""
+
+
 def _run_measured(args: tuple[str, ...]) -> tuple[int, str, int]:
     """Run the CLI and return (exit status, stderr, peak RSS in KiB) of that one process.
 
@@ -122,31 +141,21 @@ def _run_measured(args: tuple[str, ...]) -> tuple[int, str, int]:
     """
     import resource
     import tempfile
-    import time
 
     def cap() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
 
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [PACKAGE_PARENT, env.get("PYTHONPATH")]))
-    with tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen([sys.executable, "-m", "nhbench", *args],
-                                stdout=subprocess.DEVNULL, stderr=err,
-                                stdin=subprocess.DEVNULL, env=env, preexec_fn=cap)
-        # wait4 rather than Popen.wait: it gives this child's own peak RSS.
-        deadline = time.monotonic() + 60
-        while True:
-            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-            if pid:
-                break
-            if time.monotonic() > deadline:
-                proc.kill()
-                os.wait4(proc.pid, 0)
-                raise AssertionError(f"nhbench {' '.join(args)} did not exit within 60 s")
-            time.sleep(0.02)
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        err.seek(0)
-        return proc.returncode, err.read().decode(), usage.ru_maxrss
+    with tempfile.TemporaryDirectory() as tmp:
+        peak_file = os.path.join(tmp, "peak")
+        env = dict(os.environ, NHB_PEAK_FILE=peak_file)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [PACKAGE_PARENT,
+                                                          env.get("PYTHONPATH")]))
+        proc = subprocess.run([sys.executable, "-c", _PEAK_MAIN, *args], capture_output=True,
+                              text=True, stdin=subprocess.DEVNULL, env=env, preexec_fn=cap,
+                              timeout=60, check=False)
+        with open(peak_file) as f:
+            peak = int(f.read())
+    return proc.returncode, proc.stderr, peak
 
 
 @pytest.mark.parametrize(
