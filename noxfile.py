@@ -375,6 +375,12 @@ LINT_TOOLS = [
     # --prometheus-listen (nhbench._prometheus) is typed against prometheus-client, which
     # ships its own annotations.
     "prometheus-client>=0.17",
+    # Pushed metrics and traces (nhbench._push, nhbench._tracing) are typed against the
+    # OpenTelemetry SDK, its OTLP/HTTP exporter and opentelemetry-proto (the otlp and
+    # traces extras).
+    "opentelemetry-sdk>=1.30",
+    "opentelemetry-exporter-otlp-proto-http>=1.30",
+    "opentelemetry-proto>=1.20",
 ]
 
 
