@@ -524,7 +524,7 @@ struct nhb__worker {
   /* Per-endpoint statistics (pool.c), one per run->endpoints entry, or NULL
    * with one endpoint: the only cost a run with one address pays is the test. */
   nhb_endpoint_stats* ep;
-  uint64_t ep_rng;       /* endpoint_random: xorshift64 state, never 0 */
+  uint64_t ep_rng;       /* endpoint_random: splitmix64 state */
   int response_extras;   /* stages or per-endpoint statistics: a response calls response_extras (pool.c) */
   const nhb__protocol* protocol; /* nhb__protocols[config.protocol] */
   int cx_counter;        /* its connection counter (-1: none), read per connection */
@@ -734,6 +734,17 @@ int nhb__pool_dispatch(nhb__worker* w, uint64_t scheduled_ns, uint64_t release_n
 /* Can a request go out at once? A connection with a free slot (or an entry to
  * open one, unless new connections are backing off) and, for HTTP/2, fewer
  * than --max-active-requests in flight. */
+/* splitmix64, the client's one generator (jitter, templated values, endpoint
+ * picks, trace sampling and ids): one add and a few multiplies per number,
+ * every seed a full period, one word of state per worker, so no lock and no
+ * system call. Not cryptographic, which a load test does not need. */
+static inline uint64_t nhb__splitmix64(uint64_t* state) {
+  uint64_t z = (*state += 0x9E3779B97F4A7C15ULL);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
 static inline int nhb__pool_has_connection_to(const nhb__worker* w, uint32_t target) {
   const nhb__target_pool* tp = &w->tp[target];
   return (tp->navail > 0 || (tp->nfree > 0 && !w->backoff_active)) && w->in_flight < w->max_in_flight;
@@ -911,11 +922,7 @@ int nhb__trace_start(nhb__worker* w, nhb__slot* s);
 static inline int nhb__trace_sample(nhb__worker* w, nhb__slot* s) {
   if (s->span_id != 0) return 1;
   nhb__trace_draw* d = (nhb__trace_draw*)(void*)w->trace;
-  uint64_t z = (d->rng += 0x9E3779B97F4A7C15ULL);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  z ^= z >> 31;
-  if (NHB__LIKELY(z > d->threshold)) return 0;
+  if (NHB__LIKELY(nhb__splitmix64(&d->rng) > d->threshold)) return 0;
   return nhb__trace_start(w, s);
 }
 /* HTTP/1.1: `in` (a request's head and body) with the trace headers of `s`

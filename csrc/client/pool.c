@@ -127,7 +127,6 @@ static int endpoints_init(nhb_run* run, char* err, size_t err_len) {
       w->ep = endpoint_stats_alloc(run->nendpoints);
       if (w->ep == NULL) return NHB_ENOMEM;
       w->ep_rng = 0x9E3779B97F4A7C15ULL * (uint64_t)(i + 1) ^ nhb__now_ns();
-      if (w->ep_rng == 0) w->ep_rng = 1;
     }
   }
   return 0;
@@ -140,12 +139,7 @@ static uint32_t endpoint_pick(nhb__worker* w, const nhb__conn* c) {
   const nhb_run* run = w->run;
   if (run->nendpoints == run->ntargets) return c->target;
   if (run->config.endpoint_random) {
-    uint64_t x = w->ep_rng;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    w->ep_rng = x;
-    return (uint32_t)((x >> 11) % run->nendpoints);
+    return (uint32_t)((nhb__splitmix64(&w->ep_rng) >> 11) % run->nendpoints);
   }
   return atomic_fetch_add_explicit(&w->run->ep_next, 1, memory_order_relaxed) % run->nendpoints;
 }

@@ -55,27 +55,17 @@ static size_t format_u64(char* out, uint64_t v) {
   return n;
 }
 
-/* splitmix64: one add and a few multiplies per number, and every seed gives
- * a full-period sequence. Not cryptographic, which a load test does not
- * need; UUIDs drawn from it are unique with overwhelming probability. */
-static uint64_t next_random(uint64_t* state) {
-  uint64_t z = (*state += 0x9E3779B97F4A7C15ULL);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
-
 /* A uniform number below `bound` by multiplying into 128 bits (Lemire's
  * method without the rejection step: the bias is below bound / 2^64, at most
  * 1e18 / 1.8e19 of one value's weight, invisible to a load test). */
 static uint64_t random_below(uint64_t* state, uint64_t bound) {
-  return (uint64_t)(((unsigned __int128)next_random(state) * bound) >> 64);
+  return (uint64_t)(((unsigned __int128)nhb__splitmix64(state) * bound) >> 64);
 }
 
 static size_t format_uuid(char* out, uint64_t* state) {
   static const char hex[] = "0123456789abcdef";
   uint8_t b[16];
-  uint64_t hi = next_random(state), lo = next_random(state);
+  uint64_t hi = nhb__splitmix64(state), lo = nhb__splitmix64(state);
   for (int i = 0; i < 8; i++) {
     b[i] = (uint8_t)(hi >> (56 - 8 * i));
     b[8 + i] = (uint8_t)(lo >> (56 - 8 * i));
@@ -386,7 +376,7 @@ int nhb__request_worker_init(nhb__worker* w) {
   /* Different workers, and different runs, draw different numbers: the
    * clock, the worker's index and its address all go into the seed. */
   w->rq_rng = nhb__realtime_ns() ^ ((uint64_t)w->index << 40) ^ (uint64_t)(uintptr_t)w;
-  (void)next_random(&w->rq_rng);
+  (void)nhb__splitmix64(&w->rq_rng);
   if (run->config.protocol == NHB_PROTO_HTTP2) {
     /* One body buffer per slot (a body is read while its stream lives),
      * one header block for the request being submitted. */

@@ -89,17 +89,9 @@ static uint64_t base_time(nhb__worker* w, uint64_t k) {
   return k < run->config.nschedule_offsets ? w->start_ns + run->schedule_offsets_ns[k] : UINT64_MAX;
 }
 
-/* splitmix64: a fast, well-mixed generator with one word of state; each
- * worker has its own, so jitter costs no lock and no system call. */
-static uint64_t next_random(uint64_t* state) {
-  uint64_t z = (*state += 0x9E3779B97F4A7C15ULL);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
 
 /* A uniform double in [0, 1). */
-static double next_unit(uint64_t* state) { return (double)(next_random(state) >> 11) * 0x1.0p-53; }
+static double next_unit(uint64_t* state) { return (double)(nhb__splitmix64(state) >> 11) * 0x1.0p-53; }
 
 /* The jittered time of release k (base time `base`), drawn once per release
  * and kept until it is made: the wake-up for it may run several times. The
@@ -543,7 +535,7 @@ void nhb__sequencer_worker_start(nhb__worker* w) {
   w->count_offset = run->stages != NULL ? (double)w->index / run->nworkers : 0;
   if (cfg->jitter_uniform_ns > 0 || cfg->jitter_fraction > 0) {
     uint64_t seed = nhb__realtime_ns() ^ ((uint64_t)(w->index + 1) * 0xD1B54A32D192ED03ULL);
-    w->rng = next_random(&seed) | 1; /* never 0: 0 means no jitter */
+    w->rng = nhb__splitmix64(&seed) | 1; /* never 0: 0 means no jitter */
   }
   setup_phase(w, w->start_ns, run->has_warmup);
 }

@@ -52,13 +52,6 @@ typedef struct nhb__trace {
   char vals[NHB__TRACE_HDR_MAX]; /* HTTP/2: their values */
 } nhb__trace;
 
-static uint64_t trace_random(uint64_t* state) {
-  uint64_t z = (*state += 0x9E3779B97F4A7C15ULL);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
-
 static void hex64(char* out, uint64_t v) {
   static const char hex[] = "0123456789abcdef";
   for (int i = 15; i >= 0; i--) {
@@ -136,9 +129,9 @@ void nhb__trace_run_free(nhb_run* run) {
 
 int nhb__trace_start(nhb__worker* w, nhb__slot* s) {
   nhb__trace* t = w->trace;
-  s->trace_hi = trace_random(&t->draw.rng);
-  s->trace_lo = trace_random(&t->draw.rng);
-  uint64_t id = trace_random(&t->draw.rng);
+  s->trace_hi = nhb__splitmix64(&t->draw.rng);
+  s->trace_lo = nhb__splitmix64(&t->draw.rng);
+  uint64_t id = nhb__splitmix64(&t->draw.rng);
   s->span_id = id != 0 ? id : 1; /* all-zero ids are invalid in both formats */
   if (s->trace_hi == 0 && s->trace_lo == 0) s->trace_lo = 1;
   atomic_store_explicit(&t->sampled, atomic_load_explicit(&t->sampled, memory_order_relaxed) + 1,
