@@ -516,7 +516,11 @@ def compare(baseline: Result | Sequence[Result], candidate: Result | Sequence[Re
     several = n1 > 1 or n2 > 1
     per_run = None
     alpha = 1 - confidence
-    if several:
+    if not several:
+        notes.append("one run a side: the intervals cover how much each run varies within "
+                     "itself, not how much runs on this host differ from one another; "
+                     "several runs a side (nhbench run --repeat N, 4 or more) add that")
+    else:
         per_run = [[_side_statistics([run], highest, middle) for run in side] for side in runs]
         if min_p_value(n1, n2) > alpha:
             notes.append(f"{n1} against {n2} runs: the rank test cannot reach "

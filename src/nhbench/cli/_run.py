@@ -374,9 +374,6 @@ def _repeat(options: Options, text: str) -> int:
         die(f"--repeat: must be in 1..{MAX_REPEAT} (got {text!r})", status=2)
     if not options.output_dir:
         die("--repeat: needs --output-dir DIR (one result file per run)", status=2)
-    if options.output:
-        die("--repeat: writes one file per run in --output-dir; --output names one file",
-            status=2)
     implicit = options.stats_interval is None
     if implicit:
         duration = options.effective_duration
