@@ -55,6 +55,7 @@ __all__ = [
     "StatisticComparison",
     "Verdict",
     "compare",
+    "comparison_stats_interval",
 ]
 
 Verdict = Literal["regressed", "improved", "no significant change", "not tested"]
@@ -207,6 +208,16 @@ class Comparison:
         return "\n".join(lines)
 
     __repr__ = __str__
+
+
+def comparison_stats_interval(duration: float | None) -> float:
+    """The live-statistics interval a run gets when it is made to be compared and none was
+    asked for (``nhbench run --repeat``, the pytest plugin's --nhbench-save and statistical
+    comparison): a twentieth of the duration, between 0.1 s and 1 s, so that a run of 2 s
+    or more has the 20 intervals a block bootstrap needs to see its own variation."""
+    if duration is None:
+        return 1.0
+    return min(1.0, max(0.1, duration / 20))
 
 
 # --------------------------------------------------------------------------------------------

@@ -376,8 +376,9 @@ def _repeat(options: Options, text: str) -> int:
         die("--repeat: needs --output-dir DIR (one result file per run)", status=2)
     implicit = options.stats_interval is None
     if implicit:
-        duration = options.effective_duration
-        interval = 1.0 if duration is None else min(1.0, max(0.1, duration / 20))
+        from .._compare import comparison_stats_interval
+
+        interval = comparison_stats_interval(options.effective_duration)
         options = options.model_copy(update={"stats_interval": interval})
     worst = 0
     for _ in range(count):
