@@ -107,6 +107,10 @@ class StatisticComparison:
         the statistic's unit when the baseline is 0."""
         if self.difference is None:
             return "-"
+        if self.verdict == "not tested":
+            # No interval to speak of: the difference alone.
+            return (f"{self.relative * 100:+.1f}%" if self.relative is not None
+                    else self.value_text(self.difference, signed=True))
         if self.relative is not None and self.relative_low is not None \
                 and self.relative_high is not None:
             return (f"{self.relative * 100:+.1f}% [{self.relative_low * 100:+.1f}%, "
