@@ -249,20 +249,30 @@ def _sparse_of(encoded: str, budget: Any) -> dict[int, int]:
     histogram = _histogram.decode(encoded, budget=budget)
     if (histogram.lowest_trackable_value, histogram.significant_figures) != (
             _histogram.HIST_LOWEST, _histogram.HIST_SIGFIG):
-        raise ValueError("an interval histogram has another layout than nhbench's")
+        # Its bucket indices would mean other values than the other intervals'.
+        raise _histogram.HistogramDecodeError(
+            f"another layout than nhbench's (lowest {histogram.lowest_trackable_value}, "
+            f"{histogram.significant_figures} digits)")
     counts = np.ctypeslib.as_array(histogram.counts)
     indices = np.nonzero(counts)[0]
     return {int(i): int(counts[i]) for i in indices}
 
 
-def _run_rows(result: Result, budget: Any) -> tuple[list[dict[int, int]], list[float],
-                                                    list[float], list[float], bool]:
-    """The run's rows as sparse counts, and their 2xx, errors and seconds."""
+def _run_rows(result: Result, budget: Any, where: str) -> tuple[
+        list[dict[int, int]], list[float], list[float], list[float], bool]:
+    """The run's rows as sparse counts, and their 2xx, errors and seconds; a histogram that
+    does not decode is a HistogramDecodeError naming `where` and the interval."""
+    from ._histogram import HistogramDecodeError
     from ._names import error_total
 
     timeline = list(result.timeline)
     if len(timeline) >= MIN_INTERVALS and all(r.hdr_histogram for r in timeline):
-        rows = [_sparse_of(r.hdr_histogram or "", budget) for r in timeline]
+        rows = []
+        for i, record in enumerate(timeline):
+            try:
+                rows.append(_sparse_of(record.hdr_histogram or "", budget))
+            except HistogramDecodeError as exc:
+                raise HistogramDecodeError(f"{where}, interval {i + 1}: {exc}") from None
         return (rows, [float(r.counters.get(_SUCCESS, 0)) for r in timeline],
                 [float(r.errors) for r in timeline], [float(r.duration) for r in timeline],
                 True)
@@ -489,7 +499,9 @@ def compare(baseline: Result | Sequence[Result], candidate: Result | Sequence[Re
     budget = _histogram.DecodeBudget(MAX_DECODED_COUNTERS,
                                      f"the {MAX_DECODED_COUNTERS:,} counters nhbench "
                                      "decodes per comparison")
-    raw = [[_run_rows(result, budget) for result in side] for side in sides]
+    raw = [[_run_rows(result, budget, f"{name} run {i + 1} of {len(side)}")
+            for i, result in enumerate(side)]
+           for name, side in zip(("baseline", "candidate"), sides, strict=True)]
     blocked = all(run[4] for side in raw for run in side)
     notes: list[str] = []
     if not blocked:
