@@ -670,6 +670,12 @@ def _statistic(name: str, worse: str, point: list[dict[str, Any]],
                                    reason=f"the {side} has no {name}")
     diffs = replicas[1][name] - replicas[0][name]
     diffs = diffs[~np.isnan(diffs)]
+    if len(diffs) < len(replicas[0][name]) / 2:
+        # Most resamples drew intervals without a response (a run that was mostly idle):
+        # what is left is not a distribution of the statistic.
+        return StatisticComparison(name, worse, base, cand, cand - base,
+                                   relative=cand / base - 1 if base else None,
+                                   reason=f"most resamples have no {name}")
     tail = (1 - confidence) / 2
     low, high = (float(v) for v in np.quantile(diffs, [tail, 1 - tail]))
     relative = rel_low = rel_high = None
