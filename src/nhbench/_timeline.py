@@ -111,7 +111,7 @@ class IntervalRecord(BaseModel):
         if keep_histogram:
             # Encoded even when empty, so that a log has one line per interval, quiet ones
             # included, and its intervals tile the run.
-            encoded = _histogram.encode(_histogram.from_sparse(latency.get("counts") or ()))
+            encoded = _histogram.encode_sparse(latency.get("counts") or ())
         record = cls(
             start=float(d.get("start", 0.0)),
             duration=duration,
