@@ -219,8 +219,10 @@ def test_bad_arguments_are_refused() -> None:
 
 def test_interval_histograms_survive_the_json_file(tmp_path: Path) -> None:
     with nhbench.TestServer() as server:
-        result = nhbench.run(server.url, rps=500, duration="1s", stats_interval="0.1s")
-    assert len(result.timeline) >= 8 and all(r.hdr_histogram for r in result.timeline)
+        result = nhbench.run(server.url, rps=500, duration="2s", stats_interval="0.1s")
+    # About 20 intervals; a loaded host closes some late, so fewer, but not below the
+    # comparison's minimum.
+    assert len(result.timeline) >= 6 and all(r.hdr_histogram for r in result.timeline)
     path = tmp_path / "run.json"
     path.write_text(result.render("json"))
     written = json.loads(path.read_text())
