@@ -361,6 +361,16 @@ def test_compare_three_runs(driver: Any, browse: str, results_dir: Path) -> None
         f"({difference / base.requested_rps:+.1%})"]
     assert rows["errors"][2] == "+0"
     assert rows["p99"][0] == format_latency(base.latency.p(99))
+    # The statistical verdict of each run against the first: the same object as
+    # nhbench compare and Result.compare give (seeded, so the same text).
+    verdicts = {row.find_element("css selector", "th").text:
+                [cell.text for cell in row.find_elements("css selector", "td")]
+                for row in by_css(driver, "#verdicts tbody tr")}
+    assert list(verdicts) == ["p50", "p90", "p99", "p99.9", "mean", "rate", "error_rate"]
+    expected = [results[name].compare(base) for name in names[1:]]
+    for statistic, cells in verdicts.items():
+        assert cells == [text for comparison in expected for text in
+                         (comparison[statistic].interval_text(), comparison[statistic].verdict)]
 
 
 def test_compare_refuses_one_or_too_many(driver: Any, browse: str) -> None:

@@ -63,3 +63,18 @@ def test_exact_moments_are_kept_beside_the_buckets():
     d = core.histogram_counts(values)
     assert (d["count"], d["min"], d["max"], d["sum"]) == (4, 1000, 4000, 10000.0)
     assert d["sumsq"] == sum(v * v for v in values)
+
+
+def test_encode_sparse_writes_what_hdrh_writes() -> None:
+    # The interval records' encoder skips building the hdrh histogram; its bytes must be
+    # hdrh's own (zero runs, single zeros, large counts, an empty histogram, unsorted and
+    # repeated indices).
+    from nhbench._histogram import encode, encode_sparse, from_sparse
+
+    for trial in range(200):
+        draw = random.Random(trial)
+        pairs = [(draw.randrange(0, 27648 if trial % 3 else 40),
+                  draw.randrange(1, 1 << draw.randrange(1, 60)))
+                 for _ in range(draw.randrange(0, 300))]
+        assert encode_sparse(pairs) == encode(from_sparse(pairs)), trial
+    assert encode_sparse([(5, 0), (7, 1), (5, 2)]) == encode(from_sparse([(7, 1), (5, 2)]))

@@ -22,7 +22,8 @@ from nhbench.options import Flag, Options, ResponseOptions, ServerOptions, flag_
 # subcommand, add a row: ("sweep", (SweepOptions, ...), {"-h", ...}).
 COMMANDS: list[tuple[str, tuple[type[BaseModel], ...], frozenset[str]]] = [
     # --version is on every subcommand (issue 13), as plumbing like -h.
-    ("run", (Options,), frozenset({"-h", "--version"})),
+    # --repeat runs the options N times (docs/trust.md): the command's, not an option's.
+    ("run", (Options,), frozenset({"-h", "--version", "--repeat"})),
     ("server", (ServerOptions, ResponseOptions),
      frozenset({"-h", "--version", "--config", "--print-stats-json"})),
 ]

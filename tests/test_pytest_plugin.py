@@ -207,9 +207,63 @@ def test_compare_fails_a_regression_against_the_saved_baseline(
     result.stdout.fnmatch_lines(["*test_load*20*-*ok"])
 
 
+def test_statistical_compare_gives_the_verdict_with_its_interval(
+    pytester: pytest.Pytester, tmp_path: Path
+) -> None:
+    # The same test id measures a fast baseline, then a server 5 ms slower, then the fast
+    # one again: regressed with the interval, then no significant change (A/A) for p50.
+    delay_file = tmp_path / "delay"
+    pytester.makepyfile(
+        f"""
+        from pathlib import Path
+
+        def test_load(nhbench_server, nhbench_run, request):
+            delay = Path({str(delay_file)!r}).read_text()
+            result = nhbench_run(nhbench_server(static_delay=delay).url, rps=200,
+                                 duration="2s")
+            # --nhbench-save and --nhbench-compare-stat keep interval histograms.
+            if request.config.getoption("nhbench_save") or \
+                    request.config.getoption("nhbench_compare_stat"):
+                assert result.options.stats_interval == 0.1
+                assert len(result.timeline) >= 15
+            else:
+                assert result.options.stats_interval is None
+        """
+    )
+    baseline = tmp_path / "baseline"
+    delay_file.write_text("0s")
+    result = pytester.runpytest("-p", "no:cacheprovider", f"--nhbench-save={baseline}")
+    result.assert_outcomes(passed=1)
+    saved = Result.model_validate(
+        json.loads(next(baseline.iterdir()).read_text())["results"][0])
+    assert saved.timeline and all(r.hdr_histogram for r in saved.timeline)
+
+    delay_file.write_text("5ms")
+    result = pytester.runpytest("-p", "no:cacheprovider", f"--nhbench-compare={baseline}",
+                                "--nhbench-compare-stat=p50,mean")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "load 1 of 1: http://127.0.0.1:*/ at 200 rps: regressed against the baseline in *",
+        # (fnmatch reads [...] as a set of characters: ? stands for each bracket)
+        "  p50: regressed, +*% ?+*%, +*%? (95% confidence interval; --nhbench-compare-stat)",
+        "  mean: regressed, +*% ?+*%, +*%? (95% confidence interval; --nhbench-compare-stat)",
+        "1 baseline run against 1 candidate run; circular block bootstrap*",
+        "*test_load*REGRESSED: p50 regressed +*% ?+*%, +*%?; mean regressed*",
+    ])
+
+    # Without --nhbench-compare-stat the same comparison passes (no limit given).
+    result = pytester.runpytest("-p", "no:cacheprovider", f"--nhbench-compare={baseline}")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*test_load*ok"])
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
+        (["--nhbench-compare-stat=p99"], "--nhbench-compare-stat: needs --nhbench-compare DIR"),
+        (["--nhbench-compare=.", "--nhbench-compare-stat=p99,p42"],
+         "p42 is not a compared statistic (one of p50, p90, p99, p99.9, mean, rate, "
+         "error_rate, or all)"),
         (["--nhbench-duration-scale=0"], "--nhbench-duration-scale: must be a finite number > 0"),
         (["--nhbench-duration-scale=fast"], "--nhbench-duration-scale: must be a finite number"),
         (["--nhbench-compare-fail=p99:10%"], "--nhbench-compare-fail: needs --nhbench-compare DIR"),

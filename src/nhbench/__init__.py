@@ -26,6 +26,7 @@ each public name is imported on first use, the extension when a run or a test se
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ._api import run
+    from ._compare import Comparison, StatisticComparison, compare
     from ._exceptions import (
         AuthenticationError,
         CampaignError,
@@ -89,6 +90,8 @@ _LAZY = {
     "InputError": ("nhbench._input", "InputError"),
     "HistogramDecodeError": ("nhbench._histogram", "HistogramDecodeError"),
     "load_result": ("nhbench._load", "load_result"),
+    **{name: ("nhbench._compare", name) for name in (
+        "Comparison", "StatisticComparison", "compare")},
     "plot_percentiles": ("nhbench._notebook", "plot_percentiles"),
     "DEFAULT_FAILURE_PREDICATES": ("nhbench._predicates", "DEFAULT_FAILURE_PREDICATES"),
     "Progress": ("nhbench._progress", "Progress"),
@@ -179,6 +182,10 @@ __all__ = [
     "render_json",
     "load_result",
     "plot_percentiles",
+    # comparing runs (docs/trust.md)
+    "compare",
+    "Comparison",
+    "StatisticComparison",
     # service-level objectives
     "assert_slo",
     "SloOutcome",

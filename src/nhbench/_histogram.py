@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import math
 import struct
 import zlib
@@ -38,6 +39,7 @@ __all__ = [
     "percentile_points",
     "sparse_counts",
     "encode",
+    "encode_sparse",
     "decode",
     "HistogramDecodeError",
     "MAX_DECODED_COUNTS",
@@ -73,6 +75,14 @@ class PercentilePoint:
 def new_histogram() -> HdrHistogram:
     """An empty histogram with the core's layout."""
     return HdrHistogram(HIST_LOWEST, HIST_HIGHEST, HIST_SIGFIG)
+
+
+@functools.lru_cache(maxsize=1)
+def _reference() -> HdrHistogram:
+    """One empty histogram of the core's layout, only ever read, for its bucket arithmetic:
+    building one allocates and clears 27,648 counters (milliseconds), which every interval
+    record's percentiles paid."""
+    return new_histogram()
 
 
 def from_sparse(pairs: Iterable[Sequence[int]]) -> HdrHistogram:
@@ -145,7 +155,7 @@ def percentile_points(
     total = sum(count for _, count in ordered)
     if total == 0:
         return []
-    reference = new_histogram()  # for its bucket arithmetic only
+    reference = _reference()  # for its bucket arithmetic only
     result = []
     for point in sorted(set(points)):
         # The same target count rule, in the same arithmetic, as hdrh's
@@ -175,6 +185,40 @@ def encode(histogram: HdrHistogram) -> str:
     """The standard compressed, base64 encoding ("HISTFAAA…") as text."""
     blob = histogram.encode()
     return blob.decode("ascii") if isinstance(blob, bytes) else str(blob)
+
+
+def encode_sparse(pairs: Iterable[Sequence[int]]) -> str:
+    """`encode` of the histogram of ``(index, count)`` pairs of the core's layout, byte for
+    byte what hdrh writes (V2: zigzag LEB128 counts up to the highest non-zero one, each run
+    of zeros as its negated length, zlib, base64), without building the hdrh histogram: a
+    histogram object allocates and clears its 27,648 counters, which made keeping each
+    live interval's histogram cost 7 ms an interval, the encoding alone well under one."""
+    merged: dict[int, int] = {}
+    for index, count in pairs:
+        index, count = int(index), int(count)
+        if count > 0:
+            merged[index] = merged.get(index, 0) + count
+    values: list[int] = []
+    position = 0
+    for index in sorted(merged):
+        if index > position:
+            values.append(position - index)
+        values.append(merged[index])
+        position = index + 1
+    payload = bytearray()
+    append = payload.append
+    for value in values:
+        # zigzag, then LEB128 (most counts fit one byte: one append, no loop)
+        value = ((value << 1) ^ (value >> 63)) & 0xFFFF_FFFF_FFFF_FFFF
+        while value >= 0x80:
+            append((value & 0x7F) | 0x80)
+            value >>= 7
+        append(value)
+    head = _PAYLOAD.pack(_ENCODING_COOKIE | 0x10, len(payload), 0, HIST_SIGFIG, HIST_LOWEST,
+                         HIST_HIGHEST, 1.0)
+    compressed = zlib.compress(head + bytes(payload))
+    return base64.b64encode(_EXTERNAL.pack(_COMPRESSION_COOKIE | 0x10, len(compressed))
+                            + compressed).decode("ascii")
 
 
 class HistogramDecodeError(ValueError):

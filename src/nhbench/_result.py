@@ -52,6 +52,8 @@ from pydantic import (
 )
 
 from . import _histogram, _notebook
+from ._compare import Comparison
+from ._compare import compare as _compare
 from ._names import (
     COUNTERS,
     HISTOGRAM_IDS,
@@ -786,6 +788,18 @@ class Result(BaseModel):
             if text:
                 encoded[statistic.id] = text
         return encoded
+
+    def compare(self, baseline: Result | Sequence[Result], *, confidence: float = 0.95,
+                resamples: int = 2000, seed: int = 0,
+                block_length: int | None = None) -> Comparison:
+        """This run against `baseline` (a `Result`, or a list of runs): for p50, p90, p99,
+        p99.9, mean, rate and error rate, the difference with a `confidence` interval from
+        a block bootstrap over the interval histograms, and a verdict per statistic
+        ("regressed", "improved", "no significant change"); seeded, so reproducible.
+        ``run.compare(old).regressed`` names what got worse. docs/trust.md, "Comparing
+        runs"; `nhbench.compare` takes lists of runs on both sides."""
+        return _compare(baseline, self, confidence=confidence, resamples=resamples,
+                        seed=seed, block_length=block_length)
 
     def render(self, output_format: str | None = None) -> str:
         """The report as text, in `output_format` (default: the one in the options)."""

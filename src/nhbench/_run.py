@@ -188,10 +188,12 @@ class Benchmark:
         when ``stats_interval`` is off. They also go into ``result().timeline``."""
         if not self.options.effective_stats_interval:
             return []
-        keep = self.options.hdr_log is not None
+        # Every interval keeps its histogram (encoded, about half a kilobyte): the
+        # comparison of runs resamples them (docs/trust.md, "Comparing runs") and
+        # --hdr-log writes them.
         latency = self.options.pushes_metrics
         records = [
-            IntervalRecord.from_core(d, keep_histogram=keep, keep_latency=latency)
+            IntervalRecord.from_core(d, keep_histogram=True, keep_latency=latency)
             for d in self._core_run().take_intervals()
         ]
         self._timeline += records

@@ -7,9 +7,11 @@ over it, and the coordinated-omission-corrected latency (``scheduled_to_response
 responses that arrived in it as sparse HdrHistogram counts. `IntervalRecord.from_core` turns
 one into a record with the percentiles a live line, a Prometheus scrape or a plot need; the
 counts themselves are not kept (a long run would carry megabytes of them), unless the caller
-asks for the interval histogram (``keep_histogram``, what ``--hdr-log`` needs): it is then
-kept as its compressed HdrHistogram encoding (a few hundred bytes to a few kilobytes), in
-`IntervalRecord.hdr_histogram`, which is left out of the record's JSON.
+asks for the interval histogram (``keep_histogram``: a run always does, since ``--hdr-log``
+writes them and the comparison of runs resamples them, docs/trust.md): it is then kept as
+its compressed HdrHistogram encoding (a few hundred bytes to a few kilobytes), in
+`IntervalRecord.hdr_histogram`, which the record's JSON carries (about half a kilobyte an
+interval: 2 MB for an hour of 1 s intervals).
 
 Over a whole run the records' ``requests`` add up exactly to the count of the run's
 ``scheduled_to_response`` statistic, and their ``counters`` to the run's counters.
@@ -71,9 +73,10 @@ class IntervalRecord(BaseModel):
         default_factory=dict, description="Growth of each counter over the interval (non-zero)."
     )
     hdr_histogram: str | None = Field(
-        default=None, exclude=True,
-        description="The interval's latency histogram (ns), standard compressed encoding; "
-        "only when asked for (from_core's keep_histogram), never in JSON.",
+        default=None,
+        description="The interval's latency histogram (ns), standard compressed encoding "
+        "(from_core's keep_histogram, which a run always asks for); what the comparison of "
+        "runs resamples (docs/trust.md).",
     )
 
     # Only when asked for (from_core's keep_latency): never in JSON nor in a copy's dump.
@@ -108,7 +111,7 @@ class IntervalRecord(BaseModel):
         if keep_histogram:
             # Encoded even when empty, so that a log has one line per interval, quiet ones
             # included, and its intervals tile the run.
-            encoded = _histogram.encode(_histogram.from_sparse(latency.get("counts") or ()))
+            encoded = _histogram.encode_sparse(latency.get("counts") or ())
         record = cls(
             start=float(d.get("start", 0.0)),
             duration=duration,

@@ -39,6 +39,7 @@ from ._charts import MAX_CHART_POINTS, curve, distribution_chart, timeline_chart
 from ._scan import Entry, Listing, clip, headline_statistic, percentile
 
 if TYPE_CHECKING:
+    from .._compare import Comparison
     from .._result import Result, Statistic
 
 __all__ = [
@@ -383,7 +384,21 @@ def compare_page(runs: Iterable[tuple[str, Result]]) -> str:
     """The comparison of `runs` (path, result), read one at a time: their CO-corrected
     latency curves overlaid in one chart and a table of each key figure with its difference
     from the first run."""
-    compared = [_compared(path, result) for path, result in runs]
+    compared = []
+    # Each run against the first, statistically (docs/trust.md "Comparing runs"): the first
+    # result is kept for that, so two are in memory at a time.
+    first: Result | None = None
+    verdicts: list[Comparison | str] = []
+    for path, result in runs:
+        compared.append(_compared(path, result))
+        if first is None:
+            first = result
+            continue
+        try:
+            verdicts.append(result.compare(first))
+        except (ValueError, TypeError) as exc:
+            # A hostile or broken interval histogram: said in the cell, the page still shows.
+            verdicts.append(f"not compared: {clip(str(exc))}")
     names = [run["name"] for run in compared]
     # Two runs with the same label are told apart by their files.
     names = [f"{name} ({run['path']})" if names.count(name) > 1 else name
@@ -409,7 +424,33 @@ def compare_page(runs: Iterable[tuple[str, Result]]) -> str:
         for i, (name, run) in enumerate(zip(names, compared, strict=True))
     ]
     return _render("compare.html.j2", title="nhbench comparison", runs=legend,
-                   chart=Markup(chart), rows=rows, others=names[1:], base=names[0])
+                   chart=Markup(chart), rows=rows, others=names[1:], base=names[0],
+                   statistical=_statistical_rows(verdicts),
+                   notes=sorted({note for v in verdicts if not isinstance(v, str)
+                                 for note in v.notes}),
+                   methods=sorted({f"{v.method}" + (f", block length {v.block_length}"
+                                                     if v.block_length else "")
+                                   + f", {v.resamples} resamples, seed {v.seed}"
+                                   for v in verdicts if not isinstance(v, str)}))
+
+
+def _statistical_rows(verdicts: list[Comparison | str]) -> list[tuple[str, list[tuple[str, str]]]]:
+    """One row a compared statistic: for each other run, its change with the confidence
+    interval and its verdict (the verdict is also the cell's class, for its colour)."""
+    from .._compare import COMPARED_STATISTICS
+
+    rows = []
+    for name, _worse in COMPARED_STATISTICS:
+        cells = []
+        for verdict in verdicts:
+            if isinstance(verdict, str):
+                cells.append((verdict, "not tested"))
+                continue
+            statistic = verdict[name]
+            text = statistic.interval_text()
+            cells.append((text, statistic.verdict))
+        rows.append((name, cells))
+    return rows
 
 
 # ---- a campaign ----------------------------------------------------------------------------

@@ -88,6 +88,9 @@ COMMANDS: tuple[Command, ...] = (
             "REST API"),
     Command("transform", "._transform",
             "write a result file (nhbench's or Nighthawk's JSON) in another output format"),
+    Command("compare", "._compare",
+            "compare two runs (or directories of runs): regressed, improved or no "
+            "significant change, with confidence intervals"),
     Command("adapt", "._adapt", "search for the highest rate that still meets the SLO"),
     Command("service", "._service",
             "serve Nighthawk's gRPC service API (NighthawkService/ExecutionStream)"),

@@ -106,6 +106,14 @@ def add_parser(commands: Subparsers,
 
     add_model_flags(parser, Options, only=lambda name: name == "uri")
     add_run_options(parser)
+    parser.add_argument(
+        "--repeat", metavar="N", dest="repeat",
+        help="Run N times back to back with the same options, one result file per run in "
+        "--output-dir (which it needs), for nhbench compare DIR_A DIR_B. Without "
+        "--stats-interval, live statistics are on at a twentieth of the duration, between "
+        "0.1 s and 1 s, so that each run keeps interval histograms. Exit status: the "
+        "first failed run's (which ends the repetition), else 99 when a run broke its SLO, "
+        "else 0 (docs/trust.md).")
     return parser
 
 
@@ -177,6 +185,13 @@ def _write_in_output_dir(options: Options, result: Any, text: str) -> None:
 
 def run_and_report(options: Options) -> int:
     """Run `options`, print or write the report, and return the exit status."""
+    return _run_and_report(options)[0]
+
+
+def _run_and_report(options: Options, *, implicit_intervals: bool = False) -> tuple[int, bool]:
+    """`run_and_report`, and whether the run was interrupted (which ends a --repeat);
+    `implicit_intervals`: the options' stats_interval was set for the comparison, not asked
+    for (no interval lines on a stderr that is not a terminal)."""
     from ..distributed import make_benchmark
     from ..outputs import render, write_atomic
 
@@ -196,7 +211,7 @@ def run_and_report(options: Options) -> int:
     # a person watches stderr; an explicit --stats-interval forces them in any mode.
     if options.stats_interval is None and sys.stderr.isatty():
         options = options.model_copy(update={"stats_interval": 1.0})
-    live = _LiveOutput(options)
+    live = _LiveOutput(options, implicit_intervals=implicit_intervals)
     benchmark = make_benchmark(options)
     # The first SIGINT or SIGTERM drains and reports; a second SIGINT abandons (exit 130).
     # The run's wait loop wakes every 0.1 s, so a signal takes effect within that.
@@ -248,19 +263,19 @@ def run_and_report(options: Options) -> int:
         # The first error says why (a refused port, OpenSSL's reason for a failed handshake).
         cause = f" (first error: {result.error})" if result.error else ""
         _log.error("failure predicate fired: %s%s", fired, cause)
-        return 1
+        return 1, result.interrupted
     if result.terminated_by == "error":
         _log.error("the run ended with an error: %s", result.error or "unknown error")
-        return 1
+        return 1, result.interrupted
     reason = result.no_success_reason
     if reason is not None:
         _log.error("%s", reason)
-        return 1
+        return 1, result.interrupted
     # A broken run (above) exits 1 whatever the objectives say; a run that worked but was
     # too slow exits with its own status, so that shell CI can tell the two apart.
     if slo is not None and not slo:
-        return SLO_FAILED
-    return 0
+        return SLO_FAILED, result.interrupted
+    return 0, result.interrupted
 
 
 class _LiveOutput:
@@ -268,7 +283,7 @@ class _LiveOutput:
     the interval lines above it; otherwise the plain interval lines when intervals are on,
     and nothing else; plus the Prometheus endpoint with --prometheus-listen."""
 
-    def __init__(self, options: Options) -> None:
+    def __init__(self, options: Options, *, implicit_intervals: bool = False) -> None:
         from .._live import IntervalLines, LiveDisplay
 
         # Live lines are notes: shown at info and below, not at warn and above (the
@@ -279,7 +294,8 @@ class _LiveOutput:
         )
         # Pushed metrics (--statsd, --otlp-endpoint) close intervals too; they print lines
         # only when intervals were asked for (a piped stderr stays quiet otherwise).
-        asked = options.stats_interval is not None or options.prometheus_listen is not None
+        asked = ((options.stats_interval is not None and not implicit_intervals)
+                 or options.prometheus_listen is not None)
         self._lines = (
             IntervalLines(sys.stderr)
             if live and self._display is None and options.effective_stats_interval > 0
@@ -333,8 +349,43 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from ..options import Options, format_validation_error
 
     data = {k: v for k, v in vars(args).items() if k not in NOT_OPTIONS}
+    repeat = data.pop("repeat", None)
     try:
         options = Options.model_validate(data)
     except ValidationError as exc:
         parser.error(format_validation_error(exc, cli=True))
-    return run_and_report(options)
+    if repeat is None:
+        return run_and_report(options)
+    return _repeat(options, repeat)
+
+
+#: The most runs one --repeat may ask for.
+MAX_REPEAT = 10_000
+
+
+def _repeat(options: Options, text: str) -> int:
+    """``--repeat N``: N runs back to back, each written as its own file in --output-dir;
+    stops at the first run that fails (status 1) or is interrupted."""
+    try:
+        count = int(text)
+    except ValueError:
+        die(f"--repeat: not a whole number: {text!r}", status=2)
+    if not 1 <= count <= MAX_REPEAT:
+        die(f"--repeat: must be in 1..{MAX_REPEAT} (got {text!r})", status=2)
+    if not options.output_dir:
+        die("--repeat: needs --output-dir DIR (one result file per run)", status=2)
+    implicit = options.stats_interval is None
+    if implicit:
+        from .._compare import comparison_stats_interval
+
+        interval = comparison_stats_interval(options.effective_duration)
+        options = options.model_copy(update={"stats_interval": interval})
+    worst = 0
+    for _ in range(count):
+        status, interrupted = _run_and_report(options, implicit_intervals=implicit)
+        if status not in (0, SLO_FAILED):
+            return status
+        worst = max(worst, status)
+        if interrupted:
+            break
+    return worst

@@ -634,7 +634,8 @@ class ClusterBenchmark:
                  final: bool) -> None:
         # Interval k is merged once every node has closed it; at the end, whatever is
         # left (a node that stopped early has fewer intervals), in order.
-        keep = self.options.hdr_log is not None
+        # Every interval keeps its histogram: the comparison of runs resamples them.
+        keep = True
         while self._intervals:
             index = min(self._intervals)
             parts = self._intervals[index]

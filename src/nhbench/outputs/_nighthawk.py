@@ -261,7 +261,10 @@ def nighthawk_output(result: Result) -> dict[str, Any]:
         "interrupted": result.interrupted,
         "error": result.error,
         "insecure": result.insecure,
-        "timeline": [record.model_dump(mode="json") for record in result.timeline],
+        # A record without its interval histogram (an older file) is written without the key.
+        "timeline": [record.model_dump(mode="json", exclude={"hdr_histogram"}
+                                       if record.hdr_histogram is None else None)
+                     for record in result.timeline],
         "options": _options_extension(result.options, options),
         "schedule": result.schedule.model_dump(mode="json"),
     }

@@ -9,7 +9,10 @@ What happens per test: `nhbench_run` appends each `Result` to the test item's st
 the test function returned, `pytest_pyfunc_call` evaluates the ``nhbench_slo`` marker's rules
 on every result and compares each with the saved baseline (``--nhbench-compare``), records
 the JUnit properties, saves the results (``--nhbench-save``) and fails the test, with one
-message listing every breach, when a rule failed or a metric regressed. A test that failed
+message listing every breach, when a rule failed or a metric regressed. The comparison is
+by fixed limits (``--nhbench-compare-fail p99:10%``) or statistical
+(``--nhbench-compare-stat p99``: the verdict of `nhbench.compare`, a block bootstrap over
+the interval histograms with its confidence interval, docs/trust.md), or both. A test that failed
 on its own is not failed again, but its results are still summarised, recorded and saved.
 """
 
@@ -27,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
+    from .._compare import Comparison
     from .._result import Result
     from .._server import TestServer
     from .._slo import SloOutcome
@@ -65,6 +69,7 @@ class _Load:
     outcome: SloOutcome | None = None
     regressions: list[str] = field(default_factory=list)
     compared: str = "-"
+    comparison: Comparison | None = None
 
 
 @dataclass(frozen=True)
@@ -82,6 +87,7 @@ class _Session:
     save_dir: Path | None = None
     compare_dir: Path | None = None
     compare_fail: tuple[_CompareFail, ...] = ()
+    compare_stat: tuple[str, ...] = ()
     scale: float = 1.0
     loads: list[_Load] = field(default_factory=list)
     names: dict[str, str] = field(default_factory=dict)
@@ -117,6 +123,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="with --nhbench-compare: fail a test whose METRIC (p99, p50, max, mean, "
         "STATISTIC:p99, rps, error_rate, errors, blocked, achieved/requested) is worse than "
         "its baseline by more than LIMIT (10%% relative, or 1ms / 0.01 absolute); repeatable",
+    )
+    group.addoption(
+        "--nhbench-compare-stat", metavar="STATISTICS", action="append", default=[],
+        help="with --nhbench-compare: compare each result with its baseline statistically "
+        "(block bootstrap over interval histograms, 95%% confidence interval) and fail a "
+        "test whose STATISTICS (comma-separated: p50, p90, p99, p99.9, mean, rate, "
+        "error_rate, or all) regressed; the summary shows each verdict with its interval",
     )
 
 
@@ -158,7 +171,30 @@ def _configure_session(config: pytest.Config) -> _Session:
     if fails and compare is None:
         raise pytest.UsageError("--nhbench-compare-fail: needs --nhbench-compare DIR")
     session.compare_fail = tuple(_parse_compare_fail(text) for text in fails)
+    stats = config.getoption("nhbench_compare_stat", None) or []
+    if stats and compare is None:
+        raise pytest.UsageError("--nhbench-compare-stat: needs --nhbench-compare DIR")
+    session.compare_stat = _parse_compare_stat(stats)
     return session
+
+
+def _parse_compare_stat(texts: list[str]) -> tuple[str, ...]:
+    from .._compare import COMPARED_STATISTICS
+
+    known = [name for name, _ in COMPARED_STATISTICS]
+    chosen: list[str] = []
+    for text in texts:
+        for word in str(text).split(","):
+            word = word.strip().lower()
+            if word == "all":
+                chosen += known
+            elif word in known:
+                chosen.append(word)
+            else:
+                raise pytest.UsageError(
+                    f"--nhbench-compare-stat {text!r}: {word or 'nothing'} is not a compared "
+                    f"statistic (one of {', '.join(known)}, or all)")
+    return tuple(dict.fromkeys(chosen))
 
 
 def _parse_compare_fail(text: str) -> _CompareFail:
@@ -260,6 +296,14 @@ def nhbench_run(request: pytest.FixtureRequest) -> Callable[..., Result]:
         resolved = make_options(uri, **options)
         if session.scale != 1.0 and resolved.duration is not None:
             resolved = make_options(resolved, duration=resolved.duration * session.scale)
+        if (session.save_dir is not None or session.compare_stat) \
+                and resolved.stats_interval is None:
+            # A result saved or compared statistically keeps interval histograms, which
+            # the block bootstrap resamples (docs/trust.md).
+            from .._compare import comparison_stats_interval
+
+            resolved = make_options(resolved, stats_interval=comparison_stats_interval(
+                resolved.effective_duration))
         result = Benchmark(resolved).run(on_progress)
         loads.append(_Load(item.nodeid, len(loads), result))
         return result
@@ -466,11 +510,25 @@ def _compare(session: _Session, nodeid: str, loads: list[_Load]) -> list[str]:
             text = _regression(limit, limit.rule.value(before), limit.rule.value(after))
             if text:
                 load.regressions.append(text)
-        load.compared = "REGRESSED" if load.regressions else "ok"
+        verdicts = ""
+        if session.compare_stat:
+            load.comparison = load.result.compare(baseline[load.index])
+            chosen = [s for s in load.comparison if s.name in session.compare_stat]
+            for statistic in chosen:
+                if statistic.verdict == "regressed":
+                    load.regressions.append(
+                        f"{statistic.name}: regressed, {statistic.interval_text()} "
+                        f"({load.comparison.confidence * 100:g}% confidence interval; "
+                        f"--nhbench-compare-stat)")
+            verdicts = "; ".join(f"{s.name} {s.verdict} {s.interval_text()}" for s in chosen)
+        load.compared = ("REGRESSED" if load.regressions else "ok") + (
+            f": {verdicts}" if verdicts else "")
         if load.regressions:
             failures.append(f"{_load_title(load, len(loads))}: regressed against the "
                             f"baseline in {session.compare_dir}:\n  "
-                            + "\n  ".join(load.regressions))
+                            + "\n  ".join(load.regressions)
+                            + (f"\n{load.comparison}" if load.comparison is not None
+                               else ""))
     return failures
 
 
