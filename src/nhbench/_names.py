@@ -159,6 +159,7 @@ COUNTERS: tuple[str, ...] = (
     "tunnel.proxy_closed",
     "tunnel.protocol_error",
     "tunnel.timeout",
+    "tunnel.datagrams_dropped",
 )
 
 #: The status codes counted one by one (C: NHB_STATUS_MIN..NHB_STATUS_MAX), each as
@@ -248,6 +249,9 @@ COUNTER_DESCRIPTIONS: dict[str, str] = {
     "tunnel.protocol_error": "tunnels whose proxy answer was malformed or over the limits "
     "(96 KiB of head, 100 interim answers)",
     "tunnel.timeout": "tunnels not up within --timeout (TCP to the proxy or its answer)",
+    "tunnel.datagrams_dropped": "CONNECT-UDP: datagrams from the proxy that carried nothing "
+    "for the connection (another stream, a context id other than 0, a DATAGRAM capsule, "
+    "a full receive ring)",
 }
 
 #: The counter of requests that succeeded: a complete response with a 2xx status. It is what
