@@ -24,7 +24,8 @@ next to its ENABLE_CONNECT_PROTOCOL = 1.
   the quarter stream id of a stream that does not exist (1) or with context id 1.
 - ``garbage``: each relayed datagram is followed by random bytes with the right prefix,
   a 1-byte datagram (a quarter stream id and nothing more) and a 2-byte one (no payload).
-- ``oversize``: each relayed datagram is followed by one of 1400 payload bytes.
+- ``oversize``: each relayed datagram is followed by one of 1700 payload bytes, over the
+  DATAGRAM frame size the client announced.
 - ``capsules``: after its 200, DATA frames on the CONNECT stream with unknown capsules and
   a DATAGRAM capsule.
 - ``frame-unexpected``: a SETTINGS frame on the CONNECT stream instead of an answer.
@@ -245,7 +246,7 @@ class Proxy(QuicConnectionProtocol):
             self._quic.send_datagram_frame(quarter)
             self._quic.send_datagram_frame(quarter + b"\x00")
         elif self.mode == "oversize":
-            self._quic.send_datagram_frame(quarter + b"\x00" + os.urandom(1400))
+            self._quic.send_datagram_frame(quarter + b"\x00" + os.urandom(1700))
         self.transmit()
 
 
@@ -261,7 +262,7 @@ async def main() -> None:
                                max_datagram_frame_size=65536,
                                # Room for the client's QUIC packets (1200 bytes) inside
                                # DATAGRAM frames, and for the oversize mode's.
-                               max_datagram_size=1500 if args.mode != "oversize" else 1600)
+                               max_datagram_size=1500 if args.mode != "oversize" else 2000)
     config.load_cert_chain(args.cert, args.key)
     Proxy.mode, Proxy.close_after, Proxy.log_path = args.mode, args.close_after, args.log
     server = await serve("127.0.0.1", 0, configuration=config, create_protocol=Proxy)
