@@ -725,6 +725,16 @@ int nhb__udp_tunnel_send(nhb__conn* c, nhb__udp_tunnel* t, const uint8_t* pkt, s
 void nhb__udp_tunnel_teardown(nhb__udp_tunnel* t);
 void nhb__udp_tunnel_close(nhb__conn* c, nhb__udp_tunnel* t);
 void nhb__udp_tunnel_free(nhb__udp_tunnel* t);
+/* The proxy's bytes on its streams (the CONNECT stream, a unidirectional
+ * one: 0, or -1 once it broke HTTP/3) and its datagrams, as ngtcp2 hands
+ * them over. The fuzz target (fuzz_client_udp_tunnel.c) drives them on a
+ * tunnel from nhb__udp_tunnel_parser_new: no QUIC, the CONNECT sent;
+ * nhb__udp_tunnel_parsed gives the final answer's status (0: none yet), why
+ * it broke and how many datagrams wait for the inner connection. */
+int nhb__udp_tunnel_stream_bytes(nhb__udp_tunnel* t, int64_t sid, const uint8_t* data, size_t len, int fin);
+void nhb__udp_tunnel_datagram(nhb__udp_tunnel* t, const uint8_t* data, size_t len);
+nhb__udp_tunnel* nhb__udp_tunnel_parser_new(nhb__conn* c);
+int nhb__udp_tunnel_parsed(const nhb__udp_tunnel* t, const char** why, uint32_t* queued);
 int nhb__h3_tunnel_up(nhb__conn* c);
 void nhb__h3_tunnel_packet(nhb__conn* c, const uint8_t* data, size_t len);
 

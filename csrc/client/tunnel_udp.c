@@ -476,22 +476,25 @@ static int tun_uni_data(nhb__udp_tunnel* t, int64_t sid, const uint8_t* p, size_
   return 0;
 }
 
+int nhb__udp_tunnel_stream_bytes(nhb__udp_tunnel* t, int64_t sid, const uint8_t* data, size_t len, int fin) {
+  int r = 0;
+  if (t->why != NULL) return -1;
+  if (sid == t->req_sid) {
+    r = tun_request_data(t->conn, t, data, len, fin);
+    if (fin) t->req_closed = 1;
+  } else if ((sid & 0x2) != 0) { /* unidirectional */
+    r = tun_uni_data(t, sid, data, len, fin);
+  }
+  return r;
+}
+
 static int tun_recv_stream_data(ngtcp2_conn* qc, uint32_t flags, int64_t sid, uint64_t offset, const uint8_t* data,
                                 size_t len, void* user_data, void* stream_user_data) {
   NHB__UNUSED(offset);
   NHB__UNUSED(stream_user_data);
   nhb__udp_tunnel* t = user_data;
   int fin = (flags & NGTCP2_STREAM_DATA_FLAG_FIN) != 0;
-  int r = 0;
-  if (t->why == NULL) {
-    if (sid == t->req_sid) {
-      r = tun_request_data(t->conn, t, data, len, fin);
-      if (fin) t->req_closed = 1;
-    } else if (!ngtcp2_is_bidi_stream(sid)) {
-      r = tun_uni_data(t, sid, data, len, fin);
-    }
-  }
-  if (r < 0) return NGTCP2_ERR_CALLBACK_FAILURE;
+  if (nhb__udp_tunnel_stream_bytes(t, sid, data, len, fin) < 0) return NGTCP2_ERR_CALLBACK_FAILURE;
   ngtcp2_conn_extend_max_stream_offset(qc, sid, len);
   ngtcp2_conn_extend_max_offset(qc, len);
   return 0;
@@ -515,26 +518,30 @@ static int tun_stream_reset(ngtcp2_conn* qc, int64_t sid, uint64_t final_size, u
 }
 
 /* An HTTP Datagram: copied into the ring when it is the CONNECT stream's
- * with context id 0 (RFC 9298 section 4: other context ids are dropped). */
-static int tun_recv_datagram(ngtcp2_conn* qc, uint32_t flags, const uint8_t* data, size_t len, void* user_data) {
-  NHB__UNUSED(qc);
-  NHB__UNUSED(flags);
-  nhb__udp_tunnel* t = user_data;
+ * with context id 0 (RFC 9298 section 4: other context ids are dropped),
+ * once the proxy answered 2xx (datagrams may share the answer's packet). */
+void nhb__udp_tunnel_datagram(nhb__udp_tunnel* t, const uint8_t* data, size_t len) {
   uint64_t* ctr = t->conn->worker->stats.counters;
   const uint8_t* p = data;
   const uint8_t* end = data + len;
   vint v = {{0}, 0};
   uint64_t qsid, ctx;
-  if (!t->up || !vint_take(&v, &p, end, &qsid) || qsid != (uint64_t)t->req_sid / 4 ||
+  if (t->status / 100 != 2 || t->req_sid < 0 || !vint_take(&v, &p, end, &qsid) || qsid != (uint64_t)t->req_sid / 4 ||
       !vint_take(&v, &p, end, &ctx) || ctx != 0 || p == end || (size_t)(end - p) > TUN_DGRAM_MAX ||
       t->rx_count == RX_SLOTS) {
     ctr[NHB_CTR_TUNNEL_DATAGRAM_DROPPED]++;
-    return 0;
+    return;
   }
   uint32_t k = (t->rx_head + t->rx_count) % RX_SLOTS;
   t->rx_len[k] = (uint16_t)(end - p);
   memcpy(t->rx_buf[k], p, (size_t)(end - p));
   t->rx_count++;
+}
+
+static int tun_recv_datagram(ngtcp2_conn* qc, uint32_t flags, const uint8_t* data, size_t len, void* user_data) {
+  NHB__UNUSED(qc);
+  NHB__UNUSED(flags);
+  nhb__udp_tunnel_datagram(user_data, data, len);
   return 0;
 }
 
@@ -852,10 +859,9 @@ static int tun_tls_init(nhb__conn* c, nhb__udp_tunnel* t) {
   return 0;
 }
 
-int nhb__udp_tunnel_start(nhb__conn* c, nhb__udp_tunnel* t, const struct sockaddr* local, size_t local_len,
-                          const nhb_sockaddr* to) {
+/* Everything of the previous connection goes; the entry's buffers stay. */
+static void tun_reset(nhb__udp_tunnel* t) {
   nhb__udp_tunnel_teardown(t);
-  /* Everything of the previous connection goes; the entry's buffers stay. */
   t->in_lib = 0;
   t->handshake_done = 0;
   t->ctrl_sid = t->req_sid = -1;
@@ -870,6 +876,32 @@ int nhb__udp_tunnel_start(nhb__conn* c, nhb__udp_tunnel* t, const struct sockadd
   memset(&t->cap, 0, sizeof(t->cap));
   for (int i = 0; i < TUN_UNI; i++) t->uni[i].sid = -1;
   t->rx_head = t->rx_count = 0;
+}
+
+nhb__udp_tunnel* nhb__udp_tunnel_parser_new(nhb__conn* c) {
+  nhb__udp_tunnel* t = calloc(1, sizeof(*t));
+  if (t == NULL) return NULL;
+  t->conn = c;
+  t->hmem = *nghttp3_mem_default();
+  tun_reset(t);
+  t->req_sid = 0;
+  if (nghttp3_qpack_decoder_new(&t->dec, 0, 0, &t->hmem) != 0 ||
+      nghttp3_qpack_stream_context_new(&t->sctx, 0, &t->hmem) != 0) {
+    nhb__udp_tunnel_free(t);
+    return NULL;
+  }
+  return t;
+}
+
+int nhb__udp_tunnel_parsed(const nhb__udp_tunnel* t, const char** why, uint32_t* queued) {
+  *why = t->why;
+  *queued = t->rx_count;
+  return t->status;
+}
+
+int nhb__udp_tunnel_start(nhb__conn* c, nhb__udp_tunnel* t, const struct sockaddr* local, size_t local_len,
+                          const nhb_sockaddr* to) {
+  tun_reset(t);
   const nhb__udp_tunnel_run* tr = trun(c->worker->run);
   uint32_t k = c->target < tr->n ? c->target : 0;
   t->req = tr->frame[k];
