@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import json
+import socket
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,6 +21,7 @@ import pytest
 from support.cli import nhbench_cli
 from support.masque_proxy import masque_proxy
 from support.polling import wait_until
+from support.sockets import free_port
 
 import nhbench
 
@@ -117,6 +119,21 @@ def test_proxy_closing_mid_run_is_counted(origin: nhbench.TestServer) -> None:
     ok = c["benchmark.http_2xx"]
     assert ok >= 40
     assert _settled(origin, before, ok) == ok
+
+
+def test_a_closed_proxy_port_is_a_connect_failure(origin: nhbench.TestServer) -> None:
+    port = free_port(socket.SOCK_DGRAM)  # nothing listens there: ICMP port unreachable
+    result = nhbench.run(origin.url, cacert=origin.ca_cert, proxy=f"https://127.0.0.1:{port}",
+                         proxy_protocol="http3", proxy_insecure=True,
+                         no_default_failure_predicates=True, allow_no_success=True,
+                         **{**RUN, "requests": 3, "connections": 1})
+    c = result.counters
+    assert c["tunnel.connect_fail"] >= 1
+    assert c["tunnel.connect_fail"] == c["upstream_cx_total"]
+    assert c.get("tunnel.timeout", 0) == 0
+    assert c.get("benchmark.http_2xx", 0) == 0
+    assert "could not connect to the proxy" in (result.error or "") or \
+        "the proxy's UDP port" in (result.error or "")
 
 
 def test_the_proxy_certificate_is_checked(origin: nhbench.TestServer) -> None:

@@ -200,6 +200,13 @@ void nhb__tunnel_conn_failed(nhb__conn* c, int err) {
 }
 
 void nhb__tunnel_conn_lost(nhb__conn* c, int err) {
+  /* Before the proxy connection is up only a UDP socket reads (CONNECT-UDP,
+   * tunnel_udp.c): an ICMP error from the proxy's port. */
+  if (c->tunnel == NHB__TUNNEL_TCP) {
+    tunnel_count(c, NHB_CTR_TUNNEL_CONNECT_FAIL, "could not connect to the proxy for CONNECT %s: %s",
+                 nhb_strerror(err), 0);
+    return;
+  }
   tunnel_count(c, NHB_CTR_TUNNEL_CLOSED,
                err == UV_EOF ? "the proxy closed the connection before its answer to CONNECT %s%s"
                              : "the proxy's connection failed before its answer to CONNECT %s: %s",

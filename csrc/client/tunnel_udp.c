@@ -145,6 +145,7 @@ struct nhb__udp_tunnel {
   struct sockaddr_storage local;
   struct sockaddr_storage remote;
   int in_lib;
+  int sock_error; /* a send to the proxy failed for good (ECONNREFUSED: its port is closed) */
   int handshake_done;
   int64_t ctrl_sid, req_sid; /* -1 until opened */
   size_t ctrl_sent, req_sent;
@@ -603,6 +604,10 @@ static int tun_write(nhb__conn* c, nhb__udp_tunnel* t) {
     uv_buf_t buf = uv_buf_init((char*)t->pkt, (unsigned)n);
     int r = nhb__udp_send(c, &buf, 1);
     if (r < 0) {
+      /* A full socket buffer drops the packet (QUIC sends it again); any
+       * other error is the kernel reporting an ICMP error for an earlier
+       * datagram, once, to whichever call comes first. */
+      if (r != UV_EAGAIN && r != UV_ENOBUFS) t->sock_error = r;
       ngtcp2_conn_update_pkt_tx_time(t->qc, ts);
       break;
     }
@@ -673,6 +678,11 @@ static const char* tun_handshake_why(nhb__udp_tunnel* t, char* text, size_t len)
  * 0 when the connection goes on. */
 static int tun_after(nhb__conn* c, nhb__udp_tunnel* t, int r) {
   char text[200];
+  if (NHB__UNLIKELY(t->sock_error != 0)) {
+    snprintf(text, sizeof(text), "the proxy's UDP port: %s", nhb_strerror(t->sock_error));
+    tun_fail(c, t->handshake_done ? NHB_CTR_TUNNEL_CLOSED : NHB_CTR_TUNNEL_CONNECT_FAIL, text);
+    return -1;
+  }
   if (r != 0 || t->why != NULL) {
     if (t->why != NULL) {
       snprintf(text, sizeof(text), "the proxy broke HTTP/3: %s", t->why);
@@ -863,6 +873,7 @@ static int tun_tls_init(nhb__conn* c, nhb__udp_tunnel* t) {
 static void tun_reset(nhb__udp_tunnel* t) {
   nhb__udp_tunnel_teardown(t);
   t->in_lib = 0;
+  t->sock_error = 0;
   t->handshake_done = 0;
   t->ctrl_sid = t->req_sid = -1;
   t->ctrl_sent = t->req_sent = 0;
