@@ -55,8 +55,9 @@ SCHEDULED_TO_RESPONSE = "benchmark_http_client.scheduled_to_response"
 REQUEST_TO_RESPONSE = "benchmark_http_client.request_to_response"
 QUEUE_TO_CONNECT = "benchmark_http_client.queue_to_connect"
 TLS_HANDSHAKE = "benchmark_http_client.tls_handshake"
-# The CONNECT tunnel through a proxy (TCP to the proxy connected to its 2xx answer); only
-# present in a result when the run went through a tunnel.
+# The CONNECT tunnel through a proxy (TCP to the proxy connected to its 2xx answer; for
+# CONNECT-UDP, the first packet to the proxy to its 2xx); only present in a result when the
+# run went through a tunnel.
 TUNNEL_SETUP = "benchmark_http_client.tunnel_setup"
 # The latency the origin reported in --latency-response-header-name (Nighthawk's
 # name); only present in a result when that option was given.
@@ -96,7 +97,8 @@ STATISTIC_DESCRIPTIONS: dict[str, str] = {
     REQUEST_TO_RESPONSE: "Request start to response end",
     QUEUE_TO_CONNECT: "Queueing and connection setup latency",
     TLS_HANDSHAKE: "TLS handshake (TCP connected to handshake done)",
-    TUNNEL_SETUP: "CONNECT tunnel setup (TCP to the proxy connected to its 2xx answer)",
+    TUNNEL_SETUP: "CONNECT tunnel setup (TCP to the proxy connected, or CONNECT-UDP's first "
+    "packet to it, to its 2xx answer)",
     ORIGIN_LATENCY: "Origin latency (the latency response header's values)",
     SEQUENCER_CALLBACK: "Initiation to completion",
     SEQUENCER_BLOCKING: "Blocking. Results are skewed when significant numbers are reported here.",

@@ -44,16 +44,17 @@ def test_stray_datagrams_are_dropped_and_counted(origin: nhbench.TestServer,
     c = result.counters
     # The real datagrams still carried every request.
     assert c["benchmark.http_2xx"] == RUN["requests"], (c, result.error)
-    assert c["tunnel.established"] == c["upstream_cx_total"]
+    assert c["tunnel.established"] == c["upstream_cx_total"], c
     if mode == "garbage":
         # The random-payload datagrams reach the inner QUIC connection, which discards
         # what does not decrypt; the short ones are ours to drop.
-        assert c["tunnel.datagrams_dropped"] >= 2
+        assert c["tunnel.datagrams_dropped"] >= 2, c
     elif mode == "capsules":
-        assert c["tunnel.datagrams_dropped"] == 1  # the one DATAGRAM capsule
+        assert c["tunnel.datagrams_dropped"] == 1, c  # the one DATAGRAM capsule
     else:
-        # At least one stray per datagram the origin sent back through the proxy.
-        assert c["tunnel.datagrams_dropped"] >= RUN["requests"]
+        # One stray per datagram the origin sent back through the proxy: its handshake
+        # flights and the responses' packets (several responses may share one under load).
+        assert c["tunnel.datagrams_dropped"] >= 3, c
 
 
 def test_an_oversized_datagram_frame_ends_the_tunnel(origin: nhbench.TestServer) -> None:
