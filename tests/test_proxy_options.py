@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from nhbench._core_config import render_connect
+from nhbench._core_config import _proxy_config, render_connect
 from nhbench.compat._fortio_proxy import environment_proxy
 from nhbench.options import Options
 
@@ -46,6 +46,29 @@ def test_connect_request_head() -> None:
     assert render_connect("::1", 8443, "Basic eDp5") == (
         b"CONNECT [::1]:8443 HTTP/1.1\r\nHost: [::1]:8443\r\n"
         b"Proxy-Authorization: Basic eDp5\r\n\r\n")
+
+
+def test_connect_udp_config() -> None:
+    # The default URI template (RFC 9298 section 2): an IPv6 literal's colons
+    # percent-encoded; SNI only for a proxy named by a DNS name; port 443 by default.
+    named = Options(uri="https://[2001:db8::1]:8443/", protocol="http3",
+                    proxy="https://u:p@localhost", proxy_protocol="http3",
+                    proxy_cacert="/tmp/ca.pem")
+    assert named.proxy_endpoint is not None and named.proxy_endpoint.mode == "connect-udp"
+    config = _proxy_config(named)
+    tunnel = config["udp_tunnel"]
+    assert config["targets"][0][2] == 443
+    assert tunnel["authority"] == "localhost:443"
+    assert tunnel["paths"] == ["/.well-known/masque/udp/2001%3Adb8%3A%3A1/8443/"]
+    assert tunnel["sni"] == tunnel["verify_name"] == "localhost"
+    assert tunnel["cacert"] == "/tmp/ca.pem" and tunnel["insecure"] is False
+    assert tunnel["authorization"] == "Basic dTpw"
+    literal = Options(uri="https://127.0.0.1:4433/", protocol="http3",
+                      proxy="https://[::1]:4443", proxy_protocol="http3", proxy_insecure=True)
+    tunnel = _proxy_config(literal)["udp_tunnel"]
+    assert tunnel["authority"] == "[::1]:4443" and tunnel["sni"] == ""
+    assert tunnel["insecure"] is True and "cacert" not in tunnel
+    assert "authorization" not in tunnel
 
 
 @pytest.mark.parametrize(("argv", "expected"), [
