@@ -132,7 +132,8 @@ void nhb_stream_add(nhb_stream* dst, const nhb_stream* src);
   X(TUNNEL_NON_2XX, "tunnel.non_2xx")                                    \
   X(TUNNEL_CLOSED, "tunnel.proxy_closed")                                \
   X(TUNNEL_PROTOCOL_ERROR, "tunnel.protocol_error")                      \
-  X(TUNNEL_TIMEOUT, "tunnel.timeout")
+  X(TUNNEL_TIMEOUT, "tunnel.timeout")                                    \
+  X(TUNNEL_DATAGRAM_DROPPED, "tunnel.datagrams_dropped")
 
 typedef enum {
 #define NHB__CTR_ENUM(name, str) NHB_CTR_##name,
@@ -459,6 +460,22 @@ typedef struct nhb_client_config {
   const char* const* tunnel_requests;
   const size_t* tunnel_request_lens;
   uint32_t ntunnel_requests;
+  /* CONNECT-UDP (tunnel_udp.c, RFC 9298): an HTTP/3 run through a proxy that
+   * speaks HTTP/3. The targets are the proxy's address; each connection
+   * first opens QUIC to it and sends an extended CONNECT (:protocol
+   * connect-udp, :authority udp_tunnel_authority, :path
+   * udp_tunnel_paths[its target], one per target or one for all), then runs
+   * HTTP/3 to the origin inside it. NULL authority = no such tunnel. The TLS
+   * to the proxy: SNI, the name its certificate must be valid for, the CA
+   * file or directory (NULL: the system's), or no check at all. */
+  const char* udp_tunnel_authority;
+  const char* const* udp_tunnel_paths;
+  uint32_t nudp_tunnel_paths;
+  const char* udp_tunnel_authorization; /* Proxy-Authorization, or NULL */
+  const char* udp_tunnel_sni;
+  const char* udp_tunnel_verify_name;
+  const char* udp_tunnel_cacert;
+  int udp_tunnel_insecure;
   /* Predicates: counter > threshold. */
   int n_termination;
   nhb_predicate termination[NHB_MAX_PREDICATES];

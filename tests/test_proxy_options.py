@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from nhbench._core_config import render_connect
+from nhbench._core_config import _proxy_config, render_connect
 from nhbench.compat._fortio_proxy import environment_proxy
 from nhbench.options import Options
 
@@ -48,9 +48,49 @@ def test_connect_request_head() -> None:
         b"Proxy-Authorization: Basic eDp5\r\n\r\n")
 
 
+def test_connect_udp_config() -> None:
+    # The default URI template (RFC 9298 section 2): an IPv6 literal's colons
+    # percent-encoded; SNI only for a proxy named by a DNS name; port 443 by default.
+    named = Options(uri="https://[2001:db8::1]:8443/", protocol="http3",
+                    proxy="https://u:p@localhost", proxy_protocol="http3",
+                    proxy_cacert="/tmp/ca.pem")
+    assert named.proxy_endpoint is not None and named.proxy_endpoint.mode == "connect-udp"
+    config = _proxy_config(named)
+    tunnel = config["udp_tunnel"]
+    assert config["targets"][0][2] == 443
+    assert tunnel["authority"] == "localhost:443"
+    assert tunnel["paths"] == ["/.well-known/masque/udp/2001%3Adb8%3A%3A1/8443/"]
+    assert tunnel["sni"] == tunnel["verify_name"] == "localhost"
+    assert tunnel["cacert"] == "/tmp/ca.pem" and tunnel["insecure"] is False
+    assert tunnel["authorization"] == "Basic dTpw"
+    literal = Options(uri="https://127.0.0.1:4433/", protocol="http3",
+                      proxy="https://[::1]:4443", proxy_protocol="http3", proxy_insecure=True)
+    tunnel = _proxy_config(literal)["udp_tunnel"]
+    assert tunnel["authority"] == "[::1]:4443" and tunnel["sni"] == ""
+    assert tunnel["insecure"] is True and "cacert" not in tunnel
+    assert "authorization" not in tunnel
+
+
 @pytest.mark.parametrize(("argv", "expected"), [
     (["run", "--proxy", "https://127.0.0.1:3128", "https://127.0.0.1/"],
-     "--proxy: only http:// proxies are supported (got https://)"),
+     "--proxy: TLS to an HTTP/1.1 proxy is not built"),
+    # CONNECT-UDP (RFC 9298) over HTTP/3: what it needs, and what it cannot take.
+    (["run", "--proxy-protocol", "http3", "--protocol", "http3", "https://127.0.0.1/"],
+     "--proxy-protocol: needs --proxy"),
+    (["run", "--proxy", "http://127.0.0.1:3128", "--proxy-protocol", "http3",
+      "--protocol", "http3", "https://127.0.0.1/"],
+     "--proxy-protocol: http3 reaches the proxy over QUIC, which is TLS"),
+    (["run", "--proxy", "https://127.0.0.1:3128", "--proxy-protocol", "http3",
+      "https://127.0.0.1/"], "--proxy-protocol: http3 (CONNECT-UDP, RFC 9298) carries UDP"),
+    (["run", "--proxy", "https://127.0.0.1:3128", "--proxy-protocol", "http2",
+      "https://127.0.0.1/"], "--proxy-protocol: http2 (CONNECT on an HTTP/2 stream"),
+    (["run", "--proxy", "http://127.0.0.1:3128", "--proxy-insecure", "https://127.0.0.1/"],
+     "--proxy-insecure: trust for an https:// proxy's certificate"),
+    (["run", "--proxy-cacert", "/etc/hosts", "https://127.0.0.1/"],
+     "--proxy-cacert: trust for an https:// proxy's certificate"),
+    (["run", "--proxy", "https://127.0.0.1:3128", "--proxy-protocol", "http3", "--protocol",
+      "http3", "--resolve", "127.0.0.2", "https://example.test/"],
+     "--proxy-protocol: mutually exclusive with --resolve"),
     (["run", "--proxy", "socks5://127.0.0.1:1080", "https://127.0.0.1/"],
      "--proxy: only http:// proxies are supported (got socks5://)"),
     (["run", "--proxy", "http://user@127.0.0.1:3128", "https://127.0.0.1/"],
@@ -73,7 +113,7 @@ def test_connect_request_head() -> None:
       "https://127.0.0.1/"], "--tunnel-protocol: http2 (CONNECT on an HTTP/2 stream"),
     (["run", "--tunnel-protocol", "http3", "--tunnel-uri", "127.0.0.1:3128",
       "--tunnel-tls-context", "{}", "https://127.0.0.1/"],
-     "--tunnel-protocol: http3 (CONNECT-UDP, RFC 9298) is not built"),
+     "--tunnel-protocol: http3 (CONNECT on an HTTP/3 stream to the proxy) is not built"),
     (["run", "--tunnel-protocol", "http1", "--tunnel-uri", "127.0.0.1:3128",
       "--tunnel-tls-context", "{}", "https://127.0.0.1/"],
      "--tunnel-tls-context: TLS to the proxy is not built"),

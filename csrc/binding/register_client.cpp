@@ -80,6 +80,7 @@ class ClientRun {
     parse_grpc(d);
     parse_h3(d);
     parse_tunnel(d);
+    parse_udp_tunnel(d);
     char err[512] = "";
     int r = nhb_run_create_ex(&c, &run_, err, sizeof(err));
     if (r < 0 && err[0] != '\0') throw py::value_error(err);
@@ -259,6 +260,36 @@ class ClientRun {
     config_.ntunnel_requests = static_cast<uint32_t>(tunnel_requests_.size());
   }
   std::vector<std::string> tunnel_requests_;
+
+  // CONNECT-UDP: "udp_tunnel" dict {"authority": str, "paths": list[str] (one per
+  // target or one), "authorization", "sni", "verify_name", "cacert": str or None,
+  // "insecure": bool}; absent = none.
+  void parse_udp_tunnel(const py::dict& d) {
+    if (!d.contains("udp_tunnel") || d["udp_tunnel"].is_none()) return;
+    py::dict u = d["udp_tunnel"].cast<py::dict>();
+    udp_tunnel_authority_ = get_as<std::string>(u, "authority", "");
+    udp_tunnel_paths_ = get_as<std::vector<std::string>>(u, "paths", {});
+    if (udp_tunnel_authority_.empty() || udp_tunnel_paths_.empty())
+      config_error("udp_tunnel", "needs an authority and a path");
+    if (udp_tunnel_paths_.size() > NHB_MAX_TARGETS) config_error("udp_tunnel", "at most one path per target");
+    for (const std::string& p : udp_tunnel_paths_) udp_tunnel_path_ptrs_.push_back(p.c_str());
+    udp_tunnel_authorization_ = get_as<std::string>(u, "authorization", "");
+    udp_tunnel_sni_ = get_as<std::string>(u, "sni", "");
+    udp_tunnel_verify_name_ = get_as<std::string>(u, "verify_name", "");
+    udp_tunnel_cacert_ = get_as<std::string>(u, "cacert", "");
+    config_.udp_tunnel_authority = udp_tunnel_authority_.c_str();
+    config_.udp_tunnel_paths = udp_tunnel_path_ptrs_.data();
+    config_.nudp_tunnel_paths = static_cast<uint32_t>(udp_tunnel_paths_.size());
+    config_.udp_tunnel_authorization = udp_tunnel_authorization_.empty() ? nullptr : udp_tunnel_authorization_.c_str();
+    config_.udp_tunnel_sni = udp_tunnel_sni_.c_str();
+    config_.udp_tunnel_verify_name = udp_tunnel_verify_name_.c_str();
+    config_.udp_tunnel_cacert = udp_tunnel_cacert_.empty() ? nullptr : udp_tunnel_cacert_.c_str();
+    config_.udp_tunnel_insecure = get_as<bool>(u, "insecure", false) ? 1 : 0;
+  }
+  std::string udp_tunnel_authority_, udp_tunnel_authorization_, udp_tunnel_sni_, udp_tunnel_verify_name_,
+      udp_tunnel_cacert_;
+  std::vector<std::string> udp_tunnel_paths_;
+  std::vector<const char*> udp_tunnel_path_ptrs_;
   std::vector<const char*> tunnel_ptrs_;
   std::vector<size_t> tunnel_lens_;
 

@@ -370,6 +370,7 @@ int nhb_run_create_ex(const nhb_client_config* config, nhb_run** out, char* err,
   if (r == 0) r = nhb__observe_init(run, err, err_len);
   if (r == 0) r = nhb__pool_run_init(run, err, err_len);
   if (r == 0) r = nhb__tunnel_run_init(run, err, err_len);
+  if (r == 0) r = nhb__udp_tunnel_run_init(run, err, err_len);
   if (r == 0) r = nhb__tls_ctx_create(run, err, err_len);
   if (r == 0 && proto->run_init != NULL) r = proto->run_init(run, err, err_len);
   if (r == 0) r = nhb__trace_run_init(run, err, err_len);
@@ -728,6 +729,7 @@ void nhb_run_destroy(nhb_run* run) {
   nhb__request_set_free(run);
   nhb__pool_run_free(run);
   nhb__tunnel_run_free(run);
+  nhb__udp_tunnel_run_free(run);
   nhb__trace_run_free(run);
   free(run->strings);
   free(run->workers);

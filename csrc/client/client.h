@@ -670,6 +670,8 @@ struct nhb_run {
   char* echo_payload;
   /* Proxies (tunnel.c): the CONNECT request each target's connections send. */
   nhb__run_tunnel tunnel;
+  /* CONNECT-UDP (tunnel_udp.c): its own per-run state, NULL without one. */
+  void* udp_tunnel;
   /* The protocol's own per-run state, of its session file's own type (HTTP/3:
    * the GnuTLS credentials and the request set's header blocks, built once
    * per run by its run_init, freed by its run_free). */
@@ -703,6 +705,38 @@ void nhb__tunnel_rx_init(llhttp_t* p, nhb__tunnel_rx* rx);
  * status in rx->status, *used bytes of data were its); -1: malformed or over
  * a limit (rx->why says which). */
 int nhb__tunnel_rx_feed(llhttp_t* p, nhb__tunnel_rx* rx, const char* data, size_t len, size_t* used);
+
+/* tunnel_udp.c: HTTP/3 through a CONNECT-UDP proxy (RFC 9298). The HTTP/3
+ * session (session_h3.c) owns one per connection entry when the run has a
+ * proxy: its socket then carries the tunnel's outer QUIC connection, and the
+ * inner connection's packets go through nhb__udp_tunnel_send and come back
+ * through nhb__h3_tunnel_packet. The inner connection's largest packet is
+ * QUIC's smallest allowed, so that it fits a DATAGRAM frame of the outer. */
+#define NHB__UDP_TUNNEL_INNER_MAX 1200
+typedef struct nhb__udp_tunnel nhb__udp_tunnel;
+int nhb__udp_tunnel_run_init(nhb_run* run, char* err, size_t err_len);
+void nhb__udp_tunnel_run_free(nhb_run* run);
+const char* nhb__udp_tunnel_authority(const nhb_run* run);
+int nhb__udp_tunnel_new(nhb__conn* c, nhb__udp_tunnel** out);
+int nhb__udp_tunnel_start(nhb__conn* c, nhb__udp_tunnel* t, const struct sockaddr* local, size_t local_len,
+                          const nhb_sockaddr* to);
+int nhb__udp_tunnel_read(nhb__conn* c, nhb__udp_tunnel* t, const char* data, size_t len);
+int nhb__udp_tunnel_send(nhb__conn* c, nhb__udp_tunnel* t, const uint8_t* pkt, size_t len);
+void nhb__udp_tunnel_teardown(nhb__udp_tunnel* t);
+void nhb__udp_tunnel_close(nhb__conn* c, nhb__udp_tunnel* t);
+void nhb__udp_tunnel_free(nhb__udp_tunnel* t);
+/* The proxy's bytes on its streams (the CONNECT stream, a unidirectional
+ * one: 0, or -1 once it broke HTTP/3) and its datagrams, as ngtcp2 hands
+ * them over. The fuzz target (fuzz_client_udp_tunnel.c) drives them on a
+ * tunnel from nhb__udp_tunnel_parser_new: no QUIC, the CONNECT sent;
+ * nhb__udp_tunnel_parsed gives the final answer's status (0: none yet), why
+ * it broke and how many datagrams wait for the inner connection. */
+int nhb__udp_tunnel_stream_bytes(nhb__udp_tunnel* t, int64_t sid, const uint8_t* data, size_t len, int fin);
+void nhb__udp_tunnel_datagram(nhb__udp_tunnel* t, const uint8_t* data, size_t len);
+nhb__udp_tunnel* nhb__udp_tunnel_parser_new(nhb__conn* c);
+int nhb__udp_tunnel_parsed(const nhb__udp_tunnel* t, const char** why, uint32_t* queued);
+int nhb__h3_tunnel_up(nhb__conn* c);
+void nhb__h3_tunnel_packet(nhb__conn* c, const uint8_t* data, size_t len);
 
 /* observe.c: the latency response header (--latency-response-header-name).
  * nhb__observe_init() checks and copies the name at run creation and drops

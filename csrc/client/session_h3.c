@@ -105,6 +105,7 @@ typedef struct nhb__h3 {
   int64_t goaway_id;
   int lib_error;      /* an nghttp3 error inside a callback, for the message */
   int sock_error;     /* a send failed for good (h3_write): the connection ends */
+  nhb__udp_tunnel* tun; /* through a CONNECT-UDP proxy (tunnel_udp.c), else NULL */
   uint8_t pkt[H3_PKT_MAX];
 } nhb__h3;
 
@@ -519,6 +520,7 @@ static int h3_alloc(nhb__conn* c) {
   h->timer.data = c;
   h->timer_init = 1;
   c->proto = h;
+  if (NHB__UNLIKELY(c->worker->run->udp_tunnel != NULL)) return nhb__udp_tunnel_new(c, &h->tun);
   return 0;
 }
 
@@ -528,6 +530,7 @@ static void h3_teardown(nhb__conn* c) {
   nhb__h3* h = c->proto;
   if (h == NULL) return;
   if (h->timer_init) uv_timer_stop(&h->timer);
+  if (h->tun != NULL) nhb__udp_tunnel_teardown(h->tun);
   if (h->hc != NULL) nghttp3_conn_del(h->hc);
   if (h->qc != NULL) ngtcp2_conn_del(h->qc);
   if (h->tls != NULL) gnutls_deinit(h->tls);
@@ -611,6 +614,13 @@ static int h3_quic_init(nhb__conn* c, const nhb_sockaddr* to) {
   params.initial_max_stream_data_uni = H3_STREAM_WINDOW;
   params.initial_max_data = H3_CONNECTION_WINDOW;
   params.max_idle_timeout = H3_IDLE_TIMEOUT_NS;
+  if (h->tun != NULL) {
+    /* Inside a CONNECT-UDP tunnel each packet rides in a DATAGRAM frame of
+     * the proxy connection: QUIC's smallest size both ways, no probing. */
+    settings.max_tx_udp_payload_size = NHB__UDP_TUNNEL_INNER_MAX;
+    settings.no_pmtud = 1;
+    params.max_udp_payload_size = NHB__UDP_TUNNEL_INNER_MAX;
+  }
 
   ngtcp2_path path;
   path.local.addr = (ngtcp2_sockaddr*)&h->local;
@@ -647,13 +657,33 @@ static int quic_start(nhb__conn* c, const nhb_sockaddr* to) {
   r = uv_udp_getsockname(&c->udp, (struct sockaddr*)&h->local, &len);
   if (r < 0) return r;
   h->local_len = (socklen_t)len;
+  /* Through a CONNECT-UDP proxy the socket carries the tunnel first; the
+   * QUIC connection to the origin starts once it is up (nhb__h3_tunnel_up). */
+  if (NHB__UNLIKELY(h->tun != NULL))
+    return nhb__udp_tunnel_start(c, h->tun, (const struct sockaddr*)&h->local, h->local_len, to);
   r = h3_tls_init(c);
   if (r == 0) r = h3_quic_init(c, to);
   return r;
 }
 
-/* The socket is connected: the client's first flight goes out. */
-static void quic_on_connected(nhb__conn* c) { h3_want_write(c); }
+int nhb__h3_tunnel_up(nhb__conn* c) {
+  nhb__h3* h = c->proto;
+  h->start_ns = nhb__now_ns();
+  int r = h3_tls_init(c);
+  if (r == 0) r = h3_quic_init(c, &c->worker->run->endpoints[c->endpoint]);
+  if (r < 0) {
+    nhb__conn_fail(c, r, NHB_CTR_POOL_CONNECTION_FAILURE);
+    return r;
+  }
+  h3_want_write(c);
+  return 0;
+}
+
+/* The socket is connected: the client's first flight goes out (the
+ * tunnel's, through a proxy: its timer is armed already). */
+static void quic_on_connected(nhb__conn* c) {
+  if (NHB__LIKELY(h3_of(c)->tun == NULL)) h3_want_write(c);
+}
 
 /* Why the handshake failed, in one line, as the TLS transport says it. */
 static void h3_handshake_error(nhb__conn* c, char* text, size_t len) {
@@ -692,7 +722,11 @@ static void h3_send_close(nhb__conn* c, const ngtcp2_connection_close_error* cce
   ngtcp2_pkt_info pi;
   ngtcp2_ssize n = ngtcp2_conn_write_connection_close(h->qc, &ps.path, &pi, h->pkt, sizeof(h->pkt), ccerr,
                                                       nhb__now_ns());
-  if (n > 0) (void)nhb__transport_udp.write(c, (const char*)h->pkt, (size_t)n);
+  if (n <= 0) return;
+  if (h->tun != NULL)
+    (void)nhb__udp_tunnel_send(c, h->tun, h->pkt, (size_t)n);
+  else
+    (void)nhb__transport_udp.write(c, (const char*)h->pkt, (size_t)n);
 }
 
 /* ngtcp2 refused what arrived or ended the connection: `r` is its error. */
@@ -821,7 +855,8 @@ static void h3_after(nhb__conn* c) {
   if (h->waiting) h3_open_waiting(c);
 }
 
-static int quic_on_read(nhb__conn* c, const char* data, size_t len) {
+/* One QUIC packet of the connection to the origin. */
+static int h3_read_packet(nhb__conn* c, const char* data, size_t len) {
   nhb__h3* h = c->proto;
   if (h->qc == NULL) return 0;
   ngtcp2_path path;
@@ -843,6 +878,16 @@ static int quic_on_read(nhb__conn* c, const char* data, size_t len) {
   h3_after(c);
   if (c->state == NHB__CX_READY || c->state == NHB__CX_CONNECTING) h3_want_write(c);
   return 0;
+}
+
+static int quic_on_read(nhb__conn* c, const char* data, size_t len) {
+  nhb__h3* h = c->proto;
+  if (NHB__UNLIKELY(h->tun != NULL)) return nhb__udp_tunnel_read(c, h->tun, data, len);
+  return h3_read_packet(c, data, len);
+}
+
+void nhb__h3_tunnel_packet(nhb__conn* c, const uint8_t* data, size_t len) {
+  (void)h3_read_packet(c, (const char*)data, len);
 }
 
 static int quic_write(nhb__conn* c, const char* data, size_t len) { return nhb__transport_udp.write(c, data, len); }
@@ -919,7 +964,10 @@ static int h3_write(nhb__conn* c) {
       }
     }
     if (n == 0) break;
-    int r = nhb__transport_udp.write(c, (const char*)h->pkt, (size_t)n);
+    /* Through a CONNECT-UDP proxy, each packet is an HTTP Datagram of the
+     * tunnel's outer connection (tunnel_udp.c). */
+    int r = NHB__UNLIKELY(h->tun != NULL) ? nhb__udp_tunnel_send(c, h->tun, h->pkt, (size_t)n)
+                                          : nhb__transport_udp.write(c, (const char*)h->pkt, (size_t)n);
     /* A full socket buffer drops the packet; QUIC sends it again. Any other
      * error (ECONNREFUSED: the server's port answered an earlier datagram
      * with an ICMP error, which the kernel reports once, to whichever call
@@ -1110,12 +1158,14 @@ static void h3_worker_close(nhb__worker* w) {
       h->timer_init = 0;
       uv_close((uv_handle_t*)&h->timer, NULL);
     }
+    if (h->tun != NULL) nhb__udp_tunnel_close(c, h->tun);
   }
 }
 
 static void h3_conn_free(nhb__conn* c) {
   if (c->proto == NULL) return;
   h3_teardown(c);
+  nhb__udp_tunnel_free(h3_of(c)->tun);
   free(c->proto);
   c->proto = NULL;
 }

@@ -114,7 +114,8 @@ static void tunnel_count(nhb__conn* c, nhb_counter_t cause, const char* fmt, con
   w->stats.counters[cause]++;
   char text[256];
   const nhb__run_tunnel* t = &w->run->tunnel;
-  const char* authority = t->authority[c->target < t->n ? c->target : 0];
+  const char* authority =
+      t->n != 0 ? t->authority[c->target < t->n ? c->target : 0] : nhb__udp_tunnel_authority(w->run);
   if (status != 0) {
     snprintf(text, sizeof(text), fmt, status, authority);
   } else {
@@ -199,6 +200,13 @@ void nhb__tunnel_conn_failed(nhb__conn* c, int err) {
 }
 
 void nhb__tunnel_conn_lost(nhb__conn* c, int err) {
+  /* Before the proxy connection is up only a UDP socket reads (CONNECT-UDP,
+   * tunnel_udp.c): an ICMP error from the proxy's port. */
+  if (c->tunnel == NHB__TUNNEL_TCP) {
+    tunnel_count(c, NHB_CTR_TUNNEL_CONNECT_FAIL, "could not connect to the proxy for CONNECT %s: %s",
+                 nhb_strerror(err), 0);
+    return;
+  }
   tunnel_count(c, NHB_CTR_TUNNEL_CLOSED,
                err == UV_EOF ? "the proxy closed the connection before its answer to CONNECT %s%s"
                              : "the proxy's connection failed before its answer to CONNECT %s: %s",
@@ -212,6 +220,8 @@ int nhb__tunnel_run_init(nhb_run* run, char* err, size_t err_len) {
   nhb__run_tunnel* t = &run->tunnel;
   uint32_t ntargets = run->ntargets > 0 ? run->ntargets : 1;
   if (cfg->ntunnel_requests == 0) {
+    /* CONNECT-UDP keeps the histogram (tunnel_udp.c records into it). */
+    if (cfg->udp_tunnel_authority != NULL) return 0;
     /* No tunnel: no histogram, so the statistic is absent from the result
      * and the merge skips it. */
     free(run->global.hists[NHB_HIST_TUNNEL_SETUP]);

@@ -314,6 +314,36 @@ def fanout_seeds() -> list[bytes]:
     ]
 
 
+def udp_tunnel_seeds() -> list[bytes]:
+    """fuzz_client_udp_tunnel: what a CONNECT-UDP proxy sends (pieces: a header byte, where
+    the piece goes and FIN; a length byte; the bytes): its control stream's SETTINGS, its
+    answer as a QPACK-encoded HEADERS frame (200 from the static table, 403 as a literal
+    with a static name, an interim 100 first), capsules in DATA frames, and datagrams for
+    the CONNECT stream (context 0), another stream, another context, and cut short."""
+    def piece(where: int, data: bytes, fin: bool = False) -> bytes:
+        return bytes([where | (4 if fin else 0), len(data)]) + data
+
+    settings = piece(1, b"\x00\x04\x04\x08\x01\x33\x01")
+    ok = piece(0, b"\x01\x03\x00\x00\xd9")
+    refused = piece(0, b"\x01\x08\x00\x00\x5f\x09\x03403", fin=True)
+    interim = piece(0, b"\x01\x04\x00\x00\xff\x00")  # :status 100, static index 63
+    capsules = piece(0, b"\x00\x0a\x2a\x03abc\x00\x03\x00xy")
+    datagrams = (piece(2, b"\x00\x00" + b"\xc0" + bytes(40)) + piece(2, b"\x01\x00zz")
+                 + piece(2, b"\x00\x01zz") + piece(2, b"\x00"))
+    return [
+        settings + ok + datagrams,
+        settings + ok + capsules + datagrams + piece(0, b"", fin=True),
+        settings + refused,
+        settings + interim + ok,
+        ok + piece(0, b"\x04\x00"),  # SETTINGS on the request stream
+        piece(1, b"\x00\x07\x00") + ok,  # control stream not starting with SETTINGS
+        settings + piece(0, b"\x00\x02ab") + ok,  # DATA before the answer
+        settings + piece(0, b"\x01\x04\xff\xff\xff\xff"),  # not QPACK
+        settings + ok + piece(0, b"\x00\x02\x2a\x40", fin=True),  # a capsule cut off
+        settings + piece(3, b"\x02") + piece(3, b"\x3f\xe1\x1f") + ok,  # QPACK encoder
+    ]
+
+
 def tunnel_seeds() -> list[bytes]:
     """fuzz_client_tunnel: proxies' answers to CONNECT (the first byte is the read size).
     tinyproxy's and squid's own answers as they send them, a refusal with a body, interim
@@ -483,6 +513,7 @@ def main() -> None:
         "fuzz_server_grpc": write("fuzz_server_grpc", grpc_seeds()),
         "fuzz_server_fanout": write("fuzz_server_fanout", fanout_seeds()),
         "fuzz_client_tunnel": write("fuzz_client_tunnel", tunnel_seeds()),
+        "fuzz_client_udp_tunnel": write("fuzz_client_udp_tunnel", udp_tunnel_seeds()),
         "fuzz_server_h3": write("fuzz_server_h3", h3_seeds()),
     }
     total = sum(p.stat().st_size for p in CORPUS.rglob("*") if p.is_file())

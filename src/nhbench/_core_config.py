@@ -17,12 +17,14 @@ options), CPU lists have one entry per worker.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import random
 import re
 import string
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 from . import _grpc as grpc
 from ._input import read_input
@@ -33,7 +35,14 @@ from ._request import (
     render_h2_request,
     render_request,
 )
-from .options import client_cert_pem, fanout_target, parse_bind_config, request_specs, resolve
+from .options import (
+    client_cert_pem,
+    fanout_target,
+    parse_bind_config,
+    proxy_tls,
+    request_specs,
+    resolve,
+)
 
 if TYPE_CHECKING:
     from .options import Options, ResponseOptions, ServerOptions
@@ -366,7 +375,41 @@ def _proxy_config(options: Options) -> dict[str, Any]:
     if proxy.mode == "connect":
         config["tunnel_requests"] = [
             render_connect(t.host, t.port, proxy.authorization) for t in targets]
+    elif proxy.mode == "connect-udp":
+        config["udp_tunnel"] = _udp_tunnel_config(options, proxy.host, proxy.port,
+                                                  proxy.authorization)
     return config
+
+
+def _udp_tunnel_config(options: Options, host: str, port: int,
+                       authorization: str | None) -> dict[str, Any]:
+    """CONNECT-UDP (RFC 9298): the proxy's :authority, each target's :path (the default
+    URI template's, /.well-known/masque/udp/{target_host}/{target_port}/, an IPv6 literal's
+    colons percent-encoded), and the TLS to the proxy."""
+    cacert, insecure = proxy_tls(options)
+    config: dict[str, Any] = {
+        "authority": f"[{host}]:{port}" if ":" in host else f"{host}:{port}",
+        "paths": [f"/.well-known/masque/udp/{quote(t.host, safe='')}/{t.port}/"
+                  for t in options.targets],
+        # SNI is a DNS name (RFC 6066 section 3): none for an address, whose certificate
+        # GnuTLS matches against the addresses it names.
+        "sni": "" if _is_ip_literal(host) else host,
+        "verify_name": host,
+        "insecure": insecure,
+    }
+    if cacert is not None:
+        config["cacert"] = os.path.expanduser(cacert)
+    if authorization is not None:
+        config["authorization"] = authorization
+    return config
+
+
+def _is_ip_literal(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
 
 
 def render_connect(host: str, port: int, authorization: str | None) -> bytes:

@@ -55,8 +55,9 @@ SCHEDULED_TO_RESPONSE = "benchmark_http_client.scheduled_to_response"
 REQUEST_TO_RESPONSE = "benchmark_http_client.request_to_response"
 QUEUE_TO_CONNECT = "benchmark_http_client.queue_to_connect"
 TLS_HANDSHAKE = "benchmark_http_client.tls_handshake"
-# The CONNECT tunnel through a proxy (TCP to the proxy connected to its 2xx answer); only
-# present in a result when the run went through a tunnel.
+# The CONNECT tunnel through a proxy (TCP to the proxy connected to its 2xx answer; for
+# CONNECT-UDP, the first packet to the proxy to its 2xx); only present in a result when the
+# run went through a tunnel.
 TUNNEL_SETUP = "benchmark_http_client.tunnel_setup"
 # The latency the origin reported in --latency-response-header-name (Nighthawk's
 # name); only present in a result when that option was given.
@@ -96,7 +97,8 @@ STATISTIC_DESCRIPTIONS: dict[str, str] = {
     REQUEST_TO_RESPONSE: "Request start to response end",
     QUEUE_TO_CONNECT: "Queueing and connection setup latency",
     TLS_HANDSHAKE: "TLS handshake (TCP connected to handshake done)",
-    TUNNEL_SETUP: "CONNECT tunnel setup (TCP to the proxy connected to its 2xx answer)",
+    TUNNEL_SETUP: "CONNECT tunnel setup (TCP to the proxy connected, or CONNECT-UDP's first "
+    "packet to it, to its 2xx answer)",
     ORIGIN_LATENCY: "Origin latency (the latency response header's values)",
     SEQUENCER_CALLBACK: "Initiation to completion",
     SEQUENCER_BLOCKING: "Blocking. Results are skewed when significant numbers are reported here.",
@@ -159,6 +161,7 @@ COUNTERS: tuple[str, ...] = (
     "tunnel.proxy_closed",
     "tunnel.protocol_error",
     "tunnel.timeout",
+    "tunnel.datagrams_dropped",
 )
 
 #: The status codes counted one by one (C: NHB_STATUS_MIN..NHB_STATUS_MAX), each as
@@ -248,6 +251,9 @@ COUNTER_DESCRIPTIONS: dict[str, str] = {
     "tunnel.protocol_error": "tunnels whose proxy answer was malformed or over the limits "
     "(96 KiB of head, 100 interim answers)",
     "tunnel.timeout": "tunnels not up within --timeout (TCP to the proxy or its answer)",
+    "tunnel.datagrams_dropped": "CONNECT-UDP: datagrams from the proxy that carried nothing "
+    "for the connection (another stream, a context id other than 0, a DATAGRAM capsule, "
+    "a full receive ring)",
 }
 
 #: The counter of requests that succeeded: a complete response with a 2xx status. It is what

@@ -25,7 +25,7 @@ from ._response import (
 from ._run import Options, make_options
 from ._run_load import DEFAULT_DURATION
 from ._run_output import DEFAULT_PERCENTILES
-from ._run_proxy import parse_proxy_url
+from ._run_proxy import parse_proxy_url, proxy_tls
 from ._run_push import DEFAULT_FLUSH_INTERVAL, MIN_FLUSH_INTERVAL
 from ._run_targets import target_addresses
 from ._run_tls import check_key_pair, client_cert_pem
@@ -102,6 +102,7 @@ __all__ = [
     "parse_address",
     "parse_bind_config",
     "parse_proxy_url",
+    "proxy_tls",
     "parse_cpu_list",
     "parse_duration",
     "parse_echo_params",

@@ -164,7 +164,9 @@ class Options(
         rest; a Nighthawk tunnel (tunnel_uri) always tunnels."""
         if self.proxy is not None:
             host, port, auth = parse_proxy_url(self.proxy, "proxy",
-                                               default_port=DEFAULT_PROXY_PORT)
+                                               default_port=DEFAULT_PROXY_PORT, tls_ok=True)
+            if self.proxy_protocol == "http3":
+                return ProxyEndpoint(host, port, "connect-udp", auth)
             absolute = (self.target.scheme == "http" and self.core_protocol == "http1")
             return ProxyEndpoint(host, port, "absolute" if absolute else "connect", auth)
         if self.tunnel_uri is not None:

@@ -1,0 +1,170 @@
+"""HTTP/3 through a CONNECT-UDP proxy (RFC 9298; docs/engine.md, "Proxies and tunnels"):
+``--proxy https://host:port --proxy-protocol http3``.
+
+The proxy is our aioquic-based stand-in (tests/support/masque_proxy.py), because no packaged
+CONNECT-UDP peer exists here (Debian's squid, tinyproxy, nginx and nghttpx tunnel TCP only);
+it logs every CONNECT it receives and relays HTTP Datagrams to the target. The origin is
+nhbench's test server with its ``--http3`` listener (in-process), whose request counter is
+compared with the client's 2xx: every response counted went through the proxy, since the
+client only ever sends to the proxy's port.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import socket
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from support.cli import nhbench_cli
+from support.masque_proxy import masque_proxy
+from support.polling import wait_until
+from support.sockets import free_port
+
+import nhbench
+
+pytestmark = [pytest.mark.core, pytest.mark.peer, pytest.mark.timeout(180)]
+
+RUN: dict[str, Any] = {"protocol": "http3", "rps": 100, "requests": 60, "connections": 3,
+                       "concurrency": 1, "timeout": 5}
+
+
+@pytest.fixture(scope="module")
+def origin() -> Iterator[nhbench.TestServer]:
+    with nhbench.TestServer("127.0.0.1:0", tls_self_signed=True, http3=True) as server:
+        yield server
+
+
+def _requests(server: nhbench.TestServer) -> int:
+    return int(server.stats()["requests"])
+
+
+def _settled(server: nhbench.TestServer, before: int, count: int) -> int:
+    """The origin's requests since `before`, once it counted `count` of them (the last
+    response counts when its packet is written, a moment after the client has it)."""
+    wait_until(lambda: _requests(server) - before >= count, timeout=10)
+    return _requests(server) - before
+
+
+def test_every_connection_opens_one_connect_udp(origin: nhbench.TestServer) -> None:
+    before = _requests(origin)
+    with masque_proxy() as proxy:
+        result = nhbench.run(origin.url, cacert=origin.ca_cert, proxy=proxy.url,
+                             proxy_protocol="http3", proxy_cacert=proxy.ca_cert, **RUN)
+        connects = proxy.connects()
+    c = result.counters
+    assert c["benchmark.http_2xx"] == RUN["requests"], (c, result.error)
+    # The origin answered exactly what the client counted, and all of it came through.
+    assert _settled(origin, before, RUN["requests"]) == RUN["requests"]
+    # One extended CONNECT per connection, naming the origin in the default URI template.
+    host, port = origin.address[:2]
+    assert len(connects) == c["upstream_cx_total"] == c["tunnel.established"] >= 1
+    for connect in connects:
+        assert connect[":method"] == "CONNECT" and connect[":protocol"] == "connect-udp"
+        assert connect[":scheme"] == "https"
+        assert connect[":authority"] == f"127.0.0.1:{proxy.port}"
+        assert connect[":path"] == f"/.well-known/masque/udp/{host}/{port}/"
+        assert connect["capsule-protocol"] == "?1"
+        assert connect["proxy-authorization"] is None
+    # The QUIC handshake with the origin ran inside the tunnel, once per connection.
+    assert c["ssl.handshake"] == c["upstream_cx_total"]
+    assert result.stat("benchmark_http_client.tunnel_setup").count == c["upstream_cx_total"]
+    assert c.get("tunnel.datagrams_dropped", 0) == 0
+    assert result.error_count == 0
+
+
+def test_proxy_credentials_go_in_the_connect(origin: nhbench.TestServer) -> None:
+    with masque_proxy() as proxy:
+        url = proxy.url.replace("https://", "https://user:s%40cret@")
+        result = nhbench.run(origin.url, cacert=origin.ca_cert, proxy=url,
+                             proxy_protocol="http3", proxy_cacert=proxy.ca_cert,
+                             **{**RUN, "requests": 5, "connections": 1})
+        connects = proxy.connects()
+    assert result.counters["benchmark.http_2xx"] == 5
+    token = base64.b64encode(b"user:s@cret").decode()
+    assert [x["proxy-authorization"] for x in connects] == [f"Basic {token}"]
+
+
+def test_proxy_refusing_is_counted(origin: nhbench.TestServer) -> None:
+    before = _requests(origin)
+    with masque_proxy(mode="refuse") as proxy:
+        result = nhbench.run(origin.url, cacert=origin.ca_cert, proxy=proxy.url,
+                             proxy_protocol="http3", proxy_cacert=proxy.ca_cert,
+                             no_default_failure_predicates=True, allow_no_success=True,
+                             **{**RUN, "requests": 5, "connections": 1})
+        connects = proxy.connects()
+    c = result.counters
+    assert c["tunnel.non_2xx"] >= 1 and c["tunnel.non_2xx"] == len(connects)
+    assert c.get("tunnel.established", 0) == 0
+    assert c.get("benchmark.http_2xx", 0) == 0
+    assert c["benchmark.pool_connection_failure"] == 5
+    assert "the proxy answered 403 to CONNECT-UDP" in (result.error or "")
+    assert _requests(origin) == before
+
+
+def test_proxy_closing_mid_run_is_counted(origin: nhbench.TestServer) -> None:
+    before = _requests(origin)
+    with masque_proxy(close_after=0.5) as proxy:
+        result = nhbench.run(origin.url, cacert=origin.ca_cert, proxy=proxy.url,
+                             proxy_protocol="http3", proxy_cacert=proxy.ca_cert, rps=50,
+                             duration=2, connections=1, timeout=5, protocol="http3",
+                             no_default_failure_predicates=True)
+        connects = proxy.connects()
+    c = result.counters
+    # Each tunnel ended under its connection; the next one opened a new tunnel.
+    assert c["tunnel.proxy_closed"] >= 2, c
+    assert c["tunnel.established"] == len(connects) >= 3
+    ok = c["benchmark.http_2xx"]
+    assert ok >= 40
+    assert _settled(origin, before, ok) == ok
+
+
+def test_a_closed_proxy_port_is_a_connect_failure(origin: nhbench.TestServer) -> None:
+    port = free_port(socket.SOCK_DGRAM)  # nothing listens there: ICMP port unreachable
+    result = nhbench.run(origin.url, cacert=origin.ca_cert, proxy=f"https://127.0.0.1:{port}",
+                         proxy_protocol="http3", proxy_insecure=True,
+                         no_default_failure_predicates=True, allow_no_success=True,
+                         **{**RUN, "requests": 3, "connections": 1})
+    c = result.counters
+    assert c["tunnel.connect_fail"] >= 1
+    assert c["tunnel.connect_fail"] == c["upstream_cx_total"]
+    assert c.get("tunnel.timeout", 0) == 0
+    assert c.get("benchmark.http_2xx", 0) == 0
+    assert "could not connect to the proxy" in (result.error or "") or \
+        "the proxy's UDP port" in (result.error or "")
+
+
+def test_the_proxy_certificate_is_checked(origin: nhbench.TestServer) -> None:
+    with masque_proxy() as proxy:
+        refused = nhbench.run(origin.url, cacert=origin.ca_cert, proxy=proxy.url,
+                              proxy_protocol="http3", no_default_failure_predicates=True,
+                              allow_no_success=True, **{**RUN, "requests": 3, "connections": 1})
+        trusted = nhbench.run(origin.url, cacert=origin.ca_cert, proxy=proxy.url,
+                              proxy_protocol="http3", proxy_insecure=True,
+                              **{**RUN, "requests": 3, "connections": 1})
+        connects = proxy.connects()
+    # The system store does not trust the proxy's self-signed certificate: no CONNECT sent.
+    assert refused.counters["tunnel.connect_fail"] >= 1
+    assert refused.counters.get("benchmark.http_2xx", 0) == 0
+    assert "TLS handshake with the proxy failed" in (refused.error or "")
+    assert trusted.counters["benchmark.http_2xx"] == 3
+    assert len(connects) == trusted.counters["tunnel.established"]
+
+
+def test_the_command_line_spelling(origin: nhbench.TestServer) -> None:
+    before = _requests(origin)
+    with masque_proxy() as proxy:
+        proc = nhbench_cli("run", "--protocol", "http3", "--cacert", origin.ca_cert,
+                           "--proxy", proxy.url, "--proxy-protocol", "http3",
+                           "--proxy-cacert", proxy.ca_cert, "--rps", "50", "--duration", "1",
+                           "--connections", "2", "--output-format", "json", origin.url)
+        connects = proxy.connects()
+    assert proc.returncode == 0, proc.stderr
+    result = next(r for r in json.loads(proc.stdout)["results"] if r["name"] == "global")
+    c = {x["name"]: int(x["value"]) for x in result["counters"]}
+    assert c["benchmark.http_2xx"] > 0
+    assert _settled(origin, before, c["benchmark.http_2xx"]) == c["benchmark.http_2xx"]
+    assert len(connects) == c["upstream_cx_total"] == c["tunnel.established"]
+    assert "benchmark_http_client.tunnel_setup" in {s["id"] for s in result["statistics"]}
