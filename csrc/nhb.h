@@ -591,6 +591,11 @@ typedef struct nhb_endpoint_stats {
   nhb_hist* latency;    /* request_to_response of its measured responses */
 } nhb_endpoint_stats;
 const nhb_endpoint_stats* nhb_run_endpoint_stats(const nhb_run* run, uint32_t* count);
+/* The same endpoints' connections, requests and errors during the run (as of
+ * the workers' last 10 ms publish), into out[3*i .. 3*i+2] for the first
+ * `max` endpoints; returns how many were written (0 with one endpoint), or
+ * with out NULL how many there are. */
+uint32_t nhb_run_endpoint_progress(const nhb_run* run, uint64_t* out, uint32_t max);
 /* Releases and responses per stage (index 0..nstages-1), summed over the
  * workers; returns NHB_EINVAL for a bad index. */
 int nhb_run_stage_counts(const nhb_run* run, uint32_t stage, uint64_t* releases, uint64_t* responses);

@@ -226,6 +226,40 @@ def test_human_report_shows_the_spread(servers):
         assert 4 <= int(connections) <= 6 and 8 <= int(requests) <= 12
 
 
+def test_live_progress_shows_each_endpoint(servers):
+    # The live snapshots carry every endpoint's counts as they grow (the core publishes
+    # them with its counters every 10 ms); the last one before the end is at most what the
+    # result counts, and the display prints one line per endpoint.
+    from nhbench._live import format_endpoints
+
+    port, started = servers
+    seen: list[nhbench.Progress] = []
+    result = run(f"http://{NAME}:{port}/", resolve=[",".join(ADDRESSES)], dns_method="rr",
+                 connections=3, max_requests_per_connection=2, rps=300, duration="1.5s",
+                 on_progress=seen.append)
+    names = [f"{a}:{port}" for a in ADDRESSES]
+    assert [e.name for e in result.endpoints] == names
+    live = [p for p in seen if p.endpoints]
+    assert len(live) >= 5, len(seen)
+    assert all([e.name for e in p.endpoints] == names for p in live)
+    # They grow, and while the run goes each endpoint takes its share.
+    totals = [sum(e.requests for e in p.endpoints) for p in live]
+    assert totals == sorted(totals) and totals[-1] > totals[0]
+    last = live[-1]
+    for mid, final in zip(last.endpoints, result.endpoints, strict=True):
+        assert 0 < mid.requests <= final.requests
+        assert 0 < mid.connections <= final.connections
+    assert sum(e.requests for e in last.endpoints) <= result.counters["benchmark.http_2xx"]
+    lines = format_endpoints(last)
+    assert [line.split()[0] for line in lines] == names
+    assert all("connections" in line and "requests" in line for line in lines)
+    # One endpoint: no per-endpoint entries, live or final.
+    single: list[nhbench.Progress] = []
+    one = run(f"http://127.0.0.1:{port}/", rps=100, duration="0.5s", on_progress=single.append)
+    assert one.endpoints == [] and single and all(not p.endpoints for p in single)
+    assert format_endpoints(single[-1]) == []
+
+
 @pytest.mark.parametrize(("args", "named"), [
     (["--resolve", "127.0.0.1:80"], "resolve"),
     (["--resolve", "not a host"], "resolve"),

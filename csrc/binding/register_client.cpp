@@ -347,6 +347,21 @@ class ClientRun {
     for (int i = 0; i < NHB_CTR_COUNT; i++) c[nhb_counter_names[i]] = counters[i];
     d["elapsed"] = elapsed;
     d["counters"] = c;
+    // Per endpoint (several only), in the order of result()'s endpoints.
+    py::list endpoints;
+    uint32_t nep = nhb_run_endpoint_progress(run_, nullptr, 0);
+    if (nep > 0) {
+      std::vector<uint64_t> ep(static_cast<size_t>(nep) * 3);
+      nep = nhb_run_endpoint_progress(run_, ep.data(), nep);
+      for (uint32_t i = 0; i < nep; i++) {
+        py::dict e;
+        e["connections"] = ep[3 * i];
+        e["requests"] = ep[3 * i + 1];
+        e["errors"] = ep[3 * i + 2];
+        endpoints.append(e);
+      }
+    }
+    d["endpoints"] = endpoints;
     return d;
   }
 

@@ -524,6 +524,9 @@ struct nhb__worker {
   /* Per-endpoint statistics (pool.c), one per run->endpoints entry, or NULL
    * with one endpoint: the only cost a run with one address pays is the test. */
   nhb_endpoint_stats* ep;
+  /* Its connections, requests and errors copied out with the counters
+   * (publish), three per endpoint, for the live view; NULL with one endpoint. */
+  _Atomic uint64_t* ep_published;
   uint64_t ep_rng;       /* endpoint_random: splitmix64 state */
   int response_extras;   /* stages or per-endpoint statistics: a response calls response_extras (pool.c) */
   const nhb__protocol* protocol; /* nhb__protocols[config.protocol] */
@@ -725,6 +728,7 @@ void nhb__pool_run_free(nhb_run* run);
  * (its connections stay counted); the workers' are merged when the run ends. */
 void nhb__pool_endpoints_end_warmup(nhb__worker* w);
 void nhb__pool_endpoints_merge(nhb_run* run);
+void nhb__pool_endpoints_publish(nhb__worker* w);
 int nhb__pool_init(nhb__worker* w);
 void nhb__pool_free(nhb__worker* w);
 void nhb__pool_prefetch(nhb__worker* w);
