@@ -528,6 +528,10 @@ typedef struct nhb_interval {
   double sum;
   size_t nbuckets;
   nhb_interval_bucket* buckets; /* owned; nhb_interval_free() */
+  /* The per-status-code and gRPC-status counters that grew, as (counter id,
+   * growth) pairs (nhb_counter_name names them); owned like buckets. */
+  size_t ncodes;
+  nhb_interval_bucket* codes;
 } nhb_interval;
 
 /* Moves up to `max` closed intervals, oldest first, into out[] and returns

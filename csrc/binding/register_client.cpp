@@ -381,6 +381,12 @@ class ClientRun {
         d["start"] = static_cast<double>(iv.start_ns) / 1e9;
         d["duration"] = static_cast<double>(iv.duration_ns) / 1e9;
         for (int k = 0; k < NHB_CTR_COUNT; k++) c[nhb_counter_names[k]] = iv.counters[k];
+        // The per-status-code and gRPC-status counters that grew, by the names the
+        // result gives them (benchmark.http_<code>, benchmark.grpc_status_<code>).
+        char code_name[64];
+        for (size_t k = 0; k < iv.ncodes; k++)
+          if (nhb_counter_name(static_cast<int>(iv.codes[k].index), code_name, sizeof(code_name)) == 0)
+            c[code_name] = iv.codes[k].count;
         d["counters"] = c;
         h["count"] = iv.total;
         h["min"] = iv.min;

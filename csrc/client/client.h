@@ -435,7 +435,9 @@ struct nhb__conn {
 typedef struct nhb__ivl_buf {
   nhb_hist* hist;                    /* scheduled_to_response of the interval */
   uint64_t end_ns;                   /* when the worker closed it; 0 = never */
-  uint64_t counters[NHB_CTR_COUNT];  /* the worker's counters when it closed it */
+  /* The worker's counters when it closed it, by counter id: the fixed ones,
+   * then the per-status-code and gRPC-status ones (NHB_COUNTER_ID_COUNT). */
+  uint64_t counters[NHB_COUNTER_ID_COUNT];
 } nhb__ivl_buf;
 
 /* A worker's connections to one target. `avail` is a ring of the
@@ -658,7 +660,7 @@ struct nhb_run {
   uint64_t ivl_next_ns;       /* when to close the current interval */
   uint64_t ivl_start_ns;      /* when the interval being collected began */
   uint64_t ivl_bump_ns;       /* when the controller last bumped the epoch */
-  uint64_t* ivl_last;         /* nworkers x NHB_CTR_COUNT: counters at each worker's last close */
+  uint64_t* ivl_last;         /* nworkers x NHB_COUNTER_ID_COUNT: counters at each worker's last close */
   nhb_hist* ivl_merge;        /* scratch for merging the workers' buffers */
   uint64_t ivl_count;         /* intervals queued so far */
   nhb_interval* ivl_queue;    /* closed intervals not taken yet */
