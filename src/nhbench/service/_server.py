@@ -42,8 +42,8 @@ from grpc_reflection.v1alpha import reflection
 
 from .._exceptions import NHBenchError, OptionsError, ResolveError
 from ..distributed import BenchmarkProtocol, make_benchmark
-from ..outputs import nighthawk_output
 from ..options import parse_stats_sink
+from ..outputs import nighthawk_output
 from ._mapping import LocalAccess, refuse_unsupported, start_options
 from ._protos import SERVICE_NAME, Protos
 
