@@ -260,6 +260,30 @@ def test_live_progress_shows_each_endpoint(servers):
     assert format_endpoints(single[-1]) == []
 
 
+def test_ui_live_records_carry_each_endpoint(servers, tmp_path):
+    # nhbench ui's live page: every interval event carries the endpoints' counts so far
+    # (RunManager keeps the latest progress snapshot with each record).
+    from nhbench.browse import RunManager
+    from nhbench.options import UILimits
+
+    port, _ = servers
+    manager = RunManager(str(tmp_path), UILimits(max_rate=0))
+    options = nhbench.Options(uri=f"http://{NAME}:{port}/", resolve=[",".join(ADDRESSES)],
+                              dns_method="rr", rps=200, duration=1.5, connections=3,
+                              max_requests_per_connection=2, stats_interval=0.25,
+                              cpus=CLIENT_CPU)
+    live = manager.start(options, save=False)
+    assert live.wait(60) and live.state == "done", live.error
+    names = [f"{a}:{port}" for a in ADDRESSES]
+    rows = [record["endpoints"] for record in live.records if record["endpoints"]]
+    assert len(rows) >= 3, live.records
+    assert all([row[0] for row in endpoints] == names for endpoints in rows)
+    totals = [sum(row[2] for row in endpoints) for endpoints in rows]
+    assert totals == sorted(totals) and totals[-1] > 0
+    final = {e.name: e.requests for e in live.result.endpoints}
+    assert all(row[2] <= final[row[0]] for row in rows[-1])
+
+
 @pytest.mark.parametrize(("args", "named"), [
     (["--resolve", "127.0.0.1:80"], "resolve"),
     (["--resolve", "not a host"], "resolve"),
