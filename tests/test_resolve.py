@@ -260,6 +260,41 @@ def test_live_progress_shows_each_endpoint(servers):
     assert format_endpoints(single[-1]) == []
 
 
+def test_prometheus_endpoint_serves_each_endpoint(servers):
+    # --prometheus-listen's metrics: one series per endpoint, labelled with its name, at
+    # the last progress snapshot's counts.
+    import urllib.request
+
+    pytest.importorskip("prometheus_client")
+    from nhbench._prometheus import PrometheusEndpoint
+
+    port, _ = servers
+    endpoint = PrometheusEndpoint("127.0.0.1", 0)
+    host, metrics_port = endpoint.start()
+    seen: list[nhbench.Progress] = []
+
+    def on_progress(progress: nhbench.Progress) -> None:
+        seen.append(progress)
+        endpoint.on_progress(progress)
+
+    try:
+        run(f"http://{NAME}:{port}/", resolve=[",".join(ADDRESSES)], dns_method="rr",
+            connections=3, max_requests_per_connection=2, rps=300, duration="1s",
+            on_progress=on_progress)
+        with urllib.request.urlopen(f"http://{host}:{metrics_port}/metrics", timeout=5) as r:
+            text = r.read().decode()
+    finally:
+        endpoint.stop()
+    last = seen[-1]
+    assert len(last.endpoints) == 3
+    for e in last.endpoints:
+        for metric, value in (("requests", e.requests), ("connections", e.connections),
+                              ("errors", e.errors)):
+            line = f'nhbench_endpoint_{metric}_total{{endpoint="{e.name}"}} {float(value)}'
+            assert line in text, (line, text[:2000])
+        assert e.requests > 0
+
+
 def test_ui_live_records_carry_each_endpoint(servers, tmp_path):
     # nhbench ui's live page: every interval event carries the endpoints' counts so far
     # (RunManager keeps the latest progress snapshot with each record).
