@@ -31,7 +31,8 @@ from ..options import (
 )
 from ..outputs._nighthawk import options_from_command_line
 
-__all__ = ["IGNORED_FIELDS", "LOCAL_FILE_OPTIONS", "SUPPORTED_FIELDS", "LocalAccess",
+__all__ = ["IGNORED_FIELDS", "LOCAL_FILE_OPTIONS", "MAX_STATS_SINKS", "SUPPORTED_FIELDS",
+           "LocalAccess",
            "refuse_local", "refuse_unsupported", "start_options"]
 
 
@@ -114,10 +115,18 @@ def refuse_unsupported(names: Iterable[str]) -> None:
             f"lists the supported ones)")
 
 
+#: Stats sinks one request may name: each is a socket and a sending thread of the service,
+#: which a remote client must not be able to multiply without bound.
+MAX_STATS_SINKS = 16
+
+
 def _stats_sinks(clo: Mapping[str, Any], values: dict[str, Any]) -> None:
     # The sinks as the Nighthawk command line's --stats-sinks takes them (each StatsSink in
     # proto3 JSON, its Any expanded): the same reading and the same refusals by name.
     sinks = clo.get("stats_sinks") or []
+    if len(sinks) > MAX_STATS_SINKS:
+        raise OptionsError(f"CommandLineOptions.stats_sinks: {len(sinks)} sinks; at most "
+                           f"{MAX_STATS_SINKS} here; nothing was sent")
     interval = _wrapped(clo.get("stats_flush_interval"))
     duration = clo.get("stats_flush_interval_duration")
     if sinks:

@@ -37,6 +37,7 @@ from concurrent import futures
 from typing import Any
 
 import grpc
+from google.protobuf.message import DecodeError
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
@@ -44,7 +45,7 @@ from .._exceptions import NHBenchError, OptionsError, ResolveError
 from ..distributed import BenchmarkProtocol, make_benchmark
 from ..options import parse_stats_sink
 from ..outputs import nighthawk_output
-from ._mapping import LocalAccess, refuse_unsupported, start_options
+from ._mapping import MAX_STATS_SINKS, LocalAccess, refuse_unsupported, start_options
 from ._protos import SERVICE_NAME, Protos
 
 __all__ = ["BUSY_MESSAGE", "IDLE_TIMEOUT", "MAX_REFLECTION_STREAMS", "MAX_STREAMS",
@@ -334,6 +335,9 @@ class Service:
         # become JSON (refused by name, as the command line refuses it), and a StatsdSink
         # holding fields the schema lacks would lose them on the way.
         where = "CommandLineOptions.stats_sinks"
+        if len(given.stats_sinks) > MAX_STATS_SINKS:
+            raise OptionsError(f"{where}: {len(given.stats_sinks)} sinks; at most "
+                               f"{MAX_STATS_SINKS} here; nothing was sent")
         for index, sink in enumerate(given.stats_sinks, 1):
             if not sink.HasField("typed_config"):
                 continue
@@ -344,7 +348,13 @@ class Service:
                 raise OptionsError(f"{where} #{index}: typed_config {url}: not a stats sink "
                                    f"nhbench has")
             config = self.protos.message(_STATSD_SINK)()
-            if not sink.typed_config.Unpack(config):
+            try:
+                unpacked = sink.typed_config.Unpack(config)
+            except DecodeError as exc:
+                # The Any's bytes are the client's: a StatsdSink that does not decode.
+                raise OptionsError(f"{where} #{index}: typed_config: not a StatsdSink "
+                                   f"({exc})") from None
+            if not unpacked:
                 raise OptionsError(f"{where} #{index}: typed_config: not a StatsdSink")
             unknown = self.protos.unknown_fields(config)
             if unknown:
