@@ -545,6 +545,10 @@ typedef struct nhb_interval {
   double sum;
   size_t nbuckets;
   nhb_interval_bucket* buckets; /* owned; nhb_interval_free() */
+  /* The per-status-code and gRPC-status counters that grew, as (counter id,
+   * growth) pairs (nhb_counter_name names them); owned like buckets. */
+  size_t ncodes;
+  nhb_interval_bucket* codes;
 } nhb_interval;
 
 /* Moves up to `max` closed intervals, oldest first, into out[] and returns
@@ -608,6 +612,11 @@ typedef struct nhb_endpoint_stats {
   nhb_hist* latency;    /* request_to_response of its measured responses */
 } nhb_endpoint_stats;
 const nhb_endpoint_stats* nhb_run_endpoint_stats(const nhb_run* run, uint32_t* count);
+/* The same endpoints' connections, requests and errors during the run (as of
+ * the workers' last 10 ms publish), into out[3*i .. 3*i+2] for the first
+ * `max` endpoints; returns how many were written (0 with one endpoint), or
+ * with out NULL how many there are. */
+uint32_t nhb_run_endpoint_progress(const nhb_run* run, uint64_t* out, uint32_t max);
 /* Releases and responses per stage (index 0..nstages-1), summed over the
  * workers; returns NHB_EINVAL for a bad index. */
 int nhb_run_stage_counts(const nhb_run* run, uint32_t stage, uint64_t* releases, uint64_t* responses);

@@ -12,6 +12,7 @@ sanitizer preload without any of nhbench's C code being new here.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -398,3 +399,51 @@ def test_pushed_metrics_come_from_the_controller(cluster: LocalRayCluster,
     timers = sum(round(1 / line.rate) if line.rate else 1 for line in lines
                  if line.kind == "ms")
     assert timers == result.stat(LATENCY).count
+
+
+def test_endpoints_merge_across_hosts(cluster: LocalRayCluster) -> None:
+    # --resolve with two addresses, round robin: every node spreads its connections over
+    # both; the controller adds the nodes' endpoints by name (counts add, HDR counts add)
+    # and its live snapshots carry them too. Each address is its own server, whose count
+    # must equal the merged endpoint's.
+    from support.sockets import free_port
+
+    addresses = ("127.0.0.1", "127.0.0.2")
+    for _ in range(5):
+        port = free_port()
+        with contextlib.ExitStack() as stack:
+            try:
+                servers = [stack.enter_context(nhbench.TestServer(
+                    listen=f"{a}:{port}", subprocess=True, admin="127.0.0.1:0"))
+                    for a in addresses]
+            except nhbench.NHBenchError:
+                continue  # the port was taken on one of the addresses meanwhile
+            seen: list[nhbench.Progress] = []
+            result = nhbench.run(f"http://backend.invalid:{port}/", resolve=[",".join(addresses)],
+                                 dns_method="rr", cluster=nhbench.Cluster(cluster.address),
+                                 rps=100, duration="1.5s", concurrency=2,
+                                 max_requests_per_connection=5, on_progress=seen.append)
+            served = [_served(server) for server in servers]
+            break
+    else:
+        pytest.fail("no port free on both loopback addresses")
+    assert result.success, result.error
+    names = [f"{a}:{port}" for a in addresses]
+    assert [e.name for e in result.endpoints] == names
+    total = result.counters["upstream_rq_total"]
+    assert sum(e.requests for e in result.endpoints) == total == sum(served) > 0
+    for endpoint, count in zip(result.endpoints, served, strict=True):
+        # Both nodes sent to both addresses; each server saw exactly its endpoint's share.
+        assert endpoint.requests == count > total // 4
+        assert endpoint.errors == 0 and endpoint.latency.count == endpoint.requests
+    assert sum(e.connections for e in result.endpoints) == result.counters["upstream_cx_total"]
+    # The merged latency histograms add up to the run's.
+    assert sum(e.latency.histogram().get_total_count() for e in result.endpoints) == (
+        result.stat("benchmark_http_client.request_to_response").count)
+    live = [p for p in seen if p.endpoints]
+    assert live, len(seen)
+    assert all([e.name for e in p.endpoints] == names for p in live)
+    last = live[-1]
+    assert 0 < sum(e.requests for e in last.endpoints) <= total
+    for mid, final in zip(last.endpoints, result.endpoints, strict=True):
+        assert mid.requests <= final.requests and mid.connections <= final.connections

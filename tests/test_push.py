@@ -91,11 +91,10 @@ def test_statsd_udp_and_tcp_add_up_to_the_result(server: nhbench.TestServer) -> 
             lines = sink.lines()
             sums = _counter_sums(lines)
             # Every counter of the result, exactly, as the sum of the pushed deltas (the
-            # per-status-code counters, benchmark.http_200..., are not in the intervals).
+            # per-status-code ones, benchmark.http_200, included).
             for name, value in counters.items():
-                if name in COUNTERS:
-                    assert sums[name] == value, (sink.transport, name)
-            assert set(sums) <= set(COUNTERS)
+                assert sums[name] == value, (sink.transport, name)
+            assert set(sums) <= set(COUNTERS) | {"benchmark.http_200"}
             assert _timer_count(lines) == requests, sink.transport
             gauges = {line.name for line in lines if line.kind == "g"}
             assert {"envoy.nhbench.rps", "envoy.nhbench.latency_p99_us"} <= gauges
@@ -104,6 +103,45 @@ def test_statsd_udp_and_tcp_add_up_to_the_result(server: nhbench.TestServer) -> 
             assert len(rps) == 5, sink.transport
         # UDP: several lines per datagram, each datagram within a 1500-byte path.
         assert udp.datagrams < len(udp.raw)
+
+
+def test_status_codes_pushed_add_up_to_the_result() -> None:
+    # The per-status-code counters (benchmark.http_<code>, as the result names them) travel
+    # in the live intervals, so both sinks get them under the counters' names: statsd
+    # envoy.cluster.nhbench.benchmark.http_503, OTLP nhbench.counter{counter=...}. Over the
+    # run every code's pushed growth is the result's count, and the codes add up to their
+    # classes. The server answers a random share with 503, 404 and 201 (Fortio's status=).
+    pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
+    from nhbench._names import status_counter_code
+
+    with nhbench.TestServer() as origin, StatsdServer("udp") as statsd, \
+            OtlpReceiver() as receiver:
+        result = nhbench.run(origin.url + "?status=503:20,404:10,201:5", rps=400,
+                             duration="1.6s", connections=4, statsd=[statsd.address],
+                             otlp_endpoint=receiver.url, otlp_temporality="delta",
+                             stats_flush_interval="500ms", no_default_failure_predicates=True)
+        served = {f"benchmark.http_{code}": n for code, n in origin.stats()["status"].items()}
+        lines = statsd.lines()
+    codes = {name: value for name, value in result.counters.items()
+             if status_counter_code(name) is not None and value}
+    # What the server wrote is what the result counts, with all four codes present.
+    assert codes == served and set(codes) == {
+        "benchmark.http_200", "benchmark.http_201", "benchmark.http_404", "benchmark.http_503"}
+    sums = _counter_sums(lines)
+    points = _counter_points(receiver)
+    for name, value in codes.items():
+        assert sums[name] == value, name
+        assert sum(points[name]) == value, name
+    for klass in ("2xx", "4xx", "5xx"):
+        inside = sum(v for n, v in codes.items() if n[len("benchmark.http_")] == klass[0])
+        assert sums[f"benchmark.http_{klass}"] == inside == result.counters[
+            f"benchmark.http_{klass}"]
+    # A code once seen is pushed at every later flush (0 included), as Envoy's counters.
+    flushes = [line for line in lines if line.name == "envoy.nhbench.rps"]
+    per_code = [line for line in lines if line.name.endswith(".benchmark.http_503")]
+    assert len(flushes) >= 3 and len(per_code) == len(flushes)
+    # The OTLP errors sum counts the 4xx and 5xx responses as the result does.
+    assert sum(p.as_int for p in _points(receiver, "nhbench.errors")) == result.error_count > 0
 
 
 def test_statsd_prefix_and_an_ipv6_sink(server: nhbench.TestServer) -> None:

@@ -226,6 +226,99 @@ def test_human_report_shows_the_spread(servers):
         assert 4 <= int(connections) <= 6 and 8 <= int(requests) <= 12
 
 
+def test_live_progress_shows_each_endpoint(servers):
+    # The live snapshots carry every endpoint's counts as they grow (the core publishes
+    # them with its counters every 10 ms); the last one before the end is at most what the
+    # result counts, and the display prints one line per endpoint.
+    from nhbench._live import format_endpoints
+
+    port, started = servers
+    seen: list[nhbench.Progress] = []
+    result = run(f"http://{NAME}:{port}/", resolve=[",".join(ADDRESSES)], dns_method="rr",
+                 connections=3, max_requests_per_connection=2, rps=300, duration="1.5s",
+                 on_progress=seen.append)
+    names = [f"{a}:{port}" for a in ADDRESSES]
+    assert [e.name for e in result.endpoints] == names
+    live = [p for p in seen if p.endpoints]
+    assert len(live) >= 5, len(seen)
+    assert all([e.name for e in p.endpoints] == names for p in live)
+    # They grow, and while the run goes each endpoint takes its share.
+    totals = [sum(e.requests for e in p.endpoints) for p in live]
+    assert totals == sorted(totals) and totals[-1] > totals[0]
+    last = live[-1]
+    for mid, final in zip(last.endpoints, result.endpoints, strict=True):
+        assert 0 < mid.requests <= final.requests
+        assert 0 < mid.connections <= final.connections
+    assert sum(e.requests for e in last.endpoints) <= result.counters["benchmark.http_2xx"]
+    lines = format_endpoints(last)
+    assert [line.split()[0] for line in lines] == names
+    assert all("connections" in line and "requests" in line for line in lines)
+    # One endpoint: no per-endpoint entries, live or final.
+    single: list[nhbench.Progress] = []
+    one = run(f"http://127.0.0.1:{port}/", rps=100, duration="0.5s", on_progress=single.append)
+    assert one.endpoints == [] and single and all(not p.endpoints for p in single)
+    assert format_endpoints(single[-1]) == []
+
+
+def test_prometheus_endpoint_serves_each_endpoint(servers):
+    # --prometheus-listen's metrics: one series per endpoint, labelled with its name, at
+    # the last progress snapshot's counts.
+    import urllib.request
+
+    pytest.importorskip("prometheus_client")
+    from nhbench._prometheus import PrometheusEndpoint
+
+    port, _ = servers
+    endpoint = PrometheusEndpoint("127.0.0.1", 0)
+    host, metrics_port = endpoint.start()
+    seen: list[nhbench.Progress] = []
+
+    def on_progress(progress: nhbench.Progress) -> None:
+        seen.append(progress)
+        endpoint.on_progress(progress)
+
+    try:
+        run(f"http://{NAME}:{port}/", resolve=[",".join(ADDRESSES)], dns_method="rr",
+            connections=3, max_requests_per_connection=2, rps=300, duration="1s",
+            on_progress=on_progress)
+        with urllib.request.urlopen(f"http://{host}:{metrics_port}/metrics", timeout=5) as r:
+            text = r.read().decode()
+    finally:
+        endpoint.stop()
+    last = seen[-1]
+    assert len(last.endpoints) == 3
+    for e in last.endpoints:
+        for metric, value in (("requests", e.requests), ("connections", e.connections),
+                              ("errors", e.errors)):
+            line = f'nhbench_endpoint_{metric}_total{{endpoint="{e.name}"}} {float(value)}'
+            assert line in text, (line, text[:2000])
+        assert e.requests > 0
+
+
+def test_ui_live_records_carry_each_endpoint(servers, tmp_path):
+    # nhbench ui's live page: every interval event carries the endpoints' counts so far
+    # (RunManager keeps the latest progress snapshot with each record).
+    from nhbench.browse import RunManager
+    from nhbench.options import UILimits
+
+    port, _ = servers
+    manager = RunManager(str(tmp_path), UILimits(max_rate=0))
+    options = nhbench.Options(uri=f"http://{NAME}:{port}/", resolve=[",".join(ADDRESSES)],
+                              dns_method="rr", rps=200, duration=1.5, connections=3,
+                              max_requests_per_connection=2, stats_interval=0.25,
+                              cpus=CLIENT_CPU)
+    live = manager.start(options, save=False)
+    assert live.wait(60) and live.state == "done", live.error
+    names = [f"{a}:{port}" for a in ADDRESSES]
+    rows = [record["endpoints"] for record in live.records if record["endpoints"]]
+    assert len(rows) >= 3, live.records
+    assert all([row[0] for row in endpoints] == names for endpoints in rows)
+    totals = [sum(row[2] for row in endpoints) for endpoints in rows]
+    assert totals == sorted(totals) and totals[-1] > 0
+    final = {e.name: e.requests for e in live.result.endpoints}
+    assert all(row[2] <= final[row[0]] for row in rows[-1])
+
+
 @pytest.mark.parametrize(("args", "named"), [
     (["--resolve", "127.0.0.1:80"], "resolve"),
     (["--resolve", "not a host"], "resolve"),

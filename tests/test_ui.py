@@ -218,6 +218,62 @@ def test_a_script_against_fortios_rest_api_sees_the_same_shapes(
     assert ours["no url"][1] == {"error": True, "message": "URL is required"}
 
 
+def resolve_script(port: int, server_port: int) -> dict[str, Any]:
+    """REST runs with ``resolve``: the URL's host is a name no resolver knows; resolve
+    points at the test server on 127.0.0.2."""
+    seen: dict[str, Any] = {}
+    url = f"http://backend.invalid:{server_port}/"
+    for name, resolve in (("address", "127.0.0.2"), ("list", "127.0.0.1,127.0.0.2"),
+                          ("unknown name", "nothere.invalid")):
+        query = urlencode({"url": url, "resolve": resolve, "qps": "50", "n": "10", "c": "1"})
+        seen[name] = rest(port, f"/fortio/rest/run?{query}")
+    return seen
+
+
+@pytest.mark.peer
+@pytest.mark.skipif(not os.access(FORTIO, os.X_OK), reason="fortio is not installed")
+def test_rest_resolve_side_by_side_with_fortio(ui: UI, tmp_path: Path) -> None:
+    # Without an allow-list (the default) resolve is taken as Fortio takes it: the
+    # connections go to that address, the URL's host (which nothing resolves) only names
+    # it. Both reply 200 with the same codes and IPCountMap, the server counting every
+    # request; both refuse a list and a name that does not resolve with 400.
+    data = tmp_path / "fortio-data"
+    data.mkdir()
+    fortio = subprocess.Popen([FORTIO, "server", "-http-port", "127.0.0.1:0",
+                               "-grpc-port", "disabled", "-redirect-port", "disabled",
+                               "-tcp-port", "disabled", "-udp-port", "disabled",
+                               "-data-dir", str(data)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    with nhbench.TestServer(listen="127.0.0.2:0") as server:
+        port = server.address[1]
+        try:
+            fortio_port = 0
+            assert fortio.stderr is not None
+            deadline = time.monotonic() + 20
+            while not fortio_port and time.monotonic() < deadline:
+                match = re.search(r"http-echo server listening on tcp 127\.0\.0\.1:(\d+)",
+                                  fortio.stderr.readline())
+                if match:
+                    fortio_port = int(match.group(1))
+            assert fortio_port, "fortio server did not say its port"
+            theirs = resolve_script(fortio_port, port)
+        finally:
+            fortio.terminate()
+            fortio.communicate(timeout=10)
+        assert server.stats()["requests"] == 10
+        ours = resolve_script(ui.port, port)
+        assert server.stats()["requests"] == 20
+    for call in theirs:
+        assert ours[call][0] == theirs[call][0], (call, ours[call], theirs[call])
+    assert ours["address"][0] == 200
+    for key in ("RetCodes", "IPCountMap", "Resolve"):
+        assert ours["address"][1][key] == theirs["address"][1][key], key
+    assert ours["address"][1]["IPCountMap"] == {f"127.0.0.2:{port}": 1}
+    assert ours["address"][1]["RetCodes"] == {"200": 10}
+    for call in ("list", "unknown name"):
+        assert ours[call][1]["error"] is True and theirs[call][1]["error"] is True
+
+
 def test_save_on_writes_fortios_json_served_under_data(ui: UI, origin: str,
                                                        tmp_path: Path) -> None:
     status, reply = rest(ui.port, f"/fortio/rest/run?url={origin}&qps=40&n=8&c=1&save=on"

@@ -378,6 +378,21 @@ class ClientRun {
     for (int i = 0; i < NHB_CTR_COUNT; i++) c[nhb_counter_names[i]] = counters[i];
     d["elapsed"] = elapsed;
     d["counters"] = c;
+    // Per endpoint (several only), in the order of result()'s endpoints.
+    py::list endpoints;
+    uint32_t nep = nhb_run_endpoint_progress(run_, nullptr, 0);
+    if (nep > 0) {
+      std::vector<uint64_t> ep(static_cast<size_t>(nep) * 3);
+      nep = nhb_run_endpoint_progress(run_, ep.data(), nep);
+      for (uint32_t i = 0; i < nep; i++) {
+        py::dict e;
+        e["connections"] = ep[3 * i];
+        e["requests"] = ep[3 * i + 1];
+        e["errors"] = ep[3 * i + 2];
+        endpoints.append(e);
+      }
+    }
+    d["endpoints"] = endpoints;
     return d;
   }
 
@@ -397,6 +412,12 @@ class ClientRun {
         d["start"] = static_cast<double>(iv.start_ns) / 1e9;
         d["duration"] = static_cast<double>(iv.duration_ns) / 1e9;
         for (int k = 0; k < NHB_CTR_COUNT; k++) c[nhb_counter_names[k]] = iv.counters[k];
+        // The per-status-code and gRPC-status counters that grew, by the names the
+        // result gives them (benchmark.http_<code>, benchmark.grpc_status_<code>).
+        char code_name[64];
+        for (size_t k = 0; k < iv.ncodes; k++)
+          if (nhb_counter_name(static_cast<int>(iv.codes[k].index), code_name, sizeof(code_name)) == 0)
+            c[code_name] = iv.codes[k].count;
         d["counters"] = c;
         h["count"] = iv.total;
         h["min"] = iv.min;

@@ -56,6 +56,7 @@ static void publish(nhb__worker* w) {
       atomic_store_explicit(&w->published_status[NHB_STATUS_COUNT + i],
                             w->stats.grpc_status[i] - w->warm.grpc_status[i], memory_order_relaxed);
   }
+  nhb__pool_endpoints_publish(w);
 }
 
 /* ---- worker ------------------------------------------------------------- */

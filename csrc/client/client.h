@@ -435,7 +435,9 @@ struct nhb__conn {
 typedef struct nhb__ivl_buf {
   nhb_hist* hist;                    /* scheduled_to_response of the interval */
   uint64_t end_ns;                   /* when the worker closed it; 0 = never */
-  uint64_t counters[NHB_CTR_COUNT];  /* the worker's counters when it closed it */
+  /* The worker's counters when it closed it, by counter id: the fixed ones,
+   * then the per-status-code and gRPC-status ones (NHB_COUNTER_ID_COUNT). */
+  uint64_t counters[NHB_COUNTER_ID_COUNT];
 } nhb__ivl_buf;
 
 /* A worker's connections to one target. `avail` is a ring of the
@@ -524,6 +526,9 @@ struct nhb__worker {
   /* Per-endpoint statistics (pool.c), one per run->endpoints entry, or NULL
    * with one endpoint: the only cost a run with one address pays is the test. */
   nhb_endpoint_stats* ep;
+  /* Its connections, requests and errors copied out with the counters
+   * (publish), three per endpoint, for the live view; NULL with one endpoint. */
+  _Atomic uint64_t* ep_published;
   uint64_t ep_rng;       /* endpoint_random: splitmix64 state */
   int response_extras;   /* stages or per-endpoint statistics: a response calls response_extras (pool.c) */
   const nhb__protocol* protocol; /* nhb__protocols[config.protocol] */
@@ -655,7 +660,7 @@ struct nhb_run {
   uint64_t ivl_next_ns;       /* when to close the current interval */
   uint64_t ivl_start_ns;      /* when the interval being collected began */
   uint64_t ivl_bump_ns;       /* when the controller last bumped the epoch */
-  uint64_t* ivl_last;         /* nworkers x NHB_CTR_COUNT: counters at each worker's last close */
+  uint64_t* ivl_last;         /* nworkers x NHB_COUNTER_ID_COUNT: counters at each worker's last close */
   nhb_hist* ivl_merge;        /* scratch for merging the workers' buffers */
   uint64_t ivl_count;         /* intervals queued so far */
   nhb_interval* ivl_queue;    /* closed intervals not taken yet */
@@ -759,6 +764,7 @@ void nhb__pool_run_free(nhb_run* run);
  * (its connections stay counted); the workers' are merged when the run ends. */
 void nhb__pool_endpoints_end_warmup(nhb__worker* w);
 void nhb__pool_endpoints_merge(nhb_run* run);
+void nhb__pool_endpoints_publish(nhb__worker* w);
 int nhb__pool_init(nhb__worker* w);
 void nhb__pool_free(nhb__worker* w);
 void nhb__pool_prefetch(nhb__worker* w);

@@ -48,7 +48,7 @@ int nhb__ivl_alloc(nhb_run* run) {
    * controller (which ticks every 5 ms) could not keep the boundaries. */
   if (run->config.stats_interval_ns < NHB__NS_PER_MS) return NHB_EINVAL;
   run->ivl_merge = malloc(sizeof(nhb_hist));
-  run->ivl_last = calloc((size_t)run->nworkers * NHB_CTR_COUNT, sizeof(uint64_t));
+  run->ivl_last = calloc((size_t)run->nworkers * NHB_COUNTER_ID_COUNT, sizeof(uint64_t));
   if (run->ivl_merge == NULL || run->ivl_last == NULL) return NHB_ENOMEM;
   nhb_hist_init(run->ivl_merge);
   for (int i = 0; i < run->nworkers; i++) {
@@ -77,7 +77,9 @@ void nhb__ivl_free(nhb_run* run) {
 static void worker_close_current(nhb__worker* w) {
   nhb__ivl_buf* b = &w->ivl[w->ivl_epoch & 1];
   b->end_ns = nhb__now_ns();
-  memcpy(b->counters, w->stats.counters, sizeof(b->counters));
+  memcpy(b->counters, w->stats.counters, sizeof(w->stats.counters));
+  memcpy(b->counters + NHB_CTR_COUNT, w->stats.status_codes, sizeof(w->stats.status_codes));
+  memcpy(b->counters + NHB_GRPC_STATUS_ID, w->stats.grpc_status, sizeof(w->stats.grpc_status));
 }
 
 void nhb__ivl_worker_poll(nhb__worker* w) {
@@ -101,10 +103,10 @@ void nhb__ivl_worker_close(nhb__worker* w) {
 /* Adds worker w's buffer for epoch `e` to the interval being merged. */
 static void take_buffer(nhb_run* run, nhb__worker* w, uint64_t e, uint64_t* counters, uint64_t* end_ns) {
   nhb__ivl_buf* b = &w->ivl[e & 1];
-  uint64_t* last = &run->ivl_last[(size_t)w->index * NHB_CTR_COUNT];
+  uint64_t* last = &run->ivl_last[(size_t)w->index * NHB_COUNTER_ID_COUNT];
   nhb_hist_add(run->ivl_merge, b->hist);
   if (b->end_ns != 0) {
-    for (int c = 0; c < NHB_CTR_COUNT; c++) {
+    for (int c = 0; c < NHB_COUNTER_ID_COUNT; c++) {
       counters[c] += b->counters[c] - last[c];
       last[c] = b->counters[c];
     }
@@ -122,6 +124,8 @@ static void queue_interval(nhb_run* run, const uint64_t* counters, uint64_t end_
   iv.start_ns = (int64_t)(run->ivl_start_ns - run->t0_ns);
   iv.duration_ns = end_ns > run->ivl_start_ns ? end_ns - run->ivl_start_ns : 0;
   memcpy(iv.counters, counters, sizeof(iv.counters));
+  size_t ncodes = 0;
+  for (int c = NHB_CTR_COUNT; c < NHB_COUNTER_ID_COUNT; c++) ncodes += counters[c] != 0;
   iv.total = h->total;
   iv.min = h->total ? h->min : 0;
   iv.max = h->max;
@@ -133,7 +137,10 @@ static void queue_interval(nhb_run* run, const uint64_t* counters, uint64_t end_
    * request; an interval that cannot be stored is dropped whole rather than
    * reported wrong. */
   iv.buckets = n ? malloc(n * sizeof(nhb_interval_bucket)) : NULL;
-  if (n == 0 || iv.buckets != NULL) {
+  iv.codes = ncodes ? malloc(ncodes * sizeof(nhb_interval_bucket)) : NULL;
+  if ((n == 0 || iv.buckets != NULL) && (ncodes == 0 || iv.codes != NULL)) {
+    for (int c = NHB_CTR_COUNT; c < NHB_COUNTER_ID_COUNT; c++)
+      if (counters[c] != 0) iv.codes[iv.ncodes++] = (nhb_interval_bucket){(uint32_t)c, counters[c]};
     for (size_t i = 0; i < NHB_HIST_COUNTS_LEN && iv.nbuckets < n; i++)
       if (h->counts[i] != 0) iv.buckets[iv.nbuckets++] = (nhb_interval_bucket){(uint32_t)i, h->counts[i]};
     pthread_mutex_lock(&run->lock);
@@ -149,10 +156,12 @@ static void queue_interval(nhb_run* run, const uint64_t* counters, uint64_t end_
     if (run->ivl_len < run->ivl_cap) {
       run->ivl_queue[run->ivl_len++] = iv;
       iv.buckets = NULL;
+      iv.codes = NULL;
     }
     pthread_mutex_unlock(&run->lock);
-    free(iv.buckets);
   }
+  free(iv.buckets);
+  free(iv.codes);
   if (h->total != 0) nhb_hist_init(run->ivl_merge);
   run->ivl_start_ns = end_ns > run->ivl_start_ns ? end_ns : run->ivl_start_ns;
 }
@@ -166,7 +175,7 @@ static int collect(nhb_run* run, uint64_t e, int final) {
         atomic_load_explicit(&w->ivl_closed, memory_order_acquire) <= e)
       return 0;
   }
-  uint64_t counters[NHB_CTR_COUNT];
+  uint64_t counters[NHB_COUNTER_ID_COUNT];
   memset(counters, 0, sizeof(counters));
   uint64_t end_ns = 0;
   for (int i = 0; i < run->nworkers; i++) {
@@ -230,4 +239,7 @@ void nhb_interval_free(nhb_interval* iv) {
   free(iv->buckets);
   iv->buckets = NULL;
   iv->nbuckets = 0;
+  free(iv->codes);
+  iv->codes = NULL;
+  iv->ncodes = 0;
 }

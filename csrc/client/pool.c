@@ -126,6 +126,8 @@ static int endpoints_init(nhb_run* run, char* err, size_t err_len) {
       nhb__worker* w = &run->workers[i];
       w->ep = endpoint_stats_alloc(run->nendpoints);
       if (w->ep == NULL) return NHB_ENOMEM;
+      w->ep_published = calloc((size_t)run->nendpoints * 3, sizeof(_Atomic uint64_t));
+      if (w->ep_published == NULL) return NHB_ENOMEM;
       w->ep_rng = 0x9E3779B97F4A7C15ULL * (uint64_t)(i + 1) ^ nhb__now_ns();
     }
   }
@@ -169,6 +171,28 @@ void nhb__pool_endpoints_merge(nhb_run* run) {
 const nhb_endpoint_stats* nhb_run_endpoint_stats(const nhb_run* run, uint32_t* count) {
   *count = run->finished && run->ep_global != NULL ? run->nendpoints : 0;
   return *count ? run->ep_global : NULL;
+}
+
+void nhb__pool_endpoints_publish(nhb__worker* w) {
+  if (w->ep_published == NULL) return;
+  for (uint32_t i = 0; i < w->run->nendpoints; i++) {
+    atomic_store_explicit(&w->ep_published[3 * i], w->ep[i].connections, memory_order_relaxed);
+    atomic_store_explicit(&w->ep_published[3 * i + 1], w->ep[i].requests, memory_order_relaxed);
+    atomic_store_explicit(&w->ep_published[3 * i + 2], w->ep[i].errors, memory_order_relaxed);
+  }
+}
+
+uint32_t nhb_run_endpoint_progress(const nhb_run* run, uint64_t* out, uint32_t max) {
+  if (run->ep_global == NULL) return 0;
+  if (out == NULL) return run->nendpoints;
+  uint32_t n = run->nendpoints < max ? run->nendpoints : max;
+  memset(out, 0, (size_t)n * 3 * sizeof(uint64_t));
+  for (int w = 0; w < run->nworkers; w++) {
+    _Atomic uint64_t* p = run->workers[w].ep_published;
+    if (p == NULL) continue;
+    for (uint32_t i = 0; i < 3 * n; i++) out[i] += atomic_load_explicit(&p[i], memory_order_relaxed);
+  }
+  return n;
 }
 
 int nhb__pool_run_init(nhb_run* run, char* err, size_t err_len) {
@@ -250,6 +274,8 @@ void nhb__pool_run_free(nhb_run* run) {
   for (int i = 0; run->workers != NULL && i < run->nworkers; i++) {
     endpoint_stats_free(run->workers[i].ep, run->nendpoints);
     run->workers[i].ep = NULL;
+    free((void*)run->workers[i].ep_published);
+    run->workers[i].ep_published = NULL;
   }
   run->ep_global = NULL;
   free(run->endpoint_copies);

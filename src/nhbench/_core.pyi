@@ -59,9 +59,16 @@ class ResultDict(TypedDict):
     # per endpoint (several targets, or the target's addresses); empty with one
     endpoints: list[EndpointDict]
 
+class EndpointProgressDict(TypedDict):
+    connections: int
+    requests: int
+    errors: int
+
 class ProgressDict(TypedDict):
     elapsed: float
     counters: dict[str, int]
+    # Per endpoint with several (the order of ResultDict's endpoints), else empty.
+    endpoints: list[EndpointProgressDict]
 
 class ClientRun:
     def __init__(self, config: dict[str, Any]) -> None: ...

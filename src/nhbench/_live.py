@@ -5,7 +5,8 @@
   p50/p99/max, errors, blocked). No control characters at all, so the lines read the same in
   a CI log, through ``tee`` or in a file.
 * `LiveDisplay`: on a terminal, a `rich` live display on stderr (time remaining, the live
-  numbers) with the interval lines printed above it; it is transient, so it disappears when
+  numbers and, when connections spread over several endpoints, each endpoint's
+  `format_endpoints` line) with the interval lines printed above it; it is transient, so it disappears when
   the run ends and the report starts on a clean line. `rich` is imported only when it is
   shown.
 """
@@ -20,7 +21,7 @@ from ._format import format_seconds
 from ._progress import Progress
 from ._timeline import IntervalRecord
 
-__all__ = ["IntervalLines", "LiveDisplay", "format_interval"]
+__all__ = ["IntervalLines", "LiveDisplay", "format_endpoints", "format_interval"]
 
 
 def _latency(value: float | None) -> str:
@@ -35,6 +36,19 @@ def format_interval(record: IntervalRecord) -> str:
         f"p50 {_latency(record.p50)}  p99 {_latency(record.p99)}  max {_latency(record.max)}  "
         f"errors {record.errors:,}  blocked {record.blocked:,}"
     )
+
+
+def format_endpoints(progress: Progress) -> list[str]:
+    """One line per endpoint of a run spreading over several (``--resolve`` with several
+    addresses, ``--dns-method rr|random``, several targets): its connections, requests and
+    errors so far, and its share of the requests; none with one endpoint."""
+    total = sum(e.requests for e in progress.endpoints)
+    width = max((len(e.name) for e in progress.endpoints), default=0)
+    return [
+        f"  {e.name:<{width}}  connections {e.connections:,}  requests {e.requests:,} "
+        f"({100 * e.requests / total if total else 0:.0f}%)  errors {e.errors:,}"
+        for e in progress.endpoints
+    ]
 
 
 class IntervalLines:
@@ -124,7 +138,13 @@ class LiveDisplay:
         for _ in row:
             grid.add_column()
         grid.add_row(*row)
-        return grid
+        lines = format_endpoints(progress) if progress is not None else []
+        if not lines:
+            return grid
+        from rich.console import Group
+        from rich.text import Text
+
+        return Group(grid, *(Text(line) for line in lines))
 
     def _draw(self) -> None:
         self._ensure_started()

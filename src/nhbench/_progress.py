@@ -8,27 +8,50 @@ The core refreshes its summed counters about every 10 ms without stopping the wo
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ._names import error_total
 
-__all__ = ["Progress"]
+__all__ = ["EndpointProgress", "Progress"]
+
+
+@dataclass(frozen=True)
+class EndpointProgress:
+    """One endpoint's live share (several endpoints: ``--resolve`` with several addresses,
+    ``--dns-method rr|random``, several targets), counted as `nhbench.EndpointResult`
+    counts them: connections (the warm-up's included), measured requests, errors."""
+
+    name: str
+    connections: int = 0
+    requests: int = 0
+    errors: int = 0
 
 
 @dataclass(frozen=True)
 class Progress:
-    """A live snapshot: seconds since the start and the counters summed over workers."""
+    """A live snapshot: seconds since the start, the counters summed over workers and,
+    with several endpoints, each one's counts (in the result's endpoint order)."""
 
     elapsed: float
     counters: Mapping[str, int] = field(default_factory=dict)
+    endpoints: Sequence[EndpointProgress] = ()
 
     @classmethod
-    def from_core(cls, snapshot: Mapping[str, Any]) -> Progress:
+    def from_core(cls, snapshot: Mapping[str, Any], endpoints: Sequence[str] = ()) -> Progress:
+        """`endpoints` names the core's per-endpoint entries in order (``endpoint_i`` when
+        the numbers differ, as in the result)."""
+        raw = list(snapshot.get("endpoints") or ())
+        names = list(endpoints) if len(endpoints) == len(raw) else [
+            f"endpoint_{i}" for i in range(len(raw))]
         return cls(
             elapsed=float(snapshot.get("elapsed", 0.0)),
             counters={k: int(v) for k, v in (snapshot.get("counters") or {}).items()},
+            endpoints=tuple(
+                EndpointProgress(name, int(e.get("connections", 0)), int(e.get("requests", 0)),
+                                 int(e.get("errors", 0)))
+                for name, e in zip(names, raw, strict=True)),
         )
 
     @property

@@ -118,6 +118,17 @@ class _Collector:
         yield counters
         yield errors
         yield elapsed
+        # Several endpoints (--resolve with several addresses, --dns-method rr|random,
+        # several targets): each one's counts so far, labelled with its name.
+        for name, field, text in (
+            ("nhbench_endpoint_connections", "connections", "Connections started per endpoint."),
+            ("nhbench_endpoint_requests", "requests", "Measured requests ended per endpoint."),
+            ("nhbench_endpoint_errors", "errors", "Of those, not 2xx, per endpoint."),
+        ):
+            family = CounterMetricFamily(name, text, labels=["endpoint"])
+            for endpoint in progress.endpoints if progress is not None else ():
+                family.add_metric([endpoint.name], getattr(endpoint, field))
+            yield family
         yield CounterMetricFamily(
             "nhbench_intervals", "Live-statistics intervals closed so far.", value=intervals
         )

@@ -181,7 +181,7 @@ class Benchmark:
 
     def progress(self) -> Progress:
         """A live snapshot (cheap; any time after start)."""
-        return Progress.from_core(self._core_run().progress())
+        return Progress.from_core(self._core_run().progress(), self.endpoint_names())
 
     def intervals(self) -> list[IntervalRecord]:
         """The live-statistics intervals closed since the last call (docs/live.md); empty

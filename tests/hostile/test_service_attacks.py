@@ -187,6 +187,59 @@ def test_huge_max_pending_on_the_command_line_is_exit_2() -> None:
         "nhbench: error: --max-pending-requests: must be >= 0 and <= 10000000 (got 4294967295)"]
 
 
+# ---- stats sinks: what a request makes the service push, and to where -------------------------
+
+
+_STATSD_URL = "type.googleapis.com/envoy.config.metrics.v3.StatsdSink"
+
+
+def _sink(port: int, **config: Any) -> dict[str, Any]:
+    return {"name": "envoy.stat_sinks.statsd", "typed_config": {
+        "@type": _STATSD_URL, "prefix": "p",
+        "address": {"socket_address": {"address": "127.0.0.1", "port_value": port}},
+        **config}}
+
+
+def test_many_stats_sinks_are_refused_before_any_socket(service: Service,
+                                                         target: nhbench.TestServer) -> None:
+    # Each sink is a socket and a sending thread: ten thousand of them in one request must
+    # not become ten thousand threads of the service.
+    from support.metric_sinks import StatsdServer
+
+    with StatsdServer("udp") as statsd:
+        request = start_request(uri=target.url, duration="1s", requests_per_second=5,
+                                stats_sinks=[_sink(statsd.port)] * 10_000)
+        threads = len(os.listdir(f"/proc/{service.process.pid}/task"))
+        code, answers = execute(service, request)
+        assert code == grpc.StatusCode.OK and len(answers) == 1
+        assert answers[0].error_detail.code == INVALID_ARGUMENT
+        assert "at most 16" in answers[0].error_detail.message
+        assert not answers[0].HasField("output")
+        assert len(os.listdir(f"/proc/{service.process.pid}/task")) <= threads + 4
+        time.sleep(0.5)
+        assert statsd.lines() == []
+    assert_still_serving(service, target)
+
+
+@pytest.mark.parametrize("value", [b"\xff\xff\xff", b"\x0a\x05\x0a\x03\x0a\x01",
+                                   b"\x1a\xff\xff\xff\xff\x0f"],
+                         ids=["garbage", "truncated", "huge-length"])
+def test_a_mangled_statsd_sink_is_invalid_argument(service: Service,
+                                                   target: nhbench.TestServer,
+                                                   value: bytes) -> None:
+    # The Any's bytes are the client's: a StatsdSink that does not decode is refused by name,
+    # never an INTERNAL error or a crash.
+    request = start_request(uri=target.url, duration="1s", requests_per_second=5)
+    sink = request.start_request.options.stats_sinks.add(name="envoy.stat_sinks.statsd")
+    sink.typed_config.type_url = _STATSD_URL
+    sink.typed_config.value = value
+    code, answers = execute(service, request)
+    assert code == grpc.StatusCode.OK and len(answers) == 1
+    assert answers[0].error_detail.code == INVALID_ARGUMENT, answers[0]
+    assert "stats_sinks" in answers[0].error_detail.message
+    assert_still_serving(service, target)
+
+
 # ---- the service's own machine: Unix sockets and files -----------------------------------------
 
 

@@ -17,7 +17,8 @@ if a refusal is only a broken request.
   for another site's page (a navigation or an ``<img>``).
 * DNS rebinding: a Host header that does not name this machine.
 * The caps (rate, connections, duration, until-stopped, as-fast-as-possible, runs at once)
-  and the target allow-list (an address, a network, a name resolving outside it).
+  and the target allow-list (an address, a network, a name resolving outside it; a REST
+  run's ``resolve`` address outside it, the URL's host allowed).
 * Bodies: one larger than the limit, one without a length, one sent a byte a second;
   live streams beyond the cap.
 * Fields a browser must not set (an output file, a payload file): refused by name.
@@ -274,6 +275,62 @@ def test_a_name_resolving_outside_the_allowed_network_is_refused(uis: Any) -> No
         # localhost resolves to loopback, outside 10/8.
         refused(rest(ui.port, run_query(f"http://localhost:{listening.port}/")), listening,
                 "'localhost' is not in the allow-list")
+    finally:
+        listening.close()
+
+
+@pytest.mark.parametrize(("allow", "target", "resolve"), [
+    (["127.0.0.1"], "127.0.0.1", "127.0.0.2"),
+    # A name on the list must not carry the run to an address that is not.
+    (["backend.invalid"], "backend.invalid", "127.0.0.2"),
+    # localhost is 127.0.0.1 (and maybe ::1): the name passes only if all of it does.
+    (["127.0.0.1", "::1"], "localhost", "127.0.0.2"),
+], ids=["address", "listed-name", "name-target"])
+def test_resolve_outside_the_allow_list_is_refused(uis: Any, allow: list[str], target: str,
+                                                   resolve: str) -> None:
+    # Fortio's resolve dials the given address whatever the URL's host: with an allow-list
+    # the address must pass the same check as the host. The origin listens where resolve
+    # points (127.0.0.2), so a run let through would reach it.
+    listening = Origin("127.0.0.2")
+    try:
+        ui = uis(*(arg for entry in allow for arg in ("--allow-target", entry)))
+        url = f"http://{target}:{listening.port}/"
+        refused(rest(ui.port, run_query(url, resolve=resolve)), listening,
+                "resolve: '127.0.0.2' is not in the allow-list")
+        # The JSON body spelling of the same run.
+        body = json.dumps({"url": url, "resolve": resolve, "qps": "5", "t": "3s"}).encode()
+        refused(rest(ui.port, "/fortio/rest/run?async=on", method="POST", body=body,
+                     headers={"Content-Type": "application/json"}), listening,
+                "resolve: '127.0.0.2' is not in the allow-list")
+    finally:
+        listening.close()
+
+
+def test_resolve_with_several_addresses_is_refused(uis: Any) -> None:
+    # Fortio's resolve is one host; a list would let one allowed entry vouch for the run
+    # and spread it, so it is refused (400, Fortio's shape) before the allow-list is asked.
+    listening = Origin("127.0.0.2")
+    try:
+        ui = uis("--allow-target", "127.0.0.0/8")
+        status, document = rest(ui.port, run_query(f"http://127.0.0.1:{listening.port}/",
+                                                   resolve="127.0.0.1,127.0.0.2"))
+        assert status == 400 and document["error"] is True, document
+        assert "one address or host name" in document["exception"]
+        assert not listening.connected()
+    finally:
+        listening.close()
+
+
+@pytest.mark.parametrize("allow", [["127.0.0.0/8"], ["backend.invalid", "127.0.0.2"]],
+                         ids=["network", "name-and-address"])
+def test_resolve_inside_the_allow_list_is_served(uis: Any, allow: list[str]) -> None:
+    # The positive control: the same run, its resolve address allowed, reaches it.
+    listening = Origin("127.0.0.2")
+    try:
+        ui = uis(*(arg for entry in allow for arg in ("--allow-target", entry)))
+        host = "backend.invalid" if "backend.invalid" in allow else "127.0.0.1"
+        served(rest(ui.port, run_query(f"http://{host}:{listening.port}/",
+                                       resolve="127.0.0.2")), listening)
     finally:
         listening.close()
 

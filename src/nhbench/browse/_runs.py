@@ -26,6 +26,7 @@ from .._exceptions import NHBenchError, RunRefusedError
 from ..options import DEFAULT_UI_LIMITS, UILimits
 
 if TYPE_CHECKING:
+    from .._progress import Progress
     from .._result import Result
     from .._timeline import IntervalRecord
     from ..options import Options
@@ -70,10 +71,14 @@ class LiveRun:
             return self.changed.wait_for(lambda: self.finished, timeout)
 
 
-def _record(record: IntervalRecord) -> dict[str, Any]:
+def _record(record: IntervalRecord, progress: Progress | None) -> dict[str, Any]:
+    # With several endpoints the live page also lists each one's counts so far (the
+    # latest progress snapshot's, which the interval's end is at most 0.1 s ahead of).
+    endpoints = [[e.name, e.connections, e.requests, e.errors]
+                 for e in (progress.endpoints if progress is not None else ())]
     return {"t": record.start + record.duration, "requests": record.requests,
             "rps": record.rps, "p50": record.p50, "p99": record.p99, "max": record.max,
-            "errors": record.errors}
+            "errors": record.errors, "endpoints": endpoints}
 
 
 class RunManager:
@@ -148,14 +153,19 @@ class RunManager:
 
     def _run(self, run: LiveRun, on_done: Callable[[LiveRun], None] | None,
              save: bool) -> None:
+        latest: list[Progress] = []
+
+        def on_progress(progress: Progress) -> None:
+            latest[:] = [progress]
+
         def on_interval(record: IntervalRecord) -> None:
             with run.changed:
-                run.records.append(_record(record))
+                run.records.append(_record(record, latest[0] if latest else None))
                 run.changed.notify_all()
 
         state = "done"
         try:
-            result = run.benchmark.run(None, on_interval)
+            result = run.benchmark.run(on_progress, on_interval)
             run.result = result
             if save:
                 run.saved = self._save(run, result)

@@ -27,8 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .._exceptions import OptionsError
-from ..options import MIN_FLUSH_INTERVAL
-from ._nighthawk_sinks import apply_stats_sinks
+from ..options import MIN_FLUSH_INTERVAL, apply_stats_sinks
 from ._table import ForeignFlag
 
 __all__ = ["NIGHTHAWK_CLIENT_FLAGS", "NIGHTHAWK_OUTPUT_FORMATS", "apply_flag"]

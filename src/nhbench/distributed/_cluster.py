@@ -27,7 +27,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from .._exceptions import NHBenchError, OptionsError, RunError
-from .._progress import Progress
+from .._progress import EndpointProgress, Progress
 from .._push import MetricsPush
 from .._result import HostEntry, Result, WorkerResult
 from .._run import Benchmark
@@ -35,7 +35,8 @@ from .._timeline import IntervalRecord
 from .._version import __version__
 from ..options import Options
 
-__all__ = ["Cluster", "ClusterBenchmark", "merge_core", "merge_intervals", "merge_stats"]
+__all__ = ["Cluster", "ClusterBenchmark", "merge_core", "merge_endpoints", "merge_intervals",
+           "merge_stats"]
 
 _NS = 1_000_000_000
 # Clock rounds per node: the round with the shortest round trip bounds the offset best,
@@ -150,7 +151,10 @@ class _LoadActor:
         # count, sum and sum of squares, which the Result keeps only as derived values.
         core = benchmark._core_run().result()
         benchmark.intervals()  # the last, partial interval is ready once the run has ended
-        return {"core": core, "armed_ns": armed_ns, "intervals": benchmark.take_raw()}
+        # The endpoints' names as this node resolved them: the controller merges the
+        # nodes' endpoints by name (each node resolves the target itself).
+        return {"core": core, "armed_ns": armed_ns, "intervals": benchmark.take_raw(),
+                "endpoints": benchmark.endpoint_names()}
 
     def progress(self) -> dict[str, Any] | None:
         """The node's live counters and the intervals closed since the last call (raw
@@ -160,6 +164,8 @@ class _LoadActor:
             return None
         snapshot = benchmark.progress()
         return {"elapsed": snapshot.elapsed, "counters": dict(snapshot.counters),
+                "endpoints": [(e.name, e.connections, e.requests, e.errors)
+                              for e in snapshot.endpoints],
                 "intervals": benchmark.take_raw()}
 
     def stop(self) -> None:
@@ -241,6 +247,35 @@ def merge_intervals(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "counters": counters,
         "latency": _merge_moments([p.get("latency") or {} for p in parts], with_counts=True),
     }
+
+
+def merge_endpoints(parts: Sequence[tuple[Sequence[str], Sequence[Mapping[str, Any]]]],
+                    ) -> tuple[list[str], list[dict[str, Any]]]:
+    """The per-endpoint entries of several nodes, each given as (names, core endpoint
+    dicts), merged by name in the order names first appear: connections, requests and
+    errors add, the latency's HDR counts add (`_merge_moments`). A node with one endpoint
+    reports none, so an endpoint's numbers are those of the nodes that spread over it."""
+    names: list[str] = []
+    merged: dict[str, list[Mapping[str, Any]]] = {}
+    for part_names, entries in parts:
+        if len(part_names) != len(entries):
+            part_names = [f"endpoint_{i}" for i in range(len(entries))]
+        for name, entry in zip(part_names, entries, strict=True):
+            if name not in merged:
+                names.append(name)
+                merged[name] = []
+            merged[name].append(entry)
+    out = []
+    for name in names:
+        entries = merged[name]
+        out.append({
+            "connections": sum(int(e.get("connections", 0)) for e in entries),
+            "requests": sum(int(e.get("requests", 0)) for e in entries),
+            "errors": sum(int(e.get("errors", 0)) for e in entries),
+            "latency": _merge_moments([e.get("latency") or {} for e in entries],
+                                      with_counts=True),
+        })
+    return names, out
 
 
 def _shift(stats: Mapping[str, Any], offset_ns: int) -> dict[str, Any]:
@@ -611,6 +646,7 @@ class ClusterBenchmark:
         ready, _ = ray.wait(list(refs), num_returns=len(refs), timeout=1.0)
         elapsed = 0.0
         counters: dict[str, int] = {}
+        endpoints: dict[str, list[int]] = {}
         seen = False
         for ref in ready:
             try:
@@ -624,7 +660,15 @@ class ClusterBenchmark:
             elapsed = max(elapsed, float(snapshot["elapsed"]))
             for name, value in snapshot["counters"].items():
                 counters[name] = counters.get(name, 0) + int(value)
-        return Progress(elapsed=elapsed, counters=counters) if seen else None
+            for name, *values in snapshot.get("endpoints") or ():
+                sums = endpoints.setdefault(str(name), [0, 0, 0])
+                for i, value in enumerate(values):
+                    sums[i] += int(value)
+        if not seen:
+            return None
+        return Progress(elapsed=elapsed, counters=counters,
+                        endpoints=tuple(EndpointProgress(name, *sums)
+                                        for name, sums in endpoints.items()))
 
     def _collect(self, host: _Host, raws: Sequence[Mapping[str, Any]]) -> None:
         for raw in raws:
@@ -654,8 +698,11 @@ class ClusterBenchmark:
         points = options.percentile_points
         cores = [answer["core"] for answer in answers]
         merged = merge_core(cores, [h.offset_ns for h in self._hosts])
+        names, merged["endpoints"] = merge_endpoints(
+            [(answer.get("endpoints") or (), answer["core"].get("endpoints") or ())
+             for answer in answers])
         result = Result.from_core(merged, options, interrupted=self._stop_requested or None,
-                                  timeline=self._timeline)
+                                  timeline=self._timeline, endpoints=names)
         # The workers are named after their host (Result.from_core would call them
         # worker_0..), and each host's own merge goes between them and the global entry.
         named: list[WorkerResult] = []

@@ -31,6 +31,7 @@ from ._run_targets import target_addresses
 from ._run_tls import check_key_pair, client_cert_pem
 from ._run_trace import TraceTarget, trace_target
 from ._server import ServerOptions, fanout_target, fanout_url, make_server_options
+from ._stats_sinks import apply_stats_sinks, parse_stats_sink
 from ._targets import parse_bind_config, parse_resolve_entry, parse_unix_url
 from ._tls_context import parse_tls_context
 from ._ui_limits import DEFAULT_UI_LIMITS, UILimits, allowed_target
@@ -59,6 +60,7 @@ from ._values import (
 )
 
 __all__ = [
+    "apply_stats_sinks",
     "DEFAULT_UI_LIMITS",
     "UILimits",
     "allowed_target",
@@ -113,6 +115,7 @@ __all__ = [
     "parse_server_duration",
     "parse_size",
     "parse_resolve_entry",
+    "parse_stats_sink",
     "parse_tls_context",
     "parse_unix_url",
     "parse_uri",

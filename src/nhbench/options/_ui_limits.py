@@ -73,6 +73,15 @@ class UILimits:
             if not allowed_target(host, self.allow_targets):
                 raise RunRefusedError(f"target: {host!r} is not in the allow-list "
                                  f"({', '.join(self.allow_targets)}; --allow-target)")
+            # With resolve the connections go to those addresses, not to the URI's host: a
+            # host name that passes would otherwise carry the run to any address. Each
+            # entry must pass the same check (a name: every address it has).
+            for entry in options.resolve:
+                if not allowed_target(entry, self.allow_targets):
+                    raise RunRefusedError(
+                        f"resolve: {entry!r} is not in the allow-list "
+                        f"({', '.join(self.allow_targets)}; --allow-target); the connections "
+                        f"would go there, not to {host!r}")
 
 
 DEFAULT_UI_LIMITS = UILimits()

@@ -5,8 +5,9 @@ proto field names), the same spelling Nighthawk writes in its Output's ``options
 mapping that reads Nighthawk's output files back (`options_from_command_line`) does most of
 the work. This module adds what a service request can carry and that reader leaves out
 (every multi-target endpoint, HTTP/3, the whole tls_context, execution_id, jitter, warm-up,
-scheduled start, ...) and refuses by name every field nhbench cannot honour: a tool that
-asks for a trace or a stats sink gets an error, not a run that silently lacks them.
+scheduled start, the stats sinks, ...) and refuses by name every field nhbench cannot
+honour: a tool that asks for a trace or a sink type nhbench lacks gets an error, not a run
+that silently lacks them.
 
 Nothing here imports grpc or protobuf, so the mapping is testable without them.
 """
@@ -20,7 +21,9 @@ from typing import Any
 
 from .._exceptions import OptionsError
 from ..options import (
+    MIN_FLUSH_INTERVAL,
     Options,
+    apply_stats_sinks,
     make_options,
     parse_json_duration,
     parse_tls_context,
@@ -28,7 +31,8 @@ from ..options import (
 )
 from ..outputs._nighthawk import options_from_command_line
 
-__all__ = ["IGNORED_FIELDS", "LOCAL_FILE_OPTIONS", "SUPPORTED_FIELDS", "LocalAccess",
+__all__ = ["IGNORED_FIELDS", "LOCAL_FILE_OPTIONS", "MAX_STATS_SINKS", "SUPPORTED_FIELDS",
+           "LocalAccess",
            "refuse_local", "refuse_unsupported", "start_options"]
 
 
@@ -61,6 +65,7 @@ SUPPORTED_FIELDS = frozenset({
     "failure_predicates", "no_default_failure_predicates", "open_loop", "jitter_uniform",
     "max_concurrent_streams", "labels", "upstream_bind_config", "simple_warmup",
     "latency_response_header_name", "scheduled_start", "execution_id",
+    "stats_sinks", "stats_flush_interval", "stats_flush_interval_duration",
 })
 
 #: Fields accepted without effect: they choose how Nighthawk's command-line client prints
@@ -108,6 +113,46 @@ def refuse_unsupported(names: Iterable[str]) -> None:
             f"nhbench does not support CommandLineOptions field"
             f"{'s' if len(unsupported) > 1 else ''} {', '.join(unsupported)} (docs/service.md "
             f"lists the supported ones)")
+
+
+#: Stats sinks one request may name: each is a socket and a sending thread of the service,
+#: which a remote client must not be able to multiply without bound.
+MAX_STATS_SINKS = 16
+
+
+def _stats_sinks(clo: Mapping[str, Any], values: dict[str, Any]) -> None:
+    # The sinks as the Nighthawk command line's --stats-sinks takes them (each StatsSink in
+    # proto3 JSON, its Any expanded): the same reading and the same refusals by name.
+    sinks = clo.get("stats_sinks") or []
+    if len(sinks) > MAX_STATS_SINKS:
+        raise OptionsError(f"CommandLineOptions.stats_sinks: {len(sinks)} sinks; at most "
+                           f"{MAX_STATS_SINKS} here; nothing was sent")
+    interval = _wrapped(clo.get("stats_flush_interval"))
+    duration = clo.get("stats_flush_interval_duration")
+    if sinks:
+        apply_stats_sinks(values, [json.dumps(sink) for sink in sinks],
+                          "CommandLineOptions.stats_sinks")
+    elif not _is_unset(interval) or not _is_unset(duration):
+        # nighthawk_client's rule: a flush interval without a sink says nothing.
+        raise OptionsError("CommandLineOptions.stats_flush_interval(_duration): needs "
+                           "stats_sinks; nothing was sent")
+    if not _is_unset(interval):
+        if not 1 <= int(interval) <= 300:
+            # Nighthawk's validation range for the field.
+            raise OptionsError(f"CommandLineOptions.stats_flush_interval: value must be inside "
+                               f"range [1, 300] (got {interval})")
+        values["stats_flush_interval"] = float(interval)
+    if not _is_unset(duration):
+        seconds = parse_json_duration(duration)
+        if not isinstance(seconds, float):
+            raise OptionsError(f"CommandLineOptions.stats_flush_interval_duration: not a "
+                               f"duration (got {duration!r})")
+        # As the command line's --stats-flush-interval-duration: 0s keeps the default, and a
+        # push happens when a live interval closes, so not more often than those.
+        if seconds < MIN_FLUSH_INTERVAL:
+            raise OptionsError(f"CommandLineOptions.stats_flush_interval_duration: must be at "
+                               f"least {MIN_FLUSH_INTERVAL:g}s here (got {duration})")
+        values["stats_flush_interval"] = seconds
 
 
 def refuse_local(values: Mapping[str, Any], local: LocalAccess) -> None:
@@ -196,6 +241,7 @@ def start_options(clo: Mapping[str, Any], overrides: Mapping[str, Any] | None = 
     for key in ("simple_warmup", "latency_response_header_name", "execution_id"):
         if key in clo and not _is_unset(clo[key]):
             values[key] = _wrapped(clo[key])
+    _stats_sinks(clo, values)
     if isinstance(clo.get("scheduled_start"), str):
         values["scheduled_start"] = clo["scheduled_start"]
     if values.get("uri") is None and "multi_target_endpoint" not in values:

@@ -23,6 +23,7 @@ and answers any later StartRequest with error_detail UNAVAILABLE.
 from __future__ import annotations
 
 import hmac
+import json
 import logging
 import queue
 import socket
@@ -36,19 +37,25 @@ from concurrent import futures
 from typing import Any
 
 import grpc
+from google.protobuf.message import DecodeError
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from .._exceptions import NHBenchError, OptionsError, ResolveError
 from ..distributed import BenchmarkProtocol, make_benchmark
+from ..options import parse_stats_sink
 from ..outputs import nighthawk_output
-from ._mapping import LocalAccess, refuse_unsupported, start_options
+from ._mapping import MAX_STATS_SINKS, LocalAccess, refuse_unsupported, start_options
 from ._protos import SERVICE_NAME, Protos
 
 __all__ = ["BUSY_MESSAGE", "IDLE_TIMEOUT", "MAX_REFLECTION_STREAMS", "MAX_STREAMS",
            "SPARE_CALLS", "UNSUPPORTED_MESSAGE", "Service"]
 
 _log = logging.getLogger("nhbench.service")
+
+# The one stats sink type a request's stats_sinks may hold (Envoy's statsd sink).
+_STATSD_SINK = "envoy.config.metrics.v3.StatsdSink"
+_STATSD_SINK_URL = f"type.googleapis.com/{_STATSD_SINK}"
 
 #: Nighthawk's words, kept so that tools matching on them keep working.
 BUSY_MESSAGE = "Only a single benchmark session is allowed at a time."
@@ -323,6 +330,37 @@ class Service:
             execution_id=execution_id,
             error_detail=self.protos.Status(code=code, message=message))
 
+    def _check_sinks(self, given: Any) -> None:
+        # A stats sink's typed_config is an Any: of a type other than StatsdSink it cannot
+        # become JSON (refused by name, as the command line refuses it), and a StatsdSink
+        # holding fields the schema lacks would lose them on the way.
+        where = "CommandLineOptions.stats_sinks"
+        if len(given.stats_sinks) > MAX_STATS_SINKS:
+            raise OptionsError(f"{where}: {len(given.stats_sinks)} sinks; at most "
+                               f"{MAX_STATS_SINKS} here; nothing was sent")
+        for index, sink in enumerate(given.stats_sinks, 1):
+            if not sink.HasField("typed_config"):
+                continue
+            url = sink.typed_config.type_url
+            if url != _STATSD_SINK_URL:
+                parse_stats_sink(where, index, json.dumps(
+                    {"name": sink.name, "typed_config": {"@type": url}}))
+                raise OptionsError(f"{where} #{index}: typed_config {url}: not a stats sink "
+                                   f"nhbench has")
+            config = self.protos.message(_STATSD_SINK)()
+            try:
+                unpacked = sink.typed_config.Unpack(config)
+            except DecodeError as exc:
+                # The Any's bytes are the client's: a StatsdSink that does not decode.
+                raise OptionsError(f"{where} #{index}: typed_config: not a StatsdSink "
+                                   f"({exc})") from None
+            if not unpacked:
+                raise OptionsError(f"{where} #{index}: typed_config: not a StatsdSink")
+            unknown = self.protos.unknown_fields(config)
+            if unknown:
+                raise OptionsError(f"{where} #{index}: typed_config has fields nhbench's "
+                                   f"schema does not know: {', '.join(unknown)}")
+
     def _run(self, start: Any, stream: _Stream) -> Any:
         given = start.options
         execution_id = given.execution_id.value or str(uuid.uuid4())
@@ -337,6 +375,7 @@ class Service:
                     f"{', '.join(unknown)} (a newer Nighthawk's option, or an Envoy type "
                     f"nhbench does not support)")
             refuse_unsupported(self.protos.set_fields(given))
+            self._check_sinks(given)
             clo = self.protos.to_dict(given)
             options = start_options({**clo, "execution_id": execution_id}, self._overrides,
                                     local=self.local)

@@ -1,6 +1,7 @@
-"""Nighthawk's ``--stats-sinks`` (Envoy's ``envoy.config.metrics.v3.StatsSink`` in JSON) and
-``--stats-flush-interval[-duration]``, carried into nhbench's pushed-metrics options
-(docs/telemetry.md, docs/compat.md).
+"""Nighthawk's ``--stats-sinks`` (Envoy's ``envoy.config.metrics.v3.StatsSink`` in JSON),
+carried into nhbench's pushed-metrics options (docs/telemetry.md, docs/compat.md), for the
+Nighthawk command line (nhbench.compat) and the gRPC service's ``stats_sinks``
+(nhbench.service, which hands each sink over in the same JSON form): one reading for both.
 
 What is honoured is Envoy's StatsdSink (``envoy.stat_sinks.statsd``) with an ``address``:
 UDP statsd to that IP address and port, with its ``prefix``. Everything else is refused by
@@ -19,7 +20,7 @@ from typing import Any
 
 from .._exceptions import OptionsError
 
-__all__ = ["apply_stats_sinks"]
+__all__ = ["apply_stats_sinks", "parse_stats_sink"]
 
 _STATSD_TYPE = "type.googleapis.com/envoy.config.metrics.v3.StatsdSink"
 # Envoy's names of its statsd sink factory (the second is the deprecated one).
