@@ -990,8 +990,12 @@ static int h3_start_stream(nhb__conn* c, nhb__slot* s) {
   const nhb__h3_run* hr = run_of(c);
   uint32_t k = s->rq.spec;
   nghttp3_data_reader dr = {h3_read_body};
-  r = nghttp3_conn_submit_request(h->hc, sid, hr->nva + hr->nvoff[k], hr->nvlen[k], s->body_left > 0 ? &dr : NULL,
-                                  s);
+  const nghttp3_nv* nva = hr->nva + hr->nvoff[k];
+  size_t nvlen = hr->nvlen[k];
+  /* A sampled request (h3_send_traced) carries its trace fields; span_id
+   * stays 0 in a run without tracing. */
+  if (NHB__UNLIKELY(s->span_id != 0)) nva = (const nghttp3_nv*)nhb__trace_h3(c->worker, s, nva, &nvlen);
+  r = nghttp3_conn_submit_request(h->hc, sid, nva, nvlen, s->body_left > 0 ? &dr : NULL, s);
   if (r != 0) {
     h3_record(c, NHB_EPROTO, "HTTP/3: cannot send a request: %s", nghttp3_strerror(r));
     return NHB_EPROTO;
@@ -1056,6 +1060,14 @@ static int h3_send(nhb__conn* c, nhb__slot* s) {
   return 0;
 }
 
+/* With tracing on (trace.c): the decision is taken when the request is
+ * sent, and its stream, opened now or once it no longer waits, carries the
+ * trace fields (h3_start_stream). */
+static int h3_send_traced(nhb__conn* c, nhb__slot* s) {
+  (void)nhb__trace_sample(c->worker, s);
+  return h3_send(c, s);
+}
+
 /* The datagram socket failed (ECONNREFUSED: the server's port is closed).
  * The pool fails the requests in flight. */
 static int h3_on_eof(nhb__conn* c, int err) {
@@ -1088,6 +1100,10 @@ static int h3_on_data(nhb__conn* c, const char* data, size_t len) {
 
 static const nhb__session_vtable nhb__session_h3 = {
     "h3", h3_open, h3_send, h3_on_data, h3_on_eof, NULL, h3_cancel, h3_close,
+};
+
+static const nhb__session_vtable nhb__session_h3_traced = {
+    "h3", h3_open, h3_send_traced, h3_on_data, h3_on_eof, NULL, h3_cancel, h3_close,
 };
 
 /* ---- per worker, per connection entry --------------------------------------------- */
@@ -1220,6 +1236,7 @@ static void h3_run_free(nhb_run* run) {
 const nhb__protocol nhb__protocol_h3 = {
     .name = "HTTP/3",
     .session = &nhb__session_h3,
+    .traced_session = &nhb__session_h3_traced,
     .transport = &nhb__transport_quic,
     .multiplexes = 1,
     .reuse_lru = 1,
