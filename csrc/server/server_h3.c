@@ -654,6 +654,9 @@ static const nghttp3_callbacks h3_callbacks = {
 
 /* ---- ngtcp2 callbacks ------------------------------------------------------------ */
 
+/* Whether client certificates are required (mutual TLS, as on TCP). */
+static int client_ca_set(const nhb_server* s) { return s->config.tls_client_ca && *s->config.tls_client_ca; }
+
 static ngtcp2_conn* get_conn(ngtcp2_crypto_conn_ref* ref) { return ((nhb__srv_h3c*)ref->user_data)->qc; }
 
 static void q_rand(uint8_t* dest, size_t len, const ngtcp2_rand_ctx* ctx) {
@@ -676,6 +679,7 @@ static int q_handshake_completed(ngtcp2_conn* qc, void* user_data) {
   nhb__srv_h3c* q3 = user_data;
   q3->handshake_done = 1;
   nhb__srv_bump(&q3->base.w->counters.tls_handshakes, 1);
+  if (client_ca_set(q3->base.w->server)) nhb__srv_bump(&q3->base.w->counters.tls_clients_verified, 1);
   return 0;
 }
 
@@ -840,6 +844,23 @@ static void send_pkt(nhb__srv_h3c* q3, const uint8_t* p, size_t n) {
 
 /* Ends the connection after a protocol failure `r` from ngtcp2 (or a
  * callback), telling the client why when there is anything to tell. */
+/* The alerts GnuTLS sends when a client certificate is missing or does not
+ * verify (RFC 8446 6.2): what tls_clients_refused counts. */
+static int cert_alert(uint8_t alert) {
+  switch (alert) {
+    case GNUTLS_A_BAD_CERTIFICATE:
+    case GNUTLS_A_UNSUPPORTED_CERTIFICATE:
+    case GNUTLS_A_CERTIFICATE_REVOKED:
+    case GNUTLS_A_CERTIFICATE_EXPIRED:
+    case GNUTLS_A_CERTIFICATE_UNKNOWN:
+    case GNUTLS_A_UNKNOWN_CA:
+    case GNUTLS_A_CERTIFICATE_REQUIRED:
+      return 1;
+    default:
+      return 0;
+  }
+}
+
 static void conn_fail(nhb__srv_h3c* q3, int r) {
   nhb__srv_worker* w = q3->base.w;
   if (r == NGTCP2_ERR_DRAINING || r == NGTCP2_ERR_IDLE_CLOSE || r == NGTCP2_ERR_DROP_CONN) {
@@ -851,9 +872,12 @@ static void conn_fail(nhb__srv_h3c* q3, int r) {
   if (q3->qc && !ngtcp2_conn_is_in_closing_period(q3->qc) && !ngtcp2_conn_is_in_draining_period(q3->qc)) {
     ngtcp2_connection_close_error ccerr;
     ngtcp2_connection_close_error_default(&ccerr);
-    if (r == NGTCP2_ERR_CRYPTO)
-      ngtcp2_connection_close_error_set_transport_error_tls_alert(&ccerr, ngtcp2_conn_get_tls_alert(q3->qc), NULL, 0);
-    else
+    if (r == NGTCP2_ERR_CRYPTO) {
+      uint8_t alert = ngtcp2_conn_get_tls_alert(q3->qc);
+      if (!q3->handshake_done && client_ca_set(w->server) && cert_alert(alert))
+        nhb__srv_bump(&w->counters.tls_clients_refused, 1);
+      ngtcp2_connection_close_error_set_transport_error_tls_alert(&ccerr, alert, NULL, 0);
+    } else
       ngtcp2_connection_close_error_set_transport_error_liberr(&ccerr, r, NULL, 0);
     ngtcp2_path_storage ps;
     ngtcp2_path_storage_zero(&ps);
@@ -983,6 +1007,13 @@ static int tls_init(nhb__srv_h3c* q3) {
   /* Only "h3": a client that offers nothing else fails the handshake. */
   static const gnutls_datum_t alpn = {(unsigned char*)"h3", 2};
   if (gnutls_alpn_set_protocols(q3->tls, &alpn, 1, GNUTLS_ALPN_MANDATORY) != 0) return NHB_ETLS;
+  /* Mutual TLS: a client certificate is required and verified during the
+   * handshake (chain to tls_client_ca, dates), so a client without one, or
+   * with one those CAs did not issue, fails it with a TLS alert. */
+  if (client_ca_set(s)) {
+    gnutls_certificate_server_set_request(q3->tls, GNUTLS_CERT_REQUIRE);
+    gnutls_session_set_verify_cert(q3->tls, NULL, 0);
+  }
   return 0;
 }
 
@@ -1271,16 +1302,21 @@ int nhb__srv_h3_init(nhb_server* s, char* err, size_t err_len) {
     if (err && err_len) snprintf(err, err_len, "http3: HTTP/3 runs over QUIC, whose handshake is TLS: needs tls");
     return NHB_EINVAL;
   }
-  if (c->tls_client_ca && *c->tls_client_ca) {
-    if (err && err_len)
-      snprintf(err, err_len, "http3: client certificates (tls_client_ca) are not asked for over HTTP/3; "
-                             "serve HTTP/3 without tls_client_ca");
-    return NHB_EINVAL;
-  }
   gnutls_certificate_credentials_t cred = NULL;
   if (gnutls_certificate_allocate_credentials(&cred) != 0) return NHB_ENOMEM;
   s->h3_cred = cred;
   int r;
+  /* Client certificates, as the TCP listener asks for them (server_tls.c):
+   * the same CA file, now as GnuTLS's trust list; tls_init requires one. */
+  if (c->tls_client_ca && *c->tls_client_ca) {
+    r = gnutls_certificate_set_x509_trust_file(cred, c->tls_client_ca, GNUTLS_X509_FMT_PEM);
+    if (r <= 0) {
+      if (err && err_len)
+        snprintf(err, err_len, "http3: GnuTLS cannot load CA certificates from tls_client_ca '%.500s'",
+                 c->tls_client_ca);
+      return NHB_EINVAL;
+    }
+  }
   if (c->tls_self_signed) {
     /* The generated key, handed over in PEM. */
     EVP_PKEY* key = SSL_CTX_get0_privatekey((SSL_CTX*)s->ssl_ctx);
