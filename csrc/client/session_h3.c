@@ -57,6 +57,7 @@
 
 #include "client/client.h"
 #include "common/h2_mem.h"
+#include "common/quic_common.h"
 
 /* The largest UDP payload we send: ngtcp2's default ceiling for what it
  * writes (1452, Ethernet's 1500 less IPv6 and UDP headers) fits. */
@@ -134,21 +135,6 @@ static void h3_record(nhb__conn* c, int err, const char* fmt, const char* detail
 /* ---- ngtcp2 callbacks --------------------------------------------------------- */
 
 static ngtcp2_conn* h3_get_conn(ngtcp2_crypto_conn_ref* ref) { return ((nhb__h3*)ref->user_data)->qc; }
-
-static void h3_rand(uint8_t* dest, size_t len, const ngtcp2_rand_ctx* ctx) {
-  NHB__UNUSED(ctx);
-  (void)gnutls_rnd(GNUTLS_RND_RANDOM, dest, len);
-}
-
-static int h3_new_cid(ngtcp2_conn* qc, ngtcp2_cid* cid, uint8_t* token, size_t cidlen, void* user_data) {
-  NHB__UNUSED(qc);
-  NHB__UNUSED(user_data);
-  if (gnutls_rnd(GNUTLS_RND_RANDOM, cid->data, cidlen) != 0 ||
-      gnutls_rnd(GNUTLS_RND_RANDOM, token, NGTCP2_STATELESS_RESET_TOKENLEN) != 0)
-    return NGTCP2_ERR_CALLBACK_FAILURE;
-  cid->datalen = cidlen;
-  return 0;
-}
 
 static int h3_handshake_completed(ngtcp2_conn* qc, void* user_data) {
   NHB__UNUSED(qc);
@@ -575,8 +561,8 @@ static int h3_quic_init(nhb__conn* c, const nhb_sockaddr* to) {
   cb.acked_stream_data_offset = h3_acked_stream_data;
   cb.stream_close = h3_stream_close;
   cb.recv_retry = ngtcp2_crypto_recv_retry_cb;
-  cb.rand = h3_rand;
-  cb.get_new_connection_id = h3_new_cid;
+  cb.rand = nhb__quic_rand;
+  cb.get_new_connection_id = nhb__quic_new_connection_id;
   cb.update_key = ngtcp2_crypto_update_key_cb;
   cb.stream_reset = h3_stream_reset;
   cb.extend_max_stream_data = h3_extend_max_stream_data;

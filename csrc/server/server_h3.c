@@ -57,6 +57,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "common/quic_common.h"
 #include "server/server_internal.h"
 
 /* The largest UDP payload written (ngtcp2's default ceiling fits). */
@@ -659,21 +660,6 @@ static int client_ca_set(const nhb_server* s) { return s->config.tls_client_ca &
 
 static ngtcp2_conn* get_conn(ngtcp2_crypto_conn_ref* ref) { return ((nhb__srv_h3c*)ref->user_data)->qc; }
 
-static void q_rand(uint8_t* dest, size_t len, const ngtcp2_rand_ctx* ctx) {
-  NHB__UNUSED(ctx);
-  (void)gnutls_rnd(GNUTLS_RND_RANDOM, dest, len);
-}
-
-static int q_new_cid(ngtcp2_conn* qc, ngtcp2_cid* cid, uint8_t* token, size_t cidlen, void* user_data) {
-  NHB__UNUSED(qc);
-  NHB__UNUSED(user_data);
-  if (gnutls_rnd(GNUTLS_RND_RANDOM, cid->data, cidlen) != 0 ||
-      gnutls_rnd(GNUTLS_RND_RANDOM, token, NGTCP2_STATELESS_RESET_TOKENLEN) != 0)
-    return NGTCP2_ERR_CALLBACK_FAILURE;
-  cid->datalen = cidlen;
-  return 0;
-}
-
 static int q_handshake_completed(ngtcp2_conn* qc, void* user_data) {
   NHB__UNUSED(qc);
   nhb__srv_h3c* q3 = user_data;
@@ -1073,8 +1059,8 @@ static nhb__srv_h3c* conn_new(nhb__srv_listener* l, const ngtcp2_pkt_hd* hd, con
   cb.recv_stream_data = q_recv_stream_data;
   cb.acked_stream_data_offset = q_acked_stream_data;
   cb.stream_close = q_stream_close;
-  cb.rand = q_rand;
-  cb.get_new_connection_id = q_new_cid;
+  cb.rand = nhb__quic_rand;
+  cb.get_new_connection_id = nhb__quic_new_connection_id;
   cb.update_key = ngtcp2_crypto_update_key_cb;
   cb.stream_reset = q_stream_reset;
   cb.extend_max_remote_streams_bidi = q_extend_max_remote_streams_bidi;
