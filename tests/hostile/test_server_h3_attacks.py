@@ -262,22 +262,14 @@ def test_many_connections_from_our_client_are_all_served() -> None:
 def pki(tmp_path_factory: pytest.TempPathFactory) -> Any:
     from support.pki import make_pki
 
-    d = tmp_path_factory.mktemp("h3-hostile-pki")
-    pki = make_pki(d)
-    # A forgery: self-signed, with the CA's own name as subject and issuer.
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
-                    "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", str(d / "forged-key.pem"),
-                    "-out", str(d / "forged.pem"), "-days", "2", "-subj", "/CN=ca"],
-                   check=True, capture_output=True, env=peer_env())
-    return pki
+    return make_pki(tmp_path_factory.mktemp("h3-hostile-pki"))
 
 
 @pytest.mark.parametrize("which", ["none", "forged", "expired", "other_ca", "stray_key"])
 def test_bad_client_certificates_over_quic_are_never_answered(pki: Any, which: str) -> None:
-    d = Path(pki.ca).parent
     cert = {
         "none": None,
-        "forged": (str(d / "forged.pem"), str(d / "forged-key.pem")),
+        "forged": (pki.forged_cert, pki.forged_key),
         "expired": (pki.expired_cert, pki.key),
         "other_ca": (pki.other_ca_cert, pki.other_ca_key),
         "stray_key": (pki.cert, pki.stray_key),  # a CertificateVerify that cannot verify
