@@ -283,7 +283,10 @@ def _h3_traced_run(certs: dict[str, str], **kw: object) -> tuple[nhbench.Result,
     finally:
         stats = server.stop()
     assert result.success, result.error
-    assert stats["requests"] == result.counters["benchmark.http_2xx"] > 100
+    # A request still in flight when the run ends may be answered after the client stopped
+    # counting: the server's count and the fields it recorded can be a few more.
+    assert stats["requests"] >= result.counters["benchmark.http_2xx"] > 100
+    assert len(stats["traces"]) >= stats["requests"]
     return result, stats["traces"]
 
 
@@ -294,20 +297,20 @@ def test_zipkin_http3_every_request_carries_b3_and_traceparent_and_is_a_span(
         result, fields = _h3_traced_run(h3_certs, trace=zipkin.uri)
         spans = zipkin.spans
     n = result.counters["benchmark.http_2xx"]
-    assert len(fields) == n
     wire = set()
     for f in fields:
         ids = _wire_ids(f)
         assert ids is not None, f
         assert (f["x-b3-traceid"], f["x-b3-spanid"], f["x-b3-sampled"]) == (*ids, "1")
         wire.add(ids)
-    assert len(wire) == n
-    assert {(s["traceId"], s["id"]) for s in spans} == wire
+    assert len(wire) == len(fields)  # a new trace and span id per request
+    answered = {(s["traceId"], s["id"]) for s in spans if s["tags"]["http.status_code"] == "200"}
+    assert len(answered) == n and answered <= wire
     assert {s["tags"]["http.protocol"] for s in spans} == {"HTTP/3"}
-    assert {s["tags"]["http.status_code"] for s in spans} == {"200"}
     assert all(s["tags"]["http.url"].endswith("/h3?x=1") for s in spans)
     c = result.counters
-    assert c["tracing.spans_sampled"] == c["tracing.zipkin.spans_sent"] == n
+    assert c["tracing.spans_sampled"] == c["upstream_rq_total"]  # rate 1: every request
+    assert c["tracing.zipkin.spans_sent"] == len(spans) >= n
     assert c["tracing.spans_dropped"] == 0
 
 
@@ -319,13 +322,14 @@ def test_otlp_http3_only_sampled_requests_carry_traceparent(h3_certs: dict[str, 
     traced = [ids for ids in map(_wire_ids, fields) if ids]
     assert all(set(f) <= {"traceparent"} for f in fields)  # OTLP: W3C only, no B3
     assert 0.3 < len(traced) / len(fields) < 0.7
-    assert {(s["trace_id"], s["span_id"]) for s in spans} == set(traced)
+    answered = {(s["trace_id"], s["span_id"]) for s in spans
+                if s["attributes"].get("http.response.status_code") == 200}
+    assert answered <= set(traced) and len(traced) - len(answered) <= 5
     assert {s["attributes"]["network.protocol.version"] for s in spans} == {"3"}
-    assert result.counters["tracing.otlp.spans_sent"] == len(traced)
+    assert result.counters["tracing.otlp.spans_sent"] == len(spans) >= len(answered)
 
 
 def test_untraced_http3_run_sends_no_trace_fields(h3_certs: dict[str, str]) -> None:
     result, fields = _h3_traced_run(h3_certs)
-    assert len(fields) == result.counters["benchmark.http_2xx"]
     assert all(f == {} for f in fields)
     assert "tracing.spans_sampled" not in result.counters
