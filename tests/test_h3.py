@@ -45,9 +45,12 @@ SIZE = 123
 
 @pytest.fixture(scope="module")
 def certs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    """A test CA and a server certificate it signed (127.0.0.1 and localhost)."""
+    return make_certs(tmp_path_factory.mktemp("h3certs"))
+
+
+def make_certs(d: Path) -> dict[str, str]:
+    """A test CA and a server certificate it signed (127.0.0.1 and localhost), in `d`."""
     assert OPENSSL is not None
-    d = tmp_path_factory.mktemp("h3certs")
 
     def ssl(*args: str) -> None:
         subprocess.run([OPENSSL, *args], check=True, capture_output=True, cwd=d)

@@ -163,22 +163,80 @@ def test_alt_svc_names_the_port_on_h1_and_h2_tls_responses_only_with_http3() -> 
     assert heads[True][1].startswith("http/2 200")
 
 
-def test_http3_needs_tls_and_is_refused_with_client_certificates(
-    key_pair: tuple[Path, Path],
-) -> None:
+def test_http3_needs_tls() -> None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         filter(None, [SRC, os.environ.get("PYTHONPATH")]))}
-    ca = key_pair[0]
     for argv, expected in (
         (["--http3"], "--http3: needs"),
-        (["--http3", "--tls-self-signed", "--tls-client-ca", str(ca)],
-         "--http3: mutually exclusive with --tls-client-ca"),
     ):
         proc = subprocess.run([sys.executable, "-m", "nhbench", "server", "--listen",
                                "127.0.0.1:0", *argv], capture_output=True, text=True,
                               timeout=60, stdin=subprocess.DEVNULL, env=env)
         assert proc.returncode == 2 and proc.stdout == "", proc.stderr
         assert proc.stderr.count("\n") == 1 and expected in proc.stderr, proc.stderr
+
+
+# ---- client certificates over QUIC (--tls-client-ca) --------------------------------------
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    if OPENSSL is None:
+        pytest.skip("the openssl command is not installed")
+    from support.pki import make_pki
+
+    return make_pki(tmp_path_factory.mktemp("h3-mtls"))
+
+
+def test_client_certificates_are_required_and_verified_over_quic(pki: Any) -> None:
+    # Our client (GnuTLS) with the certificate the CA issued, without one, with one another
+    # CA issued and with an expired one: only the first completes its handshakes, and the
+    # server counts each kind as its TCP listener does.
+    with TestServer("127.0.0.1:0", tls_self_signed=True, http3=True, tls_client_ca=pki.ca,
+                    workers=1) as server:
+        def run(**kw: Any) -> nhbench.Result:
+            return nhbench.run(server.url, protocol="http3", cacert=server.ca_cert,
+                               duration=0.5, rps=40, connections=2, allow_no_success=True,
+                               no_default_failure_predicates=True, **kw)
+
+        good = run(cert=pki.cert, key=pki.key)
+        ok = good.counters.get("benchmark.http_2xx", 0)
+        stats = settled(server, "requests", ok)
+        assert ok == 20 and stats["requests"] == ok, good.counters
+        assert stats["tls_clients_verified"] == stats["tls_handshakes"] == \
+            good.counters["upstream_cx_http3_total"] >= 1
+        assert stats["tls_clients_refused"] == 0
+        refused = 0
+        for kw in ({}, {"cert": pki.other_ca_cert, "key": pki.other_ca_key},
+                   {"cert": pki.expired_cert, "key": pki.key}):
+            bad = run(**kw)
+            assert bad.counters.get("benchmark.http_2xx", 0) == 0, (kw, bad.counters)
+            attempts = bad.counters["upstream_cx_http3_total"]
+            assert attempts >= 1
+            refused += attempts
+            # The server's alert: certificate_required (116) or bad_certificate (42).
+            assert "0x174" in (bad.error or "") or "0x12a" in (bad.error or ""), bad.error
+            wait_until(lambda r=refused: server.stats()["tls_clients_refused"] >= r, timeout=10)
+        stats = server.stats()
+    assert stats["tls_clients_refused"] == stats["tls_handshake_errors"] == refused
+    assert stats["tls_clients_verified"] == stats["tls_handshakes"]
+    assert stats["requests"] == ok
+
+
+def test_aioquic_client_certificate_over_quic(pki: Any) -> None:
+    with TestServer("127.0.0.1:0", tls_self_signed=True, http3=True,
+                    tls_client_ca=pki.ca) as server:
+        url, ca = server.url, server.ca_cert
+        (response,) = aioquic(url, ca, "--cert", pki.cert, "--key", pki.key)
+        proc = subprocess.run([sys.executable, str(CLIENT), "--cacert", ca, "--timeout", "5",
+                               url], capture_output=True, text=True, timeout=60,
+                              env=peer_env())
+        stats = settled(server, "tls_clients_refused", 1)
+    assert response["status"] == 200
+    assert proc.returncode == 1 and '"error"' in proc.stdout, (proc.stdout, proc.stderr)
+    assert stats["tls_clients_verified"] == stats["tls_handshakes"] == 1
+    assert stats["tls_clients_refused"] == stats["tls_handshake_errors"] == 1
+    assert stats["requests"] == 1
 
 
 # ---- Nighthawk's own origin configs -----------------------------------------------------------

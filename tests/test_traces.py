@@ -189,12 +189,9 @@ def test_nighthawk_front_end_maps_trace() -> None:
      "--trace-sample-rate: must be > 0 and <= 1"),
     (["--trace", "zipkin://127.0.0.1:9411/api/v2/spans", "--trace-sample-rate", "1.5"],
      "--trace-sample-rate: must be > 0 and <= 1"),
-    (["--trace", "zipkin://127.0.0.1:9411/api/v2/spans", "--protocol", "http3"],
-     "not supported with HTTP/3"),
 ])
 def test_refused_by_name(args: list[str], message: str) -> None:
-    uri = "https://127.0.0.1:1/" if "http3" in args else "http://127.0.0.1:1/"
-    proc = nhbench_cli("run", uri, *args)
+    proc = nhbench_cli("run", "http://127.0.0.1:1/", *args)
     assert_one_line_error(proc, message)
 
 
@@ -263,3 +260,76 @@ def test_templated_requests_are_traced_after_expansion() -> None:
         assert re.fullmatch(r"/\?n=[0-9]+", rq.path) and len(rq.headers["x-id"]) == 36
         assert rq.body == f"body {rq.path.split('=')[1]}".encode()
     assert len(zipkin.spans) == len(requests)
+
+
+# ---- HTTP/3: aioquic's server (tests/support/h3_server.py) records the fields it received ----
+
+
+@pytest.fixture(scope="module")
+def h3_certs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    pytest.importorskip("aioquic")
+    from test_h3 import make_certs
+
+    return make_certs(tmp_path_factory.mktemp("h3-trace-certs"))
+
+
+def _h3_traced_run(certs: dict[str, str], **kw: object) -> tuple[nhbench.Result, list[dict[str, str]]]:
+    from test_h3 import H3Server
+
+    server = H3Server(certs, 10, "--record-traces")
+    try:
+        result = nhbench.run(server.url("/h3?x=1"), protocol="http3", cacert=certs["ca"],
+                             rps=200, duration="1s", connections=2, **kw)
+    finally:
+        stats = server.stop()
+    assert result.success, result.error
+    # A request still in flight when the run ends may be answered after the client stopped
+    # counting: the server's count and the fields it recorded can be a few more.
+    assert stats["requests"] >= result.counters["benchmark.http_2xx"] > 100
+    assert len(stats["traces"]) >= stats["requests"]
+    return result, stats["traces"]
+
+
+def test_zipkin_http3_every_request_carries_b3_and_traceparent_and_is_a_span(
+    h3_certs: dict[str, str],
+) -> None:
+    with Collector("zipkin") as zipkin:
+        result, fields = _h3_traced_run(h3_certs, trace=zipkin.uri)
+        spans = zipkin.spans
+    n = result.counters["benchmark.http_2xx"]
+    wire = set()
+    for f in fields:
+        ids = _wire_ids(f)
+        assert ids is not None, f
+        assert (f["x-b3-traceid"], f["x-b3-spanid"], f["x-b3-sampled"]) == (*ids, "1")
+        wire.add(ids)
+    assert len(wire) == len(fields)  # a new trace and span id per request
+    answered = {(s["traceId"], s["id"]) for s in spans if s["tags"]["http.status_code"] == "200"}
+    assert len(answered) == n and answered <= wire
+    assert {s["tags"]["http.protocol"] for s in spans} == {"HTTP/3"}
+    assert all(s["tags"]["http.url"].endswith("/h3?x=1") for s in spans)
+    c = result.counters
+    assert c["tracing.spans_sampled"] == c["upstream_rq_total"]  # rate 1: every request
+    assert c["tracing.zipkin.spans_sent"] == len(spans) >= n
+    assert c["tracing.spans_dropped"] == 0
+
+
+def test_otlp_http3_only_sampled_requests_carry_traceparent(h3_certs: dict[str, str]) -> None:
+    pytest.importorskip("opentelemetry.proto.collector.trace.v1.trace_service_pb2")
+    with Collector("otlp") as otlp:
+        result, fields = _h3_traced_run(h3_certs, trace=otlp.uri, trace_sample_rate=0.5)
+        spans = otlp.spans
+    traced = [ids for ids in map(_wire_ids, fields) if ids]
+    assert all(set(f) <= {"traceparent"} for f in fields)  # OTLP: W3C only, no B3
+    assert 0.3 < len(traced) / len(fields) < 0.7
+    answered = {(s["trace_id"], s["span_id"]) for s in spans
+                if s["attributes"].get("http.response.status_code") == 200}
+    assert answered <= set(traced) and len(traced) - len(answered) <= 5
+    assert {s["attributes"]["network.protocol.version"] for s in spans} == {"3"}
+    assert result.counters["tracing.otlp.spans_sent"] == len(spans) >= len(answered)
+
+
+def test_untraced_http3_run_sends_no_trace_fields(h3_certs: dict[str, str]) -> None:
+    result, fields = _h3_traced_run(h3_certs)
+    assert all(f == {} for f in fields)
+    assert "tracing.spans_sampled" not in result.counters

@@ -971,6 +971,8 @@ int nhb__trace_h1(nhb__conn* c, const nhb__slot* s, const char* in, size_t len, 
 /* HTTP/2: the header block `nva` with the trace fields of `s` appended, in
  * the worker's scratch (nghttp2 copies it on submit). */
 const void* nhb__trace_h2(nhb__worker* w, const nhb__slot* s, const void* nva, size_t* nvlen);
+/* HTTP/3: the same for an nghttp3 header block (nghttp3 copies it on submit). */
+const void* nhb__trace_h3(nhb__worker* w, const nhb__slot* s, const void* nva, size_t* nvlen);
 /* The request of a sampled slot ended: status > 0 a response, else `reason`. */
 void nhb__trace_end(nhb__worker* w, nhb__slot* s, int status, nhb_counter_t reason, uint64_t now);
 

@@ -57,6 +57,7 @@
 
 #include "client/client.h"
 #include "common/h2_mem.h"
+#include "common/quic_common.h"
 
 /* The largest UDP payload we send: ngtcp2's default ceiling for what it
  * writes (1452, Ethernet's 1500 less IPv6 and UDP headers) fits. */
@@ -135,21 +136,6 @@ static void h3_record(nhb__conn* c, int err, const char* fmt, const char* detail
 /* ---- ngtcp2 callbacks --------------------------------------------------------- */
 
 static ngtcp2_conn* h3_get_conn(ngtcp2_crypto_conn_ref* ref) { return ((nhb__h3*)ref->user_data)->qc; }
-
-static void h3_rand(uint8_t* dest, size_t len, const ngtcp2_rand_ctx* ctx) {
-  NHB__UNUSED(ctx);
-  (void)gnutls_rnd(GNUTLS_RND_RANDOM, dest, len);
-}
-
-static int h3_new_cid(ngtcp2_conn* qc, ngtcp2_cid* cid, uint8_t* token, size_t cidlen, void* user_data) {
-  NHB__UNUSED(qc);
-  NHB__UNUSED(user_data);
-  if (gnutls_rnd(GNUTLS_RND_RANDOM, cid->data, cidlen) != 0 ||
-      gnutls_rnd(GNUTLS_RND_RANDOM, token, NGTCP2_STATELESS_RESET_TOKENLEN) != 0)
-    return NGTCP2_ERR_CALLBACK_FAILURE;
-  cid->datalen = cidlen;
-  return 0;
-}
 
 static int h3_handshake_completed(ngtcp2_conn* qc, void* user_data) {
   NHB__UNUSED(qc);
@@ -578,8 +564,8 @@ static int h3_quic_init(nhb__conn* c, const nhb_sockaddr* to) {
   cb.acked_stream_data_offset = h3_acked_stream_data;
   cb.stream_close = h3_stream_close;
   cb.recv_retry = ngtcp2_crypto_recv_retry_cb;
-  cb.rand = h3_rand;
-  cb.get_new_connection_id = h3_new_cid;
+  cb.rand = nhb__quic_rand;
+  cb.get_new_connection_id = nhb__quic_new_connection_id;
   cb.update_key = ngtcp2_crypto_update_key_cb;
   cb.stream_reset = h3_stream_reset;
   cb.extend_max_stream_data = h3_extend_max_stream_data;
@@ -1038,8 +1024,12 @@ static int h3_start_stream(nhb__conn* c, nhb__slot* s) {
   const nhb__h3_run* hr = run_of(c);
   uint32_t k = s->rq.spec;
   nghttp3_data_reader dr = {h3_read_body};
-  r = nghttp3_conn_submit_request(h->hc, sid, hr->nva + hr->nvoff[k], hr->nvlen[k], s->body_left > 0 ? &dr : NULL,
-                                  s);
+  const nghttp3_nv* nva = hr->nva + hr->nvoff[k];
+  size_t nvlen = hr->nvlen[k];
+  /* A sampled request (h3_send_traced) carries its trace fields; span_id
+   * stays 0 in a run without tracing. */
+  if (NHB__UNLIKELY(s->span_id != 0)) nva = (const nghttp3_nv*)nhb__trace_h3(c->worker, s, nva, &nvlen);
+  r = nghttp3_conn_submit_request(h->hc, sid, nva, nvlen, s->body_left > 0 ? &dr : NULL, s);
   if (r != 0) {
     h3_record(c, NHB_EPROTO, "HTTP/3: cannot send a request: %s", nghttp3_strerror(r));
     return NHB_EPROTO;
@@ -1104,6 +1094,14 @@ static int h3_send(nhb__conn* c, nhb__slot* s) {
   return 0;
 }
 
+/* With tracing on (trace.c): the decision is taken when the request is
+ * sent, and its stream, opened now or once it no longer waits, carries the
+ * trace fields (h3_start_stream). */
+static int h3_send_traced(nhb__conn* c, nhb__slot* s) {
+  (void)nhb__trace_sample(c->worker, s);
+  return h3_send(c, s);
+}
+
 /* The datagram socket failed (ECONNREFUSED: the server's port is closed).
  * The pool fails the requests in flight. */
 static int h3_on_eof(nhb__conn* c, int err) {
@@ -1136,6 +1134,10 @@ static int h3_on_data(nhb__conn* c, const char* data, size_t len) {
 
 static const nhb__session_vtable nhb__session_h3 = {
     "h3", h3_open, h3_send, h3_on_data, h3_on_eof, NULL, h3_cancel, h3_close,
+};
+
+static const nhb__session_vtable nhb__session_h3_traced = {
+    "h3", h3_open, h3_send_traced, h3_on_data, h3_on_eof, NULL, h3_cancel, h3_close,
 };
 
 /* ---- per worker, per connection entry --------------------------------------------- */
@@ -1270,6 +1272,7 @@ static void h3_run_free(nhb_run* run) {
 const nhb__protocol nhb__protocol_h3 = {
     .name = "HTTP/3",
     .session = &nhb__session_h3,
+    .traced_session = &nhb__session_h3_traced,
     .transport = &nhb__transport_quic,
     .multiplexes = 1,
     .reuse_lru = 1,

@@ -16,12 +16,14 @@
  * one test of a slot field that stays 0 when a request ends (pool.c).
  *
  * HTTP/1.1 copies a sampled request into a per-connection buffer with the
- * trace headers before the blank line; HTTP/2 appends them to a copy of the
- * header block in a per-worker scratch that nghttp2 copies on submit. Both
+ * trace headers before the blank line; HTTP/2 and HTTP/3 append them to a
+ * copy of the header block in a per-worker scratch that nghttp2 or nghttp3
+ * copies on submit. Both
  * buffers are allocated once (per connection on its first sampled request,
  * per worker with the run), never per request.
  */
 #include <nghttp2/nghttp2.h>
+#include <nghttp3/nghttp3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,8 +50,9 @@ typedef struct nhb__trace {
   uint64_t tail_seen;    /* the worker's last look at tail */
   _Atomic uint64_t sampled, dropped; /* written by the worker only */
   nghttp2_nv* nva;       /* HTTP/2: the header block with the trace fields */
+  nghttp3_nv* nva3;      /* HTTP/3: the same */
   size_t nva_cap;
-  char vals[NHB__TRACE_HDR_MAX]; /* HTTP/2: their values */
+  char vals[NHB__TRACE_HDR_MAX]; /* HTTP/2 and HTTP/3: their values */
 } nhb__trace;
 
 static void hex64(char* out, uint64_t v) {
@@ -70,7 +73,7 @@ int nhb__trace_run_init(nhb_run* run, char* err, size_t err_len) {
   }
   const nhb__protocol* proto = nhb__protocols[cfg->protocol];
   if (proto->traced_session == NULL) {
-    if (err) snprintf(err, err_len, "tracing is not supported with %s (HTTP/1.1, HTTP/2 and gRPC only)", proto->name);
+    if (err) snprintf(err, err_len, "tracing is not supported with %s (HTTP/1.1, HTTP/2, HTTP/3 and gRPC only)", proto->name);
     return NHB_EINVAL;
   }
   uint32_t ring = cfg->trace_ring ? cfg->trace_ring : TRACE_RING_DEFAULT;
@@ -83,6 +86,9 @@ int nhb__trace_run_init(nhb_run* run, char* err, size_t err_len) {
     const nhb__spec* sp = &run->specs[i];
     if (sp->request_len > h1_max) h1_max = sp->request_len;
     if (sp->h2_nvlen > nvlen_max) nvlen_max = sp->h2_nvlen;
+    /* HTTP/3 builds its blocks from the config: four pseudo-headers and the fields. */
+    size_t h3_nvlen = (size_t)cfg->specs[i].h2_nheaders + 4;
+    if (cfg->protocol == NHB_PROTO_HTTP3 && h3_nvlen > nvlen_max) nvlen_max = h3_nvlen;
   }
   if (run->rq_h1_max > h1_max) h1_max = run->rq_h1_max;
   if (cfg->protocol == NHB_PROTO_HTTP1 && h1_max > TRACE_H1_MAX) {
@@ -99,8 +105,11 @@ int nhb__trace_run_init(nhb_run* run, char* err, size_t err_len) {
     run->workers[i].trace = t;
     t->ring = calloc(ring, sizeof(nhb_span));
     t->nva_cap = nvlen_max + 4;
-    t->nva = calloc(t->nva_cap, sizeof(nghttp2_nv));
-    if (t->ring == NULL || t->nva == NULL) return NHB_ENOMEM;
+    if (cfg->protocol == NHB_PROTO_HTTP3)
+      t->nva3 = calloc(t->nva_cap, sizeof(nghttp3_nv));
+    else
+      t->nva = calloc(t->nva_cap, sizeof(nghttp2_nv));
+    if (t->ring == NULL || (t->nva == NULL && t->nva3 == NULL)) return NHB_ENOMEM;
     t->mask = ring - 1;
     t->draw.rng = seed ^ ((uint64_t)(i + 1) * 0xD1B54A32D192ED03ULL);
     /* A draw is uniform in [0, 2^64): at most rate * 2^64 - 1 with probability rate. */
@@ -122,6 +131,7 @@ void nhb__trace_run_free(nhb_run* run) {
     if (t == NULL) continue;
     free(t->ring);
     free(t->nva);
+    free(t->nva3);
     free(t);
     run->workers[i].trace = NULL;
   }
@@ -189,11 +199,9 @@ int nhb__trace_h1(nhb__conn* c, const nhb__slot* s, const char* in, size_t len, 
   return 0;
 }
 
-const void* nhb__trace_h2(nhb__worker* w, const nhb__slot* s, const void* nva, size_t* nvlen) {
-  nhb__trace* t = w->trace;
-  size_t n = *nvlen;
-  if (n + 4 > t->nva_cap) return nva; /* never: sized from the longest block */
-  memcpy(t->nva, nva, n * sizeof(nghttp2_nv));
+/* The values of the trace fields of `s` into t->vals: the traceparent
+ * (55 bytes), then the B3 trace id (32) and span id (16). */
+static void trace_values(nhb__trace* t, const nhb__slot* s) {
   char* v = t->vals;
   memcpy(v, "00-", 3);
   hex64(v + 3, s->trace_hi);
@@ -201,19 +209,53 @@ const void* nhb__trace_h2(nhb__worker* w, const nhb__slot* s, const void* nva, s
   v[35] = '-';
   hex64(v + 36, s->span_id);
   memcpy(v + 52, "-01", 3);
-  nghttp2_nv* o = &t->nva[n];
-  *o++ = (nghttp2_nv){(uint8_t*)"traceparent", (uint8_t*)v, 11, 55, NGHTTP2_NV_FLAG_NONE};
   if (t->b3) {
     char* b = v + 55;
     hex64(b, s->trace_hi);
     hex64(b + 16, s->trace_lo);
     hex64(b + 32, s->span_id);
+  }
+}
+
+const void* nhb__trace_h2(nhb__worker* w, const nhb__slot* s, const void* nva, size_t* nvlen) {
+  nhb__trace* t = w->trace;
+  size_t n = *nvlen;
+  if (t->nva == NULL || n + 4 > t->nva_cap) return nva; /* never: sized from the longest block */
+  memcpy(t->nva, nva, n * sizeof(nghttp2_nv));
+  trace_values(t, s);
+  char* v = t->vals;
+  nghttp2_nv* o = &t->nva[n];
+  *o++ = (nghttp2_nv){(uint8_t*)"traceparent", (uint8_t*)v, 11, 55, NGHTTP2_NV_FLAG_NONE};
+  if (t->b3) {
+    char* b = v + 55;
     *o++ = (nghttp2_nv){(uint8_t*)"x-b3-traceid", (uint8_t*)b, 12, 32, NGHTTP2_NV_FLAG_NONE};
     *o++ = (nghttp2_nv){(uint8_t*)"x-b3-spanid", (uint8_t*)(b + 32), 11, 16, NGHTTP2_NV_FLAG_NONE};
     *o++ = (nghttp2_nv){(uint8_t*)"x-b3-sampled", (uint8_t*)"1", 12, 1, NGHTTP2_NV_FLAG_NONE};
   }
   *nvlen = (size_t)(o - t->nva);
   return t->nva;
+}
+
+/* As nhb__trace_h2, for nghttp3: the fields go without NO_COPY flags, so
+ * nghttp3 copies their values (and the array) when the request is submitted,
+ * before the scratch is reused. */
+const void* nhb__trace_h3(nhb__worker* w, const nhb__slot* s, const void* nva, size_t* nvlen) {
+  nhb__trace* t = w->trace;
+  size_t n = *nvlen;
+  if (t->nva3 == NULL || n + 4 > t->nva_cap) return nva; /* never: sized from the longest block */
+  memcpy(t->nva3, nva, n * sizeof(nghttp3_nv));
+  trace_values(t, s);
+  uint8_t* v = (uint8_t*)t->vals;
+  nghttp3_nv* o = &t->nva3[n];
+  *o++ = (nghttp3_nv){(uint8_t*)"traceparent", v, 11, 55, NGHTTP3_NV_FLAG_NONE};
+  if (t->b3) {
+    uint8_t* b = v + 55;
+    *o++ = (nghttp3_nv){(uint8_t*)"x-b3-traceid", b, 12, 32, NGHTTP3_NV_FLAG_NONE};
+    *o++ = (nghttp3_nv){(uint8_t*)"x-b3-spanid", b + 32, 11, 16, NGHTTP3_NV_FLAG_NONE};
+    *o++ = (nghttp3_nv){(uint8_t*)"x-b3-sampled", (uint8_t*)"1", 12, 1, NGHTTP3_NV_FLAG_NONE};
+  }
+  *nvlen = (size_t)(o - t->nva3);
+  return t->nva3;
 }
 
 void nhb__trace_end(nhb__worker* w, nhb__slot* s, int status, nhb_counter_t reason, uint64_t now) {

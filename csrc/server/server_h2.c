@@ -43,6 +43,7 @@
 #include <strings.h>
 
 #include "server/server_internal.h"
+#include "server/server_stream.h"
 
 /* Windows large enough that flow control never limits a test: request
  * bodies are consumed (captured or dropped) as they arrive. */
@@ -62,26 +63,9 @@ struct nhb__srv_h2_stream {
   nhb__srv_h2_stream *prev, *next; /* the connection's streams, or the free list */
   nhb__srv_conn* c;
   int32_t id;
-  uint8_t responded; /* a response is decided (submitted or waiting) */
-  uint8_t complete;  /* our END_STREAM went out */
-  uint8_t waiting;   /* waits for deadline_ns */
-  uint8_t head_only;
-  uint8_t has_length;
-  uint8_t bad;           /* the response refuses the request (413, 431) */
-  uint16_t error_status; /* 413/431: the request is refused */
-  uint16_t status;       /* of the response submitted, counted when its END_STREAM goes out */
-  uint64_t deadline_ns;
-  uint64_t content_length;
-  size_t method_off, method_len;
-  nhb__srv_req req;
-  /* The response: header names and values (lower-case) and dynamic body
-   * bytes live in `out`; rh[i] locates header i. */
-  nhb__srv_buf out;
-  nhb__srv_hdr_pos* rh;
-  size_t nrh, rh_cap;
-  char status_txt[4];
-  nhb__srv_piece body[2];
-  int nbody, body_i;
+  uint8_t complete; /* our END_STREAM went out */
+  nhb__srv_stream_core core; /* request, response, buffers (server_stream.h) */
+  int body_i; /* the body pieces sent so far */
   size_t body_at, body_len;
   /* gRPC: what the head said, whether this is a call, whether its response
    * ends with trailers (a message was sent), and its grpc-status. */
@@ -107,9 +91,6 @@ struct nhb__srv_h2 {
   uint32_t block_fields;
 };
 
-static const char connection_specific[][18] = {"connection", "keep-alive", "proxy-connection", "transfer-encoding",
-                                               "upgrade", "te"};
-
 /* ---- streams ----------------------------------------------------------------- */
 
 static nhb__srv_h2_stream* stream_new(nhb__srv_conn* c, int32_t id) {
@@ -122,23 +103,7 @@ static nhb__srv_h2_stream* stream_new(nhb__srv_conn* c, int32_t id) {
   } else if (!(st = calloc(1, sizeof(*st)))) {
     return NULL;
   }
-  /* The buffers stay (grown to the largest request and response seen); the
-   * rest starts over. */
-  nhb__srv_req keep_req = st->req;
-  nhb__srv_buf keep_out = st->out;
-  nhb__srv_hdr_pos* keep_rh = st->rh;
-  size_t keep_rh_cap = st->rh_cap;
-  memset(st, 0, sizeof(*st));
-  st->req.buf = keep_req.buf;
-  st->req.buf.len = 0;
-  st->req.hdrs = keep_req.hdrs;
-  st->req.hdrs_cap = keep_req.hdrs_cap;
-  st->req.nh_idx = -1;
-  st->req.settings_idx = -1;
-  st->out = keep_out;
-  st->out.len = 0;
-  st->rh = keep_rh;
-  st->rh_cap = keep_rh_cap;
+  nhb__srv_stream_recycle(st, sizeof(*st), &st->core);
   st->c = c;
   st->id = id;
   st->next = h->streams;
@@ -150,10 +115,7 @@ static nhb__srv_h2_stream* stream_new(nhb__srv_conn* c, int32_t id) {
 }
 
 static void stream_free_memory(nhb__srv_h2_stream* st) {
-  nhb__srv_buf_free(&st->req.buf);
-  free(st->req.hdrs);
-  nhb__srv_buf_free(&st->out);
-  free(st->rh);
+  nhb__srv_stream_core_free(&st->core);
   free(st);
 }
 
@@ -167,7 +129,7 @@ static void stream_release(nhb__srv_h2_stream* st, int account) {
   else h->streams = st->next;
   if (st->next) st->next->prev = st->prev;
   h->nstreams--;
-  if (st->waiting) {
+  if (st->core.waiting) {
     h->nwaiting--;
     if (account) w->delayed--;
   }
@@ -175,11 +137,11 @@ static void stream_release(nhb__srv_h2_stream* st, int account) {
     stream_free_memory(st);
     return;
   }
-  if (st->grpc_call && (st->req.buf.cap > H2_GRPC_KEEP || st->out.cap > H2_GRPC_KEEP)) {
+  if (st->grpc_call && (st->core.req.buf.cap > H2_GRPC_KEEP || st->core.out.cap > H2_GRPC_KEEP)) {
     /* A gRPC message may be 4 MiB: a stream kept for reuse does not keep
      * such a buffer (1024 of them would hold gigabytes). */
-    if (st->req.buf.cap > H2_GRPC_KEEP) nhb__srv_buf_free(&st->req.buf);
-    if (st->out.cap > H2_GRPC_KEEP) nhb__srv_buf_free(&st->out);
+    if (st->core.req.buf.cap > H2_GRPC_KEEP) nhb__srv_buf_free(&st->core.req.buf);
+    if (st->core.out.cap > H2_GRPC_KEEP) nhb__srv_buf_free(&st->core.out);
   }
   st->prev = NULL;
   st->next = w->h2_free;
@@ -193,84 +155,19 @@ static nhb__srv_h2_stream* stream_of(nghttp2_session* session, int32_t id) {
 
 /* ---- responses ------------------------------------------------------------------ */
 
-/* Room for one more response header position: the array grows by doubling,
- * so a response with many headers reallocates a few times, not per header. */
-static int rh_room(nhb__srv_h2_stream* st) {
-  if (st->nrh == st->rh_cap) {
-    size_t cap = st->rh_cap ? 2 * st->rh_cap : 16;
-    nhb__srv_hdr_pos* r = realloc(st->rh, cap * sizeof(*r));
-    if (!r) return NHB_ENOMEM;
-    st->rh = r;
-    st->rh_cap = cap;
-  }
-  return 0;
-}
-
-static int rh_add(nhb__srv_h2_stream* st, const char* name, size_t name_len, const char* value, size_t value_len) {
-  if (rh_room(st) < 0) return NHB_ENOMEM;
-  /* Trimmed: HTTP/2 forbids leading and trailing white space in values. */
-  while (value_len && (value[0] == ' ' || value[0] == '\t')) value++, value_len--;
-  while (value_len && (value[value_len - 1] == ' ' || value[value_len - 1] == '\t')) value_len--;
-  nhb__srv_buf* b = &st->out;
-  if (nhb__srv_buf_reserve(b, name_len + value_len) < 0) return NHB_ENOMEM;
-  nhb__srv_hdr_pos* r = &st->rh[st->nrh++];
-  r->name_off = b->len;
-  r->name_len = name_len;
-  /* HTTP/2 header names are lower case. */
-  for (size_t i = 0; i < name_len; i++) {
-    char ch = name[i];
-    b->p[b->len++] = (ch >= 'A' && ch <= 'Z') ? (char)(ch + 32) : ch;
-  }
-  r->value_off = b->len;
-  r->value_len = value_len;
-  memcpy(b->p + b->len, value, value_len);
-  b->len += value_len;
-  return 0;
-}
-
-/* A header whose value is already in `out` (at value_off): only the name is
- * added. */
-static int rh_add_self(nhb__srv_h2_stream* st, const char* name, size_t name_len, size_t value_off, size_t value_len) {
-  if (rh_room(st) < 0) return NHB_ENOMEM;
-  nhb__srv_buf* b = &st->out;
-  if (nhb__srv_buf_append(b, name, name_len) < 0) return NHB_ENOMEM;
-  nhb__srv_hdr_pos* r = &st->rh[st->nrh++];
-  r->name_off = b->len - name_len;
-  r->name_len = name_len;
-  r->value_off = value_off;
-  r->value_len = value_len;
-  return 0;
-}
-
 static int h2_header(void* ctx, const nhb__srv_header* hd) {
   nhb__srv_h2_stream* st = ctx;
   /* Connection-specific fields mean nothing in HTTP/2, and a client must
    * treat a response carrying one as malformed: they are left out. */
-  for (size_t i = 0; i < sizeof(connection_specific) / sizeof(connection_specific[0]); i++)
-    if (hd->name.len == strlen(connection_specific[i]) &&
-        strncasecmp(hd->name.p, connection_specific[i], hd->name.len) == 0)
-      return 0;
-  return rh_add(st, hd->name.p, hd->name.len, hd->value.p, hd->value.len);
+  if (nhb__srv_connection_specific(hd->name.p, hd->name.len)) return 0;
+  return nhb__srv_stream_rh_add(&st->core, hd->name.p, hd->name.len, hd->value.p, hd->value.len);
 }
 
 /* Turns a reply into the stream's header list and body pieces; the same
  * headers as HTTP/1.1 sends, in the same order, lower-cased. */
 static int render(nhb__srv_h2_stream* st, const nhb__srv_reply* r) {
-  st->nrh = 0;
-  snprintf(st->status_txt, sizeof(st->status_txt), "%03u", r->status % 1000);
-  nhb__srv_headers main = r->h;
-  main.nextra = 0;
-  if (nhb__srv_headers_emit(&main, h2_header, st) < 0) return NHB_ENOMEM;
-  if (!r->no_body) {
-    char len[24];
-    int n = snprintf(len, sizeof(len), "%zu", r->body_len);
-    if (rh_add(st, "content-length", 14, len, (size_t)n) < 0) return NHB_ENOMEM;
-  }
-  for (size_t i = 0; i < r->h.nextra; i++)
-    if (h2_header(st, &r->h.extra[i]) < 0) return NHB_ENOMEM;
-  st->nbody = r->no_body || st->head_only ? 0 : r->nbody;
-  for (int i = 0; i < st->nbody; i++) st->body[i] = r->body[i];
-  st->body_len = st->nbody ? r->body_len : 0;
+  if (nhb__srv_stream_render(&st->core, r, h2_header, st) < 0) return NHB_ENOMEM;
+  st->body_len = st->core.nbody ? r->body_len : 0;
   st->body_i = 0;
   st->body_at = 0;
   return 0;
@@ -282,11 +179,11 @@ static ssize_t read_body(nghttp2_session* session, int32_t id, uint8_t* buf, siz
   NHB__UNUSED(user_data);
   nhb__srv_h2_stream* st = source->ptr;
   size_t done = 0;
-  while (done < length && st->body_i < st->nbody) {
-    const nhb__srv_piece* p = &st->body[st->body_i];
+  while (done < length && st->body_i < st->core.nbody) {
+    const nhb__srv_piece* p = &st->core.body[st->body_i];
     size_t take = p->len - st->body_at;
     if (take > length - done) take = length - done;
-    memcpy(buf + done, (p->ext ? p->ext : st->out.p + p->off) + st->body_at, take);
+    memcpy(buf + done, (p->ext ? p->ext : st->core.out.p + p->off) + st->body_at, take);
     done += take;
     st->body_at += take;
     if (st->body_at == p->len) {
@@ -294,7 +191,7 @@ static ssize_t read_body(nghttp2_session* session, int32_t id, uint8_t* buf, siz
       st->body_at = 0;
     }
   }
-  if (st->body_i >= st->nbody) {
+  if (st->body_i >= st->core.nbody) {
     *flags |= NGHTTP2_DATA_FLAG_EOF;
     if (st->grpc_trailers) {
       /* gRPC: the stream ends with the trailers, not with this DATA frame. */
@@ -309,7 +206,7 @@ static ssize_t read_body(nghttp2_session* session, int32_t id, uint8_t* buf, siz
 static void submit(nhb__srv_h2_stream* st) {
   nhb__srv_conn* c = st->c;
   nhb__srv_worker* w = c->w;
-  size_t n = st->nrh + 1;
+  size_t n = st->core.nrh + 1;
   if (n > w->h2_nv_cap) {
     size_t cap = n < 32 ? 32 : 2 * n;
     void* nv = realloc(w->h2_nv, cap * sizeof(nghttp2_nv));
@@ -323,21 +220,21 @@ static void submit(nhb__srv_h2_stream* st) {
   nghttp2_nv* nv = w->h2_nv;
   nv[0].name = (uint8_t*)":status";
   nv[0].namelen = 7;
-  nv[0].value = (uint8_t*)st->status_txt;
+  nv[0].value = (uint8_t*)st->core.status_txt;
   nv[0].valuelen = 3;
   nv[0].flags = NGHTTP2_NV_FLAG_NO_COPY_NAME;
-  for (size_t i = 0; i < st->nrh; i++) {
-    const nhb__srv_hdr_pos* r = &st->rh[i];
-    nv[i + 1].name = (uint8_t*)st->out.p + r->name_off;
+  for (size_t i = 0; i < st->core.nrh; i++) {
+    const nhb__srv_hdr_pos* r = &st->core.rh[i];
+    nv[i + 1].name = (uint8_t*)st->core.out.p + r->name_off;
     nv[i + 1].namelen = r->name_len;
-    nv[i + 1].value = (uint8_t*)st->out.p + r->value_off;
+    nv[i + 1].value = (uint8_t*)st->core.out.p + r->value_off;
     nv[i + 1].valuelen = r->value_len;
     nv[i + 1].flags = NGHTTP2_NV_FLAG_NONE;
   }
   nghttp2_data_provider body;
   body.source.ptr = st;
   body.read_callback = read_body;
-  if (nghttp2_submit_response(c->h2->session, st->id, nv, n, st->nbody ? &body : NULL) != 0)
+  if (nghttp2_submit_response(c->h2->session, st->id, nv, n, st->core.nbody ? &body : NULL) != 0)
     nghttp2_submit_rst_stream(c->h2->session, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
 }
 
@@ -349,8 +246,8 @@ static void schedule(nhb__srv_conn* c, uint64_t deadline) {
 static void wait_or_submit(nhb__srv_h2_stream* st, uint64_t deadline) {
   nhb__srv_conn* c = st->c;
   if (deadline) {
-    st->waiting = 1;
-    st->deadline_ns = deadline;
+    st->core.waiting = 1;
+    st->core.deadline_ns = deadline;
     c->h2->nwaiting++;
     c->w->delayed++;
     schedule(c, deadline);
@@ -361,17 +258,8 @@ static void wait_or_submit(nhb__srv_h2_stream* st, uint64_t deadline) {
 
 static void respond_error(nhb__srv_h2_stream* st) {
   nhb__srv_conn* c = st->c;
-  nhb__srv_worker* w = c->w;
   nhb__srv_reply r;
-  NHB__UNUSED(w);
-  st->responded = 1;
-  st->out.len = 0;
-  /* As over HTTP/1.1, counted (bad_requests, requests, status) when the
-   * response is out. */
-  st->bad = 1;
-  st->status = st->error_status;
-  const char* text = st->error_status == 413 ? "request body too large\n" : "request header fields too large\n";
-  if (nhb__srv_reply_text(&r, &st->out, st->error_status, "", text) < 0 || render(st, &r) < 0) {
+  if (nhb__srv_stream_error_reply(&st->core, &r) < 0 || render(st, &r) < 0) {
     nghttp2_submit_rst_stream(c->h2->session, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
     return;
   }
@@ -380,13 +268,7 @@ static void respond_error(nhb__srv_h2_stream* st) {
 
 /* The response waits until `deadline` (0 = now), and any stall on top. */
 static void release_at(nhb__srv_h2_stream* st, uint64_t now, uint64_t deadline) {
-  nhb_server* s = st->c->w->server;
-  if (nhb__srv_stall_possible(s)) {
-    uint64_t t = deadline ? deadline : now;
-    uint64_t release = nhb__srv_stall_release(s, t);
-    if (release > t) deadline = release;
-  }
-  wait_or_submit(st, deadline);
+  wait_or_submit(st, nhb__srv_stream_release_at(st->c->w->server, now, deadline));
 }
 
 /* A gRPC call: server_grpc.c decides the answer, rendered here as HEADERS,
@@ -394,32 +276,33 @@ static void release_at(nhb__srv_h2_stream* st, uint64_t now, uint64_t deadline) 
 static void respond_grpc(nhb__srv_h2_stream* st) {
   nhb__srv_conn* c = st->c;
   nhb__srv_worker* w = c->w;
-  nhb__srv_req* q = &st->req;
-  st->responded = 1;
+  nhb__srv_req* q = &st->core.req;
+  st->core.responded = 1;
   uint64_t now = w->now_ns ? w->now_ns : nhb__now_ns();
-  st->out.len = 0;
-  st->nrh = 0;
+  st->core.out.len = 0;
+  st->core.nrh = 0;
   nhb__srv_grpc_answer a;
   const char* path = q->url_len ? q->buf.p + q->url_off : "";
   const char* body = q->body_len ? q->buf.p + q->body_off : "";
-  if (nhb__srv_grpc_answer_call(w, &st->grpc, path, q->url_len, body, q->body_len, q->body_bytes, &st->out, &a) < 0 ||
-      rh_add(st, "content-type", 12, "application/grpc", 16) < 0) {
+  if (nhb__srv_grpc_answer_call(w, &st->grpc, path, q->url_len, body, q->body_len, q->body_bytes, &st->core.out,
+                                &a) < 0 ||
+      nhb__srv_stream_rh_add(&st->core, "content-type", 12, "application/grpc", 16) < 0) {
     nghttp2_submit_rst_stream(c->h2->session, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
     return;
   }
-  memcpy(st->status_txt, "200", 4);
-  st->status = 200;
+  memcpy(st->core.status_txt, "200", 4);
+  st->core.status = 200;
   st->grpc_code = (uint8_t)a.code;
-  st->nbody = 0;
+  st->core.nbody = 0;
   st->body_len = 0;
   st->body_i = 0;
   st->body_at = 0;
   st->grpc_trailers = 0;
   if (a.code == NHB__SRV_GRPC_OK) {
-    st->nbody = 1;
-    st->body[0].ext = NULL;
-    st->body[0].off = a.body_off;
-    st->body[0].len = a.body_len;
+    st->core.nbody = 1;
+    st->core.body[0].ext = NULL;
+    st->core.body[0].off = a.body_off;
+    st->core.body[0].len = a.body_len;
     st->body_len = a.body_len;
     st->grpc_trailers = 1;
   } else {
@@ -427,8 +310,8 @@ static void respond_grpc(nhb__srv_h2_stream* st) {
     int n = snprintf(code, sizeof(code), "%u", a.code);
     /* rh_add copies into `out`, which may move: the message is copied
      * from where it is now, through a position. */
-    if (rh_add(st, "grpc-status", 11, code, (size_t)n) < 0 ||
-        (a.msg_len && rh_add_self(st, "grpc-message", 12, a.msg_off, a.msg_len) < 0)) {
+    if (nhb__srv_stream_rh_add(&st->core, "grpc-status", 11, code, (size_t)n) < 0 ||
+        (a.msg_len && nhb__srv_stream_rh_add_self(&st->core, "grpc-message", 12, a.msg_off, a.msg_len) < 0)) {
       nghttp2_submit_rst_stream(c->h2->session, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
       return;
     }
@@ -439,9 +322,8 @@ static void respond_grpc(nhb__srv_h2_stream* st) {
 static void respond(nhb__srv_h2_stream* st) {
   nhb__srv_conn* c = st->c;
   nhb__srv_worker* w = c->w;
-  nhb__srv_req* q = &st->req;
-  if (st->responded) return;
-  if (st->error_status) {
+  if (st->core.responded) return;
+  if (st->core.error_status) {
     respond_error(st);
     return;
   }
@@ -449,19 +331,14 @@ static void respond(nhb__srv_h2_stream* st) {
     respond_grpc(st);
     return;
   }
-  st->responded = 1;
-  q->method = q->buf.p + st->method_off;
-  q->method_len = st->method_len;
-  q->http_major = 2;
-  q->http_minor = 0;
+  nhb__srv_req* q = nhb__srv_stream_request(&st->core, 2);
   uint64_t now = w->now_ns ? w->now_ns : nhb__now_ns();
-  st->out.len = 0;
   nhb__srv_reply r;
-  if (nhb__srv_reply_build(c, q, &st->out, now, &r) < 0 || render(st, &r) < 0) {
+  if (nhb__srv_reply_build(c, q, &st->core.out, now, &r) < 0 || render(st, &r) < 0) {
     nghttp2_submit_rst_stream(c->h2->session, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
     return;
   }
-  st->status = (uint16_t)r.status;
+  st->core.status = (uint16_t)r.status;
   /* HTTP/1.1 closes after such a response; HTTP/2 says GOAWAY. */
   if (r.close) c->h2->want_goaway = 1;
   release_at(st, now, r.delay_ns ? now + r.delay_ns : 0);
@@ -509,69 +386,33 @@ static int on_header(nghttp2_session* session, const nghttp2_frame* frame, const
   }
   if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0; /* trailers */
   nhb__srv_h2_stream* st = stream_of(session, frame->hd.stream_id);
-  if (!st || st->error_status) return 0;
-  nhb__srv_req* q = &st->req;
-  q->head_bytes += name_len + value_len + 4;
-  if (q->head_bytes > max_head || q->nhdrs >= NHB__SRV_MAX_HEADERS) {
-    st->error_status = 431;
-    return 0;
-  }
-  if (name_len > 0 && name[0] == ':') {
-    if (name_len == 7 && memcmp(name, ":method", 7) == 0) {
-      st->method_off = q->buf.len;
-      st->method_len = value_len;
-      if (nhb__srv_buf_append(&q->buf, value, value_len) < 0) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-      st->head_only = value_len == 4 && memcmp(value, "HEAD", 4) == 0;
-    } else if (name_len == 5 && memcmp(name, ":path", 5) == 0) {
-      q->url_off = q->buf.len;
-      q->url_len = value_len;
-      if (nhb__srv_buf_append(&q->buf, value, value_len) < 0) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-      nhb__srv_req_note_url(q, c->w->server);
-    } else if ((name_len == 10 && memcmp(name, ":authority", 10) == 0) ||
-               (name_len == 7 && memcmp(name, ":scheme", 7) == 0)) {
-      /* Kept with their names, for /debug and the header echo. */
-      if (nhb__srv_req_add_header(q, name, name_len, value, value_len) < 0) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-    }
-    return 0;
-  }
-  if (nhb__srv_req_add_header(q, name, name_len, value, value_len) < 0) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-  nhb__srv_grpc_note_header(&st->grpc, name, name_len, value, value_len);
-  if (name_len == 14 && memcmp(name, "content-length", 14) == 0) {
-    /* nghttp2 checks it against the DATA received; here it only says early
-     * that a body will be too large. */
-    uint64_t n = 0;
-    for (size_t i = 0; i < value_len && n < (1ULL << 62); i++)
-      if (value[i] >= '0' && value[i] <= '9') n = n * 10 + (uint64_t)(value[i] - '0');
-    st->content_length = n;
-    st->has_length = 1;
-  }
+  if (!st || st->core.error_status) return 0;
+  int r = nhb__srv_stream_header(&st->core, c->w->server, name, name_len, value, value_len);
+  if (r < 0) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+  if (r > 0) nhb__srv_grpc_note_header(&st->grpc, name, name_len, value, value_len);
   return 0;
 }
 
 /* The request head is complete. */
 static void head_done(nhb__srv_conn* c, nhb__srv_h2_stream* st, int end_stream) {
   nhb_server* s = c->w->server;
-  nhb__srv_req* q = &st->req;
+  nhb__srv_req* q = &st->core.req;
   /* The header time-out ends with the first complete request head. */
   c->in_head = 0;
-  q->body_off = q->buf.len;
-  if (!st->error_status && st->has_length && st->content_length > s->config.max_body_bytes) st->error_status = 413;
-  /* The forwarded path is served over plain HTTP/1.1 only: 421. */
-  if (NHB__UNLIKELY(s->forward_prefix_len) && nhb__srv_req_forwarded(s, q)) q->is_debug = NHB__SRV_PATH_FORWARD_HERE;
-  if (st->error_status) {
+  if (nhb__srv_stream_head_done(&st->core, s)) {
     respond_error(st);
     return;
   }
   /* gRPC is a POST with its content type; anything else is plain HTTP. */
-  st->grpc_call = st->grpc.content_type && st->method_len == 4 && memcmp(q->buf.p + st->method_off, "POST", 4) == 0;
+  st->grpc_call =
+      st->grpc.content_type && st->core.method_len == 4 && memcmp(q->buf.p + st->core.method_off, "POST", 4) == 0;
   if (end_stream) {
     respond(st);
     return;
   }
   /* The body is kept when it may be echoed, as for HTTP/1.1, and for a gRPC
    * call, whose message it is. */
-  q->capture_body = st->grpc_call || !s->nh.has_body_size || s->static_dynamic || q->has_query || q->nh_idx >= 0 ||
-                    q->is_debug;
+  q->capture_body = st->grpc_call || nhb__srv_stream_capture_body(&st->core, s);
   if (q->expect_continue) {
     nghttp2_nv nv = {(uint8_t*)":status", (uint8_t*)"100", 7, 3, NGHTTP2_NV_FLAG_NO_COPY_NAME};
     nghttp2_submit_headers(c->h2->session, NGHTTP2_FLAG_NONE, st->id, NULL, &nv, 1, NULL);
@@ -601,22 +442,16 @@ static int on_data_chunk(nghttp2_session* session, uint8_t flags, int32_t id, co
   nhb__srv_conn* c = user_data;
   nhb_server* s = c->w->server;
   nhb__srv_h2_stream* st = stream_of(session, id);
-  if (!st || st->responded) return 0; /* after an early answer the rest is dropped */
-  nhb__srv_req* q = &st->req;
-  q->body_bytes += len;
-  if (q->body_bytes > s->config.max_body_bytes) {
-    st->error_status = 413;
-    respond_error(st);
-    return 0;
-  }
+  if (!st || st->core.responded) return 0; /* after an early answer the rest is dropped */
+  nhb__srv_req* q = &st->core.req;
   /* A gRPC message is captured up to the largest accepted (and its prefix);
    * an echo up to --max-payload-kb. */
   size_t cap = st->grpc_call ? NHB__SRV_GRPC_MAX_MSG + 5 : s->config.max_payload_bytes;
-  if (q->capture_body && q->body_len < cap) {
-    size_t room = cap - q->body_len;
-    size_t n = len < room ? len : room;
-    if (nhb__srv_buf_append(&q->buf, data, n) < 0) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-    q->body_len += n;
+  int r = nhb__srv_stream_body(&st->core, s, data, len, cap);
+  if (r < 0) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+  if (r > 0) {
+    respond_error(st);
+    return 0;
   }
   /* A message too large, or compressed: answered without waiting for it. */
   if (st->grpc_call && q->body_len >= 5 && nhb__srv_grpc_early(&st->grpc, q->buf.p + q->body_off, q->body_len))
@@ -637,15 +472,15 @@ static int on_frame_send(nghttp2_session* session, const nghttp2_frame* frame, v
     /* The rest of a refused request's body is read and dropped. RFC 9113
      * section 8.1 would allow RST_STREAM NO_ERROR here to stop the upload,
      * but clients such as curl then report the stream as failed. */
-    if (st && !st->complete && st->status) {
+    if (st && !st->complete && st->core.status) {
       /* The response's last frame is serialized, and goes to the socket
        * (or TLS) in this same send: it counts now, as HTTP/1.1's does
        * when it is written. A stream reset or a connection closed before
        * this point was never answered and is not counted. */
       nhb__srv_worker* w = c->w;
       nhb__srv_bump(&w->counters.requests, 1);
-      if (st->status < NHB_SERVER_STATUS_MAX) nhb__srv_bump(&w->counters.status[st->status], 1);
-      if (st->bad) nhb__srv_bump(&w->counters.bad_requests, 1);
+      if (st->core.status < NHB_SERVER_STATUS_MAX) nhb__srv_bump(&w->counters.status[st->core.status], 1);
+      if (st->core.bad) nhb__srv_bump(&w->counters.bad_requests, 1);
       if (st->grpc_call) {
         nhb__srv_bump(&w->counters.grpc_calls, 1);
         if (st->grpc_code) nhb__srv_bump(&w->counters.grpc_errors, 1);
@@ -816,18 +651,7 @@ void nhb__srv_h2_flush(nhb__srv_conn* c) {
   uint64_t next = UINT64_MAX;
   int stall = nhb__srv_stall_possible(s);
   for (nhb__srv_h2_stream* st = h->streams; st; st = st->next) {
-    if (!st->waiting) continue;
-    if (st->deadline_ns <= now && stall) {
-      /* A stall that began after this response was decided holds it too. */
-      uint64_t release = nhb__srv_stall_release(s, now);
-      if (release > now) st->deadline_ns = release;
-    }
-    if (st->deadline_ns > now) {
-      if (st->deadline_ns < next) next = st->deadline_ns;
-      continue;
-    }
-    st->waiting = 0;
-    st->deadline_ns = 0;
+    if (!nhb__srv_stream_due(&st->core, s, now, stall, &next)) continue;
     h->nwaiting--;
     c->w->delayed--;
     submit(st);
@@ -896,14 +720,14 @@ int nhb__srv_h2_upgrade(nhb__srv_conn* c, int head_only) {
   if (!st) return NHB_ENOMEM;
   /* The request moves to stream 1, buffers and all; the connection gets the
    * stream's empty ones. */
-  nhb__srv_req tmp = st->req;
-  st->req = *q;
+  nhb__srv_req tmp = st->core.req;
+  st->core.req = *q;
   *q = tmp;
-  nhb__srv_req* sq = &st->req;
-  st->method_off = sq->buf.len;
-  st->method_len = strlen(method);
-  if (nhb__srv_buf_append(&sq->buf, method, st->method_len) < 0) return NHB_ENOMEM;
-  st->head_only = (uint8_t)head_only;
+  nhb__srv_req* sq = &st->core.req;
+  st->core.method_off = sq->buf.len;
+  st->core.method_len = strlen(method);
+  if (nhb__srv_buf_append(&sq->buf, method, st->core.method_len) < 0) return NHB_ENOMEM;
+  st->core.head_only = (uint8_t)head_only;
   if (nghttp2_session_upgrade2(h->session, settings, (size_t)slen, head_only, st) != 0) return NHB_EPROTO;
   nghttp2_session_set_stream_user_data(h->session, 1, st);
   c->in_head = 0;

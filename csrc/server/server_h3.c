@@ -57,7 +57,9 @@
 #include <string.h>
 #include <strings.h>
 
+#include "common/quic_common.h"
 #include "server/server_internal.h"
+#include "server/server_stream.h"
 
 /* The largest UDP payload written (ngtcp2's default ceiling fits). */
 #define H3_PKT_MAX 1500
@@ -81,25 +83,9 @@ struct nhb__srv_h3s {
   nhb__srv_h3s *prev, *next; /* the connection's streams, or the free list */
   nhb__srv_h3c* q3;
   int64_t id;
-  uint8_t responded; /* a response is decided (submitted or waiting) */
   uint8_t submitted;
   uint8_t complete; /* our FIN went out: counted */
-  uint8_t waiting;
-  uint8_t head_only;
-  uint8_t has_length;
-  uint8_t bad;
-  uint16_t error_status; /* 413/431 */
-  uint16_t status;
-  uint64_t deadline_ns;
-  uint64_t content_length;
-  size_t method_off, method_len;
-  nhb__srv_req req;
-  nhb__srv_buf out; /* response header names/values and dynamic body bytes */
-  nhb__srv_hdr_pos* rh;
-  size_t nrh, rh_cap;
-  char status_txt[4];
-  nhb__srv_piece body[2];
-  int nbody;
+  nhb__srv_stream_core core; /* request, response, buffers (server_stream.h) */
 };
 
 /* One QUIC connection. `base` first: the delay heap and reply_build see it. */
@@ -136,9 +122,6 @@ struct nhb__srv_h3w {
   size_t nv_cap;
   uint8_t pkt[H3_PKT_MAX];
 };
-
-static const char connection_specific[][18] = {"connection", "keep-alive", "proxy-connection", "transfer-encoding",
-                                               "upgrade", "te"};
 
 static void conn_write(nhb__srv_h3c* q3);
 static void conn_drop(nhb__srv_h3c* q3);
@@ -228,21 +211,7 @@ static nhb__srv_h3s* stream_new(nhb__srv_h3c* q3, int64_t id) {
   } else if (!(st = calloc(1, sizeof(*st)))) {
     return NULL;
   }
-  nhb__srv_req keep_req = st->req;
-  nhb__srv_buf keep_out = st->out;
-  nhb__srv_hdr_pos* keep_rh = st->rh;
-  size_t keep_rh_cap = st->rh_cap;
-  memset(st, 0, sizeof(*st));
-  st->req.buf = keep_req.buf;
-  st->req.buf.len = 0;
-  st->req.hdrs = keep_req.hdrs;
-  st->req.hdrs_cap = keep_req.hdrs_cap;
-  st->req.nh_idx = -1;
-  st->req.settings_idx = -1;
-  st->out = keep_out;
-  st->out.len = 0;
-  st->rh = keep_rh;
-  st->rh_cap = keep_rh_cap;
+  nhb__srv_stream_recycle(st, sizeof(*st), &st->core);
   st->q3 = q3;
   st->id = id;
   st->next = q3->streams;
@@ -252,10 +221,7 @@ static nhb__srv_h3s* stream_new(nhb__srv_h3c* q3, int64_t id) {
 }
 
 static void stream_free_memory(nhb__srv_h3s* st) {
-  nhb__srv_buf_free(&st->req.buf);
-  free(st->req.hdrs);
-  nhb__srv_buf_free(&st->out);
-  free(st->rh);
+  nhb__srv_stream_core_free(&st->core);
   free(st);
 }
 
@@ -266,7 +232,7 @@ static void stream_release(nhb__srv_h3s* st) {
   if (st->prev) st->prev->next = st->next;
   else q3->streams = st->next;
   if (st->next) st->next->prev = st->prev;
-  if (st->waiting) {
+  if (st->core.waiting) {
     q3->nwaiting--;
     w->delayed--;
   }
@@ -282,63 +248,20 @@ static void stream_release(nhb__srv_h3s* st) {
 
 /* ---- responses ------------------------------------------------------------------- */
 
-static int rh_add(nhb__srv_h3s* st, const char* name, size_t name_len, const char* value, size_t value_len) {
-  if (st->nrh == st->rh_cap) {
-    size_t cap = st->rh_cap ? 2 * st->rh_cap : 16;
-    nhb__srv_hdr_pos* r = realloc(st->rh, cap * sizeof(*r));
-    if (!r) return NHB_ENOMEM;
-    st->rh = r;
-    st->rh_cap = cap;
-  }
-  while (value_len && (value[0] == ' ' || value[0] == '\t')) value++, value_len--;
-  while (value_len && (value[value_len - 1] == ' ' || value[value_len - 1] == '\t')) value_len--;
-  nhb__srv_buf* b = &st->out;
-  if (nhb__srv_buf_reserve(b, name_len + value_len) < 0) return NHB_ENOMEM;
-  nhb__srv_hdr_pos* r = &st->rh[st->nrh++];
-  r->name_off = b->len;
-  r->name_len = name_len;
-  for (size_t i = 0; i < name_len; i++) {
-    char ch = name[i];
-    b->p[b->len++] = (ch >= 'A' && ch <= 'Z') ? (char)(ch + 32) : ch;
-  }
-  r->value_off = b->len;
-  r->value_len = value_len;
-  memcpy(b->p + b->len, value, value_len);
-  b->len += value_len;
-  return 0;
-}
-
 static int h3_header(void* ctx, const nhb__srv_header* hd) {
   nhb__srv_h3s* st = ctx;
-  for (size_t i = 0; i < sizeof(connection_specific) / sizeof(connection_specific[0]); i++)
-    if (hd->name.len == strlen(connection_specific[i]) &&
-        strncasecmp(hd->name.p, connection_specific[i], hd->name.len) == 0)
-      return 0;
+  if (nhb__srv_connection_specific(hd->name.p, hd->name.len)) return 0;
   /* The Alt-Svc the server adds to its static headers advertises this very
    * protocol: not repeated over HTTP/3. */
   if (hd->name.len == 7 && strncasecmp(hd->name.p, "alt-svc", 7) == 0 && st->q3->base.w->server->alt_svc[0] &&
       hd->value.p == st->q3->base.w->server->alt_svc)
     return 0;
-  return rh_add(st, hd->name.p, hd->name.len, hd->value.p, hd->value.len);
+  return nhb__srv_stream_rh_add(&st->core, hd->name.p, hd->name.len, hd->value.p, hd->value.len);
 }
 
 /* The same headers as HTTP/2 sends, in the same order. */
 static int render(nhb__srv_h3s* st, const nhb__srv_reply* r) {
-  st->nrh = 0;
-  snprintf(st->status_txt, sizeof(st->status_txt), "%03u", r->status % 1000);
-  nhb__srv_headers main = r->h;
-  main.nextra = 0;
-  if (nhb__srv_headers_emit(&main, h3_header, st) < 0) return NHB_ENOMEM;
-  if (!r->no_body) {
-    char len[24];
-    int n = snprintf(len, sizeof(len), "%zu", r->body_len);
-    if (rh_add(st, "content-length", 14, len, (size_t)n) < 0) return NHB_ENOMEM;
-  }
-  for (size_t i = 0; i < r->h.nextra; i++)
-    if (h3_header(st, &r->h.extra[i]) < 0) return NHB_ENOMEM;
-  st->nbody = r->no_body || st->head_only ? 0 : r->nbody;
-  for (int i = 0; i < st->nbody; i++) st->body[i] = r->body[i];
-  return 0;
+  return nhb__srv_stream_render(&st->core, r, h3_header, st);
 }
 
 /* The body: the reply's pieces, which live until the stream closes (its
@@ -353,14 +276,14 @@ static nghttp3_ssize read_body(nghttp3_conn* hc, int64_t sid, nghttp3_vec* vec, 
   *pflags |= NGHTTP3_DATA_FLAG_EOF;
   if (!st) return 0;
   size_t n = 0;
-  for (int i = 0; i < st->nbody && n < veccnt; i++) {
-    const nhb__srv_piece* p = &st->body[i];
+  for (int i = 0; i < st->core.nbody && n < veccnt; i++) {
+    const nhb__srv_piece* p = &st->core.body[i];
     if (!p->len) continue;
-    vec[n].base = (uint8_t*)(uintptr_t)(p->ext ? p->ext : st->out.p + p->off);
+    vec[n].base = (uint8_t*)(uintptr_t)(p->ext ? p->ext : st->core.out.p + p->off);
     vec[n].len = p->len;
     n++;
   }
-  st->nbody = 0;
+  st->core.nbody = 0;
   return (nghttp3_ssize)n;
 }
 
@@ -380,7 +303,7 @@ static void consumed(nhb__srv_h3c* q3, int64_t sid, uint64_t n) {
 static void submit(nhb__srv_h3s* st) {
   nhb__srv_h3c* q3 = st->q3;
   nhb__srv_h3w* t = q3->base.w->h3;
-  size_t n = st->nrh + 1;
+  size_t n = st->core.nrh + 1;
   if (n > t->nv_cap) {
     size_t cap = n < 32 ? 32 : 2 * n;
     nghttp3_nv* nv = realloc(t->nv, cap * sizeof(*nv));
@@ -394,33 +317,28 @@ static void submit(nhb__srv_h3s* st) {
   nghttp3_nv* nv = t->nv;
   nv[0].name = (uint8_t*)":status";
   nv[0].namelen = 7;
-  nv[0].value = (uint8_t*)st->status_txt;
+  nv[0].value = (uint8_t*)st->core.status_txt;
   nv[0].valuelen = 3;
   nv[0].flags = NGHTTP3_NV_FLAG_NONE;
-  for (size_t i = 0; i < st->nrh; i++) {
-    const nhb__srv_hdr_pos* r = &st->rh[i];
-    nv[i + 1].name = (uint8_t*)st->out.p + r->name_off;
+  for (size_t i = 0; i < st->core.nrh; i++) {
+    const nhb__srv_hdr_pos* r = &st->core.rh[i];
+    nv[i + 1].name = (uint8_t*)st->core.out.p + r->name_off;
     nv[i + 1].namelen = r->name_len;
-    nv[i + 1].value = (uint8_t*)st->out.p + r->value_off;
+    nv[i + 1].value = (uint8_t*)st->core.out.p + r->value_off;
     nv[i + 1].valuelen = r->value_len;
     nv[i + 1].flags = NGHTTP3_NV_FLAG_NONE;
   }
   nghttp3_data_reader dr = {read_body};
   st->submitted = 1;
-  if (nghttp3_conn_submit_response(q3->hc, st->id, nv, n, st->nbody ? &dr : NULL) != 0) stream_fail(st);
+  if (nghttp3_conn_submit_response(q3->hc, st->id, nv, n, st->core.nbody ? &dr : NULL) != 0) stream_fail(st);
 }
 
 static void wait_or_submit(nhb__srv_h3s* st, uint64_t now, uint64_t deadline) {
   nhb__srv_h3c* q3 = st->q3;
-  nhb_server* s = q3->base.w->server;
-  if (nhb__srv_stall_possible(s)) {
-    uint64_t t = deadline ? deadline : now;
-    uint64_t release = nhb__srv_stall_release(s, t);
-    if (release > t) deadline = release;
-  }
+  deadline = nhb__srv_stream_release_at(q3->base.w->server, now, deadline);
   if (deadline) {
-    st->waiting = 1;
-    st->deadline_ns = deadline;
+    st->core.waiting = 1;
+    st->core.deadline_ns = deadline;
     q3->nwaiting++;
     q3->base.w->delayed++;
     nhb__srv_conn* c = &q3->base;
@@ -432,12 +350,7 @@ static void wait_or_submit(nhb__srv_h3s* st, uint64_t now, uint64_t deadline) {
 
 static void respond_error(nhb__srv_h3s* st) {
   nhb__srv_reply r;
-  st->responded = 1;
-  st->out.len = 0;
-  st->bad = 1;
-  st->status = st->error_status;
-  const char* text = st->error_status == 413 ? "request body too large\n" : "request header fields too large\n";
-  if (nhb__srv_reply_text(&r, &st->out, st->error_status, "", text) < 0 || render(st, &r) < 0) {
+  if (nhb__srv_stream_error_reply(&st->core, &r) < 0 || render(st, &r) < 0) {
     stream_fail(st);
     return;
   }
@@ -447,25 +360,19 @@ static void respond_error(nhb__srv_h3s* st) {
 static void respond(nhb__srv_h3s* st) {
   nhb__srv_h3c* q3 = st->q3;
   nhb__srv_worker* w = q3->base.w;
-  nhb__srv_req* q = &st->req;
-  if (st->responded) return;
-  if (st->error_status) {
+  if (st->core.responded) return;
+  if (st->core.error_status) {
     respond_error(st);
     return;
   }
-  st->responded = 1;
-  q->method = q->buf.p + st->method_off;
-  q->method_len = st->method_len;
-  q->http_major = 3;
-  q->http_minor = 0;
+  nhb__srv_req* q = nhb__srv_stream_request(&st->core, 3);
   uint64_t now = w->now_ns ? w->now_ns : nhb__now_ns();
-  st->out.len = 0;
   nhb__srv_reply r;
-  if (nhb__srv_reply_build(&q3->base, q, &st->out, now, &r) < 0 || render(st, &r) < 0) {
+  if (nhb__srv_reply_build(&q3->base, q, &st->core.out, now, &r) < 0 || render(st, &r) < 0) {
     stream_fail(st);
     return;
   }
-  st->status = (uint16_t)r.status;
+  st->core.status = (uint16_t)r.status;
   /* HTTP/1.1 closes after such a response; HTTP/3 says GOAWAY. */
   if (r.close) nghttp3_conn_submit_shutdown_notice(q3->hc);
   wait_or_submit(st, now, r.delay_ns ? now + r.delay_ns : 0);
@@ -491,43 +398,14 @@ static int cb_recv_header(nghttp3_conn* hc, int64_t sid, int32_t token, nghttp3_
   NHB__UNUSED(flags);
   nhb__srv_h3c* q3 = user_data;
   nhb__srv_h3s* st = stream_user_data;
-  if (!st || st->error_status) return 0;
+  if (!st || st->core.error_status) return 0;
   nghttp3_vec nn = nghttp3_rcbuf_get_buf(name_rc);
   nghttp3_vec vv = nghttp3_rcbuf_get_buf(value_rc);
   const uint8_t *name = nn.base, *value = vv.base;
   size_t name_len = nn.len, value_len = vv.len;
-  nhb__srv_req* q = &st->req;
-  q->head_bytes += name_len + value_len + 4;
-  if (q->head_bytes > q3->base.w->server->config.max_header_bytes || q->nhdrs >= NHB__SRV_MAX_HEADERS) {
-    st->error_status = 431;
-    return 0;
-  }
-  if (name_len > 0 && name[0] == ':') {
-    if (name_len == 7 && memcmp(name, ":method", 7) == 0) {
-      st->method_off = q->buf.len;
-      st->method_len = value_len;
-      if (nhb__srv_buf_append(&q->buf, value, value_len) < 0) return NGHTTP3_ERR_CALLBACK_FAILURE;
-      st->head_only = value_len == 4 && memcmp(value, "HEAD", 4) == 0;
-    } else if (name_len == 5 && memcmp(name, ":path", 5) == 0) {
-      q->url_off = q->buf.len;
-      q->url_len = value_len;
-      if (nhb__srv_buf_append(&q->buf, value, value_len) < 0) return NGHTTP3_ERR_CALLBACK_FAILURE;
-      nhb__srv_req_note_url(q, q3->base.w->server);
-    } else if ((name_len == 10 && memcmp(name, ":authority", 10) == 0) ||
-               (name_len == 7 && memcmp(name, ":scheme", 7) == 0)) {
-      if (nhb__srv_req_add_header(q, name, name_len, value, value_len) < 0) return NGHTTP3_ERR_CALLBACK_FAILURE;
-    }
-    return 0;
-  }
-  if (nhb__srv_req_add_header(q, name, name_len, value, value_len) < 0) return NGHTTP3_ERR_CALLBACK_FAILURE;
-  if (name_len == 14 && memcmp(name, "content-length", 14) == 0) {
-    uint64_t n = 0;
-    for (size_t i = 0; i < value_len && n < (1ULL << 62); i++)
-      if (value[i] >= '0' && value[i] <= '9') n = n * 10 + (uint64_t)(value[i] - '0');
-    st->content_length = n;
-    st->has_length = 1;
-  }
-  return 0;
+  return nhb__srv_stream_header(&st->core, q3->base.w->server, name, name_len, value, value_len) < 0
+             ? NGHTTP3_ERR_CALLBACK_FAILURE
+             : 0;
 }
 
 static int cb_end_headers(nghttp3_conn* hc, int64_t sid, int fin, void* user_data, void* stream_user_data) {
@@ -535,15 +413,10 @@ static int cb_end_headers(nghttp3_conn* hc, int64_t sid, int fin, void* user_dat
   NHB__UNUSED(sid);
   nhb__srv_h3c* q3 = user_data;
   nhb__srv_h3s* st = stream_user_data;
-  if (!st || st->responded) return 0;
+  if (!st || st->core.responded) return 0;
   nhb_server* s = q3->base.w->server;
-  nhb__srv_req* q = &st->req;
   q3->base.in_head = 0;
-  q->body_off = q->buf.len;
-  if (!st->error_status && st->has_length && st->content_length > s->config.max_body_bytes) st->error_status = 413;
-  /* The forwarded path is served over plain HTTP/1.1 only: 421. */
-  if (NHB__UNLIKELY(s->forward_prefix_len) && nhb__srv_req_forwarded(s, q)) q->is_debug = NHB__SRV_PATH_FORWARD_HERE;
-  if (st->error_status) {
+  if (nhb__srv_stream_head_done(&st->core, s)) {
     respond_error(st);
     return 0;
   }
@@ -551,7 +424,7 @@ static int cb_end_headers(nghttp3_conn* hc, int64_t sid, int fin, void* user_dat
     respond(st);
     return 0;
   }
-  q->capture_body = !s->nh.has_body_size || s->static_dynamic || q->has_query || q->nh_idx >= 0 || q->is_debug;
+  st->core.req.capture_body = nhb__srv_stream_capture_body(&st->core, s);
   return 0;
 }
 
@@ -563,21 +436,10 @@ static int cb_recv_data(nghttp3_conn* hc, int64_t sid, const uint8_t* data, size
   /* Consumed at once: the windows open again. */
   consumed(q3, sid, len);
   nhb__srv_h3s* st = stream_user_data;
-  if (!st || st->responded) return 0;
-  nhb__srv_req* q = &st->req;
-  q->body_bytes += len;
-  if (q->body_bytes > s->config.max_body_bytes) {
-    st->error_status = 413;
-    respond_error(st);
-    return 0;
-  }
-  size_t cap = s->config.max_payload_bytes;
-  if (q->capture_body && q->body_len < cap) {
-    size_t room = cap - q->body_len;
-    size_t n = len < room ? len : room;
-    if (nhb__srv_buf_append(&q->buf, data, n) < 0) return NGHTTP3_ERR_CALLBACK_FAILURE;
-    q->body_len += n;
-  }
+  if (!st || st->core.responded) return 0;
+  int r = nhb__srv_stream_body(&st->core, s, data, len, s->config.max_payload_bytes);
+  if (r < 0) return NGHTTP3_ERR_CALLBACK_FAILURE;
+  if (r > 0) respond_error(st);
   return 0;
 }
 
@@ -654,28 +516,17 @@ static const nghttp3_callbacks h3_callbacks = {
 
 /* ---- ngtcp2 callbacks ------------------------------------------------------------ */
 
+/* Whether client certificates are required (mutual TLS, as on TCP). */
+static int client_ca_set(const nhb_server* s) { return s->config.tls_client_ca && *s->config.tls_client_ca; }
+
 static ngtcp2_conn* get_conn(ngtcp2_crypto_conn_ref* ref) { return ((nhb__srv_h3c*)ref->user_data)->qc; }
-
-static void q_rand(uint8_t* dest, size_t len, const ngtcp2_rand_ctx* ctx) {
-  NHB__UNUSED(ctx);
-  (void)gnutls_rnd(GNUTLS_RND_RANDOM, dest, len);
-}
-
-static int q_new_cid(ngtcp2_conn* qc, ngtcp2_cid* cid, uint8_t* token, size_t cidlen, void* user_data) {
-  NHB__UNUSED(qc);
-  NHB__UNUSED(user_data);
-  if (gnutls_rnd(GNUTLS_RND_RANDOM, cid->data, cidlen) != 0 ||
-      gnutls_rnd(GNUTLS_RND_RANDOM, token, NGTCP2_STATELESS_RESET_TOKENLEN) != 0)
-    return NGTCP2_ERR_CALLBACK_FAILURE;
-  cid->datalen = cidlen;
-  return 0;
-}
 
 static int q_handshake_completed(ngtcp2_conn* qc, void* user_data) {
   NHB__UNUSED(qc);
   nhb__srv_h3c* q3 = user_data;
   q3->handshake_done = 1;
   nhb__srv_bump(&q3->base.w->counters.tls_handshakes, 1);
+  if (client_ca_set(q3->base.w->server)) nhb__srv_bump(&q3->base.w->counters.tls_clients_verified, 1);
   return 0;
 }
 
@@ -766,8 +617,8 @@ static int q_stream_reset(ngtcp2_conn* qc, int64_t sid, uint64_t final_size, uin
    * in h3_streams_reset) now rather than at the end of the connection. */
   for (nhb__srv_h3s* st = q3->streams; st; st = st->next)
     if (st->id == sid) {
-      if (!st->responded) {
-        st->responded = 1;
+      if (!st->core.responded) {
+        st->core.responded = 1;
         ngtcp2_conn_shutdown_stream_write(qc, sid, NGHTTP3_H3_REQUEST_CANCELLED);
       }
       break;
@@ -840,6 +691,23 @@ static void send_pkt(nhb__srv_h3c* q3, const uint8_t* p, size_t n) {
 
 /* Ends the connection after a protocol failure `r` from ngtcp2 (or a
  * callback), telling the client why when there is anything to tell. */
+/* The alerts GnuTLS sends when a client certificate is missing or does not
+ * verify (RFC 8446 6.2): what tls_clients_refused counts. */
+static int cert_alert(uint8_t alert) {
+  switch (alert) {
+    case GNUTLS_A_BAD_CERTIFICATE:
+    case GNUTLS_A_UNSUPPORTED_CERTIFICATE:
+    case GNUTLS_A_CERTIFICATE_REVOKED:
+    case GNUTLS_A_CERTIFICATE_EXPIRED:
+    case GNUTLS_A_CERTIFICATE_UNKNOWN:
+    case GNUTLS_A_UNKNOWN_CA:
+    case GNUTLS_A_CERTIFICATE_REQUIRED:
+      return 1;
+    default:
+      return 0;
+  }
+}
+
 static void conn_fail(nhb__srv_h3c* q3, int r) {
   nhb__srv_worker* w = q3->base.w;
   if (r == NGTCP2_ERR_DRAINING || r == NGTCP2_ERR_IDLE_CLOSE || r == NGTCP2_ERR_DROP_CONN) {
@@ -851,9 +719,12 @@ static void conn_fail(nhb__srv_h3c* q3, int r) {
   if (q3->qc && !ngtcp2_conn_is_in_closing_period(q3->qc) && !ngtcp2_conn_is_in_draining_period(q3->qc)) {
     ngtcp2_connection_close_error ccerr;
     ngtcp2_connection_close_error_default(&ccerr);
-    if (r == NGTCP2_ERR_CRYPTO)
-      ngtcp2_connection_close_error_set_transport_error_tls_alert(&ccerr, ngtcp2_conn_get_tls_alert(q3->qc), NULL, 0);
-    else
+    if (r == NGTCP2_ERR_CRYPTO) {
+      uint8_t alert = ngtcp2_conn_get_tls_alert(q3->qc);
+      if (!q3->handshake_done && client_ca_set(w->server) && cert_alert(alert))
+        nhb__srv_bump(&w->counters.tls_clients_refused, 1);
+      ngtcp2_connection_close_error_set_transport_error_tls_alert(&ccerr, alert, NULL, 0);
+    } else
       ngtcp2_connection_close_error_set_transport_error_liberr(&ccerr, r, NULL, 0);
     ngtcp2_path_storage ps;
     ngtcp2_path_storage_zero(&ps);
@@ -889,12 +760,12 @@ static void fin_written(nhb__srv_h3c* q3, int64_t sid, const nghttp3_vec* vec, n
   if ((size_t)ndata != total || !ngtcp2_is_bidi_stream(sid)) return;
   for (nhb__srv_h3s* st = q3->streams; st; st = st->next) {
     if (st->id != sid) continue;
-    if (!st->complete && st->submitted && st->status) {
+    if (!st->complete && st->submitted && st->core.status) {
       nhb__srv_worker* w = q3->base.w;
       st->complete = 1;
       nhb__srv_bump(&w->counters.requests, 1);
-      if (st->status < NHB_SERVER_STATUS_MAX) nhb__srv_bump(&w->counters.status[st->status], 1);
-      if (st->bad) nhb__srv_bump(&w->counters.bad_requests, 1);
+      if (st->core.status < NHB_SERVER_STATUS_MAX) nhb__srv_bump(&w->counters.status[st->core.status], 1);
+      if (st->core.bad) nhb__srv_bump(&w->counters.bad_requests, 1);
     }
     return;
   }
@@ -983,6 +854,13 @@ static int tls_init(nhb__srv_h3c* q3) {
   /* Only "h3": a client that offers nothing else fails the handshake. */
   static const gnutls_datum_t alpn = {(unsigned char*)"h3", 2};
   if (gnutls_alpn_set_protocols(q3->tls, &alpn, 1, GNUTLS_ALPN_MANDATORY) != 0) return NHB_ETLS;
+  /* Mutual TLS: a client certificate is required and verified during the
+   * handshake (chain to tls_client_ca, dates), so a client without one, or
+   * with one those CAs did not issue, fails it with a TLS alert. */
+  if (client_ca_set(s)) {
+    gnutls_certificate_server_set_request(q3->tls, GNUTLS_CERT_REQUIRE);
+    gnutls_session_set_verify_cert(q3->tls, NULL, 0);
+  }
   return 0;
 }
 
@@ -1042,8 +920,8 @@ static nhb__srv_h3c* conn_new(nhb__srv_listener* l, const ngtcp2_pkt_hd* hd, con
   cb.recv_stream_data = q_recv_stream_data;
   cb.acked_stream_data_offset = q_acked_stream_data;
   cb.stream_close = q_stream_close;
-  cb.rand = q_rand;
-  cb.get_new_connection_id = q_new_cid;
+  cb.rand = nhb__quic_rand;
+  cb.get_new_connection_id = nhb__quic_new_connection_id;
   cb.update_key = ngtcp2_crypto_update_key_cb;
   cb.stream_reset = q_stream_reset;
   cb.extend_max_remote_streams_bidi = q_extend_max_remote_streams_bidi;
@@ -1186,17 +1064,7 @@ void nhb__srv_h3_flush(nhb__srv_conn* c) {
   uint64_t next = UINT64_MAX;
   int stall = nhb__srv_stall_possible(s);
   for (nhb__srv_h3s* st = q3->streams; st; st = st->next) {
-    if (!st->waiting) continue;
-    if (st->deadline_ns <= now && stall) {
-      uint64_t release = nhb__srv_stall_release(s, now);
-      if (release > now) st->deadline_ns = release;
-    }
-    if (st->deadline_ns > now) {
-      if (st->deadline_ns < next) next = st->deadline_ns;
-      continue;
-    }
-    st->waiting = 0;
-    st->deadline_ns = 0;
+    if (!nhb__srv_stream_due(&st->core, s, now, stall, &next)) continue;
     q3->nwaiting--;
     c->w->delayed--;
     submit(st);
@@ -1271,16 +1139,21 @@ int nhb__srv_h3_init(nhb_server* s, char* err, size_t err_len) {
     if (err && err_len) snprintf(err, err_len, "http3: HTTP/3 runs over QUIC, whose handshake is TLS: needs tls");
     return NHB_EINVAL;
   }
-  if (c->tls_client_ca && *c->tls_client_ca) {
-    if (err && err_len)
-      snprintf(err, err_len, "http3: client certificates (tls_client_ca) are not asked for over HTTP/3; "
-                             "serve HTTP/3 without tls_client_ca");
-    return NHB_EINVAL;
-  }
   gnutls_certificate_credentials_t cred = NULL;
   if (gnutls_certificate_allocate_credentials(&cred) != 0) return NHB_ENOMEM;
   s->h3_cred = cred;
   int r;
+  /* Client certificates, as the TCP listener asks for them (server_tls.c):
+   * the same CA file, now as GnuTLS's trust list; tls_init requires one. */
+  if (c->tls_client_ca && *c->tls_client_ca) {
+    r = gnutls_certificate_set_x509_trust_file(cred, c->tls_client_ca, GNUTLS_X509_FMT_PEM);
+    if (r <= 0) {
+      if (err && err_len)
+        snprintf(err, err_len, "http3: GnuTLS cannot load CA certificates from tls_client_ca '%.500s'",
+                 c->tls_client_ca);
+      return NHB_EINVAL;
+    }
+  }
   if (c->tls_self_signed) {
     /* The generated key, handed over in PEM. */
     EVP_PKEY* key = SSL_CTX_get0_privatekey((SSL_CTX*)s->ssl_ctx);
@@ -1342,8 +1215,8 @@ int nhb__srv_h3_feed(nhb__srv_worker* w, const uint8_t* p, size_t n, size_t spli
   /* Responses waiting for a delay are released now. */
   if (r == 0)
     for (nhb__srv_h3s* st = q3->streams; st; st = st->next)
-      if (st->waiting) {
-        st->waiting = 0;
+      if (st->core.waiting) {
+        st->core.waiting = 0;
         q3->nwaiting--;
         w->delayed--;
         submit(st);

@@ -8,6 +8,7 @@
  *   server_h2.c       HTTP/2 (nghttp2's server API): streams, responses
  *   server_h3.c       HTTP/3 (ngtcp2 + GnuTLS for QUIC, nghttp3): UDP
  *                     sockets on the TLS ports, connections, streams
+ *   server_stream.c   what HTTP/2 and HTTP/3 streams share (server_stream.h)
  *   server_request.c  request capture, shared by HTTP/1.1 and HTTP/2
  *   server_tls.c      TLS on connections (OpenSSL, memory BIOs), the
  *                     server's SSL_CTX and the self-signed certificate

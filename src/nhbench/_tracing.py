@@ -118,7 +118,8 @@ class SpanExporter:
         """The exporter of a run with ``--trace``, else None."""
         if options.trace is None:
             return None
-        protocol = "HTTP/2" if config.get("protocol") == "http2" else "HTTP/1.1"
+        protocol = {"http2": "HTTP/2", "http3": "HTTP/3"}.get(config.get("protocol", ""),
+                                                             "HTTP/1.1")
         return cls(trace_target(options.trace), spec_names(options, config), protocol)
 
     def start(self, run: Any) -> None:
@@ -250,7 +251,7 @@ class SpanExporter:
                  else common_pb2.AnyValue(string_value=value))
             return common_pb2.KeyValue(key=key, value=v)
 
-        version = "2" if self._protocol == "HTTP/2" else "1.1"
+        version = self._protocol.removeprefix("HTTP/")  # OTel's "1.1", "2", "3"
         out = []
         for hi, lo, span_id, start, end, status, reason, spec, worker in spans:
             name = self._name(spec)

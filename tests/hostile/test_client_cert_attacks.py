@@ -36,14 +36,7 @@ PACKAGE_PARENT = str(Path(nhbench.__file__).resolve().parent.parent)
 
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
-    d = tmp_path_factory.mktemp("pki")
-    pki = make_pki(d)
-    # A forgery: self-signed, with the CA's own name as subject and issuer.
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
-                    "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", str(d / "forged-key.pem"),
-                    "-out", str(d / "forged.pem"), "-days", "2", "-subj", "/CN=ca"],
-                   check=True, capture_output=True)
-    return pki
+    return make_pki(tmp_path_factory.mktemp("pki"))
 
 
 class CountingListener:

@@ -5,6 +5,9 @@ the client going silent), oversized header blocks and more connections than allo
 server neither crashes nor hangs, counts what it refused (quic_packets_dropped,
 h3_streams_reset, bad_requests, connections_refused), sends nothing back to garbage, and
 keeps answering a well-behaved client (aioquic's, tests/support/h3_client.py) afterwards.
+With ``--tls-client-ca``, clients without a certificate, with a forged one (self-signed with
+the CA's name), an expired one or one whose key does not match, each sending a request as
+soon as it can: none is ever answered, and the good client with its certificate still is.
 The misbehaving clients are built here on aioquic's sans-I/O API (``QuicConnection``,
 ``H3Connection``), which lets a test stop half-way where a normal client would not.
 """
@@ -37,9 +40,10 @@ CLIENT = Path(__file__).resolve().parent.parent / "support" / "h3_client.py"
 pytestmark = pytest.mark.timeout(120)
 
 
-def good_client_works(server: TestServer) -> None:
-    proc = subprocess.run([sys.executable, str(CLIENT), "--cacert", server.ca_cert, server.url],
-                          capture_output=True, text=True, timeout=60, env=peer_env())
+def good_client_works(server: TestServer, *args: str) -> None:
+    proc = subprocess.run([sys.executable, str(CLIENT), "--cacert", server.ca_cert, *args,
+                           server.url], capture_output=True, text=True, timeout=60,
+                          env=peer_env())
     assert proc.returncode == 0, (proc.stdout, proc.stderr[-2000:])
     assert json.loads(proc.stdout)["status"] == 200
 
@@ -60,9 +64,11 @@ def initial_datagram() -> bytes:
 class RawH3:
     """One QUIC + HTTP/3 connection driven by hand over a UDP socket."""
 
-    def __init__(self, server: TestServer) -> None:
+    def __init__(self, server: TestServer, cert: tuple[str, str] | None = None) -> None:
         config = QuicConfiguration(is_client=True, alpn_protocols=H3_ALPN)
         config.load_verify_locations(server.ca_cert)
+        if cert is not None:
+            config.load_cert_chain(*cert)
         config.server_name = "localhost"
         self.addr = quic_address(server)
         self.quic = QuicConnection(configuration=config)
@@ -83,6 +89,9 @@ class RawH3:
             try:
                 data, _ = self.sock.recvfrom(65536)
             except TimeoutError:
+                timer = self.quic.get_timer()
+                if timer is None:  # the connection is over
+                    return
                 self.quic.handle_timer(now=time.monotonic())
                 self.flush()
                 continue
@@ -247,3 +256,41 @@ def test_many_connections_from_our_client_are_all_served() -> None:
     assert ok >= 600 and result.error_count == 0
     assert stats["requests"] == ok
     assert stats["connections_http3"] >= 50
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    from support.pki import make_pki
+
+    return make_pki(tmp_path_factory.mktemp("h3-hostile-pki"))
+
+
+@pytest.mark.parametrize("which", ["none", "forged", "expired", "other_ca", "stray_key"])
+def test_bad_client_certificates_over_quic_are_never_answered(pki: Any, which: str) -> None:
+    cert = {
+        "none": None,
+        "forged": (pki.forged_cert, pki.forged_key),
+        "expired": (pki.expired_cert, pki.key),
+        "other_ca": (pki.other_ca_cert, pki.other_ca_key),
+        "stray_key": (pki.cert, pki.stray_key),  # a CertificateVerify that cannot verify
+    }[which]
+    with TestServer("127.0.0.1:0", tls_self_signed=True, http3=True, tls_client_ca=pki.ca,
+                    workers=1) as server:
+        clients = [RawH3(server, cert) for _ in range(5)]
+        for c in clients:
+            # A request queued before the handshake: it goes out with the client's Finished
+            # (its first 1-RTT packet) and must not be served.
+            c.open()
+            c.pump(0.8)
+        for c in clients:
+            assert c.statuses == {}, c.statuses
+            c.close()
+        assert wait_until(lambda: server.stats()["connections_active"] == 0, timeout=20)
+        stats = server.stats()
+        assert stats["requests"] == 0 and stats["tls_clients_verified"] == 0
+        assert stats["tls_handshake_errors"] == 5
+        if which != "stray_key":  # a bad signature is decrypt_error, not a certificate alert
+            assert stats["tls_clients_refused"] == 5
+        good_client_works(server, "--cert", pki.cert, "--key", pki.key)
+        assert wait_until(lambda: server.stats()["requests"] == 1, timeout=10)
+        assert server.stats()["tls_clients_verified"] == 1

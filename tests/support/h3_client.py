@@ -3,13 +3,14 @@
 Run as a script (tests/test_server_h3.py starts it as a subprocess)::
 
     python h3_client.py --cacert CA [--method GET] [--header 'name: value' ...]
-                        [--data TEXT] [--count N] URL
+                        [--data TEXT] [--count N] [--cert PEM --key PEM] URL
 
 It makes ``--count`` requests (one after the other, on one QUIC connection) and prints one
 JSON line per response: ``status``, ``headers`` (a list of [name, value], in order, pseudo
 headers left out), ``body_bytes``, ``body`` (the first 4096 bytes, as text) and ``seconds``
 (from the request sent to the response's end). A failure (handshake, time-out, reset) prints
-``{"error": "..."}`` and exits 1.
+``{"error": "..."}`` and exits 1. ``--cert``/``--key``: the client certificate it presents
+when the server asks for one.
 
 Written from aioquic's documented asyncio API (``aioquic.asyncio.connect``,
 ``QuicConnectionProtocol``, ``aioquic.h3.connection.H3Connection``); aioquic ships no HTTP/3
@@ -94,11 +95,15 @@ async def main(argv: list[str]) -> int:
     parser.add_argument("--data", default="")
     parser.add_argument("--count", type=int, default=1)
     parser.add_argument("--timeout", type=float, default=20.0)
+    parser.add_argument("--cert")
+    parser.add_argument("--key")
     args = parser.parse_args(argv)
     headers = [(h.split(":", 1)[0].strip(), h.split(":", 1)[1].strip()) for h in args.header]
     parts = urlsplit(args.url)
     config = QuicConfiguration(is_client=True, alpn_protocols=H3_ALPN)
     config.load_verify_locations(args.cacert)
+    if args.cert:
+        config.load_cert_chain(args.cert, args.key)
     config.server_name = parts.hostname
     try:
         async with connect(parts.hostname or "127.0.0.1", parts.port or 443,

@@ -14,7 +14,8 @@ answered), ``methods`` (per method), ``body_bytes`` (request body bytes received
 the handshake), ``client_certificates`` (connections by the subject of the client
 certificate presented; ``--request-client-cert`` asks for one), ``max_pending`` (the
 most requests one connection had waiting for their answer at once: the streams a client
-multiplexed on it), ``ignored`` (requests above a GOAWAY, left unanswered).
+multiplexed on it), ``ignored`` (requests above a GOAWAY, left unanswered), and with
+``--record-traces`` ``traces``: per request, its trace fields (traceparent, x-b3-*) as received.
 
 Going away: ``--goaway-after N`` sends GOAWAY on each connection once it has answered N
 requests (later requests are left unprocessed, as RFC 9114 allows); ``--close-after N`` closes
@@ -43,13 +44,16 @@ from aioquic.quic.configuration import QuicConfiguration
 from aioquic.quic.events import HandshakeCompleted, QuicEvent
 
 STATS: dict[str, Any] = {"requests": 0, "methods": Counter(), "body_bytes": 0, "connections": 0,
-                         "max_pending": 0, "ignored": 0, "client_certificates": Counter()}
+                         "max_pending": 0, "ignored": 0, "client_certificates": Counter(),
+                         "traces": []}
+TRACE_FIELDS = (b"traceparent", b"x-b3-traceid", b"x-b3-spanid", b"x-b3-sampled")
 
 
 class Handler(QuicConnectionProtocol):
     """One QUIC connection: HTTP/3 requests in, fixed responses out."""
 
     body = b""
+    record_traces = False
     goaway_after = 0
     close_after = 0
 
@@ -82,6 +86,9 @@ class Handler(QuicConnectionProtocol):
                 "method": headers.get(b":method", b"").decode(),
                 "path": headers.get(b":path", b"/").decode(),
             }
+            if self.record_traces:
+                STATS["traces"].append({n.decode(): v.decode() for n, v in event.headers
+                                        if n in TRACE_FIELDS})
             if event.stream_ended:
                 self._answer(event.stream_id)
         elif isinstance(event, DataReceived):
@@ -180,12 +187,14 @@ async def main(argv: list[str]) -> None:
     parser.add_argument("--goaway-after", type=int, default=0)
     parser.add_argument("--close-after", type=int, default=0)
     parser.add_argument("--request-client-cert", action="store_true")
+    parser.add_argument("--record-traces", action="store_true")
     args = parser.parse_args(argv)
     if args.request_client_cert:
         _request_client_certificates()
     Handler.body = b"x" * args.size
     Handler.goaway_after = args.goaway_after
     Handler.close_after = args.close_after
+    Handler.record_traces = args.record_traces
     config = QuicConfiguration(is_client=False, alpn_protocols=H3_ALPN,
                                max_datagram_frame_size=None)
     config.load_cert_chain(args.cert, args.key)

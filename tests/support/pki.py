@@ -1,7 +1,7 @@
 """Client certificates for the mutual-TLS suites, made with the openssl command: a CA, a
 client certificate it issued and its key (plain and encrypted PKCS#8), a client
-certificate from another CA, an expired one, a key that is no certificate's, and a file
-of garbage PEM."""
+certificate from another CA, an expired one, a forgery (self-signed with the CA's own name
+as subject and issuer), a key that is no certificate's, and a file of garbage PEM."""
 
 from __future__ import annotations
 
@@ -21,6 +21,8 @@ class Pki:
     other_ca_cert: str
     other_ca_key: str
     expired_cert: str
+    forged_cert: str
+    forged_key: str
     stray_key: str
     garbage: str
 
@@ -58,10 +60,14 @@ def make_pki(d: Path) -> Pki:
     _ec_key(d / "other-key.pem")
     _issue(d, "other-ca", "other-key.pem", "other.pem", "2")
     _issue(d, "ca", "client-key.pem", "expired.pem", "-1")  # notAfter a day ago
+    _openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+             "-nodes", "-keyout", str(d / "forged-key.pem"), "-out", str(d / "forged.pem"),
+             "-days", "2", "-subj", "/CN=ca")
     _ec_key(d / "stray-key.pem")
     (d / "garbage.pem").write_text(
         "-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydGlmaWNhdGU=\n-----END CERTIFICATE-----\n")
     return Pki(ca=str(d / "ca.pem"), cert=str(d / "client.pem"), key=str(d / "client-key.pem"),
                key_encrypted=str(d / "client-key-enc.pem"), other_ca_cert=str(d / "other.pem"),
                other_ca_key=str(d / "other-key.pem"), expired_cert=str(d / "expired.pem"),
+               forged_cert=str(d / "forged.pem"), forged_key=str(d / "forged-key.pem"),
                stray_key=str(d / "stray-key.pem"), garbage=str(d / "garbage.pem"))

@@ -64,7 +64,8 @@ class Traces(RunPart):
         description="Send a span per traced request to this collector: "
         "zipkin://HOST:PORT/api/v2/spans (Nighthawk's flag: Zipkin JSON v2; requests carry "
         "B3 and W3C traceparent headers) or otlp://HOST:PORT/v1/traces (OTLP/HTTP protobuf, "
-        "needs pip install 'nhbench[traces]'; W3C traceparent). HTTP/1.1, HTTP/2 and gRPC.",
+        "needs pip install 'nhbench[traces]'; W3C traceparent). HTTP/1.1, HTTP/2, HTTP/3 "
+        "and gRPC.",
     )
     trace_sample_rate: Annotated[
         float | None, Flag(metavar="FRACTION", default="1", group="Traces")
@@ -103,11 +104,9 @@ def check_trace(options: Options, info: ValidationInfo) -> None:
                 "a": "trace_sample_rate", "msg": "needs --trace (where the spans go)"})
         return
     scheme = options.target.scheme if options.uri else "http"
-    if scheme in ("tcp", "udp"):
-        what = f"{scheme}:// echo (no HTTP request carries the trace headers)"
-    elif options.protocol == "http3":
-        what = "HTTP/3"
-    else:
+    if scheme not in ("tcp", "udp"):
         return
+    what = f"{scheme}:// echo (no HTTP request carries the trace headers)"
     raise PydanticCustomError("options_file", "{a}: {msg}", {
-        "a": "trace", "msg": f"not supported with {what}; HTTP/1.1, HTTP/2 and gRPC only"})
+        "a": "trace", "msg": f"not supported with {what}; HTTP/1.1, HTTP/2, HTTP/3 and gRPC "
+        "only"})

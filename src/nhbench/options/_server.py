@@ -416,8 +416,8 @@ class ServerOptions(StrictModel):
         default=False,
         description="Also serve HTTP/3: QUIC over UDP on the port of every TCP listen address, "
         "with the same certificate, the same responses and counters; responses over TLS "
-        "then carry Alt-Svc: h3=\":PORT\". Needs --tls-cert or --tls-self-signed; not with "
-        "--tls-client-ca. Streams per connection: --max-concurrent-streams.",
+        "then carry Alt-Svc: h3=\":PORT\". Needs --tls-cert or --tls-self-signed; "
+        "--tls-client-ca applies to QUIC too. Streams per connection: --max-concurrent-streams.",
     )
 
     # ---- value syntaxes -------------------------------------------------------------------
@@ -600,10 +600,6 @@ class ServerOptions(StrictModel):
                 "options_needs", "{a}: needs {b}",
                 {"a": "http3", "b": ["tls_cert", "tls_self_signed"]},
             )
-        if self.http3 and self.tls_client_ca:
-            # Client certificates are not asked for over QUIC (server_h3.c).
-            raise PydanticCustomError("options_conflict", "{a}: mutually exclusive with {b}",
-                                      {"a": "http3", "b": "tls_client_ca"})
         if self.tls_san and not self.tls_self_signed:
             raise PydanticCustomError("options_needs", "{a}: needs {b}",
                                       {"a": "tls_san", "b": "tls_self_signed"})
