@@ -180,9 +180,15 @@ def test_sweep_keeps_a_saved_calibration_in_the_facts(
     saved.write_text(json.dumps(calibration))
     out = tmp_path / "campaign"
     run_sweep("embedded", out=out, steps="50", duration="0.5s", captures=False, facts=False,
-              reports=False, calibration=str(saved))
+              reports=True, calibration=str(saved))
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["facts"]["loadgen"]["calibration"] == calibration
+    # The reports show its headline figures with the machine's other facts.
+    poll = calibration["wakeups"]["poll"]
+    line = f"{poll['p50_us']:.3g} / {poll['p99_us']:.3g} / {poll['max_us']:.3g} µs"
+    for report in ("report.txt", "report.html"):
+        text = (out / report).read_text()
+        assert "Wake-up poll p50/p99/max" in text and line in text, report
     # Kept out of the settings a resume compares: a resumed campaign keeps its facts.
     assert "calibration" not in manifest["settings"]
 
