@@ -622,6 +622,17 @@ uint32_t nhb_run_endpoint_progress(const nhb_run* run, uint64_t* out, uint32_t m
 int nhb_run_stage_counts(const nhb_run* run, uint32_t stage, uint64_t* releases, uint64_t* responses);
 void nhb_run_destroy(nhb_run* run);
 
+/* Host calibration (`nhbench calibrate`), outside any run. The wake-ups use
+ * the sequencer's idle strategy `strategy`: `count` wake-ups `interval_ns`
+ * apart, each one's lateness (ns) recorded in `out` (initialised by the
+ * caller). Blocks for about count * interval_ns; returns 0 or a negative code. */
+int nhb_calibrate_wakeups(nhb_idle_strategy_t strategy, uint32_t count, uint64_t interval_ns,
+                          nhb_hist* out);
+/* The mean cost (ns) of one clock read (the core's CLOCK_MONOTONIC), and of one
+ * trivial system call, over `iterations` back-to-back calls. */
+double nhb_calibrate_clock_read_ns(uint32_t iterations);
+double nhb_calibrate_syscall_ns(uint32_t iterations);
+
 /* ------------------------------------------------------------------------ */
 /* The test server. */
 #define NHB_SERVER_MAX_LISTEN 16

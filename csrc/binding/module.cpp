@@ -67,4 +67,5 @@ PYBIND11_MODULE(_core, m) {
   register_histogram(m);
   register_client(m);
   register_server(m);
+  register_calibrate(m);
 }

@@ -92,6 +92,9 @@ COMMANDS: tuple[Command, ...] = (
             "compare two runs (or directories of runs): regressed, improved or no "
             "significant change, with confidence intervals"),
     Command("adapt", "._adapt", "search for the highest rate that still meets the SLO"),
+    Command("calibrate", "._calibrate",
+            "measure this host's timer jitter, clock, floor and noise, and the smallest "
+            "latency difference a run can resolve here"),
     Command("service", "._service",
             "serve Nighthawk's gRPC service API (NighthawkService/ExecutionStream)"),
     Command("fortio", "._fortio",

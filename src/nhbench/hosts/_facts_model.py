@@ -9,6 +9,7 @@ report can say *why* it is missing instead of failing or guessing.
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -62,6 +63,11 @@ class MachineFacts(BaseModel):
         default=None, description="'active', 'inactive' or 'not installed'."
     )
     nic: NicFacts | None = None
+    calibration: dict[str, Any] | None = Field(
+        default=None,
+        description="'nhbench calibrate' figures of this machine (sweep/adapt --calibrate or "
+        "--calibration FILE); None when not asked for.",
+    )
     unknown: dict[str, str] = Field(
         default_factory=dict, description="Field name -> why it could not be read."
     )

@@ -264,6 +264,16 @@ class SweepOptions(BaseModel):
         description="Label of the campaign (names the default directory; kept in every "
         "result). Repeatable.",
     )
+    calibrate: Annotated[Switch, Flag(group=_CAMPAIGN)] = Field(
+        default=False,
+        description="Calibrate this machine first (nhbench calibrate, about 8 s) and keep "
+        "the figures in the load generator's machine facts ('calibration').",
+    )
+    calibration: Annotated[DirPath, Flag(metavar="FILE", group=_CAMPAIGN)] = Field(
+        default=None,
+        description="Keep this saved 'nhbench calibrate --output json' in the load "
+        "generator's machine facts instead of calibrating again.",
+    )
     # ---- target host over SSH ----
     ssh: Annotated[Text, Flag(metavar="USER@HOST[:PORT]", group=_SSH)] = Field(
         default=None,

@@ -159,7 +159,31 @@ def fact_sections(facts: MachineFacts) -> list[FactSection]:
         else:
             rows.append(FactRow(label, str(value), True))
     sections.append(FactSection("NIC", rows))
+    if facts.calibration:
+        sections.append(FactSection("Calibration", _calibration_rows(facts.calibration)))
     return sections
+
+
+def _calibration_rows(cal: dict[str, Any]) -> list[FactRow]:
+    """The headline figures of an ``nhbench calibrate`` (docs/trust.md) kept in the facts."""
+    rows = [FactRow("Measured", str(cal.get("measured_at")), True),
+            FactRow("Clock source", str(cal.get("host", {}).get("clock_source", {})
+                                        .get("current")), True),
+            FactRow("Clock read", f"{cal.get('clock_read_ns', 0):.1f} ns", True),
+            FactRow("System call", f"{cal.get('syscall_ns', 0):.0f} ns", True)]
+    for name, w in cal.get("wakeups", {}).items():
+        rows.append(FactRow(f"Wake-up {name} p50/p99/max",
+                            f"{w['p50_us']:.3g} / {w['p99_us']:.3g} / {w['max_us']:.3g} µs",
+                            True))
+    floor = cal.get("floor") or {}
+    if floor.get("available"):
+        rows.append(FactRow("Loopback floor", f"{floor['rtt_us']:.3g} µs round trip", True))
+    else:
+        rows.append(FactRow("Loopback floor", _unknown(floor.get("reason")), False))
+    steal = cal.get("host", {}).get("steal_percent")
+    rows.append(FactRow("Steal", "not reported" if steal is None else f"{steal:.2f} %",
+                        steal is not None))
+    return rows
 
 
 def machine_title(role: str, facts: MachineFacts) -> str:

@@ -17,6 +17,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from .._calibrate import CalibrationError, load_calibration
 from .._exceptions import CampaignError, NHBenchError, OptionsError
 from ..campaign import CampaignManifest, SweepPlan, is_campaign
 from ..capture import CaptureSpec
@@ -46,7 +47,7 @@ LOADGEN_GROUP = "nhbench"
 
 # Keys of the settings that are not kept in the manifest: where the campaign is, and where
 # its settings came from.
-_NOT_STORED = ("out", "resume", "scenario")
+_NOT_STORED = ("out", "resume", "scenario", "calibrate", "calibration")
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,10 @@ class SweepConfig:
     ssh: SSHSettings | None = None
     target_spec: CaptureSpec | None = None
     loadgen_spec: CaptureSpec | None = None
+    #: Calibrate this machine before the first step (--calibrate).
+    calibrate: bool = False
+    #: A saved calibration to keep in the facts (--calibration FILE), already read.
+    calibration: dict[str, Any] | None = None
 
     @property
     def embedded(self) -> bool:
@@ -176,6 +181,15 @@ def prepare_sweep(settings: Mapping[str, Any]) -> SweepConfig:
         watch_cpus={LOADGEN_GROUP: sorted(set(options.worker_cpus))},
         install_tools=sweep.install_tools,
     )
+    if sweep.calibrate and sweep.calibration is not None:
+        raise OptionsError("--calibrate and --calibration FILE: give one (measure now, or "
+                           "keep a saved calibration)", "calibration")
+    calibration = None
+    if sweep.calibration is not None:
+        try:
+            calibration = load_calibration(sweep.calibration)
+        except CalibrationError as exc:
+            raise OptionsError(f"--calibration: {exc}", "calibration") from None
     out = sweep.out
     if sweep.resume is not None:
         out = sweep.resume
@@ -195,6 +209,8 @@ def prepare_sweep(settings: Mapping[str, Any]) -> SweepConfig:
         ssh=ssh,
         target_spec=target_spec,
         loadgen_spec=loadgen_spec,
+        calibrate=sweep.calibrate,
+        calibration=calibration,
     )
 
 

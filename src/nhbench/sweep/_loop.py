@@ -23,6 +23,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TextIO
 
+from .._calibrate import CalibrationError, calibrate
 from .._exceptions import HostError
 from .._result import Result
 from .._run import resolve
@@ -42,6 +43,7 @@ from ..distributed import BenchmarkProtocol, make_benchmark
 from ..hosts import (
     Host,
     LocalHost,
+    MachineFacts,
     SSHHost,
     SSHTarget,
     collect_facts,
@@ -170,14 +172,33 @@ class Sweep:
         )
 
     def _collect_facts(self, target: Host, loadgen: Host, address: str) -> dict[str, Any]:
+        facts: dict[str, Any] = {}
         if not self._facts:
-            return {}
-        facts = {}
+            return self._add_calibration(facts)
         for role, host in (("target", target), ("loadgen", loadgen)):
             try:
                 facts[role] = collect_facts(host, role=role, target_address=address)
             except HostError as exc:
                 self._note(f"{role} machine facts skipped: {exc}")
+        return self._add_calibration(facts)
+
+    def _add_calibration(self, facts: dict[str, Any]) -> dict[str, Any]:
+        """The load generator's facts with this machine's calibration, when asked for: it is
+        this machine that `nhbench calibrate` measures, and the one whose timers and noise
+        bound what a step can resolve."""
+        calibration = self.config.calibration
+        if self.config.calibrate:
+            self._note("calibrating this machine (nhbench calibrate)")
+            try:
+                calibration = calibrate(progress=lambda text: self._note(f"calibrate: {text}"))
+            except (CalibrationError, RuntimeError, OSError) as exc:
+                self._note(f"calibration skipped: {exc}")
+        if calibration is None:
+            return facts
+        loadgen = facts.get("loadgen")
+        if loadgen is None:
+            loadgen = MachineFacts(role="loadgen", host="local")
+        facts["loadgen"] = loadgen.model_copy(update={"calibration": calibration})
         return facts
 
     def _check_tools(self, host: Host, spec: CaptureSpec | None, role: str) -> bool:
