@@ -159,6 +159,8 @@ COUNTERS: tuple[str, ...] = (
     "tunnel.proxy_closed",
     "tunnel.protocol_error",
     "tunnel.timeout",
+    "tunnel.tls_fail",
+    "tunnel.reset",
 )
 
 #: The status codes counted one by one (C: NHB_STATUS_MIN..NHB_STATUS_MAX), each as
@@ -248,6 +250,10 @@ COUNTER_DESCRIPTIONS: dict[str, str] = {
     "tunnel.protocol_error": "tunnels whose proxy answer was malformed or over the limits "
     "(96 KiB of head, 100 interim answers)",
     "tunnel.timeout": "tunnels not up within --timeout (TCP to the proxy or its answer)",
+    "tunnel.tls_fail": "tunnels whose TLS handshake with the proxy failed (--proxy https://: "
+    "certificate refused, handshake broken, no h2 by ALPN for --proxy-protocol http2)",
+    "tunnel.reset": "HTTP/2 CONNECT streams the proxy reset (RST_STREAM) or ended with its "
+    "connection (GOAWAY with an error or below the stream), before or after the tunnel was up",
 }
 
 #: The counter of requests that succeeded: a complete response with a 2xx status. It is what
@@ -297,6 +303,8 @@ CONNECTION_ERROR_COUNTERS: tuple[str, ...] = (
     "tunnel.proxy_closed",
     "tunnel.protocol_error",
     "tunnel.timeout",
+    "tunnel.tls_fail",
+    "tunnel.reset",
 )
 
 #: How the human report and the one-line verdict name each error: (singular, plural).
