@@ -71,6 +71,7 @@ struct nhb__carrier {
   int deferred;        /* the DATA provider waits for bytes */
   int stream_gone;
   int fail_err;        /* an error a callback left for the end of mem_recv */
+  uint32_t goaway_sent; /* the error code of the GOAWAY nghttp2 sent */
   uint64_t produced;   /* bytes nghttp2 handed to send_cb */
   char* dq;            /* CARRIER_DQ bytes: tunnel bytes waiting for DATA frames */
   size_t dq_off, dq_len;
@@ -412,6 +413,13 @@ static int h2_on_stream_close(nghttp2_session* session, int32_t stream_id, uint3
   return 0;
 }
 
+static int h2_on_frame_send(nghttp2_session* session, const nghttp2_frame* frame, void* user) {
+  NHB__UNUSED(session);
+  nhb__conn* c = user;
+  if (frame->hd.type == NGHTTP2_GOAWAY) c->carrier->goaway_sent = frame->goaway.error_code;
+  return 0;
+}
+
 static int h2_start(nhb__conn* c) {
   nhb__carrier* k = c->carrier;
   const nhb__run_tunnel* t = &c->worker->run->tunnel;
@@ -526,13 +534,21 @@ static int carrier_up(nhb__conn* c, const char* data, size_t len) {
       }
       return NHB_EPROTO;
     }
-    if (!nghttp2_session_want_read(k->h2) && !nghttp2_session_want_write(k->h2)) {
-      /* nghttp2 ended the session (it sent GOAWAY for a protocol error). */
-      carrier_pump(c);
+    /* On a connection error of the proxy's nghttp2 ends the session: it
+     * wants to read no more once its GOAWAY is out (best effort), and the
+     * connection closes. */
+    int r = carrier_pump(c);
+    if (r < 0 || !conn_live(c)) return r;
+    if (!nghttp2_session_want_read(k->h2)) {
+      char why[96];
+      snprintf(why, sizeof(why), ": GOAWAY %s sent", nghttp2_http2_strerror(k->goaway_sent));
       if (c->tunnel != 0) {
-        nhb__tunnel_count(c, NHB_CTR_TUNNEL_PROTOCOL_ERROR, "the proxy broke HTTP/2 on CONNECT %s%s", "", 0);
+        nhb__tunnel_count(c, NHB_CTR_TUNNEL_PROTOCOL_ERROR, "the proxy broke HTTP/2 on CONNECT %s%s", why, 0);
         return NHB_EPROXY;
       }
+      char text[256];
+      snprintf(text, sizeof(text), "the proxy broke HTTP/2 in the tunnel%s", why);
+      nhb__worker_record_error_text(c->worker, NHB_EPROTO, text);
       return NHB_EPROTO;
     }
     return 0;
@@ -821,6 +837,7 @@ static int h2_blocks(nhb_run* run, char* err, size_t err_len) {
   nghttp2_session_callbacks_set_on_frame_recv_callback(cb, h2_on_frame_recv);
   nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, h2_on_data);
   nghttp2_session_callbacks_set_on_stream_close_callback(cb, h2_on_stream_close);
+  nghttp2_session_callbacks_set_on_frame_send_callback(cb, h2_on_frame_send);
   return 0;
 }
 
