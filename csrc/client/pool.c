@@ -638,7 +638,8 @@ static void conn_lost(nhb__conn* c, int err) {
     if (NHB__UNLIKELY(c->tunnel != 0)) {
       nhb__tunnel_conn_lost(c, err);
       err = NHB_EPROXY;
-    } else if (c->transport == &nhb__transport_tls) {
+    } else if (c->transport == &nhb__transport_tls ||
+               (c->transport == &nhb__transport_carried && nhb__tunnel_inner(c) == &nhb__transport_tls)) {
       w->stats.counters[NHB_CTR_SSL_CONNECTION_ERROR]++;
     }
     if (err == UV_EOF) {
