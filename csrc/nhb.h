@@ -133,7 +133,9 @@ void nhb_stream_add(nhb_stream* dst, const nhb_stream* src);
   X(TUNNEL_CLOSED, "tunnel.proxy_closed")                                \
   X(TUNNEL_PROTOCOL_ERROR, "tunnel.protocol_error")                      \
   X(TUNNEL_TIMEOUT, "tunnel.timeout")                                    \
-  X(TUNNEL_DATAGRAM_DROPPED, "tunnel.datagrams_dropped")
+  X(TUNNEL_DATAGRAM_DROPPED, "tunnel.datagrams_dropped")                \
+  X(TUNNEL_TLS_FAIL, "tunnel.tls_fail")                                  \
+  X(TUNNEL_RESET, "tunnel.reset")
 
 typedef enum {
 #define NHB__CTR_ENUM(name, str) NHB_CTR_##name,
@@ -476,6 +478,13 @@ typedef struct nhb_client_config {
   const char* udp_tunnel_verify_name;
   const char* udp_tunnel_cacert;
   int udp_tunnel_insecure;
+  /* The proxy leg of those tunnels (carrier.c): proxy_tls.enabled is TLS to
+   * the proxy (only sni, verify_name, cacert and insecure are read, and
+   * cert_pem, which here is PEM text of CAs to trust besides cacert),
+   * proxy_protocol 2 carries the CONNECT on an HTTP/2 stream (1 or 0: an
+   * HTTP/1.1 CONNECT). Either one needs tunnel_requests. */
+  nhb_tls_config proxy_tls;
+  int proxy_protocol;
   /* Predicates: counter > threshold. */
   int n_termination;
   nhb_predicate termination[NHB_MAX_PREDICATES];

@@ -4,9 +4,8 @@ Peers: tinyproxy (Debian) is the proxy for every test here, both as the CONNECT 
 (https:// origins, HTTP/2 over TLS, Nighthawk's --tunnel-protocol http1) and as the
 absolute-form proxy (HTTP/1.1 to http:// origins); its own log is read to count what it saw.
 The origin is nhbench's test server (in-process), whose request counter is compared with the
-client's 2xx. The HTTP/2 tunnel (CONNECT on an HTTP/2 stream) is not built and is refused by
-name (test_compat_nighthawk covers the refusal lines); CONNECT-UDP over HTTP/3 is
-tests/test_proxy_udp.py's.
+client's 2xx. Tunnels over TLS to the proxy and on HTTP/2 streams are in
+tests/test_proxy_tunnel_h2.py; CONNECT-UDP over HTTP/3 is tests/test_proxy_udp.py's.
 """
 
 from __future__ import annotations

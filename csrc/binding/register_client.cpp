@@ -258,7 +258,27 @@ class ClientRun {
     config_.tunnel_requests = tunnel_ptrs_.data();
     config_.tunnel_request_lens = tunnel_lens_.data();
     config_.ntunnel_requests = static_cast<uint32_t>(tunnel_requests_.size());
+    // The proxy leg: "proxy_protocol" "http1" | "http2" (the CONNECT on an
+    // HTTP/2 stream), "proxy_tls" dict (sni, verify_name, cacert, cacert_pem: the
+    // CAs' PEM text, insecure)
+    // for TLS to the proxy; absent = plain TCP.
+    config_.proxy_protocol = get_choice(d, "proxy_protocol", "http1", {"http1", "http2"}) + 1;
+    if (d.contains("proxy_tls") && !d["proxy_tls"].is_none()) {
+      py::dict pt = d["proxy_tls"].cast<py::dict>();
+      nhb_tls_config& t = config_.proxy_tls;
+      auto str = [&](const char* key, std::string& keep) -> const char* {
+        keep = get_as<std::string>(pt, key, "");
+        return keep.empty() ? nullptr : keep.c_str();
+      };
+      t.enabled = 1;
+      t.sni = str("sni", proxy_sni_);
+      t.verify_name = str("verify_name", proxy_verify_name_);
+      t.cacert = str("cacert", proxy_cacert_);
+      t.cert_pem = str("cacert_pem", proxy_cacert_pem_);
+      t.insecure = get_as<bool>(pt, "insecure", false);
+    }
   }
+  std::string proxy_sni_, proxy_verify_name_, proxy_cacert_, proxy_cacert_pem_;
   std::vector<std::string> tunnel_requests_;
 
   // CONNECT-UDP: "udp_tunnel" dict {"authority": str, "paths": list[str] (one per

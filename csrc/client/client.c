@@ -185,7 +185,9 @@ static int copy_strings(nhb_run* run) {
   nhb_client_config* cfg = &run->config;
   const char** fields[] = {&cfg->tls.sni,     &cfg->tls.verify_name,  &cfg->tls.alpn,   &cfg->tls.cacert,
                            &cfg->tls.ciphers, &cfg->tls.ciphersuites, &cfg->tls.groups, &cfg->h2_scheme,
-                           &cfg->tls.cert_pem, &cfg->tls.key_pem, &cfg->tls.key_passphrase};
+                           &cfg->tls.cert_pem, &cfg->tls.key_pem, &cfg->tls.key_passphrase,
+                           &cfg->proxy_tls.sni, &cfg->proxy_tls.verify_name, &cfg->proxy_tls.alpn,
+                           &cfg->proxy_tls.cacert, &cfg->proxy_tls.cert_pem};
   const size_t nfields = sizeof(fields) / sizeof(fields[0]);
   size_t total = 0;
   for (size_t i = 0; i < nfields; i++)

@@ -338,6 +338,7 @@ typedef struct nhb__tunnel_rx {
 #define NHB__TUNNEL_TCP 1     /* TCP connecting to the proxy */
 #define NHB__TUNNEL_WAITING 2 /* CONNECT written, reading the proxy's answer */
 #define NHB__TUNNEL_FAILED 3
+#define NHB__TUNNEL_TLS 4     /* the TLS handshake with the proxy (carrier.c) */
 
 /* The run's CONNECT requests (tunnel.c), copied from config.tunnel_requests:
  * one per target (or one for all), and each one's authority for error texts. */
@@ -347,7 +348,22 @@ typedef struct nhb__run_tunnel {
   size_t* request_len;
   const char** authority;
   char* strings;
+  /* The proxy leg (carrier.c): set when the tunnels run over TLS to the proxy
+   * or on HTTP/2 streams; then ssl_ctx (TLS), and for HTTP/2 the callbacks,
+   * the option and each target's CONNECT header block. */
+  int carried;
+  int h2;
+  void* ssl_ctx;
+  void* h2_callbacks;
+  void* h2_option;
+  void* h2_nva;       /* nghttp2_nv[]: every target's block, end to end */
+  size_t* h2_nvoff;   /* n + 1 offsets into h2_nva */
+  char* h2_strings;   /* lower-cased header names */
 } nhb__run_tunnel;
+
+/* A connection's proxy leg (carrier.c), allocated on its entry's first
+ * carried connection and kept. */
+typedef struct nhb__carrier nhb__carrier;
 
 struct nhb__conn {
   /* First member: the handle's pointer is the connection's. A TCP handle,
@@ -425,6 +441,7 @@ struct nhb__conn {
   char* read_buffer; /* NHB__READ_BUFFER_SIZE bytes, the worker's one read buffer (pool.c) */
   nhb__tls* tls;     /* TLS state, allocated on the first TLS connection of this entry */
   nhb__h2* h2;       /* HTTP/2 state, likewise */
+  nhb__carrier* carrier; /* the proxy leg of a tunnel over TLS or HTTP/2, likewise (carrier.c) */
   /* The state of any other protocol, likewise: its session file's own type
    * (session_echo.c's nhb__echo, session_h3.c's nhb__h3), which only that
    * file casts to; its record's conn_free frees it. */
@@ -550,6 +567,7 @@ struct nhb__worker {
   uint32_t backoff_failures; /* consecutive back-off steps since the last response */
   void* tls_session;    /* SSL_SESSION* to resume (--tls-session-reuse), or NULL */
   char* tls_plain;      /* NHB__READ_BUFFER_SIZE bytes: TLS plaintext (transport_tls.c) */
+  char* carrier_plain;  /* NHB__READ_BUFFER_SIZE bytes: the proxy TLS's plaintext (carrier.c) */
   /* HTTP/2: connections with frames to write, written once per loop
    * iteration (right before the loop polls) so that the requests released in
    * one iteration share a write. */
@@ -706,6 +724,31 @@ void nhb__tunnel_run_free(nhb_run* run);
 void nhb__tunnel_conn_failed(nhb__conn* c, int err);
 void nhb__tunnel_conn_lost(nhb__conn* c, int err);
 void nhb__tunnel_rx_init(llhttp_t* p, nhb__tunnel_rx* rx);
+/* The proxy's HTTP/1.1 answer read from `data` (tunnel.c); on a 2xx the
+ * tunnel is up (nhb__tunnel_up) and any bytes after the answer go on. */
+int nhb__tunnel_answer(nhb__conn* c, const char* data, size_t len);
+/* The tunnel is up: counted, timed, and the protocol's transport started. */
+void nhb__tunnel_up(nhb__conn* c);
+/* The transport the protocol would use without a proxy. */
+const nhb__transport_vtable* nhb__tunnel_inner(const nhb__conn* c);
+/* Counts a failed tunnel by its cause and records the first error's text:
+ * fmt takes (authority, a), or (status, authority) when status != 0. */
+void nhb__tunnel_count(nhb__conn* c, nhb_counter_t cause, const char* fmt, const char* a, int status);
+/* carrier.c: the proxy leg of a tunnel over TLS to the proxy and/or an
+ * HTTP/2 CONNECT stream. A carried connection starts and stays on
+ * nhb__transport_carried, which runs the protocol's transport (TLS or TCP
+ * to the origin) above it; TLS to the origin hands its ciphertext to
+ * nhb__carrier_send in place of the socket (transport_tls.c). */
+extern const nhb__transport_vtable nhb__transport_carried;
+int nhb__carrier_run_init(nhb_run* run, char* err, size_t err_len);
+void nhb__carrier_run_free(nhb_run* run);
+void nhb__carrier_conn_free(nhb__conn* c);
+void nhb__carrier_worker_free(nhb__worker* w);
+/* Takes bytes for the proxy leg: 0 taken (the caller's buffer is free), 1
+ * taken later (nhb__tls_carried_written follows for TLS), < 0 an error. */
+int nhb__carrier_send(nhb__conn* c, const char* data, size_t len);
+/* transport_tls.c: the carrier took the ciphertext it had kept. */
+void nhb__tls_carried_written(nhb__conn* c);
 /* Returns 0: more is needed; 1: the final answer's head is complete (its
  * status in rx->status, *used bytes of data were its); -1: malformed or over
  * a limit (rx->why says which). */

@@ -393,12 +393,14 @@ void nhb__pool_free(nhb__worker* w) {
   if (w->conns) {
     for (uint32_t i = 0; i < w->nconns; i++) {
       nhb__tls_conn_free(&w->conns[i]);
+      nhb__carrier_conn_free(&w->conns[i]);
       if (proto->conn_free != NULL) proto->conn_free(&w->conns[i]);
       free(w->conns[i].trace_buf);
     }
     free(w->conns[0].read_buffer); /* the worker's one buffer */
   }
   nhb__tls_worker_free(w);
+  nhb__carrier_worker_free(w);
   if (proto != NULL && proto->worker_free != NULL) proto->worker_free(w);
   free(w->conns);
   if (w->tp) {
@@ -662,7 +664,8 @@ static void conn_lost(nhb__conn* c, int err) {
     if (NHB__UNLIKELY(c->tunnel != 0)) {
       nhb__tunnel_conn_lost(c, err);
       err = NHB_EPROXY;
-    } else if (c->transport == &nhb__transport_tls) {
+    } else if (c->transport == &nhb__transport_tls ||
+               (c->transport == &nhb__transport_carried && nhb__tunnel_inner(c) == &nhb__transport_tls)) {
       w->stats.counters[NHB_CTR_SSL_CONNECTION_ERROR]++;
     }
     if (err == UV_EOF) {
@@ -746,9 +749,10 @@ static void conn_start(nhb__worker* w, nhb__conn* c) {
   c->peer_gone = 0;
   c->connect_start_ns = nhb__now_ns();
   /* Through a proxy's tunnel, the connection speaks CONNECT first (tunnel.c),
-   * which then hands it to the protocol's transport. */
+   * which then hands it to the protocol's transport; over TLS to the proxy or
+   * HTTP/2 the carrier runs that transport above the proxy leg (carrier.c). */
   if (NHB__UNLIKELY(w->run->tunnel.n != 0)) {
-    c->transport = &nhb__transport_tunnel;
+    c->transport = w->run->tunnel.carried ? &nhb__transport_carried : &nhb__transport_tunnel;
     c->tunnel = NHB__TUNNEL_TCP;
   }
   ctr[NHB_CTR_UPSTREAM_CX_TOTAL]++;

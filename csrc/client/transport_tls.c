@@ -230,6 +230,16 @@ static int tls_fail_io(nhb__conn* c) {
 static int tls_sock_write(nhb__conn* c, size_t len) {
   nhb__tls* t = c->tls;
   t->out_len = 0;
+  /* Inside a tunnel over TLS to the proxy or HTTP/2, the proxy leg takes
+   * the ciphertext in place of the socket (carrier.c). */
+  if (NHB__UNLIKELY(c->transport == &nhb__transport_carried)) {
+    int r = nhb__carrier_send(c, t->out, len);
+    if (r == 1) {
+      t->sock_pending = 1;
+      return 0;
+    }
+    return r;
+  }
   uv_stream_t* stream = (uv_stream_t*)&c->tcp;
   uv_buf_t buf = uv_buf_init(t->out, (unsigned)len);
   c->worker->stats.counters[NHB_CTR_UPSTREAM_CX_TX_BYTES_TOTAL] += len;
@@ -281,8 +291,7 @@ static int tls_pump(nhb__conn* c) {
   return r;
 }
 
-static void tls_write_done(uv_write_t* req, int status) {
-  nhb__conn* c = (nhb__conn*)req->handle->data;
+static void tls_written(nhb__conn* c, int status) {
   nhb__tls* t = c->tls;
   t->sock_pending = 0;
   if (status == UV_ECANCELED || (c->state != NHB__CX_READY && c->state != NHB__CX_CONNECTING)) return;
@@ -293,6 +302,12 @@ static void tls_write_done(uv_write_t* req, int status) {
     return;
   }
   if (!c->write_pending && c->state == NHB__CX_READY && c->session->on_writable) c->session->on_writable(c);
+}
+
+static void tls_write_done(uv_write_t* req, int status) { tls_written((nhb__conn*)req->handle->data, status); }
+
+void nhb__tls_carried_written(nhb__conn* c) {
+  if (c->tls != NULL) tls_written(c, 0);
 }
 
 static int tls_write(nhb__conn* c, const char* data, size_t len) {

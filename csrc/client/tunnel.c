@@ -101,14 +101,13 @@ int nhb__tunnel_rx_feed(llhttp_t* p, nhb__tunnel_rx* rx, const char* data, size_
 
 /* ---- the transport ----------------------------------------------------------- */
 
-static const nhb__transport_vtable* inner_transport(const nhb__conn* c) {
+const nhb__transport_vtable* nhb__tunnel_inner(const nhb__conn* c) {
   const nhb__protocol* proto = c->worker->protocol;
   if (proto->transport != NULL) return proto->transport;
   return c->worker->run->config.tls.enabled ? &nhb__transport_tls : &nhb__transport_tcp;
 }
 
-/* Counts the failure by its cause and gives the run's first error its text. */
-static void tunnel_count(nhb__conn* c, nhb_counter_t cause, const char* fmt, const char* a, int status) {
+void nhb__tunnel_count(nhb__conn* c, nhb_counter_t cause, const char* fmt, const char* a, int status) {
   nhb__worker* w = c->worker;
   c->tunnel = NHB__TUNNEL_FAILED;
   w->stats.counters[cause]++;
@@ -142,34 +141,40 @@ static void tunnel_on_connected(nhb__conn* c) {
   if (r < 0) nhb__conn_fail(c, r, NHB_CTR_POOL_CONNECTION_FAILURE);
 }
 
-static int tunnel_on_read(nhb__conn* c, const char* data, size_t len) {
-  if (c->tunnel != NHB__TUNNEL_WAITING) return NHB_EPROTO;
-  size_t used = 0;
-  int r = nhb__tunnel_rx_feed(&c->parser, &c->tunnel_rx, data, len, &used);
-  if (r == 0) return 0;
-  if (r < 0) {
-    tunnel_count(c, NHB_CTR_TUNNEL_PROTOCOL_ERROR, "the proxy's answer to CONNECT %s is malformed: %s",
-                 c->tunnel_rx.why, 0);
-    return NHB_EPROXY;
-  }
-  int status = c->tunnel_rx.status;
-  if (status < 200 || status > 299) {
-    tunnel_count(c, NHB_CTR_TUNNEL_NON_2XX, "the proxy answered %d to CONNECT %s", NULL, status);
-    /* A refusal is no protocol error: the connection fails here, uncounted
-     * in upstream_cx_protocol_error. */
-    nhb__conn_fail(c, NHB_EPROXY, NHB_CTR_POOL_CONNECTION_FAILURE);
-    return 0;
-  }
+void nhb__tunnel_up(nhb__conn* c) {
   nhb__worker* w = c->worker;
   w->stats.counters[NHB_CTR_TUNNEL_ESTABLISHED]++;
   nhb_hist* h = w->stats.hists[NHB_HIST_TUNNEL_SETUP];
   if (h != NULL) nhb_hist_record(h, nhb__now_ns() - c->tunnel_start_ns);
   c->tunnel = 0; /* up: the inner transport runs */
-  c->transport = inner_transport(c);
-  c->transport->on_connected(c);
+  /* A carried connection keeps its transport, which runs the inner one
+   * above the proxy leg (carrier.c). */
+  if (c->transport != &nhb__transport_carried) c->transport = nhb__tunnel_inner(c);
+  nhb__tunnel_inner(c)->on_connected(c);
+}
+
+int nhb__tunnel_answer(nhb__conn* c, const char* data, size_t len) {
+  if (c->tunnel != NHB__TUNNEL_WAITING) return NHB_EPROTO;
+  size_t used = 0;
+  int r = nhb__tunnel_rx_feed(&c->parser, &c->tunnel_rx, data, len, &used);
+  if (r == 0) return 0;
+  if (r < 0) {
+    nhb__tunnel_count(c, NHB_CTR_TUNNEL_PROTOCOL_ERROR, "the proxy's answer to CONNECT %s is malformed: %s",
+                      c->tunnel_rx.why, 0);
+    return NHB_EPROXY;
+  }
+  int status = c->tunnel_rx.status;
+  if (status < 200 || status > 299) {
+    nhb__tunnel_count(c, NHB_CTR_TUNNEL_NON_2XX, "the proxy answered %d to CONNECT %s", NULL, status);
+    /* A refusal is no protocol error: the connection fails here, uncounted
+     * in upstream_cx_protocol_error. */
+    nhb__conn_fail(c, NHB_EPROXY, NHB_CTR_POOL_CONNECTION_FAILURE);
+    return 0;
+  }
+  nhb__tunnel_up(c);
   /* The origin's first bytes, if the proxy passed some on with its answer. */
   if (used < len && (c->state == NHB__CX_CONNECTING || c->state == NHB__CX_READY))
-    return c->transport->on_read(c, data + used, len - used);
+    return nhb__tunnel_inner(c)->on_read(c, data + used, len - used);
   return 0;
 }
 
@@ -182,17 +187,22 @@ static int tunnel_write(nhb__conn* c, const char* data, size_t len) {
 }
 
 const nhb__transport_vtable nhb__transport_tunnel = {
-    "tunnel", tunnel_on_connected, tunnel_on_read, tunnel_write, NULL, NULL, NULL,
+    "tunnel", tunnel_on_connected, nhb__tunnel_answer, tunnel_write, NULL, NULL, NULL,
 };
 
 /* ---- the pool's hooks (connection failures only) -------------------------------- */
 
 void nhb__tunnel_conn_failed(nhb__conn* c, int err) {
-  if (c->tunnel == NHB__TUNNEL_TCP) {
-    tunnel_count(c, err == UV_ETIMEDOUT ? NHB_CTR_TUNNEL_TIMEOUT : NHB_CTR_TUNNEL_CONNECT_FAIL,
+  if (c->tunnel == NHB__TUNNEL_TLS) {
+    nhb__tunnel_count(c, err == UV_ETIMEDOUT ? NHB_CTR_TUNNEL_TIMEOUT : NHB_CTR_TUNNEL_TLS_FAIL,
+                      err == UV_ETIMEDOUT ? "the proxy's TLS handshake for CONNECT %s did not finish within --timeout%s"
+                                          : "TLS handshake with the proxy for CONNECT %s failed: %s",
+                      err == UV_ETIMEDOUT ? "" : nhb_strerror(err), 0);
+  } else if (c->tunnel == NHB__TUNNEL_TCP) {
+    nhb__tunnel_count(c, err == UV_ETIMEDOUT ? NHB_CTR_TUNNEL_TIMEOUT : NHB_CTR_TUNNEL_CONNECT_FAIL,
                  "could not connect to the proxy for CONNECT %s: %s", nhb_strerror(err), 0);
   } else if (c->tunnel == NHB__TUNNEL_WAITING) {
-    tunnel_count(c, err == UV_ETIMEDOUT ? NHB_CTR_TUNNEL_TIMEOUT : NHB_CTR_TUNNEL_CLOSED,
+    nhb__tunnel_count(c, err == UV_ETIMEDOUT ? NHB_CTR_TUNNEL_TIMEOUT : NHB_CTR_TUNNEL_CLOSED,
                  err == UV_ETIMEDOUT ? "the proxy did not answer CONNECT %s within --timeout%s"
                                      : "the proxy's connection failed before its answer to CONNECT %s: %s",
                  err == UV_ETIMEDOUT ? "" : nhb_strerror(err), 0);
@@ -203,11 +213,18 @@ void nhb__tunnel_conn_lost(nhb__conn* c, int err) {
   /* Before the proxy connection is up only a UDP socket reads (CONNECT-UDP,
    * tunnel_udp.c): an ICMP error from the proxy's port. */
   if (c->tunnel == NHB__TUNNEL_TCP) {
-    tunnel_count(c, NHB_CTR_TUNNEL_CONNECT_FAIL, "could not connect to the proxy for CONNECT %s: %s",
-                 nhb_strerror(err), 0);
+    nhb__tunnel_count(c, NHB_CTR_TUNNEL_CONNECT_FAIL, "could not connect to the proxy for CONNECT %s: %s",
+                      nhb_strerror(err), 0);
     return;
   }
-  tunnel_count(c, NHB_CTR_TUNNEL_CLOSED,
+  if (c->tunnel == NHB__TUNNEL_TLS) {
+    nhb__tunnel_count(c, NHB_CTR_TUNNEL_TLS_FAIL,
+                      err == UV_EOF ? "TLS handshake with the proxy for CONNECT %s failed: the proxy closed the connection%s"
+                                    : "TLS handshake with the proxy for CONNECT %s failed: %s",
+                      err == UV_EOF ? "" : nhb_strerror(err), 0);
+    return;
+  }
+  nhb__tunnel_count(c, NHB_CTR_TUNNEL_CLOSED,
                err == UV_EOF ? "the proxy closed the connection before its answer to CONNECT %s%s"
                              : "the proxy's connection failed before its answer to CONNECT %s: %s",
                err == UV_EOF ? "" : nhb_strerror(err), 0);
@@ -222,6 +239,10 @@ int nhb__tunnel_run_init(nhb_run* run, char* err, size_t err_len) {
   if (cfg->ntunnel_requests == 0) {
     /* CONNECT-UDP keeps the histogram (tunnel_udp.c records into it). */
     if (cfg->udp_tunnel_authority != NULL) return 0;
+    if (cfg->proxy_tls.enabled || cfg->proxy_protocol == 2) {
+      if (err != NULL && err_len > 0) snprintf(err, err_len, "proxy_tls, proxy_protocol: need tunnel_requests");
+      return NHB_EINVAL;
+    }
     /* No tunnel: no histogram, so the statistic is absent from the result
      * and the merge skips it. */
     free(run->global.hists[NHB_HIST_TUNNEL_SETUP]);
@@ -276,10 +297,11 @@ int nhb__tunnel_run_init(nhb_run* run, char* err, size_t err_len) {
     t->authority[i] = p;
     p += an + 1;
   }
-  return 0;
+  return nhb__carrier_run_init(run, err, err_len);
 }
 
 void nhb__tunnel_run_free(nhb_run* run) {
+  nhb__carrier_run_free(run);
   free(run->tunnel.strings);
   free((void*)run->tunnel.request);
   free((void*)run->tunnel.authority);

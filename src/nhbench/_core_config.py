@@ -375,6 +375,15 @@ def _proxy_config(options: Options) -> dict[str, Any]:
     if proxy.mode == "connect":
         config["tunnel_requests"] = [
             render_connect(t.host, t.port, proxy.authorization) for t in targets]
+        # The proxy leg (csrc/client/carrier.c): the CONNECT's protocol and TLS to the proxy.
+        config["proxy_protocol"] = proxy.protocol
+        if proxy.tls is not None:
+            tls = proxy.tls
+            config["proxy_tls"] = {
+                key: value for key, value in (
+                    ("sni", tls.sni), ("verify_name", tls.verify_name),
+                    ("cacert", tls.cacert), ("cacert_pem", tls.cacert_pem),
+                    ("insecure", tls.insecure)) if value is not None}
     elif proxy.mode == "connect-udp":
         config["udp_tunnel"] = _udp_tunnel_config(options, proxy.host, proxy.port,
                                                   proxy.authorization)

@@ -162,6 +162,8 @@ COUNTERS: tuple[str, ...] = (
     "tunnel.protocol_error",
     "tunnel.timeout",
     "tunnel.datagrams_dropped",
+    "tunnel.tls_fail",
+    "tunnel.reset",
 )
 
 #: The status codes counted one by one (C: NHB_STATUS_MIN..NHB_STATUS_MAX), each as
@@ -254,6 +256,10 @@ COUNTER_DESCRIPTIONS: dict[str, str] = {
     "tunnel.datagrams_dropped": "CONNECT-UDP: datagrams from the proxy that carried nothing "
     "for the connection (another stream, a context id other than 0, a DATAGRAM capsule, "
     "a full receive ring)",
+    "tunnel.tls_fail": "tunnels whose TLS handshake with the proxy failed (--proxy https://: "
+    "certificate refused, handshake broken, no h2 by ALPN for --proxy-protocol http2)",
+    "tunnel.reset": "HTTP/2 CONNECT streams the proxy reset (RST_STREAM) or ended with its "
+    "connection (GOAWAY with an error or below the stream), before or after the tunnel was up",
 }
 
 #: The counter of requests that succeeded: a complete response with a 2xx status. It is what
@@ -303,6 +309,8 @@ CONNECTION_ERROR_COUNTERS: tuple[str, ...] = (
     "tunnel.proxy_closed",
     "tunnel.protocol_error",
     "tunnel.timeout",
+    "tunnel.tls_fail",
+    "tunnel.reset",
 )
 
 #: How the human report and the one-line verdict name each error: (singular, plural).

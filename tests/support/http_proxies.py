@@ -125,3 +125,83 @@ def squid() -> Iterator[Squid]:
             yield Squid(port, log, proc)
         finally:
             Squid(port, log, proc).stop()
+
+
+@dataclass
+class Nghttpx:
+    port: int
+    tls: bool
+    #: the CA that issued the proxy's certificate (TLS frontends), else None.
+    ca: str | None
+    log_path: str
+
+    @property
+    def url(self) -> str:
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}"
+
+    def requests(self) -> list[tuple[str, str, int]]:
+        """(method, target, status) of each request nghttpx logged (a line per request or
+        CONNECT stream, written when it ends)."""
+        out = []
+        try:
+            with open(self.log_path, encoding="utf-8", errors="replace") as f:
+                for line in f:
+                    parts = line.split("\t")
+                    if len(parts) >= 3:
+                        out.append((parts[0], parts[1], int(parts[2])))
+        except FileNotFoundError:
+            pass
+        return out
+
+
+def _proxy_pki(d: str) -> tuple[str, str, str]:
+    """(CA, certificate, key): a CA and the proxy's certificate for 127.0.0.1 and localhost."""
+    def openssl(*args: str) -> None:
+        subprocess.run(["openssl", *args], check=True, capture_output=True, env=peer_env())
+    ca, ca_key = os.path.join(d, "proxy-ca.pem"), os.path.join(d, "proxy-ca-key.pem")
+    cert, key = os.path.join(d, "proxy.pem"), os.path.join(d, "proxy-key.pem")
+    for k in (ca_key, key):
+        openssl("genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", k)
+    openssl("req", "-x509", "-new", "-key", ca_key, "-out", ca, "-days", "2",
+            "-subj", "/CN=nhbench proxy CA")
+    csr = os.path.join(d, "proxy.csr")
+    openssl("req", "-new", "-key", key, "-out", csr, "-subj", "/CN=localhost")
+    ext = os.path.join(d, "ext.cnf")
+    with open(ext, "w") as f:
+        f.write("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    openssl("x509", "-req", "-in", csr, "-CA", ca, "-CAkey", ca_key, "-CAcreateserial",
+            "-out", cert, "-days", "2", "-extfile", ext)
+    return ca, cert, key
+
+
+@contextmanager
+def nghttpx(backend: Tinyproxy, *, tls: bool) -> Iterator[Nghttpx]:
+    """nghttpx (Debian's nghttp2-proxy) as an HTTP/2 forward proxy (--http2-proxy) on a free
+    port, TLS (its own CA and a certificate for 127.0.0.1) or not (``no-tls``: HTTP/1.1 and
+    h2c with prior knowledge), taking HTTP/1.1 and HTTP/2 CONNECT and passing each on to
+    `backend`, an HTTP proxy; each request and CONNECT stream is logged."""
+    exe = shutil.which("nghttpx")
+    if exe is None:
+        pytest.skip("nghttpx is not installed (Debian package nghttp2-proxy)")
+    with tempfile.TemporaryDirectory(prefix="nhb-nghttpx-") as tmp:
+        port = free_port()
+        log = os.path.join(tmp, "access.log")
+        args = [exe, "--http2-proxy", "--workers=1", "--no-ocsp", "--conf=/dev/null",
+                f"--frontend=127.0.0.1,{port}" + ("" if tls else ";no-tls"),
+                f"--backend=127.0.0.1,{backend.port}",
+                f"--accesslog-file={log}",
+                "--accesslog-format=$method\t$path\t$status\t$alpn",
+                f"--errorlog-file={tmp}/error.log", f"--pid-file={tmp}/nghttpx.pid"]
+        ca = None
+        if tls:
+            ca, cert, key = _proxy_pki(tmp)
+            args += [key, cert]
+        proc = subprocess.Popen(args, env=peer_env(), stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+        try:
+            if not wait_until(lambda: listening(port), timeout=10):
+                raise RuntimeError("nghttpx did not start listening")
+            yield Nghttpx(port, tls, ca, log)
+        finally:
+            proc.terminate()
+            proc.wait(timeout=10)

@@ -308,13 +308,15 @@ NIGHTHAWK_CLIENT_FLAGS: tuple[ForeignFlag, ...] = (
     _mapped(("--concurrency",), "string", "event loops (workers), or auto for one per CPU",
             "--concurrency", _set("concurrency"), default="1"),
     _mapped(("--tunnel-tls-context",), "string", "TLS context of the tunnel to the proxy",
-            "--tunnel-tls-context (refused when given: TLS to the proxy is not built)",
+            "--tunnel-tls-context (TLS to the proxy: sni and trusted_ca; the rest refused by "
+            "name)",
             _relaxed_json("tunnel_tls_context")),
     _mapped(("--tunnel-uri",), "string", "the proxy to tunnel through",
             "--tunnel-uri (CONNECT per connection, csrc/client/tunnel.c)",
             _set("tunnel_uri")),
     _mapped(("--tunnel-protocol",), "http1|http2|http3", "the tunnel's protocol",
-            "--tunnel-protocol (http1; http2 and http3 refused: not built)",
+            "--tunnel-protocol (http1, http2: CONNECT on an HTTP/2 stream; http3 refused: not "
+            "built)",
             _tunnel_protocol, default="http1"),
     _refused(("--http3-protocol-options",), "string",
              "Envoy Http3ProtocolOptions in JSON",

@@ -21,7 +21,7 @@ Units and conventions:
 from __future__ import annotations
 
 import ipaddress
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import ValidationError, ValidationInfo, model_validator
 
@@ -34,7 +34,15 @@ from ._run_load import DEFAULT_DURATION, Pool, Rate, Timing
 from ._run_observe import DEFAULT_STATS_INTERVAL, LiveStats, Observation
 from ._run_output import Output
 from ._run_protocols import GRPC_DEFAULT_FAILURE_PREDICATES, Grpc, Http2
-from ._run_proxy import DEFAULT_PROXY_PORT, Proxy, ProxyEndpoint, parse_proxy_url
+from ._run_proxy import (
+    DEFAULT_PROXY_PORT,
+    Proxy,
+    ProxyEndpoint,
+    ProxyTls,
+    parse_proxy,
+    parse_proxy_url,
+    parse_tunnel_tls_context,
+)
 from ._run_push import PushedMetrics
 from ._run_requests import RequestBody, RequestLine, RequestSources
 from ._run_schedule import Schedule
@@ -163,15 +171,35 @@ class Options(
         HTTP/1.1 requests to an http:// URI in absolute-form (curl's habit) and tunnels the
         rest; a Nighthawk tunnel (tunnel_uri) always tunnels."""
         if self.proxy is not None:
-            host, port, auth = parse_proxy_url(self.proxy, "proxy",
-                                               default_port=DEFAULT_PROXY_PORT, tls_ok=True)
+            scheme, host, port, auth = parse_proxy(self.proxy, "proxy",
+                                                   default_port=DEFAULT_PROXY_PORT)
             if self.proxy_protocol == "http3":
                 return ProxyEndpoint(host, port, "connect-udp", auth)
-            absolute = (self.target.scheme == "http" and self.core_protocol == "http1")
-            return ProxyEndpoint(host, port, "absolute" if absolute else "connect", auth)
+            tls = None
+            if scheme == "https":
+                # SNI is a DNS name only (RFC 6066 section 3); the certificate is checked
+                # against the proxy's name or address, as curl does.
+                tls = ProxyTls(sni=None if _is_ip(host) else host, verify_name=host,
+                               cacert=self.proxy_cacert, cacert_pem=None,
+                               insecure=self.proxy_insecure)
+            protocol: Literal["http1", "http2"] = (
+                "http2" if self.proxy_protocol == "http2" else "http1")
+            # Absolute-form needs a plain HTTP/1.1 proxy; over TLS or HTTP/2 every
+            # connection tunnels.
+            absolute = (self.target.scheme == "http" and self.core_protocol == "http1"
+                        and tls is None and protocol == "http1")
+            return ProxyEndpoint(host, port, "absolute" if absolute else "connect", auth,
+                                 tls, protocol)
         if self.tunnel_uri is not None:
             host, port, auth = parse_proxy_url(self.tunnel_uri, "tunnel_uri", default_port=80)
-            return ProxyEndpoint(host, port, "connect", auth)
+            tls = None
+            if self.tunnel_tls_context is not None:
+                sni, cafile, capem = parse_tunnel_tls_context(self.tunnel_tls_context)
+                verify = cafile is not None or capem is not None
+                tls = ProxyTls(sni=sni, verify_name=None, cacert=cafile, cacert_pem=capem,
+                               insecure=not verify)
+            return ProxyEndpoint(host, port, "connect", auth, tls,
+                                 "http2" if self.tunnel_protocol == "http2" else "http1")
         return None
 
     @property
@@ -289,3 +317,13 @@ def make_options(uri: str | Options | None = None, /, **kwargs: Any) -> Options:
         errors = exc.errors()
         option = str(errors[0]["loc"][0]) if errors and errors[0].get("loc") else None
         raise OptionsError(format_validation_error(exc), option=option) from exc
+
+
+def _is_ip(host: str) -> bool:
+    import ipaddress
+
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True

@@ -20,12 +20,27 @@ from ._run_model import RunPart, lower
 if TYPE_CHECKING:
     from ._run import Options
 
-__all__ = ["Proxy", "ProxyEndpoint", "check_proxy", "parse_proxy_url", "proxy_tls"]
+__all__ = ["Proxy", "ProxyEndpoint", "ProxyTls", "check_proxy", "parse_proxy",
+           "parse_proxy_url", "parse_tunnel_tls_context", "proxy_tls"]
 
-#: A proxy URL without a port means curl's default proxy port.
+#: A proxy URL without a port means curl's default proxy port (443 for https://, as curl).
 DEFAULT_PROXY_PORT = 1080
-#: ... and an https:// one curl's default for it.
 DEFAULT_HTTPS_PROXY_PORT = 443
+
+
+@dataclass(frozen=True)
+class ProxyTls:
+    """TLS to the proxy itself (the origin's own TLS, if any, runs inside the tunnel)."""
+
+    #: the name sent as SNI (None: none, as for an IP address).
+    sni: str | None
+    #: the name or address the proxy's certificate must match (None: the chain only).
+    verify_name: str | None
+    #: a CA file or hashed directory; None: the system store (or cacert_pem).
+    cacert: str | None
+    #: the CAs' PEM text (Nighthawk's trusted_ca.inline_string), or None.
+    cacert_pem: str | None
+    insecure: bool
 
 
 @dataclass(frozen=True)
@@ -39,13 +54,26 @@ class ProxyEndpoint:
     mode: Literal["connect", "absolute", "connect-udp"]
     #: the Proxy-Authorization value ("Basic ..."), or None.
     authorization: str | None
+    #: TLS to the proxy, or None (plain TCP).
+    tls: ProxyTls | None = None
+    #: the CONNECT's protocol: an HTTP/1.1 request, or a stream of an HTTP/2 connection.
+    protocol: Literal["http1", "http2"] = "http1"
 
 
-def parse_proxy_url(value: str, what: str, *, default_port: int,
-                    tls_ok: bool = False) -> tuple[str, int, str | None]:
+def parse_proxy_url(value: str, what: str, *, default_port: int) -> tuple[str, int, str | None]:
     """(host, port, Proxy-Authorization or None) of an http:// proxy URL (``host:port``
-    too; https:// with `tls_ok`, whose default port is 443); anything the client would not
-    honour is refused by name."""
+    too); anything the client would not honour is refused by name."""
+    scheme, host, port, auth = parse_proxy(value, what, default_port=default_port)
+    if scheme != "http":
+        raise ValueError(f"only http:// proxies are supported here (got {scheme}://)")
+    return host, port, auth
+
+
+def parse_proxy(value: str, what: str, *,
+                default_port: int) -> tuple[Literal["http", "https"], str, int, str | None]:
+    """(scheme, host, port, Proxy-Authorization or None) of an http:// or https:// proxy
+    URL (``host:port`` too: http://; https:// defaults to port 443); anything the client
+    would not honour is refused by name."""
     text = value.strip()
     if "://" not in text:
         text = "http://" + text
@@ -54,12 +82,10 @@ def parse_proxy_url(value: str, what: str, *, default_port: int,
         port = parts.port
     except ValueError as exc:
         raise ValueError(f"not a proxy URL ({exc}): {value!r}") from None
-    if tls_ok and parts.scheme.lower() == "https":
-        default_port = DEFAULT_HTTPS_PROXY_PORT
-    elif parts.scheme.lower() != "http":
+    scheme = parts.scheme.lower()
+    if scheme not in ("http", "https"):
         raise ValueError(
-            f"only http:// proxies are supported (got {parts.scheme}://): TLS to the proxy "
-            f"itself is not offered{' here' if what == 'proxy' else ''}")
+            f"only http:// and https:// proxies are supported (got {parts.scheme}://)")
     if not parts.hostname:
         raise ValueError(f"no host in {value!r}")
     if parts.path not in ("", "/") or parts.query or parts.fragment:
@@ -70,7 +96,79 @@ def parse_proxy_url(value: str, what: str, *, default_port: int,
             raise ValueError("proxy credentials need user:password (Basic authentication)")
         token = f"{unquote(parts.username)}:{unquote(parts.password)}".encode()
         authorization = "Basic " + base64.b64encode(token).decode("ascii")
-    return parts.hostname, port if port is not None else default_port, authorization
+    if port is None:
+        port = DEFAULT_HTTPS_PROXY_PORT if scheme == "https" else default_port
+    return ("https" if scheme == "https" else "http"), parts.hostname, port, authorization
+
+
+#: What of Envoy's UpstreamTlsContext the tunnel's TLS honours (everything else is refused
+#: by name): the SNI, and the CA to trust. Without a validation context Envoy does not
+#: verify the proxy's certificate, and with trusted_ca alone it checks the chain, not the
+#: name (no match_typed_subject_alt_names): the same here.
+_TLS_CONTEXT_KEYS = "sni, common_tls_context.validation_context.trusted_ca.{filename,inline_string}"
+
+
+def _camel(key: str) -> str:
+    # Protobuf's JSON takes lowerCamelCase field names as well as the proto names.
+    head, *rest = key.split("_")
+    return head + "".join(p.title() for p in rest)
+
+
+def _take(obj: dict[str, object], key: str, where: str) -> object:
+    for name in (key, _camel(key)):
+        if name in obj:
+            return obj.pop(name)
+    return None
+
+
+def parse_tunnel_tls_context(text: str) -> tuple[str | None, str | None, str | None]:
+    """(sni, CA file, CA PEM text) of Nighthawk's --tunnel-tls-context JSON (an Envoy
+    UpstreamTlsContext); verification is on only with a trusted_ca, as Envoy's. Any other
+    field is refused by name."""
+    import json
+
+    try:
+        ctx = json.loads(text)
+    except ValueError as exc:
+        raise ValueError(f"not JSON ({exc})") from None
+    if not isinstance(ctx, dict):
+        raise ValueError("must be a JSON object (an UpstreamTlsContext)")
+    sni = _take(ctx, "sni", "")
+    common = _take(ctx, "common_tls_context", "")
+    cafile = capem = None
+    if common is not None:
+        if not isinstance(common, dict):
+            raise ValueError("common_tls_context: must be an object")
+        validation = _take(common, "validation_context", "common_tls_context")
+        if validation is not None:
+            if not isinstance(validation, dict):
+                raise ValueError("common_tls_context.validation_context: must be an object")
+            trusted = _take(validation, "trusted_ca", "validation_context")
+            if not isinstance(trusted, dict) or not trusted:
+                raise ValueError("common_tls_context.validation_context: needs trusted_ca "
+                                 "(filename or inline_string)")
+            cafile = _take(trusted, "filename", "trusted_ca")
+            capem = _take(trusted, "inline_string", "trusted_ca")
+            if trusted:
+                raise ValueError(f"common_tls_context.validation_context.trusted_ca."
+                                 f"{next(iter(trusted))}: not supported (filename or "
+                                 "inline_string)")
+            if (cafile is None) == (capem is None) or not isinstance(cafile or capem, str):
+                raise ValueError("common_tls_context.validation_context.trusted_ca: one "
+                                 "filename or inline_string (a string)")
+            if validation:
+                raise ValueError(f"common_tls_context.validation_context."
+                                 f"{next(iter(validation))}: not supported (only trusted_ca)")
+        if common:
+            raise ValueError(f"common_tls_context.{next(iter(common))}: not supported "
+                             f"(supported: {_TLS_CONTEXT_KEYS})")
+    if ctx:
+        raise ValueError(f"{next(iter(ctx))}: not supported (supported: {_TLS_CONTEXT_KEYS})")
+    if sni is not None and (not isinstance(sni, str) or not sni):
+        raise ValueError("sni: must be a non-empty string")
+    return (sni if isinstance(sni, str) else None,
+            cafile if isinstance(cafile, str) else None,
+            capem if isinstance(capem, str) else None)
 
 
 class Proxy(RunPart):
@@ -78,21 +176,43 @@ class Proxy(RunPart):
 
     proxy: Annotated[str | None, Flag(metavar="URL", group="Targets and transport")] = Field(
         default=None,
-        description="Send the load through this HTTP proxy, http://[user:password@]host:port "
-        "(port default 1080, as curl): HTTP/1.1 requests to an http:// URI go to it in "
-        "absolute-form; https://, HTTP/2 and gRPC open one CONNECT tunnel per connection. "
-        "Credentials are sent as Basic Proxy-Authorization. https://host:port (port default "
-        "443) is an HTTP/3 proxy, with proxy_protocol http3.",
+        description="Send the load through this HTTP proxy, http[s]://[user:password@]host:port "
+        "(port default 1080, 443 for https://, as curl): HTTP/1.1 requests to an http:// URI "
+        "go to a plain-HTTP proxy in absolute-form; https://, HTTP/2 and gRPC, and any URI "
+        "through an https:// proxy or --proxy-protocol http2, open one CONNECT tunnel per "
+        "connection. https:// speaks TLS to the proxy (its certificate checked against its "
+        "name, --proxy-cacert, --proxy-insecure). Credentials are sent as Basic "
+        "Proxy-Authorization. With proxy_protocol http3, an HTTP/3 run reaches an "
+        "https:// proxy over QUIC (CONNECT-UDP).",
     )
+    proxy_protocol: Annotated[
+        Literal["http1", "http2", "http3"],
+        Flag(metavar="http1|http2|http3", group="Targets and transport"),
+    ] = Field(
+        default="http1",
+        description="How the tunnel is asked for: http1, a CONNECT request per connection; "
+        "http2, one HTTP/2 connection to the proxy per connection carrying one CONNECT "
+        "stream (h2c with prior knowledge to an http:// proxy, ALPN h2 to an https:// one); "
+        "http3, for an HTTP/3 run, an https:// proxy reached over QUIC that opens one "
+        "CONNECT-UDP tunnel (RFC 9298) per connection.",
+    )
+    proxy_cacert: Annotated[str | None, Flag(metavar="FILE", group="Targets and transport")] = (
+        Field(default=None, description="PEM file (or OpenSSL hashed directory) of CA "
+              "certificates to trust for an https:// proxy's certificate instead of the "
+              "system store (curl's --proxy-cacert)."))
+    proxy_insecure: Annotated[bool, Flag(group="Targets and transport")] = Field(
+        default=False, description="Do not verify an https:// proxy's certificate (curl's "
+        "--proxy-insecure).")
     tunnel_protocol: Annotated[
         Literal["http1", "http2", "http3"] | None,
         Flag(metavar="http1|http2|http3", group="Targets and transport"),
     ] = Field(
         default=None,
         description="Nighthawk's tunnel: every connection opens a CONNECT tunnel through "
-        "tunnel_uri, over HTTP/1.1 (http1). http2 and http3 (CONNECT on an HTTP/2 or HTTP/3 "
-        "stream; Nighthawk's CONNECT-UDP for an HTTP/3 run rides http2) are refused: not "
-        "built. CONNECT-UDP over HTTP/3 is --proxy https://host:port --proxy-protocol http3.",
+        "tunnel_uri, over HTTP/1.1 (http1) or on an HTTP/2 stream (http2; proxy_protocol). "
+        "http3 (a TCP CONNECT on an HTTP/3 stream; Nighthawk's CONNECT-UDP for an HTTP/3 run "
+        "rides http2) is refused: not built. CONNECT-UDP over HTTP/3 is --proxy "
+        "https://host:port --proxy-protocol http3.",
     )
     tunnel_uri: Annotated[str | None, Flag(metavar="URI", group="Targets and transport")] = Field(
         default=None,
@@ -103,37 +223,20 @@ class Proxy(RunPart):
         str | None, Flag(metavar="JSON", group="Targets and transport")
     ] = Field(
         default=None,
-        description="Nighthawk's TLS to the tunnel's proxy: refused (TLS to a proxy is not "
-        "built; the origin's own TLS runs inside the tunnel).",
+        description="Nighthawk's TLS to the tunnel's proxy, an Envoy UpstreamTlsContext in JSON: "
+        "sni and common_tls_context.validation_context.trusted_ca (filename or inline_string) "
+        "are honoured, anything else is refused by name; without trusted_ca the proxy's "
+        "certificate is not verified (as Envoy), with it the chain is (not the name).",
     )
-
-    proxy_protocol: Annotated[
-        Literal["http1", "http2", "http3"],
-        Flag(metavar="http1|http2|http3", group="Targets and transport"),
-    ] = Field(
-        default="http1",
-        description="What the proxy speaks: http1 (CONNECT over HTTP/1.1), or http3: an "
-        "https:// proxy reached over QUIC that opens one CONNECT-UDP tunnel (RFC 9298) per "
-        "connection of an HTTP/3 run. http2 is refused: not built.",
-    )
-    proxy_cacert: Annotated[str | None, Flag(metavar="FILE", group="Targets and transport")] = Field(
-        default=None,
-        description="Trust these CA certificates (PEM file or directory) for the https:// "
-        "proxy's certificate (curl's --proxy-cacert); default: the system's.",
-    )
-    proxy_insecure: Annotated[bool, Flag(group="Targets and transport")] = Field(
-        default=False,
-        description="Do not check the https:// proxy's certificate (curl's --proxy-insecure).",
-    )
-
-    @field_validator("proxy_protocol", mode="before")
-    @classmethod
-    def _lower_proxy_protocol(cls, value: object) -> object:
-        return lower(value)
 
     @field_validator("tunnel_protocol", mode="before")
     @classmethod
     def _lower_tunnel_protocol(cls, value: object) -> object:
+        return lower(value)
+
+    @field_validator("proxy_protocol", mode="before")
+    @classmethod
+    def _lower_proxy_protocol(cls, value: object) -> object:
         return lower(value)
 
     @field_validator("proxy", mode="before")
@@ -143,8 +246,41 @@ class Proxy(RunPart):
             return None
         if not isinstance(value, str):
             raise ValueError("must be a URL such as http://127.0.0.1:3128")
-        parse_proxy_url(value, "proxy", default_port=DEFAULT_PROXY_PORT, tls_ok=True)
+        parse_proxy(value, "proxy", default_port=DEFAULT_PROXY_PORT)
         return value.strip()
+
+    @field_validator("proxy_cacert")
+    @classmethod
+    def _check_proxy_cacert(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        import os
+
+        from ._run_tls import check_ca_file
+
+        path = os.path.expanduser(value)
+        if not os.path.isdir(path):
+            check_ca_file(path)
+        return path
+
+    @field_validator("tunnel_tls_context")
+    @classmethod
+    def _check_tunnel_tls_context(cls, value: str | None) -> str | None:
+        if value is not None:
+            _sni, cafile, capem = parse_tunnel_tls_context(value)
+            import ssl
+
+            from ._run_tls import check_ca_file
+
+            if cafile is not None:
+                check_ca_file(cafile)
+            if capem is not None:
+                try:
+                    ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_verify_locations(cadata=capem)
+                except (ssl.SSLError, ValueError) as exc:
+                    raise ValueError("common_tls_context.validation_context.trusted_ca."
+                                     f"inline_string: OpenSSL cannot load it ({exc})") from None
+        return value
 
     @field_validator("tunnel_uri", mode="before")
     @classmethod
@@ -166,6 +302,49 @@ def _refuse(a: str, msg: str) -> PydanticCustomError:
     return PydanticCustomError("options_file", "{a}: {msg}", {"a": a, "msg": msg})
 
 
+def _proxy_scheme(options: Options) -> str:
+    text = (options.proxy or "").strip()
+    return text.split("://", 1)[0].lower() if "://" in text else "http"
+
+
+def proxy_tls(options: Options) -> tuple[str | None, bool]:
+    """(CA file or directory or None, insecure) for the TLS to an https:// proxy."""
+    return options.proxy_cacert, options.proxy_insecure
+
+
+def check_proxy_http3(options: Options) -> bool:
+    """CONNECT-UDP (RFC 9298) over HTTP/3: ``proxy https://... proxy_protocol http3`` for an
+    HTTP/3 run. True when the options ask for it and it fits (nothing else of check_proxy
+    applies then). Nighthawk's ``tunnel_protocol http3`` is another thing (a TCP CONNECT on
+    an HTTP/3 stream, refused by Nighthawk itself for an HTTP/3 run, whose CONNECT-UDP rides
+    an HTTP/2 proxy): refused by name."""
+    if options.tunnel_protocol == "http3":
+        raise _refuse("tunnel_protocol", "http3 (CONNECT on an HTTP/3 stream to the proxy) is "
+                      "not built: use http1 or http2")
+    if options.proxy_protocol != "http3":
+        return False
+    name = "proxy_protocol"
+    if options.proxy is None:
+        raise PydanticCustomError("options_needs", "{a}: needs {b}", {"a": name, "b": "proxy"})
+    if _proxy_scheme(options) != "https":
+        raise _refuse(name, "http3 reaches the proxy over QUIC, which is TLS: give the proxy "
+                      "as https://host:port")
+    if options.protocol != "http3":
+        raise _refuse(name, "http3 (CONNECT-UDP, RFC 9298) carries UDP: it needs protocol "
+                      "http3 (a TCP CONNECT on an HTTP/3 stream is not built)")
+    if options.tunnel_protocol is not None:
+        raise _conflict("proxy", "tunnel_uri")
+    if options.proxy_cacert is not None and options.proxy_insecure:
+        raise _conflict("proxy_cacert", "proxy_insecure")
+    if options.unix_socket_path is not None:
+        raise _conflict(name, "unix_socket")
+    if options.resolve:
+        raise _conflict(name, "resolve")
+    if options.dns_method != "first":
+        raise _conflict(name, "dns_method")
+    return True
+
+
 def check_proxy(options: Options, info: ValidationInfo) -> None:
     """Nighthawk's rules for the tunnel flags, then what nhbench's tunnels carry."""
     del info
@@ -182,25 +361,29 @@ def check_proxy(options: Options, info: ValidationInfo) -> None:
         # Nighthawk's own check comes first: a QUIC tunnel needs its TLS settings.
         raise PydanticCustomError("options_needs", "{a}: needs {b}",
                                   {"a": "tunnel_protocol", "b": "tunnel_tls_context"})
-    if check_udp_tunnel(options):
-        return
     if given and options.protocol == "http3":
         raise _refuse("tunnel_protocol", f"protocol http3 over tunnel_protocol "
                       f"{options.tunnel_protocol} is not supported (Nighthawk refuses http1 "
                       "and http3; its CONNECT-UDP over http2 is not built here: nhbench's "
                       "--proxy https://host:port --proxy-protocol http3 is CONNECT-UDP over "
                       "HTTP/3)")
-    if options.tunnel_protocol == "http2":
-        raise _refuse("tunnel_protocol", "http2 (CONNECT on an HTTP/2 stream to the proxy) is "
-                      "not built: use http1")
-    if options.tunnel_protocol == "http3":
-        raise _refuse("tunnel_protocol", "http3 (CONNECT on an HTTP/3 stream to the proxy) is "
-                      "not built: use http1")
-    if options.tunnel_tls_context is not None:
-        raise _refuse("tunnel_tls_context", "TLS to the proxy is not built (the origin's TLS "
-                      "runs inside the tunnel): leave it out and use a plain-HTTP proxy")
+    if check_proxy_http3(options):
+        return
+    if options.proxy is None and (options.proxy_protocol != "http1"
+                                  or options.proxy_cacert is not None or options.proxy_insecure):
+        which = ("proxy_protocol" if options.proxy_protocol != "http1" else
+                 "proxy_cacert" if options.proxy_cacert is not None else "proxy_insecure")
+        raise PydanticCustomError("options_needs", "{a}: needs {b}", {"a": which, "b": "proxy"})
+    if options.proxy is not None and (options.proxy_cacert is not None or options.proxy_insecure):
+        if not options.proxy.lower().startswith("https://"):
+            raise _refuse("proxy_cacert" if options.proxy_cacert is not None
+                          else "proxy_insecure", "only applies to an https:// proxy")
+    if options.proxy_cacert is not None and options.proxy_insecure:
+        raise _conflict("proxy_cacert", "proxy_insecure")
     if options.proxy is not None and given:
         raise _conflict("proxy", "tunnel_uri")
+    if given and options.proxy_protocol != "http1":
+        raise _conflict("proxy_protocol", "tunnel_protocol")
     if options.proxy is None and not given:
         return
     name = "proxy" if options.proxy is not None else "tunnel_uri"
@@ -215,55 +398,3 @@ def check_proxy(options: Options, info: ValidationInfo) -> None:
         raise _conflict(name, "resolve")
     if options.dns_method != "first":
         raise _conflict(name, "dns_method")
-
-
-
-def _proxy_scheme(options: Options) -> str:
-    text = (options.proxy or "").strip()
-    return text.split("://", 1)[0].lower() if "://" in text else "http"
-
-
-def proxy_tls(options: Options) -> tuple[str | None, bool]:
-    """(CA file or directory or None, insecure) for the TLS to an https:// proxy."""
-    return options.proxy_cacert, options.proxy_insecure
-
-
-def check_udp_tunnel(options: Options) -> bool:
-    """CONNECT-UDP (RFC 9298) over HTTP/3: ``proxy https://... proxy_protocol http3`` for an
-    HTTP/3 run. True when the options ask for it and it fits (nothing else of check_proxy
-    applies then); the proxy flags only it uses are refused by name otherwise. Nighthawk's
-    own CONNECT-UDP is another thing (over an HTTP/2 proxy: protocol http3 with
-    tunnel_protocol http2; it refuses http3 over http3), refused in check_proxy."""
-    https = options.proxy is not None and _proxy_scheme(options) == "https"
-    if options.proxy_protocol == "http2":
-        raise _refuse("proxy_protocol", "http2 (CONNECT on an HTTP/2 stream to the proxy) is "
-                      "not built: use http1, or http3 for an HTTP/3 run")
-    if options.proxy_protocol == "http3" and options.proxy is None:
-        raise PydanticCustomError("options_needs", "{a}: needs {b}",
-                                  {"a": "proxy_protocol", "b": "proxy"})
-    wanted = options.proxy_protocol == "http3"
-    if https and not wanted:
-        raise _refuse("proxy", "TLS to an HTTP/1.1 proxy is not built: an https:// proxy is "
-                      "reached over QUIC with proxy_protocol http3 (CONNECT-UDP)")
-    for name in ("proxy_cacert", "proxy_insecure"):
-        if getattr(options, name) and not https:
-            raise _refuse(name, "trust for an https:// proxy's certificate: give --proxy "
-                          "https://host:port")
-    if not wanted:
-        return False
-    name = "proxy_protocol"
-    if not https:
-        raise _refuse(name, "http3 reaches the proxy over QUIC, which is TLS: give the proxy "
-                      "as https://host:port")
-    if options.protocol != "http3":
-        raise _refuse(name, "http3 (CONNECT-UDP, RFC 9298) carries UDP: it needs protocol "
-                      "http3 (a TCP CONNECT on an HTTP/3 stream is not built)")
-    if options.tunnel_protocol is not None:
-        raise _conflict("proxy", "tunnel_uri")
-    if options.unix_socket_path is not None:
-        raise _conflict(name, "unix_socket")
-    if options.resolve:
-        raise _conflict(name, "resolve")
-    if options.dns_method != "first":
-        raise _conflict(name, "dns_method")
-    return True
