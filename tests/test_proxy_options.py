@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -48,12 +49,12 @@ def test_connect_request_head() -> None:
         b"Proxy-Authorization: Basic eDp5\r\n\r\n")
 
 
-def test_connect_udp_config() -> None:
+def test_connect_udp_config(tmp_path: Path) -> None:
     # The default URI template (RFC 9298 section 2): an IPv6 literal's colons
     # percent-encoded; SNI only for a proxy named by a DNS name; port 443 by default.
     named = Options(uri="https://[2001:db8::1]:8443/", protocol="http3",
                     proxy="https://u:p@localhost", proxy_protocol="http3",
-                    proxy_cacert="/tmp/ca.pem")
+                    proxy_cacert=str(tmp_path))
     assert named.proxy_endpoint is not None and named.proxy_endpoint.mode == "connect-udp"
     config = _proxy_config(named)
     tunnel = config["udp_tunnel"]
@@ -61,7 +62,8 @@ def test_connect_udp_config() -> None:
     assert tunnel["authority"] == "localhost:443"
     assert tunnel["paths"] == ["/.well-known/masque/udp/2001%3Adb8%3A%3A1/8443/"]
     assert tunnel["sni"] == tunnel["verify_name"] == "localhost"
-    assert tunnel["cacert"] == "/tmp/ca.pem" and tunnel["insecure"] is False
+    # A directory of hashed CA files is taken as it is (a file is checked for PEM).
+    assert tunnel["cacert"] == str(tmp_path) and tunnel["insecure"] is False
     assert tunnel["authorization"] == "Basic dTpw"
     literal = Options(uri="https://127.0.0.1:4433/", protocol="http3",
                       proxy="https://[::1]:4443", proxy_protocol="http3", proxy_insecure=True)
