@@ -62,6 +62,7 @@
 
 #include "client/client.h"
 #include "common/h2_mem.h"
+#include "common/quic_common.h"
 
 /* Outer packets: the inner connection's largest (NHB__UDP_TUNNEL_INNER_MAX)
  * plus the outer short header, DATAGRAM frame and AEAD tag fit. */
@@ -207,21 +208,6 @@ static void tun_fail(nhb__conn* c, nhb_counter_t cause, const char* what) {
 /* ---- ngtcp2 callbacks --------------------------------------------------------- */
 
 static ngtcp2_conn* tun_get_conn(ngtcp2_crypto_conn_ref* ref) { return ((nhb__udp_tunnel*)ref->user_data)->qc; }
-
-static void tun_rand(uint8_t* dest, size_t len, const ngtcp2_rand_ctx* ctx) {
-  NHB__UNUSED(ctx);
-  (void)gnutls_rnd(GNUTLS_RND_RANDOM, dest, len);
-}
-
-static int tun_new_cid(ngtcp2_conn* qc, ngtcp2_cid* cid, uint8_t* token, size_t cidlen, void* user_data) {
-  NHB__UNUSED(qc);
-  NHB__UNUSED(user_data);
-  if (gnutls_rnd(GNUTLS_RND_RANDOM, cid->data, cidlen) != 0 ||
-      gnutls_rnd(GNUTLS_RND_RANDOM, token, NGTCP2_STATELESS_RESET_TOKENLEN) != 0)
-    return NGTCP2_ERR_CALLBACK_FAILURE;
-  cid->datalen = cidlen;
-  return 0;
-}
 
 static int tun_handshake_completed(ngtcp2_conn* qc, void* user_data) {
   NHB__UNUSED(qc);
@@ -944,8 +930,8 @@ int nhb__udp_tunnel_start(nhb__conn* c, nhb__udp_tunnel* t, const struct sockadd
   cb.recv_stream_data = tun_recv_stream_data;
   cb.stream_close = tun_stream_close;
   cb.recv_retry = ngtcp2_crypto_recv_retry_cb;
-  cb.rand = tun_rand;
-  cb.get_new_connection_id = tun_new_cid;
+  cb.rand = nhb__quic_rand;
+  cb.get_new_connection_id = nhb__quic_new_connection_id;
   cb.update_key = ngtcp2_crypto_update_key_cb;
   cb.stream_reset = tun_stream_reset;
   cb.delete_crypto_aead_ctx = ngtcp2_crypto_delete_crypto_aead_ctx_cb;
