@@ -463,8 +463,8 @@ def h2_tunnel_seeds() -> list[bytes]:
         b"\x00" + OP_REST + settings + frame(GOAWAY, 0, 0, struct.pack(">II", 0, 2)),
         b"\x00" + OP_REST + valid + frame(GOAWAY, 0, 0, struct.pack(">II", 1, 0)),
         b"\x00" + OP_REST + settings + frame(DATA, 0, 1, resp),
-        b"\x00" + OP_REST + settings + frame(PING, 0, 0, bytes(8)) + ok + frame(WINDOW_UPDATE, 0, 1, b"\x00\x00\x10\x00")
-        + frame(DATA, 0, 1, resp),
+        b"\x00" + OP_REST + settings + frame(PING, 0, 0, bytes(8)) + ok
+        + frame(WINDOW_UPDATE, 0, 1, b"\x00\x00\x10\x00") + frame(DATA, 0, 1, resp),
         b"\x01" + OP_REST + valid + frame(DATA, 0, 1, resp + resp),
         b"\x01" + chunked_ops(valid, 9) + OP_EOF + OP_REST + valid,
         b"\x02" + OP_REST + settings + ok + frame(DATA, 0, 1, inner_h2),
