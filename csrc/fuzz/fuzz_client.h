@@ -267,6 +267,9 @@ static void fuzz_worker_start(nhb__worker* w, nhb_run* run) {
   if (nhb__pool_init(w) != 0) abort();
   for (uint32_t i = 0; i < w->nconns; i++) w->conns[i].transport = &fuzz_mem_transport;
   if (nhb__sequencer_init(w) != 0) abort();
+  /* The phase's release count and end, as the worker thread sets them:
+   * without it the count is 0 and the run stops before its first request. */
+  nhb__sequencer_worker_start(w);
   nhb__sequencer_run(w);
   fuzz_settle(w);
   fuzz_check(w);

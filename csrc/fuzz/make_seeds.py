@@ -436,6 +436,43 @@ def h3_seeds() -> list[bytes]:
     return seeds
 
 
+def h2_tunnel_seeds() -> list[bytes]:
+    """fuzz_client_h2_tunnel: an HTTP/2 proxy's side of a CONNECT (stream 1), then the
+    origin's bytes in DATA frames. The valid exchange first (the proxy's SETTINGS, its ack
+    of ours, HEADERS :status 200, DATA carrying the origin's HTTP/1.1 response), whole and
+    in small reads; then what proxies also do: interim answers, a refusal, the stream ended
+    or reset, GOAWAY, DATA before the answer, and HTTP/2 to the origin inside the tunnel."""
+    settings = frame(SETTINGS, 0, 0, struct.pack(">HI", 3, 100)) + frame(SETTINGS, ACK, 0)
+    ok = frame(HEADERS, END_HEADERS, 1, hpack([(":status", "200")]))
+    resp = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+    valid = settings + ok + frame(DATA, 0, 1, resp)
+    rst = struct.pack(">I", 8)  # CANCEL
+    inner_h2 = (frame(SETTINGS, 0, 0) + frame(SETTINGS, ACK, 0)
+                + frame(HEADERS, END_HEADERS | END_STREAM, 1, hpack([(":status", "200")])))
+    seeds = [
+        b"\x00" + OP_REST + valid,
+        b"\x00" + chunked_ops(valid, 7),
+        b"\x00" + chunked_ops(valid, 64) + OP_EOF,
+        b"\x00" + OP_REST + valid + frame(DATA, 0, 1, resp) + frame(DATA, END_STREAM, 1),
+        b"\x00" + OP_REST + settings + frame(HEADERS, END_HEADERS, 1, hpack([(":status", "100")])) + ok
+        + frame(DATA, 0, 1, resp),
+        b"\x00" + OP_REST + settings + frame(HEADERS, END_HEADERS | END_STREAM, 1, hpack([(":status", "407")])),
+        b"\x00" + OP_REST + settings + frame(HEADERS, END_HEADERS | END_STREAM, 1, hpack([(":status", "200")])),
+        b"\x00" + OP_REST + settings + frame(RST_STREAM, 0, 1, rst),
+        b"\x00" + OP_REST + valid + frame(RST_STREAM, 0, 1, rst),
+        b"\x00" + OP_REST + settings + frame(GOAWAY, 0, 0, struct.pack(">II", 0, 2)),
+        b"\x00" + OP_REST + valid + frame(GOAWAY, 0, 0, struct.pack(">II", 1, 0)),
+        b"\x00" + OP_REST + settings + frame(DATA, 0, 1, resp),
+        b"\x00" + OP_REST + settings + frame(PING, 0, 0, bytes(8)) + ok
+        + frame(WINDOW_UPDATE, 0, 1, b"\x00\x00\x10\x00") + frame(DATA, 0, 1, resp),
+        b"\x01" + OP_REST + valid + frame(DATA, 0, 1, resp + resp),
+        b"\x01" + chunked_ops(valid, 9) + OP_EOF + OP_REST + valid,
+        b"\x02" + OP_REST + settings + ok + frame(DATA, 0, 1, inner_h2),
+        b"\x02" + chunked_ops(settings + ok + frame(DATA, 0, 1, inner_h2), 11),
+    ]
+    return seeds
+
+
 def write(target: str, seeds: list[bytes]) -> int:
     d = CORPUS / target
     if d.exists():
@@ -514,6 +551,7 @@ def main() -> None:
         "fuzz_server_fanout": write("fuzz_server_fanout", fanout_seeds()),
         "fuzz_client_tunnel": write("fuzz_client_tunnel", tunnel_seeds()),
         "fuzz_client_udp_tunnel": write("fuzz_client_udp_tunnel", udp_tunnel_seeds()),
+        "fuzz_client_h2_tunnel": write("fuzz_client_h2_tunnel", h2_tunnel_seeds()),
         "fuzz_server_h3": write("fuzz_server_h3", h3_seeds()),
     }
     total = sum(p.stat().st_size for p in CORPUS.rglob("*") if p.is_file())
