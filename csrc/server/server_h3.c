@@ -864,13 +864,17 @@ static int tls_init(nhb__srv_h3c* q3) {
   return 0;
 }
 
-/* A new connection from the client Initial `hd`. */
+/* A new connection from the client Initial `hd`, in a place of conns_open the
+ * caller reserved (given back here if it cannot be made). */
 static nhb__srv_h3c* conn_new(nhb__srv_listener* l, const ngtcp2_pkt_hd* hd, const struct sockaddr* peer,
                               uint64_t key) {
   nhb__srv_worker* w = l->h.handle.loop->data;
   nhb_server* s = w->server;
   nhb__srv_h3c* q3 = calloc(1, sizeof(*q3));
-  if (!q3) return NULL;
+  if (!q3) {
+    atomic_fetch_sub_explicit(&s->conns_open, 1, memory_order_relaxed);
+    return NULL;
+  }
   nhb__srv_conn* c = &q3->base;
   c->w = w;
   c->kind = NHB__SRV_CONN_HTTP;
@@ -895,8 +899,8 @@ static nhb__srv_h3c* conn_new(nhb__srv_listener* l, const ngtcp2_pkt_hd* hd, con
   q3->qmem.realloc = q3->hmem.realloc = m.realloc;
   uv_timer_init(&w->loop, &q3->timer);
   q3->timer.data = q3;
-  /* Counted from here on; conn_drop() takes it all back. */
-  atomic_fetch_add_explicit(&s->conns_open, 1, memory_order_relaxed);
+  /* Counted from here on (conns_open since the caller reserved the place);
+   * conn_drop() takes it all back. */
   nhb__srv_bump(&w->counters.connections_total, 1);
   nhb__srv_bump(&w->counters.connections_active, 1);
   nhb__srv_bump(&w->counters.connections_http3, 1);
@@ -1011,7 +1015,11 @@ static void on_recv(uv_udp_t* handle, ssize_t nread, const uv_buf_t* buf, const 
       return;
     }
     nhb_server* s = w->server;
-    if (atomic_load_explicit(&s->conns_open, memory_order_relaxed) >= s->max_connections) {
+    /* The place is reserved before the connection exists: every worker reads
+     * its own UDP socket, and a load-then-add would let two of them both take
+     * the last place. */
+    if (atomic_fetch_add_explicit(&s->conns_open, 1, memory_order_relaxed) >= s->max_connections) {
+      atomic_fetch_sub_explicit(&s->conns_open, 1, memory_order_relaxed);
       nhb__srv_bump(&w->counters.connections_refused, 1);
       dropped(w);
       return;

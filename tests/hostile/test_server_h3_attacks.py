@@ -222,12 +222,19 @@ def test_oversized_header_blocks_get_431() -> None:
 
 
 def test_more_connections_than_allowed_are_refused_and_counted() -> None:
+    # The limit is on connections open at once: a slow swarm (a loaded machine) may see
+    # some of its first connections go at the idle time-out and others take their places,
+    # so the open count is sampled all along rather than the total checked at the end.
+    most_open = 0
+
     async def swarm(server: TestServer, n: int) -> None:
+        nonlocal most_open
         clients = [RawH3(server) for _ in range(n)]
         end = time.monotonic() + 2.0
         while time.monotonic() < end:
             for c in clients:
                 c.pump(0.01)
+                most_open = max(most_open, server.stats()["connections_active"])
             await asyncio.sleep(0)
         for c in clients:
             c.close()
@@ -237,7 +244,8 @@ def test_more_connections_than_allowed_are_refused_and_counted() -> None:
         asyncio.run(swarm(server, 40))
         stats = server.stats()
         assert stats["connections_refused"] >= 1 and stats["quic_packets_dropped"] >= 1
-        assert stats["connections_http3"] <= 10
+        assert 1 <= most_open <= 10
+        assert stats["connections_http3"] < 40
         # The silent swarm goes at the idle time-out; then there is room again.
         assert wait_until(lambda: server.stats()["connections_active"] == 0, timeout=20)
         good_client_works(server)
