@@ -312,6 +312,17 @@ def proxy_tls(options: Options) -> tuple[str | None, bool]:
     return options.proxy_cacert, options.proxy_insecure
 
 
+def _check_origin_reached_by_proxy(options: Options, name: str) -> None:
+    """The proxy reaches the origin: no Unix socket, and no choice of the origin's address
+    here (the proxy resolves its name; nothing here picks among its addresses)."""
+    if options.unix_socket_path is not None:
+        raise _conflict(name, "unix_socket")
+    if options.resolve:
+        raise _conflict(name, "resolve")
+    if options.dns_method != "first":
+        raise _conflict(name, "dns_method")
+
+
 def check_proxy_http3(options: Options) -> bool:
     """CONNECT-UDP (RFC 9298) over HTTP/3: ``proxy https://... proxy_protocol http3`` for an
     HTTP/3 run. True when the options ask for it and it fits (nothing else of check_proxy
@@ -336,12 +347,7 @@ def check_proxy_http3(options: Options) -> bool:
         raise _conflict("proxy", "tunnel_uri")
     if options.proxy_cacert is not None and options.proxy_insecure:
         raise _conflict("proxy_cacert", "proxy_insecure")
-    if options.unix_socket_path is not None:
-        raise _conflict(name, "unix_socket")
-    if options.resolve:
-        raise _conflict(name, "resolve")
-    if options.dns_method != "first":
-        raise _conflict(name, "dns_method")
+    _check_origin_reached_by_proxy(options, name)
     return True
 
 
@@ -391,10 +397,4 @@ def check_proxy(options: Options, info: ValidationInfo) -> None:
         raise _refuse(name, "HTTP/3 runs over UDP, which an HTTP proxy's CONNECT does not carry")
     if options.uri and options.target.scheme == "udp":
         raise _refuse(name, "udp:// runs over UDP, which an HTTP proxy's CONNECT does not carry")
-    if options.unix_socket_path is not None:
-        raise _conflict(name, "unix_socket")
-    # The proxy resolves the origin's name; nothing here picks among its addresses.
-    if options.resolve:
-        raise _conflict(name, "resolve")
-    if options.dns_method != "first":
-        raise _conflict(name, "dns_method")
+    _check_origin_reached_by_proxy(options, name)
