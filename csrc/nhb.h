@@ -420,9 +420,10 @@ typedef struct nhb_client_config {
    * schedule. seed_set 0: seeded from the clock. */
   uint64_t seed;
   int seed_set;
-  /* A test hook: each worker keeps the first record_arrivals Poisson release
-   * times it draws (ns after its phase start) in an array allocated with the
-   * run (nhb_run_arrivals). 0 = off; a uniform run never looks at it. */
+  /* A test hook: each worker keeps the first record_arrivals release times
+   * its random schedule draws (Poisson or jittered; ns after its phase start)
+   * in an array allocated with the run (nhb_run_arrivals). 0 = off; a uniform
+   * schedule without jitter never looks at it. */
   uint64_t record_arrivals;
   /* ---- targets and transport (pool.c, transport_tcp.c) ---- */
   /* The run's targets, each a sockaddr_in, sockaddr_in6 or sockaddr_un (a
@@ -625,7 +626,7 @@ const nhb_endpoint_stats* nhb_run_endpoint_stats(const nhb_run* run, uint32_t* c
 /* Releases and responses per stage (index 0..nstages-1), summed over the
  * workers; returns NHB_EINVAL for a bad index. */
 int nhb_run_stage_counts(const nhb_run* run, uint32_t stage, uint64_t* releases, uint64_t* responses);
-/* The Poisson release times worker `worker` drew (config.record_arrivals),
+/* The random release times worker `worker` drew (config.record_arrivals),
  * ns after its phase start, in order; *count of them. After the run. */
 int nhb_run_arrivals(const nhb_run* run, int worker, const uint64_t** times, uint64_t* count);
 void nhb_run_destroy(nhb_run* run);

@@ -175,7 +175,7 @@ class ClientRun {
       c.seed = get_as<uint64_t>(d, "seed", 0);
       c.seed_set = 1;
     }
-    // A test hook (not an option): keep each worker's drawn Poisson times.
+    // A test hook (not an option): keep each worker's drawn Poisson or jittered times.
     c.record_arrivals = get_as<uint64_t>(d, "record_arrivals", 0);
   }
 
@@ -523,7 +523,7 @@ class ClientRun {
     return d;
   }
 
-  // The test hook's record (record_arrivals): per worker, the Poisson release
+  // The test hook's record (record_arrivals): per worker, the random release
   // times it drew, ns after its phase start. Empty lists without the hook.
   py::list arrivals() {
     py::list out;

@@ -509,7 +509,7 @@ struct nhb__worker {
   uint64_t prev_sched_ns; /* jitter: the previous release's scheduled time */
   uint64_t arr_rng;     /* Poisson arrivals: splitmix64 state, never 0 while on; 0 = uniform */
   double arr_count;     /* Poisson arrivals: the cumulative rate (in releases) of the last draw */
-  uint64_t* arr_log;    /* record_arrivals (a test hook): drawn times, ns after the phase start */
+  uint64_t* arr_log;    /* record_arrivals (a test hook): drawn Poisson or jittered times, ns after the phase start */
   uint64_t arr_log_len;
   nhb_schedule_facts facts;
   uint64_t* stage_releases;  /* stages: releases per stage (nstages entries) */

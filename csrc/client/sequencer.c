@@ -144,6 +144,8 @@ static uint64_t jittered_time(nhb__worker* w, uint64_t k, uint64_t base) {
   w->jit_index = k + 1;
   w->jit_ns = j;
   w->prev_sched_ns = j;
+  if (NHB__UNLIKELY(w->arr_log != NULL) && w->arr_log_len < cfg->record_arrivals)
+    w->arr_log[w->arr_log_len++] = j - w->start_ns;
   return j;
 }
 
@@ -408,6 +410,10 @@ void nhb__sequencer_run(nhb__worker* w) {
        * that the cost of falling behind does not grow with the rate. */
       uint64_t limit = now < w->end_ns ? now : w->end_ns - 1;
       uint64_t next = first_due_after(w, limit);
+      /* Jitter can make a release due before its unjittered time, which is
+       * what first_due_after() counts by: that release is lost as well, or
+       * this loop would try it again for ever. */
+      if (next <= w->next_index) next = w->next_index + 1;
       uint64_t dropped = next - w->next_index;
       if (dropped > w->quota) {
         dropped = w->quota;
@@ -494,7 +500,8 @@ void nhb__sequencer_close(nhb__worker* w) {
 int nhb__sequencer_run_init(nhb_run* run) {
   const nhb_client_config* cfg = &run->config;
   uint32_t n = cfg->nstages;
-  if (cfg->arrival_poisson && cfg->record_arrivals > 0) {
+  int random = cfg->arrival_poisson || cfg->jitter_uniform_ns > 0 || cfg->jitter_fraction > 0;
+  if (random && cfg->record_arrivals > 0) {
     for (int i = 0; i < run->nworkers; i++) {
       run->workers[i].arr_log = calloc(cfg->record_arrivals, sizeof(uint64_t));
       if (run->workers[i].arr_log == NULL) return NHB_ENOMEM;
