@@ -412,6 +412,21 @@ typedef struct nhb_client_config {
   /* The first release at this CLOCK_REALTIME instant (ns) instead of after
    * start_delay_ns; 0 = none. */
   uint64_t start_realtime_ns;
+  /* Open-model arrivals: 1 = each worker's releases form a Poisson process at
+   * its rate (exponential gaps in cumulative-rate time, so stages give a
+   * non-homogeneous one); 0 = the uniform schedule. Fixed rates and stages
+   * only (not with jitter, --no-catchup, bursts or an explicit schedule). */
+  int arrival_poisson;
+  /* The random schedule's seed (Poisson arrivals, jitter): each worker's
+   * generator starts from it and its index, so the same seed gives the same
+   * schedule. seed_set 0: seeded from the clock. */
+  uint64_t seed;
+  int seed_set;
+  /* A test hook: each worker keeps the first record_arrivals release times
+   * its random schedule draws (Poisson or jittered; ns after its phase start)
+   * in an array allocated with the run (nhb_run_arrivals). 0 = off; a uniform
+   * schedule without jitter never looks at it. */
+  uint64_t record_arrivals;
   /* ---- targets and transport (pool.c, transport_tcp.c) ---- */
   /* The run's targets, each a sockaddr_in, sockaddr_in6 or sockaddr_un (a
    * Unix socket path; abstract names are refused). ntargets == 0: the single
@@ -629,6 +644,9 @@ uint32_t nhb_run_endpoint_progress(const nhb_run* run, uint64_t* out, uint32_t m
 /* Releases and responses per stage (index 0..nstages-1), summed over the
  * workers; returns NHB_EINVAL for a bad index. */
 int nhb_run_stage_counts(const nhb_run* run, uint32_t stage, uint64_t* releases, uint64_t* responses);
+/* The random release times worker `worker` drew (config.record_arrivals),
+ * ns after its phase start, in order; *count of them. After the run. */
+int nhb_run_arrivals(const nhb_run* run, int worker, const uint64_t** times, uint64_t* count);
 void nhb_run_destroy(nhb_run* run);
 
 /* Host calibration (`nhbench calibrate`), outside any run. The wake-ups use

@@ -111,6 +111,14 @@ def test_client_rate_past_its_limits_is_refused(rps: float) -> None:
     assert "0-1000000" in refuses(core.ClientRun, client(rps=rps), "rps")
 
 
+def test_client_arrival_record_is_bounded_and_arrival_named() -> None:
+    # The test hook's arrays are allocated with the run, 8 bytes an entry per worker.
+    accepts(core.ClientRun, client(rps=10, arrival="poisson", record_arrivals=1000))
+    refuses(core.ClientRun, client(rps=10, arrival="poisson", record_arrivals=10**8 + 1),
+            "record_arrivals")
+    refuses(core.ClientRun, client(rps=10, arrival="exponential"), "arrival")
+
+
 @pytest.mark.parametrize("key", ["termination_predicates", "failure_predicates"])
 def test_client_predicates_fill_a_fixed_array(key: str) -> None:
     accepts(core.ClientRun, client(**{key: [("benchmark.http_5xx", 5)] * 32}))

@@ -137,7 +137,8 @@ class ClientRun {
   // jitter_fraction float, no_catchup bool, total_requests int, stages
   // list[(float s, float rps per worker)], schedule_offsets list[float s],
   // warmup float s, warmup_requests int, allow_initial_errors bool,
-  // warmup_stop_on_error bool, scheduled_start float epoch s (0 = none).
+  // warmup_stop_on_error bool, scheduled_start float epoch s (0 = none),
+  // arrival "uniform" | "poisson", seed int (absent: from the clock).
   void parse_schedule(const py::dict& d) {
     nhb_client_config& c = config_;
     c.jitter_uniform_ns = get_seconds_ns(d, "jitter_uniform", 0.0);
@@ -167,6 +168,15 @@ class ClientRun {
     double start = get_as<double>(d, "scheduled_start", 0.0);
     if (!(start >= 0 && start < 1e10)) config_error("scheduled_start", "must be epoch seconds");
     c.start_realtime_ns = static_cast<uint64_t>(std::llround(start * 1e9));
+    std::string arrival = get_as<std::string>(d, "arrival", "uniform");
+    if (arrival != "uniform" && arrival != "poisson") config_error("arrival", "uniform or poisson");
+    c.arrival_poisson = arrival == "poisson";
+    if (d.contains("seed") && !d["seed"].is_none()) {
+      c.seed = get_as<uint64_t>(d, "seed", 0);
+      c.seed_set = 1;
+    }
+    // A test hook (not an option): keep each worker's drawn Poisson or jittered times.
+    c.record_arrivals = get_as<uint64_t>(d, "record_arrivals", 0);
   }
 
   // Several targets, connection reuse, source address, Unix sockets.
@@ -554,6 +564,21 @@ class ClientRun {
     return d;
   }
 
+  // The test hook's record (record_arrivals): per worker, the random release
+  // times it drew, ns after its phase start. Empty lists without the hook.
+  py::list arrivals() {
+    py::list out;
+    for (int i = 0; i < config_.nworkers; i++) {
+      const uint64_t* times = nullptr;
+      uint64_t n = 0;
+      if (nhb_run_arrivals(run_, i, &times, &n) < 0) throw std::runtime_error("arrivals: the run has not finished");
+      py::list one;
+      for (uint64_t k = 0; k < n; k++) one.append(times[k]);
+      out.append(one);
+    }
+    return out;
+  }
+
  private:
   nhb_client_config config_{};
   // The request set's strings (parse_requests), one entry per spec.
@@ -586,5 +611,6 @@ void register_client(py::module_& m) {
       .def("take_intervals", &ClientRun::take_intervals)
       .def("take_spans", &ClientRun::take_spans)
       .def("trace_counts", &ClientRun::trace_counts)
+      .def("arrivals", &ClientRun::arrivals)
       .def("result", &ClientRun::result);
 }

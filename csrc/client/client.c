@@ -264,6 +264,10 @@ static int check_schedule(const nhb_client_config* c, char* err, size_t err_len)
     return config_error(err, err_len, "warmup: a duration or a count, not both");
   if (c->warmup_ns > (uint64_t)NHB__NS_PER_S * 31536000ULL)
     return config_error(err, err_len, "warmup: at most a year");
+  /* The hook's arrays are allocated with the run: 8 bytes a release per
+   * worker. (What Poisson arrivals are not combined with is the options'
+   * rule: none of those combinations is unsafe here.) */
+  if (c->record_arrivals > 100000000ULL) return config_error(err, err_len, "record_arrivals: at most 100000000");
   return 0;
 }
 
@@ -600,6 +604,9 @@ int nhb_run_start(nhb_run* run) {
     /* Stages interleave by count and an explicit schedule is the same for
      * every worker: neither is phase-offset. */
     if (run->stages != NULL || run->schedule_offsets_ns != NULL) w->phase_offset_ns = 0;
+    /* Independent Poisson processes that start together add up to one at
+     * the sum of their rates; a stagger would thin the first interval. */
+    if (run->config.arrival_poisson) w->phase_offset_ns = 0;
     w->start_ns = run->t0_ns + w->phase_offset_ns;
     w->stats.execution_start_ns = run->t0_realtime_ns + (w->start_ns - run->t0_ns);
     nhb__sequencer_worker_start(w); /* end_ns, the count, jitter, warm-up */
@@ -703,6 +710,14 @@ int nhb_run_stage_counts(const nhb_run* run, uint32_t stage, uint64_t* releases,
   return 0;
 }
 
+int nhb_run_arrivals(const nhb_run* run, int worker, const uint64_t** times, uint64_t* count) {
+  if (!run->finished) return NHB_ESTATE;
+  if (worker < 0 || worker >= run->nworkers) return NHB_EINVAL;
+  *times = run->workers[worker].arr_log;
+  *count = run->workers[worker].arr_log_len;
+  return 0;
+}
+
 void nhb_run_destroy(nhb_run* run) {
   if (!run) return;
   if (run->started) {
@@ -716,6 +731,7 @@ void nhb_run_destroy(nhb_run* run) {
       stats_free(&run->workers[i].warm);
       free(run->workers[i].stage_releases);
       free(run->workers[i].stage_responses);
+      free(run->workers[i].arr_log);
     }
   }
   stats_free(&run->global);

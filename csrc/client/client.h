@@ -526,6 +526,10 @@ struct nhb__worker {
   uint64_t jit_index;   /* jitter: next_index + 1 the jittered time below is for; 0 = none */
   uint64_t jit_ns;      /* jitter: that release's jittered (scheduled) time */
   uint64_t prev_sched_ns; /* jitter: the previous release's scheduled time */
+  uint64_t arr_rng;     /* Poisson arrivals: splitmix64 state, never 0 while on; 0 = uniform */
+  double arr_count;     /* Poisson arrivals: the cumulative rate (in releases) of the last draw */
+  uint64_t* arr_log;    /* record_arrivals (a test hook): drawn Poisson or jittered times, ns after the phase start */
+  uint64_t arr_log_len;
   nhb_schedule_facts facts;
   uint64_t* stage_releases;  /* stages: releases per stage (nstages entries) */
   uint64_t* stage_responses; /* stages: responses per stage, by scheduled time */

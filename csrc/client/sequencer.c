@@ -51,10 +51,9 @@ static uint64_t group_time(const nhb__worker* w, uint64_t g) {
  * the count after x ns is a*x + s*x^2/2; x = 2m / (a + sqrt(a^2 + 2*s*m))
  * solves it for m releases without cancellation, whatever the sign of s and
  * also for s == 0. Beyond the last stage nothing is due (UINT64_MAX). */
-static uint64_t stage_time(nhb__worker* w, uint64_t k) {
+static uint64_t stage_time_at(nhb__worker* w, double count) {
   const nhb__stage* st = w->run->stages;
   uint32_t n = w->run->config.nstages;
-  double count = (double)k + w->count_offset;
   uint32_t j = w->stage_hint;
   while (j > 0 && st[j].count_start > count) j--;
   while (j + 1 < n && st[j + 1].count_start <= count) j++;
@@ -71,6 +70,40 @@ static uint64_t stage_time(nhb__worker* w, uint64_t k) {
   return w->start_ns + s->start_ns + (uint64_t)llround(x);
 }
 
+static inline uint64_t stage_time(nhb__worker* w, uint64_t k) {
+  return stage_time_at(w, (double)k + w->count_offset);
+}
+
+/* A uniform double in [0, 1). */
+static double next_unit(uint64_t* state) { return (double)(nhb__splitmix64(state) >> 11) * 0x1.0p-53; }
+
+/* Poisson arrivals by time rescaling: the cumulative rate (in releases) of
+ * the next release is the last one's plus an exponential draw of mean 1, and
+ * its time is where the schedule's integral of the rate reaches it: a fixed
+ * rate divides, stages invert their ramp (a non-homogeneous Poisson process).
+ * One draw per release, kept in base_index/base_ns as the fixed rate's time
+ * is, since the wake-up that finds a release not yet due looks again when it
+ * makes it. Releases are asked for in order (k, then k + 1), which is how
+ * the sequencer walks its schedule. No allocation: one word of state. */
+static uint64_t poisson_time(nhb__worker* w, uint64_t k) {
+  if (w->base_index == k + 1) return w->base_ns;
+  /* 1 - u lies in (0, 1], so the logarithm is finite. */
+  w->arr_count -= log1p(-next_unit(&w->arr_rng));
+  uint64_t t;
+  if (w->run->stages != NULL) {
+    t = stage_time_at(w, w->arr_count);
+  } else {
+    double offset = w->arr_count * w->interval_ns;
+    t = offset >= (double)(UINT64_MAX - w->start_ns) - 1e6 ? UINT64_MAX
+                                                             : w->start_ns + (uint64_t)llround(offset);
+  }
+  w->base_index = k + 1;
+  w->base_ns = t;
+  if (NHB__UNLIKELY(w->arr_log != NULL) && t != UINT64_MAX && w->arr_log_len < w->run->config.record_arrivals)
+    w->arr_log[w->arr_log_len++] = t - w->start_ns;
+  return t;
+}
+
 /* The schedule's time for release k before jitter. A rate schedule's is
  * kept for the release it was computed for: on a fixed-rate run each
  * release is looked at twice, once by the wake-up that finds it not yet due
@@ -81,17 +114,15 @@ static uint64_t base_time(nhb__worker* w, uint64_t k) {
   const nhb_run* run = w->run;
   if (NHB__LIKELY(run->stages == NULL && run->schedule_offsets_ns == NULL)) {
     if (w->base_index == k + 1) return w->base_ns;
+    if (NHB__UNLIKELY(w->arr_rng != 0)) return poisson_time(w, k);
     w->base_index = k + 1;
     w->base_ns = group_time(w, k / run->config.burst_size);
     return w->base_ns;
   }
-  if (run->stages != NULL) return stage_time(w, k);
+  if (run->stages != NULL) return w->arr_rng != 0 ? poisson_time(w, k) : stage_time(w, k);
   return k < run->config.nschedule_offsets ? w->start_ns + run->schedule_offsets_ns[k] : UINT64_MAX;
 }
 
-
-/* A uniform double in [0, 1). */
-static double next_unit(uint64_t* state) { return (double)(nhb__splitmix64(state) >> 11) * 0x1.0p-53; }
 
 /* The jittered time of release k (base time `base`), drawn once per release
  * and kept until it is made: the wake-up for it may run several times. The
@@ -113,6 +144,8 @@ static uint64_t jittered_time(nhb__worker* w, uint64_t k, uint64_t base) {
   w->jit_index = k + 1;
   w->jit_ns = j;
   w->prev_sched_ns = j;
+  if (NHB__UNLIKELY(w->arr_log != NULL) && w->arr_log_len < cfg->record_arrivals)
+    w->arr_log[w->arr_log_len++] = j - w->start_ns;
   return j;
 }
 
@@ -122,8 +155,10 @@ static uint64_t jittered_time(nhb__worker* w, uint64_t k, uint64_t base) {
  * division may be one group off because of the rounding in group_time(), and
  * the two loops settle that. */
 static uint64_t first_due_after(nhb__worker* w, uint64_t limit) {
-  if (NHB__UNLIKELY(w->run->stages != NULL || w->run->schedule_offsets_ns != NULL)) {
-    /* Stages and offsets have no constant interval to divide by: step. */
+  if (NHB__UNLIKELY(w->run->stages != NULL || w->run->schedule_offsets_ns != NULL || w->arr_rng != 0)) {
+    /* Stages, offsets and Poisson arrivals have no constant interval to
+     * divide by: step (a Poisson schedule draws each lost release's time, so
+     * the schedule after the loss is the one the seed gives). */
     uint64_t k = w->next_index;
     while (base_time(w, k) <= limit) k++;
     return k;
@@ -375,6 +410,10 @@ void nhb__sequencer_run(nhb__worker* w) {
        * that the cost of falling behind does not grow with the rate. */
       uint64_t limit = now < w->end_ns ? now : w->end_ns - 1;
       uint64_t next = first_due_after(w, limit);
+      /* Jitter can make a release due before its unjittered time, which is
+       * what first_due_after() counts by: that release is lost as well, or
+       * this loop would try it again for ever. */
+      if (next <= w->next_index) next = w->next_index + 1;
       uint64_t dropped = next - w->next_index;
       if (dropped > w->quota) {
         dropped = w->quota;
@@ -461,6 +500,13 @@ void nhb__sequencer_close(nhb__worker* w) {
 int nhb__sequencer_run_init(nhb_run* run) {
   const nhb_client_config* cfg = &run->config;
   uint32_t n = cfg->nstages;
+  int random = cfg->arrival_poisson || cfg->jitter_uniform_ns > 0 || cfg->jitter_fraction > 0;
+  if (random && cfg->record_arrivals > 0) {
+    for (int i = 0; i < run->nworkers; i++) {
+      run->workers[i].arr_log = calloc(cfg->record_arrivals, sizeof(uint64_t));
+      if (run->workers[i].arr_log == NULL) return NHB_ENOMEM;
+    }
+  }
   if (n == 0) return 0;
   run->stages = calloc(n, sizeof(nhb__stage));
   if (run->stages == NULL) return NHB_ENOMEM;
@@ -500,6 +546,7 @@ static void setup_phase(nhb__worker* w, uint64_t start, int warming) {
   w->base_index = 0;
   w->prev_sched_ns = 0;
   w->stage_hint = 0;
+  w->arr_count = 0;
   w->warming = warming;
   if (warming) {
     w->quota = cfg->warmup_requests > 0 ? cfg->warmup_requests : UINT64_MAX;
@@ -533,9 +580,18 @@ void nhb__sequencer_worker_start(nhb__worker* w) {
   /* Stages interleave the workers by count, as the phase offset does for a
    * constant rate: worker i's releases sit at counts k + i/W. */
   w->count_offset = run->stages != NULL ? (double)w->index / run->nworkers : 0;
+  /* Each worker's generator starts from the run's seed (or the clock) and
+   * its index, so that a seed gives the same schedule and the workers'
+   * schedules are independent of each other. */
+  uint64_t run_seed = cfg->seed_set ? cfg->seed : nhb__realtime_ns();
   if (cfg->jitter_uniform_ns > 0 || cfg->jitter_fraction > 0) {
-    uint64_t seed = nhb__realtime_ns() ^ ((uint64_t)(w->index + 1) * 0xD1B54A32D192ED03ULL);
+    uint64_t seed = run_seed ^ ((uint64_t)(w->index + 1) * 0xD1B54A32D192ED03ULL);
     w->rng = nhb__splitmix64(&seed) | 1; /* never 0: 0 means no jitter */
+  }
+  if (cfg->arrival_poisson) {
+    uint64_t seed = run_seed ^ ((uint64_t)(w->index + 1) * 0x8CB92BA72F3D8DD7ULL);
+    (void)nhb__splitmix64(&seed);
+    w->arr_rng = nhb__splitmix64(&seed) | 1; /* never 0: 0 means uniform */
   }
   setup_phase(w, w->start_ns, run->has_warmup);
 }

@@ -270,7 +270,8 @@ def _schedule_config(options: Options) -> dict[str, Any]:
     ``no_catchup`` bool, ``total_requests`` int (0: none), ``stages`` list[(float s, float
     rps per worker)], ``schedule_offsets`` list[float s], ``warmup`` float s,
     ``warmup_requests`` int per worker, ``allow_initial_errors`` bool, ``scheduled_start``
-    float epoch s (0: none). Only what is set is sent: a plain run's config is unchanged.
+    float epoch s (0: none), ``arrival`` "poisson" (absent: uniform), ``seed`` int.
+    Only what is set is sent: a plain run's config is unchanged.
     """
     config: dict[str, Any] = {}
     if options.jitter_uniform:
@@ -297,6 +298,10 @@ def _schedule_config(options: Options) -> dict[str, Any]:
         config["allow_initial_errors"] = True
     if options.scheduled_start is not None:
         config["scheduled_start"] = float(options.scheduled_start)
+    if options.arrival != "uniform":
+        config["arrival"] = options.arrival
+    if options.seed is not None:
+        config["seed"] = options.seed
     return config
 
 

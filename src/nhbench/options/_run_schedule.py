@@ -4,7 +4,7 @@ a wall-clock start and an explicit list of offsets (`Schedule`).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import BaseModel, Field, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
@@ -29,6 +29,8 @@ __all__ = ["Schedule", "check_schedule_shapes", "schedule_shapes_first"]
 # run yet stays exact in the core's arithmetic.
 MAX_JITTER = 3600.0
 MAX_REQUESTS = 10**12
+# The core's generator takes a 64-bit seed.
+MAX_SEED = 2**64 - 1
 
 
 class Schedule(RunPart):
@@ -122,6 +124,28 @@ class Schedule(RunPart):
         "ends. rps is ignored. Set by replaying a recording's timing.",
     )
 
+    arrival: Annotated[
+        Literal["uniform", "poisson"], Flag(metavar="uniform|poisson", group="Schedule shapes")
+    ] = Field(
+        default="uniform",
+        description="uniform: releases evenly spaced at the rate; poisson: an open-model "
+        "arrival process, each worker's releases a Poisson process at its rate (exponential "
+        "gaps; with stages a non-homogeneous one), so the workers together are one at the "
+        "full rate. Latency counts from the drawn time. Needs rps or stages; not with "
+        "jitter, jitter_uniform, no_catchup, burst_size or an explicit schedule.",
+    )
+    seed: Annotated[int | None, Flag(metavar="N", default="", group="Schedule shapes")] = Field(
+        default=None, ge=0, le=MAX_SEED,
+        description="Seed of the random schedule (arrival poisson, jitter, jitter_uniform): "
+        "the same seed gives the same release times, another seed other ones. Without it "
+        "each run draws from the clock.",
+    )
+
+    @field_validator("arrival", mode="before")
+    @classmethod
+    def _lower_arrival(cls, value: object) -> object:
+        return value.lower() if isinstance(value, str) else value
+
     @field_validator("jitter_uniform", "warmup", mode="before")
     @classmethod
     def _parse_schedule_time(cls, value: object) -> object:
@@ -197,6 +221,27 @@ def check_schedule_shapes(options: Options, info: ValidationInfo) -> None:
         for name in ("requests", "no_catchup", "jitter", "warmup"):
             if getattr(options, name):
                 raise conflict(name, shaped)
+    if options.arrival == "poisson":
+        # Poisson times replace the uniform ones that jitter, --no-catchup and bursts
+        # reshape; an explicit schedule (a replay at its original timing) has no rate to
+        # draw from, and a run at the maximum rate no schedule at all.
+        for name in ("jitter", "jitter_uniform", "no_catchup", "schedule_offsets"):
+            if getattr(options, name):
+                # A replay's original timing is what set the explicit schedule: say so.
+                replayed = name == "schedule_offsets" and getattr(options, "replay", None)
+                raise conflict("arrival poisson",
+                               "replay_timing original" if replayed else name)
+        if options.burst_size > 1:
+            raise conflict("arrival poisson", "burst_size")
+        if options.rps == 0 and not options.stage:
+            raise PydanticCustomError(
+                "options_needs", "{a}: needs {b}", {"a": "arrival poisson", "b": ["rps", "stage"]})
+    if options.seed is not None and options.arrival != "poisson" \
+            and not (options.jitter or options.jitter_uniform):
+        # Alone it would be accepted and change nothing: a uniform schedule has no draws.
+        raise PydanticCustomError(
+            "options_needs", "{a}: needs {b}",
+            {"a": "seed", "b": ["arrival poisson", "jitter", "jitter_uniform"]})
     needs_rate = "jitter" if options.jitter else "no_catchup" if options.no_catchup else None
     if needs_rate is not None and options.rps == 0 and shaped is None:
         raise PydanticCustomError(
