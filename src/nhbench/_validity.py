@@ -69,7 +69,7 @@ LATENESS_SUSPECT = 1.0
 #: ... ten means bursts of ten: the arrival process is not the one asked for.
 LATENESS_INVALID = 10.0
 #: Lateness below this is never flagged: the timer floor (a wake-up costs tens of
-#: microseconds on a virtual machine; docs/benchmarks.md "floor (timer)").
+#: microseconds on a virtual machine; see docs/benchmarks.md, the timers section).
 LATENESS_FLOOR = 0.0005
 #: Blocked or dropped releases (open loop): any is suspect; beyond this share of the
 #: releases the load offered was not the load asked for.
