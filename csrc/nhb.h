@@ -641,6 +641,21 @@ const nhb_endpoint_stats* nhb_run_endpoint_stats(const nhb_run* run, uint32_t* c
  * `max` endpoints; returns how many were written (0 with one endpoint), or
  * with out NULL how many there are. */
 uint32_t nhb_run_endpoint_progress(const nhb_run* run, uint64_t* out, uint32_t max);
+/* The load generator's own health in the measured phase, for one worker
+ * (index 0..nworkers-1), once the run has finished: its thread's CPU time
+ * (CLOCK_THREAD_CPUTIME_ID), the wall time between the same two samples,
+ * the time it was runnable but waited for a CPU, and how late its event
+ * loop ran its own periodic housekeeping timer (ns, every
+ * NHB_HICCUP_PERIOD_NS; NULL if the worker never started). Returns
+ * NHB_ESTATE before, NHB_EINVAL for a bad index. */
+#define NHB_HICCUP_PERIOD_NS 10000000ULL
+typedef struct nhb_worker_load {
+  uint64_t cpu_ns;
+  uint64_t wall_ns;
+  int64_t wait_ns; /* time runnable but waiting for a CPU (/proc schedstat); -1: unknown */
+  const nhb_hist* hiccup;
+} nhb_worker_load;
+int nhb_run_worker_load(const nhb_run* run, int index, nhb_worker_load* out);
 /* Releases and responses per stage (index 0..nstages-1), summed over the
  * workers; returns NHB_EINVAL for a bad index. */
 int nhb_run_stage_counts(const nhb_run* run, uint32_t stage, uint64_t* releases, uint64_t* responses);

@@ -50,12 +50,12 @@ def test_the_documented_example_runs_and_its_failing_slo_says_why(
     # The terminal summary: one row per load (test_several_loads ran two).
     result.stdout.fnmatch_lines([
         "*= nhbench =*",
-        "test*rps asked*achieved*p50*p99*errors*SLO",
-        "test_slo_example.py::test_latency_objective*100*pass",
-        "test_slo_example.py::test_several_loads #1*50*pass",
-        "test_slo_example.py::test_several_loads #2*100*pass",
-        "test_slo_example.py::test_structured_verdict*100*-",
-        "test_slo_example.py::test_deliberately_failing_slo*50*FAIL",
+        "test*rps asked*achieved*p50*p99*errors*SLO*validity",
+        "test_slo_example.py::test_latency_objective*100*pass*",
+        "test_slo_example.py::test_several_loads #1*50*pass*",
+        "test_slo_example.py::test_several_loads #2*100*pass*",
+        "test_slo_example.py::test_structured_verdict*100*-*",
+        "test_slo_example.py::test_deliberately_failing_slo*50*FAIL*",
     ])
 
 

@@ -542,6 +542,19 @@ class ClientRun {
       endpoints.append(e);
     }
     d["endpoints"] = endpoints;
+    // The load generator's own health, per worker (the validity verdict's).
+    py::list load;
+    for (int i = 0; i < nhb_run_worker_count(run_); i++) {
+      nhb_worker_load wl{};
+      if (nhb_run_worker_load(run_, i, &wl) != 0) continue;
+      py::dict e;
+      e["cpu_ns"] = wl.cpu_ns;
+      e["wall_ns"] = wl.wall_ns;
+      e["wait_ns"] = wl.wait_ns >= 0 ? py::object(py::int_(wl.wait_ns)) : py::object(py::none());
+      e["hiccup"] = wl.hiccup ? py::object(hist_to_dict(wl.hiccup)) : py::object(py::none());
+      load.append(e);
+    }
+    d["load"] = load;
     // Schedule shapes: what the schedule did.
     const nhb_stats* warm = nhb_run_warmup_stats(run_);
     d["warmup"] = warm ? py::object(stats_to_dict(warm)) : py::object(py::none());

@@ -18,6 +18,8 @@
 #include "client/client.h"
 
 #define HOUSEKEEPING_MS 10
+_Static_assert(HOUSEKEEPING_MS * 1000000ULL == NHB_HICCUP_PERIOD_NS,
+               "the hiccup meter rides on the housekeeping timer");
 #define TIMEOUT_SCAN_NS (50 * NHB__NS_PER_MS)
 #define CONTROLLER_PERIOD_NS (5 * NHB__NS_PER_MS)
 /* A stop request drains in-flight requests for at most this long, so that
@@ -59,11 +61,86 @@ static void publish(nhb__worker* w) {
   nhb__pool_endpoints_publish(w);
 }
 
+/* ---- load-generator health ---------------------------------------------- */
+
+/* The worker's health is measured outside the request path: the OS's CPU
+ * time and run-queue wait of the thread at the measured phase's two ends
+ * (no per-request clock read), and how late the loop runs the housekeeping
+ * timer it has anyway: how long the loop could not run anything else
+ * (jHiccup's idea), at no extra wake-up, so that a run's instructions per
+ * request stay what they were. */
+
+static uint64_t thread_cpu_ns(void) {
+  struct timespec ts;
+  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return 0;
+  return (uint64_t)ts.tv_sec * NHB__NS_PER_S + (uint64_t)ts.tv_nsec;
+}
+
+/* The thread's run-queue wait so far: the second field of Linux's
+ * /proc/thread-self/schedstat (ns runnable but not running), or -1 where
+ * the kernel does not keep it. A starved generator waits there. */
+static int64_t thread_wait_ns(void) {
+  char buf[96];
+  FILE* f = fopen("/proc/thread-self/schedstat", "re");
+  if (f == NULL) return -1;
+  unsigned long long run = 0, wait = 0;
+  int ok = fgets(buf, sizeof(buf), f) != NULL && sscanf(buf, "%llu %llu", &run, &wait) == 2;
+  fclose(f);
+  return ok ? (int64_t)wait : -1;
+}
+
+static void load_begin(nhb__worker* w, uint64_t now) {
+  w->load_state = 1;
+  w->load_wall0_ns = now;
+  w->load_cpu0_ns = thread_cpu_ns();
+  w->load_wait0_ns = thread_wait_ns();
+}
+
+static void load_end(nhb__worker* w, uint64_t now) {
+  if (w->load_state != 1) return;
+  w->load_state = 2;
+  w->load_cpu_ns = thread_cpu_ns() - w->load_cpu0_ns;
+  w->load_wall_ns = now - w->load_wall0_ns;
+  int64_t wait = thread_wait_ns();
+  w->load_wait_ns = wait >= 0 && w->load_wait0_ns >= 0 ? wait - w->load_wait0_ns : -1;
+}
+
+/* The measured phase runs from the worker's first scheduled release after
+ * any warm-up to its stop (the schedule's end, a count reached, a stop
+ * request): seen from the housekeeping tick, so within its period of each. */
+static void load_tick(nhb__worker* w, uint64_t now) {
+  if (w->load_state == 0 && !w->warming && !w->stopping && now >= w->start_ns)
+    load_begin(w, now);
+  else if (w->load_state == 1 && (w->stopping || now >= w->end_ns))
+    load_end(w, now);
+}
+
+/* On each housekeeping tick: libuv runs a timer once the loop's clock (in
+ * milliseconds) reaches its due time, so the tick can fire up to a
+ * millisecond after the due instant on time; beyond that it is late. A
+ * stall that swallowed several ticks records each, a period less late, as
+ * jHiccup fills in what a stalled sampler could not see. */
+static void hiccup_tick(nhb__worker* w, uint64_t now) {
+  uint64_t due_ms = w->hiccup_due_ms;
+  /* libuv re-arms a repeating timer from the loop's clock before calling it. */
+  w->hiccup_due_ms = uv_now(&w->loop) + HOUSEKEEPING_MS;
+  load_tick(w, now);
+  if (due_ms == 0 || w->load_state != 1) return;
+  uint64_t on_time = (due_ms + 1) * NHB__NS_PER_MS;
+  uint64_t late = now > on_time ? now - on_time : 0;
+  for (;;) {
+    nhb_hist_record(w->hiccup, late);
+    if (late < NHB_HICCUP_PERIOD_NS) break;
+    late -= NHB_HICCUP_PERIOD_NS;
+  }
+}
+
 /* ---- worker ------------------------------------------------------------- */
 
 static void worker_finish(nhb__worker* w) {
   if (w->finishing) return;
   w->finishing = 1;
+  load_end(w, nhb__now_ns());
   nhb__pool_close_all(w);
   nhb__sequencer_close(w);
   uv_close((uv_handle_t*)&w->housekeeping, NULL);
@@ -128,6 +205,7 @@ static void on_wakeup(uv_async_t* handle) {
 static void on_housekeeping(uv_timer_t* handle) {
   nhb__worker* w = (nhb__worker*)handle->data;
   uint64_t now = nhb__now_ns();
+  hiccup_tick(w, now);
   worker_check_stop(w);
   /* A new interval is normally picked up in on_wakeup; this catches one
    * whose wake-up coalesced with another. */
@@ -155,12 +233,15 @@ static void* worker_main(void* arg) {
   int r = nhb__pool_init(w);
   if (r == 0) r = nhb__request_worker_init(w);
   if (r == 0) r = nhb__sequencer_init(w);
+  if (r == 0 && (w->hiccup = malloc(sizeof(nhb_hist))) == NULL) r = NHB_ENOMEM;
+  if (r == 0) nhb_hist_init(w->hiccup);
   if (r < 0) {
     nhb__worker_record_error(w, r);
     w->stopping = 1;
     worker_finish(w);
   } else {
     uv_timer_start(&w->housekeeping, on_housekeeping, HOUSEKEEPING_MS, HOUSEKEEPING_MS);
+    w->hiccup_due_ms = uv_now(&w->loop) + HOUSEKEEPING_MS;
     if (w->run->config.prefetch_connections) nhb__pool_prefetch(w);
     worker_check_stop(w);
     nhb__sequencer_run(w);
@@ -597,6 +678,7 @@ int nhb_run_start(nhb_run* run) {
     if (r < 0) return r; /* nothing runs yet; destroy() cleans up */
     w->wakeup.data = w;
     w->housekeeping.data = w;
+    w->load_wait_ns = -1;
     w->interval_ns = interval;
     /* Workers' schedules are phase-offset so that their releases interleave
      * instead of arriving at the target in lock-step. */
@@ -695,6 +777,17 @@ int nhb_run_schedule_facts(const nhb_run* run, int index, nhb_schedule_facts* ou
   return 0;
 }
 
+int nhb_run_worker_load(const nhb_run* run, int index, nhb_worker_load* out) {
+  if (!run->finished) return NHB_ESTATE;
+  if (index < 0 || index >= run->nworkers) return NHB_EINVAL;
+  const nhb__worker* w = &run->workers[index];
+  out->cpu_ns = w->load_cpu_ns;
+  out->wall_ns = w->load_wall_ns;
+  out->wait_ns = w->load_wait_ns;
+  out->hiccup = w->hiccup;
+  return 0;
+}
+
 const nhb_stats* nhb_run_warmup_stats(const nhb_run* run) {
   return run->finished && run->has_warmup ? &run->warm_global : NULL;
 }
@@ -729,6 +822,7 @@ void nhb_run_destroy(nhb_run* run) {
     for (int i = 0; i < run->config.nworkers; i++) {
       stats_free(&run->workers[i].stats);
       stats_free(&run->workers[i].warm);
+      free(run->workers[i].hiccup);
       free(run->workers[i].stage_releases);
       free(run->workers[i].stage_responses);
       free(run->workers[i].arr_log);

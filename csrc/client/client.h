@@ -603,6 +603,15 @@ struct nhb__worker {
   _Atomic uint64_t published[NHB_CTR_COUNT];
   /* ... then the gRPC ones, as the counter ids follow each other. */
   _Atomic uint64_t published_status[NHB_STATUS_COUNT + NHB_GRPC_STATUS_COUNT];
+  /* Load-generator health (client.c), outside the request path: the
+   * thread's CPU time and the wall time of the measured phase (sampled at
+   * its boundaries from the OS), and how late the loop ran its own
+   * housekeeping timer (a hiccup meter, as jHiccup's), in the measured phase. */
+  nhb_hist* hiccup;       /* ns late; NULL until the worker starts */
+  uint64_t hiccup_due_ms; /* the housekeeping timer's due time, loop clock; 0: none */
+  int load_state;         /* 0 before the measured phase, 1 in it, 2 after */
+  uint64_t load_cpu0_ns, load_wall0_ns, load_cpu_ns, load_wall_ns;
+  int64_t load_wait0_ns, load_wait_ns; /* run-queue wait (schedstat); -1: unknown */
   atomic_int done;
   int first_error; /* first connection/protocol error code, 0 if none */
   char first_error_text[512]; /* its explanation when there is more to say (TLS) */

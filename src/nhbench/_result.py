@@ -57,6 +57,7 @@ from ._compare import compare as _compare
 from ._names import (
     COUNTERS,
     HISTOGRAM_IDS,
+    RELEASE_LATENESS,
     REQUEST_TO_RESPONSE,
     SCHEDULED_TO_RESPONSE,
     SEQUENCER_BLOCKING,
@@ -72,6 +73,15 @@ from ._names import error_rate as _error_rate
 from ._predicates import FiredPredicate, fired_predicates
 from ._slo import SloOutcome, check_slo
 from ._timeline import IntervalRecord, Timeline
+from ._validity import (
+    ValidityCheck,
+    ValidityInputs,
+    WorkerLoad,
+    assess,
+    merge_core_histograms,
+    worst,
+)
+from ._validity import Verdict as _Verdict
 from ._version import __version__
 from .options import Options, format_json_duration, parse_json_duration
 from .outputs import (
@@ -92,6 +102,7 @@ __all__ = [
     "ScheduleFacts",
     "StageResult",
     "Statistic",
+    "Validity",
     "WorkerResult",
     "format_json_duration",
     "parse_json_duration",
@@ -531,6 +542,75 @@ def _endpoint_results(core: Sequence[Mapping[str, Any]], names: Sequence[str],
             for name, d in zip(names, core, strict=True)]
 
 
+class Validity(BaseModel):
+    """Whether the run's numbers can be trusted (docs/trust.md "Validity"): the verdict,
+    the worst of its checks, with every check's measure and reason. An nhbench key:
+    Nighthawk's output has none."""
+
+    verdict: _Verdict = "valid"
+    checks: list[ValidityCheck] = Field(default_factory=list)
+    workers: list[WorkerLoad] = Field(
+        default_factory=list, description="Each worker thread's CPU time, wall time and "
+        "run-queue wait in the measured phase.")
+    hiccup: Statistic | None = Field(
+        default=None, description="event_loop.hiccup: how late the workers' event loops ran "
+        "their own 1 ms timer (jHiccup's measure), all workers merged.")
+
+    @property
+    def reasons(self) -> list[str]:
+        """One line per check that is not valid, the invalid ones first."""
+        order = {"invalid": 0, "suspect": 1}
+        bad = sorted((c for c in self.checks if c.verdict in order),
+                     key=lambda c: order[c.verdict])
+        return [f"{c.verdict}: {c.name}: {c.reason}" for c in bad]
+
+    def __str__(self) -> str:
+        lines = [f"validity: {self.verdict}"]
+        lines += [f"  {reason}" for reason in self.reasons]
+        return "\n".join(lines)
+
+    @classmethod
+    def of(cls, result: Result, load: Sequence[Mapping[str, Any]] | None) -> Validity:
+        """The checks of a run just made, from the core's per-worker load."""
+        load = list(load or ())
+        workers = [WorkerLoad(cpu_time=int(d.get("cpu_ns", 0)) / _NS,
+                              wall_time=int(d.get("wall_ns", 0)) / _NS,
+                              wait_time=None if d.get("wait_ns") is None
+                              else int(d["wait_ns"]) / _NS) for d in load]
+        hists = [d["hiccup"] for d in load if d.get("hiccup")]
+        hiccup = (Statistic.from_core_histogram("event_loop.hiccup", merge_core_histograms(
+            hists), result.options.percentile_points) if hists else None)
+        options = result.options
+        glob = result.global_result
+        stats = {s.id: s for s in glob.statistics}
+
+        def p99(stat_id: str) -> float | None:
+            stat = stats.get(stat_id)
+            return stat.p(99) if stat is not None and stat.count else None
+
+        duration = result.duration
+        sent = max(0, result.schedule.released
+                   - result.counters["benchmark.pool_overflow"])
+        records = [r for r in result.timeline if r.requests and r.p99 is not None]
+        inputs = ValidityInputs(
+            workers=workers,
+            hiccup_p99=hiccup.p(99) if hiccup is not None and hiccup.count else None,
+            spin=options.sequencer_idle_strategy == "spin",
+            requested_rps=result.requested_rps,
+            shaped=bool(options.stage or options.schedule_offsets),
+            worker_count=result.worker_count,
+            latency_p99=p99(SCHEDULED_TO_RESPONSE),
+            lateness_p99=p99(RELEASE_LATENESS),
+            blocked=result.blocked_count,
+            released=result.schedule.released,
+            sent_rate=sent / duration if duration > 0 else 0.0,
+            interval_p99=[float(r.p99 or 0.0) for r in records],
+            interval_rate=[r.rps for r in result.timeline],
+        )
+        checks = assess(inputs)
+        return cls(verdict=worst(checks), checks=checks, workers=workers, hiccup=hiccup)
+
+
 class Result(BaseModel):
     """Everything a run produced. Shaped like Nighthawk's ``Output``; see the module doc."""
 
@@ -583,6 +663,12 @@ class Result(BaseModel):
         description="A distributed run's nodes (docs/distributed.md); empty for a run on "
         "one machine. Each has a merged entry of its name in `results`.",
     )
+    validity: Validity | None = Field(
+        default=None,
+        description="Whether the numbers can be trusted: valid, suspect or invalid with the "
+        "reasons (docs/trust.md \"Validity\"); None for a result that was not assessed "
+        "(a file written before, or by Nighthawk).",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -623,7 +709,7 @@ class Result(BaseModel):
             ]
         results.append(WorkerResult.from_core("global", core["global"], points))
         terminated_by = str(core.get("terminated_by") or "duration")
-        return cls(
+        result = cls(
             options=options,
             results=results,
             terminated_by=terminated_by,
@@ -637,6 +723,8 @@ class Result(BaseModel):
                     if core.get("warmup") else None),
             endpoints=_endpoint_results(core.get("endpoints") or (), endpoints, points),
         )
+        result.validity = Validity.of(result, core.get("load"))
+        return result
 
     # ---- accessors ------------------------------------------------------------------------
 

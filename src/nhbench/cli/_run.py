@@ -18,6 +18,10 @@ Exit status:
 * 99: the run worked (status 0 otherwise) but an ``--slo`` rule failed; the verdict table
   (every rule, measured value and threshold, then a percentile table) is on stderr, as it
   is whenever ``--slo`` is given. A run that fails (1) exits 1 whatever its rules say.
+* 98: ``--validity strict`` and the run's validity verdict is invalid (docs/trust.md
+  "Validity": the load generator was starved or saturated, the schedule was not kept, or
+  the latency drifted); the reasons are on stderr and in the report. A run that fails (1)
+  or breaks an ``--slo`` rule (99) exits with that status instead.
 * 130: a second Ctrl-C abandoned the run before it drained; no result.
 """
 
@@ -42,12 +46,15 @@ if TYPE_CHECKING:
     from ..options import Options
     from ._commands import Command, Subparsers
 
-__all__ = ["LOG_LEVELS", "SLO_FAILED", "TRACE", "add_parser", "add_run_options",
+__all__ = ["INVALID_RUN", "LOG_LEVELS", "SLO_FAILED", "TRACE", "add_parser", "add_run_options",
            "configure_logging", "run", "run_and_report"]
 
 #: Exit status of ``nhbench run --slo`` when the run worked but a rule failed: k6's status
 #: for a failed threshold, distinct from 1 (the run failed) and 2 (bad input).
 SLO_FAILED = 99
+#: ``--validity strict`` and an invalid run (docs/trust.md "Validity"): the numbers are not
+#: to be trusted, which is neither a broken run (1) nor a breached objective (99).
+INVALID_RUN = 98
 
 
 # ---- verbosity (nhbench run -v LEVEL) --------------------------------------------------------
@@ -113,7 +120,7 @@ def add_parser(commands: Subparsers,
         "--stats-interval, live statistics are on at a twentieth of the duration, between "
         "0.1 s and 1 s, so that each run keeps interval histograms. Exit status: the "
         "first failed run's (which ends the repetition), else 99 when a run broke its SLO, "
-        "else 0 (docs/trust.md).")
+        "else 98 when one was invalid under --validity strict, else 0 (docs/trust.md).")
     return parser
 
 
@@ -275,6 +282,11 @@ def _run_and_report(options: Options, *, implicit_intervals: bool = False) -> tu
     # too slow exits with its own status, so that shell CI can tell the two apart.
     if slo is not None and not slo:
         return SLO_FAILED, result.interrupted
+    if (options.validity == "strict" and result.validity is not None
+            and result.validity.verdict == "invalid"):
+        _log.error("the run is invalid (--validity strict): %s",
+                   "; ".join(result.validity.reasons))
+        return INVALID_RUN, result.interrupted
     return 0, result.interrupted
 
 
@@ -383,7 +395,7 @@ def _repeat(options: Options, text: str) -> int:
     worst = 0
     for _ in range(count):
         status, interrupted = _run_and_report(options, implicit_intervals=implicit)
-        if status not in (0, SLO_FAILED):
+        if status not in (0, SLO_FAILED, INVALID_RUN):
             return status
         worst = max(worst, status)
         if interrupted:

@@ -1,10 +1,10 @@
 """When a run fails or stops: failure and termination predicates, Fortio's -abort-on, the
-no-success rule and service-level objectives (`Verdict`).
+no-success rule, service-level objectives and the validity verdict's strictness (`Verdict`).
 """
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 
@@ -51,6 +51,13 @@ class Verdict(RunPart):
         description="A service-level objective checked on the result, such as 'p99<5ms', "
         "'error_rate<0.1%', 'rps>=1990' or 'benchmark.http_5xx==0' (docs/pytest.md); "
         "repeatable. The verdict table goes to stderr; a breach exits 99.",
+    )
+
+    validity: Annotated[Literal["report", "strict"], Flag(metavar="report|strict")] = Field(
+        default="report",
+        description="What the validity verdict (docs/trust.md \"Validity\": load generator, "
+        "schedule, stationarity) does: 'report' (default) prints it and keeps it in the "
+        "result; 'strict' also makes an invalid run exit 98.",
     )
 
     @field_validator("slo", mode="before")

@@ -348,6 +348,7 @@ def render_human(result: Result) -> str:
     """The human report (plain text, no colours, safe to redirect into a file and to print
     on a terminal: control characters from the result are escaped, see `printable`)."""
     lines = _header(result)
+    lines += _validity_lines(result)
     lines += _overflow_warning(result)
     statistics = {s.id: s for s in result.global_result.statistics}
     headline = statistics.get(SCHEDULED_TO_RESPONSE)
@@ -381,6 +382,19 @@ def render_human(result: Result) -> str:
     # Labels, the uri, names and the first error come from the run or from a result file;
     # each line is made safe for a terminal (a newline inside a field is escaped, too).
     return "\n".join(printable(line) for line in lines) + "\n"
+
+
+def _validity_lines(result: Result) -> list[str]:
+    # Right under the header: whether to trust what follows (docs/trust.md "Validity").
+    validity = result.validity
+    if validity is None:
+        return []
+    if validity.verdict == "valid":
+        untested = [c.name for c in validity.checks if c.verdict == "not tested"]
+        note = f"; not tested: {', '.join(untested)}" if untested else ""
+        return [f"VALIDITY: valid (every check passed{note})", ""]
+    return [f"VALIDITY: {validity.verdict.upper()}",
+            *(f"  {reason}" for reason in validity.reasons), ""]
 
 
 def _echo_lines(result: Result) -> list[str]:

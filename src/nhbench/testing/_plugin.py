@@ -562,7 +562,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     from .._format import format_latency
 
     compare = session.compare_dir is not None
-    header = ["test", "rps asked", "achieved", "p50", "p99", "errors", "SLO"]
+    header = ["test", "rps asked", "achieved", "p50", "p99", "errors", "SLO", "validity"]
     if compare:
         header.append("baseline")
     rows = [header]
@@ -581,6 +581,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             format_latency(_latency(result, 99.0)),
             str(result.error_count),
             verdict,
+            "-" if result.validity is None else result.validity.verdict,
         ]
         if compare:
             row.append(load.compared)
@@ -593,3 +594,9 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         terminalreporter.write_line("  ".join(cells).rstrip())
     terminalreporter.write_line(
         "p50/p99: benchmark_http_client.scheduled_to_response (coordinated-omission corrected)")
+    # Why a load is not to be trusted (docs/trust.md "Validity"), one line per reason.
+    for load in session.loads:
+        validity = load.result.validity
+        if validity is not None and validity.verdict != "valid":
+            for reason in validity.reasons:
+                terminalreporter.write_line(f"{load.nodeid}: {reason}")
