@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from ._compare import Comparison, StatisticComparison, compare
     from ._exceptions import (
         AuthenticationError,
+        CalibrationError,
         CampaignError,
         CommandError,
         ConfigRejectedError,
@@ -81,7 +82,7 @@ del TYPE_CHECKING
 # and the adaptive search (docs/adapt.md) were already loaded this way.
 _LAZY = {
     **{name: ("nhbench._exceptions", name) for name in (
-        "AuthenticationError", "CampaignError", "CommandError", "ConfigRejectedError",
+        "AuthenticationError", "CalibrationError", "CampaignError", "CommandError", "ConfigRejectedError",
         "CoreError", "CoreUnavailableError", "HostError", "HostKeyError", "NHBenchError",
         "OptionsError", "ResolveError", "ResultFileError", "RunError", "RunRefusedError",
         "ServerError",
@@ -215,6 +216,7 @@ __all__ = [
     "HostKeyError",
     "AuthenticationError",
     "CommandError",
+    "CalibrationError",
     "CampaignError",
     "ResultFileError",
     "RunRefusedError",

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from . import _core
+from ._exceptions import CalibrationError
 from ._histogram import from_sparse, summary_from_core
 from ._server import TestServer
 
@@ -61,10 +62,6 @@ HIST_RELATIVE_PRECISION = 1e-3
 _CLOCK_ITERATIONS = 2_000_000
 _SYSCALL_ITERATIONS = 200_000
 _SYS = Path("/sys/devices/system")
-
-
-class CalibrationError(Exception):
-    """A calibration could not be made or read (the message says why)."""
 
 
 # --------------------------------------------------------------------------------------------

@@ -25,6 +25,8 @@ Hierarchy::
     │   └── CommandError        a command on the host failed in a way the caller cannot skip
     ├── CampaignError           a campaign directory is unusable (corrupt manifest, resume
     │                           with different options, directory not empty)
+    ├── CalibrationError        ``nhbench calibrate`` could not measure the host, or a saved
+    │                           calibration cannot be read
     ├── ResultFileError         a result file cannot be loaded (`nhbench.load_result`: missing,
     │                           not JSON, not a format nhbench reads, invalid)
     ├── SyncError               a peer's result listing could not be fetched or read
@@ -64,6 +66,7 @@ __all__ = [
     "HostKeyError",
     "AuthenticationError",
     "CommandError",
+    "CalibrationError",
     "CampaignError",
     "ResultFileError",
     "SloError",
@@ -154,6 +157,10 @@ class CommandError(HostError):
 
 class CampaignError(NHBenchError):
     """A campaign directory cannot be created, resumed or read."""
+
+
+class CalibrationError(NHBenchError):
+    """A calibration could not be made or read (the message says why)."""
 
 
 class ResultFileError(NHBenchError):
