@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.cli import PEAK_RSS_MAIN
 
 import nhbench
 
@@ -113,25 +114,6 @@ def test_bad_input_is_one_line_and_exit_2(args: tuple[str, ...], expected: str) 
     assert_one_line_error(nhbench_cli(*args), expected)
 
 
-# Runs `python -m nhbench ARGS` and, at exit, writes the process's own peak RSS (VmHWM, in
-# KiB) to NHB_PEAK_FILE. wait4's ru_maxrss would not do: the kernel folds the pre-exec
-# memory into it, and the child is forked from the test process (preexec_fn), whose own
-# size then counts as the child's.
-_PEAK_MAIN = """
-import atexit, os, runpy, sys
-
-def _peak():
-    with open("/proc/self/status") as status:
-        line = next(line for line in status if line.startswith("VmHWM:"))
-    with open(os.environ["NHB_PEAK_FILE"], "w") as out:
-        out.write(line.split()[1])
-
-atexit.register(_peak)
-sys.argv[0] = "nhbench"
-runpy.run_module("nhbench", run_name="__main__", alter_sys=True)
-"""
-
-
 def _run_measured(args: tuple[str, ...]) -> tuple[int, str, int]:
     """Run the CLI and return (exit status, stderr, peak RSS in KiB) of that one process.
 
@@ -150,7 +132,7 @@ def _run_measured(args: tuple[str, ...]) -> tuple[int, str, int]:
         env = dict(os.environ, NHB_PEAK_FILE=peak_file)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [PACKAGE_PARENT,
                                                           env.get("PYTHONPATH")]))
-        proc = subprocess.run([sys.executable, "-c", _PEAK_MAIN, *args], capture_output=True,
+        proc = subprocess.run([sys.executable, "-c", PEAK_RSS_MAIN, *args], capture_output=True,
                               text=True, stdin=subprocess.DEVNULL, env=env, preexec_fn=cap,
                               timeout=60, check=False)
         with open(peak_file) as f:

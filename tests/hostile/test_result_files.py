@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.cli import PEAK_RSS_MAIN
 from support.hdrh_blobs import COMPRESSION, ENCODING, blob, global_entry, with_blobs, zigzag_leb
 
 from nhbench import ResultFileError, load_result
@@ -280,19 +281,19 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def nhbench(*args: str, cwd: Path) -> tuple[int, str, str, float]:
-    """Run ``python -m nhbench ARGS``: exit status, stdout, stderr and the child's peak RSS
-    in MB (from wait4, the child's own)."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([SRC, os.environ.get("PYTHONPATH", "")])}
+    """Run ``nhbench ARGS``: exit status, stdout, stderr and the process's own peak RSS in
+    MB (VmHWM at its exit: support.cli.PEAK_RSS_MAIN)."""
+    peak_file = cwd / "peak"
+    peak_file.unlink(missing_ok=True)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([SRC, os.environ.get("PYTHONPATH", "")]),
+           "NHB_PEAK_FILE": str(peak_file)}
     out, err = cwd / "stdout", cwd / "stderr"
     with open(out, "wb") as stdout, open(err, "wb") as stderr:
-        child = subprocess.Popen([sys.executable, "-m", "nhbench", *args], stdout=stdout,
-                                 stderr=stderr, stdin=subprocess.DEVNULL, env=env, cwd=cwd)
-    try:
-        _, status, usage = os.wait4(child.pid, 0)
-    finally:
-        child.returncode = 0  # reaped above; keeps Popen from waiting again
-    return (os.waitstatus_to_exitcode(status), out.read_text(errors="replace"),
-            err.read_text(errors="replace"), usage.ru_maxrss / 1024)
+        status = subprocess.run([sys.executable, "-c", PEAK_RSS_MAIN, *args], stdout=stdout,
+                                stderr=stderr, stdin=subprocess.DEVNULL, env=env, cwd=cwd,
+                                check=False).returncode
+    return (status, out.read_text(errors="replace"), err.read_text(errors="replace"),
+            int(peak_file.read_text()) / 1024)
 
 
 def assert_one_line(status: int, stderr: str, fragment: str) -> None:

@@ -29,3 +29,23 @@ def nhbench_cli(*args: str, timeout: float = 120, env: Mapping[str, str] | None 
     return subprocess.run([sys.executable, "-m", "nhbench", *args], capture_output=True,
                           text=True, timeout=timeout, env=cli_env(env), cwd=cwd,
                           stdin=subprocess.DEVNULL, check=False)
+
+
+#: ``python -c PEAK_RSS_MAIN ARGS`` runs ``nhbench ARGS`` and, at exit, writes the process's
+#: own peak RSS (VmHWM, in KiB) to the file named by NHB_PEAK_FILE. wait4's ru_maxrss would
+#: not do: the kernel folds the pre-exec memory into it, so the size of the test process the
+#: child is forked from (a pytest worker holding numpy, scipy, aioquic...) counts as the
+#: child's.
+PEAK_RSS_MAIN = """
+import atexit, os, runpy, sys
+
+def _peak():
+    with open("/proc/self/status") as status:
+        line = next(line for line in status if line.startswith("VmHWM:"))
+    with open(os.environ["NHB_PEAK_FILE"], "w") as out:
+        out.write(line.split()[1])
+
+atexit.register(_peak)
+sys.argv[0] = "nhbench"
+runpy.run_module("nhbench", run_name="__main__", alter_sys=True)
+"""

@@ -42,6 +42,8 @@ _REDEFINED = {
     "redefined_rps": "--rps: the search chooses the rates; give --min-rps and --max-rps",
     "redefined_stop_on_slo": "--stop-on-slo: adapt's objectives are --slo RULE (the same "
     "grammar)",
+    "redefined_validity": "--validity: a campaign's steps carry no validity verdict yet; run "
+    "the step alone with nhbench run --validity strict",
 }
 
 
@@ -65,7 +67,7 @@ def add_parser(commands: Subparsers,
     add_model_flags(parser, SweepOptions, skip=_SWEEP_SKIPPED)
     add_run_options(parser, sweep=True)
     _campaign.add_redefined_flags(parser, ("--output", "--output-format", "--no-duration",
-                                           "--rps", "--stop-on-slo"))
+                                           "--rps", "--stop-on-slo", "--validity"))
     return parser
 
 

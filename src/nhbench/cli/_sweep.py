@@ -58,7 +58,7 @@ def add_parser(commands: Subparsers,
     add_model_flags(parser, SweepOptions, skip=("url",))
     add_run_options(parser, sweep=True)
     _campaign.add_redefined_flags(parser, ("--output", "--output-format", "--no-duration",
-                                           "--slo"))
+                                           "--slo", "--validity"))
     return parser
 
 
@@ -70,6 +70,8 @@ _REDEFINED = {
     "redefined_no_duration": "--no-duration: every sweep step needs a --duration",
     "redefined_slo": "--slo: a sweep's objectives are its stop rules; use --stop-on-slo RULE "
     "(the same grammar)",
+    "redefined_validity": "--validity: a campaign's steps carry no validity verdict yet; run "
+    "the step alone with nhbench run --validity strict",
 }
 
 _notice_stop = _campaign.stop_notice("finished steps are kept (Ctrl-C again to stop at once)")
