@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 from support.accounting import accounting, assert_accounting
+from support.cli import PEAK_RSS_MAIN
 from support.scripted_origin import ScriptedOrigin
 
 import nhbench
@@ -193,7 +194,10 @@ def test_client_subprocess_survives_hostile_origin(
     mode = _TABLE[name]
     allowance = _startup_allowance()
     kw = _client_kwargs(mode, maybe_tls)
-    args = [sys.executable, "-m", "nhbench", "run", "--output-format", "json",
+    # The child's own peak RSS (VmHWM at its exit): wait4's would count this test process,
+    # which the child is forked from.
+    peak_file = tmp_path / "peak"
+    args = [sys.executable, "-c", PEAK_RSS_MAIN, "run", "--output-format", "json",
             "--rps", str(kw["rps"]), "--duration", str(DURATION), "--drain-timeout", str(DRAIN),
             "--connections", "2", "--cpus", CLIENT_CPU, "--no-default-failure-predicates",
             "--protocol", mode.protocol]
@@ -206,8 +210,9 @@ def test_client_subprocess_survives_hostile_origin(
     out, err = tmp_path / "out.json", tmp_path / "err.txt"
     with _origin(name, maybe_tls) as origin, open(out, "wb") as stdout, open(err, "wb") as stderr:
         start = time.monotonic()
-        proc = subprocess.Popen([*args, _url(origin, mode)], stdout=stdout, stderr=stderr)
-        code, maxrss_kb = _wait_with_rusage(proc, DURATION + DRAIN + 1.0 + allowance + 10)
+        proc = subprocess.Popen([*args, _url(origin, mode)], stdout=stdout, stderr=stderr,
+                                env={**os.environ, "NHB_PEAK_FILE": str(peak_file)})
+        code, _ = _wait_with_rusage(proc, DURATION + DRAIN + 1.0 + allowance + 10)
         elapsed = time.monotonic() - start
     stderr_text = err.read_text(errors="replace")
     # A signal shows as a negative status; 2 would be an options error (a broken test).
@@ -216,6 +221,7 @@ def test_client_subprocess_survives_hostile_origin(
     assert "Traceback" not in stderr_text
     assert elapsed <= DURATION + DRAIN + 1.0 + allowance, \
         f"exited after {elapsed:.2f} s (start-up allowance {allowance:.2f} s)"
+    maxrss_kb = int(peak_file.read_text())
     assert maxrss_kb / 1024 < SUBPROCESS_RSS_BOUND_MB, f"peak RSS {maxrss_kb / 1024:.0f} MB"
     result = nhbench.Result.model_validate_json(out.read_text())
     assert_accounting(result.counters)
