@@ -34,5 +34,6 @@ def closed_port() -> Iterator[int]:
         yield port
 
 
-# The session-scoped `sshd` fixture (a real OpenSSH server), for every test file.
-pytest_plugins = ["support.sshd_fixture"]
+# The session-scoped `sshd` fixture (a real OpenSSH server) and the proxy tests' origins,
+# for every test file.
+pytest_plugins = ["support.sshd_fixture", "support.origins"]

@@ -15,7 +15,6 @@ import re
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
 
 import pytest
 from support.http_proxies import squid, tinyproxy
@@ -27,18 +26,6 @@ import nhbench
 pytestmark = [pytest.mark.core, pytest.mark.peer]
 
 RUN = {"rps": 100, "requests": 60, "connections": 3, "concurrency": 1, "timeout": 5}
-
-
-@pytest.fixture(scope="module")
-def tls_origin() -> Iterator[nhbench.TestServer]:
-    with nhbench.TestServer(tls_self_signed=True) as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def plain_origin() -> Iterator[nhbench.TestServer]:
-    with nhbench.TestServer() as server:
-        yield server
 
 
 def _origin_requests(server: nhbench.TestServer) -> int:

@@ -24,18 +24,6 @@ RUN = {"rps": 100, "requests": 60, "connections": 3, "concurrency": 1, "timeout"
 
 
 @pytest.fixture(scope="module")
-def tls_origin() -> Iterator[nhbench.TestServer]:
-    with nhbench.TestServer(tls_self_signed=True) as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def plain_origin() -> Iterator[nhbench.TestServer]:
-    with nhbench.TestServer() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
 def chain_tls() -> Iterator[tuple[Tinyproxy, Nghttpx]]:
     with tinyproxy() as backend, nghttpx(backend, tls=True) as proxy:
         yield backend, proxy

@@ -123,7 +123,6 @@ static uint64_t base_time(nhb__worker* w, uint64_t k) {
   return k < run->config.nschedule_offsets ? w->start_ns + run->schedule_offsets_ns[k] : UINT64_MAX;
 }
 
-
 /* The jittered time of release k (base time `base`), drawn once per release
  * and kept until it is made: the wake-up for it may run several times. The
  * jittered time is the release's scheduled time, so the latency of a
