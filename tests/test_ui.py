@@ -172,6 +172,28 @@ def script(port: int, target: str) -> dict[str, Any]:
     return seen
 
 
+def fortio_ui_port(fortio: subprocess.Popen[str]) -> int:
+    """The port of a starting Fortio server's UI, once its REST handlers are in place.
+
+    Fortio logs "http-echo server listening" as soon as it serves, and only then adds
+    the UI and REST handlers to the mux: a request in between gets 404. Its log's "All
+    fortio ... servers started!" comes after the last handler.
+    """
+    assert fortio.stderr is not None
+    port = 0
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        line = fortio.stderr.readline()
+        match = re.search(r"http-echo server listening on tcp 127\.0\.0\.1:(\d+)", line)
+        if match:
+            port = int(match.group(1))
+        if port and "servers started!" in line:
+            return port
+        if not line:
+            break
+    raise AssertionError("fortio server did not say its port and start its UI")
+
+
 @pytest.mark.peer
 @pytest.mark.skipif(not os.access(FORTIO, os.X_OK), reason="fortio is not installed")
 def test_a_script_against_fortios_rest_api_sees_the_same_shapes(
@@ -184,16 +206,7 @@ def test_a_script_against_fortios_rest_api_sees_the_same_shapes(
                                "-data-dir", str(data)],
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        port = 0
-        assert fortio.stderr is not None
-        deadline = time.monotonic() + 20
-        while not port and time.monotonic() < deadline:
-            match = re.search(r"http-echo server listening on tcp 127\.0\.0\.1:(\d+)",
-                              fortio.stderr.readline())
-            if match:
-                port = int(match.group(1))
-        assert port, "fortio server did not say its port"
-        theirs = script(port, origin)
+        theirs = script(fortio_ui_port(fortio), origin)
     finally:
         fortio.terminate()
         fortio.communicate(timeout=10)
@@ -247,16 +260,7 @@ def test_rest_resolve_side_by_side_with_fortio(ui: UI, tmp_path: Path) -> None:
     with nhbench.TestServer(listen="127.0.0.2:0") as server:
         port = server.address[1]
         try:
-            fortio_port = 0
-            assert fortio.stderr is not None
-            deadline = time.monotonic() + 20
-            while not fortio_port and time.monotonic() < deadline:
-                match = re.search(r"http-echo server listening on tcp 127\.0\.0\.1:(\d+)",
-                                  fortio.stderr.readline())
-                if match:
-                    fortio_port = int(match.group(1))
-            assert fortio_port, "fortio server did not say its port"
-            theirs = resolve_script(fortio_port, port)
+            theirs = resolve_script(fortio_ui_port(fortio), port)
         finally:
             fortio.terminate()
             fortio.communicate(timeout=10)
