@@ -238,9 +238,10 @@ def _extra_latency(manifest: CampaignManifest) -> list[StepColumn]:
     ]
 
 
-# The browser's cell classes: the same as a step's pass/fail, so that an invalid step reads
-# as alarming as a failed one and a suspect one as a warning.
-_VALIDITY_CSS = {"valid": "ok", "suspect": "warn", "invalid": "failed"}
+# The browser's cell classes (its stylesheet colours them): their own, not a step's pass/fail
+# ones, since a step may pass its stop rules and still be invalid.
+_VALIDITY_CSS = {"valid": "validity-valid", "suspect": "validity-suspect",
+                 "invalid": "validity-invalid"}
 
 
 def _yes_no(passed: str, failed: str) -> Text:
