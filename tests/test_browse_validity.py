@@ -43,6 +43,12 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert invalid.validity is not None and invalid.validity.verdict == "invalid"
     assert calm.validity is not None
     (directory / "invalid.json").write_text(invalid.render("json"))
+    # A file whose reason is markup (a hostile or careless writer): shown as text.
+    checks = [check.model_copy(update={"reason": _HOSTILE}) if check.name == "blocked"
+              else check for check in invalid.validity.checks]
+    hostile = invalid.model_copy(update={"validity": invalid.validity.model_copy(
+        update={"checks": checks})})
+    (directory / "hostile.json").write_text(hostile.render("json"))
     (directory / "calm.json").write_text(calm.render("json"))
     # The same run as an older nhbench wrote it: no validity key in its extension.
     text = calm.render("json")
@@ -52,6 +58,9 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (directory / "old.json").write_text(json.dumps(old))
     assert nhbench.load_result(directory / "old.json").validity is None
     return directory
+
+
+_HOSTILE = '<script>alert(1)</script><img src=x onerror="alert(2)">'
 
 
 def _drop_validity(document: object) -> bool:
@@ -166,3 +175,9 @@ def test_the_comparison_keeps_validity_apart_from_its_verdicts(browse: str) -> N
     verdicts = set(re.findall(r'<td class="verdict [^"]*">([^<]*)</td>', table))
     assert verdicts and verdicts <= {"regressed", "improved", "no significant change",
                                      "not tested"}, verdicts
+
+
+def test_a_reason_that_is_markup_is_shown_as_text(browse: str) -> None:
+    page = _get(browse + "result/hostile.json")
+    assert _HOSTILE not in page and "<script>alert" not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;&lt;img src=x onerror=" in page

@@ -125,7 +125,9 @@ def _validity_families(document: Mapping[str, Any]) -> list[str]:
         out.append("# TYPE nhbench_validity_check gauge\n")
         for check in checks:
             node = check.get("node")
-            scope = str(node) if isinstance(node, str) and node.isidentifier() else "global"
+            if node is not None and not (isinstance(node, str) and node.isidentifier()):
+                continue  # a node name no label of ours would carry as it is
+            scope = "global" if node is None else node
             out.append(f'nhbench_validity_check{{scope="{scope}",check="{check["name"]}"}} '
                        f'{_VERDICT_VALUES[check["verdict"]]}\n')
     return out
