@@ -447,3 +447,56 @@ def test_endpoints_merge_across_hosts(cluster: LocalRayCluster) -> None:
     assert 0 < sum(e.requests for e in last.endpoints) <= total
     for mid, final in zip(last.endpoints, result.endpoints, strict=True):
         assert mid.requests <= final.requests and mid.connections <= final.connections
+
+
+def test_every_node_has_a_validity_and_the_merge_names_them(
+        cluster: LocalRayCluster, server: nhbench.TestServer) -> None:
+    # docs/trust.md "Validity": each node's verdict from its own workers, the merged one
+    # over every node's workers' loads.
+    result = nhbench.run(server.url, cluster=nhbench.Cluster(cluster.address), rps=50,
+                         duration="1s", concurrency=2, stats_interval="0.1s")
+    assert result.success, result.error
+    validity = result.validity
+    assert validity is not None
+    # Every worker of every node: their thread CPU and wall time in the measured phase.
+    assert len(validity.workers) == 4
+    for load in validity.workers:
+        assert 0.5 < load.wall_time < 3.0 and 0 < load.cpu_time < load.wall_time
+    assert validity.hiccup is not None and validity.hiccup.count > 4 * 50
+    for host in result.hosts:
+        assert host.validity is not None
+        assert [c.name for c in host.validity.checks][:3] == [
+            "cpu_share", "run_queue_wait", "hiccup"]
+        # A node's share of the rate is its workers' (2 x 50), not the run's.
+        schedule = next(c for c in host.validity.checks if c.name == "schedule")
+        assert schedule.verdict == "not tested" or "of 100 asked" in schedule.reason
+    # The merged verdict is the worst of its own checks and of every node's.
+    order = ["valid", "suspect", "invalid"]
+    own = [c.verdict for c in validity.checks if c.node is None and c.verdict in order]
+    nodes = [h.validity.verdict for h in result.hosts if h.validity is not None]
+    assert validity.verdict == max(["valid", *own, *nodes], key=order.index)
+    for check in validity.checks:
+        assert check.node in (None, "host_0", "host_1")
+
+
+def test_a_starved_schedule_is_invalid_on_every_node_by_name(
+        cluster: LocalRayCluster, tmp_path: Path) -> None:
+    # One connection per node to a server that delays each response by 5 ms cannot carry
+    # 2,000 requests per second: every node blocks, so every node is invalid, and the
+    # merged verdict's reasons name both; --validity strict exits 98 for it.
+    out = tmp_path / "starved.json"
+    with nhbench.TestServer(subprocess=True, static_delay="5ms") as slow:
+        proc = cli("run", "--ray", cluster.address, slow.url, "--hosts", "2", "--rps", "2000",
+                   "--connections", "1", "--duration", "1s", "--validity", "strict",
+                   "--output-format", "json", "--output", str(out))
+    assert proc.returncode == 98, proc.stderr
+    assert "the run is invalid (--validity strict)" in proc.stderr
+    result = nhbench.load_result(out)
+    assert result.validity is not None and result.validity.verdict == "invalid"
+    for host in result.hosts:
+        assert host.validity is not None and host.validity.verdict == "invalid"
+    reasons = result.validity.reasons
+    assert any(r.startswith("invalid: blocked: ") for r in reasons), reasons  # the whole run
+    for name in ("host_0", "host_1"):
+        assert any(r.startswith(f"invalid: blocked on {name}: ") for r in reasons), reasons
+    assert len(result.validity.workers) == 2

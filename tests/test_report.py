@@ -228,14 +228,15 @@ def test_text_table_columns_and_rows(manifest: CampaignManifest) -> None:
     assert headers == [
         "No.", "Core/Thread", "Protocol", "RPS per worker", "Requested RPS", "Achieved RPS",
         "P50", "P90", "P99", "P99.9", "Blocked", "Errors", "ingress CPU %", "sidecar CPU %",
-        "Loadgen CPU %", "nhbench CPU %", "Result",
+        "Loadgen CPU %", "nhbench CPU %", "Result", "Validity",
     ]
     assert len(rows) == 6
     first, fifth, sixth = rows[0], rows[4], rows[5]
     assert first == ["1", "2 @0-1", "http1", "100", "200", "200", "850 µs", "1.20 ms",
-                     "2.50 ms", "4.00 ms", "no", "0", "11.0", "5.0", "21.0", "11.0", "pass"]
+                     "2.50 ms", "4.00 ms", "no", "0", "11.0", "5.0", "21.0", "11.0", "pass",
+                     "-"]
     assert fifth[6:12] == ["4.00 ms", "9.00 ms", "48.0 ms", "1.25 s", "yes (12)", "40 (0.4%)"]
-    assert fifth[-1] == "FAIL"
+    assert fifth[-2] == "FAIL"
     # No latency and no load generator CPU: shown as "-", not as 0.
     assert sixth[6:10] == ["-", "-", "-", "-"] and sixth[14] == "-"
 

@@ -73,22 +73,23 @@ def test_each_view_keeps_its_columns() -> None:
         "index", "directory", "rps_per_worker", "workers", "requested_rps", "achieved_rps",
         "duration_s", "requests", "http_2xx", "latency_p50_s", "latency_p90_s",
         "latency_p99_s", "latency_p99_9_s", "blocked", "blocked_count", "errors", "error_rate",
-        "loadgen_cpu", "nhbench_cpu", "passed", "failed_checks", "started_at", "ended_at"]
+        "loadgen_cpu", "nhbench_cpu", "passed", "failed_checks", "started_at", "ended_at",
+        "validity", "validity_reasons"]
     assert _names("report") == [
         "No.", "Core/Thread", "Protocol", "RPS per worker", "Requested RPS", "Achieved RPS",
         "P50", "P90", "P99", "P99.9", "Blocked", "Errors", "ingress CPU %", "Loadgen CPU %",
-        "nhbench CPU %", "Result"]
+        "nhbench CPU %", "Result", "Validity"]
     assert _names("frame") == [
         "step", "rps_per_worker", "workers", "requested_rps", "achieved_rps", "p50", "p90",
         "p99", "p99.9", "blocked", "blocked_count", "errors", "error_rate", "cpu_ingress",
-        "loadgen_cpu", "nhbench_cpu", "passed", "duration", "requests", "http_2xx",
+        "loadgen_cpu", "nhbench_cpu", "passed", "validity", "duration", "requests", "http_2xx",
         "started_at", "directory"]
     assert _names("browse") == [
         "No.", "rps per worker", "requested rps", "achieved rps", "p50", "p99", "errors",
-        "passed"]
+        "passed", "validity"]
     assert _names("notebook") == [
         "No.", "requested", "achieved", "p50", "p90", "p99", "p99.9", "errors", "blocked",
-        "passed"]
+        "passed", "validity"]
 
 
 def test_keys_are_unique_and_every_column_is_shown_somewhere() -> None:

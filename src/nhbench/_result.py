@@ -505,6 +505,10 @@ class HostEntry(BaseModel):
     ready_margin: Seconds = Field(
         default=0.0, description="How long before the scheduled start the node had its "
         "workers armed (controller's clock); negative: it was late by that much.")
+    validity: Validity | None = Field(
+        default=None, description="The node's own validity verdict (docs/trust.md "
+        "\"Validity\"): its workers' loads, its schedule; the merged result's names the "
+        "node in each of its reasons.")
 
 
 class EndpointResult(BaseModel):
@@ -562,12 +566,26 @@ class Validity(BaseModel):
         order = {"invalid": 0, "suspect": 1}
         bad = sorted((c for c in self.checks if c.verdict in order),
                      key=lambda c: order[c.verdict])
-        return [f"{c.verdict}: {c.name}: {c.reason}" for c in bad]
+        return [f"{c.verdict}: {c.name}{f' on {c.node}' if c.node else ''}: {c.reason}"
+                for c in bad]
 
     def __str__(self) -> str:
         lines = [f"validity: {self.verdict}"]
         lines += [f"  {reason}" for reason in self.reasons]
         return "\n".join(lines)
+
+    def with_nodes(self, nodes: Sequence[tuple[str, Validity | None]]) -> Validity:
+        """A distributed run's verdict: this one (the merged result's, over every node's
+        workers) with each node's checks that are not valid added under the node's name,
+        and the worst of them all. A node starved of CPU is flagged by name even where the
+        merged figures (its share of the load) would hide it."""
+        checks = list(self.checks)
+        for name, validity in nodes:
+            if validity is None:
+                continue
+            checks += [check.model_copy(update={"node": name}) for check in validity.checks
+                       if check.verdict in ("suspect", "invalid")]
+        return self.model_copy(update={"checks": checks, "verdict": worst(checks)})
 
     @classmethod
     def of(cls, result: Result, load: Sequence[Mapping[str, Any]] | None) -> Validity:

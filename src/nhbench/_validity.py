@@ -116,6 +116,9 @@ class ValidityCheck(BaseModel):
     verdict: CheckVerdict
     value: float | None = Field(default=None, description="The measure (its unit in `reason`).")
     reason: str = Field(description="One line: what was measured against what.")
+    node: str | None = Field(
+        default=None, description="A distributed run's node (its Result.hosts name) this "
+        "check measured; None: the run as a whole.")
 
 
 @dataclass(frozen=True)

@@ -33,14 +33,17 @@ from ..hosts import Host
 from ..options import AdaptOptions, split_adapt
 from ..sweep import Sweep, SweepConfig, default_out, prepare_sweep
 from ._search import replay
-from ._strategy import AdaptStrategy, _outcomes
+from ._strategy import AdaptStrategy, _outcomes, invalid_twice
 
-__all__ = ["SLO_FAILED", "AdaptConfig", "AdaptOutcome", "adapt", "outcome_of", "prepare_adapt",
+__all__ = ["INVALID_RUN", "SLO_FAILED", "AdaptConfig", "AdaptOutcome", "adapt", "outcome_of", "prepare_adapt",
            "settings_for_resume"]
 
 #: The exit status of ``nhbench adapt`` when even --min-rps breaks the SLO or a confirmation
 #: run failed (the CLI's SLO_FAILED, the status of ``nhbench run --slo`` that fails).
 SLO_FAILED = 99
+#: ... and when, under --validity strict, a step and its re-measurement were both invalid
+#: (the CLI's INVALID_RUN, the status of ``nhbench run --validity strict``).
+INVALID_RUN = 98
 
 # Settings that say where the campaign is, not what it is: never stored in the manifest.
 _NOT_STORED = ("out", "resume")
@@ -60,7 +63,8 @@ class AdaptConfig:
 
     @property
     def strategy(self) -> AdaptStrategy:
-        return AdaptStrategy(self.options, settings=self.sweep.settings)
+        return AdaptStrategy(self.options, settings=self.sweep.settings,
+                             strict=self.sweep.options.validity == "strict")
 
 
 def settings_for_resume(manifest: CampaignManifest, given: Mapping[str, Any]) -> dict[str, Any]:
@@ -119,7 +123,7 @@ def _check_resume(config: AdaptConfig, manifest: CampaignManifest) -> None:
         raise CampaignError(f"cannot resume with --max-steps {new.max_steps}: the campaign "
                             f"already ran {saved.search_steps} search steps")
     try:
-        replay(config.strategy.settings, _outcomes(manifest.steps))
+        replay(config.strategy.settings, _outcomes(manifest.steps, config.strategy.strict))
     except CampaignError as exc:
         raise CampaignError(f"cannot resume: {exc}") from None
 
@@ -162,8 +166,11 @@ class AdaptOutcome(BaseModel):
     @property
     def exit_status(self) -> int:
         """``nhbench adapt``'s exit status for this outcome, signals aside: 0 an answer (and
-        a confirmation that held, if asked), 99 no answer or a failed confirmation, 1 a
-        campaign that did not end its search."""
+        a confirmation that held, if asked), 99 no answer or a failed confirmation, 98 a
+        step invalid twice under --validity strict, 1 a campaign that did not end its
+        search."""
+        if self.status == "stopped" and invalid_twice(self.steps) is not None:
+            return INVALID_RUN
         if self.status != "completed":
             return 1
         if self.highest_passing_rps is None or self.confirmed is False:

@@ -25,7 +25,7 @@ from ..options import AdaptOptions
 from ..sweep import step_line
 from ._search import Outcome, SearchSettings, SearchState, replay
 
-__all__ = ["AdaptStrategy", "BLOCKED_CHECK", "search_settings"]
+__all__ = ["AdaptStrategy", "BLOCKED_CHECK", "invalid_twice", "search_settings"]
 
 #: The check the sweep's records add for a step in which the load generator could not offer
 #: the rate (``stop_on_blocked``); adapt always adds it.
@@ -41,8 +41,23 @@ def search_settings(options: AdaptOptions) -> SearchSettings:
     )
 
 
-def _outcomes(steps: Sequence[StepRecord]) -> list[Outcome]:
-    return [Outcome(step.index, step.rps_per_worker, step.passed) for step in steps]
+def _outcomes(steps: Sequence[StepRecord], strict: bool = False) -> list[Outcome]:
+    # Under --validity strict an invalid step decides nothing: the search asks for its rate
+    # again, as if it had not run (its record stays in the campaign, marked).
+    return [Outcome(step.index, step.rps_per_worker, step.passed) for step in steps
+            if not (strict and step.validity == "invalid")]
+
+
+def invalid_twice(steps: Sequence[StepRecord]) -> StepRecord | None:
+    """The last step, when it and the one before it were both invalid at the same rate:
+    the re-measurement of an invalid step was invalid too (--validity strict ends there)."""
+    if len(steps) < 2:
+        return None
+    last, before = steps[-1], steps[-2]
+    if (last.validity == before.validity == "invalid"
+            and last.rps_per_worker == before.rps_per_worker):
+        return last
+    return None
 
 
 def _bound(outcome: Outcome | None, steps: Sequence[StepRecord]) -> AdaptBound | None:
@@ -84,15 +99,18 @@ class AdaptStrategy:
     """The search, for `nhbench.sweep.Sweep` (a `StepStrategy`)."""
 
     def __init__(self, options: AdaptOptions,
-                 settings: Mapping[str, Any] | None = None) -> None:
+                 settings: Mapping[str, Any] | None = None, *, strict: bool = False) -> None:
         self.options = options
         self.settings = search_settings(options)
+        #: --validity strict: an invalid step is measured again, and a second invalid one
+        #: at the same rate ends the campaign (docs/adapt.md "Validity").
+        self.strict = strict
         # The campaign's settings as given (a resume's: the saved ones with what it changed,
         # --confirm or --max-steps), which the manifest keeps for the next --resume.
         self._given = None if settings is None else dict(settings)
 
     def state(self, manifest: CampaignManifest) -> SearchState:
-        return replay(self.settings, _outcomes(manifest.steps))
+        return replay(self.settings, _outcomes(manifest.steps, self.strict))
 
     def describe(self, manifest: CampaignManifest) -> AdaptState:
         """The manifest's `AdaptState` for the steps recorded so far."""
@@ -123,6 +141,12 @@ class AdaptStrategy:
         manifest.adapt = self.describe(manifest)
 
     def ended(self, manifest: CampaignManifest) -> tuple[CampaignStatus, str] | None:
+        twice = invalid_twice(manifest.steps) if self.strict else None
+        if twice is not None:
+            reasons = "; ".join(twice.validity_reasons) or "no reason recorded"
+            return "stopped", (f"steps {twice.index - 1} and {twice.index} "
+                               f"({twice.rps_per_worker:g} rps) invalid (--validity strict): "
+                               f"{reasons}")
         state = self.state(manifest)
         if state.next_rate is not None:
             return None

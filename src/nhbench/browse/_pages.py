@@ -166,7 +166,7 @@ def list_page(listing: Listing, root: str, *, ui: bool = False) -> str:
 
 def _search_text(entry: Entry) -> str:
     words = [entry.path, entry.label, entry.url, _when(entry.time), entry.verdict, entry.error,
-             entry.kind]
+             entry.kind, entry.validity]
     return " ".join(words).lower()
 
 
@@ -203,7 +203,10 @@ def _headline(result: Result) -> dict[str, Any]:
     percentiles = [(f"p{p:g}", format_latency(percentile(latency, p))) for p in HEADLINE_PERCENTILES]
     percentiles.append(("max", format_latency(latency.max if latency and latency.count
                                               else None)))
+    validity = result.validity
     return {"ok": ok, "verdict": verdict, "figures": figures, "percentiles": percentiles,
+            "validity": None if validity is None else validity.verdict,
+            "validity_reasons": [] if validity is None else validity.reasons,
             "warnings": result_warnings(result), "corrected": corrected,
             "statistic": latency.id if latency else SCHEDULED_TO_RESPONSE,
             "exact": latency is None or latency.has_histogram}
@@ -377,7 +380,8 @@ def _compared(path: str, result: Result) -> dict[str, Any]:
     return {"name": _name(result, path), "path": path, "curve": curve(latency),
             "corrected": corrected, "values": _key_values(result),
             "time": _when(result.timestamp), "url": clip(result.options.uri),
-            "description": clip(_description(result)), "verdict": result_verdict(result)[1]}
+            "description": clip(_description(result)), "verdict": result_verdict(result)[1],
+            "validity": None if result.validity is None else result.validity.verdict}
 
 
 def compare_page(runs: Iterable[tuple[str, Result]]) -> str:
@@ -420,7 +424,7 @@ def compare_page(runs: Iterable[tuple[str, Result]]) -> str:
     legend = [
         {"name": name, "colour": PALETTE[i % len(PALETTE)], "path": run["path"],
          "time": run["time"], "url": run["url"], "description": run["description"],
-         "verdict": run["verdict"]}
+         "verdict": run["verdict"], "validity": run["validity"]}
         for i, (name, run) in enumerate(zip(names, compared, strict=True))
     ]
     return _render("compare.html.j2", title="nhbench comparison", runs=legend,

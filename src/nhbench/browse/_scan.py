@@ -154,6 +154,9 @@ class Entry:
     errors: int | None = None
     ok: bool = True
     verdict: str = ""
+    #: The validity verdict (docs/trust.md "Validity") of the numbers the row shows (a
+    #: campaign: of the step it shows); "" when the file carries none.
+    validity: str = ""
     #: Why the file could not be read (kind "error").
     error: str = ""
     #: Campaigns: the finished steps and the status.
@@ -169,6 +172,7 @@ class Entry:
             requested_rps=result.requested_rps, achieved_rps=result.achieved_rps,
             p50=percentile(latency, 50), p99=percentile(latency, 99), errors=result.error_count,
             ok=ok, verdict=clip(verdict),
+            validity="" if result.validity is None else result.validity.verdict,
         )
 
     @classmethod
@@ -187,6 +191,7 @@ class Entry:
             ok=manifest.status in ("completed", "stopped", "running"),
             verdict=f"sweep {manifest.status}, {len(steps)} step{'s' if len(steps) != 1 else ''}",
             steps=len(steps),
+            validity=(shown.validity or "") if shown else "",
         )
 
     @classmethod

@@ -124,6 +124,12 @@ class StepRecord(BaseModel):
     )
     slo: list[SloCheck] = Field(default_factory=list)
     passed: bool = Field(description="No stop rule fired on this step.")
+    validity: Literal["valid", "suspect", "invalid"] | None = Field(
+        default=None, description="The step's validity verdict (Result.validity, "
+        "docs/trust.md \"Validity\"); None for a step recorded before steps carried it.")
+    validity_reasons: list[str] = Field(
+        default_factory=list, description="One line per check that is not valid, the "
+        "invalid ones first (Validity.reasons).")
     target_capture: CaptureResult | None = None
     loadgen_capture: CaptureResult | None = None
     started_at: datetime

@@ -238,6 +238,12 @@ def _extra_latency(manifest: CampaignManifest) -> list[StepColumn]:
     ]
 
 
+# The browser's cell classes (its stylesheet colours them): their own, not a step's pass/fail
+# ones, since a step may pass its stop rules and still be invalid.
+_VALIDITY_CSS = {"valid": "validity-valid", "suspect": "validity-suspect",
+                 "invalid": "validity-invalid"}
+
+
 def _yes_no(passed: str, failed: str) -> Text:
     return lambda s: passed if s.passed else failed
 
@@ -281,6 +287,15 @@ STEP_TABLE: tuple[StepColumn | PerCampaign, ...] = (
                csv="passed", report="Result", frame="passed",
                browse=Shown("passed", _yes_no("yes", "no"), css=_yes_no("ok", "failed")),
                notebook=Shown("passed", _yes_no("yes", "NO"))),
+    # The step's validity verdict (docs/trust.md "Validity"): whether its numbers measured
+    # the server or the load generator's own trouble. After the CSV's older fixed columns,
+    # so that those keep their positions; "-" for a step recorded before steps carried it.
+    StepColumn("validity", lambda s: s.validity, lambda s: s.validity or "-", numeric=False,
+               csv=Shown("validity", after="ended_at"), report="Validity", frame="validity",
+               browse=Shown("validity", css=lambda s: _VALIDITY_CSS.get(s.validity or "", "")),
+               notebook="validity"),
+    StepColumn("validity_reasons", lambda s: "; ".join(s.validity_reasons),
+               csv=Shown("validity_reasons", after="validity")),
     StepColumn("failed_checks",
                lambda s: "; ".join(check.expression for check in s.slo if not check.passed),
                csv="failed_checks"),

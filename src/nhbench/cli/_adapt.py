@@ -6,6 +6,9 @@ Exit status:
   the summary and the manifest say), and every --confirm run passed.
 * 99 (SLO_FAILED, as ``nhbench run --slo``): even --min-rps breaks the SLO, or a
   confirmation run at the answer failed.
+* 98: ``--validity strict`` and a step was invalid, then invalid again when measured once
+  more at the same rate: the search stops there (an invalid step never decides the search
+  under --validity strict; docs/adapt.md "Validity").
 * 1: the search could not be carried out (the target, the SSH host, a host command): one
   line; the steps finished until then are kept and the manifest says ``failed``.
 * 2: invalid input (no --slo, a bad rule, --min-rps above --max-rps, a bad --precision, an
@@ -42,8 +45,6 @@ _REDEFINED = {
     "redefined_rps": "--rps: the search chooses the rates; give --min-rps and --max-rps",
     "redefined_stop_on_slo": "--stop-on-slo: adapt's objectives are --slo RULE (the same "
     "grammar)",
-    "redefined_validity": "--validity: a campaign's steps carry no validity verdict yet; run "
-    "the step alone with nhbench run --validity strict",
 }
 
 
@@ -67,7 +68,7 @@ def add_parser(commands: Subparsers,
     add_model_flags(parser, SweepOptions, skip=_SWEEP_SKIPPED)
     add_run_options(parser, sweep=True)
     _campaign.add_redefined_flags(parser, ("--output", "--output-format", "--no-duration",
-                                           "--rps", "--stop-on-slo", "--validity"))
+                                           "--rps", "--stop-on-slo"))
     return parser
 
 

@@ -4,6 +4,9 @@ Exit status of ``nhbench sweep``:
 
 * 0: the campaign ended as planned: every step ran, or a stop rule fired (finding where a
   rule fires is what a sweep is for; the manifest and the last progress line say which).
+* 98: ``--validity strict`` and a step was invalid (docs/trust.md "Validity"): the sweep
+  still runs its plan (its stop rules decide where it ends, as without the flag), so that
+  every step is on record with its verdict; the summary names the invalid steps.
 * 1: the sweep could not be carried out (the SSH host refused us, the target did not
   resolve, a host command failed): one line on stderr. Steps finished until then are kept
   and the manifest says ``failed``.
@@ -23,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from ..options import SweepOptions, add_model_flags
 from . import _campaign
 from ._common import note
-from ._run import add_run_options
+from ._run import INVALID_RUN, add_run_options
 
 if TYPE_CHECKING:
     from ..sweep import Sweep
@@ -58,7 +61,7 @@ def add_parser(commands: Subparsers,
     add_model_flags(parser, SweepOptions, skip=("url",))
     add_run_options(parser, sweep=True)
     _campaign.add_redefined_flags(parser, ("--output", "--output-format", "--no-duration",
-                                           "--slo", "--validity"))
+                                           "--slo"))
     return parser
 
 
@@ -70,8 +73,6 @@ _REDEFINED = {
     "redefined_no_duration": "--no-duration: every sweep step needs a --duration",
     "redefined_slo": "--slo: a sweep's objectives are its stop rules; use --stop-on-slo RULE "
     "(the same grammar)",
-    "redefined_validity": "--validity: a campaign's steps carry no validity verdict yet; run "
-    "the step alone with nhbench run --validity strict",
 }
 
 _notice_stop = _campaign.stop_notice("finished steps are kept (Ctrl-C again to stop at once)")
@@ -97,7 +98,14 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     campaign = _campaign.run_campaign(sweep, _notice_stop)
     _print_summary(campaign)
     status = _campaign.interrupted_status(sweep, campaign)
-    return 0 if status is None else status
+    if status is not None:
+        return status
+    invalid = [step.index for step in campaign.manifest.steps if step.validity == "invalid"]
+    if invalid and sweep.config.options.validity == "strict":
+        note(f"step(s) {', '.join(map(str, invalid))} invalid (--validity strict); their "
+             "reasons are under the step table")
+        return INVALID_RUN
+    return 0
 
 
 def _print_summary(campaign: Any) -> None:

@@ -326,8 +326,14 @@ def merge_core(cores: Sequence[Mapping[str, Any]], offsets_ns: Sequence[int]) ->
     for i in range(stage_count):
         pairs = [s["stages"][i] for s in schedules if i < len(s.get("stages") or ())]
         stages.append((sum(int(p[0]) for p in pairs), sum(int(p[1]) for p in pairs)))
+    # Each worker's load in the measured phase (thread CPU, run-queue wait, hiccups), in the
+    # workers' order: the validity checks read every node's workers, as a run's.
+    load: list[Mapping[str, Any]] = []
+    for core in cores:
+        load += list(core.get("load") or ())
     return {
         "workers": workers,
+        "load": load,
         "global": merged,
         "terminated_by": min(reasons, key=_end_rank),
         "failed_predicates": failed,
@@ -709,7 +715,14 @@ class ClusterBenchmark:
         host_entries: list[WorkerResult] = []
         entries: list[HostEntry] = []
         shifted = iter(merged["workers"])
+        node_validity = []
         for host, core, answer in zip(self._hosts, cores, answers, strict=True):
+            # The node's own verdict, from its own core result: its workers' loads, its
+            # releases against its share of the rate (its worker count times rps). No
+            # timeline of its own (the controller merges the intervals), so the trend
+            # checks are the merged result's only.
+            validity = Result.from_core(core, options).validity
+            node_validity.append((host.name, validity))
             names = []
             for j in range(len(core.get("workers") or ())):
                 worker = WorkerResult.from_core(f"{host.name}.worker_{j}", next(shifted), points)
@@ -725,9 +738,12 @@ class ClusterBenchmark:
                 clock_uncertainty=host.uncertainty_ns / _NS,
                 start_skew=(start / _NS - scheduled) if start else 0.0,
                 ready_margin=scheduled - (int(answer["armed_ns"]) - host.offset_ns) / _NS,
+                validity=validity,
             ))
         result.results = [*named, *host_entries, result.global_result]
         result.hosts = entries
+        if result.validity is not None:
+            result.validity = result.validity.with_nodes(node_validity)
         result.scheduled_start = datetime.fromtimestamp(scheduled, tz=timezone.utc)
         return result
 

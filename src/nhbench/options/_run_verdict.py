@@ -57,7 +57,9 @@ class Verdict(RunPart):
         default="report",
         description="What the validity verdict (docs/trust.md \"Validity\": load generator, "
         "schedule, stationarity) does: 'report' (default) prints it and keeps it in the "
-        "result; 'strict' also makes an invalid run exit 98.",
+        "result; 'strict' also makes an invalid run exit 98 (a sweep: when any step was invalid, "
+        "after its plan; adapt: an invalid step is measured again, and invalid twice stops "
+        "the search).",
     )
 
     @field_validator("slo", mode="before")

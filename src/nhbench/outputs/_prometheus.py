@@ -28,7 +28,7 @@ from ._nhfields import (
     to_double,
     to_uint,
 )
-from ._nighthawk import nighthawk_output
+from ._nighthawk import nhbench_extension, nighthawk_output
 
 if TYPE_CHECKING:
     from .._result import Result
@@ -94,7 +94,43 @@ def format_prometheus(document: Mapping[str, Any]) -> str:
     for family in sorted(families):
         out.append(f"# TYPE {family}\n")
         out.extend(line + "\n" for line in families[family])
+    out += _validity_families(document)
     return "".join(out)
+
+
+#: A check's verdict as a gauge value, so that an alert can say `> 1`.
+_VERDICT_VALUES = {"valid": 0, "suspect": 1, "invalid": 2}
+
+
+def _validity_families(document: Mapping[str, Any]) -> list[str]:
+    """An nhbench run's validity verdict (docs/trust.md "Validity"), after Nighthawk's
+    families, so that those stay byte for byte Nighthawk's: a state set (one sample per
+    verdict, 1 for the run's) and one gauge per check that was tested (0 valid, 1 suspect,
+    2 invalid). A Prometheus consumer takes families it does not know; a document Nighthawk
+    wrote has no verdict and gets none."""
+    validity = None
+    for entry in results(document):
+        run = (nhbench_extension(entry) or {}).get("run")
+        if isinstance(run, Mapping) and isinstance(run.get("validity"), Mapping):
+            validity = run["validity"]
+            break
+    if validity is None or validity.get("verdict") not in _VERDICT_VALUES:
+        return []
+    out = ["# TYPE nhbench_validity gauge\n"]
+    out += [f'nhbench_validity{{scope="global",verdict="{verdict}"}} '
+            f'{1 if validity["verdict"] == verdict else 0}\n' for verdict in _VERDICT_VALUES]
+    checks = [c for c in validity.get("checks") or () if isinstance(c, Mapping)
+              and c.get("verdict") in _VERDICT_VALUES and str(c.get("name", "")).isidentifier()]
+    if checks:
+        out.append("# TYPE nhbench_validity_check gauge\n")
+        for check in checks:
+            node = check.get("node")
+            if node is not None and not (isinstance(node, str) and node.isidentifier()):
+                continue  # a node name no label of ours would carry as it is
+            scope = "global" if node is None else node
+            out.append(f'nhbench_validity_check{{scope="{scope}",check="{check["name"]}"}} '
+                       f'{_VERDICT_VALUES[check["verdict"]]}\n')
+    return out
 
 
 def render_prometheus(result: Result) -> str:

@@ -40,12 +40,26 @@ __all__ = [
     "highest_passing",
     "machine_title",
     "step_columns",
+    "validity_lines",
 ]
 
 
 def step_columns(manifest: CampaignManifest) -> list[ViewColumn]:
     """The step table's columns as report.txt and report.html show them."""
     return step_view(manifest, "report")
+
+
+def validity_lines(manifest: CampaignManifest) -> list[str]:
+    """Under the step table: each step that is not valid and why, one line per reason
+    (``No. 3 invalid: run_queue_wait: ...``), so that a reader sees what its numbers are
+    worth beside them."""
+    lines = []
+    for step in manifest.steps:
+        if step.validity in (None, "valid"):
+            continue
+        reasons = step.validity_reasons or [f"{step.validity}: no reason recorded"]
+        lines += [f"No. {step.index} {reason}" for reason in reasons]
+    return lines
 
 
 def highest_passing(manifest: CampaignManifest) -> StepRecord | None:

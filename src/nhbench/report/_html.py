@@ -27,6 +27,7 @@ from ._common import (
     highest_passing,
     machine_title,
     step_columns,
+    validity_lines,
 )
 
 __all__ = ["render_html"]
@@ -105,6 +106,7 @@ def render_html(manifest: CampaignManifest, campaign_dir: Path) -> str:
         plan=describe_plan(manifest.plan) if manifest.adapt is None else describe_search(
             manifest.adapt, manifest.plan.duration, manifest.plan.cooldown),
         search=search_lines(manifest),
+        validity=validity_lines(manifest),
         headers=[column.name for column in columns],
         numeric=[column.numeric for column in columns],
         rows=rows,

@@ -22,6 +22,7 @@ from ._common import (
     highest_passing,
     machine_title,
     step_columns,
+    validity_lines,
 )
 
 __all__ = ["render_text", "text_table"]
@@ -112,6 +113,10 @@ def render_text(manifest: CampaignManifest) -> str:
         )
         out.append("Latency: scheduled_to_response (from the intended send time). "
                    "CPU %: 100 - %idle, mean over the step.")
+        invalid = validity_lines(manifest)
+        if invalid:
+            out += ["Validity (docs/trust.md): steps whose numbers may not be the server's",
+                    *(f"  {line}" for line in invalid)]
     else:
         out.append("No step finished yet.")
     out.append("")

@@ -85,6 +85,8 @@ def record_from_result(
         loadgen_cpu=loadgen_cpu,
         nhbench_cpu=nhbench_cpu,
         passed=True,
+        validity=None if result.validity is None else result.validity.verdict,
+        validity_reasons=[] if result.validity is None else result.validity.reasons,
         target_capture=target_capture,
         loadgen_capture=loadgen_capture,
         started_at=started_at,
@@ -121,11 +123,14 @@ def step_line(record: StepRecord, planned: int | None, extend: bool) -> str:
     )
     errors = record.error_count
     blocked = f"yes ({record.blocked_count})" if record.blocked else "no"
+    # A step whose numbers may not be the server's says so on its line as it ends.
+    validity = ("" if record.validity in (None, "valid")
+                else f" (validity: {record.validity})")
     return (
         f"step {record.index}{total}: {record.rps_per_worker:g} rps x {record.workers} = "
         f"{record.requested_rps:g} requested, achieved {record.achieved_rps:.1f}, "
         f"p99 {format_latency(record.latency.get('p99'))}, blocked {blocked}, "
-        f"errors {errors}: {verdict}"
+        f"errors {errors}: {verdict}{validity}"
     )
 
 
