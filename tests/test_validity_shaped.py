@@ -102,6 +102,22 @@ def test_hamed_rao_falls_back_to_the_plain_variance_when_the_ratio_is_not_positi
     assert ours.n_ratio == 1.0 and ours.var_s == mann_kendall(x).var_s
 
 
+def test_trend_p99_of_an_autocorrelated_series_without_trend_is_not_flagged() -> None:
+    # An AR(1) wander (phi 0.9, no trend) of 60 intervals whose plain Mann-Kendall p is
+    # 5e-4 with a 39 % fall by Sen's slope: the plain test called it a trend; with Hamed
+    # and Rao's correction (n/n* = 5.5) p is 0.14.
+    p99 = [0.001 * (1 + 0.1 * v) for v in _ar1(60, 0.9, 49)]
+    assert mann_kendall(p99).p < 0.001
+    inputs = ValidityInputs(
+        workers=[], hiccup_p99=None, spin=False, requested_rps=0.0, shaped=False,
+        worker_count=1, latency_p99=None, lateness_p99=None, blocked=0, released=0,
+        sent_rate=0.0, interval_p99=p99, interval_rate=[])
+    trend = next(c for c in assess(inputs) if c.name == "trend_p99")
+    assert trend.verdict == "valid", trend.reason
+    assert "Hamed-Rao n/n*=5.5" in trend.reason
+    assert trend.value is not None and trend.value < -0.25
+
+
 @pytest.mark.parametrize("k", [3, 5, 10, 30, 100, 500])
 def test_chi2_tail_is_close_to_scipys(k: int) -> None:
     for p in (0.5, 0.1, 0.01, 0.001, 0.0001):
