@@ -118,6 +118,20 @@ def test_trend_p99_of_an_autocorrelated_series_without_trend_is_not_flagged() ->
     assert trend.value is not None and trend.value < -0.25
 
 
+def test_the_check_never_narrows_the_plain_variance() -> None:
+    # White noise with a significant negative lag by chance: Hamed and Rao's n/n* < 1 would
+    # make the trend test more liberal than the plain one; the check keeps the plain one.
+    x = next(v for seed in range(200) if mann_kendall(v := _ar1(40, 0.0, seed),
+                                                       hamed_rao=True).n_ratio < 0.8)
+    inputs = ValidityInputs(
+        workers=[], hiccup_p99=None, spin=False, requested_rps=0.0, shaped=False,
+        worker_count=1, latency_p99=None, lateness_p99=None, blocked=0, released=0,
+        sent_rate=0.0, interval_p99=[10 + v for v in x], interval_rate=[])
+    trend = next(c for c in assess(inputs) if c.name == "trend_p99")
+    plain = mann_kendall([10 + v for v in x])
+    assert f"p={plain.p:.2g}, Hamed-Rao n/n*=1," in trend.reason
+
+
 @pytest.mark.parametrize("k", [3, 5, 10, 30, 100, 500])
 def test_chi2_tail_is_close_to_scipys(k: int) -> None:
     for p in (0.5, 0.1, 0.01, 0.001, 0.0001):
