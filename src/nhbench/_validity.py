@@ -163,7 +163,7 @@ class ValidityCheck(BaseModel):
     """One measure against its limits."""
 
     name: str = Field(description="cpu_share, run_queue_wait, hiccup, release_lateness, "
-                      "blocked, schedule, trend_p99 or trend_rate.")
+                      "blocked, schedule, arrivals, trend_p99 or trend_rate.")
     verdict: CheckVerdict
     value: float | None = Field(default=None, description="The measure (its unit in `reason`).")
     reason: str = Field(description="One line: what was measured against what.")
