@@ -17,7 +17,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import numpy
+import pymannkendall
 import pytest
+from scipy import stats as scipy_stats
 
 import nhbench
 from nhbench._validity import (
@@ -32,10 +35,6 @@ from nhbench._validity import (
     planned_stages,
 )
 from tests.support.cli import nhbench_cli
-
-pymannkendall = pytest.importorskip("pymannkendall")
-scipy_stats = pytest.importorskip("scipy.stats")
-
 
 # ---- Mann-Kendall with Hamed and Rao's correction, against pymannkendall ----------------
 
@@ -184,7 +183,6 @@ def test_poisson_counts_pass_and_clumped_counts_do_not() -> None:
     # A Poisson ramp 0 -> 2000/s over 10 s in 0.1 s intervals, counts drawn from the
     # process (numpy's Poisson), then the same counts in clumps (pairs of intervals
     # merged into one and zero: dispersion about 2 times the count).
-    numpy = pytest.importorskip("numpy")
     plan = planned_stages([(10.0, 2000.0)], workers=1, poisson=True)
     rng = numpy.random.default_rng(7)
     bounds = [(i / 10, 0.1) for i in range(100)]
