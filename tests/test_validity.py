@@ -23,10 +23,12 @@ import pytest
 
 import nhbench
 from nhbench._validity import (
+    IntervalCounts,
     ValidityInputs,
     WorkerLoad,
     assess,
     mann_kendall,
+    planned_rate,
     worst,
 )
 from nhbench.cli._run import INVALID_RUN
@@ -87,6 +89,8 @@ _CLEAN = ValidityInputs(
     hiccup_p99=0.0002, spin=False, requested_rps=1000, shaped=False, worker_count=1,
     latency_p99=0.001, lateness_p99=0.0001, blocked=0, released=1000, sent_rate=1000.0,
     interval_p99=[0.001] * 20, interval_rate=[1000.0] * 20,
+    planned=planned_rate(1000.0, 20.0), intervals=[IntervalCounts(float(i), 1.0, 1000, 1000)
+                                                    for i in range(20)],
 )
 
 
@@ -117,7 +121,8 @@ def test_clean_inputs_are_valid() -> None:
     ({"sent_rate": 700.0}, "schedule", "invalid"),
     ({"interval_p99": [0.001 * (1 + i / 5) for i in range(20)]}, "trend_p99", "invalid"),
     ({"interval_p99": [0.001 * (1 + i / 50) for i in range(20)]}, "trend_p99", "suspect"),
-    ({"interval_rate": [1000.0 - 10 * i for i in range(20)]}, "trend_rate", "suspect"),
+    ({"intervals": [IntervalCounts(float(i), 1.0, 1000, 1000 - 10 * i) for i in range(20)]},
+     "trend_rate", "suspect"),
 ])
 def test_each_limit(change: dict[str, object], name: str, verdict: str) -> None:
     inputs = replace(_CLEAN, **change)  # type: ignore[arg-type]
@@ -175,7 +180,7 @@ def test_a_run_carries_its_validity_through_json_and_the_report(
     assert validity is not None
     names = [check.name for check in validity.checks]
     assert names == ["cpu_share", "run_queue_wait", "hiccup", "release_lateness", "blocked",
-                     "schedule", "trend_p99", "trend_rate"]
+                     "schedule", "arrivals", "trend_p99", "trend_rate"]
     assert len(validity.workers) == 1
     load = validity.workers[0]
     # The measured phase is the run's second, from the OS's clocks; the thread slept most

@@ -74,11 +74,16 @@ from ._predicates import FiredPredicate, fired_predicates
 from ._slo import SloOutcome, check_slo
 from ._timeline import IntervalRecord, Timeline
 from ._validity import (
+    IntervalCounts,
+    Planned,
     ValidityCheck,
     ValidityInputs,
     WorkerLoad,
     assess,
     merge_core_histograms,
+    planned_offsets,
+    planned_rate,
+    planned_stages,
     worst,
 )
 from ._validity import Verdict as _Verdict
@@ -546,6 +551,36 @@ def _endpoint_results(core: Sequence[Mapping[str, Any]], names: Sequence[str],
             for name, d in zip(names, core, strict=True)]
 
 
+def _planned(result: Result) -> tuple[Planned | None, str]:
+    """The arrival process the run asked for (nothing for a closed loop), and why its
+    timeline cannot be set against it, if it cannot."""
+    options = result.options
+    workers = result.worker_count
+    poisson = options.arrival == "poisson"
+    # A run cut short (a predicate, a stop) planned only up to where it stopped.
+    cut = result.interrupted or result.terminated_by != "duration"
+    end = result.duration if cut else None
+    planned: Planned | None
+    if options.stage:
+        planned = planned_stages(options.stage, workers, end, poisson=poisson)
+    elif options.schedule_offsets:
+        planned = planned_offsets(options.schedule_offsets, workers, end)
+    elif result.requested_rps > 0:
+        rps = result.requested_rps
+        # Jitter moves a release by up to jitter_uniform, or by 10 % of a worker's interval.
+        slack = (options.jitter_uniform or 0.0) + (0.1 * workers / rps if options.jitter else 0.0)
+        planned = planned_rate(rps, result.duration, count=options.requests, poisson=poisson,
+                               grain=float(workers * max(1, options.burst_size)), slack=slack)
+    else:
+        return None, "closed loop: no schedule"
+    note = ""
+    if options.warmup or options.simple_warmup or options.sequential_warmup:
+        note = "a warm-up precedes the measured phase in the timeline"
+    elif options.no_catchup:
+        note = "no_catchup moves the schedule by design"
+    return planned, note
+
+
 class Validity(BaseModel):
     """Whether the run's numbers can be trusted (docs/trust.md "Validity"): the verdict,
     the worst of its checks, with every check's measure and reason. An nhbench key:
@@ -558,7 +593,7 @@ class Validity(BaseModel):
         "run-queue wait in the measured phase.")
     hiccup: Statistic | None = Field(
         default=None, description="event_loop.hiccup: how late the workers' event loops ran "
-        "their own 1 ms timer (jHiccup's measure), all workers merged.")
+        "their 10 ms housekeeping timer (jHiccup's measure), all workers merged.")
 
     @property
     def reasons(self) -> list[str]:
@@ -610,6 +645,7 @@ class Validity(BaseModel):
         sent = max(0, result.schedule.released
                    - result.counters["benchmark.pool_overflow"])
         records = [r for r in result.timeline if r.requests and r.p99 is not None]
+        planned, note = _planned(result)
         inputs = ValidityInputs(
             workers=workers,
             hiccup_p99=hiccup.p(99) if hiccup is not None and hiccup.count else None,
@@ -624,6 +660,12 @@ class Validity(BaseModel):
             sent_rate=sent / duration if duration > 0 else 0.0,
             interval_p99=[float(r.p99 or 0.0) for r in records],
             interval_rate=[r.rps for r in result.timeline],
+            planned=planned,
+            sent=sent,
+            intervals=[IntervalCounts(r.start, r.duration,
+                                      r.counters.get("sequencer.released", 0), r.requests)
+                       for r in result.timeline],
+            intervals_note=note,
         )
         checks = assess(inputs)
         return cls(verdict=worst(checks), checks=checks, workers=workers, hiccup=hiccup)
