@@ -367,7 +367,10 @@ class _SlowingOrigin:
 
 
 def test_a_degrading_server_is_flagged_non_stationary() -> None:
-    with _SlowingOrigin(per_second=0.004) as origin:
+    # 20 ms more every second, 80 ms at the end: well beyond the stalls of a loaded host
+    # (each interval's p99 is about its slowest of 25 requests), which at 4 ms a second
+    # hid the trend in the noise (p 0.27 with a load average of 13).
+    with _SlowingOrigin(per_second=0.020) as origin:
         status, document, stderr = _run_json(
             f"http://127.0.0.1:{origin.port}/", "--rps", "100", "--duration", "4s",
             "--stats-interval", "0.25s", "--connections", "100", "--open-loop")

@@ -131,6 +131,28 @@ def test_the_check_never_narrows_the_plain_variance() -> None:
     assert f"p={plain.p:.2g}, Hamed-Rao n/n*=1," in trend.reason
 
 
+def test_a_long_timeline_is_tested_on_the_means_of_groups_of_intervals() -> None:
+    # An hour at 0.1 s intervals: 36,000 intervals, 648 million pairs for the plain test.
+    # The check takes 500 means of 72 intervals; a 50 % rise along the run is still seen,
+    # and white noise still is not.
+    rng = random.Random(7)
+    rising = [0.010 * (1 + 0.5 * i / 36_000) + rng.gauss(0, 0.002) for i in range(36_000)]
+    flat = [0.010 + rng.gauss(0, 0.002) for _ in range(36_000)]
+    verdicts = {}
+    for name, p99 in (("rising", rising), ("flat", flat)):
+        inputs = ValidityInputs(
+            workers=[], hiccup_p99=None, spin=False, requested_rps=0.0, shaped=False,
+            worker_count=1, latency_p99=None, lateness_p99=None, blocked=0, released=0,
+            sent_rate=0.0, interval_p99=p99, interval_rate=[])
+        trend = next(c for c in assess(inputs) if c.name == "trend_p99")
+        assert "36000 intervals as 500 means" in trend.reason, trend.reason
+        verdicts[name] = trend
+    assert verdicts["rising"].verdict == "suspect", verdicts["rising"].reason
+    # The change is over the median (mid-run, 1.25 x the start): 0.5 / 1.25 = 40 %.
+    assert verdicts["rising"].value is not None and 0.35 < verdicts["rising"].value < 0.45
+    assert verdicts["flat"].verdict == "valid", verdicts["flat"].reason
+
+
 @pytest.mark.parametrize("k", [3, 5, 10, 30, 100, 500])
 def test_chi2_tail_is_close_to_scipys(k: int) -> None:
     for p in (0.5, 0.1, 0.01, 0.001, 0.0001):
