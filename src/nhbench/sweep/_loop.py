@@ -335,7 +335,7 @@ class Sweep:
                     return
                 store.record_step(record, result)
                 current = None
-                self._update_highest(manifest)
+                self._update_highest(manifest, strict=options.validity == "strict")
                 strategy.recorded(manifest, record)
                 store.save()
                 self._note(strategy.line(manifest, record))
@@ -360,8 +360,11 @@ class Sweep:
             raise
 
     @staticmethod
-    def _update_highest(manifest: CampaignManifest) -> None:
-        passing = [step for step in manifest.steps if step.passed]
+    def _update_highest(manifest: CampaignManifest, *, strict: bool) -> None:
+        # Under --validity strict an invalid step's numbers are not trusted, so its rate is
+        # not one the target was shown to carry.
+        passing = [step for step in manifest.steps
+                   if step.passed and not (strict and step.validity == "invalid")]
         manifest.highest_passing_step = (
             max(passing, key=lambda step: (step.requested_rps, step.index)).index
             if passing else None
