@@ -278,7 +278,10 @@ class _Columns:
         import numpy as np
 
         order = np.argsort(np.array(self._indices, dtype=np.int64), kind="stable")
-        counts = self._data[:n, :len(self._indices)][:, order]
+        # Only the buckets these rows use: those of later intervals must not change how
+        # the buckets are merged, or the same intervals would give another estimate.
+        order = order[self._data[:n, order].sum(axis=0) > 0]
+        counts = self._data[:n, order]
         lowest = np.array(self._lowest)[order]
         highest = np.array(self._highest)[order]
         starts = [0]

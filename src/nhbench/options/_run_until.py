@@ -156,4 +156,4 @@ def check_until(options: Options, info: ValidationInfo) -> None:
     if options.rps > 0 and any(t.startswith("rate:") for t in options.until):
         raise PydanticCustomError("options_file", "{a}: {msg}", {
             "a": "until", "msg": "rate is set by rps in an open loop (the schedule keeps it, "
-            "its interval is the schedule's, not the server's); rate is for a closed loop"})
+            "its interval is the schedule's, not the server's); rate is for a closed loop, rps 0"})
