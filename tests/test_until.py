@@ -21,6 +21,8 @@ np = pytest.importorskip("numpy")
 
 from test_compare import lognormal_run  # noqa: E402  (needs numpy, as the skip above)
 
+pytest_plugins = ["pytester"]
+
 URL = "http://127.0.0.1:9/"
 
 
@@ -240,3 +242,18 @@ def test_a_noisy_origin_runs_to_max_duration_and_says_not_reached() -> None:
     assert "UNTIL: NOT REACHED: max_duration 2 s reached first" in human.stdout
     assert "live statistics turned on at 0.1 s intervals" in human.stdout
     assert "suspect: until: --until NOT REACHED" in human.stdout
+
+
+def test_the_pytest_plugins_duration_scale_scales_the_bound(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        def test_scaled(nhbench_server, nhbench_run):
+            result = nhbench_run(nhbench_server().url, until="p50:±50%", max_duration="20s",
+                                 rps=50)
+            assert result.options.max_duration == 5.0
+            assert result.options.duration == 5.0
+            assert result.until is not None
+        """
+    )
+    result = pytester.runpytest("-p", "no:cacheprovider", "--nhbench-duration-scale=0.25")
+    result.assert_outcomes(passed=1)

@@ -73,8 +73,10 @@ EMBEDDED_URL = "embedded"
 #: directory as JSON, every step needs a duration, the URL is the sweep's, and a sweep's
 #: objectives are its stop rules (--stop-on-slo, same grammar), not a run's --slo. (The run
 #: options a sweep defines its own way, rps, duration and label, are `SweepOptions` fields.)
-#: --validity strict is a run's exit status; a sweep has no step verdict on it yet.
-NOT_IN_A_SWEEP = ("uri", "output", "output_format", "no_duration", "slo", "validity")
+#: --validity strict is a run's exit status; a sweep has no step verdict on it yet. --until
+#: decides a run's length, which a sweep's steps have from the plan.
+NOT_IN_A_SWEEP = ("uri", "output", "output_format", "no_duration", "slo", "validity",
+                  "until", "max_duration")
 
 #: Sweep options that are not campaign-file keys: resuming is something done to an existing
 #: campaign directory, not part of the description of a campaign.
