@@ -10,12 +10,12 @@ import socket
 from collections.abc import Iterator
 
 import pytest
+from support.cli import nhbench_cli
 
 import nhbench
 from nhbench import OptionsError
 from nhbench._until import UntilTracker, stride, until_stats_interval
 from nhbench.options import UNTIL_MIN_INTERVALS, parse_until
-from support.cli import nhbench_cli
 
 np = pytest.importorskip("numpy")
 

@@ -381,7 +381,8 @@ class UntilTracker:
                          seed=self.seed, reason=reason, statistics=statistics)
         if self.reached is not None:
             reason = (f"after {final.seconds:.3g} s ({final.intervals} intervals, "
-                      f"{self.estimates} estimates); the run stopped there")
+                      f"{self.estimates} estimate{'s' if self.estimates != 1 else ''}); "
+                      "the run stopped there")
         else:
             reason = f"{ended}; the last estimate read {final.intervals} intervals"
         return Until(reached=self.reached is not None,

@@ -387,7 +387,8 @@ def _repeat(options: Options, text: str) -> int:
         die(f"--repeat: must be in 1..{MAX_REPEAT} (got {text!r})", status=2)
     if not options.output_dir:
         die("--repeat: needs --output-dir DIR (one result file per run)", status=2)
-    implicit = options.stats_interval is None
+    # --until picks its own interval (a finer one, for its first estimate: docs/trust.md).
+    implicit = options.stats_interval is None and not options.until
     if implicit:
         from .._compare import comparison_stats_interval
 
