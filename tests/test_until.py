@@ -109,6 +109,20 @@ def test_the_cli_refuses_in_one_line_and_sends_nothing(silent_port: socket.socke
         silent_port.accept()  # no connection was made
 
 
+@pytest.mark.parametrize(("command", "flag"), [
+    ("sweep", "--until"), ("sweep", "--max-duration"), ("adapt", "--until"),
+    ("adapt", "--max-duration"),
+])
+def test_campaigns_refuse_until_by_name(command: str, flag: str) -> None:
+    value = "p99:2%" if flag == "--until" else "10s"
+    done = nhbench_cli(command, URL, flag, value, timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        f"nhbench: error: {flag}: a campaign's steps last their --duration" + (
+            "; run the step alone with nhbench run --until" if flag == "--until" else
+            " (--max-duration bounds nhbench run --until)")]
+
+
 # --------------------------------------------------------------------------------------------
 # The estimate on recorded timelines
 # --------------------------------------------------------------------------------------------

@@ -44,6 +44,10 @@ _REDEFINED = {
     "grammar)",
     "redefined_validity": "--validity: a campaign's steps carry no validity verdict yet; run "
     "the step alone with nhbench run --validity strict",
+    "redefined_until": "--until: a campaign's steps last their --duration; run the step alone "
+    "with nhbench run --until",
+    "redefined_max_duration": "--max-duration: a campaign's steps last their --duration "
+    "(--max-duration bounds nhbench run --until)",
 }
 
 
@@ -67,7 +71,8 @@ def add_parser(commands: Subparsers,
     add_model_flags(parser, SweepOptions, skip=_SWEEP_SKIPPED)
     add_run_options(parser, sweep=True)
     _campaign.add_redefined_flags(parser, ("--output", "--output-format", "--no-duration",
-                                           "--rps", "--stop-on-slo", "--validity"))
+                                           "--rps", "--stop-on-slo", "--validity", "--until",
+                                           "--max-duration"))
     return parser
 
 

@@ -58,7 +58,8 @@ def add_parser(commands: Subparsers,
     add_model_flags(parser, SweepOptions, skip=("url",))
     add_run_options(parser, sweep=True)
     _campaign.add_redefined_flags(parser, ("--output", "--output-format", "--no-duration",
-                                           "--slo", "--validity"))
+                                           "--slo", "--validity", "--until",
+                                           "--max-duration"))
     return parser
 
 
@@ -72,6 +73,10 @@ _REDEFINED = {
     "(the same grammar)",
     "redefined_validity": "--validity: a campaign's steps carry no validity verdict yet; run "
     "the step alone with nhbench run --validity strict",
+    "redefined_until": "--until: a campaign's steps last their --duration; run the step alone "
+    "with nhbench run --until",
+    "redefined_max_duration": "--max-duration: a campaign's steps last their --duration "
+    "(--max-duration bounds nhbench run --until)",
 }
 
 _notice_stop = _campaign.stop_notice("finished steps are kept (Ctrl-C again to stop at once)")
