@@ -15,6 +15,7 @@ share of the run.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -85,7 +86,11 @@ class Until(BaseModel):
         "then stopped and drained); None when not reached.")
     max_duration: float
     intervals: int = Field(description="Intervals the last estimate read.")
-    estimates: int = Field(description="Estimates made during the run.")
+    estimates: int = Field(description="Estimates made: during the run, and when not "
+                           "reached the last one over every interval.")
+    estimate_seconds: float = Field(
+        default=0.0, description="Wall seconds the estimates took in all (in the thread "
+        "that waits for the run; the workers go on meanwhile).")
     block_length: int | None = Field(default=None,
                                      description="The last estimate's block length.")
     stats_interval: float
@@ -309,6 +314,7 @@ class UntilTracker:
         self.errors: list[float] = []
         self.seconds: list[float] = []
         self.estimates = 0
+        self.estimate_seconds = 0.0
         self.last: Estimate | None = None
         self.reached: Estimate | None = None
         self._next = UNTIL_MIN_INTERVALS
@@ -335,11 +341,14 @@ class UntilTracker:
             self.seconds.append(float(record.duration))
 
     def _estimate(self, n: int) -> Estimate:
+        started = time.perf_counter()
         counts, highest, middle = self._columns.matrix(n, self.resolution)
         self.estimates += 1
-        return estimate(counts, highest, middle, self.ok[:n], self.errors[:n],
-                        self.seconds[:n], self.targets, seed=self.seed,
-                        resamples=self.resamples)
+        out = estimate(counts, highest, middle, self.ok[:n], self.errors[:n],
+                       self.seconds[:n], self.targets, seed=self.seed,
+                       resamples=self.resamples)
+        self.estimate_seconds += time.perf_counter() - started
+        return out
 
     def step(self) -> bool:
         """Estimate when due (the minimum reached, and `stride` intervals since the last
@@ -376,7 +385,8 @@ class UntilTracker:
             reason = (f"{self.intervals} intervals, fewer than the {UNTIL_MIN_INTERVALS} "
                       f"the first estimate needs; {ended}")
             return Until(reached=False, max_duration=max_duration, intervals=self.intervals,
-                         estimates=self.estimates, stats_interval=stats_interval,
+                         estimates=self.estimates, estimate_seconds=self.estimate_seconds,
+                         stats_interval=stats_interval,
                          stats_interval_chosen=chosen, resamples=self.resamples,
                          seed=self.seed, reason=reason, statistics=statistics)
         if self.reached is not None:
@@ -388,7 +398,8 @@ class UntilTracker:
         return Until(reached=self.reached is not None,
                      reached_at=final.seconds if self.reached is not None else None,
                      max_duration=max_duration, intervals=final.intervals,
-                     estimates=self.estimates, block_length=final.block_length,
+                     estimates=self.estimates, estimate_seconds=self.estimate_seconds,
+                     block_length=final.block_length,
                      stats_interval=stats_interval, stats_interval_chosen=chosen,
                      resamples=self.resamples, seed=self.seed, reason=reason,
                      statistics=final.statistics)
