@@ -35,7 +35,7 @@ URL = "http://127.0.0.1:9/"
 # Flags of `nhbench sweep` that are not options: help, where the options come from, and the
 # run flags a sweep refuses with a message saying what to use instead.
 NOT_OPTIONS = {"-h", "--help", "--version", "--scenario", "--output", "--output-format",
-               "--no-duration", "--slo"}
+               "--no-duration", "--slo", "--until", "--max-duration"}
 
 
 def sweep_parser() -> argparse.ArgumentParser:

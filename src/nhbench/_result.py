@@ -73,6 +73,7 @@ from ._names import error_rate as _error_rate
 from ._predicates import FiredPredicate, fired_predicates
 from ._slo import SloOutcome, check_slo
 from ._timeline import IntervalRecord, Timeline
+from ._until import Until
 from ._validity import (
     IntervalCounts,
     Planned,
@@ -722,6 +723,12 @@ class Result(BaseModel):
         default_factory=list,
         description="A distributed run's nodes (docs/distributed.md); empty for a run on "
         "one machine. Each has a merged entry of its name in `results`.",
+    )
+    until: Until | None = Field(
+        default=None,
+        description="--until: the statistics asked for, whether their confidence intervals "
+        "got that tight, and when (docs/trust.md \"Running until the numbers are tight\"); "
+        "None for a run without it. An nhbench key.",
     )
     validity: Validity | None = Field(
         default=None,

@@ -28,10 +28,19 @@ from ._push import MetricsPush
 from ._result import Result
 from ._timeline import IntervalRecord
 from ._tracing import SpanExporter
+from ._until import UntilTracker, until_check, until_stats_interval
+from ._validity import worst
 
 # `resolve` lives with the address grammar in nhbench.options; it is re-exported here because
 # callers have always found it next to the run.
-from .options import Options, format_address, make_options, resolve, target_addresses
+from .options import (
+    Options,
+    format_address,
+    make_options,
+    resolve,
+    target_addresses,
+    until_targets,
+)
 
 __all__ = ["Benchmark", "BenchmarkProtocol", "load_core", "resolve"]
 
@@ -99,6 +108,20 @@ class Benchmark:
         self._stopped_at: float | None = None
         self._timeline: list[IntervalRecord] = []
         self._spans: SpanExporter | None = None
+        # --until (docs/trust.md "Running until the numbers are tight"): the estimate reads
+        # the live intervals, so they are turned on when none was asked for, and the
+        # result says so.
+        self._until: UntilTracker | None = None
+        self._until_chosen = False
+        self._until_stopped = False
+        if self.options.until:
+            assert self.options.max_duration is not None, "until needs max_duration"
+            if self.options.stats_interval is None:
+                self.options = self.options.model_copy(update={
+                    "stats_interval": until_stats_interval(self.options.max_duration)})
+                self._until_chosen = True
+            self._until = UntilTracker(until_targets(self.options.until),
+                                       seed=self.options.seed or 0)
 
     # ---- steps ----------------------------------------------------------------------------
 
@@ -197,6 +220,8 @@ class Benchmark:
             for d in self._core_run().take_intervals()
         ]
         self._timeline += records
+        if self._until is not None:
+            self._until.add(records)
         return records
 
     def result(self) -> Result:
@@ -205,8 +230,12 @@ class Benchmark:
         self.intervals()  # the last, partial interval is ready once the run has finished
         if self._spans is not None:
             core["global"]["counters"].update(self._spans.finish())
+        # A run that --until stopped was not interrupted: it ended as asked.
         result = Result.from_core(core, self.options, timeline=self._timeline,
-                                  endpoints=self.endpoint_names())
+                                  endpoints=self.endpoint_names(),
+                                  interrupted=False if self._until_stopped else None)
+        if self._until is not None:
+            self._until_result(result)
         if _log.isEnabledFor(logging.DEBUG):
             for worker in result.results:
                 counters = worker.counter_values.nonzero()
@@ -266,6 +295,7 @@ class Benchmark:
                 if on_progress is not None:
                     on_progress(self.progress())
                 self._deliver(on_interval)
+                self._check_until()
                 self._watchdog()
         except KeyboardInterrupt:
             if self._stop_requested:
@@ -307,6 +337,39 @@ class Benchmark:
         for record in self.intervals():
             if on_interval is not None:
                 on_interval(record)
+
+    def _check_until(self) -> None:
+        # Estimated in this (the waiting) thread: the workers run on in the core meanwhile,
+        # and an estimate costs tens of milliseconds (docs/trust.md).
+        if self._until is None or self._stop_requested or not self._until.step():
+            return
+        reached = self._until.reached
+        assert reached is not None
+        _log.info("--until reached after %.3g s of intervals: %s; stopping", reached.seconds,
+                  ", ".join(f"{s.statistic} ±{(s.half_width or 0) * 100:.2g}%"
+                            for s in reached.statistics))
+        self._until_stopped = True
+        self.stop()
+
+    def _until_result(self, result: Result) -> None:
+        assert self._until is not None and self.options.max_duration is not None
+        if self._until_stopped:
+            result.terminated_by = "until"
+            ended = "reached"
+        elif result.interrupted:
+            ended = "the run was stopped first"
+        elif result.terminated_by == "duration":
+            ended = f"max_duration {self.options.max_duration:g} s reached first"
+        else:
+            ended = f"the run ended first ({result.terminated_by})"
+        until = self._until.summary(max_duration=self.options.max_duration,
+                                    stats_interval=self.options.effective_stats_interval,
+                                    chosen=self._until_chosen, ended=ended)
+        result.until = until
+        if result.validity is not None:
+            checks = [*result.validity.checks, until_check(until)]
+            result.validity = result.validity.model_copy(
+                update={"checks": checks, "verdict": worst(checks)})
 
     def _stop_core(self) -> None:
         if self._stopped_at is None:

@@ -45,6 +45,10 @@ _REDEFINED = {
     "redefined_rps": "--rps: the search chooses the rates; give --min-rps and --max-rps",
     "redefined_stop_on_slo": "--stop-on-slo: adapt's objectives are --slo RULE (the same "
     "grammar)",
+    "redefined_until": "--until: a campaign's steps last their --duration; run the step alone "
+    "with nhbench run --until",
+    "redefined_max_duration": "--max-duration: a campaign's steps last their --duration "
+    "(--max-duration bounds nhbench run --until)",
 }
 
 
@@ -68,7 +72,8 @@ def add_parser(commands: Subparsers,
     add_model_flags(parser, SweepOptions, skip=_SWEEP_SKIPPED)
     add_run_options(parser, sweep=True)
     _campaign.add_redefined_flags(parser, ("--output", "--output-format", "--no-duration",
-                                           "--rps", "--stop-on-slo"))
+                                           "--rps", "--stop-on-slo", "--until",
+                                           "--max-duration"))
     return parser
 
 

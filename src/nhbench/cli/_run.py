@@ -215,8 +215,9 @@ def _run_and_report(options: Options, *, implicit_intervals: bool = False) -> tu
         _check_output_dir(options.output_dir)
     configure_logging(options.verbosity)
     # Live statistics (docs/live.md): one line per interval on stderr, by default only when
-    # a person watches stderr; an explicit --stats-interval forces them in any mode.
-    if options.stats_interval is None and sys.stderr.isatty():
+    # a person watches stderr; an explicit --stats-interval forces them in any mode. --until
+    # picks its own interval (docs/trust.md "Running until the numbers are tight").
+    if options.stats_interval is None and sys.stderr.isatty() and not options.until:
         options = options.model_copy(update={"stats_interval": 1.0})
     live = _LiveOutput(options, implicit_intervals=implicit_intervals)
     benchmark = make_benchmark(options)
@@ -386,7 +387,8 @@ def _repeat(options: Options, text: str) -> int:
         die(f"--repeat: must be in 1..{MAX_REPEAT} (got {text!r})", status=2)
     if not options.output_dir:
         die("--repeat: needs --output-dir DIR (one result file per run)", status=2)
-    implicit = options.stats_interval is None
+    # --until picks its own interval (a finer one, for its first estimate: docs/trust.md).
+    implicit = options.stats_interval is None and not options.until
     if implicit:
         from .._compare import comparison_stats_interval
 

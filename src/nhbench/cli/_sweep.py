@@ -61,7 +61,7 @@ def add_parser(commands: Subparsers,
     add_model_flags(parser, SweepOptions, skip=("url",))
     add_run_options(parser, sweep=True)
     _campaign.add_redefined_flags(parser, ("--output", "--output-format", "--no-duration",
-                                           "--slo"))
+                                           "--slo", "--until", "--max-duration"))
     return parser
 
 
@@ -73,6 +73,10 @@ _REDEFINED = {
     "redefined_no_duration": "--no-duration: every sweep step needs a --duration",
     "redefined_slo": "--slo: a sweep's objectives are its stop rules; use --stop-on-slo RULE "
     "(the same grammar)",
+    "redefined_until": "--until: a campaign's steps last their --duration; run the step alone "
+    "with nhbench run --until",
+    "redefined_max_duration": "--max-duration: a campaign's steps last their --duration "
+    "(--max-duration bounds nhbench run --until)",
 }
 
 _notice_stop = _campaign.stop_notice("finished steps are kept (Ctrl-C again to stop at once)")

@@ -30,6 +30,7 @@ from ._run_push import DEFAULT_FLUSH_INTERVAL, MIN_FLUSH_INTERVAL
 from ._run_targets import target_addresses
 from ._run_tls import check_key_pair, client_cert_pem
 from ._run_trace import TraceTarget, trace_target
+from ._run_until import UNTIL_MIN_INTERVALS, UNTIL_STATISTICS, parse_until, until_targets
 from ._server import ServerOptions, fanout_target, fanout_url, make_server_options
 from ._stats_sinks import apply_stats_sinks, parse_stats_sink
 from ._targets import parse_bind_config, parse_resolve_entry, parse_unix_url
@@ -124,6 +125,10 @@ __all__ = [
     "resolve",
     "resolve_all",
     "target_addresses",
+    "UNTIL_MIN_INTERVALS",
+    "UNTIL_STATISTICS",
+    "parse_until",
+    "until_targets",
 ]
 
 # The sweep's options and the grammars they need (stop rules, step plans), kept apart from

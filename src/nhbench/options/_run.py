@@ -49,6 +49,7 @@ from ._run_schedule import Schedule
 from ._run_targets import Targets, TargetUri
 from ._run_tls import Tls, TlsContext
 from ._run_trace import Traces
+from ._run_until import Until
 from ._run_verdict import Verdict
 from ._targets import endpoint_authority, parse_endpoint
 from ._values import (
@@ -84,6 +85,7 @@ class Options(
     LiveStats,  # stats_interval, prometheus_listen
     Timing,  # address_family, drain_timeout, start_delay
     Output,  # percentiles ... label
+    Until,  # until, max_duration
     Verdict,  # failure_predicate ... slo
     Pool,  # max_pending_requests ... burst_size
     RequestLine,  # request_method, request_header, request_body_size

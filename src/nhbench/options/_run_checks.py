@@ -39,6 +39,7 @@ from ._run_schedule import check_schedule_shapes, schedule_shapes_first
 from ._run_targets import check_targets, multi_target_uri
 from ._run_tls import check_client_cert
 from ._run_trace import check_trace
+from ._run_until import check_until, until_first
 
 if TYPE_CHECKING:
     from ._run import Options
@@ -66,6 +67,9 @@ NORMALISE: tuple[Step, ...] = (
     # A replay at its original pace is an explicit schedule: its offsets go in as if given,
     # before the schedule step reads them and before the duration default is filled in.
     replay_offsets_first,
+    # --until's bound is the run's duration: set before the schedule shapes, whose own
+    # conflicts with duration would otherwise name an option the user never gave.
+    until_first,
     # Stages, an exact count or offsets mean no fixed duration: decided before the
     # duration default (last) fills in 5 s.
     schedule_shapes_first,
@@ -94,6 +98,7 @@ CHECKS: tuple[Check, ...] = (
     check_trace,  # --trace: a collector for the sample rate, a protocol that carries headers
     check_ray,  # Ray's own options
     check_pushed_metrics,  # a flush interval needs a sink; sinks need the intervals
+    check_until,  # --until: live statistics, enough intervals, rate only in a closed loop
 )
 
 

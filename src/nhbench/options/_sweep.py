@@ -74,8 +74,10 @@ EMBEDDED_URL = "embedded"
 #: objectives are its stop rules (--stop-on-slo, same grammar), not a run's --slo. (The run
 #: options a sweep defines its own way, rps, duration and label, are `SweepOptions` fields.)
 #: (--validity is passed on: each step's result carries its verdict, and the campaign's
-#: exit status reads the steps' verdicts under --validity strict.)
-NOT_IN_A_SWEEP = ("uri", "output", "output_format", "no_duration", "slo")
+#: exit status reads the steps' verdicts under --validity strict.) --until decides a run's
+#: length, which a sweep's steps have from the plan.
+NOT_IN_A_SWEEP = ("uri", "output", "output_format", "no_duration", "slo", "until",
+                  "max_duration")
 
 #: Sweep options that are not campaign-file keys: resuming is something done to an existing
 #: campaign directory, not part of the description of a campaign.

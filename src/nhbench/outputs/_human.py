@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import timezone
 from typing import TYPE_CHECKING
 
-from .._format import format_seconds, printable
+from .._format import format_latency, format_rate, format_seconds, printable
 from .._grpc import STATUS_NAMES
 from .._names import (
     GRPC_STATUS_RANGE,
@@ -349,6 +349,7 @@ def render_human(result: Result) -> str:
     on a terminal: control characters from the result are escaped, see `printable`)."""
     lines = _header(result)
     lines += _validity_lines(result)
+    lines += _until_lines(result)
     lines += _overflow_warning(result)
     statistics = {s.id: s for s in result.global_result.statistics}
     headline = statistics.get(SCHEDULED_TO_RESPONSE)
@@ -395,6 +396,27 @@ def _validity_lines(result: Result) -> list[str]:
         return [f"VALIDITY: valid (every check passed{note})", ""]
     return [f"VALIDITY: {validity.verdict.upper()}",
             *(f"  {reason}" for reason in validity.reasons), ""]
+
+
+def _until_lines(result: Result) -> list[str]:
+    # After the verdict: whether --until got the precision it asked for (docs/trust.md
+    # "Running until the numbers are tight").
+    until = result.until
+    if until is None:
+        return []
+    lines = [f"UNTIL: {'reached' if until.reached else 'NOT REACHED'}: {until.reason}"]
+    for s in until.statistics:
+        target = f"target ±{s.target * 100:g}%"
+        if s.half_width is None or s.estimate is None or s.low is None or s.high is None:
+            lines.append(f"  {s.statistic}: no interval ({s.reason}); {target}")
+            continue
+        value = (format_rate if s.statistic == "rate" else format_latency)
+        lines.append(f"  {s.statistic} {value(s.estimate)} ±{s.half_width * 100:.2g}% "
+                     f"[{value(s.low)}, {value(s.high)}], {target}")
+    if until.stats_interval_chosen:
+        lines.append(f"  live statistics turned on at {until.stats_interval:g} s intervals "
+                     "for the estimate")
+    return [*lines, ""]
 
 
 def _echo_lines(result: Result) -> list[str]:

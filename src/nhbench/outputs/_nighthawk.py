@@ -273,6 +273,9 @@ def nighthawk_output(result: Result) -> dict[str, Any]:
     if result.validity is not None:
         # The validity verdict (docs/trust.md): an nhbench key, as the timeline.
         run["validity"] = result.validity.model_dump(mode="json")
+    if result.until is not None:
+        # --until's target and how it went (docs/trust.md): an nhbench key, as the timeline.
+        run["until"] = result.until.model_dump(mode="json")
     if result.endpoints:
         # Per endpoint (several targets or addresses): an nhbench key, as the timeline.
         run["endpoints"] = [endpoint.model_dump(mode="json") for endpoint in result.endpoints]
@@ -564,7 +567,8 @@ def result_fields(document: Mapping[str, Any]) -> dict[str, Any]:
     fields["version"] = version if isinstance(version, str) else _version_text(
         document.get("version"))
     for key in ("terminated_by", "failed_predicates", "interrupted", "error", "insecure",
-                "timeline", "schedule", "hosts", "scheduled_start", "endpoints", "validity"):
+                "timeline", "schedule", "hosts", "scheduled_start", "endpoints", "validity",
+                "until"):
         if key in run:
             fields[key] = run[key]
     if isinstance(run.get("warmup"), Mapping):

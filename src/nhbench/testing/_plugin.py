@@ -295,7 +295,10 @@ def nhbench_run(request: pytest.FixtureRequest) -> Callable[..., Result]:
 
         resolved = make_options(uri, **options)
         if session.scale != 1.0 and resolved.duration is not None:
-            resolved = make_options(resolved, duration=resolved.duration * session.scale)
+            scaled = resolved.duration * session.scale
+            # --until's bound is its duration: both scale, or they would disagree.
+            bound = {"max_duration": scaled} if resolved.until else {}
+            resolved = make_options(resolved, duration=scaled, **bound)
         if (session.save_dir is not None or session.compare_stat) \
                 and resolved.stats_interval is None:
             # A result saved or compared statistically keeps interval histograms, which
