@@ -15,6 +15,7 @@ from ._errors import format_validation_error
 from ._flags import Flag, add_model_flags, flag_of, model_flags
 from ._listen import DEFAULT_LISTEN, parse_listen
 from ._request_set import request_specs
+from ._response_checks import ResponseCheck, parse_check, parse_checks
 from ._response import (
     MAX_RESPONSE_BODY_SIZE,
     RESPONSE_FIELDS,
@@ -60,6 +61,9 @@ from ._values import (
 )
 
 __all__ = [
+    "ResponseCheck",
+    "parse_check",
+    "parse_checks",
     "apply_stats_sinks",
     "DEFAULT_UI_LIMITS",
     "UILimits",

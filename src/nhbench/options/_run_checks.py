@@ -32,6 +32,7 @@ from ._run_protocols import (
     grpc_uri,
     h2c_means_http2,
 )
+from ._response_checks import check_response_checks
 from ._run_proxy import check_proxy
 from ._run_push import check_pushed_metrics
 from ._run_requests import check_request_source, payload_means_post, replay_offsets_first
@@ -92,6 +93,7 @@ CHECKS: tuple[Check, ...] = (
     check_grpc,  # options that apply to gRPC runs only, or not to them
     check_http3,  # what QUIC cannot honour (reads the mapped TLS configs)
     check_trace,  # --trace: a collector for the sample rate, a protocol that carries headers
+    check_response_checks,  # --check: a protocol whose session evaluates them
     check_ray,  # Ray's own options
     check_pushed_metrics,  # a flush interval needs a sink; sinks need the intervals
 )
