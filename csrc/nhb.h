@@ -228,6 +228,7 @@ typedef enum {
   NHB_CHECK_BODY_SHA256,    /* body.sha256 == 32 bytes */
   NHB_CHECK_JSON_EXISTS,    /* json:/pointer exists (over the first NHB_CHECK_JSON_PREFIX bytes) */
   NHB_CHECK_JSON_EQ,        /* json:/pointer == JSON text (compared as written) */
+  NHB_CHECK_HEADER_ABSENT,  /* header:NAME absent */
   NHB_CHECK_KIND_COUNT
 } nhb_check_kind_t;
 

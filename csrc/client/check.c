@@ -47,7 +47,8 @@ int nhb__chk_set_init(nhb__chk_set* set, const nhb_check* checks, uint32_t n, ch
     if (c->nranges > NHB_CHECK_MAX_RANGES) return set_error(err, err_len, i, "more than 16 ranges");
     if ((c->kind == NHB_CHECK_STATUS || c->kind == NHB_CHECK_BODY_SIZE) && c->nranges == 0)
       return set_error(err, err_len, i, "no range");
-    if (c->kind >= NHB_CHECK_HEADER_EXISTS && c->kind <= NHB_CHECK_HEADER_EQ && c->header_len == 0)
+    if (((c->kind >= NHB_CHECK_HEADER_EXISTS && c->kind <= NHB_CHECK_HEADER_EQ) || c->kind == NHB_CHECK_HEADER_ABSENT) &&
+        c->header_len == 0)
       return set_error(err, err_len, i, "no header name");
     if (c->kind == NHB_CHECK_BODY_SHA256 && c->text_len != 32) return set_error(err, err_len, i, "a digest is 32 bytes");
     total += c->header_len + c->text_len + c->value_len;
@@ -73,7 +74,8 @@ int nhb__chk_set_init(nhb__chk_set* set, const nhb_check* checks, uint32_t n, ch
     switch (c->kind) {
       case NHB_CHECK_HEADER_EXISTS:
       case NHB_CHECK_HEADER_HAS:
-      case NHB_CHECK_HEADER_EQ: set->hdr_mask |= bit; break;
+      case NHB_CHECK_HEADER_EQ:
+      case NHB_CHECK_HEADER_ABSENT: set->hdr_mask |= bit; break;
       case NHB_CHECK_BODY_HAS: set->body_has_mask |= bit; break;
       case NHB_CHECK_BODY_SHA256: set->sha_mask |= bit; break;
       case NHB_CHECK_JSON_EXISTS:
@@ -207,7 +209,7 @@ static void value_start(const nhb__chk_set* set, nhb__chk_state* st) {
     if (c->header_len == st->name_len && memcmp(c->header, st->name, st->name_len) == 0) {
       st->active |= 1u << i;
       st->pos[i] = 0;
-      if (c->kind == NHB_CHECK_HEADER_EXISTS) st->seen |= 1u << i;
+      if (c->kind == NHB_CHECK_HEADER_EXISTS || c->kind == NHB_CHECK_HEADER_ABSENT) st->seen |= 1u << i;
     }
   }
 }
@@ -447,6 +449,7 @@ uint32_t nhb__chk_finish(const nhb__chk_set* set, nhb__chk_state* st, int status
         if (ok && c->kind == NHB_CHECK_JSON_EQ) ok = vl == c->value_len && memcmp(v, c->value, vl) == 0;
         break;
       }
+      case NHB_CHECK_HEADER_ABSENT: ok = !((st->seen >> i) & 1u); break;
       default: ok = (st->seen >> i) & 1u; break;
     }
     if (!ok) failed |= 1u << i;

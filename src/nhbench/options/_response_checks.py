@@ -6,7 +6,7 @@ each response arrives.
 Grammar (one check per ``--check``; NAME is letters, digits, ``_`` and ``-``)::
 
     status in 200,204 | status in 200..299 | status == 200
-    header:NAME exists | header:NAME ~ TEXT | header:NAME == TEXT
+    header:NAME exists | header:NAME absent | header:NAME ~ TEXT | header:NAME == TEXT
     body ~ TEXT
     body.size in 100..2000 | body.size == 1024
     body.sha256 == HEX (64 hex digits)
@@ -55,7 +55,7 @@ MAX_NAME = 64
 #: nhb_check_kind_t, in the core's order.
 CHECK_KINDS: tuple[str, ...] = (
     "status", "header_exists", "header_has", "header_eq", "body_has", "body_size",
-    "body_sha256", "json_exists", "json_eq",
+    "body_sha256", "json_exists", "json_eq", "header_absent",
 )
 
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -63,11 +63,11 @@ _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _PREFIX_NAME = re.compile(r"^\s*(?P<name>[A-Za-z0-9_-]+)\s*=(?![=~])\s*(?P<rest>.*)$", re.S)
 _SUBJECT = re.compile(
     r"^\s*(?P<subject>status|body\.size|body\.sha256|body|header:[^\s~=]+|json:\S*)"
-    r"\s*(?P<op>=~|==|~|in\b|exists\b)?\s*(?P<arg>.*?)\s*$",
+    r"\s*(?P<op>=~|==|~|in\b|exists\b|absent\b)?\s*(?P<arg>.*?)\s*$",
     re.S,
 )
 _GRAMMAR = ("expected 'status in 200,204', 'status in 200..299', 'status == 200', "
-            "'header:NAME exists|~ TEXT|== TEXT', 'body ~ TEXT', 'body.size in 100..2000', "
+            "'header:NAME exists|absent|~ TEXT|== TEXT', 'body ~ TEXT', 'body.size in 100..2000', "
             "'body.sha256 == HEX' or 'json:/pointer exists|== VALUE', with an optional NAME= "
             "before it")
 
@@ -229,12 +229,15 @@ def parse_check(text: object) -> ResponseCheck:
         header = hname.lower().encode()
         if op == "exists" and not arg:
             kind = "header_exists"
+        elif op == "absent" and not arg:
+            kind = "header_absent"
         elif op == "~":
             kind, body = "header_has", _text(arg, where)
         elif op == "==":
             kind, body = "header_eq", _text(arg, where)
         else:
-            raise ValueError(f"{where}: a header takes 'exists', '~ TEXT' or '== TEXT'")
+            raise ValueError(f"{where}: a header takes 'exists', 'absent', '~ TEXT' or "
+                             f"'== TEXT'")
     else:  # json:
         pointer = subject[len("json:"):]
         body = _json_pointer(pointer)
@@ -310,6 +313,13 @@ def check_response_checks(options: Options, info: ValidationInfo) -> None:
     """Checks are evaluated by the HTTP/1.1 session only: refused by name elsewhere rather
     than silently never failing."""
     del info
+    named = {check.partition("=")[0] for check in options.check}
+    for rule in options.slo:
+        m = re.match(r"\s*check:([A-Za-z0-9_-]+)", rule)
+        if m is not None and m[1] not in named:
+            raise PydanticCustomError("options_file", "{a}: {msg}", {
+                "a": "slo", "msg": f"{rule!r} names no --check (checks: "
+                f"{', '.join(sorted(named)) or 'none'})"})
     if not options.check:
         return
     scheme = options.target.scheme if options.uri else "http"

@@ -189,7 +189,7 @@ class StopRule:
         limit = f"{match['number']}{unit}"
         if not math.isfinite(number):
             raise ValueError(f"{text!r}: the value must be finite")
-        check = _CHECK_METRIC.fullmatch(re.sub(r"\s+", "", match["metric"]))
+        check = _CHECK_METRIC.fullmatch(match["metric"].strip())
         if check is not None:
             # A response check's pass share (docs/checks.md): check.NAME.pass over its pass
             # plus fail counters.
