@@ -37,9 +37,9 @@ from ._request import (
 )
 from .options import (
     client_cert_pem,
-    parse_checks,
     fanout_target,
     parse_bind_config,
+    parse_checks,
     proxy_tls,
     request_specs,
     resolve,

@@ -450,6 +450,7 @@ SERVER_STATS: tuple[str, ...] = (
     "connections_refused",
     "grpc_calls",
     "grpc_errors",
+    "error_bodies",
     "proxy_connections",
     "proxy_connections_active",
     "proxy_connect_errors",
@@ -501,6 +502,7 @@ SERVER_STAT_DESCRIPTIONS: dict[str, str] = {
     "or the process out of file descriptors",
     "grpc_calls": "gRPC calls answered (HTTP/2 POSTs with content-type application/grpc), "
     "every grpc-status; a subset of requests (status 200)",
+    "error_bodies": "200 error bodies sent for --error-body-every (a subset of requests)",
     "grpc_errors": "gRPC calls answered with a grpc-status other than OK (0); a subset of "
     "grpc_calls",
     "proxy_connections": "connections accepted by the TCP proxies (not those refused at "

@@ -387,7 +387,7 @@ class TestServer:
         tcp_echo_bytes, udp_echo_packets, connections_http1, connections_http2,
         tls_handshakes, tls_handshake_errors, tls_session_reused, tls_clients_verified,
         tls_clients_refused, h2_streams_reset,
-        h2_protocol_errors, connections_refused, grpc_calls, grpc_errors, proxy_connections,
+        h2_protocol_errors, connections_refused, grpc_calls, grpc_errors, error_bodies, proxy_connections,
         proxy_connections_active, proxy_connect_errors, proxy_bytes_up, proxy_bytes_down,
         redirects, fanout_connections, fanout_requests, fanout_upstream_requests,
         fanout_upstream_errors.

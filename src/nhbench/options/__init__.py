@@ -15,7 +15,6 @@ from ._errors import format_validation_error
 from ._flags import Flag, add_model_flags, flag_of, model_flags
 from ._listen import DEFAULT_LISTEN, parse_listen
 from ._request_set import request_specs
-from ._response_checks import ResponseCheck, parse_check, parse_checks
 from ._response import (
     MAX_RESPONSE_BODY_SIZE,
     RESPONSE_FIELDS,
@@ -23,6 +22,7 @@ from ._response import (
     ResponseHeader,
     ResponseOptions,
 )
+from ._response_checks import ResponseCheck, parse_check, parse_checks
 from ._run import Options, make_options
 from ._run_load import DEFAULT_DURATION
 from ._run_output import DEFAULT_PERCENTILES

@@ -28,10 +28,10 @@ from pydantic import ValidationError, ValidationInfo, model_validator
 from .._exceptions import OptionsError
 from .._predicates import DEFAULT_FAILURE_PREDICATES
 from ._errors import format_validation_error
+from ._response_checks import ResponseChecks
 from ._run_checks import check, normalise
 from ._run_cluster import Cluster
 from ._run_load import DEFAULT_DURATION, Pool, Rate, Timing
-from ._response_checks import ResponseChecks
 from ._run_observe import DEFAULT_STATS_INTERVAL, LiveStats, Observation
 from ._run_output import Output
 from ._run_protocols import GRPC_DEFAULT_FAILURE_PREDICATES, Grpc, Http2

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationInfo
 
+from ._response_checks import check_response_checks
 from ._run_cluster import check_ray, ray_address_is_not_the_url
 from ._run_load import check_totals, duration_default
 from ._run_model import Data
@@ -32,7 +33,6 @@ from ._run_protocols import (
     grpc_uri,
     h2c_means_http2,
 )
-from ._response_checks import check_response_checks
 from ._run_proxy import check_proxy
 from ._run_push import check_pushed_metrics
 from ._run_requests import check_request_source, payload_means_post, replay_offsets_first
