@@ -13,7 +13,10 @@
  * and nhb__chk_finish() gives the checks that failed once the response ends.
  *
  * Every function below but the set's init and free and the state's new and
- * free is allocation-free, and the JSON pointer evaluator and the streaming
+ * free is allocation-free (SHA-256 is OpenSSL's low-level SHA256_CTX, a plain
+ * struct reset per response: EVP_DigestInit_ex2 frees and allocates the
+ * provider's context on every call, measured with OpenSSL 3, which would be
+ * one allocation per request), and the JSON pointer evaluator and the streaming
  * matcher are exposed for the fuzz targets (csrc/fuzz/fuzz_check.c).
  */
 #ifndef _GNU_SOURCE
@@ -23,7 +26,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <openssl/evp.h>
+/* The SHA256_* functions are deprecated in OpenSSL 3 in favour of EVP, whose
+ * re-initialisation allocates (above); they remain part of its API. */
+#define OPENSSL_SUPPRESS_DEPRECATED
+#include <openssl/sha.h>
 
 #include "client/client.h"
 
@@ -83,13 +89,6 @@ int nhb__chk_set_init(nhb__chk_set* set, const nhb_check* checks, uint32_t n, ch
       default: break;
     }
   }
-  if (set->sha_mask != 0) {
-    set->md = EVP_MD_fetch(NULL, "SHA256", NULL);
-    if (set->md == NULL) {
-      nhb__chk_set_free(set);
-      return set_error(err, err_len, 0, "OpenSSL has no SHA-256");
-    }
-  }
   set->n = n;
   return 0;
 }
@@ -117,7 +116,6 @@ int nhb__chk_run_init(nhb_run* run, char* err, size_t err_len) {
 }
 
 void nhb__chk_set_free(nhb__chk_set* set) {
-  EVP_MD_free((EVP_MD*)set->md);
   free(set->strings);
   memset(set, 0, sizeof(*set));
 }
@@ -128,7 +126,7 @@ nhb__chk_state* nhb__chk_state_new(const nhb__chk_set* set) {
   if (set->json_mask != 0 && (st->json = malloc(NHB_CHECK_JSON_PREFIX)) == NULL) goto fail;
   for (uint32_t i = 0; i < set->n; i++)
     if ((set->sha_mask >> i) & 1u)
-      if ((st->sha[i] = EVP_MD_CTX_new()) == NULL) goto fail;
+      if ((st->sha[i] = malloc(sizeof(SHA256_CTX))) == NULL) goto fail;
   return st;
 fail:
   nhb__chk_state_free(set, st);
@@ -137,7 +135,7 @@ fail:
 
 void nhb__chk_state_free(const nhb__chk_set* set, nhb__chk_state* st) {
   if (st == NULL) return;
-  for (uint32_t i = 0; i < set->n; i++) EVP_MD_CTX_free((EVP_MD_CTX*)st->sha[i]);
+  for (uint32_t i = 0; i < set->n; i++) free(st->sha[i]);
   free(st->json);
   free(st);
 }
@@ -150,9 +148,7 @@ void nhb__chk_begin(const nhb__chk_set* set, nhb__chk_state* st) {
   st->json_len = 0;
   for (uint32_t i = 0; i < set->n; i++) {
     st->pos[i] = 0;
-    /* The context keeps its digest's state between requests: init again
-     * resets it without reallocating. */
-    if (st->sha[i] != NULL) EVP_DigestInit_ex2((EVP_MD_CTX*)st->sha[i], (const EVP_MD*)set->md, NULL);
+    if (st->sha[i] != NULL) SHA256_Init((SHA256_CTX*)st->sha[i]);
   }
 }
 
@@ -265,7 +261,7 @@ void nhb__chk_body(const nhb__chk_set* set, nhb__chk_state* st, const char* at, 
   while (m != 0) {
     uint32_t i = (uint32_t)__builtin_ctz(m);
     m &= m - 1;
-    EVP_DigestUpdate((EVP_MD_CTX*)st->sha[i], at, len);
+    SHA256_Update((SHA256_CTX*)st->sha[i], at, len);
   }
   if (st->json != NULL && st->json_len < NHB_CHECK_JSON_PREFIX) {
     size_t take = NHB_CHECK_JSON_PREFIX - st->json_len;
@@ -435,10 +431,8 @@ uint32_t nhb__chk_finish(const nhb__chk_set* set, nhb__chk_state* st, int status
       case NHB_CHECK_STATUS: ok = status >= 0 && in_ranges(c, (uint64_t)status); break;
       case NHB_CHECK_BODY_SIZE: ok = in_ranges(c, body_bytes); break;
       case NHB_CHECK_BODY_SHA256: {
-        unsigned char md[EVP_MAX_MD_SIZE];
-        unsigned int md_len = 0;
-        ok = EVP_DigestFinal_ex((EVP_MD_CTX*)st->sha[i], md, &md_len) == 1 && md_len == 32 &&
-             memcmp(md, c->text, 32) == 0;
+        unsigned char md[SHA256_DIGEST_LENGTH];
+        ok = SHA256_Final(md, (SHA256_CTX*)st->sha[i]) == 1 && memcmp(md, c->text, SHA256_DIGEST_LENGTH) == 0;
         break;
       }
       case NHB_CHECK_JSON_EXISTS:

@@ -345,7 +345,6 @@ typedef struct nhb__chk_set {
   nhb_check c[NHB_MAX_CHECKS]; /* strings in `strings`, header names lower-case */
   char* strings;
   uint32_t hdr_mask, body_has_mask, sha_mask, json_mask; /* checks by kind */
-  void* md; /* EVP_MD*: SHA-256, fetched once */
 } nhb__chk_set;
 
 typedef struct nhb__chk_state {
@@ -356,7 +355,7 @@ typedef struct nhb__chk_state {
   uint32_t pos[NHB_MAX_CHECKS]; /* substring: window bytes; header ==: value bytes */
   char name[NHB_CHECK_TEXT_MAX];
   char win[NHB_MAX_CHECKS][NHB_CHECK_TEXT_MAX];
-  void* sha[NHB_MAX_CHECKS]; /* EVP_MD_CTX*, for body.sha256 checks */
+  void* sha[NHB_MAX_CHECKS]; /* SHA256_CTX*, for body.sha256 checks */
   uint32_t json_len;
   char* json; /* the body's first NHB_CHECK_JSON_PREFIX bytes, with JSON checks */
 } nhb__chk_state;
