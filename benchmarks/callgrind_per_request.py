@@ -75,10 +75,13 @@ if float(sys.argv[8]) > 0:
     # Traces on (docs/telemetry.md): the spans go to a port nothing listens on; the worker's
     # cost is what is counted (the exporter is another thread).
     extra.update(trace="zipkin://127.0.0.1:1/api/v2/spans", trace_sample_rate=float(sys.argv[8]))
+if len(sys.argv) > 9 and sys.argv[9] != "[]":
+    extra["check"] = json.loads(sys.argv[9])  # response checks (docs/checks.md)
 r = nhbench.run(f"http://127.0.0.1:{port}/", rps=rps, connections=conns, concurrency=workers,
                 cpus=[cpu] * workers, duration="120s",
                 termination_predicate={"upstream_rq_total": n}, **extra)
-print(json.dumps({"completed": r.counters["benchmark.http_2xx"],
+print(json.dumps({"completed": r.counters["benchmark.http_2xx"]
+                  + r.counters.get("benchmark.check_failed", 0),
                   "sent": r.counters["upstream_rq_total"]}))
 """
 
@@ -145,7 +148,7 @@ def run_pair(client: str, port: int, conns: int, cfg: argparse.Namespace,
             rps = cfg.fixed_rps if client == "nhbench-fixed" else 0
             argv = [sys.executable, "-c", _CLIENT, proto, str(port), str(size),
                     str(cfg.client_cpu), str(conns), str(workers), str(rps),
-                    str(cfg.trace_sample_rate)]
+                    str(cfg.trace_sample_rate), json.dumps(cfg.check)]
             results.append(callgrind(argv, out, cfg.client_cpu, "worker_main",
                                      _last_json("completed")))
         elif client in ("floor", "floor-uring", "floor-timer"):
@@ -189,7 +192,9 @@ def target(name: str, cfg: argparse.Namespace) -> Iterator[dict[str, int]]:
         except NginxError as e:
             raise Skip(str(e)) from None
     else:
-        with nhbench_server(cfg.server_cpu, tool="callgrind_per_request") as srv:
+        body = [] if cfg.server_body_size is None else \
+            ["--response-body-size", str(cfg.server_body_size)]
+        with nhbench_server(cfg.server_cpu, body, tool="callgrind_per_request") as srv:
             # One listener: it tells HTTP/1.1 and h2c apart by the HTTP/2 preface.
             yield {"h1": srv.port, "h2c": srv.port}
 
@@ -215,6 +220,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="nhbench-fixed and floor-timer: the release rate (default 2000)")
     parser.add_argument("--trace-sample-rate", type=float, default=0.0,
                         help="nhbench clients: trace this fraction of the requests (0: off)")
+    parser.add_argument("--check", action="append", default=[],
+                        help="a response check for the nhbench clients (docs/checks.md); "
+                        "repeatable")
+    parser.add_argument("--server-body-size", type=int, default=None,
+                        help="the nhbench target's response body size (default: 13 bytes)")
     parser.add_argument("--client-cpu", type=int, default=0)
     parser.add_argument("--server-cpu", type=int, default=1)
     parser.add_argument("--json", type=Path, help="also write the rows to this JSON file")

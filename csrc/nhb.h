@@ -119,6 +119,8 @@ void nhb_stream_add(nhb_stream* dst, const nhb_stream* src);
   /* ---- gRPC (session_h2.c with config.grpc) ---- */          \
   X(GRPC_ERROR, "benchmark.grpc_error")                                  \
   X(GRPC_PROTOCOL_ERROR, "benchmark.grpc_protocol_error")                \
+  /* ---- response checks (check.c): a 2xx response that failed one ---- */ \
+  X(CHECK_FAILED, "benchmark.check_failed")                              \
   /* ---- echo (tcp:// udp://) ---- */                          \
   X(ECHO_MISMATCH, "benchmark.echo_mismatch")                            \
   X(UDP_LOST, "benchmark.udp_lost")                                      \
@@ -159,7 +161,8 @@ typedef enum {
   X(RELEASE_LATENESS, "sequencer.release_lateness")                               \
   X(TLS_HANDSHAKE, "benchmark_http_client.tls_handshake")                         \
   X(ORIGIN_LATENCY, "benchmark_http_client.origin_latency_statistic")             \
-  X(TUNNEL_SETUP, "benchmark_http_client.tunnel_setup")
+  X(TUNNEL_SETUP, "benchmark_http_client.tunnel_setup")                         \
+  X(LATENCY_CHECK_FAILED, "benchmark_http_client.latency_check_failed")
 
 typedef enum {
 #define NHB__HIST_ENUM(name, str) NHB_HIST_##name,
@@ -208,12 +211,50 @@ int nhb_counter_lookup(const char* name);
 int nhb_counter_name(int id, char* buf, size_t len);
 
 /* Everything one worker (or the merged run) measured. */
+/* Response checks (check.c, docs/checks.md): declarative tests of each
+ * final response, compiled by nhbench's Python side (nhbench._checks) and
+ * evaluated as the response arrives, without allocation per request. */
+#define NHB_MAX_CHECKS 16
+#define NHB_CHECK_MAX_RANGES 16
+#define NHB_CHECK_TEXT_MAX 256        /* a header name, a substring, a value, a JSON pointer */
+#define NHB_CHECK_JSON_PREFIX 16384   /* the body bytes a JSON pointer looks at */
+typedef enum {
+  NHB_CHECK_STATUS = 0,     /* status in ranges */
+  NHB_CHECK_HEADER_EXISTS,  /* header:NAME exists */
+  NHB_CHECK_HEADER_HAS,     /* header:NAME ~ "text": one such header's value contains text */
+  NHB_CHECK_HEADER_EQ,      /* header:NAME == "text": one such header's value is text */
+  NHB_CHECK_BODY_HAS,       /* body ~ "text" */
+  NHB_CHECK_BODY_SIZE,      /* body.size in ranges */
+  NHB_CHECK_BODY_SHA256,    /* body.sha256 == 32 bytes */
+  NHB_CHECK_JSON_EXISTS,    /* json:/pointer exists (over the first NHB_CHECK_JSON_PREFIX bytes) */
+  NHB_CHECK_JSON_EQ,        /* json:/pointer == JSON text (compared as written) */
+  NHB_CHECK_HEADER_ABSENT,  /* header:NAME absent */
+  NHB_CHECK_KIND_COUNT
+} nhb_check_kind_t;
+
+typedef struct nhb_check {
+  int kind;                 /* nhb_check_kind_t */
+  const char* header;       /* header checks: the name (any case) */
+  size_t header_len;
+  const char* text;         /* substring, value, digest (32 bytes) or JSON pointer */
+  size_t text_len;
+  const char* value;        /* NHB_CHECK_JSON_EQ: the JSON text */
+  size_t value_len;
+  uint64_t lo[NHB_CHECK_MAX_RANGES]; /* status / size: inclusive ranges */
+  uint64_t hi[NHB_CHECK_MAX_RANGES];
+  uint32_t nranges;
+} nhb_check;
+
 typedef struct nhb_stats {
   uint64_t execution_start_ns; /* CLOCK_REALTIME of the first scheduled release */
   uint64_t execution_duration_ns;
   uint64_t counters[NHB_CTR_COUNT];
   uint64_t status_codes[NHB_STATUS_COUNT]; /* [code - NHB_STATUS_MIN] */
   uint64_t grpc_status[NHB_GRPC_STATUS_COUNT]; /* [grpc-status]; all 0 but in gRPC runs */
+  /* Response checks (check.c): per configured check, the final responses
+   * that passed and failed it; all 0 without checks. */
+  uint64_t check_pass[NHB_MAX_CHECKS];
+  uint64_t check_fail[NHB_MAX_CHECKS];
   /* NULL for a statistic the run does not measure: origin_latency_statistic
    * without latency_response_header_name (Nighthawk does not report it then). */
   nhb_hist* hists[NHB_HIST_COUNT];
@@ -521,6 +562,9 @@ typedef struct nhb_client_config {
   double trace_sample_rate;
   int trace_b3;
   uint32_t trace_ring;
+  /* ---- response checks (check.c): HTTP/1.1 only; copied by nhb_run_create() ---- */
+  const nhb_check* checks;
+  uint32_t nchecks;
 } nhb_client_config;
 
 typedef enum {
@@ -734,6 +778,11 @@ typedef struct nhb_server_config {
   uint64_t max_payload_bytes;
   /* Every stall_every, all workers hold responses for stall_for (0 = never). */
   uint64_t stall_every_ns, stall_for_ns;
+  /* Every this many pre-rendered 200 responses of a worker, one goes out as
+   * an error body instead (still 200, with x-nhbench-error: 1 and the body
+   * {"error":"injected"}), counted in error_bodies: a known share of
+   * responses a client's response checks must catch (0 = never). */
+  uint64_t error_body_every;
   uint64_t idle_timeout_ns;   /* 0 = none */
   uint64_t header_timeout_ns; /* 0 = none */
   uint64_t max_header_bytes;
@@ -836,6 +885,7 @@ typedef struct nhb_server_config {
   X(connections_refused)  /* closed at accept: over max_connections, or no fds */ \
   X(grpc_calls)           /* gRPC calls answered (HTTP/2, server_grpc.c) */    \
   X(grpc_errors)          /* ... of them with a grpc-status other than OK */  \
+  X(error_bodies)         /* 200 error bodies sent for error_body_every */    \
   X(proxy_connections)    /* connections accepted by the TCP proxies */        \
   X(proxy_connections_active) /* ... open now */                               \
   X(proxy_connect_errors) /* ... closed because the destination was unreachable */ \

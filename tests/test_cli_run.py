@@ -191,5 +191,8 @@ def test_known_names_match_the_core(server: nhbench.TestServer) -> None:
     # Likewise the tunnel's setup time exists only in a run through a proxy.
     tunnel = "benchmark_http_client.tunnel_setup"
     assert tunnel in HISTOGRAM_IDS
-    assert set(core["histograms"]) == set(HISTOGRAM_IDS) - {origin, tunnel}
+    # And the failed-check latency only in a run with --check (docs/checks.md).
+    failed_check = "benchmark_http_client.latency_check_failed"
+    assert failed_check in HISTOGRAM_IDS
+    assert set(core["histograms"]) == set(HISTOGRAM_IDS) - {origin, tunnel, failed_check}
     assert set(core["streams"]) == set(STREAM_IDS)

@@ -3,6 +3,7 @@
 // Arguments are converted with the GIL held; every call that waits on the C
 // core (wait, destruction) releases it, so Python threads and signal handling
 // go on while a run is in progress.
+#include <array>
 #include <climits>
 #include <cmath>
 #include <string>
@@ -81,6 +82,7 @@ class ClientRun {
     parse_h3(d);
     parse_tunnel(d);
     parse_udp_tunnel(d);
+    parse_checks(d);
     char err[512] = "";
     int r = nhb_run_create_ex(&c, &run_, err, sizeof(err));
     if (r < 0 && err[0] != '\0') throw py::value_error(err);
@@ -238,6 +240,59 @@ class ClientRun {
         latency_response_header_name_.empty() ? nullptr : latency_response_header_name_.c_str();
   }
   std::string latency_response_header_name_;
+
+  // Response checks (nhbench._checks compiles them; docs/checks.md):
+  // "checks" list of dicts {name str, kind int (nhb_check_kind_t), header
+  // bytes, text bytes, value bytes, ranges list[(int, int)]}; absent = none.
+  // The core copies the strings; the names stay here for the counters.
+  void parse_checks(const py::dict& d) {
+    auto items = get_as<std::vector<py::dict>>(d, "checks", {});
+    if (items.empty()) return;
+    if (items.size() > NHB_MAX_CHECKS) config_error("checks", "at most 16");
+    checks_.resize(items.size());
+    check_strings_.resize(items.size());
+    for (size_t i = 0; i < items.size(); i++) {
+      const py::dict& e = items[i];
+      nhb_check& k = checks_[i];
+      k = nhb_check{};
+      check_names_.push_back(get_as<std::string>(e, "name", ""));
+      auto& keep = check_strings_[i];
+      keep[0] = get_as<std::string>(e, "header", "");
+      keep[1] = get_as<std::string>(e, "text", "");
+      keep[2] = get_as<std::string>(e, "value", "");
+      k.kind = get_as<int>(e, "kind", -1);
+      k.header = keep[0].data();
+      k.header_len = keep[0].size();
+      k.text = keep[1].data();
+      k.text_len = keep[1].size();
+      k.value = keep[2].data();
+      k.value_len = keep[2].size();
+      auto ranges = get_as<std::vector<std::pair<uint64_t, uint64_t>>>(e, "ranges", {});
+      if (ranges.size() > NHB_CHECK_MAX_RANGES) config_error("checks", "at most 16 ranges per check");
+      for (size_t r = 0; r < ranges.size(); r++) {
+        k.lo[r] = ranges[r].first;
+        k.hi[r] = ranges[r].second;
+      }
+      k.nranges = static_cast<uint32_t>(ranges.size());
+    }
+    config_.checks = checks_.data();
+    config_.nchecks = static_cast<uint32_t>(checks_.size());
+  }
+  std::vector<nhb_check> checks_;
+  std::vector<std::array<std::string, 3>> check_strings_;
+  std::vector<std::string> check_names_;
+
+  // The per-check counters, check.NAME.pass / check.NAME.fail, into a
+  // statistics dict of stats_to_dict's form.
+  py::dict with_checks(py::dict d, const nhb_stats* st) {
+    if (check_names_.empty()) return d;
+    py::dict counters = d["counters"].cast<py::dict>();
+    for (size_t i = 0; i < check_names_.size(); i++) {
+      counters[("check." + check_names_[i] + ".pass").c_str()] = st->check_pass[i];
+      counters[("check." + check_names_[i] + ".fail").c_str()] = st->check_fail[i];
+    }
+    return d;
+  }
 
   // tcp:// and udp:// echo keys (docs/protocols.md).
   // "echo_payload" bytes: what every tcp:// or udp:// request sends (the core copies it).
@@ -525,9 +580,9 @@ class ClientRun {
     d["error"] = err.empty() ? py::object(py::none()) : py::object(py::str(err));
     d["insecure"] = insecure_;
     py::list workers;
-    for (int i = 0; i < nhb_run_worker_count(run_); i++) workers.append(stats_to_dict(nhb_run_worker_stats(run_, i)));
+    for (int i = 0; i < nhb_run_worker_count(run_); i++) workers.append(with_checks(stats_to_dict(nhb_run_worker_stats(run_, i)), nhb_run_worker_stats(run_, i)));
     d["workers"] = workers;
-    d["global"] = stats_to_dict(global);
+    d["global"] = with_checks(stats_to_dict(global), global);
     // Per endpoint (the targets, or the target's addresses), in their order;
     // empty with one endpoint.
     uint32_t nep = 0;
@@ -557,7 +612,7 @@ class ClientRun {
     d["load"] = load;
     // Schedule shapes: what the schedule did.
     const nhb_stats* warm = nhb_run_warmup_stats(run_);
-    d["warmup"] = warm ? py::object(stats_to_dict(warm)) : py::object(py::none());
+    d["warmup"] = warm ? py::object(with_checks(stats_to_dict(warm), warm)) : py::object(py::none());
     nhb_schedule_facts f{};
     nhb_run_schedule_facts(run_, -1, &f);
     py::dict sched;

@@ -163,7 +163,7 @@ static int warmup_failed(const nhb__worker* w) {
       NHB_CTR_HTTP_XXX,           NHB_CTR_POOL_CONNECTION_FAILURE,
       NHB_CTR_STREAM_RESETS,      NHB_CTR_REQUEST_TIMEOUT,
       NHB_CTR_UPSTREAM_RQ_RETRY_LIMIT_EXCEEDED, NHB_CTR_GRPC_ERROR,
-      NHB_CTR_GRPC_PROTOCOL_ERROR, NHB_CTR_ECHO_MISMATCH,
+      NHB_CTR_GRPC_PROTOCOL_ERROR, NHB_CTR_ECHO_MISMATCH, NHB_CTR_CHECK_FAILED,
   };
   for (size_t i = 0; i < sizeof(failures) / sizeof(failures[0]); i++)
     if (c[failures[i]] > 0) return 1;
@@ -456,6 +456,7 @@ int nhb_run_create_ex(const nhb_client_config* config, nhb_run** out, char* err,
   const nhb__protocol* proto = nhb__protocols[run->config.protocol];
   int r = nhb__request_set_create(run, err, err_len);
   if (r == 0) r = nhb__observe_init(run, err, err_len);
+  if (r == 0) r = nhb__chk_run_init(run, err, err_len);
   if (r == 0) r = nhb__pool_run_init(run, err, err_len);
   if (r == 0) r = nhb__tunnel_run_init(run, err, err_len);
   if (r == 0) r = nhb__udp_tunnel_run_init(run, err, err_len);
@@ -538,6 +539,12 @@ static void merge_warmup(nhb_run* run) {
       st->grpc_status[c] -= wm->grpc_status[c];
       g->grpc_status[c] += wm->grpc_status[c];
     }
+    for (int c = 0; c < NHB_MAX_CHECKS; c++) {
+      st->check_pass[c] -= wm->check_pass[c];
+      g->check_pass[c] += wm->check_pass[c];
+      st->check_fail[c] -= wm->check_fail[c];
+      g->check_fail[c] += wm->check_fail[c];
+    }
     for (int h = 0; h < NHB_HIST_COUNT; h++)
       if (wm->hists[h] != NULL && st->hists[h] != NULL) nhb_hist_add(g->hists[h], wm->hists[h]);
     for (int s = 0; s < NHB_STREAM_COUNT; s++) nhb_stream_add(&g->streams[s], &wm->streams[s]);
@@ -564,6 +571,10 @@ static void merge(nhb_run* run) {
     for (int c = 0; c < NHB_CTR_COUNT; c++) g->counters[c] += st->counters[c];
     for (int c = 0; c < NHB_STATUS_COUNT; c++) g->status_codes[c] += st->status_codes[c];
     for (int c = 0; c < NHB_GRPC_STATUS_COUNT; c++) g->grpc_status[c] += st->grpc_status[c];
+    for (int c = 0; c < NHB_MAX_CHECKS; c++) {
+      g->check_pass[c] += st->check_pass[c];
+      g->check_fail[c] += st->check_fail[c];
+    }
     for (int h = 0; h < NHB_HIST_COUNT; h++)
       if (g->hists[h] != NULL) nhb_hist_add(g->hists[h], st->hists[h]);
     for (int s = 0; s < NHB_STREAM_COUNT; s++) nhb_stream_add(&g->streams[s], &st->streams[s]);
@@ -844,6 +855,7 @@ void nhb_run_destroy(nhb_run* run) {
   nhb__tunnel_run_free(run);
   nhb__udp_tunnel_run_free(run);
   nhb__trace_run_free(run);
+  nhb__chk_set_free(&run->chk);
   free(run->strings);
   free(run->workers);
   free(run->cpus);

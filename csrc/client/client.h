@@ -337,6 +337,47 @@ typedef struct nhb__tunnel_rx {
  * the failure paths that follow count nothing more. */
 #define NHB__TUNNEL_TCP 1     /* TCP connecting to the proxy */
 #define NHB__TUNNEL_WAITING 2 /* CONNECT written, reading the proxy's answer */
+/* Response checks (check.c): the run's copy of the table, and one
+ * connection's evaluation state (HTTP/1.1: one response at a time), both
+ * allocated once so that evaluating allocates nothing per request. */
+typedef struct nhb__chk_set {
+  uint32_t n; /* 0: no checks, and the session installs no check callbacks */
+  nhb_check c[NHB_MAX_CHECKS]; /* strings in `strings`, header names lower-case */
+  char* strings;
+  uint32_t hdr_mask, body_has_mask, sha_mask, json_mask; /* checks by kind */
+} nhb__chk_set;
+
+typedef struct nhb__chk_state {
+  uint32_t seen;     /* header and body-substring checks satisfied so far */
+  uint32_t active;   /* header checks whose name the current field has */
+  uint32_t name_len; /* the current field's name so far (> NHB_CHECK_TEXT_MAX: too long) */
+  int in_value;      /* the current field's value has begun */
+  uint32_t pos[NHB_MAX_CHECKS]; /* substring: window bytes; header ==: value bytes */
+  char name[NHB_CHECK_TEXT_MAX];
+  char win[NHB_MAX_CHECKS][NHB_CHECK_TEXT_MAX];
+  void* sha[NHB_MAX_CHECKS]; /* SHA256_CTX*, for body.sha256 checks */
+  uint32_t json_len;
+  char* json; /* the body's first NHB_CHECK_JSON_PREFIX bytes, with JSON checks */
+} nhb__chk_state;
+
+int nhb__chk_set_init(nhb__chk_set* set, const nhb_check* checks, uint32_t n, char* err, size_t err_len);
+void nhb__chk_set_free(nhb__chk_set* set);
+int nhb__chk_run_init(nhb_run* run, char* err, size_t err_len);
+nhb__chk_state* nhb__chk_state_new(const nhb__chk_set* set);
+void nhb__chk_state_free(const nhb__chk_set* set, nhb__chk_state* st);
+void nhb__chk_begin(const nhb__chk_set* set, nhb__chk_state* st);
+void nhb__chk_name(const nhb__chk_set* set, nhb__chk_state* st, const char* at, size_t len);
+void nhb__chk_value(const nhb__chk_set* set, nhb__chk_state* st, const char* at, size_t len);
+void nhb__chk_value_end(const nhb__chk_set* set, nhb__chk_state* st);
+void nhb__chk_body(const nhb__chk_set* set, nhb__chk_state* st, const char* at, size_t len);
+/* The checks (bits by index) that the ended response failed. */
+uint32_t nhb__chk_finish(const nhb__chk_set* set, nhb__chk_state* st, int status, uint64_t body_bytes);
+/* Streaming substring search: 1 when needle occurs in the bytes fed so far
+ * (win holds the last n - 1 of them, win_len how many). */
+int nhb__chk_find(const char* needle, size_t n, char* win, uint32_t* win_len, const char* data, size_t len);
+/* RFC 6901 pointer over doc[0..len): 1 and the value's text when it is there, whole. */
+int nhb__json_pointer(const char* doc, size_t len, const char* ptr, size_t ptr_len, const char** val, size_t* val_len);
+
 #define NHB__TUNNEL_FAILED 3
 #define NHB__TUNNEL_TLS 4     /* the TLS handshake with the proxy (carrier.c) */
 
@@ -419,6 +460,7 @@ struct nhb__conn {
   uint64_t h1_head_raw;
   const char* h1_limit;
   nhb__olat olat; /* HTTP/1.1: the latency response header of the current response */
+  nhb__chk_state* chk; /* HTTP/1.1 with checks: allocated on the entry's first connection, kept */
   /* HTTP/1.1 response-head replay (session_h1.c): the head of the last
    * response that llhttp parsed whole from a message boundary, and what that
    * parse found, so that a byte-identical response skips the parser. */
@@ -701,6 +743,8 @@ struct nhb_run {
    * callbacks that do not look at it at all. */
   uint32_t olat_len;
   char olat_name[NHB__OLAT_NAME_MAX + 1];
+  /* Response checks (check.c); chk.n == 0 without any. */
+  nhb__chk_set chk;
   /* Echo (session_echo.c): the run's own copy of the payload;
    * config.echo_payload points here once its run_init has run. */
   char* echo_payload;
@@ -869,6 +913,9 @@ void nhb__conn_response(nhb__conn* c, nhb__slot* s, int status);
 /* Called by the session when one request failed and the connection lives on
  * (HTTP/2 RST_STREAM): counts it against `reason` and frees the slot. */
 void nhb__conn_slot_failed(nhb__conn* c, nhb__slot* s, nhb_counter_t reason);
+/* A 2xx response that failed a check: an error (benchmark.check_failed),
+ * its latency in latency_check_failed only. */
+void nhb__conn_check_failed(nhb__conn* c, nhb__slot* s);
 /* Called by the session when the server refused a stream it never processed
  * (GOAWAY above its last stream id, REFUSED_STREAM): the request is re-sent
  * on a new connection once this one has closed. */

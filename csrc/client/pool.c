@@ -967,6 +967,18 @@ void nhb__conn_slot_failed(nhb__conn* c, nhb__slot* s, nhb_counter_t reason) {
   nhb__worker_maybe_finish(w);
 }
 
+void nhb__conn_check_failed(nhb__conn* c, nhb__slot* s) {
+  nhb__worker* w = c->worker;
+  uint64_t now = nhb__now_ns();
+  /* Kept apart: a failed check's latency is not a success's, and the
+   * headline statistics hold successes and non-2xx responses only. */
+  nhb_hist_record(w->stats.hists[NHB_HIST_LATENCY_CHECK_FAILED], now - s->rq.send_ns);
+  c->answered = 1;
+  slot_fail(w, c, s, NHB_CTR_CHECK_FAILED, now);
+  nhb__conn_update(c);
+  nhb__worker_maybe_finish(w);
+}
+
 void nhb__conn_slot_refused(nhb__conn* c, nhb__slot* s) {
   nhb__worker* w = c->worker;
   s->stream_id = 0;

@@ -215,6 +215,58 @@ static const llhttp_settings_t h1_olat_settings = {
     .on_message_complete = h1_on_message_complete,
 };
 
+/* The same callbacks plus the response checks (check.c), for runs with
+ * --check; each calls the latency header's variant when that is on too. A
+ * run without checks never reaches these. Trailers (fields after the head)
+ * are not headers a check looks at. */
+static int h1_chk_on_message_begin(llhttp_t* p) {
+  nhb__conn* c = CONN_OF(p);
+  nhb__chk_begin(&c->worker->run->chk, c->chk);
+  return c->worker->run->olat_len != 0 ? h1_olat_on_message_begin(p) : h1_on_message_begin(p);
+}
+
+static int h1_chk_on_header_field(llhttp_t* p, const char* at, size_t len) {
+  nhb__conn* c = CONN_OF(p);
+  if (!c->h1_in_body) nhb__chk_name(&c->worker->run->chk, c->chk, at, len);
+  return c->worker->run->olat_len != 0 ? h1_olat_on_header_field(p, at, len) : h1_on_header_field(p, at, len);
+}
+
+static int h1_chk_on_header_value(llhttp_t* p, const char* at, size_t len) {
+  nhb__conn* c = CONN_OF(p);
+  int r = c->worker->run->olat_len != 0 ? h1_olat_on_header_value(p, at, len) : h1_on_header_value(p, at, len);
+  if (r == 0 && len > 0 && !c->h1_in_body) nhb__chk_value(&c->worker->run->chk, c->chk, at, len);
+  return r;
+}
+
+static int h1_chk_on_header_value_complete(llhttp_t* p) {
+  nhb__conn* c = CONN_OF(p);
+  if (!c->h1_in_body) nhb__chk_value_end(&c->worker->run->chk, c->chk);
+  return c->worker->run->olat_len != 0 ? h1_olat_on_header_value_complete(p) : h1_on_header_value_complete(p);
+}
+
+static int h1_chk_on_headers_complete(llhttp_t* p) {
+  return CONN_OF(p)->worker->run->olat_len != 0 ? h1_olat_on_headers_complete(p) : h1_on_headers_complete(p);
+}
+
+static int h1_chk_on_body(llhttp_t* p, const char* at, size_t len) {
+  nhb__conn* c = CONN_OF(p);
+  c->body_bytes += len;
+  nhb__chk_body(&c->worker->run->chk, c->chk, at, len);
+  return 0;
+}
+
+static const llhttp_settings_t h1_chk_settings = {
+    .on_message_begin = h1_chk_on_message_begin,
+    .on_status = h1_on_status,
+    .on_chunk_header = h1_on_chunk_header,
+    .on_header_field = h1_chk_on_header_field,
+    .on_header_value = h1_chk_on_header_value,
+    .on_header_value_complete = h1_chk_on_header_value_complete,
+    .on_headers_complete = h1_chk_on_headers_complete,
+    .on_body = h1_chk_on_body,
+    .on_message_complete = h1_on_message_complete,
+};
+
 /* Response-head replay. A load test asks the same request again and again,
  * and a server answers it with the same head: llhttp's state machine then
  * spends most of the client's instructions re-reading bytes it has read
@@ -238,7 +290,8 @@ static const llhttp_settings_t h1_olat_settings = {
  * `len` bytes read from a message boundary and ending exactly with it. */
 static void h1_head_keep(nhb__conn* c, const char* data, size_t len, int status) {
   const nhb__worker* w = c->worker;
-  if (w->run->olat_len != 0 || !c->keep_alive || status < 200 || status == 101) return;
+  /* Checks read every response's bytes: nothing is replayed for them. */
+  if (w->run->olat_len != 0 || w->run->chk.n != 0 || !c->keep_alive || status < 200 || status == 101) return;
   /* A chunked body's bytes are parsed, and so are a close-delimited one's
    * (never complete here anyway): only counted bodies can be skipped. */
   if (c->parser.flags & (F_CHUNKED | F_TRANSFER_ENCODING)) return;
@@ -262,7 +315,14 @@ static void h1_head_keep(nhb__conn* c, const char* data, size_t len, int status)
 }
 
 static int h1_open(nhb__conn* c) {
-  llhttp_init(&c->parser, HTTP_RESPONSE, c->worker->run->olat_len != 0 ? &h1_olat_settings : &h1_settings);
+  const nhb_run* run = c->worker->run;
+  const llhttp_settings_t* settings = run->olat_len != 0 ? &h1_olat_settings : &h1_settings;
+  if (NHB__UNLIKELY(run->chk.n != 0)) {
+    /* Once per connection entry, kept for its later connections. */
+    if (c->chk == NULL && (c->chk = nhb__chk_state_new(&run->chk)) == NULL) return NHB_ENOMEM;
+    settings = &h1_chk_settings;
+  }
+  llhttp_init(&c->parser, HTTP_RESPONSE, settings);
   /* Strict parsing (docs/engine.md): llhttp's lenient modes are off by
    * default, and are turned off here explicitly so that it stays so. The
    * checks that llhttp makes only when compiled with LLHTTP_STRICT_MODE
@@ -324,6 +384,21 @@ static int h1_finish_response(nhb__conn* c, int status) {
   nhb__slot* s = c->slots;
   s->header_bytes = c->header_bytes;
   s->body_bytes = c->body_bytes;
+  if (NHB__UNLIKELY(c->chk != NULL)) {
+    const nhb__chk_set* set = &c->worker->run->chk;
+    uint32_t failed = nhb__chk_finish(set, c->chk, status, c->body_bytes);
+    nhb_stats* st = &c->worker->stats;
+    for (uint32_t i = 0; i < set->n; i++) {
+      if ((failed >> i) & 1u) st->check_fail[i]++;
+      else st->check_pass[i]++;
+    }
+    /* A 2xx that failed a check is an error; any other status already is
+     * one (or a 1xx/3xx...), counted by its class as before. */
+    if (failed != 0 && status >= 200 && status < 300) {
+      nhb__conn_check_failed(c, s);
+      return 0;
+    }
+  }
   nhb__conn_response(c, s, status);
   return 0;
 }
@@ -430,6 +505,8 @@ static const nhb__session_vtable nhb__session_h1_traced = {
 static void h1_conn_free(nhb__conn* c) {
   free(c->h1_head);
   c->h1_head = NULL;
+  if (c->chk != NULL) nhb__chk_state_free(&c->worker->run->chk, c->chk);
+  c->chk = NULL;
 }
 
 /* The protocol (nhb__protocol in client.h; NHB_PROTOCOL_MAP in nhb.h). */

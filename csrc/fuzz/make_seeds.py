@@ -483,6 +483,14 @@ def write(target: str, seeds: list[bytes]) -> int:
     return len(set(seeds))
 
 
+def check_seeds() -> list[bytes]:
+    """fuzz_check: POINTER 0xFF DOCUMENT 0xFF CUTS, from the documents docs/checks.md uses."""
+    docs = [b'{"error":"injected"}', b'{"data":{"id":42,"tags":["a","b"]},"ok":true}',
+            b'[1, {"a~b": {"c/d": null}}, "x\\"y"]', b'{"s":"needle in a \\"haystack\\""}']
+    pointers = [b"/error", b"/data/id", b"/data/tags/1", b"/1/a~0b/c~1d", b"/s", b"", b"needle"]
+    return [p + b"\xff" + d + b"\xff" + bytes([3, 1, 7, 2]) for d in docs for p in pointers]
+
+
 def chunked_ops(data: bytes, size: int) -> bytes:
     """The same bytes as reads of `size` bytes each (operation 0 with a length)."""
     out = bytearray()
@@ -553,6 +561,7 @@ def main() -> None:
         "fuzz_client_udp_tunnel": write("fuzz_client_udp_tunnel", udp_tunnel_seeds()),
         "fuzz_client_h2_tunnel": write("fuzz_client_h2_tunnel", h2_tunnel_seeds()),
         "fuzz_server_h3": write("fuzz_server_h3", h3_seeds()),
+        "fuzz_check": write("fuzz_check", check_seeds()),
     }
     total = sum(p.stat().st_size for p in CORPUS.rglob("*") if p.is_file())
     for name, n in counts.items():

@@ -461,7 +461,11 @@ static int bind_quic(nhb_server* s) {
   s->nh.nheaders++;
   s->alt_headers = hs;
   for (int m = 0; m < 3; m++)
-    for (int h = 0; h < 2; h++) free(s->ok[m][h]);
+    for (int h = 0; h < 2; h++) {
+      free(s->ok[m][h]);
+      free(s->err_ok[m][h]);
+      s->err_ok[m][h] = NULL;
+    }
   free(s->canned_400);
   free(s->canned_413);
   free(s->canned_431);
@@ -846,7 +850,11 @@ void nhb_server_destroy(nhb_server* s) {
   if (!s) return;
   nhb_server_stop(s);
   for (int m = 0; m < 3; m++)
-    for (int h = 0; h < 2; h++) free(s->ok[m][h]);
+    for (int h = 0; h < 2; h++) {
+      free(s->ok[m][h]);
+      free(s->err_ok[m][h]);
+      s->err_ok[m][h] = NULL;
+    }
   free(s->canned_400);
   free(s->canned_413);
   free(s->canned_431);

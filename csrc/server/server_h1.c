@@ -418,6 +418,12 @@ static int on_message_complete(llhttp_t* p) {
       rec.p[0].ext = s->ok[mode][head_only];
       rec.p[0].off = 0;
       rec.p[0].len = s->ok_len[mode][head_only];
+      if (NHB__UNLIKELY(s->config.error_body_every != 0) && ++w->error_body_n >= s->config.error_body_every) {
+        w->error_body_n = 0;
+        rec.p[0].ext = s->err_ok[mode][head_only];
+        rec.p[0].len = s->err_ok_len[mode][head_only];
+        nhb__srv_bump(&w->counters.error_bodies, 1);
+      }
       rec.bad = 0;
       r = nhb__srv_h1_push(c, &rec);
     } else {

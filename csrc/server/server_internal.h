@@ -419,6 +419,7 @@ struct nhb__srv_worker {
   char* rbuf;
   uint64_t now_ns;      /* when the input being parsed was read */
   uint64_t last_req_ns; /* the previous request on this worker */
+  uint64_t error_body_n; /* pre-rendered 200s since the last error body */
   uint64_t rng;
   size_t delayed; /* queued responses waiting for a deadline */
   /* Per-request parse results; reset by each dynamic request. */
@@ -473,6 +474,8 @@ struct nhb_server {
   /* Pre-rendered responses: [mode][head_only]. */
   char* ok[3][2];
   size_t ok_len[3][2];
+  char* err_ok[3][2]; /* the error body of error_body_every, NULL without it */
+  size_t err_ok_len[3][2];
   uint64_t ok_delay_ns;
   char* canned_400;
   size_t canned_400_len;

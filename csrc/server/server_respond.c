@@ -189,6 +189,23 @@ int nhb__srv_render_canned(nhb_server* s) {
       take(&b, &s->ok[mode][head], &s->ok_len[mode][head]);
     }
   }
+  if (s->config.error_body_every != 0) {
+    static const char err_body[] = "{\"error\":\"injected\"}";
+    static const nhb__srv_header err_hd = {{"x-nhbench-error", 15}, {"1", 1}, 0};
+    nhb__srv_headers eh = {{s->nh.headers, NULL, NULL}, {s->nh.nheaders, 0, 0}, &err_hd, 1};
+    size_t n = sizeof(err_body) - 1;
+    for (int mode = 0; mode < 3; mode++) {
+      for (int head = 0; head < 2; head++) {
+        nhb__srv_buf b = {0};
+        if (nhb__srv_render_head(&b, 200, (int64_t)n, mode, &eh) < 0 ||
+            (!head && nhb__srv_buf_append(&b, err_body, n) < 0)) {
+          nhb__srv_buf_free(&b);
+          return NHB_ENOMEM;
+        }
+        take(&b, &s->err_ok[mode][head], &s->err_ok_len[mode][head]);
+      }
+    }
+  }
   if (canned_error(400, "malformed request\n", &s->canned_400, &s->canned_400_len) < 0 ||
       canned_error(413, "request body too large\n", &s->canned_413, &s->canned_413_len) < 0 ||
       canned_error(431, "request header fields too large\n", &s->canned_431, &s->canned_431_len) < 0 ||

@@ -107,6 +107,7 @@ class ServerStatsDict(TypedDict):
     connections_refused: int
     grpc_calls: int
     grpc_errors: int
+    error_bodies: int
     proxy_connections: int
     proxy_connections_active: int
     proxy_connect_errors: int

@@ -39,6 +39,7 @@ from .options import (
     client_cert_pem,
     fanout_target,
     parse_bind_config,
+    parse_checks,
     proxy_tls,
     request_specs,
     resolve,
@@ -112,6 +113,8 @@ def client_core_config(options: Options, address: str, *,
     config.update(_targets_config(options))
     config.update(_endpoints_config(options, addresses))
     config.update(_observation_config(options))
+    if options.check:
+        config["checks"] = [check.core() for check in parse_checks(list(options.check))]
     config.update(_proxy_config(options))
     # Likewise (docs/protocols.md), one helper per protocol.
     config.update(_echo_config(options))
@@ -584,6 +587,7 @@ def server_core_config(options: ServerOptions) -> dict[str, Any]:
         "max_connections": int(options.max_connections),
         "max_payload_kb": int(options.max_payload_kb),
         "stall_every": float(options.stall_every),
+        "error_body_every": int(options.error_body_every),
         "stall_for": float(options.stall_for),
         "tcp_echo": [tuple(a) for a in options.tcp_echo],
         "udp_echo": [tuple(a) for a in options.udp_echo],

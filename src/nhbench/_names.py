@@ -8,6 +8,7 @@ counter that Nighthawk-style JSON left out because it was zero.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 __all__ = [
@@ -62,6 +63,9 @@ TUNNEL_SETUP = "benchmark_http_client.tunnel_setup"
 # The latency the origin reported in --latency-response-header-name (Nighthawk's
 # name); only present in a result when that option was given.
 ORIGIN_LATENCY = "benchmark_http_client.origin_latency_statistic"
+# The latency of 2xx responses that failed a --check (benchmark.check_failed); only present
+# in a result when the run had checks.
+LATENCY_CHECK_FAILED = "benchmark_http_client.latency_check_failed"
 SEQUENCER_CALLBACK = "sequencer.callback"
 SEQUENCER_BLOCKING = "sequencer.blocking"
 RELEASE_LATENESS = "sequencer.release_lateness"
@@ -79,6 +83,7 @@ HISTOGRAM_IDS: tuple[str, ...] = (
     SCHEDULED_TO_RESPONSE,
     REQUEST_TO_RESPONSE,
     *LATENCY_BY_CLASS,
+    LATENCY_CHECK_FAILED,
     QUEUE_TO_CONNECT,
     TLS_HANDSHAKE,
     TUNNEL_SETUP,
@@ -100,6 +105,7 @@ STATISTIC_DESCRIPTIONS: dict[str, str] = {
     TUNNEL_SETUP: "CONNECT tunnel setup (TCP to the proxy connected, or CONNECT-UDP's first "
     "packet to it, to its 2xx answer)",
     ORIGIN_LATENCY: "Origin latency (the latency response header's values)",
+    LATENCY_CHECK_FAILED: "Latency of 2xx responses that failed a check",
     SEQUENCER_CALLBACK: "Initiation to completion",
     SEQUENCER_BLOCKING: "Blocking. Results are skewed when significant numbers are reported here.",
     RELEASE_LATENESS: "Release lateness (actual release minus scheduled release)",
@@ -154,6 +160,8 @@ COUNTERS: tuple[str, ...] = (
     # gRPC: calls that ended with a non-OK grpc-status, or broke the protocol.
     "benchmark.grpc_error",
     "benchmark.grpc_protocol_error",
+    # Response checks (docs/checks.md): 2xx responses that failed one.
+    "benchmark.check_failed",
     # Proxies: CONNECT tunnels up, and those that failed, by cause (docs/engine.md).
     "tunnel.established",
     "tunnel.connect_fail",
@@ -215,7 +223,12 @@ def is_counter(name: str) -> bool:
     """Whether `name` is a counter the C core reports: one of `COUNTERS`, a per-status-code
     counter or a gRPC status counter."""
     return (name in COUNTERS or status_counter_code(name) is not None
-            or grpc_status_counter_code(name) is not None)
+            or grpc_status_counter_code(name) is not None
+            or _CHECK_COUNTER.fullmatch(name) is not None)
+
+
+#: The per-check counters of --check (docs/checks.md): ``check.NAME.pass``/``.fail``.
+_CHECK_COUNTER = re.compile(r"check\.[A-Za-z0-9_-]{1,64}\.(?:pass|fail)")
 
 
 # What the counters added with TLS and HTTP/2 mean (the others are in docs/engine.md).
@@ -241,6 +254,8 @@ COUNTER_DESCRIPTIONS: dict[str, str] = {
     "benchmark.udp_late": "echoes of lost udp:// requests that came back after all",
     "benchmark.udp_unexpected": "udp:// datagrams that matched no request (short, unknown or "
     "repeated sequence number)",
+    "benchmark.check_failed": "2xx responses that failed a --check (each also in "
+    "check.NAME.fail; latency in latency_check_failed)",
     "benchmark.grpc_error": "gRPC calls that ended with a non-OK grpc-status (HTTP 200; "
     "each also in benchmark.grpc_status_<code>)",
     "benchmark.grpc_protocol_error": "gRPC calls whose response broke the gRPC protocol: no "
@@ -294,6 +309,8 @@ ERROR_COUNTERS: tuple[str, ...] = (
     # in gRPC runs).
     "benchmark.grpc_error",
     "benchmark.grpc_protocol_error",
+    # A 2xx response that failed a --check ends here instead (docs/checks.md).
+    "benchmark.check_failed",
 )
 
 #: Connection-level counters shown next to the errors but never added to them: the requests
@@ -328,6 +345,7 @@ ERROR_NAMES: dict[str, tuple[str, str]] = {
     "benchmark.echo_mismatch": ("mismatched echo", "mismatched echoes"),
     "benchmark.grpc_error": ("gRPC error status", "gRPC error statuses"),
     "benchmark.grpc_protocol_error": ("gRPC protocol error", "gRPC protocol errors"),
+    "benchmark.check_failed": ("failed check", "failed checks"),
 }
 
 _RESPONSE_COUNTERS = tuple(
@@ -432,6 +450,7 @@ SERVER_STATS: tuple[str, ...] = (
     "connections_refused",
     "grpc_calls",
     "grpc_errors",
+    "error_bodies",
     "proxy_connections",
     "proxy_connections_active",
     "proxy_connect_errors",
@@ -483,6 +502,7 @@ SERVER_STAT_DESCRIPTIONS: dict[str, str] = {
     "or the process out of file descriptors",
     "grpc_calls": "gRPC calls answered (HTTP/2 POSTs with content-type application/grpc), "
     "every grpc-status; a subset of requests (status 200)",
+    "error_bodies": "200 error bodies sent for --error-body-every (a subset of requests)",
     "grpc_errors": "gRPC calls answered with a grpc-status other than OK (0); a subset of "
     "grpc_calls",
     "proxy_connections": "connections accepted by the TCP proxies (not those refused at "

@@ -47,7 +47,8 @@ __all__ = [
 TABLE_POINTS = (50.0, 90.0, 99.0, 99.9, 99.99)
 
 _UNITS = {"latency": "s", "size": "B", "error_rate": "fraction", "achieved_ratio": "fraction",
-          "rps": "rps", "errors": "count", "blocked": "count", "counter": "count"}
+          "rps": "rps", "errors": "count", "blocked": "count", "counter": "count",
+          "check": "fraction"}
 
 
 class _LatencyView(Mapping[str, "float | None"]):

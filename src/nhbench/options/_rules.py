@@ -77,7 +77,7 @@ _NUMBER = r"[0-9]+(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?|\.[0-9]+(?:[eE][-+]?[0-9]+)?
 # The metric is checked word by word in `_parse_metric`; the pattern only splits the rule at
 # its operator, so that an unknown metric gets a message naming it.
 _RULE = re.compile(
-    r"^\s*(?P<metric>[A-Za-z0-9_.:/()\s]+?)"
+    r"^\s*(?P<metric>[A-Za-z0-9_.:/()\s-]+?)"
     r"\s*(?P<op><=|>=|==|<|>)\s*"
     rf"(?P<number>{_NUMBER})\s*(?P<unit>[a-zµμ%]*)\s*$",
     re.IGNORECASE,
@@ -92,6 +92,8 @@ _GRAMMAR = (
 _RATIOS = {"error_rate": "error_rate", "achieved/requested": "achieved_ratio"}
 _NUMBERS = ("rps", "errors", "blocked")
 _FIELDS = ("min", "max", "mean")
+# check:NAME, a response check's pass share.
+_CHECK_METRIC = re.compile(r"check:([A-Za-z0-9_-]{1,64})")
 
 
 class SloCheck(BaseModel):
@@ -187,6 +189,17 @@ class StopRule:
         limit = f"{match['number']}{unit}"
         if not math.isfinite(number):
             raise ValueError(f"{text!r}: the value must be finite")
+        check = _CHECK_METRIC.fullmatch(match["metric"].strip())
+        if check is not None:
+            # A response check's pass share (docs/checks.md): check.NAME.pass over its pass
+            # plus fail counters.
+            if unit not in ("", "%"):
+                raise ValueError(f"{text!r}: a check's pass share is a fraction (0.999) or a "
+                                 f"percentage (99.9%), not {unit!r}")
+            threshold = number / 100.0 if unit == "%" else number
+            return cls(expression, "check", op, threshold, counter=check[1], limit=limit)
+        if match["metric"].strip().lower().startswith("check:"):
+            raise ValueError(f"{text!r}: a check is named check:NAME (letters, digits, _ and -)")
         metric, statistic, field, percentile = _parse_metric(text, match["metric"])
         if metric == "latency":
             scale = LATENCY_UNITS.get(unit) if unit else None
@@ -258,6 +271,15 @@ class StopRule:
             return float(measures.error_count)
         if self.metric == "blocked":
             return float(measures.blocked_count)
+        if self.metric == "check":
+            # No data (no such check, or no response judged by it) fails the rule.
+            if not isinstance(measures, DetailedMeasures):
+                return None
+            passed = measures.counter_value(f"check.{self.counter}.pass")
+            failed = measures.counter_value(f"check.{self.counter}.fail")
+            if passed is None or failed is None or passed + failed == 0:
+                return None
+            return passed / (passed + failed)
         if isinstance(measures, DetailedMeasures):
             count = measures.counter_value(self.counter or "")
             return None if count is None else float(count)
@@ -284,6 +306,7 @@ class StopRule:
             "rps": "achieved rate (2xx responses per second)",
             "errors": "errors (non-2xx responses, failed connections, resets, time-outs)",
             "blocked": "blocked releases + requests dropped before sending",
+            "check": f"share of responses that passed check {self.counter}",
         }.get(self.metric, f"counter {self.counter}")
 
 
@@ -393,6 +416,8 @@ def format_rule_value(rule: StopRule | None, value: float | None) -> str:
         return format_latency(value)
     if rule.metric == "error_rate":
         return f"{value * 100:.3g}%"
+    if rule.metric == "check":
+        return f"{value * 100:.4g}%"
     if rule.metric == "size":
         return f"{_count(value)} B"
     if rule.metric == "rps":

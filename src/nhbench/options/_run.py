@@ -28,6 +28,7 @@ from pydantic import ValidationError, ValidationInfo, model_validator
 from .._exceptions import OptionsError
 from .._predicates import DEFAULT_FAILURE_PREDICATES
 from ._errors import format_validation_error
+from ._response_checks import ResponseChecks
 from ._run_checks import check, normalise
 from ._run_cluster import Cluster
 from ._run_load import DEFAULT_DURATION, Pool, Rate, Timing
@@ -69,6 +70,7 @@ class Options(
     # are written from the last fields to the first: read this list bottom-up for the field
     # order (the CLI's flags, --help, docs/options.md and every echo of the options follow it,
     # and a field validator sees the fields before its own in `info.data`).
+    ResponseChecks,  # check
     Observation,  # latency_response_header_name, verbosity
     Cluster,  # ray, hosts
     Grpc,  # grpc ... grpc_deadline

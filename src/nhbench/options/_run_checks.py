@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationInfo
 
+from ._response_checks import check_response_checks
 from ._run_cluster import check_ray, ray_address_is_not_the_url
 from ._run_load import check_totals, duration_default
 from ._run_model import Data
@@ -96,6 +97,7 @@ CHECKS: tuple[Check, ...] = (
     check_grpc,  # options that apply to gRPC runs only, or not to them
     check_http3,  # what QUIC cannot honour (reads the mapped TLS configs)
     check_trace,  # --trace: a collector for the sample rate, a protocol that carries headers
+    check_response_checks,  # --check: a protocol whose session evaluates them
     check_ray,  # Ray's own options
     check_pushed_metrics,  # a flush interval needs a sink; sinks need the intervals
     check_until,  # --until: live statistics, enough intervals, rate only in a closed loop

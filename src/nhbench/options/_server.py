@@ -331,6 +331,13 @@ class ServerOptions(StrictModel):
     stall_for: Annotated[float, Flag(metavar="TIME", group=_SELF_TEST)] = Field(
         default=0.0, ge=0, le=3600, description="Length of each stall (see --stall-every)."
     )
+    error_body_every: Annotated[int, Flag(metavar="N", group=_SELF_TEST)] = Field(
+        default=0, ge=0, le=2**62,
+        description="Every Nth pre-rendered 200 response of each worker goes out as an "
+        "error body instead: still 200, with x-nhbench-error: 1 and the body "
+        "{\"error\":\"injected\"}, counted in the error_bodies statistic (a known share "
+        "for a client's --check to catch; 100 is 1 %). HTTP/1.x; 0 = never.",
+    )
     idle_timeout: Annotated[float, Flag(metavar="TIME", default="60s", group=_LIMITS)] = Field(
         default=60.0, ge=0, le=86400,
         description="Close a keep-alive connection idle (no request in progress) this long; "
@@ -738,6 +745,8 @@ class ServerOptions(StrictModel):
         args += ["--max-echo-delay", repr(float(self.max_echo_delay))]
         args += ["--max-delay", repr(float(self.max_delay))]
         args += ["--max-payload-kb", str(self.max_payload_kb)]
+        if self.error_body_every > 0:
+            args += ["--error-body-every", str(self.error_body_every)]
         if self.stall_every > 0:
             args += ["--stall-every", repr(float(self.stall_every)),
                      "--stall-for", repr(float(self.stall_for))]

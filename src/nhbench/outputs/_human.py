@@ -17,6 +17,7 @@ from .._grpc import STATUS_NAMES
 from .._names import (
     GRPC_STATUS_RANGE,
     LATENCY_BY_CLASS,
+    LATENCY_CHECK_FAILED,
     ORIGIN_LATENCY,
     QUEUE_TO_CONNECT,
     RELEASE_LATENESS,
@@ -47,6 +48,7 @@ _SECTIONS: tuple[tuple[str, str | None], ...] = (
     (REQUEST_TO_RESPONSE, "measured from the actual send, not corrected for coordinated "
      "omission"),
     *((sid, None) for sid in LATENCY_BY_CLASS),
+    (LATENCY_CHECK_FAILED, "2xx responses that failed a --check, kept out of the 2xx latency"),
     (QUEUE_TO_CONNECT, None),
     (TLS_HANDSHAKE, None),
     (ORIGIN_LATENCY, "as the origin reported it in the latency response header"),

@@ -328,7 +328,7 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Generator[None, object, o
         from .._slo import parse_slo_rules
 
         try:
-            rules = parse_slo_rules([arg for marker in markers for arg in marker.args])
+            rules = parse_slo_rules([rule for marker in markers for rule in _marker_rules(marker)])
         except OptionsError as exc:
             pytest.fail(f"@pytest.mark.{MARKER}: {exc}", pytrace=False)
     try:
@@ -345,6 +345,25 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Generator[None, object, o
         if failures:
             pytest.fail("\n".join(failures), pytrace=False)
     return outcome
+
+
+def _marker_rules(marker: pytest.Mark) -> list[object]:
+    """The marker's rules: its arguments, then ``checks={"NAME": "99.9%"}`` as one
+    ``check:NAME>=99.9%`` rule per response check (docs/checks.md); a bare number is a
+    fraction (0.999). Any other keyword is refused by name."""
+    from .._exceptions import OptionsError
+
+    unknown = sorted(set(marker.kwargs) - {"checks"})
+    if unknown:
+        raise OptionsError(f"unknown keyword {unknown[0]!r} (only checks= is taken)")
+    rules: list[object] = list(marker.args)
+    checks = marker.kwargs.get("checks", {})
+    if not isinstance(checks, dict):
+        raise OptionsError(f"checks= takes a dict of check name to pass share "
+                           f"({{'body_ok': '99.9%'}}), not {checks!r}")
+    for name, share in checks.items():
+        rules.append(f"check:{name}>={share}")
+    return rules
 
 
 def _after_test(item: pytest.Function, rules: list[StopRule]) -> list[str]:

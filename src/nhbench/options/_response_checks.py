@@ -1,0 +1,329 @@
+"""Response checks (``--check [NAME=]EXPR``, docs/checks.md): the grammar, parsed and
+validated here so that a bad check is refused by name before anything is sent; the C core
+(csrc/client/check.c) gets the compiled table (`ResponseCheck.core`) and evaluates it as
+each response arrives.
+
+Grammar (one check per ``--check``; NAME is letters, digits, ``_`` and ``-``)::
+
+    status in 200,204 | status in 200..299 | status == 200
+    header:NAME exists | header:NAME absent | header:NAME ~ TEXT | header:NAME == TEXT
+    body ~ TEXT
+    body.size in 100..2000 | body.size == 1024
+    body.sha256 == HEX (64 hex digits)
+    json:/pointer exists | json:/pointer == VALUE (a JSON number, string, true, false, null)
+
+TEXT is a double-quoted string (JSON escapes) or one word without blanks. A regular
+expression (``body =~ /re/``) is refused by name: no bounded engine is built in.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Annotated, Any
+
+from pydantic import Field, ValidationInfo, field_validator
+from pydantic_core import PydanticCustomError
+
+from ._flags import Flag
+from ._run_model import RunPart
+
+if TYPE_CHECKING:
+    from ._run import Options
+
+__all__ = [
+    "CHECK_KINDS",
+    "ResponseChecks",
+    "check_response_checks",
+    "JSON_PREFIX_BYTES",
+    "MAX_CHECKS",
+    "MAX_TEXT_BYTES",
+    "ResponseCheck",
+    "parse_check",
+    "parse_checks",
+]
+
+#: The core's limits (csrc/nhb.h: NHB_MAX_CHECKS, NHB_CHECK_TEXT_MAX,
+#: NHB_CHECK_MAX_RANGES, NHB_CHECK_JSON_PREFIX).
+MAX_CHECKS = 16
+MAX_TEXT_BYTES = 256
+MAX_RANGES = 16
+JSON_PREFIX_BYTES = 16384
+MAX_NAME = 64
+
+#: nhb_check_kind_t, in the core's order.
+CHECK_KINDS: tuple[str, ...] = (
+    "status", "header_exists", "header_has", "header_eq", "body_has", "body_size",
+    "body_sha256", "json_exists", "json_eq", "header_absent",
+)
+
+_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_PREFIX_NAME = re.compile(r"^\s*(?P<name>[A-Za-z0-9_-]+)\s*=(?![=~])\s*(?P<rest>.*)$", re.S)
+_SUBJECT = re.compile(
+    r"^\s*(?P<subject>status|body\.size|body\.sha256|body|header:[^\s~=]+|json:\S*)"
+    r"\s*(?P<op>=~|==|~|in\b|exists\b|absent\b)?\s*(?P<arg>.*?)\s*$",
+    re.S,
+)
+_GRAMMAR = ("expected 'status in 200,204', 'status in 200..299', 'status == 200', "
+            "'header:NAME exists|absent|~ TEXT|== TEXT', 'body ~ TEXT', 'body.size in 100..2000', "
+            "'body.sha256 == HEX' or 'json:/pointer exists|== VALUE', with an optional NAME= "
+            "before it")
+
+
+@dataclass(frozen=True)
+class ResponseCheck:
+    """One parsed check: its name (the counters are ``check.NAME.pass`` and
+    ``check.NAME.fail``), the expression as written and the core's table entry."""
+
+    name: str
+    expression: str
+    kind: str
+    header: bytes = b""
+    text: bytes = b""
+    value: bytes = b""
+    ranges: tuple[tuple[int, int], ...] = field(default_factory=tuple)
+
+    def core(self) -> dict[str, Any]:
+        """The binding's dict for this check (csrc/binding/register_client.cpp)."""
+        return {"name": self.name, "kind": CHECK_KINDS.index(self.kind), "header": self.header,
+                "text": self.text, "value": self.value, "ranges": list(self.ranges)}
+
+    def __str__(self) -> str:
+        return f"{self.name}={self.expression}"
+
+
+def _text(raw: str, what: str) -> bytes:
+    """A TEXT argument: a JSON-quoted string or one bare word."""
+    if not raw:
+        raise ValueError(f"{what} needs a text: a word or a \"quoted string\"")
+    if raw.startswith('"'):
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError:
+            raise ValueError(f"{what}: {raw} is not one \"quoted string\" (JSON escapes)") \
+                from None
+        if not isinstance(value, str):
+            raise ValueError(f"{what}: {raw} is not one \"quoted string\"")
+    elif any(ch.isspace() for ch in raw):
+        raise ValueError(f"{what}: {raw!r} has blanks: quote it (\"...\")")
+    else:
+        value = raw
+    data = value.encode()
+    if not data:
+        raise ValueError(f"{what}: the text is empty")
+    if len(data) > MAX_TEXT_BYTES:
+        raise ValueError(f"{what}: the text is over {MAX_TEXT_BYTES} bytes ({len(data)})")
+    return data
+
+
+def _ranges(raw: str, what: str, low: int, high: int) -> tuple[tuple[int, int], ...]:
+    """``200,204`` / ``200..299`` / ``100..2000,4096``: inclusive ranges."""
+    out: list[tuple[int, int]] = []
+    for part in raw.split(","):
+        part = part.strip()
+        m = re.fullmatch(r"([0-9]+)(?:\s*\.\.\s*([0-9]+))?", part)
+        if m is None:
+            raise ValueError(f"{what}: {part!r} is not a number or a range N..M")
+        lo = int(m[1])
+        hi = int(m[2]) if m[2] is not None else lo
+        if lo > hi:
+            raise ValueError(f"{what}: the range {part} is empty (its start is past its end)")
+        if lo < low or hi > high:
+            raise ValueError(f"{what}: {part} is outside {low}..{high}")
+        out.append((lo, hi))
+    if len(out) > MAX_RANGES:
+        raise ValueError(f"{what}: more than {MAX_RANGES} values or ranges")
+    return tuple(out)
+
+
+def _json_pointer(raw: str) -> bytes:
+    if raw and not raw.startswith("/"):
+        raise ValueError(f"json:{raw}: a JSON pointer is empty or starts with '/' (RFC 6901)")
+    if re.search(r"~(?![01])", raw):
+        raise ValueError(f"json:{raw}: '~' in a pointer is ~0 ('~') or ~1 ('/') (RFC 6901)")
+    data = raw.encode()
+    if len(data) > MAX_TEXT_BYTES:
+        raise ValueError(f"json:{raw}: a pointer over {MAX_TEXT_BYTES} bytes")
+    return data
+
+
+def _json_value(raw: str, subject: str) -> bytes:
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        raise ValueError(f"{subject} == {raw}: not a JSON value (a number, \"string\", true, "
+                         f"false or null)") from None
+    if isinstance(value, (dict, list)):
+        raise ValueError(f"{subject} ==: only a number, string, true, false or null is "
+                         f"compared, not an object or array")
+    # Compared as written in the response, so a string keeps its escapes as the user wrote
+    # them; a number is compared as the user wrote it too (42 does not equal 42.0).
+    data = raw.encode()
+    if len(data) > MAX_TEXT_BYTES:
+        raise ValueError(f"{subject} ==: the value is over {MAX_TEXT_BYTES} bytes")
+    return data
+
+
+def _default_name(subject: str) -> str:
+    base = re.sub(r"[^a-z0-9_-]+", "_", subject.lower().replace(".", "_")).strip("_")
+    return (base or "json")[:MAX_NAME]
+
+
+def parse_check(text: object) -> ResponseCheck:
+    """One ``[NAME=]EXPR``; ValueError ``'<text>': <what is wrong>`` otherwise."""
+    if not isinstance(text, str):
+        raise ValueError(f"{text!r}: a check is a string such as 'status in 200..299'")
+    whole = text.strip()
+    name = ""
+    rest = whole
+    m = _PREFIX_NAME.match(whole)
+    if m is not None:
+        name, rest = m["name"], m["rest"]
+        if not _NAME.fullmatch(name):
+            raise ValueError(f"{text!r}: the name {name!r} is over {MAX_NAME} characters")
+    s = _SUBJECT.match(rest)
+    if s is None:
+        raise ValueError(f"{text!r}: {_GRAMMAR}")
+    subject, op, arg = s["subject"], s["op"] or "", s["arg"]
+    where = f"{text!r}"
+    if op == "=~":
+        raise ValueError(f"{where}: regular expressions are not supported (no bounded engine is "
+                         f"built in): use a substring, 'body ~ \"text\"'")
+    kind: str
+    header = b""
+    body = b""
+    value = b""
+    ranges: tuple[tuple[int, int], ...] = ()
+    if subject == "status":
+        if op == "==":
+            ranges = _ranges(arg, where, 100, 599)
+            if len(ranges) != 1 or ranges[0][0] != ranges[0][1]:
+                raise ValueError(f"{where}: 'status ==' takes one code; use 'status in' for more")
+        elif op == "in":
+            ranges = _ranges(arg, where, 100, 599)
+        else:
+            raise ValueError(f"{where}: status takes 'in 200,204', 'in 200..299' or '== 200'")
+        kind = "status"
+    elif subject == "body.size":
+        if op not in ("in", "=="):
+            raise ValueError(f"{where}: body.size takes 'in 100..2000' or '== 1024'")
+        ranges = _ranges(arg, where, 0, 2**63 - 1)
+        if op == "==" and (len(ranges) != 1 or ranges[0][0] != ranges[0][1]):
+            raise ValueError(f"{where}: 'body.size ==' takes one number")
+        kind = "body_size"
+    elif subject == "body.sha256":
+        if op != "==" or not re.fullmatch(r"[0-9A-Fa-f]{64}", arg):
+            raise ValueError(f"{where}: body.sha256 takes '== ' and 64 hex digits")
+        kind, body = "body_sha256", bytes.fromhex(arg)
+    elif subject == "body":
+        if op != "~":
+            raise ValueError(f"{where}: body takes '~ TEXT' (contains); a size is body.size, a "
+                             f"digest body.sha256")
+        kind, body = "body_has", _text(arg, where)
+    elif subject.startswith("header:"):
+        hname = subject[len("header:"):]
+        if not _TOKEN.fullmatch(hname) or len(hname) > MAX_TEXT_BYTES:
+            raise ValueError(f"{where}: {hname!r} is not a header name")
+        header = hname.lower().encode()
+        if op == "exists" and not arg:
+            kind = "header_exists"
+        elif op == "absent" and not arg:
+            kind = "header_absent"
+        elif op == "~":
+            kind, body = "header_has", _text(arg, where)
+        elif op == "==":
+            kind, body = "header_eq", _text(arg, where)
+        else:
+            raise ValueError(f"{where}: a header takes 'exists', 'absent', '~ TEXT' or "
+                             f"'== TEXT'")
+    else:  # json:
+        pointer = subject[len("json:"):]
+        body = _json_pointer(pointer)
+        if op == "exists" and not arg:
+            kind = "json_exists"
+        elif op == "==":
+            kind, value = "json_eq", _json_value(arg, subject)
+        else:
+            raise ValueError(f"{where}: a JSON pointer takes 'exists' or '== VALUE'")
+    if kind in ("status", "body_size") and op == "in" and not arg:
+        raise ValueError(f"{where}: 'in' needs values")
+    expression = rest.strip()
+    return ResponseCheck(name or _default_name(subject), expression, kind, header, body, value,
+                         ranges)
+
+
+def parse_checks(texts: object) -> tuple[ResponseCheck, ...]:
+    """Every check, names made unique (a second unnamed ``status`` check is ``status_2``);
+    ValueError naming the first problem. Two checks given the same name are refused."""
+    if isinstance(texts, (str, ResponseCheck)):
+        texts = [texts]
+    if not isinstance(texts, (list, tuple)):
+        raise ValueError(f"{texts!r}: expected a list of checks")
+    if len(texts) > MAX_CHECKS:
+        raise ValueError(f"at most {MAX_CHECKS} checks (got {len(texts)})")
+    out: list[ResponseCheck] = []
+    named: set[str] = set()
+    for text in texts:
+        check = text if isinstance(text, ResponseCheck) else parse_check(text)
+        explicit = isinstance(text, str) and _PREFIX_NAME.match(text.strip()) is not None \
+            and check.name == _PREFIX_NAME.match(text.strip())["name"]  # type: ignore[index]
+        if check.name in named:
+            if explicit:
+                raise ValueError(f"{text!r}: the name {check.name!r} is taken by another check")
+            n = 2
+            while f"{check.name}_{n}" in named:
+                n += 1
+            check = ResponseCheck(f"{check.name}_{n}", check.expression, check.kind,
+                                  check.header, check.text, check.value, check.ranges)
+        named.add(check.name)
+        out.append(check)
+    return tuple(out)
+
+
+
+class ResponseChecks(RunPart):
+    """``--check``: what each response is judged by besides its status class."""
+
+    check: Annotated[tuple[str, ...], Flag(metavar="[NAME=]EXPR", append=True)] = Field(
+        default=(),
+        description="A response check, repeatable (docs/checks.md): 'status in 200..299', "
+        "'header:content-type ~ json', 'body ~ \"\\\"ok\\\":true\"', 'body.size in 100..2000', "
+        "'body.sha256 == HEX', 'json:/data/id exists', with an optional NAME= before it. Each "
+        "counts check.NAME.pass and check.NAME.fail; a 2xx response that fails one is an error "
+        "(benchmark.check_failed) and its latency goes to latency_check_failed. HTTP/1.1 only.",
+    )
+
+    @field_validator("check", mode="before")
+    @classmethod
+    def _parse_check(cls, value: object) -> object:
+        # Parsed here so that a malformed check is refused before any load is sent; kept as
+        # NAME=EXPR with the names made unique, which the core config parses again.
+        if value is None:
+            return ()
+        if isinstance(value, str):
+            value = (value,)
+        if isinstance(value, (list, tuple)):
+            return tuple(str(check) for check in parse_checks(list(value)))
+        return value
+
+
+def check_response_checks(options: Options, info: ValidationInfo) -> None:
+    """Checks are evaluated by the HTTP/1.1 session only: refused by name elsewhere rather
+    than silently never failing."""
+    del info
+    named = {check.partition("=")[0] for check in options.check}
+    for rule in options.slo:
+        m = re.match(r"\s*check:([A-Za-z0-9_-]+)", rule)
+        if m is not None and m[1] not in named:
+            raise PydanticCustomError("options_file", "{a}: {msg}", {
+                "a": "slo", "msg": f"{rule!r} names no --check (checks: "
+                f"{', '.join(sorted(named)) or 'none'})"})
+    if not options.check:
+        return
+    scheme = options.target.scheme if options.uri else "http"
+    if scheme in ("tcp", "udp", "grpc") or options.protocol != "http1":
+        what = f"{scheme}://" if scheme in ("tcp", "udp", "grpc") else f"protocol {options.protocol}"
+        raise PydanticCustomError("options_file", "{a}: {msg}", {
+            "a": "check", "msg": f"not supported with {what} yet; HTTP/1.1 only"})
