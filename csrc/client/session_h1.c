@@ -283,6 +283,16 @@ static int h1_open(nhb__conn* c) {
   return 0;
 }
 
+/* Writes the request and stamps its last byte written when the socket took
+ * it all at once (the usual case). When the rest waits for the socket to
+ * drain, the stamp stays 0 and the pool counts the wait in request_write, up
+ * to the response's first byte. */
+static inline int h1_write(nhb__conn* c, nhb__slot* s, const char* bytes, size_t len) {
+  int r = c->transport->write(c, bytes, len);
+  if (NHB__LIKELY(r == 0 && !c->write_pending)) s->written_ns = nhb__now_ns();
+  return r;
+}
+
 static int h1_send(nhb__conn* c, nhb__slot* s) {
   const nhb__spec* sp = &c->worker->run->specs[s->rq.spec];
   c->response_done = 0;
@@ -293,9 +303,9 @@ static int h1_send(nhb__conn* c, nhb__slot* s) {
     size_t len;
     int r = nhb__request_h1_expand(c, sp, &bytes, &len);
     if (r < 0) return r;
-    return c->transport->write(c, bytes, len);
+    return h1_write(c, s, bytes, len);
   }
-  return c->transport->write(c, sp->request, sp->request_len);
+  return h1_write(c, s, sp->request, sp->request_len);
 }
 
 /* With tracing on (trace.c): a sampled request goes out with its trace
@@ -312,7 +322,7 @@ static int h1_send_traced(nhb__conn* c, nhb__slot* s) {
   }
   int r = nhb__trace_h1(c, s, bytes, len, &bytes, &len);
   if (r < 0) return r;
-  return c->transport->write(c, bytes, len);
+  return h1_write(c, s, bytes, len);
 }
 
 /* Ends the response that the parser (or the replay) just completed. */
@@ -343,6 +353,9 @@ static int h1_on_data(nhb__conn* c, const char* data, size_t len) {
     h1_parse_error(c, "bytes with no request in flight");
     return NHB_EPROTO;
   }
+  /* The response's first byte: the first read after the request that
+   * brings any of its bytes (an interim response's included). */
+  if (c->slots->first_ns == 0) c->slots->first_ns = nhb__now_ns();
   int at_boundary = c->h1_at_boundary;
   if (at_boundary && c->h1_head_len != 0 && len == c->h1_head_len + c->h1_body_bytes &&
       c->slots->rq.spec == c->h1_spec && memcmp(data, c->h1_head, c->h1_head_len) == 0) {

@@ -1,0 +1,70 @@
+"""Latency phases (docs/engine.md "Latency phases"): against our test server with a known
+static delay and TLS, over HTTP/1.1, HTTP/2 and HTTP/3, each phase lands where it must.
+
+- The server's think time is the static delay, so time_to_first_byte's median is about the
+  delay (a wide ratio: loopback RTT is microseconds, the delay 20 ms).
+- connect and tls_handshake count once per new connection, never per request.
+- request_write + time_to_first_byte + transfer = request_to_response for every request (the
+  pool records them from the same timestamps), and with queue_to_connect they make up
+  sequencer.callback: summed over the run, equal within 1 us per request.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import nhbench
+
+DELAY = 0.020
+CONNECT = "benchmark_http_client.connect"
+TLS = "benchmark_http_client.tls_handshake"
+WRITE = "benchmark_http_client.request_write"
+TTFB = "benchmark_http_client.time_to_first_byte"
+TRANSFER = "benchmark_http_client.transfer"
+
+
+def _sum(result: nhbench.Result, stat_id: str) -> float:
+    s = result.stat(stat_id)
+    return s.mean * s.count
+
+
+@pytest.mark.parametrize("protocol", ["http1", "http2", "http3"])
+def test_phases_against_a_known_delay_over_tls(protocol: str) -> None:
+    kw = {"http3": True} if protocol == "http3" else {}
+    with nhbench.TestServer(static_delay=f"{DELAY * 1000:g}ms", tls_self_signed=True,
+                            response_body_size=1024, **kw) as server:
+        result = nhbench.run(server.url, protocol=protocol, rps=100, duration=1.0,
+                             connections=4, cacert=server.ca_cert, cpus=1,
+                             max_requests_per_connection=10)
+    assert result.success, result.error
+    c = result.counters
+    n = c["benchmark.http_2xx"]
+    assert n == 100
+    # Think time: the server's delay, plus a loopback round trip.
+    ttfb = result.stat(TTFB)
+    assert ttfb.count == n
+    assert DELAY * 0.9 <= ttfb.p(50) <= DELAY * 2.5, ttfb.p(50)
+    # The rest of the request is small beside it on loopback.
+    for stat_id in (WRITE, TRANSFER):
+        assert result.stat(stat_id).count == n
+        assert result.stat(stat_id).p(50) < DELAY / 2, (stat_id, result.stat(stat_id).p(50))
+    # Connection phases: once per connection opened (10 requests per connection force new
+    # ones), never per request.
+    opened = c["upstream_cx_total"]
+    assert 10 <= opened < n
+    assert result.stat(TLS).count == c["ssl.handshake"] == opened
+    if protocol == "http3":
+        assert result.stat(CONNECT).count == 0  # no TCP connect: the QUIC handshake is all
+    else:
+        assert result.stat(CONNECT).count == opened
+    # The phases add up: per request exactly, summed over the run within 1 us per request.
+    total = result.stat("benchmark_http_client.request_to_response")
+    parts = _sum(result, WRITE) + _sum(result, TTFB) + _sum(result, TRANSFER)
+    assert abs(parts - total.mean * total.count) <= 1e-6 * n
+    callback = result.stat("sequencer.callback")
+    assert callback.count == n
+    whole = parts + _sum(result, "benchmark_http_client.queue_to_connect")
+    assert abs(whole - callback.mean * callback.count) <= 1e-6 * n
+    # The headline is still measured from the schedule, and is the largest.
+    assert result.latency.count == n
+    assert result.latency.mean >= total.mean
