@@ -353,9 +353,13 @@ static int h1_on_data(nhb__conn* c, const char* data, size_t len) {
     h1_parse_error(c, "bytes with no request in flight");
     return NHB_EPROTO;
   }
-  /* The response's first byte: the first read after the request that
-   * brings any of its bytes (an interim response's included). */
-  if (c->slots->first_ns == 0) c->slots->first_ns = nhb__now_ns();
+  /* The response's first byte is timed when the client is done with the
+   * read that brought it (an interim response's included): a response whose
+   * last byte came in the same read ends in the pool, whose clock read then
+   * serves for both (transfer 0); one that goes on into later reads reads
+   * the clock at the end of this one. So a small response costs no clock
+   * read of its own. */
+  int first = c->slots->first_ns == 0;
   int at_boundary = c->h1_at_boundary;
   if (at_boundary && c->h1_head_len != 0 && len == c->h1_head_len + c->h1_body_bytes &&
       c->slots->rq.spec == c->h1_spec && memcmp(data, c->h1_head, c->h1_head_len) == 0) {
@@ -383,6 +387,7 @@ static int h1_on_data(nhb__conn* c, const char* data, size_t len) {
         return NHB_EPROTO;
       }
     }
+    if (first) c->slots->first_ns = nhb__now_ns();
     return 0;
   }
   if (err == HPE_PAUSED && c->response_done) {
