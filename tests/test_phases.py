@@ -68,3 +68,50 @@ def test_phases_against_a_known_delay_over_tls(protocol: str) -> None:
     # The headline is still measured from the schedule, and is the largest.
     assert result.latency.count == n
     assert result.latency.mean >= total.mean
+
+
+@pytest.mark.parametrize("protocol", ["http1", "http2"])
+def test_a_body_over_several_reads_is_transfer_time(protocol: str) -> None:
+    # 4 MiB cannot arrive in one read: the first byte is timed at the first read and the
+    # rest of the body is transfer, not think time.
+    with nhbench.TestServer(static_delay="10ms", response_body_size=4 << 20) as server:
+        result = nhbench.run(server.url, protocol=protocol, rps=20, duration=0.5,
+                             connections=1, cpus=1)
+    assert result.success, result.error
+    n = result.counters["benchmark.http_2xx"]
+    assert n == 10
+    transfer, ttfb = result.stat(TRANSFER), result.stat(TTFB)
+    assert transfer.count == ttfb.count == n
+    assert transfer.min > 0
+    assert 0.009 <= ttfb.p(50) <= 0.025, ttfb.p(50)
+    total = result.stat("benchmark_http_client.request_to_response")
+    parts = _sum(result, WRITE) + _sum(result, TTFB) + _sum(result, TRANSFER)
+    assert abs(parts - total.mean * total.count) <= 1e-6 * n
+
+
+def test_the_human_report_has_a_phases_block() -> None:
+    with nhbench.TestServer(static_delay="2ms", tls_self_signed=True) as server:
+        result = nhbench.run(server.url, rps=20, duration=0.5, cacert=server.ca_cert, cpus=1)
+    text = result.render("human")
+    start = text.index("LATENCY PHASES")
+    block = text[start:text.index("\n\n", start)].splitlines()[2:]
+    assert [line.split()[0] for line in block] == [
+        "benchmark_http_client.queue_to_connect", CONNECT, TLS, WRITE, TTFB, TRANSFER]
+    # connect and tls_handshake: one connection, one sample each; the others one per request.
+    assert [int(line.split()[1]) for line in block] == [10, 1, 1, 10, 10, 10]
+    assert text.index("LATENCY (headline)") < start
+
+
+def test_the_browser_page_has_a_phases_chart() -> None:
+    from nhbench.browse._pages import result_page
+
+    with nhbench.TestServer(static_delay="2ms") as server:
+        result = nhbench.run(server.url, rps=20, duration=0.5, cpus=1)
+    page = result_page(result, "run.json")
+    chart = page[page.index('id="phases"'):]
+    chart = chart[:chart.index("</div>")]
+    # One curve per phase with samples: plain HTTP has no handshake to draw.
+    for name in ("queue_to_connect", "connect", "request_write", "time_to_first_byte",
+                 "transfer"):
+        assert name in chart
+    assert "tls_handshake" not in chart
