@@ -283,13 +283,16 @@ static int h1_open(nhb__conn* c) {
   return 0;
 }
 
-/* Writes the request and stamps its last byte written when the socket took
- * it all at once (the usual case). When the rest waits for the socket to
- * drain, the stamp stays 0 and the pool counts the wait in request_write, up
- * to the response's first byte. */
+/* Writes the request. When the socket took it all at once (the usual case)
+ * its last byte was written by the call that started at the hand-over: the
+ * stamp is the hand-over's own clock read, so the phases cost HTTP/1.1 no
+ * clock read here (the write call's own time, on loopback the kernel's
+ * delivery too, counts in time_to_first_byte). When the rest waits for the
+ * socket to drain, the stamp stays 0 and the pool counts the wait in
+ * request_write, up to the response's first byte. */
 static inline int h1_write(nhb__conn* c, nhb__slot* s, const char* bytes, size_t len) {
   int r = c->transport->write(c, bytes, len);
-  if (NHB__LIKELY(r == 0 && !c->write_pending)) s->written_ns = nhb__now_ns();
+  if (NHB__LIKELY(r == 0 && !c->write_pending)) s->written_ns = s->rq.send_ns;
   return r;
 }
 
