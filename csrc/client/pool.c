@@ -931,6 +931,20 @@ __attribute__((noinline)) static void response_extras(nhb__worker* w, const nhb_
   }
 }
 
+/* Records a phase. A phase of 0 is common (HTTP/1.1's request_write when
+ * the socket took the request at once, transfer when the response came in
+ * one read) and needs only the count, bucket 0 and the minimum: its sum and
+ * sum of squares do not change, nor can it raise the maximum. */
+static inline void phase_record(nhb_hist* h, uint64_t value) {
+  if (value == 0) {
+    h->counts[0]++;
+    h->total++;
+    h->min = 0;
+    return;
+  }
+  nhb_hist_record(h, value);
+}
+
 void nhb__conn_response(nhb__conn* c, nhb__slot* s, int status) {
   nhb__worker* w = c->worker;
   nhb_stats* st = &w->stats;
@@ -960,9 +974,9 @@ void nhb__conn_response(nhb__conn* c, nhb__slot* s, int status) {
   uint64_t written = s->written_ns;
   if (NHB__UNLIKELY(written == 0 || written > first)) written = first;
   if (NHB__UNLIKELY(written < s->rq.send_ns)) written = s->rq.send_ns;
-  nhb_hist_record(st->hists[NHB_HIST_REQUEST_WRITE], written - s->rq.send_ns);
-  nhb_hist_record(st->hists[NHB_HIST_TIME_TO_FIRST_BYTE], first - written);
-  nhb_hist_record(st->hists[NHB_HIST_TRANSFER], now - first);
+  phase_record(st->hists[NHB_HIST_REQUEST_WRITE], written - s->rq.send_ns);
+  phase_record(st->hists[NHB_HIST_TIME_TO_FIRST_BYTE], first - written);
+  phase_record(st->hists[NHB_HIST_TRANSFER], now - first);
   nhb__ivl_record(w, now - s->rq.scheduled_ns);
   nhb_hist_record(st->hists[NHB_HIST_SEQUENCER_CALLBACK], now - s->rq.release_ns);
   nhb_stream_record(&st->streams[NHB_STREAM_RESPONSE_HEADER_SIZE], s->header_bytes);
