@@ -12,8 +12,10 @@ static delay and TLS, over HTTP/1.1, HTTP/2 and HTTP/3, each phase lands where i
 from __future__ import annotations
 
 import pytest
+from support.cli import nhbench_cli
 
 import nhbench
+from nhbench.browse._pages import result_page
 
 DELAY = 0.020
 CONNECT = "benchmark_http_client.connect"
@@ -107,8 +109,6 @@ def test_the_human_report_has_a_phases_block() -> None:
 
 
 def test_the_browser_page_has_a_phases_chart() -> None:
-    from nhbench.browse._pages import result_page
-
     with nhbench.TestServer(static_delay="2ms") as server:
         result = nhbench.run(server.url, rps=20, duration=0.5, cpus=1)
     page = result_page(result, "run.json")
@@ -119,3 +119,15 @@ def test_the_browser_page_has_a_phases_chart() -> None:
                  "transfer"):
         assert name in chart
     assert "tls_handshake" not in chart
+
+
+def test_an_slo_on_a_phase_names_it_and_fails_the_run() -> None:
+    with nhbench.TestServer(static_delay="10ms") as server:
+        ok = nhbench_cli("run", server.url, "--rps", "20", "--duration", "0.5",
+                         "--slo", "benchmark_http_client.time_to_first_byte:p50<1s")
+        bad = nhbench_cli("run", server.url, "--rps", "20", "--duration", "0.5",
+                          "--slo", "benchmark_http_client.time_to_first_byte:p50<5ms")
+    assert ok.returncode == 0, ok.stderr
+    # The think time is the 10 ms delay: a 5 ms bound on it fails the run (exit 99).
+    assert bad.returncode == 99, bad.stderr
+    assert "time_to_first_byte" in bad.stdout + bad.stderr
