@@ -160,6 +160,11 @@ typedef enum {
   X(SEQUENCER_BLOCKING, "sequencer.blocking")                                     \
   X(RELEASE_LATENESS, "sequencer.release_lateness")                               \
   X(TLS_HANDSHAKE, "benchmark_http_client.tls_handshake")                         \
+  /* ---- latency phases (docs/engine.md "Latency phases") ---- */              \
+  X(CONNECT, "benchmark_http_client.connect")                                     \
+  X(REQUEST_WRITE, "benchmark_http_client.request_write")                         \
+  X(TIME_TO_FIRST_BYTE, "benchmark_http_client.time_to_first_byte")               \
+  X(TRANSFER, "benchmark_http_client.transfer")                                   \
   X(ORIGIN_LATENCY, "benchmark_http_client.origin_latency_statistic")             \
   X(TUNNEL_SETUP, "benchmark_http_client.tunnel_setup")                         \
   X(LATENCY_CHECK_FAILED, "benchmark_http_client.latency_check_failed")

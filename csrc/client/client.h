@@ -161,6 +161,12 @@ typedef struct nhb__slot {
   nhb__conn* conn;
   struct nhb__slot* next; /* the connection's list, or the worker's free list */
   struct nhb__slot* prev;
+  /* The latency phases (docs/engine.md): when the request's last byte was
+   * written (handed to the socket, or for HTTP/2 and HTTP/3 the flush that
+   * carried its END_STREAM / FIN) and when the first byte of its response
+   * was read; 0 = not yet. Both go back to 0 each time the request is sent. */
+  uint64_t written_ns;
+  uint64_t first_ns;
   uint64_t header_bytes;
   uint64_t body_bytes;
   uint64_t body_left; /* HTTP/2: request body bytes not yet handed to nghttp2 */

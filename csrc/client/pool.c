@@ -729,6 +729,9 @@ static void conn_on_connect(uv_connect_t* req, int status) {
     nhb__conn_fail(c, r, NHB_CTR_POOL_CONNECTION_FAILURE);
     return;
   }
+  /* The connect phase: once per new stream connection (to the proxy, when
+   * there is one), from the connect call to the kernel's answer. */
+  nhb_hist_record(c->worker->stats.hists[NHB_HIST_CONNECT], nhb__now_ns() - c->connect_start_ns);
   c->transport->on_connected(c);
 }
 
@@ -909,6 +912,8 @@ static void conn_send(nhb__conn* c, nhb__slot* s) {
     ctr[NHB_CTR_UPSTREAM_RQ_RETRY]++;
   }
   ctr[NHB_CTR_UPSTREAM_RQ_TOTAL]++;
+  s->written_ns = 0;
+  s->first_ns = 0;
   int r = c->session->send(c, s);
   if (r < 0) nhb__conn_fail(c, r, NHB_CTR_STREAM_RESETS);
 }
@@ -924,6 +929,20 @@ __attribute__((noinline)) static void response_extras(nhb__worker* w, const nhb_
     e->errors += klass != 2;
     nhb_hist_record(e->latency, latency);
   }
+}
+
+/* Records a phase. A phase of 0 is common (HTTP/1.1's request_write when
+ * the socket took the request at once, transfer when the response came in
+ * one read) and needs only the count, bucket 0 and the minimum: its sum and
+ * sum of squares do not change, nor can it raise the maximum. */
+static inline void phase_record(nhb_hist* h, uint64_t value) {
+  if (value == 0) {
+    h->counts[0]++;
+    h->total++;
+    h->min = 0;
+    return;
+  }
+  nhb_hist_record(h, value);
 }
 
 void nhb__conn_response(nhb__conn* c, nhb__slot* s, int status) {
@@ -945,6 +964,19 @@ void nhb__conn_response(nhb__conn* c, nhb__slot* s, int status) {
   nhb_hist_record(st->hists[hist], latency);
   nhb_hist_record(st->hists[NHB_HIST_REQUEST_TO_RESPONSE], latency);
   nhb_hist_record(st->hists[NHB_HIST_SCHEDULED_TO_RESPONSE], now - s->rq.scheduled_ns);
+  /* The phases split request_to_response exactly: send -> written -> first
+   * byte -> now. A missing or out-of-order stamp (a response that began
+   * before the request was fully written, a session that could not stamp)
+   * collapses onto its neighbour, so the three always add up to the latency. */
+  uint64_t first = s->first_ns;
+  if (NHB__UNLIKELY(first == 0 || first > now)) first = now;
+  if (NHB__UNLIKELY(first < s->rq.send_ns)) first = s->rq.send_ns;
+  uint64_t written = s->written_ns;
+  if (NHB__UNLIKELY(written == 0 || written > first)) written = first;
+  if (NHB__UNLIKELY(written < s->rq.send_ns)) written = s->rq.send_ns;
+  phase_record(st->hists[NHB_HIST_REQUEST_WRITE], written - s->rq.send_ns);
+  phase_record(st->hists[NHB_HIST_TIME_TO_FIRST_BYTE], first - written);
+  phase_record(st->hists[NHB_HIST_TRANSFER], now - first);
   nhb__ivl_record(w, now - s->rq.scheduled_ns);
   nhb_hist_record(st->hists[NHB_HIST_SEQUENCER_CALLBACK], now - s->rq.release_ns);
   nhb_stream_record(&st->streams[NHB_STREAM_RESPONSE_HEADER_SIZE], s->header_bytes);

@@ -343,6 +343,19 @@ static int h1_open(nhb__conn* c) {
   return 0;
 }
 
+/* Writes the request. When the socket took it all at once (the usual case)
+ * its last byte was written by the call that started at the hand-over: the
+ * stamp is the hand-over's own clock read, so the phases cost HTTP/1.1 no
+ * clock read here (the write call's own time, on loopback the kernel's
+ * delivery too, counts in time_to_first_byte). When the rest waits for the
+ * socket to drain, the stamp stays 0 and the pool counts the wait in
+ * request_write, up to the response's first byte. */
+static inline int h1_write(nhb__conn* c, nhb__slot* s, const char* bytes, size_t len) {
+  int r = c->transport->write(c, bytes, len);
+  if (NHB__LIKELY(r == 0 && !c->write_pending)) s->written_ns = s->rq.send_ns;
+  return r;
+}
+
 static int h1_send(nhb__conn* c, nhb__slot* s) {
   const nhb__spec* sp = &c->worker->run->specs[s->rq.spec];
   c->response_done = 0;
@@ -353,9 +366,9 @@ static int h1_send(nhb__conn* c, nhb__slot* s) {
     size_t len;
     int r = nhb__request_h1_expand(c, sp, &bytes, &len);
     if (r < 0) return r;
-    return c->transport->write(c, bytes, len);
+    return h1_write(c, s, bytes, len);
   }
-  return c->transport->write(c, sp->request, sp->request_len);
+  return h1_write(c, s, sp->request, sp->request_len);
 }
 
 /* With tracing on (trace.c): a sampled request goes out with its trace
@@ -372,7 +385,7 @@ static int h1_send_traced(nhb__conn* c, nhb__slot* s) {
   }
   int r = nhb__trace_h1(c, s, bytes, len, &bytes, &len);
   if (r < 0) return r;
-  return c->transport->write(c, bytes, len);
+  return h1_write(c, s, bytes, len);
 }
 
 /* Ends the response that the parser (or the replay) just completed. */
@@ -418,6 +431,13 @@ static int h1_on_data(nhb__conn* c, const char* data, size_t len) {
     h1_parse_error(c, "bytes with no request in flight");
     return NHB_EPROTO;
   }
+  /* The response's first byte is timed when the client is done with the
+   * read that brought it (an interim response's included): a response whose
+   * last byte came in the same read ends in the pool, whose clock read then
+   * serves for both (transfer 0); one that goes on into later reads reads
+   * the clock at the end of this one. So a small response costs no clock
+   * read of its own. */
+  int first = c->slots->first_ns == 0;
   int at_boundary = c->h1_at_boundary;
   if (at_boundary && c->h1_head_len != 0 && len == c->h1_head_len + c->h1_body_bytes &&
       c->slots->rq.spec == c->h1_spec && memcmp(data, c->h1_head, c->h1_head_len) == 0) {
@@ -445,6 +465,7 @@ static int h1_on_data(nhb__conn* c, const char* data, size_t len) {
         return NHB_EPROTO;
       }
     }
+    if (first) c->slots->first_ns = nhb__now_ns();
     return 0;
   }
   if (err == HPE_PAUSED && c->response_done) {

@@ -55,6 +55,10 @@ struct nhb__h2 {
   const uint8_t* leftover; /* what of the last mem_send chunk did not fit the stage */
   size_t leftover_len;
   int dirty; /* on the worker's dirty stack */
+  /* The latency phases' clock, read at most once per flush (tx) and once per
+   * read (rx), and only when a request's END_STREAM went out or a response's
+   * first HEADERS came in: the streams of one flush or one read share it. */
+  uint64_t tx_ns, rx_ns;
 };
 
 static void h2_flush(nhb__conn* c);
@@ -452,6 +456,36 @@ static inline nhb__slot* h2_field_slot(nhb__conn* c, nghttp2_session* session, c
 
 /* ---- nghttp2 callbacks ----------------------------------------------------- */
 
+/* A response's first byte: its first header block (an interim 1xx's
+ * included), timed at the read that brought it. */
+static inline void h2_first_byte(nhb__conn* c, nghttp2_session* session, const nghttp2_frame* frame) {
+  if (frame->hd.type != NGHTTP2_HEADERS) return;
+  nhb__slot* s = h2_slot(c, session, frame->hd.stream_id);
+  if (s == NULL || s->first_ns != 0) return;
+  nhb__h2* h = c->h2;
+  if (h->rx_ns == 0) h->rx_ns = nhb__now_ns();
+  s->first_ns = h->rx_ns;
+}
+
+static int h2_on_begin_headers(nghttp2_session* session, const nghttp2_frame* frame, void* user_data) {
+  h2_first_byte(conn_of(user_data), session, frame);
+  return 0;
+}
+
+/* A request's last byte written: the frame carrying its END_STREAM (HEADERS
+ * of a request without a body, else its last DATA) left in this flush. */
+static int h2_on_frame_send(nghttp2_session* session, const nghttp2_frame* frame, void* user_data) {
+  if (!(frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) return 0;
+  if (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA) return 0;
+  nhb__conn* c = conn_of(user_data);
+  nhb__slot* s = h2_slot(c, session, frame->hd.stream_id);
+  if (s == NULL) return 0;
+  nhb__h2* h = c->h2;
+  if (h->tx_ns == 0) h->tx_ns = nhb__now_ns();
+  s->written_ns = h->tx_ns;
+  return 0;
+}
+
 static int h2_on_header(nghttp2_session* session, const nghttp2_frame* frame, const uint8_t* name,
                         size_t namelen, const uint8_t* value, size_t valuelen, uint8_t flags,
                         void* user_data) {
@@ -468,6 +502,7 @@ static int h2_on_header(nghttp2_session* session, const nghttp2_frame* frame, co
  * status is trailers, which Nighthawk does not look at. Names with an
  * upper-case letter never get here (h2_check_field). */
 static int h2_olat_on_begin_headers(nghttp2_session* session, const nghttp2_frame* frame, void* user_data) {
+  h2_first_byte(conn_of(user_data), session, frame);
   if (frame->hd.type != NGHTTP2_HEADERS) return 0;
   nhb__slot* s = h2_slot(conn_of(user_data), session, frame->hd.stream_id);
   if (s == NULL) return 0;
@@ -799,6 +834,7 @@ static int h2_send_traced(nhb__conn* c, nhb__slot* s) {
 
 static int h2_on_data(nhb__conn* c, const char* data, size_t len) {
   nhb__h2* h = c->h2;
+  h->rx_ns = 0;
   ssize_t n = nghttp2_session_mem_recv(h->session, (const uint8_t*)data, len);
   if (c->state != NHB__CX_READY) return 0;
   if (n < 0) {
@@ -850,6 +886,7 @@ static void h2_close(nhb__conn* c) {
  * nothing is left or the transport is busy (on_writable resumes). */
 static void h2_flush(nhb__conn* c) {
   nhb__h2* h = c->h2;
+  h->tx_ns = 0;
   while (c->state == NHB__CX_READY && !c->write_pending) {
     size_t len = 0;
     while (len < H2_STAGE_SIZE) {
@@ -1001,7 +1038,8 @@ static int h2_run_init(nhb_run* run, char* err, size_t err_len) {
    * origin's latency header (observe.c); otherwise the plain ones. */
   int olat = run->olat_len != 0;
   nghttp2_session_callbacks_set_on_header_callback(cb, olat ? h2_olat_on_header : h2_on_header);
-  if (olat) nghttp2_session_callbacks_set_on_begin_headers_callback(cb, h2_olat_on_begin_headers);
+  nghttp2_session_callbacks_set_on_begin_headers_callback(cb, olat ? h2_olat_on_begin_headers : h2_on_begin_headers);
+  nghttp2_session_callbacks_set_on_frame_send_callback(cb, h2_on_frame_send);
   nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, h2_on_data_chunk);
   if (cfg->grpc) {
     /* gRPC runs also read grpc-status and follow the message framing;

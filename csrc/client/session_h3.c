@@ -98,6 +98,7 @@ typedef struct nhb__h3 {
   struct sockaddr_storage local;
   socklen_t local_len;
   uint64_t start_ns;  /* the handshake's start */
+  uint64_t rx_ns;     /* the packet being read arrived: the latency phases' first byte */
   int handshake_done; /* ngtcp2 said so; reported to the pool after read_pkt returns */
   int in_lib;         /* inside an ngtcp2/nghttp3 call: no submissions now */
   int defer;          /* the pool is handing over the requests that rode along */
@@ -290,6 +291,9 @@ static int h3_begin_headers(nghttp3_conn* hc, int64_t sid, void* user_data, void
    * (or an interim one's); the latency response header is read from it. */
   nhb__olat_reset(&s->olat);
   s->olat.active = s->status == 0;
+  /* The response's first byte: its first header block (an interim 1xx's
+   * included), timed at the packet that brought it. */
+  if (s->first_ns == 0) s->first_ns = h3_of((nhb__conn*)user_data)->rx_ns;
   return 0;
 }
 
@@ -854,7 +858,8 @@ static int h3_read_packet(nhb__conn* c, const char* data, size_t len) {
   ngtcp2_pkt_info pi;
   memset(&pi, 0, sizeof(pi));
   h->in_lib = 1;
-  int r = ngtcp2_conn_read_pkt(h->qc, &path, &pi, (const uint8_t*)data, len, nhb__now_ns());
+  h->rx_ns = nhb__now_ns();
+  int r = ngtcp2_conn_read_pkt(h->qc, &path, &pi, (const uint8_t*)data, len, h->rx_ns);
   h->in_lib = 0;
   if (c->state != NHB__CX_READY && c->state != NHB__CX_CONNECTING) return 0;
   if (r != 0) {
@@ -896,6 +901,19 @@ static void h3_want_write(nhb__conn* c) {
 /* Writes packets until ngtcp2 has nothing more to send now (or pacing or the
  * congestion window holds it back), then arms the timer for ngtcp2's next
  * expiry. Returns 0, or < 0 after the connection failed. */
+/* A request's last byte written: the packet carrying its FIN was built
+ * (`ts`, the time this write began). Neither library hands back the stream's
+ * slot here, so it is looked up among the connection's, newest first: the
+ * request whose FIN goes out is almost always the one just opened. */
+static void h3_written(nhb__conn* c, int64_t sid, uint64_t ts) {
+  for (nhb__slot* s = c->slots; s != NULL; s = s->next) {
+    if (s->stream_id != 0 && SLOT_SID(s) == sid) {
+      if (s->written_ns == 0) s->written_ns = ts;
+      return;
+    }
+  }
+}
+
 static int h3_write(nhb__conn* c) {
   nhb__h3* h = c->proto;
   ngtcp2_path_storage ps;
@@ -936,6 +954,7 @@ static int h3_write(nhb__conn* c) {
             h->lib_error = r;
             return NGTCP2_ERR_CALLBACK_FAILURE;
           }
+          if (fin && (size_t)ndata == nghttp3_vec_len(vec, (size_t)nvec)) h3_written(c, sid, ts);
           continue;
         }
         default:
@@ -948,6 +967,7 @@ static int h3_write(nhb__conn* c) {
         h->lib_error = r;
         return NGTCP2_ERR_CALLBACK_FAILURE;
       }
+      if (fin && (size_t)ndata == nghttp3_vec_len(vec, (size_t)nvec)) h3_written(c, sid, ts);
     }
     if (n == 0) break;
     /* Through a CONNECT-UDP proxy, each packet is an HTTP Datagram of the

@@ -15,6 +15,11 @@ __all__ = [
     "SCHEDULED_TO_RESPONSE",
     "REQUEST_TO_RESPONSE",
     "QUEUE_TO_CONNECT",
+    "CONNECT",
+    "REQUEST_WRITE",
+    "TIME_TO_FIRST_BYTE",
+    "TRANSFER",
+    "PHASE_IDS",
     "TLS_HANDSHAKE",
     "TUNNEL_SETUP",
     "ORIGIN_LATENCY",
@@ -56,6 +61,12 @@ SCHEDULED_TO_RESPONSE = "benchmark_http_client.scheduled_to_response"
 REQUEST_TO_RESPONSE = "benchmark_http_client.request_to_response"
 QUEUE_TO_CONNECT = "benchmark_http_client.queue_to_connect"
 TLS_HANDSHAKE = "benchmark_http_client.tls_handshake"
+# The latency phases (docs/engine.md "Latency phases"): connect and tls_handshake once per new
+# connection; request_write + time_to_first_byte + transfer = request_to_response per request.
+CONNECT = "benchmark_http_client.connect"
+REQUEST_WRITE = "benchmark_http_client.request_write"
+TIME_TO_FIRST_BYTE = "benchmark_http_client.time_to_first_byte"
+TRANSFER = "benchmark_http_client.transfer"
 # The CONNECT tunnel through a proxy (TCP to the proxy connected to its 2xx answer; for
 # CONNECT-UDP, the first packet to the proxy to its 2xx); only present in a result when the
 # run went through a tunnel.
@@ -72,6 +83,13 @@ RELEASE_LATENESS = "sequencer.release_lateness"
 RESPONSE_HEADER_SIZE = "benchmark_http_client.response_header_size"
 RESPONSE_BODY_SIZE = "benchmark_http_client.response_body_size"
 
+# The phases in the order a request lives through them, as the human report's phases block
+# and the browser's breakdown list them.
+PHASE_IDS: tuple[str, ...] = (
+    QUEUE_TO_CONNECT, CONNECT, "benchmark_http_client.tls_handshake", REQUEST_WRITE,
+    TIME_TO_FIRST_BYTE, TRANSFER,
+)
+
 LATENCY_BY_CLASS = tuple(
     f"benchmark_http_client.latency_{c}" for c in ("1xx", "2xx", "3xx", "4xx", "5xx", "xxx")
 )
@@ -85,7 +103,11 @@ HISTOGRAM_IDS: tuple[str, ...] = (
     *LATENCY_BY_CLASS,
     LATENCY_CHECK_FAILED,
     QUEUE_TO_CONNECT,
+    CONNECT,
     TLS_HANDSHAKE,
+    REQUEST_WRITE,
+    TIME_TO_FIRST_BYTE,
+    TRANSFER,
     TUNNEL_SETUP,
     ORIGIN_LATENCY,
     SEQUENCER_CALLBACK,
@@ -102,6 +124,11 @@ STATISTIC_DESCRIPTIONS: dict[str, str] = {
     REQUEST_TO_RESPONSE: "Request start to response end",
     QUEUE_TO_CONNECT: "Queueing and connection setup latency",
     TLS_HANDSHAKE: "TLS handshake (TCP connected to handshake done)",
+    CONNECT: "TCP connect (connect call to connected), once per new connection",
+    REQUEST_WRITE: "Request write (handed to a connection to its last byte written)",
+    TIME_TO_FIRST_BYTE: "Time to first byte (request's last byte written to the response's "
+    "first byte read: the server's think time plus one round trip)",
+    TRANSFER: "Transfer (response's first byte to its last)",
     TUNNEL_SETUP: "CONNECT tunnel setup (TCP to the proxy connected, or CONNECT-UDP's first "
     "packet to it, to its 2xx answer)",
     ORIGIN_LATENCY: "Origin latency (the latency response header's values)",

@@ -4,6 +4,8 @@ pages need no chart library, no script and no network to show them).
 * `distribution_chart`: latency by percentile on the "HdrHistogram" axis (x = 1 / (1 - p),
   labelled 0%, 90%, 99%, 99.9%...), one curve per series: the CO-corrected and the
   uncorrected latency of one run, or the CO-corrected latency of several runs overlaid.
+* `phases_chart`: where the time went, one curve per latency phase (docs/engine.md "Latency
+  phases") on the same axis: connect, handshake, request write, time to first byte, transfer.
 * `timeline_charts`: latency (p50, p90, p99, max) and throughput over time, from
   ``result.timeline`` (one point per ``--stats-interval``).
 
@@ -20,14 +22,15 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from .._format import format_latency
+from .._names import PHASE_IDS
 from .._notebook import distribution
 from .._svg import PALETTE, Series, line_chart, percentile_chart, percentile_x
 
 if TYPE_CHECKING:
     from .._result import Result, Statistic
 
-__all__ = ["MAX_CHART_POINTS", "curve", "distribution_chart", "named_percentile", "thin",
-           "timeline_charts", "timeline_group"]
+__all__ = ["MAX_CHART_POINTS", "curve", "distribution_chart", "named_percentile",
+           "phases_chart", "thin", "timeline_charts", "timeline_group"]
 
 #: Points of one chart series. A chart draws a marker with a tooltip per point of a line
 #: chart: 100,000 intervals made a page of hundreds of megabytes; 1000 points fill the
@@ -91,6 +94,18 @@ def distribution_chart(
               for i, (name, points) in enumerate(curves) if points]
     return percentile_chart(title, series, y_label="latency", y_format=format_latency,
                             width=width, height=height, legend=legend)
+
+
+def phases_chart(result: Result) -> str:
+    """The latency phases by percentile, one curve each (a phase without samples, such as
+    tls_handshake over plain HTTP, is left out), or "" when the result has none of them (a
+    file from an older nhbench, Nighthawk or Fortio)."""
+    by_id = {s.id: s for s in result.global_result.statistics}
+    curves = [(sid.rsplit(".", 1)[1], curve(by_id[sid])) for sid in PHASE_IDS
+              if sid in by_id and by_id[sid].count]
+    if not any(points for _, points in curves):
+        return ""
+    return distribution_chart(curves, title="Latency phases by percentile")
 
 
 def timeline_charts(result: Result) -> list[str]:

@@ -19,6 +19,7 @@ from .._names import (
     LATENCY_BY_CLASS,
     LATENCY_CHECK_FAILED,
     ORIGIN_LATENCY,
+    PHASE_IDS,
     QUEUE_TO_CONNECT,
     RELEASE_LATENESS,
     REQUEST_TO_RESPONSE,
@@ -365,12 +366,13 @@ def render_human(result: Result) -> str:
     else:
         lines.append("LATENCY (headline): no responses were received.")
         lines.append("")
+    lines += _phases_block(statistics)
     for stat_id, note in _SECTIONS:
         statistic = statistics.get(stat_id)
         if statistic is not None and statistic.count:
             lines += _statistic_block(statistic, _title(statistic), note)
     # Anything the core added that this renderer does not know yet still gets shown.
-    known = {SCHEDULED_TO_RESPONSE, *(sid for sid, _ in _SECTIONS)}
+    known = {SCHEDULED_TO_RESPONSE, *PHASE_IDS, *(sid for sid, _ in _SECTIONS)}
     for statistic in result.global_result.statistics:
         if statistic.id not in known and statistic.count:
             lines += _statistic_block(statistic, _title(statistic))
@@ -385,6 +387,34 @@ def render_human(result: Result) -> str:
     # Labels, the uri, names and the first error come from the run or from a result file;
     # each line is made safe for a terminal (a newline inside a field is escaped, too).
     return "\n".join(printable(line) for line in lines) + "\n"
+
+
+def _phases_block(statistics: dict[str, Statistic]) -> list[str]:
+    # Where a request's time went, one line per phase in the order a request lives through
+    # them (docs/engine.md "Latency phases"): connect and handshake count per new connection,
+    # the rest per request; the per-request ones add up to request_to_response.
+    rows = [statistics[sid] for sid in PHASE_IDS if sid in statistics and statistics[sid].count]
+    if not rows:
+        return []
+    width = max(len(s.id) for s in rows)
+    lines = ["LATENCY PHASES (connect and tls_handshake per new connection, the rest per "
+             "request)",
+             f"  {'statistic':<{width}}  {'samples':>9}  {'mean':>10}  {'p50':>10}  "
+             f"{'p99':>10}  {'max':>10}"]
+    for s in rows:
+        lines.append(f"  {s.id:<{width}}  {s.count:>9}  {format_seconds(s.mean):>10}  "
+                     f"{_point(s, 50):>10}  {_point(s, 99):>10}  "
+                     f"{format_seconds(s.max):>10}")
+    lines.append("")
+    return lines
+
+
+def _point(statistic: Statistic, percent: float) -> str:
+    # A statistic read from another tool's file may carry neither the point nor a histogram.
+    try:
+        return format_seconds(statistic.p(percent))
+    except ValueError:
+        return "-"
 
 
 def _validity_lines(result: Result) -> list[str]:
