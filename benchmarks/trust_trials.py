@@ -8,6 +8,7 @@ and leave a clean run alone, and does `nhbench.compare` keep quiet on A/A pairs 
     python benchmarks/trust_trials.py degrade --trials 5                 # a server slowing down
     python benchmarks/trust_trials.py aa --pairs 100                     # A/A pairs, compared
     python benchmarks/trust_trials.py shift --pairs 10 --runs 5 --seconds 10 --shift 0.10
+    python benchmarks/trust_trials.py report benchmarks/out/trust_*.json  # Markdown rows
 
 Each subcommand prints one line per trial as it goes, then a summary table, and writes a
 JSON summary (`--json`, default benchmarks/out/trust_<trial>[_<mode>].json) after every
@@ -510,6 +511,47 @@ def cmd_shift(args: argparse.Namespace) -> None:
 
 
 # --------------------------------------------------------------------------------------------
+# report: the summaries as Markdown rows for docs/trust.md
+# --------------------------------------------------------------------------------------------
+
+
+def host_cell(data: dict[str, Any]) -> str:
+    host = data["host"]
+    return (f"{data['started'][:10]}, {host['cpus']} CPUs, load {host['load_before'][0]:.1f}"
+            f" → {host['load_after'][0]:.1f}, CPUs {host['busy_share']:.0%} busy "
+            f"({host['others_share']:.0%} others), {host['seconds'] / 60:.0f} min")
+
+
+def cmd_report(args: argparse.Namespace) -> None:
+    for path in args.summaries:
+        data = json.loads(Path(path).read_text())
+        totals, options = data["totals"], data["options"]
+        if data["trial"] in ("aa", "shift"):
+            wanted = "no significant change" if data["trial"] == "aa" else "regressed"
+            print(f"{data['trial']}: {totals['pairs']} pairs of {options['runs']} run(s) a "
+                  f"side, {options['seconds']:g} s at {options['rps']:g} requests/s; "
+                  f"{host_cell(data)}")
+            print(f'| statistic | "{wanted}" |')
+            print("|---|---:|")
+            for name, count in totals["per_statistic"].items():
+                print(f"| {name} | {count} of {totals['pairs']} |")
+            print(f"| all at once, no significant change | {totals['all_no_change']} of "
+                  f"{totals['pairs']} |")
+            if "p99_us" in totals:
+                p99 = totals["p99_us"]
+                print(f"p99 (median of runs): {p99['baseline']:.0f} µs → "
+                      f"{p99['candidate']:.0f} µs ({p99['shift']:+.1%}), delay "
+                      f"{options['delay_us']:.0f} µs")
+        else:
+            seconds = statistics.median(t["seconds"] for t in data["trials"])
+            by = ", ".join(f"`{name}` {count}" for name, count in totals["flagged_by"].items())
+            print(f"| {data['trial']} | {totals['trials']} | {totals['flagged']} flagged, "
+                  f"{totals['invalid']} invalid, {totals['non_stationary']} non-stationary | "
+                  f"{by or '-'} | {seconds:.0f} s | {host_cell(data)} |")
+        print()
+
+
+# --------------------------------------------------------------------------------------------
 # the command line
 # --------------------------------------------------------------------------------------------
 
@@ -563,13 +605,15 @@ def parser() -> argparse.ArgumentParser:
                                                        "(default: measured, see above)")
             q.add_argument("--calibration-runs", type=positive_int, default=5)
         common(q)
+    q = sub.add_parser("report", help="the JSON summaries as Markdown rows")
+    q.add_argument("summaries", nargs="+", type=Path)
     return p
 
 
 def main(argv: list[str] | None = None) -> None:
     args = parser().parse_args(argv)
     {"starved": cmd_starved, "clean": cmd_clean, "degrade": cmd_degrade, "aa": cmd_aa,
-     "shift": cmd_shift}[args.trial](args)
+     "shift": cmd_shift, "report": cmd_report}[args.trial](args)
 
 
 if __name__ == "__main__":
