@@ -522,6 +522,16 @@ def host_cell(data: dict[str, Any]) -> str:
             f"({host['others_share']:.0%} others), {host['seconds'] / 60:.0f} min")
 
 
+def value_range(trials: list[dict[str, Any]], name: str) -> str:
+    """The range of a check's measure over the trials it flagged."""
+    values = [c["value"] for t in trials for c in t["flagged"]
+              if c["name"] == name and isinstance(c["value"], (int, float))]
+    if not values:
+        return "-"
+    return f"{min(values):.3g}-{max(values):.3g}" if min(values) != max(values) \
+        else f"{values[0]:.3g}"
+
+
 def cmd_report(args: argparse.Namespace) -> None:
     for path in args.summaries:
         data = json.loads(Path(path).read_text())
@@ -544,7 +554,8 @@ def cmd_report(args: argparse.Namespace) -> None:
                       f"{options['delay_us']:.0f} µs")
         else:
             seconds = statistics.median(t["seconds"] for t in data["trials"])
-            by = ", ".join(f"`{name}` {count}" for name, count in totals["flagged_by"].items())
+            by = ", ".join(f"`{name}` {count} ({value_range(data['trials'], name)})"
+                           for name, count in totals["flagged_by"].items())
             print(f"| {data['trial']} | {totals['trials']} | {totals['flagged']} flagged, "
                   f"{totals['invalid']} invalid, {totals['non_stationary']} non-stationary | "
                   f"{by or '-'} | {seconds:.0f} s | {host_cell(data)} |")
