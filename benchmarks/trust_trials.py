@@ -412,6 +412,8 @@ def pair_record(comparison: Any, a: list[nhbench.Result], b: list[nhbench.Result
         "p99_baseline_us": [round(r.latency.p(99) * 1e6, 1) for r in a],
         "p99_candidate_us": [round(r.latency.p(99) * 1e6, 1) for r in b],
         "validity": [r.validity.verdict if r.validity else None for r in a + b],
+        "flagged": [[c.name for c in r.validity.checks if c.verdict in FLAGGED]
+                    if r.validity else [] for r in a + b],
         "seconds": round(seconds, 1), "load": os.getloadavg()[0],
     }
 
