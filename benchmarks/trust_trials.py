@@ -39,6 +39,8 @@ the record says whether it was one.
   baseline give its p99, and the delay is that p99 times `--shift`, since a static delay
   adds to every latency; `--delay` sets it instead). Counted: pairs whose p99 verdict is
   "regressed", and the p99 of both configurations over all runs (the shift achieved).
+  `--base-delay` gives both servers a static delay first, so that p99 is the server's
+  rather than the host's stalls (on a loaded loopback p99 without it ranged 0.1 ms-1.5 s).
 
 The JSON holds every trial (verdicts, checks, values, the comparison's statistics), the
 options and the host. docs/trust.md, "Measured here", has this machine's figures.
@@ -476,8 +478,14 @@ def p99_us(url: str, args: argparse.Namespace, runs: int) -> list[float]:
     return [one_run(url, args).latency.p(99) * 1e6 for _ in range(runs)]
 
 
+def _server(delay_us: float) -> nhbench.TestServer:
+    return (nhbench.TestServer(response={"static_delay": f"{delay_us:.0f}us"}) if delay_us
+            else nhbench.TestServer())
+
+
 def cmd_shift(args: argparse.Namespace) -> None:
-    with nhbench.TestServer() as baseline:
+    base_us = args.base_delay
+    with _server(base_us) as baseline:
         delay_us = args.delay
         calibration: list[float] = []
         if delay_us is None:
@@ -489,8 +497,9 @@ def cmd_shift(args: argparse.Namespace) -> None:
                   f"delay of {delay_us:.0f} µs", flush=True)
         summary = Summary(args.json or OUT_DIR / "trust_shift.json", "shift",
                           comparison_options(args, shift=args.shift, delay_us=delay_us,
+                                             base_delay_us=base_us,
                                              calibration_p99_us=calibration))
-        with nhbench.TestServer(response={"static_delay": f"{delay_us:.0f}us"}) as candidate:
+        with _server(base_us + delay_us) as candidate:
             print(f"shift: {args.pairs} pairs of {args.runs} runs a side, {args.seconds:g} s "
                   f"at {args.rps:g} requests/s, interleaved; candidate delayed "
                   f"{delay_us:.0f} µs", flush=True)
@@ -617,6 +626,9 @@ def parser() -> argparse.ArgumentParser:
             q.add_argument("--delay", type=float, help="the candidate's delay in µs "
                                                        "(default: measured, see above)")
             q.add_argument("--calibration-runs", type=positive_int, default=5)
+            q.add_argument("--base-delay", type=float, default=0.0,
+                           help="a static delay of both servers in µs (default 0): with one "
+                           "well above the host's stalls, p99 is the server's, not the host's")
         common(q)
     q = sub.add_parser("report", help="the JSON summaries as Markdown rows")
     q.add_argument("summaries", nargs="+", type=Path)
