@@ -469,7 +469,7 @@ def test_every_node_has_a_validity_and_the_merge_names_them(
             "cpu_share", "run_queue_wait", "hiccup"]
         # A node's share of the rate is its workers' (2 x 50), not the run's.
         schedule = next(c for c in host.validity.checks if c.name == "schedule")
-        assert schedule.verdict == "not tested" or "of 100 asked" in schedule.reason
+        assert schedule.verdict == "not tested" or "sent of 100 planned" in schedule.reason
     # The merged verdict is the worst of its own checks and of every node's.
     order = ["valid", "suspect", "invalid"]
     own = [c.verdict for c in validity.checks if c.node is None and c.verdict in order]
