@@ -58,6 +58,7 @@ struct nhb__h2 {
   /* Responses whose first header block came in the current read and that
    * have not ended in it (their first_ns is H2_FIRST_PENDING). */
   uint32_t first_pending;
+  nhb__slot* last_slot; /* h2_slot's answer last time */
 };
 
 /* A slot's first_ns while the read that brought its response's first byte is
@@ -72,17 +73,20 @@ static nhb__conn* conn_of(void* user_data) { return (nhb__conn*)user_data; }
 
 /* The slot of a stream, or NULL when the stream is not (or no longer) one of
  * this connection's requests. */
-static nhb__slot* h2_slot(nhb__conn* c, nghttp2_session* session, int32_t stream_id) {
+static inline nhb__slot* h2_slot(nhb__conn* c, nghttp2_session* session, int32_t stream_id) {
   if (c->state != NHB__CX_READY) return NULL;
-  /* The connection's newest request first (its list's head): with one
-   * request in flight, every callback of a request is about it, and this
-   * spares nghttp2's stream map a lookup per callback. A slot's stream_id is
-   * set when its stream is submitted and zeroed whenever the stream stops
-   * being ours, so a match is the stream's slot. */
-  nhb__slot* head = c->slots;
-  if (NHB__LIKELY(head != NULL && head->stream_id == stream_id)) return head;
-  nhb__slot* s = (nhb__slot*)nghttp2_session_get_stream_user_data(session, stream_id);
+  /* The slot found last first: a request's callbacks come one after another
+   * (its frame sent, its header block field by field, its DATA, its close),
+   * and this spares nghttp2's stream map a lookup per callback. A slot's
+   * stream_id is set when its stream is submitted and zeroed whenever the
+   * stream stops being ours, and slots live as long as the run, so a slot of
+   * this connection with this stream_id is the stream's slot. */
+  nhb__h2* h = c->h2;
+  nhb__slot* s = h->last_slot;
+  if (NHB__LIKELY(s != NULL && s->stream_id == stream_id && s->conn == c)) return s;
+  s = (nhb__slot*)nghttp2_session_get_stream_user_data(session, stream_id);
   if (s == NULL || s->conn != c || s->stream_id != stream_id) return NULL;
+  h->last_slot = s;
   return s;
 }
 
@@ -749,6 +753,7 @@ static int h2_open(nhb__conn* c) {
     c->h2 = h;
   }
   h->leftover_len = 0;
+  h->last_slot = NULL;
   const nhb_run* run = c->worker->run;
   /* nghttp2's per-stream allocations come from the worker's free lists
    * (h2_mem.c); nghttp2 copies the allocator. */
@@ -845,6 +850,7 @@ static inline __attribute__((always_inline)) int h2_send_with(nhb__conn* c, nhb_
   }
   if (id < 0) return NHB_EPROTO;
   s->stream_id = id;
+  h->last_slot = s;
   h2_mark_dirty(c);
   return 0;
 }
