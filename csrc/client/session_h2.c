@@ -449,6 +449,14 @@ static inline nhb__slot* h2_field_slot(nhb__conn* c, nghttp2_session* session, c
   if (frame->hd.type != NGHTTP2_HEADERS) return NULL;
   nhb__slot* s = h2_slot(c, session, frame->hd.stream_id);
   if (s == NULL) return NULL;
+  /* A response's first byte: the first field of its first header block (an
+   * interim 1xx's included), decoded from the read that brought it. Marked
+   * here rather than in an on_begin_headers callback, which would cost every
+   * response a callback and a stream lookup more. */
+  if (NHB__UNLIKELY(s->first_ns == 0)) {
+    s->first_ns = H2_FIRST_PENDING;
+    c->h2->first_pending++;
+  }
   /* The block against the limits, counted as SETTINGS_MAX_HEADER_LIST_SIZE
    * counts it, before anything looks at the field: an HPACK bomb (a large
    * entry of the dynamic table indexed thousands of times in a small block)
@@ -472,27 +480,12 @@ static inline nhb__slot* h2_field_slot(nhb__conn* c, nghttp2_session* session, c
 
 /* ---- nghttp2 callbacks ----------------------------------------------------- */
 
-/* A response's first byte: its first header block (an interim 1xx's
- * included), timed at the read that brought it. */
-static inline void h2_first_byte(nhb__conn* c, nghttp2_session* session, const nghttp2_frame* frame) {
-  if (frame->hd.type != NGHTTP2_HEADERS) return;
-  nhb__slot* s = h2_slot(c, session, frame->hd.stream_id);
-  if (s == NULL || s->first_ns != 0) return;
-  s->first_ns = H2_FIRST_PENDING;
-  c->h2->first_pending++;
-}
-
 /* The end of a read: the responses that began in it and go on are timed. */
 static void h2_first_byte_stamp(nhb__conn* c) {
   uint64_t now = nhb__now_ns();
   for (nhb__slot* s = c->slots; s != NULL; s = s->next)
     if (s->first_ns == H2_FIRST_PENDING) s->first_ns = now;
   c->h2->first_pending = 0;
-}
-
-static int h2_on_begin_headers(nghttp2_session* session, const nghttp2_frame* frame, void* user_data) {
-  h2_first_byte(conn_of(user_data), session, frame);
-  return 0;
 }
 
 /* A request's last byte written: the frame carrying its END_STREAM (HEADERS
@@ -525,7 +518,6 @@ static int h2_on_header(nghttp2_session* session, const nghttp2_frame* frame, co
  * status is trailers, which Nighthawk does not look at. Names with an
  * upper-case letter never get here (h2_check_field). */
 static int h2_olat_on_begin_headers(nghttp2_session* session, const nghttp2_frame* frame, void* user_data) {
-  h2_first_byte(conn_of(user_data), session, frame);
   if (frame->hd.type != NGHTTP2_HEADERS) return 0;
   nhb__slot* s = h2_slot(conn_of(user_data), session, frame->hd.stream_id);
   if (s == NULL) return 0;
@@ -1073,7 +1065,7 @@ static int h2_run_init(nhb_run* run, char* err, size_t err_len) {
    * origin's latency header (observe.c); otherwise the plain ones. */
   int olat = run->olat_len != 0;
   nghttp2_session_callbacks_set_on_header_callback(cb, olat ? h2_olat_on_header : h2_on_header);
-  nghttp2_session_callbacks_set_on_begin_headers_callback(cb, olat ? h2_olat_on_begin_headers : h2_on_begin_headers);
+  if (olat) nghttp2_session_callbacks_set_on_begin_headers_callback(cb, h2_olat_on_begin_headers);
   nghttp2_session_callbacks_set_on_frame_send_callback(cb, h2_on_frame_send);
   nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, h2_on_data_chunk);
   if (cfg->grpc) {
