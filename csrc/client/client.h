@@ -627,6 +627,10 @@ struct nhb__worker {
   int h2_prepare_active;
   nhb__conn** h2_dirty;
   uint32_t h2_ndirty;
+  /* HTTP/2's latency phases: the clock read by the first request's END_STREAM
+   * serialized in one pass over the dirty connections (or one flush when the
+   * socket drains), shared by every request that pass writes; 0 = not read. */
+  uint64_t h2_tx_ns;
   /* HTTP/2: nghttp2 allocates a few small blocks per stream; they are
    * recycled through per-size free lists instead of going back to malloc. */
   nhb__h2_mem h2_mem;

@@ -935,11 +935,15 @@ __attribute__((noinline)) static void response_extras(nhb__worker* w, const nhb_
  * the socket took the request at once, transfer when the response came in
  * one read) and needs only the count, bucket 0 and the minimum: its sum and
  * sum of squares do not change, nor can it raise the maximum. */
+static inline void phase_zero(nhb_hist* h) {
+  h->counts[0]++;
+  h->total++;
+  h->min = 0;
+}
+
 static inline void phase_record(nhb_hist* h, uint64_t value) {
   if (value == 0) {
-    h->counts[0]++;
-    h->total++;
-    h->min = 0;
+    phase_zero(h);
     return;
   }
   nhb_hist_record(h, value);
@@ -961,22 +965,34 @@ void nhb__conn_response(nhb__conn* c, nhb__slot* s, int status) {
     st->status_codes[status - NHB_STATUS_MIN]++;
   }
   st->counters[ctr]++;
-  nhb_hist_record(st->hists[hist], latency);
-  nhb_hist_record(st->hists[NHB_HIST_REQUEST_TO_RESPONSE], latency);
   nhb_hist_record(st->hists[NHB_HIST_SCHEDULED_TO_RESPONSE], now - s->rq.scheduled_ns);
   /* The phases split request_to_response exactly: send -> written -> first
-   * byte -> now. A missing or out-of-order stamp (a response that began
-   * before the request was fully written, a session that could not stamp)
-   * collapses onto its neighbour, so the three always add up to the latency. */
+   * byte -> now. The common case (HTTP/1.1's request taken by the socket at
+   * once and its response read in one go: no first-byte stamp) is the whole
+   * latency to the first byte, so the three histograms that take the
+   * latency share one bucket computation, and the two phases of 0 need only
+   * their count, bucket 0 and minimum. */
   uint64_t first = s->first_ns;
-  if (NHB__UNLIKELY(first == 0 || first > now)) first = now;
-  if (NHB__UNLIKELY(first < s->rq.send_ns)) first = s->rq.send_ns;
   uint64_t written = s->written_ns;
-  if (NHB__UNLIKELY(written == 0 || written > first)) written = first;
-  if (NHB__UNLIKELY(written < s->rq.send_ns)) written = s->rq.send_ns;
-  phase_record(st->hists[NHB_HIST_REQUEST_WRITE], written - s->rq.send_ns);
-  phase_record(st->hists[NHB_HIST_TIME_TO_FIRST_BYTE], first - written);
-  phase_record(st->hists[NHB_HIST_TRANSFER], now - first);
+  if (NHB__LIKELY(first == 0 && written == s->rq.send_ns)) {
+    nhb_hist_record3(st->hists[hist], st->hists[NHB_HIST_REQUEST_TO_RESPONSE],
+                     st->hists[NHB_HIST_TIME_TO_FIRST_BYTE], latency);
+    phase_zero(st->hists[NHB_HIST_REQUEST_WRITE]);
+    phase_zero(st->hists[NHB_HIST_TRANSFER]);
+  } else {
+    nhb_hist_record(st->hists[hist], latency);
+    nhb_hist_record(st->hists[NHB_HIST_REQUEST_TO_RESPONSE], latency);
+    /* A missing or out-of-order stamp (a response that began before the
+     * request was fully written, a session that could not stamp) collapses
+     * onto its neighbour, so the three always add up to the latency. */
+    if (NHB__UNLIKELY(first == 0 || first > now)) first = now;
+    if (NHB__UNLIKELY(first < s->rq.send_ns)) first = s->rq.send_ns;
+    if (NHB__UNLIKELY(written == 0 || written > first)) written = first;
+    if (NHB__UNLIKELY(written < s->rq.send_ns)) written = s->rq.send_ns;
+    phase_record(st->hists[NHB_HIST_REQUEST_WRITE], written - s->rq.send_ns);
+    phase_record(st->hists[NHB_HIST_TIME_TO_FIRST_BYTE], first - written);
+    phase_record(st->hists[NHB_HIST_TRANSFER], now - first);
+  }
   nhb__ivl_record(w, now - s->rq.scheduled_ns);
   nhb_hist_record(st->hists[NHB_HIST_SEQUENCER_CALLBACK], now - s->rq.release_ns);
   nhb_stream_record(&st->streams[NHB_STREAM_RESPONSE_HEADER_SIZE], s->header_bytes);

@@ -55,11 +55,17 @@ struct nhb__h2 {
   const uint8_t* leftover; /* what of the last mem_send chunk did not fit the stage */
   size_t leftover_len;
   int dirty; /* on the worker's dirty stack */
-  /* The latency phases' clock, read at most once per flush (tx) and once per
-   * read (rx), and only when a request's END_STREAM went out or a response's
-   * first HEADERS came in: the streams of one flush or one read share it. */
-  uint64_t tx_ns, rx_ns;
+  /* Responses whose first header block came in the current read and that
+   * have not ended in it (their first_ns is H2_FIRST_PENDING). */
+  uint32_t first_pending;
+  nhb__slot* last_slot; /* h2_slot's answer last time */
 };
+
+/* A slot's first_ns while the read that brought its response's first byte is
+ * still being parsed: timed at the end of that read, as HTTP/1.1 does, unless
+ * the response ends in it (then the pool's own clock read serves, transfer
+ * 0), so that a response read in one go costs no clock read of its own. */
+#define H2_FIRST_PENDING 1u
 
 static void h2_flush(nhb__conn* c);
 
@@ -67,10 +73,20 @@ static nhb__conn* conn_of(void* user_data) { return (nhb__conn*)user_data; }
 
 /* The slot of a stream, or NULL when the stream is not (or no longer) one of
  * this connection's requests. */
-static nhb__slot* h2_slot(nhb__conn* c, nghttp2_session* session, int32_t stream_id) {
+static inline nhb__slot* h2_slot(nhb__conn* c, nghttp2_session* session, int32_t stream_id) {
   if (c->state != NHB__CX_READY) return NULL;
-  nhb__slot* s = (nhb__slot*)nghttp2_session_get_stream_user_data(session, stream_id);
+  /* The slot found last first: a request's callbacks come one after another
+   * (its frame sent, its header block field by field, its DATA, its close),
+   * and this spares nghttp2's stream map a lookup per callback. A slot's
+   * stream_id is set when its stream is submitted and zeroed whenever the
+   * stream stops being ours, and slots live as long as the run, so a slot of
+   * this connection with this stream_id is the stream's slot. */
+  nhb__h2* h = c->h2;
+  nhb__slot* s = h->last_slot;
+  if (NHB__LIKELY(s != NULL && s->stream_id == stream_id && s->conn == c)) return s;
+  s = (nhb__slot*)nghttp2_session_get_stream_user_data(session, stream_id);
   if (s == NULL || s->conn != c || s->stream_id != stream_id) return NULL;
+  h->last_slot = s;
   return s;
 }
 
@@ -433,6 +449,14 @@ static inline nhb__slot* h2_field_slot(nhb__conn* c, nghttp2_session* session, c
   if (frame->hd.type != NGHTTP2_HEADERS) return NULL;
   nhb__slot* s = h2_slot(c, session, frame->hd.stream_id);
   if (s == NULL) return NULL;
+  /* A response's first byte: the first field of its first header block (an
+   * interim 1xx's included), decoded from the read that brought it. Marked
+   * here rather than in an on_begin_headers callback, which would cost every
+   * response a callback and a stream lookup more. */
+  if (NHB__UNLIKELY(s->first_ns == 0)) {
+    s->first_ns = H2_FIRST_PENDING;
+    c->h2->first_pending++;
+  }
   /* The block against the limits, counted as SETTINGS_MAX_HEADER_LIST_SIZE
    * counts it, before anything looks at the field: an HPACK bomb (a large
    * entry of the dynamic table indexed thousands of times in a small block)
@@ -456,20 +480,12 @@ static inline nhb__slot* h2_field_slot(nhb__conn* c, nghttp2_session* session, c
 
 /* ---- nghttp2 callbacks ----------------------------------------------------- */
 
-/* A response's first byte: its first header block (an interim 1xx's
- * included), timed at the read that brought it. */
-static inline void h2_first_byte(nhb__conn* c, nghttp2_session* session, const nghttp2_frame* frame) {
-  if (frame->hd.type != NGHTTP2_HEADERS) return;
-  nhb__slot* s = h2_slot(c, session, frame->hd.stream_id);
-  if (s == NULL || s->first_ns != 0) return;
-  nhb__h2* h = c->h2;
-  if (h->rx_ns == 0) h->rx_ns = nhb__now_ns();
-  s->first_ns = h->rx_ns;
-}
-
-static int h2_on_begin_headers(nghttp2_session* session, const nghttp2_frame* frame, void* user_data) {
-  h2_first_byte(conn_of(user_data), session, frame);
-  return 0;
+/* The end of a read: the responses that began in it and go on are timed. */
+static void h2_first_byte_stamp(nhb__conn* c) {
+  uint64_t now = nhb__now_ns();
+  for (nhb__slot* s = c->slots; s != NULL; s = s->next)
+    if (s->first_ns == H2_FIRST_PENDING) s->first_ns = now;
+  c->h2->first_pending = 0;
 }
 
 /* A request's last byte written: the frame carrying its END_STREAM (HEADERS
@@ -480,9 +496,9 @@ static int h2_on_frame_send(nghttp2_session* session, const nghttp2_frame* frame
   nhb__conn* c = conn_of(user_data);
   nhb__slot* s = h2_slot(c, session, frame->hd.stream_id);
   if (s == NULL) return 0;
-  nhb__h2* h = c->h2;
-  if (h->tx_ns == 0) h->tx_ns = nhb__now_ns();
-  s->written_ns = h->tx_ns;
+  nhb__worker* w = c->worker;
+  if (w->h2_tx_ns == 0) w->h2_tx_ns = nhb__now_ns();
+  s->written_ns = w->h2_tx_ns;
   return 0;
 }
 
@@ -502,7 +518,6 @@ static int h2_on_header(nghttp2_session* session, const nghttp2_frame* frame, co
  * status is trailers, which Nighthawk does not look at. Names with an
  * upper-case letter never get here (h2_check_field). */
 static int h2_olat_on_begin_headers(nghttp2_session* session, const nghttp2_frame* frame, void* user_data) {
-  h2_first_byte(conn_of(user_data), session, frame);
   if (frame->hd.type != NGHTTP2_HEADERS) return 0;
   nhb__slot* s = h2_slot(conn_of(user_data), session, frame->hd.stream_id);
   if (s == NULL) return 0;
@@ -582,6 +597,11 @@ static inline int h2_on_response_frame(nhb__conn* c, nghttp2_session* session, c
      * it is closed too, but the request is over. */
     nghttp2_session_set_stream_user_data(session, frame->hd.stream_id, NULL);
     s->stream_id = 0;
+    if (s->first_ns == H2_FIRST_PENDING) {
+      /* Begun and ended in this read: the pool's clock read is its first byte's. */
+      s->first_ns = 0;
+      c->h2->first_pending--;
+    }
     if (NHB__UNLIKELY(c->worker->run->config.grpc)) {
       nhb__grpc_end(c, s);
       return 0;
@@ -725,6 +745,7 @@ static int h2_open(nhb__conn* c) {
     c->h2 = h;
   }
   h->leftover_len = 0;
+  h->last_slot = NULL;
   const nhb_run* run = c->worker->run;
   /* nghttp2's per-stream allocations come from the worker's free lists
    * (h2_mem.c); nghttp2 copies the allocator. */
@@ -821,6 +842,7 @@ static inline __attribute__((always_inline)) int h2_send_with(nhb__conn* c, nhb_
   }
   if (id < 0) return NHB_EPROTO;
   s->stream_id = id;
+  h->last_slot = s;
   h2_mark_dirty(c);
   return 0;
 }
@@ -834,9 +856,10 @@ static int h2_send_traced(nhb__conn* c, nhb__slot* s) {
 
 static int h2_on_data(nhb__conn* c, const char* data, size_t len) {
   nhb__h2* h = c->h2;
-  h->rx_ns = 0;
+  h->first_pending = 0;
   ssize_t n = nghttp2_session_mem_recv(h->session, (const uint8_t*)data, len);
   if (c->state != NHB__CX_READY) return 0;
+  if (NHB__UNLIKELY(h->first_pending != 0)) h2_first_byte_stamp(c);
   if (n < 0) {
     char text[sizeof(c->worker->first_error_text)];
     snprintf(text, sizeof(text), "HTTP/2: %s", nghttp2_strerror((int)n));
@@ -886,7 +909,6 @@ static void h2_close(nhb__conn* c) {
  * nothing is left or the transport is busy (on_writable resumes). */
 static void h2_flush(nhb__conn* c) {
   nhb__h2* h = c->h2;
-  h->tx_ns = 0;
   while (c->state == NHB__CX_READY && !c->write_pending) {
     size_t len = 0;
     while (len < H2_STAGE_SIZE) {
@@ -934,7 +956,10 @@ static void h2_flush(nhb__conn* c) {
   }
 }
 
-static void h2_on_writable(nhb__conn* c) { h2_flush(c); }
+static void h2_on_writable(nhb__conn* c) {
+  c->worker->h2_tx_ns = 0;
+  h2_flush(c);
+}
 
 static const nhb__session_vtable nhb__session_h2 = {
     "h2", h2_open, h2_send, h2_on_data, h2_on_eof, h2_on_writable, h2_cancel, h2_close,
@@ -948,6 +973,8 @@ static const nhb__session_vtable nhb__session_h2_traced = {
 
 static void h2_on_prepare(uv_prepare_t* handle) {
   nhb__worker* w = (nhb__worker*)handle->data;
+  /* One clock read for the requests that this pass writes (h2_on_frame_send). */
+  w->h2_tx_ns = 0;
   /* A stack: a connection flushed here can be marked again (by another's
    * failure, say) and is then simply flushed again. */
   while (w->h2_ndirty > 0) {
@@ -1038,7 +1065,7 @@ static int h2_run_init(nhb_run* run, char* err, size_t err_len) {
    * origin's latency header (observe.c); otherwise the plain ones. */
   int olat = run->olat_len != 0;
   nghttp2_session_callbacks_set_on_header_callback(cb, olat ? h2_olat_on_header : h2_on_header);
-  nghttp2_session_callbacks_set_on_begin_headers_callback(cb, olat ? h2_olat_on_begin_headers : h2_on_begin_headers);
+  if (olat) nghttp2_session_callbacks_set_on_begin_headers_callback(cb, h2_olat_on_begin_headers);
   nghttp2_session_callbacks_set_on_frame_send_callback(cb, h2_on_frame_send);
   nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, h2_on_data_chunk);
   if (cfg->grpc) {
