@@ -118,7 +118,11 @@ def test_proxy_closing_mid_run_is_counted(origin: nhbench.TestServer) -> None:
     assert c["tunnel.established"] == len(connects) >= 3
     ok = c["benchmark.http_2xx"]
     assert ok >= 40
-    assert _settled(origin, before, ok) == ok
+    # The origin answered every request the client counted, and at most one more per tunnel
+    # the proxy closed: a request in flight at the close can reach the origin while its
+    # response is lost with the tunnel (one connection: one request in flight).
+    served = _settled(origin, before, ok)
+    assert ok <= served <= ok + c["tunnel.proxy_closed"], (served, c)
 
 
 def test_a_closed_proxy_port_is_a_connect_failure(origin: nhbench.TestServer) -> None:
