@@ -615,6 +615,9 @@ typedef struct nhb_interval {
   uint64_t index;       /* 0, 1, 2, ... */
   int64_t start_ns;     /* since the first scheduled release */
   uint64_t duration_ns; /* measured: from when the workers closed the previous one */
+  /* 1 when a worker may have been in its warm-up during the interval: the
+   * warm-up's requests are in it, so it is not the measured phase's. */
+  int warmup;
   uint64_t counters[NHB_CTR_COUNT]; /* growth over the interval */
   uint64_t total, min, max;         /* min is 0 when total is 0 */
   double sum;

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import socket
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from support.cli import nhbench_cli
@@ -55,7 +56,6 @@ def test_the_grammar(text: str, canonical: str) -> None:
     ({"until": "p99:2%", "schedule_offsets": [0, 0.1]},
      "until: mutually exclusive with schedule_offsets"),
     ({"until": "p99:2%", "ray": "auto"}, "until: mutually exclusive with ray"),
-    ({"until": "p99:2%", "warmup": "2s"}, "until: mutually exclusive with warmup"),
     ({"max_duration": "10s", "until": ()}, "max_duration: needs until"),
     ({"until": "p99:2%", "stats_interval": "off"}, "until: needs live statistics"),
     ({"until": "p99:2%", "max_duration": "1s"},
@@ -280,3 +280,25 @@ def test_the_pytest_plugins_duration_scale_scales_the_bound(pytester: pytest.Pyt
     )
     result = pytester.runpytest("-p", "no:cacheprovider", "--nhbench-duration-scale=0.25")
     result.assert_outcomes(passed=1)
+
+
+def test_a_warm_up_is_marked_in_the_timeline_and_until_reads_past_it(tmp_path: Path) -> None:
+    # The warm-up's 1 s at 0.1 s intervals: its intervals (and at most one more, begun while
+    # a worker was ending its warm-up) are marked, the measured phase's are not, and --until
+    # counts only the measured phase's.
+    with nhbench.TestServer(static_delay="2ms") as server:
+        result = nhbench.run(server.url, until="p50:±50%", max_duration="4s", rps=200,
+                             warmup="1s", stats_interval="0.1s")
+    marks = [r.warmup for r in result.timeline]
+    warm = marks.index(False)
+    assert 8 <= warm <= 13, marks
+    assert not any(marks[warm:]), marks
+    assert result.warmup is not None and result.warmup.counters
+    until = result.until
+    assert until is not None
+    assert until.intervals <= len(marks) - warm
+    # The JSON says warmup on the warm-up's intervals only, and reads back the same.
+    path = tmp_path / "run.json"
+    path.write_text(result.render("json"))
+    assert '"warmup": false' not in path.read_text()
+    assert [r.warmup for r in nhbench.load_result(path).timeline] == marks

@@ -496,6 +496,7 @@ class ClientRun {
         d["index"] = iv.index;
         d["start"] = static_cast<double>(iv.start_ns) / 1e9;
         d["duration"] = static_cast<double>(iv.duration_ns) / 1e9;
+        d["warmup"] = iv.warmup != 0;
         for (int k = 0; k < NHB_CTR_COUNT; k++) c[nhb_counter_names[k]] = iv.counters[k];
         // The per-status-code and gRPC-status counters that grew, by the names the
         // result gives them (benchmark.http_<code>, benchmark.grpc_status_<code>).

@@ -743,6 +743,10 @@ struct nhb_run {
   uint64_t ivl_next_ns;       /* when to close the current interval */
   uint64_t ivl_start_ns;      /* when the interval being collected began */
   uint64_t ivl_bump_ns;       /* when the controller last bumped the epoch */
+  /* Per epoch parity: a worker was still warming when the epoch began. The
+   * count of warming workers only falls, so an epoch that began with none
+   * holds no warm-up request; one that began with some may. */
+  int ivl_warm[2];
   uint64_t* ivl_last;         /* nworkers x NHB_COUNTER_ID_COUNT: counters at each worker's last close */
   nhb_hist* ivl_merge;        /* scratch for merging the workers' buffers */
   uint64_t ivl_count;         /* intervals queued so far */

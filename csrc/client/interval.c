@@ -117,9 +117,10 @@ static void take_buffer(nhb_run* run, nhb__worker* w, uint64_t e, uint64_t* coun
 }
 
 /* Queues the merged interval; run->ivl_merge is reset for the next one. */
-static void queue_interval(nhb_run* run, const uint64_t* counters, uint64_t end_ns) {
+static void queue_interval(nhb_run* run, const uint64_t* counters, uint64_t end_ns, int warmup) {
   nhb_interval iv;
   memset(&iv, 0, sizeof(iv));
+  iv.warmup = warmup;
   const nhb_hist* h = run->ivl_merge;
   iv.start_ns = (int64_t)(run->ivl_start_ns - run->t0_ns);
   iv.duration_ns = end_ns > run->ivl_start_ns ? end_ns - run->ivl_start_ns : 0;
@@ -187,7 +188,7 @@ static int collect(nhb_run* run, uint64_t e, int final) {
     if (closed > e || (done && w->ivl_epoch == e)) take_buffer(run, w, e, counters, &end_ns);
   }
   if (end_ns == 0) end_ns = final ? nhb__now_ns() : run->ivl_bump_ns;
-  queue_interval(run, counters, end_ns);
+  queue_interval(run, counters, end_ns, run->ivl_warm[e & 1]);
   return 1;
 }
 
@@ -201,12 +202,15 @@ void nhb__ivl_controller_tick(nhb_run* run, uint64_t now) {
   if (run->ivl_start_ns == 0) {
     run->ivl_start_ns = run->t0_ns;
     run->ivl_next_ns = run->t0_ns + run->config.stats_interval_ns;
+    run->ivl_warm[e & 1] = atomic_load(&run->warming) > 0;
   }
   if (now < run->ivl_next_ns) return;
   /* Boundaries stay on the grid t0 + k * interval; one missed (a slow
    * worker) is skipped rather than made up with short intervals. */
   while (run->ivl_next_ns <= now) run->ivl_next_ns += run->config.stats_interval_ns;
   run->ivl_bump_ns = now;
+  /* Read before the bump: the workers close epoch e, and start e + 1, after it. */
+  run->ivl_warm[(e + 1) & 1] = atomic_load(&run->warming) > 0;
   atomic_store_explicit(&run->ivl_epoch, e + 1, memory_order_release);
   run->ivl_waiting = 1;
   nhb__run_wake_workers(run);
@@ -215,7 +219,10 @@ void nhb__ivl_controller_tick(nhb_run* run, uint64_t now) {
 void nhb__ivl_controller_finish(nhb_run* run) {
   if (run->config.stats_interval_ns == 0) return;
   uint64_t e = atomic_load_explicit(&run->ivl_epoch, memory_order_relaxed);
-  if (run->ivl_start_ns == 0) run->ivl_start_ns = run->t0_ns;
+  if (run->ivl_start_ns == 0) {
+    run->ivl_start_ns = run->t0_ns;
+    run->ivl_warm[e & 1] = run->has_warmup;
+  }
   if (run->ivl_waiting) collect(run, e - 1, 1);
   run->ivl_waiting = 0;
   collect(run, e, 1);

@@ -265,7 +265,8 @@ def _run_rows(result: Result, budget: Any, where: str) -> tuple[
     from ._histogram import HistogramDecodeError
     from ._names import error_total
 
-    timeline = list(result.timeline)
+    # The warm-up's intervals are not the measured phase's: they are not resampled.
+    timeline = [r for r in result.timeline if not r.warmup]
     if len(timeline) >= MIN_INTERVALS and all(r.hdr_histogram for r in timeline):
         rows = []
         for i, record in enumerate(timeline):

@@ -645,7 +645,10 @@ class Validity(BaseModel):
         duration = result.duration
         sent = max(0, result.schedule.released
                    - result.counters["benchmark.pool_overflow"])
-        records = [r for r in result.timeline if r.requests and r.p99 is not None]
+        # The warm-up's intervals are not the measured phase's: its trend, rate and
+        # arrivals are judged without them.
+        measured = [r for r in result.timeline if not r.warmup]
+        records = [r for r in measured if r.requests and r.p99 is not None]
         planned, note = _planned(result)
         inputs = ValidityInputs(
             workers=workers,
@@ -660,12 +663,12 @@ class Validity(BaseModel):
             released=result.schedule.released,
             sent_rate=sent / duration if duration > 0 else 0.0,
             interval_p99=[float(r.p99 or 0.0) for r in records],
-            interval_rate=[r.rps for r in result.timeline],
+            interval_rate=[r.rps for r in measured],
             planned=planned,
             sent=sent,
             intervals=[IntervalCounts(r.start, r.duration,
                                       r.counters.get("sequencer.released", 0), r.requests)
-                       for r in result.timeline],
+                       for r in measured],
             intervals_note=note,
         )
         checks = assess(inputs)

@@ -72,6 +72,10 @@ class IntervalRecord(BaseModel):
     counters: dict[str, int] = Field(
         default_factory=dict, description="Growth of each counter over the interval (non-zero)."
     )
+    warmup: bool = Field(
+        default=False, description="A worker may have been in its warm-up during the "
+        "interval (its requests may be in it): the validity checks and the comparison of "
+        "runs leave such intervals out. Written only when true.")
     hdr_histogram: str | None = Field(
         default=None,
         description="The interval's latency histogram (ns), standard compressed encoding "
@@ -120,6 +124,7 @@ class IntervalRecord(BaseModel):
             errors=error_total(counters),
             blocked=counters.get("sequencer.blocked", 0),
             counters=counters,
+            warmup=bool(d.get("warmup", False)),
             hdr_histogram=encoded,
             **values,
         )

@@ -334,6 +334,8 @@ class UntilTracker:
             self._budget = _histogram.DecodeBudget(
                 1 << 31, f"the {1 << 31:,} counters nhbench decodes for --until")
         for record in records:
+            if record.warmup:  # not the measured phase's
+                continue
             self._columns.add(_sparse_of(record.hdr_histogram, self._budget)
                               if record.hdr_histogram else {})
             self.ok.append(float(record.counters.get(_SUCCESS, 0)))

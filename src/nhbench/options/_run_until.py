@@ -122,9 +122,7 @@ def until_first(data: Data, info: ValidationInfo, model: type[BaseModel]) -> Dat
             raise PydanticCustomError("options_needs", "{a}: needs {b}",
                                       {"a": "max_duration", "b": "until"})
         return data
-    # warmup: the live intervals include the warm-up's, which the estimate would read as
-    # the measured phase's.
-    for other in ("stage", "requests", "schedule_offsets", "no_duration", "ray", "warmup"):
+    for other in ("stage", "requests", "schedule_offsets", "no_duration", "ray"):
         if data.get(other):
             raise PydanticCustomError("options_conflict", "{a}: mutually exclusive with {b}",
                                       {"a": "until", "b": other})

@@ -50,6 +50,7 @@ from ._nhfields import json_double
 
 if TYPE_CHECKING:
     from .._result import Result, Statistic, WorkerResult
+    from .._timeline import IntervalRecord
 
 __all__ = [
     "PLUGIN_NAME",
@@ -251,6 +252,16 @@ def _options_extension(options: Options, mapped: Mapping[str, Any]) -> dict[str,
     return {key: value for key, value in echo.items() if back.get(key) != value}
 
 
+def _timeline_exclude(record: IntervalRecord) -> set[str]:
+    """The keys of an interval record the JSON leaves out: those the record does not have."""
+    exclude = set()
+    if record.hdr_histogram is None:
+        exclude.add("hdr_histogram")
+    if not record.warmup:
+        exclude.add("warmup")
+    return exclude
+
+
 def nighthawk_output(result: Result) -> dict[str, Any]:
     """The Nighthawk ``Output`` JSON document of `result` (see the module doc)."""
     options = command_line_options(result.options)
@@ -261,9 +272,9 @@ def nighthawk_output(result: Result) -> dict[str, Any]:
         "interrupted": result.interrupted,
         "error": result.error,
         "insecure": result.insecure,
-        # A record without its interval histogram (an older file) is written without the key.
-        "timeline": [record.model_dump(mode="json", exclude={"hdr_histogram"}
-                                       if record.hdr_histogram is None else None)
+        # A record without its interval histogram (an older file) is written without the
+        # key; warmup only when true, so a run without a warm-up reads as before.
+        "timeline": [record.model_dump(mode="json", exclude=_timeline_exclude(record) or None)
                      for record in result.timeline],
         "options": _options_extension(result.options, options),
         "schedule": result.schedule.model_dump(mode="json"),
