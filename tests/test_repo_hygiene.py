@@ -25,7 +25,7 @@ SKIP_DIRS = frozenset({"__pycache__", "out", "build", "_skbuild", ".nox", ".mypy
                        ".ruff_cache", ".pytest_cache"})
 
 # The word and a number; "_" and "-" also catch test and file names.
-_ISSUE = re.compile(r"\bissues?[ _-]?#?\d+", re.IGNORECASE)
+_ISSUE = re.compile(r"(?<![A-Za-z0-9])issues?[ _-]?#?\d+", re.IGNORECASE)
 # What stands right before an upstream reference: another project's name (optionally
 # possessive, optionally "GitHub"), or "upstream".
 _UPSTREAM_BEFORE = re.compile(
