@@ -346,7 +346,7 @@ def bench(session: nox.Session) -> None:
 def callgrind(session: nox.Session) -> None:
     """Build, then user-space instructions per request under callgrind for nhbench, the request
     floor, wrk and h2load against nginx (50 connections) and the test server (10): the
-    regression guard of issue 16 (benchmarks/callgrind_per_request.py; needs valgrind)."""
+    regression guard of the hot path (benchmarks/callgrind_per_request.py; needs valgrind)."""
     session.install(".")
     session.run("python", "benchmarks/callgrind_per_request.py", *session.posargs)
 

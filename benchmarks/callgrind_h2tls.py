@@ -1,4 +1,4 @@
-"""Instructions per request for HTTP/2 and TLS, under callgrind (issue 16, part h2tls).
+"""Instructions per request for HTTP/2 and TLS, under callgrind.
 
 The companion of callgrind_per_request.py for the scenarios of peer_compare.py that it does
 not run: h2c with 10 connections x 100 streams, HTTP/1.1 over TLS with 50 connections and

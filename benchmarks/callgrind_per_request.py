@@ -2,7 +2,7 @@
 
 Wall-clock CPU ratios on a shared VM swing far more than a few instructions per request can
 cost, so changes to the client's hot path are checked in instructions instead (docs/
-benchmarks.md, "Instructions per request", and the issue 12 and 13 hot-path checks). Each
+benchmarks.md, "Instructions per request", and the output-format and load-shape checks). Each
 client runs under ``valgrind --tool=callgrind`` twice against the same target: a short run
 and a long one. The difference in instructions divided by the difference in requests
 completed is the per-request cost; the fixed costs (start-up, threads, connections, result
@@ -33,8 +33,8 @@ Clients (--clients, comma list):
   h2load-h2c   h2load -t1 -m1 (h2c, prior knowledge, one stream per connection), as
                nhbench-h2c.
 
-Targets (--targets): nginx (the issue's scenario, --nginx-connections, default 50) and the
-nhbench test server (the old scenario of issues 12 and 13, --server-connections, default
+Targets (--targets): nginx (the main scenario, --nginx-connections, default 50) and the
+nhbench test server (the old scenario of those hot-path checks, --server-connections, default
 10), each alone on --server-cpu.
 
     python benchmarks/callgrind_per_request.py                        # everything, one pair

@@ -213,7 +213,7 @@ def check_cpu_args(p: argparse.ArgumentParser, cfg: argparse.Namespace, tool: st
 
 def fortio_binary() -> str | None:
     """`fortio` on PATH, else where `go install` puts it ($GOBIN, $GOPATH/bin, ~/go/bin):
-    issue 14's peers are installed with `go install fortio.org/fortio@v1.66.5`, which does not
+    the echo and gRPC peers are installed with `go install fortio.org/fortio@v1.66.5`, which does not
     touch PATH. Same search as tests/support/peers.py, without running `go`."""
     found = shutil.which("fortio")
     if found:

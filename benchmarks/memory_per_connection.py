@@ -1,4 +1,4 @@
-"""Resident memory per idle keep-alive connection, client and server (issue 16).
+"""Resident memory per idle keep-alive connection, client and server.
 
 For each N in --counts (default 10000 and 50000) and a small baseline B (--baseline, 100),
 this opens N (then B) idle HTTP/1.1 keep-alive connections from an nhbench client with one

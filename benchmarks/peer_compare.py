@@ -23,18 +23,18 @@ Scenarios
   tls-h2  HTTP/2 over TLS (ALPN h2), as fast as possible, like h2c.  Reference: h2load.
   The TLS scenarios use persistent connections, so they measure TLS record encryption and
   decryption per request, not handshakes (which happen once per connection at start-up).
-  tcp-echo  TCP echo (issue 14), as fast as possible, --connections connections, each
+  tcp-echo  TCP echo, as fast as possible, --connections connections, each
           request --payload-size (64) bytes out and the same bytes back: fortio load
           -qps 0 -c N -payload-size P tcp://…; nhbench tcp://… --payload-size P.
           Target: --echo-target (nhbench: the test server's --tcp-echo; fortio: fortio
           server's tcp-echo port).  Reference: fortio.
-  grpc    gRPC unary calls over h2c (issue 14), as fast as possible, --h2-connections x
+  grpc    gRPC unary calls over h2c, as fast as possible, --h2-connections x
           --h2-streams: h2load -d FRAME with content-type application/grpc and te: trailers
           (a framed empty request: 5 bytes 00 00000000), fortio load -grpc [-ping] -c C -s M,
           nhbench grpc://… .  --grpc-call health (grpc.health.v1.Health/Check, default) or
           ping (fgrpc.PingServer/Ping).  Target: --grpc-target (fortio: fortio server's
           grpc port, default; nhbench: the test server's h2c listener).  Reference: h2load.
-  floor   Issue 16's floors (benchmarks/floor/request_floor.c, built with the system cc): in
+  floor   The floors (benchmarks/floor/request_floor.c, built with the system cc): in
           max, the request floor (epoll, one write and one read per request, byte counting
           only); in fixed, the timer floor (the same client releasing on a periodic timerfd,
           one wake-up per release). Every row gets its ratio to the floor ("vs floor") next
@@ -55,7 +55,7 @@ How CPU is measured
   /proc around each run, to show which side saturates first.
 
 Output: one table per scenario (median of --repeat runs, the spread in brackets), the
-goals from issue 2, a markdown and a JSON file in benchmarks/out/, and with --update-docs
+goals of the first engine, a markdown and a JSON file in benchmarks/out/, and with --update-docs
 the "Latest results" section of docs/benchmarks.md.
 """
 
@@ -108,12 +108,12 @@ from build import build as floor_build  # noqa: E402
 BEGIN_MARK = "<!-- results:begin -->"
 END_MARK = "<!-- results:end -->"
 
-# Goals of issue 2: nhbench's client CPU per request over the reference tool's.
-# Issue 4 adds the HTTP/2 and TLS scenarios, each against h2load.
+# Goals of the first engine: nhbench's client CPU per request over the reference tool's.
+# The HTTP/2 and TLS scenarios have the same goal, each against h2load.
 GOALS = {"max": ("wrk", 0.75), "fixed": ("h2load", 0.75), "h2c": ("h2load", 0.75),
          "tls-h1": ("h2load", 0.75), "tls-h2": ("h2load", 0.75)}
-# Issue 14 adds echo and gRPC rows with a reference tool each but no goal (the issue sets
-# none): the ratio is printed, nothing is judged.
+# The echo and gRPC rows have a reference tool each but no goal: the ratio is printed,
+# nothing is judged.
 REFERENCES = {key: ref for key, (ref, _) in GOALS.items()} | {"tcp-echo": "fortio",
                                                                "grpc": "h2load"}
 SCENARIO_KEYS = tuple(REFERENCES)
@@ -162,7 +162,7 @@ def _thread_cpu() -> dict[str, float]:
 
 def _cli_options(args: list[str]) -> dict[str, Any]:
     """The Options fields that `nhbench run URI ARGS` sets, by parsing ARGS with nhbench's own
-    command line: the issue 14 rows are written in the documented flags (docs/protocols.md),
+    command line: the echo and gRPC rows are written in the documented flags (docs/protocols.md),
     so they do not depend on the names of the Options fields behind them. A flag this nhbench
     does not know raises ValueError with argparse's message."""
     import io
@@ -202,7 +202,7 @@ def nhbench_child(spec: dict[str, Any]) -> None:
         # max_active_requests, with the streams per connection capped at M.
         extra["max_concurrent_streams"] = spec["streams"]
         extra["max_active_requests"] = spec["connections"] * spec["streams"]
-    # Issue 14: an nhbench built before tcp:// or gRPC existed refuses these options or
+    # An nhbench built before tcp:// or gRPC existed refuses these options or
     # the run; the row then says why (n/a) instead of stopping the benchmark.
     try:
         extra.update(_cli_options(spec.get("cli_args", [])))
@@ -250,7 +250,7 @@ def nhbench_child(spec: dict[str, Any]) -> None:
         "benchmark.request_timeout", "upstream_cx_connect_fail",
         "upstream_cx_destroy_remote", "upstream_cx_protocol_error",
     ]
-    # Issue 14's counters: a mismatched echo, a gRPC status other than OK, a malformed gRPC
+    # The echo and gRPC counters: a mismatched echo, a gRPC status other than OK, a malformed gRPC
     # response; whatever their exact names, they count failures.
     names += sorted(n for n in counters if n.startswith(("benchmark.echo_", "benchmark.grpc_"))
                     and n != "benchmark.grpc_status_0")
@@ -341,7 +341,7 @@ def nhbench_target(server_cpu: int) -> Iterator[Target]:
             server.start()
             stack.callback(server.stop)
             # TestServer.pid is the child's (subprocess=True). The server's CPU was not
-            # measured before issue 14: this looked for a `_process` attribute that
+            # measured before the echo and gRPC rows: this looked for a `_process` attribute that
             # TestServer does not have.
             if server.pid != os.getpid():
                 pids.append(server.pid)
@@ -360,7 +360,7 @@ def nhbench_target(server_cpu: int) -> Iterator[Target]:
 @contextlib.contextmanager
 def fortio_target(server_cpu: int) -> Iterator[Target]:
     """`fortio server` alone on the server CPU: its TCP echo and gRPC (health and ping)
-    ports, the independent peers of issue 14 (Go; GOMAXPROCS follows the pinning, 1)."""
+    ports, the independent peers of the echo and gRPC rows (Go; GOMAXPROCS follows the pinning, 1)."""
     binary = fortio_binary()
     if binary is None:
         raise TargetUnavailable("fortio is not installed "
@@ -686,7 +686,7 @@ class Oha(Tool):
 
 
 class Floor(Tool):
-    """Issue 16's floor of the scenario: the request floor at the maximum rate, the timer floor
+    """The floor of the scenario: the request floor at the maximum rate, the timer floor
     (--rate) at a fixed rate. HTTP/1.1 in the clear only."""
 
     name = "floor"
@@ -879,7 +879,7 @@ def render_table(sc: Scenario, rows: list[dict[str, Any]]) -> str:
 
 def goal_line(sc: Scenario, rows: list[dict[str, Any]]) -> str:
     if sc.key not in GOALS:
-        return (f"- No goal (issue 14 sets none for this scenario): the ratios to "
+        return (f"- No goal for this scenario: the ratios to "
                 f"{sc.reference} are information.")
     ref_name, limit = GOALS[sc.key]
     nhb = next((r for r in rows if r["tool"] == "nhbench" and "us_per_req" in r), None)

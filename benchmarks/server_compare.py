@@ -14,7 +14,7 @@ Both servers answer `GET /` with 200 and a 13-byte body over keep-alive HTTP/1.1
   nginx    benchmarks/nginx_origin.py (tuned, h1 only): worker_processes 1, access_log off,
            `location = / { return 200 "hello, world\\n"; }`
   nhbench  `nhbench server --workers 1 --cpus S --response-body-size 13`
-The goal (issue 3): nhbench's requests/s at least nginx's on one core.
+The goal: nhbench's requests/s at least nginx's on one core.
 
 Output: a markdown table, benchmarks/out/server_compare.json (and .md), and with
 --update-docs the section between `<!-- server-results:begin -->` and
@@ -267,7 +267,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         else:
             verdict = ("not decided by the rate (no server saturated its core); by CPU per "
                        "request: " + ("met" if cpu_ratio <= 1.0 else "missed"))
-        out.append(f"- Goal (issue 3: at least nginx's rate on one core): "
+        out.append(f"- Goal (at least nginx's rate on one core): "
                    f"{rps_ratio:.2f}× → **{verdict}**.")
         if not saturated:
             out.append("- Neither server used its whole core: something else (wrk, or other "

@@ -24,7 +24,7 @@ the record says whether it was one.
   CPU hogs pinned to that CPU at nice -10; `quota`: the run's threads in a cgroup limited
   to 3 % of a CPU, at 1,000 requests per second. `clean` is the same run with neither.
   Counted: flagged (suspect or invalid), invalid, and which checks flagged each trial.
-- **degrade**: an HTTP/1.1 origin (asyncio, in this process) whose response delay grows by
+- **degrade**: an HTTP/1.1 origin (slowing_origin.py, in this process) whose response delay grows by
   `--per-second` (4 ms) every second of the run, 100 requests per second for 4 s with
   0.25 s intervals; counted: flagged by `trend_p99` or `trend_rate` (non-stationary).
 - **aa**: `--pairs` pairs of `--runs` runs a side (default 1) of `--seconds` (default 2)
@@ -49,7 +49,6 @@ options and the host. docs/trust.md, "Measured here", has this machine's figures
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import json
 import os
@@ -57,13 +56,13 @@ import resource
 import statistics
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from common import OUT_DIR, machine_busy_s
+from slowing_origin import SlowingOrigin
 
 import nhbench
 
@@ -303,47 +302,6 @@ def cmd_starved(args: argparse.Namespace) -> None:
 
 def cmd_clean(args: argparse.Namespace) -> None:
     run_pinned_trials(args, "clean", "", args.rps, contextlib.nullcontext)
-
-
-class SlowingOrigin:
-    """An HTTP/1.1 origin whose delay grows with time: 0 at start, +`per_second` each
-    second (a server degrading during the run)."""
-
-    def __init__(self, per_second: float) -> None:
-        self.per_second = per_second
-        self._loop = asyncio.new_event_loop()
-        self._start = time.monotonic()
-        self._server = self._loop.run_until_complete(
-            asyncio.start_server(self._handle, "127.0.0.1", 0))
-        self.port = int(self._server.sockets[0].getsockname()[1])
-        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
-
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-                      ) -> None:
-        try:
-            while True:
-                await reader.readuntil(b"\r\n\r\n")
-                await asyncio.sleep((time.monotonic() - self._start) * self.per_second)
-                writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
-                await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
-        finally:
-            writer.close()
-
-    def __enter__(self) -> SlowingOrigin:
-        self._start = time.monotonic()
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(10)
-        self._server.close()
-        for task in asyncio.all_tasks(self._loop):
-            task.cancel()
-        self._loop.run_until_complete(asyncio.sleep(0))
-        self._loop.close()
 
 
 def cmd_degrade(args: argparse.Namespace) -> None:

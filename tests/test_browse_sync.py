@@ -32,7 +32,7 @@ needs_fortio = pytest.mark.skipif(not os.access(FORTIO, os.X_OK),
                                   "(go install fortio.org/fortio@v1.66.5)")
 DATA = Path(__file__).resolve().parent / "data"
 FORTIO_RESULT = (DATA / "fortio" / "fortio-1.66.5-load.json").read_bytes()
-NHBENCH_RESULT = (DATA / "nhbench-json-before-issue-12.json").read_bytes()
+NHBENCH_RESULT = (DATA / "nhbench-json-earlier-format.json").read_bytes()
 
 
 class Process:

@@ -49,7 +49,7 @@ def assert_one_line_error(proc: subprocess.CompletedProcess[str], expected: str)
     [
         ((), "missing command"),
         (("bogus",), "invalid choice: 'bogus'"),
-        # Issue 13: the URI may be left out for --multi-target-endpoint, so the model says it.
+        # The URI may be left out for --multi-target-endpoint, so the model says it.
         (("run",), "URI: is required"),
         (("run", URI, "--bogus-flag"), "unrecognized arguments: --bogus-flag"),
         (("run", URI, "--h3"), "--protocol: http3 runs over QUIC"),

@@ -77,7 +77,7 @@ def test_signal_gives_partial_result(server: nhbench.TestServer, sig: signal.Sig
     proc.send_signal(sig)
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err
-    # Since issue 12 the run-level fields are in the nhbench entry of Nighthawk's JSON.
+    # The run-level fields are in the nhbench entry of Nighthawk's JSON.
     result = nhbench.Result.model_validate_json(out)
     assert result.interrupted is True and result.terminated_by == "stop"
     assert "interrupted after" in err and len(err.splitlines()) == 1
@@ -180,7 +180,7 @@ def test_known_names_match_the_core(server: nhbench.TestServer) -> None:
     benchmark = Benchmark(server.url, rps=50, duration=0.2)
     benchmark.run()
     core = benchmark._run.result()["global"]
-    # Besides the fixed counters, the core lists the status codes that occurred (issue 12).
+    # Besides the fixed counters, the core lists the status codes that occurred.
     per_code = {name for name in core["counters"] if status_counter_code(name) is not None}
     assert per_code == {"benchmark.http_200"}
     assert set(core["counters"]) - per_code == set(COUNTERS)

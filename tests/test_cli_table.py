@@ -73,7 +73,7 @@ ROWS: list[Row] = [
     # ---- commands and flags ------------------------------------------------------------
     r(expect="missing command"),
     r("bogus", expect="invalid choice: 'bogus'"),
-    # Issue 13: the URI may be left out for --multi-target-endpoint, so the model says it.
+    # The URI may be left out for --multi-target-endpoint, so the model says it.
     r("run", expect="URI: is required"),
     r("run", URL, "--bogus", expect="unrecognized arguments: --bogus"),
     r("run", URL, "--conn", "5", expect="unrecognized arguments"),

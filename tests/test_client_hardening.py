@@ -1,4 +1,4 @@
-"""The client against misbehaving peers (issue 9): the rate bound and the cost of an open loop
+"""The client against misbehaving peers (the hostile review): the rate bound and the cost of an open loop
 that cannot keep up, SIGINT at any rate, retries of refused HTTP/2 requests and the back-off
 on failing connections, strict HTTP/1.1 parsing, and responses followed by stray bytes.
 
@@ -142,7 +142,7 @@ def test_sigint_ends_an_open_loop_run_at_the_bound_within_the_drain_time() -> No
     assert proc.returncode == 0, err
     # The generous bound the issue asks for: the drain time plus a second.
     assert elapsed < drain + 1.0, elapsed
-    # Since issue 12 the run-level fields are in the nhbench entry of Nighthawk's JSON.
+    # The run-level fields are in the nhbench entry of Nighthawk's JSON.
     loaded = nhbench.Result.model_validate_json(out)
     assert loaded.interrupted is True and loaded.terminated_by == "stop"
     c = loaded.counters

@@ -1,4 +1,4 @@
-"""Issue 14: tcp:// and udp:// echo load (docs/protocols.md, "tcp:// and udp:// echo").
+"""tcp:// and udp:// echo load (docs/protocols.md, "tcp:// and udp:// echo").
 
 Against real peers only: our test server's --tcp-echo/--udp-echo (whose counters must agree
 with the client's), scripted peers on real sockets that misbehave on purpose (wrong bytes,

@@ -92,7 +92,7 @@ def test_timeline_json_round_trip(server: nhbench.TestServer) -> None:
     import json
 
     data = json.loads(text)
-    # Since issue 12 the timeline is in the nhbench entry of the global result.
+    # The timeline is in the nhbench entry of the global result.
     del data["results"][-1]["user_defined_outputs"][0]["typed_output"]["value"]["run"][
         "timeline"]
     assert len(Result.model_validate(data).timeline) == 0

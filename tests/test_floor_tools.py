@@ -1,4 +1,4 @@
-"""The floor clients of issue 16 (benchmarks/floor/), built and run so the tooling cannot rot.
+"""The floor clients (benchmarks/floor/), built and run so the tooling cannot rot.
 
 The floors are benchmark tools, never pass/fail measurements: what is tested is that the
 system cc builds them with -Wall -Wextra -Werror, and that they count requests exactly (the

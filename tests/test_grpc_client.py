@@ -1,4 +1,4 @@
-"""gRPC unary load (issue 14, docs/protocols.md "gRPC: the client") against independent peers.
+"""gRPC unary load (docs/protocols.md "gRPC: the client") against independent peers.
 
 The servers are real: grpcio (in a subprocess, so that its Python handlers never wait for
 the test process's GIL) with the standard health service and a generic handler that returns

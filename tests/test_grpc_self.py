@@ -1,4 +1,4 @@
-"""nhbench's gRPC client against nhbench's gRPC test server (issue 14).
+"""nhbench's gRPC client against nhbench's gRPC test server.
 
 Each side is tested against an independent peer in its own file (tests/test_grpc_client.py:
 grpcio and Fortio servers; tests/test_grpc_server.py: grpcio and Fortio clients). This file

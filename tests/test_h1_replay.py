@@ -1,4 +1,4 @@
-"""HTTP/1.1 response-head replay (issue 16, docs/benchmarks.md "Hot path (issue 16)").
+"""HTTP/1.1 response-head replay (docs/benchmarks.md, "Hot path").
 
 A read that holds exactly one response whose head is byte-identical to one llhttp already
 parsed on the connection is answered from that parse without running llhttp again. These

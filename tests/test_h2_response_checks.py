@@ -1,6 +1,6 @@
-"""HTTP/2 response checks (issue 16): what the client does with a malformed response.
+"""HTTP/2 response checks: what the client does with a malformed response.
 
-Until issue 16 nghttp2's HTTP messaging checks decided; the client now turns them off
+nghttp2's HTTP messaging checks used to decide; the client now turns them off
 (``nghttp2_option_set_no_http_messaging``, about 850 instructions per request) and makes its
 own, cheaper checks in session_h2.c. Every malformed response must still end its request as
 a stream reset with the same error text, and every well-formed one must still count by its

@@ -1,4 +1,4 @@
-"""HTTP/3 (issue 14): nhbench's QUIC client (ngtcp2 + nghttp3 + GnuTLS) against aioquic's
+"""HTTP/3: nhbench's QUIC client (ngtcp2 + nghttp3 + GnuTLS) against aioquic's
 HTTP/3 server, an independent implementation (tests/support/h3_server.py, run as a process).
 
 The server counts what it answered; the tests compare exact counts with nhbench's. Certificates

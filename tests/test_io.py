@@ -387,7 +387,7 @@ def test_result_with_a_cacert_of_another_machine_still_loads(tmp_path: Path) -> 
     data = json.loads(nhbench.Result.model_validate(
         {"options": options.model_dump(), "results": []}).model_dump_json())
     # cacert is an nhbench-only option: it travels in the nhbench user_defined_outputs entry
-    # of Nighthawk's JSON (issue 12).
+    # of Nighthawk's JSON.
     run = data["results"][-1]["user_defined_outputs"][0]["typed_output"]["value"]["run"]
     run["options"]["cacert"] = "/only/on/the/other/machine.pem"
     loaded = nhbench.Result.model_validate(data)

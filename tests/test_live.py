@@ -59,7 +59,7 @@ def test_interval_lines_on_a_piped_stderr(server: nhbench.TestServer) -> None:
     result = json.loads(proc.stdout)
     # Exact: the intervals' requests are the run's CO-corrected latency samples.
     assert requests == _scheduled_count(result) == 480
-    # Since issue 12 the timeline is in the nhbench entry of Nighthawk's JSON.
+    # The timeline is in the nhbench entry of Nighthawk's JSON.
     timeline = nhbench.Result.model_validate(result).timeline
     assert sum(r.requests for r in timeline) == requests
     assert len(timeline) == len(lines)

@@ -1,5 +1,5 @@
-"""Reading results back (issue 12): nhbench's json (Nighthawk's Output plus the nhbench
-user_defined_outputs entry) gives back an equal Result; nhbench's JSON of before issue 12
+"""Reading results back: nhbench's json (Nighthawk's Output plus the nhbench
+user_defined_outputs entry) gives back an equal Result; nhbench's JSON of the earlier format
 still loads; Nighthawk's own JSON loads (its quirks included) and is told apart from ours.
 
 The results are built from core dicts by hand (tests/support/fakecore.py), so the values
@@ -22,7 +22,7 @@ from nhbench.outputs import render_json
 
 DATA = Path(__file__).resolve().parent / "data"
 NIGHTHAWK = DATA / "nighthawk"
-BEFORE = DATA / "nhbench-json-before-issue-12.json"
+BEFORE = DATA / "nhbench-json-earlier-format.json"
 
 
 def rich_result() -> Result:
@@ -118,8 +118,8 @@ def test_json_is_nighthawks_layout() -> None:
     assert "tls_ciphers" not in run["options"]
 
 
-def test_json_written_before_issue_12_still_loads() -> None:
-    # Written by nhbench at main 5bfab80 (Result.model_dump_json before issue 12).
+def test_json_written_in_the_earlier_format_still_loads() -> None:
+    # Written by nhbench at main 5bfab80 (Result.model_dump_json in the earlier format).
     old = load_result(BEFORE)
     assert detect_format(json.loads(BEFORE.read_text())) == "nhbench"
     assert old.options.rps == 250.5 and old.options.label == ("before", "issue-12")

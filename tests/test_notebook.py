@@ -321,11 +321,11 @@ def test_load_result_round_trip(fast: nhbench.Result, tmp_path: Path) -> None:
                       "column 2)"),
         (b"{\x80}", "not JSON (not UTF-8 text)"),
         ("[1, 2]", "not a result: no format nhbench reads has this shape"),
-        # Fortio's JSON is read since issue 12 (tests/test_output_fortio.py); one without
+        # Fortio's JSON is read too (tests/test_output_fortio.py); one without
         # its URL is an invalid one.
         ('{"RunType": "HTTP", "DurationHistogram": {}}',
          "invalid Fortio's JSON output: URL: missing (nhbench reads Fortio's HTTP results)"),
-        # Issue 12: Nighthawk's JSON is read; this one has no uri, which nhbench needs.
+        # Nighthawk's JSON is read; this one has no uri, which nhbench needs.
         ('{"options": {}, "results": [], "version": {"version": {"major_number": 0}}}',
          "invalid Nighthawk's JSON output: options.uri: Field required"),
         ('{"options": {"uri": "http://127.0.0.1/"}, "results": [{"name": 5}]}',
@@ -354,7 +354,7 @@ def test_load_result_bad_files(tmp_path: Path, content: str | bytes | None,
 def test_load_result_checks_the_histograms(fast: nhbench.Result, tmp_path: Path) -> None:
     document = json.loads(fast.render("json"))
     statistic = document["results"][-1]["statistics"][0]
-    # Since issue 12 the histograms are in the nhbench user_defined_outputs entry.
+    # The histograms are in the nhbench user_defined_outputs entry.
     extras = document["results"][-1]["user_defined_outputs"][0]["typed_output"]["value"]
     encoded = extras["statistics"][statistic["id"]]
     encoded["hdr_histogram"] = "HISTFAAA" + encoded["hdr_histogram"][8:40]
@@ -370,7 +370,7 @@ def test_html_of_a_result_without_histograms(fast: nhbench.Result, tmp_path: Pat
     # shows what the file has and "-" for what it cannot compute, rather than failing.
     document = json.loads(fast.render("json"))
     for entry in document["results"]:
-        # Since issue 12 the histograms are in the nhbench user_defined_outputs entry.
+        # The histograms are in the nhbench user_defined_outputs entry.
         entry["user_defined_outputs"][0]["typed_output"]["value"].pop("statistics", None)
         for statistic in entry["statistics"]:
             statistic["percentiles"] = [p for p in statistic.get("percentiles", [])

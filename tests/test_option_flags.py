@@ -21,7 +21,7 @@ from nhbench.options import Flag, Options, ResponseOptions, ServerOptions, flag_
 # are reached through it (ResponseOptions is flattened into ServerOptions). To cover another
 # subcommand, add a row: ("sweep", (SweepOptions, ...), {"-h", ...}).
 COMMANDS: list[tuple[str, tuple[type[BaseModel], ...], frozenset[str]]] = [
-    # --version is on every subcommand (issue 13), as plumbing like -h.
+    # --version is on every subcommand, as plumbing like -h.
     # --repeat runs the options N times (docs/trust.md): the command's, not an option's.
     ("run", (Options,), frozenset({"-h", "--version", "--repeat"})),
     ("server", (ServerOptions, ResponseOptions),

@@ -1,4 +1,4 @@
-"""Issue 13: ``--latency-response-header-name`` (Nighthawk's origin latency statistic).
+"""``--latency-response-header-name`` (Nighthawk's origin latency statistic).
 
 The client reads the named response header and records its value (nanoseconds) in
 ``benchmark_http_client.origin_latency_statistic``; a malformed value, or the header more

@@ -1,4 +1,4 @@
-"""benchmarks/peer_compare.py's issue 14 rows, against real peers.
+"""benchmarks/peer_compare.py's echo and gRPC rows, against real peers.
 
 The benchmark itself is a measurement, never a test; what is tested here is what makes its
 echo and gRPC rows mean something: the one-call gRPC check that must pass before h2load (which
@@ -112,7 +112,7 @@ def test_nhbench_rows_are_written_in_the_documented_flags(pc: ModuleType) -> Non
     assert nhbench.Options(uri="http://127.0.0.1/", **given).payload_size == 64
     with pytest.raises(ValueError, match="unrecognized arguments: --no-such-flag"):
         pc._cli_options(["--no-such-flag"])
-    # Since the merge of issue 14 the gRPC rows' flags are nhbench's: each call's flags make
+    # The gRPC rows' flags are nhbench's: each call's flags make
     # a gRPC run against the scenario's URL, and the ping row calls Fortio's ping.
     for call, args in pc.NHBENCH_GRPC_ARGS.items():
         options = nhbench.Options(uri="grpc://127.0.0.1:8079", **pc._cli_options(list(args)))

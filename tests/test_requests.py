@@ -1,4 +1,4 @@
-"""What is sent (issue 13, requests): payloads, content type, templating, HTTP/1.0 and the
+"""What is sent (request options): payloads, content type, templating, HTTP/1.0 and the
 request set, observed on the wire.
 
 HTTP/1.1 requests are read byte for byte by the scripted origin (a real socket that records

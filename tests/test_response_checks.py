@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import hashlib
 import socket
-import threading
+import time
 from collections.abc import Iterator
 
 import pytest
+from support.scripted_origin import ScriptedOrigin, read_request
 
 import nhbench
 from nhbench._names import LATENCY_CHECK_FAILED, error_total
@@ -74,53 +75,28 @@ def test_no_checks_no_failed_check_statistic(faulty: nhbench.TestServer) -> None
         result.stat(LATENCY_CHECK_FAILED)
 
 
-class _SplitServer:
-    """A raw HTTP/1.1 origin that writes each response in pieces, with a pause between, so
-    that the client reads a header value and the body's needle split across reads."""
+# Each response in pieces, with a pause between, so that the client reads a header value and
+# the body's needle split across reads.
+_PIECES = (b"HTTP/1.1 200 OK\r\nX-Sta", b"te: rea", b"dy-to-go\r\nContent-Length: 26\r\n\r\n",
+           b"....the-ne", b"edle-is-here....")
 
-    PIECES = (b"HTTP/1.1 200 OK\r\nX-Sta", b"te: rea", b"dy-to-go\r\nContent-Length: 26\r\n\r\n",
-              b"....the-ne", b"edle-is-here....")
 
-    def __init__(self) -> None:
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.port = self.sock.getsockname()[1]
-        self.responses = 0
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._conn, args=(conn,), daemon=True).start()
-
-    def _conn(self, conn: socket.socket) -> None:
-        buf = b""
-        with conn:
-            while True:
-                while b"\r\n\r\n" not in buf:
-                    data = conn.recv(4096)
-                    if not data:
-                        return
-                    buf += data
-                buf = buf.split(b"\r\n\r\n", 1)[1]
-                for piece in self.PIECES:
-                    conn.sendall(piece)
-                    threading.Event().wait(0.003)
-                self.responses += 1
+def _split_responses(conn: socket.socket) -> None:
+    buf = b""
+    while (got := read_request(conn, buf)) is not None:
+        buf = got[1]
+        for piece in _PIECES:
+            conn.sendall(piece)
+            time.sleep(0.003)
 
 
 def test_substrings_and_header_values_split_across_reads() -> None:
-    origin = _SplitServer()
-    try:
-        result = nhbench.run(f"http://127.0.0.1:{origin.port}/", rps=50, duration="0.5s",
+    with ScriptedOrigin(handler=_split_responses) as origin:
+        result = nhbench.run(origin.url, rps=50, duration="0.5s",
                              connections=1, check=["n=body ~ the-needle-is-here",
                                                    "h=header:x-state == ready-to-go",
                                                    "p=header:X-State ~ y-to-g",
                                                    "miss=body ~ needle-is-there"])
-    finally:
-        origin.sock.close()
     c = result.counters
     answered = c["check.n.pass"] + c["check.n.fail"]
     assert answered >= 10

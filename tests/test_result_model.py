@@ -220,7 +220,7 @@ def test_json_is_nighthawk_shaped() -> None:
     assert [p["percentile"] for p in latency["percentiles"]] == POINTS
     assert all(p["duration"].endswith("s") and isinstance(p["count"], str)
                for p in latency["percentiles"])
-    # Issue 12: the histogram is in the nhbench user_defined_outputs entry (Nighthawk's
+    # The histogram is in the nhbench user_defined_outputs entry (Nighthawk's
     # Statistic has no field for it), and empty lists are written as Nighthawk writes them.
     assert "hdr_histogram" not in latency
     extension = global_["user_defined_outputs"][0]
@@ -264,7 +264,7 @@ def test_python_round_trip() -> None:
 def test_echo_from_another_machine_loads() -> None:
     result = make_result(n=10)
     data = json.loads(result.model_dump_json())
-    # nhbench-only options are in the nhbench entry of the global result (issue 12).
+    # nhbench-only options are in the nhbench entry of the global result.
     run = data["results"][-1]["user_defined_outputs"][0]["typed_output"]["value"]["run"]
     run["options"]["cpus"] = [100_000]  # not a CPU of this machine
     data["options"]["concurrency"] = "auto"

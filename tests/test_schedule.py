@@ -1,4 +1,4 @@
-"""Schedule shapes (issue 13, docs/engine.md "Shaping the schedule") against real servers.
+"""Schedule shapes (docs/engine.md "Shaping the schedule") against real servers.
 
 Exact counts where the schedule makes them exact (--requests, stages' planned releases,
 no-catchup's made + lost), wide ratios and spreads where the wire adds noise; no timing

@@ -1,7 +1,7 @@
 """The test server's ``forward_prefix`` (docs/server.md, "Forwarding a path"): an HTTP/1.x
 request under the prefix hands its connection to a destination, which gets a PROXY v1 line
 naming the client, the request head as parsed, then the client's bytes both ways. Real
-sockets: the destination is a listening socket in this test that records what it receives.
+sockets: the destination is a scripted origin in this test that records what it receives.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.scripted_origin import ScriptedOrigin
 from support.sockets import reserved_port
 
 import nhbench
@@ -23,51 +24,36 @@ pytestmark = pytest.mark.timeout(120)
 
 
 class Destination:
-    """Accepts connections, records each one's bytes until a request (head and its
-    Content-Length body, or a chunked body's end) is in, then answers ``UI`` and closes;
-    with ``answer=False`` it reads and never answers."""
+    """A scripted origin (tests/support/scripted_origin.py) that records each connection's
+    bytes until a request (head and its Content-Length body, or a chunked body's end) is in,
+    then answers ``UI`` and closes; with ``answer=False`` it reads and never answers."""
 
     def __init__(self, answer: bool = True) -> None:
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(16)
-        self.port = self.sock.getsockname()[1]
         self.answer = answer
         self.received: list[bytes] = []
         self.done = threading.Event()
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._one, args=(conn,), daemon=True).start()
+        self._origin = ScriptedOrigin(handler=self._one)
+        self.port = self._origin.port
 
     def _one(self, conn: socket.socket) -> None:
         data = b""
         conn.settimeout(20)
-        with conn:
-            try:
-                while not complete(data):
-                    chunk = conn.recv(65536)
-                    if not chunk:
-                        break
-                    data += chunk
-                self.received.append(data)
-                self.done.set()
-                if self.answer:
-                    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n"
-                                 b"Connection: close\r\n\r\nUI")
-                else:
-                    while conn.recv(65536):
-                        pass
-            except OSError:
+        while not complete(data):
+            chunk = conn.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+        self.received.append(data)
+        self.done.set()
+        if self.answer:
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n"
+                         b"Connection: close\r\n\r\nUI")
+        else:
+            while conn.recv(65536):
                 pass
 
     def close(self) -> None:
-        self.sock.close()
+        self._origin.close()
 
 
 def complete(data: bytes) -> bool:

@@ -1,4 +1,4 @@
-"""The test server under hostile clients (issue 9): clients that ask for long delays and
+"""The test server under hostile clients (the hostile review): clients that ask for long delays and
 leave, descriptor exhaustion, HPACK bombs, CONTINUATION floods, rapid reset, request
 smuggling, and counters that must equal what clients received.
 

@@ -176,7 +176,7 @@ def test_cli_slo_exit_status() -> None:
         passed = _nhbench(*base, "--slo", "p99<10s")
     assert failed.returncode == SLO_FAILED == 99, failed.stderr
     # stdout is still the report; the verdict is on stderr.
-    # slo is an nhbench-only option: Result reads it from the nhbench entry (issue 12).
+    # slo is an nhbench-only option: Result reads it from the nhbench entry.
     assert nhbench.Result.model_validate_json(failed.stdout).options.slo == (
         "p99<1ns", "error_rate<0.1%")
     assert failed.stderr.startswith("SLO failed: 1 of 2 rules: p99<1ns (measured ")

@@ -1,4 +1,4 @@
-"""Issue 16: what starting nhbench loads (docs/benchmarks.md, "Start-up").
+"""What starting nhbench loads (docs/benchmarks.md, "Start-up").
 
 ``import nhbench``, ``nhbench --version`` and the pytest plugin are run hundreds of times by
 fixtures and scripted campaigns, so they must not load pydantic, the option models or any of

@@ -1,4 +1,4 @@
-"""Issue 13, targets and transport: several targets in round robin, the HTTP/1 connection
+"""Targets and transport: several targets in round robin, the HTTP/1 connection
 reuse strategy, the source address, Unix sockets, and Nighthawk's TLS context JSON.
 
 Every effect is observed on the wire: our test server's counters, or a small origin on a

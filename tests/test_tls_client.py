@@ -84,7 +84,7 @@ def test_cacert_and_insecure_pass_and_insecure_is_recorded(origin: NginxOrigin) 
     assert insecure.success and insecure.counters["benchmark.http_2xx"] == 100
     assert insecure.insecure is True
     assert "NOT verified" in insecure.render("human")
-    # Since issue 12 the run-level fields are in the nhbench entry of Nighthawk's JSON.
+    # The run-level fields are in the nhbench entry of Nighthawk's JSON.
     assert nhbench.Result.model_validate_json(insecure.render("json")).insecure is True
     proc = cli("run", origin.url("tls"), "-k", "--rps", "20", "--duration", "1",
                "--output-format", "json")

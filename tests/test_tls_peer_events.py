@@ -1,4 +1,4 @@
-"""The TLS client against what a server may send after the handshake (issue 16).
+"""The TLS client against what a server may send after the handshake.
 
 The peer is a real ``openssl s_server`` driven through its interactive commands on its
 standard input: ``K``/``k`` sends a TLS 1.3 KeyUpdate (requesting an answer or not), ``r``

@@ -29,7 +29,7 @@ from nhbench.outputs._output_dir import EXTENSIONS
 DATA = Path(__file__).resolve().parent / "data"
 JSON_GOLD = DATA / "nighthawk" / "output_formatter.json.gold"
 MEDIUM_GOLD = DATA / "nighthawk" / "output_formatter.medium.proto.gold"
-BEFORE = DATA / "nhbench-json-before-issue-12.json"
+BEFORE = DATA / "nhbench-json-earlier-format.json"
 FORTIO = DATA / "fortio" / "fortio-1.66.5-load.json"
 
 

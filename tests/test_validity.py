@@ -6,7 +6,6 @@ and ``--validity strict`` exits 98 on an invalid run."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import math
@@ -14,7 +13,6 @@ import os
 import shutil
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import replace
@@ -22,6 +20,7 @@ from dataclasses import replace
 import pytest
 
 import nhbench
+from benchmarks.slowing_origin import SlowingOrigin
 from nhbench._validity import (
     IntervalCounts,
     ValidityInputs,
@@ -325,52 +324,11 @@ def test_clean_low_rate_runs_are_flagged_only_for_the_host(server: nhbench.TestS
         assert not names or host & set(names), verdicts
 
 
-class _SlowingOrigin:
-    """An HTTP/1.1 origin whose delay grows with time: 0 at start, +`per_second` each
-    second (a server degrading during the run)."""
-
-    def __init__(self, per_second: float) -> None:
-        self.per_second = per_second
-        self._loop = asyncio.new_event_loop()
-        self._start = time.monotonic()
-        self._server = self._loop.run_until_complete(
-            asyncio.start_server(self._handle, "127.0.0.1", 0))
-        self.port = int(self._server.sockets[0].getsockname()[1])
-        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
-
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-                      ) -> None:
-        try:
-            while True:
-                await reader.readuntil(b"\r\n\r\n")
-                await asyncio.sleep((time.monotonic() - self._start) * self.per_second)
-                writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
-                await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
-        finally:
-            writer.close()
-
-    def __enter__(self) -> _SlowingOrigin:
-        self._start = time.monotonic()
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(10)
-        self._server.close()
-        for task in asyncio.all_tasks(self._loop):
-            task.cancel()
-        self._loop.run_until_complete(asyncio.sleep(0))
-        self._loop.close()
-
-
 def test_a_degrading_server_is_flagged_non_stationary() -> None:
     # 20 ms more every second, 80 ms at the end: well beyond the stalls of a loaded host
     # (each interval's p99 is about its slowest of 25 requests), which at 4 ms a second
     # hid the trend in the noise (p 0.27 with a load average of 13).
-    with _SlowingOrigin(per_second=0.020) as origin:
+    with SlowingOrigin(per_second=0.020) as origin:
         status, document, stderr = _run_json(
             f"http://127.0.0.1:{origin.port}/", "--rps", "100", "--duration", "4s",
             "--stats-interval", "0.25s", "--connections", "100", "--open-loop")

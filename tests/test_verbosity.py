@@ -1,4 +1,4 @@
-"""Issue 13: ``nhbench run -v/--verbosity LEVEL`` (Nighthawk) and ``-loglevel`` (Fortio).
+"""``nhbench run -v/--verbosity LEVEL`` (Nighthawk) and ``-loglevel`` (Fortio).
 
 What reaches stderr, observed on the real CLI (a subprocess) against the real test server:
 at debug the resolved address, the core config and each worker's counters; at error

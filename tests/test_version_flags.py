@@ -1,4 +1,4 @@
-"""Issue 13: ``--version`` on every subcommand prints the same line as ``nhbench --version``.
+"""``--version`` on every subcommand prints the same line as ``nhbench --version``.
 
 The subcommands are read from the parser itself, so that one added later is covered without
 editing this file. Each case runs the real CLI (``python -m nhbench``) as users do; none

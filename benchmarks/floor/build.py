@@ -1,4 +1,4 @@
-"""Build the floor clients (issue 16) with the system C compiler.
+"""Build the floor clients with the system C compiler.
 
 The floors are benchmark tools, not part of the nhbench package: each is one C file in this
 directory (with floor_common.h, which both include), compiled with ``cc -O2 -Wall -Wextra

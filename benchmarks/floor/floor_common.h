@@ -1,5 +1,5 @@
 /*
- * floor_common.h: what the floor clients share (issue 16): their common options, the request
+ * floor_common.h: what the floor clients share: their common options, the request
  * they send, connecting, learning the response size before the measured part, errors and
  * clocks. Each floor stays one translation unit: it defines FLOOR_NAME (its program name) and
  * FLOOR_USAGE (its usage line) and includes this once; everything here is static inline, so a

@@ -1,5 +1,5 @@
 /*
- * The floor of an HTTP/1.1 load client on this kernel (issue 16): the least work a client can
+ * The floor of an HTTP/1.1 load client on this kernel: the least work a client can
  * do per request, so that every tool can be reported as a ratio to it.
  *
  * N keep-alive connections, one request in flight on each, one epoll instance. Per request the

@@ -1,6 +1,6 @@
 /*
- * The request floor of request_floor.c with io_uring instead of epoll (issue 16 reports the two
- * within 5 % of each other on its machine; this lets that be checked here). Needs liburing
+ * The request floor of request_floor.c with io_uring instead of epoll (the two were reported
+ * within 5 % of each other on one machine; this lets that be checked here). Needs liburing
  * (Debian: liburing-dev); benchmarks/floor/build.py builds it only when <liburing.h> exists.
  *
  * N keep-alive connections, one request in flight on each. Per request it queues one send of the

@@ -49,7 +49,7 @@ DATA = Path(__file__).resolve().parents[1] / "data"
 
 
 def _seeds() -> list[str]:
-    before = (DATA / "nhbench-json-before-issue-12.json").read_text()
+    before = (DATA / "nhbench-json-earlier-format.json").read_text()
     texts = [
         before,
         (DATA / "fortio" / "fortio-1.66.5-load.json").read_text(),

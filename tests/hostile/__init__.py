@@ -1,2 +1,2 @@
-"""The standing hostile suites (issue 9): the real client against a misbehaving origin, and a
+"""The standing hostile suites: the real client against a misbehaving origin, and a
 hostile client against the real server. See docs/reliability.md, "Hostile suites"."""

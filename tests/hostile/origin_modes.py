@@ -38,7 +38,7 @@ class Mode:
     tls: bool = False  # the client speaks TLS (https://)
     origin_tls: bool = True  # with tls: the origin completes the handshake before the handler
     client: dict[str, object] = field(default_factory=dict)
-    xfail: str | None = None  # "issue 9 defect N: what", while the defect is not fixed
+    xfail: str | None = None  # "defect N: what" (docs/reliability.md), while the defect is not fixed
 
 
 # ---- expectations --------------------------------------------------------------------------

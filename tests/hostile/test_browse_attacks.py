@@ -37,7 +37,7 @@ from support.hdrh_blobs import blob, global_entry, with_blobs, zigzag_leb
 pytestmark = [pytest.mark.hostile, pytest.mark.timeout(240)]
 
 DATA = Path(__file__).resolve().parent.parent / "data"
-BASE = json.loads((DATA / "nhbench-json-before-issue-12.json").read_text())
+BASE = json.loads((DATA / "nhbench-json-earlier-format.json").read_text())
 FORTIO = json.loads((DATA / "fortio" / "fortio-1.66.5-load.json").read_text())
 
 # A BrowseServer with the limits given on the command line, in a process of its own (so

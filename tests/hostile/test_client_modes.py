@@ -6,7 +6,7 @@ drain_timeout + 1 s, its memory stays bounded, and every released request ended 
 run the client in-process (``nhbench.run()``); a few run ``python -m nhbench run`` as a
 subprocess, so that a crash shows as a signal exit and the child's own peak RSS is measured.
 
-Modes whose expectation fails because of a known issue-9 defect are marked
+Modes whose expectation fails because of a known defect (docs/reliability.md) are marked
 ``xfail(strict=True)`` with the defect's number; the mark goes when the fix is merged.
 """
 
@@ -161,7 +161,7 @@ def _startup_allowance() -> float:
     interpreter and the package import), measured, so that the subprocess bound is still
     "duration + drain + 1 s" for the run itself on a loaded 2-core machine."""
     start = time.monotonic()
-    # Issue 16: the package imports its run modules on first use, so they are imported here
+    # The package imports its run modules on first use, so they are imported here
     # as a run imports them (``run --help`` alone no longer loads them).
     subprocess.run([sys.executable, "-c", "import nhbench._run, nhbench.distributed\n"
                     "from nhbench.cli import main\nmain(['run', '--help'])"], check=True,

@@ -40,7 +40,7 @@ from nhbench._histogram import (
 pytestmark = pytest.mark.hostile
 
 DATA = Path(__file__).resolve().parents[1] / "data"
-BASE: dict[str, Any] = json.loads((DATA / "nhbench-json-before-issue-12.json").read_text())
+BASE: dict[str, Any] = json.loads((DATA / "nhbench-json-earlier-format.json").read_text())
 FORTIO: dict[str, Any] = json.loads((DATA / "fortio" / "fortio-1.66.5-load.json").read_text())
 NIGHTHAWK: dict[str, Any] = json.loads(
     (DATA / "nighthawk" / "output_formatter.json.gold").read_text())
@@ -430,7 +430,7 @@ def test_a_renderer_failing_anyway_is_one_line_exit_1(command: str, tmp_path: Pa
     monkeypatch.setitem(OUTPUT_FORMATS, "human",  # type: ignore[arg-type]
                         dataclasses.replace(OUTPUT_FORMATS["human"], render=broken))
     monkeypatch.setattr(_pages, "_headline", broken)
-    path = DATA / "nhbench-json-before-issue-12.json"
+    path = DATA / "nhbench-json-earlier-format.json"
     args = (["transform", "--output-format", "human", str(path)] if command == "transform"
             else ["report", str(path), "-o", str(tmp_path / "page.html")])
     with pytest.raises(SystemExit) as caught:

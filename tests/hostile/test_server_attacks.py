@@ -3,11 +3,11 @@ and CPU are its own): request smuggling, floods, HTTP/2 abuse, slow senders, fd 
 
 After every attack the server must answer one ordinary request within 100 ms (a single,
 retry-free measurement of that request's round trip, connect included, taken after the
-attack stopped: the one timing bound issue 9 asks for) and its counters must be consistent
+attack stopped: the one timing bound the hardening asks for) and its counters must be consistent
 (``assert_consistent``). Each attack adds what it must provoke (400 and close, a closed
 connection, freed fds).
 
-Every attack here failed on the code before issue 9's fixes (each was written first and
+Every attack here failed on the code before the hardening's fixes (each was written first and
 seen to fail for its defect); none is marked xfail now.
 """
 
@@ -35,7 +35,7 @@ CPUS = sorted(os.sched_getaffinity(0))
 # The server away from the test process's CPU where there are two.
 SERVER_CPUS = [CPUS[1] if len(CPUS) > 1 else CPUS[0]]
 
-HEALTHY_RTT = 0.100  # seconds; issue 9: "answers a normal request within 100 ms"
+HEALTHY_RTT = 0.100  # seconds; the hardening's bound: "answers a normal request within 100 ms"
 
 
 
@@ -372,7 +372,7 @@ class _Exhausted:
         time.sleep(0.2)
         # The precondition, so that a test never passes without the server being starved:
         # it holds (nearly) every fd it may open. Eight spare allow for a reserve a server
-        # may keep for itself (issue 9's fd reserve).
+        # may keep for itself (its fd reserve).
         assert self.limit_reached(), f"{open_fds(self.pid)} fds open, the server is not starved"
 
     def limit_reached(self) -> bool:

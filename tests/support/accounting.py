@@ -18,7 +18,7 @@ RESPONSES = (
 )
 ERRORS = (
     "benchmark.pool_connection_failure", "benchmark.stream_resets", "benchmark.request_timeout",
-    # New in issue 9 (branch `client`); absent from older builds, where it counts as zero.
+    # Added by the hardening of the client; absent from older builds, where it counts as zero.
     "upstream_rq_retry_limit_exceeded",
 )
 CANCELLED = ("upstream_rq_cancelled",)
