@@ -483,9 +483,9 @@ def validate_sweep(settings: Mapping[str, Any]) -> tuple[SweepOptions, Options]:
     options = sweep.run_options(run)
     # A check:NAME rule must name a check of the steps' runs: a typo would read "no data"
     # and fail every step.
-    unknown = unknown_check_rule(sweep.stop_on_slo, options)
-    if unknown is not None:
-        raise OptionsError(unknown, "stop_on_slo")
+    bad_rule = unknown_check_rule(sweep.stop_on_slo, options)
+    if bad_rule is not None:
+        raise OptionsError(bad_rule, "stop_on_slo")
     return sweep, options
 
 
