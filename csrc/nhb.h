@@ -204,14 +204,21 @@ typedef enum {
  * per-status-code ones: NHB_GRPC_STATUS_ID + code. */
 #define NHB_GRPC_STATUS_COUNT 17
 #define NHB_GRPC_STATUS_ID (NHB_CTR_COUNT + NHB_STATUS_COUNT)
-#define NHB_COUNTER_ID_COUNT (NHB_GRPC_STATUS_ID + NHB_GRPC_STATUS_COUNT)
+/* Response checks: check i's pass counter is NHB_CHECK_PASS_ID + i, its fail
+ * counter NHB_CHECK_FAIL_ID + i (i below the run's nchecks), in the order of
+ * nhb_stats' check_pass and check_fail. The core knows them by index only
+ * ("check.<i>.pass"); the binding names them after the checks. */
+#define NHB_CHECK_PASS_ID (NHB_GRPC_STATUS_ID + NHB_GRPC_STATUS_COUNT)
+#define NHB_CHECK_FAIL_ID (NHB_CHECK_PASS_ID + NHB_MAX_CHECKS)
+#define NHB_COUNTER_ID_COUNT (NHB_CHECK_FAIL_ID + NHB_MAX_CHECKS)
 
 extern const char* const nhb_counter_names[NHB_CTR_COUNT];
 extern const char* const nhb_histogram_names[NHB_HIST_COUNT];
 extern const char* const nhb_stream_names[NHB_STREAM_COUNT];
 /* Returns the counter id for a name (a fixed counter's index, the id of a
- * per-status-code counter "benchmark.http_<code>" with code 100..599, or of a
- * gRPC one "benchmark.grpc_status_<code>" with code 0..16), or -1. */
+ * per-status-code counter "benchmark.http_<code>" with code 100..599, of a
+ * gRPC one "benchmark.grpc_status_<code>" with code 0..16, or of a check's
+ * "check.<index>.pass|fail"), or -1. */
 int nhb_counter_lookup(const char* name);
 /* Writes the name of counter id `id` into buf (NUL-terminated, truncated to
  * len); returns 0, or -1 for an id that names no counter. */
@@ -221,7 +228,7 @@ int nhb_counter_name(int id, char* buf, size_t len);
 /* Response checks (check.c, docs/checks.md): declarative tests of each
  * final response, compiled by nhbench's Python side (nhbench._checks) and
  * evaluated as the response arrives, without allocation per request. */
-#define NHB_MAX_CHECKS 16
+#define NHB_MAX_CHECKS 32 /* the run's and its request-set entries' together: a bit each in a uint32_t */
 #define NHB_CHECK_MAX_RANGES 16
 #define NHB_CHECK_TEXT_MAX 256        /* a header name, a substring, a value, a JSON pointer */
 #define NHB_CHECK_JSON_PREFIX 16384   /* the body bytes a JSON pointer looks at */
@@ -250,6 +257,10 @@ typedef struct nhb_check {
   uint64_t lo[NHB_CHECK_MAX_RANGES]; /* status / size: inclusive ranges */
   uint64_t hi[NHB_CHECK_MAX_RANGES];
   uint32_t nranges;
+  /* Which responses the check judges: 0 every response of the run; k > 0
+   * only the responses to request-set entry k - 1 (a request-source entry's
+   * own check). Zero-initialised, a check applies to the whole run. */
+  uint32_t entry;
 } nhb_check;
 
 typedef struct nhb_stats {
@@ -569,7 +580,7 @@ typedef struct nhb_client_config {
   double trace_sample_rate;
   int trace_b3;
   uint32_t trace_ring;
-  /* ---- response checks (check.c): HTTP/1.1 only; copied by nhb_run_create() ---- */
+  /* ---- response checks (check.c): HTTP/1.1, HTTP/2, HTTP/3 (not gRPC); copied by nhb_run_create() ---- */
   const nhb_check* checks;
   uint32_t nchecks;
 } nhb_client_config;
@@ -600,6 +611,10 @@ int nhb_run_wait(nhb_run* run, double timeout_s);
 void nhb_run_stop(nhb_run* run);
 /* A live snapshot: counters summed over workers, refreshed about every 10 ms. */
 void nhb_run_progress(nhb_run* run, uint64_t counters[NHB_CTR_COUNT], double* elapsed_s);
+/* The response checks' counters so far, summed over the workers as
+ * nhb_run_progress sums the others (published every 10 ms): pass[i] and
+ * fail[i] for each of the run's nchecks checks. */
+void nhb_run_check_progress(nhb_run* run, uint64_t pass[NHB_MAX_CHECKS], uint64_t fail[NHB_MAX_CHECKS]);
 /* One closed interval of a run with stats_interval_ns set: the
  * coordinated-omission-corrected latency (scheduled_to_response) of the
  * responses that arrived in it, merged over workers, and the counters' growth

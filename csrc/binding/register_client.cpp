@@ -23,13 +23,30 @@ namespace {
 
 using namespace nhb_config;
 
-int parse_predicates(const py::dict& d, const char* key, nhb_predicate* out) {
+// A counter's id: a response check's counter by the check's name
+// ("check.NAME.pass|fail", NAME one of `check_names`), any other by the
+// core's name for it; -1 for none.
+int counter_id(const std::string& name, const std::vector<std::string>& check_names) {
+  for (size_t i = 0; i < check_names.size(); i++) {
+    const std::string prefix = "check." + check_names[i] + ".";
+    if (name.compare(0, prefix.size(), prefix) != 0) continue;
+    std::string rest = name.substr(prefix.size());
+    if (rest == "pass") return NHB_CHECK_PASS_ID + static_cast<int>(i);
+    if (rest == "fail") return NHB_CHECK_FAIL_ID + static_cast<int>(i);
+  }
+  // The core's own names of the checks' counters are by index, not taken here.
+  if (name.compare(0, 6, "check.") == 0) return -1;
+  return nhb_counter_lookup(name.c_str());
+}
+
+int parse_predicates(const py::dict& d, const char* key, nhb_predicate* out,
+                     const std::vector<std::string>& check_names) {
   if (!d.contains(key)) return 0;
   auto items = get_as<std::vector<std::pair<std::string, uint64_t>>>(d, key, {});
   // At most the array's entries are filled; the count is passed as it is, and
   // the core refuses one over NHB_MAX_PREDICATES.
   for (size_t i = 0; i < items.size() && i < NHB_MAX_PREDICATES; i++) {
-    int idx = nhb_counter_lookup(items[i].first.c_str());
+    int idx = counter_id(items[i].first, check_names);
     if (idx < 0) config_error(key, "unknown counter '" + items[i].first + "'");
     out[i].counter = idx;
     out[i].threshold = items[i].second;
@@ -66,8 +83,10 @@ class ClientRun {
     c.request_timeout_ns = get_seconds_ns(d, "request_timeout", 0.0);
     c.drain_timeout_ns = get_seconds_ns(d, "drain_timeout", 5.0);
     c.start_delay_ns = get_seconds_ns(d, "start_delay", 0.0);
-    c.n_termination = parse_predicates(d, "termination_predicates", c.termination);
-    c.n_failure = parse_predicates(d, "failure_predicates", c.failure);
+    // The checks first: a predicate may name one's counter.
+    parse_checks(d);
+    c.n_termination = parse_predicates(d, "termination_predicates", c.termination, check_names_);
+    c.n_failure = parse_predicates(d, "failure_predicates", c.failure, check_names_);
     c.stats_interval_ns = get_seconds_ns(d, "stats_interval", 0.0);
     c.trace_sample_rate = get_as<double>(d, "trace_sample_rate", 0.0);
     c.trace_b3 = get_as<bool>(d, "trace_b3", false);
@@ -82,7 +101,6 @@ class ClientRun {
     parse_h3(d);
     parse_tunnel(d);
     parse_udp_tunnel(d);
-    parse_checks(d);
     char err[512] = "";
     int r = nhb_run_create_ex(&c, &run_, err, sizeof(err));
     if (r < 0 && err[0] != '\0') throw py::value_error(err);
@@ -243,12 +261,13 @@ class ClientRun {
 
   // Response checks (nhbench._checks compiles them; docs/checks.md):
   // "checks" list of dicts {name str, kind int (nhb_check_kind_t), header
-  // bytes, text bytes, value bytes, ranges list[(int, int)]}; absent = none.
+  // bytes, text bytes, value bytes, ranges list[(int, int)], entry int (0:
+  // every response; k: request-set entry k - 1's own)}; absent = none.
   // The core copies the strings; the names stay here for the counters.
   void parse_checks(const py::dict& d) {
     auto items = get_as<std::vector<py::dict>>(d, "checks", {});
     if (items.empty()) return;
-    if (items.size() > NHB_MAX_CHECKS) config_error("checks", "at most 16");
+    if (items.size() > NHB_MAX_CHECKS) config_error("checks", "at most 32");
     checks_.resize(items.size());
     check_strings_.resize(items.size());
     for (size_t i = 0; i < items.size(); i++) {
@@ -274,6 +293,7 @@ class ClientRun {
         k.hi[r] = ranges[r].second;
       }
       k.nranges = static_cast<uint32_t>(ranges.size());
+      k.entry = get_as<uint32_t>(e, "entry", 0);
     }
     config_.checks = checks_.data();
     config_.nchecks = static_cast<uint32_t>(checks_.size());
@@ -281,6 +301,19 @@ class ClientRun {
   std::vector<nhb_check> checks_;
   std::vector<std::array<std::string, 3>> check_strings_;
   std::vector<std::string> check_names_;
+
+  // A counter id's name, the checks' by their own names (the core knows them
+  // by index); "" for none.
+  std::string counter_name(int id) const {
+    if (id >= NHB_CHECK_PASS_ID && id < NHB_COUNTER_ID_COUNT) {
+      int fail = id >= NHB_CHECK_FAIL_ID;
+      size_t i = static_cast<size_t>(id - (fail ? NHB_CHECK_FAIL_ID : NHB_CHECK_PASS_ID));
+      if (i >= check_names_.size()) return "";
+      return "check." + check_names_[i] + (fail ? ".fail" : ".pass");
+    }
+    char buf[64];
+    return nhb_counter_name(id, buf, sizeof(buf)) == 0 ? std::string(buf) : std::string();
+  }
 
   // The per-check counters, check.NAME.pass / check.NAME.fail, into a
   // statistics dict of stats_to_dict's form.
@@ -461,6 +494,14 @@ class ClientRun {
     nhb_run_progress(run_, counters, &elapsed);
     py::dict d, c;
     for (int i = 0; i < NHB_CTR_COUNT; i++) c[nhb_counter_names[i]] = counters[i];
+    if (!check_names_.empty()) {
+      uint64_t pass[NHB_MAX_CHECKS], fail[NHB_MAX_CHECKS];
+      nhb_run_check_progress(run_, pass, fail);
+      for (size_t i = 0; i < check_names_.size(); i++) {
+        c[("check." + check_names_[i] + ".pass").c_str()] = pass[i];
+        c[("check." + check_names_[i] + ".fail").c_str()] = fail[i];
+      }
+    }
     d["elapsed"] = elapsed;
     d["counters"] = c;
     // Per endpoint (several only), in the order of result()'s endpoints.
@@ -498,12 +539,13 @@ class ClientRun {
         d["duration"] = static_cast<double>(iv.duration_ns) / 1e9;
         d["warmup"] = iv.warmup != 0;
         for (int k = 0; k < NHB_CTR_COUNT; k++) c[nhb_counter_names[k]] = iv.counters[k];
-        // The per-status-code and gRPC-status counters that grew, by the names the
-        // result gives them (benchmark.http_<code>, benchmark.grpc_status_<code>).
-        char code_name[64];
-        for (size_t k = 0; k < iv.ncodes; k++)
-          if (nhb_counter_name(static_cast<int>(iv.codes[k].index), code_name, sizeof(code_name)) == 0)
-            c[code_name] = iv.codes[k].count;
+        // The per-status-code, gRPC-status and check counters that grew, by the
+        // names the result gives them (benchmark.http_<code>,
+        // benchmark.grpc_status_<code>, check.NAME.pass|fail).
+        for (size_t k = 0; k < iv.ncodes; k++) {
+          std::string code_name = counter_name(static_cast<int>(iv.codes[k].index));
+          if (!code_name.empty()) c[code_name.c_str()] = iv.codes[k].count;
+        }
         d["counters"] = c;
         h["count"] = iv.total;
         h["min"] = iv.min;
@@ -561,21 +603,21 @@ class ClientRun {
     d["execution_start_ns"] = global->execution_start_ns;
     std::string reason;
     int counter = nhb_run_end_counter(run_);
-    char name_buf[64];
-    std::string counter_name = nhb_counter_name(counter, name_buf, sizeof(name_buf)) == 0 ? name_buf : "";
+    std::string end_name = counter_name(counter);
     switch (nhb_run_end_reason(run_)) {
       case NHB_END_DURATION: reason = "duration"; break;
       case NHB_END_STOP: reason = "stop"; break;
-      case NHB_END_TERMINATION_PREDICATE: reason = "termination_predicate:" + counter_name; break;
-      case NHB_END_FAILURE_PREDICATE: reason = "failure_predicate:" + counter_name; break;
+      case NHB_END_TERMINATION_PREDICATE: reason = "termination_predicate:" + end_name; break;
+      case NHB_END_FAILURE_PREDICATE: reason = "failure_predicate:" + end_name; break;
       default: reason = "error"; break;
     }
     d["terminated_by"] = reason;
     py::list failed;
     uint64_t bits = nhb_run_failed_predicates(run_);
-    for (int i = 0; i < config_.n_failure; i++)
-      if ((bits & (1ULL << i)) && nhb_counter_name(config_.failure[i].counter, name_buf, sizeof(name_buf)) == 0)
-        failed.append(std::string(name_buf));
+    for (int i = 0; i < config_.n_failure; i++) {
+      std::string name = (bits & (1ULL << i)) ? counter_name(config_.failure[i].counter) : std::string();
+      if (!name.empty()) failed.append(name);
+    }
     d["failed_predicates"] = failed;
     std::string err = nhb_run_first_error(run_);
     d["error"] = err.empty() ? py::object(py::none()) : py::object(py::str(err));

@@ -2,9 +2,15 @@
  *
  * nhbench's Python side (nhbench._checks) parses and validates each check and
  * hands the core a table of nhb_check; here the table is copied once per run
- * (nhb__chk_set) and each connection that reads responses gets one state
- * (nhb__chk_state), allocated with the connection entry and reused for every
- * response on it, so that evaluating checks allocates nothing per request.
+ * (nhb__chk_set) and each response in flight has one state (nhb__chk_state):
+ * HTTP/1.1 reads one response at a time, so its state is the connection
+ * entry's, allocated with its first connection; HTTP/2 and HTTP/3 read many
+ * streams at once, so each request slot has its own, allocated the first
+ * time the slot carries a final response. Either is reused for every later
+ * response, so that evaluating checks allocates nothing per request. A check
+ * may belong to one entry of the request set (a request source's own
+ * checks): the state's mask, set per response from its request's entry, says
+ * which checks judge it.
  * The session feeds the state as the response arrives: header names and
  * values in the pieces the parser hands over (a read boundary may split
  * them), body bytes as they come (substrings are found across reads with a
@@ -40,10 +46,12 @@ static int set_error(char* err, size_t err_len, uint32_t i, const char* why) {
   return NHB_EINVAL;
 }
 
-int nhb__chk_set_init(nhb__chk_set* set, const nhb_check* checks, uint32_t n, char* err, size_t err_len) {
+int nhb__chk_set_init(nhb__chk_set* set, const nhb_check* checks, uint32_t n, uint32_t nspecs, char* err,
+                      size_t err_len) {
   memset(set, 0, sizeof(*set));
   if (n == 0) return 0;
-  if (n > NHB_MAX_CHECKS || checks == NULL) return set_error(err, err_len, n, "more than 16 checks");
+  if (n > NHB_MAX_CHECKS || checks == NULL) return set_error(err, err_len, n, "more than 32 checks");
+  int per_entry = 0;
   size_t total = 0;
   for (uint32_t i = 0; i < n; i++) {
     const nhb_check* c = &checks[i];
@@ -57,10 +65,18 @@ int nhb__chk_set_init(nhb__chk_set* set, const nhb_check* checks, uint32_t n, ch
         c->header_len == 0)
       return set_error(err, err_len, i, "no header name");
     if (c->kind == NHB_CHECK_BODY_SHA256 && c->text_len != 32) return set_error(err, err_len, i, "a digest is 32 bytes");
+    if (c->entry > nspecs) return set_error(err, err_len, i, "entry past the request set");
+    per_entry |= c->entry != 0;
     total += c->header_len + c->text_len + c->value_len;
   }
   set->strings = malloc(total + 1);
   if (set->strings == NULL) return NHB_ENOMEM;
+  if (per_entry && (set->spec_mask = calloc(nspecs, sizeof(uint32_t))) == NULL) {
+    free(set->strings);
+    set->strings = NULL;
+    return NHB_ENOMEM;
+  }
+  set->nspecs = nspecs;
   char* p = set->strings;
   for (uint32_t i = 0; i < n; i++) {
     nhb_check* c = &set->c[i];
@@ -77,6 +93,8 @@ int nhb__chk_set_init(nhb__chk_set* set, const nhb_check* checks, uint32_t n, ch
     c->value = p;
     p += c->value_len;
     uint32_t bit = 1u << i;
+    if (c->entry == 0) set->all |= bit;
+    else set->spec_mask[c->entry - 1] |= bit;
     switch (c->kind) {
       case NHB_CHECK_HEADER_EXISTS:
       case NHB_CHECK_HEADER_HAS:
@@ -89,6 +107,9 @@ int nhb__chk_set_init(nhb__chk_set* set, const nhb_check* checks, uint32_t n, ch
       default: break;
     }
   }
+  /* An entry is judged by the run's checks and its own. */
+  if (set->spec_mask != NULL)
+    for (uint32_t k = 0; k < nspecs; k++) set->spec_mask[k] |= set->all;
   set->n = n;
   return 0;
 }
@@ -97,12 +118,30 @@ int nhb__chk_set_init(nhb__chk_set* set, const nhb_check* checks, uint32_t n, ch
  * is not measured, so the statistic is absent from the result (as the origin
  * latency is without its header) and the merge skips it. */
 int nhb__chk_run_init(nhb_run* run, char* err, size_t err_len) {
-  int r = nhb__chk_set_init(&run->chk, run->config.checks, run->config.nchecks, err, err_len);
+  const nhb_client_config* cfg = &run->config;
+  int r = nhb__chk_set_init(&run->chk, cfg->checks, cfg->nchecks, run->nspecs, err, err_len);
   run->config.checks = NULL;
   if (r < 0) return r;
-  if (run->chk.n != 0 && run->config.protocol != NHB_PROTO_HTTP1) {
-    if (err != NULL && err_len > 0) snprintf(err, err_len, "checks: HTTP/1.1 only");
+  /* The HTTP sessions judge responses; gRPC's status is the call's verdict
+   * and the echo protocols have no response to judge. */
+  if (run->chk.n != 0 && ((cfg->protocol != NHB_PROTO_HTTP1 && cfg->protocol != NHB_PROTO_HTTP2 &&
+                           cfg->protocol != NHB_PROTO_HTTP3) ||
+                          cfg->grpc)) {
+    if (err != NULL && err_len > 0) snprintf(err, err_len, "checks: HTTP/1.1, HTTP/2 and HTTP/3 only (not gRPC)");
     return NHB_EINVAL;
+  }
+  /* A predicate on a check's counter names one of the run's checks. */
+  for (int i = 0; i < cfg->n_termination + cfg->n_failure; i++) {
+    const nhb_predicate* p = i < cfg->n_termination ? &cfg->termination[i] : &cfg->failure[i - cfg->n_termination];
+    if (p->counter < NHB_CHECK_PASS_ID) continue;
+    uint32_t index = (uint32_t)(p->counter - NHB_CHECK_PASS_ID) % NHB_MAX_CHECKS;
+    if (index >= run->chk.n) {
+      if (err != NULL && err_len > 0)
+        snprintf(err, err_len, "%s: counter %d is check %u's, and the run has %u checks",
+                 i < cfg->n_termination ? "termination_predicates" : "failure_predicates", p->counter, index,
+                 run->chk.n);
+      return NHB_EINVAL;
+    }
   }
   if (run->chk.n != 0) return 0;
   free(run->global.hists[NHB_HIST_LATENCY_CHECK_FAILED]);
@@ -117,6 +156,7 @@ int nhb__chk_run_init(nhb_run* run, char* err, size_t err_len) {
 
 void nhb__chk_set_free(nhb__chk_set* set) {
   free(set->strings);
+  free(set->spec_mask);
   memset(set, 0, sizeof(*set));
 }
 
@@ -140,15 +180,19 @@ void nhb__chk_state_free(const nhb__chk_set* set, nhb__chk_state* st) {
   free(st);
 }
 
-void nhb__chk_begin(const nhb__chk_set* set, nhb__chk_state* st) {
+void nhb__chk_begin(const nhb__chk_set* set, nhb__chk_state* st, uint32_t spec) {
+  st->mask = set->spec_mask != NULL && spec < set->nspecs ? set->spec_mask[spec] : set->all;
   st->seen = 0;
   st->active = 0;
   st->name_len = 0;
   st->in_value = 0;
   st->json_len = 0;
-  for (uint32_t i = 0; i < set->n; i++) {
-    st->pos[i] = 0;
-    if (st->sha[i] != NULL) SHA256_Init((SHA256_CTX*)st->sha[i]);
+  for (uint32_t i = 0; i < set->n; i++) st->pos[i] = 0;
+  uint32_t m = set->sha_mask & st->mask;
+  while (m != 0) {
+    uint32_t i = (uint32_t)__builtin_ctz(m);
+    m &= m - 1;
+    SHA256_Init((SHA256_CTX*)st->sha[i]);
   }
 }
 
@@ -197,7 +241,7 @@ void nhb__chk_name(const nhb__chk_set* set, nhb__chk_state* st, const char* at, 
 static void value_start(const nhb__chk_set* set, nhb__chk_state* st) {
   st->in_value = 1;
   st->active = 0;
-  uint32_t m = set->hdr_mask;
+  uint32_t m = set->hdr_mask & st->mask;
   while (m != 0) {
     uint32_t i = (uint32_t)__builtin_ctz(m);
     m &= m - 1;
@@ -250,20 +294,20 @@ void nhb__chk_value_end(const nhb__chk_set* set, nhb__chk_state* st) {
 }
 
 void nhb__chk_body(const nhb__chk_set* set, nhb__chk_state* st, const char* at, size_t len) {
-  uint32_t m = set->body_has_mask & ~st->seen;
+  uint32_t m = set->body_has_mask & st->mask & ~st->seen;
   while (m != 0) {
     uint32_t i = (uint32_t)__builtin_ctz(m);
     m &= m - 1;
     const nhb_check* c = &set->c[i];
     if (nhb__chk_find(c->text, c->text_len, st->win[i], &st->pos[i], at, len)) st->seen |= 1u << i;
   }
-  m = set->sha_mask;
+  m = set->sha_mask & st->mask;
   while (m != 0) {
     uint32_t i = (uint32_t)__builtin_ctz(m);
     m &= m - 1;
     SHA256_Update((SHA256_CTX*)st->sha[i], at, len);
   }
-  if (st->json != NULL && st->json_len < NHB_CHECK_JSON_PREFIX) {
+  if (st->json != NULL && (set->json_mask & st->mask) != 0 && st->json_len < NHB_CHECK_JSON_PREFIX) {
     size_t take = NHB_CHECK_JSON_PREFIX - st->json_len;
     if (take > len) take = len;
     memcpy(st->json + st->json_len, at, take);
@@ -424,7 +468,10 @@ static int in_ranges(const nhb_check* c, uint64_t v) {
 
 uint32_t nhb__chk_finish(const nhb__chk_set* set, nhb__chk_state* st, int status, uint64_t body_bytes) {
   uint32_t failed = 0;
-  for (uint32_t i = 0; i < set->n; i++) {
+  uint32_t m = st->mask;
+  while (m != 0) {
+    uint32_t i = (uint32_t)__builtin_ctz(m);
+    m &= m - 1;
     const nhb_check* c = &set->c[i];
     int ok = 0;
     switch (c->kind) {
@@ -449,4 +496,38 @@ uint32_t nhb__chk_finish(const nhb__chk_set* set, nhb__chk_state* st, int status
     if (!ok) failed |= 1u << i;
   }
   return failed;
+}
+
+void nhb__chk_response(nhb__conn* c, nhb__slot* s, nhb__chk_state* st, int status) {
+  nhb__worker* w = c->worker;
+  uint32_t failed = nhb__chk_finish(&w->run->chk, st, status, s->body_bytes);
+  nhb_stats* stats = &w->stats;
+  uint32_t m = st->mask;
+  while (m != 0) {
+    uint32_t i = (uint32_t)__builtin_ctz(m);
+    m &= m - 1;
+    if ((failed >> i) & 1u) stats->check_fail[i]++;
+    else stats->check_pass[i]++;
+  }
+  /* A 2xx that failed a check is an error; any other status already is one
+   * (or a 1xx/3xx...), counted by its class as before. */
+  if (failed != 0 && status >= 200 && status < 300) nhb__conn_check_failed(c, s);
+  else nhb__conn_response(c, s, status);
+}
+
+nhb__chk_state* nhb__chk_slot_begin(nhb__worker* w, nhb__slot* s) {
+  const nhb__chk_set* set = &w->run->chk;
+  if (NHB__UNLIKELY(s->chk == NULL) && (s->chk = nhb__chk_state_new(set)) == NULL) return NULL;
+  nhb__chk_begin(set, s->chk, s->rq.spec);
+  return s->chk;
+}
+
+void nhb__chk_slots_free(nhb__worker* w) {
+  /* Only the multiplexed sessions keep a state per slot; their slots are
+   * --max-active-requests (pool.c). */
+  if (w->slot_pool == NULL || w->protocol == NULL || !w->protocol->multiplexes) return;
+  for (uint32_t i = 0; i < w->run->config.max_active_requests; i++) {
+    nhb__chk_state_free(&w->run->chk, w->slot_pool[i].chk);
+    w->slot_pool[i].chk = NULL;
+  }
 }

@@ -58,6 +58,13 @@ static void publish(nhb__worker* w) {
       atomic_store_explicit(&w->published_status[NHB_STATUS_COUNT + i],
                             w->stats.grpc_status[i] - w->warm.grpc_status[i], memory_order_relaxed);
   }
+  /* The checks' counters, for the live view and the predicates on them. */
+  for (uint32_t i = 0; i < w->run->chk.n; i++) {
+    atomic_store_explicit(&w->published_checks[i], w->stats.check_pass[i] - w->warm.check_pass[i],
+                          memory_order_relaxed);
+    atomic_store_explicit(&w->published_checks[NHB_MAX_CHECKS + i], w->stats.check_fail[i] - w->warm.check_fail[i],
+                          memory_order_relaxed);
+  }
   nhb__pool_endpoints_publish(w);
 }
 
@@ -615,9 +622,12 @@ static void* controller_main(void* arg) {
       if (!atomic_load(&w->done)) all_done = 0;
       for (int c = 0; c < NHB_CTR_COUNT; c++)
         sums[c] += atomic_load_explicit(&w->published[c], memory_order_relaxed);
-      if (run->watch_status)
+      if (run->watch_status) {
         for (int c = 0; c < NHB_STATUS_COUNT + NHB_GRPC_STATUS_COUNT; c++)
           sums[NHB_CTR_COUNT + c] += atomic_load_explicit(&w->published_status[c], memory_order_relaxed);
+        for (int c = 0; c < 2 * NHB_MAX_CHECKS; c++)
+          sums[NHB_CHECK_PASS_ID + c] += atomic_load_explicit(&w->published_checks[c], memory_order_relaxed);
+      }
     }
     if (all_done) break;
     nhb__ivl_controller_tick(run, nhb__now_ns());
@@ -651,6 +661,8 @@ static void* controller_main(void* arg) {
   memcpy(sums, run->global.counters, sizeof(run->global.counters));
   memcpy(sums + NHB_CTR_COUNT, run->global.status_codes, sizeof(run->global.status_codes));
   memcpy(sums + NHB_GRPC_STATUS_ID, run->global.grpc_status, sizeof(run->global.grpc_status));
+  memcpy(sums + NHB_CHECK_PASS_ID, run->global.check_pass, sizeof(run->global.check_pass));
+  memcpy(sums + NHB_CHECK_FAIL_ID, run->global.check_fail, sizeof(run->global.check_fail));
   evaluate_predicates(run, sums);
   if (run->end_reason == NHB_END_NONE)
     run->end_reason = atomic_load(&run->stop_requested) ? NHB_END_STOP : NHB_END_DURATION;
@@ -757,6 +769,16 @@ void nhb_run_progress(nhb_run* run, uint64_t counters[NHB_CTR_COUNT], double* el
       counters[c] += atomic_load_explicit(&run->workers[i].published[c], memory_order_relaxed);
   uint64_t now = nhb__now_ns();
   *elapsed_s = run->started && now > run->t0_ns ? (double)(now - run->t0_ns) / 1e9 : 0.0;
+}
+
+void nhb_run_check_progress(nhb_run* run, uint64_t pass[NHB_MAX_CHECKS], uint64_t fail[NHB_MAX_CHECKS]) {
+  memset(pass, 0, sizeof(uint64_t) * NHB_MAX_CHECKS);
+  memset(fail, 0, sizeof(uint64_t) * NHB_MAX_CHECKS);
+  for (int i = 0; i < run->nworkers; i++)
+    for (uint32_t c = 0; c < run->chk.n; c++) {
+      pass[c] += atomic_load_explicit(&run->workers[i].published_checks[c], memory_order_relaxed);
+      fail[c] += atomic_load_explicit(&run->workers[i].published_checks[NHB_MAX_CHECKS + c], memory_order_relaxed);
+    }
 }
 
 int nhb_run_worker_count(const nhb_run* run) { return run->nworkers; }

@@ -194,6 +194,11 @@ typedef struct nhb__slot {
    * above (name + value + 32 per field), and the interim responses so far. */
   uint32_t hdr_list;
   uint32_t interims;
+  /* HTTP/2 and HTTP/3 with response checks (check.c): this slot's
+   * evaluation state, allocated the first time the slot carries a final
+   * response and kept for every later request it carries (the worker's slots
+   * are reused, so never per request); NULL in runs without checks. */
+  struct nhb__chk_state* chk;
   /* Traces (trace.c): the ids a sampled request carries; span_id 0 = not
    * traced. Set when the request is first sent (a retry keeps them), back to
    * 0 when its span is recorded. */
@@ -343,17 +348,22 @@ typedef struct nhb__tunnel_rx {
  * the failure paths that follow count nothing more. */
 #define NHB__TUNNEL_TCP 1     /* TCP connecting to the proxy */
 #define NHB__TUNNEL_WAITING 2 /* CONNECT written, reading the proxy's answer */
-/* Response checks (check.c): the run's copy of the table, and one
- * connection's evaluation state (HTTP/1.1: one response at a time), both
- * allocated once so that evaluating allocates nothing per request. */
+/* Response checks (check.c): the run's copy of the table, and the
+ * evaluation state of one response in flight (HTTP/1.1: one per connection
+ * entry; HTTP/2 and HTTP/3: one per request slot), both allocated once so
+ * that evaluating allocates nothing per request. */
 typedef struct nhb__chk_set {
   uint32_t n; /* 0: no checks, and the session installs no check callbacks */
   nhb_check c[NHB_MAX_CHECKS]; /* strings in `strings`, header names lower-case */
   char* strings;
   uint32_t hdr_mask, body_has_mask, sha_mask, json_mask; /* checks by kind */
+  uint32_t all;        /* the checks of every response (entry 0) */
+  uint32_t* spec_mask; /* per request-set entry: `all` plus its own; NULL when no check is an entry's */
+  uint32_t nspecs;
 } nhb__chk_set;
 
 typedef struct nhb__chk_state {
+  uint32_t mask;     /* the checks that judge this response (its entry's) */
   uint32_t seen;     /* header and body-substring checks satisfied so far */
   uint32_t active;   /* header checks whose name the current field has */
   uint32_t name_len; /* the current field's name so far (> NHB_CHECK_TEXT_MAX: too long) */
@@ -366,18 +376,32 @@ typedef struct nhb__chk_state {
   char* json; /* the body's first NHB_CHECK_JSON_PREFIX bytes, with JSON checks */
 } nhb__chk_state;
 
-int nhb__chk_set_init(nhb__chk_set* set, const nhb_check* checks, uint32_t n, char* err, size_t err_len);
+/* nspecs: the request set's entries, which an entry's check (nhb_check.entry) must name. */
+int nhb__chk_set_init(nhb__chk_set* set, const nhb_check* checks, uint32_t n, uint32_t nspecs, char* err,
+                      size_t err_len);
 void nhb__chk_set_free(nhb__chk_set* set);
 int nhb__chk_run_init(nhb_run* run, char* err, size_t err_len);
 nhb__chk_state* nhb__chk_state_new(const nhb__chk_set* set);
 void nhb__chk_state_free(const nhb__chk_set* set, nhb__chk_state* st);
-void nhb__chk_begin(const nhb__chk_set* set, nhb__chk_state* st);
+/* A new response to a request for entry `spec` of the request set. */
+void nhb__chk_begin(const nhb__chk_set* set, nhb__chk_state* st, uint32_t spec);
 void nhb__chk_name(const nhb__chk_set* set, nhb__chk_state* st, const char* at, size_t len);
 void nhb__chk_value(const nhb__chk_set* set, nhb__chk_state* st, const char* at, size_t len);
 void nhb__chk_value_end(const nhb__chk_set* set, nhb__chk_state* st);
 void nhb__chk_body(const nhb__chk_set* set, nhb__chk_state* st, const char* at, size_t len);
-/* The checks (bits by index) that the ended response failed. */
+/* The checks (bits by index, of st->mask) that the ended response failed. */
 uint32_t nhb__chk_finish(const nhb__chk_set* set, nhb__chk_state* st, int status, uint64_t body_bytes);
+/* The response of slot `s` ended (its status, s->body_bytes): judges it by
+ * the checks of `st`, counts each check's pass or fail, and reports it to
+ * the pool: nhb__conn_check_failed() for a 2xx that failed one, else
+ * nhb__conn_response(). Every session's end of a checked response. */
+void nhb__chk_response(nhb__conn* c, nhb__slot* s, nhb__chk_state* st, int status);
+/* HTTP/2 and HTTP/3: the final response of slot `s` begins (its :status is
+ * 2xx..5xx): the slot's state, allocated on the slot's first such response,
+ * reset for this one. NULL when it cannot be allocated. */
+nhb__chk_state* nhb__chk_slot_begin(nhb__worker* w, nhb__slot* s);
+/* Frees the slots' states (nhb__pool_free, before the slots go). */
+void nhb__chk_slots_free(nhb__worker* w);
 /* Streaming substring search: 1 when needle occurs in the bytes fed so far
  * (win holds the last n - 1 of them, win_len how many). */
 int nhb__chk_find(const char* needle, size_t n, char* win, uint32_t* win_len, const char* data, size_t len);
@@ -655,6 +679,8 @@ struct nhb__worker {
   _Atomic uint64_t published[NHB_CTR_COUNT];
   /* ... then the gRPC ones, as the counter ids follow each other. */
   _Atomic uint64_t published_status[NHB_STATUS_COUNT + NHB_GRPC_STATUS_COUNT];
+  /* ... and the response checks' pass then fail counters, in runs with checks. */
+  _Atomic uint64_t published_checks[2 * NHB_MAX_CHECKS];
   /* Load-generator health (client.c), outside the request path: the
    * thread's CPU time and the wall time of the measured phase (sampled at
    * its boundaries from the OS), and how late the loop ran its own

@@ -402,6 +402,7 @@ void nhb__pool_free(nhb__worker* w) {
   nhb__tls_worker_free(w);
   nhb__carrier_worker_free(w);
   if (proto != NULL && proto->worker_free != NULL) proto->worker_free(w);
+  nhb__chk_slots_free(w);
   free(w->conns);
   if (w->tp) {
     free(w->tp[0].avail);

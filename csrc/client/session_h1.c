@@ -221,7 +221,7 @@ static const llhttp_settings_t h1_olat_settings = {
  * are not headers a check looks at. */
 static int h1_chk_on_message_begin(llhttp_t* p) {
   nhb__conn* c = CONN_OF(p);
-  nhb__chk_begin(&c->worker->run->chk, c->chk);
+  nhb__chk_begin(&c->worker->run->chk, c->chk, c->slots->rq.spec);
   return c->worker->run->olat_len != 0 ? h1_olat_on_message_begin(p) : h1_on_message_begin(p);
 }
 
@@ -398,19 +398,8 @@ static int h1_finish_response(nhb__conn* c, int status) {
   s->header_bytes = c->header_bytes;
   s->body_bytes = c->body_bytes;
   if (NHB__UNLIKELY(c->chk != NULL)) {
-    const nhb__chk_set* set = &c->worker->run->chk;
-    uint32_t failed = nhb__chk_finish(set, c->chk, status, c->body_bytes);
-    nhb_stats* st = &c->worker->stats;
-    for (uint32_t i = 0; i < set->n; i++) {
-      if ((failed >> i) & 1u) st->check_fail[i]++;
-      else st->check_pass[i]++;
-    }
-    /* A 2xx that failed a check is an error; any other status already is
-     * one (or a 1xx/3xx...), counted by its class as before. */
-    if (failed != 0 && status >= 200 && status < 300) {
-      nhb__conn_check_failed(c, s);
-      return 0;
-    }
+    nhb__chk_response(c, s, c->chk, status);
+    return 0;
   }
   nhb__conn_response(c, s, status);
   return 0;

@@ -556,6 +556,54 @@ static int h2_on_data_chunk(nghttp2_session* session, uint8_t flags, int32_t str
   return 0;
 }
 
+/* ---- response checks (--check, check.c) ------------------------------------- */
+
+/* A run with checks installs these two in place of the plain ones (and the
+ * latency header's), so that a run without checks pays nothing per field or
+ * chunk. Each stream's response is judged with its slot's own state: the
+ * final response's :status (its first field, h2_check_pseudo) begins it,
+ * its regular fields and DATA feed it, and its END_STREAM judges it
+ * (h2_on_response_frame). An interim response's fields and the trailers are
+ * not looked at, as for HTTP/1.1; a field nghttp2 would have dropped
+ * (content-length: 0 on a 204) is not seen either. */
+static int h2_chk_on_header(nghttp2_session* session, const nghttp2_frame* frame, const uint8_t* name,
+                            size_t namelen, const uint8_t* value, size_t valuelen, uint8_t flags, void* user_data) {
+  NHB__UNUSED(flags);
+  nhb__conn* c = conn_of(user_data);
+  nhb__slot* s = h2_field_slot(c, session, frame, name, namelen, value, valuelen);
+  if (NHB__UNLIKELY(s == H2_OVER)) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+  if (s == NULL) return 0;
+  nhb__worker* w = c->worker;
+  if (w->run->olat_len != 0) h2_olat_field(c, s, name, namelen, value, valuelen);
+  if (s->status < 200 || (s->h2_chk & H2_CHK_FINAL)) return 0;
+  if (name[0] == ':') {
+    if (NHB__LIKELY(nhb__chk_slot_begin(w, s) != NULL)) return 0;
+    /* No memory for the slot's state (once per slot): the request ends as a
+     * reset, which nghttp2 sends for the failed callback. */
+    nghttp2_session_set_stream_user_data(session, s->stream_id, NULL);
+    nhb__worker_record_error_text(w, NHB_ENOMEM, "HTTP/2: no memory for a stream's response checks");
+    s->stream_id = 0;
+    nhb__conn_slot_failed(c, s, NHB_CTR_STREAM_RESETS);
+    return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+  }
+  const nhb__chk_set* set = &w->run->chk;
+  nhb__chk_name(set, s->chk, (const char*)name, namelen);
+  if (valuelen > 0) nhb__chk_value(set, s->chk, (const char*)value, valuelen);
+  nhb__chk_value_end(set, s->chk);
+  return 0;
+}
+
+static int h2_chk_on_data_chunk(nghttp2_session* session, uint8_t flags, int32_t stream_id, const uint8_t* data,
+                                size_t len, void* user_data) {
+  NHB__UNUSED(flags);
+  nhb__conn* c = conn_of(user_data);
+  nhb__slot* s = h2_slot(c, session, stream_id);
+  /* DATA of the final response only (nghttp2 refuses it before one). */
+  if (s != NULL && h2_check_data(c, session, s, len) && (s->h2_chk & H2_CHK_FINAL))
+    nhb__chk_body(&c->worker->run->chk, s->chk, (const char*)data, len);
+  return 0;
+}
+
 /* ---- gRPC (session_grpc.c) ------------------------------------------------ */
 
 /* A gRPC run's callbacks: the plain ones' checks, then what gRPC reads
@@ -604,6 +652,11 @@ static inline int h2_on_response_frame(nhb__conn* c, nghttp2_session* session, c
     }
     if (NHB__UNLIKELY(c->worker->run->config.grpc)) {
       nhb__grpc_end(c, s);
+      return 0;
+    }
+    /* With checks (a run without them never allocates a slot's state). */
+    if (NHB__UNLIKELY(s->chk != NULL)) {
+      nhb__chk_response(c, s, s->chk, s->status);
       return 0;
     }
     nhb__conn_response(c, s, s->status);
@@ -1068,6 +1121,11 @@ static int h2_run_init(nhb_run* run, char* err, size_t err_len) {
   if (olat) nghttp2_session_callbacks_set_on_begin_headers_callback(cb, h2_olat_on_begin_headers);
   nghttp2_session_callbacks_set_on_frame_send_callback(cb, h2_on_frame_send);
   nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, h2_on_data_chunk);
+  if (run->chk.n != 0) {
+    /* Response checks (never with gRPC: nhb__chk_run_init refuses it). */
+    nghttp2_session_callbacks_set_on_header_callback(cb, h2_chk_on_header);
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, h2_chk_on_data_chunk);
+  }
   if (cfg->grpc) {
     /* gRPC runs also read grpc-status and follow the message framing;
      * plain HTTP/2 runs keep the callbacks above and pay nothing. */

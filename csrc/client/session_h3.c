@@ -452,6 +452,80 @@ static const nghttp3_callbacks h3_http_callbacks = {
     h3_shutdown,
 };
 
+/* ---- response checks (--check, check.c) ----------------------------------------- */
+
+/* A run with checks gives nghttp3 the table below, whose header, data and
+ * end-of-stream callbacks also feed and judge the response, so that a run
+ * without checks pays nothing per field or chunk. Each stream's response
+ * has its slot's own state: the final response's :status (nghttp3 puts the
+ * pseudo-header first) begins it, its regular fields and DATA feed it, its
+ * FIN judges it. Interim responses and trailers are not looked at, as for
+ * HTTP/1.1 and HTTP/2. */
+static int h3_chk_recv_header(nghttp3_conn* hc, int64_t sid, int32_t token, nghttp3_rcbuf* name,
+                              nghttp3_rcbuf* value, uint8_t flags, void* user_data, void* stream_user_data) {
+  int r = h3_recv_header(hc, sid, token, name, value, flags, user_data, stream_user_data);
+  nhb__conn* c = (nhb__conn*)user_data;
+  /* Gone when the field crossed the header limit (h3_over). */
+  nhb__slot* s = h3_slot(c, sid, stream_user_data);
+  if (r != 0 || s == NULL || s->status < 200) return r;
+  nhb__worker* w = c->worker;
+  if (token == NGHTTP3_QPACK_TOKEN__STATUS) {
+    /* No memory for the slot's state (once per slot): the connection fails. */
+    if (NHB__UNLIKELY(nhb__chk_slot_begin(w, s) == NULL)) {
+      h3_record(c, NHB_ENOMEM, "HTTP/3: %s", "no memory for a stream's response checks");
+      return NGHTTP3_ERR_CALLBACK_FAILURE;
+    }
+    return 0;
+  }
+  nghttp3_vec n = nghttp3_rcbuf_get_buf(name);
+  if (n.len == 0 || n.base[0] == ':' || s->chk == NULL) return 0;
+  nghttp3_vec v = nghttp3_rcbuf_get_buf(value);
+  const nhb__chk_set* set = &w->run->chk;
+  nhb__chk_name(set, s->chk, (const char*)n.base, n.len);
+  if (v.len > 0) nhb__chk_value(set, s->chk, (const char*)v.base, v.len);
+  nhb__chk_value_end(set, s->chk);
+  return 0;
+}
+
+static int h3_chk_recv_data(nghttp3_conn* hc, int64_t sid, const uint8_t* data, size_t len, void* user_data,
+                            void* stream_user_data) {
+  nhb__conn* c = (nhb__conn*)user_data;
+  nhb__slot* s = h3_slot(c, sid, stream_user_data);
+  /* DATA comes after the final response's header block (nghttp3 refuses
+   * it before one), which began the slot's state. */
+  if (s != NULL && s->status >= 200 && s->chk != NULL)
+    nhb__chk_body(&c->worker->run->chk, s->chk, (const char*)data, len);
+  return h3_recv_data(hc, sid, data, len, user_data, stream_user_data);
+}
+
+static int h3_chk_end_stream(nghttp3_conn* hc, int64_t sid, void* user_data, void* stream_user_data) {
+  nhb__conn* c = (nhb__conn*)user_data;
+  nhb__slot* s = h3_slot(c, sid, stream_user_data);
+  if (s == NULL) return 0;
+  if (s->status < 200 || s->chk == NULL) return h3_end_stream(hc, sid, user_data, stream_user_data);
+  nghttp3_conn_set_stream_user_data(hc, sid, NULL);
+  s->stream_id = 0;
+  nhb__chk_response(c, s, s->chk, s->status);
+  return 0;
+}
+
+static const nghttp3_callbacks h3_chk_http_callbacks = {
+    NULL,
+    h3_http_stream_close,
+    h3_chk_recv_data,
+    h3_deferred_consume,
+    h3_begin_headers,
+    h3_chk_recv_header,
+    h3_end_headers,
+    NULL,
+    h3_recv_trailer,
+    NULL,
+    h3_stop_sending,
+    h3_chk_end_stream,
+    h3_reset_stream,
+    h3_shutdown,
+};
+
 /* nghttp3 with its control and QPACK streams. */
 static int h3_setup_http(nhb__conn* c) {
   nhb__h3* h = c->proto;
@@ -471,7 +545,8 @@ static int h3_setup_http(nhb__conn* c) {
   settings.qpack_blocked_streams = 0;
   /* What the client takes (client.h); h3_recv_header enforces it. */
   settings.max_field_section_size = NHB__RESP_HEADER_BYTES;
-  if (nghttp3_conn_client_new(&h->hc, &h3_http_callbacks, &settings, &h->hmem, c) != 0) return -1;
+  const nghttp3_callbacks* cb = c->worker->run->chk.n != 0 ? &h3_chk_http_callbacks : &h3_http_callbacks;
+  if (nghttp3_conn_client_new(&h->hc, cb, &settings, &h->hmem, c) != 0) return -1;
   int64_t ctrl, enc, dec;
   if (ngtcp2_conn_open_uni_stream(h->qc, &ctrl, NULL) != 0 || nghttp3_conn_bind_control_stream(h->hc, ctrl) != 0 ||
       ngtcp2_conn_open_uni_stream(h->qc, &enc, NULL) != 0 || ngtcp2_conn_open_uni_stream(h->qc, &dec, NULL) != 0 ||

@@ -46,11 +46,30 @@ static int grpc_status_lookup(const char* name) {
   return NHB_GRPC_STATUS_ID + code;
 }
 
+#define CHECK_PREFIX "check."
+
+/* "check.<index>.pass|fail", index 0..NHB_MAX_CHECKS-1 without a leading
+ * zero: the core's name for a check's counter (the binding gives the
+ * check's own name and translates). */
+static int check_lookup(const char* name) {
+  size_t plen = sizeof(CHECK_PREFIX) - 1;
+  if (strncmp(name, CHECK_PREFIX, plen) != 0) return -1;
+  const char* d = name + plen;
+  int index = 0, n = 0;
+  for (; d[n] >= '0' && d[n] <= '9' && n < 3; n++) index = index * 10 + (d[n] - '0');
+  if (n == 0 || (n > 1 && d[0] == '0') || index >= NHB_MAX_CHECKS) return -1;
+  if (strcmp(d + n, ".pass") == 0) return NHB_CHECK_PASS_ID + index;
+  if (strcmp(d + n, ".fail") == 0) return NHB_CHECK_FAIL_ID + index;
+  return -1;
+}
+
 int nhb_counter_lookup(const char* name) {
   for (int i = 0; i < NHB_CTR_COUNT; i++)
     if (strcmp(nhb_counter_names[i], name) == 0) return i;
   int grpc = grpc_status_lookup(name);
   if (grpc >= 0) return grpc;
+  int check = check_lookup(name);
+  if (check >= 0) return check;
   /* Exactly three digits, so that "benchmark.http_0200" or "benchmark.http_2"
    * is not taken for a code, the way a typo must not silently mean something. */
   size_t plen = sizeof(STATUS_PREFIX) - 1;
@@ -75,8 +94,14 @@ int nhb_counter_name(int id, char* buf, size_t len) {
     snprintf(buf, len, STATUS_PREFIX "%d", id - NHB_CTR_COUNT + NHB_STATUS_MIN);
     return 0;
   }
-  if (id >= NHB_GRPC_STATUS_ID && id < NHB_COUNTER_ID_COUNT) {
+  if (id >= NHB_GRPC_STATUS_ID && id < NHB_CHECK_PASS_ID) {
     snprintf(buf, len, GRPC_STATUS_PREFIX "%d", id - NHB_GRPC_STATUS_ID);
+    return 0;
+  }
+  if (id >= NHB_CHECK_PASS_ID && id < NHB_COUNTER_ID_COUNT) {
+    int fail = id >= NHB_CHECK_FAIL_ID;
+    snprintf(buf, len, CHECK_PREFIX "%d.%s", id - (fail ? NHB_CHECK_FAIL_ID : NHB_CHECK_PASS_ID),
+             fail ? "fail" : "pass");
     return 0;
   }
   return -1;

@@ -168,10 +168,50 @@ static void fuzz_make_runs(void) {
   spec.h2_nheaders = 1;
   cfg.specs = &spec;
   cfg.nspecs = 1;
-  /* 0: one connection, four streams. */
+  /* 0: one connection, four streams, every kind of response check (check.c):
+   * each stream's response is judged with its slot's own state. */
   cfg.connections = 1;
   cfg.max_active_requests = 4;
+  static const unsigned char digest[32] = {0x2c, 0xf2, 0x4d, 0xba}; /* sha256("hello") begins so */
+  nhb_check checks[8];
+  memset(checks, 0, sizeof(checks));
+  checks[0].kind = NHB_CHECK_STATUS;
+  checks[0].lo[0] = 200;
+  checks[0].hi[0] = 299;
+  checks[0].nranges = 1;
+  checks[1].kind = NHB_CHECK_HEADER_HAS;
+  checks[1].header = "Content-Type";
+  checks[1].header_len = 12;
+  checks[1].text = "json";
+  checks[1].text_len = 4;
+  checks[2].kind = NHB_CHECK_HEADER_EQ;
+  checks[2].header = "x-a";
+  checks[2].header_len = 3;
+  checks[2].text = "ok";
+  checks[2].text_len = 2;
+  checks[3].kind = NHB_CHECK_BODY_HAS;
+  checks[3].text = "\"ok\":true";
+  checks[3].text_len = 9;
+  checks[4].kind = NHB_CHECK_BODY_SIZE;
+  checks[4].lo[0] = 1;
+  checks[4].hi[0] = 64;
+  checks[4].nranges = 1;
+  checks[5].kind = NHB_CHECK_BODY_SHA256;
+  checks[5].text = (const char*)digest;
+  checks[5].text_len = 32;
+  checks[6].kind = NHB_CHECK_JSON_EQ;
+  checks[6].text = "/a/0";
+  checks[6].text_len = 4;
+  checks[6].value = "1";
+  checks[6].value_len = 1;
+  checks[7].kind = NHB_CHECK_HEADER_ABSENT;
+  checks[7].header = "x-error";
+  checks[7].header_len = 7;
+  cfg.checks = checks;
+  cfg.nchecks = 8;
   fuzz_runs[0] = fuzz_make_run(&cfg);
+  cfg.checks = NULL;
+  cfg.nchecks = 0;
   /* 1: POST with a body, two connections of at most two streams. */
   spec.h2_method = "POST";
   cfg.connections = 2;
@@ -188,10 +228,20 @@ static void fuzz_make_runs(void) {
   cfg.max_requests_per_connection = 5;
   cfg.request_timeout_ns = 1000000000ULL;
   fuzz_runs[2] = fuzz_make_run(&cfg);
-  /* 3: one stream at a time. */
+  /* 3: one stream at a time, a request set of two entries (HEAD, then GET)
+   * whose second has its own check besides the run's. */
   cfg.max_requests_per_connection = 0;
   cfg.request_timeout_ns = 0;
   cfg.max_active_requests = 1;
+  nhb_request_spec two[2];
+  two[0] = spec;
+  two[0].h2_method = "HEAD";
+  two[1] = spec;
+  cfg.specs = two;
+  cfg.nspecs = 2;
+  cfg.checks = checks;
+  cfg.nchecks = 2;
+  checks[1].entry = 2;
   fuzz_runs[3] = fuzz_make_run(&cfg);
 #endif
 }
@@ -209,9 +259,24 @@ static uint64_t fuzz_callback_base;
 
 static void fuzz_check(nhb__worker* w) {
   const uint64_t* ctr = w->stats.counters;
-  uint64_t responses = 0;
+  uint64_t responses = ctr[NHB_CTR_CHECK_FAILED];
   for (int k = NHB_CTR_HTTP_1XX; k <= NHB_CTR_HTTP_XXX; k++) responses += ctr[k];
   assert(responses <= ctr[NHB_CTR_UPSTREAM_RQ_TOTAL]);
+  /* Response checks: over HTTP/2 every response is judged once by each of
+   * the run's checks (an entry's own judge that entry's only), and only a
+   * 2xx that failed one counts as check_failed. */
+  const nhb__chk_set* set = &w->run->chk;
+  if (set->n != 0 && w->run->config.protocol == NHB_PROTO_HTTP2) {
+    uint64_t fails = 0, judged_own = 0;
+    for (uint32_t i = 0; i < set->n; i++) {
+      uint64_t judged = w->stats.check_pass[i] + w->stats.check_fail[i];
+      if (set->c[i].entry == 0) assert(judged == responses);
+      else judged_own += judged;
+      fails += w->stats.check_fail[i];
+    }
+    assert(judged_own <= responses);
+    assert(ctr[NHB_CTR_CHECK_FAILED] <= fails);
+  }
   if (w->finishing) return; /* close_all dropped the counts; the slots stay put */
   uint64_t nactive = 0;
   for (uint32_t i = 0; i < w->nconns; i++) {
@@ -254,6 +319,8 @@ static void fuzz_worker_start(nhb__worker* w, nhb_run* run) {
   w->release_fd = -1;
   w->stats = stats;
   memset(w->stats.counters, 0, sizeof(w->stats.counters));
+  memset(w->stats.check_pass, 0, sizeof(w->stats.check_pass));
+  memset(w->stats.check_fail, 0, sizeof(w->stats.check_fail));
   fuzz_callback_base = w->stats.hists[NHB_HIST_SEQUENCER_CALLBACK]->total;
   fuzz_hold_writes = 0;
   if (uv_loop_init(&w->loop) != 0 || uv_async_init(&w->loop, &w->wakeup, fuzz_on_wakeup) != 0 ||

@@ -524,6 +524,20 @@ int nhb__srv_reply_build(nhb__srv_conn* c, nhb__srv_req* q, nhb__srv_buf* out, u
     add_extra(r, "Content-Encoding", 16, "gzip", 4);
     add_extra(r, "Vary", 4, "Accept-Encoding", 15);
   }
+  /* --error-body-every over HTTP/2 and HTTP/3: the requests that HTTP/1.1
+   * answers with its pre-rendered 200 (server_h1.c's fast path, which injects
+   * there and never gets here) share the worker's count and get the same
+   * error body and header. */
+  if (NHB__UNLIKELY(s->config.error_body_every != 0) && status == 200 && !s->static_dynamic && !q->has_query &&
+      q->nh_idx < 0 && (q->body_bytes == 0 || s->nh.has_body_size) && ++w->error_body_n >= s->config.error_body_every) {
+    static const char err_body[] = "{\"error\":\"injected\"}";
+    w->error_body_n = 0;
+    r->nbody = 1;
+    r->body[0] = ext_piece(err_body, sizeof(err_body) - 1);
+    r->body_len = sizeof(err_body) - 1;
+    add_extra(r, "x-nhbench-error", 15, "1", 1);
+    nhb__srv_bump(&w->counters.error_bodies, 1);
+  }
   return 0;
 }
 

@@ -899,13 +899,19 @@ static void test_counter_names(void) {
   CHECK(nhb_counter_lookup("benchmark.http_599") == NHB_GRPC_STATUS_ID - 1);
   /* The gRPC status counters follow, 0..16 without leading zeros. */
   CHECK(nhb_counter_lookup("benchmark.grpc_status_0") == NHB_GRPC_STATUS_ID);
-  CHECK(nhb_counter_lookup("benchmark.grpc_status_16") == NHB_COUNTER_ID_COUNT - 1);
+  CHECK(nhb_counter_lookup("benchmark.grpc_status_16") == NHB_CHECK_PASS_ID - 1);
+  /* Then the checks' counters, by index (the binding names them). */
+  CHECK(nhb_counter_lookup("check.0.pass") == NHB_CHECK_PASS_ID);
+  CHECK(nhb_counter_lookup("check.31.fail") == NHB_COUNTER_ID_COUNT - 1);
+  CHECK(nhb_counter_name(NHB_CHECK_FAIL_ID + 3, buf, sizeof(buf)) == 0 && strcmp(buf, "check.3.fail") == 0);
   CHECK(nhb_counter_name(NHB_GRPC_STATUS_ID + 14, buf, sizeof(buf)) == 0 &&
         strcmp(buf, "benchmark.grpc_status_14") == 0);
   const char* bad[] = {"benchmark.http_099",      "benchmark.http_600",      "benchmark.http_0200",
                        "benchmark.http_20",       "benchmark.http_",         "benchmark.http_2x0",
                        "http_200",                "benchmark.grpc_status_17", "benchmark.grpc_status_01",
-                       "benchmark.grpc_status_",  "benchmark.grpc_status_1x", "benchmark.grpc_status_100"};
+                       "benchmark.grpc_status_",  "benchmark.grpc_status_1x", "benchmark.grpc_status_100",
+                       "check.32.pass",           "check.01.pass",           "check.0.ok",
+                       "check..pass",             "check.0.pass.x"};
   for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) CHECK(nhb_counter_lookup(bad[i]) == -1);
   int id = nhb_counter_lookup("benchmark.http_503");
   CHECK(nhb_counter_name(id, buf, sizeof(buf)) == 0 && strcmp(buf, "benchmark.http_503") == 0);
@@ -921,6 +927,9 @@ static void test_counter_names(void) {
   CHECK(nhb_run_create(&c, &r) == 0);
   nhb_run_destroy(r);
   c.failure[0].counter = NHB_COUNTER_ID_COUNT;
+  CHECK(nhb_run_create(&c, &r) == NHB_EINVAL);
+  /* A check's counter names a check of the run: none configured here. */
+  c.failure[0].counter = NHB_CHECK_FAIL_ID;
   CHECK(nhb_run_create(&c, &r) == NHB_EINVAL);
 }
 

@@ -39,10 +39,10 @@ from .options import (
     client_cert_pem,
     fanout_target,
     parse_bind_config,
-    parse_checks,
     proxy_tls,
     request_specs,
     resolve,
+    run_checks,
 )
 
 if TYPE_CHECKING:
@@ -108,13 +108,16 @@ def client_core_config(options: Options, address: str, *,
         config["trace_b3"] = options.trace.lower().startswith("zipkin:")
     # Each area adds its keys in its own helper below (requests, schedule,
     # targets, observation), so that the parts stay apart.
-    config.update(_requests_config(options))
+    specs = request_specs(options)
+    config.update(_requests_config(options, specs))
     config.update(_schedule_config(options))
     config.update(_targets_config(options))
     config.update(_endpoints_config(options, addresses))
     config.update(_observation_config(options))
-    if options.check:
-        config["checks"] = [check.core() for check in parse_checks(list(options.check))]
+    # The run's checks and its request-set entries' own (docs/checks.md).
+    checks = run_checks(options.check, specs)
+    if checks:
+        config["checks"] = [check.core() for check in checks]
     config.update(_proxy_config(options))
     # Likewise (docs/protocols.md), one helper per protocol.
     config.update(_echo_config(options))
@@ -158,7 +161,7 @@ _TLS_KEYS = {
 }
 
 
-def _requests_config(options: Options) -> dict[str, Any]:
+def _requests_config(options: Options, specs: Sequence[RequestSpec]) -> dict[str, Any]:
     """What is sent: the request set, templating and HTTP/1.0.
 
     ``specs`` is the one representation of the requests, whatever their number: one dict
@@ -171,7 +174,7 @@ def _requests_config(options: Options) -> dict[str, Any]:
     """
     payload = _payload(options)
     return {
-        "specs": [_render_spec(options, spec, payload) for spec in request_specs(options)],
+        "specs": [_render_spec(options, spec, payload) for spec in specs],
         "templated": options.template,
         "http10": options.http1_0,
     }

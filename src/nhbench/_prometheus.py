@@ -8,6 +8,11 @@ nothing. Metric names (docs/live.md):
 * ``nhbench_counter_total{counter="benchmark.http_2xx"}`` (counter): every core counter, as
   summed over the workers about every 10 ms.
 * ``nhbench_errors_total`` (counter): errors by the one definition (`nhbench._names`).
+* ``nhbench_check_total{check="body_ok",result="pass"|"fail"}`` (counter): the responses
+  each response check (``--check``, a request source's own) passed and failed, as summed
+  over the workers about every 10 ms (also in ``nhbench_counter_total`` as
+  ``check.NAME.pass|fail``); a pass share is
+  ``nhbench_check_total{result="pass"} / ignoring(result) sum without(result)(...)``.
 * ``nhbench_elapsed_seconds`` (gauge): seconds since the first scheduled release.
 * ``nhbench_latency_seconds{quantile="0.5"|"0.9"|"0.99"|"1"}`` (gauge): the last closed
   interval's coordinated-omission-corrected latency (``scheduled_to_response``); absent
@@ -22,6 +27,7 @@ prometheus-client is the optional ``prometheus`` extra; it is imported only here
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -33,6 +39,8 @@ from ._timeline import IntervalRecord
 __all__ = ["PrometheusEndpoint"]
 
 _QUANTILES = (("0.5", "p50"), ("0.9", "p90"), ("0.99", "p99"), ("1", "max"))
+# check.NAME.pass / check.NAME.fail, the response checks' counters (nhbench._names).
+_CHECK_COUNTER = re.compile(r"check\.([A-Za-z0-9_-]{1,64})\.(pass|fail)")
 
 
 class PrometheusEndpoint:
@@ -118,6 +126,16 @@ class _Collector:
         yield counters
         yield errors
         yield elapsed
+        # Each response check's passes and failures, by check and result (docs/checks.md).
+        checks = CounterMetricFamily(
+            "nhbench_check", "Responses that passed or failed each response check.",
+            labels=["check", "result"],
+        )
+        for name, value in sorted(progress.counters.items()) if progress is not None else ():
+            m = _CHECK_COUNTER.fullmatch(name)
+            if m is not None:
+                checks.add_metric([m[1], m[2]], value)
+        yield checks
         # Several endpoints (--resolve with several addresses, --dns-method rr|random,
         # several targets): each one's counts so far, labelled with its name.
         for name, field, text in (

@@ -145,6 +145,9 @@ class RequestSpec:
     body: bytes | None = None  # the exact body
     body_size: int | None = None  # or this many bytes of the run's filler
     target: int = 0  # index into the run's targets (several targets: round robin)
+    # The entry's own response checks, ``[NAME=]EXPR`` as --check takes them (docs/checks.md):
+    # its responses are judged by the run's checks and these.
+    checks: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

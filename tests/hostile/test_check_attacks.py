@@ -11,6 +11,10 @@ evaluator (csrc/client/check.c) while staying valid HTTP/1.1.
 What must hold: the run ends normally, every response is judged exactly once (pass + fail of
 each check = responses), and the verdicts are the right ones: a too-long name or value never
 matches, deep or cut JSON is "not there", a split needle is found.
+
+Over HTTP/2 (raw frames, support.h2frames): two streams answered at once with their frames
+interleaved, an interim response and trailers carrying the checked header: each stream is
+judged with its own state, and only its final response's fields count.
 """
 
 from __future__ import annotations
@@ -136,3 +140,88 @@ def test_hostile_bodies(case: str, response: bytes, checks: list[str],
     for name, ok in passing.items():
         assert c[f"check.{name}.{'pass' if ok else 'fail'}"] == c["answered"], (case, name, c)
 
+
+
+# ---- HTTP/2: streams interleaved on one connection ------------------------------------------
+
+class _InterleavingOrigin:
+    """An h2c origin (raw frames) that answers requests two at a time, their frames
+    interleaved: stream A's head carries ``x-state: ready-to-go`` and its body the needle split
+    over two DATA frames; stream B's head has no x-state, an interim 103 before it carries
+    one, its trailers carry one too, and its body holds the needle's two halves the other way
+    round. A state shared between streams, or fields of an interim response or of trailers
+    taken for the response's, would judge B as A."""
+
+    def __init__(self) -> None:
+        from support import h2frames as f
+
+        self.f = f
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.sent_a = self.sent_b = 0
+        self.lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._conn, args=(conn,), daemon=True).start()
+
+    def _conn(self, conn: socket.socket) -> None:
+        f = self.f
+        pending: list[int] = []
+
+        def on_frame(kind: int, flags: int, stream: int, payload: bytes) -> bool | None:
+            if kind != f.HEADERS or not flags & f.END_STREAM:
+                return None
+            pending.append(stream)
+            if len(pending) < 2:
+                return None
+            a, b = pending.pop(0), pending.pop(0)
+            state = f.hpack_literal(b"x-state", b"ready-to-go")
+            length = f.hpack_literal(b"content-length", b"16")
+            out = [
+                f.frame(f.HEADERS, f.END_HEADERS, b, f.hpack_literal_name_index(8, b"103") + state),
+                f.frame(f.HEADERS, f.END_HEADERS, a, f.STATUS_200 + state + length),
+                f.frame(f.HEADERS, f.END_HEADERS, b, f.STATUS_200),
+                f.frame(f.DATA, 0, a, b"....the-ne"),
+                f.frame(f.DATA, 0, b, b"edle-"),
+                f.frame(f.DATA, f.END_STREAM, a, b"edle-."),
+                f.frame(f.DATA, 0, b, b"is-the-ne"),
+                f.frame(f.HEADERS, f.END_HEADERS | f.END_STREAM, b, state),
+            ]
+            try:
+                conn.sendall(b"".join(out))
+            except OSError:
+                return False
+            with self.lock:
+                self.sent_a += 1
+                self.sent_b += 1
+            return None
+
+        with conn:
+            f.serve(conn, on_frame)
+
+
+def test_interleaved_h2_streams_are_judged_apart() -> None:
+    origin = _InterleavingOrigin()
+    try:
+        result = nhbench.run(f"http://127.0.0.1:{origin.port}/", h2c=True, rps=400,
+                             duration="0.5s", connections=1, max_active_requests=8,
+                             check=["n=body ~ the-needle", "h=header:x-state == ready-to-go",
+                                    "size=body.size == 16"])
+    finally:
+        origin.sock.close()
+    c = result.counters
+    with origin.lock:
+        sent_a, sent_b = origin.sent_a, origin.sent_b
+    answered = c["benchmark.http_2xx"] + c["benchmark.check_failed"]
+    assert sent_a >= 50 and answered == sent_a + sent_b, c
+    for name in ("n", "h"):
+        assert c[f"check.{name}.pass"] == sent_a and c[f"check.{name}.fail"] == sent_b, (name, c)
+    # B's body is 14 bytes: it fails every check, A passes every one.
+    assert c["check.size.pass"] == sent_a
+    assert c["benchmark.http_2xx"] == sent_a and c["benchmark.check_failed"] == sent_b

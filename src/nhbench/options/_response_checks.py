@@ -30,6 +30,9 @@ from ._flags import Flag
 from ._run_model import RunPart
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from .._request import RequestSpec
     from ._run import Options
 
 __all__ = [
@@ -42,11 +45,15 @@ __all__ = [
     "ResponseCheck",
     "parse_check",
     "parse_checks",
+    "refuse_check_protocol",
+    "run_checks",
+    "unknown_check_rule",
 ]
 
 #: The core's limits (csrc/nhb.h: NHB_MAX_CHECKS, NHB_CHECK_TEXT_MAX,
-#: NHB_CHECK_MAX_RANGES, NHB_CHECK_JSON_PREFIX).
-MAX_CHECKS = 16
+#: NHB_CHECK_MAX_RANGES, NHB_CHECK_JSON_PREFIX). MAX_CHECKS counts the run's checks and its
+#: request-set entries' own together (a bit each in the core's masks).
+MAX_CHECKS = 32
 MAX_TEXT_BYTES = 256
 MAX_RANGES = 16
 JSON_PREFIX_BYTES = 16384
@@ -84,11 +91,14 @@ class ResponseCheck:
     text: bytes = b""
     value: bytes = b""
     ranges: tuple[tuple[int, int], ...] = field(default_factory=tuple)
+    #: 0: it judges every response; k: only those to request-set entry k - 1 (an entry's own).
+    entry: int = 0
 
     def core(self) -> dict[str, Any]:
         """The binding's dict for this check (csrc/binding/register_client.cpp)."""
         return {"name": self.name, "kind": CHECK_KINDS.index(self.kind), "header": self.header,
-                "text": self.text, "value": self.value, "ranges": list(self.ranges)}
+                "text": self.text, "value": self.value, "ranges": list(self.ranges),
+                "entry": self.entry}
 
     def __str__(self) -> str:
         return f"{self.name}={self.expression}"
@@ -282,6 +292,35 @@ def parse_checks(texts: object) -> tuple[ResponseCheck, ...]:
     return tuple(out)
 
 
+def run_checks(checks: Sequence[str], specs: Sequence[RequestSpec] | None = None,
+               ) -> tuple[ResponseCheck, ...]:
+    """The checks of a run: its own (``--check``, judging every response), then each
+    request-set entry's own (a request source's ``checks``, judging that entry's responses
+    only). Names are unique in the run: an entry's unnamed check is named after its entry
+    and subject (``e2_status`` for entry 2), and a name given twice is refused by name. At
+    most `MAX_CHECKS` in all. ValueError naming the entry and the problem."""
+    out = list(parse_checks(list(checks)))
+    taken = {check.name: "--check" for check in out}
+    for k, spec in enumerate(specs or ()):
+        for text in spec.checks:
+            try:
+                check = parse_check(text)
+            except ValueError as exc:
+                raise ValueError(f"entry {k}: check {exc}") from None
+            named = _PREFIX_NAME.match(text.strip()) is not None
+            name = check.name if named else f"e{k}_{check.name}"[:MAX_NAME]
+            if name in taken:
+                raise ValueError(f"entry {k}: check {text!r}: the name {name!r} is taken by "
+                                 f"{taken[name]}'s check (check names are unique in the run)")
+            taken[name] = f"entry {k}"
+            out.append(ResponseCheck(name, check.expression, check.kind, check.header,
+                                     check.text, check.value, check.ranges, entry=k + 1))
+    if len(out) > MAX_CHECKS:
+        raise ValueError(f"{len(out)} checks in the run (--check and the entries' own "
+                         f"together), more than {MAX_CHECKS}")
+    return tuple(out)
+
+
 
 class ResponseChecks(RunPart):
     """``--check``: what each response is judged by besides its status class."""
@@ -292,7 +331,8 @@ class ResponseChecks(RunPart):
         "'header:content-type ~ json', 'body ~ \"\\\"ok\\\":true\"', 'body.size in 100..2000', "
         "'body.sha256 == HEX', 'json:/data/id exists', with an optional NAME= before it. Each "
         "counts check.NAME.pass and check.NAME.fail; a 2xx response that fails one is an error "
-        "(benchmark.check_failed) and its latency goes to latency_check_failed. HTTP/1.1 only.",
+        "(benchmark.check_failed) and its latency goes to latency_check_failed. HTTP/1.1, "
+        "HTTP/2 and HTTP/3 (not gRPC, tcp:// or udp://).",
     )
 
     @field_validator("check", mode="before")
@@ -310,20 +350,64 @@ class ResponseChecks(RunPart):
 
 
 def check_response_checks(options: Options, info: ValidationInfo) -> None:
-    """Checks are evaluated by the HTTP/1.1 session only: refused by name elsewhere rather
-    than silently never failing."""
-    del info
+    """Checks are evaluated by the HTTP sessions (HTTP/1.1, HTTP/2, HTTP/3): refused by name
+    for gRPC (whose grpc-status is the call's verdict) and tcp:// / udp:// (no HTTP response
+    to judge) rather than silently never failing. ``--slo check:NAME`` and a predicate on
+    ``check.NAME.pass|fail`` must name a check of the run (a request source's entries'
+    own included, read again only when a name is not one of --check's)."""
     named = {check.partition("=")[0] for check in options.check}
-    for rule in options.slo:
-        m = re.match(r"\s*check:([A-Za-z0-9_-]+)", rule)
-        if m is not None and m[1] not in named:
+    wanted = [(m[1], "slo", rule) for rule in options.slo
+              if (m := re.match(r"\s*check:([A-Za-z0-9_-]+)", rule)) is not None]
+    for counter in (*options.failure_predicates, *options.termination_predicate):
+        if counter.startswith("check."):
+            m = re.fullmatch(r"check\.([A-Za-z0-9_-]+)\.(?:pass|fail)", counter)
+            which = ("failure_predicates" if counter in options.failure_predicates
+                     else "termination_predicate")
+            wanted.append((m[1] if m is not None else "", which, counter))
+    if any(name not in named for name, _, _ in wanted) and not (info.context or {}).get("echo"):
+        named |= {check.name for check in _entry_checks(options)}
+    for name, which, text in wanted:
+        if name not in named:
+            what = "names no --check" if which == "slo" else "is no check's counter"
             raise PydanticCustomError("options_file", "{a}: {msg}", {
-                "a": "slo", "msg": f"{rule!r} names no --check (checks: "
+                "a": which, "msg": f"{text!r} {what} (checks: "
                 f"{', '.join(sorted(named)) or 'none'})"})
-    if not options.check:
-        return
+    if options.check:
+        refuse_check_protocol(options, "check")
+
+
+def unknown_check_rule(rules: Sequence[str], options: Options) -> str | None:
+    """The first ``check:NAME`` rule (a sweep's --stop-on-slo, adapt's --slo) that names no
+    check of the run the options describe, in words; None when every one does."""
+    named = {check.partition("=")[0] for check in options.check}
+    for rule in rules:
+        m = re.match(r"\s*check:([A-Za-z0-9_-]+)", str(rule))
+        if m is None or m[1] in named:
+            continue
+        named |= {check.name for check in _entry_checks(options)}
+        if m[1] not in named:
+            return (f"{str(rule)!r} names no check of the run (checks: "
+                    f"{', '.join(sorted(named)) or 'none'})")
+    return None
+
+
+def refuse_check_protocol(options: Options, option: str) -> None:
+    """Checks on a run that has no HTTP response to judge, refused by name."""
     scheme = options.target.scheme if options.uri else "http"
-    if scheme in ("tcp", "udp", "grpc") or options.protocol != "http1":
-        what = f"{scheme}://" if scheme in ("tcp", "udp", "grpc") else f"protocol {options.protocol}"
+    if options.is_grpc or scheme in ("tcp", "udp"):
         raise PydanticCustomError("options_file", "{a}: {msg}", {
-            "a": "check", "msg": f"not supported with {what} yet; HTTP/1.1 only"})
+            "a": option, "msg": f"response checks are not supported with {scheme}:// "
+            "(HTTP/1.1, HTTP/2 and HTTP/3 only: a gRPC call's verdict is its grpc-status, "
+            "tcp and udp have no HTTP response)"})
+
+
+def _entry_checks(options: Options) -> tuple[ResponseCheck, ...]:
+    """The request source's own checks (entry > 0), read again; () without a source or when
+    it cannot be read (check_request_source has said so already)."""
+    from ._request_set import source_specs
+
+    try:
+        specs = source_specs(options)
+        return tuple(c for c in run_checks((), specs) if c.entry)
+    except ValueError:
+        return ()

@@ -346,3 +346,15 @@ def check_request_source(options: Options, info: ValidationInfo) -> None:
         except ValueError as exc:
             raise PydanticCustomError(
                 "options_file", "{a}: {msg}", {"a": option, "msg": str(exc)}) from None
+        if any(spec.checks for spec in source.specs):
+            # The entries' own response checks (docs/checks.md): their grammar, their names
+            # against --check's and each other's, the run's total, and a protocol that
+            # judges responses.
+            from ._response_checks import refuse_check_protocol, run_checks
+
+            try:
+                run_checks(options.check, source.specs)
+            except ValueError as exc:
+                raise PydanticCustomError(
+                    "options_file", "{a}: {msg}", {"a": option, "msg": str(exc)}) from None
+            refuse_check_protocol(options, option)

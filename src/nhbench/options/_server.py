@@ -336,7 +336,8 @@ class ServerOptions(StrictModel):
         description="Every Nth pre-rendered 200 response of each worker goes out as an "
         "error body instead: still 200, with x-nhbench-error: 1 and the body "
         "{\"error\":\"injected\"}, counted in the error_bodies statistic (a known share "
-        "for a client's --check to catch; 100 is 1 %). HTTP/1.x; 0 = never.",
+        "for a client's --check to catch; 100 is 1 %). HTTP/1.x, HTTP/2 and HTTP/3 (the "
+        "same plain 200s); 0 = never.",
     )
     idle_timeout: Annotated[float, Flag(metavar="TIME", default="60s", group=_LIMITS)] = Field(
         default=60.0, ge=0, le=86400,

@@ -41,6 +41,7 @@ from pydantic import (
 from .._exceptions import OptionsError
 from ._errors import format_validation_error
 from ._flags import Flag, flag_of, flagged_fields, help_text
+from ._response_checks import unknown_check_rule
 from ._rules import StopRule, latency_points, parse_rules
 from ._run import Options, make_options
 from ._run_load import DEFAULT_DURATION
@@ -479,7 +480,13 @@ def validate_sweep(settings: Mapping[str, Any]) -> tuple[SweepOptions, Options]:
     except ValidationError as exc:
         raise OptionsError(format_validation_error(exc, cli=True, model=SweepOptions),
                            _option_of(exc)) from None
-    return sweep, sweep.run_options(run)
+    options = sweep.run_options(run)
+    # A check:NAME rule must name a check of the steps' runs: a typo would read "no data"
+    # and fail every step.
+    bad_rule = unknown_check_rule(sweep.stop_on_slo, options)
+    if bad_rule is not None:
+        raise OptionsError(bad_rule, "stop_on_slo")
+    return sweep, options
 
 
 def sweep_options_table() -> str:

@@ -18,7 +18,9 @@ from .._request import METHODS, RequestSpec
 __all__ = [
     "MAX_BODY_TOTAL",
     "MAX_ENTRIES",
+    "MAX_ENTRY_CHECKS",
     "RequestSource",
+    "entry_checks",
 ]
 
 # Every entry of a request set is rendered before the run and copied into the core's memory,
@@ -34,6 +36,28 @@ _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 # Non-ASCII characters in a path are percent-encoded (as the run's URI is); everything
 # already valid in a request-target, including %XX escapes, is left alone.
 _PATH_SAFE = "/%:@!$&'()*+,;=-._~?"
+
+
+# An entry's own response checks: the run holds at most 32 checks in all (the core's
+# NHB_MAX_CHECKS), its --check ones included; the grammar and the total are checked with the
+# options (nhbench.options, "checks"), which know the run's.
+MAX_ENTRY_CHECKS = 32
+
+
+def entry_checks(value: object) -> tuple[str, ...]:
+    """An entry's ``checks`` (nhbench's extension of a request source's entry,
+    docs/checks.md): a list of check expressions as --check takes them, or ValueError."""
+    if isinstance(value, str) or not isinstance(value, list):
+        raise ValueError(f"checks must be a list of check expressions (got {value!r})")
+    if len(value) > MAX_ENTRY_CHECKS:
+        raise ValueError(f"checks: at most {MAX_ENTRY_CHECKS} (got {len(value)})")
+    out = []
+    for item in value:
+        if not isinstance(item, str) or not item.strip():
+            raise ValueError(f"checks: {item!r} is not a check expression (a string such as "
+                             "'status in 200..299')")
+        out.append(item.strip())
+    return tuple(out)
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,15 @@ from typing import Any
 
 from .._relaxed_json import load_yaml, loads_relaxed
 from .._request import RequestSpec
-from ._common import RequestSource, body_total, check_header, check_method, check_path, read_text
+from ._common import (
+    RequestSource,
+    body_total,
+    check_header,
+    check_method,
+    check_path,
+    entry_checks,
+    read_text,
+)
 
 __all__ = ["IN_LINE_PLUGIN", "FILE_BASED_PLUGIN", "load_plugin_config", "load_options_list"]
 
@@ -107,8 +115,16 @@ def _method(value: object, where: str) -> str | None:
 
 def _option(data: object, where: str) -> RequestSpec:
     """One RequestOptions as Nighthawk's OptionsListRequestSource turns it into a request."""
+    # `checks` is nhbench's own field (the entry's response checks, docs/checks.md), which
+    # Nighthawk's strict validation would refuse: a file that uses it is nhbench's.
     fields = _fields(data, ("request_method", "request_headers", "request_body_size",
-                            "json_body"), where)
+                            "json_body", "checks"), where)
+    checks: tuple[str, ...] = ()
+    if "checks" in fields:
+        try:
+            checks = entry_checks(fields["checks"])
+        except ValueError as exc:
+            raise ValueError(f"{where}: {exc}") from None
     method = _method(fields["request_method"], f"{where}: request_method") \
         if "request_method" in fields else None
     json_body = fields.get("json_body", "")
@@ -171,7 +187,8 @@ def _option(data: object, where: str) -> RequestSpec:
         except ValueError as exc:
             raise ValueError(f"{here}: {exc}") from None
     return RequestSpec(method=method, path=path, authority=authority,
-                       headers=tuple(headers.values()), body=body, body_size=body_size)
+                       headers=tuple(headers.values()), body=body, body_size=body_size,
+                       checks=checks)
 
 
 def load_options_list(data: object, where: str) -> list[RequestSpec]:

@@ -36,6 +36,7 @@ from ._common import (
     check_header,
     check_method,
     check_path,
+    entry_checks,
 )
 
 __all__ = ["REPLAY_FORMATS", "load_replay"]
@@ -137,8 +138,11 @@ def _har_entry(entry: object) -> tuple[RequestSpec, float | None]:
         if isinstance(size, int) and not isinstance(size, bool) and size > 0:
             body_size = size
     started = _har_time(entry["startedDateTime"]) if "startedDateTime" in entry else None
+    # The entry's own response checks: HAR's custom-field convention (a leading underscore)
+    # for nhbench's extension (docs/checks.md).
+    checks = entry_checks(entry["_checks"]) if "_checks" in entry else ()
     return (RequestSpec(method=method, path=path, headers=tuple(headers), body=body,
-                        body_size=body_size), started)
+                        body_size=body_size, checks=checks), started)
 
 
 def _load_har(path: str, raw: bytes) -> list[tuple[RequestSpec, float | None]]:
