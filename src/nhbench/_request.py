@@ -145,6 +145,7 @@ class RequestSpec:
     body: bytes | None = None  # the exact body
     body_size: int | None = None  # or this many bytes of the run's filler
     target: int = 0  # index into the run's targets (several targets: round robin)
+    name: str | None = None  # the request kind it is counted under (--group-by request)
 
 
 @dataclass(frozen=True)

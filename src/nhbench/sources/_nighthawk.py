@@ -108,7 +108,13 @@ def _method(value: object, where: str) -> str | None:
 def _option(data: object, where: str) -> RequestSpec:
     """One RequestOptions as Nighthawk's OptionsListRequestSource turns it into a request."""
     fields = _fields(data, ("request_method", "request_headers", "request_body_size",
-                            "json_body"), where)
+                            "json_body", "name"), where)
+    # nhbench's own field (docs/sources.md): the request kind the entry is counted under.
+    name = fields.get("name")
+    if name is not None and (not isinstance(name, str) or not name.strip()
+                             or len(name) > 128 or not name.isprintable()):
+        raise ValueError(f"{where}: name must be a printable string of 1 to 128 characters "
+                         f"(got {name!r})")
     method = _method(fields["request_method"], f"{where}: request_method") \
         if "request_method" in fields else None
     json_body = fields.get("json_body", "")
@@ -171,7 +177,8 @@ def _option(data: object, where: str) -> RequestSpec:
         except ValueError as exc:
             raise ValueError(f"{here}: {exc}") from None
     return RequestSpec(method=method, path=path, authority=authority,
-                       headers=tuple(headers.values()), body=body, body_size=body_size)
+                       headers=tuple(headers.values()), body=body, body_size=body_size,
+                       name=name.strip() if name is not None else None)
 
 
 def load_options_list(data: object, where: str) -> list[RequestSpec]:
