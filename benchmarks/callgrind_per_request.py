@@ -77,6 +77,8 @@ if float(sys.argv[8]) > 0:
     extra.update(trace="zipkin://127.0.0.1:1/api/v2/spans", trace_sample_rate=float(sys.argv[8]))
 if len(sys.argv) > 9 and sys.argv[9] != "[]":
     extra["check"] = json.loads(sys.argv[9])  # response checks (docs/checks.md)
+if len(sys.argv) > 10 and sys.argv[10]:
+    extra["group_by"] = sys.argv[10]  # statistics per group (docs/engine.md "Groups")
 r = nhbench.run(f"http://127.0.0.1:{port}/", rps=rps, connections=conns, concurrency=workers,
                 cpus=[cpu] * workers, duration="120s",
                 termination_predicate={"upstream_rq_total": n}, **extra)
@@ -148,7 +150,7 @@ def run_pair(client: str, port: int, conns: int, cfg: argparse.Namespace,
             rps = cfg.fixed_rps if client == "nhbench-fixed" else 0
             argv = [sys.executable, "-c", _CLIENT, proto, str(port), str(size),
                     str(cfg.client_cpu), str(conns), str(workers), str(rps),
-                    str(cfg.trace_sample_rate), json.dumps(cfg.check)]
+                    str(cfg.trace_sample_rate), json.dumps(cfg.check), cfg.group_by or ""]
             results.append(callgrind(argv, out, cfg.client_cpu, "worker_main",
                                      _last_json("completed")))
         elif client in ("floor", "floor-uring", "floor-timer"):
@@ -223,6 +225,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="append", default=[],
                         help="a response check for the nhbench clients (docs/checks.md); "
                         "repeatable")
+    parser.add_argument("--group-by", default=None,
+                        help="--group-by for the nhbench clients (docs/engine.md \"Groups\"), "
+                        "e.g. header:server")
     parser.add_argument("--server-body-size", type=int, default=None,
                         help="the nhbench target's response body size (default: 13 bytes)")
     parser.add_argument("--client-cpu", type=int, default=0)

@@ -583,6 +583,15 @@ typedef struct nhb_client_config {
   /* ---- response checks (check.c): HTTP/1.1, HTTP/2, HTTP/3 (not gRPC); copied by nhb_run_create() ---- */
   const nhb_check* checks;
   uint32_t nchecks;
+  /* ---- statistics per group (group.c, docs/engine.md "Groups") ----
+   * By request kind or target: ngroups (1..NHB_MAX_GROUPS + 1) groups and
+   * spec_group[i], the group of request-set entry i (nspecs entries). By a
+   * response header: group_header names it and the groups are its values,
+   * found at run time. At most one of the two; neither (ngroups 0,
+   * group_header NULL): no groups, and nothing per request. Copied. */
+  uint32_t ngroups;
+  const uint32_t* spec_group;
+  const char* group_header;
 } nhb_client_config;
 
 typedef enum {
@@ -705,6 +714,31 @@ typedef struct nhb_endpoint_stats {
   nhb_hist* latency;    /* request_to_response of its measured responses */
 } nhb_endpoint_stats;
 const nhb_endpoint_stats* nhb_run_endpoint_stats(const nhb_run* run, uint32_t* count);
+/* Per group (config.ngroups or config.group_header), merged over the workers
+ * once the run has finished. Grouping by a response header, each worker
+ * keeps the first NHB_MAX_GROUPS distinct values it sees, each of at most
+ * NHB_GROUP_VALUE_MAX bytes; a longer value, or one more, goes to the "other"
+ * group, and a response without the header to the "none" one. The merge
+ * joins the workers' values by value, with the same bound. */
+#define NHB_MAX_GROUPS 64
+#define NHB_GROUP_VALUE_MAX 128
+typedef enum {
+  NHB_GROUP_INDEX = 0, /* config.spec_group's group of that index */
+  NHB_GROUP_VALUE,     /* a value of the header */
+  NHB_GROUP_NONE,      /* responses without the header, and requests that got no response */
+  NHB_GROUP_OTHER      /* values past the bound, or longer than NHB_GROUP_VALUE_MAX */
+} nhb_group_kind_t;
+typedef struct nhb_group_stats {
+  uint32_t kind;        /* nhb_group_kind_t */
+  uint32_t value_len;   /* NHB_GROUP_VALUE: the value's bytes */
+  char value[NHB_GROUP_VALUE_MAX];
+  uint64_t requests;    /* measured requests that ended: responses and failures */
+  uint64_t classes[6];  /* responses by class: [1]..[5] 1xx..5xx, [0] any other status */
+  uint64_t failures;    /* requests that ended without a counted response (resets, time-outs...) */
+  uint64_t check_failed; /* of those, 2xx responses that failed a --check */
+  nhb_hist* latency;    /* request_to_response of its responses (not the failed checks') */
+} nhb_group_stats;
+const nhb_group_stats* nhb_run_group_stats(const nhb_run* run, uint32_t* count);
 /* The same endpoints' connections, requests and errors during the run (as of
  * the workers' last 10 ms publish), into out[3*i .. 3*i+2] for the first
  * `max` endpoints; returns how many were written (0 with one endpoint), or

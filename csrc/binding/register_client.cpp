@@ -101,6 +101,7 @@ class ClientRun {
     parse_h3(d);
     parse_tunnel(d);
     parse_udp_tunnel(d);
+    parse_groups(d);
     char err[512] = "";
     int r = nhb_run_create_ex(&c, &run_, err, sizeof(err));
     if (r < 0 && err[0] != '\0') throw py::value_error(err);
@@ -258,6 +259,22 @@ class ClientRun {
         latency_response_header_name_.empty() ? nullptr : latency_response_header_name_.c_str();
   }
   std::string latency_response_header_name_;
+
+  // Statistics per group (nhbench._groups plans them; docs/engine.md
+  // "Groups"): "spec_group" list[int], each request-set entry's group, with
+  // "ngroups" int; or "group_header" str, the response header whose values
+  // are the groups. Absent = no groups.
+  void parse_groups(const py::dict& d) {
+    spec_group_ = get_as<std::vector<uint32_t>>(d, "spec_group", {});
+    config_.ngroups = get_as<uint32_t>(d, "ngroups", 0);
+    if (!spec_group_.empty() && spec_group_.size() != specs_.size())
+      config_error("spec_group", "one group per request-set entry");
+    config_.spec_group = spec_group_.empty() ? nullptr : spec_group_.data();
+    group_header_ = get_as<std::string>(d, "group_header", "");
+    config_.group_header = group_header_.empty() ? nullptr : group_header_.c_str();
+  }
+  std::vector<uint32_t> spec_group_;
+  std::string group_header_;
 
   // Response checks (nhbench._checks compiles them; docs/checks.md):
   // "checks" list of dicts {name str, kind int (nhb_check_kind_t), header
@@ -640,6 +657,25 @@ class ClientRun {
       endpoints.append(e);
     }
     d["endpoints"] = endpoints;
+    // Per group, in the core's order (docs/engine.md "Groups"); empty without.
+    uint32_t ngr = 0;
+    const nhb_group_stats* gr = nhb_run_group_stats(run_, &ngr);
+    py::list groups;
+    static const char* const kinds[] = {"index", "value", "none", "other"};
+    for (uint32_t i = 0; i < ngr; i++) {
+      py::dict e;
+      e["kind"] = kinds[gr[i].kind < 4 ? gr[i].kind : 0];
+      e["value"] = py::bytes(gr[i].value, gr[i].value_len);
+      e["requests"] = gr[i].requests;
+      py::list classes;
+      for (int k = 0; k < 6; k++) classes.append(gr[i].classes[k]);
+      e["classes"] = classes;
+      e["failures"] = gr[i].failures;
+      e["check_failed"] = gr[i].check_failed;
+      e["latency"] = hist_to_dict(gr[i].latency);
+      groups.append(e);
+    }
+    d["groups"] = groups;
     // The load generator's own health, per worker (the validity verdict's).
     py::list load;
     for (int i = 0; i < nhb_run_worker_count(run_); i++) {

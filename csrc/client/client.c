@@ -464,6 +464,7 @@ int nhb_run_create_ex(const nhb_client_config* config, nhb_run** out, char* err,
   int r = nhb__request_set_create(run, err, err_len);
   if (r == 0) r = nhb__observe_init(run, err, err_len);
   if (r == 0) r = nhb__chk_run_init(run, err, err_len);
+  if (r == 0) r = nhb__grp_run_init(run, err, err_len);
   if (r == 0) r = nhb__pool_run_init(run, err, err_len);
   if (r == 0) r = nhb__tunnel_run_init(run, err, err_len);
   if (r == 0) r = nhb__udp_tunnel_run_init(run, err, err_len);
@@ -588,6 +589,7 @@ static void merge(nhb_run* run) {
     duration_sum += st->execution_duration_ns;
   }
   nhb__pool_endpoints_merge(run);
+  nhb__grp_merge(run);
   /* As in Nighthawk, the global execution duration is the workers' mean. */
   g->execution_duration_ns = duration_sum / (uint64_t)run->nworkers;
   g->execution_start_ns = run->t0_realtime_ns;
@@ -878,6 +880,7 @@ void nhb_run_destroy(nhb_run* run) {
   nhb__udp_tunnel_run_free(run);
   nhb__trace_run_free(run);
   nhb__chk_set_free(&run->chk);
+  nhb__grp_run_free(run);
   free(run->strings);
   free(run->workers);
   free(run->cpus);

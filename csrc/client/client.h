@@ -28,6 +28,8 @@ typedef struct nhb__conn nhb__conn;
 typedef struct nhb__tls nhb__tls;
 typedef struct nhb__h2 nhb__h2;
 typedef struct nhb__target_pool nhb__target_pool;
+typedef struct nhb__grp_worker nhb__grp_worker;
+typedef struct nhb__grp_h1 nhb__grp_h1;
 
 /* Response observation (observe.c): what one response's headers
  * said about the latency response header (--latency-response-header-name)
@@ -203,6 +205,9 @@ typedef struct nhb__slot {
    * traced. Set when the request is first sent (a retry keeps them), back to
    * 0 when its span is recorded. */
   uint64_t trace_hi, trace_lo, span_id;
+  /* Grouping by a response header (group.c): the value's entry in the
+   * worker's table, 0 until the header is read; back to 0 once counted. */
+  uint32_t group;
 } nhb__slot;
 
 /* The transport moves bytes for a connection: plain TCP, or TLS through
@@ -491,6 +496,7 @@ struct nhb__conn {
   const char* h1_limit;
   nhb__olat olat; /* HTTP/1.1: the latency response header of the current response */
   nhb__chk_state* chk; /* HTTP/1.1 with checks: allocated on the entry's first connection, kept */
+  nhb__grp_h1* grp_h1; /* HTTP/1.1 grouping by a header (group.c): likewise */
   /* HTTP/1.1 response-head replay (session_h1.c): the head of the last
    * response that llhttp parsed whole from a message boundary, and what that
    * parse found, so that a byte-identical response skips the parser. */
@@ -623,7 +629,8 @@ struct nhb__worker {
    * (publish), three per endpoint, for the live view; NULL with one endpoint. */
   _Atomic uint64_t* ep_published;
   uint64_t ep_rng;       /* endpoint_random: splitmix64 state */
-  int response_extras;   /* stages or per-endpoint statistics: a response calls response_extras (pool.c) */
+  int response_extras;   /* stages, per-endpoint statistics or groups: a response calls response_extras (pool.c) */
+  nhb__grp_worker* grp;  /* statistics per group (group.c), NULL without groups */
   const nhb__protocol* protocol; /* nhb__protocols[config.protocol] */
   int cx_counter;        /* its connection counter (-1: none), read per connection */
   int lru;               /* take the least recently used connection (HTTP/1.x, --experimental-h1-connection-reuse-strategy lru) */
@@ -785,6 +792,8 @@ struct nhb_run {
   char olat_name[NHB__OLAT_NAME_MAX + 1];
   /* Response checks (check.c); chk.n == 0 without any. */
   nhb__chk_set chk;
+  /* Statistics per group (group.c), NULL without groups. */
+  struct nhb__grp_run* grp;
   /* Echo (session_echo.c): the run's own copy of the payload;
    * config.echo_payload points here once its run_init has run. */
   char* echo_payload;
@@ -894,6 +903,34 @@ void nhb__olat_name(nhb__olat* o, const nhb_run* run, const char* at, size_t len
 void nhb__olat_value(nhb__olat* o, const nhb_run* run, const char* at, size_t len);
 void nhb__olat_value_end(nhb__olat* o, const nhb_run* run);
 void nhb__olat_finish(nhb__olat* o, nhb__worker* w);
+
+/* group.c: statistics per group (request kind, target, or a response
+ * header's value). The run's part is set up at run creation and merged
+ * with the endpoints; the pool records through response_extras and
+ * slot_fail; the sessions call the header functions only when
+ * nhb__grp_by_header() (their callbacks for it are installed only then). */
+int nhb__grp_run_init(nhb_run* run, char* err, size_t err_len);
+void nhb__grp_run_free(nhb_run* run);
+int nhb__grp_by_header(const nhb_run* run);
+void nhb__grp_end_warmup(nhb__worker* w);
+void nhb__grp_merge(nhb_run* run);
+void nhb__grp_response(nhb__worker* w, nhb__slot* s, uint64_t latency, int klass);
+void nhb__grp_failed(nhb__worker* w, nhb__slot* s, nhb_counter_t reason);
+/* The requests in the worker's groups (the fuzz targets' invariant). */
+uint64_t nhb__grp_requests(const nhb__worker* w);
+/* The entry of a header value in the worker's table (at most
+ * NHB_MAX_GROUPS values, then "other"). */
+uint32_t nhb__grp_value_index(nhb__worker* w, const char* v, size_t len);
+/* HTTP/2, HTTP/3: one whole response field. */
+void nhb__grp_field(nhb__worker* w, nhb__slot* s, const char* name, size_t namelen, const char* value,
+                    size_t valuelen);
+/* HTTP/1.1: a response's fields in pieces, as llhttp hands them over. */
+nhb__grp_h1* nhb__grp_h1_new(void);
+void nhb__grp_h1_free(nhb__grp_h1* h);
+void nhb__grp_h1_begin(nhb__grp_h1* h, nhb__slot* s);
+void nhb__grp_h1_name(nhb__grp_h1* h, const nhb_run* run, const char* at, size_t len);
+void nhb__grp_h1_value(nhb__grp_h1* h, const nhb_run* run, const nhb__slot* s, const char* at, size_t len);
+void nhb__grp_h1_value_end(nhb__grp_h1* h, nhb__worker* w, nhb__slot* s);
 
 /* pool.c */
 /* Copies and checks the targets (run->targets, run->spec_target) at run

@@ -296,7 +296,7 @@ int nhb__pool_init(nhb__worker* w) {
   const nhb__protocol* proto = nhb__protocols[cfg->protocol];
   w->protocol = proto;
   w->cx_counter = proto->cx_counter;
-  w->response_extras = w->stage_responses != NULL || w->ep != NULL;
+  w->response_extras = w->stage_responses != NULL || w->ep != NULL || w->grp != NULL;
   /* The entries are split evenly over the targets, at least one each (see
    * the top of this file). */
   uint32_t nt = w->run->ntargets;
@@ -472,6 +472,7 @@ static void slot_fail(nhb__worker* w, nhb__conn* c, nhb__slot* s, nhb_counter_t 
     w->ep[c->endpoint].requests++;
     w->ep[c->endpoint].errors++;
   }
+  if (NHB__UNLIKELY(w->grp != NULL)) nhb__grp_failed(w, s, reason);
   nhb_hist_record(w->stats.hists[NHB_HIST_SEQUENCER_CALLBACK], now - s->rq.release_ns);
   if (NHB__UNLIKELY(s->span_id != 0)) nhb__trace_end(w, s, 0, reason, now);
   slot_release(w, c, s);
@@ -920,9 +921,10 @@ static void conn_send(nhb__conn* c, nhb__slot* s) {
 }
 
 /* What a response adds besides the run's own statistics: its stage's count
- * (--stage) and its endpoint's (several endpoints). */
-__attribute__((noinline)) static void response_extras(nhb__worker* w, const nhb__conn* c, const nhb__slot* s,
+ * (--stage), its endpoint's (several endpoints) and its group's (group.c). */
+__attribute__((noinline)) static void response_extras(nhb__worker* w, const nhb__conn* c, nhb__slot* s,
                                                       uint64_t latency, int klass) {
+  if (w->grp != NULL) nhb__grp_response(w, s, latency, klass);
   nhb__stage_response(w, s->rq.scheduled_ns);
   if (w->ep != NULL) {
     nhb_endpoint_stats* e = &w->ep[c->endpoint];

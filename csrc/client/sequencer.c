@@ -621,6 +621,7 @@ void nhb__sequencer_end_warmup(nhb__worker* w) {
   wm->execution_start_ns = st->execution_start_ns;
   wm->execution_duration_ns = st->execution_duration_ns;
   nhb__pool_endpoints_end_warmup(w);
+  nhb__grp_end_warmup(w);
   w->facts.warmup_released = w->released;
   w->released = 0;
   w->warming = 0;

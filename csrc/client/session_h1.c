@@ -267,6 +267,59 @@ static const llhttp_settings_t h1_chk_settings = {
     .on_message_complete = h1_on_message_complete,
 };
 
+/* The same callbacks plus grouping by a response header (group.c), for runs
+ * grouped by one: each passes the field on to group.c, then calls the table
+ * the run would use without grouping (h1_inner). A run that does not group
+ * by a header never reaches these. Trailers do not choose a group. */
+static const llhttp_settings_t* h1_inner(const nhb_run* run) {
+  if (run->chk.n != 0) return &h1_chk_settings;
+  return run->olat_len != 0 ? &h1_olat_settings : &h1_settings;
+}
+
+static int h1_grp_on_message_begin(llhttp_t* p) {
+  nhb__conn* c = CONN_OF(p);
+  nhb__grp_h1_begin(c->grp_h1, c->slots);
+  return h1_inner(c->worker->run)->on_message_begin(p);
+}
+
+static int h1_grp_on_header_field(llhttp_t* p, const char* at, size_t len) {
+  nhb__conn* c = CONN_OF(p);
+  if (!c->h1_in_body) nhb__grp_h1_name(c->grp_h1, c->worker->run, at, len);
+  return h1_inner(c->worker->run)->on_header_field(p, at, len);
+}
+
+static int h1_grp_on_header_value(llhttp_t* p, const char* at, size_t len) {
+  nhb__conn* c = CONN_OF(p);
+  if (!c->h1_in_body) nhb__grp_h1_value(c->grp_h1, c->worker->run, c->slots, at, len);
+  return h1_inner(c->worker->run)->on_header_value(p, at, len);
+}
+
+static int h1_grp_on_header_value_complete(llhttp_t* p) {
+  nhb__conn* c = CONN_OF(p);
+  if (!c->h1_in_body) nhb__grp_h1_value_end(c->grp_h1, c->worker, c->slots);
+  return h1_inner(c->worker->run)->on_header_value_complete(p);
+}
+
+static int h1_grp_on_headers_complete(llhttp_t* p) {
+  return h1_inner(CONN_OF(p)->worker->run)->on_headers_complete(p);
+}
+
+static int h1_grp_on_body(llhttp_t* p, const char* at, size_t len) {
+  return h1_inner(CONN_OF(p)->worker->run)->on_body(p, at, len);
+}
+
+static const llhttp_settings_t h1_grp_settings = {
+    .on_message_begin = h1_grp_on_message_begin,
+    .on_status = h1_on_status,
+    .on_chunk_header = h1_on_chunk_header,
+    .on_header_field = h1_grp_on_header_field,
+    .on_header_value = h1_grp_on_header_value,
+    .on_header_value_complete = h1_grp_on_header_value_complete,
+    .on_headers_complete = h1_grp_on_headers_complete,
+    .on_body = h1_grp_on_body,
+    .on_message_complete = h1_on_message_complete,
+};
+
 /* Response-head replay. A load test asks the same request again and again,
  * and a server answers it with the same head: llhttp's state machine then
  * spends most of the client's instructions re-reading bytes it has read
@@ -290,8 +343,8 @@ static const llhttp_settings_t h1_chk_settings = {
  * `len` bytes read from a message boundary and ending exactly with it. */
 static void h1_head_keep(nhb__conn* c, const char* data, size_t len, int status) {
   const nhb__worker* w = c->worker;
-  /* Checks read every response's bytes: nothing is replayed for them. */
-  if (w->run->olat_len != 0 || w->run->chk.n != 0 || !c->keep_alive || status < 200 || status == 101) return;
+  /* Checks and grouping by a header read every response's bytes: nothing is replayed for them. */
+  if (w->run->olat_len != 0 || w->run->chk.n != 0 || (w->run->grp != NULL && nhb__grp_by_header(w->run)) || !c->keep_alive || status < 200 || status == 101) return;
   /* A chunked body's bytes are parsed, and so are a close-delimited one's
    * (never complete here anyway): only counted bodies can be skipped. */
   if (c->parser.flags & (F_CHUNKED | F_TRANSFER_ENCODING)) return;
@@ -321,6 +374,10 @@ static int h1_open(nhb__conn* c) {
     /* Once per connection entry, kept for its later connections. */
     if (c->chk == NULL && (c->chk = nhb__chk_state_new(&run->chk)) == NULL) return NHB_ENOMEM;
     settings = &h1_chk_settings;
+  }
+  if (NHB__UNLIKELY(nhb__grp_by_header(run))) {
+    if (c->grp_h1 == NULL && (c->grp_h1 = nhb__grp_h1_new()) == NULL) return NHB_ENOMEM;
+    settings = &h1_grp_settings;
   }
   llhttp_init(&c->parser, HTTP_RESPONSE, settings);
   /* Strict parsing (docs/engine.md): llhttp's lenient modes are off by
@@ -517,6 +574,8 @@ static void h1_conn_free(nhb__conn* c) {
   c->h1_head = NULL;
   if (c->chk != NULL) nhb__chk_state_free(&c->worker->run->chk, c->chk);
   c->chk = NULL;
+  nhb__grp_h1_free(c->grp_h1);
+  c->grp_h1 = NULL;
 }
 
 /* The protocol (nhb__protocol in client.h; NHB_PROTOCOL_MAP in nhb.h). */

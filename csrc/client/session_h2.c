@@ -622,6 +622,25 @@ static int h2_grpc_on_header(nghttp2_session* session, const nghttp2_frame* fram
   return 0;
 }
 
+/* Grouping by a response header (group.c): the plain checks, the field to
+ * group.c, then what gRPC and the latency header read when they are on.
+ * Installed only for runs grouped by a header. */
+static int h2_grp_on_header(nghttp2_session* session, const nghttp2_frame* frame, const uint8_t* name,
+                            size_t namelen, const uint8_t* value, size_t valuelen, uint8_t flags,
+                            void* user_data) {
+  NHB__UNUSED(flags);
+  nhb__conn* c = conn_of(user_data);
+  nhb__slot* s = h2_field_slot(c, session, frame, name, namelen, value, valuelen);
+  if (NHB__UNLIKELY(s == H2_OVER)) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+  if (s == NULL) return 0;
+  nhb__grp_field(c->worker, s, (const char*)name, namelen, (const char*)value, valuelen);
+  const nhb_run* run = c->worker->run;
+  if (run->config.grpc && namelen > 5 && memcmp(name, "grpc-", 5) == 0)
+    nhb__grpc_on_field(c->worker, s, name, namelen, value, valuelen);
+  if (run->olat_len != 0) h2_olat_field(c, s, name, namelen, value, valuelen);
+  return 0;
+}
+
 static int h2_grpc_on_data_chunk(nghttp2_session* session, uint8_t flags, int32_t stream_id, const uint8_t* data,
                                  size_t len, void* user_data) {
   NHB__UNUSED(flags);
@@ -1132,6 +1151,7 @@ static int h2_run_init(nhb_run* run, char* err, size_t err_len) {
     nghttp2_session_callbacks_set_on_header_callback(cb, h2_grpc_on_header);
     nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, h2_grpc_on_data_chunk);
   }
+  if (nhb__grp_by_header(run)) nghttp2_session_callbacks_set_on_header_callback(cb, h2_grp_on_header);
   nghttp2_session_callbacks_set_on_frame_recv_callback(cb, olat ? h2_olat_on_frame_recv : h2_on_frame_recv);
   nghttp2_session_callbacks_set_on_stream_close_callback(cb, h2_on_stream_close);
   nghttp2_session_callbacks_set_on_frame_not_send_callback(cb, h2_on_frame_not_send);

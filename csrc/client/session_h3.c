@@ -297,6 +297,13 @@ static int h3_begin_headers(nghttp3_conn* hc, int64_t sid, void* user_data, void
   return 0;
 }
 
+/* Grouping (group.c): a run grouped by a response header passes each
+ * field on; one grouped by request set has nothing to read here. */
+static void h3_grp_field(nhb__conn* c, nhb__slot* s, nghttp3_vec n, nghttp3_vec v) {
+  if (!nhb__grp_by_header(c->worker->run)) return;
+  nhb__grp_field(c->worker, s, (const char*)n.base, n.len, (const char*)v.base, v.len);
+}
+
 static int h3_recv_header(nghttp3_conn* hc, int64_t sid, int32_t token, nghttp3_rcbuf* name,
                           nghttp3_rcbuf* value, uint8_t flags, void* user_data, void* stream_user_data) {
   NHB__UNUSED(flags);
@@ -317,6 +324,7 @@ static int h3_recv_header(nghttp3_conn* hc, int64_t sid, int32_t token, nghttp3_
   /* As for HTTP/1.1 and HTTP/2: names plus values of the regular fields. */
   s->header_bytes += n.len + v.len;
   const nhb_run* run = c->worker->run;
+  if (NHB__UNLIKELY(run->grp != NULL)) h3_grp_field(c, s, n, v);
   if (NHB__UNLIKELY(run->olat_len != 0) && s->olat.active) {
     nhb__olat_name(&s->olat, run, (const char*)n.base, n.len);
     nhb__olat_value(&s->olat, run, (const char*)v.base, v.len);

@@ -143,6 +143,8 @@ static void fuzz_make_runs(void) {
   cfg.connections = 1;
   cfg.max_requests_per_connection = 3;
   cfg.request_timeout_ns = 1000000000ULL;
+  /* ... grouped by a response header's value (group.c reads every field). */
+  cfg.group_header = "X-Served-By";
   fuzz_runs[2] = fuzz_make_run(&cfg);
   /* 3: POST with a body, with a request time-out. */
   fuzz_base_config(&cfg);
@@ -152,6 +154,10 @@ static void fuzz_make_runs(void) {
   cfg.specs = &spec;
   cfg.nspecs = 1;
   cfg.request_timeout_ns = 1000000000ULL;
+  /* ... grouped by request kind (one group). */
+  static const uint32_t spec_group[1] = {0};
+  cfg.ngroups = 1;
+  cfg.spec_group = spec_group;
   fuzz_runs[3] = fuzz_make_run(&cfg);
 #else
   static const char body[] = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
@@ -229,7 +235,8 @@ static void fuzz_make_runs(void) {
   cfg.request_timeout_ns = 1000000000ULL;
   fuzz_runs[2] = fuzz_make_run(&cfg);
   /* 3: one stream at a time, a request set of two entries (HEAD, then GET)
-   * whose second has its own check besides the run's. */
+   * whose second has its own check besides the run's, grouped by a response
+   * header's value. */
   cfg.max_requests_per_connection = 0;
   cfg.request_timeout_ns = 0;
   cfg.max_active_requests = 1;
@@ -242,6 +249,7 @@ static void fuzz_make_runs(void) {
   cfg.checks = checks;
   cfg.nchecks = 2;
   checks[1].entry = 2;
+  cfg.group_header = "x-served-by";
   fuzz_runs[3] = fuzz_make_run(&cfg);
 #endif
 }
@@ -256,6 +264,7 @@ static uint32_t fuzz_nslots(const nhb__worker* w) {
 }
 
 static uint64_t fuzz_callback_base;
+static uint64_t fuzz_group_base;
 
 static void fuzz_check(nhb__worker* w) {
   const uint64_t* ctr = w->stats.counters;
@@ -292,6 +301,8 @@ static void fuzz_check(nhb__worker* w) {
   assert(nactive == w->in_flight);
   uint64_t ended = w->stats.hists[NHB_HIST_SEQUENCER_CALLBACK]->total - fuzz_callback_base;
   assert(ctr[NHB_CTR_SEQUENCER_RELEASED] == ended + w->in_flight + w->pending_len);
+  /* Grouped runs: every request that ended is in exactly one group. */
+  if (w->grp != NULL) assert(nhb__grp_requests(w) - fuzz_group_base == ended);
 }
 
 /* Runs the loop once (close callbacks, HTTP/2 writes) and brings up the
@@ -318,6 +329,8 @@ static void fuzz_worker_start(nhb__worker* w, nhb_run* run) {
   w->cpu = -1;
   w->release_fd = -1;
   w->stats = stats;
+  w->grp = run->workers[0].grp;
+  fuzz_group_base = w->grp != NULL ? nhb__grp_requests(w) : 0;
   memset(w->stats.counters, 0, sizeof(w->stats.counters));
   memset(w->stats.check_pass, 0, sizeof(w->stats.check_pass));
   memset(w->stats.check_fail, 0, sizeof(w->stats.check_fail));

@@ -226,6 +226,13 @@ H1_TEMPLATES: list[tuple[int, list[bytes]]] = [
     (0, [OP_REST + b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokHTTP/1.1 200 OK\r\n"]),  # unasked-for bytes
     (0, [OP_REST + b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok"]),
     (2, [OP_REST + b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 1\r\n\r\nx"]),
+    # Variant 2 groups by x-served-by (group.c): values, a long one, one in an interim
+    # response and one in the trailers; variant 3 groups by request kind.
+    (2, [OP_REST + b"HTTP/1.1 200 OK\r\nX-Served-By: a\r\nx-served-by: b\r\nContent-Length: 0\r\n\r\n"
+         b"HTTP/1.1 200 OK\r\nX-SERVED-BY:  " + b"v" * 200 + b"  \r\nContent-Length: 0\r\n\r\n"]),
+    (2, [OP_REST + b"HTTP/1.1 103 Early Hints\r\nX-Served-By: early\r\n\r\nHTTP/1.1 200 OK\r\n"
+         b"Transfer-Encoding: chunked\r\n\r\n1\r\nx\r\n0\r\nX-Served-By: late\r\n\r\n"]),
+    (3, [OP_REST + b"HTTP/1.1 200 OK\r\nX-Served-By: a\r\nContent-Length: 0\r\n\r\n"]),
 ]
 
 

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from . import _grpc as grpc
+from ._groups import group_plan
 from ._input import read_input
 from ._request import (
     CONTENT_LENGTH_PLACEHOLDER,
@@ -173,10 +174,14 @@ def _requests_config(options: Options, specs: Sequence[RequestSpec]) -> dict[str
     ``http10`` bool.
     """
     payload = _payload(options)
+    specs = request_specs(options)
+    # --group-by (nhbench._groups): each entry's group, or the header whose values group.
+    plan = group_plan(options, specs)
     return {
         "specs": [_render_spec(options, spec, payload) for spec in specs],
         "templated": options.template,
         "http10": options.http1_0,
+        **(plan.core_config() if plan is not None else {}),
     }
 
 

@@ -308,6 +308,28 @@ def result_frame(result: Result, wide: bool = False) -> Any:
     return frame.set_index("statistic") if len(frame) else frame
 
 
+def groups_frame(result: Result) -> Any:
+    """`Result.groups_dataframe`: one row per group (--group-by), indexed by its name."""
+    pandas = require("pandas", "Result.groups_dataframe()")
+    columns = ["group", "requests", "share", "errors", "error_rate", "status_2xx",
+               "status_3xx", "status_4xx", "status_5xx", "status_other", "failures",
+               "check_failed", "p50", "p90", "p99", "max"]
+    rows = []
+    for group in result.groups.groups if result.groups is not None else ():
+        rows.append({
+            "group": group.name, "requests": group.requests, "share": group.share,
+            "errors": group.errors, "error_rate": group.error_rate,
+            "status_2xx": group.status_2xx, "status_3xx": group.status_3xx,
+            "status_4xx": group.status_4xx, "status_5xx": group.status_5xx,
+            "status_other": group.status_other, "failures": group.failures,
+            "check_failed": group.check_failed,
+            "p50": _p(group.latency, 50), "p90": _p(group.latency, 90),
+            "p99": _p(group.latency, 99),
+            "max": group.latency.max if group.latency.count else None,
+        })
+    return pandas.DataFrame(rows, columns=columns).set_index("group")
+
+
 def _default_label(result: Result) -> str:
     if result.options.label:
         return ", ".join(result.options.label)

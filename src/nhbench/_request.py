@@ -148,6 +148,7 @@ class RequestSpec:
     # The entry's own response checks, ``[NAME=]EXPR`` as --check takes them (docs/checks.md):
     # its responses are judged by the run's checks and these.
     checks: tuple[str, ...] = ()
+    name: str | None = None  # the request kind it is counted under (--group-by request)
 
 
 @dataclass(frozen=True)

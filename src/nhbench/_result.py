@@ -54,6 +54,7 @@ from pydantic import (
 from . import _histogram, _notebook
 from ._compare import Comparison
 from ._compare import compare as _compare
+from ._groups import NONE_GROUP, OTHER_GROUP, group_plan, spread
 from ._names import (
     COUNTERS,
     HISTOGRAM_IDS,
@@ -89,7 +90,7 @@ from ._validity import (
 )
 from ._validity import Verdict as _Verdict
 from ._version import __version__
-from .options import Options, format_json_duration, parse_json_duration
+from .options import Options, format_json_duration, parse_json_duration, request_specs
 from .outputs import (
     is_nighthawk_document,
     nighthawk_output,
@@ -102,6 +103,8 @@ __all__ = [
     "Counter",
     "Counters",
     "EndpointResult",
+    "GroupResult",
+    "Groups",
     "HostEntry",
     "Percentile",
     "Result",
@@ -552,6 +555,91 @@ def _endpoint_results(core: Sequence[Mapping[str, Any]], names: Sequence[str],
             for name, d in zip(names, core, strict=True)]
 
 
+class GroupResult(BaseModel):
+    """One group of a grouped run (``--group-by``, docs/engine.md "Groups"): a request kind,
+    a target or a response-header value. An nhbench key: Nighthawk's output has none."""
+
+    name: str = Field(description="The request kind, the target, or the header's value; "
+                      "(none) for responses without the header and requests without a "
+                      "response, (other) past the bound of 64 groups.")
+    requests: int = Field(default=0, description="Measured requests that ended in it: "
+                          "responses and failures.")
+    share: float = Field(default=0.0, description="Its requests over the run's grouped "
+                         "requests.")
+    status_2xx: int = 0
+    status_3xx: int = 0
+    status_4xx: int = 0
+    status_5xx: int = 0
+    status_other: int = Field(default=0, description="1xx and statuses outside 100-599.")
+    failures: int = Field(default=0, description="Requests that ended without a counted "
+                          "response: connection and stream errors, time-outs, failed checks.")
+    check_failed: int = Field(default=0, description="Of the failures, 2xx responses that "
+                              "failed a --check.")
+    latency: Statistic = Field(description="Request sent to response end "
+                               "(benchmark_http_client.request_to_response) of its responses, "
+                               "without coordinated-omission correction.")
+
+    @property
+    def errors(self) -> int:
+        """Requests that did not end in a 2xx response (the one error definition)."""
+        return self.requests - self.status_2xx
+
+    @property
+    def error_rate(self) -> float:
+        return self.errors / self.requests if self.requests else 0.0
+
+
+class Groups(BaseModel):
+    """A grouped run's groups. An nhbench key: Nighthawk's output has none."""
+
+    by: str = Field(description="request, target or header:NAME (--group-by).")
+    groups: list[GroupResult] = Field(default_factory=list)
+    spread: float | None = Field(
+        default=None, description="By a header: the largest value's share over the smallest "
+        "(1.0 is an even split), over the values seen; None with fewer than two.")
+
+    def __getitem__(self, name: str) -> GroupResult:
+        for group in self.groups:
+            if group.name == name:
+                return group
+        raise KeyError(name)
+
+    @classmethod
+    def from_core(cls, core: Sequence[Mapping[str, Any]], options: Options,
+                  points: Sequence[float]) -> Groups | None:
+        if not core:
+            return None
+        plan = group_plan(options, request_specs(options))
+        if plan is None:
+            return None
+        total = sum(int(d.get("requests", 0)) for d in core)
+        out: list[GroupResult] = []
+        for i, d in enumerate(core):
+            kind = d.get("kind")
+            if kind in ("none", "other") and not d.get("requests"):
+                continue  # the core always has both; shown when they took requests
+            if kind == "value":
+                name = bytes(d.get("value", b"")).decode("latin-1")
+            elif kind == "none":
+                name = NONE_GROUP
+            elif kind == "other":
+                name = OTHER_GROUP
+            else:
+                name = plan.names[i] if i < len(plan.names) else f"group_{i}"
+            classes = [int(c) for c in d.get("classes", [0] * 6)]
+            requests = int(d.get("requests", 0))
+            out.append(GroupResult(
+                name=name, requests=requests, share=requests / total if total else 0.0,
+                status_2xx=classes[2], status_3xx=classes[3], status_4xx=classes[4],
+                status_5xx=classes[5], status_other=classes[0] + classes[1],
+                failures=int(d.get("failures", 0)), check_failed=int(d.get("check_failed", 0)),
+                latency=Statistic.from_core_histogram(REQUEST_TO_RESPONSE, d["latency"], points),
+            ))
+        values = [g.requests for g in out if g.name not in (NONE_GROUP, OTHER_GROUP)]
+        return cls(by=plan.by, groups=out,
+                   spread=spread(values) if plan.header is not None else None)
+
+
 def _planned(result: Result) -> tuple[Planned | None, str]:
     """The arrival process the run asked for (nothing for a closed loop), and why its
     timeline cannot be set against it, if it cannot."""
@@ -722,6 +810,12 @@ class Result(BaseModel):
         "or a name's addresses with dns_method rr or random): connections, requests, errors "
         "and latency. Empty otherwise. An nhbench key: Nighthawk's output has none.",
     )
+    groups: Groups | None = Field(
+        default=None,
+        description="--group-by: per request kind, target or response-header value, "
+        "requests, status classes, failures and latency (docs/engine.md \"Groups\"); None "
+        "for a run without groups. An nhbench key: Nighthawk's output has none.",
+    )
     hosts: list[HostEntry] = Field(
         default_factory=list,
         description="A distributed run's nodes (docs/distributed.md); empty for a run on "
@@ -792,6 +886,7 @@ class Result(BaseModel):
             warmup=(WorkerResult.from_core("warmup", core["warmup"], points)
                     if core.get("warmup") else None),
             endpoints=_endpoint_results(core.get("endpoints") or (), endpoints, points),
+            groups=Groups.from_core(core.get("groups") or (), options, points),
         )
         result.validity = Validity.of(result, core.get("load"))
         return result
@@ -987,6 +1082,14 @@ class Result(BaseModel):
         ``min``, ``mean``, ``pstdev``, one ``p<N>`` per reported percentile, ``max``.
         """
         return _notebook.result_frame(self, wide=wide)
+
+    def groups_dataframe(self) -> Any:
+        """The groups of a run with ``--group-by`` as a pandas DataFrame (needs
+        ``nhbench[notebook]``): one row per group (the index), columns ``requests``,
+        ``share``, ``errors``, ``error_rate``, the status classes, ``failures``,
+        ``check_failed``, ``p50``, ``p90``, ``p99``, ``max`` (seconds). Empty without groups.
+        """
+        return _notebook.groups_frame(self)
 
     def plot(self, statistic: str = SCHEDULED_TO_RESPONSE, label: str | None = None) -> Any:
         """A matplotlib Figure of the latency distribution on a percentile axis (see

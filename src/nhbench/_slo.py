@@ -31,7 +31,7 @@ from .options import (
 )
 
 if TYPE_CHECKING:
-    from ._result import Result, Statistic
+    from ._result import GroupResult, Result, Statistic
 
 __all__ = [
     "ResultMeasures",
@@ -118,6 +118,49 @@ class ResultMeasures:
             return int(self._result.counters[name])
         except KeyError:
             return None
+
+    def group_measures(self, name: str) -> _GroupMeasures | None:
+        """One group's figures for a ``group:NAME:RULE`` (None: no such group)."""
+        groups = self._result.groups
+        for group in groups.groups if groups is not None else ():
+            if group.name == name:
+                return _GroupMeasures(group)
+        return None
+
+
+class _GroupMeasures:
+    """What a ``group:NAME:RULE`` reads (docs/engine.md "Groups"): the group's own
+    request_to_response for any latency point, its error rate and errors; no counters."""
+
+    def __init__(self, group: GroupResult) -> None:
+        self._group = group
+        self.latency: Mapping[str, float | None] = {}
+        self.achieved_rps = self.requested_rps = 0.0
+        self.blocked_count = 0
+
+    @property
+    def error_rate(self) -> float:
+        return self._group.error_rate
+
+    @property
+    def error_count(self) -> int:
+        return self._group.errors
+
+    def statistic_value(self, statistic: str, field: str) -> float | None:
+        del statistic
+        stat = self._group.latency
+        if stat.count == 0:
+            return None
+        if field in ("min", "max", "mean"):
+            return float(getattr(stat, field))
+        try:
+            return stat.p(float(field[1:]))
+        except ValueError:
+            return None
+
+    def counter_value(self, name: str) -> int | None:
+        del name
+        return None
 
 
 def _samples(result: Result, statistic: str) -> int:

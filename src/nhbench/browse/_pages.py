@@ -257,6 +257,19 @@ def _worker_rows(result: Result) -> list[list[str]]:
     return rows
 
 
+def _group_rows(result: Result) -> list[list[str]]:
+    # --group-by: a row per request kind, target or header value (docs/engine.md "Groups").
+    rows = []
+    for group in result.groups.groups[:MAX_TABLE_ROWS] if result.groups is not None else ():
+        latency = group.latency
+        rows.append([clip(printable(group.name)), f"{group.requests:,}",
+                     f"{100.0 * group.share:.1f}%", f"{group.errors:,}",
+                     f"{100.0 * group.error_rate:.2f}%",
+                     format_latency(percentile(latency, 50)), format_latency(percentile(latency, 99)),
+                     format_latency(latency.max if latency.count else None)])
+    return rows
+
+
 def _option_rows(result: Result) -> list[tuple[str, str]]:
     rows = []
     for key, value in result.options.model_dump(mode="json").items():
@@ -307,6 +320,10 @@ def result_page(result: Result, path: str, *, standalone: bool = False) -> str:
         left_out=left_out,
         statistics=_statistics_rows(result),
         workers=_worker_rows(result),
+        groups=_group_rows(result),
+        group_by=result.groups.by if result.groups is not None else "",
+        group_spread=(f"{result.groups.spread:.3f}"
+                      if result.groups is not None and result.groups.spread is not None else ""),
         counters=[(name, f"{value:,}", format_rate(value / duration) if duration > 0 else "-")
                   for name, value in list(counters.items())[:MAX_TABLE_ROWS]],
         options=_option_rows(result),

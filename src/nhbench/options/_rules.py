@@ -40,7 +40,7 @@ import math
 import operator
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -94,6 +94,9 @@ _NUMBERS = ("rps", "errors", "blocked")
 _FIELDS = ("min", "max", "mean")
 # check:NAME, a response check's pass share.
 _CHECK_METRIC = re.compile(r"check:([A-Za-z0-9_-]{1,64})")
+# group:NAME:RULE, a rule on one group of a run with --group-by (docs/engine.md "Groups").
+_GROUP_RULE = re.compile(r"group:([^:]{1,128}):(.+)", re.DOTALL)
+_GROUP_METRICS = ("latency", "error_rate", "errors")
 
 
 class SloCheck(BaseModel):
@@ -170,6 +173,7 @@ class StopRule:
     field: str | None = None
     counter: str | None = None
     limit: str = ""
+    group: str | None = None  # group:NAME:RULE: the rule reads that group's figures
 
     def __str__(self) -> str:
         return self.expression
@@ -180,6 +184,16 @@ class StopRule:
         if isinstance(text, StopRule):
             return text
         expression = str(text).strip()
+        grouped = _GROUP_RULE.fullmatch(expression)
+        if grouped is not None:
+            # A group's figures (--group-by): pNN/min/max/mean of its uncorrected latency
+            # (request_to_response: the corrected one is run-wide), error_rate, errors.
+            inner = cls.parse(grouped[2])
+            if inner.metric not in _GROUP_METRICS or inner.group is not None or (
+                    inner.metric == "latency" and inner.statistic != HEADLINE_STATISTIC):
+                raise ValueError(f"{text!r}: a group's rule reads pNN, min, max, mean, "
+                                 "error_rate or errors (group:NAME:p99<5ms)")
+            return replace(inner, expression=expression, group=grouped[1].strip())
         match = _RULE.match(expression)
         if match is None:
             raise ValueError(f"{text!r}: {_GRAMMAR}")
@@ -248,10 +262,16 @@ class StopRule:
     @property
     def headline(self) -> bool:
         """The rule reads the headline (coordinated-omission-corrected) latency."""
-        return self.metric == "latency" and self.statistic == HEADLINE_STATISTIC
+        return self.metric == "latency" and self.statistic == HEADLINE_STATISTIC \
+            and self.group is None
 
     def value(self, measures: Measures) -> float | None:
         """The measured left-hand side, or None when there is no such data."""
+        if self.group is not None:
+            # No such group (or a measurement without groups): no data, which fails.
+            view = getattr(measures, "group_measures", None)
+            group = view(self.group) if view is not None else None
+            return None if group is None else replace(self, group=None).value(group)
         if self.metric in ("latency", "size"):
             if isinstance(measures, DetailedMeasures):
                 return measures.statistic_value(self.statistic or "", self.field or "")
@@ -295,6 +315,11 @@ class StopRule:
     def describe(self) -> str:
         """What the metric is, in words: ``p99 of benchmark_http_client.scheduled_to_response
         (coordinated-omission corrected)``, ``error rate (errors / finished requests)``."""
+        if self.group is not None:
+            inner = replace(self, group=None)
+            if self.metric == "latency":
+                return f"group {self.group}: {self.field} of its request_to_response"
+            return f"group {self.group}: {inner.describe()}"
         if self.metric in ("latency", "size"):
             what = f"{self.field} of {self.statistic}"
             if self.headline:

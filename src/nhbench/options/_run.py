@@ -31,6 +31,7 @@ from ._errors import format_validation_error
 from ._response_checks import ResponseChecks
 from ._run_checks import check, normalise
 from ._run_cluster import Cluster
+from ._run_groups import Grouping
 from ._run_load import DEFAULT_DURATION, Pool, Rate, Timing
 from ._run_observe import DEFAULT_STATS_INTERVAL, LiveStats, Observation
 from ._run_output import Output
@@ -70,6 +71,7 @@ class Options(
     # are written from the last fields to the first: read this list bottom-up for the field
     # order (the CLI's flags, --help, docs/options.md and every echo of the options follow it,
     # and a field validator sees the fields before its own in `info.data`).
+    Grouping,  # group_by
     ResponseChecks,  # check
     Observation,  # latency_response_header_name, verbosity
     Cluster,  # ray, hosts

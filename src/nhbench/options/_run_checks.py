@@ -23,6 +23,7 @@ from pydantic import BaseModel, ValidationInfo
 
 from ._response_checks import check_response_checks
 from ._run_cluster import check_ray, ray_address_is_not_the_url
+from ._run_groups import check_groups
 from ._run_load import check_totals, duration_default
 from ._run_model import Data
 from ._run_protocols import (
@@ -98,6 +99,7 @@ CHECKS: tuple[Check, ...] = (
     check_http3,  # what QUIC cannot honour (reads the mapped TLS configs)
     check_trace,  # --trace: a collector for the sample rate, a protocol that carries headers
     check_response_checks,  # --check: a protocol whose session evaluates them
+    check_groups,  # --group-by: target needs targets, a header needs a protocol with headers
     check_ray,  # Ray's own options
     check_pushed_metrics,  # a flush interval needs a sink; sinks need the intervals
     check_until,  # --until: live statistics, enough intervals, rate only in a closed loop

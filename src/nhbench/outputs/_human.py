@@ -229,6 +229,31 @@ def _endpoints_table(result: Result) -> list[str]:
     return lines
 
 
+def _groups_table(result: Result) -> list[str]:
+    # --group-by: per request kind, target or header value (docs/engine.md "Groups").
+    groups = result.groups
+    if groups is None or not groups.groups:
+        return []
+    title = f"Group ({groups.by})"
+    width = max(len(title) + 2, max(len(group.name) for group in groups.groups) + 2)
+    width = min(width, 60)
+    lines = [f"{title:<{width}}{'requests':>12}{'share':>8}{'errors':>10}{'error %':>9}"
+             f"{'p50':>12}{'p99':>12}"]
+    for group in groups.groups:
+        try:
+            p50 = format_seconds(group.latency.p(50))
+            p99 = format_seconds(group.latency.p(99))
+        except (KeyError, ValueError):
+            p50 = p99 = "-"
+        name = group.name if len(group.name) < width else group.name[:width - 4] + "..."
+        lines.append(f"{name:<{width}}{group.requests:>12}{100.0 * group.share:>7.1f}%"
+                     f"{group.errors:>10}{100.0 * group.error_rate:>8.2f}%{p50:>12}{p99:>12}")
+    if groups.spread is not None:
+        lines.append(f"spread (max share / min share over the values): {groups.spread:.3f}")
+    lines.append("")
+    return lines
+
+
 def _counters_table(result: Result) -> list[str]:
     nonzero = result.counters.nonzero()
     duration = result.duration
@@ -379,6 +404,7 @@ def render_human(result: Result) -> str:
     lines += _workers_table(result)
     lines += _hosts_table(result)
     lines += _endpoints_table(result)
+    lines += _groups_table(result)
     lines += _counters_table(result)
     lines += _schedule_lines(result)
     lines += _echo_lines(result)

@@ -290,6 +290,9 @@ def nighthawk_output(result: Result) -> dict[str, Any]:
     if result.endpoints:
         # Per endpoint (several targets or addresses): an nhbench key, as the timeline.
         run["endpoints"] = [endpoint.model_dump(mode="json") for endpoint in result.endpoints]
+    if result.groups is not None:
+        # --group-by (docs/engine.md "Groups"): an nhbench key, as the endpoints.
+        run["groups"] = result.groups.model_dump(mode="json")
     if result.hosts:
         # A distributed run (docs/distributed.md): each host's merged statistics are a
         # results entry of its name; where it ran, its clock and its skew are here.
@@ -579,7 +582,7 @@ def result_fields(document: Mapping[str, Any]) -> dict[str, Any]:
         document.get("version"))
     for key in ("terminated_by", "failed_predicates", "interrupted", "error", "insecure",
                 "timeline", "schedule", "hosts", "scheduled_start", "endpoints", "validity",
-                "until"):
+                "until", "groups"):
         if key in run:
             fields[key] = run[key]
     if isinstance(run.get("warmup"), Mapping):

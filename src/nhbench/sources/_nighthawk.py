@@ -118,13 +118,19 @@ def _option(data: object, where: str) -> RequestSpec:
     # `checks` is nhbench's own field (the entry's response checks, docs/checks.md), which
     # Nighthawk's strict validation would refuse: a file that uses it is nhbench's.
     fields = _fields(data, ("request_method", "request_headers", "request_body_size",
-                            "json_body", "checks"), where)
+                            "json_body", "checks", "name"), where)
     checks: tuple[str, ...] = ()
     if "checks" in fields:
         try:
             checks = entry_checks(fields["checks"])
         except ValueError as exc:
             raise ValueError(f"{where}: {exc}") from None
+    # nhbench's own field (docs/sources.md): the request kind the entry is counted under.
+    name = fields.get("name")
+    if name is not None and (not isinstance(name, str) or not name.strip()
+                             or len(name) > 128 or not name.isprintable()):
+        raise ValueError(f"{where}: name must be a printable string of 1 to 128 characters "
+                         f"(got {name!r})")
     method = _method(fields["request_method"], f"{where}: request_method") \
         if "request_method" in fields else None
     json_body = fields.get("json_body", "")
@@ -188,7 +194,8 @@ def _option(data: object, where: str) -> RequestSpec:
             raise ValueError(f"{here}: {exc}") from None
     return RequestSpec(method=method, path=path, authority=authority,
                        headers=tuple(headers.values()), body=body, body_size=body_size,
-                       checks=checks)
+                       checks=checks,
+                       name=name.strip() if name is not None else None)
 
 
 def load_options_list(data: object, where: str) -> list[RequestSpec]:

@@ -1,0 +1,152 @@
+"""Statistics per group of requests (``--group-by``, docs/engine.md "Groups"): which group
+each entry of the request set belongs to, planned here once before the run, and the spread
+of a grouped result.
+
+A run groups by one of:
+
+* ``request``: the entry's ``name`` (request sources, docs/sources.md); an entry without a
+  name by its method and route template (`route_template`: the path without its query, with
+  every segment that is a number, a UUID or a long hex string written ``{id}``), so that a
+  replayed access log of ``GET /users/123`` and ``GET /users/456`` is one kind;
+* ``target``: the target (``--multi-target-endpoint``), as given;
+* ``header:NAME``: the value of the response header NAME (the first field of that name in
+  the response's head), found at run time by the core; a response without it is ``(none)``.
+
+At most `MAX_GROUPS` groups: past that, entries (or, by a header, values) fall into
+``(other)``. The core keeps a count per status class, the failures and a request_to_response
+histogram per group (csrc/client/group.c); nothing is added per request to a run without
+groups.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ._request import RequestSpec
+
+if TYPE_CHECKING:
+    from .options import Options
+
+__all__ = [
+    "MAX_GROUPS",
+    "MAX_VALUE_BYTES",
+    "effective_group_by",
+    "NONE_GROUP",
+    "OTHER_GROUP",
+    "GroupPlan",
+    "group_plan",
+    "route_template",
+    "spread",
+]
+
+# The core's NHB_MAX_GROUPS and NHB_GROUP_VALUE_MAX (csrc/nhb.h).
+MAX_GROUPS = 64
+MAX_VALUE_BYTES = 128
+NONE_GROUP = "(none)"
+OTHER_GROUP = "(other)"
+
+_NUMBER = re.compile(r"[0-9]+")
+_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+# A hex string of 8 or more characters with at least one digit: object ids, hashes. A word
+# like "deadbeef" without digits stays (it is as likely a route as an id).
+_HEX = re.compile(r"(?=[0-9a-fA-F]*[0-9])[0-9a-fA-F]{8,}")
+
+
+def route_template(path: str) -> str:
+    """The route of a request-target: the path without its query, each segment that is a
+    number, a UUID or a hex string of 8 or more characters with a digit written ``{id}``."""
+    route = path.split("?", 1)[0].split("#", 1)[0]
+    parts = [
+        "{id}" if _NUMBER.fullmatch(p) or _UUID.fullmatch(p) or _HEX.fullmatch(p) else p
+        for p in route.split("/")
+    ]
+    return "/".join(parts) or "/"
+
+
+@dataclass(frozen=True)
+class GroupPlan:
+    """What a run groups by, for the core and for naming the result's groups.
+
+    ``by`` is ``request``, ``target`` or ``header:NAME``. By request or target, ``names``
+    are the groups in the core's order (``(other)`` last when there were too many) and
+    ``spec_group`` the group of each request-set entry; by a header both are empty (the core
+    finds the values)."""
+
+    by: str
+    names: tuple[str, ...] = ()
+    spec_group: tuple[int, ...] = ()
+
+    @property
+    def header(self) -> str | None:
+        return self.by[len("header:"):].lower() if self.by.startswith("header:") else None
+
+    def core_config(self) -> dict[str, Any]:
+        """The core's keys (csrc/binding/register_client.cpp, parse_groups)."""
+        if self.header is not None:
+            return {"group_header": self.header}
+        return {"spec_group": list(self.spec_group), "ngroups": len(self.names)}
+
+
+def _kind(spec: RequestSpec, options: Options) -> str:
+    if spec.name:
+        return spec.name
+    method = spec.method or options.request_method or "GET"
+    path = spec.path if spec.path is not None else (options.target.path if options.uri else "/")
+    return f"{method} {route_template(path)}"
+
+
+def _indexed(keys: Sequence[str]) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    names: list[str] = []
+    index: dict[str, int] = {}
+    groups: list[int] = []
+    overflow = False
+    for key in keys:
+        i = index.get(key)
+        if i is None:
+            if len(names) < MAX_GROUPS:
+                i = index[key] = len(names)
+                names.append(key)
+            else:
+                overflow = True
+                i = MAX_GROUPS
+        groups.append(i)
+    if overflow:
+        names.append(OTHER_GROUP)
+    return tuple(names), tuple(groups)
+
+
+def effective_group_by(options: Options, specs: Sequence[RequestSpec]) -> str:
+    """``options.group_by``, or its default: ``request`` when an entry of the request set
+    has a name, ``none`` otherwise."""
+    if options.group_by is not None:
+        return options.group_by
+    return "request" if any(spec.name for spec in specs) else "none"
+
+
+def group_plan(options: Options, specs: Sequence[RequestSpec]) -> GroupPlan | None:
+    """The run's groups, or None for a run without."""
+    by = effective_group_by(options, specs)
+    if by == "none":
+        return None
+    if by.startswith("header:"):
+        return GroupPlan(by=by)
+    if by == "target":
+        targets = list(options.multi_target_endpoint) or [options.uri or ""]
+        keys = [targets[spec.target] if spec.target < len(targets) else f"target_{spec.target}"
+                for spec in specs]
+    else:
+        keys = [_kind(spec, options) for spec in specs]
+    names, spec_group = _indexed(keys)
+    return GroupPlan(by=by, names=names, spec_group=spec_group)
+
+
+def spread(shares: Sequence[int]) -> float | None:
+    """Max share / min share over the groups that took requests (the load balancer's
+    unevenness: 1.0 is an even split); None with fewer than two such groups."""
+    taken = [n for n in shares if n > 0]
+    if len(taken) < 2:
+        return None
+    return max(taken) / min(taken)

@@ -1,0 +1,150 @@
+"""A hostile origin against grouping by a response header (--group-by header:NAME,
+docs/engine.md "Groups"; csrc/client/group.c): a raw socket server on loopback whose every
+response is built to blow up the per-worker table of header values while staying valid
+HTTP/1.1.
+
+* a new value with every response (10,000 distinct values);
+* values over the 128 bytes kept, one of 90 KB (just under the client's head limit);
+* 899 fields of the grouped name in one head (the client takes 1000) (the first one counts);
+* the name and the value split one byte per read.
+
+What must hold: the run ends normally, every response is counted in exactly one group (the
+groups' requests add up to the responses), at most 64 values are kept plus "(none)" and
+"(other)", the rest lands in "(other)", and the client's memory does not grow with the
+number of values.
+"""
+
+from __future__ import annotations
+
+import itertools
+import socket
+import threading
+from collections.abc import Callable, Iterator
+
+import pytest
+
+import nhbench
+
+pytestmark = [pytest.mark.hostile, pytest.mark.timeout(180)]
+
+
+def _origin(respond: Callable[[int], bytes], piece: int | None = None) -> Iterator[int]:
+    """A loopback origin answering the n-th request head (over all connections) with
+    respond(n), written `piece` bytes at a time when given."""
+    sock = socket.create_server(("127.0.0.1", 0))
+    counter = itertools.count()
+    lock = threading.Lock()
+
+    def conn_main(conn: socket.socket) -> None:
+        buf = b""
+        with conn:
+            while True:
+                while b"\r\n\r\n" not in buf:
+                    try:
+                        data = conn.recv(65536)
+                    except OSError:
+                        return
+                    if not data:
+                        return
+                    buf += data
+                buf = buf.split(b"\r\n\r\n", 1)[1]
+                with lock:
+                    n = next(counter)
+                response = respond(n)
+                try:
+                    if piece is None:
+                        conn.sendall(response)
+                    else:
+                        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                        for i in range(0, len(response), piece):
+                            conn.sendall(response[i:i + piece])
+                except OSError:
+                    return
+
+    def accept_main() -> None:
+        while True:
+            try:
+                conn, _ = sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=conn_main, args=(conn,), daemon=True).start()
+
+    threading.Thread(target=accept_main, daemon=True).start()
+    try:
+        yield sock.getsockname()[1]
+    finally:
+        sock.close()
+
+
+def _response(headers: list[bytes]) -> bytes:
+    return (b"HTTP/1.1 200 OK\r\n" + b"".join(h + b"\r\n" for h in headers)
+            + b"Content-Length: 2\r\n\r\nok")
+
+
+def _grouped(respond: Callable[[int], bytes], piece: int | None = None,
+             **kw: object) -> nhbench.Result:
+    gen = _origin(respond, piece)
+    port = next(gen)
+    kw.setdefault("rps", 200)
+    if "requests" not in kw:
+        kw.setdefault("duration", "0.6s")
+    try:
+        result = nhbench.run(f"http://127.0.0.1:{port}/", connections=4,
+                             group_by="header:x-served-by", **kw)
+    finally:
+        gen.close()
+    assert result.groups is not None
+    answered = result.counters["benchmark.http_2xx"]
+    assert answered >= 20, dict(result.counters)
+    assert sum(g.requests for g in result.groups.groups) == answered
+    assert len(result.groups.groups) <= 66
+    return result
+
+
+def test_ten_thousand_distinct_values_stay_bounded() -> None:
+    result = _grouped(lambda n: _response([b"X-Served-By: backend-%d" % n]),
+                      requests=10_000, rps=5000)
+    assert result.groups is not None
+    names = [g.name for g in result.groups.groups]
+    assert result.counters["benchmark.http_2xx"] == 10_000
+    assert names[-1] == "(other)" and "(none)" not in names
+    values = [g for g in result.groups.groups if g.name not in ("(none)", "(other)")]
+    assert len(values) == 64
+    assert all(g.requests == 1 for g in values)
+    assert result.groups["(other)"].requests == 10_000 - 64
+
+
+@pytest.mark.parametrize(("case", "value", "group"), [
+    ("128 bytes, kept", b"v" * 128, "v" * 128),
+    ("129 bytes, too long", b"v" * 129, "(other)"),
+    ("90 KB", b"w" * 90_000, "(other)"),
+])
+def test_long_values(case: str, value: bytes, group: str) -> None:
+    result = _grouped(lambda n: _response([b"X-Served-By: " + value]))
+    assert result.groups is not None
+    names = [g.name for g in result.groups.groups if g.requests]
+    assert names == [group], (case, names)
+
+
+def test_nine_hundred_fields_of_the_name_the_first_counts() -> None:
+    headers = [b"X-Served-By: first"] + [b"x-served-by: n%d" % i for i in range(898)]
+    result = _grouped(lambda n: _response(headers))
+    assert result.groups is not None
+    assert [g.name for g in result.groups.groups if g.requests] == ["first"]
+
+
+def test_split_one_byte_per_read() -> None:
+    # Names that share a prefix with the grouped one come first, in pieces.
+    headers = [b"X-Served: no", b"X-Served-By-Other: no", b"X-Served-By:  mid  "]
+    result = _grouped(lambda n: _response(headers), piece=1, rps=50, duration="0.8s")
+    assert result.groups is not None
+    assert [g.name for g in result.groups.groups if g.requests] == ["mid"]
+
+
+def test_interim_and_trailer_fields_do_not_choose() -> None:
+    chunked = (b"HTTP/1.1 103 Early Hints\r\nX-Served-By: early\r\n\r\n"
+               b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+               b"2\r\nok\r\n0\r\nX-Served-By: trailer\r\n\r\n")
+    result = _grouped(lambda n: chunked)
+    assert result.groups is not None
+    assert [g.name for g in result.groups.groups if g.requests] == ["(none)"]

@@ -1,0 +1,277 @@
+"""Statistics per group (--group-by, docs/engine.md "Groups"): by a response header's value
+against real test servers behind a round-robin multi-target (HTTP/1.1, h2c), by request kind
+from a request source's named entries and from a replayed access log, by target; the route
+template rule; bad values refused by name before any load is sent."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from support.cli import nhbench_cli as cli
+
+import nhbench
+from nhbench._groups import route_template
+
+pytestmark = pytest.mark.core
+
+CPUS = sorted(os.sched_getaffinity(0))
+CLIENT_CPU = str(CPUS[0])
+SERVER_CPUS = [CPUS[1] if len(CPUS) > 1 else CPUS[0]]
+
+
+def run(url: str | None, **kw: object) -> nhbench.Result:
+    kw.setdefault("cpus", CLIENT_CPU)
+    kw.setdefault("start_delay", 0.1)
+    kw.setdefault("max_pending_requests", 1000)
+    return nhbench.run(url, **kw)
+
+
+def by_name(result: nhbench.Result) -> dict[str, nhbench.GroupResult]:
+    assert result.groups is not None
+    return {g.name: g for g in result.groups.groups}
+
+
+@pytest.mark.parametrize("h2c", [False, True], ids=["http1", "h2c"])
+def test_group_by_header_splits_as_the_servers_counted(h2c: bool) -> None:
+    with nhbench.TestServer(listen="127.0.0.1:0", cpus=SERVER_CPUS,
+                            response_headers={"x-served-by": "alpha"}) as a, \
+            nhbench.TestServer(listen="127.0.0.1:0", cpus=SERVER_CPUS,
+                               response_headers={"X-Served-By": "beta"}) as b:
+        endpoints = [f"127.0.0.1:{a.address[1]}", f"127.0.0.1:{b.address[1]}"]
+        result = run(None, multi_target_endpoint=endpoints, multi_target_path="/",
+                     connections=2, requests=90, rps=300, h2c=h2c,
+                     group_by="header:X-Served-By")
+        served = {"alpha": a.stats()["requests"], "beta": b.stats()["requests"]}
+    groups = by_name(result)
+    assert result.groups is not None and result.groups.by == "header:x-served-by"
+    assert set(groups) == {"alpha", "beta"}, groups
+    assert groups["alpha"].requests == served["alpha"] == 45
+    assert groups["beta"].requests == served["beta"] == 45
+    assert groups["alpha"].status_2xx == 45 and groups["alpha"].errors == 0
+    assert groups["alpha"].latency.count == 45
+    assert result.groups.spread == 1.0
+    assert abs(groups["alpha"].share - 0.5) < 1e-9
+
+
+def test_two_workers_values_merge_by_value() -> None:
+    # Each worker finds the values in its own order; the merge joins them by value.
+    with nhbench.TestServer(listen="127.0.0.1:0", cpus=SERVER_CPUS,
+                            response_headers={"x-served-by": "alpha"}) as a, \
+            nhbench.TestServer(listen="127.0.0.1:0", cpus=SERVER_CPUS,
+                               response_headers={"x-served-by": "beta"}) as b:
+        endpoints = [f"127.0.0.1:{a.address[1]}", f"127.0.0.1:{b.address[1]}"]
+        result = run(None, multi_target_endpoint=endpoints, multi_target_path="/",
+                     connections=2, requests=120, rps=400, concurrency=2,
+                     cpus=[CPUS[0], CPUS[0]], group_by="header:x-served-by")
+        served = {"alpha": a.stats()["requests"], "beta": b.stats()["requests"]}
+    groups = by_name(result)
+    assert result.worker_count == 2
+    assert set(groups) == {"alpha", "beta"}
+    assert {k: groups[k].requests for k in served} == served
+    assert sum(served.values()) == 120
+
+
+def test_group_by_header_uneven_split_and_none() -> None:
+    # Two connections to a server with the header, one to one without: the spread is the
+    # ratio of the two values' counts, and the bare server's responses are "(none)".
+    with nhbench.TestServer(listen="127.0.0.1:0", cpus=SERVER_CPUS,
+                            response_headers={"x-served-by": "alpha"}) as a, \
+            nhbench.TestServer(listen="127.0.0.1:0", cpus=SERVER_CPUS,
+                               response_headers={"x-served-by": "beta"}) as b, \
+            nhbench.TestServer(listen="127.0.0.1:0", cpus=SERVER_CPUS) as bare:
+        ea, eb, en = (f"127.0.0.1:{s.address[1]}" for s in (a, b, bare))
+        result = run(None, multi_target_endpoint=[ea, ea, eb, en], multi_target_path="/",
+                     connections=4, requests=80, rps=400, group_by="header:x-served-by")
+        counts = (a.stats()["requests"], b.stats()["requests"], bare.stats()["requests"])
+    groups = by_name(result)
+    assert counts == (40, 20, 20)
+    assert (groups["alpha"].requests, groups["beta"].requests, groups["(none)"].requests) \
+        == counts
+    assert result.groups is not None and result.groups.spread == 2.0
+
+
+def test_group_by_target_matches_each_server() -> None:
+    with nhbench.TestServer(listen="127.0.0.1:0", cpus=SERVER_CPUS) as a, \
+            nhbench.TestServer(listen="127.0.0.1:0", cpus=SERVER_CPUS) as b:
+        endpoints = [f"127.0.0.1:{a.address[1]}", f"127.0.0.1:{b.address[1]}"]
+        result = run(None, multi_target_endpoint=endpoints, multi_target_path="/",
+                     connections=2, requests=60, rps=300, group_by="target")
+        served = [a.stats()["requests"], b.stats()["requests"]]
+    groups = by_name(result)
+    assert list(groups) == endpoints
+    assert [groups[e].requests for e in endpoints] == served == [30, 30]
+
+
+def _plugin(tmp_path: Path, entries: list[dict[str, object]]) -> str:
+    path = tmp_path / "source.json"
+    path.write_text(json.dumps({"options": entries}))
+    return json.dumps({"name": "nighthawk.file-based-request-source-plugin", "typed_config": {
+        "@type": "type.googleapis.com/nighthawk.request_source.FileBasedOptionsListRequestSourceConfig",
+        "file_path": str(path)}})
+
+
+def test_named_entries_group_by_default(tmp_path: Path) -> None:
+    entries = [
+        {"name": "login", "request_headers": [{"header": {"key": ":path", "value": "/login"}}]},
+        {"name": "search", "request_headers": [{"header": {"key": ":path",
+                                                           "value": "/s?size=2000"}}]},
+        {"name": "login", "request_headers": [{"header": {"key": ":path", "value": "/login2"}}]},
+        {"name": "missing", "request_headers": [
+            {"header": {"key": ":path", "value": "/?status=404"}}]},
+    ]
+    with nhbench.TestServer(listen="127.0.0.1:0", cpus=SERVER_CPUS) as server:
+        result = run(server.url, request_source_plugin_config=_plugin(tmp_path, entries),
+                     connections=1, requests=40, rps=200, no_default_failure_predicates=True)
+    groups = by_name(result)
+    assert result.groups is not None and result.groups.by == "request"
+    assert list(groups) == ["login", "search", "missing"]
+    assert groups["login"].requests == 20
+    assert groups["search"].requests == 10
+    assert groups["missing"].requests == groups["missing"].status_4xx == 10
+    assert groups["missing"].errors == 10 and groups["login"].errors == 0
+    assert sum(g.requests for g in groups.values()) == 40
+    # Bodies of 2000 bytes take longer to write than empty ones only on paper: the
+    # histograms are per group, each with its own count.
+    assert groups["search"].latency.count == 10
+
+
+def test_replayed_log_groups_by_method_and_route(tmp_path: Path) -> None:
+    log = tmp_path / "access.log"
+    lines = []
+    for path in ("/users/123", "/users/456?x=1", "/items/3f2a9c1e77", "/users/123/orders",
+                 "/items/5b1d6e0a-8c2f-4a7e-9d3b-0f1e2d3c4b5a", "/about"):
+        lines.append(f'127.0.0.1 - - [10/Oct/2024:13:55:36 +0000] "GET {path} HTTP/1.1" 200 '
+                     '12 "-" "curl/8"')
+    log.write_text("\n".join(lines) + "\n")
+    with nhbench.TestServer(listen="127.0.0.1:0", cpus=SERVER_CPUS) as server:
+        result = run(server.url, replay=str(log), connections=1, requests=60, rps=300,
+                     group_by="request")
+    groups = by_name(result)
+    assert list(groups) == ["GET /users/{id}", "GET /items/{id}", "GET /users/{id}/orders",
+                            "GET /about"]
+    assert [g.requests for g in groups.values()] == [20, 20, 10, 10]
+
+
+def test_without_grouping_there_are_no_groups() -> None:
+    with nhbench.TestServer(listen="127.0.0.1:0", cpus=SERVER_CPUS) as server:
+        result = run(server.url, requests=10, rps=100)
+    assert result.groups is None
+    assert "groups" not in json.dumps(result.model_dump(mode="json")["results"][-1].get(
+        "user_defined_outputs", []))
+
+
+def test_groups_survive_json_and_show_in_the_report_and_page(tmp_path: Path) -> None:
+    with nhbench.TestServer(listen="127.0.0.1:0", cpus=SERVER_CPUS,
+                            response_headers={"x-served-by": "a<b>"}) as server:
+        p = cli("run", server.url, "--requests", "20", "--rps", "100", "--cpus", CLIENT_CPU,
+                "--group-by", "header:x-served-by", "--output-format", "json")
+    assert p.returncode == 0, p.stderr
+    back = nhbench.Result.model_validate_json(p.stdout)
+    assert back.groups is not None and back.groups["a<b>"].requests == 20
+    assert back.groups.by == "header:x-served-by" and back.groups.spread is None
+    frame = back.groups_dataframe()
+    assert int(frame.loc["a<b>", "requests"]) == 20
+    text = back.render("human")
+    assert "Group (header:x-served-by)" in text
+    assert any(line.startswith("a<b>") and " 20 " in line for line in text.splitlines())
+    # The result page (nhbench report): the value escaped, in its own table.
+    saved = tmp_path / "r.json"
+    saved.write_text(p.stdout)
+    page = tmp_path / "r.html"
+    r = cli("report", str(saved), "-o", str(page))
+    assert r.returncode == 0, r.stderr
+    html = page.read_text()
+    assert '<table id="groups">' in html and "<td>a&lt;b&gt;</td>" in html
+    assert "a<b>" not in html
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--group-by", "colour"], "group-by"),
+    (["--group-by", "header:bad name"], "not a header name"),
+    (["--group-by", "target"], "several targets"),
+])
+def test_bad_group_by_is_refused_by_name(args: list[str], message: str) -> None:
+    p = cli("run", "http://127.0.0.1:9/", "--requests", "1", *args)
+    assert p.returncode == 2, (p.stdout, p.stderr)
+    assert message in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+
+
+def test_a_bad_entry_name_is_refused(tmp_path: Path) -> None:
+    plugin = _plugin(tmp_path, [{"name": "", "request_method": "GET"}])
+    p = cli("run", "http://127.0.0.1:9/", "--requests", "1",
+            "--request-source-plugin-config", plugin)
+    assert p.returncode == 2 and "name must be" in p.stderr, p.stderr
+
+
+@pytest.mark.parametrize(("path", "route"), [
+    ("/users/123", "/users/{id}"),
+    ("/users/123?sort=1", "/users/{id}"),
+    ("/o/5b1d6e0a-8c2f-4a7e-9d3b-0f1e2d3c4b5a/x", "/o/{id}/x"),
+    ("/blob/3f2a9c1e77", "/blob/{id}"),
+    ("/deadbeefcafe", "/deadbeefcafe"),  # hex without a digit: a word, kept
+    ("/v2/items", "/v2/items"),
+    ("/", "/"),
+])
+def test_route_template(path: str, route: str) -> None:
+    assert route_template(path) == route
+
+
+def test_failed_checks_are_counted_in_their_group() -> None:
+    # One response in 10 is a 200 with an error body: a failed check, counted in the group
+    # of the server that sent it, and not in the group's latency.
+    with nhbench.TestServer(listen="127.0.0.1:0", cpus=SERVER_CPUS, error_body_every=10,
+                            response_body_size=64,
+                            response_headers={"x-served-by": "faulty"}) as a, \
+            nhbench.TestServer(listen="127.0.0.1:0", cpus=SERVER_CPUS, response_body_size=64,
+                               response_headers={"x-served-by": "fine"}) as b:
+        endpoints = [f"127.0.0.1:{a.address[1]}", f"127.0.0.1:{b.address[1]}"]
+        result = run(None, multi_target_endpoint=endpoints, multi_target_path="/",
+                     connections=2, requests=200, rps=500, check=["ok=header:x-nhbench-error absent"],
+                     group_by="header:x-served-by")
+        injected = a.stats()["error_bodies"]
+    groups = by_name(result)
+    assert injected == 10
+    assert groups["faulty"].check_failed == groups["faulty"].failures == injected
+    assert groups["faulty"].status_2xx == 100 - injected
+    assert groups["faulty"].latency.count == 100 - injected
+    assert groups["fine"].check_failed == 0 and groups["fine"].requests == 100
+    assert result.counters["benchmark.check_failed"] == injected
+
+
+def test_group_by_header_over_http3() -> None:
+    with nhbench.TestServer("127.0.0.1:0", tls_self_signed=True, http3=True,
+                            response_headers={"x-served-by": "quic"}) as server:
+        result = run(server.url, protocol="http3", cacert=server.ca_cert, requests=30, rps=200,
+                     group_by="header:x-served-by")
+        served = server.stats()["requests"]
+    groups = by_name(result)
+    assert groups["quic"].requests == served == 30
+    assert "(none)" not in groups
+
+
+def test_slo_on_a_group() -> None:
+    with nhbench.TestServer(listen="127.0.0.1:0", cpus=SERVER_CPUS,
+                            response_headers={"x-served-by": "alpha"}) as server:
+        base = ["run", server.url, "--requests", "20", "--rps", "100", "--cpus", CLIENT_CPU,
+                "--group-by", "header:x-served-by"]
+        good = cli(*base, "--slo", "group:alpha:p99<10s", "--slo", "group:alpha:errors==0",
+                   "--slo", "group:alpha:error_rate<1%")
+        missing = cli(*base, "--slo", "group:beta:p99<10s")
+        tight = cli(*base, "--slo", "group:alpha:max<1ns")
+    assert good.returncode == 0, good.stderr
+    assert missing.returncode == 99 and "no data" in missing.stdout + missing.stderr
+    assert tight.returncode == 99, tight.stdout
+
+
+def test_a_group_rule_reads_only_group_figures() -> None:
+    from nhbench.options import StopRule
+
+    rule = StopRule.parse("group:login:p99<5ms")
+    assert rule.group == "login" and rule.metric == "latency" and not rule.headline
+    for bad in ("group:login:rps>10", "group:login:benchmark.http_2xx>1",
+                "group:login:benchmark_http_client.request_to_response:p99<5ms"):
+        with pytest.raises(ValueError, match="a group's rule"):
+            StopRule.parse(bad)
