@@ -631,6 +631,17 @@ struct nhb__worker {
    * serialized in one pass over the dirty connections (or one flush when the
    * socket drains), shared by every request that pass writes; 0 = not read. */
   uint64_t h2_tx_ns;
+  /* The latency phases recorded once per response and folded into the
+   * statistics later (phases.c): the latency of 2xx responses whose
+   * request_write and transfer were 0 (latency_2xx, request_to_response and
+   * time_to_first_byte), of the other 2xx responses (latency_2xx and
+   * request_to_response), and the count of other transfers of 0; and of
+   * responses released when scheduled (scheduled_to_response and
+   * sequencer.callback). */
+  nhb_hist* ph_whole;
+  nhb_hist* ph_ok;
+  nhb_hist* ph_same;
+  uint64_t ph_transfer0;
   /* HTTP/2: nghttp2 allocates a few small blocks per stream; they are
    * recycled through per-size free lists instead of going back to malloc. */
   nhb__h2_mem h2_mem;
@@ -926,6 +937,11 @@ void nhb__conn_slot_failed(nhb__conn* c, nhb__slot* s, nhb_counter_t reason);
 /* A 2xx response that failed a check: an error (benchmark.check_failed),
  * its latency in latency_check_failed only. */
 void nhb__conn_check_failed(nhb__conn* c, nhb__slot* s);
+/* The latency phases' worker histograms (phases.c): allocated with the run,
+ * folded into w->stats before anything reads them (warm-up end, loop end). */
+int nhb__phases_alloc(nhb__worker* w);
+void nhb__phases_free(nhb__worker* w);
+void nhb__phases_fold(nhb__worker* w);
 /* Called by the session when the server refused a stream it never processed
  * (GOAWAY above its last stream id, REFUSED_STREAM): the request is re-sent
  * on a new connection once this one has closed. */
