@@ -478,6 +478,11 @@ struct nhb__conn {
   int h1_at_boundary;       /* llhttp has no bytes of an unfinished response */
   uint64_t h1_header_bytes;
   uint64_t h1_body_bytes;
+  /* The bytes of the copy compared (the head's; with a check that reads the
+   * body, the whole response's) and, with checks, their verdict. */
+  uint32_t h1_cmp_len;
+  uint32_t h1_chk_failed;   /* the kept response's failed checks (bits) */
+  int h1_chk_keep;          /* the response being finished was just kept */
   /* CONNECT through a proxy (tunnel.c): where the tunnel is (0 once it is
    * up, or without one), when it began (TCP connected) and the answer so far,
    * read by c->parser before the session takes it over. */
