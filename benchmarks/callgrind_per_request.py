@@ -196,6 +196,9 @@ def target(name: str, cfg: argparse.Namespace) -> Iterator[dict[str, int]]:
     else:
         body = [] if cfg.server_body_size is None else \
             ["--response-body-size", str(cfg.server_body_size)]
+        if cfg.server_error_body_every:
+            # Every Nth response a 200 error body (docs/server.md): responses that differ.
+            body += ["--error-body-every", str(cfg.server_error_body_every)]
         with nhbench_server(cfg.server_cpu, body, tool="callgrind_per_request") as srv:
             # One listener: it tells HTTP/1.1 and h2c apart by the HTTP/2 preface.
             yield {"h1": srv.port, "h2c": srv.port}
@@ -230,9 +233,15 @@ def main(argv: list[str] | None = None) -> int:
                         "e.g. header:server")
     parser.add_argument("--server-body-size", type=int, default=None,
                         help="the nhbench target's response body size (default: 13 bytes)")
+    parser.add_argument("--server-error-body-every", type=int, default=0, metavar="N",
+                        help="the nhbench target sends every Nth response as a 200 error body "
+                        "(default 0: never)")
     parser.add_argument("--client-cpu", type=int, default=0)
     parser.add_argument("--server-cpu", type=int, default=1)
     parser.add_argument("--json", type=Path, help="also write the rows to this JSON file")
+    parser.add_argument("--keep", type=Path, metavar="DIR",
+                        help="keep the callgrind outputs in DIR (for callgrind_annotate's "
+                        "per-function figures), named callgrind.CLIENT.PORT.REQUESTS.out")
     args = parser.parse_args(argv)
     if args.protocols is not None:
         names = {"h1": "nhbench", "h2": "nhbench-h2c"}
@@ -253,6 +262,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--small and --large: need 0 < small < large")
     if args.short_s <= 0 or args.long_s <= args.short_s:
         parser.error("--short-s and --long-s: need 0 < short < long")
+    if args.server_error_body_every < 0:
+        parser.error("--server-error-body-every: must be 0 or more")
     if args.pairs < 1 or args.nginx_connections < 1 or args.server_connections < 1 or args.fixed_rps < 1:
         parser.error("--pairs, --nginx-connections, --server-connections and --fixed-rps "
                      "must be positive")
@@ -261,7 +272,10 @@ def main(argv: list[str] | None = None) -> int:
                          "(apt-get install valgrind)")
     check_cpu_args(parser, args, "callgrind_per_request")
     rows: list[dict[str, object]] = []
-    with tempfile.TemporaryDirectory(prefix="nhb-callgrind-") as tmpdir:
+    if args.keep is not None:
+        args.keep.mkdir(parents=True, exist_ok=True)
+    with (contextlib.nullcontext(str(args.keep)) if args.keep is not None
+          else tempfile.TemporaryDirectory(prefix="nhb-callgrind-")) as tmpdir:
         for tname in targets:
             conns = args.nginx_connections if tname == "nginx" else args.server_connections
             try:

@@ -73,8 +73,6 @@ typedef struct nhb_stream {
 
 void nhb_hist_init(nhb_hist* h);
 void nhb_hist_record(nhb_hist* h, uint64_t value);
-/* The same value into three histograms, its bucket found once (hist.c). */
-void nhb_hist_record3(nhb_hist* a, nhb_hist* b, nhb_hist* c, uint64_t value);
 void nhb_hist_add(nhb_hist* dst, const nhb_hist* src);
 size_t nhb_hist_index(uint64_t value);
 void nhb_stream_init(nhb_stream* s);

@@ -499,10 +499,13 @@ uint32_t nhb__chk_finish(const nhb__chk_set* set, nhb__chk_state* st, int status
 }
 
 void nhb__chk_response(nhb__conn* c, nhb__slot* s, nhb__chk_state* st, int status) {
-  nhb__worker* w = c->worker;
-  uint32_t failed = nhb__chk_finish(&w->run->chk, st, status, s->body_bytes);
-  nhb_stats* stats = &w->stats;
-  uint32_t m = st->mask;
+  uint32_t failed = nhb__chk_finish(&c->worker->run->chk, st, status, s->body_bytes);
+  nhb__chk_count(c, s, st->mask, failed, status);
+}
+
+void nhb__chk_count(nhb__conn* c, nhb__slot* s, uint32_t mask, uint32_t failed, int status) {
+  nhb_stats* stats = &c->worker->stats;
+  uint32_t m = mask;
   while (m != 0) {
     uint32_t i = (uint32_t)__builtin_ctz(m);
     m &= m - 1;

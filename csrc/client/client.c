@@ -255,6 +255,8 @@ static void* worker_main(void* arg) {
   }
   uv_run(&w->loop, UV_RUN_DEFAULT);
   uv_loop_close(&w->loop);
+  /* The phases recorded by count go into the statistics before they are read. */
+  nhb__phases_fold(w);
   if (w->release_fd >= 0) close(w->release_fd);
   nhb__pool_free(w);
   nhb__request_worker_free(w);
@@ -447,7 +449,7 @@ int nhb_run_create_ex(const nhb_client_config* config, nhb_run** out, char* err,
     w->index = i;
     w->cpu = run->cpus[i];
     w->release_fd = -1;
-    if (stats_alloc(&w->stats) < 0) return create_error(run, NHB_ENOMEM, err, err_len, NULL);
+    if (stats_alloc(&w->stats) < 0 || nhb__phases_alloc(w) < 0) return create_error(run, NHB_ENOMEM, err, err_len, NULL);
     /* The warm-up's statistics; without one they stay zero (publish()
      * subtracts its counters) and no histogram is allocated. */
     if (run->has_warmup && stats_alloc(&w->warm) < 0) return create_error(run, NHB_ENOMEM, err, err_len, NULL);
@@ -858,6 +860,7 @@ void nhb_run_destroy(nhb_run* run) {
       stats_free(&run->workers[i].stats);
       stats_free(&run->workers[i].warm);
       free(run->workers[i].hiccup);
+      nhb__phases_free(&run->workers[i]);
       free(run->workers[i].stage_releases);
       free(run->workers[i].stage_responses);
       free(run->workers[i].arr_log);

@@ -401,6 +401,9 @@ uint32_t nhb__chk_finish(const nhb__chk_set* set, nhb__chk_state* st, int status
  * the pool: nhb__conn_check_failed() for a 2xx that failed one, else
  * nhb__conn_response(). Every session's end of a checked response. */
 void nhb__chk_response(nhb__conn* c, nhb__slot* s, nhb__chk_state* st, int status);
+/* Counts a response's verdict: `failed` (bits by check index) among the
+ * checks in `mask` (those that judge its entry), then the response itself. */
+void nhb__chk_count(nhb__conn* c, nhb__slot* s, uint32_t mask, uint32_t failed, int status);
 /* HTTP/2 and HTTP/3: the final response of slot `s` begins (its :status is
  * 2xx..5xx): the slot's state, allocated on the slot's first such response,
  * reset for this one. NULL when it cannot be allocated. */
@@ -508,6 +511,11 @@ struct nhb__conn {
   int h1_at_boundary;       /* llhttp has no bytes of an unfinished response */
   uint64_t h1_header_bytes;
   uint64_t h1_body_bytes;
+  /* The bytes of the copy compared (the head's; with a check that reads the
+   * body, the whole response's) and, with checks, their verdict. */
+  uint32_t h1_cmp_len;
+  uint32_t h1_chk_failed;   /* the kept response's failed checks (bits) */
+  int h1_chk_keep;          /* the response being finished was just kept */
   /* CONNECT through a proxy (tunnel.c): where the tunnel is (0 once it is
    * up, or without one), when it began (TCP connected) and the answer so far,
    * read by c->parser before the session takes it over. */
@@ -662,6 +670,17 @@ struct nhb__worker {
    * serialized in one pass over the dirty connections (or one flush when the
    * socket drains), shared by every request that pass writes; 0 = not read. */
   uint64_t h2_tx_ns;
+  /* The latency phases recorded once per response and folded into the
+   * statistics later (phases.c): the latency of 2xx responses whose
+   * request_write and transfer were 0 (latency_2xx, request_to_response and
+   * time_to_first_byte), of the other 2xx responses (latency_2xx and
+   * request_to_response), and the count of other transfers of 0; and of
+   * responses released when scheduled (scheduled_to_response and
+   * sequencer.callback). */
+  nhb_hist* ph_whole;
+  nhb_hist* ph_ok;
+  nhb_hist* ph_same;
+  uint64_t ph_transfer0;
   /* HTTP/2: nghttp2 allocates a few small blocks per stream; they are
    * recycled through per-size free lists instead of going back to malloc. */
   nhb__h2_mem h2_mem;
@@ -993,6 +1012,11 @@ void nhb__conn_slot_failed(nhb__conn* c, nhb__slot* s, nhb_counter_t reason);
 /* A 2xx response that failed a check: an error (benchmark.check_failed),
  * its latency in latency_check_failed only. */
 void nhb__conn_check_failed(nhb__conn* c, nhb__slot* s);
+/* The latency phases' worker histograms (phases.c): allocated with the run,
+ * folded into w->stats before anything reads them (warm-up end, loop end). */
+int nhb__phases_alloc(nhb__worker* w);
+void nhb__phases_free(nhb__worker* w);
+void nhb__phases_fold(nhb__worker* w);
 /* Called by the session when the server refused a stream it never processed
  * (GOAWAY above its last stream id, REFUSED_STREAM): the request is re-sent
  * on a new connection once this one has closed. */

@@ -934,10 +934,9 @@ __attribute__((noinline)) static void response_extras(nhb__worker* w, const nhb_
   }
 }
 
-/* Records a phase. A phase of 0 is common (HTTP/1.1's request_write when
- * the socket took the request at once, transfer when the response came in
- * one read) and needs only the count, bucket 0 and the minimum: its sum and
- * sum of squares do not change, nor can it raise the maximum. */
+/* Records a phase. A phase of 0 needs only the count, bucket 0 and the
+ * minimum: its sum and sum of squares do not change, nor can it raise the
+ * maximum. */
 static inline void phase_zero(nhb_hist* h) {
   h->counts[0]++;
   h->total++;
@@ -950,6 +949,25 @@ static inline void phase_record(nhb_hist* h, uint64_t value) {
     return;
   }
   nhb_hist_record(h, value);
+}
+
+/* The phases of a response that is not the common case (below): split from
+ * the four timestamps, a transfer of 0 counted for phases.c to fold in. */
+static inline void phases_split(nhb__worker* w, const nhb__slot* s, uint64_t now) {
+  nhb_stats* st = &w->stats;
+  uint64_t first = s->first_ns;
+  uint64_t written = s->written_ns;
+  /* A missing or out-of-order stamp (a response that began before the
+   * request was fully written, a session that could not stamp) collapses
+   * onto its neighbour, so the three always add up to the latency. */
+  if (NHB__UNLIKELY(first == 0 || first > now)) first = now;
+  if (NHB__UNLIKELY(first < s->rq.send_ns)) first = s->rq.send_ns;
+  if (NHB__UNLIKELY(written == 0 || written > first)) written = first;
+  if (NHB__UNLIKELY(written < s->rq.send_ns)) written = s->rq.send_ns;
+  phase_record(st->hists[NHB_HIST_REQUEST_WRITE], written - s->rq.send_ns);
+  phase_record(st->hists[NHB_HIST_TIME_TO_FIRST_BYTE], first - written);
+  if (now == first) w->ph_transfer0++;
+  else nhb_hist_record(st->hists[NHB_HIST_TRANSFER], now - first);
 }
 
 void nhb__conn_response(nhb__conn* c, nhb__slot* s, int status) {
@@ -968,36 +986,35 @@ void nhb__conn_response(nhb__conn* c, nhb__slot* s, int status) {
     st->status_codes[status - NHB_STATUS_MIN]++;
   }
   st->counters[ctr]++;
-  nhb_hist_record(st->hists[NHB_HIST_SCHEDULED_TO_RESPONSE], now - s->rq.scheduled_ns);
+  /* A closed loop's release is its schedule: scheduled_to_response and
+   * sequencer.callback are then the same value, recorded once (phases.c). */
+  if (NHB__LIKELY(s->rq.scheduled_ns == s->rq.release_ns)) {
+    nhb_hist_record(w->ph_same, now - s->rq.scheduled_ns);
+  } else {
+    nhb_hist_record(st->hists[NHB_HIST_SCHEDULED_TO_RESPONSE], now - s->rq.scheduled_ns);
+    nhb_hist_record(st->hists[NHB_HIST_SEQUENCER_CALLBACK], now - s->rq.release_ns);
+  }
   /* The phases split request_to_response exactly: send -> written -> first
-   * byte -> now. The common case (HTTP/1.1's request taken by the socket at
-   * once and its response read in one go: no first-byte stamp) is the whole
-   * latency to the first byte, so the three histograms that take the
-   * latency share one bucket computation, and the two phases of 0 need only
-   * their count, bucket 0 and minimum. */
-  uint64_t first = s->first_ns;
-  uint64_t written = s->written_ns;
-  if (NHB__LIKELY(first == 0 && written == s->rq.send_ns)) {
-    nhb_hist_record3(st->hists[hist], st->hists[NHB_HIST_REQUEST_TO_RESPONSE],
-                     st->hists[NHB_HIST_TIME_TO_FIRST_BYTE], latency);
-    phase_zero(st->hists[NHB_HIST_REQUEST_WRITE]);
-    phase_zero(st->hists[NHB_HIST_TRANSFER]);
+   * byte -> now. A 2xx's latency is recorded once, into a worker histogram
+   * that phases.c folds into every statistic it belongs to: in the common
+   * case (HTTP/1.1's request taken by the socket at once and its response
+   * read in one go: no first-byte stamp) that is latency_2xx,
+   * request_to_response and time_to_first_byte, with request_write and
+   * transfer 0; otherwise latency_2xx and request_to_response, the phases
+   * split apart. */
+  if (NHB__LIKELY(klass == 2)) {
+    if (NHB__LIKELY(s->first_ns == 0 && s->written_ns == s->rq.send_ns)) {
+      nhb_hist_record(w->ph_whole, latency);
+    } else {
+      nhb_hist_record(w->ph_ok, latency);
+      phases_split(w, s, now);
+    }
   } else {
     nhb_hist_record(st->hists[hist], latency);
     nhb_hist_record(st->hists[NHB_HIST_REQUEST_TO_RESPONSE], latency);
-    /* A missing or out-of-order stamp (a response that began before the
-     * request was fully written, a session that could not stamp) collapses
-     * onto its neighbour, so the three always add up to the latency. */
-    if (NHB__UNLIKELY(first == 0 || first > now)) first = now;
-    if (NHB__UNLIKELY(first < s->rq.send_ns)) first = s->rq.send_ns;
-    if (NHB__UNLIKELY(written == 0 || written > first)) written = first;
-    if (NHB__UNLIKELY(written < s->rq.send_ns)) written = s->rq.send_ns;
-    phase_record(st->hists[NHB_HIST_REQUEST_WRITE], written - s->rq.send_ns);
-    phase_record(st->hists[NHB_HIST_TIME_TO_FIRST_BYTE], first - written);
-    phase_record(st->hists[NHB_HIST_TRANSFER], now - first);
+    phases_split(w, s, now);
   }
   nhb__ivl_record(w, now - s->rq.scheduled_ns);
-  nhb_hist_record(st->hists[NHB_HIST_SEQUENCER_CALLBACK], now - s->rq.release_ns);
   nhb_stream_record(&st->streams[NHB_STREAM_RESPONSE_HEADER_SIZE], s->header_bytes);
   nhb_stream_record(&st->streams[NHB_STREAM_RESPONSE_BODY_SIZE], s->body_bytes);
   /* Stages and per-endpoint statistics share one test, so that a run with

@@ -599,6 +599,8 @@ void nhb__sequencer_end_warmup(nhb__worker* w) {
   nhb_stats* st = &w->stats;
   nhb_stats* wm = &w->warm;
   if (!w->warming) return;
+  /* The warm-up's phases recorded by count belong to its statistics. */
+  nhb__phases_fold(w);
   /* The counters go on counting (the live intervals and the published
    * progress take differences of them); what the warm-up counted is kept
    * here and taken off when the run ends. The histograms and streams swap

@@ -336,30 +336,74 @@ static const llhttp_settings_t h1_grp_settings = {
  * heads up to NHB__H1_HEAD_MAX bytes are kept, in a buffer allocated once
  * per connection entry on the first cacheable response (idle connections
  * allocate nothing), and only when no per-response header callback is
- * needed (no latency response header). */
+ * needed (no latency response header).
+ *
+ * With response checks (check.c) the copy is kept with the checks' verdict
+ * on it: the checks are functions of the response's bytes (and of the
+ * request spec, which the copy is kept for), so a byte-identical response
+ * has the same verdict, and it is counted again without llhttp or the check
+ * callbacks. When a check reads the body (or the body is chunked), the
+ * whole response is kept (up to NHB__H1_RESP_MAX bytes) and compared; when
+ * the head decides every check, the head is, as without checks. Any byte
+ * compared that differs sends the read through both, as without the copy. */
 #define NHB__H1_HEAD_MAX 1024u
+#define NHB__H1_RESP_MAX 16384u
 
-/* Keeps the head of the response that llhttp just completed in `data`,
- * `len` bytes read from a message boundary and ending exactly with it. */
+/* Whether the checks' verdict on a response with a counted body is decided
+ * by its head: status, header and body.size checks (the size is the head's
+ * Content-Length). Any other kind, today's or one added later, reads the
+ * body, so the whole response is compared for it. Asked per kept response,
+ * never per replayed one. */
+static int h1_chk_head_decides(const nhb__chk_set* set) {
+  for (uint32_t i = 0; i < set->n; i++) {
+    switch (set->c[i].kind) {
+      case NHB_CHECK_STATUS:
+      case NHB_CHECK_HEADER_EXISTS:
+      case NHB_CHECK_HEADER_HAS:
+      case NHB_CHECK_HEADER_EQ:
+      case NHB_CHECK_HEADER_ABSENT:
+      case NHB_CHECK_BODY_SIZE: break;
+      default: return 0;
+    }
+  }
+  return 1;
+}
+
+/* Keeps the head (with checks, the whole) of the response that llhttp just
+ * completed in `data`, `len` bytes read from a message boundary and ending
+ * exactly with it. */
 static void h1_head_keep(nhb__conn* c, const char* data, size_t len, int status) {
   const nhb__worker* w = c->worker;
-  /* Checks and grouping by a header read every response's bytes: nothing is replayed for them. */
-  if (w->run->olat_len != 0 || w->run->chk.n != 0 || (w->run->grp != NULL && nhb__grp_by_header(w->run)) || !c->keep_alive || status < 200 || status == 101) return;
-  /* A chunked body's bytes are parsed, and so are a close-delimited one's
-   * (never complete here anyway): only counted bodies can be skipped. */
-  if (c->parser.flags & (F_CHUNKED | F_TRANSFER_ENCODING)) return;
+  /* Grouping by a header reads every response's head: nothing is replayed for it. */
+  if (w->run->olat_len != 0 || (w->run->grp != NULL && nhb__grp_by_header(w->run)) || !c->keep_alive || status < 200 || status == 101) return;
   if (c->body_bytes > len) return;
   size_t head_len = len - (size_t)c->body_bytes;
-  if (head_len == 0 || head_len > NHB__H1_HEAD_MAX) return;
-  if (head_len > c->h1_head_cap) {
+  size_t keep = head_len;
+  int counted = !(c->parser.flags & (F_CHUNKED | F_TRANSFER_ENCODING));
+  if (NHB__UNLIKELY(w->run->chk.n != 0) && (!counted || !h1_chk_head_decides(&w->run->chk))) {
+    /* Checks that read the body, or a body whose framing is in its bytes:
+     * all of it is compared. */
+    if (len > NHB__H1_RESP_MAX) return;
+    keep = len;
+  } else {
+    /* A chunked body's bytes are parsed, and so are a close-delimited one's
+     * (never complete here anyway): only counted bodies can be skipped. */
+    if (!counted) return;
+    if (head_len > NHB__H1_HEAD_MAX) return;
+  }
+  if (head_len == 0) return;
+  if (keep > c->h1_head_cap) {
     /* Grows at most a few times per connection entry: never per request. */
-    uint32_t cap = (uint32_t)((head_len + 63u) & ~(size_t)63u);
+    uint32_t cap = (uint32_t)((keep + 63u) & ~(size_t)63u);
     char* buf = realloc(c->h1_head, cap);
     if (buf == NULL) return;
     c->h1_head = buf;
     c->h1_head_cap = cap;
   }
-  memcpy(c->h1_head, data, head_len);
+  memcpy(c->h1_head, data, keep);
+  c->h1_cmp_len = (uint32_t)keep;
+  /* The verdict is the one h1_finish_response is about to give. */
+  c->h1_chk_keep = 1;
   c->h1_head_len = (uint32_t)head_len;
   c->h1_spec = c->slots->rq.spec;
   c->h1_status = status;
@@ -445,8 +489,9 @@ static int h1_send_traced(nhb__conn* c, nhb__slot* s) {
   return h1_write(c, s, bytes, len);
 }
 
-/* Ends the response that the parser (or the replay) just completed. */
-static int h1_finish_response(nhb__conn* c, int status) {
+/* Ends the response that the parser (or, `replayed`, the replay) just
+ * completed. */
+static inline int h1_finish_response(nhb__conn* c, int status, int replayed) {
   c->response_done = 0;
   /* A response that arrives before the request was fully written means the
    * server did not read all of it: the connection cannot be reused. */
@@ -455,7 +500,17 @@ static int h1_finish_response(nhb__conn* c, int status) {
   s->header_bytes = c->header_bytes;
   s->body_bytes = c->body_bytes;
   if (NHB__UNLIKELY(c->chk != NULL)) {
-    nhb__chk_response(c, s, c->chk, status);
+    uint32_t failed;
+    if (replayed) {
+      failed = c->h1_chk_failed;
+    } else {
+      failed = nhb__chk_finish(&c->worker->run->chk, c->chk, status, c->body_bytes);
+      if (c->h1_chk_keep) c->h1_chk_failed = failed;
+    }
+    c->h1_chk_keep = 0;
+    /* A replayed response's entry is the kept one's (the replay compares the
+     * spec), so the state's mask from that response's begin is its own. */
+    nhb__chk_count(c, s, c->chk->mask, failed, status);
     return 0;
   }
   nhb__conn_response(c, s, status);
@@ -486,12 +541,12 @@ static int h1_on_data(nhb__conn* c, const char* data, size_t len) {
   int first = c->slots->first_ns == 0;
   int at_boundary = c->h1_at_boundary;
   if (at_boundary && c->h1_head_len != 0 && len == c->h1_head_len + c->h1_body_bytes &&
-      c->slots->rq.spec == c->h1_spec && memcmp(data, c->h1_head, c->h1_head_len) == 0) {
+      c->slots->rq.spec == c->h1_spec && memcmp(data, c->h1_head, c->h1_cmp_len) == 0) {
     /* The replay (above): what llhttp's callbacks would have set. */
     c->header_bytes = c->h1_header_bytes;
     c->body_bytes = c->h1_body_bytes;
     c->keep_alive = 1;
-    return h1_finish_response(c, c->h1_status);
+    return h1_finish_response(c, c->h1_status, 1);
   }
   c->h1_at_boundary = 0;
   if (c->hdr_open) c->hdr_gap = data;
@@ -533,7 +588,7 @@ static int h1_on_data(nhb__conn* c, const char* data, size_t len) {
       c->worker->stats.counters[NHB_CTR_UPSTREAM_CX_PROTOCOL_ERROR]++;
       c->keep_alive = 0;
     }
-    return h1_finish_response(c, status);
+    return h1_finish_response(c, status, 0);
   }
   if (NHB__UNLIKELY(c->h1_limit != NULL)) {
     h1_parse_error(c, c->h1_limit);
@@ -554,7 +609,7 @@ static int h1_on_eof(nhb__conn* c, int err) {
   if ((end == HPE_OK || end == HPE_PAUSED) && c->response_done) {
     /* A close-delimited body ended with the connection. */
     c->keep_alive = 0;
-    return h1_finish_response(c, llhttp_get_status_code(&c->parser));
+    return h1_finish_response(c, llhttp_get_status_code(&c->parser), 0);
   }
   return NHB_EPROTO;
 }

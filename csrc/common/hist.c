@@ -42,27 +42,6 @@ void nhb_hist_record(nhb_hist* h, uint64_t value) {
   h->sumsq += v * v;
 }
 
-/* One value into three histograms (the client's latency by status class,
- * request_to_response, and the phase that holds the whole of it): the bucket
- * and the moments are worked out once rather than three times, which is what
- * lets the phases cost a response next to nothing. */
-void nhb_hist_record3(nhb_hist* a, nhb_hist* b, nhb_hist* c, uint64_t value) {
-  if (value > NHB_HIST_HIGHEST) value = NHB_HIST_HIGHEST;
-  size_t i = nhb_hist_index(value);
-  double v = (double)value;
-  double v2 = v * v;
-  nhb_hist* hs[3] = {a, b, c};
-  for (int k = 0; k < 3; k++) {
-    nhb_hist* h = hs[k];
-    h->counts[i]++;
-    h->total++;
-    if (value < h->min) h->min = value;
-    if (value > h->max) h->max = value;
-    h->sum += v;
-    h->sumsq += v2;
-  }
-}
-
 void nhb_hist_add(nhb_hist* dst, const nhb_hist* src) {
   if (src->total == 0) return;
   for (size_t i = 0; i < NHB_HIST_COUNTS_LEN; i++) dst->counts[i] += src->counts[i];
