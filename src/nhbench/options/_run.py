@@ -71,7 +71,7 @@ class Options(
     # order (the CLI's flags, --help, docs/options.md and every echo of the options follow it,
     # and a field validator sees the fields before its own in `info.data`).
     ResponseChecks,  # check
-    Observation,  # latency_response_header_name, verbosity
+    Observation,  # latency_response_header_name, stream_stats, verbosity
     Cluster,  # ray, hosts
     Grpc,  # grpc ... grpc_deadline
     TlsContext,  # tls_context, transport_socket
