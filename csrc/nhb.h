@@ -167,7 +167,11 @@ typedef enum {
   X(TRANSFER, "benchmark_http_client.transfer")                                   \
   X(ORIGIN_LATENCY, "benchmark_http_client.origin_latency_statistic")             \
   X(TUNNEL_SETUP, "benchmark_http_client.tunnel_setup")                         \
-  X(LATENCY_CHECK_FAILED, "benchmark_http_client.latency_check_failed")
+  X(LATENCY_CHECK_FAILED, "benchmark_http_client.latency_check_failed")       \
+  /* ---- streaming responses (stream.c; only with stream_stats) ---- */         \
+  X(TIME_TO_FIRST_EVENT, "benchmark_http_client.time_to_first_event")             \
+  X(INTER_EVENT_GAP, "benchmark_http_client.inter_event_gap")                     \
+  X(STREAM_DURATION, "benchmark_http_client.stream_duration")
 
 typedef enum {
 #define NHB__HIST_ENUM(name, str) NHB_HIST_##name,
@@ -178,7 +182,8 @@ typedef enum {
 
 #define NHB_STREAM_MAP(X)                                                   \
   X(RESPONSE_HEADER_SIZE, "benchmark_http_client.response_header_size")   \
-  X(RESPONSE_BODY_SIZE, "benchmark_http_client.response_body_size")
+  X(RESPONSE_BODY_SIZE, "benchmark_http_client.response_body_size")      \
+  X(EVENTS_PER_RESPONSE, "benchmark_http_client.events_per_response")
 
 typedef enum {
 #define NHB__STREAM_ENUM(name, str) NHB_STREAM_##name,
@@ -193,6 +198,8 @@ typedef enum {
  * array's "other" bucket). Their names are "benchmark.http_<code>". Predicates
  * refer to them by counter ids past the fixed ones:
  * NHB_CTR_COUNT + code - NHB_STATUS_MIN, below NHB_COUNTER_ID_COUNT. */
+/* The largest test-server event stream (nhb_server_config.stream_events). */
+#define NHB_SERVER_MAX_STREAM_EVENTS 10000u
 #define NHB_STATUS_MIN 100
 #define NHB_STATUS_MAX 599
 #define NHB_STATUS_COUNT (NHB_STATUS_MAX - NHB_STATUS_MIN + 1)
@@ -590,6 +597,12 @@ typedef struct nhb_client_config {
   uint32_t ngroups;
   const uint32_t* spec_group;
   const char* group_header;
+  /* ---- streaming responses (stream.c, docs/engine.md "Streaming responses") ----
+   * 1: time each response's events (SSE events of a text/event-stream body,
+   * else body pieces as they arrive) into time_to_first_event,
+   * inter_event_gap, stream_duration and events_per_response. 0: the
+   * sessions install none of its callbacks and the statistics are absent. */
+  int stream_stats;
 } nhb_client_config;
 
 typedef enum {
@@ -840,6 +853,13 @@ typedef struct nhb_server_config {
    * {"error":"injected"}), counted in error_bodies: a known share of
    * responses a client's response checks must catch (0 = never). */
   uint64_t error_body_every;
+  /* Event streams (server_sse.c, docs/server.md "Event streams"): every
+   * HTTP/1.1 request is answered with a text/event-stream of stream_events
+   * events (0 = off; at most NHB_SERVER_MAX_STREAM_EVENTS), one every
+   * stream_gap_ns drawn uniformly within +- stream_jitter_ns (at most the
+   * gap), the first one gap after the request. HTTP/2 and HTTP/3 get 501. */
+  uint32_t stream_events;
+  uint64_t stream_gap_ns, stream_jitter_ns;
   uint64_t idle_timeout_ns;   /* 0 = none */
   uint64_t header_timeout_ns; /* 0 = none */
   uint64_t max_header_bytes;

@@ -194,5 +194,11 @@ def test_known_names_match_the_core(server: nhbench.TestServer) -> None:
     # And the failed-check latency only in a run with --check (docs/checks.md).
     failed_check = "benchmark_http_client.latency_check_failed"
     assert failed_check in HISTOGRAM_IDS
-    assert set(core["histograms"]) == set(HISTOGRAM_IDS) - {origin, tunnel, failed_check}
-    assert set(core["streams"]) == set(STREAM_IDS)
+    # And the streaming statistics only with --stream-stats (docs/engine.md).
+    streaming = {"benchmark_http_client.time_to_first_event",
+                 "benchmark_http_client.inter_event_gap", "benchmark_http_client.stream_duration"}
+    assert streaming <= set(HISTOGRAM_IDS)
+    assert set(core["histograms"]) == set(HISTOGRAM_IDS) - {origin, tunnel, failed_check,
+                                                            *streaming}
+    events = "benchmark_http_client.events_per_response"
+    assert set(core["streams"]) == set(STREAM_IDS) - {events}

@@ -91,6 +91,7 @@ class ClientRun {
     c.trace_sample_rate = get_as<double>(d, "trace_sample_rate", 0.0);
     c.trace_b3 = get_as<bool>(d, "trace_b3", false);
     c.trace_ring = get_as<uint32_t>(d, "trace_ring", 0);
+    c.stream_stats = get_as<bool>(d, "stream_stats", false) ? 1 : 0;
     parse_protocol(d);
     parse_requests(d);
     parse_schedule(d);

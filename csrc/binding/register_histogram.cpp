@@ -57,7 +57,11 @@ py::dict stats_to_dict(const nhb_stats* st) {
   // without latency_response_header_name): absent, as in Nighthawk's output.
   for (int i = 0; i < NHB_HIST_COUNT; i++)
     if (st->hists[i] != nullptr) hists[nhb_histogram_names[i]] = hist_to_dict(st->hists[i]);
-  for (int i = 0; i < NHB_STREAM_COUNT; i++) streams[nhb_stream_names[i]] = stream_to_dict(&st->streams[i]);
+  for (int i = 0; i < NHB_STREAM_COUNT; i++) {
+    // events_per_response is measured only with stream_stats: absent without.
+    if (i == NHB_STREAM_EVENTS_PER_RESPONSE && st->streams[i].total == 0) continue;
+    streams[nhb_stream_names[i]] = stream_to_dict(&st->streams[i]);
+  }
   d["counters"] = counters;
   d["histograms"] = hists;
   d["streams"] = streams;

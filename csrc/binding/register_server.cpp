@@ -75,7 +75,7 @@ class Server {
  public:
   explicit Server(const py::dict& d) {
     check_keys(d, {"listen", "workers", "cpus", "response", "echo_default_params", "max_echo_delay",
-                   "max_payload_kb", "stall_every", "stall_for", "error_body_every", "tcp_echo", "udp_echo", "admin", "idle_timeout",
+                   "max_payload_kb", "stall_every", "stall_for", "error_body_every", "stream_events", "stream_gap", "stream_jitter", "tcp_echo", "udp_echo", "admin", "idle_timeout",
                    "header_timeout", "max_header_bytes", "max_body_bytes", "tls", "alpn", "max_concurrent_streams",
                    "max_delay", "max_connections", "tcp_proxy", "redirect", "echo_defaults_no_query", "debug_path",
                    "debug_env_dump", "forward", "http_fanout",
@@ -200,6 +200,9 @@ class Server {
     c.stall_every_ns = get_seconds_ns(d, "stall_every", 0);
     c.stall_for_ns = get_seconds_ns(d, "stall_for", 0);
     c.error_body_every = static_cast<uint64_t>(get_int(d, "error_body_every", 0, 0, INT64_MAX));
+    c.stream_events = static_cast<uint32_t>(get_int(d, "stream_events", 0, 0, NHB_SERVER_MAX_STREAM_EVENTS));
+    c.stream_gap_ns = get_seconds_ns(d, "stream_gap", 0.01);
+    c.stream_jitter_ns = get_seconds_ns(d, "stream_jitter", 0);
     c.idle_timeout_ns = get_seconds_ns(d, "idle_timeout", 60);
     c.header_timeout_ns = get_seconds_ns(d, "header_timeout", 10);
     c.max_header_bytes = static_cast<uint64_t>(get_int(d, "max_header_bytes", 65536, 0, INT64_MAX));

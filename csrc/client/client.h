@@ -153,6 +153,37 @@ typedef struct nhb__spec {
   nhb__tmpl* h2_vals;
 } nhb__spec;
 
+/* Streaming responses (stream.c, docs/engine.md "Streaming responses").
+ *
+ * The Server-Sent Events splitter: the WHATWG EventSource parsing rules
+ * reduced to what dispatches an event. Lines end at CR, LF or CRLF; a blank
+ * line dispatches the event when a "data" field was seen since the last
+ * one (a field name is the line up to its first colon, or the whole line);
+ * one leading UTF-8 BOM is skipped. Four bytes of state whatever the event's
+ * size, and the same events whatever the split points of the input. */
+typedef struct nhb__sse {
+  uint8_t line;     /* 0 at a line start, 1-4 "data" matched so far, 5 other field, 6 data field */
+  uint8_t cr;       /* the last byte was a CR: an LF right after it is part of the same line end */
+  uint8_t has_data; /* a data field since the last dispatch */
+  uint8_t bom;      /* bytes of the leading BOM matched; 3 once past the start */
+} nhb__sse;
+
+/* Returns the events that data[0..len) completed. */
+uint32_t nhb__sse_feed(nhb__sse* p, const char* data, size_t len);
+
+/* One response's events, in its slot: reset when the response's head
+ * begins, so nothing is done per request on the send path. */
+typedef struct nhb__str {
+  uint64_t first_ns, last_ns; /* the first and the latest event */
+  uint32_t events;
+  uint8_t sse;     /* the final head said text/event-stream: events are SSE events */
+  uint8_t name_at; /* bytes of "content-type" matched in the field name; 0xFF: another name */
+  uint8_t val_at;  /* bytes of "text/event-stream" matched in its value; 0xFF: another type */
+  uint8_t is_ct;   /* the field being read is a content-type */
+  uint8_t chunk;   /* HTTP/1.1: the chunk being read has bytes (not the last, empty one) */
+  nhb__sse p;
+} nhb__str;
+
 /* A request on its way: from the moment the pool gives it to a connection
  * (which may still be connecting) until it ends as a response or an error.
  * Slots come from a per-worker pool sized once in nhb__pool_init() (one per
@@ -208,6 +239,8 @@ typedef struct nhb__slot {
   /* Grouping by a response header (group.c): the value's entry in the
    * worker's table, 0 until the header is read; back to 0 once counted. */
   uint32_t group;
+  /* Streaming responses (stream.c), with config.stream_stats only. */
+  nhb__str str;
 } nhb__slot;
 
 /* The transport moves bytes for a connection: plain TCP, or TLS through
@@ -415,6 +448,24 @@ void nhb__chk_slots_free(nhb__worker* w);
 int nhb__chk_find(const char* needle, size_t n, char* win, uint32_t* win_len, const char* data, size_t len);
 /* RFC 6901 pointer over doc[0..len): 1 and the value's text when it is there, whole. */
 int nhb__json_pointer(const char* doc, size_t len, const char* ptr, size_t ptr_len, const char** val, size_t* val_len);
+
+/* Streaming responses (stream.c). The sessions call these only from the
+ * callbacks they install when config.stream_stats is set. `now` 0: read the
+ * clock (once per call, and only when an event completed). */
+int nhb__str_run_init(nhb_run* run, char* err, size_t err_len);
+/* A header block of the response begins (the final one, or an interim one). */
+void nhb__str_begin(nhb__str* t);
+/* A piece of a header field's name, a piece of its value, its end. */
+void nhb__str_name(nhb__str* t, const char* at, size_t len);
+void nhb__str_value(nhb__str* t, const char* at, size_t len);
+void nhb__str_value_end(nhb__str* t);
+/* Body bytes: SSE events, when the response is an event stream. */
+void nhb__str_data(nhb__worker* w, nhb__slot* s, const char* at, size_t len, uint64_t now);
+/* A body piece ended (an HTTP/1.1 chunk or read, an HTTP/2 DATA frame, an
+ * HTTP/3 DATA piece): the unit of a response that is not an event stream. */
+void nhb__str_piece(nhb__worker* w, nhb__slot* s, uint64_t now);
+/* The final response ended: its event count and duration. */
+void nhb__str_end(nhb__worker* w, nhb__slot* s);
 
 #define NHB__TUNNEL_FAILED 3
 #define NHB__TUNNEL_TLS 4     /* the TLS handshake with the proxy (carrier.c) */

@@ -320,6 +320,83 @@ static const llhttp_settings_t h1_grp_settings = {
     .on_message_complete = h1_on_message_complete,
 };
 
+/* The callbacks of a run with stream_stats (stream.c): each calls the
+ * table the run would use without it (grouping, checks, latency header or
+ * plain), and
+ * feeds the response's content-type and body to the streaming statistics. A
+ * run without the option never reaches these. */
+static inline const llhttp_settings_t* h1_str_base(const llhttp_t* p) {
+  const nhb_run* run = CONN_OF(p)->worker->run;
+  if (NHB__UNLIKELY(nhb__grp_by_header(run))) return &h1_grp_settings;
+  return h1_inner(run);
+}
+
+static int h1_str_on_message_begin(llhttp_t* p) {
+  nhb__str_begin(&CONN_OF(p)->slots->str);
+  return h1_str_base(p)->on_message_begin(p);
+}
+
+static int h1_str_on_header_field(llhttp_t* p, const char* at, size_t len) {
+  nhb__conn* c = CONN_OF(p);
+  if (!c->h1_in_body) nhb__str_name(&c->slots->str, at, len);
+  return h1_str_base(p)->on_header_field(p, at, len);
+}
+
+static int h1_str_on_header_value(llhttp_t* p, const char* at, size_t len) {
+  nhb__conn* c = CONN_OF(p);
+  int r = h1_str_base(p)->on_header_value(p, at, len);
+  if (r == 0 && !c->h1_in_body) nhb__str_value(&c->slots->str, at, len);
+  return r;
+}
+
+static int h1_str_on_header_value_complete(llhttp_t* p) {
+  nhb__conn* c = CONN_OF(p);
+  if (!c->h1_in_body) nhb__str_value_end(&c->slots->str);
+  return h1_str_base(p)->on_header_value_complete(p);
+}
+
+static int h1_str_on_headers_complete(llhttp_t* p) { return h1_str_base(p)->on_headers_complete(p); }
+
+static int h1_str_on_chunk_header(llhttp_t* p) {
+  CONN_OF(p)->slots->str.chunk = p->content_length != 0;
+  return h1_on_chunk_header(p);
+}
+
+static int h1_str_on_chunk_complete(llhttp_t* p) {
+  nhb__conn* c = CONN_OF(p);
+  if (c->slots->str.chunk) nhb__str_piece(c->worker, c->slots, 0);
+  return 0;
+}
+
+static int h1_str_on_body(llhttp_t* p, const char* at, size_t len) {
+  nhb__conn* c = CONN_OF(p);
+  int r = h1_str_base(p)->on_body(p, at, len);
+  nhb__str_data(c->worker, c->slots, at, len, 0);
+  /* A counted or close-delimited body: each read's bytes are one piece. */
+  if (!(p->flags & F_CHUNKED)) nhb__str_piece(c->worker, c->slots, 0);
+  return r;
+}
+
+static int h1_str_on_message_complete(llhttp_t* p) {
+  nhb__conn* c = CONN_OF(p);
+  int status = llhttp_get_status_code(p);
+  if (status >= 200 || status == 101) nhb__str_end(c->worker, c->slots);
+  return h1_on_message_complete(p);
+}
+
+static const llhttp_settings_t h1_str_settings = {
+    .on_message_begin = h1_str_on_message_begin,
+    .on_status = h1_on_status,
+    .on_chunk_header = h1_str_on_chunk_header,
+    .on_chunk_complete = h1_str_on_chunk_complete,
+    .on_header_field = h1_str_on_header_field,
+    .on_header_value = h1_str_on_header_value,
+    .on_header_value_complete = h1_str_on_header_value_complete,
+    .on_headers_complete = h1_str_on_headers_complete,
+    .on_body = h1_str_on_body,
+    .on_message_complete = h1_str_on_message_complete,
+};
+
 /* Response-head replay. A load test asks the same request again and again,
  * and a server answers it with the same head: llhttp's state machine then
  * spends most of the client's instructions re-reading bytes it has read
@@ -374,8 +451,11 @@ static int h1_chk_head_decides(const nhb__chk_set* set) {
  * exactly with it. */
 static void h1_head_keep(nhb__conn* c, const char* data, size_t len, int status) {
   const nhb__worker* w = c->worker;
-  /* Grouping by a header reads every response's head: nothing is replayed for it. */
-  if (w->run->olat_len != 0 || (w->run->grp != NULL && nhb__grp_by_header(w->run)) || !c->keep_alive || status < 200 || status == 101) return;
+  /* Checks that read the body keep the whole response (h1_chk_head_decides);
+   * grouping by a header and streaming statistics read every response. */
+  if (w->run->olat_len != 0 || (w->run->grp != NULL && nhb__grp_by_header(w->run)) || w->run->config.stream_stats ||
+      !c->keep_alive || status < 200 || status == 101)
+    return;
   if (c->body_bytes > len) return;
   size_t head_len = len - (size_t)c->body_bytes;
   size_t keep = head_len;
@@ -423,6 +503,8 @@ static int h1_open(nhb__conn* c) {
     if (c->grp_h1 == NULL && (c->grp_h1 = nhb__grp_h1_new()) == NULL) return NHB_ENOMEM;
     settings = &h1_grp_settings;
   }
+  /* Streaming statistics read every body: nothing is replayed for them. */
+  if (NHB__UNLIKELY(run->config.stream_stats)) settings = &h1_str_settings;
   llhttp_init(&c->parser, HTTP_RESPONSE, settings);
   /* Strict parsing (docs/engine.md): llhttp's lenient modes are off by
    * default, and are turned off here explicitly so that it stays so. The

@@ -566,6 +566,9 @@ static int h2_on_data_chunk(nghttp2_session* session, uint8_t flags, int32_t str
  * (h2_on_response_frame). An interim response's fields and the trailers are
  * not looked at, as for HTTP/1.1; a field nghttp2 would have dropped
  * (content-length: 0 on a 204) is not seen either. */
+static int h2_chk_field(nhb__conn* c, nghttp2_session* session, nhb__slot* s, const uint8_t* name, size_t namelen,
+                        const uint8_t* value, size_t valuelen);
+
 static int h2_chk_on_header(nghttp2_session* session, const nghttp2_frame* frame, const uint8_t* name,
                             size_t namelen, const uint8_t* value, size_t valuelen, uint8_t flags, void* user_data) {
   NHB__UNUSED(flags);
@@ -573,8 +576,14 @@ static int h2_chk_on_header(nghttp2_session* session, const nghttp2_frame* frame
   nhb__slot* s = h2_field_slot(c, session, frame, name, namelen, value, valuelen);
   if (NHB__UNLIKELY(s == H2_OVER)) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
   if (s == NULL) return 0;
+  if (c->worker->run->olat_len != 0) h2_olat_field(c, s, name, namelen, value, valuelen);
+  return h2_chk_field(c, session, s, name, namelen, value, valuelen);
+}
+
+/* The checks' part of a field of slot s (h2_field_slot passed it). */
+static int h2_chk_field(nhb__conn* c, nghttp2_session* session, nhb__slot* s, const uint8_t* name, size_t namelen,
+                        const uint8_t* value, size_t valuelen) {
   nhb__worker* w = c->worker;
-  if (w->run->olat_len != 0) h2_olat_field(c, s, name, namelen, value, valuelen);
   if (s->status < 200 || (s->h2_chk & H2_CHK_FINAL)) return 0;
   if (name[0] == ':') {
     if (NHB__LIKELY(nhb__chk_slot_begin(w, s) != NULL)) return 0;
@@ -740,6 +749,97 @@ static int h2_olat_on_frame_recv(nghttp2_session* session, const nghttp2_frame* 
     return h2_on_response_frame(c, session, frame, s);
   }
   return h2_on_frame_recv(session, frame, user_data);
+}
+
+/* ---- streaming responses (stream.c) ---------------------------------------- */
+
+/* The callbacks of a run with stream_stats: the plain ones (or the latency
+ * header's), plus the response's content-type and body fed to the streaming
+ * statistics. Installed only with the option (gRPC runs refuse it). */
+static int h2_str_on_begin_headers(nghttp2_session* session, const nghttp2_frame* frame, void* user_data) {
+  nhb__conn* c = conn_of(user_data);
+  if (c->worker->run->olat_len != 0) h2_olat_on_begin_headers(session, frame, user_data);
+  if (frame->hd.type != NGHTTP2_HEADERS) return 0;
+  nhb__slot* s = h2_slot(c, session, frame->hd.stream_id);
+  /* The response's head (the first, or the one after an interim 1xx). */
+  if (s != NULL && s->status == 0) nhb__str_begin(&s->str);
+  return 0;
+}
+
+static int h2_str_on_header(nghttp2_session* session, const nghttp2_frame* frame, const uint8_t* name,
+                            size_t namelen, const uint8_t* value, size_t valuelen, uint8_t flags, void* user_data) {
+  NHB__UNUSED(flags);
+  nhb__conn* c = conn_of(user_data);
+  nhb__slot* s = h2_field_slot(c, session, frame, name, namelen, value, valuelen);
+  if (NHB__UNLIKELY(s == H2_OVER)) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+  if (s == NULL) return 0;
+  if (c->worker->run->olat_len != 0) h2_olat_field(c, s, name, namelen, value, valuelen);
+  nhb__str_name(&s->str, (const char*)name, namelen);
+  nhb__str_value(&s->str, (const char*)value, valuelen);
+  nhb__str_value_end(&s->str);
+  return 0;
+}
+
+static int h2_str_on_data_chunk(nghttp2_session* session, uint8_t flags, int32_t stream_id, const uint8_t* data,
+                                size_t len, void* user_data) {
+  NHB__UNUSED(flags);
+  nhb__conn* c = conn_of(user_data);
+  nhb__slot* s = h2_slot(c, session, stream_id);
+  if (s != NULL && h2_check_data(c, session, s, len)) nhb__str_data(c->worker, s, (const char*)data, len, 0);
+  return 0;
+}
+
+static int h2_str_on_frame_recv(nghttp2_session* session, const nghttp2_frame* frame, void* user_data) {
+  nhb__conn* c = conn_of(user_data);
+  if (c->state == NHB__CX_READY && (frame->hd.type == NGHTTP2_DATA || frame->hd.type == NGHTTP2_HEADERS)) {
+    nhb__slot* s = h2_slot(c, session, frame->hd.stream_id);
+    if (s != NULL) {
+      /* A DATA frame with a payload is one piece; the stream's end, before
+       * the frame is acted on (which hands the slot back). */
+      if (frame->hd.type == NGHTTP2_DATA && frame->hd.length > frame->data.padlen)
+        nhb__str_piece(c->worker, s, 0);
+      if ((frame->hd.flags & NGHTTP2_FLAG_END_STREAM) && s->status >= 200) nhb__str_end(c->worker, s);
+    }
+  }
+  return c->worker->run->olat_len != 0 ? h2_olat_on_frame_recv(session, frame, user_data)
+                                       : h2_on_frame_recv(session, frame, user_data);
+}
+
+/* A run with two or more of response checks, grouping by a header and
+ * streaming statistics: each installs its own field (and data) callback in
+ * place of the plain one, so such a run gets one that does every part that
+ * is on, after the common checks of the field (h2_field_slot) made once.
+ * The checks go last: a slot they fail is given up. gRPC runs have neither
+ * checks nor streaming statistics (refused), so they are not here. */
+static int h2_multi_on_header(nghttp2_session* session, const nghttp2_frame* frame, const uint8_t* name,
+                              size_t namelen, const uint8_t* value, size_t valuelen, uint8_t flags,
+                              void* user_data) {
+  NHB__UNUSED(flags);
+  nhb__conn* c = conn_of(user_data);
+  nhb__slot* s = h2_field_slot(c, session, frame, name, namelen, value, valuelen);
+  if (NHB__UNLIKELY(s == H2_OVER)) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+  if (s == NULL) return 0;
+  const nhb_run* run = c->worker->run;
+  if (run->olat_len != 0) h2_olat_field(c, s, name, namelen, value, valuelen);
+  if (nhb__grp_by_header(run)) nhb__grp_field(c->worker, s, (const char*)name, namelen, (const char*)value, valuelen);
+  if (run->config.stream_stats) {
+    nhb__str_name(&s->str, (const char*)name, namelen);
+    nhb__str_value(&s->str, (const char*)value, valuelen);
+    nhb__str_value_end(&s->str);
+  }
+  if (run->chk.n != 0) return h2_chk_field(c, session, s, name, namelen, value, valuelen);
+  return 0;
+}
+
+static int h2_multi_on_data_chunk(nghttp2_session* session, uint8_t flags, int32_t stream_id, const uint8_t* data,
+                                  size_t len, void* user_data) {
+  NHB__UNUSED(flags);
+  nhb__conn* c = conn_of(user_data);
+  nhb__slot* s = h2_slot(c, session, stream_id);
+  if (s == NULL || !h2_check_data(c, session, s, len)) return 0;
+  if (s->h2_chk & H2_CHK_FINAL) nhb__chk_body(&c->worker->run->chk, s->chk, (const char*)data, len);
+  nhb__str_data(c->worker, s, (const char*)data, len, 0);
+  return 0;
 }
 
 static int h2_on_stream_close(nghttp2_session* session, int32_t stream_id, uint32_t error_code,
@@ -1155,6 +1255,15 @@ static int h2_run_init(nhb_run* run, char* err, size_t err_len) {
   nghttp2_session_callbacks_set_on_frame_recv_callback(cb, olat ? h2_olat_on_frame_recv : h2_on_frame_recv);
   nghttp2_session_callbacks_set_on_stream_close_callback(cb, h2_on_stream_close);
   nghttp2_session_callbacks_set_on_frame_not_send_callback(cb, h2_on_frame_not_send);
+  if (cfg->stream_stats) {
+    nghttp2_session_callbacks_set_on_begin_headers_callback(cb, h2_str_on_begin_headers);
+    nghttp2_session_callbacks_set_on_header_callback(cb, h2_str_on_header);
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, h2_str_on_data_chunk);
+    nghttp2_session_callbacks_set_on_frame_recv_callback(cb, h2_str_on_frame_recv);
+  }
+  int parts = (run->chk.n != 0) + (nhb__grp_by_header(run) != 0) + (cfg->stream_stats != 0);
+  if (parts > 1) nghttp2_session_callbacks_set_on_header_callback(cb, h2_multi_on_header);
+  if (run->chk.n != 0 && cfg->stream_stats) nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, h2_multi_on_data_chunk);
   for (uint32_t i = 0; i < run->nspecs; i++) {
     const nhb_request_spec* sp = &cfg->specs[i];
     size_t n = 0;

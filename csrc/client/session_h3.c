@@ -534,6 +534,74 @@ static const nghttp3_callbacks h3_chk_http_callbacks = {
     h3_shutdown,
 };
 
+/* The callbacks of a run with stream_stats (stream.c): the plain ones, plus
+ * the response's content-type and body fed to the streaming statistics,
+ * each piece timed at the packet that brought it. A run without the option
+ * uses h3_http_callbacks and never reaches these. Each passes the event on
+ * to the table the run would use without the option (h3_str_base): the
+ * checks' or the plain one. */
+static inline const nghttp3_callbacks* h3_str_base(const nhb__conn* c) {
+  return c->worker->run->chk.n != 0 ? &h3_chk_http_callbacks : &h3_http_callbacks;
+}
+
+static int h3_str_begin_headers(nghttp3_conn* hc, int64_t sid, void* user_data, void* stream_user_data) {
+  nhb__slot* s = h3_slot((nhb__conn*)user_data, sid, stream_user_data);
+  if (s != NULL && s->status == 0) nhb__str_begin(&s->str);
+  return h3_begin_headers(hc, sid, user_data, stream_user_data);
+}
+
+static int h3_str_recv_header(nghttp3_conn* hc, int64_t sid, int32_t token, nghttp3_rcbuf* name,
+                              nghttp3_rcbuf* value, uint8_t flags, void* user_data, void* stream_user_data) {
+  int r = h3_str_base((nhb__conn*)user_data)->recv_header(hc, sid, token, name, value, flags, user_data,
+                                                          stream_user_data);
+  /* The slot is gone when the field broke a limit. */
+  nhb__slot* s = h3_slot((nhb__conn*)user_data, sid, stream_user_data);
+  if (r == 0 && s != NULL && s->stream_id != 0) {
+    nghttp3_vec n = nghttp3_rcbuf_get_buf(name);
+    nghttp3_vec v = nghttp3_rcbuf_get_buf(value);
+    nhb__str_name(&s->str, (const char*)n.base, n.len);
+    nhb__str_value(&s->str, (const char*)v.base, v.len);
+    nhb__str_value_end(&s->str);
+  }
+  return r;
+}
+
+static int h3_str_recv_data(nghttp3_conn* hc, int64_t sid, const uint8_t* data, size_t len, void* user_data,
+                            void* stream_user_data) {
+  nhb__conn* c = (nhb__conn*)user_data;
+  nhb__slot* s = h3_slot(c, sid, stream_user_data);
+  if (s != NULL && len != 0) {
+    uint64_t now = h3_of(c)->rx_ns;
+    nhb__str_data(c->worker, s, (const char*)data, len, now);
+    nhb__str_piece(c->worker, s, now);
+  }
+  return h3_str_base(c)->recv_data(hc, sid, data, len, user_data, stream_user_data);
+}
+
+static int h3_str_end_stream(nghttp3_conn* hc, int64_t sid, void* user_data, void* stream_user_data) {
+  nhb__conn* c = (nhb__conn*)user_data;
+  nhb__slot* s = h3_slot(c, sid, stream_user_data);
+  if (s != NULL && s->status >= 200) nhb__str_end(c->worker, s);
+  return h3_str_base(c)->end_stream(hc, sid, user_data, stream_user_data);
+}
+
+static const nghttp3_callbacks h3_str_callbacks = {
+    NULL,
+    h3_http_stream_close,
+    h3_str_recv_data,
+    h3_deferred_consume,
+    h3_str_begin_headers,
+    h3_str_recv_header,
+    h3_end_headers,
+    NULL,
+    h3_recv_trailer,
+    NULL,
+    h3_stop_sending,
+    h3_str_end_stream,
+    h3_reset_stream,
+    h3_shutdown,
+};
+
 /* nghttp3 with its control and QPACK streams. */
 static int h3_setup_http(nhb__conn* c) {
   nhb__h3* h = c->proto;
@@ -553,8 +621,10 @@ static int h3_setup_http(nhb__conn* c) {
   settings.qpack_blocked_streams = 0;
   /* What the client takes (client.h); h3_recv_header enforces it. */
   settings.max_field_section_size = NHB__RESP_HEADER_BYTES;
-  const nghttp3_callbacks* cb = c->worker->run->chk.n != 0 ? &h3_chk_http_callbacks : &h3_http_callbacks;
-  if (nghttp3_conn_client_new(&h->hc, cb, &settings, &h->hmem, c) != 0) return -1;
+  const nghttp3_callbacks* cbs = c->worker->run->config.stream_stats ? &h3_str_callbacks
+                                : c->worker->run->chk.n != 0 ? &h3_chk_http_callbacks
+                                                              : &h3_http_callbacks;
+  if (nghttp3_conn_client_new(&h->hc, cbs, &settings, &h->hmem, c) != 0) return -1;
   int64_t ctrl, enc, dec;
   if (ngtcp2_conn_open_uni_stream(h->qc, &ctrl, NULL) != 0 || nghttp3_conn_bind_control_stream(h->hc, ctrl) != 0 ||
       ngtcp2_conn_open_uni_stream(h->qc, &enc, NULL) != 0 || ngtcp2_conn_open_uni_stream(h->qc, &dec, NULL) != 0 ||

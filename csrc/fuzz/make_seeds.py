@@ -498,6 +498,17 @@ def check_seeds() -> list[bytes]:
     return [p + b"\xff" + d + b"\xff" + bytes([3, 1, 7, 2]) for d in docs for p in pointers]
 
 
+def sse_seeds() -> list[bytes]:
+    """fuzz_sse: STREAM 0xFF CUTS, event streams as servers write them (LF, CRLF, CR line
+    ends, comments, a BOM, multi-line data, fields without a colon, an unterminated event)."""
+    streams = [b"data: nhbench\n\n" * 3, b"data: a\r\ndata: b\r\n\r\n", b"data:x\r\rdata\r\r",
+               b"\xef\xbb\xbfdata: first\n\n", b": comment\n\nevent: ping\n\nid: 7\n\n",
+               b"data: {\"token\":\"hi\"}\n\ndata: [DONE]\n\n", b"retry: 10\ndata\n\ndata: tail",
+               b"datax: no\n\nDATA: no\n\n"]
+    cuts = [bytes([1] * 40), bytes([3, 1, 7, 2, 0, 5]), b""]
+    return [st + b"\xff" + c for st in streams for c in cuts]
+
+
 def chunked_ops(data: bytes, size: int) -> bytes:
     """The same bytes as reads of `size` bytes each (operation 0 with a length)."""
     out = bytearray()
@@ -569,6 +580,7 @@ def main() -> None:
         "fuzz_client_h2_tunnel": write("fuzz_client_h2_tunnel", h2_tunnel_seeds()),
         "fuzz_server_h3": write("fuzz_server_h3", h3_seeds()),
         "fuzz_check": write("fuzz_check", check_seeds()),
+        "fuzz_sse": write("fuzz_sse", sse_seeds()),
     }
     total = sum(p.stat().st_size for p in CORPUS.rglob("*") if p.is_file())
     for name, n in counts.items():

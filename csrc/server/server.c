@@ -708,8 +708,14 @@ int nhb_server_create(const nhb_server_config* config, nhb_server** out, char* e
     nhb_server_destroy(s);
     return r;
   }
+  if (r == 0) r = nhb__srv_sse_init(s, err, err_len);
+  if (r < 0) {
+    nhb_server_destroy(s);
+    return r;
+  }
+  /* An event stream answers every request: none takes the fast path. */
   s->static_dynamic = (s->nh.has_echo_headers && s->nh.echo_headers) || s->nh.has_emit ||
-                      s->nh.delay_kind == NHB__SRV_DELAY_LINEAR || s->has_echo_defaults;
+                      s->nh.delay_kind == NHB__SRV_DELAY_LINEAR || s->has_echo_defaults || s->sse != NULL;
   /* Clamped to max_delay like a per-request delay (nhbench.options refuses a
    * static one over the cap before it gets here). */
   s->ok_delay_ns = s->nh.delay_kind == NHB__SRV_DELAY_STATIC ? s->nh.static_delay_ns : 0;
@@ -859,6 +865,7 @@ void nhb_server_destroy(nhb_server* s) {
   free(s->canned_413);
   free(s->canned_431);
   free(s->canned_505);
+  nhb__srv_sse_free(s);
   nhb__srv_tls_free(s);
   nhb__srv_h2_free(s);
   nhb__srv_h3_free(s);

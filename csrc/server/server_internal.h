@@ -22,6 +22,7 @@
  *                     kept-alive connection per target per client
  *   server_grpc.c     gRPC calls on HTTP/2: framing, protobuf, the health
  *                     and Fortio ping services
+ *   server_sse.c      event streams (--stream-events) on HTTP/1.1
  *
  * The layers of an HTTP connection, from the socket up: the socket (reads into
  * the worker's buffer, writes with uv_try_write), optionally TLS (ciphertext
@@ -497,6 +498,7 @@ struct nhb_server {
   unsigned char alpn_wire[32];
   size_t alpn_wire_len;
   /* Body sources: Nighthawk's 'a' bytes and Fortio's pseudo-random payload. */
+  struct nhb__srv_sse* sse; /* --stream-events' rendered heads (server_sse.c), NULL when off */
   char* a_region;
   char* payload;
   uint64_t start_ns;
@@ -646,6 +648,13 @@ int nhb__srv_respond_redirect(nhb__srv_conn* c, int mode, int head_only);
 int nhb__srv_render_head(nhb__srv_buf* b, unsigned status, int64_t content_length, int mode, const nhb__srv_headers* h);
 int nhb__srv_render_canned(nhb_server* s);
 void nhb__srv_render_stats_json(const nhb_server* s, nhb__srv_buf* b);
+
+/* server_sse.c: event streams (stream_events). */
+/* Checks the options and renders the heads; nothing when stream_events is 0. */
+int nhb__srv_sse_init(nhb_server* s, char* err, size_t err_len);
+void nhb__srv_sse_free(nhb_server* s);
+/* HTTP/1.1: queues the event stream that answers the request just parsed. */
+int nhb__srv_sse_respond(nhb__srv_conn* c, int mode, int head_only, uint64_t now);
 
 /* server_tls.c */
 /* Builds the SSL_CTX from the config (loading or generating the certificate). */

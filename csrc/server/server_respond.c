@@ -403,6 +403,10 @@ int nhb__srv_reply_build(nhb__srv_conn* c, nhb__srv_req* q, nhb__srv_buf* out, u
   uint64_t prev = w->last_req_ns;
   w->last_req_ns = now;
 
+  /* HTTP/1.1 answers with the event stream before it gets here (nhb__srv_respond); the
+   * HTTP/2 and HTTP/3 streams that would carry one are not built yet: refused by name. */
+  if (NHB__UNLIKELY(s->sse != NULL))
+    return nhb__srv_reply_text(r, out, 501, "", "--stream-events: event streams are served over HTTP/1.1 only\n");
   /* Nighthawk: the static options, the request's JSON merged over them. */
   nhb__srv_nh_opts nh = s->nh;
   nhb__srv_nh_opts rq;
@@ -576,6 +580,7 @@ static int queue_reply(nhb__srv_conn* c, const nhb__srv_reply* r, int mode, int 
 }
 
 int nhb__srv_respond(nhb__srv_conn* c, int mode, int head_only, uint64_t now) {
+  if (NHB__UNLIKELY(c->w->server->sse != NULL)) return nhb__srv_sse_respond(c, mode, head_only, now);
   nhb__srv_req* q = &c->req;
   q->method = llhttp_method_name((llhttp_method_t)c->parser.method);
   q->method_len = strlen(q->method);

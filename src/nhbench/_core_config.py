@@ -449,9 +449,12 @@ def render_connect(host: str, port: int, authorization: str | None) -> bytes:
 
 def _observation_config(options: Options) -> dict[str, Any]:
     """The origin latency header: ``latency_response_header_name`` str
-    (lower-case), only when set."""
+    (lower-case), only when set; ``stream_stats`` bool, only when on."""
     name = options.latency_response_header_name
-    return {"latency_response_header_name": name} if name else {}
+    config: dict[str, Any] = {"latency_response_header_name": name} if name else {}
+    if options.stream_stats:
+        config["stream_stats"] = True
+    return config
 
 
 #: The payload of an echo run without --payload, --payload-file or --payload-size:
@@ -596,6 +599,9 @@ def server_core_config(options: ServerOptions) -> dict[str, Any]:
         "max_payload_kb": int(options.max_payload_kb),
         "stall_every": float(options.stall_every),
         "error_body_every": int(options.error_body_every),
+        "stream_events": int(options.stream_events),
+        "stream_gap": float(options.stream_gap),
+        "stream_jitter": float(options.stream_jitter),
         "stall_for": float(options.stall_for),
         "tcp_echo": [tuple(a) for a in options.tcp_echo],
         "udp_echo": [tuple(a) for a in options.udp_echo],

@@ -20,6 +20,11 @@ __all__ = [
     "TIME_TO_FIRST_BYTE",
     "TRANSFER",
     "PHASE_IDS",
+    "TIME_TO_FIRST_EVENT",
+    "INTER_EVENT_GAP",
+    "STREAM_DURATION",
+    "EVENTS_PER_RESPONSE",
+    "STREAMING_IDS",
     "TLS_HANDSHAKE",
     "TUNNEL_SETUP",
     "ORIGIN_LATENCY",
@@ -67,6 +72,12 @@ CONNECT = "benchmark_http_client.connect"
 REQUEST_WRITE = "benchmark_http_client.request_write"
 TIME_TO_FIRST_BYTE = "benchmark_http_client.time_to_first_byte"
 TRANSFER = "benchmark_http_client.transfer"
+# Streaming responses (docs/engine.md "Streaming responses"), only with --stream-stats: an
+# event is an SSE event of a text/event-stream response, else a body piece as it arrives.
+TIME_TO_FIRST_EVENT = "benchmark_http_client.time_to_first_event"
+INTER_EVENT_GAP = "benchmark_http_client.inter_event_gap"
+STREAM_DURATION = "benchmark_http_client.stream_duration"
+EVENTS_PER_RESPONSE = "benchmark_http_client.events_per_response"
 # The CONNECT tunnel through a proxy (TCP to the proxy connected to its 2xx answer; for
 # CONNECT-UDP, the first packet to the proxy to its 2xx); only present in a result when the
 # run went through a tunnel.
@@ -90,6 +101,11 @@ PHASE_IDS: tuple[str, ...] = (
     TIME_TO_FIRST_BYTE, TRANSFER,
 )
 
+# The streaming statistics in the order the human report's STREAMING block lists them.
+STREAMING_IDS: tuple[str, ...] = (
+    TIME_TO_FIRST_EVENT, INTER_EVENT_GAP, STREAM_DURATION, EVENTS_PER_RESPONSE,
+)
+
 LATENCY_BY_CLASS = tuple(
     f"benchmark_http_client.latency_{c}" for c in ("1xx", "2xx", "3xx", "4xx", "5xx", "xxx")
 )
@@ -108,6 +124,9 @@ HISTOGRAM_IDS: tuple[str, ...] = (
     REQUEST_WRITE,
     TIME_TO_FIRST_BYTE,
     TRANSFER,
+    TIME_TO_FIRST_EVENT,
+    INTER_EVENT_GAP,
+    STREAM_DURATION,
     TUNNEL_SETUP,
     ORIGIN_LATENCY,
     SEQUENCER_CALLBACK,
@@ -115,8 +134,8 @@ HISTOGRAM_IDS: tuple[str, ...] = (
     RELEASE_LATENESS,
 )
 
-# Streaming statistics: raw values (bytes), no percentiles, as in Nighthawk.
-STREAM_IDS: tuple[str, ...] = (RESPONSE_HEADER_SIZE, RESPONSE_BODY_SIZE)
+# Streaming statistics: raw values (bytes, events), no percentiles, as in Nighthawk.
+STREAM_IDS: tuple[str, ...] = (RESPONSE_HEADER_SIZE, RESPONSE_BODY_SIZE, EVENTS_PER_RESPONSE)
 
 # Nighthawk's own descriptions where it has one, so its users recognise the sections.
 STATISTIC_DESCRIPTIONS: dict[str, str] = {
@@ -129,6 +148,11 @@ STATISTIC_DESCRIPTIONS: dict[str, str] = {
     TIME_TO_FIRST_BYTE: "Time to first byte (request's last byte written to the response's "
     "first byte read: the server's think time plus one round trip)",
     TRANSFER: "Transfer (response's first byte to its last)",
+    TIME_TO_FIRST_EVENT: "Time to first event (request's last byte written to the response's "
+    "first event: SSE event, or body piece)",
+    INTER_EVENT_GAP: "Gap between consecutive events of a response",
+    STREAM_DURATION: "Stream duration (a response's first event to its last)",
+    EVENTS_PER_RESPONSE: "Events per response (SSE events, or body pieces)",
     TUNNEL_SETUP: "CONNECT tunnel setup (TCP to the proxy connected, or CONNECT-UDP's first "
     "packet to it, to its 2xx answer)",
     ORIGIN_LATENCY: "Origin latency (the latency response header's values)",

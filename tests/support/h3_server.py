@@ -6,7 +6,9 @@ Run as a script (tests/test_h3.py starts it as a subprocess)::
 
 It prints ``port N`` on stdout once it listens on 127.0.0.1, answers every request with
 ``--size`` bytes of body and status 200, with status NNN for a path ``/status/NNN``, after MS
-milliseconds for a path ``/delay/MS``, with N extra fields of SIZE-byte values in its header
+milliseconds for a path ``/delay/MS``, with a Server-Sent Events stream of N events
+(``content-type: text/event-stream``, each event in its own DATA frame, every MS milliseconds
+starting MS after the request) for a path ``/sse/N/MS``, with N extra fields of SIZE-byte values in its header
 block for a path ``/fields/N/SIZE`` (or in trailers for ``/trailers/N/SIZE``); on SIGTERM or
 SIGINT it prints one JSON line of what it counted and exits: ``requests`` (complete requests
 answered), ``methods`` (per method), ``body_bytes`` (request body bytes received),
@@ -102,6 +104,9 @@ class Handler(QuicConnectionProtocol):
             STATS["ignored"] += 1
             return
         path = request["path"]
+        if path.startswith("/sse/"):
+            self._stream_events(stream_id, request)
+            return
         if path.startswith("/delay/"):
             self._pending += 1
             STATS["max_pending"] = max(STATS["max_pending"], self._pending)
@@ -155,6 +160,33 @@ class Handler(QuicConnectionProtocol):
             # shortly, while later requests are still waiting.
             self._closing = True
             asyncio.get_running_loop().call_later(0.02, self._close)
+
+    def _stream_events(self, stream_id: int, request: dict[str, Any]) -> None:
+        assert self._http is not None
+        _, _, count, gap_ms = request["path"].split("/")
+        n, gap = int(count), int(gap_ms) / 1000
+        self._http.send_headers(stream_id, [(b":status", b"200"),
+                                            (b"content-type", b"text/event-stream")])
+        self.transmit()
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+
+        def event(k: int) -> None:
+            assert self._http is not None
+            if self._closing:
+                return
+            try:
+                self._http.send_data(stream_id, b"data: token %d\n\n" % k, end_stream=k == n)
+            except Exception:  # noqa: BLE001 - the client reset the stream or closed meanwhile
+                return
+            self.transmit()
+            if k == n:
+                STATS["requests"] += 1
+                STATS["methods"][request["method"]] += 1
+
+        # Each event at its own time from the start, so that late wake-ups do not add up.
+        for k in range(1, n + 1):
+            loop.call_at(start + k * gap, event, k)
 
     def _close(self) -> None:
         self._quic.close(error_code=0x100, reason_phrase="close-after")

@@ -205,3 +205,27 @@ def nghttpx(backend: Tinyproxy, *, tls: bool) -> Iterator[Nghttpx]:
         finally:
             proc.terminate()
             proc.wait(timeout=10)
+
+
+@contextmanager
+def nghttpx_reverse(backend_port: int) -> Iterator[int]:
+    """nghttpx as a reverse proxy on a free port: h2c with prior knowledge (and HTTP/1.1) in
+    front of the HTTP/1.1 origin on 127.0.0.1:`backend_port`, passing each response on as it
+    arrives (a chunked body's chunks as DATA frames); yields the port."""
+    exe = shutil.which("nghttpx")
+    if exe is None:
+        pytest.skip("nghttpx is not installed (Debian package nghttp2-proxy)")
+    with tempfile.TemporaryDirectory(prefix="nhb-nghttpx-") as tmp:
+        port = free_port()
+        args = [exe, "--workers=1", "--no-ocsp", "--conf=/dev/null",
+                f"--frontend=127.0.0.1,{port};no-tls", f"--backend=127.0.0.1,{backend_port}",
+                f"--errorlog-file={tmp}/error.log", f"--pid-file={tmp}/nghttpx.pid"]
+        proc = subprocess.Popen(args, env=peer_env(), stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+        try:
+            if not wait_until(lambda: listening(port), timeout=10):
+                raise RuntimeError("nghttpx did not start listening")
+            yield port
+        finally:
+            proc.terminate()
+            proc.wait(timeout=10)

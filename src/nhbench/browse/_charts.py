@@ -6,6 +6,8 @@ pages need no chart library, no script and no network to show them).
   uncorrected latency of one run, or the CO-corrected latency of several runs overlaid.
 * `phases_chart`: where the time went, one curve per latency phase (docs/engine.md "Latency
   phases") on the same axis: connect, handshake, request write, time to first byte, transfer.
+* `streaming_chart`: with --stream-stats, time to first event, the gaps between events and
+  the stream durations by percentile (docs/engine.md "Streaming responses").
 * `timeline_charts`: latency (p50, p90, p99, max) and throughput over time, from
   ``result.timeline`` (one point per ``--stats-interval``).
 
@@ -22,7 +24,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from .._format import format_latency
-from .._names import PHASE_IDS
+from .._names import PHASE_IDS, STREAMING_IDS
 from .._notebook import distribution
 from .._svg import PALETTE, Series, line_chart, percentile_chart, percentile_x
 
@@ -30,7 +32,7 @@ if TYPE_CHECKING:
     from .._result import Result, Statistic
 
 __all__ = ["MAX_CHART_POINTS", "curve", "distribution_chart", "named_percentile",
-           "phases_chart", "thin", "timeline_charts", "timeline_group"]
+           "phases_chart", "streaming_chart", "thin", "timeline_charts", "timeline_group"]
 
 #: Points of one chart series. A chart draws a marker with a tooltip per point of a line
 #: chart: 100,000 intervals made a page of hundreds of megabytes; 1000 points fill the
@@ -106,6 +108,17 @@ def phases_chart(result: Result) -> str:
     if not any(points for _, points in curves):
         return ""
     return distribution_chart(curves, title="Latency phases by percentile")
+
+
+def streaming_chart(result: Result) -> str:
+    """The streaming statistics with percentiles (events per response has none), one curve
+    each, or "" when the run did not measure them."""
+    by_id = {s.id: s for s in result.global_result.statistics}
+    curves = [(sid.rsplit(".", 1)[1], curve(by_id[sid])) for sid in STREAMING_IDS
+              if sid in by_id and by_id[sid].count and not by_id[sid].raw]
+    if not any(points for _, points in curves):
+        return ""
+    return distribution_chart(curves, title="Streaming: first event, gaps, durations")
 
 
 def timeline_charts(result: Result) -> list[str]:

@@ -35,7 +35,14 @@ from .._notebook import HEADLINE_PERCENTILES, result_verdict, result_warnings
 from .._svg import PALETTE
 from .._version import __version__
 from ..campaign import CampaignManifest, step_view, sweep_charts
-from ._charts import MAX_CHART_POINTS, curve, distribution_chart, phases_chart, timeline_charts
+from ._charts import (
+    MAX_CHART_POINTS,
+    curve,
+    distribution_chart,
+    phases_chart,
+    streaming_chart,
+    timeline_charts,
+)
 from ._scan import Entry, Listing, clip, headline_statistic, percentile
 
 if TYPE_CHECKING:
@@ -312,6 +319,7 @@ def result_page(result: Result, path: str, *, standalone: bool = False) -> str:
         headline=_headline(result),
         chart=Markup(chart),
         phases=Markup(phases_chart(result)),
+        streaming=Markup(streaming_chart(result)),
         percentile_rows=[(f"{p.percentile * 100:.10g}%", format_latency(p.value), f"{p.count:,}")
                          for p in percentiles[:MAX_TABLE_ROWS]],
         timeline=[Markup(svg) for svg in timeline_charts(result)],

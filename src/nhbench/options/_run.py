@@ -73,7 +73,7 @@ class Options(
     # and a field validator sees the fields before its own in `info.data`).
     Grouping,  # group_by
     ResponseChecks,  # check
-    Observation,  # latency_response_header_name, verbosity
+    Observation,  # latency_response_header_name, stream_stats, verbosity
     Cluster,  # ray, hosts
     Grpc,  # grpc ... grpc_deadline
     TlsContext,  # tls_context, transport_socket

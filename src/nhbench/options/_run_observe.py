@@ -7,10 +7,10 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationInfo, field_validator
 
 from ._flags import Flag
-from ._run_model import RunPart
+from ._run_model import RunPart, uri_scheme_of
 from ._values import format_address, parse_address, parse_duration
 
 __all__ = [
@@ -97,6 +97,14 @@ class Observation(RunPart):
         "--emit-previous-request-delta-in-response-header emits one). Malformed values are "
         "counted in benchmark.origin_latency_header_errors.",
     )
+    stream_stats: Annotated[bool, Flag()] = Field(
+        default=False,
+        description="Time each response's events as they arrive (docs/engine.md \"Streaming "
+        "responses\"): time_to_first_event, inter_event_gap, stream_duration and "
+        "events_per_response. An event is an SSE event of a text/event-stream response, else a "
+        "body piece (an HTTP/1.1 chunk or read, an HTTP/2 DATA frame, an HTTP/3 DATA piece). "
+        "HTTP/1.1, HTTP/2 and HTTP/3; not gRPC.",
+    )
     verbosity: Annotated[
         Literal["trace", "debug", "info", "warn", "error", "critical"],
         Flag(metavar="LEVEL", aliases=("-v", "-loglevel")),
@@ -124,6 +132,16 @@ class Observation(RunPart):
             raise ValueError(f"must be a header name (letters, digits and !#$%&'*+-.^_`|~; "
                              f"got {value!r})")
         return value.lower()
+
+    @field_validator("stream_stats")
+    @classmethod
+    def _check_stream_stats(cls, value: bool, info: ValidationInfo) -> bool:
+        # A gRPC call's messages are not events the core times yet: refused rather than
+        # measured as something else.
+        if value and uri_scheme_of(info) in ("grpc", "grpcs"):
+            raise ValueError("not supported with grpc:// yet (HTTP/1.1, HTTP/2 and HTTP/3 "
+                             "bodies only)")
+        return value
 
     @field_validator("verbosity", mode="before")
     @classmethod

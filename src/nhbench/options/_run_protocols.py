@@ -54,7 +54,7 @@ ECHO_REFUSED_OPTIONS = (
     "alpn", "cacert", "insecure", "tls_ciphers", "tls_ciphersuites", "tls_groups",
     "tls_min_version", "tls_max_version", "tls_session_reuse", "tls_context",
     "transport_socket", "request_source_plugin_config", "replay", "unix_socket",
-    "latency_response_header_name",
+    "latency_response_header_name", "stream_stats",
 )
 #: a udp:// request's time-out when --request-timeout is not given (seconds).
 ECHO_UDP_DEFAULT_TIMEOUT = 1.0

@@ -73,6 +73,9 @@ __all__ = ["ServerOptions", "fanout_target", "fanout_url", "make_server_options"
 # the order the help lists them.
 _FORTIO = "Fortio echo options"
 _SELF_TEST = "self-test"
+# --stream-events: each event is a queued record on its connection until it is written, so the
+# count bounds a streaming connection's queue (about 90 bytes an event).
+MAX_STREAM_EVENTS = 10000
 _LIMITS = "limits"
 _TLS = "TLS and HTTP/2"
 
@@ -339,6 +342,23 @@ class ServerOptions(StrictModel):
         "for a client's --check to catch; 100 is 1 %). HTTP/1.x, HTTP/2 and HTTP/3 (the "
         "same plain 200s); 0 = never.",
     )
+    stream_events: Annotated[int, Flag(metavar="N", group=_SELF_TEST)] = Field(
+        default=0, ge=0, le=MAX_STREAM_EVENTS,
+        description="Answer every HTTP/1.1 request with a Server-Sent Events stream "
+        "(content-type: text/event-stream, chunked) of N events 'data: nhbench', one every "
+        "--stream-gap (plus or minus --stream-jitter), the first one gap after the request, "
+        "timed per connection by the delay timer (docs/server.md \"Event streams\"). HTTP/2 "
+        "and HTTP/3 requests get 501. 0 = off.",
+    )
+    stream_gap: Annotated[float, Flag(metavar="TIME", default="10ms", group=_SELF_TEST)] = Field(
+        default=0.01, ge=0, le=60,
+        description="The gap between two events of --stream-events (and before the first).",
+    )
+    stream_jitter: Annotated[float, Flag(metavar="TIME", group=_SELF_TEST)] = Field(
+        default=0.0, ge=0, le=60,
+        description="Each gap of --stream-events is drawn uniformly from --stream-gap plus "
+        "or minus this (at most --stream-gap).",
+    )
     idle_timeout: Annotated[float, Flag(metavar="TIME", default="60s", group=_LIMITS)] = Field(
         default=60.0, ge=0, le=86400,
         description="Close a keep-alive connection idle (no request in progress) this long; "
@@ -510,7 +530,8 @@ class ServerOptions(StrictModel):
         return tuple(parse_cpu_list(value, "affinity"))
 
     @field_validator("max_echo_delay", "max_delay", "stall_every", "stall_for",
-                     "idle_timeout", "header_timeout", mode="before")
+                     "idle_timeout", "header_timeout", "stream_gap", "stream_jitter",
+                     mode="before")
     @classmethod
     def _durations(cls, value: object) -> object:
         return parse_server_duration(value)
@@ -656,6 +677,12 @@ class ServerOptions(StrictModel):
             raise PydanticCustomError(
                 "options_needs", "{a}: needs {b}", {"a": "stall_every", "b": "stall_for"}
             )
+        if self.stream_jitter > self.stream_gap:
+            raise PydanticCustomError(
+                "options_file", "{a}: {msg}",
+                {"a": "stream_jitter", "msg": f"{self.stream_jitter:g} s is over --stream-gap "
+                 f"({self.stream_gap:g} s): a gap could be negative"},
+            )
         if self.stall_every > 0 and self.stall_for >= self.stall_every:
             raise PydanticCustomError(
                 "options_order",
@@ -748,6 +775,10 @@ class ServerOptions(StrictModel):
         args += ["--max-payload-kb", str(self.max_payload_kb)]
         if self.error_body_every > 0:
             args += ["--error-body-every", str(self.error_body_every)]
+        if self.stream_events > 0:
+            args += ["--stream-events", str(self.stream_events),
+                     "--stream-gap", repr(float(self.stream_gap)),
+                     "--stream-jitter", repr(float(self.stream_jitter))]
         if self.stall_every > 0:
             args += ["--stall-every", repr(float(self.stall_every)),
                      "--stall-for", repr(float(self.stall_for))]

@@ -28,6 +28,7 @@ from .._names import (
     SCHEDULED_TO_RESPONSE,
     SEQUENCER_BLOCKING,
     SEQUENCER_CALLBACK,
+    STREAMING_IDS,
     TLS_HANDSHAKE,
     describe_errors,
 )
@@ -392,12 +393,13 @@ def render_human(result: Result) -> str:
         lines.append("LATENCY (headline): no responses were received.")
         lines.append("")
     lines += _phases_block(statistics)
+    lines += _streaming_block(statistics)
     for stat_id, note in _SECTIONS:
         statistic = statistics.get(stat_id)
         if statistic is not None and statistic.count:
             lines += _statistic_block(statistic, _title(statistic), note)
     # Anything the core added that this renderer does not know yet still gets shown.
-    known = {SCHEDULED_TO_RESPONSE, *PHASE_IDS, *(sid for sid, _ in _SECTIONS)}
+    known = {SCHEDULED_TO_RESPONSE, *PHASE_IDS, *STREAMING_IDS, *(sid for sid, _ in _SECTIONS)}
     for statistic in result.global_result.statistics:
         if statistic.id not in known and statistic.count:
             lines += _statistic_block(statistic, _title(statistic))
@@ -431,6 +433,29 @@ def _phases_block(statistics: dict[str, Statistic]) -> list[str]:
         lines.append(f"  {s.id:<{width}}  {s.count:>9}  {format_seconds(s.mean):>10}  "
                      f"{_point(s, 50):>10}  {_point(s, 99):>10}  "
                      f"{format_seconds(s.max):>10}")
+    lines.append("")
+    return lines
+
+
+def _streaming_block(statistics: dict[str, Statistic]) -> list[str]:
+    # With --stream-stats (docs/engine.md "Streaming responses"): when the first event came,
+    # the gaps between events, how long streams lasted and how many events each had.
+    rows = [statistics[sid] for sid in STREAMING_IDS
+            if sid in statistics and statistics[sid].count]
+    if not rows:
+        return []
+    width = max(len(s.id) for s in rows)
+    lines = ["STREAMING (events: SSE events of text/event-stream responses, else body pieces)",
+             f"  {'statistic':<{width}}  {'samples':>9}  {'mean':>10}  {'p50':>10}  "
+             f"{'p99':>10}  {'max':>10}"]
+    for s in rows:
+        if s.raw:
+            lines.append(f"  {s.id:<{width}}  {s.count:>9}  {s.mean:>10.4g}  {'-':>10}  "
+                         f"{'-':>10}  {s.max:>10g}")
+        else:
+            lines.append(f"  {s.id:<{width}}  {s.count:>9}  {format_seconds(s.mean):>10}  "
+                         f"{_point(s, 50):>10}  {_point(s, 99):>10}  "
+                         f"{format_seconds(s.max):>10}")
     lines.append("")
     return lines
 

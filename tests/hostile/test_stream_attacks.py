@@ -1,0 +1,148 @@
+"""A hostile origin against the client's streaming statistics (--stream-stats, docs/engine.md
+"Streaming responses"): a raw socket server on loopback answering each request with a body
+that never ends, built to hurt the event splitter and the per-event recording
+(csrc/client/stream.c) while staying valid HTTP/1.1:
+
+* one-byte chunks forever (an event per chunk: the most events per byte a body can carry);
+* an SSE stream whose lines never meet a blank line (no event is ever dispatched);
+* one huge SSE event: a data line that never ends.
+
+What must hold: the run ends at its duration plus the drain time-out, the client's memory
+stays bounded whatever the origin sent (the splitter keeps four bytes of state, nothing of the
+event), and the figures are the right ones: a chunk per event for the first, no event at all
+for the other two.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from support.cli import PEAK_RSS_MAIN, cli_env
+
+import nhbench
+
+pytestmark = [pytest.mark.hostile, pytest.mark.timeout(120)]
+
+DURATION = 1.5
+DRAIN = 0.5
+MIB = 1 << 20
+
+
+@contextmanager
+def _origin(body: Callable[[], bytes], head: bytes) -> Iterator[tuple[int, list[int]]]:
+    """A loopback origin answering each request head with `head` and then body() over and
+    over until the client goes; yields its port and a one-item list of the bytes sent."""
+    sock = socket.create_server(("127.0.0.1", 0))
+    sent = [0]
+
+    def conn_main(conn: socket.socket) -> None:
+        buf = b""
+        with conn:
+            while b"\r\n\r\n" not in buf:
+                data = conn.recv(65536)
+                if not data:
+                    return
+                buf += data
+            try:
+                conn.sendall(head)
+                while True:
+                    piece = body()
+                    conn.sendall(piece)
+                    sent[0] += len(piece)
+            except OSError:
+                return
+
+    def accept_main() -> None:
+        while True:
+            try:
+                conn, _ = sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=conn_main, args=(conn,), daemon=True).start()
+
+    threading.Thread(target=accept_main, daemon=True).start()
+    try:
+        yield sock.getsockname()[1], sent
+    finally:
+        sock.close()
+
+
+ONE_BYTE_CHUNKS = b"1\r\nx\r\n" * 20000
+NO_BLANK_LINE = b"data: x\n" * 20000
+HUGE_LINE = b"x" * MIB
+
+CASES = {
+    # (the head, then the piece sent over and over)
+    "one-byte chunks forever": (
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n\r\n",
+        ONE_BYTE_CHUNKS),
+    "an event stream with no blank line ever": (
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+        b"Transfer-Encoding: chunked\r\n\r\n",
+        b"%x\r\n%s\r\n" % (len(NO_BLANK_LINE), NO_BLANK_LINE)),
+    "one huge event": (
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
+        b"data: ", HUGE_LINE),
+}
+
+
+def _run(port: int, tmp_path: Path) -> tuple[nhbench.Result, float, int]:
+    """The CLI's run against the origin on `port`: its result, wall time and peak RSS."""
+    peak_file, out = tmp_path / "peak", tmp_path / "result.json"
+    args = ["run", f"http://127.0.0.1:{port}/", "--stream-stats", "--rps", "2",
+            "--connections", "1", "--duration", str(DURATION), "--drain-timeout", str(DRAIN),
+            "--output", str(out), "--output-format", "json"]
+    start = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", PEAK_RSS_MAIN, *args], capture_output=True,
+                          text=True, timeout=60, env=cli_env({"NHB_PEAK_FILE": str(peak_file)}),
+                          stdin=subprocess.DEVNULL, check=False)
+    wall = time.monotonic() - start
+    assert proc.returncode >= 0, proc.stderr  # no signal
+    assert "Traceback" not in proc.stderr
+    return nhbench.load_result(out), wall, int(peak_file.read_text()) * 1024
+
+
+@pytest.fixture(scope="module")
+def baseline_peak(tmp_path_factory: pytest.TempPathFactory) -> int:
+    """The same run's peak RSS against our test server's short event streams: what the
+    client needs whatever the origin sends."""
+    with nhbench.TestServer(stream_events=5, stream_gap="1ms") as server:
+        result, _, peak = _run(server.address[1], tmp_path_factory.mktemp("baseline"))
+    assert result.counters["benchmark.http_2xx"] >= 2
+    return peak
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_endless_bodies_end_with_the_run_in_bounded_memory(case: str, tmp_path: Path,
+                                                          baseline_peak: int) -> None:
+    head, piece = CASES[case]
+    with _origin(lambda: piece, head) as (port, sent):
+        result, wall, peak = _run(port, tmp_path)
+    # The run ends at its duration plus the drain, with room for a loaded host.
+    assert wall < DURATION + DRAIN + 15, wall
+    # The origin sent more than the client could have kept in the margin: its memory is
+    # the run's own, whatever the body.
+    assert sent[0] >= 48 * MIB, sent[0]
+    assert peak < baseline_peak + 24 * MIB, (peak, baseline_peak, sent[0])
+    ids = {s.id: s for s in result.global_result.statistics}
+    first = ids.get("benchmark_http_client.time_to_first_event")
+    gaps = ids.get("benchmark_http_client.inter_event_gap")
+    assert first is not None and gaps is not None
+    if case == "one-byte chunks forever":
+        # Every chunk is an event: millions of them, each a gap, from the request or two.
+        assert 1 <= first.count <= 4
+        assert gaps.count > 1_000_000, gaps.count
+    else:
+        assert first.count == 0
+        assert gaps.count == 0
+    # No stream ever ended: no response, nothing per response.
+    assert result.counters["benchmark.http_2xx"] == 0
+
