@@ -22,7 +22,7 @@ from ._response import (
     ResponseHeader,
     ResponseOptions,
 )
-from ._response_checks import ResponseCheck, parse_check, parse_checks
+from ._response_checks import ResponseCheck, core_check_error, parse_check, parse_checks
 from ._run import Options, make_options
 from ._run_load import DEFAULT_DURATION
 from ._run_output import DEFAULT_PERCENTILES
@@ -65,6 +65,7 @@ __all__ = [
     "ResponseCheck",
     "parse_check",
     "parse_checks",
+    "core_check_error",
     "apply_stats_sinks",
     "DEFAULT_UI_LIMITS",
     "UILimits",
