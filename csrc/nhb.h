@@ -237,6 +237,12 @@ int nhb_counter_name(int id, char* buf, size_t len);
 #define NHB_CHECK_MAX_RANGES 16
 #define NHB_CHECK_TEXT_MAX 256        /* a header name, a substring, a value, a JSON pointer */
 #define NHB_CHECK_JSON_PREFIX 16384   /* the body bytes a JSON pointer looks at */
+/* Regular expressions (check_regex.c, Vectorscan): a pattern is a text (at
+ * most NHB_CHECK_TEXT_MAX bytes); the body's and the headers' patterns each
+ * compile to one streaming database of at most NHB_CHECK_RE_DB_MAX bytes
+ * whose stream state (one per connection) is at most NHB_CHECK_RE_STREAM_MAX. */
+#define NHB_CHECK_RE_DB_MAX (1u << 20)
+#define NHB_CHECK_RE_STREAM_MAX 4096u
 typedef enum {
   NHB_CHECK_STATUS = 0,     /* status in ranges */
   NHB_CHECK_HEADER_EXISTS,  /* header:NAME exists */
@@ -248,6 +254,8 @@ typedef enum {
   NHB_CHECK_JSON_EXISTS,    /* json:/pointer exists (over the first NHB_CHECK_JSON_PREFIX bytes) */
   NHB_CHECK_JSON_EQ,        /* json:/pointer == JSON text (compared as written) */
   NHB_CHECK_HEADER_ABSENT,  /* header:NAME absent */
+  NHB_CHECK_BODY_RE,        /* body =~ /re/: text the pattern, value its flags ("i", "s", "m") */
+  NHB_CHECK_HEADER_RE,      /* header:NAME =~ /re/: one such header's value matches */
   NHB_CHECK_KIND_COUNT
 } nhb_check_kind_t;
 
@@ -257,7 +265,7 @@ typedef struct nhb_check {
   size_t header_len;
   const char* text;         /* substring, value, digest (32 bytes) or JSON pointer */
   size_t text_len;
-  const char* value;        /* NHB_CHECK_JSON_EQ: the JSON text */
+  const char* value;        /* NHB_CHECK_JSON_EQ: the JSON text; regex: its flags */
   size_t value_len;
   uint64_t lo[NHB_CHECK_MAX_RANGES]; /* status / size: inclusive ranges */
   uint64_t hi[NHB_CHECK_MAX_RANGES];

@@ -61,12 +61,15 @@ int nhb__chk_set_init(nhb__chk_set* set, const nhb_check* checks, uint32_t n, ui
     if (c->nranges > NHB_CHECK_MAX_RANGES) return set_error(err, err_len, i, "more than 16 ranges");
     if ((c->kind == NHB_CHECK_STATUS || c->kind == NHB_CHECK_BODY_SIZE) && c->nranges == 0)
       return set_error(err, err_len, i, "no range");
-    if (((c->kind >= NHB_CHECK_HEADER_EXISTS && c->kind <= NHB_CHECK_HEADER_EQ) || c->kind == NHB_CHECK_HEADER_ABSENT) &&
+    if (((c->kind >= NHB_CHECK_HEADER_EXISTS && c->kind <= NHB_CHECK_HEADER_EQ) || c->kind == NHB_CHECK_HEADER_ABSENT ||
+         c->kind == NHB_CHECK_HEADER_RE) &&
         c->header_len == 0)
       return set_error(err, err_len, i, "no header name");
     if (c->kind == NHB_CHECK_BODY_SHA256 && c->text_len != 32) return set_error(err, err_len, i, "a digest is 32 bytes");
     if (c->entry > nspecs) return set_error(err, err_len, i, "entry past the request set");
     per_entry |= c->entry != 0;
+    if ((c->kind == NHB_CHECK_BODY_RE || c->kind == NHB_CHECK_HEADER_RE) && c->text_len == 0)
+      return set_error(err, err_len, i, "an empty pattern");
     total += c->header_len + c->text_len + c->value_len;
   }
   set->strings = malloc(total + 1);
@@ -100,6 +103,11 @@ int nhb__chk_set_init(nhb__chk_set* set, const nhb_check* checks, uint32_t n, ui
       case NHB_CHECK_HEADER_HAS:
       case NHB_CHECK_HEADER_EQ:
       case NHB_CHECK_HEADER_ABSENT: set->hdr_mask |= bit; break;
+      case NHB_CHECK_HEADER_RE:
+        set->hdr_mask |= bit;
+        set->hdr_re_mask |= bit;
+        break;
+      case NHB_CHECK_BODY_RE: set->body_re_mask |= bit; break;
       case NHB_CHECK_BODY_HAS: set->body_has_mask |= bit; break;
       case NHB_CHECK_BODY_SHA256: set->sha_mask |= bit; break;
       case NHB_CHECK_JSON_EXISTS:
@@ -143,7 +151,8 @@ int nhb__chk_run_init(nhb_run* run, char* err, size_t err_len) {
       return NHB_EINVAL;
     }
   }
-  if (run->chk.n != 0) return 0;
+  /* The regular expressions compile here, before anything is sent. */
+  if (run->chk.n != 0) return nhb__chk_re_init(&run->chk, run->nworkers, err, err_len);
   free(run->global.hists[NHB_HIST_LATENCY_CHECK_FAILED]);
   run->global.hists[NHB_HIST_LATENCY_CHECK_FAILED] = NULL;
   for (int i = 0; i < run->nworkers; i++) {
@@ -155,18 +164,20 @@ int nhb__chk_run_init(nhb_run* run, char* err, size_t err_len) {
 }
 
 void nhb__chk_set_free(nhb__chk_set* set) {
+  nhb__chk_re_free(set);
   free(set->strings);
   free(set->spec_mask);
   memset(set, 0, sizeof(*set));
 }
 
-nhb__chk_state* nhb__chk_state_new(const nhb__chk_set* set) {
+nhb__chk_state* nhb__chk_state_new(const nhb__chk_set* set, int worker) {
   nhb__chk_state* st = calloc(1, sizeof(*st));
   if (st == NULL) return NULL;
   if (set->json_mask != 0 && (st->json = malloc(NHB_CHECK_JSON_PREFIX)) == NULL) goto fail;
   for (uint32_t i = 0; i < set->n; i++)
     if ((set->sha_mask >> i) & 1u)
       if ((st->sha[i] = malloc(sizeof(SHA256_CTX))) == NULL) goto fail;
+  if (set->re != NULL && nhb__chk_re_state_new(set, st, worker) < 0) goto fail;
   return st;
 fail:
   nhb__chk_state_free(set, st);
@@ -176,6 +187,7 @@ fail:
 void nhb__chk_state_free(const nhb__chk_set* set, nhb__chk_state* st) {
   if (st == NULL) return;
   for (uint32_t i = 0; i < set->n; i++) free(st->sha[i]);
+  nhb__chk_re_state_free(st);
   free(st->json);
   free(st);
 }
@@ -194,6 +206,7 @@ void nhb__chk_begin(const nhb__chk_set* set, nhb__chk_state* st, uint32_t spec) 
     m &= m - 1;
     SHA256_Init((SHA256_CTX*)st->sha[i]);
   }
+  if (st->re != NULL) nhb__chk_re_begin(st);
 }
 
 int nhb__chk_find(const char* needle, size_t n, char* win, uint32_t* win_len, const char* data, size_t len) {
@@ -275,6 +288,7 @@ void nhb__chk_value(const nhb__chk_set* set, nhb__chk_state* st, const char* at,
       st->pos[i] += (uint32_t)len;
     }
   }
+  if (st->active & set->hdr_re_mask & ~st->seen) nhb__chk_re_header(set, st, at, len);
 }
 
 void nhb__chk_value_end(const nhb__chk_set* set, nhb__chk_state* st) {
@@ -290,6 +304,7 @@ void nhb__chk_value_end(const nhb__chk_set* set, nhb__chk_state* st) {
     while (vl > 0 && (st->win[i][vl - 1] == ' ' || st->win[i][vl - 1] == '\t')) vl--;
     if (vl == c->text_len && memcmp(st->win[i], c->text, vl) == 0) st->seen |= 1u << i;
   }
+  if (st->active & set->hdr_re_mask) nhb__chk_re_header_end(set, st);
   st->active = 0;
 }
 
@@ -301,6 +316,7 @@ void nhb__chk_body(const nhb__chk_set* set, nhb__chk_state* st, const char* at, 
     const nhb_check* c = &set->c[i];
     if (nhb__chk_find(c->text, c->text_len, st->win[i], &st->pos[i], at, len)) st->seen |= 1u << i;
   }
+  if (set->body_re_mask & ~st->seen) nhb__chk_re_body(set, st, at, len);
   m = set->sha_mask & st->mask;
   while (m != 0) {
     uint32_t i = (uint32_t)__builtin_ctz(m);
@@ -468,6 +484,8 @@ static int in_ranges(const nhb_check* c, uint64_t v) {
 
 uint32_t nhb__chk_finish(const nhb__chk_set* set, nhb__chk_state* st, int status, uint64_t body_bytes) {
   uint32_t failed = 0;
+  /* A pattern that ends at the body's end ($, \b) matches only once it is known to end. */
+  if (set->body_re_mask & ~st->seen) nhb__chk_re_body_end(set, st);
   uint32_t m = st->mask;
   while (m != 0) {
     uint32_t i = (uint32_t)__builtin_ctz(m);
@@ -520,7 +538,7 @@ void nhb__chk_count(nhb__conn* c, nhb__slot* s, uint32_t mask, uint32_t failed, 
 
 nhb__chk_state* nhb__chk_slot_begin(nhb__worker* w, nhb__slot* s) {
   const nhb__chk_set* set = &w->run->chk;
-  if (NHB__UNLIKELY(s->chk == NULL) && (s->chk = nhb__chk_state_new(set)) == NULL) return NULL;
+  if (NHB__UNLIKELY(s->chk == NULL) && (s->chk = nhb__chk_state_new(set, w->index)) == NULL) return NULL;
   nhb__chk_begin(set, s->chk, s->rq.spec);
   return s->chk;
 }

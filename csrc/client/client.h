@@ -398,6 +398,8 @@ typedef struct nhb__chk_set {
   uint32_t all;        /* the checks of every response (entry 0) */
   uint32_t* spec_mask; /* per request-set entry: `all` plus its own; NULL when no check is an entry's */
   uint32_t nspecs;
+  uint32_t body_re_mask, hdr_re_mask; /* regex checks (check_regex.c) */
+  struct nhb__chk_re* re;             /* their databases and scratches; NULL without any */
 } nhb__chk_set;
 
 typedef struct nhb__chk_state {
@@ -412,6 +414,7 @@ typedef struct nhb__chk_state {
   void* sha[NHB_MAX_CHECKS]; /* SHA256_CTX*, for body.sha256 checks */
   uint32_t json_len;
   char* json; /* the body's first NHB_CHECK_JSON_PREFIX bytes, with JSON checks */
+  struct nhb__chk_re_state* re; /* regex checks: the streams and the worker's scratch */
 } nhb__chk_state;
 
 /* nspecs: the request set's entries, which an entry's check (nhb_check.entry) must name. */
@@ -419,7 +422,9 @@ int nhb__chk_set_init(nhb__chk_set* set, const nhb_check* checks, uint32_t n, ui
                       size_t err_len);
 void nhb__chk_set_free(nhb__chk_set* set);
 int nhb__chk_run_init(nhb_run* run, char* err, size_t err_len);
-nhb__chk_state* nhb__chk_state_new(const nhb__chk_set* set);
+/* `worker`: the index of the worker whose loop uses the state (the regex
+ * checks' scratch is the worker's). */
+nhb__chk_state* nhb__chk_state_new(const nhb__chk_set* set, int worker);
 void nhb__chk_state_free(const nhb__chk_set* set, nhb__chk_state* st);
 /* A new response to a request for entry `spec` of the request set. */
 void nhb__chk_begin(const nhb__chk_set* set, nhb__chk_state* st, uint32_t spec);
@@ -446,6 +451,20 @@ void nhb__chk_slots_free(nhb__worker* w);
 /* Streaming substring search: 1 when needle occurs in the bytes fed so far
  * (win holds the last n - 1 of them, win_len how many). */
 int nhb__chk_find(const char* needle, size_t n, char* win, uint32_t* win_len, const char* data, size_t len);
+/* Regex checks (check_regex.c, Vectorscan): compiled at run creation into
+ * one streaming database for the body's patterns and one for the headers',
+ * with a scratch per worker (refused by name, with Vectorscan's reason, when
+ * a pattern cannot be compiled or nhbench was built without it); one stream
+ * of each per connection state, reset per response and per header value. */
+int nhb__chk_re_init(nhb__chk_set* set, int nworkers, char* err, size_t err_len);
+void nhb__chk_re_free(nhb__chk_set* set);
+int nhb__chk_re_state_new(const nhb__chk_set* set, nhb__chk_state* st, int worker);
+void nhb__chk_re_state_free(nhb__chk_state* st);
+void nhb__chk_re_begin(nhb__chk_state* st);
+void nhb__chk_re_header(const nhb__chk_set* set, nhb__chk_state* st, const char* at, size_t len);
+void nhb__chk_re_header_end(const nhb__chk_set* set, nhb__chk_state* st);
+void nhb__chk_re_body(const nhb__chk_set* set, nhb__chk_state* st, const char* at, size_t len);
+void nhb__chk_re_body_end(const nhb__chk_set* set, nhb__chk_state* st);
 /* RFC 6901 pointer over doc[0..len): 1 and the value's text when it is there, whole. */
 int nhb__json_pointer(const char* doc, size_t len, const char* ptr, size_t ptr_len, const char** val, size_t* val_len);
 

@@ -496,7 +496,7 @@ static int h1_open(nhb__conn* c) {
   const llhttp_settings_t* settings = run->olat_len != 0 ? &h1_olat_settings : &h1_settings;
   if (NHB__UNLIKELY(run->chk.n != 0)) {
     /* Once per connection entry, kept for its later connections. */
-    if (c->chk == NULL && (c->chk = nhb__chk_state_new(&run->chk)) == NULL) return NHB_ENOMEM;
+    if (c->chk == NULL && (c->chk = nhb__chk_state_new(&run->chk, c->worker->index)) == NULL) return NHB_ENOMEM;
     settings = &h1_chk_settings;
   }
   if (NHB__UNLIKELY(nhb__grp_by_header(run))) {

@@ -509,6 +509,19 @@ def sse_seeds() -> list[bytes]:
     return [st + b"\xff" + c for st in streams for c in cuts]
 
 
+def check_regex_seeds() -> list[bytes]:
+    """fuzz_check_regex: FLAGS PATTERN 0xFF DOCUMENT 0xFF CUTS; the fixed patterns (FLAGS bit
+    0x80, PATTERN's first byte the index) and the ones docs/checks.md uses."""
+    docs = [b'{"error":"injected"}', b'{"ok":true,"id":"x123y"}', b"aaaaaaaaaaaaaaaaaaaaaaaaaaaaab",
+            b"one word\nv1.2\nfoo bar bazqux", b""]
+    cuts = bytes([3, 1, 7, 2, 0, 5])
+    seeds = [bytes([0x80 | fl, i]) + b"\xff" + d + b"\xff" + cuts
+             for i in range(12) for fl in (0, 1, 6) for d in docs]
+    for pattern in (rb'"error"\s*:', rb"^v[0-9]+\.[0-9]+$", rb"x\d{3}y", rb"(a|aa)*b"):
+        seeds += [bytes([fl]) + pattern + b"\xff" + d + b"\xff" + cuts for fl in (0, 4) for d in docs]
+    return seeds
+
+
 def chunked_ops(data: bytes, size: int) -> bytes:
     """The same bytes as reads of `size` bytes each (operation 0 with a length)."""
     out = bytearray()
@@ -581,6 +594,7 @@ def main() -> None:
         "fuzz_server_h3": write("fuzz_server_h3", h3_seeds()),
         "fuzz_check": write("fuzz_check", check_seeds()),
         "fuzz_sse": write("fuzz_sse", sse_seeds()),
+        "fuzz_check_regex": write("fuzz_check_regex", check_regex_seeds()),
     }
     total = sum(p.stat().st_size for p in CORPUS.rglob("*") if p.is_file())
     for name, n in counts.items():

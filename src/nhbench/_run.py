@@ -35,6 +35,7 @@ from ._validity import worst
 # callers have always found it next to the run.
 from .options import (
     Options,
+    core_check_error,
     format_address,
     make_options,
     resolve,
@@ -153,7 +154,8 @@ class Benchmark:
         try:
             run = core.ClientRun(config)
         except ValueError as exc:
-            raise ConfigRejectedError(f"the core rejected the configuration: {exc}") from exc
+            raise ConfigRejectedError("the core rejected the configuration: "
+                                      f"{core_check_error(str(exc), self.options.check)}") from exc
         try:
             run.start()
         except (RuntimeError, OSError, ValueError) as exc:

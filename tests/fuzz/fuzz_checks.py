@@ -11,7 +11,8 @@ fuzzer reaches past the first token quickly.
 
 What must hold: `parse_checks` raises ValueError (a one-line message) or returns checks
 within the core's limits (at most 16; names unique, 1-64 of [A-Za-z0-9_-]; texts at most 256
-bytes; ranges non-empty, status ranges within 100..599; a digest of 32 bytes) whose
+bytes; ranges non-empty, status ranges within 100..599; a digest of 32 bytes; a regular
+expression non-empty, without NUL, with flags among i, s and m) whose
 ``NAME=EXPR`` form parses again to the same checks; an `--slo` rule naming a check parses or
 raises ValueError. Anything else (a traceback) is a finding.
 """
@@ -64,6 +65,9 @@ def TestOneInput(data: bytes) -> None:  # noqa: N802 - atheris's name
             assert all(100 <= lo and hi <= 599 for lo, hi in c.ranges)
         if c.kind == "body_sha256":
             assert len(c.text) == 32
+        if c.kind in ("body_re", "header_re"):
+            # The core compiles the pattern: never empty, no NUL, flags only i, s and m.
+            assert c.text and b"\0" not in c.text and set(c.value.decode()) <= set("ism"), c
         core = c.core()
         assert isinstance(core["kind"], int)
     again = parse_checks([str(c) for c in checks])

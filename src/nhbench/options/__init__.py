@@ -22,7 +22,13 @@ from ._response import (
     ResponseHeader,
     ResponseOptions,
 )
-from ._response_checks import ResponseCheck, parse_check, parse_checks, run_checks
+from ._response_checks import (
+    ResponseCheck,
+    core_check_error,
+    parse_check,
+    parse_checks,
+    run_checks,
+)
 from ._run import Options, make_options
 from ._run_load import DEFAULT_DURATION
 from ._run_output import DEFAULT_PERCENTILES
@@ -66,6 +72,7 @@ __all__ = [
     "parse_check",
     "parse_checks",
     "run_checks",
+    "core_check_error",
     "apply_stats_sinks",
     "DEFAULT_UI_LIMITS",
     "UILimits",
