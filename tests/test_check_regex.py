@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
+from support.scripted_origin import ScriptedOrigin, read_request
 
 import nhbench
 from nhbench.options import parse_checks
 from tests.support.cli import nhbench_cli
-from tests.test_response_checks import _SplitServer
 
 
 @pytest.fixture(scope="module")
@@ -45,19 +46,26 @@ def test_regex_verdicts_equal_the_servers_error_bodies(faulty: nhbench.TestServe
     assert c["benchmark.check_failed"] == answered
 
 
-class _ChunkedSplit(_SplitServer):
-    """A chunked response written in pieces with a pause between, so that the header value
-    and the body's matches are split by reads, by chunk boundaries and by both."""
+# A chunked response written in pieces with a pause between, so that the header value and
+# the body's matches are split by reads, by chunk boundaries and by both.
+_CHUNKED_PIECES = (b"HTTP/1.1 200 OK\r\nX-Ver", b"sion: v12",
+                   b".7\r\nTransfer-Encoding: chunked\r\n\r\n",
+                   b"9\r\n....the-n\r\n", b"5\r\neeedl\r\n", b"3\r\ne-i\r\n",
+                   b"c\r\ns-here.done.\r\n", b"0\r\n\r\n")
 
-    PIECES = (b"HTTP/1.1 200 OK\r\nX-Ver", b"sion: v12", b".7\r\nTransfer-Encoding: chunked\r\n\r\n",
-              b"9\r\n....the-n\r\n", b"5\r\neeedl\r\n", b"3\r\ne-i\r\n",
-              b"c\r\ns-here.done.\r\n", b"0\r\n\r\n")
+
+def _chunked_split(conn: socket.socket) -> None:
+    buf = b""
+    while (got := read_request(conn, buf)) is not None:
+        buf = got[1]
+        for piece in _CHUNKED_PIECES:
+            conn.sendall(piece)
+            time.sleep(0.003)
 
 
 def test_matches_split_across_reads_and_chunks_are_found() -> None:
-    origin = _ChunkedSplit()
-    try:
-        result = nhbench.run(f"http://127.0.0.1:{origin.port}/", rps=50, duration="0.5s",
+    with ScriptedOrigin(handler=_chunked_split) as origin:
+        result = nhbench.run(origin.url, rps=50, duration="0.5s",
                              connections=1, check=[
                                  "n=body =~ /the-ne+dle-is-h.re/",
                                  "end=body =~ /done\\.$/",        # needs the body's end
@@ -65,8 +73,6 @@ def test_matches_split_across_reads_and_chunks_are_found() -> None:
                                  "miss=body =~ /needle-is-there/",
                                  "notlast=body =~ /here$/",
                              ])
-    finally:
-        origin.sock.close()
     c = result.counters
     answered = c["check.n.pass"] + c["check.n.fail"]
     assert answered >= 10

@@ -415,3 +415,34 @@ def test_adapt_rule_on_a_checks_pass_share(tmp_path: Path) -> None:
         nhbench.adapt("http://127.0.0.1:9/", slo=["check:other>=90%"], check=check,
                       out=tmp_path / "none", captures=False, facts=False)
     assert not (tmp_path / "none").exists()
+
+
+@pytest.mark.parametrize("protocol", ["http1", "h2c", "http3"])
+def test_checks_groups_and_streaming_statistics_together(protocol: str) -> None:
+    # Each of checks, grouping by a header and streaming statistics replaces the sessions'
+    # field and body callbacks when it is on alone; on together, each must still see every
+    # response: the checks' failures equal the server's error bodies, the one header value
+    # groups every response, and every response has its events counted.
+    from nhbench._names import EVENTS_PER_RESPONSE
+    with nhbench.TestServer(error_body_every=13, response_body_size=1024,
+                            response_headers={"x-served-by": "alpha"},
+                            tls_self_signed=protocol == "http3",
+                            http3=protocol == "http3") as server:
+        kw: dict[str, object] = {"h2c": True} if protocol == "h2c" else {}
+        if protocol == "http3":
+            kw.update(protocol="http3", cacert=server.ca_cert)
+        before = server.stats()["error_bodies"]
+        result = nhbench.run(server.url, rps=1000, duration="1s", connections=2,
+                             group_by="header:x-served-by", stream_stats=True, check=[
+                                 "body_ok=body ~ aaaaaaaa", "re_ok=body =~ /a{8}/",
+                                 "hdr_ok=header:x-nhbench-error absent"], **kw)
+        injected = server.stats()["error_bodies"] - before
+    assert result.success, result.error
+    c = result.counters
+    answered = c["check.body_ok.pass"] + c["check.body_ok.fail"]
+    assert injected > 10 and answered > 500
+    assert c["check.body_ok.fail"] == c["check.re_ok.fail"] == c["check.hdr_ok.fail"] == injected
+    assert result.groups is not None
+    groups = {g.name: g.requests for g in result.groups.groups}
+    assert groups == {"alpha": answered}, groups
+    assert result.stat(EVENTS_PER_RESPONSE).count == answered

@@ -68,7 +68,7 @@ static int prepare(const char* pat, const char* flags) {
     c[k].value_len = strlen(cache.flags);
   }
   char err[512];
-  if (nhb__chk_set_init(&cache.set, c, 2, err, sizeof(err)) < 0) abort();
+  if (nhb__chk_set_init(&cache.set, c, 2, 0, err, sizeof(err)) < 0) abort();
   if (nhb__chk_re_init(&cache.set, 1, err, sizeof(err)) < 0) {
     cache.ready = 2; /* refused: remembered so that it is not compiled again */
     return 0;
@@ -97,7 +97,7 @@ static int on_block(unsigned int id, unsigned long long from, unsigned long long
 static uint32_t respond(const char* doc, size_t len, const uint8_t* cuts, size_t ncuts, size_t stop) {
   nhb__chk_set* set = &cache.set;
   nhb__chk_state* st = cache.st;
-  nhb__chk_begin(set, st);
+  nhb__chk_begin(set, st, 0);
   nhb__chk_name(set, st, "X-", 2);
   nhb__chk_name(set, st, "V", 1);
   size_t at = 0, k = 0;
