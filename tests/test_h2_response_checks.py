@@ -98,6 +98,8 @@ MALFORMED: dict[str, Reply] = {
     "status-four-digits": lambda s: headers(s, status(b"2000"), end_stream=True),
     "status-not-digits": lambda s: headers(s, status(b"2x0"), end_stream=True),
     "status-empty": lambda s: headers(s, status(b""), end_stream=True),
+    # RFC 9110 section 15: a status under 100 is invalid.
+    "status-under-100": lambda s: headers(s, status(b"050")) + data(s, b"ok"),
     # (101 is not an interim response in HTTP/2: a final response may follow and it is
     # still malformed.)
     "status-101": lambda s: headers(s, status(b"101")) + headers(s, h2.STATUS_200, end_stream=True),

@@ -308,7 +308,9 @@ __attribute__((noinline)) static int h2_check_pseudo(nhb__slot* s, const uint8_t
   unsigned d0 = value[0] - (unsigned)'0', d1 = value[1] - (unsigned)'0', d2 = value[2] - (unsigned)'0';
   if (d0 > 9 || d1 > 9 || d2 > 9) return H2_FIELD_BAD;
   int status = (int)(d0 * 100 + d1 * 10 + d2);
-  if (status == 101) return H2_FIELD_BAD; /* HTTP/2 has no Upgrade */
+  /* RFC 9110 section 15: a status under 100 is invalid (no class to count
+   * it in, and no final response to judge); HTTP/2 has no Upgrade. */
+  if (status < 100 || status == 101) return H2_FIELD_BAD;
   s->status = status;
   s->h2_chk = chk | H2_CHK_STATUS;
   return H2_FIELD_TAKE;
@@ -569,6 +571,14 @@ static int h2_on_data_chunk(nghttp2_session* session, uint8_t flags, int32_t str
 static int h2_chk_field(nhb__conn* c, nghttp2_session* session, nhb__slot* s, const uint8_t* name, size_t namelen,
                         const uint8_t* value, size_t valuelen);
 
+/* The slot's check state was begun for this response: its final head is
+ * complete and its status one the checks judge (a final status under 200,
+ * such as 050, begins none: a state from the slot's earlier request must not
+ * be fed, nor judged). */
+static inline int h2_chk_began(const nhb__slot* s) {
+  return (s->h2_chk & H2_CHK_FINAL) && s->status >= 200 && s->chk != NULL;
+}
+
 static int h2_chk_on_header(nghttp2_session* session, const nghttp2_frame* frame, const uint8_t* name,
                             size_t namelen, const uint8_t* value, size_t valuelen, uint8_t flags, void* user_data) {
   NHB__UNUSED(flags);
@@ -608,7 +618,7 @@ static int h2_chk_on_data_chunk(nghttp2_session* session, uint8_t flags, int32_t
   nhb__conn* c = conn_of(user_data);
   nhb__slot* s = h2_slot(c, session, stream_id);
   /* DATA of the final response only (nghttp2 refuses it before one). */
-  if (s != NULL && h2_check_data(c, session, s, len) && (s->h2_chk & H2_CHK_FINAL))
+  if (s != NULL && h2_check_data(c, session, s, len) && h2_chk_began(s))
     nhb__chk_body(&c->worker->run->chk, s->chk, (const char*)data, len);
   return 0;
 }
@@ -683,7 +693,7 @@ static inline int h2_on_response_frame(nhb__conn* c, nghttp2_session* session, c
       return 0;
     }
     /* With checks (a run without them never allocates a slot's state). */
-    if (NHB__UNLIKELY(s->chk != NULL)) {
+    if (NHB__UNLIKELY(s->chk != NULL) && s->status >= 200) {
       nhb__chk_response(c, s, s->chk, s->status);
       return 0;
     }
@@ -837,7 +847,7 @@ static int h2_multi_on_data_chunk(nghttp2_session* session, uint8_t flags, int32
   nhb__conn* c = conn_of(user_data);
   nhb__slot* s = h2_slot(c, session, stream_id);
   if (s == NULL || !h2_check_data(c, session, s, len)) return 0;
-  if (s->h2_chk & H2_CHK_FINAL) nhb__chk_body(&c->worker->run->chk, s->chk, (const char*)data, len);
+  if (h2_chk_began(s)) nhb__chk_body(&c->worker->run->chk, s->chk, (const char*)data, len);
   nhb__str_data(c->worker, s, (const char*)data, len, 0);
   return 0;
 }
