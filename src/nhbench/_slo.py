@@ -104,14 +104,7 @@ class ResultMeasures:
             stat = self._result.stat(statistic)
         except KeyError:
             return None
-        if stat.count == 0:
-            return None
-        if field in ("min", "max", "mean"):
-            return float(getattr(stat, field))
-        try:
-            return stat.p(float(field[1:]))
-        except ValueError:
-            return None
+        return _field_of(stat, field)
 
     def counter_value(self, name: str) -> int | None:
         try:
@@ -125,6 +118,18 @@ class ResultMeasures:
         for group in groups.groups if groups is not None else ():
             if group.name == name:
                 return _GroupMeasures(group)
+        return None
+
+
+def _field_of(stat: Statistic, field: str) -> float | None:
+    """A rule's field of a statistic: min, max, mean or pNN; None without data."""
+    if stat.count == 0:
+        return None
+    if field in ("min", "max", "mean"):
+        return float(getattr(stat, field))
+    try:
+        return stat.p(float(field[1:]))
+    except ValueError:
         return None
 
 
@@ -148,15 +153,7 @@ class _GroupMeasures:
 
     def statistic_value(self, statistic: str, field: str) -> float | None:
         del statistic
-        stat = self._group.latency
-        if stat.count == 0:
-            return None
-        if field in ("min", "max", "mean"):
-            return float(getattr(stat, field))
-        try:
-            return stat.p(float(field[1:]))
-        except ValueError:
-            return None
+        return _field_of(self._group.latency, field)
 
     def counter_value(self, name: str) -> int | None:
         del name
