@@ -286,6 +286,11 @@ typedef struct nhb_stats {
    * that passed and failed it; all 0 without checks. */
   uint64_t check_pass[NHB_MAX_CHECKS];
   uint64_t check_fail[NHB_MAX_CHECKS];
+  /* Responses judged by every check and counted here once, not in each
+   * check_pass: the worker adds them to each check_pass (and takes a
+   * failed check's back off it) before anything reads the counters
+   * (nhb__chk_fold), so a response costs one increment, not one per check. */
+  uint64_t check_every;
   /* NULL for a statistic the run does not measure: origin_latency_statistic
    * without latency_response_header_name (Nighthawk does not report it then). */
   nhb_hist* hists[NHB_HIST_COUNT];

@@ -119,6 +119,7 @@ int nhb__chk_set_init(nhb__chk_set* set, const nhb_check* checks, uint32_t n, ui
   if (set->spec_mask != NULL)
     for (uint32_t k = 0; k < nspecs; k++) set->spec_mask[k] |= set->all;
   set->n = n;
+  set->full = n == 32 ? ~0u : (1u << n) - 1u;
   return 0;
 }
 
@@ -523,17 +524,34 @@ void nhb__chk_response(nhb__conn* c, nhb__slot* s, nhb__chk_state* st, int statu
 
 void nhb__chk_count(nhb__conn* c, nhb__slot* s, uint32_t mask, uint32_t failed, int status) {
   nhb_stats* stats = &c->worker->stats;
-  uint32_t m = mask;
-  while (m != 0) {
-    uint32_t i = (uint32_t)__builtin_ctz(m);
-    m &= m - 1;
-    if ((failed >> i) & 1u) stats->check_fail[i]++;
-    else stats->check_pass[i]++;
+  if (NHB__LIKELY(mask == c->worker->run->chk.full)) {
+    /* Judged by every check: one count for all of them, and a failed
+     * check's pass taken back (unsigned, so a pass counter may wrap below
+     * zero until nhb__chk_fold adds check_every to it). */
+    stats->check_every++;
+    for (uint32_t m = failed; m != 0; m &= m - 1) {
+      uint32_t i = (uint32_t)__builtin_ctz(m);
+      stats->check_fail[i]++;
+      stats->check_pass[i]--;
+    }
+  } else {
+    for (uint32_t m = mask; m != 0; m &= m - 1) {
+      uint32_t i = (uint32_t)__builtin_ctz(m);
+      if ((failed >> i) & 1u) stats->check_fail[i]++;
+      else stats->check_pass[i]++;
+    }
   }
   /* A 2xx that failed a check is an error; any other status already is one
    * (or a 1xx/3xx...), counted by its class as before. */
   if (failed != 0 && status >= 200 && status < 300) nhb__conn_check_failed(c, s);
   else nhb__conn_response(c, s, status);
+}
+
+void nhb__chk_fold(nhb_stats* stats, uint32_t n) {
+  uint64_t every = stats->check_every;
+  if (every == 0) return;
+  for (uint32_t i = 0; i < n; i++) stats->check_pass[i] += every;
+  stats->check_every = 0;
 }
 
 nhb__chk_state* nhb__chk_slot_begin(nhb__worker* w, nhb__slot* s) {
@@ -552,3 +570,4 @@ void nhb__chk_slots_free(nhb__worker* w) {
     w->slot_pool[i].chk = NULL;
   }
 }
+

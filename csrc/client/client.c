@@ -59,6 +59,7 @@ static void publish(nhb__worker* w) {
                             w->stats.grpc_status[i] - w->warm.grpc_status[i], memory_order_relaxed);
   }
   /* The checks' counters, for the live view and the predicates on them. */
+  nhb__chk_fold(&w->stats, w->run->chk.n);
   for (uint32_t i = 0; i < w->run->chk.n; i++) {
     atomic_store_explicit(&w->published_checks[i], w->stats.check_pass[i] - w->warm.check_pass[i],
                           memory_order_relaxed);
@@ -575,6 +576,7 @@ static void merge_warmup(nhb_run* run) {
 static void merge(nhb_run* run) {
   nhb_stats* g = &run->global;
   uint64_t duration_sum = 0;
+  for (int i = 0; i < run->nworkers; i++) nhb__chk_fold(&run->workers[i].stats, run->chk.n);
   if (run->has_warmup) merge_warmup(run);
   for (int i = 0; i < run->nworkers; i++) {
     run->workers[i].facts.released = run->workers[i].released;

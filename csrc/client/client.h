@@ -396,6 +396,7 @@ typedef struct nhb__chk_set {
   char* strings;
   uint32_t hdr_mask, body_has_mask, sha_mask, json_mask; /* checks by kind */
   uint32_t all;        /* the checks of every response (entry 0) */
+  uint32_t full;       /* all n checks: a response judged by each is counted once (check_every) */
   uint32_t* spec_mask; /* per request-set entry: `all` plus its own; NULL when no check is an entry's */
   uint32_t nspecs;
   uint32_t body_re_mask, hdr_re_mask; /* regex checks (check_regex.c) */
@@ -442,6 +443,10 @@ void nhb__chk_response(nhb__conn* c, nhb__slot* s, nhb__chk_state* st, int statu
 /* Counts a response's verdict: `failed` (bits by check index) among the
  * checks in `mask` (those that judge its entry), then the response itself. */
 void nhb__chk_count(nhb__conn* c, nhb__slot* s, uint32_t mask, uint32_t failed, int status);
+/* Moves stats->check_every into each check's pass counter; whoever reads a
+ * worker's check counters calls it first (on the worker's thread, or after
+ * it ended). */
+void nhb__chk_fold(nhb_stats* stats, uint32_t n);
 /* HTTP/2 and HTTP/3: the final response of slot `s` begins (its :status is
  * 2xx..5xx): the slot's state, allocated on the slot's first such response,
  * reset for this one. NULL when it cannot be allocated. */

@@ -80,6 +80,7 @@ static void worker_close_current(nhb__worker* w) {
   memcpy(b->counters, w->stats.counters, sizeof(w->stats.counters));
   memcpy(b->counters + NHB_CTR_COUNT, w->stats.status_codes, sizeof(w->stats.status_codes));
   memcpy(b->counters + NHB_GRPC_STATUS_ID, w->stats.grpc_status, sizeof(w->stats.grpc_status));
+  nhb__chk_fold(&w->stats, w->run->chk.n);
   memcpy(b->counters + NHB_CHECK_PASS_ID, w->stats.check_pass, sizeof(w->stats.check_pass));
   memcpy(b->counters + NHB_CHECK_FAIL_ID, w->stats.check_fail, sizeof(w->stats.check_fail));
 }

@@ -608,6 +608,7 @@ void nhb__sequencer_end_warmup(nhb__worker* w) {
   memcpy(wm->counters, st->counters, sizeof(wm->counters));
   memcpy(wm->status_codes, st->status_codes, sizeof(wm->status_codes));
   memcpy(wm->grpc_status, st->grpc_status, sizeof(wm->grpc_status));
+  nhb__chk_fold(st, w->run->chk.n);
   memcpy(wm->check_pass, st->check_pass, sizeof(wm->check_pass));
   memcpy(wm->check_fail, st->check_fail, sizeof(wm->check_fail));
   for (int i = 0; i < NHB_HIST_COUNT; i++) {

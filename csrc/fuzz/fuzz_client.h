@@ -282,6 +282,7 @@ static void fuzz_check(nhb__worker* w) {
    * the run's checks (an entry's own judge that entry's only), and only a
    * 2xx that failed one counts as check_failed. */
   const nhb__chk_set* set = &w->run->chk;
+  nhb__chk_fold(&w->stats, set->n);
   if (set->n != 0 && w->run->config.protocol == NHB_PROTO_HTTP2) {
     uint64_t fails = 0, judged_own = 0;
     for (uint32_t i = 0; i < set->n; i++) {
@@ -345,6 +346,7 @@ static void fuzz_worker_start(nhb__worker* w, nhb_run* run) {
   memset(w->stats.counters, 0, sizeof(w->stats.counters));
   memset(w->stats.check_pass, 0, sizeof(w->stats.check_pass));
   memset(w->stats.check_fail, 0, sizeof(w->stats.check_fail));
+  w->stats.check_every = 0;
   fuzz_callback_base = fuzz_callbacks(w);
   fuzz_hold_writes = 0;
   if (uv_loop_init(&w->loop) != 0 || uv_async_init(&w->loop, &w->wakeup, fuzz_on_wakeup) != 0 ||
