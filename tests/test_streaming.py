@@ -9,21 +9,17 @@ at, over HTTP/1.1, HTTP/2 (h2c) and HTTP/3.
   the client's clock), so the assertions are wide ratios: within [0.5x, 2x].
 - Independent peers: nghttpx (a reverse proxy passing our server's chunks on as HTTP/2 DATA
   frames, for h2c), aioquic's HTTP/3 server (tests/support/h3_server.py, its own SSE stream)
-  and raw-socket HTTP/1.1 origins written here: an SSE event split across chunks is one event,
-  two events in one chunk are two, and a body that is not an event stream counts its chunks.
+  and scripted HTTP/1.1 origins (tests/support/scripted_origin.py): an SSE event split
+  across chunks is one event, two events in one chunk are two, and a body that is not an
+  event stream counts its chunks.
 """
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-
 import pytest
 from support.cli import nhbench_cli
 from support.http_proxies import nghttpx_reverse
+from support.scripted_origin import Reply, ScriptedOrigin
 from test_cli_errors import assert_one_line_error
 
 import nhbench
@@ -130,47 +126,7 @@ def test_an_http2_request_to_a_streaming_server_gets_501() -> None:
     assert c["benchmark.http_2xx"] == 0, c
 
 
-# ---- raw-socket HTTP/1.1 origins ------------------------------------------------------------
-
-
-@contextmanager
-def _origin(answer: Callable[[socket.socket], None]) -> Iterator[int]:
-    """A loopback HTTP/1.1 origin that calls `answer` with the connection for each request
-    head; yields its port."""
-    sock = socket.create_server(("127.0.0.1", 0))
-
-    def conn_main(conn: socket.socket) -> None:
-        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        buf = b""
-        with conn:
-            while True:
-                while b"\r\n\r\n" not in buf:
-                    try:
-                        data = conn.recv(65536)
-                    except OSError:
-                        return
-                    if not data:
-                        return
-                    buf += data
-                buf = buf.split(b"\r\n\r\n", 1)[1]
-                try:
-                    answer(conn)
-                except OSError:
-                    return
-
-    def accept_main() -> None:
-        while True:
-            try:
-                conn, _ = sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=conn_main, args=(conn,), daemon=True).start()
-
-    threading.Thread(target=accept_main, daemon=True).start()
-    try:
-        yield sock.getsockname()[1]
-    finally:
-        sock.close()
+# ---- scripted HTTP/1.1 origins ---------------------------------------------------------------
 
 
 def _chunk(data: bytes) -> bytes:
@@ -185,14 +141,11 @@ def _chunked_head(content_type: bytes) -> bytes:
 def test_an_event_split_across_chunks_is_one_event() -> None:
     # Three SSE events in two chunks 30 ms apart: the first event ends only in the second
     # chunk (so it comes at 30 ms, not at once), which also carries two whole events.
-    def answer(conn: socket.socket) -> None:
-        conn.sendall(_chunked_head(b"text/event-stream; charset=utf-8") + _chunk(b"data: hel"))
-        time.sleep(0.030)
-        conn.sendall(_chunk(b"lo\r\n\r\n: a comment\n\ndata: a\n\nevent: x\ndata\n\n")
-                     + b"0\r\n\r\n")
-
-    with _origin(answer) as port:
-        result = _run(f"http://127.0.0.1:{port}/", rps=10)
+    reply = Reply([_chunked_head(b"text/event-stream; charset=utf-8") + _chunk(b"data: hel"),
+                   _chunk(b"lo\r\n\r\n: a comment\n\ndata: a\n\nevent: x\ndata\n\n")
+                   + b"0\r\n\r\n"], gap=0.030)
+    with ScriptedOrigin(lambda request: reply) as origin:
+        result = _run(origin.url, rps=10)
     assert result.success, result.error
     n = result.counters["benchmark.http_2xx"]
     epr = result.stat(EPR)
@@ -205,15 +158,12 @@ def test_an_event_split_across_chunks_is_one_event() -> None:
 
 
 def test_a_body_that_is_not_an_event_stream_counts_its_chunks() -> None:
-    def answer(conn: socket.socket) -> None:
-        conn.sendall(_chunked_head(b"text/plain"))
-        for _ in range(4):
-            time.sleep(GAP)
-            conn.sendall(_chunk(b"data: not an event\n\n" * 3))
-        conn.sendall(b"0\r\n\r\n")
-
-    with _origin(answer) as port:
-        result = _run(f"http://127.0.0.1:{port}/", rps=4)
+    # Four chunks GAP apart, the first GAP after the head; the last one ends the body.
+    chunk = _chunk(b"data: not an event\n\n" * 3)
+    reply = Reply([_chunked_head(b"text/plain"), chunk, chunk, chunk, chunk + b"0\r\n\r\n"],
+                  gap=GAP)
+    with ScriptedOrigin(lambda request: reply) as origin:
+        result = _run(origin.url, rps=4)
     _assert_stream(result, 4, GAP)
 
 

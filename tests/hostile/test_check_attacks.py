@@ -1,6 +1,6 @@
-"""A hostile origin against the client's response checks (--check, docs/checks.md): a raw
-socket server on loopback answering every request with a response built to hurt the check
-evaluator (csrc/client/check.c) while staying valid HTTP/1.1.
+"""A hostile origin against the client's response checks (--check, docs/checks.md): a scripted
+origin on loopback (tests/support/scripted_origin.py) answering every request with a response
+built to hurt the check evaluator (csrc/client/check.c) while staying valid HTTP/1.1.
 
 * header names longer than the 256-byte buffer (matching a check's name in their first 256
   bytes), values longer than the 256 bytes kept for ``==``, a thousand headers of the
@@ -21,56 +21,14 @@ from __future__ import annotations
 
 import socket
 import threading
-from collections.abc import Iterator
 
 import pytest
+from support import h2frames as h2
+from support.scripted_origin import Reply, ScriptedOrigin
 
 import nhbench
 
 pytestmark = [pytest.mark.hostile, pytest.mark.timeout(120)]
-
-
-def _origin(response: bytes, piece: int | None = None) -> Iterator[int]:
-    """A loopback origin answering each request head with `response` (written `piece` bytes
-    at a time when given)."""
-    sock = socket.create_server(("127.0.0.1", 0))
-
-    def conn_main(conn: socket.socket) -> None:
-        buf = b""
-        with conn:
-            while True:
-                while b"\r\n\r\n" not in buf:
-                    try:
-                        data = conn.recv(65536)
-                    except OSError:
-                        return
-                    if not data:
-                        return
-                    buf += data
-                buf = buf.split(b"\r\n\r\n", 1)[1]
-                try:
-                    if piece is None:
-                        conn.sendall(response)
-                    else:
-                        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                        for i in range(0, len(response), piece):
-                            conn.sendall(response[i:i + piece])
-                except OSError:
-                    return
-
-    def accept_main() -> None:
-        while True:
-            try:
-                conn, _ = sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=conn_main, args=(conn,), daemon=True).start()
-
-    threading.Thread(target=accept_main, daemon=True).start()
-    try:
-        yield sock.getsockname()[1]
-    finally:
-        sock.close()
 
 
 def _response(headers: list[bytes], body: bytes, chunks: list[bytes] | None = None) -> bytes:
@@ -81,14 +39,10 @@ def _response(headers: list[bytes], body: bytes, chunks: list[bytes] | None = No
     return head + b"Content-Length: %d\r\n\r\n" % len(body) + body
 
 
-def _judge(response: bytes, checks: list[str], piece: int | None = None) -> dict[str, int]:
-    gen = _origin(response, piece)
-    port = next(gen)
-    try:
-        result = nhbench.run(f"http://127.0.0.1:{port}/", rps=100, duration="0.6s",
-                             connections=2, check=checks)
-    finally:
-        gen.close()
+def _judge(response: bytes, checks: list[str], piece: int | None = None,
+           gap: float = 0.0) -> dict[str, int]:
+    with ScriptedOrigin(lambda request: Reply(response, piece=piece, gap=gap)) as origin:
+        result = nhbench.run(origin.url, rps=100, duration="0.6s", connections=2, check=checks)
     c = dict(result.counters)
     answered = c["benchmark.http_2xx"] + c["benchmark.check_failed"]
     assert answered >= 20, c
@@ -136,7 +90,9 @@ def _deep(depth: int) -> bytes:
 ])
 def test_hostile_bodies(case: str, response: bytes, checks: list[str],
                         passing: dict[str, bool], piece: int | None) -> None:
-    c = _judge(response, checks, piece)
+    # A gap between the pieces makes each a read of its own: back to back, the client's reads
+    # would take several at once and the needle would mostly come whole.
+    c = _judge(response, checks, piece, gap=0.0002 if piece is not None else 0.0)
     for name, ok in passing.items():
         assert c[f"check.{name}.{'pass' if ok else 'fail'}"] == c["answered"], (case, name, c)
 
@@ -153,45 +109,31 @@ class _InterleavingOrigin:
     taken for the response's, would judge B as A."""
 
     def __init__(self) -> None:
-        from support import h2frames as f
-
-        self.f = f
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.port = self.sock.getsockname()[1]
         self.sent_a = self.sent_b = 0
         self.lock = threading.Lock()
-        threading.Thread(target=self._accept, daemon=True).start()
 
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._conn, args=(conn,), daemon=True).start()
-
-    def _conn(self, conn: socket.socket) -> None:
-        f = self.f
+    def handle(self, conn: socket.socket) -> None:
         pending: list[int] = []
 
         def on_frame(kind: int, flags: int, stream: int, payload: bytes) -> bool | None:
-            if kind != f.HEADERS or not flags & f.END_STREAM:
+            if kind != h2.HEADERS or not flags & h2.END_STREAM:
                 return None
             pending.append(stream)
             if len(pending) < 2:
                 return None
             a, b = pending.pop(0), pending.pop(0)
-            state = f.hpack_literal(b"x-state", b"ready-to-go")
-            length = f.hpack_literal(b"content-length", b"16")
+            state = h2.hpack_literal(b"x-state", b"ready-to-go")
+            length = h2.hpack_literal(b"content-length", b"16")
+            early = h2.hpack_literal_name_index(8, b"103") + state
             out = [
-                f.frame(f.HEADERS, f.END_HEADERS, b, f.hpack_literal_name_index(8, b"103") + state),
-                f.frame(f.HEADERS, f.END_HEADERS, a, f.STATUS_200 + state + length),
-                f.frame(f.HEADERS, f.END_HEADERS, b, f.STATUS_200),
-                f.frame(f.DATA, 0, a, b"....the-ne"),
-                f.frame(f.DATA, 0, b, b"edle-"),
-                f.frame(f.DATA, f.END_STREAM, a, b"edle-."),
-                f.frame(f.DATA, 0, b, b"is-the-ne"),
-                f.frame(f.HEADERS, f.END_HEADERS | f.END_STREAM, b, state),
+                h2.frame(h2.HEADERS, h2.END_HEADERS, b, early),
+                h2.frame(h2.HEADERS, h2.END_HEADERS, a, h2.STATUS_200 + state + length),
+                h2.frame(h2.HEADERS, h2.END_HEADERS, b, h2.STATUS_200),
+                h2.frame(h2.DATA, 0, a, b"....the-ne"),
+                h2.frame(h2.DATA, 0, b, b"edle-"),
+                h2.frame(h2.DATA, h2.END_STREAM, a, b"edle-."),
+                h2.frame(h2.DATA, 0, b, b"is-the-ne"),
+                h2.frame(h2.HEADERS, h2.END_HEADERS | h2.END_STREAM, b, state),
             ]
             try:
                 conn.sendall(b"".join(out))
@@ -202,19 +144,16 @@ class _InterleavingOrigin:
                 self.sent_b += 1
             return None
 
-        with conn:
-            f.serve(conn, on_frame)
+        h2.serve(conn, on_frame)
 
 
 def test_interleaved_h2_streams_are_judged_apart() -> None:
     origin = _InterleavingOrigin()
-    try:
-        result = nhbench.run(f"http://127.0.0.1:{origin.port}/", h2c=True, rps=400,
-                             duration="0.5s", connections=1, max_active_requests=8,
+    with ScriptedOrigin(handler=origin.handle) as server:
+        result = nhbench.run(server.url, h2c=True, rps=400, duration="0.5s", connections=1,
+                             max_active_requests=8,
                              check=["n=body ~ the-needle", "h=header:x-state == ready-to-go",
                                     "size=body.size == 16"])
-    finally:
-        origin.sock.close()
     c = result.counters
     with origin.lock:
         sent_a, sent_b = origin.sent_a, origin.sent_b

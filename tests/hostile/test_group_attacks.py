@@ -1,7 +1,7 @@
 """A hostile origin against grouping by a response header (--group-by header:NAME,
-docs/engine.md "Groups"; csrc/client/group.c): a raw socket server on loopback whose every
-response is built to blow up the per-worker table of header values while staying valid
-HTTP/1.1.
+docs/engine.md "Groups"; csrc/client/group.c): a scripted origin on loopback
+(tests/support/scripted_origin.py) whose every response is built to blow up the per-worker
+table of header values while staying valid HTTP/1.1.
 
 * a new value with every response (10,000 distinct values);
 * values over the 128 bytes kept, one of 90 KB (just under the client's head limit);
@@ -17,63 +17,14 @@ number of values.
 from __future__ import annotations
 
 import itertools
-import socket
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
+from support.scripted_origin import Reply, ScriptedOrigin
 
 import nhbench
 
 pytestmark = [pytest.mark.hostile, pytest.mark.timeout(180)]
-
-
-def _origin(respond: Callable[[int], bytes], piece: int | None = None) -> Iterator[int]:
-    """A loopback origin answering the n-th request head (over all connections) with
-    respond(n), written `piece` bytes at a time when given."""
-    sock = socket.create_server(("127.0.0.1", 0))
-    counter = itertools.count()
-    lock = threading.Lock()
-
-    def conn_main(conn: socket.socket) -> None:
-        buf = b""
-        with conn:
-            while True:
-                while b"\r\n\r\n" not in buf:
-                    try:
-                        data = conn.recv(65536)
-                    except OSError:
-                        return
-                    if not data:
-                        return
-                    buf += data
-                buf = buf.split(b"\r\n\r\n", 1)[1]
-                with lock:
-                    n = next(counter)
-                response = respond(n)
-                try:
-                    if piece is None:
-                        conn.sendall(response)
-                    else:
-                        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                        for i in range(0, len(response), piece):
-                            conn.sendall(response[i:i + piece])
-                except OSError:
-                    return
-
-    def accept_main() -> None:
-        while True:
-            try:
-                conn, _ = sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=conn_main, args=(conn,), daemon=True).start()
-
-    threading.Thread(target=accept_main, daemon=True).start()
-    try:
-        yield sock.getsockname()[1]
-    finally:
-        sock.close()
 
 
 def _response(headers: list[bytes]) -> bytes:
@@ -81,18 +32,18 @@ def _response(headers: list[bytes]) -> bytes:
             + b"Content-Length: 2\r\n\r\nok")
 
 
-def _grouped(respond: Callable[[int], bytes], piece: int | None = None,
+def _grouped(respond: Callable[[int], bytes], piece: int | None = None, gap: float = 0.0,
              **kw: object) -> nhbench.Result:
-    gen = _origin(respond, piece)
-    port = next(gen)
+    """A run grouped by X-Served-By against an origin answering the n-th request (over all
+    connections) with respond(n), written `piece` bytes at a time `gap` seconds apart when
+    given."""
+    # count's next() runs whole under the GIL: each request gets its own n.
+    counter = itertools.count()
     kw.setdefault("rps", 200)
     if "requests" not in kw:
         kw.setdefault("duration", "0.6s")
-    try:
-        result = nhbench.run(f"http://127.0.0.1:{port}/", connections=4,
-                             group_by="header:x-served-by", **kw)
-    finally:
-        gen.close()
+    with ScriptedOrigin(lambda request: Reply(respond(next(counter)), piece=piece, gap=gap)) as origin:
+        result = nhbench.run(origin.url, connections=4, group_by="header:x-served-by", **kw)
     assert result.groups is not None
     answered = result.counters["benchmark.http_2xx"]
     assert answered >= 20, dict(result.counters)
@@ -136,7 +87,10 @@ def test_nine_hundred_fields_of_the_name_the_first_counts() -> None:
 def test_split_one_byte_per_read() -> None:
     # Names that share a prefix with the grouped one come first, in pieces.
     headers = [b"X-Served: no", b"X-Served-By-Other: no", b"X-Served-By:  mid  "]
-    result = _grouped(lambda n: _response(headers), piece=1, rps=50, duration="0.8s")
+    # The gap makes every byte a read of its own: back to back, the client's reads would take
+    # several bytes at once and the value would mostly come whole.
+    result = _grouped(lambda n: _response(headers), piece=1, gap=0.0005, rps=50,
+                      duration="0.8s")
     assert result.groups is not None
     assert [g.name for g in result.groups.groups if g.requests] == ["mid"]
 

@@ -1,7 +1,7 @@
 """A hostile origin against the client's streaming statistics (--stream-stats, docs/engine.md
-"Streaming responses"): a raw socket server on loopback answering each request with a body
-that never ends, built to hurt the event splitter and the per-event recording
-(csrc/client/stream.c) while staying valid HTTP/1.1:
+"Streaming responses"): a scripted origin on loopback (tests/support/scripted_origin.py)
+answering each request with a body that never ends, built to hurt the event splitter and the
+per-event recording (csrc/client/stream.c) while staying valid HTTP/1.1:
 
 * one-byte chunks forever (an event per chunk: the most events per byte a body can carry);
 * an SSE stream whose lines never meet a blank line (no event is ever dispatched);
@@ -15,17 +15,14 @@ for the other two.
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 from support.cli import PEAK_RSS_MAIN, cli_env
+from support.scripted_origin import Reply, ScriptedOrigin
 
 import nhbench
 
@@ -34,45 +31,6 @@ pytestmark = [pytest.mark.hostile, pytest.mark.timeout(120)]
 DURATION = 1.5
 DRAIN = 0.5
 MIB = 1 << 20
-
-
-@contextmanager
-def _origin(body: Callable[[], bytes], head: bytes) -> Iterator[tuple[int, list[int]]]:
-    """A loopback origin answering each request head with `head` and then body() over and
-    over until the client goes; yields its port and a one-item list of the bytes sent."""
-    sock = socket.create_server(("127.0.0.1", 0))
-    sent = [0]
-
-    def conn_main(conn: socket.socket) -> None:
-        buf = b""
-        with conn:
-            while b"\r\n\r\n" not in buf:
-                data = conn.recv(65536)
-                if not data:
-                    return
-                buf += data
-            try:
-                conn.sendall(head)
-                while True:
-                    piece = body()
-                    conn.sendall(piece)
-                    sent[0] += len(piece)
-            except OSError:
-                return
-
-    def accept_main() -> None:
-        while True:
-            try:
-                conn, _ = sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=conn_main, args=(conn,), daemon=True).start()
-
-    threading.Thread(target=accept_main, daemon=True).start()
-    try:
-        yield sock.getsockname()[1], sent
-    finally:
-        sock.close()
 
 
 ONE_BYTE_CHUNKS = b"1\r\nx\r\n" * 20000
@@ -124,14 +82,15 @@ def baseline_peak(tmp_path_factory: pytest.TempPathFactory) -> int:
 def test_endless_bodies_end_with_the_run_in_bounded_memory(case: str, tmp_path: Path,
                                                           baseline_peak: int) -> None:
     head, piece = CASES[case]
-    with _origin(lambda: piece, head) as (port, sent):
-        result, wall, peak = _run(port, tmp_path)
+    with ScriptedOrigin(lambda request: Reply(head, forever=piece)) as origin:
+        result, wall, peak = _run(origin.port, tmp_path)
+    sent = origin.sent
     # The run ends at its duration plus the drain, with room for a loaded host.
     assert wall < DURATION + DRAIN + 15, wall
     # The origin sent more than the client could have kept in the margin: its memory is
     # the run's own, whatever the body.
-    assert sent[0] >= 48 * MIB, sent[0]
-    assert peak < baseline_peak + 24 * MIB, (peak, baseline_peak, sent[0])
+    assert sent >= 48 * MIB, sent
+    assert peak < baseline_peak + 24 * MIB, (peak, baseline_peak, sent)
     ids = {s.id: s for s in result.global_result.statistics}
     first = ids.get("benchmark_http_client.time_to_first_event")
     gaps = ids.get("benchmark_http_client.inter_event_gap")

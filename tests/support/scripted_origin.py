@@ -2,9 +2,11 @@
 sends: chunked and close-delimited bodies, interim 1xx responses, 204/304, garbage.
 
 It is a real TCP server (nothing is mocked): each accepted connection reads one request head
-(and its Content-Length body) at a time and answers with the bytes that ``respond(request)``
-returns; returning ``None`` closes the connection, and a response may end with a close by
-setting ``close_after``.
+(and its Content-Length body) at a time and answers with the ``Reply`` that
+``respond(request)`` returns; returning ``None`` closes the connection. A ``Reply`` says how
+its bytes go out as well as what they are: in several writes (a list, or ``piece`` bytes at a
+time) with ``gap`` seconds between them, followed by a body that never ends (``forever``), or
+with a close (``close_after``). ``sent`` counts the bytes written, over all connections.
 
 For misbehaviour that is not "one reply per request" (resets at a chosen byte, endless
 bodies, silence, hand-written HTTP/2 frames; see tests/hostile/) pass ``handler`` instead:
@@ -16,21 +18,52 @@ connection is then closed). ``ssl_context`` wraps every accepted connection in T
 
 from __future__ import annotations
 
+import itertools
 import socket
 import ssl
 import threading
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 
 @dataclass
 class Reply:
-    data: bytes
+    # The response, or the writes it is sent in (one write an item, in order).
+    data: bytes | Sequence[bytes]
+    # Shut the connection down for writing once the response is sent (a close-delimited body,
+    # or a close in the middle of one).
     close_after: bool = False
-    # Send one byte at a time with a short pause, so that the client reads the response in
-    # many pieces (parsers must not depend on where reads split).
+    # Cut every write into writes of this many bytes, so that the client reads the response in
+    # that many pieces (parsers must not depend on where reads split).
+    piece: int | None = None
+    # Seconds to pause between two writes (a stream's events, a slow origin).
+    gap: float = 0.0
+    # After ``data``, write these bytes over and over until the client goes or the origin
+    # closes: a body that never ends.
+    forever: bytes | None = None
+    # One byte a write, a millisecond apart: ``piece=1, gap=0.001``.
     dribble: bool = False
+
+    def __post_init__(self) -> None:
+        if self.dribble:
+            self.piece, self.gap = 1, 0.001
+
+    def writes(self) -> Iterator[bytes]:
+        """The writes of ``data``, in order, then ``forever``'s over and over."""
+        parts = [self.data] if isinstance(self.data, bytes) else self.data
+        for part in parts:
+            if self.piece is None:
+                yield part
+            else:
+                yield from (part[i:i + self.piece] for i in range(0, len(part), self.piece))
+        if self.forever is not None:
+            yield from itertools.repeat(self.forever)
+
+    @property
+    def several(self) -> bool:
+        """Whether the reply goes out in more than one write."""
+        return (self.piece is not None or self.forever is not None
+                or not isinstance(self.data, bytes) and len(self.data) > 1)
 
 
 def _recv(conn: socket.socket) -> bytes | None:
@@ -85,6 +118,7 @@ class ScriptedOrigin:
         self._stop = False
         self.stopped = threading.Event()
         self.connections = 0
+        self.sent = 0
         self._live: set[socket.socket] = set()
         self._threads: list[threading.Thread] = []
         t = threading.Thread(target=self._accept_loop, daemon=True)
@@ -142,13 +176,8 @@ class ScriptedOrigin:
             if reply is None:
                 return
             try:
-                if reply.dribble:
-                    conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                    for i in range(len(reply.data)):
-                        conn.sendall(reply.data[i:i + 1])
-                        time.sleep(0.001)
-                else:
-                    conn.sendall(reply.data)
+                if not self._send(conn, reply):
+                    return
             except OSError:
                 return
             if reply.close_after:
@@ -157,6 +186,19 @@ class ScriptedOrigin:
                 except OSError:
                     pass
                 return
+
+    def _send(self, conn: socket.socket, reply: Reply) -> bool:
+        """Writes ``reply`` as it says; False when the origin closed meanwhile."""
+        if reply.several:
+            # Every write leaves as its own segment, not merged with the next by Nagle.
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for i, data in enumerate(reply.writes()):
+            if (i and reply.gap and self.stopped.wait(reply.gap)) or self._stop:
+                return False
+            conn.sendall(data)
+            with self._lock:
+                self.sent += len(data)
+        return True
 
     def close(self) -> None:
         self._stop = True
