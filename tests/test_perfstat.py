@@ -16,8 +16,10 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
+from support.cli import nhbench_cli
 
 from nhbench.campaign import load_campaign
 from nhbench.capture import (
@@ -32,7 +34,6 @@ from nhbench.capture import (
 )
 from nhbench.capture._perf import probe_perf
 from nhbench.hosts import LocalHost
-from tests.support.cli import nhbench_cli
 
 DATA = Path(__file__).parent / "data" / "perfstat"
 DEFAULT = ["cycles", "instructions", "cache-misses", "branch-misses", "context-switches"]
@@ -271,6 +272,7 @@ def test_an_event_perf_rejects_fails_the_sweep_before_any_step(tmp_path: Path) -
                        str(out), "--perf-stat", "--perf-event", "no-such-event-xyz")
     assert done.returncode == 2, done.stderr
     assert "--perf-event 'no-such-event-xyz': perf on local rejects it" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert not out.exists()
 
 
@@ -337,3 +339,38 @@ def _has_pandas() -> bool:
     except ImportError:
         return False
     return True
+
+
+@pytest.mark.serial
+def test_perf_stat_over_ssh(sshd: Any, tmp_path: Path) -> None:
+    """The target reached through the `sshd` fixture (this machine, as the test's user):
+    the event check, perf stat's start and stop by SIGINT and the file read back all go
+    through the SSH host."""
+    _perf_or_skip(LocalHost())
+    ssh = ["--ssh", sshd.address, "--ssh-key", str(sshd.user_key),
+           "--ssh-known-hosts", str(sshd.known_hosts)]
+    env = {"SSH_AUTH_SOCK": ""}
+    refused = nhbench_cli("sweep", "embedded", "--rps", "10", "--duration", "1s", "--out",
+                          str(tmp_path / "refused"), *ssh, "--perf-stat", "--perf-event",
+                          "no-such-event-xyz", env=env)
+    assert refused.returncode == 2, refused.stderr
+    assert f"perf on {sshd.address} rejects it" in refused.stderr
+    assert not (tmp_path / "refused").exists()
+    out = tmp_path / "campaign"
+    cpu = max(os.sched_getaffinity(0))
+    done = nhbench_cli("sweep", "embedded", "--steps", "20,40", "--duration", "1s", "--out",
+                       str(out), *ssh, "--perf-stat", "--no-mpstat", "--watch-cpus",
+                       f"server={cpu}", env=env, timeout=180)
+    assert done.returncode == 0, done.stderr
+    campaign = load_campaign(out)
+    for step in campaign.steps:
+        capture = step.target_capture
+        assert capture is not None and capture.host == sshd.address
+        if "perf stat" in capture.skipped:
+            pytest.skip(f"perf stat over SSH: {capture.skipped['perf stat']}")
+        assert capture.perf_stat is not None and capture.perf_stat.file
+        raw = (out / step.directory / capture.perf_stat.file).read_text()
+        expected = sum(line.value or 0 for line in parse_perf_stat(raw)
+                       if line.event == "context-switches" and line.cpu == cpu)
+        (group,) = capture.perf_stat.groups
+        assert group.counts["context-switches"].value == expected > 0

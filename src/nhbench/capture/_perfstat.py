@@ -27,6 +27,7 @@ share of time it ran: `PerfCount.running_percent` keeps that share.
 
 from __future__ import annotations
 
+import math
 import re
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
@@ -95,10 +96,12 @@ class PerfStatLine:
 
 
 def _number(text: str) -> float | None:
+    # perf prints finite decimals; "nan" or "inf" is no count, whatever wrote it.
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
         return None
+    return value if math.isfinite(value) else None
 
 
 def _is_value(text: str) -> bool:

@@ -272,6 +272,8 @@ class Sweep:
         loadgen: Host = LocalHost()
         server = None
         try:
+            if self._saved is None:
+                self._check_perf_events(host)
             options = config.options
             url = config.url
             if config.embedded:
@@ -290,7 +292,6 @@ class Sweep:
                 store = CampaignStore.resume(config.out or Path("."), manifest)
                 self._note(f"resuming {store.directory}: {len(manifest.steps)} step(s) done")
             else:
-                self._check_perf_events(host)
                 facts = self._collect_facts(host, loadgen, address)
                 manifest = self._new_manifest(url, options, ssh_name, facts)
                 out = config.out or default_out(config.label)
