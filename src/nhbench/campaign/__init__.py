@@ -15,6 +15,7 @@ from ._models import (
     StepRecord,
     SweepPlan,
 )
+from ._perfstat import perf_stat_rows
 from ._store import (
     Campaign,
     CampaignStore,
@@ -66,6 +67,7 @@ __all__ = [
     "is_campaign",
     "load_campaign",
     "load_manifest",
+    "perf_stat_rows",
     "protocol_of",
     "step_directory",
     "step_view",

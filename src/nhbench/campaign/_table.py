@@ -29,6 +29,7 @@ from .._format import format_latency, format_rate
 from ..options import format_cpu_list
 from ._charts import watched_groups
 from ._models import LATENCY_KEYS, CampaignManifest, StepRecord
+from ._perfstat import perf_stat_columns
 
 __all__ = [
     "STEP_TABLE",
@@ -279,6 +280,9 @@ STEP_TABLE: tuple[StepColumn | PerCampaign, ...] = (
     StepColumn("error_rate", lambda s: s.error_rate, csv="error_rate", frame="error_rate"),
     PerCampaign("target_cpu", _target_cpu),
     PerCampaign("frame_cpu", _frame_cpu),
+    # perf stat per watched group: IPC in the reports' table (every count in their own
+    # perf stat table), every count in the CSV and the DataFrame (campaign/_perfstat.py).
+    PerCampaign("perf_stat", lambda manifest: perf_stat_columns(manifest, StepColumn, Shown)),
     StepColumn("loadgen_cpu", lambda s: s.loadgen_cpu, lambda s: format_percent(s.loadgen_cpu),
                csv="loadgen_cpu", report="Loadgen CPU %", frame="loadgen_cpu"),
     StepColumn("nhbench_cpu", lambda s: s.nhbench_cpu, lambda s: format_percent(s.nhbench_cpu),

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["CaptureResult", "CaptureSpec", "CpuGroupLoad"]
+__all__ = ["CaptureResult", "CaptureSpec", "CpuGroupLoad", "PerfCount", "PerfStat",
+           "PerfStatGroup"]
 
 
 class CaptureSpec(BaseModel):
@@ -22,6 +23,15 @@ class CaptureSpec(BaseModel):
         default=None, description="CPUs perf records on (None: all CPUs)."
     )
     perf_frequency: int = Field(default=99, ge=1, description="perf sampling frequency (Hz).")
+    perf_stat: bool = Field(
+        default=False,
+        description="perf stat counters on each watched CPU group (all CPUs without groups).",
+    )
+    perf_events: list[str] = Field(
+        default_factory=list,
+        description="perf stat events beyond the default ones (nhbench.capture "
+        "PERF_STAT_EVENTS).",
+    )
     install_tools: bool = Field(
         default=False,
         description="Install missing sysstat/perf with the host's package manager.",
@@ -38,6 +48,49 @@ class CpuGroupLoad(BaseModel):
     busy_percent: float | None = Field(
         default=None, description="Mean over the group's CPUs and the step's samples."
     )
+
+
+class PerfCount(BaseModel):
+    """One perf stat event summed over a group's CPUs for a step.
+
+    `value` is None exactly when `unknown` says why ("not supported": the host has no
+    counter for it, as on most virtual machines; "not counted": perf could not schedule it);
+    a count perf did not report is never written as 0.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    value: float | None = None
+    unit: str = Field(default="", description="perf's unit ('msec' for task-clock), or ''.")
+    running_percent: float | None = Field(
+        default=None,
+        description="Lowest share of the step the counter ran on any of the group's CPUs; "
+        "below 100 perf multiplexed it and scaled the count up (an estimate).",
+    )
+    unknown: str | None = None
+
+
+class PerfStatGroup(BaseModel):
+    """perf stat's counts for one watched CPU group (or 'all' CPUs) over a step."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    cpus: list[int] | None = Field(default=None, description="None: every CPU (perf -a).")
+    counts: dict[str, PerfCount] = Field(default_factory=dict, description="By event name.")
+    ipc: float | None = Field(default=None, description="instructions / cycles.")
+    ipc_unknown: str | None = Field(default=None, description="Why `ipc` is None.")
+
+
+class PerfStat(BaseModel):
+    """The perf stat capture of one step: events, per-group counts, the raw output's file."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    events: list[str]
+    groups: list[PerfStatGroup] = Field(default_factory=list)
+    file: str | None = Field(
+        default=None, description="perf stat -x, output as perf wrote it (perf-stat.csv).")
 
 
 class CaptureResult(BaseModel):
@@ -62,4 +115,5 @@ class CaptureResult(BaseModel):
     )
     folded_file: str | None = None
     flamegraph_file: str | None = None
+    perf_stat: PerfStat | None = None
     skipped: dict[str, str] = Field(default_factory=dict)

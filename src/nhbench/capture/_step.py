@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING
 from .._io import write_text
 from ..options import format_cpu_list
 from ._flamegraph import render_flamegraph
-from ._models import CaptureResult, CaptureSpec
+from ._models import CaptureResult, CaptureSpec, PerfStat
 from ._mpstat import group_loads, mpstat_command, parse_mpstat
 from ._perf import (
     PerfProbe,
@@ -54,12 +54,13 @@ from ._perf import (
     probe_event,
     probe_perf,
 )
+from ._perfstat import check_perf_events, group_counts, parse_perf_stat, perf_stat_command, perf_stat_events
 
 if TYPE_CHECKING:
     # Only for annotations: any object with the Host methods works (LocalHost, SSHHost).
     from ..hosts import BackgroundCommand, CommandResult, Host
 
-__all__ = ["StepCapture", "check_tools", "install_tools"]
+__all__ = ["StepCapture", "check_tools", "install_tools", "refused_perf_events"]
 
 log = logging.getLogger("nhbench.capture")
 
@@ -67,6 +68,7 @@ MPSTAT_JSON = "mpstat.json"
 MPSTAT_TEXT = "mpstat.txt"
 FOLDED = "perf.folded"
 FLAMEGRAPH = "flamegraph.svg"
+PERF_STAT = "perf-stat.csv"
 
 # Package names per package manager. Debian ships perf as linux-perf; Ubuntu as
 # linux-tools-<kernel release> (plus linux-tools-common for the wrapper), resolved on the
@@ -112,11 +114,28 @@ def check_tools(host: Host, spec: CaptureSpec) -> dict[str, str]:
         reason = _mpstat_reason(host)
         if reason:
             reasons["mpstat"] = reason
-    if spec.perf:
+    if spec.perf or spec.perf_stat:
         probe = probe_perf(host)
         if probe.skip_reason:
-            reasons["perf"] = probe.skip_reason
+            for capture in ("perf", "perf stat"):
+                if getattr(spec, capture.replace(" ", "_")):
+                    reasons[capture] = probe.skip_reason
     return reasons
+
+
+def refused_perf_events(host: Host, spec: CaptureSpec) -> dict[str, str]:
+    """The ``perf_events`` of `spec` that perf on `host` rejects, each with perf's message.
+
+    Asked of the host's own perf (`check_perf_events`): which events exist depends on its
+    perf version, kernel and PMU. Empty when perf cannot run there at all; the capture is
+    then skipped with that reason, as `check_tools` reports.
+    """
+    if not (spec.perf_stat and spec.perf_events):
+        return {}
+    probe = probe_perf(host)
+    if probe.skip_reason:
+        return {}
+    return check_perf_events(host, spec.perf_events, sudo=probe.sudo)
 
 
 def install_tools(host: Host, spec: CaptureSpec | None = None) -> None:
@@ -130,7 +149,7 @@ def install_tools(host: Host, spec: CaptureSpec | None = None) -> None:
     wanted: list[str] = []
     if (spec is None or spec.mpstat) and _mpstat_reason(host):
         wanted.append("sysstat")
-    if (spec is None or spec.perf) and not host.run("perf --version", timeout=30).ok:
+    if (spec is None or spec.perf or spec.perf_stat) and not host.run("perf --version", timeout=30).ok:
         wanted.append("perf")
     if not wanted:
         return
@@ -185,6 +204,7 @@ class StepCapture:
         self._perf: BackgroundCommand | None = None
         self._perf_probe: PerfProbe | None = None
         self._perf_event: str | None = None
+        self._perf_stat: BackgroundCommand | None = None
         self._skipped: dict[str, str] = {}
         self._started = False
         self._result: CaptureResult | None = None
@@ -208,21 +228,23 @@ class StepCapture:
         if self._started:
             raise RuntimeError("StepCapture.start() called twice")
         self._started = True
-        if not (self.spec.mpstat or self.spec.perf):
+        if not (self.spec.mpstat or self.spec.perf or self.spec.perf_stat):
             return
         made = self.host.run("mktemp -d \"${TMPDIR:-/tmp}/nhbench-capture.XXXXXX\"",
                              timeout=30)
         if not made.ok or not made.stdout.strip():
             reason = f"mktemp -d failed on {self.host.name}: {_first_line(made.stderr)}"
-            for capture in ("mpstat", "perf"):
+            for capture in ("mpstat", "perf", "perf_stat"):
                 if getattr(self.spec, capture):
-                    self._skipped[capture] = reason
+                    self._skipped[capture.replace("_", " ")] = reason
             return
         self._remote_dir = made.stdout.strip()
         if self.spec.mpstat:
             self._guard("mpstat", self._start_mpstat)
         if self.spec.perf:
             self._guard("perf", self._start_perf)
+        if self.spec.perf_stat:
+            self._guard("perf stat", self._start_perf_stat)
 
     def _guard(self, capture: str, action: Callable[[], None]) -> None:
         """Run one capture's `action`; an exception (the host went away, a file could not
@@ -251,8 +273,7 @@ class StepCapture:
         self._mpstat = self.host.start(command)
 
     def _start_perf(self) -> None:
-        probe = probe_perf(self.host)
-        self._perf_probe = probe
+        probe = self._probe()
         if probe.skip_reason:
             self._skipped["perf"] = probe.skip_reason
             return
@@ -264,6 +285,46 @@ class StepCapture:
             cpus=self.spec.perf_cpus,
         )
         self._perf = self.host.start(command, sudo=probe.sudo)
+
+    def _probe(self) -> PerfProbe:
+        # perf record and perf stat need the same rights: probed once per step.
+        if self._perf_probe is None:
+            self._perf_probe = probe_perf(self.host)
+        return self._perf_probe
+
+    def _start_perf_stat(self) -> None:
+        probe = self._probe()
+        if probe.skip_reason:
+            self._skipped["perf stat"] = probe.skip_reason
+            return
+        command = perf_stat_command(
+            self._remote(PERF_STAT),
+            events=perf_stat_events(self.spec.perf_events),
+            cpus=sorted({cpu for cpus in self.spec.watch_cpus.values() for cpu in cpus}),
+        )
+        self._perf_stat = self.host.start(command, sudo=probe.sudo)
+
+    def _collect_perf_stat(self, result: CaptureResult, done: CommandResult) -> None:
+        assert self._perf_probe is not None
+        sudo = self._perf_probe.sudo
+        # perf ran as root: read its file as root too (it is a few kB).
+        read = self.host.run(f"cat {self._remote(PERF_STAT)}", sudo=sudo, timeout=60)
+        if not read.ok or not read.stdout.strip():
+            errors = self.host.run(f"cat {self._remote(PERF_STAT)}.err", sudo=sudo, timeout=30)
+            self._skipped["perf stat"] = (
+                f"perf stat left no counts: {_first_line(errors.stdout or done.stderr)}")
+            return
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        local = self.out_dir / PERF_STAT
+        write_text(local, read.stdout)
+        events = perf_stat_events(self.spec.perf_events)
+        result.perf_stat = PerfStat(events=events, file=self._relative(local))
+        try:
+            lines = parse_perf_stat(read.stdout)
+        except ValueError as exc:
+            self._skipped["perf stat"] = f"perf stat output not understood: {exc}"
+            return
+        result.perf_stat.groups = group_counts(lines, events, self.spec.watch_cpus)
 
     # -- stop --------------------------------------------------------------------------
 
@@ -288,10 +349,15 @@ class StepCapture:
                 self._guard("mpstat", stopper("mpstat", self._mpstat, 10))
             if self._perf is not None:
                 self._guard("perf", stopper("perf", self._perf, 60))
+            if self._perf_stat is not None:
+                self._guard("perf stat", stopper("perf stat", self._perf_stat, 30))
             if "mpstat" in done:
                 self._guard("mpstat", lambda: self._collect_mpstat(result, done["mpstat"]))
             if "perf" in done:
                 self._guard("perf", lambda: self._collect_perf(result, done["perf"]))
+            if "perf stat" in done:
+                self._guard("perf stat",
+                            lambda: self._collect_perf_stat(result, done["perf stat"]))
         finally:
             self._cleanup()
         result.skipped.update(self._skipped)

@@ -154,11 +154,30 @@ def _integer(value: object) -> object:
         raise ValueError(f"must be an integer (got {value!r})") from None
 
 
+# Commas inside a PMU's terms (cpu/event=0x3c,umask=0/) are the event's own; one outside
+# them would make perf count several events under a name no column is for.
+_PMU_TERMS = re.compile(r"/[^/]*/")
+_EVENT_TEXT = re.compile(r"^[\x21-\x7e]+$")
+
+
+def _perf_events(value: object) -> tuple[str, ...]:
+    events = _strings(value)
+    for event in events:
+        if not _EVENT_TEXT.match(event):
+            raise ValueError(f"{event!r} is not a perf event name (printable ASCII, no "
+                             "spaces)")
+        if "," in _PMU_TERMS.sub("", event) or event.startswith("{"):
+            raise ValueError(f"{event!r}: one event per --perf-event (give the flag again "
+                             "for each event)")
+    return tuple(dict.fromkeys(events))
+
+
 Switch = Annotated[bool, BeforeValidator(_switch)]
 Rate = Annotated[float | None, BeforeValidator(_rate)]
 Text = Annotated[str | None, BeforeValidator(_text)]
 Strings = Annotated[tuple[str, ...], BeforeValidator(_strings)]
 DirPath = Annotated[Path | None, BeforeValidator(_path)]
+PerfEvents = Annotated[tuple[str, ...], BeforeValidator(_perf_events)]
 
 
 def parse_watch_cpus(value: object, within: CpuCheck | None = None) -> dict[str, list[int]]:
@@ -317,6 +336,18 @@ class SweepOptions(BaseModel):
     perf_frequency: Annotated[
         int, BeforeValidator(_integer), Flag(metavar="HZ", group=_CAPTURES)
     ] = Field(default=99, ge=1, description="perf sampling frequency.")
+    perf_stat: Annotated[Switch, Flag(group=_CAPTURES)] = Field(
+        default=False,
+        description="perf stat each step on every --watch-cpus group (all CPUs without one): "
+        "cycles, instructions, IPC, cache-misses, branch-misses, context-switches.",
+    )
+    perf_event: Annotated[
+        PerfEvents, Flag(metavar="NAME", append=True, group=_CAPTURES)
+    ] = Field(
+        default=(),
+        description="Also count this perf event with --perf-stat, e.g. LLC-load-misses or "
+        "sched:sched_switch; checked with the target's perf. Repeatable.",
+    )
     no_mpstat: Annotated[Switch, Flag(group=_CAPTURES)] = Field(
         default=False,
         description="Do not run mpstat (no CPU load in the report; the load generator's CPU "
@@ -380,6 +411,8 @@ class SweepOptions(BaseModel):
                     raise OptionsError(f"{flag}: only meaningful with --ssh", name)
         if self.perf_cpus is not None and not self.perf:
             raise OptionsError("--perf-cpus: only meaningful with --perf", "perf_cpus")
+        if self.perf_event and not self.perf_stat:
+            raise OptionsError("--perf-event: only meaningful with --perf-stat", "perf_event")
         if (self.resume is not None and self.out is not None
                 and self.out.resolve() != self.resume.resolve()):
             raise OptionsError("--out: mutually exclusive with --resume (the campaign "

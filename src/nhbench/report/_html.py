@@ -15,7 +15,7 @@ from pathlib import Path
 import jinja2
 from markupsafe import Markup
 
-from ..campaign import CampaignManifest, StepRecord, sweep_charts
+from ..campaign import CampaignManifest, StepRecord, perf_stat_rows, sweep_charts
 from ._adapt import describe_search, search_lines
 from ._common import (
     describe_plan,
@@ -65,6 +65,9 @@ def _links(step: StepRecord, campaign_dir: Path) -> list[Link]:
                                f"{step.directory}/{capture.flamegraph_file}"))
         if capture.mpstat_file:
             candidates.append((f"{role} mpstat", f"{step.directory}/{capture.mpstat_file}"))
+        if capture.perf_stat is not None and capture.perf_stat.file:
+            candidates.append((f"{role} perf stat",
+                               f"{step.directory}/{capture.perf_stat.file}"))
     for label, href in candidates:
         if (campaign_dir / href).is_file():
             links.append(Link(label, href))
@@ -98,6 +101,7 @@ def render_html(manifest: CampaignManifest, campaign_dir: Path) -> str:
                 for what, reason in capture.skipped.items():
                     skipped.setdefault(f"{role} {what}: {reason}", []).append(step.index)
     best = highest_passing(manifest)
+    perf_headers, perf_rows = perf_stat_rows(manifest)
     template = _environment().get_template(TEMPLATE)
     return template.render(
         manifest=manifest,
@@ -117,4 +121,6 @@ def render_html(manifest: CampaignManifest, campaign_dir: Path) -> str:
         best_p99=format_latency(best.latency.get("p99")) if best else None,
         format_rate=format_rate,
         format_percent=format_percent,
+        perf_headers=perf_headers,
+        perf_rows=perf_rows,
     )

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import textwrap
 
-from ..campaign import CampaignManifest, StepRecord
+from ..campaign import CampaignManifest, StepRecord, perf_stat_rows
 from ._adapt import describe_search, search_lines
 from ._common import (
     describe_plan,
@@ -121,6 +121,8 @@ def render_text(manifest: CampaignManifest) -> str:
         out.append("No step finished yet.")
     out.append("")
 
+    out += _perf_stat_section(manifest)
+
     search = search_lines(manifest)
     if search:
         out += ["Search", "------", *search, ""]
@@ -143,6 +145,17 @@ def render_text(manifest: CampaignManifest) -> str:
         out += _facts_side_by_side(manifest)
         out.append("")
     return "\n".join(out).rstrip("\n") + "\n"
+
+
+def _perf_stat_section(manifest: CampaignManifest) -> list[str]:
+    """perf stat's counts per step and watched group (none without --perf-stat)."""
+    headers, rows = perf_stat_rows(manifest)
+    if not rows:
+        return []
+    return ["perf stat (target)", "------------------",
+            *text_table(headers, rows, [header != "Group" for header in headers]),
+            "Counts over the step, summed over the group's CPUs; ~N (P%): perf counted P% "
+            "of the time and scaled.", ""]
 
 
 def _capture_notes(manifest: CampaignManifest) -> list[str]:

@@ -174,6 +174,8 @@ def prepare_sweep(settings: Mapping[str, Any]) -> SweepConfig:
         perf=sweep.perf,
         perf_cpus=None if sweep.perf_cpus is None else list(sweep.perf_cpus),
         perf_frequency=sweep.perf_frequency,
+        perf_stat=sweep.perf_stat,
+        perf_events=list(sweep.perf_event),
         install_tools=sweep.install_tools,
     )
     loadgen_spec = CaptureSpec(

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from .._calibrate import CalibrationError, calibrate
-from .._exceptions import HostError
+from .._exceptions import HostError, OptionsError
 from .._result import Result
 from .._run import resolve
 from .._server import TestServer
@@ -38,7 +38,14 @@ from ..campaign import (
     load_manifest,
     step_directory,
 )
-from ..capture import CaptureResult, CaptureSpec, StepCapture, check_tools, install_tools
+from ..capture import (
+    CaptureResult,
+    CaptureSpec,
+    StepCapture,
+    check_tools,
+    install_tools,
+    refused_perf_events,
+)
 from ..distributed import BenchmarkProtocol, make_benchmark
 from ..hosts import (
     Host,
@@ -204,7 +211,7 @@ class Sweep:
     def _check_tools(self, host: Host, spec: CaptureSpec | None, role: str) -> bool:
         """Install (if asked) and check the capture tools; False turns this host's captures
         off (nothing to capture, or the host cannot be used)."""
-        if spec is None or not (spec.mpstat or spec.perf):
+        if spec is None or not (spec.mpstat or spec.perf or spec.perf_stat):
             return False
         try:
             if spec.install_tools:
@@ -216,6 +223,22 @@ class Sweep:
         for tool, reason in (missing or {}).items():
             self._note(f"{role}: {tool} capture skipped: {reason}")
         return True
+
+    def _check_perf_events(self, host: Host) -> None:
+        """Refuse a --perf-event the target's perf rejects, before the campaign directory
+        exists and before any load: which events there are is the target's perf's to say."""
+        spec = self.config.target_spec
+        if not self._captures or spec is None:
+            return
+        try:
+            refused = refused_perf_events(host, spec)
+        except HostError as exc:
+            self._note(f"--perf-event not checked: {exc}")
+            return
+        for event, message in refused.items():
+            raise OptionsError(f"--perf-event {event!r}: perf on {host.name} rejects it: "
+                               f"{message} (perf list shows the events it knows)",
+                               "perf_event")
 
     def _new_manifest(self, url: str, options: Options, ssh_name: str | None,
                       facts: dict[str, Any]) -> CampaignManifest:
@@ -249,6 +272,8 @@ class Sweep:
         loadgen: Host = LocalHost()
         server = None
         try:
+            if self._saved is None:
+                self._check_perf_events(host)
             options = config.options
             url = config.url
             if config.embedded:
