@@ -15,6 +15,7 @@ from ._models import (
     StepRecord,
     SweepPlan,
 )
+from ._scrape_columns import format_metric, scrape_notes
 from ._store import (
     Campaign,
     CampaignStore,
@@ -40,6 +41,8 @@ from ._table import (
 )
 
 __all__ = [
+    "format_metric",
+    "scrape_notes",
     "CAMPAIGN_FORMAT",
     "LATENCY_KEYS",
     "STEP_TABLE",

@@ -15,7 +15,7 @@ from pathlib import Path
 import jinja2
 from markupsafe import Markup
 
-from ..campaign import CampaignManifest, StepRecord, sweep_charts
+from ..campaign import CampaignManifest, StepRecord, scrape_notes, sweep_charts
 from ._adapt import describe_search, search_lines
 from ._common import (
     describe_plan,
@@ -65,6 +65,10 @@ def _links(step: StepRecord, campaign_dir: Path) -> list[Link]:
                                f"{step.directory}/{capture.flamegraph_file}"))
         if capture.mpstat_file:
             candidates.append((f"{role} mpstat", f"{step.directory}/{capture.mpstat_file}"))
+    for scrape in step.scrape:
+        for phase, file in (("before", scrape.before_file), ("after", scrape.after_file)):
+            if file:
+                candidates.append((f"{scrape.name} metrics {phase}", f"{step.directory}/{file}"))
     for label, href in candidates:
         if (campaign_dir / href).is_file():
             links.append(Link(label, href))
@@ -107,6 +111,7 @@ def render_html(manifest: CampaignManifest, campaign_dir: Path) -> str:
             manifest.adapt, manifest.plan.duration, manifest.plan.cooldown),
         search=search_lines(manifest),
         validity=validity_lines(manifest),
+        metrics=scrape_notes(manifest),
         headers=[column.name for column in columns],
         numeric=[column.numeric for column in columns],
         rows=rows,
