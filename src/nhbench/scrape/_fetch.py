@@ -11,6 +11,7 @@ import http.client
 import socket
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 
 from .._version import __version__
@@ -22,7 +23,20 @@ __all__ = ["MAX_SCRAPE_BYTES", "fetch"]
 MAX_SCRAPE_BYTES = 64 * 1024 * 1024
 
 _CHUNK = 256 * 1024
-_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+class _Redirects(urllib.request.HTTPRedirectHandler):
+    # urllib would follow a redirect to ftp:// too; a metrics page moves only within HTTP.
+    # (Its loop limit, 10, stays.)
+    def redirect_request(self, req, fp, code, msg, headers, newurl):  # type: ignore[no-untyped-def]
+        scheme = urllib.parse.urlsplit(newurl).scheme.lower()
+        if scheme not in ("http", "https"):
+            raise urllib.error.HTTPError(newurl, code, f"redirected to a {scheme}: URL",
+                                         headers, fp)
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}), _Redirects())
 
 
 class _Failed(Exception):
@@ -53,14 +67,22 @@ def _fetch(url: str, timeout: float) -> str:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise _Failed(f"timed out after {timeout:g} s")
-                chunk = response.read(_CHUNK)
+                # read1: at most one read of the socket, so that a body trickled a byte at a
+                # time still meets the deadline (read(n) waits for all n bytes).
+                chunk = response.read1(_CHUNK)
                 if not chunk:
                     break
                 body += chunk
                 if len(body) > MAX_SCRAPE_BYTES:
                     raise _Failed(f"more than {MAX_SCRAPE_BYTES // (1024 * 1024)} MiB")
+            missing = response.length
+            if missing:
+                # The peer closed before the end its Content-Length announced: a partial
+                # page must not read as numbers.
+                raise _Failed(f"IncompleteRead: the connection closed {missing} bytes "
+                              f"before the announced end of the page")
     except urllib.error.HTTPError as exc:
-        raise _Failed(f"HTTP {exc.code} {exc.reason}".rstrip()) from None
+        raise _Failed(f"HTTP {exc.code} {exc.reason}".rstrip().splitlines()[0][:200]) from None
     except urllib.error.URLError as exc:
         reason = exc.reason
         if isinstance(reason, (TimeoutError, socket.timeout)):
