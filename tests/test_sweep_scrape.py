@@ -166,3 +166,41 @@ def test_scrape_options_are_refused_by_name(tmp_path: Path) -> None:
         lines = done.stderr.strip().splitlines()
         assert len(lines) == 1 and message in lines[0], (args, done.stderr)
         assert not (tmp_path / "never").exists()
+
+
+def test_cli_sweep_reads_envoy_stats_text(tmp_path: Path) -> None:
+    """The command line end to end, against Envoy's /stats text as its documentation prints
+    it (tests/data/envoy), served by a separate process: a static page, so the counter's
+    delta is 0 and the quantile's value is the page's."""
+    import subprocess
+    import sys
+    import time
+
+    from tests.support.sockets import free_port, listening
+
+    port = free_port()
+    data = Path(__file__).parent / "data" / "envoy"
+    page = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind",
+                             "127.0.0.1", "--directory", str(data)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 20
+        while not listening(port):
+            assert time.monotonic() < deadline and page.poll() is None
+            time.sleep(0.1)
+        done = nhbench_cli(
+            "sweep", "embedded", "--rps", "20", "--duration", "0.5s", "--cpus", str(CLIENT_CPU),
+            "--no-mpstat", "--out", str(tmp_path / "c"),
+            "--scrape", f"envoy=http://127.0.0.1:{port}/stats-quick-start.txt",
+            "--scrape-metric", "http.ingress_http.downstream_rq_total",
+            "--scrape-metric", 'http.ingress_http.downstream_rq_time{quantile="0.99"}')
+    finally:
+        page.terminate()
+        page.wait(timeout=10)
+    assert done.returncode == 0, done.stderr
+    assert "scrape envoy: 88 series (envoy)" in done.stderr
+    header = next(line for line in done.stdout.splitlines() if line.startswith("No."))
+    assert "Δ http.ingress_http.downstream_rq_total" in header
+    assert 'http.ingress_http.downstream_rq_time{quantile="0.99"}' in header
+    row = next(line for line in done.stdout.splitlines() if line.lstrip().startswith("1 "))
+    assert row.split()[-4:-2] == ["0", "16.97"], row
