@@ -204,3 +204,21 @@ def test_cli_sweep_reads_envoy_stats_text(tmp_path: Path) -> None:
     assert 'http.ingress_http.downstream_rq_time{quantile="0.99"}' in header
     row = next(line for line in done.stdout.splitlines() if line.lstrip().startswith("1 "))
     assert row.split()[-4:-2] == ["0", "16.97"], row
+
+
+def test_scrape_is_refused_by_name_without_prometheus_client(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    # prometheus-client made unimportable in a fresh interpreter, as when the extra is not
+    # installed.
+    code = ("import sys; sys.modules['prometheus_client'] = None\n"
+            "from nhbench.cli import main\n"
+            f"sys.exit(main(['sweep', 'http://127.0.0.1:1/', '--rps', '10', '--out', "
+            f"{str(tmp_path / 'never')!r}, '--scrape', 'http://127.0.0.1:1/metrics']))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip() == ("nhbench: error: --scrape needs prometheus-client: "
+                                   "pip install 'nhbench[prometheus]'")
+    assert not (tmp_path / "never").exists()

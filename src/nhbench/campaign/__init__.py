@@ -15,7 +15,7 @@ from ._models import (
     StepRecord,
     SweepPlan,
 )
-from ._scrape_columns import format_metric, scrape_notes
+from ._scrape_columns import scrape_notes
 from ._store import (
     Campaign,
     CampaignStore,
@@ -41,7 +41,6 @@ from ._table import (
 )
 
 __all__ = [
-    "format_metric",
     "scrape_notes",
     "CAMPAIGN_FORMAT",
     "LATENCY_KEYS",

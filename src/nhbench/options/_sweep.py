@@ -21,7 +21,6 @@ a campaign) is checked by `nhbench.sweep.prepare_sweep`, still before anything r
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 from collections.abc import Mapping
@@ -441,9 +440,11 @@ class SweepOptions(BaseModel):
             return
         # The Prometheus text parser is prometheus-client's (an extra): refused now, by
         # name, rather than after the first step.
-        if importlib.util.find_spec("prometheus_client") is None:
+        try:
+            import prometheus_client  # noqa: F401
+        except ImportError:
             raise OptionsError("--scrape needs prometheus-client: pip install "
-                               "'nhbench[prometheus]'", "scrape")
+                               "'nhbench[prometheus]'", "scrape") from None
 
     def _check_ssh(self) -> None:
         if self.ssh_password_env and self.ssh_password_prompt:
