@@ -16,6 +16,7 @@ from ._models import (
     SweepPlan,
 )
 from ._perfstat import perf_stat_rows
+from ._scrape_columns import scrape_notes
 from ._store import (
     Campaign,
     CampaignStore,
@@ -41,6 +42,7 @@ from ._table import (
 )
 
 __all__ = [
+    "scrape_notes",
     "CAMPAIGN_FORMAT",
     "LATENCY_KEYS",
     "STEP_TABLE",

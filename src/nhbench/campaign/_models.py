@@ -7,6 +7,7 @@ A campaign directory looks like this (all JSON written atomically)::
     DIR/steps/001-rps100/step.json    the StepRecord (also copied into the manifest)
     DIR/steps/001-rps100/target/...   captures from the target host (mpstat, perf, SVG)
     DIR/steps/001-rps100/loadgen/...  captures from the load generator
+    DIR/steps/001-rps100/scrape/...   the target's metrics before and after (--scrape)
     DIR/report.txt, results.csv, report.html
 
 Every model round-trips through JSON (``model_dump_json`` / ``model_validate_json``), which
@@ -26,6 +27,7 @@ from ..hosts import MachineFacts
 
 # A check is the outcome of a stop rule, defined with the rule grammar; a step keeps its checks.
 from ..options import SloCheck
+from ..scrape import StepScrape
 
 __all__ = [
     "CAMPAIGN_FORMAT",
@@ -132,6 +134,10 @@ class StepRecord(BaseModel):
         "invalid ones first (Validity.reasons).")
     target_capture: CaptureResult | None = None
     loadgen_capture: CaptureResult | None = None
+    scrape: list[StepScrape] = Field(
+        default_factory=list,
+        description="The --scrape sources over the step: selected series with their "
+        "deltas or values, the scrapes' files and why a scrape failed.")
     started_at: datetime
     ended_at: datetime
 

@@ -239,6 +239,14 @@ def _extra_latency(manifest: CampaignManifest) -> list[StepColumn]:
     ]
 
 
+def _scrape(manifest: CampaignManifest) -> list[StepColumn]:
+    # The target's metrics (--scrape-metric). Imported here: that module builds its columns
+    # from this one's StepColumn.
+    from ._scrape_columns import scrape_columns
+
+    return scrape_columns(manifest)
+
+
 # The browser's cell classes (its stylesheet colours them): their own, not a step's pass/fail
 # ones, since a step may pass its stop rules and still be invalid.
 _VALIDITY_CSS = {"valid": "validity-valid", "suspect": "validity-suspect",
@@ -287,6 +295,7 @@ STEP_TABLE: tuple[StepColumn | PerCampaign, ...] = (
                csv="loadgen_cpu", report="Loadgen CPU %", frame="loadgen_cpu"),
     StepColumn("nhbench_cpu", lambda s: s.nhbench_cpu, lambda s: format_percent(s.nhbench_cpu),
                csv="nhbench_cpu", report="nhbench CPU %", frame="nhbench_cpu"),
+    PerCampaign("scrape", _scrape),
     StepColumn("passed", lambda s: s.passed, _yes_no("pass", "FAIL"), numeric=False,
                csv="passed", report="Result", frame="passed",
                browse=Shown("passed", _yes_no("yes", "no"), css=_yes_no("ok", "failed")),

@@ -38,6 +38,12 @@ from ._run_targets import target_addresses
 from ._run_tls import check_key_pair, client_cert_pem
 from ._run_trace import TraceTarget, trace_target
 from ._run_until import UNTIL_MIN_INTERVALS, UNTIL_STATISTICS, parse_until, until_targets
+from ._scrape import (
+    DEFAULT_SCRAPE_TIMEOUT,
+    MetricSelector,
+    parse_metric_selector,
+    parse_scrape_sources,
+)
 from ._server import ServerOptions, fanout_target, fanout_url, make_server_options
 from ._stats_sinks import apply_stats_sinks, parse_stats_sink
 from ._targets import parse_bind_config, parse_resolve_entry, parse_unix_url
@@ -68,6 +74,10 @@ from ._values import (
 )
 
 __all__ = [
+    "DEFAULT_SCRAPE_TIMEOUT",
+    "MetricSelector",
+    "parse_metric_selector",
+    "parse_scrape_sources",
     "ResponseCheck",
     "parse_check",
     "parse_checks",

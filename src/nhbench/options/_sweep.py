@@ -45,6 +45,12 @@ from ._response_checks import unknown_check_rule
 from ._rules import StopRule, latency_points, parse_rules
 from ._run import Options, make_options
 from ._run_load import DEFAULT_DURATION
+from ._scrape import (
+    DEFAULT_SCRAPE_TIMEOUT,
+    MetricSelector,
+    parse_metric_selector,
+    parse_scrape_sources,
+)
 from ._steps import (
     check_cooldown,
     check_extension,
@@ -91,6 +97,7 @@ _PLAN = "plan"
 _CAMPAIGN = "campaign"
 _SSH = "target host over SSH"
 _CAPTURES = "captures (on the target host; local without --ssh)"
+_SCRAPE = "target metrics (scraped before and after each step)"
 
 
 # --------------------------------------------------------------------------------------------
@@ -355,6 +362,31 @@ class SweepOptions(BaseModel):
     )
     install_tools: Annotated[Switch, Flag(group=_CAPTURES)] = Field(
         default=False, description="Install missing sysstat/perf with the host's package manager.")
+    # ---- target metrics ----
+    scrape: Annotated[
+        dict[str, str], Flag(metavar="[NAME=]URL", append=True, group=_SCRAPE)
+    ] = Field(
+        default_factory=dict,
+        description="Scrape this Prometheus text endpoint (an exporter's /metrics, Envoy's "
+        "/stats?format=prometheus) or Envoy's plain /stats before and after each step; the "
+        "scrapes are kept in the step directory. Repeatable.",
+    )
+    scrape_metric: Annotated[
+        Strings, Flag(metavar='NAME[{LABEL="V",...}]', append=True, group=_SCRAPE)
+    ] = Field(
+        default=(),
+        description="Show the series of this metric as step-table columns: the step's "
+        "increase for counters and histogram buckets, sums and counts, the value after the "
+        "step otherwise. Globs in NAME. Repeatable.",
+    )
+    scrape_timeout: Annotated[
+        float, BeforeValidator(_duration), Flag(metavar="TIME", group=_SCRAPE, default="5 s")
+    ] = Field(default=DEFAULT_SCRAPE_TIMEOUT, description="Time a scrape may take.")
+    scrape_required: Annotated[Switch, Flag(group=_SCRAPE)] = Field(
+        default=False,
+        description="Fail the campaign when a scrape fails (otherwise the step shows the "
+        "metric as unknown, with the reason).",
+    )
 
     # ---- validation ---------------------------------------------------------------------------
 
@@ -375,6 +407,18 @@ class SweepOptions(BaseModel):
         if "watch_cpus" in data:
             data["watch_cpus"] = parse_watch_cpus(data["watch_cpus"],
                                                   _target_cpus(data.get("ssh")))
+        if "scrape" in data:
+            try:
+                data["scrape"] = parse_scrape_sources(data["scrape"])
+            except ValueError as exc:
+                raise OptionsError(f"--scrape {exc}", "scrape") from None
+        if "scrape_metric" in data:
+            data["scrape_metric"] = _strings(data["scrape_metric"])
+            for text in data["scrape_metric"]:
+                try:
+                    parse_metric_selector(text)
+                except ValueError as exc:
+                    raise OptionsError(f"--scrape-metric {exc}", "scrape_metric") from None
         return data
 
     @field_validator("ssh", mode="after")
@@ -413,11 +457,27 @@ class SweepOptions(BaseModel):
             raise OptionsError("--perf-cpus: only meaningful with --perf", "perf_cpus")
         if self.perf_event and not self.perf_stat:
             raise OptionsError("--perf-event: only meaningful with --perf-stat", "perf_event")
+        self._check_scrape()
         if (self.resume is not None and self.out is not None
                 and self.out.resolve() != self.resume.resolve()):
             raise OptionsError("--out: mutually exclusive with --resume (the campaign "
                                "directory is the one resumed)", "out")
         return self
+
+    def _check_scrape(self) -> None:
+        if not self.scrape:
+            for name in ("scrape_metric", "scrape_required"):
+                if getattr(self, name):
+                    flag = "--" + name.replace("_", "-")
+                    raise OptionsError(f"{flag}: only meaningful with --scrape URL", name)
+            return
+        # The Prometheus text parser is prometheus-client's (an extra): refused now, by
+        # name, rather than after the first step.
+        try:
+            import prometheus_client  # noqa: F401
+        except ImportError:
+            raise OptionsError("--scrape needs prometheus-client: pip install "
+                               "'nhbench[prometheus]'", "scrape") from None
 
     def _check_ssh(self) -> None:
         if self.ssh_password_env and self.ssh_password_prompt:
@@ -454,6 +514,10 @@ class SweepOptions(BaseModel):
     @property
     def mpstat(self) -> bool:
         return not self.no_mpstat
+
+    @property
+    def metric_selectors(self) -> list[MetricSelector]:
+        return [parse_metric_selector(text) for text in self.scrape_metric]
 
     def run_options(self, run: Mapping[str, Any]) -> Options:
         """The `Options` every step shares, at the first step's rate: `run` (run options by

@@ -15,7 +15,7 @@ from pathlib import Path
 import jinja2
 from markupsafe import Markup
 
-from ..campaign import CampaignManifest, StepRecord, perf_stat_rows, sweep_charts
+from ..campaign import CampaignManifest, StepRecord, perf_stat_rows, scrape_notes, sweep_charts
 from ._adapt import describe_search, search_lines
 from ._common import (
     describe_plan,
@@ -68,6 +68,10 @@ def _links(step: StepRecord, campaign_dir: Path) -> list[Link]:
         if capture.perf_stat is not None and capture.perf_stat.file:
             candidates.append((f"{role} perf stat",
                                f"{step.directory}/{capture.perf_stat.file}"))
+    for scrape in step.scrape:
+        for phase, file in (("before", scrape.before_file), ("after", scrape.after_file)):
+            if file:
+                candidates.append((f"{scrape.name} metrics {phase}", f"{step.directory}/{file}"))
     for label, href in candidates:
         if (campaign_dir / href).is_file():
             links.append(Link(label, href))
@@ -111,6 +115,7 @@ def render_html(manifest: CampaignManifest, campaign_dir: Path) -> str:
             manifest.adapt, manifest.plan.duration, manifest.plan.cooldown),
         search=search_lines(manifest),
         validity=validity_lines(manifest),
+        metrics=scrape_notes(manifest),
         headers=[column.name for column in columns],
         numeric=[column.numeric for column in columns],
         rows=rows,

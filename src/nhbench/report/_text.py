@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import textwrap
 
-from ..campaign import CampaignManifest, StepRecord, perf_stat_rows
+from ..campaign import CampaignManifest, StepRecord, perf_stat_rows, scrape_notes
 from ._adapt import describe_search, search_lines
 from ._common import (
     describe_plan,
@@ -117,6 +117,10 @@ def render_text(manifest: CampaignManifest) -> str:
         if invalid:
             out += ["Validity (docs/trust.md): steps whose numbers may not be the server's",
                     *(f"  {line}" for line in invalid)]
+        metrics = scrape_notes(manifest)
+        if metrics:
+            out += ["Target metrics (--scrape): unknown cells and why",
+                    *(f"  {line}" for line in metrics)]
     else:
         out.append("No step finished yet.")
     out.append("")

@@ -30,6 +30,7 @@ from ..options import (
     SweepOptions,
     validate_sweep,
 )
+from ..scrape import ScrapeSpec
 from ._plan import build_plan
 
 __all__ = [
@@ -83,6 +84,8 @@ class SweepConfig:
     calibrate: bool = False
     #: A saved calibration to keep in the facts (--calibration FILE), already read.
     calibration: dict[str, Any] | None = None
+    #: The target's metrics to scrape around each step (--scrape), or None.
+    scrape: ScrapeSpec | None = None
 
     @property
     def embedded(self) -> bool:
@@ -213,6 +216,9 @@ def prepare_sweep(settings: Mapping[str, Any]) -> SweepConfig:
         loadgen_spec=loadgen_spec,
         calibrate=sweep.calibrate,
         calibration=calibration,
+        scrape=ScrapeSpec(dict(sweep.scrape), tuple(sweep.metric_selectors),
+                          sweep.scrape_timeout, sweep.scrape_required)
+        if sweep.scrape else None,
     )
 
 

@@ -60,6 +60,7 @@ from ..options import Options, affinity_cpus, make_options, target_addresses
 from ..report import write_reports
 from ._config import SweepConfig, default_out, prepare_sweep, settings_for_resume
 from ._records import record_from_result
+from ._scrape import StepScrapes
 from ._strategy import PlanWalk, StepStrategy
 
 __all__ = ["Sweep", "run_sweep"]
@@ -125,6 +126,8 @@ class Sweep:
         self.store: CampaignStore | None = None
         self.signal: int | None = None
         self._saved: CampaignManifest | None = None
+        self._scrapes = (None if config.scrape is None
+                         else StepScrapes(config.scrape, self._note))
         if config.resume is not None:
             # Checked here, before any connection or server, so that an incompatible resume
             # fails as fast and as cleanly as a bad option.
@@ -298,6 +301,8 @@ class Sweep:
                 store = CampaignStore.create(out, manifest)
                 self._note(f"campaign directory {store.directory}")
             self.store = store
+            if self._scrapes is not None:
+                self._scrapes.preflight()
             target_captures = self._captures and self._check_tools(host, config.target_spec,
                                                                    "target")
             loadgen_captures = self._captures and self._check_tools(
@@ -367,6 +372,8 @@ class Sweep:
                 if self._on_step is not None:
                     self._on_step(record)
                 self._render_reports()
+                if self._scrapes is not None:
+                    self._scrapes.require(index, record.scrape)
                 end = strategy.ended(manifest)
                 if end is not None and end[0] == "stopped":
                     store.finish(*end)
@@ -440,8 +447,11 @@ class Sweep:
                                                  path / "loadgen", "loadgen"), "loadgen"))
             if self._stop_requested:
                 return None, None
-            cpu0, wall0 = _cpu_seconds(), time.monotonic()
             benchmark = make_benchmark(step_options)
+            if self._scrapes is not None:
+                # Right before the load and right after it: the deltas are the step's.
+                self._scrapes.before()
+            cpu0, wall0 = _cpu_seconds(), time.monotonic()
             self._benchmark = benchmark
             try:
                 # The check after the assignment closes the window in which a stop() could
@@ -452,6 +462,8 @@ class Sweep:
             finally:
                 self._benchmark = None
             cpu, wall = _cpu_seconds() - cpu0, time.monotonic() - wall0
+            if self._scrapes is not None and not result.interrupted:
+                self._scrapes.after()
         finally:
             results = [self._stop_capture(capture, role) for capture, role in captures]
         ended_at = datetime.now(timezone.utc)
@@ -477,6 +489,8 @@ class Sweep:
             loadgen_cpu_fallback=fallback,
             nhbench_cpu=fallback,
         )
+        if self._scrapes is not None:
+            record.scrape = self._scrapes.records(path)
         return record, result
 
     def _render_reports(self) -> None:
