@@ -87,10 +87,12 @@ def test_endless_bodies_end_with_the_run_in_bounded_memory(case: str, tmp_path: 
     sent = origin.sent
     # The run ends at its duration plus the drain, with room for a loaded host.
     assert wall < DURATION + DRAIN + 15, wall
-    # The origin sent more than the client could have kept in the margin: its memory is
-    # the run's own, whatever the body.
-    assert sent >= 48 * MIB, sent
-    assert peak < baseline_peak + 24 * MIB, (peak, baseline_peak, sent)
+    # The client's memory is the run's own, whatever the body: it grew by less than half of
+    # what the origin sent (a client keeping the body would grow by all of it). How much is
+    # sent depends on how fast the client reads, so the bound is relative to it, and the
+    # origin must have sent enough for it to stand well above the RSS's noise.
+    assert sent >= 24 * MIB, sent
+    assert peak < baseline_peak + min(sent // 2, 24 * MIB), (peak, baseline_peak, sent)
     ids = {s.id: s for s in result.global_result.statistics}
     first = ids.get("benchmark_http_client.time_to_first_event")
     gaps = ids.get("benchmark_http_client.inter_event_gap")
