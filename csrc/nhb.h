@@ -137,7 +137,13 @@ void nhb_stream_add(nhb_stream* dst, const nhb_stream* src);
   X(TUNNEL_TIMEOUT, "tunnel.timeout")                                    \
   X(TUNNEL_DATAGRAM_DROPPED, "tunnel.datagrams_dropped")                \
   X(TUNNEL_TLS_FAIL, "tunnel.tls_fail")                                  \
-  X(TUNNEL_RESET, "tunnel.reset")
+  X(TUNNEL_RESET, "tunnel.reset")                                        \
+  /* ---- DNS per connection (dns.c): resolutions, and failures by cause ---- */ \
+  X(DNS_RESOLVED, "dns.resolved")                                        \
+  X(DNS_NOT_FOUND, "dns.not_found")                                      \
+  X(DNS_TRY_AGAIN, "dns.try_again")                                      \
+  X(DNS_FAIL, "dns.fail")                                                \
+  X(DNS_TIMEOUT, "dns.timeout")
 
 typedef enum {
 #define NHB__CTR_ENUM(name, str) NHB_CTR_##name,
@@ -171,7 +177,9 @@ typedef enum {
   /* ---- streaming responses (stream.c; only with stream_stats) ---- */         \
   X(TIME_TO_FIRST_EVENT, "benchmark_http_client.time_to_first_event")             \
   X(INTER_EVENT_GAP, "benchmark_http_client.inter_event_gap")                     \
-  X(STREAM_DURATION, "benchmark_http_client.stream_duration")
+  X(STREAM_DURATION, "benchmark_http_client.stream_duration")                     \
+  /* ---- DNS per connection (dns.c; only with dns_host) ---- */                  \
+  X(DNS, "benchmark_http_client.dns")
 
 typedef enum {
 #define NHB__HIST_ENUM(name, str) NHB_HIST_##name,
@@ -519,6 +527,17 @@ typedef struct nhb_client_config {
   const nhb_sockaddr* endpoints;
   uint32_t nendpoints;
   int endpoint_random;
+  /* DNS per connection (dns.c, docs/engine.md "DNS per connection"): the
+   * single target's name, resolved again (uv_getaddrinfo on the worker's
+   * loop) for each new connection, which connects to the answer dns_pick
+   * chooses: 0 the first, 1 the next one run-wide (round robin), 2 one drawn
+   * at random. dns_family: AF_UNSPEC, AF_INET or AF_INET6. The port is the
+   * target's (addr, which is also where a run without it connects). NULL or
+   * "": off, the addresses above (resolved before the run). One TCP or UDP
+   * target, no endpoints, no tunnel. Copied by nhb_run_create(). */
+  const char* dns_host;
+  int dns_family;
+  int dns_pick;
   /* HTTP/1.x: which available connection takes the next request: 0 = the
    * most recently used (Nighthawk's default "mru"), 1 = the least recently
    * used ("lru", a FIFO), which spreads requests over all connections. */

@@ -34,6 +34,6 @@ def closed_port() -> Iterator[int]:
         yield port
 
 
-# The session-scoped `sshd` fixture (a real OpenSSH server) and the proxy tests' origins,
-# for every test file.
-pytest_plugins = ["support.sshd_fixture", "support.origins"]
+# The session-scoped `sshd` fixture (a real OpenSSH server), the proxy tests' origins and
+# the DNS server of the DNS-per-connection tests, for every test file.
+pytest_plugins = ["support.sshd_fixture", "support.origins", "support.dns_server"]

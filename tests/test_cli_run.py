@@ -198,7 +198,10 @@ def test_known_names_match_the_core(server: nhbench.TestServer) -> None:
     streaming = {"benchmark_http_client.time_to_first_event",
                  "benchmark_http_client.inter_event_gap", "benchmark_http_client.stream_duration"}
     assert streaming <= set(HISTOGRAM_IDS)
+    # And the resolution time only with --dns-refresh connection (docs/engine.md).
+    dns = "benchmark_http_client.dns"
+    assert dns in HISTOGRAM_IDS
     assert set(core["histograms"]) == set(HISTOGRAM_IDS) - {origin, tunnel, failed_check,
-                                                            *streaming}
+                                                            *streaming, dns}
     events = "benchmark_http_client.events_per_response"
     assert set(core["streams"]) == set(STREAM_IDS) - {events}

@@ -5,6 +5,7 @@
 // go on while a run is in progress.
 #include <array>
 #include <climits>
+#include <sys/socket.h>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -243,6 +244,15 @@ class ClientRun {
     }
     c.endpoint_random = get_choice(d, "endpoint_pick", "rr", {"rr", "random"});
     c.reuse_lru = get_choice(d, "reuse_strategy", "mru", {"mru", "lru"});
+    // `dns_host`: the target's name, resolved again for each new connection
+    // (absent or "": off, the addresses above); `dns_pick` "first" | "rr" |
+    // "random" picks among each answer's addresses of `dns_family` "auto" |
+    // "v4" | "v6" (auto: IPv4 when the answer has one).
+    dns_host_ = get_as<std::string>(d, "dns_host", "");
+    c.dns_host = dns_host_.empty() ? nullptr : dns_host_.c_str();
+    c.dns_pick = get_choice(d, "dns_pick", "first", {"first", "rr", "random"});
+    static const int kDnsFamily[] = {AF_UNSPEC, AF_INET, AF_INET6};
+    c.dns_family = kDnsFamily[get_choice(d, "dns_family", "auto", {"auto", "v4", "v6"})];
     if (py::object v = value_of(d, "source_address")) {
       py::sequence t = tuple_of(v, 2, "source_address", "(host, port)");
       c.source.len = fill_sockaddr(str_of(t[0], "source_address"), port_of(t[1], "source_address"), c.source.bytes,
@@ -251,6 +261,7 @@ class ClientRun {
   }
   std::vector<nhb_sockaddr> targets_;
   std::vector<nhb_sockaddr> endpoints_;
+  std::string dns_host_;
 
   // What the client reads from responses (origin latency header).
   // "latency_response_header_name" str: absent or "" = off.

@@ -472,6 +472,7 @@ int nhb_run_create_ex(const nhb_client_config* config, nhb_run** out, char* err,
   if (r == 0) r = nhb__pool_run_init(run, err, err_len);
   if (r == 0) r = nhb__tunnel_run_init(run, err, err_len);
   if (r == 0) r = nhb__udp_tunnel_run_init(run, err, err_len);
+  if (r == 0) r = nhb__dns_run_init(run, err, err_len);
   if (r == 0) r = nhb__tls_ctx_create(run, err, err_len);
   if (r == 0 && proto->run_init != NULL) r = proto->run_init(run, err, err_len);
   if (r == 0) r = nhb__trace_run_init(run, err, err_len);
@@ -888,6 +889,7 @@ void nhb_run_destroy(nhb_run* run) {
   nhb__chk_set_free(&run->chk);
   nhb__grp_run_free(run);
   free(run->strings);
+  free(run->dns_host);
   free(run->workers);
   free(run->cpus);
   pthread_mutex_destroy(&run->lock);

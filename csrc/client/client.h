@@ -607,6 +607,13 @@ struct nhb__conn {
    * (session_echo.c's nhb__echo, session_h3.c's nhb__h3), which only that
    * file casts to; its record's conn_free frees it. */
   void* proto;
+  /* DNS per connection (dns.c): the resolution in flight (dns_pending: the
+   * connection has no handle yet), when it began, and the address it gave,
+   * which the connection connects to. */
+  uv_getaddrinfo_t dns_req;
+  int dns_pending;
+  uint64_t dns_start_ns;
+  nhb_sockaddr dns_addr;
 };
 
 /* One half of a worker's interval double buffer (interval.c). */
@@ -832,6 +839,10 @@ struct nhb_run {
   uint32_t nendpoints;
   nhb_sockaddr* endpoint_copies;
   _Atomic uint32_t ep_next;
+  /* DNS per connection (dns.c): the run's copy of config.dns_host (NULL:
+   * off) and the target's port, network order. */
+  char* dns_host;
+  uint16_t dns_port;
   nhb_endpoint_stats* ep_global;
   /* Owned copies of the config's strings (config.* point into these). */
   char* strings;
@@ -1101,6 +1112,16 @@ void nhb__conn_slot_refused(nhb__conn* c, nhb__slot* s);
 void nhb__conn_update(nhb__conn* c);
 /* Closes a connection after an error; fails every request it carries. */
 void nhb__conn_fail(nhb__conn* c, int err, nhb_counter_t reason);
+/* DNS per connection (dns.c and pool.c). conn_open starts a connection's
+ * handle and connect to `to`; conn_fail_unopened fails a connection that has
+ * no handle (its requests, the connect failure, the back-off) and frees its
+ * entry; conn_closed is the close callback's work after the handle is gone
+ * (or was never made). */
+int nhb__dns_run_init(nhb_run* run, char* err, size_t err_len);
+int nhb__dns_start(nhb__worker* w, nhb__conn* c);
+void nhb__conn_open(nhb__worker* w, nhb__conn* c, const nhb_sockaddr* to);
+void nhb__conn_fail_unopened(nhb__worker* w, nhb__conn* c, int err);
+void nhb__conn_closed(nhb__conn* c);
 void nhb__worker_record_error(nhb__worker* w, int err);
 /* The same, with an explanation that replaces the code's generic message in
  * the run's first error (OpenSSL's reason, for instance). */

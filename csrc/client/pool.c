@@ -605,6 +605,12 @@ static void conn_close(nhb__conn* c) {
   if (c->state == NHB__CX_DISCONNECTED || c->state == NHB__CX_CLOSING) return;
   if (c->avail_pos >= 0) avail_remove(c->worker, c);
   c->state = NHB__CX_CLOSING;
+  if (NHB__UNLIKELY(c->dns_pending)) {
+    /* Still resolving, no handle yet: the resolution's callback (dns.c),
+     * called even when cancelled, finishes the close. */
+    uv_cancel((uv_req_t*)&c->dns_req);
+    return;
+  }
   /* A UDP handle is no stream (uv_close stops its receiving). */
   if (NHB__LIKELY(c->transport->start == NULL)) uv_read_stop((uv_stream_t*)&c->tcp);
   uv_close((uv_handle_t*)&c->tcp, conn_on_close);
@@ -619,6 +625,7 @@ void nhb__conn_fail(nhb__conn* c, int err, nhb_counter_t reason) {
   nhb__worker_record_error(w, err);
   if (c->state == NHB__CX_CONNECTING) {
     ctr[err == UV_ETIMEDOUT ? NHB_CTR_UPSTREAM_CX_CONNECT_TIMEOUT : NHB_CTR_UPSTREAM_CX_CONNECT_FAIL]++;
+    if (NHB__UNLIKELY(c->dns_pending) && err == UV_ETIMEDOUT) ctr[NHB_CTR_DNS_TIMEOUT]++;
     backoff_step(w);
   }
   /* Every request the connection carries fails once, refused ones included. */
@@ -769,7 +776,36 @@ static void conn_start(nhb__worker* w, nhb__conn* c) {
     w->ep[ep].connections++;
   }
   c->endpoint = ep;
-  const nhb_sockaddr* to = &w->run->endpoints[ep];
+  /* DNS per connection: the connection opens once its name has resolved
+   * (dns.c); meanwhile it takes requests as a connecting one does. */
+  if (NHB__UNLIKELY(w->run->dns_host != NULL)) {
+    int r = nhb__dns_start(w, c);
+    if (r < 0) {
+      nhb__conn_fail_unopened(w, c, r);
+      return;
+    }
+    avail_sync(w, c);
+    return;
+  }
+  nhb__conn_open(w, c, &w->run->endpoints[ep]);
+}
+
+void nhb__conn_fail_unopened(nhb__worker* w, nhb__conn* c, int err) {
+  nhb__worker_record_error(w, err);
+  w->stats.counters[NHB_CTR_UPSTREAM_CX_CONNECT_FAIL]++;
+  backoff_step(w);
+  if (c->avail_pos >= 0) avail_remove(w, c);
+  uint64_t now = nhb__now_ns();
+  while (c->slots != NULL) slot_fail(w, c, c->slots, NHB_CTR_POOL_CONNECTION_FAILURE, now);
+  c->state = NHB__CX_DISCONNECTED;
+  nhb__target_pool* tp = &w->tp[c->target];
+  tp->free_conns[tp->nfree++] = c;
+}
+
+/* Opens the handle of a connection that conn_start began and connects it to
+ * `to`: one of the run's addresses, or the one its name resolved to. */
+void nhb__conn_open(nhb__worker* w, nhb__conn* c, const nhb_sockaddr* to) {
+  const nhb_client_config* cfg = &w->run->config;
   const int unix_socket = ((const struct sockaddr*)to->bytes)->sa_family == AF_UNIX;
   /* A datagram transport (udp:// echo, HTTP/3) has a UDP handle,
    * which its `start` connects. */
@@ -779,14 +815,7 @@ static void conn_start(nhb__worker* w, nhb__conn* c) {
                                        : uv_tcp_init(&w->loop, &c->tcp);
   if (r < 0) {
     /* Without a handle there is nothing to close: fail the requests here. */
-    nhb__worker_record_error(w, r);
-    ctr[NHB_CTR_UPSTREAM_CX_CONNECT_FAIL]++;
-    backoff_step(w);
-    uint64_t now = nhb__now_ns();
-    while (c->slots != NULL) slot_fail(w, c, c->slots, NHB_CTR_POOL_CONNECTION_FAILURE, now);
-    c->state = NHB__CX_DISCONNECTED;
-    nhb__target_pool* tp = &w->tp[c->target];
-    tp->free_conns[tp->nfree++] = c;
+    nhb__conn_fail_unopened(w, c, r);
     return;
   }
   c->tcp.data = c;
@@ -848,9 +877,13 @@ static void pool_pump(nhb__worker* w) {
 
 static void conn_on_close(uv_handle_t* handle) {
   nhb__conn* c = (nhb__conn*)handle->data;
-  nhb__worker* w = c->worker;
   if (c->transport->close) c->transport->close(c);
   if (c->session->close) c->session->close(c);
+  nhb__conn_closed(c);
+}
+
+void nhb__conn_closed(nhb__conn* c) {
+  nhb__worker* w = c->worker;
   c->state = NHB__CX_DISCONNECTED;
   if (w->finishing) return;
   /* The server went away (GOAWAY, close) before answering anything on this
@@ -1125,6 +1158,7 @@ void nhb__pool_scan_timeouts(nhb__worker* w, uint64_t now) {
     if (c->state == NHB__CX_CONNECTING && now - c->connect_start_ns > cfg->connect_timeout_ns) {
       record_timeout(w,
                      NHB__UNLIKELY(c->tunnel == NHB__TUNNEL_WAITING) ? "connect timed out: the proxy did not answer CONNECT within --timeout"
+                     : NHB__UNLIKELY(c->dns_pending) ? "connect timed out: the name did not resolve within --timeout"
                                                    : "connect timed out: no connection within --timeout",
                      cfg->connect_timeout_ns);
       nhb__conn_fail(c, UV_ETIMEDOUT, NHB_CTR_POOL_CONNECTION_FAILURE);
@@ -1174,6 +1208,10 @@ void nhb__pool_close_all(nhb__worker* w) {
     c->avail_pos = -1;
     if (c->state == NHB__CX_CONNECTING || c->state == NHB__CX_READY) {
       c->state = NHB__CX_CLOSING;
+      if (NHB__UNLIKELY(c->dns_pending)) {
+        uv_cancel((uv_req_t*)&c->dns_req); /* its callback ends the entry (dns.c) */
+        continue;
+      }
       if (NHB__LIKELY(c->transport->start == NULL)) uv_read_stop((uv_stream_t*)&c->tcp);
       uv_close((uv_handle_t*)&c->tcp, conn_on_close);
     }

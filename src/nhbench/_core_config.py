@@ -322,7 +322,14 @@ def _endpoints_config(options: Options, addresses: Sequence[str]) -> dict[str, A
 
     Keys: ``endpoints`` list[("tcp", numeric host, port)], ``endpoint_pick`` "rr" |
     "random". Absent with one address: the run is what it was without them.
+
+    With dns_refresh connection instead: ``dns_host`` (the name each new connection
+    resolves again, docs/engine.md "DNS per connection"), ``dns_pick`` "first" | "rr" |
+    "random" and ``dns_family`` "auto" | "v4" | "v6".
     """
+    if options.dns_refresh == "connection":
+        return {"dns_host": options.target.host, "dns_pick": options.dns_method,
+                "dns_family": options.address_family}
     if len(addresses) < 2:
         return {}
     port = options.target.port

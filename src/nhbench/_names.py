@@ -72,6 +72,9 @@ CONNECT = "benchmark_http_client.connect"
 REQUEST_WRITE = "benchmark_http_client.request_write"
 TIME_TO_FIRST_BYTE = "benchmark_http_client.time_to_first_byte"
 TRANSFER = "benchmark_http_client.transfer"
+# DNS per connection (docs/engine.md "DNS per connection"): each new connection's resolution
+# of the host, only present in a result when the run had dns_refresh connection.
+DNS = "benchmark_http_client.dns"
 # Streaming responses (docs/engine.md "Streaming responses"), only with --stream-stats: an
 # event is an SSE event of a text/event-stream response, else a body piece as it arrives.
 TIME_TO_FIRST_EVENT = "benchmark_http_client.time_to_first_event"
@@ -97,7 +100,7 @@ RESPONSE_BODY_SIZE = "benchmark_http_client.response_body_size"
 # The phases in the order a request lives through them, as the human report's phases block
 # and the browser's breakdown list them.
 PHASE_IDS: tuple[str, ...] = (
-    QUEUE_TO_CONNECT, CONNECT, "benchmark_http_client.tls_handshake", REQUEST_WRITE,
+    QUEUE_TO_CONNECT, DNS, CONNECT, "benchmark_http_client.tls_handshake", REQUEST_WRITE,
     TIME_TO_FIRST_BYTE, TRANSFER,
 )
 
@@ -119,6 +122,7 @@ HISTOGRAM_IDS: tuple[str, ...] = (
     *LATENCY_BY_CLASS,
     LATENCY_CHECK_FAILED,
     QUEUE_TO_CONNECT,
+    DNS,
     CONNECT,
     TLS_HANDSHAKE,
     REQUEST_WRITE,
@@ -144,6 +148,8 @@ STATISTIC_DESCRIPTIONS: dict[str, str] = {
     QUEUE_TO_CONNECT: "Queueing and connection setup latency",
     TLS_HANDSHAKE: "TLS handshake (TCP connected to handshake done)",
     CONNECT: "TCP connect (connect call to connected), once per new connection",
+    DNS: "DNS resolution of the host (request to answer), once per new connection with "
+    "dns_refresh connection",
     REQUEST_WRITE: "Request write (handed to a connection to its last byte written)",
     TIME_TO_FIRST_BYTE: "Time to first byte (request's last byte written to the response's "
     "first byte read: the server's think time plus one round trip)",
@@ -223,6 +229,12 @@ COUNTERS: tuple[str, ...] = (
     "tunnel.datagrams_dropped",
     "tunnel.tls_fail",
     "tunnel.reset",
+    # DNS per connection (docs/engine.md): resolutions, and failures by cause.
+    "dns.resolved",
+    "dns.not_found",
+    "dns.try_again",
+    "dns.fail",
+    "dns.timeout",
 )
 
 #: The status codes counted one by one (C: NHB_STATUS_MIN..NHB_STATUS_MAX), each as
@@ -324,6 +336,15 @@ COUNTER_DESCRIPTIONS: dict[str, str] = {
     "a full receive ring)",
     "tunnel.tls_fail": "tunnels whose TLS handshake with the proxy failed (--proxy https://: "
     "certificate refused, handshake broken, no h2 by ALPN for --proxy-protocol http2)",
+    "dns.resolved": "new connections whose host name resolved (dns_refresh connection)",
+    "dns.not_found": "new connections whose host name did not resolve: no such name, or no "
+    "address of address_family (each also an upstream_cx_connect_fail)",
+    "dns.try_again": "new connections whose resolver could not answer now: server failure, "
+    "no server reachable (each also an upstream_cx_connect_fail)",
+    "dns.fail": "new connections whose resolution failed otherwise (each also an "
+    "upstream_cx_connect_fail)",
+    "dns.timeout": "new connections whose host name did not resolve within --timeout (each "
+    "also an upstream_cx_connect_timeout)",
     "tunnel.reset": "HTTP/2 CONNECT streams the proxy reset (RST_STREAM) or ended with its "
     "connection (GOAWAY with an error or below the stream), before or after the tunnel was up",
 }
@@ -379,6 +400,10 @@ CONNECTION_ERROR_COUNTERS: tuple[str, ...] = (
     "tunnel.timeout",
     "tunnel.tls_fail",
     "tunnel.reset",
+    "dns.not_found",
+    "dns.try_again",
+    "dns.fail",
+    "dns.timeout",
 )
 
 #: How the human report and the one-line verdict name each error: (singular, plural).

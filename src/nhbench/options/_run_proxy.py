@@ -321,6 +321,8 @@ def _check_origin_reached_by_proxy(options: Options, name: str) -> None:
         raise _conflict(name, "resolve")
     if options.dns_method != "first":
         raise _conflict(name, "dns_method")
+    if options.dns_refresh != "start":
+        raise _conflict(name, "dns_refresh")
 
 
 def check_proxy_http3(options: Options) -> bool:

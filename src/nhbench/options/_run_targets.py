@@ -139,6 +139,17 @@ class Targets(RunPart):
         "round robin over the run) or random. With several, the result counts requests, "
         "errors and latency per address.",
     )
+    dns_refresh: Annotated[
+        Literal["start", "connection"], Flag(metavar="start|connection",
+                                             group="Targets and transport")
+    ] = Field(
+        default="start",
+        description="When the host's name is resolved: start (once, before the run) or "
+        "connection (again for each new connection, as a client of DNS-based balancing "
+        "or a Kubernetes headless service sees it; dns_method picks among each answer's "
+        "addresses, the resolution is timed in benchmark_http_client.dns and failures "
+        "count by cause in dns.*). Envoy's dns_refresh_rate refreshes on a timer instead.",
+    )
 
     @field_validator("resolve", mode="before")
     @classmethod
@@ -159,6 +170,11 @@ class Targets(RunPart):
     @field_validator("dns_method", mode="before")
     @classmethod
     def _lower_dns_method(cls, value: object) -> object:
+        return lower(value)
+
+    @field_validator("dns_refresh", mode="before")
+    @classmethod
+    def _lower_dns_refresh(cls, value: object) -> object:
         return lower(value)
 
     @field_validator("multi_target_endpoint", mode="before")
@@ -282,12 +298,24 @@ def check_targets(options: Options, info: ValidationInfo) -> None:
         ("dns_method", "multi_target_endpoint", options.dns_method != "first" and bool(endpoints)),
         ("dns_method", "unix_socket",
          options.dns_method != "first" and options.unix_socket_path is not None),
+        # Per connection there is a name to resolve: not pinned addresses, not a socket path.
+        ("dns_refresh", "resolve", options.dns_refresh != "start" and bool(options.resolve)),
+        ("dns_refresh", "multi_target_endpoint",
+         options.dns_refresh != "start" and bool(endpoints)),
+        ("dns_refresh", "unix_socket",
+         options.dns_refresh != "start" and options.unix_socket_path is not None),
     ]
     for a, b, clash in pairs:
         if clash:
             raise PydanticCustomError(
                 "options_conflict", "{a}: mutually exclusive with {b}", {"a": a, "b": b}
             )
+    if options.dns_refresh != "start" and not endpoints and ip_version(options.target.host):
+        raise PydanticCustomError(
+            "options_file", "{a}: {msg}",
+            {"a": "dns_refresh", "msg": f"the host {options.target.host} is an IP address: "
+             "there is no name to resolve"},
+        )
     wanted = {"v4": 4, "v6": 6}.get(options.address_family)
     for entry in options.resolve:
         # A literal of the other family could never be connected to: refused before the run.
@@ -347,7 +375,9 @@ def target_addresses(options: Options) -> list[str]:
     target = options.target
     family = options.address_family
     names = options.resolve or (target.host,)
-    every = options.dns_method != "first"
+    # Resolved again per connection (dns_refresh connection), the name only has to resolve
+    # now: the connections spread over each answer's addresses, not over these.
+    every = options.dns_method != "first" and options.dns_refresh == "start"
     addresses: list[str] = []
     for name in names:
         found = (resolve_all(name, target.port, family) if every

@@ -425,8 +425,8 @@ def _phases_block(statistics: dict[str, Statistic]) -> list[str]:
     if not rows:
         return []
     width = max(len(s.id) for s in rows)
-    lines = ["LATENCY PHASES (connect and tls_handshake per new connection, the rest per "
-             "request)",
+    lines = ["LATENCY PHASES (dns, connect and tls_handshake per new connection, the rest "
+             "per request)",
              f"  {'statistic':<{width}}  {'samples':>9}  {'mean':>10}  {'p50':>10}  "
              f"{'p99':>10}  {'max':>10}"]
     for s in rows:
