@@ -11,7 +11,15 @@ from __future__ import annotations
 
 import textwrap
 
-from ..campaign import CampaignManifest, StepRecord, perf_stat_rows, scrape_notes
+from ..campaign import (
+    CampaignManifest,
+    StepRecord,
+    intel_notes,
+    perf_stat_rows,
+    scrape_notes,
+    table_layout,
+    watched_cpu_lines,
+)
 from ._adapt import describe_search, search_lines
 from ._common import (
     describe_plan,
@@ -102,6 +110,10 @@ def render_text(manifest: CampaignManifest) -> str:
         plan = describe_plan(manifest.plan)
     out.append(f"Plan:     {plan[0]}")
     out += [f"          {line}" for line in plan[1:]]
+    # The watched target CPU sets, as the Intel script's header gives its pods' ("Ingress
+    # cpu: 5,22,77,94 (4)"), with their cores and threads.
+    out += [f"{'CPUs:' if i == 0 else '':<10}{line}"
+            for i, line in enumerate(watched_cpu_lines(manifest))]
     out.append("")
 
     out += ["Steps", "-----"]
@@ -113,6 +125,8 @@ def render_text(manifest: CampaignManifest) -> str:
         )
         out.append("Latency: scheduled_to_response (from the intended send time). "
                    "CPU %: 100 - %idle, mean over the step.")
+        if table_layout(manifest) == "intel":
+            out += intel_notes(manifest)
         invalid = validity_lines(manifest)
         if invalid:
             out += ["Validity (docs/trust.md): steps whose numbers may not be the server's",
