@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+import nhbench
 from nhbench.campaign import CampaignManifest, core_thread, load_manifest
 from nhbench.hosts import LocalHost, collect_facts
 from nhbench.hosts._facts import parse_cpu_cores
@@ -177,6 +178,25 @@ def test_use_case_1_runs_and_its_table_is_the_scripts(campaign: Path) -> None:
     assert "CPUs:     ingress: 0-1 (2 CPUs, 2C2T)" in (campaign / "report.txt").read_text()
     html = (campaign / "report.html").read_text()
     assert "<th>Core/Thread</th><th>Protocol</th>" in html
+
+
+def test_use_case_4_runs_https_against_the_tls_server(tls_origin: nhbench.TestServer,
+                                                     tmp_path: Path) -> None:
+    out = tmp_path / "uc4"
+    done = nhbench_cli(
+        "sweep", "--scenario", str(SCENARIOS / "intel-usecase4-https.yaml"), tls_origin.url,
+        "--rps", "30", "--duration", "1s", "--cpus", "0", "--no-mpstat", "--out", str(out),
+        timeout=180)
+    assert done.returncode == 0, done.stderr
+    campaign = nhbench.load_campaign(out)
+    step = campaign.steps[0]
+    assert step.http_2xx > 0 and step.error_count == 0
+    cell = dict(zip(*(lambda h, r: (h, r[0]))(*_table((out / "report.txt").read_text())),
+                    strict=True))
+    assert cell["Protocol"] == "https"  # HTTP/2 over TLS, the script's word
+    # --mrpc 7: a connection carries 7 requests at most, so at least requests / 7 of them.
+    assert campaign.result(1).counters["upstream_cx_total"] >= step.requests / 7
+    assert "Core/Thread: no watched group named ingress" in (out / "report.txt").read_text()
 
 
 def _sample_lab(campaign: Path, *, watch: dict[str, list[int]]) -> CampaignManifest:
