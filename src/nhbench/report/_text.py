@@ -1,7 +1,8 @@
 """report.txt: the campaign in plain fixed-width text (what a terminal and an e-mail show).
 
-Layout: title, note, labels, URL, status; the plan; the step table (the Intel script's
-columns plus P50/P99.9, errors and the load generator's CPU); the stop reason, the highest
+Layout: title, note, labels, URL, status; the plan and the watched CPU sets; the step table
+(nhbench's columns, or with ``table: intel`` the Intel script's in its order, then nhbench's
+others: campaign/_intel.py); the stop reason, the highest
 passing step and the checks that failed; skipped captures and flame graph files; then the
 machine facts of the target and of the load generator, grouped like the Intel script's
 summary, side by side.
