@@ -321,6 +321,11 @@ def test_ip_text_forms() -> None:
     assert parse_ip_addr_show("[]") is None
 
 
+# The whole samples were recorded before the facts script read the CPU topology (its
+# thread_siblings and lscpu_cores sections): the cores are unknown, and say so.
+NO_TOPOLOGY_SECTIONS = "neither sysfs topology/thread_siblings_list nor lscpu -p gave the cores"
+
+
 def test_whole_xeon_sample() -> None:
     sections = parse_sections(_data("xeon-8360y-2s.facts.txt"))
     parsed = parse_facts_output(sections)
@@ -338,7 +343,7 @@ def test_whole_xeon_sample() -> None:
         "uncore_frequency": "2x 800-2400 MHz",
         "irqbalance": "inactive",
     }
-    assert parsed.unknown == {}
+    assert parsed.unknown == {"cpu_cores": NO_TOPOLOGY_SECTIONS}
     # The target address is the machine's own: the NIC is the one holding it, not lo.
     nic, unknown = parse_nic(sections, "10.10.0.5", _data("ethtool-i-ice.txt"))
     assert nic is not None
@@ -360,7 +365,7 @@ def test_whole_sapphire_rapids_sample_without_ethtool() -> None:
     assert parsed.values["uncore_frequency"] == "800-2500 MHz (MSR 0x620)"
     assert parsed.values["irqbalance"] == "active"
     assert parsed.values["os"] == "Red Hat Enterprise Linux 9.3 (Plow)"
-    assert parsed.unknown == {}
+    assert parsed.unknown == {"cpu_cores": NO_TOPOLOGY_SECTIONS}
     # ethtool is missing: driver and version come from sysfs, the firmware is unknown.
     nic, unknown = parse_nic(sections, "10.30.0.9", None)
     assert nic is not None
@@ -383,6 +388,7 @@ def test_whole_vm_sample_captured_here() -> None:
         "min_frequency": no_cpufreq,
         "max_frequency": no_cpufreq,
         "uncore_frequency": "not an Intel CPU (AuthenticAMD); uncore frequency is read from Intel sysfs or MSR 0x620",
+        "cpu_cores": NO_TOPOLOGY_SECTIONS,
     }
     assert nic_interface(sections, "8.8.8.8") == ("eth0", "192.0.2.2", None)
     nic, unknown = parse_nic(sections, "8.8.8.8", "driver: virtio_net\nversion: 1.0.0\nfirmware-version: \n")

@@ -226,7 +226,7 @@ def test_text_table_columns_and_rows(manifest: CampaignManifest) -> None:
     text = render_text(manifest)
     headers, rows = _table(text)
     assert headers == [
-        "No.", "Core/Thread", "Protocol", "RPS per worker", "Requested RPS", "Achieved RPS",
+        "No.", "Workers", "Protocol", "RPS per worker", "Requested RPS", "Achieved RPS",
         "P50", "P90", "P99", "P99.9", "Blocked", "Errors", "ingress CPU %", "sidecar CPU %",
         "Loadgen CPU %", "nhbench CPU %", "Result", "Validity",
     ]

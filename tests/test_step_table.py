@@ -76,7 +76,7 @@ def test_each_view_keeps_its_columns() -> None:
         "loadgen_cpu", "nhbench_cpu", "passed", "failed_checks", "started_at", "ended_at",
         "validity", "validity_reasons"]
     assert _names("report") == [
-        "No.", "Core/Thread", "Protocol", "RPS per worker", "Requested RPS", "Achieved RPS",
+        "No.", "Workers", "Protocol", "RPS per worker", "Requested RPS", "Achieved RPS",
         "P50", "P90", "P99", "P99.9", "Blocked", "Errors", "ingress CPU %", "Loadgen CPU %",
         "nhbench CPU %", "Result", "Validity"]
     assert _names("frame") == [

@@ -2,6 +2,15 @@
 table every view of the steps reads (`STEP_TABLE`)."""
 
 from ._charts import sweep_charts, watched_groups
+from ._intel import (
+    INTEL_GROUPS,
+    TABLE_LAYOUTS,
+    core_thread,
+    intel_notes,
+    report_view,
+    table_layout,
+    watched_cpu_lines,
+)
 from ._models import (
     CAMPAIGN_FORMAT,
     LATENCY_KEYS,
@@ -42,6 +51,13 @@ from ._table import (
 )
 
 __all__ = [
+    "INTEL_GROUPS",
+    "TABLE_LAYOUTS",
+    "core_thread",
+    "intel_notes",
+    "report_view",
+    "table_layout",
+    "watched_cpu_lines",
     "scrape_notes",
     "CAMPAIGN_FORMAT",
     "LATENCY_KEYS",

@@ -124,7 +124,9 @@ def format_percent(value: float | None) -> str:
 
 
 def workers_of(manifest: CampaignManifest, step: StepRecord) -> str:
-    """The "Core/Thread" column: the worker count, and the CPUs they were pinned to."""
+    """The "Workers" column: the load generator's worker count, and the CPUs they were
+    pinned to. (Not the Intel table's "Core/Thread", which describes the target's ingress
+    CPUs: campaign/_intel.py.)"""
     cpus = manifest.options.get("cpus")
     if cpus:
         return f"{step.workers} @{format_cpu_list([int(c) for c in cpus])}"
@@ -198,9 +200,9 @@ def _latency(key: str) -> StepColumn:
     )
 
 
-def _core_thread(manifest: CampaignManifest) -> list[StepColumn]:
-    return [StepColumn("core_thread", lambda s: s.workers, lambda s: workers_of(manifest, s),
-                       report="Core/Thread")]
+def _workers_pinned(manifest: CampaignManifest) -> list[StepColumn]:
+    return [StepColumn("workers_pinned", lambda s: s.workers, lambda s: workers_of(manifest, s),
+                       report="Workers")]
 
 
 def _protocol(manifest: CampaignManifest) -> list[StepColumn]:
@@ -261,7 +263,7 @@ def _yes_no(passed: str, failed: str) -> Text:
 STEP_TABLE: tuple[StepColumn | PerCampaign, ...] = (
     StepColumn("index", lambda s: s.index, csv="index", report="No.", frame="step",
                browse=Shown("No.", link=True), notebook="No."),
-    PerCampaign("core_thread", _core_thread),
+    PerCampaign("workers_pinned", _workers_pinned),
     PerCampaign("protocol", _protocol),
     StepColumn("rps_per_worker", lambda s: s.rps_per_worker,
                lambda s: format_rate(s.rps_per_worker), csv="rps_per_worker",

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .._exceptions import CampaignError
+from ..options import TABLE_LAYOUTS
 from ._common import die, note
 
 if TYPE_CHECKING:
@@ -37,6 +38,9 @@ def add_parser(commands: Subparsers,
     )
     parser.add_argument("directory", metavar="DIR|RESULT",
                         help="A campaign directory, or a result file.")
+    parser.add_argument("--table", choices=TABLE_LAYOUTS,
+                        help="With a campaign directory: the step table's layout (default: "
+                        "the campaign's own, as its sweep's --table gave it).")
     parser.add_argument("-o", "--output", metavar="PAGE",
                         help="With a result file: write the page here (default: stdout).")
     return parser
@@ -86,14 +90,22 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if directory.is_file() or (os.path.lexists(directory) and not directory.is_dir()):
         # Anything at the path but a directory is a result file, refused by the reader if
         # it is not a regular one (a FIFO, a device, a symbolic-link loop).
+        if getattr(args, "table", None) is not None:
+            die("--table: only for a campaign directory (a result has no step table)",
+                status=2)
         return _report_result(directory, output)
     if output is not None:
         die("--output: only for a result file; a campaign's reports are written into "
             "its directory", status=2)
+    table = getattr(args, "table", None)
     try:
         manifest = load_manifest(directory)
     except CampaignError as exc:
         die(str(exc), status=2)
+    if table is not None:
+        # Rendered with this layout; the manifest on disk keeps the campaign's own setting.
+        manifest = manifest.model_copy(update={"settings": {**manifest.settings,
+                                                             "table": table}})
     from .._io import check_output_path
     from ..report import REPORT_FILES, render_text, write_reports
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import re
 import shlex
 import socket
 from collections import Counter
@@ -33,6 +34,7 @@ __all__ = [
     "facts_script",
     "group_counts",
     "nic_interface",
+    "parse_cpu_cores",
     "parse_cpufreq_listing",
     "parse_ethtool",
     "parse_facts_output",
@@ -73,6 +75,8 @@ s os-release; cat /etc/os-release 2>/dev/null
 s lsb_release; [ -r /etc/os-release ] || lsb_release -ds 2>/dev/null
 s uname; uname -n; uname -r; uname -m
 s lscpu; lscpu -J 2>/dev/null || lscpu 2>/dev/null
+s thread_siblings; grep -H . {_CPU}/cpu[0-9]*/topology/thread_siblings_list 2>/dev/null
+s lscpu_cores; lscpu -p=CPU,CORE,SOCKET 2>/dev/null
 s smt; cat {_CPU}/smt/active 2>/dev/null
 s no_turbo; cat {_CPU}/intel_pstate/no_turbo 2>/dev/null
 s boost; cat {_CPU}/cpufreq/boost 2>/dev/null
@@ -274,6 +278,37 @@ def parse_lscpu(text: str) -> Parsed:
 
 _LSCPU_FACTS = ("cpu_model", "cpus", "sockets", "cores_per_socket", "threads_per_core",
                 "numa_nodes", "stepping")
+
+
+def parse_cpu_cores(siblings: str, lscpu_cores: str) -> tuple[list[list[int]] | None, str | None]:
+    """The logical CPUs grouped by physical core, lowest CPU first: ([[0, 72], [1, 73], ...],
+    None), or (None, why not).
+
+    `siblings` is ``grep -H .`` over ``cpuN/topology/thread_siblings_list`` (the kernel's own
+    word on which CPUs share a core); `lscpu_cores` is ``lscpu -p=CPU,CORE,SOCKET``, read
+    when sysfs gave nothing (a core number is unique only within its socket)."""
+    cores: set[tuple[int, ...]] = set()
+    for line in siblings.splitlines():
+        path, sep, value = line.rpartition(":")
+        match = re.search(r"/cpu(\d+)/topology/thread_siblings_list$", path) if sep else None
+        if match is None:
+            continue
+        try:
+            cpus = {int(match.group(1)), *parse_cpu_list(value.strip())}
+        except ValueError:
+            continue
+        cores.add(tuple(sorted(cpus)))
+    if not cores:
+        by_core: dict[tuple[str, str], list[int]] = {}
+        for line in lscpu_cores.splitlines():
+            fields = line.strip().split(",")
+            if line.startswith("#") or len(fields) < 3 or not fields[0].isdigit() or not fields[1]:
+                continue
+            by_core.setdefault((fields[2], fields[1]), []).append(int(fields[0]))
+        cores = {tuple(sorted(cpus)) for cpus in by_core.values()}
+    if not cores:
+        return None, "neither sysfs topology/thread_siblings_list nor lscpu -p gave the cores"
+    return [list(core) for core in sorted(cores)], None
 
 
 def parse_smt(text: str) -> bool | None:
@@ -499,6 +534,13 @@ def parse_facts_output(sections: dict[str, str]) -> Parsed:
     if "architecture" in result.values:
         lscpu.values.pop("architecture", None)
     result.merge(lscpu)
+
+    cores, cores_reason = parse_cpu_cores(sections.get("thread_siblings", ""),
+                                          sections.get("lscpu_cores", ""))
+    if cores is None:
+        result.unknown["cpu_cores"] = cores_reason or "no CPU topology"
+    else:
+        result.values["cpu_cores"] = cores
 
     smt = parse_smt(sections.get("smt", ""))
     if smt is None:

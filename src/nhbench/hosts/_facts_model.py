@@ -46,6 +46,11 @@ class MachineFacts(BaseModel):
     cores_per_socket: int | None = None
     threads_per_core: int | None = None
     numa_nodes: int | None = None
+    cpu_cores: list[list[int]] | None = Field(
+        default=None,
+        description="Logical CPUs grouped by physical core (thread siblings), from sysfs "
+        "topology or lscpu -p: what a CPU set's cores and threads (2C4T) are counted from.",
+    )
     stepping: str | None = None
     smt: bool | None = Field(default=None, description="SMT (hyper-threading) active.")
     turbo: bool | None = Field(default=None, description="Turbo/boost enabled.")

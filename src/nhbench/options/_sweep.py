@@ -67,6 +67,7 @@ __all__ = [
     "NOT_IN_A_SWEEP",
     "RUN_OPTION_KEYS",
     "SCENARIO_KEYS",
+    "TABLE_LAYOUTS",
     "SweepOptions",
     "parse_watch_cpus",
     "sweep_options_table",
@@ -152,6 +153,17 @@ def _duration(value: object) -> object:
 
 def _cooldown(value: object) -> object:
     return check_cooldown(parse_duration(value))
+
+
+#: The reports' step-table layouts (nhbench.campaign reads the setting back: TABLE_LAYOUTS).
+TABLE_LAYOUTS = ("nhbench", "intel")
+
+
+def _table_layout(value: object) -> object:
+    text = str(value).strip().lower()
+    if text not in TABLE_LAYOUTS:
+        raise ValueError(f"must be nhbench or intel (got {value!r})")
+    return text
 
 
 def _integer(value: object) -> object:
@@ -294,6 +306,15 @@ class SweepOptions(BaseModel):
         default=(),
         description="Label of the campaign (names the default directory; kept in every "
         "result). Repeatable.",
+    )
+    table: Annotated[
+        str, BeforeValidator(_table_layout),
+        Flag(metavar="LAYOUT", group=_CAMPAIGN, default="nhbench"),
+    ] = Field(
+        default="nhbench",
+        description="Layout of the reports' step table: nhbench, or intel: the columns of "
+        "Intel's benchmark.sh summary in its order (Core/Thread and CPU % of the watched "
+        "ingress, nighthawk and sidecar groups), then nhbench's others.",
     )
     calibrate: Annotated[Switch, Flag(group=_CAMPAIGN)] = Field(
         default=False,

@@ -20,7 +20,7 @@ from ..campaign import (
     SweepPlan,
     ViewColumn,
     format_percent,
-    step_view,
+    report_view,
 )
 from ..hosts import MachineFacts
 
@@ -45,8 +45,9 @@ __all__ = [
 
 
 def step_columns(manifest: CampaignManifest) -> list[ViewColumn]:
-    """The step table's columns as report.txt and report.html show them."""
-    return step_view(manifest, "report")
+    """The step table's columns as report.txt and report.html show them: the ``report``
+    view, or the Intel script's layout when the campaign's ``table`` setting is intel."""
+    return report_view(manifest)
 
 
 def validity_lines(manifest: CampaignManifest) -> list[str]:

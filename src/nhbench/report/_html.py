@@ -15,7 +15,16 @@ from pathlib import Path
 import jinja2
 from markupsafe import Markup
 
-from ..campaign import CampaignManifest, StepRecord, perf_stat_rows, scrape_notes, sweep_charts
+from ..campaign import (
+    CampaignManifest,
+    StepRecord,
+    intel_notes,
+    perf_stat_rows,
+    scrape_notes,
+    sweep_charts,
+    table_layout,
+    watched_cpu_lines,
+)
 from ._adapt import describe_search, search_lines
 from ._common import (
     describe_plan,
@@ -115,6 +124,8 @@ def render_html(manifest: CampaignManifest, campaign_dir: Path) -> str:
             manifest.adapt, manifest.plan.duration, manifest.plan.cooldown),
         search=search_lines(manifest),
         validity=validity_lines(manifest),
+        watched=watched_cpu_lines(manifest),
+        table_notes=intel_notes(manifest) if table_layout(manifest) == "intel" else [],
         metrics=scrape_notes(manifest),
         headers=[column.name for column in columns],
         numeric=[column.numeric for column in columns],

@@ -1,7 +1,8 @@
 """report.txt: the campaign in plain fixed-width text (what a terminal and an e-mail show).
 
-Layout: title, note, labels, URL, status; the plan; the step table (the Intel script's
-columns plus P50/P99.9, errors and the load generator's CPU); the stop reason, the highest
+Layout: title, note, labels, URL, status; the plan and the watched CPU sets; the step table
+(nhbench's columns, or with ``table: intel`` the Intel script's in its order, then nhbench's
+others: campaign/_intel.py); the stop reason, the highest
 passing step and the checks that failed; skipped captures and flame graph files; then the
 machine facts of the target and of the load generator, grouped like the Intel script's
 summary, side by side.
@@ -11,7 +12,15 @@ from __future__ import annotations
 
 import textwrap
 
-from ..campaign import CampaignManifest, StepRecord, perf_stat_rows, scrape_notes
+from ..campaign import (
+    CampaignManifest,
+    StepRecord,
+    intel_notes,
+    perf_stat_rows,
+    scrape_notes,
+    table_layout,
+    watched_cpu_lines,
+)
 from ._adapt import describe_search, search_lines
 from ._common import (
     describe_plan,
@@ -102,6 +111,10 @@ def render_text(manifest: CampaignManifest) -> str:
         plan = describe_plan(manifest.plan)
     out.append(f"Plan:     {plan[0]}")
     out += [f"          {line}" for line in plan[1:]]
+    # The watched target CPU sets, as the Intel script's header gives its pods' ("Ingress
+    # cpu: 5,22,77,94 (4)"), with their cores and threads.
+    out += [f"{'CPUs:' if i == 0 else '':<10}{line}"
+            for i, line in enumerate(watched_cpu_lines(manifest))]
     out.append("")
 
     out += ["Steps", "-----"]
@@ -113,6 +126,8 @@ def render_text(manifest: CampaignManifest) -> str:
         )
         out.append("Latency: scheduled_to_response (from the intended send time). "
                    "CPU %: 100 - %idle, mean over the step.")
+        if table_layout(manifest) == "intel":
+            out += intel_notes(manifest)
         invalid = validity_lines(manifest)
         if invalid:
             out += ["Validity (docs/trust.md): steps whose numbers may not be the server's",
