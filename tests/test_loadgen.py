@@ -30,6 +30,7 @@ from nhbench.options import Options
 pytestmark = pytest.mark.serial
 
 CPU = str(min(os.sched_getaffinity(0)))
+LATENCY = "benchmark_http_client.request_to_response"
 
 
 @pytest.fixture(scope="module")
@@ -80,8 +81,16 @@ def test_two_ssh_hosts_merge_exactly(sshd: Any, server: nhbench.TestServer,
         # One machine, one clock: the true offset is 0, so it lies within the uncertainty.
         assert abs(host.clock_offset) <= host.clock_uncertainty + 1e-6
         assert host.ready_margin > 0
-    # The merged histogram holds every request of both hosts.
-    assert result.latency.count == served
+    # Each host's statistics are its own (two hosts never time their requests alike) and the
+    # merged histogram is exactly theirs added: count, min, max and mean.
+    parts = [result.host_result(h.name).stat(LATENCY) for h in result.hosts]
+    assert parts[0].mean != parts[1].mean
+    merged = result.stat(LATENCY)
+    assert merged.count == sum(p.count for p in parts) == served
+    assert merged.min == min(p.min for p in parts) and merged.max == max(p.max for p in parts)
+    assert merged.mean == pytest.approx(sum(p.mean * p.count for p in parts) / served, rel=1e-9)
+    # The hosts' intervals k add up into one timeline that holds every response once.
+    assert sum(record.requests for record in result.timeline) == served
 
 
 def test_a_host_killed_mid_run_fails_the_run_naming_it(sshd: Any, server: nhbench.TestServer,
@@ -169,6 +178,10 @@ def test_bad_loadgen_is_refused_by_name(value: str, message: str) -> None:
 def test_loadgen_with_ray_and_orphan_options_are_refused() -> None:
     both = nhbench_cli("run", "http://127.0.0.1:9/", "--loadgen", "docker://c", "--ray", "auto")
     assert both.returncode == 2 and "one placement" in both.stderr, both.stderr
+    # --until ends a run on this machine's own intervals; the distributed runs do not.
+    until = nhbench_cli("run", "http://127.0.0.1:9/", "--loadgen", "docker://c", "--until",
+                        "p99<=5%", "--max-duration", "10s")
+    assert until.returncode == 2 and "until" in until.stderr and "loadgen" in until.stderr
     orphan = nhbench_cli("run", "http://127.0.0.1:9/", "--loadgen-python", "python3")
     assert orphan.returncode == 2 and "loadgen_python" in orphan.stderr.replace("-", "_")
 
@@ -209,3 +222,35 @@ def test_a_real_answer_passes_the_check(server: nhbench.TestServer) -> None:
     import json
 
     assert check_answer(json.loads(json.dumps(answer)))
+
+
+def test_sweep_steps_run_from_the_load_generators(sshd: Any, server: nhbench.TestServer,
+                                                 tmp_path: Path) -> None:
+    # The sweep's steps go through the same make_benchmark: each step is a --loadgen run.
+    from nhbench.campaign import load_campaign
+
+    before = _served(server)
+    out = tmp_path / "c"
+    proc = nhbench_cli("sweep", server.url, "--steps", "20,40", "--duration", "0.5s",
+                       "--cpus", CPU, "--out", str(out), *_ssh_args(sshd, _python()),
+                       env={"SSH_AUTH_SOCK": ""}, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    campaign = load_campaign(out)
+    assert len(campaign.steps) == 2
+    assert sum(step.http_2xx for step in campaign.steps) == _served(server) - before > 0
+
+
+def test_an_agent_that_does_not_start_fails_naming_the_host(sshd: Any,
+                                                            server: nhbench.TestServer) -> None:
+    before = _served(server)
+    proc = nhbench_cli("run", server.url, "--loadgen", f"ssh://{sshd.address}",
+                       "--loadgen-ssh-key", str(sshd.user_key),
+                       "--loadgen-known-hosts", str(sshd.known_hosts),
+                       "--loadgen-python", "/nonexistent/python", "--duration", "1s",
+                       env={"SSH_AUTH_SOCK": ""})
+    assert proc.returncode == 1, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    # The remote shell's own words come back with the host's name.
+    assert f"host_0 (ssh://{sshd.address})" in lines[0] and "/nonexistent/python" in lines[0]
+    assert _served(server) == before
