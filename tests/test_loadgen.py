@@ -254,3 +254,80 @@ def test_an_agent_that_does_not_start_fails_naming_the_host(sshd: Any,
     # The remote shell's own words come back with the host's name.
     assert f"host_0 (ssh://{sshd.address})" in lines[0] and "/nonexistent/python" in lines[0]
     assert _served(server) == before
+
+
+def test_ctrl_c_stops_every_load_generator(sshd: Any, server: nhbench.TestServer,
+                                           tmp_path: Path) -> None:
+    import subprocess
+
+    from support.cli import cli_env
+
+    out = tmp_path / "r.json"
+    before = _served(server)
+    env = cli_env({"SSH_AUTH_SOCK": ""})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "nhbench", "run", server.url, *_ssh_args(sshd, _python()),
+         "--rps", "50", "--duration", "60s", "--output-format", "json", "--output", str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        stdin=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 90
+        while _served(server) - before < 20:
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "no load within 90 s"
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, stderr
+    result = nhbench.load_result(str(out))
+    assert result.interrupted
+    # Every request of both hosts, stopped and drained, is in the merge.
+    assert result.counters["upstream_rq_total"] == _served(server) - before
+    assert result.counters["upstream_rq_total"] < 2 * 50 * 30
+
+
+def test_a_controller_that_dies_leaves_nothing_running(sshd: Any, server: nhbench.TestServer,
+                                                       tmp_path: Path) -> None:
+    import subprocess
+
+    from support.cli import cli_env
+
+    pids = tmp_path / "pids"
+    wrapper = tmp_path / "wrap.sh"
+    wrapper.write_text(f'echo $$ >> {shlex.quote(str(pids))}\nexec "$@"\n')
+    before = _served(server)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "nhbench", "run", server.url,
+         *_ssh_args(sshd, _python(wrapper=wrapper)), "--rps", "50", "--duration", "60s"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=cli_env({"SSH_AUTH_SOCK": ""}),
+        stdin=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 90
+        while _served(server) - before < 20:
+            assert proc.poll() is None
+            assert time.monotonic() < deadline, "no load within 90 s"
+            time.sleep(0.1)
+    finally:
+        proc.kill()
+        proc.wait()
+    agents = [int(pid) for pid in pids.read_text().split()]
+    assert len(agents) == 2
+
+    def alive(pid: int) -> bool:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+
+    # The SSH connections drop with the controller; each agent's input ends, it stops its
+    # run (drained) and exits, and the server sees no more requests.
+    deadline = time.monotonic() + 60
+    while any(alive(pid) for pid in agents):
+        assert time.monotonic() < deadline, "an agent outlived its controller by 60 s"
+        time.sleep(0.2)
+    settled = _served(server)
+    time.sleep(1.0)
+    assert _served(server) == settled
