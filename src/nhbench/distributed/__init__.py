@@ -1,7 +1,8 @@
 """Load from several machines: one load actor per node of a Ray cluster (docs/distributed.md).
 
 `make_benchmark` is the one place that decides where a run happens: a plain `Benchmark` on
-this machine, or a `ClusterBenchmark` when the options name a Ray cluster (``--ray``). The
+this machine, a `ClusterBenchmark` when the options name a Ray cluster (``--ray``), or a
+`LoadgenBenchmark` when they name load generators (``--loadgen``: SSH, containers). The
 CLI's ``run``, the sweep's steps and adapt's steps all go through it, so every layer above
 accepts the Ray options without knowing Ray, and so does ``nhbench.run`` (`nhbench._api`).
 
@@ -26,4 +27,11 @@ def make_benchmark(options: Options) -> BenchmarkProtocol:
     handler or another thread): `BenchmarkProtocol`."""
     if options.ray is not None:
         return ClusterBenchmark(options)
+    if options.loadgen:
+        # The same steps and merge as on Ray, with agents reached over SSH, in
+        # containers or as local processes instead of Ray actors (_loadgen). Imported
+        # here: it loads the SSH layer (paramiko), which `import nhbench` must not.
+        from ._loadgen import LoadgenBenchmark
+
+        return LoadgenBenchmark(options)
     return Benchmark(options)

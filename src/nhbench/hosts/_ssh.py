@@ -273,6 +273,18 @@ class SSHHost:
     def start(self, command: str, *, sudo: bool = False) -> _SSHBackground:
         return _SSHBackground(self, command, sudo)
 
+    def open_stream(self, command: str) -> Channel:
+        """Start `command` with its stdin open and return its channel, to talk to it both
+        ways (a load generator's agent: nhbench.distributed). Closing the channel ends the
+        command's input."""
+        chan = self._open_channel()
+        try:
+            chan.exec_command(f"exec sh -c {shlex.quote(command)}")
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            chan.close()
+            raise HostError(f"cannot start a command on {self.name}: {exc}") from exc
+        return chan
+
     def fetch(self, remote_path: str, local_path: Path) -> None:
         local_path = Path(local_path)
         local_path.parent.mkdir(parents=True, exist_ok=True)

@@ -122,7 +122,7 @@ def until_first(data: Data, info: ValidationInfo, model: type[BaseModel]) -> Dat
             raise PydanticCustomError("options_needs", "{a}: needs {b}",
                                       {"a": "max_duration", "b": "until"})
         return data
-    for other in ("stage", "requests", "schedule_offsets", "no_duration", "ray"):
+    for other in ("stage", "requests", "schedule_offsets", "no_duration", "ray", "loadgen"):
         if data.get(other):
             raise PydanticCustomError("options_conflict", "{a}: mutually exclusive with {b}",
                                       {"a": "until", "b": other})

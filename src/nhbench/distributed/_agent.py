@@ -1,0 +1,101 @@
+"""The load generator's side of a ``--loadgen`` run: ``python -m nhbench.distributed._agent``.
+
+The controller starts this module on each load generator (over SSH, ``docker exec -i``,
+``kubectl exec -i`` or as a local process) and talks to it in JSON lines on its stdin and
+stdout (docs/distributed.md, "Load generators over SSH and in containers"). Every request is
+``{"id": N, "op": NAME, "args": {...}}`` and gets one answer ``{"id": N, "ok": VALUE}`` or
+``{"id": N, "error": {"kind": ..., "message": ..., "option": ...}}``. The operations are
+those of the Ray load actor (`_LoadActor`: info, clock, run, progress, stop), served by the
+same class, so a node does the same work whichever way the controller reaches it.
+
+``run`` answers when the run has ended, on a thread of its own, so that ``stop``,
+``progress`` and ``clock`` are answered while it lasts. End of input stops a run that is
+going and ends the process: a controller that goes away leaves nothing running.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import threading
+from typing import IO, Any
+
+from .._exceptions import NHBenchError, OptionsError
+from .._version import __version__
+from ._cluster import _LoadActor
+
+__all__ = ["main"]
+
+
+class _Agent(_LoadActor):
+    def info(self) -> dict[str, Any]:
+        return {"version": __version__, "hostname": socket.gethostname(), "pid": os.getpid()}
+
+
+def _error(exc: BaseException) -> dict[str, Any]:
+    kind = ("options" if isinstance(exc, OptionsError)
+            else "nhbench" if isinstance(exc, NHBenchError) else "other")
+    text = (str(exc).strip() or type(exc).__name__).splitlines()[0][:500]
+    return {"kind": kind, "message": text, "option": getattr(exc, "option", None)}
+
+
+def main() -> int:
+    # The protocol owns the original stdout; anything else that writes to fd 1 (a library,
+    # the core) goes to stderr instead, so it cannot break a line of the protocol.
+    out: IO[str] = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    lock = threading.Lock()
+    agent = _Agent()
+
+    def send(message: dict[str, Any]) -> None:
+        line = json.dumps(message, separators=(",", ":"))
+        with lock:
+            out.write(line + "\n")
+            out.flush()
+
+    def answer(request_id: object, op: str, args: dict[str, Any]) -> None:
+        try:
+            if op == "info":
+                value: Any = agent.info()
+            elif op == "clock":
+                value = agent.clock()
+            elif op == "run":
+                value = agent.run(args["options"])
+            elif op == "progress":
+                value = agent.progress()
+            elif op == "stop":
+                agent.stop()
+                value = None
+            else:
+                raise ValueError(f"unknown operation {op!r}")
+        except Exception as exc:  # noqa: BLE001 - every failure goes back as one line
+            send({"id": request_id, "error": _error(exc)})
+            return
+        send({"id": request_id, "ok": value})
+
+    runner: threading.Thread | None = None
+    for line in sys.stdin:
+        try:
+            request = json.loads(line)
+            request_id, op = request["id"], str(request["op"])
+            args = dict(request.get("args") or {})
+        except (ValueError, KeyError, TypeError) as exc:
+            send({"id": None, "error": _error(exc)})
+            continue
+        if op == "run":
+            runner = threading.Thread(target=answer, args=(request_id, op, args), daemon=True)
+            runner.start()
+        else:
+            answer(request_id, op, args)
+    # The controller went away (or closed our input to end us): stop a run still going.
+    agent.stop()
+    if runner is not None:
+        runner.join(timeout=30.0)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,333 @@
+"""``--loadgen``: load generators reached over SSH (and the container placements' commands).
+
+The two SSH "hosts" are this machine reached twice through the real OpenSSH server of the
+`sshd` fixture (tests/support/sshd_fixture.py); each runs the agent with this interpreter
+and this checkout's package (``--loadgen-python "env PYTHONPATH=... python"``), not a venv of
+its own. The target is the test server in a subprocess with an admin port, so its own
+request count is what the merge is checked against. Nothing here measures time.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import signal
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.cli import PACKAGE_PARENT, nhbench_cli
+
+import nhbench
+from nhbench.distributed._loadgen import agent_argv, check_answer, parse_placement
+from nhbench.options import Options
+
+pytestmark = pytest.mark.serial
+
+CPU = str(min(os.sched_getaffinity(0)))
+LATENCY = "benchmark_http_client.request_to_response"
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[nhbench.TestServer]:
+    with nhbench.TestServer(subprocess=True, admin="127.0.0.1:0") as test_server:
+        yield test_server
+
+
+def _served(server: nhbench.TestServer) -> int:
+    return int(server.stats()["requests"])
+
+
+def _python(package_parent: str = PACKAGE_PARENT, wrapper: Path | None = None) -> str:
+    command = ["env", f"PYTHONPATH={package_parent}", sys.executable]
+    if wrapper is not None:
+        command = ["sh", str(wrapper), *command]
+    return shlex.join(command)
+
+
+def _ssh_args(sshd: Any, python: str) -> list[str]:
+    return ["--loadgen", f"ssh://{sshd.address}", "--loadgen", f"ssh://{sshd.address}",
+            "--loadgen-ssh-key", str(sshd.user_key),
+            "--loadgen-known-hosts", str(sshd.known_hosts), "--loadgen-python", python]
+
+
+def test_two_ssh_hosts_merge_exactly(sshd: Any, server: nhbench.TestServer,
+                                    tmp_path: Path) -> None:
+    before = _served(server)
+    proc = nhbench_cli("run", server.url, *_ssh_args(sshd, _python()), "--rps", "50",
+                       "--duration", "1s", "--concurrency", "2", "--cpus", CPU,
+                       "--stats-interval", "0.25s", "--output-format", "json",
+                       env={"SSH_AUTH_SOCK": ""})
+    served = _served(server) - before
+    assert proc.returncode == 0, proc.stderr
+    (tmp_path / "out.json").write_text(proc.stdout)
+    result = nhbench.load_result(str(tmp_path / "out.json"))
+    # Every request either host sent reached the server and is in the merge, exactly.
+    assert result.counters["upstream_rq_total"] == served > 0
+    assert result.counters["benchmark.http_2xx"] == served
+    assert [h.name for h in result.hosts] == ["host_0", "host_1"]
+    assert [w.name for w in result.workers] == [
+        "host_0.worker_0", "host_0.worker_1", "host_1.worker_0", "host_1.worker_1"]
+    own = [result.host_result(h.name).counter_values["upstream_rq_total"] for h in result.hosts]
+    assert sum(own) == served and all(n > 0 for n in own)
+    for host in result.hosts:
+        assert host.version == nhbench.__version__
+        assert host.address == f"ssh://{sshd.address}"
+        # One machine, one clock: the true offset is 0, so it lies within the uncertainty.
+        assert abs(host.clock_offset) <= host.clock_uncertainty + 1e-6
+        assert host.ready_margin > 0
+    # Each host's statistics are its own (two hosts never time their requests alike) and the
+    # merged histogram is exactly theirs added: count, min, max and mean.
+    parts = [result.host_result(h.name).stat(LATENCY) for h in result.hosts]
+    assert parts[0].mean != parts[1].mean
+    merged = result.stat(LATENCY)
+    assert merged.count == sum(p.count for p in parts) == served
+    assert merged.min == min(p.min for p in parts) and merged.max == max(p.max for p in parts)
+    assert merged.mean == pytest.approx(sum(p.mean * p.count for p in parts) / served, rel=1e-9)
+    # The hosts' intervals k add up into one timeline that holds every response once.
+    assert sum(record.requests for record in result.timeline) == served
+
+
+def test_a_host_killed_mid_run_fails_the_run_naming_it(sshd: Any, server: nhbench.TestServer,
+                                                        tmp_path: Path) -> None:
+    pids = tmp_path / "pids"
+    wrapper = tmp_path / "wrap.sh"
+    # The agent's process id, as the remote shell starts it (exec keeps the id).
+    wrapper.write_text(f'echo $$ >> {shlex.quote(str(pids))}\nexec "$@"\n')
+    killed: list[int] = []
+
+    def kill_one() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            lines = pids.read_text().split() if pids.exists() else []
+            if len(lines) == 2:
+                time.sleep(3.0)  # both agents run their load by now (1 s lead)
+                killed.append(int(lines[1]))
+                os.kill(int(lines[1]), signal.SIGKILL)
+                return
+            time.sleep(0.1)
+
+    killer = threading.Thread(target=kill_one)
+    killer.start()
+    proc = nhbench_cli("run", server.url, *_ssh_args(sshd, _python(wrapper=wrapper)),
+                       "--rps", "20", "--duration", "8s", "--cpus", CPU,
+                       env={"SSH_AUTH_SOCK": ""})
+    killer.join()
+    assert killed, "the agents never started"
+    assert proc.returncode == 1, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert "was lost during the run" in lines[0] and "no merged result" in lines[0]
+    assert f"(ssh://{sshd.address}" in lines[0]
+    assert "host_0" in lines[0] or "host_1" in lines[0]
+
+
+def test_a_different_version_is_refused_by_name(sshd: Any, server: nhbench.TestServer,
+                                                tmp_path: Path) -> None:
+    # A source checkout of another version: its package reads the version from the
+    # pyproject.toml beside its src directory (nhbench._version).
+    other = tmp_path / "other"
+    shutil.copytree(Path(PACKAGE_PARENT) / "nhbench", other / "src" / "nhbench", symlinks=True,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    (other / "pyproject.toml").write_text('[project]\nversion = "0.0.0.dev7"\n')
+    before = _served(server)
+    proc = nhbench_cli("run", server.url, "--loadgen", f"ssh://{sshd.address}",
+                       "--loadgen-ssh-key", str(sshd.user_key),
+                       "--loadgen-known-hosts", str(sshd.known_hosts),
+                       "--loadgen-python", _python(str(other / "src")), "--rps", "20",
+                       "--duration", "1s", env={"SSH_AUTH_SOCK": ""})
+    assert proc.returncode == 1, proc.stderr
+    line = proc.stderr.strip()
+    assert "\n" not in line
+    assert f"host_0 (ssh://{sshd.address}" in line
+    assert "0.0.0.dev7" in line and nhbench.__version__ in line
+    assert _served(server) == before  # nothing was sent
+
+
+def test_unknown_host_key_is_refused(sshd: Any, server: nhbench.TestServer,
+                                     tmp_path: Path) -> None:
+    empty = tmp_path / "known_hosts"
+    empty.write_text("")
+    proc = nhbench_cli("run", server.url, "--loadgen", f"ssh://{sshd.address}",
+                       "--loadgen-ssh-key", str(sshd.user_key),
+                       "--loadgen-known-hosts", str(empty), "--loadgen-python", _python(),
+                       "--duration", "1s", env={"SSH_AUTH_SOCK": ""})
+    assert proc.returncode == 1, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert empty.read_text() == ""
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    ("foo://x", "expected ssh://USER@HOST[:PORT]"),
+    ("kubectl://ns", "expected kubectl://NAMESPACE/POD[/CONTAINER]"),
+    ("docker://a/b", "one container name"),
+    ("ssh://", "needs a name"),
+])
+def test_bad_loadgen_is_refused_by_name(value: str, message: str) -> None:
+    proc = nhbench_cli("run", "http://127.0.0.1:9/", "--loadgen", value)
+    assert proc.returncode == 2, proc.stderr
+    assert "loadgen" in proc.stderr and message in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+def test_loadgen_with_ray_and_orphan_options_are_refused() -> None:
+    both = nhbench_cli("run", "http://127.0.0.1:9/", "--loadgen", "docker://c", "--ray", "auto")
+    assert both.returncode == 2 and "one placement" in both.stderr, both.stderr
+    # --until ends a run on this machine's own intervals; the distributed runs do not.
+    until = nhbench_cli("run", "http://127.0.0.1:9/", "--loadgen", "docker://c", "--until",
+                        "p99<=5%", "--max-duration", "10s")
+    assert until.returncode == 2 and "until" in until.stderr and "loadgen" in until.stderr
+    orphan = nhbench_cli("run", "http://127.0.0.1:9/", "--loadgen-python", "python3")
+    assert orphan.returncode == 2 and "loadgen_python" in orphan.stderr.replace("-", "_")
+
+
+def test_container_commands() -> None:
+    # docker and kubectl run the same agent inside the container, over exec -i: its stdin
+    # and stdout are the protocol, exactly as over SSH.
+    assert agent_argv(parse_placement("docker://lab-client"), "python3") == [
+        "docker", "exec", "-i", "lab-client", "python3", "-m", "nhbench.distributed._agent"]
+    assert agent_argv(parse_placement("kubectl://bench/nighthawk-0/client"),
+                      "/opt/nhb/bin/python") == [
+        "kubectl", "exec", "-i", "-n", "bench", "nighthawk-0", "-c", "client", "--",
+        "/opt/nhb/bin/python", "-m", "nhbench.distributed._agent"]
+    assert agent_argv(parse_placement("kubectl://bench/nighthawk-0")) == [
+        "kubectl", "exec", "-i", "-n", "bench", "nighthawk-0", "--",
+        "python3", "-m", "nhbench.distributed._agent"]
+    ssh = parse_placement("ssh://lab@10.0.0.7:2222")
+    assert ssh.target is not None and str(ssh.target) == "lab@10.0.0.7:2222"
+    assert agent_argv(ssh, "env A='b c' python3") == [
+        "env 'A=b c' python3 -m nhbench.distributed._agent"]
+
+
+def test_container_without_its_client_fails_in_one_line(tmp_path: Path) -> None:
+    # No docker client on PATH: the run fails naming the load generator and the command.
+    proc = nhbench_cli("run", "http://127.0.0.1:9/", "--loadgen", "docker://c",
+                       "--duration", "1s", env={"PATH": str(tmp_path)})
+    assert proc.returncode == 1, proc.stderr
+    assert "host_0" in proc.stderr and "docker" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+def test_a_real_answer_passes_the_check(server: nhbench.TestServer) -> None:
+    # The check accepts what a node really returns (the Ray actor's answer shape).
+    from nhbench.distributed._cluster import _LoadActor
+
+    options = Options(uri=server.url, rps=20, duration="0.5s", stats_interval="0.25s")
+    answer = _LoadActor().run(options.model_dump(mode="json"))
+    import json
+
+    assert check_answer(json.loads(json.dumps(answer)))
+
+
+def test_sweep_steps_run_from_the_load_generators(sshd: Any, server: nhbench.TestServer,
+                                                 tmp_path: Path) -> None:
+    # The sweep's steps go through the same make_benchmark: each step is a --loadgen run.
+    from nhbench.campaign import load_campaign
+
+    before = _served(server)
+    out = tmp_path / "c"
+    proc = nhbench_cli("sweep", server.url, "--steps", "20,40", "--duration", "0.5s",
+                       "--cpus", CPU, "--out", str(out), *_ssh_args(sshd, _python()),
+                       env={"SSH_AUTH_SOCK": ""}, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    campaign = load_campaign(out)
+    assert len(campaign.steps) == 2
+    assert sum(step.http_2xx for step in campaign.steps) == _served(server) - before > 0
+
+
+def test_an_agent_that_does_not_start_fails_naming_the_host(sshd: Any,
+                                                            server: nhbench.TestServer) -> None:
+    before = _served(server)
+    proc = nhbench_cli("run", server.url, "--loadgen", f"ssh://{sshd.address}",
+                       "--loadgen-ssh-key", str(sshd.user_key),
+                       "--loadgen-known-hosts", str(sshd.known_hosts),
+                       "--loadgen-python", "/nonexistent/python", "--duration", "1s",
+                       env={"SSH_AUTH_SOCK": ""})
+    assert proc.returncode == 1, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    # The remote shell's own words come back with the host's name.
+    assert f"host_0 (ssh://{sshd.address})" in lines[0] and "/nonexistent/python" in lines[0]
+    assert _served(server) == before
+
+
+def test_ctrl_c_stops_every_load_generator(sshd: Any, server: nhbench.TestServer,
+                                           tmp_path: Path) -> None:
+    import subprocess
+
+    from support.cli import cli_env
+
+    out = tmp_path / "r.json"
+    before = _served(server)
+    env = cli_env({"SSH_AUTH_SOCK": ""})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "nhbench", "run", server.url, *_ssh_args(sshd, _python()),
+         "--rps", "50", "--duration", "60s", "--output-format", "json", "--output", str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        stdin=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 90
+        while _served(server) - before < 20:
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "no load within 90 s"
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, stderr
+    result = nhbench.load_result(str(out))
+    assert result.interrupted
+    # Every request of both hosts, stopped and drained, is in the merge.
+    assert result.counters["upstream_rq_total"] == _served(server) - before
+    assert result.counters["upstream_rq_total"] < 2 * 50 * 30
+
+
+def test_a_controller_that_dies_leaves_nothing_running(sshd: Any, server: nhbench.TestServer,
+                                                       tmp_path: Path) -> None:
+    import subprocess
+
+    from support.cli import cli_env
+
+    pids = tmp_path / "pids"
+    wrapper = tmp_path / "wrap.sh"
+    wrapper.write_text(f'echo $$ >> {shlex.quote(str(pids))}\nexec "$@"\n')
+    before = _served(server)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "nhbench", "run", server.url,
+         *_ssh_args(sshd, _python(wrapper=wrapper)), "--rps", "50", "--duration", "60s"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=cli_env({"SSH_AUTH_SOCK": ""}),
+        stdin=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 90
+        while _served(server) - before < 20:
+            assert proc.poll() is None
+            assert time.monotonic() < deadline, "no load within 90 s"
+            time.sleep(0.1)
+    finally:
+        proc.kill()
+        proc.wait()
+    agents = [int(pid) for pid in pids.read_text().split()]
+    assert len(agents) == 2
+
+    def alive(pid: int) -> bool:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+
+    # The SSH connections drop with the controller; each agent's input ends, it stops its
+    # run (drained) and exits, and the server sees no more requests.
+    deadline = time.monotonic() + 60
+    while any(alive(pid) for pid in agents):
+        assert time.monotonic() < deadline, "an agent outlived its controller by 60 s"
+        time.sleep(0.2)
+    settled = _served(server)
+    time.sleep(1.0)
+    assert _served(server) == settled
