@@ -198,7 +198,8 @@ def stand_ins(tmp_path: Path, *, node_port: int = 30088, tools: bool = True) -> 
     service["spec"]["ports"][1]["nodePort"] = node_port
     (tmp_path / "service.json").write_text(json.dumps(service))
     d = DATA
-    _script(bin_dir / "kubectl", f"""case "$*" in
+    _script(bin_dir / "kubectl", f"""case "$1" in --request-timeout=*) shift ;; esac
+case "$*" in
   "version --client -o json"|"version -o json") cat {d}/kubectl_version_kudo549.json ;;
   "get pods -n istio-system -o json") cat {d}/lab_pods_istio-system.json ;;
   "get pods -n default -o json") cat {d}/lab_pods_default.json ;;

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import json
 import shlex
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from ..options import PodRef, ServiceRef, parse_cpu_list
 from ._facts import parse_sections
@@ -73,7 +73,9 @@ def cluster_script(kubectl: str, kubelet_dir: str, namespaces: Iterable[str],
     and is used as given; every other name is quoted."""
     state = shlex.quote(f"{kubelet_dir.rstrip('/')}/cpu_manager_state")
     config = shlex.quote(f"{kubelet_dir.rstrip('/')}/config.yaml")
-    k = kubectl
+    # A kubeconfig naming an unreachable server would otherwise hold each call for
+    # kubectl's default (no) request timeout: facts must never stall a sweep's start.
+    k = f"{kubectl} --request-timeout=10s"
     lines = [
         'PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"; export PATH; LC_ALL=C; export LC_ALL',
         f"s() {{ printf '\\n{_MARK}%s\\n' \"$1\"; }}",
@@ -88,10 +90,13 @@ def cluster_script(kubectl: str, kubelet_dir: str, namespaces: Iterable[str],
         "s kubelet; command -v kubelet >/dev/null 2>&1 && x kubelet --version",
         "s calicoctl; command -v calicoctl >/dev/null 2>&1 && x calicoctl version",
         "s istioctl; command -v istioctl >/dev/null 2>&1 && x istioctl version -o json",
-        f"s kubectl_version; x {k} version -o json",
-        f"s calico_pods; x {k} get pods -A -l k8s-app=calico-node -o json",
-        f"s istiod_pods; x {k} get pods -A -l app=istiod -o json",
-        f"s cpu_state; if [ -r {state} ]; then x cat {state}; else x sudo -n cat {state}; fi",
+        f"s kubectl_version; v=$({k} version -o json 2>&1); st=$?; "
+        "printf '%s\\nexit %s\\n' \"$v\" \"$st\"",
+        # The image tags are a fallback, asked only of a server that answered.
+        f"s calico_pods; [ \"$st\" = 0 ] && x {k} get pods -A -l k8s-app=calico-node -o json",
+        f"s istiod_pods; [ \"$st\" = 0 ] && x {k} get pods -A -l app=istiod -o json",
+        f"s cpu_state; if [ -r {state} ]; then x cat {state}; elif [ -e {state} ]; then "
+        f"x sudo -n cat {state}; else echo 'No such file or directory'; echo 'exit 1'; fi",
         f"s kubelet_config; grep -h '^cpuManagerPolicy' {config} 2>/dev/null",
         "s online; cat /sys/devices/system/cpu/online 2>/dev/null",
     ]
@@ -129,10 +134,26 @@ def parse_json_output(text: str) -> Any:
         if line.lstrip().startswith(("{", "[")):
             try:
                 return decoder.raw_decode(text, offset + len(line) - len(line.lstrip()))[0]
-            except ValueError:
+            except (ValueError, RecursionError):
                 pass
         offset += len(line)
     return None
+
+
+_SHAPE_ERRORS = (TypeError, AttributeError, KeyError, ValueError, IndexError, RecursionError)
+T = TypeVar("T")
+
+
+def _guard(resolve: Callable[[], T], what: str, option: str) -> T:
+    """`resolve()`, with JSON of an unexpected shape (a list where an object belongs, a port
+    that is not a number) turned into one K8sError naming the command, not a traceback."""
+    try:
+        return resolve()
+    except K8sError:
+        raise
+    except _SHAPE_ERRORS as exc:
+        raise K8sError(f"{what} printed JSON nhbench cannot read ({type(exc).__name__}: "
+                       f"{exc})", option) from None
 
 
 # --------------------------------------------------------------------------------------
@@ -186,6 +207,13 @@ def parse_crictl_version(text: str) -> tuple[str | None, str | None]:
 
 
 def parse_kubectl_version(text: str) -> tuple[str | None, str | None]:
+    try:
+        return _kubectl_version(text)
+    except _SHAPE_ERRORS:
+        return None, None
+
+
+def _kubectl_version(text: str) -> tuple[str | None, str | None]:
     """(server gitVersion, client gitVersion) from ``kubectl version -o json``."""
     document = parse_json_output(text)
     if not isinstance(document, dict):
@@ -216,6 +244,13 @@ def parse_calicoctl_version(text: str) -> tuple[str | None, str | None]:
 
 
 def parse_istioctl_version(text: str) -> tuple[str | None, str | None]:
+    try:
+        return _istioctl_version(text)
+    except _SHAPE_ERRORS:
+        return None, None
+
+
+def _istioctl_version(text: str) -> tuple[str | None, str | None]:
     """(control plane version, client version) from ``istioctl version -o json``: the
     meshVersion components' versions (several, when they differ, joined with ', ')."""
     document = parse_json_output(text)
@@ -233,6 +268,13 @@ def parse_istioctl_version(text: str) -> tuple[str | None, str | None]:
 
 
 def parse_image_tag(text: str, container_hint: str) -> str | None:
+    try:
+        return _image_tag(text, container_hint)
+    except _SHAPE_ERRORS:
+        return None
+
+
+def _image_tag(text: str, container_hint: str) -> str | None:
     """The image tag of the first container whose image names `container_hint` (calico's
     ``docker.io/calico/node:v3.21.4``, istiod's ``docker.io/istio/pilot:1.11.1``) in a
     ``kubectl get pods -o json`` list."""
@@ -271,7 +313,11 @@ def parse_cpu_manager_state(text: str) -> CpuState:
         raise ValueError(f"not a cpu_manager_state file: {_first_line(text, 'empty')[:80]}")
     by_pod: dict[str, dict[str, str]] = {}
     by_id: dict[str, str] = {}
-    for key, value in (document.get("entries") or {}).items():
+    entries = document.get("entries") or {}
+    if not isinstance(entries, dict):
+        raise ValueError(f"cpu_manager_state entries is a {type(entries).__name__}, not an "
+                         "object")
+    for key, value in entries.items():
         if isinstance(value, dict):
             by_pod[str(key)] = {str(name): str(cpus) for name, cpus in value.items()}
         else:
@@ -329,6 +375,11 @@ def _container_ids(pod: dict[str, Any]) -> dict[str, str]:
 
 
 def resolve_pod(ref: PodRef, pods_output: str, state: CpuState, online: str) -> WatchedPod:
+    return _guard(lambda: _resolve_pod(ref, pods_output, state, online),
+                  f"--watch-pod {ref.group}: kubectl get pods -n {ref.namespace}", "watch_pod")
+
+
+def _resolve_pod(ref: PodRef, pods_output: str, state: CpuState, online: str) -> WatchedPod:
     """The CPUs of the pod(s) and container(s) `ref` names, from ``kubectl get pods -n NS
     -o json`` and the parsed cpu_manager_state. `online` is the node's online CPU list
     (for policy none). K8sError names what is missing."""
@@ -396,6 +447,12 @@ def _container_cpus(state: CpuState, uid: str, container: str, container_id: str
 
 def resolve_service(ref: ServiceRef, service_output: str, nodes_output: str,
                     url: str | None) -> K8sService:
+    return _guard(lambda: _resolve_service(ref, service_output, nodes_output, url),
+                  f"--k8s-service {ref.given}: kubectl get service/nodes", "k8s_service")
+
+
+def _resolve_service(ref: ServiceRef, service_output: str, nodes_output: str,
+                     url: str | None) -> K8sService:
     """The target URL from the service's NodePort and a Ready node's InternalIP. `url`, when
     given, keeps its scheme and path (its host and port are replaced); otherwise the scheme
     is https for a port named https* or numbered 443, http for the others."""
@@ -475,6 +532,10 @@ def _versions(sections: dict[str, str], facts: ClusterFacts) -> None:
     kubectl = sections.get("kubectl", "").strip() == "found"
 
     def failed(tool: str, text: str, status: int | None) -> str:
+        # The client part comes first; the line that says why is an error line.
+        for line in text.splitlines():
+            if any(word in line.lower() for word in ("cannot", "error", "denied", "refused")):
+                return f"{tool} failed: {line.strip()}"
         return f"{tool} failed: {_first_line(text, f'exit status {status}')}"
 
     if "docker" in tools:
@@ -521,22 +582,23 @@ def _versions(sections: dict[str, str], facts: ClusterFacts) -> None:
         calico_reason = "calicoctl version: " + _first_line(
             "\n".join(line for line in text.splitlines() if "Unable" in line) or text,
             "no cluster version")
-    if facts.calico is None and kubectl:
+    asked = "; no server to ask for pods" if server is None else ""
+    if facts.calico is None and server is not None:
         facts.calico = parse_image_tag(_status(sections.get("calico_pods", ""))[0], "calico/node")
         calico_reason += "; no calico-node pod (label k8s-app=calico-node)"
     if facts.calico is None:
-        unknown["calico"] = calico_reason
+        unknown["calico"] = calico_reason + asked
 
     istio_reason = "istioctl not installed"
     if "istioctl" in tools:
         text, status = _status(sections.get("istioctl", ""))
         facts.istio, _ = parse_istioctl_version(text)
         istio_reason = "istioctl version shows no control plane"
-    if facts.istio is None and kubectl:
+    if facts.istio is None and server is not None:
         facts.istio = parse_image_tag(_status(sections.get("istiod_pods", ""))[0], "pilot")
         istio_reason += "; no istiod pod (label app=istiod)"
     if facts.istio is None:
-        unknown["istio"] = istio_reason
+        unknown["istio"] = istio_reason + asked
 
 
 def _server_error(text: str, status: int | None) -> str:
