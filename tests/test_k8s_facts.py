@@ -315,6 +315,11 @@ def test_sweep_finds_target_and_cpus_locally(tmp_path: Path, server: Any) -> Non
     assert "ingress cpu" in report and "5,22,77,94 (4) exclusive" in report
     assert "4Gi/4Gi" in report
     assert "Kubernetes version" in report
+    # A resumed campaign finds the service again (its URL is the node's, not the options').
+    proc = nhbench_cli("sweep", "--resume", str(out), "--steps", "50,60")
+    assert proc.returncode == 0, proc.stderr
+    resumed = load_campaign(out)
+    assert len(resumed.steps) == 2 and resumed.steps[1].http_2xx > 0
 
 
 def test_sweep_refuses_unresolvable_pod_and_service(tmp_path: Path) -> None:

@@ -245,7 +245,7 @@ class SweepOptions(BaseModel):
     url: Annotated[Text, Flag(positional=True, metavar="URL")] = Field(
         default=None,
         description="Target URL, or 'embedded' for the built-in test server. Optional with "
-        "--scenario or --resume.",
+        "--scenario, --resume or --k8s-service.",
     )
     # ---- plan ----
     rps: Annotated[Rate, Flag(metavar="N", group=_PLAN)] = Field(

@@ -137,7 +137,9 @@ class Sweep:
             saved = load_manifest(config.resume)
             self._saved = check_resume(
                 saved, options=config.options_json, plan=config.plan,
-                ignore=("uri",) if config.embedded else (),
+                # The embedded server's URL and a --k8s-service's are found anew at each start.
+                ignore=("uri",) if config.embedded or (
+                    config.k8s is not None and config.k8s.service is not None) else (),
             )
 
     def use_password(self, password: str | None) -> None:
