@@ -93,9 +93,10 @@ def test_collect_facts_on_this_machine() -> None:
         assert facts.cpus == os.cpu_count()
         assert facts.cpu_model
     # Every fact is either known or has a reason, never both and never neither.
-    # calibration is added by a sweep when asked for (--calibrate), never by collect_facts.
+    # calibration is added by a sweep when asked for (--calibrate), never by collect_facts;
+    # so is cluster (collect_cluster, with its own unknown reasons).
     for name in MachineFacts.model_fields:
-        if name in ("unknown", "collected_at", "nic", "calibration"):
+        if name in ("unknown", "collected_at", "nic", "calibration", "cluster"):
             continue
         value = getattr(facts, name)
         assert (value is None) == (name in facts.unknown), (name, value, facts.unknown)

@@ -4,11 +4,20 @@ and the facts a report records about them (`MachineFacts`, `collect_facts`)."""
 from ._facts import collect_facts
 from ._facts_model import MachineFacts, NicFacts
 from ._host import BackgroundCommand, CommandResult, Host, LocalHost
+from ._k8s import K8sError, collect_cluster, format_cpus
+from ._k8s_model import ClusterFacts, ContainerCpus, K8sService, WatchedPod
 from ._ssh import SSHHost
 from ._ssh_connect import SSHTarget, password_from_environment, prompt_password
 
 __all__ = [
     "BackgroundCommand",
+    "ClusterFacts",
+    "ContainerCpus",
+    "K8sError",
+    "K8sService",
+    "WatchedPod",
+    "collect_cluster",
+    "format_cpus",
     "CommandResult",
     "Host",
     "LocalHost",

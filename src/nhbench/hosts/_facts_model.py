@@ -13,6 +13,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ._k8s_model import ClusterFacts
+
 __all__ = ["MachineFacts", "NicFacts"]
 
 
@@ -72,6 +74,11 @@ class MachineFacts(BaseModel):
         default=None,
         description="'nhbench calibrate' figures of this machine (sweep/adapt --calibrate or "
         "--calibration FILE); None when not asked for.",
+    )
+    cluster: ClusterFacts | None = Field(
+        default=None,
+        description="Kubernetes node facts (target only; None when no cluster tool is on "
+        "the host and no --watch-pod or --k8s-service asked for them).",
     )
     unknown: dict[str, str] = Field(
         default_factory=dict, description="Field name -> why it could not be read."

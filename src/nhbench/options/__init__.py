@@ -74,6 +74,10 @@ from ._values import (
 )
 
 __all__ = [
+    "PodRef",
+    "ServiceRef",
+    "parse_pod_ref",
+    "parse_service_ref",
     "DEFAULT_SCRAPE_TIMEOUT",
     "MetricSelector",
     "parse_metric_selector",
@@ -164,6 +168,7 @@ from ._adapt import (
     parse_precision,
     split_adapt,
 )
+from ._k8s import PodRef, ServiceRef, parse_pod_ref, parse_service_ref
 from ._rules import (
     HEADLINE_STATISTIC,
     DetailedMeasures,

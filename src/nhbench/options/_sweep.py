@@ -41,6 +41,7 @@ from pydantic import (
 from .._exceptions import OptionsError
 from ._errors import format_validation_error
 from ._flags import Flag, flag_of, flagged_fields, help_text
+from ._k8s import parse_pod_ref, parse_service_ref
 from ._response_checks import unknown_check_rule
 from ._rules import StopRule, latency_points, parse_rules
 from ._run import Options, make_options
@@ -99,6 +100,7 @@ _CAMPAIGN = "campaign"
 _SSH = "target host over SSH"
 _CAPTURES = "captures (on the target host; local without --ssh)"
 _SCRAPE = "target metrics (scraped before and after each step)"
+_K8S = "Kubernetes (kubectl on the target host; local without --ssh)"
 
 
 # --------------------------------------------------------------------------------------------
@@ -255,7 +257,7 @@ class SweepOptions(BaseModel):
     url: Annotated[Text, Flag(positional=True, metavar="URL")] = Field(
         default=None,
         description="Target URL, or 'embedded' for the built-in test server. Optional with "
-        "--scenario or --resume.",
+        "--scenario, --resume or --k8s-service.",
     )
     # ---- plan ----
     rps: Annotated[Rate, Flag(metavar="N", group=_PLAN)] = Field(
@@ -383,6 +385,28 @@ class SweepOptions(BaseModel):
     )
     install_tools: Annotated[Switch, Flag(group=_CAPTURES)] = Field(
         default=False, description="Install missing sysstat/perf with the host's package manager.")
+    # ---- Kubernetes ----
+    watch_pod: Annotated[
+        Strings, Flag(metavar="NAME=NS/POD[/CONTAINER]", append=True, group=_K8S)
+    ] = Field(
+        default=(),
+        description="Watch the CPUs kubelet's CPU manager gave this pod (a pod name, or the "
+        "prefix of a deployment's pods) as group NAME, like --watch-cpus; read from "
+        "kubectl and cpu_manager_state on the target host. Repeatable.",
+    )
+    k8s_service: Annotated[Text, Flag(metavar="NS/NAME[:PORT]", group=_K8S)] = Field(
+        default=None,
+        description="Target the NodePort of this service on a node's InternalIP (the URL, "
+        "when given, keeps its scheme and path).",
+    )
+    kubectl: Annotated[Text, Flag(metavar="CMD", group=_K8S, default="kubectl")] = Field(
+        default=None,
+        description="kubectl command on the target host, e.g. 'k3s kubectl' or 'kubectl "
+        "--kubeconfig /etc/kubernetes/admin.conf'.",
+    )
+    kubelet_dir: Annotated[Text, Flag(metavar="DIR", group=_K8S, default="/var/lib/kubelet")
+                           ] = Field(
+        default=None, description="kubelet's root directory (holds cpu_manager_state).")
     # ---- target metrics ----
     scrape: Annotated[
         dict[str, str], Flag(metavar="[NAME=]URL", append=True, group=_SCRAPE)
@@ -459,9 +483,10 @@ class SweepOptions(BaseModel):
     @model_validator(mode="after")
     def _check_together(self) -> SweepOptions:
         # Errors that concern several options name each of them themselves.
-        if not self.url:
+        if not self.url and not self.k8s_service:
             raise OptionsError("missing URL: give the target URL (or 'embedded' for the "
                                "built-in test server)", "url")
+        self._check_k8s()
         rates = self.planned_rates
         check_extension(rates, self.step, extend=self.extend, extend_limit=self.extend_limit,
                         stop_on_blocked=self.stop_on_blocked, stop_on_slo=self.stop_on_slo)
@@ -484,6 +509,36 @@ class SweepOptions(BaseModel):
             raise OptionsError("--out: mutually exclusive with --resume (the campaign "
                                "directory is the one resumed)", "out")
         return self
+
+    def _check_k8s(self) -> None:
+        # Syntax only: what the names resolve to is the cluster's to say, at the start.
+        groups = set(self.watch_cpus)
+        for text in self.watch_pod:
+            try:
+                ref = parse_pod_ref(text)
+            except ValueError as exc:
+                raise OptionsError(f"--watch-pod {exc}", "watch_pod") from None
+            if not _GROUP_NAME.match(ref.group):
+                raise OptionsError(f"--watch-pod: group name {ref.group!r} must be letters, "
+                                   "digits, '_', '.', ':' or '-'", "watch_pod")
+            if ref.group in groups:
+                raise OptionsError(f"--watch-pod {ref.group}: group {ref.group} is given "
+                                   "twice (--watch-cpus or --watch-pod)", "watch_pod")
+            groups.add(ref.group)
+        if self.k8s_service is not None:
+            if self.embedded:
+                raise OptionsError("--k8s-service: mutually exclusive with the embedded "
+                                   "test server", "k8s_service")
+            try:
+                parse_service_ref(self.k8s_service)
+            except ValueError as exc:
+                raise OptionsError(f"--k8s-service {exc}", "k8s_service") from None
+        if not self.watch_pod and self.k8s_service is None:
+            for name in ("kubectl", "kubelet_dir"):
+                if getattr(self, name) is not None:
+                    flag = "--" + name.replace("_", "-")
+                    raise OptionsError(f"{flag}: only meaningful with --watch-pod or "
+                                       "--k8s-service", name)
 
     def _check_scrape(self) -> None:
         if not self.scrape:
@@ -546,7 +601,7 @@ class SweepOptions(BaseModel):
         and the stop rules read is recorded."""
         # The embedded server's address is not known before it starts; validate against a
         # placeholder of the same shape.
-        uri = _PLACEHOLDER_URI if self.embedded else self.url
+        uri = _PLACEHOLDER_URI if self.embedded or not self.url else self.url
         try:
             options = Options.model_validate({
                 **run, "uri": uri, "rps": self.planned_rates[0], "duration": self.duration,

@@ -32,6 +32,7 @@ __all__ = [
     "FactRow",
     "FactSection",
     "describe_plan",
+    "cluster_rows",
     "fact_sections",
     "format_check",
     "format_latency",
@@ -198,6 +199,53 @@ def _calibration_rows(cal: dict[str, Any]) -> list[FactRow]:
     steal = cal.get("host", {}).get("steal_percent")
     rows.append(FactRow("Steal", "not reported" if steal is None else f"{steal:.2f} %",
                         steal is not None))
+    return rows
+
+
+_CLUSTER_FIELDS = (
+    ("docker", "Docker version"),
+    ("containerd", "containerd version"),
+    ("kubernetes_server", "Kubernetes version"),
+    ("kubelet", "kubelet version"),
+    ("calico", "Calico version"),
+    ("istio", "Istio version"),
+    ("cpu_manager_policy", "CPU manager policy"),
+)
+
+
+def _pair(limit: str | None, request: str | None) -> str:
+    return f"{limit or '-'}/{request or '-'}"
+
+
+def cluster_rows(facts: MachineFacts | None) -> list[FactRow]:
+    """The target node's cluster facts as the lab script's report header lists them:
+    versions, then per watched pod its CPUs ("5,22,77,94 (4)") and its memory and CPU
+    limits/requests; empty when there are none."""
+    cluster = None if facts is None else facts.cluster
+    if cluster is None:
+        return []
+    rows = []
+    for name, label in _CLUSTER_FIELDS:
+        value = getattr(cluster, name)
+        rows.append(FactRow(label, _unknown(cluster.unknown.get(name)) if value is None
+                            else str(value), value is not None))
+    if cluster.service is not None:
+        service = cluster.service
+        port = service.port_name or str(service.port)
+        rows.append(FactRow("Target service", f"{service.given} port {port} -> NodePort "
+                            f"{service.node_port} on {service.node} ({service.address})", True))
+    for pod in cluster.pods:
+        sources = ", ".join(sorted({c.source for c in pod.containers}))
+        cpus = f"{','.join(map(str, pod.cpus))} ({len(pod.cpus)})"
+        rows.append(FactRow(f"{pod.group} cpu", f"{cpus} {sources}; {pod.given}", True))
+        several = len({c.container for c in pod.containers}) > 1
+        for c in pod.containers:
+            label = f"{pod.group} {c.container}" if several else pod.group
+            where = f" ({c.pod}/{c.container})"
+            rows.append(FactRow(f"{label} memory (limits/requests)",
+                                _pair(c.memory_limit, c.memory_request) + where, True))
+            rows.append(FactRow(f"{label} cpu (limits/requests)",
+                                _pair(c.cpu_limit, c.cpu_request) + where, True))
     return rows
 
 

@@ -27,6 +27,7 @@ from ..campaign import (
 )
 from ._adapt import describe_search, search_lines
 from ._common import (
+    cluster_rows,
     describe_plan,
     fact_sections,
     format_check,
@@ -132,6 +133,7 @@ def render_html(manifest: CampaignManifest, campaign_dir: Path) -> str:
         rows=rows,
         charts=[Markup(chart) for chart in sweep_charts(manifest)],
         machines=machines,
+        cluster=cluster_rows(manifest.facts.get("target")),
         skipped=skipped,
         best=best,
         best_p99=format_latency(best.latency.get("p99")) if best else None,

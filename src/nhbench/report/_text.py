@@ -23,6 +23,7 @@ from ..campaign import (
 )
 from ._adapt import describe_search, search_lines
 from ._common import (
+    cluster_rows,
     describe_plan,
     fact_sections,
     format_check,
@@ -162,6 +163,11 @@ def render_text(manifest: CampaignManifest) -> str:
     if manifest.facts:
         out += ["Machines", "--------"]
         out += _facts_side_by_side(manifest)
+        cluster = cluster_rows(manifest.facts.get("target"))
+        if cluster:
+            out += ["", "Cluster (target node)", "---------------------"]
+            out += text_table(["", ""], [[row.label, row.value] for row in cluster],
+                              [False, False], max_width=_FACT_WIDTH)
         out.append("")
     return "\n".join(out).rstrip("\n") + "\n"
 

@@ -26,8 +26,12 @@ from ..options import (
     EMBEDDED_URL,
     PLAN_KEYS,
     Options,
+    PodRef,
+    ServiceRef,
     StopRule,
     SweepOptions,
+    parse_pod_ref,
+    parse_service_ref,
     validate_sweep,
 )
 from ..scrape import ScrapeSpec
@@ -64,6 +68,16 @@ class SSHSettings:
     accept_new: bool = False
 
 
+@dataclass(frozen=True)
+class K8sSettings:
+    """What to resolve on the target's Kubernetes node before the campaign starts."""
+
+    pods: tuple[PodRef, ...] = ()
+    service: ServiceRef | None = None
+    kubectl: str = "kubectl"
+    kubelet_dir: str = "/var/lib/kubelet"
+
+
 @dataclass
 class SweepConfig:
     """A validated sweep: what `prepare_sweep` returns and `Sweep` runs."""
@@ -86,6 +100,8 @@ class SweepConfig:
     calibration: dict[str, Any] | None = None
     #: The target's metrics to scrape around each step (--scrape), or None.
     scrape: ScrapeSpec | None = None
+    #: --watch-pod, --k8s-service, --kubectl and --kubelet-dir, or None without the first two.
+    k8s: K8sSettings | None = None
 
     @property
     def embedded(self) -> bool:
@@ -157,7 +173,7 @@ def prepare_sweep(settings: Mapping[str, Any]) -> SweepConfig:
     is a directory a new campaign cannot use.
     """
     sweep, options = validate_sweep(settings)
-    assert sweep.url is not None  # SweepOptions requires it
+    assert sweep.url is not None or sweep.k8s_service is not None  # SweepOptions requires it
     ssh = _ssh_settings(sweep)
     plan = build_plan(
         rps=sweep.rps,
@@ -203,7 +219,8 @@ def prepare_sweep(settings: Mapping[str, Any]) -> SweepConfig:
     return SweepConfig(
         # As given (not as validated): a resume validates them again, with what it overrides.
         settings={k: v for k, v in settings.items() if k not in _NOT_STORED},
-        url=sweep.url,
+        # With --k8s-service the URL is found on the node when the sweep starts.
+        url=sweep.url or "",
         options=options,
         plan=plan,
         rules=sweep.rules,
@@ -216,6 +233,12 @@ def prepare_sweep(settings: Mapping[str, Any]) -> SweepConfig:
         loadgen_spec=loadgen_spec,
         calibrate=sweep.calibrate,
         calibration=calibration,
+        k8s=K8sSettings(
+            pods=tuple(parse_pod_ref(text) for text in sweep.watch_pod),
+            service=None if sweep.k8s_service is None else parse_service_ref(sweep.k8s_service),
+            kubectl=sweep.kubectl or "kubectl",
+            kubelet_dir=sweep.kubelet_dir or "/var/lib/kubelet",
+        ) if sweep.watch_pod or sweep.k8s_service else None,
         scrape=ScrapeSpec(dict(sweep.scrape), tuple(sweep.metric_selectors),
                           sweep.scrape_timeout, sweep.scrape_required)
         if sweep.scrape else None,

@@ -48,11 +48,14 @@ from ..capture import (
 )
 from ..distributed import BenchmarkProtocol, make_benchmark
 from ..hosts import (
+    ClusterFacts,
     Host,
+    K8sError,
     LocalHost,
     MachineFacts,
     SSHHost,
     SSHTarget,
+    collect_cluster,
     collect_facts,
     password_from_environment,
 )
@@ -134,7 +137,9 @@ class Sweep:
             saved = load_manifest(config.resume)
             self._saved = check_resume(
                 saved, options=config.options_json, plan=config.plan,
-                ignore=("uri",) if config.embedded else (),
+                # The embedded server's URL and a --k8s-service's are found anew at each start.
+                ignore=("uri",) if config.embedded or (
+                    config.k8s is not None and config.k8s.service is not None) else (),
             )
 
     def use_password(self, password: str | None) -> None:
@@ -191,6 +196,37 @@ class Sweep:
             except HostError as exc:
                 self._note(f"{role} machine facts skipped: {exc}")
         return self._add_calibration(facts)
+
+    def _cluster(self, host: Host, url: str) -> ClusterFacts | None:
+        """The target node's cluster facts, with --watch-pod groups resolved into the target
+        capture's watched CPU groups and --k8s-service into the target URL. An unresolvable
+        pod or service is an OptionsError before anything is written or sent."""
+        k8s = self.config.k8s
+        if k8s is None and not (self._facts and self._saved is None):
+            return None
+        try:
+            if k8s is None:
+                return collect_cluster(host)
+            cluster = collect_cluster(host, kubectl=k8s.kubectl, kubelet_dir=k8s.kubelet_dir,
+                                      pods=k8s.pods, service=k8s.service, url=url or None)
+        except K8sError as exc:
+            raise OptionsError(str(exc), exc.option) from None
+        except HostError as exc:
+            if k8s is None:
+                self._note(f"cluster facts skipped: {exc}")
+                return None
+            raise
+        spec = self.config.target_spec
+        if cluster is not None and cluster.pods and spec is not None:
+            groups = dict(spec.watch_cpus)
+            for pod in cluster.pods:
+                groups[pod.group] = pod.cpus
+                sources = sorted({c.source for c in pod.containers})
+                self._note(f"--watch-pod {pod.group}={pod.given}: CPUs "
+                           f"{','.join(map(str, pod.cpus))} ({', '.join(sources)}; "
+                           f"{len(pod.containers)} container(s), matched by {pod.matched})")
+            self.config.target_spec = spec.model_copy(update={"watch_cpus": groups})
+        return cluster
 
     def _add_calibration(self, facts: dict[str, Any]) -> dict[str, Any]:
         """The load generator's facts with this machine's calibration, when asked for: it is
@@ -283,6 +319,12 @@ class Sweep:
                 server = self._start_embedded(options)
                 url = server.url
                 options = make_options(options, uri=url)
+            cluster = self._cluster(host, url)
+            if cluster is not None and cluster.service is not None:
+                url = cluster.service.url
+                options = make_options(options, uri=url)
+                self._note(f"--k8s-service {cluster.service.given}: {url} (node "
+                           f"{cluster.service.node})")
             target = options.target
             # Where the load goes: --resolve's first address when given (its host name
             # may resolve nowhere else), else the host's.
@@ -296,6 +338,10 @@ class Sweep:
                 self._note(f"resuming {store.directory}: {len(manifest.steps)} step(s) done")
             else:
                 facts = self._collect_facts(host, loadgen, address)
+                if cluster is not None:
+                    target_facts = facts.get("target") or MachineFacts(role="target",
+                                                                       host=host.name)
+                    facts["target"] = target_facts.model_copy(update={"cluster": cluster})
                 manifest = self._new_manifest(url, options, ssh_name, facts)
                 out = config.out or default_out(config.label)
                 store = CampaignStore.create(out, manifest)
