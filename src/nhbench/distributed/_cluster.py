@@ -27,6 +27,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from .._exceptions import NHBenchError, OptionsError, RunError
+from .._groups import MAX_GROUPS
 from .._progress import EndpointProgress, Progress
 from .._push import MetricsPush
 from .._result import HostEntry, Result, WorkerResult
@@ -35,8 +36,8 @@ from .._timeline import IntervalRecord
 from .._version import __version__
 from ..options import Options
 
-__all__ = ["Cluster", "ClusterBenchmark", "merge_core", "merge_endpoints", "merge_intervals",
-           "merge_stats"]
+__all__ = ["Cluster", "ClusterBenchmark", "merge_core", "merge_endpoints", "merge_groups",
+           "merge_intervals", "merge_stats"]
 
 _NS = 1_000_000_000
 # Clock rounds per node: the round with the shortest round trip bounds the offset best,
@@ -278,6 +279,61 @@ def merge_endpoints(parts: Sequence[tuple[Sequence[str], Sequence[Mapping[str, A
     return names, out
 
 
+def _merge_group(entries: Sequence[Mapping[str, Any]], kind: str, value: bytes) -> dict[str, Any]:
+    classes = [0] * 6
+    for entry in entries:
+        for k, count in enumerate(entry.get("classes") or ()):
+            classes[k] += int(count)
+    return {
+        "kind": kind, "value": value,
+        "requests": sum(int(e.get("requests", 0)) for e in entries),
+        "classes": classes,
+        "failures": sum(int(e.get("failures", 0)) for e in entries),
+        "check_failed": sum(int(e.get("check_failed", 0)) for e in entries),
+        "latency": _merge_moments([e.get("latency") or {} for e in entries], with_counts=True),
+    }
+
+
+def merge_groups(parts: Sequence[Sequence[Mapping[str, Any]]]) -> list[dict[str, Any]]:
+    """The groups (``--group-by``, docs/engine.md "Groups") of several nodes' core results,
+    merged as the core merges its workers' (csrc/client/group.c): by request kind or target
+    every node has the same planned groups in the same order, so they add index by index; by
+    a header the values join by value, in the order they first appear, at most `MAX_GROUPS`
+    of them, the rest (and each node's own "other") into "other", each node's "none" into
+    "none". Counts add and the latency's HDR counts add (`_merge_moments`): exact. The shape
+    is the core's: "none", the values, then "other"."""
+    parts = [list(p) for p in parts if p]
+    if not parts:
+        return []
+    if all(e.get("kind") == "index" for p in parts for e in p):
+        width = max(len(p) for p in parts)
+        return [_merge_group([p[i] for p in parts if i < len(p)], "index", b"")
+                for i in range(width)]
+    none: list[Mapping[str, Any]] = []
+    other: list[Mapping[str, Any]] = []
+    values: dict[bytes, list[Mapping[str, Any]]] = {}
+    for part in parts:
+        for entry in part:
+            kind = entry.get("kind")
+            if kind == "none":
+                none.append(entry)
+            elif kind == "other":
+                other.append(entry)
+            elif not int(entry.get("requests", 0)):
+                continue  # a value only the warm-up saw, as the core's own merge drops it
+            else:
+                value = bytes(entry.get("value", b""))
+                if value in values:
+                    values[value].append(entry)
+                elif len(values) < MAX_GROUPS:
+                    values[value] = [entry]
+                else:
+                    other.append(entry)
+    return [_merge_group(none, "none", b""),
+            *(_merge_group(entries, "value", value) for value, entries in values.items()),
+            _merge_group(other, "other", b"")]
+
+
 def _shift(stats: Mapping[str, Any], offset_ns: int) -> dict[str, Any]:
     # A node's start, moved from its clock to the controller's.
     out = dict(stats)
@@ -340,6 +396,7 @@ def merge_core(cores: Sequence[Mapping[str, Any]], offsets_ns: Sequence[int]) ->
         "error": next((core.get("error") for core in cores if core.get("error")), None),
         "insecure": any(bool(core.get("insecure")) for core in cores),
         "warmup": merge_stats(warmups, max(1, len(workers))) if warmups else None,
+        "groups": merge_groups([core.get("groups") or () for core in cores]),
         "schedule": {
             "released": sum(int(s.get("released", 0)) for s in schedules),
             "no_catchup_moves": sum(int(s.get("no_catchup_moves", 0)) for s in schedules),
