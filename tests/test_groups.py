@@ -104,6 +104,10 @@ def test_group_by_target_matches_each_server() -> None:
     groups = by_name(result)
     assert list(groups) == endpoints
     assert [groups[e].requests for e in endpoints] == served == [30, 30]
+    # A target's name holds a colon: a rule names it whole (NAME is up to the last colon).
+    verdict = result.check_slo(f"group:{endpoints[0]}:errors==0",
+                               f"group:{endpoints[1]}:p99<60s")
+    assert verdict, verdict
 
 
 def _plugin(tmp_path: Path, entries: list[dict[str, object]]) -> str:
@@ -278,3 +282,52 @@ def test_a_group_rule_reads_only_group_figures() -> None:
                 "group:login:benchmark_http_client.request_to_response:p99<5ms"):
         with pytest.raises(ValueError, match="a group's rule"):
             StopRule.parse(bad)
+
+
+def test_values_that_read_as_reserved_names_keep_their_own_groups() -> None:
+    # A server answering the header's value "(none)", one answering "(other)" and one without
+    # the header: the first two are values of their own (named with a backslash), never
+    # counted into the buckets the names mean.
+    with nhbench.TestServer(listen="127.0.0.1:0", cpus=SERVER_CPUS,
+                            response_headers={"x-served-by": "(none)"}) as a, \
+            nhbench.TestServer(listen="127.0.0.1:0", cpus=SERVER_CPUS,
+                               response_headers={"x-served-by": "(other)"}) as b, \
+            nhbench.TestServer(listen="127.0.0.1:0", cpus=SERVER_CPUS) as bare:
+        endpoints = [f"127.0.0.1:{s.address[1]}" for s in (a, b, bare)]
+        result = run(None, multi_target_endpoint=endpoints, multi_target_path="/",
+                     connections=3, requests=60, rps=300, group_by="header:x-served-by",
+                     slo=["group:\\(none):errors==0"])
+        counts = [s.stats()["requests"] for s in (a, b, bare)]
+    groups = by_name(result)
+    assert counts == [20, 20, 20]
+    assert {name: g.requests for name, g in groups.items()} == {
+        "\\(none)": 20, "\\(other)": 20, "(none)": 20}
+    assert result.groups is not None and result.groups.spread == 1.0
+    assert result.check_slo("group:\\(none):errors==0")
+    assert not result.check_slo("group:(other):errors==0")  # no such bucket: no data
+
+
+@pytest.mark.parametrize("name", ["(none)", "(other)", " (other) "])
+def test_an_entry_named_as_a_reserved_group_is_refused(tmp_path: Path, name: str) -> None:
+    plugin = _plugin(tmp_path, [{"name": name, "request_method": "GET"}])
+    p = cli("run", "http://127.0.0.1:9/", "--requests", "1",
+            "--request-source-plugin-config", plugin)
+    assert p.returncode == 2 and "is reserved" in p.stderr, p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1, p.stderr
+
+
+def test_a_rule_on_a_group_the_run_cannot_have_is_refused(tmp_path: Path) -> None:
+    # Nothing listens on port 9: a refusal before the run is the only way to exit 2.
+    plugin = _plugin(tmp_path, [{"name": "login", "request_method": "GET"},
+                                {"name": "search", "request_method": "GET"}])
+    base = ["run", "http://127.0.0.1:9/", "--requests", "1"]
+    unknown = cli(*base, "--request-source-plugin-config", plugin,
+                  "--slo", "group:logout:p99<1s")
+    assert unknown.returncode == 2, (unknown.stdout, unknown.stderr)
+    assert "'group:logout:p99<1s' names no group of the run (by request: 'login', " \
+        "'search')" in unknown.stderr and len(unknown.stderr.strip().splitlines()) == 1
+    ungrouped = cli(*base, "--slo", "group:login:p99<1s")
+    assert ungrouped.returncode == 2 and "the run has no groups" in ungrouped.stderr
+    with pytest.raises(nhbench.OptionsError, match="names no group"):
+        nhbench.run("http://127.0.0.1:9/", requests=1, group_by="request",
+                    slo=["group:GET /x:p99<1s"])

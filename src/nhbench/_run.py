@@ -23,6 +23,7 @@ from ._exceptions import (
     CoreError,
     CoreUnavailableError,
 )
+from ._groups import refuse_unknown_group_rules
 from ._progress import Progress
 from ._push import MetricsPush
 from ._result import Result
@@ -100,6 +101,7 @@ class Benchmark:
 
     def __init__(self, uri: str | Options | None = None, /, **options: Any) -> None:
         self.options: Options = make_options(uri, **options)
+        refuse_unknown_group_rules(self.options)
         self.address: str | None = None
         self.addresses: list[str] = []
         self._run: Any = None

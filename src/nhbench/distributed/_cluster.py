@@ -27,7 +27,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from .._exceptions import NHBenchError, OptionsError, RunError
-from .._groups import MAX_GROUPS
+from .._groups import MAX_GROUPS, refuse_unknown_group_rules
 from .._progress import EndpointProgress, Progress
 from .._push import MetricsPush
 from .._result import HostEntry, Result, WorkerResult
@@ -463,6 +463,7 @@ class ClusterBenchmark:
     """One run on a Ray cluster, with `Benchmark`'s face: ``run()`` and ``stop()``."""
 
     def __init__(self, options: Options) -> None:
+        refuse_unknown_group_rules(options)
         self.options = options
         self._stop_requested = False
         self._stop_sent = False
