@@ -243,6 +243,13 @@ int nhb_counter_name(int id, char* buf, size_t len);
  * whose stream state (one per connection) is at most NHB_CHECK_RE_STREAM_MAX. */
 #define NHB_CHECK_RE_DB_MAX (1u << 20)
 #define NHB_CHECK_RE_STREAM_MAX 4096u
+/* Vectorscan's compile time and memory grow with a pattern's shape in ways
+ * no cheap look at it bounds (32 patterns of 50 bytes take a minute), so
+ * the patterns compile in a child process of at most NHB_CHECK_RE_CPU_S
+ * seconds of CPU and NHB_CHECK_RE_MEM_MAX bytes of memory above the
+ * process's own; past either the run is refused by name. */
+#define NHB_CHECK_RE_CPU_S 5u
+#define NHB_CHECK_RE_MEM_MAX (1ull << 30)
 typedef enum {
   NHB_CHECK_STATUS = 0,     /* status in ranges */
   NHB_CHECK_HEADER_EXISTS,  /* header:NAME exists */
