@@ -765,6 +765,18 @@ typedef struct nhb_group_stats {
   nhb_hist* latency;    /* request_to_response of its responses (not the failed checks') */
 } nhb_group_stats;
 const nhb_group_stats* nhb_run_group_stats(const nhb_run* run, uint32_t* count);
+/* The groups during the run (as of the workers' last 10 ms publish), merged
+ * as nhb_run_group_stats merges them, without the histograms: into out, at
+ * most `max` entries (NHB_MAX_GROUPS + 2 hold every group); returns how many
+ * were written, 0 without groups. */
+typedef struct nhb_group_progress {
+  uint32_t kind; /* nhb_group_kind_t */
+  uint32_t value_len;
+  char value[NHB_GROUP_VALUE_MAX];
+  uint64_t requests; /* ended: responses and failures */
+  uint64_t errors;   /* of those, all but the 2xx responses */
+} nhb_group_progress;
+uint32_t nhb_run_group_progress(const nhb_run* run, nhb_group_progress* out, uint32_t max);
 /* The same endpoints' connections, requests and errors during the run (as of
  * the workers' last 10 ms publish), into out[3*i .. 3*i+2] for the first
  * `max` endpoints; returns how many were written (0 with one endpoint), or

@@ -432,9 +432,11 @@ def test_groups_merge_across_hosts(cluster: LocalRayCluster) -> None:
             nhbench.TestServer(subprocess=True, admin="127.0.0.1:0",
                                response_headers={"x-served-by": "beta"}) as b:
         endpoints = [f"127.0.0.1:{a.address[1]}", f"127.0.0.1:{b.address[1]}"]
+        seen: list[nhbench.Progress] = []
         result = nhbench.run(None, multi_target_endpoint=endpoints, multi_target_path="/",
-                             cluster=nhbench.Cluster(cluster.address), rps=50, duration="1s",
-                             connections=2, group_by="header:x-served-by")
+                             cluster=nhbench.Cluster(cluster.address), rps=50, duration="1.5s",
+                             connections=2, group_by="header:x-served-by",
+                             on_progress=seen.append)
         served = {"alpha": _served(a), "beta": _served(b)}
     assert result.success, result.error
     assert result.groups is not None and result.groups.by == "header:x-served-by"
@@ -445,6 +447,12 @@ def test_groups_merge_across_hosts(cluster: LocalRayCluster) -> None:
     for group in groups.values():
         assert group.status_2xx == group.requests == group.latency.count
     assert result.groups.spread is not None and result.groups.spread < 1.5
+    # The live snapshots sum the nodes' groups by name.
+    live = [p for p in seen if p.groups]
+    assert live, len(seen)
+    last = {g.name: g.requests for g in live[-1].groups}
+    assert set(last) <= {"alpha", "beta"} and last
+    assert all(0 < n <= served[name] for name, n in last.items())
 
 
 def test_pushed_metrics_come_from_the_controller(cluster: LocalRayCluster,

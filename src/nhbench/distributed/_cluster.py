@@ -27,8 +27,8 @@ from datetime import datetime, timezone
 from typing import Any
 
 from .._exceptions import NHBenchError, OptionsError, RunError
-from .._groups import MAX_GROUPS, refuse_unknown_group_rules
-from .._progress import EndpointProgress, Progress
+from .._groups import MAX_GROUPS, NONE_GROUP, OTHER_GROUP, refuse_unknown_group_rules
+from .._progress import EndpointProgress, GroupProgress, Progress
 from .._push import MetricsPush
 from .._result import HostEntry, Result, WorkerResult
 from .._run import Benchmark
@@ -167,6 +167,7 @@ class _LoadActor:
         return {"elapsed": snapshot.elapsed, "counters": dict(snapshot.counters),
                 "endpoints": [(e.name, e.connections, e.requests, e.errors)
                               for e in snapshot.endpoints],
+                "groups": [(g.name, g.requests, g.errors) for g in snapshot.groups],
                 "intervals": benchmark.take_raw()}
 
     def stop(self) -> None:
@@ -711,6 +712,7 @@ class ClusterBenchmark:
         elapsed = 0.0
         counters: dict[str, int] = {}
         endpoints: dict[str, list[int]] = {}
+        groups: dict[str, list[int]] = {}
         seen = False
         for ref in ready:
             try:
@@ -728,11 +730,21 @@ class ClusterBenchmark:
                 sums = endpoints.setdefault(str(name), [0, 0, 0])
                 for i, value in enumerate(values):
                     sums[i] += int(value)
+            for name, requests, errors in snapshot.get("groups") or ():
+                # By name, with the bound of the result's merge (`merge_groups`).
+                key = str(name)
+                if key not in groups and key not in (NONE_GROUP, OTHER_GROUP) and sum(
+                        k not in (NONE_GROUP, OTHER_GROUP) for k in groups) >= MAX_GROUPS:
+                    key = OTHER_GROUP
+                sums = groups.setdefault(key, [0, 0])
+                sums[0] += int(requests)
+                sums[1] += int(errors)
         if not seen:
             return None
         return Progress(elapsed=elapsed, counters=counters,
                         endpoints=tuple(EndpointProgress(name, *sums)
-                                        for name, sums in endpoints.items()))
+                                        for name, sums in endpoints.items()),
+                        groups=tuple(GroupProgress(name, *sums) for name, sums in groups.items()))
 
     def _collect(self, host: _Host, raws: Sequence[Mapping[str, Any]]) -> None:
         for raw in raws:
