@@ -102,9 +102,14 @@ def _grouped(respond: Callable[[int], bytes], piece: int | None = None,
 
 
 def test_ten_thousand_distinct_values_stay_bounded() -> None:
+    seen: list[nhbench.Progress] = []
     result = _grouped(lambda n: _response([b"X-Served-By: backend-%d" % n]),
-                      requests=10_000, rps=5000)
+                      requests=10_000, rps=5000, on_progress=seen.append)
     assert result.groups is not None
+    # The live view has the result's bound: 64 values, then "(other)".
+    live = [p for p in seen if p.groups]
+    assert live and all(len(p.groups) <= 65 for p in live)
+    assert sum(g.requests for g in live[-1].groups) <= 10_000
     names = [g.name for g in result.groups.groups]
     assert result.counters["benchmark.http_2xx"] == 10_000
     assert names[-1] == "(other)" and "(none)" not in names
