@@ -21,7 +21,7 @@ import time
 from collections.abc import Iterable
 from typing import Any, TextIO
 
-from ._format import format_seconds
+from ._format import format_seconds, printable
 from ._progress import Progress
 from ._timeline import IntervalRecord
 
@@ -65,7 +65,7 @@ def format_endpoints(progress: Progress) -> list[str]:
 def _shown_name(name: str) -> str:
     # A header's value is the server's: a control character (a C1 one decoded from latin-1
     # included) is written as an escape rather than sent to the terminal.
-    text = "".join(ch if ch.isprintable() else f"\\x{ord(ch):02x}" for ch in name)
+    text = printable(name)
     return text if len(text) <= GROUP_NAME_CHARS else text[:GROUP_NAME_CHARS - 1] + "…"
 
 
