@@ -405,3 +405,18 @@ def test_the_live_display_shows_the_groups_line() -> None:
             if proc.poll() is None:
                 proc.kill()
     assert "remaining" in output and "groups: alpha " in output, output[-2000:]
+
+
+@pytest.mark.parametrize("command", [
+    ["sweep", "--rps", "10", "--max-rps", "20", "--step-rps", "10", "--stop-on-slo"],
+    ["adapt", "--min-rps", "10", "--max-rps", "20", "--slo"],
+])
+def test_a_sweeps_rule_on_a_group_the_steps_cannot_have_is_refused(
+        tmp_path: Path, command: list[str]) -> None:
+    plugin = _plugin(tmp_path, [{"name": "login", "request_method": "GET"}])
+    p = cli(command[0], "http://127.0.0.1:9/", *command[1:], "group:logout:p99<1s",
+            "--request-source-plugin-config", plugin, "--out", str(tmp_path / "c"))
+    assert p.returncode == 2, (p.stdout, p.stderr)
+    assert "'group:logout:p99<1s' names no group of the run (by request: 'login')" \
+        in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert not (tmp_path / "c").exists()

@@ -160,19 +160,21 @@ def value_name(value: str) -> str:
     return "\\" + value if _RESERVED_LOOKALIKE.fullmatch(value) else value
 
 
-def unknown_group_rule(options: Options, specs: Sequence[RequestSpec]) -> str | None:
-    """The first ``--slo group:NAME:RULE`` that can name no group of the run, in words; None
-    when each can. By request kind or target the groups are known before the run; by a
-    header the values are the server's (any name may come), and a run without groups has
-    none."""
+def unknown_group_rule(options: Options, specs: Sequence[RequestSpec],
+                       rules: Sequence[str] | None = None) -> str | None:
+    """The first ``group:NAME:RULE`` of `rules` (default: the run's ``--slo``) that can name
+    no group of the run, in words; None when each can. By request kind or target the groups
+    are known before the run; by a header the values are the server's (any name may come),
+    and a run without groups has none."""
     from .options import StopRule
 
-    rules = [rule for rule in (StopRule.parse(text) for text in options.slo)
-             if rule.group is not None]
-    if not rules:
+    texts = options.slo if rules is None else rules
+    parsed = [StopRule.parse(text) for text in texts if str(text).lstrip().startswith("group:")]
+    rules_on_groups = [rule for rule in parsed if rule.group is not None]
+    if not rules_on_groups:
         return None
     plan = group_plan(options, specs)
-    for rule in rules:
+    for rule in rules_on_groups:
         if plan is None:
             return (f"{rule.expression!r} names a group, but the run has no groups "
                     "(--group-by request, target or header:NAME)")
