@@ -251,6 +251,13 @@ int nhb_counter_name(int id, char* buf, size_t len);
  * whose stream state (one per connection) is at most NHB_CHECK_RE_STREAM_MAX. */
 #define NHB_CHECK_RE_DB_MAX (1u << 20)
 #define NHB_CHECK_RE_STREAM_MAX 4096u
+/* Vectorscan's compile time and memory grow with a pattern's shape in ways
+ * no cheap look at it bounds (32 patterns of 50 bytes take a minute), so
+ * the patterns compile in a child process of at most NHB_CHECK_RE_CPU_S
+ * seconds of CPU and NHB_CHECK_RE_MEM_MAX bytes of memory above the
+ * process's own; past either the run is refused by name. */
+#define NHB_CHECK_RE_CPU_S 5u
+#define NHB_CHECK_RE_MEM_MAX (1ull << 30)
 typedef enum {
   NHB_CHECK_STATUS = 0,     /* status in ranges */
   NHB_CHECK_HEADER_EXISTS,  /* header:NAME exists */
@@ -782,6 +789,18 @@ typedef struct nhb_group_stats {
   nhb_hist* latency;    /* request_to_response of its responses (not the failed checks') */
 } nhb_group_stats;
 const nhb_group_stats* nhb_run_group_stats(const nhb_run* run, uint32_t* count);
+/* The groups during the run (as of the workers' last 10 ms publish), merged
+ * as nhb_run_group_stats merges them, without the histograms: into out, at
+ * most `max` entries (NHB_MAX_GROUPS + 2 hold every group); returns how many
+ * were written, 0 without groups. */
+typedef struct nhb_group_progress {
+  uint32_t kind; /* nhb_group_kind_t */
+  uint32_t value_len;
+  char value[NHB_GROUP_VALUE_MAX];
+  uint64_t requests; /* ended: responses and failures */
+  uint64_t errors;   /* of those, all but the 2xx responses */
+} nhb_group_progress;
+uint32_t nhb_run_group_progress(const nhb_run* run, nhb_group_progress* out, uint32_t max);
 /* The same endpoints' connections, requests and errors during the run (as of
  * the workers' last 10 ms publish), into out[3*i .. 3*i+2] for the first
  * `max` endpoints; returns how many were written (0 with one endpoint), or

@@ -29,7 +29,7 @@ from support.ray_cluster import LocalRayCluster
 
 import nhbench
 from nhbench.campaign import load_campaign
-from nhbench.distributed import merge_stats
+from nhbench.distributed import merge_groups, merge_stats
 
 pytestmark = [pytest.mark.serial, pytest.mark.slow, pytest.mark.timeout(180)]
 
@@ -378,6 +378,81 @@ def test_merge_stats_is_exact_on_core_dicts() -> None:
                                       "sumsq": 16.0}
     assert merged["execution_start_ns"] == 100
     assert merged["execution_duration_ns"] == 20
+
+
+def _group(kind: str, value: bytes, requests: int, twos: int,
+           counts: list[tuple[int, int]]) -> dict[str, object]:
+    latency = {"count": sum(c for _, c in counts), "min": min((i for i, _ in counts), default=0),
+               "max": max((i for i, _ in counts), default=0), "sum": 0.0, "sumsq": 0.0,
+               "counts": counts}
+    return {"kind": kind, "value": value, "requests": requests,
+            "classes": [0, 0, twos, 0, 0, requests - twos], "failures": 0, "check_failed": 0,
+            "latency": latency}
+
+
+def test_merge_groups_by_value_with_the_bound() -> None:
+    # Node a saw 60 values, node b 10 of a's and 10 of its own: the merge joins a's values by
+    # value, takes 4 of b's own up to the bound of 64, and the last 6 go to "other" with each
+    # node's own "other"; "none" adds up; a value only the warm-up saw (0 requests) is dropped.
+    a = [_group("none", b"", 3, 0, [(5, 3)]),
+         *(_group("value", b"v%d" % i, 2, 2, [(7, 2)]) for i in range(60)),
+         _group("value", b"warm", 0, 0, []),
+         _group("other", b"", 1, 1, [(9, 1)])]
+    b = [_group("none", b"", 1, 0, [(4, 1)]),
+         *(_group("value", b"v%d" % i, 5, 4, [(7, 3), (8, 2)]) for i in range(50, 60)),
+         *(_group("value", b"w%d" % i, 1, 1, [(6, 1)]) for i in range(10)),
+         _group("other", b"", 2, 2, [(9, 2)])]
+    merged = merge_groups([a, b])
+    assert [g["kind"] for g in merged] == ["none"] + ["value"] * 64 + ["other"]
+    values = {bytes(g["value"]): g for g in merged if g["kind"] == "value"}
+    assert list(values)[:60] == [b"v%d" % i for i in range(60)]
+    assert list(values)[60:] == [b"w0", b"w1", b"w2", b"w3"]
+    assert values[b"v55"]["requests"] == 7 and values[b"v55"]["classes"][2] == 6
+    assert values[b"v55"]["latency"]["counts"] == [(7, 5), (8, 2)]
+    assert values[b"v1"]["requests"] == 2 and values[b"w0"]["requests"] == 1
+    assert merged[0]["requests"] == 4 and merged[0]["latency"]["counts"] == [(4, 1), (5, 3)]
+    # b's last six values (one request each) and both nodes' own "other".
+    assert merged[-1]["requests"] == 6 + 1 + 2
+    assert merged[-1]["latency"]["counts"] == [(6, 6), (9, 3)]
+    assert sum(g["requests"] for g in merged) == (3 + 120 + 1) + (1 + 50 + 10 + 2)
+    # By request kind every node has the same planned groups: they add index by index.
+    by_kind = merge_groups([[_group("index", b"", 2, 2, [(1, 2)]), _group("index", b"", 1, 0, [])],
+                            [_group("index", b"", 3, 3, [(1, 3)]), _group("index", b"", 0, 0, [])]])
+    assert [(g["kind"], g["requests"]) for g in by_kind] == [("index", 5), ("index", 1)]
+    assert by_kind[0]["latency"]["counts"] == [(1, 5)]
+    assert merge_groups([[], []]) == []
+
+
+def test_groups_merge_across_hosts(cluster: LocalRayCluster) -> None:
+    # Two servers answering x-served-by alpha and beta behind a round-robin multi-target:
+    # both nodes send to both; each value's merged count is exactly that server's count, and
+    # its latency histogram holds each of its responses.
+    with nhbench.TestServer(subprocess=True, admin="127.0.0.1:0",
+                            response_headers={"x-served-by": "alpha"}) as a, \
+            nhbench.TestServer(subprocess=True, admin="127.0.0.1:0",
+                               response_headers={"x-served-by": "beta"}) as b:
+        endpoints = [f"127.0.0.1:{a.address[1]}", f"127.0.0.1:{b.address[1]}"]
+        seen: list[nhbench.Progress] = []
+        result = nhbench.run(None, multi_target_endpoint=endpoints, multi_target_path="/",
+                             cluster=nhbench.Cluster(cluster.address), rps=50, duration="1.5s",
+                             connections=2, group_by="header:x-served-by",
+                             on_progress=seen.append)
+        served = {"alpha": _served(a), "beta": _served(b)}
+    assert result.success, result.error
+    assert result.groups is not None and result.groups.by == "header:x-served-by"
+    groups = {g.name: g for g in result.groups.groups}
+    assert set(groups) == {"alpha", "beta"}, groups
+    assert {name: g.requests for name, g in groups.items()} == served
+    assert sum(served.values()) == result.counters["upstream_rq_total"] > 0
+    for group in groups.values():
+        assert group.status_2xx == group.requests == group.latency.count
+    assert result.groups.spread is not None and result.groups.spread < 1.5
+    # The live snapshots sum the nodes' groups by name.
+    live = [p for p in seen if p.groups]
+    assert live, len(seen)
+    last = {g.name: g.requests for g in live[-1].groups}
+    assert set(last) <= {"alpha", "beta"} and last
+    assert all(0 < n <= served[name] for name, n in last.items())
 
 
 def test_pushed_metrics_come_from_the_controller(cluster: LocalRayCluster,

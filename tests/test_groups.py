@@ -104,6 +104,10 @@ def test_group_by_target_matches_each_server() -> None:
     groups = by_name(result)
     assert list(groups) == endpoints
     assert [groups[e].requests for e in endpoints] == served == [30, 30]
+    # A target's name holds a colon: a rule names it whole (NAME is up to the last colon).
+    verdict = result.check_slo(f"group:{endpoints[0]}:errors==0",
+                               f"group:{endpoints[1]}:p99<60s")
+    assert verdict, verdict
 
 
 def _plugin(tmp_path: Path, entries: list[dict[str, object]]) -> str:
@@ -278,3 +282,141 @@ def test_a_group_rule_reads_only_group_figures() -> None:
                 "group:login:benchmark_http_client.request_to_response:p99<5ms"):
         with pytest.raises(ValueError, match="a group's rule"):
             StopRule.parse(bad)
+
+
+def test_values_that_read_as_reserved_names_keep_their_own_groups() -> None:
+    # A server answering the header's value "(none)", one answering "(other)" and one without
+    # the header: the first two are values of their own (named with a backslash), never
+    # counted into the buckets the names mean.
+    with nhbench.TestServer(listen="127.0.0.1:0", cpus=SERVER_CPUS,
+                            response_headers={"x-served-by": "(none)"}) as a, \
+            nhbench.TestServer(listen="127.0.0.1:0", cpus=SERVER_CPUS,
+                               response_headers={"x-served-by": "(other)"}) as b, \
+            nhbench.TestServer(listen="127.0.0.1:0", cpus=SERVER_CPUS) as bare:
+        endpoints = [f"127.0.0.1:{s.address[1]}" for s in (a, b, bare)]
+        result = run(None, multi_target_endpoint=endpoints, multi_target_path="/",
+                     connections=3, requests=60, rps=300, group_by="header:x-served-by",
+                     slo=["group:\\(none):errors==0"])
+        counts = [s.stats()["requests"] for s in (a, b, bare)]
+    groups = by_name(result)
+    assert counts == [20, 20, 20]
+    assert {name: g.requests for name, g in groups.items()} == {
+        "\\(none)": 20, "\\(other)": 20, "(none)": 20}
+    assert result.groups is not None and result.groups.spread == 1.0
+    assert result.check_slo("group:\\(none):errors==0")
+    assert not result.check_slo("group:(other):errors==0")  # no such bucket: no data
+
+
+@pytest.mark.parametrize("name", ["(none)", "(other)", " (other) "])
+def test_an_entry_named_as_a_reserved_group_is_refused(tmp_path: Path, name: str) -> None:
+    plugin = _plugin(tmp_path, [{"name": name, "request_method": "GET"}])
+    p = cli("run", "http://127.0.0.1:9/", "--requests", "1",
+            "--request-source-plugin-config", plugin)
+    assert p.returncode == 2 and "is reserved" in p.stderr, p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1, p.stderr
+
+
+def test_a_rule_on_a_group_the_run_cannot_have_is_refused(tmp_path: Path) -> None:
+    # Nothing listens on port 9: a refusal before the run is the only way to exit 2.
+    plugin = _plugin(tmp_path, [{"name": "login", "request_method": "GET"},
+                                {"name": "search", "request_method": "GET"}])
+    base = ["run", "http://127.0.0.1:9/", "--requests", "1"]
+    unknown = cli(*base, "--request-source-plugin-config", plugin,
+                  "--slo", "group:logout:p99<1s")
+    assert unknown.returncode == 2, (unknown.stdout, unknown.stderr)
+    assert "'group:logout:p99<1s' names no group of the run (by request: 'login', " \
+        "'search')" in unknown.stderr and len(unknown.stderr.strip().splitlines()) == 1
+    ungrouped = cli(*base, "--slo", "group:login:p99<1s")
+    assert ungrouped.returncode == 2 and "the run has no groups" in ungrouped.stderr
+    with pytest.raises(nhbench.OptionsError, match="names no group"):
+        nhbench.run("http://127.0.0.1:9/", requests=1, group_by="request",
+                    slo=["group:GET /x:p99<1s"])
+
+
+def test_live_progress_carries_the_groups() -> None:
+    # The snapshots a run hands to on_progress (the live display's) count each value as it
+    # goes; by the end they are the result's counts.
+    seen: list[nhbench.Progress] = []
+    with nhbench.TestServer(listen="127.0.0.1:0", cpus=SERVER_CPUS,
+                            response_headers={"x-served-by": "alpha"}) as a, \
+            nhbench.TestServer(listen="127.0.0.1:0", cpus=SERVER_CPUS,
+                               response_headers={"x-served-by": "beta"}) as b:
+        endpoints = [f"127.0.0.1:{a.address[1]}", f"127.0.0.1:{b.address[1]}"]
+        result = run(None, multi_target_endpoint=endpoints, multi_target_path="/",
+                     connections=2, duration="1.5s", rps=200, group_by="header:x-served-by",
+                     on_progress=seen.append)
+    final = by_name(result)
+    live = [p for p in seen if p.groups]
+    assert len(live) >= 3, len(seen)
+    for earlier, later in zip(live, live[1:], strict=False):
+        before = {g.name: g.requests for g in earlier.groups}
+        after = {g.name: g.requests for g in later.groups}
+        assert all(after.get(name, 0) >= n for name, n in before.items())
+    last = {g.name: g for g in live[-1].groups}
+    assert set(last) <= {"alpha", "beta"} and last, last
+    for name, group in last.items():
+        assert 0 < group.requests <= final[name].requests and group.errors == 0
+
+
+def test_live_progress_names_planned_groups(tmp_path: Path) -> None:
+    entries = [{"name": "login", "request_method": "GET"},
+               {"name": "search", "request_method": "GET"}]
+    seen: list[nhbench.Progress] = []
+    with nhbench.TestServer(listen="127.0.0.1:0", cpus=SERVER_CPUS) as server:
+        run(server.url, request_source_plugin_config=_plugin(tmp_path, entries),
+            connections=1, duration="1s", rps=100, on_progress=seen.append)
+    live = [p for p in seen if p.groups]
+    assert live and [g.name for g in live[-1].groups] == ["login", "search"]
+
+
+def test_a_groups_line_is_bounded_and_escapes_what_the_server_sent() -> None:
+    from nhbench._live import GROUP_NAME_CHARS, SHOWN_GROUPS, format_groups
+
+    hostile = [("\x9b31m\x1b[2J" + "v" * 120 + str(i), 100 - i, i % 3, None) for i in range(64)]
+    line = format_groups([*hostile, ("(none)", 7, 7, 0.25)])
+    assert "\x1b" not in line and "\x9b" not in line and "\\x9b31m\\x1b[2J" in line
+    assert line.count(", ") == SHOWN_GROUPS and line.endswith("+57 more")
+    assert len(line) < SHOWN_GROUPS * (GROUP_NAME_CHARS + 40)
+    assert line.startswith("\\x9b31m") and " 100 (" in line
+
+
+def test_the_live_display_shows_the_groups_line() -> None:
+    import pty
+    import subprocess
+    import sys
+
+    from test_live import _env, _read_pty
+
+    with nhbench.TestServer(listen="127.0.0.1:0", cpus=SERVER_CPUS,
+                            response_headers={"x-served-by": "alpha"}) as server:
+        leader, follower = pty.openpty()
+        env = _env()
+        env.update(COLUMNS="160", LINES="40", TERM="xterm-256color")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "nhbench", "run", server.url, "--rps", "100",
+             "--duration", "2s", "--group-by", "header:x-served-by"],
+            stdin=subprocess.DEVNULL, stdout=follower, stderr=follower, env=env)
+        os.close(follower)
+        try:
+            output = _read_pty(leader, proc, 60).decode("utf-8", "replace")
+            assert proc.wait(timeout=30) == 0
+        finally:
+            os.close(leader)
+            if proc.poll() is None:
+                proc.kill()
+    assert "remaining" in output and "groups: alpha " in output, output[-2000:]
+
+
+@pytest.mark.parametrize("command", [
+    ["sweep", "--rps", "10", "--max-rps", "20", "--step-rps", "10", "--stop-on-slo"],
+    ["adapt", "--min-rps", "10", "--max-rps", "20", "--slo"],
+])
+def test_a_sweeps_rule_on_a_group_the_steps_cannot_have_is_refused(
+        tmp_path: Path, command: list[str]) -> None:
+    plugin = _plugin(tmp_path, [{"name": "login", "request_method": "GET"}])
+    p = cli(command[0], "http://127.0.0.1:9/", *command[1:], "group:logout:p99<1s",
+            "--request-source-plugin-config", plugin, "--out", str(tmp_path / "c"))
+    assert p.returncode == 2, (p.stdout, p.stderr)
+    assert "'group:logout:p99<1s' names no group of the run (by request: 'login')" \
+        in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert not (tmp_path / "c").exists()

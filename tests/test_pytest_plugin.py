@@ -312,6 +312,41 @@ def test_results_are_junit_properties(pytester: pytest.Pytester, tmp_path: Path)
     assert failure is not None and "p99<1ns" in (failure.get("message") or "")
 
 
+def test_a_grouped_load_shows_its_groups(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    # Two servers behind a round robin, grouped by the header each answers: the summary has a
+    # line of the load's groups (name, requests, share, p99) and the JUnit XML its figures;
+    # the marker's group rule reads one of them.
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.nhbench_slo("group:alpha:errors==0")
+        def test_grouped(nhbench_server, nhbench_run):
+            a = nhbench_server(response_headers={"x-served-by": "alpha"})
+            b = nhbench_server(response_headers={"x-served-by": "beta"})
+            nhbench_run(None, multi_target_endpoint=[f"127.0.0.1:{a.address[1]}",
+                                                     f"127.0.0.1:{b.address[1]}"],
+                        multi_target_path="/", connections=2, requests=40, rps=100,
+                        group_by="header:x-served-by")
+        """
+    )
+    xml = tmp_path / "junit.xml"
+    result = pytester.runpytest("-p", "no:cacheprovider", f"--junitxml={xml}")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines([
+        "*= nhbench =*",
+        "test_a_grouped_load_shows_its_groups.py::test_grouped: groups by header:x-served-by: "
+        "alpha 20 (50%) p99 *, beta 20 (50%) p99 *",
+        "*a group's p99: its request_to_response",
+    ])
+    [case] = ET.parse(xml).getroot().iter("testcase")
+    properties = {p.get("name"): p.get("value") for p in case.iter("property")}
+    assert properties["nhbench.0.groups.by"] == "header:x-served-by"
+    assert properties["nhbench.0.group.alpha.requests"] == "20"
+    assert properties["nhbench.0.group.beta.errors"] == "0"
+    assert float(properties["nhbench.0.group.beta.p99"] or 0) > 0
+
+
 def test_server_fixtures(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
         """

@@ -548,6 +548,21 @@ class ClientRun {
       }
     }
     d["endpoints"] = endpoints;
+    // Per group (--group-by), as result()'s groups without their histograms;
+    // empty without groups.
+    py::list groups;
+    nhb_group_progress gp[NHB_MAX_GROUPS + 2];
+    uint32_t ngp = nhb_run_group_progress(run_, gp, NHB_MAX_GROUPS + 2);
+    static const char* const kinds[] = {"index", "value", "none", "other"};
+    for (uint32_t i = 0; i < ngp; i++) {
+      py::dict e;
+      e["kind"] = kinds[gp[i].kind < 4 ? gp[i].kind : 0];
+      e["value"] = py::bytes(gp[i].value, gp[i].value_len);
+      e["requests"] = gp[i].requests;
+      e["errors"] = gp[i].errors;
+      groups.append(e);
+    }
+    d["groups"] = groups;
     return d;
   }
 

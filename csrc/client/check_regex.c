@@ -12,7 +12,13 @@
  * At run creation (nhb__chk_re_init) the body's patterns compile into one
  * streaming database and the headers' into another (HS_FLAG_SINGLEMATCH: a
  * check wants to know that it matched, once), the pattern id being the
- * check's index; a prototype scratch sized for both is cloned once per
+ * check's index. The compile runs in a child process (compile_bounded): how
+ * long Vectorscan takes and how much it allocates depend on the patterns'
+ * shapes in ways that no look at them bounds, and a compile cannot be
+ * interrupted in place, so the child has NHB_CHECK_RE_CPU_S of CPU and
+ * NHB_CHECK_RE_MEM_MAX of memory, and hands the serialised databases back
+ * through a pipe; past a bound the run is refused by name. A prototype
+ * scratch sized for both is cloned once per
  * worker (a scratch is used by one thread at a time). Each connection
  * state (nhb__chk_state, allocated once per connection entry) opens one
  * stream per database once; a response resets the body stream, a header
@@ -27,9 +33,17 @@
  *
  * Built without Vectorscan (pkg-config 'libhs' not found), every function is
  * a no-op and a run with a regex check is refused by name at creation. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "client/client.h"
 
@@ -151,6 +165,175 @@ static int compile_db(const nhb__chk_set* set, uint32_t mask, char (*pat)[NHB_CH
   return 0;
 }
 
+/* ---- the bounded compile ------------------------------------------------------
+ *
+ * The child compiles both databases as the run would, then writes one reply:
+ * its status, its error text and the two serialised databases, each with its
+ * length. The parent reads it as it comes (a pipe holds 64 KiB, a database up
+ * to NHB_CHECK_RE_DB_MAX), reaps the child and deserialises. A child that
+ * ends without a whole reply was stopped by a bound: SIGXCPU or SIGKILL past
+ * the CPU limit, anything else past the memory limit (Vectorscan reports a
+ * failed allocation as an error, which the reply carries). The parent gives
+ * the child RE_WALL_S of wall time as well, for a machine so loaded that the
+ * CPU seconds come slowly. */
+
+#define RE_WALL_S 120
+
+typedef struct re_reply {
+  int32_t r;
+  uint32_t err_len;
+  uint64_t len[2]; /* body, headers; 0 without */
+} re_reply;
+
+static int compile_both(const nhb__chk_set* set, char (*pat)[NHB_CHECK_TEXT_MAX + 1], hs_database_t** db,
+                        char* err, size_t err_len) {
+  int r = compile_db(set, set->body_re_mask, pat, &db[0], err, err_len);
+  if (r == 0) r = compile_db(set, set->hdr_re_mask, pat, &db[1], err, err_len);
+  return r;
+}
+
+static int write_all(int fd, const void* buf, size_t len) {
+  const char* p = buf;
+  while (len > 0) {
+    ssize_t n = write(fd, p, len);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return -1;
+    p += n;
+    len -= (size_t)n;
+  }
+  return 0;
+}
+
+/* The child's side: never returns. */
+static void compile_child(int fd, const nhb__chk_set* set, char (*pat)[NHB_CHECK_TEXT_MAX + 1]) {
+  struct rlimit cpu = {NHB_CHECK_RE_CPU_S, NHB_CHECK_RE_CPU_S + 1};
+  setrlimit(RLIMIT_CPU, &cpu);
+  /* Above what the process already maps (the interpreter, the run's tables). */
+  long pages = 0;
+  FILE* f = fopen("/proc/self/statm", "r");
+  if (f != NULL) {
+    if (fscanf(f, "%ld", &pages) != 1) pages = 0;
+    fclose(f);
+  }
+  if (pages > 0) {
+    struct rlimit as;
+    as.rlim_cur = as.rlim_max = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + NHB_CHECK_RE_MEM_MAX;
+    setrlimit(RLIMIT_AS, &as);
+  }
+  hs_database_t* db[2] = {NULL, NULL};
+  char* ser[2] = {NULL, NULL};
+  char err[512] = "";
+  re_reply rep;
+  memset(&rep, 0, sizeof(rep));
+  rep.r = compile_both(set, pat, db, err, sizeof(err));
+  for (int k = 0; k < 2 && rep.r == 0; k++) {
+    size_t len = 0;
+    if (db[k] == NULL) continue;
+    if (hs_serialize_database(db[k], &ser[k], &len) != HS_SUCCESS) {
+      rep.r = NHB_ENOMEM;
+      snprintf(err, sizeof(err), "checks: Vectorscan cannot serialise the compiled expressions");
+    }
+    rep.len[k] = len;
+  }
+  if (rep.r != 0) rep.len[0] = rep.len[1] = 0;
+  rep.err_len = (uint32_t)strlen(err);
+  int bad = write_all(fd, &rep, sizeof(rep)) < 0 || write_all(fd, err, rep.err_len) < 0;
+  for (int k = 0; k < 2 && !bad; k++)
+    if (rep.len[k] != 0) bad = write_all(fd, ser[k], rep.len[k]) < 0;
+  _exit(bad ? 3 : 0);
+}
+
+/* Reads len bytes by the deadline (CLOCK_MONOTONIC ns); 0, or -1 at the end
+ * of the pipe, an error or the deadline. */
+static int read_all(int fd, void* buf, size_t len, uint64_t deadline) {
+  char* p = buf;
+  while (len > 0) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    uint64_t now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    if (now >= deadline) return -1;
+    struct pollfd pfd = {fd, POLLIN, 0};
+    int ms = (int)((deadline - now) / 1000000u) + 1;
+    int pr = poll(&pfd, 1, ms);
+    if (pr < 0 && errno == EINTR) continue;
+    if (pr <= 0) return -1;
+    ssize_t n = read(fd, p, len);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return -1;
+    p += n;
+    len -= (size_t)n;
+  }
+  return 0;
+}
+
+static int compile_bounded(const nhb__chk_set* set, char (*pat)[NHB_CHECK_TEXT_MAX + 1], hs_database_t** db,
+                           char* err, size_t err_len) {
+  int fds[2];
+  /* Close-on-exec: a process another thread starts meanwhile must not hold
+   * the write end, or a child stopped by a bound would not end the read. */
+  if (pipe2(fds, O_CLOEXEC) != 0) return re_error(err, err_len, -1, "regular expressions: cannot open a pipe to compile them");
+  pid_t pid = fork();
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    return re_error(err, err_len, -1, "regular expressions: cannot start the process that compiles them");
+  }
+  if (pid == 0) {
+    close(fds[0]);
+    compile_child(fds[1], set, pat);
+  }
+  close(fds[1]);
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  uint64_t deadline = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec + RE_WALL_S * 1000000000ull;
+  re_reply rep;
+  char why[512];
+  char* buf[2] = {NULL, NULL};
+  int whole = read_all(fds[0], &rep, sizeof(rep), deadline) == 0 && rep.err_len < sizeof(why) &&
+              rep.len[0] <= NHB_CHECK_RE_DB_MAX * 4ull && rep.len[1] <= NHB_CHECK_RE_DB_MAX * 4ull &&
+              read_all(fds[0], why, rep.err_len, deadline) == 0;
+  for (int k = 0; k < 2 && whole; k++) {
+    if (rep.len[k] == 0) continue;
+    buf[k] = malloc(rep.len[k]);
+    whole = buf[k] != NULL && read_all(fds[0], buf[k], rep.len[k], deadline) == 0;
+  }
+  close(fds[0]);
+  if (!whole) kill(pid, SIGKILL);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  int r = 0;
+  if (!whole) {
+    int sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+    if (err != NULL && err_len > 0) {
+      if (sig == SIGXCPU || sig == SIGKILL)
+        snprintf(err, err_len,
+                 "checks: compiling the regular expressions took over %u s of CPU (or %d s in all): "
+                 "simplify them (fewer or smaller bounded repeats and alternations)",
+                 NHB_CHECK_RE_CPU_S, RE_WALL_S);
+      else
+        snprintf(err, err_len,
+                 "checks: compiling the regular expressions needed over %llu MiB of memory "
+                 "(the compiler ended %s %d): simplify them",
+                 (unsigned long long)(NHB_CHECK_RE_MEM_MAX >> 20), sig != 0 ? "by signal" : "with status",
+                 sig != 0 ? sig : WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    }
+    r = NHB_EINVAL;
+  } else if (rep.r != 0) {
+    why[rep.err_len] = '\0';
+    if (err != NULL && err_len > 0) snprintf(err, err_len, "%s", why);
+    r = rep.r;
+  } else {
+    for (int k = 0; k < 2 && r == 0; k++) {
+      if (buf[k] != NULL && hs_deserialize_database(buf[k], rep.len[k], &db[k]) != HS_SUCCESS)
+        r = re_error(err, err_len, -1, "Vectorscan cannot load the compiled expressions");
+    }
+  }
+  free(buf[0]);
+  free(buf[1]);
+  return r;
+}
+
 int nhb__chk_re_init(nhb__chk_set* set, int nworkers, char* err, size_t err_len) {
   set->re = NULL;
   if ((set->body_re_mask | set->hdr_re_mask) == 0) return 0;
@@ -173,8 +356,11 @@ int nhb__chk_re_init(nhb__chk_set* set, int nworkers, char* err, size_t err_len)
     }
     memcpy(pat[i], c->text, c->text_len);
   }
-  if ((r = compile_db(set, set->body_re_mask, pat, &re->body, err, err_len)) < 0) goto out;
-  if ((r = compile_db(set, set->hdr_re_mask, pat, &re->hdr, err, err_len)) < 0) goto out;
+  hs_database_t* db[2] = {NULL, NULL};
+  r = compile_bounded(set, pat, db, err, err_len);
+  re->body = db[0];
+  re->hdr = db[1];
+  if (r < 0) goto out;
   hs_scratch_t* proto = NULL;
   r = NHB_ENOMEM;
   if (re->body != NULL && hs_alloc_scratch(re->body, &proto) != HS_SUCCESS) goto out_proto;

@@ -67,6 +67,7 @@ static void publish(nhb__worker* w) {
                           memory_order_relaxed);
   }
   nhb__pool_endpoints_publish(w);
+  if (w->grp != NULL) nhb__grp_publish(w);
 }
 
 /* ---- load-generator health ---------------------------------------------- */

@@ -1019,6 +1019,9 @@ void nhb__grp_run_free(nhb_run* run);
 int nhb__grp_by_header(const nhb_run* run);
 void nhb__grp_end_warmup(nhb__worker* w);
 void nhb__grp_merge(nhb_run* run);
+/* The worker's group counts for the live view (nhb_run_group_progress):
+ * called with the other live counters, every 10 ms, not per request. */
+void nhb__grp_publish(nhb__worker* w);
 void nhb__grp_response(nhb__worker* w, nhb__slot* s, uint64_t latency, int klass);
 void nhb__grp_failed(nhb__worker* w, nhb__slot* s, nhb_counter_t reason);
 /* The requests in the worker's groups (the fuzz targets' invariant). */

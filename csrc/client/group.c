@@ -39,6 +39,12 @@
 struct nhb__grp_worker {
   nhb_group_stats* g; /* run->grp->n entries */
   uint32_t nvalues;   /* header mode: values taken so far (entries 1..nvalues) */
+  /* The live view's copy (nhb__grp_publish): each entry's requests and
+   * errors, and how many values are published. A value's bytes are written
+   * once, before the release store that publishes it, and never again, so a
+   * reader that loads pub_nvalues with acquire reads them whole. */
+  _Atomic uint64_t* pub; /* 2 per entry */
+  _Atomic uint32_t pub_nvalues;
 };
 
 /* The run's configuration, copied, and the merged statistics. */
@@ -134,6 +140,8 @@ int nhb__grp_run_init(nhb_run* run, char* err, size_t err_len) {
     if (w->grp == NULL) return NHB_ENOMEM;
     w->grp->g = table_alloc(g->n, header);
     if (w->grp->g == NULL) return NHB_ENOMEM;
+    w->grp->pub = calloc((size_t)g->n * 2, sizeof(_Atomic uint64_t));
+    if (w->grp->pub == NULL) return NHB_ENOMEM;
   }
   return 0;
 }
@@ -145,6 +153,7 @@ void nhb__grp_run_free(nhb_run* run) {
     nhb__worker* w = &run->workers[i];
     if (w->grp == NULL) continue;
     table_free(w->grp->g, g->n);
+    free((void*)w->grp->pub);
     free(w->grp);
     w->grp = NULL;
   }
@@ -345,6 +354,71 @@ void nhb__grp_merge(nhb_run* run) {
     }
     g->nglobal = nvalues + 2;
   }
+}
+
+/* ---- the live view ---------------------------------------------------------------- */
+
+void nhb__grp_publish(nhb__worker* w) {
+  nhb__grp_worker* gw = w->grp;
+  for (uint32_t i = 0; i < w->run->grp->n; i++) {
+    const nhb_group_stats* e = &gw->g[i];
+    atomic_store_explicit(&gw->pub[2 * i], e->requests, memory_order_relaxed);
+    atomic_store_explicit(&gw->pub[2 * i + 1], e->requests - e->classes[2], memory_order_relaxed);
+  }
+  atomic_store_explicit(&gw->pub_nvalues, gw->nvalues, memory_order_release);
+}
+
+static void progress_add(nhb_group_progress* dst, const nhb__grp_worker* gw, uint32_t i) {
+  dst->requests += atomic_load_explicit(&gw->pub[2 * i], memory_order_relaxed);
+  dst->errors += atomic_load_explicit(&gw->pub[2 * i + 1], memory_order_relaxed);
+}
+
+uint32_t nhb_run_group_progress(const nhb_run* run, nhb_group_progress* out, uint32_t max) {
+  const nhb__grp_run* g = run->grp;
+  if (g == NULL || out == NULL || max == 0) return 0;
+  if (g->hdr_len == 0) {
+    uint32_t n = g->n < max ? g->n : max;
+    memset(out, 0, (size_t)n * sizeof(*out));
+    for (uint32_t k = 0; k < n; k++) out[k].kind = NHB_GROUP_INDEX;
+    for (int i = 0; i < run->nworkers; i++)
+      for (uint32_t k = 0; k < n; k++) progress_add(&out[k], run->workers[i].grp, k);
+    return n;
+  }
+  /* By a header: "none", the values joined by value (bounded as the merge
+   * is), "other" last. */
+  if (max < 2) return 0;
+  uint32_t cap = max - 2 < NHB_MAX_GROUPS ? max - 2 : NHB_MAX_GROUPS;
+  nhb_group_progress other;
+  memset(out, 0, sizeof(*out));
+  memset(&other, 0, sizeof(other));
+  out[0].kind = NHB_GROUP_NONE;
+  other.kind = NHB_GROUP_OTHER;
+  uint32_t nvalues = 0;
+  for (int i = 0; i < run->nworkers; i++) {
+    const nhb__grp_worker* gw = run->workers[i].grp;
+    progress_add(&out[0], gw, GRP_NONE);
+    progress_add(&other, gw, GRP_OTHER);
+    uint32_t seen = atomic_load_explicit(&gw->pub_nvalues, memory_order_acquire);
+    for (uint32_t k = 1; k <= seen && k <= NHB_MAX_GROUPS; k++) {
+      const nhb_group_stats* e = &gw->g[k];
+      uint32_t j = 1;
+      while (j <= nvalues && !(out[j].value_len == e->value_len && memcmp(out[j].value, e->value, e->value_len) == 0))
+        j++;
+      nhb_group_progress* dst = &other;
+      if (j <= nvalues) {
+        dst = &out[j];
+      } else if (nvalues < cap) {
+        dst = &out[++nvalues];
+        memset(dst, 0, sizeof(*dst));
+        dst->kind = NHB_GROUP_VALUE;
+        dst->value_len = e->value_len;
+        memcpy(dst->value, e->value, e->value_len);
+      }
+      progress_add(dst, gw, k);
+    }
+  }
+  out[nvalues + 1] = other;
+  return nvalues + 2;
 }
 
 const nhb_group_stats* nhb_run_group_stats(const nhb_run* run, uint32_t* count) {

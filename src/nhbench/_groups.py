@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ._exceptions import OptionsError
 from ._request import RequestSpec
 
 if TYPE_CHECKING:
@@ -39,7 +40,10 @@ __all__ = [
     "GroupPlan",
     "group_plan",
     "route_template",
+    "refuse_unknown_group_rules",
     "spread",
+    "unknown_group_rule",
+    "value_name",
 ]
 
 # The core's NHB_MAX_GROUPS and NHB_GROUP_VALUE_MAX (csrc/nhb.h).
@@ -47,6 +51,11 @@ MAX_GROUPS = 64
 MAX_VALUE_BYTES = 128
 NONE_GROUP = "(none)"
 OTHER_GROUP = "(other)"
+
+# A header value that reads as a reserved name, or as one already escaped, takes one more
+# backslash in front: (none) is named \(none) and \(none) \\(none). The map is
+# one to one and never gives "(none)" or "(other)", which only the core's own buckets are.
+_RESERVED_LOOKALIKE = re.compile(r"\\*\((?:none|other)\)")
 
 _NUMBER = re.compile(r"[0-9]+")
 _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
@@ -141,6 +150,52 @@ def group_plan(options: Options, specs: Sequence[RequestSpec]) -> GroupPlan | No
         keys = [_kind(spec, options) for spec in specs]
     names, spec_group = _indexed(keys)
     return GroupPlan(by=by, names=names, spec_group=spec_group)
+
+
+def value_name(value: str) -> str:
+    """The group name of a response header's value: the value itself, except that one that
+    reads as a reserved name ``(none)``/``(other)`` (or as such a name escaped) gets a
+    backslash in front, so that no server can merge its value into the reserved buckets by
+    name, nor two values into one name."""
+    return "\\" + value if _RESERVED_LOOKALIKE.fullmatch(value) else value
+
+
+def unknown_group_rule(options: Options, specs: Sequence[RequestSpec],
+                       rules: Sequence[str] | None = None) -> str | None:
+    """The first ``group:NAME:RULE`` of `rules` (default: the run's ``--slo``) that can name
+    no group of the run, in words; None when each can. By request kind or target the groups
+    are known before the run; by a header the values are the server's (any name may come),
+    and a run without groups has none."""
+    from .options import StopRule
+
+    texts = options.slo if rules is None else rules
+    parsed = [StopRule.parse(text) for text in texts if str(text).lstrip().startswith("group:")]
+    rules_on_groups = [rule for rule in parsed if rule.group is not None]
+    if not rules_on_groups:
+        return None
+    plan = group_plan(options, specs)
+    for rule in rules_on_groups:
+        if plan is None:
+            return (f"{rule.expression!r} names a group, but the run has no groups "
+                    "(--group-by request, target or header:NAME)")
+        if plan.header is None and rule.group not in plan.names:
+            shown = ", ".join(repr(n) for n in plan.names[:8])
+            more = f" and {len(plan.names) - 8} more" if len(plan.names) > 8 else ""
+            return (f"{rule.expression!r} names no group of the run (by {plan.by}: "
+                    f"{shown}{more})")
+    return None
+
+
+def refuse_unknown_group_rules(options: Options) -> None:
+    """`unknown_group_rule` as bad input (OptionsError, exit 2), before anything is sent,
+    rather than a rule that fails after the run for want of data."""
+    if not any(rule.lstrip().startswith("group:") for rule in options.slo):
+        return
+    from .options import request_specs
+
+    unknown = unknown_group_rule(options, request_specs(options))
+    if unknown is not None:
+        raise OptionsError(f"slo: {unknown}", "slo")
 
 
 def spread(shares: Sequence[int]) -> float | None:

@@ -6,22 +6,33 @@
   a CI log, through ``tee`` or in a file.
 * `LiveDisplay`: on a terminal, a `rich` live display on stderr (time remaining, the live
   numbers and, when connections spread over several endpoints, each endpoint's
-  `format_endpoints` line) with the interval lines printed above it; it is transient, so it disappears when
-  the run ends and the report starts on a clean line. `rich` is imported only when it is
-  shown.
+  `format_endpoints` line, and with ``--group-by`` the `format_groups` line) with the interval
+  lines printed above it; it is transient, so it disappears when the run ends and the report
+  starts on a clean line. `rich` is imported only when it is shown.
+* `format_groups`: a grouped run's groups on one bounded line (the largest `SHOWN_GROUPS`,
+  names cut to `GROUP_NAME_CHARS`, the rest counted), for the live display and the pytest
+  plugin's summary.
 """
 
 from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Iterable
 from typing import Any, TextIO
 
-from ._format import format_seconds
+from ._format import format_seconds, printable
 from ._progress import Progress
 from ._timeline import IntervalRecord
 
-__all__ = ["IntervalLines", "LiveDisplay", "format_endpoints", "format_interval"]
+__all__ = ["GROUP_NAME_CHARS", "SHOWN_GROUPS", "IntervalLines", "LiveDisplay",
+           "format_endpoints", "format_groups", "format_interval"]
+
+#: A groups line names at most this many groups, the largest first, and counts the rest: a
+#: header may have 64 values and a request source 64 kinds.
+SHOWN_GROUPS = 8
+#: ... and at most this many characters of each name (a header's value may have 128).
+GROUP_NAME_CHARS = 32
 
 
 def _latency(value: float | None) -> str:
@@ -49,6 +60,32 @@ def format_endpoints(progress: Progress) -> list[str]:
         f"({100 * e.requests / total if total else 0:.0f}%)  errors {e.errors:,}"
         for e in progress.endpoints
     ]
+
+
+def _shown_name(name: str) -> str:
+    # A header's value is the server's: a control character (a C1 one decoded from latin-1
+    # included) is written as an escape rather than sent to the terminal.
+    text = printable(name)
+    return text if len(text) <= GROUP_NAME_CHARS else text[:GROUP_NAME_CHARS - 1] + "…"
+
+
+def format_groups(groups: Iterable[tuple[str, int, int, float | None]]) -> str:
+    """A grouped run's groups, each given as (name, requests, errors, p99 in seconds or
+    None), on one line: the largest `SHOWN_GROUPS` by requests with their share, errors
+    and p99, then how many more, e.g. ``alpha 45 (50%), beta 45 (50%) 2 errors, +3 more``."""
+    rows = sorted(groups, key=lambda g: -g[1])
+    total = sum(g[1] for g in rows)
+    cells = []
+    for name, requests, errors, p99 in rows[:SHOWN_GROUPS]:
+        cell = f"{_shown_name(name)} {requests:,} ({100 * requests / total if total else 0:.0f}%)"
+        if errors:
+            cell += f" {errors:,} error{'s' if errors != 1 else ''}"
+        if p99 is not None:
+            cell += f" p99 {format_seconds(p99)}"
+        cells.append(cell)
+    if len(rows) > SHOWN_GROUPS:
+        cells.append(f"+{len(rows) - SHOWN_GROUPS} more")
+    return ", ".join(cells)
 
 
 class IntervalLines:
@@ -139,6 +176,9 @@ class LiveDisplay:
             grid.add_column()
         grid.add_row(*row)
         lines = format_endpoints(progress) if progress is not None else []
+        if progress is not None and progress.groups:
+            lines.append("  groups: " + format_groups(
+                (g.name, g.requests, g.errors, None) for g in progress.groups))
         if not lines:
             return grid
         from rich.console import Group

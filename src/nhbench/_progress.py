@@ -12,9 +12,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._groups import NONE_GROUP, OTHER_GROUP, value_name
 from ._names import error_total
 
-__all__ = ["EndpointProgress", "Progress"]
+__all__ = ["EndpointProgress", "GroupProgress", "Progress"]
 
 
 @dataclass(frozen=True)
@@ -30,18 +31,56 @@ class EndpointProgress:
 
 
 @dataclass(frozen=True)
+class GroupProgress:
+    """One group's live counts (``--group-by``, docs/engine.md "Groups"), named as the
+    result names it: requests that ended in it (responses and failures) and, of those,
+    errors (all but the 2xx responses)."""
+
+    name: str
+    requests: int = 0
+    errors: int = 0
+
+
+def group_progress(raw: Sequence[Mapping[str, Any]], names: Sequence[str]) -> tuple[
+        GroupProgress, ...]:
+    """The core's live group entries (``progress()["groups"]``) named: by request kind or
+    target by `names` (the plan's, in the core's order), by a header by value; the
+    reserved buckets only when they took requests."""
+    out: list[GroupProgress] = []
+    for i, entry in enumerate(raw):
+        kind = entry.get("kind")
+        requests = int(entry.get("requests", 0))
+        if kind in ("none", "other") and not requests:
+            continue
+        if kind == "value":
+            name = value_name(bytes(entry.get("value", b"")).decode("latin-1"))
+        elif kind == "none":
+            name = NONE_GROUP
+        elif kind == "other":
+            name = OTHER_GROUP
+        else:
+            name = names[i] if i < len(names) else f"group_{i}"
+        out.append(GroupProgress(name, requests, int(entry.get("errors", 0))))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
 class Progress:
     """A live snapshot: seconds since the start, the counters summed over workers and,
-    with several endpoints, each one's counts (in the result's endpoint order)."""
+    with several endpoints, each one's counts (in the result's endpoint order); with
+    ``--group-by``, each group's (in the result's group order)."""
 
     elapsed: float
     counters: Mapping[str, int] = field(default_factory=dict)
     endpoints: Sequence[EndpointProgress] = ()
+    groups: Sequence[GroupProgress] = ()
 
     @classmethod
-    def from_core(cls, snapshot: Mapping[str, Any], endpoints: Sequence[str] = ()) -> Progress:
+    def from_core(cls, snapshot: Mapping[str, Any], endpoints: Sequence[str] = (),
+                  groups: Sequence[str] = ()) -> Progress:
         """`endpoints` names the core's per-endpoint entries in order (``endpoint_i`` when
-        the numbers differ, as in the result)."""
+        the numbers differ, as in the result); `groups` the planned groups by request kind
+        or target (`group_progress`)."""
         raw = list(snapshot.get("endpoints") or ())
         names = list(endpoints) if len(endpoints) == len(raw) else [
             f"endpoint_{i}" for i in range(len(raw))]
@@ -52,6 +91,7 @@ class Progress:
                 EndpointProgress(name, int(e.get("connections", 0)), int(e.get("requests", 0)),
                                  int(e.get("errors", 0)))
                 for name, e in zip(names, raw, strict=True)),
+            groups=group_progress(snapshot.get("groups") or (), groups),
         )
 
     @property

@@ -54,7 +54,7 @@ from pydantic import (
 from . import _histogram, _notebook
 from ._compare import Comparison
 from ._compare import compare as _compare
-from ._groups import NONE_GROUP, OTHER_GROUP, group_plan, spread
+from ._groups import NONE_GROUP, OTHER_GROUP, group_plan, spread, value_name
 from ._names import (
     COUNTERS,
     HISTOGRAM_IDS,
@@ -561,7 +561,9 @@ class GroupResult(BaseModel):
 
     name: str = Field(description="The request kind, the target, or the header's value; "
                       "(none) for responses without the header and requests without a "
-                      "response, (other) past the bound of 64 groups.")
+                      "response, (other) past the bound of 64 groups. A header value that "
+                      "reads (none) or (other), with any backslashes before it, is named "
+                      "with one backslash more.")
     requests: int = Field(default=0, description="Measured requests that ended in it: "
                           "responses and failures.")
     share: float = Field(default=0.0, description="Its requests over the run's grouped "
@@ -619,7 +621,7 @@ class Groups(BaseModel):
             if kind in ("none", "other") and not d.get("requests"):
                 continue  # the core always has both; shown when they took requests
             if kind == "value":
-                name = bytes(d.get("value", b"")).decode("latin-1")
+                name = value_name(bytes(d.get("value", b"")).decode("latin-1"))
             elif kind == "none":
                 name = NONE_GROUP
             elif kind == "other":

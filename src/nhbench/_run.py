@@ -23,6 +23,7 @@ from ._exceptions import (
     CoreError,
     CoreUnavailableError,
 )
+from ._groups import group_plan, refuse_unknown_group_rules
 from ._progress import Progress
 from ._push import MetricsPush
 from ._result import Result
@@ -38,6 +39,7 @@ from .options import (
     core_check_error,
     format_address,
     make_options,
+    request_specs,
     resolve,
     target_addresses,
     until_targets,
@@ -100,6 +102,8 @@ class Benchmark:
 
     def __init__(self, uri: str | Options | None = None, /, **options: Any) -> None:
         self.options: Options = make_options(uri, **options)
+        refuse_unknown_group_rules(self.options)
+        self._planned_groups: list[str] | None = None
         self.address: str | None = None
         self.addresses: list[str] = []
         self._run: Any = None
@@ -206,7 +210,19 @@ class Benchmark:
 
     def progress(self) -> Progress:
         """A live snapshot (cheap; any time after start)."""
-        return Progress.from_core(self._core_run().progress(), self.endpoint_names())
+        snapshot = self._core_run().progress()
+        return Progress.from_core(snapshot, self.endpoint_names(),
+                                  self._group_names(snapshot.get("groups")))
+
+    def _group_names(self, groups: Any) -> list[str]:
+        # The planned groups' names (by request kind or target), worked out once, when the
+        # core first shows groups of that kind: a header's values name themselves.
+        if not groups or groups[0].get("kind") != "index":
+            return []
+        if self._planned_groups is None:
+            plan = group_plan(self.options, request_specs(self.options))
+            self._planned_groups = list(plan.names) if plan is not None else []
+        return self._planned_groups
 
     def intervals(self) -> list[IntervalRecord]:
         """The live-statistics intervals closed since the last call (docs/live.md); empty

@@ -11,13 +11,21 @@
 
 What must hold: the run ends normally, pass + fail of each check = responses, the verdicts are
 the right ones.
+
+And patterns whose compile is the attack: within every cheap bound (256 bytes, repeat counts at
+most 1000, 32 checks), 32 alternations repeated through bounded gaps take Vectorscan most of a
+minute of CPU. The compile runs in a child process with a CPU and a memory limit
+(csrc/client/check_regex.c): the run is refused by name, exit 2, well before that, and nothing
+is sent.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
+from support.cli import nhbench_cli as cli
 
 import nhbench
 from tests.hostile.test_check_attacks import _judge, _response
@@ -79,3 +87,31 @@ def test_hostile_responses(case: str, response: bytes, checks: list[str],
     c = _judge(response, checks, piece)
     for name, ok in passing.items():
         assert c[f"check.{name}.{'pass' if ok else 'fail'}"] == c["answered"], (case, name, c)
+
+
+# Alternations of prefixes repeated through bounded gaps: 30 * 32 = 960 repeats, under the
+# bound of 1000, 50 bytes; compiled 32 at a time they took 46 s of one CPU before the limit.
+SLOW = "(?:a|ab|abc|abcd)(?:.{0,30}(?:a|ab|abc|abcd)){30}"
+
+
+def test_a_compile_past_the_cpu_limit_is_refused_by_name() -> None:
+    with nhbench.TestServer("127.0.0.1:0") as server:
+        checks = [f"--check=c{i}=body =~ /{SLOW}{i}/" for i in range(32)]
+        started = time.monotonic()
+        p = cli("run", server.url, "--requests", "1", *checks, timeout=100)
+        took = time.monotonic() - started
+        served = server.stats()["requests"]
+    assert p.returncode == 2, (p.returncode, p.stderr[-400:])
+    assert "compiling the regular expressions took over 5 s of CPU" in p.stderr, p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert served == 0
+    # The limit is CPU seconds: a loaded machine stretches them, but not to the 46 s of CPU
+    # the compile needs.
+    assert took < 90, took
+
+
+def test_patterns_within_the_limits_still_compile_and_judge(big_a: nhbench.TestServer) -> None:
+    # The same shape, once: about a second of compile, under the limit; every body of a's
+    # has the a's the pattern wants and passes.
+    result = nhbench.run(big_a.url, requests=3, check=[f"c=body =~ /{SLOW}/"])
+    assert result.counters["check.c.pass"] == 3, result.counters

@@ -53,9 +53,14 @@ def _grouped(respond: Callable[[int], bytes], piece: int | None = None, gap: flo
 
 
 def test_ten_thousand_distinct_values_stay_bounded() -> None:
+    seen: list[nhbench.Progress] = []
     result = _grouped(lambda n: _response([b"X-Served-By: backend-%d" % n]),
-                      requests=10_000, rps=5000)
+                      requests=10_000, rps=5000, on_progress=seen.append)
     assert result.groups is not None
+    # The live view has the result's bound: 64 values, then "(other)".
+    live = [p for p in seen if p.groups]
+    assert live and all(len(p.groups) <= 65 for p in live)
+    assert sum(g.requests for g in live[-1].groups) <= 10_000
     names = [g.name for g in result.groups.groups]
     assert result.counters["benchmark.http_2xx"] == 10_000
     assert names[-1] == "(other)" and "(none)" not in names
@@ -102,3 +107,18 @@ def test_interim_and_trailer_fields_do_not_choose() -> None:
     result = _grouped(lambda n: chunked)
     assert result.groups is not None
     assert [g.name for g in result.groups.groups if g.requests] == ["(none)"]
+
+
+def test_a_value_a_terminal_would_act_on_is_shown_escaped() -> None:
+    # 0x9b is obs-text to HTTP and a one-byte CSI to some terminals: the group keeps the
+    # value, the human report and the groups line show it escaped.
+    from nhbench._live import format_groups
+
+    result = _grouped(lambda n: _response([b"X-Served-By: a\x9b2Jb"]))
+    assert result.groups is not None
+    [group] = [g for g in result.groups.groups if g.requests]
+    assert group.name == "a\x9b2Jb"
+    report = result.render("human")
+    line = format_groups([(group.name, group.requests, group.errors, None)])
+    for text in (report, line):
+        assert "\x9b" not in text and "a\\x9b2Jb" in text

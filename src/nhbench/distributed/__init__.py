@@ -14,10 +14,17 @@ from __future__ import annotations
 
 from .._run import Benchmark, BenchmarkProtocol
 from ..options import Options
-from ._cluster import Cluster, ClusterBenchmark, merge_core, merge_intervals, merge_stats
+from ._cluster import (
+    Cluster,
+    ClusterBenchmark,
+    merge_core,
+    merge_groups,
+    merge_intervals,
+    merge_stats,
+)
 
-__all__ = ["BenchmarkProtocol", "Cluster", "ClusterBenchmark", "make_benchmark", "merge_core", "merge_intervals",
-           "merge_stats"]
+__all__ = ["BenchmarkProtocol", "Cluster", "ClusterBenchmark", "make_benchmark", "merge_core", "merge_groups",
+           "merge_intervals", "merge_stats"]
 
 
 def make_benchmark(options: Options) -> BenchmarkProtocol:

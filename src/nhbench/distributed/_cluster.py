@@ -27,7 +27,8 @@ from datetime import datetime, timezone
 from typing import Any
 
 from .._exceptions import NHBenchError, OptionsError, RunError
-from .._progress import EndpointProgress, Progress
+from .._groups import MAX_GROUPS, NONE_GROUP, OTHER_GROUP, refuse_unknown_group_rules
+from .._progress import EndpointProgress, GroupProgress, Progress
 from .._push import MetricsPush
 from .._result import HostEntry, Result, WorkerResult
 from .._run import Benchmark
@@ -35,8 +36,8 @@ from .._timeline import IntervalRecord
 from .._version import __version__
 from ..options import Options
 
-__all__ = ["Cluster", "ClusterBenchmark", "merge_core", "merge_endpoints", "merge_intervals",
-           "merge_stats"]
+__all__ = ["Cluster", "ClusterBenchmark", "merge_core", "merge_endpoints", "merge_groups",
+           "merge_intervals", "merge_stats"]
 
 _NS = 1_000_000_000
 # Clock rounds per node: the round with the shortest round trip bounds the offset best,
@@ -166,6 +167,7 @@ class _LoadActor:
         return {"elapsed": snapshot.elapsed, "counters": dict(snapshot.counters),
                 "endpoints": [(e.name, e.connections, e.requests, e.errors)
                               for e in snapshot.endpoints],
+                "groups": [(g.name, g.requests, g.errors) for g in snapshot.groups],
                 "intervals": benchmark.take_raw()}
 
     def stop(self) -> None:
@@ -278,6 +280,61 @@ def merge_endpoints(parts: Sequence[tuple[Sequence[str], Sequence[Mapping[str, A
     return names, out
 
 
+def _merge_group(entries: Sequence[Mapping[str, Any]], kind: str, value: bytes) -> dict[str, Any]:
+    classes = [0] * 6
+    for entry in entries:
+        for k, count in enumerate(entry.get("classes") or ()):
+            classes[k] += int(count)
+    return {
+        "kind": kind, "value": value,
+        "requests": sum(int(e.get("requests", 0)) for e in entries),
+        "classes": classes,
+        "failures": sum(int(e.get("failures", 0)) for e in entries),
+        "check_failed": sum(int(e.get("check_failed", 0)) for e in entries),
+        "latency": _merge_moments([e.get("latency") or {} for e in entries], with_counts=True),
+    }
+
+
+def merge_groups(parts: Sequence[Sequence[Mapping[str, Any]]]) -> list[dict[str, Any]]:
+    """The groups (``--group-by``, docs/engine.md "Groups") of several nodes' core results,
+    merged as the core merges its workers' (csrc/client/group.c): by request kind or target
+    every node has the same planned groups in the same order, so they add index by index; by
+    a header the values join by value, in the order they first appear, at most `MAX_GROUPS`
+    of them, the rest (and each node's own "other") into "other", each node's "none" into
+    "none". Counts add and the latency's HDR counts add (`_merge_moments`): exact. The shape
+    is the core's: "none", the values, then "other"."""
+    parts = [list(p) for p in parts if p]
+    if not parts:
+        return []
+    if all(e.get("kind") == "index" for p in parts for e in p):
+        width = max(len(p) for p in parts)
+        return [_merge_group([p[i] for p in parts if i < len(p)], "index", b"")
+                for i in range(width)]
+    none: list[Mapping[str, Any]] = []
+    other: list[Mapping[str, Any]] = []
+    values: dict[bytes, list[Mapping[str, Any]]] = {}
+    for part in parts:
+        for entry in part:
+            kind = entry.get("kind")
+            if kind == "none":
+                none.append(entry)
+            elif kind == "other":
+                other.append(entry)
+            elif not int(entry.get("requests", 0)):
+                continue  # a value only the warm-up saw, as the core's own merge drops it
+            else:
+                value = bytes(entry.get("value", b""))
+                if value in values:
+                    values[value].append(entry)
+                elif len(values) < MAX_GROUPS:
+                    values[value] = [entry]
+                else:
+                    other.append(entry)
+    return [_merge_group(none, "none", b""),
+            *(_merge_group(entries, "value", value) for value, entries in values.items()),
+            _merge_group(other, "other", b"")]
+
+
 def _shift(stats: Mapping[str, Any], offset_ns: int) -> dict[str, Any]:
     # A node's start, moved from its clock to the controller's.
     out = dict(stats)
@@ -340,6 +397,7 @@ def merge_core(cores: Sequence[Mapping[str, Any]], offsets_ns: Sequence[int]) ->
         "error": next((core.get("error") for core in cores if core.get("error")), None),
         "insecure": any(bool(core.get("insecure")) for core in cores),
         "warmup": merge_stats(warmups, max(1, len(workers))) if warmups else None,
+        "groups": merge_groups([core.get("groups") or () for core in cores]),
         "schedule": {
             "released": sum(int(s.get("released", 0)) for s in schedules),
             "no_catchup_moves": sum(int(s.get("no_catchup_moves", 0)) for s in schedules),
@@ -406,6 +464,7 @@ class ClusterBenchmark:
     """One run on a Ray cluster, with `Benchmark`'s face: ``run()`` and ``stop()``."""
 
     def __init__(self, options: Options) -> None:
+        refuse_unknown_group_rules(options)
         self.options = options
         self._stop_requested = False
         self._stop_sent = False
@@ -653,6 +712,7 @@ class ClusterBenchmark:
         elapsed = 0.0
         counters: dict[str, int] = {}
         endpoints: dict[str, list[int]] = {}
+        groups: dict[str, list[int]] = {}
         seen = False
         for ref in ready:
             try:
@@ -670,11 +730,21 @@ class ClusterBenchmark:
                 sums = endpoints.setdefault(str(name), [0, 0, 0])
                 for i, value in enumerate(values):
                     sums[i] += int(value)
+            for name, requests, errors in snapshot.get("groups") or ():
+                # By name, with the bound of the result's merge (`merge_groups`).
+                key = str(name)
+                if key not in groups and key not in (NONE_GROUP, OTHER_GROUP) and sum(
+                        k not in (NONE_GROUP, OTHER_GROUP) for k in groups) >= MAX_GROUPS:
+                    key = OTHER_GROUP
+                sums = groups.setdefault(key, [0, 0])
+                sums[0] += int(requests)
+                sums[1] += int(errors)
         if not seen:
             return None
         return Progress(elapsed=elapsed, counters=counters,
                         endpoints=tuple(EndpointProgress(name, *sums)
-                                        for name, sums in endpoints.items()))
+                                        for name, sums in endpoints.items()),
+                        groups=tuple(GroupProgress(name, *sums) for name, sums in groups.items()))
 
     def _collect(self, host: _Host, raws: Sequence[Mapping[str, Any]]) -> None:
         for raw in raws:

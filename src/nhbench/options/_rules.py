@@ -95,7 +95,9 @@ _FIELDS = ("min", "max", "mean")
 # check:NAME, a response check's pass share.
 _CHECK_METRIC = re.compile(r"check:([A-Za-z0-9_-]{1,64})")
 # group:NAME:RULE, a rule on one group of a run with --group-by (docs/engine.md "Groups").
-_GROUP_RULE = re.compile(r"group:([^:]{1,128}):(.+)", re.DOTALL)
+# A group's rule has no colon, so NAME is everything up to the last one: targets
+# (host:port) and header values may hold colons.
+_GROUP_RULE = re.compile(r"group:(.{1,128}):([^:]+)", re.DOTALL)
 _GROUP_METRICS = ("latency", "error_rate", "errors")
 
 
@@ -189,8 +191,11 @@ class StopRule:
             # A group's figures (--group-by): pNN/min/max/mean of its uncorrected latency
             # (request_to_response: the corrected one is run-wide), error_rate, errors.
             inner = cls.parse(grouped[2])
+            # group:NAME:STATISTIC:pNN reads a statistic a group does not keep.
+            named = grouped[1].rpartition(":")[2].strip()
             if inner.metric not in _GROUP_METRICS or inner.group is not None or (
-                    inner.metric == "latency" and inner.statistic != HEADLINE_STATISTIC):
+                    inner.metric == "latency" and inner.statistic != HEADLINE_STATISTIC) or (
+                    named in HISTOGRAM_IDS or named in STREAM_IDS):
                 raise ValueError(f"{text!r}: a group's rule reads pNN, min, max, mean, "
                                  "error_rate or errors (group:NAME:p99<5ms)")
             return replace(inner, expression=expression, group=grouped[1].strip())

@@ -113,6 +113,11 @@ def _method(value: object, where: str) -> str | None:
     return None if name == "METHOD_UNSPECIFIED" else name
 
 
+# The names --group-by keeps for its own buckets (nhbench._groups NONE_GROUP, OTHER_GROUP):
+# an entry named so would be counted under a name that means something else.
+_RESERVED_NAMES = ("(none)", "(other)")
+
+
 def _option(data: object, where: str) -> RequestSpec:
     """One RequestOptions as Nighthawk's OptionsListRequestSource turns it into a request."""
     # `checks` is nhbench's own field (the entry's response checks, docs/checks.md), which
@@ -131,6 +136,9 @@ def _option(data: object, where: str) -> RequestSpec:
                              or len(name) > 128 or not name.isprintable()):
         raise ValueError(f"{where}: name must be a printable string of 1 to 128 characters "
                          f"(got {name!r})")
+    if name is not None and name.strip() in _RESERVED_NAMES:
+        raise ValueError(f"{where}: name {name.strip()!r} is reserved (the group of responses "
+                         "without the header, or past the bound of 64 groups)")
     method = _method(fields["request_method"], f"{where}: request_method") \
         if "request_method" in fields else None
     json_body = fields.get("json_body", "")

@@ -19,6 +19,7 @@ from typing import Any
 
 from .._calibrate import CalibrationError, load_calibration
 from .._exceptions import CampaignError, NHBenchError, OptionsError
+from .._groups import unknown_group_rule
 from ..campaign import CampaignManifest, SweepPlan, is_campaign
 from ..capture import CaptureSpec
 from ..hosts import SSHTarget
@@ -32,6 +33,7 @@ from ..options import (
     SweepOptions,
     parse_pod_ref,
     parse_service_ref,
+    request_specs,
     validate_sweep,
 )
 from ..scrape import ScrapeSpec
@@ -174,6 +176,12 @@ def prepare_sweep(settings: Mapping[str, Any]) -> SweepConfig:
     """
     sweep, options = validate_sweep(settings)
     assert sweep.url is not None or sweep.k8s_service is not None  # SweepOptions requires it
+    if any(str(rule).lstrip().startswith("group:") for rule in sweep.stop_on_slo):
+        # A rule on a group the steps cannot have would read "no data" and stop the sweep
+        # at its first step (adapt's --slo comes here as the stop rules too).
+        unknown = unknown_group_rule(options, request_specs(options), sweep.stop_on_slo)
+        if unknown is not None:
+            raise OptionsError(unknown, "stop_on_slo")
     ssh = _ssh_settings(sweep)
     plan = build_plan(
         rps=sweep.rps,

@@ -31,7 +31,7 @@ import pytest
 
 if TYPE_CHECKING:
     from .._compare import Comparison
-    from .._result import Result
+    from .._result import GroupResult, Result
     from .._server import TestServer
     from .._slo import SloOutcome
     from ..options import StopRule
@@ -423,7 +423,23 @@ def _record_properties(item: pytest.Function, loads: list[_Load]) -> None:
                                f"{'pass' if verdict.passed else 'fail'} ({verdict.measured})"))
         if load.compared != "-":
             values.append(("compare", load.compared))
+        if result.groups is not None:
+            # The largest groups (as many as the summary line names), by name.
+            from .._live import SHOWN_GROUPS
+
+            values.append(("groups.by", result.groups.by))
+            for group in sorted(result.groups.groups, key=lambda g: -g.requests)[:SHOWN_GROUPS]:
+                values += [(f"group.{group.name}.requests", group.requests),
+                           (f"group.{group.name}.errors", group.errors),
+                           (f"group.{group.name}.p99", _group_p99(group))]
         item.user_properties.extend((prefix + name, value) for name, value in values)
+
+
+def _group_p99(group: GroupResult) -> float | None:
+    try:
+        return group.latency.p(99.0) if group.latency.count else None
+    except (KeyError, ValueError):
+        return None
 
 
 def _latency(result: Result, point: float) -> float | None:
@@ -614,8 +630,19 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         cells = [row[0].ljust(widths[0])]
         cells += [cell.rjust(width) for cell, width in zip(row[1:], widths[1:], strict=True)]
         terminalreporter.write_line("  ".join(cells).rstrip())
+    # A grouped load's groups, one bounded line each (the largest, then how many more).
+    from .._live import format_groups
+
+    for load in session.loads:
+        groups = load.result.groups
+        if groups is not None and groups.groups:
+            name = load.nodeid + (f" #{load.index + 1}" if counts[load.nodeid] > 1 else "")
+            terminalreporter.write_line(f"{name}: groups by {groups.by}: " + format_groups(
+                (g.name, g.requests, g.errors, _group_p99(g)) for g in groups.groups))
     terminalreporter.write_line(
-        "p50/p99: benchmark_http_client.scheduled_to_response (coordinated-omission corrected)")
+        "p50/p99: benchmark_http_client.scheduled_to_response (coordinated-omission corrected)"
+        + ("; a group's p99: its request_to_response" if any(
+            load.result.groups is not None for load in session.loads) else ""))
     # Why a load is not to be trusted (docs/trust.md "Validity"), one line per reason.
     for load in session.loads:
         validity = load.result.validity
