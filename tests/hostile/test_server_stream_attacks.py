@@ -24,6 +24,7 @@ import socket
 import subprocess
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from support import h2frames as h2
@@ -48,7 +49,7 @@ H3_STREAMS = 30
 MIB = 1 << 20
 
 
-def _start(gap: str = GAP, **kw: object) -> nhbench.TestServer:
+def _start(gap: str = GAP, **kw: Any) -> nhbench.TestServer:
     server = nhbench.TestServer("127.0.0.1:0", subprocess=True, admin="127.0.0.1:0",
                                 cpus=SERVER_CPUS, stream_events=EVENTS, stream_gap=gap,
                                 idle_timeout=2, **kw)
@@ -221,9 +222,12 @@ def test_h3_streams_stopped_or_abandoned_are_released(h3_server: nhbench.TestSer
         quiet = [silent.open() for _ in range(H3_STREAMS)]
         # aioquic in Python reads a thousand events a second per stream slower than they
         # come: the two are pumped in turns until both have every head.
-        assert wait_until(lambda: (stopping.pump(0.1), silent.pump(0.1),
-                                   len(stopping.statuses) + len(silent.statuses))[2]
-                          == 2 * H3_STREAMS, timeout=20, step=0), \
+        def both_answered() -> bool:
+            stopping.pump(0.1)
+            silent.pump(0.1)
+            return len(stopping.statuses) + len(silent.statuses) == 2 * H3_STREAMS
+
+        assert wait_until(both_answered, timeout=20, step=0), \
             (stopping.statuses, silent.statuses)
         assert set(stopping.statuses) == set(sids) and set(silent.statuses) == set(quiet)
         assert set(stopping.statuses.values()) == set(silent.statuses.values()) == {200}
