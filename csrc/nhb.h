@@ -905,10 +905,10 @@ typedef struct nhb_server_config {
    * responses a client's response checks must catch (0 = never). */
   uint64_t error_body_every;
   /* Event streams (server_sse.c, docs/server.md "Event streams"): every
-   * HTTP/1.1 request is answered with a text/event-stream of stream_events
-   * events (0 = off; at most NHB_SERVER_MAX_STREAM_EVENTS), one every
-   * stream_gap_ns drawn uniformly within +- stream_jitter_ns (at most the
-   * gap), the first one gap after the request. HTTP/2 and HTTP/3 get 501. */
+   * request (HTTP/1.1, HTTP/2, HTTP/3) is answered with a text/event-stream
+   * of stream_events events (0 = off; at most NHB_SERVER_MAX_STREAM_EVENTS),
+   * one every stream_gap_ns drawn uniformly within +- stream_jitter_ns (at
+   * most the gap), the first one gap after the request. */
   uint32_t stream_events;
   uint64_t stream_gap_ns, stream_jitter_ns;
   uint64_t idle_timeout_ns;   /* 0 = none */
@@ -1027,7 +1027,9 @@ typedef struct nhb_server_config {
   X(connections_http3)    /* QUIC connections accepted (HTTP/3, server_h3.c) */ \
   X(h3_streams_reset)     /* HTTP/3 streams reset before their response was delivered */ \
   X(h3_protocol_errors)   /* QUIC connections ended for a protocol or handshake error */ \
-  X(quic_packets_dropped) /* datagrams that were no QUIC packet for a connection, or refused */
+  X(quic_packets_dropped) /* datagrams that were no QUIC packet for a connection, or refused */ \
+  X(stream_events)        /* --stream-events: events written, every protocol */ \
+  X(event_streams_active) /* --stream-events: event streams begun and not yet ended or dropped */
 
 typedef struct nhb_server_stats {
 #define NHB__SRV_STAT_FIELD(name) uint64_t name;

@@ -85,9 +85,7 @@ void nhb__srv_conn_close(nhb__srv_conn* c) {
   if (c->next) c->next->prev = c->prev;
   c->prev = c->next = NULL;
   nhb__srv_heap_remove(w, c);
-  for (size_t i = 0; i < c->q_len; i++)
-    if (c->q[(c->q_head + i) & (c->q_cap - 1)].delayed) w->delayed--;
-  c->q_len = 0;
+  nhb__srv_h1_drop(c);
   w->delayed -= nhb__srv_h2_waiting(c);
   /* Pending writes and the shutdown are cancelled; their callbacks run
    * before conn_free(), and see `closing`. */

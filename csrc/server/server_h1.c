@@ -54,6 +54,19 @@ int nhb__srv_h1_push(nhb__srv_conn* c, const nhb__srv_resp* r) {
   return 0;
 }
 
+void nhb__srv_h1_drop(nhb__srv_conn* c) {
+  nhb__srv_worker* w = c->w;
+  uint64_t ends = 0;
+  for (size_t i = 0; i < c->q_len; i++) {
+    const nhb__srv_resp* r = &c->q[(c->q_head + i) & (c->q_cap - 1)];
+    if (r->delayed) w->delayed--;
+    ends += r->event >> 1;
+  }
+  c->q_len = 0;
+  /* An event stream dropped before its end is over all the same. */
+  if (ends) nhb__srv_bump(&w->counters.event_streams_active, (uint64_t)-(int64_t)ends);
+}
+
 /* Moves the bytes still referenced by queued responses to the front of
  * `out` once the dead prefix is large, so a connection that always has a
  * response waiting does not grow `out` forever. */
@@ -100,7 +113,7 @@ void nhb__srv_h1_flush(nhb__srv_conn* c) {
     /* What the batch answers, counted once its bytes are handed over. */
     uint16_t done_status[NHB__SRV_MAX_BATCH];
     uint8_t done_bad[NHB__SRV_MAX_BATCH];
-    unsigned ndone = 0;
+    unsigned ndone = 0, nevents = 0, nends = 0;
     while (c->q_len > 0 && nrec < NHB__SRV_MAX_BATCH && budget > 0) {
       nhb__srv_resp* r = &c->q[c->q_head];
       if ((r->deadline_ns || stall) && c->head_sent == 0) {
@@ -155,6 +168,9 @@ void nhb__srv_h1_flush(nhb__srv_conn* c) {
       if (r->status) {
         done_status[ndone] = r->status;
         done_bad[ndone++] = r->bad;
+      } else if (NHB__UNLIKELY(r->event)) {
+        nevents += r->event & 1u;
+        nends += r->event >> 1;
       }
       finished = r->close;
       c->q_head = (c->q_head + 1) & (c->q_cap - 1);
@@ -178,6 +194,10 @@ void nhb__srv_h1_flush(nhb__srv_conn* c) {
     } else if (ndone && c->kind == NHB__SRV_CONN_REDIRECT) {
       nhb__srv_bump(&w->counters.redirects, ndone);
     }
+    if (NHB__UNLIKELY(nevents | nends)) {
+      nhb__srv_bump(&w->counters.stream_events, nevents);
+      nhb__srv_bump(&w->counters.event_streams_active, (uint64_t)-(int64_t)nends);
+    }
     if (nb && nhb__srv_conn_write(c, bufs, nb, total, keep) < 0) return;
     if (waiting || finished) break;
     if (!partial && nrec < NHB__SRV_MAX_BATCH) break;
@@ -185,9 +205,7 @@ void nhb__srv_h1_flush(nhb__srv_conn* c) {
   if (finished) {
     /* Nothing is parsed after a closing response, so nothing should follow
      * it; drop anything that does. */
-    for (size_t i = 0; i < c->q_len; i++)
-      if (c->q[(c->q_head + i) & (c->q_cap - 1)].delayed) w->delayed--;
-    c->q_len = 0;
+    nhb__srv_h1_drop(c);
   }
   if (c->q_len == 0) {
     c->out.len = 0;

@@ -133,6 +133,8 @@ static void stream_release(nhb__srv_h2_stream* st, int account) {
     h->nwaiting--;
     if (account) w->delayed--;
   }
+  /* An event stream is over (ended, reset, or its connection gone). */
+  if (NHB__UNLIKELY(st->core.events)) nhb__srv_bump(&w->counters.event_streams_active, (uint64_t)-1);
   if (w->h2_nfree >= H2_MAX_FREE_STREAMS) {
     stream_free_memory(st);
     return;
@@ -203,6 +205,22 @@ static ssize_t read_body(nghttp2_session* session, int32_t id, uint8_t* buf, siz
   return (ssize_t)done;
 }
 
+/* The data source of an event stream (--stream-events, server_sse.c): the
+ * events that are due, or "nothing yet" until the heap's wake-up makes the
+ * next one due and resumes the stream. */
+static ssize_t read_events(nghttp2_session* session, int32_t id, uint8_t* buf, size_t length, uint32_t* flags,
+                           nghttp2_data_source* source, void* user_data) {
+  NHB__UNUSED(session);
+  NHB__UNUSED(id);
+  NHB__UNUSED(user_data);
+  nhb__srv_h2_stream* st = source->ptr;
+  int eof = 0;
+  size_t n = nhb__srv_sse_stream_copy(st->c->w, &st->core, buf, length, &eof);
+  if (eof) *flags |= NGHTTP2_DATA_FLAG_EOF;
+  else if (n == 0) return NGHTTP2_ERR_DEFERRED;
+  return (ssize_t)n;
+}
+
 static void submit(nhb__srv_h2_stream* st) {
   nhb__srv_conn* c = st->c;
   nhb__srv_worker* w = c->w;
@@ -233,8 +251,8 @@ static void submit(nhb__srv_h2_stream* st) {
   }
   nghttp2_data_provider body;
   body.source.ptr = st;
-  body.read_callback = read_body;
-  if (nghttp2_submit_response(c->h2->session, st->id, nv, n, st->core.nbody ? &body : NULL) != 0)
+  body.read_callback = NHB__UNLIKELY(st->core.events) ? read_events : read_body;
+  if (nghttp2_submit_response(c->h2->session, st->id, nv, n, st->core.nbody || st->core.events ? &body : NULL) != 0)
     nghttp2_submit_rst_stream(c->h2->session, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
 }
 
@@ -319,12 +337,33 @@ static void respond_grpc(nhb__srv_h2_stream* st) {
   release_at(st, now, a.delay_ns ? now + a.delay_ns : 0);
 }
 
+/* --stream-events: every request (gRPC calls too, as every HTTP/1.1 one) is
+ * answered with an event stream, submitted at once; its events are paced by
+ * the delay heap (nhb__srv_h2_flush). */
+static void respond_events(nhb__srv_h2_stream* st) {
+  nhb__srv_conn* c = st->c;
+  nhb__srv_worker* w = c->w;
+  st->core.responded = 1;
+  uint64_t now = w->now_ns ? w->now_ns : nhb__now_ns();
+  uint64_t next = UINT64_MAX;
+  if (nhb__srv_sse_stream_start(w, &st->core, now, &next) < 0) {
+    nghttp2_submit_rst_stream(c->h2->session, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
+    return;
+  }
+  submit(st);
+  if (next != UINT64_MAX) schedule(c, next);
+}
+
 static void respond(nhb__srv_h2_stream* st) {
   nhb__srv_conn* c = st->c;
   nhb__srv_worker* w = c->w;
   if (st->core.responded) return;
   if (st->core.error_status) {
     respond_error(st);
+    return;
+  }
+  if (NHB__UNLIKELY(w->server->sse != NULL)) {
+    respond_events(st);
     return;
   }
   if (st->grpc_call) {
@@ -651,6 +690,9 @@ void nhb__srv_h2_flush(nhb__srv_conn* c) {
   uint64_t next = UINT64_MAX;
   int stall = nhb__srv_stall_possible(s);
   for (nhb__srv_h2_stream* st = h->streams; st; st = st->next) {
+    /* An event stream's next events (server_sse.c). */
+    if (NHB__UNLIKELY(st->core.events) && nhb__srv_sse_stream_tick(c->w, &st->core, now, &next))
+      nghttp2_session_resume_data(h->session, st->id);
     if (!nhb__srv_stream_due(&st->core, s, now, stall, &next)) continue;
     h->nwaiting--;
     c->w->delayed--;

@@ -236,6 +236,8 @@ static void stream_release(nhb__srv_h3s* st) {
     q3->nwaiting--;
     w->delayed--;
   }
+  /* An event stream is over (ended, reset, or its connection gone). */
+  if (NHB__UNLIKELY(st->core.events)) nhb__srv_bump(&w->counters.event_streams_active, (uint64_t)-1);
   if (t->nfree >= H3_MAX_FREE_STREAMS) {
     stream_free_memory(st);
     return;
@@ -287,6 +289,33 @@ static nghttp3_ssize read_body(nghttp3_conn* hc, int64_t sid, nghttp3_vec* vec, 
   return (nghttp3_ssize)n;
 }
 
+/* The data source of an event stream (--stream-events, server_sse.c): the
+ * events that are due, each a vector on the static event bytes, or "nothing
+ * yet" until the heap's wake-up makes the next one due and resumes the
+ * stream. */
+static nghttp3_ssize read_events(nghttp3_conn* hc, int64_t sid, nghttp3_vec* vec, size_t veccnt, uint32_t* pflags,
+                                 void* user_data, void* stream_user_data) {
+  NHB__UNUSED(hc);
+  NHB__UNUSED(sid);
+  NHB__UNUSED(user_data);
+  nhb__srv_h3s* st = stream_user_data;
+  if (!st) {
+    *pflags |= NGHTTP3_DATA_FLAG_EOF;
+    return 0;
+  }
+  size_t len;
+  const uint8_t* event = nhb__srv_sse_event(&len);
+  size_t n = 0;
+  for (; n < veccnt && st->core.ev_ready > 0; n++, st->core.ev_ready--) {
+    vec[n].base = (uint8_t*)(uintptr_t)event;
+    vec[n].len = len;
+  }
+  if (n) nhb__srv_bump(&st->q3->base.w->counters.stream_events, n);
+  if (st->core.ev_ready == 0 && st->core.ev_left == 0) *pflags |= NGHTTP3_DATA_FLAG_EOF;
+  else if (n == 0) return NGHTTP3_ERR_WOULDBLOCK;
+  return (nghttp3_ssize)n;
+}
+
 static void stream_fail(nhb__srv_h3s* st) {
   nhb__srv_h3c* q3 = st->q3;
   if (q3->qc) ngtcp2_conn_shutdown_stream(q3->qc, st->id, NGHTTP3_H3_INTERNAL_ERROR);
@@ -328,9 +357,10 @@ static void submit(nhb__srv_h3s* st) {
     nv[i + 1].valuelen = r->value_len;
     nv[i + 1].flags = NGHTTP3_NV_FLAG_NONE;
   }
-  nghttp3_data_reader dr = {read_body};
+  nghttp3_data_reader dr = {NHB__UNLIKELY(st->core.events) ? read_events : read_body};
   st->submitted = 1;
-  if (nghttp3_conn_submit_response(q3->hc, st->id, nv, n, st->core.nbody ? &dr : NULL) != 0) stream_fail(st);
+  if (nghttp3_conn_submit_response(q3->hc, st->id, nv, n, st->core.nbody || st->core.events ? &dr : NULL) != 0)
+    stream_fail(st);
 }
 
 static void wait_or_submit(nhb__srv_h3s* st, uint64_t now, uint64_t deadline) {
@@ -357,12 +387,32 @@ static void respond_error(nhb__srv_h3s* st) {
   submit(st);
 }
 
+/* --stream-events: every request is answered with an event stream, submitted
+ * at once; its events are paced by the delay heap (nhb__srv_h3_flush). */
+static void respond_events(nhb__srv_h3s* st) {
+  nhb__srv_h3c* q3 = st->q3;
+  nhb__srv_conn* c = &q3->base;
+  st->core.responded = 1;
+  uint64_t now = c->w->now_ns ? c->w->now_ns : nhb__now_ns();
+  uint64_t next = UINT64_MAX;
+  if (nhb__srv_sse_stream_start(c->w, &st->core, now, &next) < 0) {
+    stream_fail(st);
+    return;
+  }
+  submit(st);
+  if (next != UINT64_MAX && (c->heap_idx == SIZE_MAX || next < c->wake_ns)) nhb__srv_heap_set(c->w, c, next);
+}
+
 static void respond(nhb__srv_h3s* st) {
   nhb__srv_h3c* q3 = st->q3;
   nhb__srv_worker* w = q3->base.w;
   if (st->core.responded) return;
   if (st->core.error_status) {
     respond_error(st);
+    return;
+  }
+  if (NHB__UNLIKELY(w->server->sse != NULL)) {
+    respond_events(st);
     return;
   }
   nhb__srv_req* q = nhb__srv_stream_request(&st->core, 3);
@@ -1072,6 +1122,9 @@ void nhb__srv_h3_flush(nhb__srv_conn* c) {
   uint64_t next = UINT64_MAX;
   int stall = nhb__srv_stall_possible(s);
   for (nhb__srv_h3s* st = q3->streams; st; st = st->next) {
+    /* An event stream's next events (server_sse.c). */
+    if (NHB__UNLIKELY(st->core.events) && nhb__srv_sse_stream_tick(c->w, &st->core, now, &next))
+      nghttp3_conn_resume_stream(q3->hc, st->id);
     if (!nhb__srv_stream_due(&st->core, s, now, stall, &next)) continue;
     q3->nwaiting--;
     c->w->delayed--;

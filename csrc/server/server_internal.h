@@ -22,7 +22,8 @@
  *                     kept-alive connection per target per client
  *   server_grpc.c     gRPC calls on HTTP/2: framing, protobuf, the health
  *                     and Fortio ping services
- *   server_sse.c      event streams (--stream-events) on HTTP/1.1
+ *   server_sse.c      event streams (--stream-events): HTTP/1.1's queued
+ *                     records, HTTP/2's and HTTP/3's stream counters
  *
  * The layers of an HTTP connection, from the socket up: the socket (reads into
  * the worker's buffer, writes with uv_try_write), optionally TLS (ciphertext
@@ -229,6 +230,9 @@ typedef struct nhb__srv_resp {
   uint8_t delayed; /* counted in the worker's `delayed` */
   uint8_t bad;     /* a refused request (400, 413, 431, 505): counts in bad_requests */
   uint16_t status; /* 0 for an interim response (100 Continue), which is not counted */
+  /* --stream-events (status 0): bit 0, one event (counts in stream_events);
+   * bit 1, the stream's last record (ends it in event_streams_active). */
+  uint8_t event;
   nhb__srv_piece p[3];
 } nhb__srv_resp;
 
@@ -598,6 +602,9 @@ void nhb__srv_h1_resume(nhb__srv_conn* c);
 void nhb__srv_h1_refuse(nhb__srv_conn* c);
 /* Appends a response to the queue; returns 0 or NHB_ENOMEM. */
 int nhb__srv_h1_push(nhb__srv_conn* c, const nhb__srv_resp* r);
+/* Drops every queued response (the connection ends), with the accounts
+ * they hold: delayed, event_streams_active. */
+void nhb__srv_h1_drop(nhb__srv_conn* c);
 
 /* server_respond.c */
 

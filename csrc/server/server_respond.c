@@ -403,10 +403,6 @@ int nhb__srv_reply_build(nhb__srv_conn* c, nhb__srv_req* q, nhb__srv_buf* out, u
   uint64_t prev = w->last_req_ns;
   w->last_req_ns = now;
 
-  /* HTTP/1.1 answers with the event stream before it gets here (nhb__srv_respond); the
-   * HTTP/2 and HTTP/3 streams that would carry one are not built yet: refused by name. */
-  if (NHB__UNLIKELY(s->sse != NULL))
-    return nhb__srv_reply_text(r, out, 501, "", "--stream-events: event streams are served over HTTP/1.1 only\n");
   /* Nighthawk: the static options, the request's JSON merged over them. */
   nhb__srv_nh_opts nh = s->nh;
   nhb__srv_nh_opts rq;

@@ -40,6 +40,13 @@ typedef struct nhb__srv_stream_core {
   uint16_t error_status; /* 413/431: the request is refused */
   uint16_t status;       /* of the response, counted when its end goes out */
   uint64_t deadline_ns;
+  /* --stream-events (server_sse.c): the response is an event stream; its
+   * events not yet due, those due but not yet taken by the data source
+   * (bytes of the first already taken: HTTP/2 frames may cut an event), and
+   * when the next one is due. Per stream, whatever N: no queue. */
+  uint8_t events;
+  uint32_t ev_left, ev_ready, ev_at;
+  uint64_t ev_next_ns;
 } nhb__srv_stream_core;
 
 /* A stream struct of `size` bytes at `st`, taken from a free list (or just
@@ -93,5 +100,23 @@ uint64_t nhb__srv_stream_release_at(nhb_server* s, uint64_t now, uint64_t deadli
 /* For the heap's wake-up: whether the waiting response of `sc` is due at
  * `now` (then no longer waiting), else the earliest deadline into `next`. */
 int nhb__srv_stream_due(nhb__srv_stream_core* sc, nhb_server* s, uint64_t now, int stall, uint64_t* next);
+
+/* server_sse.c: event streams (--stream-events) on HTTP/2 and HTTP/3 streams. */
+/* The event stream's head into sc (200, text/event-stream, no content-length)
+ * and its schedule: the first event one gap after `now`; the events already
+ * due (a zero gap) are ready at once. The next deadline goes into *next
+ * (left alone when there is none). HEAD gets the head alone. Returns 0 or
+ * NHB_ENOMEM. */
+int nhb__srv_sse_stream_start(nhb__srv_worker* w, nhb__srv_stream_core* sc, uint64_t now, uint64_t* next);
+/* For the heap's wake-up: the events due at `now` become ready (1: some did,
+ * the data source is to be resumed); the next deadline into *next. */
+int nhb__srv_sse_stream_tick(nhb__srv_worker* w, nhb__srv_stream_core* sc, uint64_t now, uint64_t* next);
+/* HTTP/2's data source: copies ready event bytes into buf[0, len); *eof once
+ * the last event is all taken. 0 without *eof: nothing ready yet. Counts
+ * the events taken whole in stream_events. */
+size_t nhb__srv_sse_stream_copy(nhb__srv_worker* w, nhb__srv_stream_core* sc, uint8_t* buf, size_t len, int* eof);
+/* HTTP/3's: the bytes of one event, which live for ever (nghttp3 refers to
+ * them until they are acknowledged). */
+const uint8_t* nhb__srv_sse_event(size_t* len);
 
 #endif /* NHB_SERVER_STREAM_H */

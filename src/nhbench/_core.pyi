@@ -122,6 +122,8 @@ class ServerStatsDict(TypedDict):
     h3_streams_reset: int
     h3_protocol_errors: int
     quic_packets_dropped: int
+    stream_events: int
+    event_streams_active: int
 
 class ServerTlsDict(TypedDict, total=False):
     cert: str  # PEM certificate (chain) file, with key

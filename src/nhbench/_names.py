@@ -541,6 +541,8 @@ SERVER_STATS: tuple[str, ...] = (
     "h3_streams_reset",
     "h3_protocol_errors",
     "quic_packets_dropped",
+    "stream_events",
+    "event_streams_active",
 )
 
 # What each statistic means; docs/server.md has the same table. A response counts when its
@@ -607,4 +609,8 @@ SERVER_STAT_DESCRIPTIONS: dict[str, str] = {
     "quic_packets_dropped": "datagrams on the HTTP/3 ports that were dropped: not a QUIC "
     "packet, for no connection and not a client Initial, undecryptable, or refused over "
     "max_connections",
+    "stream_events": "events of --stream-events written, every protocol (HTTP/1.1: handed "
+    "to the socket; HTTP/2 and HTTP/3: taken whole into a DATA frame); not in requests",
+    "event_streams_active": "--stream-events streams in progress now: begun and not yet "
+    "ended, reset or dropped with their connection (each holds its schedule until then)",
 }

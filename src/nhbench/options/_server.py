@@ -73,8 +73,9 @@ __all__ = ["ServerOptions", "fanout_target", "fanout_url", "make_server_options"
 # the order the help lists them.
 _FORTIO = "Fortio echo options"
 _SELF_TEST = "self-test"
-# --stream-events: each event is a queued record on its connection until it is written, so the
-# count bounds a streaming connection's queue (about 90 bytes an event).
+# --stream-events: over HTTP/1.1 each event is a queued record on its connection until it is
+# written, so the count bounds a streaming connection's queue (about 90 bytes an event); an
+# HTTP/2 or HTTP/3 stream keeps a few counters whatever the count.
 MAX_STREAM_EVENTS = 10000
 _LIMITS = "limits"
 _TLS = "TLS and HTTP/2"
@@ -344,11 +345,11 @@ class ServerOptions(StrictModel):
     )
     stream_events: Annotated[int, Flag(metavar="N", group=_SELF_TEST)] = Field(
         default=0, ge=0, le=MAX_STREAM_EVENTS,
-        description="Answer every HTTP/1.1 request with a Server-Sent Events stream "
-        "(content-type: text/event-stream, chunked) of N events 'data: nhbench', one every "
-        "--stream-gap (plus or minus --stream-jitter), the first one gap after the request, "
-        "timed per connection by the delay timer (docs/server.md \"Event streams\"). HTTP/2 "
-        "and HTTP/3 requests get 501. 0 = off.",
+        description="Answer every request (HTTP/1.1, HTTP/2, HTTP/3) with a Server-Sent "
+        "Events stream (content-type: text/event-stream; chunked over HTTP/1.1, DATA frames "
+        "over HTTP/2 and HTTP/3) of N events 'data: nhbench', one every --stream-gap (plus or "
+        "minus --stream-jitter), the first one gap after the request, timed by the delay "
+        "timer (docs/server.md \"Event streams\"). 0 = off.",
     )
     stream_gap: Annotated[float, Flag(metavar="TIME", default="10ms", group=_SELF_TEST)] = Field(
         default=0.01, ge=0, le=60,
