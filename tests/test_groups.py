@@ -8,10 +8,14 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import socket
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from support import h2frames as h2
 from support.cli import nhbench_cli as cli
+from support.scripted_origin import ScriptedOrigin
 
 import nhbench
 from nhbench._groups import route_template
@@ -420,3 +424,42 @@ def test_a_sweeps_rule_on_a_group_the_steps_cannot_have_is_refused(
     assert "'group:logout:p99<1s' names no group of the run (by request: 'login')" \
         in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
     assert not (tmp_path / "c").exists()
+
+
+def _h2_groups(reply: Callable[[int], bytes]) -> dict[str, nhbench.GroupResult]:
+    """Grouped by x-served-by against an h2c origin answering each stream with reply(stream)."""
+    def handle(conn: socket.socket) -> None:
+        def on_frame(kind: int, _flags: int, stream: int, _payload: bytes) -> None:
+            if kind == h2.HEADERS:
+                conn.sendall(reply(stream))
+
+        h2.serve(conn, on_frame)
+
+    with ScriptedOrigin(handler=handle) as origin:
+        result = run(origin.url, protocol="http2", rps=40, duration=0.25, connections=1,
+                     no_default_failure_predicates=True, group_by="header:x-served-by")
+    c = result.counters
+    assert c["benchmark.http_2xx"] == c["sequencer.released"] - c["upstream_rq_cancelled"] >= 1
+    return by_name(result)
+
+
+def _block(stream: int, status: bytes, served_by: bytes | None, end_stream: bool) -> bytes:
+    block = h2.hpack_literal_name_index(8, status)  # ":status" is static-table entry 8
+    if served_by is not None:
+        block += h2.hpack_literal(b"x-served-by", served_by)
+    return h2.frame(h2.HEADERS, h2.END_HEADERS | (h2.END_STREAM if end_stream else 0), stream, block)
+
+
+@pytest.mark.parametrize(("reply", "expected"), [
+    pytest.param(lambda s: _block(s, b"103", b"early", False) + _block(s, b"200", b"final", True),
+                 "final", id="interim"),
+    pytest.param(lambda s: _block(s, b"200", None, False) + h2.frame(h2.DATA, 0, s, b"ok")
+                 + h2.frame(h2.HEADERS, h2.END_HEADERS | h2.END_STREAM, s,
+                            h2.hpack_literal(b"x-served-by", b"trailer")),
+                 "(none)", id="trailers"),
+])
+def test_h2_interim_response_and_trailers_do_not_choose_the_group(
+        reply: Callable[[int], bytes], expected: str) -> None:
+    # As on HTTP/1.1: the group is the final response's head's. A 103's field is not (the
+    # final head begins the response afresh), nor is a field of the trailers.
+    assert set(_h2_groups(reply)) == {expected}

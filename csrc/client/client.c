@@ -470,6 +470,8 @@ int nhb_run_create_ex(const nhb_client_config* config, nhb_run** out, char* err,
   if (r == 0) r = nhb__chk_run_init(run, err, err_len);
   if (r == 0) r = nhb__grp_run_init(run, err, err_len);
   if (r == 0) r = nhb__str_run_init(run, err, err_len);
+  /* The response observers, before the protocol chooses its callbacks. */
+  if (r == 0) run->obs = nhb__obs_mask(run);
   if (r == 0) r = nhb__pool_run_init(run, err, err_len);
   if (r == 0) r = nhb__tunnel_run_init(run, err, err_len);
   if (r == 0) r = nhb__udp_tunnel_run_init(run, err, err_len);

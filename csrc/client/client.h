@@ -895,6 +895,9 @@ struct nhb_run {
    * callbacks that do not look at it at all. */
   uint32_t olat_len;
   char olat_name[NHB__OLAT_NAME_MAX + 1];
+  /* The response observers that are on (observer.c, NHB__OBS_* bits); 0:
+   * the sessions keep their plain callbacks. */
+  uint32_t obs;
   /* Response checks (check.c); chk.n == 0 without any. */
   nhb__chk_set chk;
   /* Statistics per group (group.c), NULL without groups. */
@@ -1008,6 +1011,58 @@ void nhb__olat_name(nhb__olat* o, const nhb_run* run, const char* at, size_t len
 void nhb__olat_value(nhb__olat* o, const nhb_run* run, const char* at, size_t len);
 void nhb__olat_value_end(nhb__olat* o, const nhb_run* run);
 void nhb__olat_finish(nhb__olat* o, nhb__worker* w);
+
+/* observer.c: the response observers, the features that look at a
+ * response's fields and body: the latency response header (observe.c),
+ * response checks (check.c), grouping by a response header (group.c),
+ * streaming statistics (stream.c) and gRPC (session_grpc.c). Which of them
+ * a run has is chosen once at run creation (run->obs, NHB__OBS_* bits); each
+ * session calls one step per response event, which passes it to every
+ * observer that is on, in one place, so that no feature's hook can be left
+ * out of another's. A session installs its observed callbacks only when
+ * run->obs is not 0: a run without any keeps the plain ones and pays nothing
+ * per field or body piece. */
+#define NHB__OBS_OLAT 1u
+#define NHB__OBS_CHK 2u
+#define NHB__OBS_GRP 4u
+#define NHB__OBS_STR 8u
+#define NHB__OBS_GRPC 16u
+/* The run's observers, from what its init functions set up. */
+uint32_t nhb__obs_mask(const nhb_run* run);
+/* HTTP/2 and HTTP/3, whole fields. A header block of slot s's response
+ * begins (the first one, or the one after an interim response; never
+ * trailers): every observer starts the response afresh, so nothing an
+ * interim response carried counts for the final one. NHB_ENOMEM when the
+ * checks' state of the slot cannot be allocated (the request must end). */
+int nhb__obs_begin(nhb__worker* w, nhb__slot* s);
+/* One regular field (lower-case name, not a pseudo-header) of that block,
+ * or of the trailers (`trailer`): the trailers are only gRPC's. */
+void nhb__obs_field(nhb__worker* w, nhb__slot* s, const char* name, size_t namelen, const char* value,
+                    size_t valuelen, int trailer);
+/* The block ended, s->status its status (1xx: an interim response). */
+void nhb__obs_head_end(nhb__worker* w, nhb__slot* s);
+/* Body bytes of the final response, and the end of a body piece (an HTTP/2
+ * DATA frame, an HTTP/3 DATA piece); `now` 0: read the clock if needed. */
+void nhb__obs_data(nhb__worker* w, nhb__slot* s, const char* at, size_t len, uint64_t now);
+void nhb__obs_piece(nhb__worker* w, nhb__slot* s, uint64_t now);
+/* The response ended (END_STREAM, FIN): the observers' end, then the
+ * response is reported (gRPC's call end, the checks' verdict, or plain). */
+void nhb__obs_end(nhb__conn* c, nhb__slot* s);
+/* HTTP/1.1, fields in pieces as llhttp hands them over, with the
+ * connection's state: a message (head) begins, a piece of a field's name,
+ * of its value (len may be 0: an empty value), the field's end, the head's
+ * end (status), body bytes (chunked: the body is framed in chunks), a
+ * chunk's size line and end, and the message's end. Only head fields, never
+ * trailers, reach the field steps. */
+void nhb__obs_h1_begin(nhb__conn* c);
+void nhb__obs_h1_name(nhb__conn* c, const char* at, size_t len);
+void nhb__obs_h1_value(nhb__conn* c, const char* at, size_t len);
+void nhb__obs_h1_value_end(nhb__conn* c);
+void nhb__obs_h1_head_end(nhb__conn* c, int status);
+void nhb__obs_h1_body(nhb__conn* c, const char* at, size_t len, int chunked);
+void nhb__obs_h1_chunk(nhb__conn* c, uint64_t size);
+void nhb__obs_h1_chunk_end(nhb__conn* c);
+void nhb__obs_h1_end(nhb__conn* c, int status);
 
 /* group.c: statistics per group (request kind, target, or a response
  * header's value). The run's part is set up at run creation and merged

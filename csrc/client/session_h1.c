@@ -168,233 +168,76 @@ static const llhttp_settings_t h1_settings = {
     .on_message_complete = h1_on_message_complete,
 };
 
-/* The same callbacks plus the latency response header (observe.c), for runs
- * with latency_response_header_name: a run without it never reaches these,
- * so it pays nothing per header for the option. */
-static int h1_olat_on_message_begin(llhttp_t* p) {
-  nhb__olat_reset(&CONN_OF(p)->olat);
+/* The same callbacks plus the response observers (observer.c): each runs
+ * the plain callback, then passes the event to the observer step, for runs
+ * whose run->obs is not 0 (h1_open). A run without observers never reaches
+ * these, so it pays nothing per field or body piece for them. Only the
+ * head's fields are observed: trailers (fields after the head) are not
+ * headers any observer looks at. */
+static int h1_obs_on_message_begin(llhttp_t* p) {
+  nhb__obs_h1_begin(CONN_OF(p));
   return h1_on_message_begin(p);
 }
 
-static int h1_olat_on_header_field(llhttp_t* p, const char* at, size_t len) {
+static int h1_obs_on_header_field(llhttp_t* p, const char* at, size_t len) {
   nhb__conn* c = CONN_OF(p);
-  nhb__olat_name(&c->olat, c->worker->run, at, len);
-  return h1_on_header_field(p, at, len);
-}
-
-static int h1_olat_on_header_value(llhttp_t* p, const char* at, size_t len) {
-  nhb__conn* c = CONN_OF(p);
-  int r = h1_on_header_value(p, at, len);
-  if (r == 0) nhb__olat_value(&c->olat, c->worker->run, at, len);
+  int r = h1_on_header_field(p, at, len);
+  if (r == 0 && !c->h1_in_body) nhb__obs_h1_name(c, at, len);
   return r;
 }
 
-static int h1_olat_on_header_value_complete(llhttp_t* p) {
+static int h1_obs_on_header_value(llhttp_t* p, const char* at, size_t len) {
   nhb__conn* c = CONN_OF(p);
-  nhb__olat_value_end(&c->olat, c->worker->run);
+  int r = h1_on_header_value(p, at, len);
+  if (r == 0 && !c->h1_in_body) nhb__obs_h1_value(c, at, len);
+  return r;
+}
+
+static int h1_obs_on_header_value_complete(llhttp_t* p) {
+  nhb__conn* c = CONN_OF(p);
+  if (!c->h1_in_body) nhb__obs_h1_value_end(c);
   return h1_on_header_value_complete(p);
 }
 
-static int h1_olat_on_headers_complete(llhttp_t* p) {
-  nhb__conn* c = CONN_OF(p);
-  /* Interim responses (1xx) are not the response Nighthawk reads the header
-   * of; the next message begins afresh. */
-  if (llhttp_get_status_code(p) >= 200) nhb__olat_finish(&c->olat, c->worker);
+static int h1_obs_on_headers_complete(llhttp_t* p) {
+  nhb__obs_h1_head_end(CONN_OF(p), llhttp_get_status_code(p));
   return h1_on_headers_complete(p);
 }
 
-static const llhttp_settings_t h1_olat_settings = {
-    .on_message_begin = h1_olat_on_message_begin,
-    .on_status = h1_on_status,
-    .on_chunk_header = h1_on_chunk_header,
-    .on_header_field = h1_olat_on_header_field,
-    .on_header_value = h1_olat_on_header_value,
-    .on_header_value_complete = h1_olat_on_header_value_complete,
-    .on_headers_complete = h1_olat_on_headers_complete,
-    .on_body = h1_on_body,
-    .on_message_complete = h1_on_message_complete,
-};
-
-/* The same callbacks plus the response checks (check.c), for runs with
- * --check; each calls the latency header's variant when that is on too. A
- * run without checks never reaches these. Trailers (fields after the head)
- * are not headers a check looks at. */
-static int h1_chk_on_message_begin(llhttp_t* p) {
-  nhb__conn* c = CONN_OF(p);
-  nhb__chk_begin(&c->worker->run->chk, c->chk, c->slots->rq.spec);
-  return c->worker->run->olat_len != 0 ? h1_olat_on_message_begin(p) : h1_on_message_begin(p);
-}
-
-static int h1_chk_on_header_field(llhttp_t* p, const char* at, size_t len) {
-  nhb__conn* c = CONN_OF(p);
-  if (!c->h1_in_body) nhb__chk_name(&c->worker->run->chk, c->chk, at, len);
-  return c->worker->run->olat_len != 0 ? h1_olat_on_header_field(p, at, len) : h1_on_header_field(p, at, len);
-}
-
-static int h1_chk_on_header_value(llhttp_t* p, const char* at, size_t len) {
-  nhb__conn* c = CONN_OF(p);
-  int r = c->worker->run->olat_len != 0 ? h1_olat_on_header_value(p, at, len) : h1_on_header_value(p, at, len);
-  if (r == 0 && len > 0 && !c->h1_in_body) nhb__chk_value(&c->worker->run->chk, c->chk, at, len);
+static int h1_obs_on_chunk_header(llhttp_t* p) {
+  int r = h1_on_chunk_header(p);
+  if (r == 0) nhb__obs_h1_chunk(CONN_OF(p), p->content_length);
   return r;
 }
 
-static int h1_chk_on_header_value_complete(llhttp_t* p) {
-  nhb__conn* c = CONN_OF(p);
-  if (!c->h1_in_body) nhb__chk_value_end(&c->worker->run->chk, c->chk);
-  return c->worker->run->olat_len != 0 ? h1_olat_on_header_value_complete(p) : h1_on_header_value_complete(p);
+static int h1_obs_on_chunk_complete(llhttp_t* p) {
+  nhb__obs_h1_chunk_end(CONN_OF(p));
+  return 0;
 }
 
-static int h1_chk_on_headers_complete(llhttp_t* p) {
-  return CONN_OF(p)->worker->run->olat_len != 0 ? h1_olat_on_headers_complete(p) : h1_on_headers_complete(p);
-}
-
-static int h1_chk_on_body(llhttp_t* p, const char* at, size_t len) {
+static int h1_obs_on_body(llhttp_t* p, const char* at, size_t len) {
   nhb__conn* c = CONN_OF(p);
   c->body_bytes += len;
-  nhb__chk_body(&c->worker->run->chk, c->chk, at, len);
+  nhb__obs_h1_body(c, at, len, (p->flags & F_CHUNKED) != 0);
   return 0;
 }
 
-static const llhttp_settings_t h1_chk_settings = {
-    .on_message_begin = h1_chk_on_message_begin,
-    .on_status = h1_on_status,
-    .on_chunk_header = h1_on_chunk_header,
-    .on_header_field = h1_chk_on_header_field,
-    .on_header_value = h1_chk_on_header_value,
-    .on_header_value_complete = h1_chk_on_header_value_complete,
-    .on_headers_complete = h1_chk_on_headers_complete,
-    .on_body = h1_chk_on_body,
-    .on_message_complete = h1_on_message_complete,
-};
-
-/* The same callbacks plus grouping by a response header (group.c), for runs
- * grouped by one: each passes the field on to group.c, then calls the table
- * the run would use without grouping (h1_inner). A run that does not group
- * by a header never reaches these. Trailers do not choose a group. */
-static const llhttp_settings_t* h1_inner(const nhb_run* run) {
-  if (run->chk.n != 0) return &h1_chk_settings;
-  return run->olat_len != 0 ? &h1_olat_settings : &h1_settings;
-}
-
-static int h1_grp_on_message_begin(llhttp_t* p) {
-  nhb__conn* c = CONN_OF(p);
-  nhb__grp_h1_begin(c->grp_h1, c->slots);
-  return h1_inner(c->worker->run)->on_message_begin(p);
-}
-
-static int h1_grp_on_header_field(llhttp_t* p, const char* at, size_t len) {
-  nhb__conn* c = CONN_OF(p);
-  if (!c->h1_in_body) nhb__grp_h1_name(c->grp_h1, c->worker->run, at, len);
-  return h1_inner(c->worker->run)->on_header_field(p, at, len);
-}
-
-static int h1_grp_on_header_value(llhttp_t* p, const char* at, size_t len) {
-  nhb__conn* c = CONN_OF(p);
-  if (!c->h1_in_body) nhb__grp_h1_value(c->grp_h1, c->worker->run, c->slots, at, len);
-  return h1_inner(c->worker->run)->on_header_value(p, at, len);
-}
-
-static int h1_grp_on_header_value_complete(llhttp_t* p) {
-  nhb__conn* c = CONN_OF(p);
-  if (!c->h1_in_body) nhb__grp_h1_value_end(c->grp_h1, c->worker, c->slots);
-  return h1_inner(c->worker->run)->on_header_value_complete(p);
-}
-
-static int h1_grp_on_headers_complete(llhttp_t* p) {
-  return h1_inner(CONN_OF(p)->worker->run)->on_headers_complete(p);
-}
-
-static int h1_grp_on_body(llhttp_t* p, const char* at, size_t len) {
-  return h1_inner(CONN_OF(p)->worker->run)->on_body(p, at, len);
-}
-
-static const llhttp_settings_t h1_grp_settings = {
-    .on_message_begin = h1_grp_on_message_begin,
-    .on_status = h1_on_status,
-    .on_chunk_header = h1_on_chunk_header,
-    .on_header_field = h1_grp_on_header_field,
-    .on_header_value = h1_grp_on_header_value,
-    .on_header_value_complete = h1_grp_on_header_value_complete,
-    .on_headers_complete = h1_grp_on_headers_complete,
-    .on_body = h1_grp_on_body,
-    .on_message_complete = h1_on_message_complete,
-};
-
-/* The callbacks of a run with stream_stats (stream.c): each calls the
- * table the run would use without it (grouping, checks, latency header or
- * plain), and
- * feeds the response's content-type and body to the streaming statistics. A
- * run without the option never reaches these. */
-static inline const llhttp_settings_t* h1_str_base(const llhttp_t* p) {
-  const nhb_run* run = CONN_OF(p)->worker->run;
-  if (NHB__UNLIKELY(nhb__grp_by_header(run))) return &h1_grp_settings;
-  return h1_inner(run);
-}
-
-static int h1_str_on_message_begin(llhttp_t* p) {
-  nhb__str_begin(&CONN_OF(p)->slots->str);
-  return h1_str_base(p)->on_message_begin(p);
-}
-
-static int h1_str_on_header_field(llhttp_t* p, const char* at, size_t len) {
-  nhb__conn* c = CONN_OF(p);
-  if (!c->h1_in_body) nhb__str_name(&c->slots->str, at, len);
-  return h1_str_base(p)->on_header_field(p, at, len);
-}
-
-static int h1_str_on_header_value(llhttp_t* p, const char* at, size_t len) {
-  nhb__conn* c = CONN_OF(p);
-  int r = h1_str_base(p)->on_header_value(p, at, len);
-  if (r == 0 && !c->h1_in_body) nhb__str_value(&c->slots->str, at, len);
-  return r;
-}
-
-static int h1_str_on_header_value_complete(llhttp_t* p) {
-  nhb__conn* c = CONN_OF(p);
-  if (!c->h1_in_body) nhb__str_value_end(&c->slots->str);
-  return h1_str_base(p)->on_header_value_complete(p);
-}
-
-static int h1_str_on_headers_complete(llhttp_t* p) { return h1_str_base(p)->on_headers_complete(p); }
-
-static int h1_str_on_chunk_header(llhttp_t* p) {
-  CONN_OF(p)->slots->str.chunk = p->content_length != 0;
-  return h1_on_chunk_header(p);
-}
-
-static int h1_str_on_chunk_complete(llhttp_t* p) {
-  nhb__conn* c = CONN_OF(p);
-  if (c->slots->str.chunk) nhb__str_piece(c->worker, c->slots, 0);
-  return 0;
-}
-
-static int h1_str_on_body(llhttp_t* p, const char* at, size_t len) {
-  nhb__conn* c = CONN_OF(p);
-  int r = h1_str_base(p)->on_body(p, at, len);
-  nhb__str_data(c->worker, c->slots, at, len, 0);
-  /* A counted or close-delimited body: each read's bytes are one piece. */
-  if (!(p->flags & F_CHUNKED)) nhb__str_piece(c->worker, c->slots, 0);
-  return r;
-}
-
-static int h1_str_on_message_complete(llhttp_t* p) {
-  nhb__conn* c = CONN_OF(p);
-  int status = llhttp_get_status_code(p);
-  if (status >= 200 || status == 101) nhb__str_end(c->worker, c->slots);
+static int h1_obs_on_message_complete(llhttp_t* p) {
+  nhb__obs_h1_end(CONN_OF(p), llhttp_get_status_code(p));
   return h1_on_message_complete(p);
 }
 
-static const llhttp_settings_t h1_str_settings = {
-    .on_message_begin = h1_str_on_message_begin,
+static const llhttp_settings_t h1_obs_settings = {
+    .on_message_begin = h1_obs_on_message_begin,
     .on_status = h1_on_status,
-    .on_chunk_header = h1_str_on_chunk_header,
-    .on_chunk_complete = h1_str_on_chunk_complete,
-    .on_header_field = h1_str_on_header_field,
-    .on_header_value = h1_str_on_header_value,
-    .on_header_value_complete = h1_str_on_header_value_complete,
-    .on_headers_complete = h1_str_on_headers_complete,
-    .on_body = h1_str_on_body,
-    .on_message_complete = h1_str_on_message_complete,
+    .on_chunk_header = h1_obs_on_chunk_header,
+    .on_chunk_complete = h1_obs_on_chunk_complete,
+    .on_header_field = h1_obs_on_header_field,
+    .on_header_value = h1_obs_on_header_value,
+    .on_header_value_complete = h1_obs_on_header_value_complete,
+    .on_headers_complete = h1_obs_on_headers_complete,
+    .on_body = h1_obs_on_body,
+    .on_message_complete = h1_obs_on_message_complete,
 };
 
 /* Response-head replay. A load test asks the same request again and again,
@@ -452,9 +295,9 @@ static int h1_chk_head_decides(const nhb__chk_set* set) {
 static void h1_head_keep(nhb__conn* c, const char* data, size_t len, int status) {
   const nhb__worker* w = c->worker;
   /* Checks that read the body keep the whole response (h1_chk_head_decides);
-   * grouping by a header and streaming statistics read every response. */
-  if (w->run->olat_len != 0 || (w->run->grp != NULL && nhb__grp_by_header(w->run)) || w->run->config.stream_stats ||
-      !c->keep_alive || status < 200 || status == 101)
+   * every other observer (the latency header, grouping by a header, streaming
+   * statistics) reads every response, so nothing is replayed for it. */
+  if ((w->run->obs & ~NHB__OBS_CHK) != 0 || !c->keep_alive || status < 200 || status == 101)
     return;
   if (c->body_bytes > len) return;
   size_t head_len = len - (size_t)c->body_bytes;
@@ -493,18 +336,16 @@ static void h1_head_keep(nhb__conn* c, const char* data, size_t len, int status)
 
 static int h1_open(nhb__conn* c) {
   const nhb_run* run = c->worker->run;
-  const llhttp_settings_t* settings = run->olat_len != 0 ? &h1_olat_settings : &h1_settings;
-  if (NHB__UNLIKELY(run->chk.n != 0)) {
-    /* Once per connection entry, kept for its later connections. */
-    if (c->chk == NULL && (c->chk = nhb__chk_state_new(&run->chk, c->worker->index)) == NULL) return NHB_ENOMEM;
-    settings = &h1_chk_settings;
+  const llhttp_settings_t* settings = &h1_settings;
+  if (NHB__UNLIKELY(run->obs != 0)) {
+    /* The observers' per-connection state: once per connection entry, kept
+     * for its later connections. */
+    if ((run->obs & NHB__OBS_CHK) && c->chk == NULL &&
+        (c->chk = nhb__chk_state_new(&run->chk, c->worker->index)) == NULL)
+      return NHB_ENOMEM;
+    if ((run->obs & NHB__OBS_GRP) && c->grp_h1 == NULL && (c->grp_h1 = nhb__grp_h1_new()) == NULL) return NHB_ENOMEM;
+    settings = &h1_obs_settings;
   }
-  if (NHB__UNLIKELY(nhb__grp_by_header(run))) {
-    if (c->grp_h1 == NULL && (c->grp_h1 = nhb__grp_h1_new()) == NULL) return NHB_ENOMEM;
-    settings = &h1_grp_settings;
-  }
-  /* Streaming statistics read every body: nothing is replayed for them. */
-  if (NHB__UNLIKELY(run->config.stream_stats)) settings = &h1_str_settings;
   llhttp_init(&c->parser, HTTP_RESPONSE, settings);
   /* Strict parsing (docs/engine.md): llhttp's lenient modes are off by
    * default, and are turned off here explicitly so that it stays so. The

@@ -512,42 +512,6 @@ static int h2_on_header(nghttp2_session* session, const nghttp2_frame* frame, co
   return NHB__UNLIKELY(s == H2_OVER) ? NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE : 0;
 }
 
-/* The same plus the latency response header (observe.c), installed only for
- * runs with latency_response_header_name, so that a run without it pays
- * nothing per header. A stream's header blocks are its response's (the first
- * one, or the one after an interim 1xx response) while its status is not
- * known yet at the start of the block; a block that starts after a final
- * status is trailers, which Nighthawk does not look at. Names with an
- * upper-case letter never get here (h2_check_field). */
-static int h2_olat_on_begin_headers(nghttp2_session* session, const nghttp2_frame* frame, void* user_data) {
-  if (frame->hd.type != NGHTTP2_HEADERS) return 0;
-  nhb__slot* s = h2_slot(conn_of(user_data), session, frame->hd.stream_id);
-  if (s == NULL) return 0;
-  nhb__olat_reset(&s->olat);
-  s->olat.active = s->status == 0;
-  return 0;
-}
-
-static void h2_olat_field(nhb__conn* c, nhb__slot* s, const uint8_t* name, size_t namelen, const uint8_t* value,
-                          size_t valuelen) {
-  if (!s->olat.active) return;
-  const nhb_run* run = c->worker->run;
-  nhb__olat_name(&s->olat, run, (const char*)name, namelen);
-  nhb__olat_value(&s->olat, run, (const char*)value, valuelen);
-  nhb__olat_value_end(&s->olat, run);
-}
-
-static int h2_olat_on_header(nghttp2_session* session, const nghttp2_frame* frame, const uint8_t* name,
-                             size_t namelen, const uint8_t* value, size_t valuelen, uint8_t flags,
-                             void* user_data) {
-  NHB__UNUSED(flags);
-  nhb__conn* c = conn_of(user_data);
-  nhb__slot* s = h2_field_slot(c, session, frame, name, namelen, value, valuelen);
-  if (NHB__UNLIKELY(s == H2_OVER)) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-  if (s != NULL) h2_olat_field(c, s, name, namelen, value, valuelen);
-  return 0;
-}
-
 static int h2_on_data_chunk(nghttp2_session* session, uint8_t flags, int32_t stream_id,
                             const uint8_t* data, size_t len, void* user_data) {
   NHB__UNUSED(flags);
@@ -558,125 +522,24 @@ static int h2_on_data_chunk(nghttp2_session* session, uint8_t flags, int32_t str
   return 0;
 }
 
-/* ---- response checks (--check, check.c) ------------------------------------- */
-
-/* A run with checks installs these two in place of the plain ones (and the
- * latency header's), so that a run without checks pays nothing per field or
- * chunk. Each stream's response is judged with its slot's own state: the
- * final response's :status (its first field, h2_check_pseudo) begins it,
- * its regular fields and DATA feed it, and its END_STREAM judges it
- * (h2_on_response_frame). An interim response's fields and the trailers are
- * not looked at, as for HTTP/1.1; a field nghttp2 would have dropped
- * (content-length: 0 on a 204) is not seen either. */
-static int h2_chk_field(nhb__conn* c, nghttp2_session* session, nhb__slot* s, const uint8_t* name, size_t namelen,
-                        const uint8_t* value, size_t valuelen);
-
-/* The slot's check state was begun for this response: its final head is
- * complete and its status one the checks judge (a final status under 200,
- * such as 050, begins none: a state from the slot's earlier request must not
- * be fed, nor judged). */
-static inline int h2_chk_began(const nhb__slot* s) {
-  return (s->h2_chk & H2_CHK_FINAL) && s->status >= 200 && s->chk != NULL;
-}
-
-static int h2_chk_on_header(nghttp2_session* session, const nghttp2_frame* frame, const uint8_t* name,
-                            size_t namelen, const uint8_t* value, size_t valuelen, uint8_t flags, void* user_data) {
-  NHB__UNUSED(flags);
-  nhb__conn* c = conn_of(user_data);
-  nhb__slot* s = h2_field_slot(c, session, frame, name, namelen, value, valuelen);
-  if (NHB__UNLIKELY(s == H2_OVER)) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-  if (s == NULL) return 0;
-  if (c->worker->run->olat_len != 0) h2_olat_field(c, s, name, namelen, value, valuelen);
-  return h2_chk_field(c, session, s, name, namelen, value, valuelen);
-}
-
-/* The checks' part of a field of slot s (h2_field_slot passed it). */
-static int h2_chk_field(nhb__conn* c, nghttp2_session* session, nhb__slot* s, const uint8_t* name, size_t namelen,
-                        const uint8_t* value, size_t valuelen) {
-  nhb__worker* w = c->worker;
-  if (s->status < 200 || (s->h2_chk & H2_CHK_FINAL)) return 0;
-  if (name[0] == ':') {
-    if (NHB__LIKELY(nhb__chk_slot_begin(w, s) != NULL)) return 0;
-    /* No memory for the slot's state (once per slot): the request ends as a
-     * reset, which nghttp2 sends for the failed callback. */
-    nghttp2_session_set_stream_user_data(session, s->stream_id, NULL);
-    nhb__worker_record_error_text(w, NHB_ENOMEM, "HTTP/2: no memory for a stream's response checks");
-    s->stream_id = 0;
-    nhb__conn_slot_failed(c, s, NHB_CTR_STREAM_RESETS);
-    return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-  }
-  const nhb__chk_set* set = &w->run->chk;
-  nhb__chk_name(set, s->chk, (const char*)name, namelen);
-  if (valuelen > 0) nhb__chk_value(set, s->chk, (const char*)value, valuelen);
-  nhb__chk_value_end(set, s->chk);
-  return 0;
-}
-
-static int h2_chk_on_data_chunk(nghttp2_session* session, uint8_t flags, int32_t stream_id, const uint8_t* data,
-                                size_t len, void* user_data) {
-  NHB__UNUSED(flags);
-  nhb__conn* c = conn_of(user_data);
-  nhb__slot* s = h2_slot(c, session, stream_id);
-  /* DATA of the final response only (nghttp2 refuses it before one). */
-  if (s != NULL && h2_check_data(c, session, s, len) && h2_chk_began(s))
-    nhb__chk_body(&c->worker->run->chk, s->chk, (const char*)data, len);
-  return 0;
-}
-
-/* ---- gRPC (session_grpc.c) ------------------------------------------------ */
-
-/* A gRPC run's callbacks: the plain ones' checks, then what gRPC reads
- * (session_grpc.c). Installed only when config.grpc is set, so that a plain
- * HTTP/2 run pays nothing for gRPC. */
-static int h2_grpc_on_header(nghttp2_session* session, const nghttp2_frame* frame, const uint8_t* name,
-                             size_t namelen, const uint8_t* value, size_t valuelen, uint8_t flags,
-                             void* user_data) {
-  NHB__UNUSED(flags);
-  nhb__conn* c = conn_of(user_data);
-  nhb__slot* s = h2_field_slot(c, session, frame, name, namelen, value, valuelen);
-  if (NHB__UNLIKELY(s == H2_OVER)) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-  if (s == NULL) return 0;
-  if (namelen > 5 && memcmp(name, "grpc-", 5) == 0) nhb__grpc_on_field(c->worker, s, name, namelen, value, valuelen);
-  if (c->worker->run->olat_len != 0) h2_olat_field(c, s, name, namelen, value, valuelen);
-  return 0;
-}
-
-/* Grouping by a response header (group.c): the plain checks, the field to
- * group.c, then what gRPC and the latency header read when they are on.
- * Installed only for runs grouped by a header. */
-static int h2_grp_on_header(nghttp2_session* session, const nghttp2_frame* frame, const uint8_t* name,
-                            size_t namelen, const uint8_t* value, size_t valuelen, uint8_t flags,
-                            void* user_data) {
-  NHB__UNUSED(flags);
-  nhb__conn* c = conn_of(user_data);
-  nhb__slot* s = h2_field_slot(c, session, frame, name, namelen, value, valuelen);
-  if (NHB__UNLIKELY(s == H2_OVER)) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-  if (s == NULL) return 0;
-  nhb__grp_field(c->worker, s, (const char*)name, namelen, (const char*)value, valuelen);
-  const nhb_run* run = c->worker->run;
-  if (run->config.grpc && namelen > 5 && memcmp(name, "grpc-", 5) == 0)
-    nhb__grpc_on_field(c->worker, s, name, namelen, value, valuelen);
-  if (run->olat_len != 0) h2_olat_field(c, s, name, namelen, value, valuelen);
-  return 0;
-}
-
-static int h2_grpc_on_data_chunk(nghttp2_session* session, uint8_t flags, int32_t stream_id, const uint8_t* data,
-                                 size_t len, void* user_data) {
-  NHB__UNUSED(flags);
-  nhb__conn* c = conn_of(user_data);
-  nhb__slot* s = h2_slot(c, session, stream_id);
-  if (s != NULL && h2_check_data(c, session, s, len)) nhb__grpc_on_data(s, data, len);
-  return 0;
-}
-
 /* A HEADERS or DATA frame of one of our streams, once h2_check_frame has
- * passed it. */
-static inline int h2_on_response_frame(nhb__conn* c, nghttp2_session* session, const nghttp2_frame* frame, nhb__slot* s) {
-  if (frame->hd.type == NGHTTP2_HEADERS && s->status >= 100 && s->status < 200) {
-    /* An interim response (100 Continue, 103 Early Hints): the real one follows. */
-    s->status = 0;
-    s->header_bytes = 0;
-    return 0;
+ * passed it. `observed`: the run has response observers (observer.c), which
+ * hear of the head's end, each DATA frame as a body piece, and the end; a
+ * constant, so that the plain callbacks compile without them. */
+static inline __attribute__((always_inline)) int h2_on_response_frame(nhb__conn* c, nghttp2_session* session,
+                                                                      const nghttp2_frame* frame, nhb__slot* s,
+                                                                      int observed) {
+  if (frame->hd.type == NGHTTP2_HEADERS) {
+    if (observed) nhb__obs_head_end(c->worker, s);
+    if (s->status >= 100 && s->status < 200) {
+      /* An interim response (100 Continue, 103 Early Hints): the real one follows. */
+      s->status = 0;
+      s->header_bytes = 0;
+      return 0;
+    }
+  } else if (observed && frame->hd.length > frame->data.padlen) {
+    /* A DATA frame with a payload is one piece of the body. */
+    nhb__obs_piece(c->worker, s, 0);
   }
   if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) {
     /* The response is complete; the stream may linger until our side of
@@ -688,21 +551,14 @@ static inline int h2_on_response_frame(nhb__conn* c, nghttp2_session* session, c
       s->first_ns = 0;
       c->h2->first_pending--;
     }
-    if (NHB__UNLIKELY(c->worker->run->config.grpc)) {
-      nhb__grpc_end(c, s);
-      return 0;
-    }
-    /* With checks (a run without them never allocates a slot's state). */
-    if (NHB__UNLIKELY(s->chk != NULL) && s->status >= 200) {
-      nhb__chk_response(c, s, s->chk, s->status);
-      return 0;
-    }
-    nhb__conn_response(c, s, s->status);
+    if (observed) nhb__obs_end(c, s);
+    else nhb__conn_response(c, s, s->status);
   }
   return 0;
 }
 
-static int h2_on_frame_recv(nghttp2_session* session, const nghttp2_frame* frame, void* user_data) {
+static inline __attribute__((always_inline)) int h2_frame_recv(nghttp2_session* session, const nghttp2_frame* frame,
+                                                               void* user_data, int observed) {
   nhb__conn* c = conn_of(user_data);
   if (c->state != NHB__CX_READY) return 0;
   nhb__worker* w = c->worker;
@@ -711,7 +567,7 @@ static int h2_on_frame_recv(nghttp2_session* session, const nghttp2_frame* frame
     case NGHTTP2_DATA: {
       nhb__slot* s = h2_slot(c, session, frame->hd.stream_id);
       if (s == NULL || !h2_check_frame(c, session, frame, s)) return 0;
-      return h2_on_response_frame(c, session, frame, s);
+      return h2_on_response_frame(c, session, frame, s, observed);
     }
     case NGHTTP2_GOAWAY:
       /* The server is going away: no new streams on this connection. Streams
@@ -743,113 +599,64 @@ static int h2_on_frame_recv(nghttp2_session* session, const nghttp2_frame* frame
   }
 }
 
-static int h2_olat_on_frame_recv(nghttp2_session* session, const nghttp2_frame* frame, void* user_data) {
-  if (frame->hd.type == NGHTTP2_HEADERS) {
-    nhb__conn* c = conn_of(user_data);
-    nhb__slot* s = h2_slot(c, session, frame->hd.stream_id);
-    if (s == NULL) return 0;
-    /* A malformed response records no origin latency. */
-    if (!h2_check_frame(c, session, frame, s)) return 0;
-    /* Before the response is handed on (which frees the slot at the end of
-     * the stream); an interim response's block is dropped. */
-    if (s->olat.active) {
-      if (s->status >= 200) nhb__olat_finish(&s->olat, c->worker);
-      s->olat.active = 0;
-    }
-    return h2_on_response_frame(c, session, frame, s);
-  }
-  return h2_on_frame_recv(session, frame, user_data);
+static int h2_on_frame_recv(nghttp2_session* session, const nghttp2_frame* frame, void* user_data) {
+  return h2_frame_recv(session, frame, user_data, 0);
 }
 
-/* ---- streaming responses (stream.c) ---------------------------------------- */
+/* ---- response observers (observer.c) --------------------------------------- */
 
-/* The callbacks of a run with stream_stats: the plain ones (or the latency
- * header's), plus the response's content-type and body fed to the streaming
- * statistics. Installed only with the option (gRPC runs refuse it). */
-static int h2_str_on_begin_headers(nghttp2_session* session, const nghttp2_frame* frame, void* user_data) {
-  nhb__conn* c = conn_of(user_data);
-  if (c->worker->run->olat_len != 0) h2_olat_on_begin_headers(session, frame, user_data);
+/* The callbacks of a run with response observers (the latency header,
+ * checks, grouping by a header, streaming statistics, gRPC): the plain ones'
+ * work, then one observer step per event. A run without observers installs
+ * the plain callbacks (h2_run_init) and pays nothing per field or chunk.
+ * Each stream's response is observed with its slot's own state: a header
+ * block that starts before the final status (the first, or the one after an
+ * interim 1xx response) begins it, its regular fields and DATA feed it, its
+ * END_STREAM ends it (h2_on_response_frame). A block after the final status
+ * is trailers, which only gRPC reads; a field nghttp2 would have dropped
+ * (content-length: 0 on a 204) is not seen. Names with an upper-case letter
+ * never get here (h2_check_field). */
+static int h2_obs_on_begin_headers(nghttp2_session* session, const nghttp2_frame* frame, void* user_data) {
   if (frame->hd.type != NGHTTP2_HEADERS) return 0;
+  nhb__conn* c = conn_of(user_data);
   nhb__slot* s = h2_slot(c, session, frame->hd.stream_id);
-  /* The response's head (the first, or the one after an interim 1xx). */
-  if (s != NULL && s->status == 0) nhb__str_begin(&s->str);
-  return 0;
+  if (s == NULL || s->status != 0) return 0;
+  if (NHB__LIKELY(nhb__obs_begin(c->worker, s) == 0)) return 0;
+  /* No memory for the slot's check state (once per slot): the request ends
+   * as a reset, which nghttp2 sends for the failed callback. */
+  nghttp2_session_set_stream_user_data(session, s->stream_id, NULL);
+  nhb__worker_record_error_text(c->worker, NHB_ENOMEM, "HTTP/2: no memory for a stream's response checks");
+  s->stream_id = 0;
+  nhb__conn_slot_failed(c, s, NHB_CTR_STREAM_RESETS);
+  return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
 }
 
-static int h2_str_on_header(nghttp2_session* session, const nghttp2_frame* frame, const uint8_t* name,
+static int h2_obs_on_header(nghttp2_session* session, const nghttp2_frame* frame, const uint8_t* name,
                             size_t namelen, const uint8_t* value, size_t valuelen, uint8_t flags, void* user_data) {
   NHB__UNUSED(flags);
   nhb__conn* c = conn_of(user_data);
   nhb__slot* s = h2_field_slot(c, session, frame, name, namelen, value, valuelen);
   if (NHB__UNLIKELY(s == H2_OVER)) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-  if (s == NULL) return 0;
-  if (c->worker->run->olat_len != 0) h2_olat_field(c, s, name, namelen, value, valuelen);
-  nhb__str_name(&s->str, (const char*)name, namelen);
-  nhb__str_value(&s->str, (const char*)value, valuelen);
-  nhb__str_value_end(&s->str);
+  /* A field that stands has a name (h2_check_field); pseudo-headers are the
+   * session's. */
+  if (s == NULL || name[0] == ':') return 0;
+  nhb__obs_field(c->worker, s, (const char*)name, namelen, (const char*)value, valuelen,
+                 (s->h2_chk & H2_CHK_FINAL) != 0);
   return 0;
 }
 
-static int h2_str_on_data_chunk(nghttp2_session* session, uint8_t flags, int32_t stream_id, const uint8_t* data,
+static int h2_obs_on_data_chunk(nghttp2_session* session, uint8_t flags, int32_t stream_id, const uint8_t* data,
                                 size_t len, void* user_data) {
   NHB__UNUSED(flags);
   nhb__conn* c = conn_of(user_data);
   nhb__slot* s = h2_slot(c, session, stream_id);
-  if (s != NULL && h2_check_data(c, session, s, len)) nhb__str_data(c->worker, s, (const char*)data, len, 0);
+  /* DATA of the final response only (h2_check_data refuses it before one). */
+  if (s != NULL && h2_check_data(c, session, s, len)) nhb__obs_data(c->worker, s, (const char*)data, len, 0);
   return 0;
 }
 
-static int h2_str_on_frame_recv(nghttp2_session* session, const nghttp2_frame* frame, void* user_data) {
-  nhb__conn* c = conn_of(user_data);
-  if (c->state == NHB__CX_READY && (frame->hd.type == NGHTTP2_DATA || frame->hd.type == NGHTTP2_HEADERS)) {
-    nhb__slot* s = h2_slot(c, session, frame->hd.stream_id);
-    if (s != NULL) {
-      /* A DATA frame with a payload is one piece; the stream's end, before
-       * the frame is acted on (which hands the slot back). */
-      if (frame->hd.type == NGHTTP2_DATA && frame->hd.length > frame->data.padlen)
-        nhb__str_piece(c->worker, s, 0);
-      if ((frame->hd.flags & NGHTTP2_FLAG_END_STREAM) && s->status >= 200) nhb__str_end(c->worker, s);
-    }
-  }
-  return c->worker->run->olat_len != 0 ? h2_olat_on_frame_recv(session, frame, user_data)
-                                       : h2_on_frame_recv(session, frame, user_data);
-}
-
-/* A run with two or more of response checks, grouping by a header and
- * streaming statistics: each installs its own field (and data) callback in
- * place of the plain one, so such a run gets one that does every part that
- * is on, after the common checks of the field (h2_field_slot) made once.
- * The checks go last: a slot they fail is given up. gRPC runs have neither
- * checks nor streaming statistics (refused), so they are not here. */
-static int h2_multi_on_header(nghttp2_session* session, const nghttp2_frame* frame, const uint8_t* name,
-                              size_t namelen, const uint8_t* value, size_t valuelen, uint8_t flags,
-                              void* user_data) {
-  NHB__UNUSED(flags);
-  nhb__conn* c = conn_of(user_data);
-  nhb__slot* s = h2_field_slot(c, session, frame, name, namelen, value, valuelen);
-  if (NHB__UNLIKELY(s == H2_OVER)) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-  if (s == NULL) return 0;
-  const nhb_run* run = c->worker->run;
-  if (run->olat_len != 0) h2_olat_field(c, s, name, namelen, value, valuelen);
-  if (nhb__grp_by_header(run)) nhb__grp_field(c->worker, s, (const char*)name, namelen, (const char*)value, valuelen);
-  if (run->config.stream_stats) {
-    nhb__str_name(&s->str, (const char*)name, namelen);
-    nhb__str_value(&s->str, (const char*)value, valuelen);
-    nhb__str_value_end(&s->str);
-  }
-  if (run->chk.n != 0) return h2_chk_field(c, session, s, name, namelen, value, valuelen);
-  return 0;
-}
-
-static int h2_multi_on_data_chunk(nghttp2_session* session, uint8_t flags, int32_t stream_id, const uint8_t* data,
-                                  size_t len, void* user_data) {
-  NHB__UNUSED(flags);
-  nhb__conn* c = conn_of(user_data);
-  nhb__slot* s = h2_slot(c, session, stream_id);
-  if (s == NULL || !h2_check_data(c, session, s, len)) return 0;
-  if (h2_chk_began(s)) nhb__chk_body(&c->worker->run->chk, s->chk, (const char*)data, len);
-  nhb__str_data(c->worker, s, (const char*)data, len, 0);
-  return 0;
+static int h2_obs_on_frame_recv(nghttp2_session* session, const nghttp2_frame* frame, void* user_data) {
+  return h2_frame_recv(session, frame, user_data, 1);
 }
 
 static int h2_on_stream_close(nghttp2_session* session, int32_t stream_id, uint32_t error_code,
@@ -1243,37 +1050,18 @@ static int h2_run_init(nhb_run* run, char* err, size_t err_len) {
   if (nghttp2_option_new(&opt) != 0) return NHB_ENOMEM;
   nghttp2_option_set_no_http_messaging(opt, 1);
   run->h2_option = opt;
-  /* With --latency-response-header-name, the callbacks that also read the
-   * origin's latency header (observe.c); otherwise the plain ones. */
-  int olat = run->olat_len != 0;
-  nghttp2_session_callbacks_set_on_header_callback(cb, olat ? h2_olat_on_header : h2_on_header);
-  if (olat) nghttp2_session_callbacks_set_on_begin_headers_callback(cb, h2_olat_on_begin_headers);
+  /* With response observers (observer.c: the latency header, checks,
+   * grouping by a header, streaming statistics, gRPC), the callbacks that
+   * also pass each event to them; otherwise the plain ones. */
+  int obs = run->obs != 0;
+  nghttp2_session_callbacks_set_on_header_callback(cb, obs ? h2_obs_on_header : h2_on_header);
+  /* gRPC alone has nothing to begin per head: its runs pay no callback for it. */
+  if (run->obs & ~NHB__OBS_GRPC) nghttp2_session_callbacks_set_on_begin_headers_callback(cb, h2_obs_on_begin_headers);
   nghttp2_session_callbacks_set_on_frame_send_callback(cb, h2_on_frame_send);
-  nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, h2_on_data_chunk);
-  if (run->chk.n != 0) {
-    /* Response checks (never with gRPC: nhb__chk_run_init refuses it). */
-    nghttp2_session_callbacks_set_on_header_callback(cb, h2_chk_on_header);
-    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, h2_chk_on_data_chunk);
-  }
-  if (cfg->grpc) {
-    /* gRPC runs also read grpc-status and follow the message framing;
-     * plain HTTP/2 runs keep the callbacks above and pay nothing. */
-    nghttp2_session_callbacks_set_on_header_callback(cb, h2_grpc_on_header);
-    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, h2_grpc_on_data_chunk);
-  }
-  if (nhb__grp_by_header(run)) nghttp2_session_callbacks_set_on_header_callback(cb, h2_grp_on_header);
-  nghttp2_session_callbacks_set_on_frame_recv_callback(cb, olat ? h2_olat_on_frame_recv : h2_on_frame_recv);
+  nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, obs ? h2_obs_on_data_chunk : h2_on_data_chunk);
+  nghttp2_session_callbacks_set_on_frame_recv_callback(cb, obs ? h2_obs_on_frame_recv : h2_on_frame_recv);
   nghttp2_session_callbacks_set_on_stream_close_callback(cb, h2_on_stream_close);
   nghttp2_session_callbacks_set_on_frame_not_send_callback(cb, h2_on_frame_not_send);
-  if (cfg->stream_stats) {
-    nghttp2_session_callbacks_set_on_begin_headers_callback(cb, h2_str_on_begin_headers);
-    nghttp2_session_callbacks_set_on_header_callback(cb, h2_str_on_header);
-    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, h2_str_on_data_chunk);
-    nghttp2_session_callbacks_set_on_frame_recv_callback(cb, h2_str_on_frame_recv);
-  }
-  int parts = (run->chk.n != 0) + (nhb__grp_by_header(run) != 0) + (cfg->stream_stats != 0);
-  if (parts > 1) nghttp2_session_callbacks_set_on_header_callback(cb, h2_multi_on_header);
-  if (run->chk.n != 0 && cfg->stream_stats) nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, h2_multi_on_data_chunk);
   for (uint32_t i = 0; i < run->nspecs; i++) {
     const nhb_request_spec* sp = &cfg->specs[i];
     size_t n = 0;

@@ -287,49 +287,44 @@ static int h3_begin_headers(nghttp3_conn* hc, int64_t sid, void* user_data, void
   nhb__slot* s = h3_slot((nhb__conn*)user_data, sid, stream_user_data);
   if (s == NULL) return 0;
   s->hdr_list = 0;
-  /* A header block that starts before the final status is the response's
-   * (or an interim one's); the latency response header is read from it. */
-  nhb__olat_reset(&s->olat);
-  s->olat.active = s->status == 0;
   /* The response's first byte: its first header block (an interim 1xx's
    * included), timed at the packet that brought it. */
   if (s->first_ns == 0) s->first_ns = h3_of((nhb__conn*)user_data)->rx_ns;
   return 0;
 }
 
-/* Grouping (group.c): a run grouped by a response header passes each
- * field on; one grouped by request set has nothing to read here. */
-static void h3_grp_field(nhb__conn* c, nhb__slot* s, nghttp3_vec n, nghttp3_vec v) {
-  if (!nhb__grp_by_header(c->worker->run)) return;
-  nhb__grp_field(c->worker, s, (const char*)n.base, n.len, (const char*)v.base, v.len);
+/* One field of a response's header block, held to the limit and, for
+ * :status, read. Returns the slot when the field is a regular one that
+ * stands, for the observers (observer.c); NULL when the field was the
+ * status, or the request ended. */
+static inline __attribute__((always_inline)) nhb__slot* h3_field(nhb__conn* c, nghttp3_conn* hc, int64_t sid,
+                                                                 int32_t token, nghttp3_vec n, nghttp3_vec v,
+                                                                 void* stream_user_data) {
+  nhb__slot* s = h3_slot(c, sid, stream_user_data);
+  if (s == NULL) return NULL;
+  if (!h3_field_fits(c, hc, sid, s, n.len, v.len)) return NULL;
+  if (token == NGHTTP3_QPACK_TOKEN__STATUS) {
+    /* nghttp3 checked it is three digits, neither under 100 (RFC 9110
+     * section 15) nor 101: its HTTP messaging checks, which the client keeps
+     * on for HTTP/3, reset the stream of such a response with
+     * H3_MESSAGE_ERROR before any callback sees the field (as session_h2.c's
+     * own checks do for HTTP/2; tests/test_h3.py pins it down). */
+    int status = 0;
+    for (size_t i = 0; i < v.len && i < 3; i++) status = status * 10 + (v.base[i] - '0');
+    s->status = status;
+    return NULL;
+  }
+  if (n.len == 0 || n.base[0] == ':') return NULL;
+  /* As for HTTP/1.1 and HTTP/2: names plus values of the regular fields. */
+  s->header_bytes += n.len + v.len;
+  return s;
 }
 
 static int h3_recv_header(nghttp3_conn* hc, int64_t sid, int32_t token, nghttp3_rcbuf* name,
                           nghttp3_rcbuf* value, uint8_t flags, void* user_data, void* stream_user_data) {
   NHB__UNUSED(flags);
-  nhb__conn* c = (nhb__conn*)user_data;
-  nhb__slot* s = h3_slot(c, sid, stream_user_data);
-  if (s == NULL) return 0;
-  nghttp3_vec n = nghttp3_rcbuf_get_buf(name);
-  nghttp3_vec v = nghttp3_rcbuf_get_buf(value);
-  if (!h3_field_fits(c, hc, sid, s, n.len, v.len)) return 0;
-  if (token == NGHTTP3_QPACK_TOKEN__STATUS) {
-    /* nghttp3 checked it is three digits. */
-    int status = 0;
-    for (size_t i = 0; i < v.len && i < 3; i++) status = status * 10 + (v.base[i] - '0');
-    s->status = status;
-    return 0;
-  }
-  if (n.len == 0 || n.base[0] == ':') return 0;
-  /* As for HTTP/1.1 and HTTP/2: names plus values of the regular fields. */
-  s->header_bytes += n.len + v.len;
-  const nhb_run* run = c->worker->run;
-  if (NHB__UNLIKELY(run->grp != NULL)) h3_grp_field(c, s, n, v);
-  if (NHB__UNLIKELY(run->olat_len != 0) && s->olat.active) {
-    nhb__olat_name(&s->olat, run, (const char*)n.base, n.len);
-    nhb__olat_value(&s->olat, run, (const char*)v.base, v.len);
-    nhb__olat_value_end(&s->olat, run);
-  }
+  h3_field((nhb__conn*)user_data, hc, sid, token, nghttp3_rcbuf_get_buf(name), nghttp3_rcbuf_get_buf(value),
+           stream_user_data);
   return 0;
 }
 
@@ -344,13 +339,10 @@ static int h3_end_headers(nghttp3_conn* hc, int64_t sid, int fin, void* user_dat
     /* An interim response (103 Early Hints): the real one follows. */
     s->status = 0;
     s->header_bytes = 0;
-    s->olat.active = 0;
     if (NHB__UNLIKELY(++s->interims > NHB__RESP_INTERIM))
       h3_over(c, hc, sid, s, "more than 100 interim (1xx) responses to one request (the client's limit)");
     return 0;
   }
-  if (NHB__UNLIKELY(c->worker->run->olat_len != 0) && s->olat.active) nhb__olat_finish(&s->olat, c->worker);
-  s->olat.active = 0;
   return 0;
 }
 
@@ -460,144 +452,82 @@ static const nghttp3_callbacks h3_http_callbacks = {
     h3_shutdown,
 };
 
-/* ---- response checks (--check, check.c) ----------------------------------------- */
+/* ---- response observers (observer.c) ------------------------------------------ */
 
-/* A run with checks gives nghttp3 the table below, whose header, data and
- * end-of-stream callbacks also feed and judge the response, so that a run
- * without checks pays nothing per field or chunk. Each stream's response
- * has its slot's own state: the final response's :status (nghttp3 puts the
- * pseudo-header first) begins it, its regular fields and DATA feed it, its
- * FIN judges it. Interim responses and trailers are not looked at, as for
- * HTTP/1.1 and HTTP/2. */
-static int h3_chk_recv_header(nghttp3_conn* hc, int64_t sid, int32_t token, nghttp3_rcbuf* name,
-                              nghttp3_rcbuf* value, uint8_t flags, void* user_data, void* stream_user_data) {
-  int r = h3_recv_header(hc, sid, token, name, value, flags, user_data, stream_user_data);
+/* The callbacks of a run with response observers (the latency header,
+ * checks, grouping by a header, streaming statistics): the plain ones' work,
+ * then one observer step per event, each body piece timed at the packet
+ * that brought it. A run without observers gives nghttp3 h3_http_callbacks
+ * and pays nothing per field or chunk. Each stream's response is observed
+ * with its slot's own state: a header block (the first, or the one after an
+ * interim response) begins it, its regular fields and DATA feed it, its FIN
+ * ends it. Trailers are held to the limits only: no observer reads them
+ * on HTTP/3 (gRPC, the one that does, runs on HTTP/2). */
+static int h3_obs_begin_headers(nghttp3_conn* hc, int64_t sid, void* user_data, void* stream_user_data) {
+  h3_begin_headers(hc, sid, user_data, stream_user_data);
   nhb__conn* c = (nhb__conn*)user_data;
-  /* Gone when the field crossed the header limit (h3_over). */
   nhb__slot* s = h3_slot(c, sid, stream_user_data);
-  if (r != 0 || s == NULL || s->status < 200) return r;
-  nhb__worker* w = c->worker;
-  if (token == NGHTTP3_QPACK_TOKEN__STATUS) {
-    /* No memory for the slot's state (once per slot): the connection fails. */
-    if (NHB__UNLIKELY(nhb__chk_slot_begin(w, s) == NULL)) {
-      h3_record(c, NHB_ENOMEM, "HTTP/3: %s", "no memory for a stream's response checks");
-      return NGHTTP3_ERR_CALLBACK_FAILURE;
-    }
-    return 0;
-  }
+  if (s == NULL || nhb__obs_begin(c->worker, s) == 0) return 0;
+  /* No memory for the slot's check state (once per slot): the connection fails. */
+  h3_record(c, NHB_ENOMEM, "HTTP/3: %s", "no memory for a stream's response checks");
+  return NGHTTP3_ERR_CALLBACK_FAILURE;
+}
+
+static int h3_obs_recv_header(nghttp3_conn* hc, int64_t sid, int32_t token, nghttp3_rcbuf* name,
+                              nghttp3_rcbuf* value, uint8_t flags, void* user_data, void* stream_user_data) {
+  NHB__UNUSED(flags);
+  nhb__conn* c = (nhb__conn*)user_data;
   nghttp3_vec n = nghttp3_rcbuf_get_buf(name);
-  if (n.len == 0 || n.base[0] == ':' || s->chk == NULL) return 0;
   nghttp3_vec v = nghttp3_rcbuf_get_buf(value);
-  const nhb__chk_set* set = &w->run->chk;
-  nhb__chk_name(set, s->chk, (const char*)n.base, n.len);
-  if (v.len > 0) nhb__chk_value(set, s->chk, (const char*)v.base, v.len);
-  nhb__chk_value_end(set, s->chk);
+  nhb__slot* s = h3_field(c, hc, sid, token, n, v, stream_user_data);
+  if (s != NULL) nhb__obs_field(c->worker, s, (const char*)n.base, n.len, (const char*)v.base, v.len, 0);
   return 0;
 }
 
-static int h3_chk_recv_data(nghttp3_conn* hc, int64_t sid, const uint8_t* data, size_t len, void* user_data,
+static int h3_obs_end_headers(nghttp3_conn* hc, int64_t sid, int fin, void* user_data, void* stream_user_data) {
+  nhb__conn* c = (nhb__conn*)user_data;
+  nhb__slot* s = h3_slot(c, sid, stream_user_data);
+  if (s != NULL) nhb__obs_head_end(c->worker, s);
+  return h3_end_headers(hc, sid, fin, user_data, stream_user_data);
+}
+
+static int h3_obs_recv_data(nghttp3_conn* hc, int64_t sid, const uint8_t* data, size_t len, void* user_data,
                             void* stream_user_data) {
   nhb__conn* c = (nhb__conn*)user_data;
   nhb__slot* s = h3_slot(c, sid, stream_user_data);
   /* DATA comes after the final response's header block (nghttp3 refuses
-   * it before one), which began the slot's state. */
-  if (s != NULL && s->status >= 200 && s->chk != NULL)
-    nhb__chk_body(&c->worker->run->chk, s->chk, (const char*)data, len);
+   * it before one), which began the slot's observers. */
+  if (s != NULL && len != 0) {
+    uint64_t now = h3_of(c)->rx_ns;
+    nhb__obs_data(c->worker, s, (const char*)data, len, now);
+    nhb__obs_piece(c->worker, s, now);
+  }
   return h3_recv_data(hc, sid, data, len, user_data, stream_user_data);
 }
 
-static int h3_chk_end_stream(nghttp3_conn* hc, int64_t sid, void* user_data, void* stream_user_data) {
+static int h3_obs_end_stream(nghttp3_conn* hc, int64_t sid, void* user_data, void* stream_user_data) {
   nhb__conn* c = (nhb__conn*)user_data;
   nhb__slot* s = h3_slot(c, sid, stream_user_data);
   if (s == NULL) return 0;
-  if (s->status < 200 || s->chk == NULL) return h3_end_stream(hc, sid, user_data, stream_user_data);
   nghttp3_conn_set_stream_user_data(hc, sid, NULL);
   s->stream_id = 0;
-  nhb__chk_response(c, s, s->chk, s->status);
+  nhb__obs_end(c, s);
   return 0;
 }
 
-static const nghttp3_callbacks h3_chk_http_callbacks = {
+static const nghttp3_callbacks h3_obs_callbacks = {
     NULL,
     h3_http_stream_close,
-    h3_chk_recv_data,
+    h3_obs_recv_data,
     h3_deferred_consume,
-    h3_begin_headers,
-    h3_chk_recv_header,
-    h3_end_headers,
+    h3_obs_begin_headers,
+    h3_obs_recv_header,
+    h3_obs_end_headers,
     NULL,
     h3_recv_trailer,
     NULL,
     h3_stop_sending,
-    h3_chk_end_stream,
-    h3_reset_stream,
-    h3_shutdown,
-};
-
-/* The callbacks of a run with stream_stats (stream.c): the plain ones, plus
- * the response's content-type and body fed to the streaming statistics,
- * each piece timed at the packet that brought it. A run without the option
- * uses h3_http_callbacks and never reaches these. Each passes the event on
- * to the table the run would use without the option (h3_str_base): the
- * checks' or the plain one. */
-static inline const nghttp3_callbacks* h3_str_base(const nhb__conn* c) {
-  return c->worker->run->chk.n != 0 ? &h3_chk_http_callbacks : &h3_http_callbacks;
-}
-
-static int h3_str_begin_headers(nghttp3_conn* hc, int64_t sid, void* user_data, void* stream_user_data) {
-  nhb__slot* s = h3_slot((nhb__conn*)user_data, sid, stream_user_data);
-  if (s != NULL && s->status == 0) nhb__str_begin(&s->str);
-  return h3_begin_headers(hc, sid, user_data, stream_user_data);
-}
-
-static int h3_str_recv_header(nghttp3_conn* hc, int64_t sid, int32_t token, nghttp3_rcbuf* name,
-                              nghttp3_rcbuf* value, uint8_t flags, void* user_data, void* stream_user_data) {
-  int r = h3_str_base((nhb__conn*)user_data)->recv_header(hc, sid, token, name, value, flags, user_data,
-                                                          stream_user_data);
-  /* The slot is gone when the field broke a limit. */
-  nhb__slot* s = h3_slot((nhb__conn*)user_data, sid, stream_user_data);
-  if (r == 0 && s != NULL && s->stream_id != 0) {
-    nghttp3_vec n = nghttp3_rcbuf_get_buf(name);
-    nghttp3_vec v = nghttp3_rcbuf_get_buf(value);
-    nhb__str_name(&s->str, (const char*)n.base, n.len);
-    nhb__str_value(&s->str, (const char*)v.base, v.len);
-    nhb__str_value_end(&s->str);
-  }
-  return r;
-}
-
-static int h3_str_recv_data(nghttp3_conn* hc, int64_t sid, const uint8_t* data, size_t len, void* user_data,
-                            void* stream_user_data) {
-  nhb__conn* c = (nhb__conn*)user_data;
-  nhb__slot* s = h3_slot(c, sid, stream_user_data);
-  if (s != NULL && len != 0) {
-    uint64_t now = h3_of(c)->rx_ns;
-    nhb__str_data(c->worker, s, (const char*)data, len, now);
-    nhb__str_piece(c->worker, s, now);
-  }
-  return h3_str_base(c)->recv_data(hc, sid, data, len, user_data, stream_user_data);
-}
-
-static int h3_str_end_stream(nghttp3_conn* hc, int64_t sid, void* user_data, void* stream_user_data) {
-  nhb__conn* c = (nhb__conn*)user_data;
-  nhb__slot* s = h3_slot(c, sid, stream_user_data);
-  if (s != NULL && s->status >= 200) nhb__str_end(c->worker, s);
-  return h3_str_base(c)->end_stream(hc, sid, user_data, stream_user_data);
-}
-
-static const nghttp3_callbacks h3_str_callbacks = {
-    NULL,
-    h3_http_stream_close,
-    h3_str_recv_data,
-    h3_deferred_consume,
-    h3_str_begin_headers,
-    h3_str_recv_header,
-    h3_end_headers,
-    NULL,
-    h3_recv_trailer,
-    NULL,
-    h3_stop_sending,
-    h3_str_end_stream,
+    h3_obs_end_stream,
     h3_reset_stream,
     h3_shutdown,
 };
@@ -621,9 +551,7 @@ static int h3_setup_http(nhb__conn* c) {
   settings.qpack_blocked_streams = 0;
   /* What the client takes (client.h); h3_recv_header enforces it. */
   settings.max_field_section_size = NHB__RESP_HEADER_BYTES;
-  const nghttp3_callbacks* cbs = c->worker->run->config.stream_stats ? &h3_str_callbacks
-                                : c->worker->run->chk.n != 0 ? &h3_chk_http_callbacks
-                                                              : &h3_http_callbacks;
+  const nghttp3_callbacks* cbs = c->worker->run->obs != 0 ? &h3_obs_callbacks : &h3_http_callbacks;
   if (nghttp3_conn_client_new(&h->hc, cbs, &settings, &h->hmem, c) != 0) return -1;
   int64_t ctrl, enc, dec;
   if (ngtcp2_conn_open_uni_stream(h->qc, &ctrl, NULL) != 0 || nghttp3_conn_bind_control_stream(h->hc, ctrl) != 0 ||

@@ -5,7 +5,7 @@ Run as a script (tests/test_h3.py starts it as a subprocess)::
     python h3_server.py --cert CERT --key KEY [--port 0] [--size N]
 
 It prints ``port N`` on stdout once it listens on 127.0.0.1, answers every request with
-``--size`` bytes of body and status 200, with status NNN for a path ``/status/NNN``, after MS
+``--size`` bytes of body and status 200, with status NNN for a path ``/status/NNN`` (its digits as given), after MS
 milliseconds for a path ``/delay/MS``, with a Server-Sent Events stream of N events
 (``content-type: text/event-stream``, each event in its own DATA frame, every MS milliseconds
 starting MS after the request) for a path ``/sse/N/MS``, with N extra fields of SIZE-byte values in its header
@@ -121,17 +121,18 @@ class Handler(QuicConnectionProtocol):
             self._pending -= 1
         if self._closing:
             return
-        status = 200
+        status = b"200"
         path = request["path"]
         if path.startswith("/status/"):
-            status = int(path.split("/")[2])
+            # The digits as given: /status/050 sends "050", a status under 100.
+            status = path.split("/")[2].encode()
         extra: list[tuple[bytes, bytes]] = []
         if path.startswith(("/fields/", "/trailers/")):
             _, kind, count, size = path.split("/")
             extra = [(b"x-f%d" % i, b"v" * int(size)) for i in range(int(count))]
         try:
             self._http.send_headers(stream_id, [
-                (b":status", str(status).encode()),
+                (b":status", status),
                 (b"server", b"aioquic-test"),
                 (b"content-length", str(len(self.body)).encode()),
                 *(extra if path.startswith("/fields/") else []),
