@@ -93,6 +93,26 @@ def test_two_ssh_hosts_merge_exactly(sshd: Any, server: nhbench.TestServer,
     assert sum(record.requests for record in result.timeline) == served
 
 
+def test_pushed_metrics_come_from_the_controller(sshd: Any,
+                                                 server: nhbench.TestServer) -> None:
+    # docs/telemetry.md: as on Ray, the controller pushes the merged intervals, so what the
+    # statsd sink received adds up to the merged result and to the server's count.
+    from support.metric_sinks import StatsdServer
+
+    before = _served(server)
+    with StatsdServer("udp") as statsd:
+        proc = nhbench_cli("run", server.url, *_ssh_args(sshd, _python()), "--rps", "50",
+                           "--duration", "1s", "--cpus", CPU, "--statsd",
+                           statsd.address, "--stats-flush-interval", "0.5s",
+                           "--output-format", "json", env={"SSH_AUTH_SOCK": ""})
+        served = _served(server) - before
+        lines = statsd.lines()
+    assert proc.returncode == 0, proc.stderr
+    pushed = sum(int(line.value) for line in lines
+                 if line.name == "envoy.cluster.nhbench.upstream_rq_total")
+    assert pushed == served > 0
+
+
 def test_a_host_killed_mid_run_fails_the_run_naming_it(sshd: Any, server: nhbench.TestServer,
                                                         tmp_path: Path) -> None:
     pids = tmp_path / "pids"

@@ -29,7 +29,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import _histogram
 from ._exceptions import NHBenchError
@@ -39,12 +39,15 @@ from ._timeline import IntervalRecord
 if TYPE_CHECKING:
     from .options import Options
 
+R = TypeVar("R")
+
 __all__ = [
     "LATENCY_BOUNDS",
     "Flush",
     "MetricsPush",
     "OtlpSink",
     "StatsdSink",
+    "run_pushing",
     "statsd_lines",
 ]
 
@@ -463,6 +466,25 @@ class _OtlpLatency:
 
 
 # ---- the run's side ------------------------------------------------------------------------
+
+
+def run_pushing(push: MetricsPush | None,
+                run: Callable[[Callable[[IntervalRecord], object] | None], R],
+                on_interval: Callable[[IntervalRecord], object] | None) -> R:
+    """``run(on_interval)``, with `push` (if any) fed every interval before `on_interval`.
+
+    Every placement of a run (here, on Ray, on --loadgen hosts) ends its pushes this way: a
+    run given up (a second Ctrl-C, an error) does not wait for the sinks; one that ended
+    makes the last flush and reports the sinks' failures once (docs/telemetry.md)."""
+    if push is None:
+        return run(on_interval)
+    try:
+        result = run(push.wrap(on_interval))
+    except BaseException:
+        push.close(wait=False)
+        raise
+    push.close()
+    return result
 
 
 class MetricsPush:

@@ -25,7 +25,7 @@ from ._exceptions import (
 )
 from ._groups import group_plan, refuse_unknown_group_rules
 from ._progress import Progress
-from ._push import MetricsPush
+from ._push import MetricsPush, run_pushing
 from ._result import Result
 from ._timeline import IntervalRecord
 from ._tracing import SpanExporter
@@ -282,18 +282,8 @@ class Benchmark:
         a `Progress` about every 0.1 s; `on_interval` with each `IntervalRecord` as its
         interval closes (with ``stats_interval`` on), the last one included.
         """
-        push = self._metrics_push()
-        if push is None:
-            return self._run_to_end(on_progress, on_interval)
-        try:
-            result = self._run_to_end(on_progress, push.wrap(on_interval))
-        except BaseException:
-            # Given up (a second Ctrl-C, an error): the sinks are not waited for.
-            push.close(wait=False)
-            raise
-        # The last flush and the sinks' failures, reported once (docs/telemetry.md).
-        push.close()
-        return result
+        return run_pushing(self._metrics_push(),
+                           lambda interval: self._run_to_end(on_progress, interval), on_interval)
 
     def _metrics_push(self) -> MetricsPush | None:
         # Built before the run starts: an OTLP endpoint without its extra refuses the run

@@ -29,7 +29,7 @@ from typing import Any
 from .._exceptions import NHBenchError, OptionsError, RunError
 from .._groups import MAX_GROUPS, NONE_GROUP, OTHER_GROUP, refuse_unknown_group_rules
 from .._progress import EndpointProgress, GroupProgress, Progress
-from .._push import MetricsPush
+from .._push import MetricsPush, run_pushing
 from .._result import HostEntry, Result, WorkerResult
 from .._run import Benchmark
 from .._timeline import IntervalRecord
@@ -507,16 +507,9 @@ class ClusterBenchmark:
             # exit detail) on stdout from a thread of its own; stdout is the report's (the
             # json output may go there), so during the run such lines go to stderr.
             with contextlib.redirect_stdout(sys.stderr):
-                if not self.options.pushes_metrics:
-                    return self._run(ray, on_progress, on_interval)
-                push = MetricsPush(self.options)
-                try:
-                    result = self._run(ray, on_progress, push.wrap(on_interval))
-                except BaseException:
-                    push.close(wait=False)
-                    raise
-                push.close()
-                return result
+                push = MetricsPush(self.options) if self.options.pushes_metrics else None
+                return run_pushing(push, lambda interval: self._run(ray, on_progress, interval),
+                                   on_interval)
         finally:
             for host in self._hosts:
                 if host.actor is not None:

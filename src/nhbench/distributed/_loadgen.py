@@ -34,7 +34,7 @@ from typing import Any
 
 from .._exceptions import NHBenchError, OptionsError, RunError
 from .._progress import EndpointProgress, Progress
-from .._push import MetricsPush
+from .._push import MetricsPush, run_pushing
 from .._result import Result
 from .._timeline import IntervalRecord
 from .._version import __version__
@@ -425,16 +425,9 @@ class LoadgenBenchmark(ClusterBenchmark):
         on_interval: Callable[[IntervalRecord], object] | None = None,
     ) -> Result:
         try:
-            if not self.options.pushes_metrics:
-                return self._run_agents(on_progress, on_interval)
-            push = MetricsPush(self.options)
-            try:
-                result = self._run_agents(on_progress, push.wrap(on_interval))
-            except BaseException:
-                push.close(wait=False)
-                raise
-            push.close()
-            return result
+            push = MetricsPush(self.options) if self.options.pushes_metrics else None
+            return run_pushing(push, lambda interval: self._run_agents(on_progress, interval),
+                               on_interval)
         finally:
             for generator in self._generators:
                 if generator.link is not None:
