@@ -674,3 +674,22 @@ def test_same_schedule_span_as_fortio(origin: RecordingOrigin) -> None:
         times = sorted(r.at for r in origin.requests)[2:]  # after the 2 warm-up calls
         assert len(times) == 20
         assert 0.97 <= times[-1] - times[0] <= 1.2, (fortio, times[-1] - times[0])
+
+
+@pytest.mark.parametrize(("argv", "target", "refresh"), [
+    (["-dns-method", "rr"], "http://localhost:8080/", "connection"),
+    (["-dns-method", "first"], "http://localhost:8080/", "connection"),
+    (["-dns-method", "rnd"], "localhost:8080", "connection"),
+    ([], "http://localhost:8080/", None),                        # cached-rr: resolved once
+    (["-dns-method", "rr", "-no-reresolve"], "http://localhost:8080/", None),
+    (["-dns-method", "rr"], "http://127.0.0.1:8080/", None),      # an IP needs no lookup
+    (["-dns-method", "rr", "-resolve", "127.0.0.1"], "http://localhost:8080/", None),
+    (["-dns-method", "rr", "-stdclient"], "http://localhost:8080/", None),
+    (["-dns-method", "rr", "-h2"], "http://localhost:8080/", None),
+])
+def test_dns_method_looks_the_name_up_per_connection_where_fortio_does(
+        argv: list[str], target: str, refresh: str | None) -> None:
+    # Fortio's fast client resolves again for each new connection with rr, rnd and first
+    # (fhttp: resolve() when socketCount > 1 and not -no-reresolve); cached-rr keeps the
+    # first answer; Go's standard and HTTP/2 clients dial through Go's own resolver.
+    assert plan(*argv, target=target).get("dns_refresh") == refresh

@@ -388,6 +388,15 @@ def fortio_plan(args: FortioArgs, target: str, *, stdin: Any = None) -> FortioPl
         # A Unix socket has no addresses to pick from: Fortio reads no method then; through
         # an environment proxy the proxy resolves the origin's name.
         options["dns_method"] = _DNS_METHODS[args.dns_method]
+        host = urlsplit(url).hostname or ""
+        if (run_type == "HTTP" and args.dns_method != "cached-rr" and not args.no_reresolve
+                and not args.resolve and not args.h2 and not args.stdclient
+                and not _is_ip(host)):
+            # Fortio's fast client looks the name up again for every new connection after
+            # its first, unless the method is cached-rr or -no-reresolve is given; an IP (the
+            # URL's or -resolve's) needs no lookup, and its standard and HTTP/2 clients
+            # dial through Go's own resolver, which -dns-method does not steer.
+            options["dns_refresh"] = "connection"
     families = {"ip4": "v4", "ip6": "v6", "ip": "auto"}
     if args.resolve_ip_type not in families:
         raise OptionsError(f"-resolve-ip-type: {args.resolve_ip_type!r} is none of ip4, "
@@ -576,9 +585,9 @@ def _resolved_connector(resolve: str, family: str) -> Callable[..., socket.socke
     return connect
 
 
-#: Fortio's -dns-method names (fnet's validator) and nhbench's --dns-method for each. nhbench
-#: resolves once at the start; Fortio's cached-rr does too, its rr, rnd and first look the
-#: name up again for each new connection, which differs only while the answers change.
+#: Fortio's -dns-method names (fnet's validator) and nhbench's --dns-method for each. Fortio's
+#: cached-rr resolves once; its rr, rnd and first look the name up again for each new
+#: connection of its fast client (--dns-refresh connection, set beside it).
 _DNS_METHODS = {"cached-rr": "rr", "rr": "rr", "rnd": "random", "first": "first"}
 
 #: nhbench's options by the Fortio flag that sets them, for messages.

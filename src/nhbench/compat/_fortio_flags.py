@@ -221,9 +221,9 @@ FORTIO_FLAGS: tuple[ForeignFlag, ...] = (
     fortio_flag("-dns-method", "method", "Which of several resolved IPs to pick",
                 default="cached-rr", commands=_CLIENT,
                 nhbench="--dns-method: cached-rr and rr are rr (each new connection the "
-                "next address), rnd is random, first first; nhbench resolves once at the "
-                "start (Fortio's rr, rnd and first look up again per connection); other "
-                "names are refused"),
+                "next address), rnd is random, first first; rr, rnd and first also look "
+                "the name up again per new connection as Fortio's fast client does "
+                "(--dns-refresh connection); other names are refused"),
     fortio_flag("-echo-debug-path", "URI", "http echo server URI for debug",
                 default="/debug", commands=_SERVER,
                 nhbench="`server`: --debug-path (\"\" disables the debug echo), with "
@@ -333,7 +333,8 @@ FORTIO_FLAGS: tuple[ForeignFlag, ...] = (
     fortio_flag("-nc-dont-stop-on-eof", None, "nc mode: don't stop when the remote closes",
                 nhbench="`nc`: wait for stdin's end too", commands=("nc",)),
     fortio_flag("-no-reresolve", None, "Keep the initial DNS resolution for new connections",
-                nhbench="always so: nhbench resolves the host once per run",
+                nhbench="no --dns-refresh connection for -dns-method rr, rnd or first: "
+                "the name is looked up once per run",
                 commands=_CLIENT),
     fortio_flag("-nocatchup", None, "exact fixed qps, no catch up when the target is slow",
                 nhbench="--no-catchup", commands=_LOAD),
