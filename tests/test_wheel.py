@@ -29,6 +29,10 @@ import pytest
 pytestmark = [pytest.mark.wheel, pytest.mark.timeout(900)]
 
 INSIDE = Path(__file__).parent / "support" / "wheel_inside.py"
+# Extras installed with the wheel (from PyPI) and imported inside: the service's gRPC and the
+# Prometheus endpoint. [notebook] and [ray] (pandas, matplotlib, Ray: hundreds of MB) are
+# left out to keep the session to minutes.
+EXTRAS = ("prometheus", "service")
 SYSTEM_LIBDIR = Path("/usr/lib/x86_64-linux-gnu")
 # auditwheel names a vendored library by its file name with a hash after the base name:
 # libuv.so.1.0.0 -> libuv-1a2b3c4d.so.1.0.0; the system's file of that name is the one the
@@ -93,7 +97,8 @@ def test_wheel_runs_without_the_system_libraries(wheel: Path, tmp_path: Path) ->
     base_python = getattr(sys, "_base_executable", sys.executable)
     subprocess.run([base_python, "-m", "venv", str(venv)], check=True, env=env)
     subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q",
-                    "--disable-pip-version-check", str(wheel)], check=True, env=env)
+                    "--disable-pip-version-check", f"{wheel}[{','.join(EXTRAS)}]"],
+                   check=True, env=env)
 
     # The check is only worth something if the system has the libraries to hide.
     missing = [s for s in sonames if not (SYSTEM_LIBDIR / s).exists()]
@@ -131,6 +136,7 @@ def test_wheel_runs_without_the_system_libraries(wheel: Path, tmp_path: Path) ->
         assert run["counters"].get(connections, 0) >= 1, (name, run["counters"])
     assert report["api"]["success"], report["api"]
     assert report["api"]["http_2xx"] == 10 and report["api"]["h3_connections"] >= 1
+    assert report["extras"] == {"nhbench.service._server": "", "prometheus_client": ""}
 
     # Every library of the wheel that the process mapped came from nhbench.libs/, none from
     # the system: the hidden ones cannot load, and the kept ones (OpenSSL for Python's _ssl)

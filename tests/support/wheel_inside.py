@@ -8,6 +8,7 @@ and the installed nhbench. Prints one JSON object on stdout for the test to chec
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import signal
@@ -97,6 +98,15 @@ def main() -> None:
     import nhbench._core as core
 
     report["core_file"] = core.__file__
+    # The modules of the installed extras ([service], [prometheus]): "" when they import.
+    extras = {}
+    for module in ("nhbench.service._server", "prometheus_client"):
+        try:
+            importlib.import_module(module)
+            extras[module] = ""
+        except ImportError as exc:  # a missing module or a shared library that will not load
+            extras[module] = repr(exc)
+    report["extras"] = extras
     plain, plain_port = start_server()
     with tempfile.TemporaryDirectory() as tmp:
         ca = os.path.join(tmp, "ca.pem")
