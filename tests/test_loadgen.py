@@ -260,6 +260,29 @@ def test_sweep_steps_run_from_the_load_generators(sshd: Any, server: nhbench.Tes
     assert sum(step.http_2xx for step in campaign.steps) == _served(server) - before > 0
 
 
+def test_adapt_steps_run_from_the_load_generators(sshd: Any, server: nhbench.TestServer,
+                                                 tmp_path: Path) -> None:
+    # adapt's search steps go through the same make_benchmark: every step, confirmations
+    # included, is a --loadgen run whose requests all reached the server.
+    from nhbench.campaign import load_campaign
+
+    before = _served(server)
+    out = tmp_path / "c"
+    proc = nhbench_cli("adapt", server.url, "--slo", "mean<10s", "--min-rps", "20",
+                       "--max-rps", "40", "--duration", "0.5s", "--confirm", "1",
+                       "--cpus", CPU, "--no-mpstat", "--out", str(out),
+                       *_ssh_args(sshd, _python()), env={"SSH_AUTH_SOCK": ""}, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    campaign = load_campaign(out)
+    assert campaign.manifest.kind == "adapt"
+    assert len(campaign.steps) >= 2
+    assert sum(step.http_2xx for step in campaign.steps) == _served(server) - before > 0
+    for step in campaign.steps:
+        # Each step's result was merged from the two load generators.
+        result = nhbench.load_result(str(out / step.directory / "result.json"))
+        assert [h.address for h in result.hosts] == [f"ssh://{sshd.address}"] * 2
+
+
 def test_an_agent_that_does_not_start_fails_naming_the_host(sshd: Any,
                                                             server: nhbench.TestServer) -> None:
     before = _served(server)
