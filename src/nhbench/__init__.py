@@ -37,6 +37,7 @@ if TYPE_CHECKING:
         CoreUnavailableError,
         HostError,
         HostKeyError,
+        K8sError,
         NHBenchError,
         OptionsError,
         ResolveError,
@@ -85,7 +86,7 @@ del TYPE_CHECKING
 _LAZY = {
     **{name: ("nhbench._exceptions", name) for name in (
         "AuthenticationError", "CalibrationError", "CampaignError", "CommandError", "ConfigRejectedError",
-        "CoreError", "CoreUnavailableError", "HostError", "HostKeyError", "NHBenchError",
+        "CoreError", "CoreUnavailableError", "HostError", "HostKeyError", "K8sError", "NHBenchError",
         "OptionsError", "ResolveError", "ResultFileError", "RunError", "RunRefusedError",
         "ServerError",
         "SloError", "SyncError", "UnreachableError")},
@@ -224,6 +225,7 @@ __all__ = [
     "CampaignError",
     "ResultFileError",
     "RunRefusedError",
+    "K8sError",
     "SyncError",
     "OutputError",
     "InputError",

@@ -8,8 +8,10 @@ Hierarchy::
 
     NHBenchError
     ├── OptionsError            invalid options (also a ValueError); `.option` names the option
-    │   └── RunRefusedError     a run the UI's caps or target allow-list refuse (``nhbench
-    │                           ui``, Fortio's REST API: HTTP 403, nothing sent)
+    │   ├── RunRefusedError     a run the UI's caps or target allow-list refuse (``nhbench
+    │   │                       ui``, Fortio's REST API: HTTP 403, nothing sent)
+    │   └── K8sError            a --watch-pod or --k8s-service that kubectl and the kubelet's
+    │                           CPU manager state cannot resolve (nothing was sent)
     ├── CoreUnavailableError    the compiled extension nhbench._core cannot be imported
     │                           (also an ImportError)
     ├── RunError                the benchmark could not be carried out
@@ -55,6 +57,7 @@ __all__ = [
     "NHBenchError",
     "OptionsError",
     "RunRefusedError",
+    "K8sError",
     "CoreUnavailableError",
     "RunError",
     "ResolveError",
@@ -94,6 +97,12 @@ class OptionsError(NHBenchError, ValueError):
 class RunRefusedError(OptionsError):
     """A run started from the browser UI or Fortio's REST API that its limits (rate,
     connections, duration, runs at once) or its target allow-list refuse; nothing was sent."""
+
+
+class K8sError(OptionsError):
+    """A --watch-pod or --k8s-service that cannot be resolved on the target host (no such
+    pod or container, no CPUs in the CPU manager state, no NodePort, kubectl failing);
+    `option` names the flag. Raised before a sweep writes or sends anything."""
 
 
 class CoreUnavailableError(NHBenchError, ImportError):

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from .._exceptions import K8sError
 from ..options import PodRef, ServiceRef, parse_cpu_list
 from ._facts import parse_sections
 from ._host import Host
@@ -51,14 +52,6 @@ DEFAULT_KUBELET_DIR = "/var/lib/kubelet"
 
 _MARK = "@@nhbench-section "
 _TOOLS = ("docker", "containerd", "crictl", "kubelet", "calicoctl", "istioctl")
-
-
-class K8sError(Exception):
-    """A --watch-pod or --k8s-service that cannot be resolved; `option` names the flag."""
-
-    def __init__(self, message: str, option: str) -> None:
-        super().__init__(message)
-        self.option = option
 
 
 # --------------------------------------------------------------------------------------

@@ -50,7 +50,6 @@ from ..distributed import BenchmarkProtocol, make_benchmark
 from ..hosts import (
     ClusterFacts,
     Host,
-    K8sError,
     LocalHost,
     MachineFacts,
     SSHHost,
@@ -209,8 +208,6 @@ class Sweep:
                 return collect_cluster(host)
             cluster = collect_cluster(host, kubectl=k8s.kubectl, kubelet_dir=k8s.kubelet_dir,
                                       pods=k8s.pods, service=k8s.service, url=url or None)
-        except K8sError as exc:
-            raise OptionsError(str(exc), exc.option) from None
         except HostError as exc:
             if k8s is None:
                 self._note(f"cluster facts skipped: {exc}")
