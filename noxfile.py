@@ -356,6 +356,10 @@ def wheel(session: nox.Session) -> None:
     session.log(f"{repaired.name}: {repaired.stat().st_size / 1e6:.1f} MB")
     if "--no-test" in session.posargs:
         return
+    # The tests' own plugins (tests/conftest.py) import nhbench and the test tools: this
+    # session's venv gets the repaired wheel with the test extra; the proof itself runs the
+    # wheel in a fresh venv of its own.
+    session.install(f"{repaired}[test]")
     session.run("pytest", "-m", "wheel", "tests/test_wheel.py",
                 *[a for a in session.posargs if a != "--no-test"],
                 env={"NHB_WHEEL": str(repaired)})

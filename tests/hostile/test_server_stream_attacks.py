@@ -47,6 +47,12 @@ H2_CONNECTIONS = 10
 STREAMS = 100  # the server's default SETTINGS_MAX_CONCURRENT_STREAMS
 H3_STREAMS = 30
 MIB = 1 << 20
+# Under the ASan+UBSan build (nox -s asan preloads the runtimes) freed memory waits in ASan's
+# 256 MB quarantine before it is reused, so the server's RSS does not come back after the
+# streams end: the bounds there allow for the quarantine; the plain run checks the memory.
+SANITIZED = "libasan" in os.environ.get("LD_PRELOAD", "")
+RSS_SLACK = 320 * MIB if SANITIZED else 32 * MIB
+HWM_SLACK = 384 * MIB if SANITIZED else 64 * MIB
 
 
 def _start(gap: str = GAP, **kw: Any) -> nhbench.TestServer:
@@ -157,8 +163,8 @@ def _assert_left_nothing(server: nhbench.TestServer, rss0: int, fds0: list[str])
     assert fds.count("anon_inode:") == fds0.count("anon_inode:"), (fds, fds0)
     assert len(fds) <= len(fds0) + 1, (fds, fds0)
     # The streams' memory is back on the free lists or freed: a few MiB at most.
-    assert _status_kb(pid, "VmRSS") * 1024 < rss0 + 32 * MIB
-    assert _status_kb(pid, "VmHWM") * 1024 < rss0 + 64 * MIB
+    assert _status_kb(pid, "VmRSS") * 1024 < rss0 + RSS_SLACK
+    assert _status_kb(pid, "VmHWM") * 1024 < rss0 + HWM_SLACK
 
 
 def test_h2_streams_reset_closed_or_never_read_are_released(
