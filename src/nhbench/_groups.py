@@ -21,7 +21,7 @@ groups.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +44,7 @@ __all__ = [
     "spread",
     "unknown_group_rule",
     "value_name",
+    "core_group_name",
 ]
 
 # The core's NHB_MAX_GROUPS and NHB_GROUP_VALUE_MAX (csrc/nhb.h).
@@ -158,6 +159,23 @@ def value_name(value: str) -> str:
     backslash in front, so that no server can merge its value into the reserved buckets by
     name, nor two values into one name."""
     return "\\" + value if _RESERVED_LOOKALIKE.fullmatch(value) else value
+
+
+def core_group_name(entry: Mapping[str, Any], index: int, names: Sequence[str]) -> str | None:
+    """The name of the core's group entry `index` (the result's and the live progress's
+    alike): a header's value by `value_name`, the reserved buckets by theirs, a request kind
+    or target by the plan's `names`; None for a reserved bucket that took no request (the
+    core always has both)."""
+    kind = entry.get("kind")
+    if kind in ("none", "other") and not entry.get("requests"):
+        return None
+    if kind == "value":
+        return value_name(bytes(entry.get("value", b"")).decode("latin-1"))
+    if kind == "none":
+        return NONE_GROUP
+    if kind == "other":
+        return OTHER_GROUP
+    return names[index] if index < len(names) else f"group_{index}"
 
 
 def unknown_group_rule(options: Options, specs: Sequence[RequestSpec],

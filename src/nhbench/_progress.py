@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._groups import NONE_GROUP, OTHER_GROUP, value_name
+from ._groups import core_group_name
 from ._names import error_total
 
 __all__ = ["EndpointProgress", "GroupProgress", "Progress"]
@@ -48,19 +48,10 @@ def group_progress(raw: Sequence[Mapping[str, Any]], names: Sequence[str]) -> tu
     reserved buckets only when they took requests."""
     out: list[GroupProgress] = []
     for i, entry in enumerate(raw):
-        kind = entry.get("kind")
-        requests = int(entry.get("requests", 0))
-        if kind in ("none", "other") and not requests:
-            continue
-        if kind == "value":
-            name = value_name(bytes(entry.get("value", b"")).decode("latin-1"))
-        elif kind == "none":
-            name = NONE_GROUP
-        elif kind == "other":
-            name = OTHER_GROUP
-        else:
-            name = names[i] if i < len(names) else f"group_{i}"
-        out.append(GroupProgress(name, requests, int(entry.get("errors", 0))))
+        name = core_group_name(entry, i, names)
+        if name is not None:
+            out.append(GroupProgress(name, int(entry.get("requests", 0)),
+                                     int(entry.get("errors", 0))))
     return tuple(out)
 
 

@@ -54,7 +54,7 @@ from pydantic import (
 from . import _histogram, _notebook
 from ._compare import Comparison
 from ._compare import compare as _compare
-from ._groups import NONE_GROUP, OTHER_GROUP, group_plan, spread, value_name
+from ._groups import NONE_GROUP, OTHER_GROUP, core_group_name, group_plan, spread
 from ._names import (
     COUNTERS,
     HISTOGRAM_IDS,
@@ -617,17 +617,9 @@ class Groups(BaseModel):
         total = sum(int(d.get("requests", 0)) for d in core)
         out: list[GroupResult] = []
         for i, d in enumerate(core):
-            kind = d.get("kind")
-            if kind in ("none", "other") and not d.get("requests"):
-                continue  # the core always has both; shown when they took requests
-            if kind == "value":
-                name = value_name(bytes(d.get("value", b"")).decode("latin-1"))
-            elif kind == "none":
-                name = NONE_GROUP
-            elif kind == "other":
-                name = OTHER_GROUP
-            else:
-                name = plan.names[i] if i < len(plan.names) else f"group_{i}"
+            name = core_group_name(d, i, plan.names)
+            if name is None:
+                continue
             classes = [int(c) for c in d.get("classes", [0] * 6)]
             requests = int(d.get("requests", 0))
             out.append(GroupResult(

@@ -638,26 +638,46 @@ class ClusterBenchmark:
             # the others now, not after they ran their whole duration.
             for ref in ready:
                 answers[ref] = self._answer(ray, ref, refs[ref])
-            now = time.time()
-            if now > deadline and not self._stop_requested:
-                self.stop()
-            if self._stop_requested and not self._stop_sent:
-                self._send_stop()
-                stopped_at = now
-            if stopped_at is not None and now - stopped_at > (
-                    self.options.drain_timeout + _WATCHDOG_SLACK):
-                late = ", ".join(self._describe(refs[r]) for r in pending)
-                raise RunError(f"--ray: {late} did not finish within "
-                               f"{self.options.drain_timeout + _WATCHDOG_SLACK:g} s of being "
-                               f"stopped")
-            live = on_progress is not None or on_interval is not None
-            if live and pending and time.monotonic() >= next_progress:
-                next_progress = time.monotonic() + _PROGRESS_INTERVAL
-                snapshot = self._progress(ray)
-                if snapshot is not None and on_progress is not None:
-                    on_progress(snapshot)
-                self._deliver(on_interval, final=False)
+            stopped_at = self._watchdog("--ray", deadline, stopped_at,
+                                        [refs[r] for r in pending])
+            if pending:
+                next_progress = self._live(next_progress, lambda: self._progress(ray),
+                                           on_progress, on_interval)
         return [answers[ref] for ref in refs]
+
+    def _watchdog(self, flag: str, deadline: float, stopped_at: float | None,
+                  running: Sequence[_Host]) -> float | None:
+        """One pass of the controller's watch while the hosts' answers are awaited: stop
+        them at the deadline (or on a stop request), and give up on those still `running`
+        once the drain time and its slack have passed since. Returns when the stop was sent
+        (None before). Every placement (Ray, --loadgen) waits so."""
+        now = time.time()
+        if now > deadline and not self._stop_requested:
+            self.stop()
+        if self._stop_requested and not self._stop_sent:
+            self._send_stop()
+            stopped_at = now
+        if stopped_at is not None and now - stopped_at > (
+                self.options.drain_timeout + _WATCHDOG_SLACK):
+            late = ", ".join(self._describe(host) for host in running)
+            raise RunError(f"{flag}: {late} did not finish within "
+                           f"{self.options.drain_timeout + _WATCHDOG_SLACK:g} s of being "
+                           f"stopped")
+        return stopped_at
+
+    def _live(self, next_progress: float, progress: Callable[[], Progress | None],
+              on_progress: Callable[[Progress], object] | None,
+              on_interval: Callable[[IntervalRecord], object] | None) -> float:
+        """The live snapshot and the intervals closed so far, every _PROGRESS_INTERVAL while
+        hosts still run (`progress()` asks them); returns when the next one is due."""
+        if (on_progress is None and on_interval is None) or time.monotonic() < next_progress:
+            return next_progress
+        next_progress = time.monotonic() + _PROGRESS_INTERVAL
+        snapshot = progress()
+        if snapshot is not None and on_progress is not None:
+            on_progress(snapshot)
+        self._deliver(on_interval, final=False)
+        return next_progress
 
     def _answer(self, ray: Any, ref: Any, host: _Host) -> dict[str, Any]:
         try:

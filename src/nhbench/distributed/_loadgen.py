@@ -43,9 +43,7 @@ from ..options import Options
 from ._cluster import (
     _CLOCK_ROUNDS,
     _POLL_INTERVAL,
-    _PROGRESS_INTERVAL,
     _READY_TIMEOUT,
-    _WATCHDOG_SLACK,
     ClusterBenchmark,
     _Host,
 )
@@ -561,26 +559,12 @@ class LoadgenBenchmark(ClusterBenchmark):
             for i, future in enumerate(runs):
                 if i not in answers and future.done():
                     answers[i] = self._run_answer(self._generators[i], future)
-            now = time.time()
-            if now > deadline and not self._stop_requested:
-                self.stop()
-            if self._stop_requested and not self._stop_sent:
-                self._send_stop()
-                stopped_at = now
-            if stopped_at is not None and now - stopped_at > (
-                    self.options.drain_timeout + _WATCHDOG_SLACK):
-                late = ", ".join(self._describe(self._generators[i])
-                                 for i in range(len(runs)) if i not in answers)
-                raise RunError(f"--loadgen: {late} did not finish within "
-                               f"{self.options.drain_timeout + _WATCHDOG_SLACK:g} s of being "
-                               f"stopped")
-            live = on_progress is not None or on_interval is not None
-            if live and len(answers) < len(runs) and time.monotonic() >= next_progress:
-                next_progress = time.monotonic() + _PROGRESS_INTERVAL
-                snapshot = self._agent_progress()
-                if snapshot is not None and on_progress is not None:
-                    on_progress(snapshot)
-                self._deliver(on_interval, final=False)
+            stopped_at = self._watchdog(
+                "--loadgen", deadline, stopped_at,
+                [self._generators[i] for i in range(len(runs)) if i not in answers])
+            if len(answers) < len(runs):
+                next_progress = self._live(next_progress, self._agent_progress,
+                                           on_progress, on_interval)
         return [answers[i] for i in range(len(runs))]
 
     def _run_answer(self, generator: _Generator, future: Future[Any]) -> dict[str, Any]:
