@@ -51,7 +51,7 @@ def _xdist_args() -> list[str]:
 
     Most of the suite's time is spent waiting (servers starting, runs of 0.3-1 s, drains,
     subprocesses), not computing, so two workers on the 2-core CI machine nearly halve it
-    (docs/development.md, "CI time" under Tests). --dist loadfile keeps each test file on one worker: a
+    (docs/development.md, "Tests": CI time). --dist loadfile keeps each test file on one worker: a
     module-scoped fixture (an nginx origin, chromium, a notebook kernel) starts once, as in
     a serial run, and the tests of one file never run at the same time as each other.
     NHB_TEST_WORKERS sets the number of workers (default auto: one per CPU); 0 runs the

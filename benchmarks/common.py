@@ -4,7 +4,7 @@ docs/benchmarks.md updater.
 
 The scripts run as ``python benchmarks/X.py``, so this directory is first on sys.path and
 they import this module as ``common`` and the nginx launcher as ``nginx_origin``
-(docs/development.md, "Benchmarks and test helpers").
+(docs/development.md, "Test helpers and the benchmarks' shared code").
 """
 
 from __future__ import annotations

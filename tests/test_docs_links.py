@@ -131,7 +131,12 @@ def test_every_relative_link_resolves(path: Path) -> None:
 # start of a heading's text (its code ticks dropped, any case) up to a space, parenthesis or
 # colon: "Binding contract" names "## Binding contract (`nhbench._core`)".
 
-SOURCES = [*DOCS, *sorted((ROOT / "src").rglob("*.py")), *sorted((ROOT / "csrc").rglob("*.[ch]"))]
+# The code's comments and docstrings too: the package, the C and C++ core, the tests (this
+# file's own examples aside), the benchmarks and the nox sessions.
+SOURCES = [*DOCS, *sorted((ROOT / "src").rglob("*.py")),
+           *sorted(p for p in (ROOT / "csrc").rglob("*") if p.suffix in {".c", ".h", ".cpp", ".hpp"}),
+           *sorted(p for p in (ROOT / "tests").rglob("*.py") if p.name != "test_docs_links.py"),
+           *sorted((ROOT / "benchmarks").rglob("*.py")), ROOT / "noxfile.py"]
 #: What may stand between the parts of a wrapped reference: a comment's leader.
 _LEADER = r"(?:\s*(?:\#|//|/?\*+)?\s*)"
 _SECTION_REF = re.compile(

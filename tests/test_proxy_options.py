@@ -1,6 +1,6 @@
 """The proxy and tunnel options: what is taken, and what is refused by name, exit 2, nothing
-sent (docs/engine.md "Proxies and tunnels", docs/compat.md "Tunnels"). The runs through a
-real proxy are in test_proxy_tunnel.py."""
+sent (docs/engine.md "Proxies and tunnels", docs/compat.md "nighthawk_client", its Tunnels
+paragraph). The runs through a real proxy are in test_proxy_tunnel.py."""
 
 from __future__ import annotations
 
