@@ -1062,14 +1062,14 @@ def render_markdown(report: dict[str, Any]) -> str:
                          ("key", "title", "rps", "connections", "duration", "protocol",
                           "streams", "payload_size", "grpc_call") if k in res["scenario"]})
         if res.get("skipped"):
-            out += [f"#### {sc.title} → {res['target']}", "",
+            out += [f"### {sc.title} → {res['target']}", "",
                     f"Not measured: {res['skipped']}.", ""]
             continue
         other = [r["other_load"] for r in res["rows"] if r.get("other_load") is not None]
         noise = (f"Other processes used {median(other):.2f} CPUs (median over the runs; "
                  f"0 = a quiet machine, 2 = both cores busy besides the benchmark)."
                  if other else "")
-        out += [f"#### {sc.title} → {res['target']}", "",
+        out += [f"### {sc.title} → {res['target']}", "",
                 render_table(sc, res["rows"]), "", goal_line(sc, res["rows"])]
         burst = next((r["tool"] for r in res["rows"] if r["tool"].startswith("nhbench burst=")),
                      None)
