@@ -11,12 +11,14 @@
     nox -s bench            # build + benchmarks/peer_compare.py + server_compare.py
     nox -s callgrind        # build + instructions per request (benchmarks/callgrind_per_request.py)
     nox -s lint             # ruff, mypy and import-linter (part of `tests`)
+    nox -s docs             # the docs site, warnings as errors (part of `tests`)
     nox -s wheel            # dist/: a manylinux wheel with its C libraries + an sdist, tested
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import tomllib
 from pathlib import Path
@@ -130,6 +132,7 @@ def tests(session: nox.Session) -> None:
     # lint and selftest first (quick), then a short fuzz run of every target, so the
     # log ends with the asan pytest summary.
     session.notify("lint", posargs=[])
+    session.notify("docs", posargs=[])
     if (ROOT / "csrc" / "tests" / "selftest.c").exists():
         session.notify("selftest", posargs=[])
     if (ROOT / "csrc" / "fuzz").is_dir():
@@ -434,3 +437,39 @@ def lint(session: nox.Session) -> None:
     session.run("mypy")
     # import-linter imports nothing but must find the package: from src/, without a build.
     session.run("lint-imports", env={"PYTHONPATH": str(ROOT / "src")})
+
+
+# ---------------------------------------------------------------------------------------------
+# The docs site (docs/development.md, "The docs site").
+# ---------------------------------------------------------------------------------------------
+
+# sphinx-build with every warning an error (nitpicky references: docs/conf.py), --keep-going so
+# that one run lists them all, a fresh environment (-E) so that every page is read again.
+SPHINX_BUILD = ["sphinx-build", "-b", "html", "-E", "-W", "--keep-going", "-q"]
+
+
+@nox.session(reuse_venv=True)
+def docs(session: nox.Session) -> None:
+    """The docs site: README.md and docs/*.md (MyST), the notebook and the API reference from
+    the docstrings, built by Sphinx with warnings as errors into .nox/docs/tmp/html. A link to
+    a page or heading anchor that does not exist, a page left out of the navigation or a
+    docstring that does not render fails it. No build of the C core: the reference imports
+    nhbench from src/ (the extension loads only when a run starts). A page with a broken
+    anchor is built first and must be refused, so the check is known to work."""
+    if session.posargs:
+        session.error(f"the docs session takes no arguments (given: {' '.join(session.posargs)})")
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    session.install(*project["dependencies"], *project["optional-dependencies"]["docs"])
+    tmp = Path(session.create_tmp())
+    # docs/ as the configuration directory (-c): the site's own settings, the canary's two
+    # pages (one link to a heading that exists, one to a heading that does not) as source.
+    refused = session.run(*SPHINX_BUILD, "-c", "docs", "-d", str(tmp / "canary-doctrees"),
+                          "tests/data/docs-canary", str(tmp / "canary-html"),
+                          success_codes=[1], silent=True)
+    if "no-such-heading" not in str(refused) or "'here'" in str(refused):
+        session.error(f"the docs build did not refuse (only) the broken anchor:\n{refused}")
+    session.log("a link to a missing heading fails the build, as it should")
+    html = tmp / "html"
+    shutil.rmtree(html, ignore_errors=True)
+    session.run(*SPHINX_BUILD, "-d", str(tmp / "doctrees"), "docs", str(html))
+    session.log(f"site: {html / 'index.html'}")
