@@ -1,6 +1,6 @@
 """Load from a real two-node Ray cluster on this machine (docs/distributed.md).
 
-One cluster for the module (tests/support/ray_cluster.py: two `ray start` nodes, torn down
+One cluster for the module (benchmarks/ray_cluster.py: two `ray start` nodes, torn down
 by their process groups) and one subprocess test server. Every run checks the merge against
 the server's own request count and the hosts' own histograms; nothing here measures time.
 
@@ -20,14 +20,15 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.ray_cluster import LocalRayCluster
 
 import nhbench
+from benchmarks.ray_cluster import LocalRayCluster
 from nhbench.campaign import load_campaign
 from nhbench.distributed import merge_groups, merge_stats
 
@@ -575,3 +576,189 @@ def test_a_starved_schedule_is_invalid_on_every_node_by_name(
     for name in ("host_0", "host_1"):
         assert any(r.startswith(f"invalid: blocked on {name}: ") for r in reasons), reasons
     assert len(result.validity.workers) == 2
+
+
+# ---- campaigns keep one connection and one set of actors (RaySession) ----------------------
+
+
+def _actor_pids(cluster: LocalRayCluster) -> list[int]:
+    return cluster.processes("ray::_LoadActor")
+
+
+def _until_no_actors(cluster: LocalRayCluster, seconds: float = 30.0) -> list[int]:
+    # ray.kill ends an actor's worker process asynchronously.
+    deadline = time.monotonic() + seconds
+    while _actor_pids(cluster) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return _actor_pids(cluster)
+
+
+def test_a_sweep_keeps_one_connection_and_one_set_of_actors(
+        cluster: LocalRayCluster, server: nhbench.TestServer, tmp_path: Path) -> None:
+    # Every step runs on the same two actor processes (listed by the cluster itself while
+    # the sweep runs), from one ray.init; each step's result is the cluster run's as before.
+    from nhbench.sweep import Sweep, prepare_sweep
+
+    seen: list[tuple[list[int], int, int]] = []
+    sweep: Sweep | None = None
+
+    def on_step(record: object) -> None:
+        assert sweep is not None and sweep.ray_session is not None
+        session = sweep.ray_session
+        seen.append((_actor_pids(cluster), session.connections, session.actors_started))
+
+    before = _served(server)
+    config = prepare_sweep({"url": server.url, "ray": cluster.address, "rps": 20,
+                            "max_rps": 80, "step_rps": 20, "duration": "0.5s",
+                            "out": str(tmp_path / "c")})
+    sweep = Sweep(config, captures=False, facts=False, reports=False, stream=None,
+                  on_step=on_step)
+    campaign = sweep.run()
+    served = _served(server) - before
+    assert [s.rps_per_worker for s in campaign.steps] == [20, 40, 60, 80]
+    assert len(seen) == 4
+    pids = seen[0][0]
+    assert len(pids) == 2, seen
+    assert all(step == (pids, 1, 2) for step in seen), seen
+    total = 0
+    for step in campaign.steps:
+        result = campaign.result(step.index)
+        assert [h.name for h in result.hosts] == ["host_0", "host_1"]
+        assert len({h.node_id for h in result.hosts}) == 2
+        assert [w.name for w in result.workers] == ["host_0.worker_0", "host_1.worker_0"]
+        total += result.counters["upstream_rq_total"]
+    assert total == served > 0
+    # The campaign's end closed the session: its actors are gone.
+    assert sweep.ray_session is None
+    assert _until_no_actors(cluster) == []
+
+
+def test_adapt_keeps_one_set_of_actors(cluster: LocalRayCluster, server: nhbench.TestServer,
+                                       tmp_path: Path) -> None:
+    # adapt's search steps go through the same loop: one actor process per node for all.
+    seen: list[list[int]] = []
+    outcome = nhbench.adapt(server.url, slo=["error_rate<1%"], min_rps=20, max_rps=80,
+                            duration="0.5s", ray=cluster.address, out=tmp_path / "a",
+                            captures=False, facts=False,
+                            on_step=lambda record: seen.append(_actor_pids(cluster)))
+    assert outcome.highest_passing_rps == 80 and len(outcome.steps) >= 2
+    assert len(seen) == len(outcome.steps)
+    assert len(seen[0]) == 2 and all(pids == seen[0] for pids in seen), seen
+    assert _until_no_actors(cluster) == []
+
+
+def test_a_session_outlives_refusals_placement_changes_and_a_lost_node(
+        cluster: LocalRayCluster, server: nhbench.TestServer) -> None:
+    from nhbench.distributed import RaySession, make_benchmark
+    from nhbench.options import make_options
+
+    def run(session: RaySession, **options: object) -> nhbench.Result:
+        values = {"ray": cluster.address, "rps": 50, "duration": "0.5s", **options}
+        return make_benchmark(make_options(server.url, **values), session=session).run()
+
+    with RaySession() as session:
+        before = _served(server)
+        first = run(session)
+        assert first.counters["upstream_rq_total"] == _served(server) - before > 0
+        assert (session.connections, session.actors_started, session.actors) == (1, 2, 2)
+        pids = _actor_pids(cluster)
+        # Refused before any actor had work: the actors stay as they were.
+        with pytest.raises(nhbench.OptionsError, match="3 nodes asked for"):
+            run(session, hosts=3)
+        before = _served(server)
+        second = run(session)
+        assert second.counters["upstream_rq_total"] == _served(server) - before > 0
+        assert [h.name for h in second.hosts] == ["host_0", "host_1"]
+        assert [h.node_id for h in second.hosts] == [h.node_id for h in first.hosts]
+        assert (session.connections, session.actors_started) == (1, 2)
+        assert _actor_pids(cluster) == pids
+        # One node of two: its actor is kept, the other ends; two again: one new actor.
+        one = run(session, hosts=1)
+        assert [h.node_id for h in one.hosts] == [first.hosts[0].node_id]
+        assert (session.actors_started, session.actors) == (2, 1)
+        run(session)
+        assert (session.actors_started, session.actors) == (3, 2)
+        # A node lost mid-run fails that run by name; the next run places fresh actors.
+        failure: list[BaseException] = []
+        before = _served(server)
+
+        def long_run() -> None:
+            try:
+                run(session, duration="60s")
+            except BaseException as exc:  # noqa: BLE001 - the test reads it
+                failure.append(exc)
+
+        runner = threading.Thread(target=long_run)
+        runner.start()
+        deadline = time.monotonic() + 90
+        while _served(server) - before < 20:
+            assert runner.is_alive() and time.monotonic() < deadline
+            time.sleep(0.1)
+        os.kill(_actor_pids(cluster)[0], signal.SIGKILL)
+        runner.join(60)
+        assert not runner.is_alive()
+        assert len(failure) == 1 and isinstance(failure[0], nhbench.RunError), failure
+        assert "was lost during the run" in str(failure[0])
+        assert session.actors == 0
+        before = _served(server)
+        after = run(session)
+        assert after.success, after.error
+        assert after.counters["upstream_rq_total"] == _served(server) - before > 0
+        assert (session.connections, session.actors_started, session.actors) == (1, 5, 2)
+    assert session.actors == 0
+    assert _until_no_actors(cluster) == []
+
+
+def test_service_executions_share_one_session(cluster: LocalRayCluster,
+                                              server: nhbench.TestServer) -> None:
+    # Two executions of `service --ray` on the same actors; the session closes when idle.
+    grpc = pytest.importorskip("grpc", reason="needs grpcio (the test extra)")
+    pytest.importorskip("grpc_reflection", reason="needs grpcio-reflection (the test extra)")
+    from google.protobuf import descriptor_pool, message_factory
+    from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
+        ProtoReflectionDescriptorDatabase,
+    )
+
+    from nhbench.service._server import Service
+
+    service_name = "nighthawk.client.NighthawkService"
+    service = Service(("127.0.0.1", 0), overrides={"ray": cluster.address},
+                      ray_idle_timeout=3.0)
+    service.start()
+    pids: list[list[int]] = []
+    try:
+        with grpc.insecure_channel(service.address) as channel:
+            pool = descriptor_pool.DescriptorPool(ProtoReflectionDescriptorDatabase(channel))
+            method = pool.FindServiceByName(service_name).methods_by_name["ExecutionStream"]
+            request_class = message_factory.GetMessageClass(method.input_type)
+            response_class = message_factory.GetMessageClass(method.output_type)
+            call = channel.stream_stream(
+                f"/{service_name}/ExecutionStream",
+                request_serializer=request_class.SerializeToString,
+                response_deserializer=response_class.FromString)
+            for _ in range(2):
+                request = request_class()
+                request.start_request.options.uri.value = server.url
+                request.start_request.options.duration.seconds = 1
+                request.start_request.options.requests_per_second.value = 30
+                before = _served(server)
+                responses = list(call(iter([request]), timeout=120))
+                served = _served(server) - before
+                assert len(responses) == 1 and not responses[0].HasField("error_detail")
+                results = responses[0].output.results
+                assert [e.name for e in results][-3:] == ["host_0", "host_1", "global"]
+                global_ = {c.name: c.value for c in results[-1].counters}
+                assert global_["upstream_rq_total"] == served > 0
+                pids.append(_actor_pids(cluster))
+        session = service.ray_session
+        assert session is not None
+        assert (session.connections, session.actors_started, session.actors) == (1, 2, 2)
+        assert len(pids[0]) == 2 and pids[1] == pids[0]
+        # Idle past the time-out: the actors end (and the connection with them).
+        deadline = time.monotonic() + 30
+        while service.ray_session is not None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert service.ray_session is None and session.actors == 0
+        assert _until_no_actors(cluster) == []
+    finally:
+        service.stop(drain=30)

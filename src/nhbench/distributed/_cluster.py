@@ -21,8 +21,9 @@ import socket
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -36,8 +37,8 @@ from .._timeline import IntervalRecord
 from .._version import __version__
 from ..options import Options
 
-__all__ = ["Cluster", "ClusterBenchmark", "merge_core", "merge_endpoints", "merge_groups",
-           "merge_intervals", "merge_stats"]
+__all__ = ["Cluster", "ClusterBenchmark", "RaySession", "merge_core", "merge_endpoints",
+           "merge_groups", "merge_intervals", "merge_stats"]
 
 _NS = 1_000_000_000
 # Clock rounds per node: the round with the shortest round trip bounds the offset best,
@@ -48,6 +49,12 @@ _CLOCK_ROUNDS = 5
 # the node's own start (resolve the target, start its workers): tens of milliseconds even
 # on a loaded node. One second leaves room for a slow node without a noticeable wait.
 _START_LEAD = 1.0
+# With actors kept from an earlier run (`RaySession`) the lead is what the nodes took to arm
+# last time (from the run call to armed workers), twice over, within [_WARM_LEAD,
+# _START_LEAD]: a warm actor arms in 5-70 ms on a loaded machine, and a whole second per step
+# is most of a short step's overhead. The start delay (the prefetch window) still follows,
+# as on one machine. A node later than the lead starts at once, and says so (ready_margin).
+_WARM_LEAD = 0.1
 # The controller wakes this often to forward a stop, ask for progress and check deadlines.
 _POLL_INTERVAL = 0.1
 # Progress is asked of every node at most this often (one Ray call per node).
@@ -60,6 +67,8 @@ _CONNECT_TIMEOUT = 5.0
 # Time for every node's version and first clock answer: creating an actor starts a Python
 # worker process on the node, which takes a few seconds on a busy machine.
 _READY_TIMEOUT = 120.0
+# Time for a kept actor to answer before it counts as gone (and a new one is placed).
+_PING_TIMEOUT = 10.0
 # The actor's calls may overlap: run() blocks for the whole run while stop() and
 # progress() must still reach it.
 _ACTOR_CONCURRENCY = 4
@@ -111,12 +120,19 @@ class _NodeBenchmark(Benchmark):
 
 
 class _LoadActor:
-    """One node's share of the run. Ray makes it an actor (`_actor_class`); it is a plain
-    class here so that importing this module does not import Ray."""
+    """One node's share of each run. Ray makes it an actor (`_actor_class`); it is a plain
+    class here so that importing this module does not import Ray.
+
+    One actor may serve many runs, one after another (a campaign's steps, the service's
+    executions: `RaySession`): each run builds its own `_NodeBenchmark` (the core's objects
+    are per run), and every call names its run (`run_id`), so that a stop sent for one run
+    (possibly before it began here) never stops a later one, and progress never reports a
+    finished run as the current one."""
 
     def __init__(self) -> None:
         self._benchmark: _NodeBenchmark | None = None
-        self._stopped = False
+        self._run_id = ""
+        self._stopped_id: str | None = None
         self._lock = threading.Lock()
 
     def info(self) -> dict[str, Any]:
@@ -135,7 +151,7 @@ class _LoadActor:
         """This node's wall clock (epoch ns), for the controller's offset rounds."""
         return time.time_ns()
 
-    def run(self, data: Mapping[str, Any]) -> dict[str, Any]:
+    def run(self, data: Mapping[str, Any], run_id: str = "") -> dict[str, Any]:
         """Run the options in `data` (already carrying this node's scheduled start) and
         return the core's raw result dict (``core``: the exact statistics the controller
         merges) and when the node's workers were armed (``armed_ns``, its clock)."""
@@ -143,24 +159,33 @@ class _LoadActor:
         benchmark = _NodeBenchmark(options)
         with self._lock:
             self._benchmark = benchmark
-            if self._stopped:
+            self._run_id = run_id
+            if self._stopped_id == run_id:
                 benchmark.stop()
-        benchmark.start()
-        armed_ns = time.time_ns()
-        benchmark.run()
-        # The raw dict, not the Result: it has every worker's HDR counts and the exact
-        # count, sum and sum of squares, which the Result keeps only as derived values.
-        core = benchmark._core_run().result()
-        benchmark.intervals()  # the last, partial interval is ready once the run has ended
-        # The endpoints' names as this node resolved them: the controller merges the
-        # nodes' endpoints by name (each node resolves the target itself).
-        return {"core": core, "armed_ns": armed_ns, "intervals": benchmark.take_raw(),
-                "endpoints": benchmark.endpoint_names()}
+        try:
+            benchmark.start()
+            armed_ns = time.time_ns()
+            benchmark.run()
+            # The raw dict, not the Result: it has every worker's HDR counts and the exact
+            # count, sum and sum of squares, which the Result keeps only as derived values.
+            core = benchmark._core_run().result()
+            benchmark.intervals()  # the last, partial interval is ready once the run has ended
+            # The endpoints' names as this node resolved them: the controller merges the
+            # nodes' endpoints by name (each node resolves the target itself).
+            return {"core": core, "armed_ns": armed_ns, "intervals": benchmark.take_raw(),
+                    "endpoints": benchmark.endpoint_names()}
+        finally:
+            # The actor outlives the run: it must not keep the run's core objects until the
+            # next one, nor answer progress for it.
+            with self._lock:
+                if self._benchmark is benchmark:
+                    self._benchmark = None
 
-    def progress(self) -> dict[str, Any] | None:
+    def progress(self, run_id: str = "") -> dict[str, Any] | None:
         """The node's live counters and the intervals closed since the last call (raw
-        core dicts), None before its run started."""
-        benchmark = self._benchmark
+        core dicts), None before run `run_id` started here (or after it ended)."""
+        with self._lock:
+            benchmark = self._benchmark if self._run_id == run_id else None
         if benchmark is None or benchmark._run is None:
             return None
         snapshot = benchmark.progress()
@@ -170,11 +195,11 @@ class _LoadActor:
                 "groups": [(g.name, g.requests, g.errors) for g in snapshot.groups],
                 "intervals": benchmark.take_raw()}
 
-    def stop(self) -> None:
-        """Stop the node's run gracefully (before it started: as soon as it starts)."""
+    def stop(self, run_id: str = "") -> None:
+        """Stop run `run_id` gracefully (before it started here: as soon as it starts)."""
         with self._lock:
-            self._stopped = True
-            if self._benchmark is not None:
+            self._stopped_id = run_id
+            if self._benchmark is not None and self._run_id == run_id:
                 self._benchmark.stop()
 
 
@@ -460,12 +485,110 @@ def _actor_class(ray: Any) -> Any:
     return ray.remote(num_cpus=0, max_concurrency=_ACTOR_CONCURRENCY, max_restarts=0)(_LoadActor)
 
 
-class ClusterBenchmark:
-    """One run on a Ray cluster, with `Benchmark`'s face: ``run()`` and ``stop()``."""
+class RaySession:
+    """One Ray cluster connection and one set of load actors, kept for many runs.
 
-    def __init__(self, options: Options) -> None:
+    ``with RaySession() as session: make_benchmark(options, session=session).run()`` for
+    each run: the first connects (``ray.init``) and places one actor per chosen node; later
+    runs reuse both, each with its own options (the actor builds the core's objects per
+    run). A run whose nodes differ (another ``hosts``, a node gone or added) places actors
+    only on the nodes that are new to the session and ends those no longer used; another
+    address reconnects. A run that fails once its actors had work (a lost node, a watchdog,
+    Ctrl-C) ends every actor, so the next run starts from fresh ones on the nodes alive
+    then; a run refused before that (a bad option) leaves them as they were. ``close()``
+    (the end of the ``with``) ends the actors and the connection this session opened.
+
+    One run at a time: a second one waits for the first. `connections` counts the
+    ``ray.init`` calls made, `actors_started` the actors placed (docs/distributed.md,
+    "Campaigns on Ray")."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._ray: Any = None
+        self._address: str | None = None
+        self._connected_here = False
+        self._hosts: list[_Host] = []
+        # The last run's arming time on these actors (None: no run on them yet).
+        self._armed_in: float | None = None
+        self.connections = 0
+        self.actors_started = 0
+        self.last_used = time.monotonic()
+
+    def __enter__(self) -> RaySession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def actors(self) -> int:
+        """How many load actors the session holds now."""
+        return len(self._hosts)
+
+    def close(self) -> None:
+        """End the actors and, if this session connected, the connection (idempotent)."""
+        with self._lock:
+            self._close()
+
+    def _close(self) -> None:
+        self._discard()
+        if self._ray is not None and self._connected_here:
+            self._ray.shutdown()
+        self._ray = None
+        self._address = None
+        self._connected_here = False
+
+    def _connect(self, address: str) -> Any:
+        ray = _import_ray()
+        if self._ray is not None and (self._address != address or not ray.is_initialized()):
+            self._close()
+        if self._ray is None:
+            connected_here = False
+            if not ray.is_initialized():
+                _probe(address)
+                try:
+                    ray.init(address=address, logging_level="ERROR", log_to_driver=False,
+                             configure_logging=False)
+                except (ConnectionError, RuntimeError, ValueError) as exc:
+                    raise RunError(f"--ray: cannot connect to the Ray cluster at {address}: "
+                                   f"{_first_line(exc)}") from None
+                connected_here = True
+                self.connections += 1
+            self._ray, self._address, self._connected_here = ray, address, connected_here
+        return ray
+
+    def _discard(self, keep: Sequence[str] = ()) -> None:
+        """End the actors, but those on the nodes in `keep`."""
+        kept = []
+        for host in self._hosts:
+            if host.node_id in keep:
+                kept.append(host)
+                continue
+            if host.actor is not None and self._ray is not None:
+                try:
+                    self._ray.kill(host.actor)
+                except Exception:  # noqa: BLE001 - a dead node's actor is gone already
+                    pass
+        self._hosts = kept
+        if not kept:
+            self._armed_in = None
+
+
+class ClusterBenchmark:
+    """One run on a Ray cluster, with `Benchmark`'s face: ``run()`` and ``stop()``.
+
+    With a `session` the run uses the session's connection and actors (and leaves them to
+    it); without one it connects, places its actors and ends both itself."""
+
+    def __init__(self, options: Options, session: RaySession | None = None) -> None:
         refuse_unknown_group_rules(options)
         self.options = options
+        self._session = session
+        self._run_id = uuid.uuid4().hex
+        # Whether the actors got work of this run (a run call, or their placement): a
+        # failure after that leaves them in a state no later run should inherit.
+        self._dispatched = False
+        self._lead = _START_LEAD
         self._stop_requested = False
         self._stop_sent = False
         self._hosts: list[_Host] = []
@@ -490,60 +613,86 @@ class ClusterBenchmark:
         """Place the actors, start every node at one time, wait, merge. `on_progress` gets
         the nodes' counters summed about every 0.5 s; `on_interval` each merged interval
         (every node's interval k added up) once every node has closed it."""
-        ray = _import_ray()
-        address = self.options.ray or "auto"
-        connected_here = False
-        if not ray.is_initialized():
-            _probe(address)
-            try:
-                ray.init(address=address, logging_level="ERROR", log_to_driver=False,
-                         configure_logging=False)
-            except (ConnectionError, RuntimeError, ValueError) as exc:
-                raise RunError(f"--ray: cannot connect to the Ray cluster at {address}: "
-                               f"{_first_line(exc)}") from None
-            connected_here = True
+        session = self._session if self._session is not None else RaySession()
         try:
-            # Ray's driver prints what the cluster reports (a worker that died, with its
-            # exit detail) on stdout from a thread of its own; stdout is the report's (the
-            # json output may go there), so during the run such lines go to stderr.
-            with contextlib.redirect_stdout(sys.stderr):
-                push = MetricsPush(self.options) if self.options.pushes_metrics else None
-                return run_pushing(push, lambda interval: self._run(ray, on_progress, interval),
-                                   on_interval)
+            with session._lock:
+                session.last_used = time.monotonic()
+                try:
+                    ray = session._connect(self.options.ray or "auto")
+                    # Ray's driver prints what the cluster reports (a worker that died, with
+                    # its exit detail) on stdout from a thread of its own; stdout is the
+                    # report's (the json output may go there), so during the run such lines
+                    # go to stderr.
+                    with contextlib.redirect_stdout(sys.stderr):
+                        push = MetricsPush(self.options) if self.options.pushes_metrics else None
+                        return run_pushing(
+                            push, lambda interval: self._run(ray, session, on_progress, interval),
+                            on_interval)
+                except BaseException:
+                    if self._dispatched:
+                        session._discard()
+                    raise
+                finally:
+                    session.last_used = time.monotonic()
         finally:
-            for host in self._hosts:
-                if host.actor is not None:
-                    try:
-                        ray.kill(host.actor)
-                    except Exception:  # noqa: BLE001 - a dead node's actor is gone already
-                        pass
-            if connected_here:
-                ray.shutdown()
+            if self._session is None:
+                session.close()
 
     # ---- steps ------------------------------------------------------------------------
 
-    def _run(self, ray: Any, on_progress: Callable[[Progress], object] | None,
+    def _run(self, ray: Any, session: RaySession,
+             on_progress: Callable[[Progress], object] | None,
              on_interval: Callable[[IntervalRecord], object] | None) -> Result:
-        self._hosts = self._place(ray)
-        self._check_ready(ray)
+        self._acquire(ray, session)
         self._measure_clocks(ray)
         scheduled = self._scheduled_start()
         base = self.options.model_dump(exclude={"ray", "hosts", "scheduled_start"})
         refs = {}
+        sent = time.time()
         for host in self._hosts:
             # The scheduled start in the node's own clock: the node compares it with its
             # clock, so the same instant is the controller's plus the node's offset.
             data = {**base, "scheduled_start": scheduled + host.offset_ns / _NS}
-            refs[host.actor.run.remote(data)] = host
+            refs[host.actor.run.remote(data, self._run_id)] = host
         answers = self._wait(ray, refs, scheduled, on_progress, on_interval)
         for host, answer in zip(self._hosts, answers, strict=True):
             self._collect(host, answer.get("intervals") or ())
         self._deliver(on_interval, final=True)
+        # How long the nodes took from the run call to armed workers: the next run on these
+        # actors leads by twice that (within the bounds), instead of the cold start's second.
+        session._armed_in = max((int(a["armed_ns"]) - h.offset_ns) / _NS - sent
+                                for h, a in zip(self._hosts, answers, strict=True))
         return self._result(answers, scheduled)
 
-    def _place(self, ray: Any) -> list[_Host]:
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+    def _acquire(self, ray: Any, session: RaySession) -> None:
+        """This run's hosts: the session's actors on the chosen nodes, and new ones on the
+        chosen nodes it has none on. A kept actor that does not answer is replaced."""
+        nodes = self._choose(ray)
+        chosen = [str(node["NodeID"]) for node in nodes]
+        kept = {host.node_id: host for host in session._hosts if host.node_id in chosen}
+        if kept:
+            self._hosts = list(kept.values())
+            try:
+                self._check_ready(ray, _PING_TIMEOUT)
+            except RunError:
+                kept = {}  # an actor gone since the last run: every one is placed anew
+        self._dispatched = True
+        session._discard(keep=list(kept))
+        fresh = self._place(ray, [node for node in nodes if str(node["NodeID"]) not in kept])
+        session._hosts += fresh
+        session.actors_started += len(fresh)
+        if fresh:
+            self._hosts = fresh
+            self._check_ready(ray)
+        if not fresh and session._armed_in is not None:
+            self._lead = min(_START_LEAD, max(_WARM_LEAD, 2 * session._armed_in))
+        by_node = {host.node_id: host for host in session._hosts}
+        # This run's copies (its clock offsets are its own), named by position as always.
+        self._hosts = [replace(by_node[node_id], name=f"host_{i}", offset_ns=0,
+                               uncertainty_ns=0) for i, node_id in enumerate(chosen)]
 
+    def _choose(self, ray: Any) -> list[dict[str, Any]]:
+        """The alive nodes this run uses: the first `hosts` by address, then node id."""
         alive = sorted((n for n in ray.nodes() if n.get("Alive")),
                        key=lambda n: (str(n.get("NodeManagerAddress")), str(n.get("NodeID"))))
         wanted = self.options.hosts or len(alive)
@@ -554,9 +703,14 @@ class ClusterBenchmark:
                 option="hosts")
         if not alive:
             raise RunError(f"--ray: the Ray cluster at {self.options.ray} has no alive node")
+        return alive[:wanted]
+
+    def _place(self, ray: Any, nodes: Sequence[Mapping[str, Any]]) -> list[_Host]:
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
         actor_class = _actor_class(ray)
         hosts = []
-        for i, node in enumerate(alive[:wanted]):
+        for i, node in enumerate(nodes):
             host = _Host(name=f"host_{i}", node_id=str(node["NodeID"]),
                          address=str(node.get("NodeManagerAddress") or ""))
             host.actor = actor_class.options(
@@ -566,13 +720,13 @@ class ClusterBenchmark:
             hosts.append(host)
         return hosts
 
-    def _check_ready(self, ray: Any) -> None:
+    def _check_ready(self, ray: Any, timeout: float = _READY_TIMEOUT) -> None:
         refs = {host.actor.info.remote(): host for host in self._hosts}
-        ready, _ = ray.wait(list(refs), num_returns=len(refs), timeout=_READY_TIMEOUT)
+        ready, _ = ray.wait(list(refs), num_returns=len(refs), timeout=timeout)
         for ref, host in refs.items():
             if ref not in ready:
                 raise RunError(f"--ray: {self._describe(host)} did not start its load actor "
-                               f"within {_READY_TIMEOUT:g} s")
+                               f"within {timeout:g} s")
             try:
                 info = ray.get(ref)
             except ray.exceptions.RayError as exc:
@@ -603,13 +757,16 @@ class ClusterBenchmark:
 
     def _scheduled_start(self) -> float:
         given = self.options.scheduled_start
-        earliest = time.time() + _START_LEAD
+        now = time.time()
+        earliest = now + self._lead
         if given is not None:
-            if given < earliest:
+            # The documented rule, whatever the lead: a warm session's shorter lead is a
+            # measured guess, the user's start must not depend on it.
+            if given < now + _START_LEAD:
                 raise OptionsError(
                     f"scheduled_start: with --ray it must lie at least {_START_LEAD:g} s "
                     f"ahead when the nodes are ready (it is "
-                    f"{earliest - _START_LEAD - given:+.3f} s from now)",
+                    f"{now - given:+.3f} s from now)",
                     option="scheduled_start")
             return float(given)
         return earliest + max(self.options.start_delay, 0.0)
@@ -717,10 +874,10 @@ class ClusterBenchmark:
         self._stop_sent = True
         for host in self._hosts:
             if host.actor is not None:
-                host.actor.stop.remote()
+                host.actor.stop.remote(self._run_id)
 
     def _progress(self, ray: Any) -> Progress | None:
-        refs = {host.actor.progress.remote(): host for host in self._hosts}
+        refs = {host.actor.progress.remote(self._run_id): host for host in self._hosts}
         ready, _ = ray.wait(list(refs), num_returns=len(refs), timeout=1.0)
         elapsed = 0.0
         counters: dict[str, int] = {}

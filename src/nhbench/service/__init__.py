@@ -78,18 +78,20 @@ def start_service(listen: str = DEFAULT_LISTEN, *,
                   idle_timeout: float | None = None,
                   allow_unix_sockets: bool = False,
                   allow_local_files: bool = False,
-                  token: str | None = None) -> Service:
+                  token: str | None = None,
+                  ray_idle_timeout: float | None = None) -> Service:
     """Start serving on `listen` and return the running `Service` (``.address``, ``.port``,
     ``.stop()``). `overrides` are option values applied to every execution (``ray``,
     ``hosts``); `max_streams` bounds the ExecutionStreams open at once (default 32) and
     `idle_timeout` ends a stream that sends no request for that many seconds (default 30);
     `allow_unix_sockets` and `allow_local_files` let a request name a Unix socket or a local
     file (refused by default); `token`, when given, is required in every call's
-    ``authorization: Bearer TOKEN`` metadata but health checks. docs/service.md has the
-    rules. Raises ValueError for a bad address (or a non-loopback one without a token),
-    OSError when it cannot be bound."""
+    ``authorization: Bearer TOKEN`` metadata but health checks; `ray_idle_timeout` is how
+    long the Ray connection and load actors of ``ray`` executions are kept after the last one
+    (default 300 s). docs/service.md has the rules. Raises ValueError for a bad address (or
+    a non-loopback one without a token), OSError when it cannot be bound."""
     from ._mapping import LocalAccess
-    from ._server import IDLE_TIMEOUT, MAX_STREAMS, Service
+    from ._server import IDLE_TIMEOUT, MAX_STREAMS, RAY_IDLE_TIMEOUT, Service
 
     address = parse_listen(listen)
     if token is None and not is_loopback(address[0]):
@@ -99,6 +101,7 @@ def start_service(listen: str = DEFAULT_LISTEN, *,
                       idle_timeout=idle_timeout or IDLE_TIMEOUT,
                       local=LocalAccess(unix_sockets=allow_unix_sockets,
                                         files=allow_local_files),
-                      token=token)
+                      token=token,
+                      ray_idle_timeout=ray_idle_timeout or RAY_IDLE_TIMEOUT)
     service.start()
     return service

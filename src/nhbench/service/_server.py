@@ -42,14 +42,14 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from .._exceptions import NHBenchError, OptionsError, ResolveError
-from ..distributed import BenchmarkProtocol, make_benchmark
+from ..distributed import BenchmarkProtocol, RaySession, make_benchmark
 from ..options import parse_stats_sink
 from ..outputs import nighthawk_output
 from ._mapping import MAX_STATS_SINKS, LocalAccess, refuse_unsupported, start_options
 from ._protos import SERVICE_NAME, Protos
 
 __all__ = ["BUSY_MESSAGE", "IDLE_TIMEOUT", "MAX_REFLECTION_STREAMS", "MAX_STREAMS",
-           "SPARE_CALLS", "UNSUPPORTED_MESSAGE", "Service"]
+           "RAY_IDLE_TIMEOUT", "SPARE_CALLS", "UNSUPPORTED_MESSAGE", "Service"]
 
 _log = logging.getLogger("nhbench.service")
 
@@ -83,6 +83,11 @@ SPARE_CALLS = 16
 #: opens and the next one as soon as they read an answer; a stream that sends nothing for
 #: this long only holds a place of the budget. It ends with DEADLINE_EXCEEDED.
 IDLE_TIMEOUT = 30.0
+#: Seconds the Ray cluster connection and load actors of ``--ray`` executions are kept after
+#: the last execution (`RaySession`): the next execution within that time starts at once,
+#: without connecting and starting actors again; after it, the cluster gets its resources
+#: back and the next execution connects anew.
+RAY_IDLE_TIMEOUT = 300.0
 # How often an idle stream looks at its clock.
 _IDLE_POLL = 0.25
 _HEALTH_PREFIX = "/grpc.health.v1.Health/"
@@ -109,7 +114,8 @@ class Service:
                  max_streams: int = MAX_STREAMS,
                  idle_timeout: float = IDLE_TIMEOUT,
                  local: LocalAccess | None = None,
-                 token: str | None = None) -> None:
+                 token: str | None = None,
+                 ray_idle_timeout: float = RAY_IDLE_TIMEOUT) -> None:
         self.listen = listen
         self.max_streams = max_streams
         self.idle_timeout = idle_timeout
@@ -127,6 +133,11 @@ class Service:
         self._streams: set[_Stream] = set()  # the open ExecutionStreams
         self._server: grpc.Server | None = None
         self._health: health.HealthServicer | None = None
+        # The executions' Ray session (--ray): made by the first execution, closed after
+        # ray_idle_timeout seconds without one, and with the service.
+        self.ray_idle_timeout = ray_idle_timeout
+        self.ray_session: RaySession | None = None
+        self._ray_timer: threading.Timer | None = None
 
     # ---- life cycle --------------------------------------------------------------------
 
@@ -205,8 +216,46 @@ class Service:
             benchmark.stop()
         for thread in executions:
             thread.join(drain)
+        self._close_ray_session(idle=False)
         if self._server is not None:
             self._server.stop(grace).wait()
+
+    def _session_for(self, benchmark_options: Any) -> RaySession | None:
+        """The Ray session of an execution on a cluster (None for a local one)."""
+        if benchmark_options.ray is None:
+            return None
+        with self._lock:
+            if self._ray_timer is not None:
+                self._ray_timer.cancel()
+                self._ray_timer = None
+            if self.ray_session is None:
+                self.ray_session = RaySession()
+            return self.ray_session
+
+    def _ray_session_idle(self) -> None:
+        # After an execution on the cluster: the session is closed unless another one
+        # comes within the idle time-out.
+        with self._lock:
+            if self.ray_session is None or self._closing:
+                return
+            if self._ray_timer is not None:
+                self._ray_timer.cancel()
+            timer = threading.Timer(self.ray_idle_timeout, self._close_ray_session)
+            timer.daemon = True
+            self._ray_timer = timer
+            timer.start()
+
+    def _close_ray_session(self, idle: bool = True) -> None:
+        with self._lock:
+            if idle and (self._running or threading.current_thread() is not self._ray_timer):
+                return  # an execution took the session since the timer fired
+            session, self.ray_session = self.ray_session, None
+            if self._ray_timer is not None:
+                self._ray_timer.cancel()
+                self._ray_timer = None
+        if session is not None:
+            session.close()
+            _log.info("Ray session closed (%s)", "idle" if idle else "service stopping")
 
     # ---- the stream ----------------------------------------------------------------------
 
@@ -379,7 +428,8 @@ class Service:
             clo = self.protos.to_dict(given)
             options = start_options({**clo, "execution_id": execution_id}, self._overrides,
                                     local=self.local)
-            benchmark = make_benchmark(options)
+            session = self._session_for(options)
+            benchmark = make_benchmark(options, session=session)
         except OptionsError as exc:
             return self._error(_INVALID_ARGUMENT, str(exc), execution_id)
         with self._lock:
@@ -405,6 +455,8 @@ class Service:
             stream.benchmark = None
             with self._lock:
                 self._running.discard(benchmark)
+            if session is not None:
+                self._ray_session_idle()
         response = self.protos.ExecutionResponse(execution_id=execution_id)
         response.output.CopyFrom(self.protos.output(nighthawk_output(result)))
         if not result.success:

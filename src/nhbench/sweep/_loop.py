@@ -46,7 +46,7 @@ from ..capture import (
     install_tools,
     refused_perf_events,
 )
-from ..distributed import BenchmarkProtocol, make_benchmark
+from ..distributed import BenchmarkProtocol, RaySession, make_benchmark
 from ..hosts import (
     ClusterFacts,
     Host,
@@ -125,6 +125,8 @@ class Sweep:
         self._note = _note_to(stream)
         self._stop_requested = False
         self._benchmark: BenchmarkProtocol | None = None
+        # With --ray: one cluster connection and one set of load actors for every step.
+        self._ray_session: RaySession | None = None
         self.store: CampaignStore | None = None
         self.signal: int | None = None
         self._saved: CampaignManifest | None = None
@@ -161,6 +163,12 @@ class Sweep:
     @property
     def stop_requested(self) -> bool:
         return self._stop_requested
+
+    @property
+    def ray_session(self) -> RaySession | None:
+        """With --ray, while the campaign runs: the one cluster connection and set of load
+        actors every step uses (docs/distributed.md, "Campaigns on Ray"); else None."""
+        return self._ray_session
 
     # ---- setup ------------------------------------------------------------------------------
 
@@ -307,6 +315,8 @@ class Sweep:
         host = self._connect()
         loadgen: Host = LocalHost()
         server = None
+        if config.options.ray is not None:
+            self._ray_session = RaySession()
         try:
             if self._saved is None:
                 self._check_perf_events(host)
@@ -355,6 +365,9 @@ class Sweep:
             self._render_reports()
             return Campaign(store.directory, store.manifest)
         finally:
+            if self._ray_session is not None:
+                self._ray_session.close()
+                self._ray_session = None
             if server is not None:
                 server.stop()
             if host is not self._target_host:
@@ -490,7 +503,7 @@ class Sweep:
                                                  path / "loadgen", "loadgen"), "loadgen"))
             if self._stop_requested:
                 return None, None
-            benchmark = make_benchmark(step_options)
+            benchmark = make_benchmark(step_options, session=self._ray_session)
             if self._scrapes is not None:
                 # Right before the load and right after it: the deltas are the step's.
                 self._scrapes.before()

@@ -1,4 +1,6 @@
-"""A real Ray cluster of several nodes on this machine, for tests/test_distributed*.py.
+"""A real Ray cluster of several nodes on this machine, for tests/test_distributed*.py and
+benchmarks/ray_step_overhead.py (standard library only, like nginx_origin.py: the benchmark
+scripts import it as ``ray_cluster``, the tests as ``benchmarks.ray_cluster``).
 
 Each node is its own ``ray start`` (a GCS and raylet for the head, a raylet for the others),
 started in its own session and process group, with its own temp dir, a small --num-cpus and

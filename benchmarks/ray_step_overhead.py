@@ -1,0 +1,79 @@
+"""What a Ray campaign step costs beyond its own duration: a sweep of short steps on a
+two-node Ray cluster started on this machine.
+
+    python benchmarks/ray_step_overhead.py                 # 10 steps of 1 s
+    python benchmarks/ray_step_overhead.py --steps 5 --duration 2
+
+The cluster is the tests' (ray_cluster.py here: two ``ray start`` nodes, each in its
+own process group, torn down by those groups, never ``ray stop``); the target is the test
+server in a subprocess. The sweep runs in this process (``nhbench.run_sweep`` with ``ray=``,
+no captures, facts or reports, so that what is measured is the step itself). Per step it
+prints the step's wall time (the record's ``ended_at - started_at``: placing the load,
+the scheduled start's lead, the run, the merge) minus its duration, then the first step
+apart (it pays the cluster connection and the actors' start) and the median and maximum of
+the others, and the campaign's wall time per step minus the duration. The load average is
+printed before and after: the figures move with what else runs on the machine.
+docs/distributed.md ("Campaigns on Ray") and docs/benchmarks.md have the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from ray_cluster import LocalRayCluster
+
+import nhbench
+from nhbench.campaign import load_campaign
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=10, help="steps of the sweep (10)")
+    parser.add_argument("--duration", type=float, default=1.0, help="seconds per step (1)")
+    parser.add_argument("--rps", type=int, default=20, help="the first step's rate per worker, "
+                        "and the step between rates (20)")
+    args = parser.parse_args(argv)
+    if args.steps < 2 or args.duration <= 0 or args.rps <= 0:
+        parser.error("--steps needs at least 2, --duration and --rps positive values")
+    root = Path(tempfile.mkdtemp(prefix="nhbray-", dir="/tmp"))
+    try:
+        print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        started = time.monotonic()
+        with LocalRayCluster(root, nodes=2) as cluster, \
+                nhbench.TestServer(subprocess=True) as server:
+            print(f"two-node cluster at {cluster.address} in {time.monotonic() - started:.1f} s")
+            wall0 = time.monotonic()
+            nhbench.run_sweep(server.url, ray=cluster.address, rps=args.rps,
+                              max_rps=args.rps * args.steps, step_rps=args.rps,
+                              duration=f"{args.duration}s", out=root / "campaign",
+                              captures=False, facts=False, reports=False)
+            wall = time.monotonic() - wall0
+            campaign = load_campaign(root / "campaign")
+        steps = campaign.steps
+        if len(steps) != args.steps:
+            print(f"the sweep recorded {len(steps)} steps of {args.steps}", file=sys.stderr)
+            return 1
+        overheads = [(s.ended_at - s.started_at).total_seconds() - args.duration for s in steps]
+        for step, overhead in zip(steps, overheads, strict=True):
+            print(f"step {step.index:2d} rps/worker {step.rps_per_worker:g}: "
+                  f"overhead {overhead:.3f} s")
+        rest = overheads[1:]
+        print(f"first step overhead: {overheads[0]:.3f} s (connects, starts the actors)")
+        print(f"steps 2..{len(steps)}: median {statistics.median(rest):.3f} s, "
+              f"max {max(rest):.3f} s, mean {statistics.mean(rest):.3f} s")
+        print(f"campaign wall per step minus duration: {wall / len(steps) - args.duration:.3f} s")
+        print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        return 0
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
