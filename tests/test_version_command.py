@@ -57,7 +57,7 @@ def test_the_json_names_this_build() -> None:
 def test_the_commit_is_the_one_the_version_names() -> None:
     info = _info()
     commit = info["commit"]
-    assert commit is not None and re.fullmatch(r"[0-9a-f]{40}", commit), commit
+    assert commit is not None and re.fullmatch(r"[0-9a-f]{7,40}", commit), commit
     # setuptools-scm's development versions name the commit too (+g<abbreviated hash>).
     named = re.search(r"\+g([0-9a-f]+)", __version__)
     if named:
