@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -135,3 +136,28 @@ def test_fortio_version_words_with_arguments_are_fortios_errors(argv: list[str],
     assert proc.returncode == status, proc.stderr
     assert proc.stdout == ""
     assert stderr in proc.stderr
+
+
+def test_without_the_compiled_extension_it_says_so_and_exits_1(tmp_path: Path) -> None:
+    # A copy of the package without its extension (a checkout that was never built, or a
+    # broken install): the version and Python are still printed, the core is null and why.
+    import nhbench
+
+    package = Path(nhbench.__file__).resolve().parent
+    shutil.copytree(package, tmp_path / "src" / "nhbench",
+                    ignore=shutil.ignore_patterns("__pycache__", "_core*.so"))
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PYTHONPATH"] = str(tmp_path / "src")
+    proc = subprocess.run([sys.executable, "-m", "nhbench", "version", "--json"], env=env,
+                          capture_output=True, text=True, timeout=60, check=False,
+                          stdin=subprocess.DEVNULL, cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    info = json.loads(proc.stdout)
+    assert info["version"] == __version__ and info["core"] is None and info["commit"] is None
+    assert "_core" in info["core_error"]
+    human = subprocess.run([sys.executable, "-m", "nhbench", "version"], env=env,
+                           capture_output=True, text=True, timeout=60, check=False,
+                           stdin=subprocess.DEVNULL, cwd=tmp_path)
+    assert human.returncode == 1
+    assert re.search(r"^C core +not available: .*_core", human.stdout, re.MULTILINE), human.stdout
+    assert re.search(r"^commit +unknown \(the C core records it\)$", human.stdout, re.MULTILINE)

@@ -50,11 +50,13 @@ def _yes(value: object) -> str:
 def format_human(info: dict[str, Any]) -> str:
     """The report `run` prints for `info` (`nhbench._version.build_info`)."""
     lines = [f"nhbench {info['version']}"]
+    core = info["core"]
+    unknown = ("unknown (the C core records it)" if core is None
+               else "unknown (built without git; the version names the tag)")
     rows: list[tuple[str, str]] = [
-        ("commit", info["commit"] or "unknown (built without git; the version names the tag)"),
+        ("commit", info["commit"] or unknown),
         ("python", f"{info['python']} ({info['python_implementation']}, {info['platform']})"),
     ]
-    core = info["core"]
     if core is None:
         rows.append(("C core", f"not available: {info.get('core_error', '')}"))
     else:
