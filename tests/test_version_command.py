@@ -36,6 +36,9 @@ def _info() -> dict:
     return json.loads(proc.stdout)
 
 
+# Marked core: the asan session runs it against its ASan+UBSan build, where "sanitizers" must
+# be true.
+@pytest.mark.core
 def test_the_json_names_this_build() -> None:
     info = _info()
     assert info["version"] == __version__
