@@ -42,6 +42,15 @@ const char* nhb_err_name(int err);
 const char* nhb_strerror(int err);
 
 /* ------------------------------------------------------------------------ */
+/* The build (version.c): the package version ("0.2.0", "0.2.1.dev3+g1a2b3c4d"),
+ * the commit the sources were at ("" when the build had no git and the version
+ * names none), and whether the core was built with ASan+UBSan and with -Werror. */
+const char* nhb_version(void);
+const char* nhb_build_commit(void);
+int nhb_build_sanitized(void);
+int nhb_build_werror(void);
+
+/* ------------------------------------------------------------------------ */
 /* Histograms: the HdrHistogram bucket layout for 1 ns .. 60 s, 3 significant
  * digits. The layout constants are fixed so that the Python side can hand the
  * counts to the `hdrh` package index for index. */

@@ -47,7 +47,7 @@ def test_help_is_the_recorded_one(command: str) -> None:
 
 
 @pytest.mark.parametrize("command", ["demo", "report", "browse", "ui", "transform", "service",
-                                     "nighthawk", "compare", "calibrate"])
+                                     "nighthawk", "compare", "calibrate", "version"])
 def test_the_other_commands_help_is_the_recorded_one(command: str) -> None:
     # The commands are declared in one list (cli/_commands.py) and each in its own module;
     # moving them must not change a line of their help.

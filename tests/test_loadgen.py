@@ -149,12 +149,12 @@ def test_a_host_killed_mid_run_fails_the_run_naming_it(sshd: Any, server: nhbenc
 
 def test_a_different_version_is_refused_by_name(sshd: Any, server: nhbench.TestServer,
                                                 tmp_path: Path) -> None:
-    # A source checkout of another version: its package reads the version from the
-    # pyproject.toml beside its src directory (nhbench._version).
+    # A copy of the package built as another version: it reads the version from the
+    # _version.txt its build wrote beside it (nhbench._version).
     other = tmp_path / "other"
     shutil.copytree(Path(PACKAGE_PARENT) / "nhbench", other / "src" / "nhbench", symlinks=True,
                     ignore=shutil.ignore_patterns("__pycache__"))
-    (other / "pyproject.toml").write_text('[project]\nversion = "0.0.0.dev7"\n')
+    (other / "src" / "nhbench" / "_version.txt").write_text("0.0.0.dev7\n")
     before = _served(server)
     proc = nhbench_cli("run", server.url, "--loadgen", f"ssh://{sshd.address}",
                        "--loadgen-ssh-key", str(sshd.user_key),

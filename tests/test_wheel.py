@@ -21,6 +21,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import zipfile
 from pathlib import Path
 
@@ -88,6 +89,31 @@ def test_wheel_tag_and_contents(wheel: Path) -> None:
         assert any(s.startswith(lib) for s in sonames), (lib, sonames)
 
 
+def _wheel_version(wheel: Path) -> str:
+    with zipfile.ZipFile(wheel) as archive:
+        (metadata,) = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
+        found = re.search(r"^Version: (\S+)$", archive.read(metadata).decode(), re.MULTILINE)
+        assert found, metadata
+        written = archive.read("nhbench/_version.txt").decode().strip()
+    assert written == found.group(1), (written, found.group(1))
+    return written
+
+
+def test_the_wheel_and_the_sdist_carry_one_version(wheel: Path) -> None:
+    # The version comes from git (docs/development.md, "Versions"): the wheel's metadata, the
+    # file nhbench._version reads, and the sdist's PKG-INFO and copy of that file agree, so an
+    # sdist built without git (no tags, no .git) still knows its version.
+    version = _wheel_version(wheel)
+    (sdist,) = wheel.parent.glob("nhbench-*.tar.gz")
+    with tarfile.open(sdist) as archive:
+        top = f"nhbench-{version}"
+        pkg_info = archive.extractfile(f"{top}/PKG-INFO")
+        written = archive.extractfile(f"{top}/src/nhbench/_version.txt")
+        assert pkg_info is not None and written is not None
+        assert f"\nVersion: {version}\n" in pkg_info.read().decode()
+        assert written.read().decode().strip() == version
+
+
 def test_wheel_runs_without_the_system_libraries(wheel: Path, tmp_path: Path) -> None:
     if shutil.which("unshare") is None:
         pytest.skip("unshare (util-linux) not found")
@@ -123,7 +149,8 @@ def test_wheel_runs_without_the_system_libraries(wheel: Path, tmp_path: Path) ->
     # Hidden: a load of each system copy fails inside (the mount covers the real file).
     not_hidden = [s for s, why in report["hidden"].items() if not why]
     assert not not_hidden, not_hidden
-    assert report["version"]["rc"] == 0 and "nhbench" in report["version"]["out"]
+    assert report["version"]["rc"] == 0
+    assert report["version"]["out"] == f"nhbench {_wheel_version(wheel)}\n", report["version"]
     assert report["core_file"].startswith(str(venv))
 
     expect = {"h1": "upstream_cx_http1_total", "h2c": "upstream_cx_http2_total",

@@ -10,10 +10,6 @@ extern "C" {
 #include <stdexcept>
 #include <cstring>
 
-#ifndef NHB_VERSION
-#define NHB_VERSION "0.0.0"
-#endif
-
 unsigned fill_sockaddr(const std::string& host, int port, unsigned char* out, const char* what) {
   if (port < 0 || port > 65535) throw py::value_error(std::string(what) + ": port must be 0-65535");
   std::memset(out, 0, 28);
@@ -59,7 +55,7 @@ void raise_core_error(int err, const std::string& context) {
 
 PYBIND11_MODULE(_core, m) {
   m.doc() = "nhbench's C core (private; use the nhbench package).";
-  m.attr("__version__") = NHB_VERSION;
+  m.attr("__version__") = nhb_version();
   m.attr("HIST_LOWEST") = NHB_HIST_LOWEST;
   m.attr("HIST_HIGHEST") = NHB_HIST_HIGHEST;
   m.attr("HIST_SIGFIG") = NHB_HIST_SIGFIG;
@@ -68,4 +64,5 @@ PYBIND11_MODULE(_core, m) {
   register_client(m);
   register_server(m);
   register_calibrate(m);
+  register_version(m);
 }

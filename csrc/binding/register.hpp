@@ -11,6 +11,7 @@ void register_client(py::module_& m);
 void register_server(py::module_& m);
 void register_histogram(py::module_& m);
 void register_calibrate(py::module_& m);
+void register_version(py::module_& m);
 
 // Turns a numeric IPv4/IPv6 address and a port into a sockaddr. Throws
 // ValueError naming `what` when the address is not numeric.

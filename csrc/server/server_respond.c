@@ -353,7 +353,7 @@ static int reply_debug(nhb__srv_conn* c, const nhb__srv_req* q, nhb__srv_buf* ou
   if (nhb__srv_buf_printf(out,
                           "nhbench %s echo debug server up for %.3fs on %s - request from %s%s\n\n"
                           "%.*s %.*s HTTP/%u.%u\n\nheaders:\n\n",
-                          NHB_VERSION, up, s->hostname, peer,
+                          nhb_version(), up, s->hostname, peer,
                           c->tls ? " (TLS)" : c->proto == NHB__SRV_PROTO_H3 ? " (QUIC)" : "", (int)q->method_len,
                           q->method, (int)q->url_len, q->buf.p + q->url_off, q->http_major, q->http_minor) < 0)
     return NHB_ENOMEM;

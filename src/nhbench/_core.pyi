@@ -175,3 +175,9 @@ def calibrate_wakeups(strategy: str, count: int, interval_ns: int) -> HistogramD
 # Mean ns of one CLOCK_MONOTONIC read / one trivial system call over `iterations`.
 def calibrate_clock_read_ns(iterations: int) -> float: ...
 def calibrate_syscall_ns(iterations: int) -> float: ...
+
+# What this build is (nhbench version; nhbench._version.build_info): "version", "commit"
+# ("" when the build knew none), "http3", "regex_checks", "sanitizers", "werror" and
+# "libraries": name -> {"linked": the version loaded now (None: llhttp has no call for it),
+# "built": the version of the headers at build time}.
+def build_info() -> dict[str, Any]: ...

@@ -105,4 +105,6 @@ COMMANDS: tuple[Command, ...] = (
             raw=True),
     Command("compat", "._compat",
             "install wrappers named fortio, nighthawk_client... that run nhbench's front-ends"),
+    Command("version", "._version",
+            "print the version, the commit, the C libraries and the build's options"),
 )

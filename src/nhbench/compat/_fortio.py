@@ -883,14 +883,32 @@ def _sync(args: FortioArgs, directory: Any) -> tuple[int, Any]:
 
 
 def _version(full: bool) -> int:
-    from .._version import __version__
+    """``fortio version``: Fortio's version first (what a script reads), then who answers.
+    ``fortio buildinfo``: Fortio's shape (its long version line, then Go's build-info lines:
+    ``path``, ``mod``, one ``dep`` a module, ``build key=value``) with nhbench's facts:
+    Python for Go, the C libraries for the Go modules, the core's build options."""
+    from .._version import __version__, build_info
 
-    if full:
-        sys.stdout.write(f"{FORTIO_VERSION} nhbench/{__version__} (nhbench's Fortio "
-                         "front-end: Fortio's command line, run by nhbench)\n")
-    else:
+    if not full:
         sys.stdout.write(f"{FORTIO_VERSION} (nhbench {__version__})\n")
-    return 0
+        return 0
+    info = build_info()
+    core = info["core"]
+    arch = info["platform"].split()
+    lines = [f"{FORTIO_VERSION} nhbench/{__version__} python{info['python']} "
+             f"{arch[-1]} {arch[0]}",
+             f"python\t{info['python_implementation']} {info['python']}",
+             "path\tnhbench.compat (Fortio's command line, run by nhbench)",
+             f"mod\tnhbench\t{__version__}\t{info['commit'] or 'unknown'}"]
+    if core is None:
+        lines.append(f"build\tcore=unavailable ({info.get('core_error', '')})")
+    else:
+        lines += [f"dep\t{name}\t{v['linked'] or v['built']}"
+                  for name, v in core["libraries"].items()]
+        lines += [f"build\t{key}={str(bool(core[key])).lower()}"
+                  for key in ("http3", "regex_checks", "sanitizers", "werror")]
+    sys.stdout.write("\n".join(lines) + "\n")
+    return 0 if core is not None else 1
 
 
 def main(argv: list[str]) -> int:
@@ -903,11 +921,25 @@ def main(argv: list[str]) -> int:
     if command in ("help", "-h", "-help", "--help", "envhelp"):
         sys.stdout.write(usage())
         return 0
-    if command in ("version", "buildinfo"):
+    if command in ("version", "buildinfo") and not rest:
+        # Fortio's special words only alone: with anything after them they are an
+        # unknown command once the flags have been read (below).
         return _version(command == "buildinfo")
     if command in _NOT_HERE:
         _err(f"{_PROG} {command}: " + _NOT_HERE_REASON.format(what=_NOT_HERE[command]))
         return 2
+    if command in ("version", "buildinfo"):
+        # `fortio version -s`: Go reads the flags first (-s wants a value: 2), then the word
+        # is no command (1).
+        try:
+            if parse("load", rest) is None:
+                sys.stderr.write(usage())
+                return 0
+        except (OptionsError, ValueError) as exc:
+            _err(f"{_PROG}: {exc}")
+            return 2
+        _err(f'{_PROG}: Error: unknown command "{command}"')
+        return 1
     if command not in ("load", "curl", "report", "nc", "grpcping") + _SERVERS:
         _err(f'{_PROG}: Error: unknown command "{command}" (load, curl, report, nc, '
              "grpcping, server, tcp-echo, udp-echo, redirect, proxies, version, help)")
