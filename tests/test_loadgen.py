@@ -374,3 +374,21 @@ def test_a_controller_that_dies_leaves_nothing_running(sshd: Any, server: nhbenc
     settled = _served(server)
     time.sleep(1.0)
     assert _served(server) == settled
+
+
+def test_an_agent_refuses_options_as_an_options_error() -> None:
+    # Options the node cannot take (its version, its files) come back as an options error
+    # naming the option, so that the controller exits 2 as it would for its own.
+    import json
+    import subprocess
+
+    request = {"id": 1, "op": "run",
+               "args": {"options": {"uri": "http://127.0.0.1:9/", "rps": -1}}}
+    proc = subprocess.run([sys.executable, "-m", "nhbench.distributed._agent"],
+                          input=json.dumps(request) + "\n", capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": PACKAGE_PARENT}, timeout=60,
+                          check=False)
+    assert proc.returncode == 0, proc.stderr
+    answer = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert answer["id"] == 1 and answer["error"]["kind"] == "options", answer
+    assert answer["error"]["option"] == "rps" and "rps" in answer["error"]["message"], answer

@@ -35,7 +35,7 @@ from .._result import HostEntry, Result, WorkerResult
 from .._run import Benchmark
 from .._timeline import IntervalRecord
 from .._version import __version__
-from ..options import Options
+from ..options import Options, make_options
 
 __all__ = ["Cluster", "ClusterBenchmark", "RaySession", "merge_core", "merge_endpoints",
            "merge_groups", "merge_intervals", "merge_stats"]
@@ -155,7 +155,9 @@ class _LoadActor:
         """Run the options in `data` (already carrying this node's scheduled start) and
         return the core's raw result dict (``core``: the exact statistics the controller
         merges) and when the node's workers were armed (``armed_ns``, its clock)."""
-        options = Options.model_validate(dict(data))
+        # A node that refuses the options (a file missing there, a value its version does not
+        # take) says so as an options error naming the option, as the controller would.
+        options = make_options(**dict(data))
         benchmark = _NodeBenchmark(options)
         with self._lock:
             self._benchmark = benchmark
