@@ -408,9 +408,12 @@ def _debootstrap_base(session: nox.Session, podman: list[str]) -> None:
             deb.unlink()
         shutil.rmtree(root / "var/lib/apt/lists", ignore_errors=True)
         (root / "var/lib/apt/lists/partial").mkdir(parents=True)
+        session.log(f"tar -C {root} -c . | podman import - {LOCAL_BASE}")
         tar = subprocess.Popen(["tar", "-C", str(root), "-c", "."], stdout=subprocess.PIPE)
-        session.run(*podman, "import", "-", LOCAL_BASE, stdin=tar.stdout, external=True)
-        assert tar.wait() == 0, "tar of the debootstrap tree failed"
+        imported = subprocess.run([*podman, "import", "-", LOCAL_BASE], stdin=tar.stdout,
+                                  check=False)
+        if tar.wait() != 0 or imported.returncode != 0:
+            session.error(f"importing the debootstrap tree as {LOCAL_BASE} failed")
 
 
 @nox.session(reuse_venv=True)
