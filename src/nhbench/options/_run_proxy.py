@@ -369,12 +369,12 @@ def check_proxy(options: Options, info: ValidationInfo) -> None:
         # Nighthawk's own check comes first: a QUIC tunnel needs its TLS settings.
         raise PydanticCustomError("options_needs", "{a}: needs {b}",
                                   {"a": "tunnel_protocol", "b": "tunnel_tls_context"})
-    if given and options.protocol == "http3":
+    if given and options.protocol == "http3" and options.tunnel_protocol != "http2":
+        # Nighthawk's own refusals (options_impl.cc); its CONNECT-UDP rides http2.
         raise _refuse("tunnel_protocol", f"protocol http3 over tunnel_protocol "
-                      f"{options.tunnel_protocol} is not supported (Nighthawk refuses http1 "
-                      "and http3; its CONNECT-UDP over http2 is not built here: nhbench's "
-                      "--proxy https://host:port --proxy-protocol http3 is CONNECT-UDP over "
-                      "HTTP/3)")
+                      f"{options.tunnel_protocol} is not supported (as Nighthawk: an HTTP/3 "
+                      "run's CONNECT-UDP rides tunnel_protocol http2; nhbench's --proxy "
+                      "https://host:port --proxy-protocol http3 is CONNECT-UDP over HTTP/3)")
     if check_proxy_http3(options):
         return
     if options.proxy is None and (options.proxy_protocol != "http1"
@@ -395,8 +395,11 @@ def check_proxy(options: Options, info: ValidationInfo) -> None:
     if options.proxy is None and not given:
         return
     name = "proxy" if options.proxy is not None else "tunnel_uri"
-    if options.protocol == "http3":
-        raise _refuse(name, "HTTP/3 runs over UDP, which an HTTP proxy's CONNECT does not carry")
+    if options.protocol == "http3" and "http2" not in (options.proxy_protocol,
+                                                      options.tunnel_protocol):
+        raise _refuse(name, "HTTP/3 runs over UDP, which an HTTP/1.1 proxy's CONNECT does not "
+                      "carry: CONNECT-UDP needs proxy_protocol http2 or http3 (tunnel_protocol "
+                      "http2)")
     if options.uri and options.target.scheme == "udp":
         raise _refuse(name, "udp:// runs over UDP, which an HTTP proxy's CONNECT does not carry")
     _check_origin_reached_by_proxy(options, name)
