@@ -43,6 +43,12 @@
  * quarter stream id, a context id other than 0, a DATAGRAM capsule, a full
  * ring) are dropped and counted in tunnel.datagrams_dropped.
  *
+ * With proxy_protocol 2 the tunnel is CONNECT-UDP on an HTTP/2 stream
+ * instead: each entry point hands the connection to tunnel_udp_h2.c's leg
+ * (TCP to the proxy; the UDP socket then carries nothing), which shares the
+ * failure accounting (nhb__udp_tunnel_fail) and the tunnel's coming up
+ * (nhb__udp_tunnel_established) with this file.
+ *
  * Allocation: per connection entry the tunnel's state (ring, packet buffer,
  * timer), once; per connection ngtcp2, GnuTLS and the QPACK decoder, as for
  * HTTP/3 itself. Nothing per request: a request's packets pass through
