@@ -6,8 +6,9 @@ packaged CONNECT-UDP-over-HTTP/2 peer exists here) in one of its misbehaving mod
 origin is nhbench's test server over HTTP/3. Capsules that carry nothing for the tunnelled
 connection (unknown types, another context id, no payload, a payload larger than any QUIC
 packet) are skipped or dropped and counted while the run goes on; a proxy without extended
-CONNECT, one that refuses, resets, sends GOAWAY, DATA before its answer or ends its stream
-inside a capsule fails the tunnel by cause. No crash, no hang, nothing uncounted.
+CONNECT or h2 by ALPN, one that refuses, resets, sends GOAWAY, DATA before its answer, ends
+its stream inside a capsule or never answers fails the tunnel by cause. No crash, no hang,
+nothing uncounted.
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ def test_stray_and_oversized_capsules_are_skipped_and_counted(
     ("refuse", "tunnel.non_2xx", "the proxy answered 403 to CONNECT-UDP"),
     ("goaway", "tunnel.reset", "GOAWAY PROTOCOL_ERROR"),
     ("data-first", "tunnel.protocol_error", "the proxy broke HTTP/2"),
+    ("http1-alpn", "tunnel.tls_fail", "ALPN: the proxy did not select h2"),
 ])
 def test_a_tunnel_that_never_comes_up_fails_by_cause(origin: nhbench.TestServer, mode: str,
                                                      counter: str, why: str) -> None:
@@ -73,6 +75,16 @@ def test_a_tunnel_that_never_comes_up_fails_by_cause(origin: nhbench.TestServer,
     assert c["benchmark.pool_connection_failure"] == RUN["requests"]
     assert why in (result.error or "")
     assert origin.stats()["requests"] == before
+
+
+def test_a_silent_proxy_is_a_counted_timeout(origin: nhbench.TestServer) -> None:
+    result = _run(origin, "silent", timeout=1, requests=3)
+    c = result.counters
+    # No SETTINGS, no answer: each connection's tunnel fails at --timeout, once.
+    assert c["tunnel.timeout"] == c["upstream_cx_total"] >= 1, c
+    assert c.get("tunnel.established", 0) == 0
+    assert c.get("benchmark.http_2xx", 0) == 0
+    assert "within --timeout" in (result.error or "")
 
 
 def test_a_truncated_capsule_ends_the_tunnel(origin: nhbench.TestServer) -> None:

@@ -29,6 +29,8 @@ stream's DATA goes to the target, every datagram from the target comes back as o
 - ``goaway``: GOAWAY (PROTOCOL_ERROR) instead of an answer.
 - ``data-first``: DATA on the CONNECT stream before any answer (h2 refuses to send that,
   so the frame is written by hand).
+- ``http1-alpn``: its TLS selects ALPN http/1.1, not h2.
+- ``silent``: accepts the TCP connection (and TLS) and never says a word.
 
 Written from the ``h2`` library's documented API (``H2Connection``, ``RequestReceived``,
 ``DataReceived``, ``send_headers``, ``send_data``, ``reset_stream``, ``close_connection``).
@@ -213,6 +215,8 @@ class ProxyConnection(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        if self.mode == "silent":
+            return
         import h2.settings
 
         if self.mode != "no-extended-connect":
@@ -233,6 +237,8 @@ class ProxyConnection(asyncio.Protocol):
         self.relays.clear()
 
     def data_received(self, data: bytes) -> None:
+        if self.mode == "silent":
+            return
         import h2.events
         import h2.exceptions
 
@@ -340,7 +346,7 @@ async def main() -> None:
     if args.cert:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(args.cert, args.key)
-        context.set_alpn_protocols(["h2"])
+        context.set_alpn_protocols(["http/1.1"] if args.mode == "http1-alpn" else ["h2"])
     loop = asyncio.get_running_loop()
     server = await loop.create_server(ProxyConnection, "127.0.0.1", 0, ssl=context)
     port = server.sockets[0].getsockname()[1]
