@@ -609,7 +609,11 @@ typedef struct nhb_client_config {
    * the proxy (only sni, verify_name, cacert and insecure are read, and
    * cert_pem, which here is PEM text of CAs to trust besides cacert),
    * proxy_protocol 2 carries the CONNECT on an HTTP/2 stream (1 or 0: an
-   * HTTP/1.1 CONNECT). Either one needs tunnel_requests. */
+   * HTTP/1.1 CONNECT). Either one needs tunnel_requests, or, with
+   * udp_tunnel_authority, proxy_protocol 2 carries the CONNECT-UDP on an
+   * HTTP/2 stream instead of HTTP/3 (tunnel_udp_h2.c; proxy_tls then its TLS,
+   * else h2c; the udp_tunnel_sni, _verify_name, _cacert and _insecure are
+   * not read). */
   nhb_tls_config proxy_tls;
   int proxy_protocol;
   /* Predicates: counter > threshold. */

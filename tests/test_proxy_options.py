@@ -73,6 +73,29 @@ def test_connect_udp_config(tmp_path: Path) -> None:
     assert "authorization" not in tunnel
 
 
+def test_connect_udp_over_http2_config() -> None:
+    # CONNECT-UDP on an HTTP/2 stream: the same :authority and :path, the TLS of the
+    # CONNECT tunnels' proxy leg (or none: h2c).
+    tls = Options(uri="https://127.0.0.1:4433/", protocol="http3",
+                  proxy="https://localhost:8443", proxy_protocol="http2", proxy_insecure=True)
+    assert tls.proxy_endpoint is not None and tls.proxy_endpoint.mode == "connect-udp"
+    tunnel = _proxy_config(tls)["udp_tunnel"]
+    assert tunnel["protocol"] == "http2" and tunnel["authority"] == "localhost:8443"
+    assert tunnel["paths"] == ["/.well-known/masque/udp/127.0.0.1/4433/"]
+    assert tunnel["tls"] == {"sni": "localhost", "verify_name": "localhost", "insecure": True}
+    h2c = _proxy_config(Options(uri="https://127.0.0.1:4433/", protocol="http3",
+                                proxy="http://127.0.0.1:3128", proxy_protocol="http2"))
+    assert h2c["udp_tunnel"]["protocol"] == "http2" and "tls" not in h2c["udp_tunnel"]
+    assert "tunnel_requests" not in h2c
+    # Nighthawk's spelling: -p http3 --tunnel-protocol http2 (trusted_ca: the chain checked).
+    nighthawk = Options(uri="https://127.0.0.1:4433/", protocol="http3",
+                        tunnel_protocol="http2", tunnel_uri="127.0.0.1:3128",
+                        tunnel_tls_context='{"sni": "proxy.test"}')
+    tunnel = _proxy_config(nighthawk)["udp_tunnel"]
+    assert tunnel["protocol"] == "http2" and tunnel["authority"] == "127.0.0.1:3128"
+    assert tunnel["tls"] == {"sni": "proxy.test", "insecure": True}
+
+
 @pytest.mark.parametrize(("argv", "expected"), [
     (["run", "--proxy", "ftp://127.0.0.1:3128", "https://127.0.0.1/"],
      "--proxy: only http:// and https:// proxies are supported (got ftp://)"),
@@ -95,6 +118,14 @@ def test_connect_udp_config(tmp_path: Path) -> None:
      "--proxy: a proxy URL is scheme://[user:password@]host:port only"),
     (["run", "--proxy", "http://127.0.0.1:3128", "--protocol", "http3", "https://127.0.0.1/"],
      "--proxy: HTTP/3 runs over UDP"),
+    (["run", "--proxy", "http://127.0.0.1:3128", "--protocol", "http3", "https://127.0.0.1/"],
+     "CONNECT-UDP needs proxy_protocol http2 or http3"),
+    (["run", "--proxy", "http://127.0.0.1:3128", "--proxy-protocol", "http2",
+      "--proxy-insecure", "--protocol", "http3", "https://127.0.0.1/"],
+     "--proxy-insecure: only applies to an https:// proxy"),
+    (["run", "--proxy", "http://127.0.0.1:3128", "--proxy-protocol", "http2", "--protocol",
+      "http3", "--resolve", "127.0.0.2", "https://example.test/"],
+     "--proxy: mutually exclusive with --resolve"),
     (["run", "--proxy", "http://127.0.0.1:3128", "udp://127.0.0.1:9/"],
      "--proxy: udp:// runs over UDP"),
     (["run", "--proxy", "http://127.0.0.1:3128", "--tunnel-protocol", "http1",
@@ -139,6 +170,9 @@ def test_connect_udp_config(tmp_path: Path) -> None:
     (["nighthawk", "client", "--tunnel-protocol", "http1", "--tunnel-uri", "127.0.0.1:1",
       "-p", "http3", "https://127.0.0.1/"],
      "--tunnel-protocol: protocol http3 over tunnel_protocol http1 is not supported"),
+    (["nighthawk", "client", "--tunnel-protocol", "http3", "--tunnel-uri", "127.0.0.1:1",
+      "--tunnel-tls-context", "{}", "-p", "http3", "https://127.0.0.1/"],
+     "--tunnel-protocol: protocol http3 over tunnel_protocol http3 is not supported"),
     (["nighthawk", "client", "--tunnel-protocol", "http4", "--tunnel-uri", "127.0.0.1:1",
       "http://127.0.0.1/"], "--tunnel-protocol"),
 ])

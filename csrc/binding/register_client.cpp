@@ -432,6 +432,26 @@ class ClientRun {
     config_.udp_tunnel_verify_name = udp_tunnel_verify_name_.c_str();
     config_.udp_tunnel_cacert = udp_tunnel_cacert_.empty() ? nullptr : udp_tunnel_cacert_.c_str();
     config_.udp_tunnel_insecure = get_as<bool>(u, "insecure", false) ? 1 : 0;
+    // "protocol": "http3" (QUIC to the proxy) or "http2" (an extended CONNECT
+    // on an HTTP/2 stream, tunnel_udp_h2.c), whose TLS to the proxy is the
+    // "tls" dict (sni, verify_name, cacert, cacert_pem, insecure; absent: h2c).
+    if (get_choice(u, "protocol", "http3", {"http3", "http2"}) == 1) {
+      config_.proxy_protocol = 2;
+      if (u.contains("tls") && !u["tls"].is_none()) {
+        py::dict pt = u["tls"].cast<py::dict>();
+        nhb_tls_config& t = config_.proxy_tls;
+        auto str = [&](const char* key, std::string& keep) -> const char* {
+          keep = get_as<std::string>(pt, key, "");
+          return keep.empty() ? nullptr : keep.c_str();
+        };
+        t.enabled = 1;
+        t.sni = str("sni", proxy_sni_);
+        t.verify_name = str("verify_name", proxy_verify_name_);
+        t.cacert = str("cacert", proxy_cacert_);
+        t.cert_pem = str("cacert_pem", proxy_cacert_pem_);
+        t.insecure = get_as<bool>(pt, "insecure", false);
+      }
+    }
   }
   std::string udp_tunnel_authority_, udp_tunnel_authorization_, udp_tunnel_sni_, udp_tunnel_verify_name_,
       udp_tunnel_cacert_;

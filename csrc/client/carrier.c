@@ -724,14 +724,16 @@ static int carrier_error(char* err, size_t err_len, const char* fmt, const char*
 
 static int set_str(const char* s) { return s != NULL && s[0] != '\0'; }
 
-static int proxy_ctx_create(nhb_run* run, char* err, size_t err_len) {
-  const nhb_tls_config* pc = &run->config.proxy_tls;
+/* The TLS context for a proxy (`pc`; ALPN h2 or http/1.1): this file's, and
+ * tunnel_udp_h2.c's for CONNECT-UDP on an HTTP/2 stream. *out is set as
+ * soon as the context exists, so that the caller frees it on failure too. */
+int nhb__proxy_ssl_ctx(const nhb_tls_config* pc, int h2, void** out, char* err, size_t err_len) {
   SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
   if (ctx == NULL) return carrier_error(err, err_len, "%s", "proxy_tls: cannot create the TLS context");
-  run->tunnel.ssl_ctx = ctx;
+  *out = ctx;
   SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
-  const unsigned char* alpn = run->tunnel.h2 ? (const unsigned char*)"\x02h2" : (const unsigned char*)"\x08http/1.1";
-  if (SSL_CTX_set_alpn_protos(ctx, alpn, run->tunnel.h2 ? 3 : 9) != 0)
+  const unsigned char* alpn = h2 ? (const unsigned char*)"\x02h2" : (const unsigned char*)"\x08http/1.1";
+  if (SSL_CTX_set_alpn_protos(ctx, alpn, h2 ? 3 : 9) != 0)
     return carrier_error(err, err_len, "%s", "proxy_tls: OpenSSL refuses the ALPN list");
   if (pc->insecure) {
     SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, NULL);
@@ -852,7 +854,7 @@ int nhb__carrier_run_init(nhb_run* run, char* err, size_t err_len) {
   t->carried = t->h2 || cfg->proxy_tls.enabled;
   if (!t->carried) return 0;
   if (cfg->proxy_tls.enabled) {
-    int r = proxy_ctx_create(run, err, err_len);
+    int r = nhb__proxy_ssl_ctx(&cfg->proxy_tls, t->h2, &t->ssl_ctx, err, err_len);
     if (r < 0) return r;
   }
   return t->h2 ? h2_blocks(run, err, err_len) : 0;

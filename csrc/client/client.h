@@ -999,6 +999,54 @@ nhb__udp_tunnel* nhb__udp_tunnel_parser_new(nhb__conn* c);
 int nhb__udp_tunnel_parsed(const nhb__udp_tunnel* t, const char** why, uint32_t* queued);
 int nhb__h3_tunnel_up(nhb__conn* c);
 void nhb__h3_tunnel_packet(nhb__conn* c, const uint8_t* data, size_t len);
+/* What tunnel_udp.c's legs share: a failure by cause (counted once, the
+ * connection failed), and the tunnel coming up after a 2xx (counted, the
+ * inner connection started; < 0 when that failed the connection). */
+void nhb__udp_tunnel_fail(nhb__conn* c, nhb_counter_t cause, const char* what);
+int nhb__udp_tunnel_established(nhb__conn* c, nhb__udp_tunnel* t);
+
+/* tunnel_udp_h2.c: CONNECT-UDP on an HTTP/2 stream (proxy_protocol 2): the
+ * leg tunnel_udp.c hands a connection's tunnel to. */
+typedef struct nhb__udp_h2 nhb__udp_h2;
+int nhb__udp_h2_run_init(const nhb_run* run, void** out, char* err, size_t err_len);
+void nhb__udp_h2_run_free(void* part);
+nhb__udp_h2* nhb__udp_h2_new(nhb__conn* c, nhb__udp_tunnel* t, const void* run_part);
+int nhb__udp_h2_start(nhb__udp_h2* h, const nhb_sockaddr* to);
+int nhb__udp_h2_send(nhb__udp_h2* h, const uint8_t* pkt, size_t len);
+void nhb__udp_h2_teardown(nhb__udp_h2* h);
+void nhb__udp_h2_close(nhb__udp_h2* h);
+void nhb__udp_h2_free(nhb__udp_h2* h);
+/* carrier.c's TLS context for a proxy (ALPN h2 when `h2`), shared. */
+int nhb__proxy_ssl_ctx(const nhb_tls_config* pc, int h2, void** out, char* err, size_t err_len);
+
+/* The capsule reader (RFC 9297 section 3.2) of the HTTP/2 leg: capsules in
+ * pieces as DATA frames cut them. DATAGRAM capsules (type 0) of context id
+ * 0 with a payload queue their payload; other types are skipped; DATAGRAM
+ * capsules with another context id, none, an empty payload, a value over
+ * NHB__CAPSULE_VALUE_MAX or no room in the queue count in *dropped.
+ * nhb__capsule_rx_next pops the queue (the payload stays valid until the
+ * next feed); _partial: inside a capsule (a stream ending there is
+ * malformed). The fuzz target fuzz_client_capsules.c drives it alone. */
+#define NHB__CAPSULE_VALUE_MAX 1508
+#define NHB__CAPSULE_QBYTES 32768
+#define NHB__CAPSULE_QN 512
+typedef struct nhb__capsule_rx {
+  uint8_t vbuf[8];
+  uint8_t vn;
+  uint8_t stage; /* 0 type, 1 length, 2 value */
+  int keep;      /* the value being read is a DATAGRAM kept in q */
+  uint64_t type, left;
+  uint32_t start, qlen; /* the kept value's first byte; bytes in q */
+  uint32_t nq, popped;
+  uint16_t qoff[NHB__CAPSULE_QN];
+  uint16_t qn[NHB__CAPSULE_QN];
+  uint8_t q[NHB__CAPSULE_QBYTES];
+} nhb__capsule_rx;
+void nhb__capsule_rx_init(nhb__capsule_rx* k);
+void nhb__capsule_rx_feed(nhb__capsule_rx* k, const uint8_t* p, size_t len, uint64_t* dropped);
+int nhb__capsule_rx_next(nhb__capsule_rx* k, const uint8_t** payload, size_t* len);
+uint32_t nhb__capsule_rx_queued(const nhb__capsule_rx* k);
+int nhb__capsule_rx_partial(const nhb__capsule_rx* k);
 
 /* observe.c: the latency response header (--latency-response-header-name).
  * nhb__observe_init() checks and copies the name at run creation and drops

@@ -43,6 +43,12 @@
  * quarter stream id, a context id other than 0, a DATAGRAM capsule, a full
  * ring) are dropped and counted in tunnel.datagrams_dropped.
  *
+ * With proxy_protocol 2 the tunnel is CONNECT-UDP on an HTTP/2 stream
+ * instead: each entry point hands the connection to tunnel_udp_h2.c's leg
+ * (TCP to the proxy; the UDP socket then carries nothing), which shares the
+ * failure accounting (nhb__udp_tunnel_fail) and the tunnel's coming up
+ * (nhb__udp_tunnel_established) with this file.
+ *
  * Allocation: per connection entry the tunnel's state (ring, packet buffer,
  * timer), once; per connection ngtcp2, GnuTLS and the QPACK decoder, as for
  * HTTP/3 itself. Nothing per request: a request's packets pass through
@@ -133,6 +139,7 @@ typedef struct uni_rx {
 
 struct nhb__udp_tunnel {
   nhb__conn* conn;
+  nhb__udp_h2* h2; /* the HTTP/2 leg (tunnel_udp_h2.c), NULL over HTTP/3 */
   ngtcp2_crypto_conn_ref conn_ref;
   ngtcp2_conn* qc;
   gnutls_session_t tls;
@@ -173,6 +180,7 @@ struct nhb__udp_tunnel {
 
 /* The run's part: the proxy's credentials and each target's HEADERS frame. */
 typedef struct nhb__udp_tunnel_run {
+  void* h2; /* tunnel_udp_h2.c's, with proxy_protocol 2; else NULL */
   gnutls_certificate_credentials_t cred;
   uint32_t n;
   uint8_t** frame;
@@ -188,7 +196,7 @@ const char* nhb__udp_tunnel_authority(const nhb_run* run) {
 
 /* ---- failure accounting ------------------------------------------------------ */
 
-static void tun_fail(nhb__conn* c, nhb_counter_t cause, const char* what) {
+void nhb__udp_tunnel_fail(nhb__conn* c, nhb_counter_t cause, const char* what) {
   nhb__worker* w = c->worker;
   char text[256];
   snprintf(text, sizeof(text), "CONNECT-UDP through %s: %s", nhb__udp_tunnel_authority(w->run), what);
@@ -603,6 +611,7 @@ static int tun_write(nhb__conn* c, nhb__udp_tunnel* t) {
 }
 
 int nhb__udp_tunnel_send(nhb__conn* c, nhb__udp_tunnel* t, const uint8_t* pkt, size_t len) {
+  if (t->h2 != NULL) return nhb__udp_h2_send(t->h2, pkt, len);
   if (t->qc == NULL || !t->up) return UV_EAGAIN;
   /* Quarter stream id 0 and context id 0: the CONNECT stream is the
    * connection's first (client bidirectional stream 0). */
@@ -660,57 +669,67 @@ static const char* tun_handshake_why(nhb__udp_tunnel* t, char* text, size_t len)
   return text;
 }
 
+int nhb__udp_tunnel_established(nhb__conn* c, nhb__udp_tunnel* t) {
+  nhb__worker* w = c->worker;
+  w->stats.counters[NHB_CTR_TUNNEL_ESTABLISHED]++;
+  nhb_hist* h = w->stats.hists[NHB_HIST_TUNNEL_SETUP];
+  if (h != NULL) nhb_hist_record(h, nhb__now_ns() - c->tunnel_start_ns);
+  t->up = 1;
+  c->tunnel = 0;
+  return nhb__h3_tunnel_up(c);
+}
+
 /* ngtcp2 returned `r` from the outer connection; 0 when all is well. Returns
  * 0 when the connection goes on. */
 static int tun_after(nhb__conn* c, nhb__udp_tunnel* t, int r) {
   char text[200];
   if (NHB__UNLIKELY(t->sock_error != 0)) {
     snprintf(text, sizeof(text), "the proxy's UDP port: %s", nhb_strerror(t->sock_error));
-    tun_fail(c, t->handshake_done ? NHB_CTR_TUNNEL_CLOSED : NHB_CTR_TUNNEL_CONNECT_FAIL, text);
+    nhb__udp_tunnel_fail(c, t->handshake_done ? NHB_CTR_TUNNEL_CLOSED : NHB_CTR_TUNNEL_CONNECT_FAIL, text);
     return -1;
   }
   if (r != 0 || t->why != NULL) {
     if (t->why != NULL) {
       snprintf(text, sizeof(text), "the proxy broke HTTP/3: %s", t->why);
-      tun_fail(c, NHB_CTR_TUNNEL_PROTOCOL_ERROR, text);
+      nhb__udp_tunnel_fail(c, NHB_CTR_TUNNEL_PROTOCOL_ERROR, text);
     } else if (r == NGTCP2_ERR_DRAINING || r == NGTCP2_ERR_CLOSING) {
       ngtcp2_connection_close_error ccerr;
       ngtcp2_conn_get_connection_close_error(t->qc, &ccerr);
       snprintf(text, sizeof(text), "the proxy closed its QUIC connection (error 0x%llx)",
                (unsigned long long)ccerr.error_code);
-      tun_fail(c, t->handshake_done ? NHB_CTR_TUNNEL_CLOSED : NHB_CTR_TUNNEL_CONNECT_FAIL, text);
+      nhb__udp_tunnel_fail(c, t->handshake_done ? NHB_CTR_TUNNEL_CLOSED : NHB_CTR_TUNNEL_CONNECT_FAIL, text);
     } else if (r == NGTCP2_ERR_IDLE_CLOSE || r == NGTCP2_ERR_HANDSHAKE_TIMEOUT) {
-      tun_fail(c, t->handshake_done ? NHB_CTR_TUNNEL_CLOSED : NHB_CTR_TUNNEL_TIMEOUT,
+      nhb__udp_tunnel_fail(c, t->handshake_done ? NHB_CTR_TUNNEL_CLOSED : NHB_CTR_TUNNEL_TIMEOUT,
                "no packet from the proxy (QUIC idle time-out)");
     } else if (r == NGTCP2_ERR_CRYPTO) {
-      tun_fail(c, NHB_CTR_TUNNEL_CONNECT_FAIL, tun_handshake_why(t, text, sizeof(text)));
+      nhb__udp_tunnel_fail(c, NHB_CTR_TUNNEL_CONNECT_FAIL, tun_handshake_why(t, text, sizeof(text)));
     } else {
       snprintf(text, sizeof(text), "QUIC with the proxy failed: %s", ngtcp2_strerror(r));
-      tun_fail(c, t->handshake_done ? NHB_CTR_TUNNEL_PROTOCOL_ERROR : NHB_CTR_TUNNEL_CONNECT_FAIL, text);
+      nhb__udp_tunnel_fail(c, t->handshake_done ? NHB_CTR_TUNNEL_PROTOCOL_ERROR : NHB_CTR_TUNNEL_CONNECT_FAIL, text);
     }
     return -1;
   }
   if (t->handshake_done && t->ctrl_sid < 0) {
     if (ngtcp2_conn_open_uni_stream(t->qc, &t->ctrl_sid, NULL) != 0) {
-      tun_fail(c, NHB_CTR_TUNNEL_PROTOCOL_ERROR, "the proxy allows no unidirectional stream (HTTP/3 control)");
+      nhb__udp_tunnel_fail(c, NHB_CTR_TUNNEL_PROTOCOL_ERROR, "the proxy allows no unidirectional stream (HTTP/3 control)");
       return -1;
     }
   }
   if (t->settings && t->req_sid < 0) {
     if (!t->connect_protocol || !t->h3_datagram) {
-      tun_fail(c, NHB_CTR_TUNNEL_PROTOCOL_ERROR,
+      nhb__udp_tunnel_fail(c, NHB_CTR_TUNNEL_PROTOCOL_ERROR,
                !t->connect_protocol ? "the proxy does not offer extended CONNECT (SETTINGS_ENABLE_CONNECT_PROTOCOL)"
                                     : "the proxy does not offer HTTP Datagrams (SETTINGS_H3_DATAGRAM)");
       return -1;
     }
     const ngtcp2_transport_params* tp = ngtcp2_conn_get_remote_transport_params(t->qc);
     if (tp == NULL || tp->max_datagram_frame_size < NHB__UDP_TUNNEL_INNER_MAX + 8) {
-      tun_fail(c, NHB_CTR_TUNNEL_PROTOCOL_ERROR,
+      nhb__udp_tunnel_fail(c, NHB_CTR_TUNNEL_PROTOCOL_ERROR,
                "the proxy's QUIC DATAGRAM frames cannot carry a QUIC packet (max_datagram_frame_size)");
       return -1;
     }
     if (ngtcp2_conn_open_bidi_stream(t->qc, &t->req_sid, NULL) != 0 || t->req_sid != 0) {
-      tun_fail(c, NHB_CTR_TUNNEL_PROTOCOL_ERROR, "the proxy allows no request stream");
+      nhb__udp_tunnel_fail(c, NHB_CTR_TUNNEL_PROTOCOL_ERROR, "the proxy allows no request stream");
       return -1;
     }
     c->tunnel = NHB__TUNNEL_WAITING;
@@ -718,19 +737,13 @@ static int tun_after(nhb__conn* c, nhb__udp_tunnel* t, int r) {
   if (!t->up && t->status != 0) {
     if (t->status < 200 || t->status > 299) {
       snprintf(text, sizeof(text), "the proxy answered %d to CONNECT-UDP", t->status);
-      tun_fail(c, NHB_CTR_TUNNEL_NON_2XX, text);
+      nhb__udp_tunnel_fail(c, NHB_CTR_TUNNEL_NON_2XX, text);
       return -1;
     }
-    nhb__worker* w = c->worker;
-    w->stats.counters[NHB_CTR_TUNNEL_ESTABLISHED]++;
-    nhb_hist* h = w->stats.hists[NHB_HIST_TUNNEL_SETUP];
-    if (h != NULL) nhb_hist_record(h, nhb__now_ns() - c->tunnel_start_ns);
-    t->up = 1;
-    c->tunnel = 0;
-    if (nhb__h3_tunnel_up(c) < 0) return -1;
+    if (nhb__udp_tunnel_established(c, t) < 0) return -1;
   }
   if (t->req_closed) {
-    tun_fail(c, NHB_CTR_TUNNEL_CLOSED,
+    nhb__udp_tunnel_fail(c, NHB_CTR_TUNNEL_CLOSED,
              t->up ? "the proxy ended the tunnel (its CONNECT stream closed)"
                    : "the proxy closed the CONNECT stream before its answer");
     return -1;
@@ -753,7 +766,7 @@ static void tun_on_timer(uv_timer_t* timer) {
 }
 
 int nhb__udp_tunnel_read(nhb__conn* c, nhb__udp_tunnel* t, const char* data, size_t len) {
-  if (t->qc == NULL) return 0;
+  if (t->qc == NULL) return 0; /* the HTTP/2 leg's UDP socket carries nothing */
   ngtcp2_pkt_info pi;
   memset(&pi, 0, sizeof(pi));
   t->in_lib = 1;
@@ -790,11 +803,14 @@ int nhb__udp_tunnel_new(nhb__conn* c, nhb__udp_tunnel** out) {
   t->timer.data = t;
   t->timer_init = 1;
   *out = t;
+  void* h2run = trun(c->worker->run)->h2;
+  if (h2run != NULL && (t->h2 = nhb__udp_h2_new(c, t, h2run)) == NULL) return NHB_ENOMEM;
   return 0;
 }
 
 void nhb__udp_tunnel_teardown(nhb__udp_tunnel* t) {
   if (t == NULL) return;
+  nhb__udp_h2_teardown(t->h2);
   if (t->timer_init) uv_timer_stop(&t->timer);
   if (t->sctx != NULL) nghttp3_qpack_stream_context_del(t->sctx);
   if (t->dec != NULL) nghttp3_qpack_decoder_del(t->dec);
@@ -810,6 +826,7 @@ void nhb__udp_tunnel_teardown(nhb__udp_tunnel* t) {
  * timer closes with the loop. */
 void nhb__udp_tunnel_close(nhb__conn* c, nhb__udp_tunnel* t) {
   if (t == NULL) return;
+  nhb__udp_h2_close(t->h2);
   if (t->qc != NULL && !ngtcp2_conn_is_in_closing_period(t->qc) && !ngtcp2_conn_is_in_draining_period(t->qc) &&
       t->handshake_done) {
     ngtcp2_connection_close_error ccerr;
@@ -832,6 +849,7 @@ void nhb__udp_tunnel_close(nhb__conn* c, nhb__udp_tunnel* t) {
 void nhb__udp_tunnel_free(nhb__udp_tunnel* t) {
   if (t == NULL) return;
   nhb__udp_tunnel_teardown(t);
+  nhb__udp_h2_free(t->h2);
   free(t);
 }
 
@@ -912,6 +930,7 @@ int nhb__udp_tunnel_start(nhb__conn* c, nhb__udp_tunnel* t, const struct sockadd
   t->path.user_data = NULL;
   c->tunnel = NHB__TUNNEL_TCP;
   c->tunnel_start_ns = nhb__now_ns();
+  if (t->h2 != NULL) return nhb__udp_h2_start(t->h2, to);
 
   if (nghttp3_qpack_decoder_new(&t->dec, 0, 0, &t->hmem) != 0 ||
       nghttp3_qpack_stream_context_new(&t->sctx, 0, &t->hmem) != 0)
@@ -1076,6 +1095,7 @@ int nhb__udp_tunnel_run_init(nhb_run* run, char* err, size_t err_len) {
     tr->frame[i] = frame;
     tr->frame_len[i] = f + n;
   }
+  if (cfg->proxy_protocol == 2) return nhb__udp_h2_run_init(run, &tr->h2, err, err_len);
   if (gnutls_certificate_allocate_credentials(&tr->cred) != 0) {
     tr->cred = NULL;
     return NHB_ENOMEM;
@@ -1104,6 +1124,7 @@ void nhb__udp_tunnel_run_free(nhb_run* run) {
   nhb__udp_tunnel_run* tr = trun(run);
   if (tr == NULL) return;
   if (tr->cred != NULL) gnutls_certificate_free_credentials(tr->cred);
+  nhb__udp_h2_run_free(tr->h2);
   for (uint32_t i = 0; tr->frame != NULL && i < tr->n; i++) free(tr->frame[i]);
   free(tr->frame);
   free(tr->frame_len);

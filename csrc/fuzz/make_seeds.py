@@ -321,6 +321,26 @@ def fanout_seeds() -> list[bytes]:
     ]
 
 
+def capsule_seeds() -> list[bytes]:
+    """fuzz_client_capsules: the CONNECT stream's DATA of a CONNECT-UDP proxy on HTTP/2, in
+    pieces (a header byte, bit 0: drain the queue after it; a length byte; the bytes):
+    DATAGRAM capsules of context id 0 (one cut across pieces), unknown types, another
+    context id, an empty payload, a 4-byte length, and a capsule left open at the end."""
+    def piece(data: bytes, drain: bool = True) -> bytes:
+        return bytes([1 if drain else 0, len(data)]) + data
+
+    dgram = b"\x00\x41\x00\x00" + bytes(63)  # type 0, length 64 (2 bytes), context 0
+    return [
+        piece(dgram + b"\x00\x03\x00xy"),
+        piece(dgram[:3], False) + piece(dgram[3:40], False) + piece(dgram[40:]),
+        piece(b"\x2a\x03abc\x00\x03\x01xy\x00\x01\x00\x17\x00"),
+        piece(b"\x00\x80\x00\x00\x05\x00abcd"),
+        piece(b"\x00\x46\x00\x00" + bytes(40)),  # a 1536-byte value: dropped
+        piece(b"\x00\x02\x00a" * 60, False) + piece(b"\x00\x02\x00b"),
+        piece(b"\x00\x0a\x00abc"),  # open at the end
+    ]
+
+
 def udp_tunnel_seeds() -> list[bytes]:
     """fuzz_client_udp_tunnel: what a CONNECT-UDP proxy sends (pieces: a header byte, where
     the piece goes and FIN; a length byte; the bytes): its control stream's SETTINGS, its
@@ -590,6 +610,7 @@ def main() -> None:
         "fuzz_server_fanout": write("fuzz_server_fanout", fanout_seeds()),
         "fuzz_client_tunnel": write("fuzz_client_tunnel", tunnel_seeds()),
         "fuzz_client_udp_tunnel": write("fuzz_client_udp_tunnel", udp_tunnel_seeds()),
+        "fuzz_client_capsules": write("fuzz_client_capsules", capsule_seeds()),
         "fuzz_client_h2_tunnel": write("fuzz_client_h2_tunnel", h2_tunnel_seeds()),
         "fuzz_server_h3": write("fuzz_server_h3", h3_seeds()),
         "fuzz_check": write("fuzz_check", check_seeds()),

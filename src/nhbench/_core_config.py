@@ -408,8 +408,19 @@ def _proxy_config(options: Options) -> dict[str, Any]:
                     ("cacert", tls.cacert), ("cacert_pem", tls.cacert_pem),
                     ("insecure", tls.insecure)) if value is not None}
     elif proxy.mode == "connect-udp":
-        config["udp_tunnel"] = _udp_tunnel_config(options, proxy.host, proxy.port,
-                                                  proxy.authorization)
+        udp = _udp_tunnel_config(options, proxy.host, proxy.port, proxy.authorization)
+        if proxy.protocol == "http2":
+            # On an HTTP/2 stream (csrc/client/tunnel_udp_h2.c): TCP to the proxy, TLS
+            # as the CONNECT tunnels' (carrier.c's context) or h2c.
+            udp["protocol"] = "http2"
+            if proxy.tls is not None:
+                tls = proxy.tls
+                udp["tls"] = {
+                    key: value for key, value in (
+                        ("sni", tls.sni), ("verify_name", tls.verify_name),
+                        ("cacert", tls.cacert), ("cacert_pem", tls.cacert_pem),
+                        ("insecure", tls.insecure)) if value is not None}
+        config["udp_tunnel"] = udp
     return config
 
 

@@ -190,6 +190,10 @@ class Options(
                                insecure=self.proxy_insecure)
             protocol: Literal["http1", "http2"] = (
                 "http2" if self.proxy_protocol == "http2" else "http1")
+            if self.core_protocol == "http3":
+                # CONNECT-UDP on an HTTP/2 stream (the only other form check_proxy lets
+                # through for HTTP/3).
+                return ProxyEndpoint(host, port, "connect-udp", auth, tls, protocol)
             # Absolute-form needs a plain HTTP/1.1 proxy; over TLS or HTTP/2 every
             # connection tunnels.
             absolute = (self.target.scheme == "http" and self.core_protocol == "http1"
@@ -204,7 +208,9 @@ class Options(
                 verify = cafile is not None or capem is not None
                 tls = ProxyTls(sni=sni, verify_name=None, cacert=cafile, cacert_pem=capem,
                                insecure=not verify)
-            return ProxyEndpoint(host, port, "connect", auth, tls,
+            return ProxyEndpoint(host, port,
+                                 "connect-udp" if self.core_protocol == "http3" else "connect",
+                                 auth, tls,
                                  "http2" if self.tunnel_protocol == "http2" else "http1")
         return None
 

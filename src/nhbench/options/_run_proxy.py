@@ -182,8 +182,9 @@ class Proxy(RunPart):
         "through an https:// proxy or --proxy-protocol http2, open one CONNECT tunnel per "
         "connection. https:// speaks TLS to the proxy (its certificate checked against its "
         "name, --proxy-cacert, --proxy-insecure). Credentials are sent as Basic "
-        "Proxy-Authorization. With proxy_protocol http3, an HTTP/3 run reaches an "
-        "https:// proxy over QUIC (CONNECT-UDP).",
+        "Proxy-Authorization. An HTTP/3 run opens one CONNECT-UDP tunnel (RFC 9298) per "
+        "connection: with proxy_protocol http3 to an https:// proxy over QUIC, with http2 on "
+        "an HTTP/2 stream.",
     )
     proxy_protocol: Annotated[
         Literal["http1", "http2", "http3"],
@@ -192,9 +193,10 @@ class Proxy(RunPart):
         default="http1",
         description="How the tunnel is asked for: http1, a CONNECT request per connection; "
         "http2, one HTTP/2 connection to the proxy per connection carrying one CONNECT "
-        "stream (h2c with prior knowledge to an http:// proxy, ALPN h2 to an https:// one); "
-        "http3, for an HTTP/3 run, an https:// proxy reached over QUIC that opens one "
-        "CONNECT-UDP tunnel (RFC 9298) per connection.",
+        "stream (h2c with prior knowledge to an http:// proxy, ALPN h2 to an https:// one; for "
+        "an HTTP/3 run an extended CONNECT for CONNECT-UDP, RFC 9298, whose datagrams ride "
+        "as capsules); http3, for an HTTP/3 run, an https:// proxy reached over QUIC that "
+        "opens one CONNECT-UDP tunnel per connection.",
     )
     proxy_cacert: Annotated[str | None, Flag(metavar="FILE", group="Targets and transport")] = (
         Field(default=None, description="PEM file (or OpenSSL hashed directory) of CA "
@@ -209,9 +211,10 @@ class Proxy(RunPart):
     ] = Field(
         default=None,
         description="Nighthawk's tunnel: every connection opens a CONNECT tunnel through "
-        "tunnel_uri, over HTTP/1.1 (http1) or on an HTTP/2 stream (http2; proxy_protocol). "
-        "http3 (a TCP CONNECT on an HTTP/3 stream; Nighthawk's CONNECT-UDP for an HTTP/3 run "
-        "rides http2) is refused: not built. CONNECT-UDP over HTTP/3 is --proxy "
+        "tunnel_uri, over HTTP/1.1 (http1) or on an HTTP/2 stream (http2; proxy_protocol); "
+        "an HTTP/3 run's is CONNECT-UDP (RFC 9298) on that HTTP/2 stream, as Nighthawk's "
+        "(http1 and http3 refused for it, as Nighthawk does). http3 (a TCP CONNECT on an "
+        "HTTP/3 stream) is refused: not built. CONNECT-UDP over HTTP/3 is --proxy "
         "https://host:port --proxy-protocol http3.",
     )
     tunnel_uri: Annotated[str | None, Flag(metavar="URI", group="Targets and transport")] = Field(
@@ -369,12 +372,12 @@ def check_proxy(options: Options, info: ValidationInfo) -> None:
         # Nighthawk's own check comes first: a QUIC tunnel needs its TLS settings.
         raise PydanticCustomError("options_needs", "{a}: needs {b}",
                                   {"a": "tunnel_protocol", "b": "tunnel_tls_context"})
-    if given and options.protocol == "http3":
+    if given and options.protocol == "http3" and options.tunnel_protocol != "http2":
+        # Nighthawk's own refusals (options_impl.cc); its CONNECT-UDP rides http2.
         raise _refuse("tunnel_protocol", f"protocol http3 over tunnel_protocol "
-                      f"{options.tunnel_protocol} is not supported (Nighthawk refuses http1 "
-                      "and http3; its CONNECT-UDP over http2 is not built here: nhbench's "
-                      "--proxy https://host:port --proxy-protocol http3 is CONNECT-UDP over "
-                      "HTTP/3)")
+                      f"{options.tunnel_protocol} is not supported (as Nighthawk: an HTTP/3 "
+                      "run's CONNECT-UDP rides tunnel_protocol http2; nhbench's --proxy "
+                      "https://host:port --proxy-protocol http3 is CONNECT-UDP over HTTP/3)")
     if check_proxy_http3(options):
         return
     if options.proxy is None and (options.proxy_protocol != "http1"
@@ -395,8 +398,11 @@ def check_proxy(options: Options, info: ValidationInfo) -> None:
     if options.proxy is None and not given:
         return
     name = "proxy" if options.proxy is not None else "tunnel_uri"
-    if options.protocol == "http3":
-        raise _refuse(name, "HTTP/3 runs over UDP, which an HTTP proxy's CONNECT does not carry")
+    if options.protocol == "http3" and "http2" not in (options.proxy_protocol,
+                                                      options.tunnel_protocol):
+        raise _refuse(name, "HTTP/3 runs over UDP, which an HTTP/1.1 proxy's CONNECT does not "
+                      "carry: CONNECT-UDP needs proxy_protocol http2 or http3 (tunnel_protocol "
+                      "http2)")
     if options.uri and options.target.scheme == "udp":
         raise _refuse(name, "udp:// runs over UDP, which an HTTP proxy's CONNECT does not carry")
     _check_origin_reached_by_proxy(options, name)
