@@ -30,10 +30,10 @@ import pytest
 pytestmark = [pytest.mark.wheel, pytest.mark.timeout(900)]
 
 INSIDE = Path(__file__).parent / "support" / "wheel_inside.py"
-# Extras installed with the wheel (from PyPI) and imported inside: the service's gRPC and the
-# Prometheus endpoint. [notebook] and [ray] (pandas, matplotlib, Ray: hundreds of MB) are
-# left out to keep the session to minutes.
-EXTRAS = ("prometheus", "service")
+# Extras installed with the wheel (from PyPI) and imported inside: the service's gRPC, the
+# Prometheus endpoint, the notebook's pandas and matplotlib, and Ray (about 300 MB in all,
+# from pip's cache after the first time).
+EXTRAS = ("prometheus", "service", "notebook", "ray")
 SYSTEM_LIBDIR = Path("/usr/lib/x86_64-linux-gnu")
 # auditwheel names a vendored library by its file name with a hash after the base name:
 # libuv.so.1.0.0 -> libuv-1a2b3c4d.so.1.0.0; the system's file of that name is the one the
@@ -163,7 +163,9 @@ def test_wheel_runs_without_the_system_libraries(wheel: Path, tmp_path: Path) ->
         assert run["counters"].get(connections, 0) >= 1, (name, run["counters"])
     assert report["api"]["success"], report["api"]
     assert report["api"]["http_2xx"] == 10 and report["api"]["h3_connections"] >= 1
-    assert report["extras"] == {"nhbench.service._server": "", "prometheus_client": ""}
+    assert report["extras"] == {"nhbench.service._server": "", "prometheus_client": "",
+                                "pandas": "", "matplotlib": "", "ray": ""}, report["extras"]
+    assert report["dataframe"]["type"] == "pandas" and report["dataframe"]["rows"] > 0
 
     # Every library of the wheel that the process mapped came from nhbench.libs/, none from
     # the system: the hidden ones cannot load, and the kept ones (OpenSSL for Python's _ssl)

@@ -98,9 +98,11 @@ def main() -> None:
     import nhbench._core as core
 
     report["core_file"] = core.__file__
-    # The modules of the installed extras ([service], [prometheus]): "" when they import.
+    # The modules of the installed extras ([service], [prometheus], [notebook], [ray]): ""
+    # when they import.
     extras = {}
-    for module in ("nhbench.service._server", "prometheus_client"):
+    for module in ("nhbench.service._server", "prometheus_client", "pandas", "matplotlib",
+                   "ray"):
         try:
             importlib.import_module(module)
             extras[module] = ""
@@ -131,6 +133,10 @@ def main() -> None:
                 "http_2xx": api.counters.get("benchmark.http_2xx", 0),
                 "h3_connections": api.counters.get("upstream_cx_http3_total", 0),
             }
+            # [notebook]: the result as a DataFrame, as a notebook shows it.
+            frame = api.to_dataframe()
+            report["dataframe"] = {"type": type(frame).__module__.split(".")[0],
+                                   "rows": len(frame)}
         finally:
             for proc in (plain, tls):
                 proc.send_signal(signal.SIGTERM)
