@@ -173,17 +173,19 @@ def percentile_points(
         return []
     reference = _reference()  # for its bucket arithmetic only
     result = []
+    # The points in ascending order have non-decreasing targets: one walk over the buckets
+    # serves them all (`reached` is the last bucket taken, `cumulative` the count up to it).
+    reached = -1
+    cumulative = 0
+    last = len(ordered) - 1
     for point in sorted(set(points)):
         # The same target count rule, in the same arithmetic, as hdrh's
         # get_target_count_at_percentile: round half up, at least 1.
         target = max(int(min(point * 100.0, 100.0) * total / 100 + 0.5), 1)
-        cumulative = 0
-        found = ordered[-1][0]
-        for index, count in ordered:
-            cumulative += count
-            if cumulative >= target:
-                found = index
-                break
+        while cumulative < target and reached < last:
+            reached += 1
+            cumulative += ordered[reached][1]
+        found = ordered[reached][0]
         bucket_value = reference.get_value_from_index(found)
         if point > 0:
             value = reference.get_highest_equivalent_value(bucket_value)
@@ -407,8 +409,8 @@ def check(text: str | bytes, max_counts: int = MAX_DECODED_COUNTS,
     building the histogram; returns its total count. The counts are decoded (by hdrh's own
     C decoder) into a counts array this thread keeps and clears afterwards: an
     `HdrHistogram` allocates and clears a fresh array of 27,648 counters (216 KiB, fresh
-    pages from the kernel each time), which was three quarters of loading a result that
-    holds 85 histograms."""
+    pages from the kernel each time), which was most of loading a result that holds 85
+    histograms (14.0 ms of CPU before, 5.3 ms after: docs/benchmarks.md "Big results")."""
     _, _, _, counts_len, data = _checked_payload(text, max_counts, budget)
     counts = _scratch.counts
     if counts is None or len(counts) < counts_len:
