@@ -26,8 +26,9 @@ directory browsed before reads only the files that changed since: any write to a
 changes its status-change time, which no one can set back, so an edited file is read again
 even when its size and modification time were kept. An index that cannot be read, from
 another nhbench version or for another directory is ignored (and rewritten); one that cannot
-be written only costs the next browser the reading. The walk has limits (`MAX_DEPTH`, `MAX_FILES`, `MAX_FILE_BYTES`) so that pointing the
-browser at a home directory lists what it can quickly and says where it stopped.
+be written only costs the next browser the reading. The walk has limits (`MAX_DEPTH`,
+`MAX_FILES`, `MAX_FILE_BYTES`) so that pointing the browser at a home directory lists what
+it can quickly and says where it stopped.
 """
 
 from __future__ import annotations
@@ -471,7 +472,7 @@ class Catalogue:
         except (OSError, ValueError, TypeError, KeyError, AttributeError, RecursionError):
             return  # no index, or not one this version wrote: every file is read
         with self._lock:
-            self._cache.update(cache)  # type: ignore[arg-type]
+            self._cache.update(cache)
 
     def _write_index(self) -> None:
         if self._index is None:
