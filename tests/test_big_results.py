@@ -132,9 +132,10 @@ def _core_stats(result: nhbench.Result) -> list[dict[str, object]]:
             continue
         histograms = {}
         for statistic in entry.statistics:
-            if statistic.raw or not statistic.hdr_histogram:
+            encoded = None if statistic.raw else statistic.encoded()
+            if not encoded:
                 continue
-            decoded = _histogram.decode(statistic.hdr_histogram)
+            decoded = _histogram.decode(encoded)
             histograms[statistic.id] = {
                 "count": decoded.total_count, "min": round(statistic.min * 1e9),
                 "max": round(statistic.max * 1e9), "sum": 0.0, "sumsq": 0.0,
@@ -160,6 +161,10 @@ def test_merge_sparse_equals_adding_in_python(runs: dict[str, nhbench.Result]) -
     pairs = [[[3, 1], [7, 2]], [(7, 5), (9, 1)], []]
     assert _histogram.merge_sparse(pairs) == [(3, 1), (7, 7), (9, 1)]
     assert _histogram.merge_sparse([]) == []
+    # numpy's integers count as integers (through __index__), as Python's int() took them.
+    import numpy as np
+
+    assert _histogram.merge_sparse([[(np.int64(3), np.uint64(2))], [(3, 1)]]) == [(3, 3)]
 
 
 @pytest.mark.parametrize(("parts", "error", "needle"), [
@@ -170,6 +175,7 @@ def test_merge_sparse_equals_adding_in_python(runs: dict[str, nhbench.Result]) -
     ([[(1, (1 << 64) - 1)], [(1, 1)]], ValueError, "overflows 64 bits"),
     ([[(1, 2, 3)]], TypeError, "not an (index, count) pair"),
     ([[(1, 1.5)]], TypeError, "a count is not an int"),
+    ([[(1.5, 1)]], TypeError, "cannot be interpreted as an integer"),
     ([5], TypeError, "sequence of pairs"),
 ])
 def test_merge_sparse_refuses_what_is_no_histogram(parts: list[object], error: type,

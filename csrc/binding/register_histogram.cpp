@@ -44,12 +44,23 @@ py::list merge_sparse(py::handle parts) {
       } else {
         throw py::type_error("histogram_merge: a bucket is not an (index, count) pair");
       }
-      Py_ssize_t index = PyLong_AsSsize_t(index_obj);
+      // Any integer (numpy's too, through __index__); a huge one is clamped, then refused below.
+      Py_ssize_t index = PyLong_CheckExact(index_obj) ? PyLong_AsSsize_t(index_obj)
+                                                      : PyNumber_AsSsize_t(index_obj, nullptr);
       if (index == -1 && PyErr_Occurred()) throw py::error_already_set();
       if (index < 0 || static_cast<size_t>(index) >= NHB_HIST_COUNTS_LEN)
         throw py::value_error("histogram_merge: bucket index " + std::to_string(index) +
                               " outside 0.." + std::to_string(NHB_HIST_COUNTS_LEN - 1));
-      if (!PyLong_Check(count_obj)) throw py::type_error("histogram_merge: a count is not an int");
+      // An integer of another type (numpy's) through its __index__; a float is refused.
+      py::object count_int;
+      if (!PyLong_Check(count_obj)) {
+        count_int = py::reinterpret_steal<py::object>(PyNumber_Index(count_obj));
+        if (!count_int) {
+          PyErr_Clear();
+          throw py::type_error("histogram_merge: a count is not an int");
+        }
+        count_obj = count_int.ptr();
+      }
       unsigned long long count = PyLong_AsUnsignedLongLong(count_obj);
       if (count == static_cast<unsigned long long>(-1) && PyErr_Occurred()) {
         // Negative ints fail here too (OverflowError): one message for both.
