@@ -478,10 +478,13 @@ def demo(session: nox.Session) -> None:
 @nox.session(reuse_venv=True)
 def bench(session: nox.Session) -> None:
     """Build and compare against peer tools (benchmarks/peer_compare.py), then the test
-    server against nginx (benchmarks/server_compare.py)."""
+    server against nginx (benchmarks/server_compare.py), then big results: loading,
+    merging, the result browser and start-up (benchmarks/results_speed.py, which takes
+    none of the peer scripts' arguments)."""
     session.install(".")
     session.run("python", "benchmarks/peer_compare.py", *session.posargs)
     session.run("python", "benchmarks/server_compare.py", *session.posargs)
+    session.run("python", "benchmarks/results_speed.py")
 
 
 @nox.session(reuse_venv=True)

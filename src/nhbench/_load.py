@@ -300,7 +300,7 @@ def _check_entry(entry: WorkerResult, budget: _histogram.DecodeBudget) -> None:
             # Decoded to check it and dropped: a renderer that needs the histogram decodes
             # it again, within the same per-histogram bound.
             try:
-                _histogram.decode(statistic.hdr_histogram, budget=budget)
+                _histogram.check(statistic.hdr_histogram, budget=budget)
             except _histogram.HistogramDecodeError as exc:
                 raise ValueError(f"{entry.name} {statistic.id}: hdr_histogram does not "
                                  f"decode: {exc}") from None

@@ -136,7 +136,8 @@ def distribution(statistic: Statistic) -> list[tuple[float, float]]:
     fractions = {round(1.0 - 10.0 ** (-i / _STEPS_PER_NINE), 10)
                  for i in range(_STEPS_PER_NINE * nines + 1)}
     fractions |= {0.5, 0.75}
-    return [(fraction, statistic.p(fraction * 100.0)) for fraction in sorted(fractions)]
+    ordered = sorted(fractions)
+    return list(zip(ordered, statistic.values_at([f * 100.0 for f in ordered]), strict=True))
 
 
 def _named(fraction: float) -> bool:

@@ -213,26 +213,42 @@ class Statistic(BaseModel):
         Points listed in the options are looked up exactly; any other point is computed from
         the histogram with the same rule.
         """
-        if not 0 <= percent <= 100 or math.isnan(percent):
-            raise ValueError(f"percent must be in [0, 100] (got {percent!r})")
-        fraction = round(percent / 100.0, 10)
-        for entry in self.percentiles:
-            if math.isclose(entry.percentile, fraction, rel_tol=0, abs_tol=1e-12):
-                return entry.value
-        if self.count == 0:
-            raise ValueError(f"statistic {self.id} has no samples")
-        if fraction == 0:
-            return self.min
-        if fraction == 1:
-            return self.max
-        if self.raw or not self.has_histogram:
-            raise ValueError(f"statistic {self.id} has no histogram to compute p{percent:g} from")
-        scale = 1 if self.raw else _NS
-        point = _histogram.percentile_points(
-            self._pairs(), [fraction],
-            exact_min=round(self.min * scale), exact_max=round(self.max * scale),
-        )[0]
-        return point.value / scale
+        return self.values_at([percent])[0]
+
+    def values_at(self, percents: Sequence[float]) -> list[float]:
+        """`p` of each of `percents`, the points the histogram answers computed in one pass
+        over it (a distribution curve asks for about 60: one pass each took 250 ms for a
+        histogram of 2,300 buckets)."""
+        values: list[float] = [0.0] * len(percents)
+        wanted: dict[float, list[int]] = {}
+        for k, percent in enumerate(percents):
+            if not 0 <= percent <= 100 or math.isnan(percent):
+                raise ValueError(f"percent must be in [0, 100] (got {percent!r})")
+            fraction = round(percent / 100.0, 10)
+            listed = next((entry.value for entry in self.percentiles if math.isclose(
+                entry.percentile, fraction, rel_tol=0, abs_tol=1e-12)), None)
+            if listed is not None:
+                values[k] = listed
+                continue
+            if self.count == 0:
+                raise ValueError(f"statistic {self.id} has no samples")
+            if fraction == 0:
+                values[k] = self.min
+            elif fraction == 1:
+                values[k] = self.max
+            elif self.raw or not self.has_histogram:
+                raise ValueError(f"statistic {self.id} has no histogram to compute "
+                                 f"p{percent:g} from")
+            else:
+                wanted.setdefault(fraction, []).append(k)
+        if wanted:
+            scale = 1 if self.raw else _NS
+            for point in _histogram.percentile_points(
+                    self._pairs(), list(wanted),
+                    exact_min=round(self.min * scale), exact_max=round(self.max * scale)):
+                for k in wanted[point.percentile]:
+                    values[k] = point.value / scale
+        return values
 
     def histogram(self) -> HdrHistogram:
         """The full histogram as an `hdrh.HdrHistogram` (values in ns)."""

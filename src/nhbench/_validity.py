@@ -37,6 +37,8 @@ from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, Field
 
+from . import _histogram
+
 __all__ = [
     "MannKendall",
     "Planned",
@@ -702,7 +704,7 @@ def worst(checks: Sequence[ValidityCheck]) -> Verdict:
 def merge_core_histograms(dicts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """The core's histogram dicts (count, min, max, sum, sumsq, sparse counts) of several
     workers as one: counts add bucket by bucket (HdrHistogram's merge)."""
-    counts: dict[int, int] = {}
+    parts: list[Any] = []
     total = low = high = total_sum = total_sq = 0
     for d in dicts:
         n = int(d.get("count", 0))
@@ -713,7 +715,6 @@ def merge_core_histograms(dicts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         total += n
         total_sum += d.get("sum", 0)
         total_sq += d.get("sumsq", 0)
-        for index, count in d.get("counts") or ():
-            counts[int(index)] = counts.get(int(index), 0) + int(count)
+        parts.append(d.get("counts") or ())
     return {"count": total, "min": low, "max": high, "sum": total_sum, "sumsq": total_sq,
-            "counts": sorted(counts.items())}
+            "counts": _histogram.merge_sparse(parts)}

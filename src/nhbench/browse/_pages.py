@@ -19,6 +19,7 @@ own: a row that cannot be rendered becomes an "unreadable" row naming the reason
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -43,7 +44,7 @@ from ._charts import (
     streaming_chart,
     timeline_charts,
 )
-from ._scan import Entry, Listing, clip, headline_statistic, percentile
+from ._scan import MAX_FILES, Entry, Listing, clip, headline_statistic, percentile
 
 if TYPE_CHECKING:
     from .._compare import Comparison
@@ -91,6 +92,8 @@ def _environment() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
+        # The templates are the package's own files: no modification check per render.
+        auto_reload=False,
         keep_trailing_newline=True,
     )
     env.filters.update(latency=format_latency, rate=_rate, when=_when, count=_count)
@@ -151,7 +154,10 @@ def printable(text: str) -> str:
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
+@functools.lru_cache(maxsize=2 * MAX_FILES)
 def _row(entry: Entry) -> Markup:
+    # Cached by the entry (frozen: every field it shows): the list is rendered on every
+    # load, and rendering 5,000 rows took longer than everything else of the page.
     html = _render("list_row.html.j2", entry=entry, search=_search_text(entry))
     html.encode("utf-8")  # raises here, for this row, on what the page could not send
     return Markup(html)

@@ -18,16 +18,29 @@ again through ``/proc/self/fd``, so a link swapped in between the check and the 
 refused too.
 
 Results are summarised once per version of a file: the summary is cached by path,
-modification time and size, so that reloading the list after a new run reads only the new
-file. The walk has limits (`MAX_DEPTH`, `MAX_FILES`, `MAX_FILE_BYTES`) so that pointing the
-browser at a home directory lists what it can quickly and says where it stopped.
+modification time, size, status-change time and inode, so that reloading the list after a
+new run reads only the new file. The summaries are also kept on disk between browser
+processes (`index_path`: under ``$XDG_CACHE_HOME/nhbench/browse/``, ``~/.cache`` by
+default, one file per browsed directory, never inside it), so that the first list of a
+directory browsed before reads only the files that changed since: any write to a file
+changes its status-change time, which no one can set back, so an edited file is read again
+even when its size and modification time were kept. An index that cannot be read, from
+another nhbench version or for another directory is ignored (and rewritten); one that cannot
+be written only costs the next browser the reading. The walk has limits (`MAX_DEPTH`,
+`MAX_FILES`, `MAX_FILE_BYTES`) so that pointing the browser at a home directory lists what
+it can quickly and says where it stopped.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import hashlib
+import json
 import math
 import os
 import stat
+import tempfile
 import threading
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -39,6 +52,7 @@ from .._input import limit_of
 from .._load import read_result_text, result_from_document
 from .._names import REQUEST_TO_RESPONSE, SCHEDULED_TO_RESPONSE
 from .._notebook import result_verdict
+from .._version import __version__
 from ..campaign import CampaignManifest, is_campaign, load_manifest
 
 if TYPE_CHECKING:
@@ -52,6 +66,7 @@ __all__ = [
     "Entry",
     "Listing",
     "headline_statistic",
+    "index_path",
     "percentile",
     "safe_relative",
 ]
@@ -199,6 +214,62 @@ class Entry:
         return cls(path=path, kind="error", ok=False, verdict="unreadable", error=clip(reason))
 
 
+#: The shape of the on-disk index (`index_path`); an index of another shape is ignored.
+INDEX_FORMAT = 1
+
+# What identifies one version of a file: modification time, size, status-change time, inode.
+_Key = tuple[int, int, int, int]
+
+
+def _key(status: os.stat_result) -> _Key:
+    return (status.st_mtime_ns, status.st_size, status.st_ctime_ns, status.st_ino)
+
+
+def index_path(real_root: str) -> Path | None:
+    """Where the summaries of the directory `real_root` (a resolved path) are kept between
+    browser processes: ``$XDG_CACHE_HOME/nhbench/browse/<hash of the path>.json`` (the
+    XDG base directory rule: ``~/.cache`` when the variable is unset, empty or not an
+    absolute path); None without a home directory."""
+    base = os.environ.get("XDG_CACHE_HOME", "")
+    if not os.path.isabs(base):
+        home = os.path.expanduser("~")
+        if not os.path.isabs(home):
+            return None
+        base = os.path.join(home, ".cache")
+    digest = hashlib.sha256(os.fsencode(real_root)).hexdigest()[:32]
+    return Path(base) / "nhbench" / "browse" / f"{digest}.json"
+
+
+def _entry_document(entry: Entry) -> dict[str, object]:
+    fields = dataclasses.asdict(entry)
+    fields["time"] = None if entry.time is None else entry.time.isoformat()
+    return fields
+
+
+_ENTRY_FIELDS = {f.name: f for f in dataclasses.fields(Entry)}
+
+
+def _entry_from_document(fields: dict[str, object]) -> Entry:
+    """An `Entry` from its index document; ValueError/TypeError for anything else."""
+    if set(fields) != set(_ENTRY_FIELDS):
+        raise ValueError("not an entry")
+    values = dict(fields)
+    when = values.get("time")
+    values["time"] = None if when is None else datetime.fromisoformat(str(when))
+    for name in ("path", "kind", "label", "url", "verdict", "validity", "error"):
+        if not isinstance(values[name], str):
+            raise TypeError(name)
+    for name in ("requested_rps", "achieved_rps", "p50", "p99"):
+        if values[name] is not None and type(values[name]) not in (int, float):
+            raise TypeError(name)
+    for name in ("errors", "steps"):
+        if values[name] is not None and type(values[name]) is not int:
+            raise TypeError(name)
+    if type(values["ok"]) is not bool:
+        raise TypeError("ok")
+    return Entry(**values)  # type: ignore[arg-type]
+
+
 @dataclass(frozen=True)
 class Listing:
     entries: list[Entry]
@@ -217,7 +288,12 @@ class Catalogue:
         # One walk at a time: concurrent loads of the list wait for it and then find every
         # summary cached, instead of each reading the same files.
         self._scan_lock = threading.Lock()
-        self._cache: dict[str, tuple[tuple[int, int], Entry]] = {}
+        self._cache: dict[str, tuple[_Key, Entry]] = {}
+        # The on-disk index: read before the first walk, written after a walk that changed
+        # a summary.
+        self._index = index_path(self._real_root)
+        self._index_read = False
+        self._dirty = False
 
     # ---- paths ------------------------------------------------------------------------
 
@@ -330,13 +406,13 @@ class Catalogue:
             raise CampaignError(f"no campaign directory {relative!r} in {str(self.root)!r}")
         return load_manifest(path)
 
-    def _entry(self, relative: str, path: Path, campaign: bool) -> Entry:
-        stat_path = path / "manifest.json" if campaign else path
+    def _entry(self, relative: str, path: str | Path, campaign: bool) -> Entry:
+        stat_path = os.path.join(path, "manifest.json") if campaign else path
         try:
-            stat = stat_path.stat()
+            stat = os.stat(stat_path)
         except OSError as exc:
             return Entry.failed(relative, f"cannot read: {exc.strerror or exc}")
-        key = (stat.st_mtime_ns, stat.st_size)
+        key = _key(stat)
         with self._lock:
             cached = self._cache.get(relative)
         if cached is not None and cached[0] == key:
@@ -355,15 +431,73 @@ class Catalogue:
             entry = Entry.failed(relative, f"cannot summarise {relative!r}: {reason}")
         with self._lock:
             self._cache[relative] = (key, entry)
+            self._dirty = True
         return entry
 
     def scan(self) -> Listing:
         """Walk the root: every campaign and ``*.json`` file as an `Entry`, newest first
         (unreadable files last)."""
         with self._scan_lock:
+            if not self._index_read:
+                self._index_read = True
+                self._read_index()
             if self.campaign_dir(".") is not None:
-                return self._scan_campaign_root()
-            return self._scan()
+                listing = self._scan_campaign_root()
+            else:
+                listing = self._scan()
+            if self._dirty:
+                self._write_index()
+            return listing
+
+    # ---- the on-disk index --------------------------------------------------------------
+
+    def _read_index(self) -> None:
+        if self._index is None:
+            return
+        try:
+            with open(self._index, "rb") as f:
+                document = json.loads(f.read(MAX_FILE_BYTES + 1))
+            if (document.get("format") != INDEX_FORMAT or document.get("version") != __version__
+                    or document.get("root") != self._real_root):
+                return
+            cache = {}
+            for relative, (key, fields) in document["entries"].items():
+                if not (isinstance(key, list) and len(key) == 4
+                        and all(type(k) is int for k in key)):
+                    raise TypeError("key")
+                entry = _entry_from_document(fields)
+                if entry.path != relative:
+                    raise ValueError("path")
+                cache[relative] = (tuple(key), entry)
+        except (OSError, ValueError, TypeError, KeyError, AttributeError, RecursionError):
+            return  # no index, or not one this version wrote: every file is read
+        with self._lock:
+            self._cache.update(cache)
+
+    def _write_index(self) -> None:
+        if self._index is None:
+            return
+        with self._lock:
+            entries = {relative: [list(key), _entry_document(entry)]
+                       for relative, (key, entry) in self._cache.items()}
+            self._dirty = False
+        document = {"format": INDEX_FORMAT, "version": __version__, "root": self._real_root,
+                    "entries": entries}
+        temporary = None
+        try:
+            self._index.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            fd, temporary = tempfile.mkstemp(dir=self._index.parent, prefix=".index-",
+                                             suffix=".json")
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(document, f, separators=(",", ":"))
+            os.replace(temporary, self._index)
+            temporary = None
+        except (OSError, ValueError):
+            pass  # a read-only cache directory: the next browser reads the files again
+        finally:
+            if temporary is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(temporary)
 
     def _scan(self) -> Listing:
         entries: list[Entry] = []
@@ -387,16 +521,22 @@ class Catalogue:
             if prefix.count("/") >= MAX_DEPTH and subdirs:
                 deep = True
                 subdirs[:] = []
+            # The directory resolved once: a file in it that is no symbolic link is then
+            # inside the root as its directory is (resolving each file walked every
+            # component of its path again, half of a rescan of 5,000 files).
+            real_dir = self.resolve(prefix[:-1]) if prefix else self._real_root
             for name in sorted(names):
                 if name.startswith(".") or not name.endswith(".json"):
                     continue
                 if files >= MAX_FILES:
                     break
-                if self.resolve(prefix + name) is None:
+                full = os.path.join(directory, name)
+                if (real_dir is None or os.path.islink(full)) and \
+                        self.resolve(prefix + name) is None:
                     outside += 1
                     continue
                 files += 1
-                entries.append(self._entry(prefix + name, here / name, campaign=False))
+                entries.append(self._entry(prefix + name, full, campaign=False))
         if files >= MAX_FILES:
             notes.append(f"stopped after {MAX_FILES} JSON files: point nhbench browse at a "
                          "smaller directory to see the rest")
@@ -423,6 +563,7 @@ class Catalogue:
         with self._lock:
             for stale in [path for path in self._cache if path not in live]:
                 del self._cache[stale]
+                self._dirty = True
         readable = [e for e in entries if e.kind != "error"]
         readable.sort(key=lambda e: (sort_time(e.time), e.path), reverse=True)
         return Listing(readable + [e for e in entries if e.kind == "error"], notes)

@@ -27,6 +27,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any
 
+from .. import _histogram
 from .._exceptions import NHBenchError, OptionsError, RunError
 from .._groups import MAX_GROUPS, NONE_GROUP, OTHER_GROUP, refuse_unknown_group_rules
 from .._progress import EndpointProgress, GroupProgress, Progress
@@ -220,11 +221,7 @@ def _merge_moments(parts: Sequence[Mapping[str, Any]], with_counts: bool) -> dic
         "sumsq": sum(float(p.get("sumsq", 0.0)) for p in parts),
     }
     if with_counts:
-        buckets: dict[int, int] = {}
-        for part in present:
-            for index, count in part.get("counts") or ():
-                buckets[int(index)] = buckets.get(int(index), 0) + int(count)
-        out["counts"] = sorted(buckets.items())
+        out["counts"] = _histogram.merge_sparse([part.get("counts") or () for part in present])
     return out
 
 
