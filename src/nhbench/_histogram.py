@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import base64
 import binascii
+import bisect
 import functools
+import itertools
 import math
 import struct
 import zlib
@@ -156,18 +158,19 @@ def percentile_points(
     if total == 0:
         return []
     reference = _reference()  # for its bucket arithmetic only
+    # The running totals once, then a binary search per point: a result of many workers asks
+    # for a dozen points of a dozen histograms each, and a scan per point was most of the
+    # cost of merging a large cluster's results (docs/benchmarks.md, "Scale").
+    running = list(itertools.accumulate(count for _, count in ordered))
     result = []
     for point in sorted(set(points)):
         # The same target count rule, in the same arithmetic, as hdrh's
         # get_target_count_at_percentile: round half up, at least 1.
         target = max(int(min(point * 100.0, 100.0) * total / 100 + 0.5), 1)
-        cumulative = 0
-        found = ordered[-1][0]
-        for index, count in ordered:
-            cumulative += count
-            if cumulative >= target:
-                found = index
-                break
+        # The first bucket whose running total reaches the target (the totals only grow).
+        k = bisect.bisect_left(running, target)
+        found, cumulative = (ordered[k][0], running[k]) if k < len(ordered) else (
+            ordered[-1][0], total)
         bucket_value = reference.get_value_from_index(found)
         if point > 0:
             value = reference.get_highest_equivalent_value(bucket_value)
