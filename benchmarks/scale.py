@@ -4,24 +4,27 @@ merging many workers' results costs (docs/benchmarks.md, "Scale").
 Three measurements, each printed as one JSON line and then as a table:
 
 * ``--counts 1000,4000,9000``: for each N, a fresh nhbench test server (one worker, its own
-  process) and an nhbench client (one worker, a child process) with N connections, opened
-  before the first request (``prefetch_connections``), then ``--bursts`` bursts of N
-  requests ``--gap`` seconds apart. A burst of N HTTP/1.1 requests over N connections puts
+  process) and an nhbench client (one worker, a child process) with N connections, every
+  connect started before the first request (``prefetch_connections``; the first burst
+  rides on connections still connecting), then ``--bursts`` bursts of N requests ``--gap``
+  seconds apart. A burst of N HTTP/1.1 requests over N connections puts
   one request on each (a connection carries one request at a time), so when every burst is
   answered and the client opened exactly N connections, every connection carried
   ``--bursts`` requests. Per N: the client's and the server's RSS after the first burst, per
   connection against a baseline of ``--baseline`` connections measured the same way; the
   time from the client's start until the server held all N (its open descriptors, polled
   every 50 ms); the client's counters; the client's open descriptors before and after the
-  run (every connection's descriptor returned) and the server's after the client left.
+  run (every connection's descriptor returned) and the server's after the client left; the
+  machine's ListenOverflows and TCPSynRetrans while the connections opened (what makes the
+  last of many simultaneous connects wait for a SYN retransmission).
 * ``--emfile-limit L --emfile-connections N``: the client run with its RLIMIT_NOFILE
   lowered to L and N > L connections asked: what fails, how it is counted and named, the
   exit code of ``nhbench run`` (the CLI in a child process with the lowered limit).
-* ``--merge 256,1024``: the controller's merge of a Ray run (`merge_core`,
-  `merge_endpoints`, `Result.from_core` of the merged and of each node's result, one
-  `WorkerResult` per worker: what ``ClusterBenchmark._result`` does) over W workers in
-  W/64 nodes, from the core result of a real one-worker run copied W times (real
-  histograms, each worker's the same): its wall time, best of 3.
+* ``--merge 256,1024``: the controller's end of a Ray run (``ClusterBenchmark._result``:
+  `merge_core`, `merge_endpoints`, the merged Result, each node's own verdict, one entry
+  per worker and per node, called without Ray) over W workers in W/64 nodes, from the core
+  result of a real one-worker run copied W times (real histograms, each worker's the
+  same): its wall time and this process's CPU time, the best of ``--merge-reps``.
 
 Also printed: RLIMIT_NOFILE, net.ipv4.ip_local_port_range (the ports one source address has
 towards one destination address and port) and the load average (the machine is shared: the
@@ -69,6 +72,19 @@ def port_range() -> tuple[int, int]:
     return lo, hi
 
 
+def tcp_ext(*names: str) -> dict[str, int]:
+    """Machine-wide TCP counters from /proc/net/netstat (TcpExt): ListenOverflows (a SYN or
+    an accept dropped because a listener's accept queue was full) and TCPSynRetrans (SYNs
+    sent again, 1 s, then 3 s... after the first)."""
+    lines = [line.split() for line in Path("/proc/net/netstat").read_text().splitlines()
+             if line.startswith("TcpExt:")]
+    table = dict(zip(lines[0][1:], map(int, lines[1][1:]), strict=True))
+    return {name: table.get(name, 0) for name in names}
+
+
+_TCP = ("ListenOverflows", "TCPSynRetrans")
+
+
 def loadavg() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
@@ -87,8 +103,8 @@ def client_child(url: str, n: int, bursts: int, gap: float) -> None:
     import nhbench
 
     fds_before = open_fds(os.getpid())
-    # The run's clock starts once every connection is open (prefetch); a burst is released at
-    # 0, gap, 2 gap...; the duration ends half a gap after the last one.
+    # Every connect starts before the first release (prefetch); a burst is released at 0, gap,
+    # 2 gap...; the duration ends half a gap after the last one.
     bench = nhbench.Benchmark(url, rps=n / gap, burst_size=n, connections=n, concurrency=1,
                               duration=f"{(bursts - 0.5) * gap:g}s",
                               prefetch_connections=True, timeout="60s",
@@ -123,6 +139,7 @@ def measure(n: int, bursts: int, gap: float) -> dict[str, Any]:
     try:
         spid = server.pid
         server_fds0 = open_fds(spid)
+        tcp0 = tcp_ext(*_TCP)
         proc = subprocess.Popen(
             [sys.executable, str(Path(__file__).resolve()), "--client-child", server.url,
              str(n), str(bursts), str(gap)],
@@ -137,6 +154,7 @@ def measure(n: int, bursts: int, gap: float) -> dict[str, Any]:
                 connected_s = time.monotonic() - float(start["t0"])
             else:
                 time.sleep(0.05)
+        tcp1 = tcp_ext(*_TCP)
         line = proc.stdout.readline()
         server_rss = rss_kib(spid)
         first = json.loads(line) if line else {}
@@ -149,7 +167,8 @@ def measure(n: int, bursts: int, gap: float) -> dict[str, Any]:
         return {"connections": n, "bursts": bursts, "connected_s": connected_s,
                 "client_rss_kib": first.get("rss_kib"), "server_rss_kib": server_rss,
                 "first_burst_answered": first.get("answered"),
-                "server_fds_left": open_fds(spid) - server_fds0, **end,
+                "server_fds_left": open_fds(spid) - server_fds0,
+                "tcp_while_connecting": {k: tcp1[k] - tcp0[k] for k in _TCP}, **end,
                 "client_exit": proc.returncode}
     finally:
         if proc is not None:
@@ -204,10 +223,10 @@ def one_worker_core(url: str) -> tuple[dict[str, Any], Any]:
 
 
 def merge_seconds(core: dict[str, Any], options: Any, workers: int, per_node: int = 64,
-                  reps: int = 3) -> float:
-    """Wall time of the controller's merge of `workers` workers in nodes of `per_node`."""
-    from nhbench._result import Result, WorkerResult
-    from nhbench.distributed._cluster import merge_core, merge_endpoints, merge_stats
+                  reps: int = 3) -> tuple[float, float]:
+    """Wall time and CPU time (this process's) of the controller's merge of `workers`
+    workers in nodes of `per_node`, the best of `reps`."""
+    from nhbench.distributed._cluster import ClusterBenchmark, _Host, merge_stats
 
     nodes = max(1, workers // per_node)
     node_core = copy.deepcopy(core)
@@ -217,24 +236,25 @@ def merge_seconds(core: dict[str, Any], options: Any, workers: int, per_node: in
     # The node's own global entry, as its core makes it from its workers.
     node_core["global"] = merge_stats(node_core["workers"], len(node_core["workers"]))
     cores = [copy.deepcopy(node_core) for _ in range(nodes)]
-    points = options.percentile_points
-    best = float("inf")
+    # The controller's own end of a run (ClusterBenchmark._result), without Ray: the nodes'
+    # answers as their actors return them.
+    answers = [{"core": c, "armed_ns": 0, "endpoints": ()} for c in cores]
+    best = best_cpu = float("inf")
     for _ in range(reps):
+        run = ClusterBenchmark(options)
+        run._hosts = [_Host(name=f"host_{i}", node_id=f"node{i}", address=f"10.0.0.{i + 1}")
+                      for i in range(nodes)]
         t = time.perf_counter()
-        merged = merge_core(cores, [0] * nodes)
-        _names, merged["endpoints"] = merge_endpoints(
-            [((), c.get("endpoints") or ()) for c in cores])
-        Result.from_core(merged, options)
-        for c in cores:
-            Result.from_core(c, options)
-            WorkerResult.from_core("node", c["global"], points)
-        for i, w in enumerate(merged["workers"]):
-            WorkerResult.from_core(f"worker_{i}", w, points)
+        cpu = time.process_time()
+        result = run._result(answers, time.time())
         best = min(best, time.perf_counter() - t)
-    if merged["global"]["counters"] != {k: v * workers for k, v in
-                                        worker["counters"].items()}:
+        best_cpu = min(best_cpu, time.process_time() - cpu)
+    want = {k: v * workers for k, v in worker["counters"].items() if v}
+    if {k: v for k, v in result.counters.items() if v} != want:
         raise SystemExit("scale: the merged counters are not the sum of the workers'")
-    return best
+    if len(result.workers) != workers or len(result.hosts) != nodes:
+        raise SystemExit("scale: the merged result does not list every worker and node")
+    return best, best_cpu
 
 
 # ---- main ----------------------------------------------------------------------------------
@@ -254,6 +274,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="RLIMIT_NOFILE for the EMFILE run (0: skip it)")
     p.add_argument("--emfile-connections", type=int, default=1000)
     p.add_argument("--merge", default="256,1024", help="worker counts to merge ('' for none)")
+    p.add_argument("--merge-reps", type=int, default=3, help="merges timed per count (best)")
     cfg = p.parse_args(argv)
     counts = [int(c) for c in cfg.counts.split(",") if c.strip()]
     merges = [int(c) for c in cfg.merge.split(",") if c.strip()]
@@ -297,16 +318,16 @@ def main(argv: list[str] | None = None) -> int:
                 core, options = one_worker_core(server.url)
     merged_rows = []
     for w in merges:
-        s = merge_seconds(core, options, w)  # type: ignore[arg-type]
-        merged_rows.append((w, s))
-        print(json.dumps({"merge_workers": w, "nodes": max(1, w // 64), "seconds": s}),
-              flush=True)
+        s, cpu = merge_seconds(core, options, w, reps=cfg.merge_reps)  # type: ignore[arg-type]
+        merged_rows.append((w, s, cpu))
+        print(json.dumps({"merge_workers": w, "nodes": max(1, w // 64), "seconds": s,
+                          "cpu_seconds": cpu, "loadavg": loadavg()}), flush=True)
     print()
     if rows:
         print("| connections | connected in | client B/conn | server B/conn | requests 2xx "
               "| connections opened | connect failures | client fds after−before "
-              "| server fds left | load |")
-        print("|--:|--:|--:|--:|--:|--:|--:|--:|--:|--|")
+              "| server fds left | listen overflows / SYN retransmits | load |")
+        print("|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--|")
         for m in rows:
             c = m.get("counters", {})
             print(f"| {m['connections']:,} | {m['connected_s']:.2f} s "
@@ -314,9 +335,11 @@ def main(argv: list[str] | None = None) -> int:
                   f"| {c.get('benchmark.http_2xx', 0):,} | {c.get('upstream_cx_total', 0):,} "
                   f"| {c.get('upstream_cx_connect_fail', 0):,} "
                   f"| {m['fds_after'] - m['fds_before']} | {m['server_fds_left']} "
-                  f"| {m['loadavg']} |")
-    for w, s in merged_rows:
-        print(f"merge of {w} workers ({max(1, w // 64)} nodes of 64): {s * 1000:.0f} ms")
+                  f"| {m['tcp_while_connecting']['ListenOverflows']:,} / "
+                  f"{m['tcp_while_connecting']['TCPSynRetrans']:,} | {m['loadavg']} |")
+    for w, s, cpu in merged_rows:
+        print(f"merge of {w} workers ({max(1, w // 64)} nodes of 64): {s * 1000:.0f} ms, "
+              f"{cpu * 1000:.0f} ms CPU")
     return 0
 
 
