@@ -954,6 +954,10 @@ class ClusterBenchmark:
         host_entries: list[WorkerResult] = []
         entries: list[HostEntry] = []
         shifted = iter(merged["workers"])
+        # Result.from_core made an entry of each merged worker (worker_0.., when more than
+        # one): renamed here rather than made again, as percentiles of a thousand workers cost
+        # seconds (docs/benchmarks.md, "Scale").
+        made = iter(result.results[:-1] if len(result.results) > 1 else ())
         node_validity = []
         for host, core, answer in zip(self._hosts, cores, answers, strict=True):
             # The node's own verdict, from its own core result: its workers' loads, its
@@ -964,7 +968,11 @@ class ClusterBenchmark:
             node_validity.append((host.name, validity))
             names = []
             for j in range(len(core.get("workers") or ())):
-                worker = WorkerResult.from_core(f"{host.name}.worker_{j}", next(shifted), points)
+                name = f"{host.name}.worker_{j}"
+                entry = next(shifted)
+                earlier = next(made, None)
+                worker = (earlier.model_copy(update={"name": name}) if earlier is not None
+                          else WorkerResult.from_core(name, entry, points))
                 names.append(worker.name)
                 named.append(worker)
             own = _shift(core["global"], host.offset_ns)
