@@ -811,6 +811,15 @@ struct nhb_run {
   pthread_t controller;
   pthread_mutex_t lock;
   pthread_cond_t finished_cond;
+  /* The controller sleeps until the next interval boundary or a kick
+   * (nhb__run_kick): a worker finished, closed an interval, ended its
+   * warm-up, or published a new value of a counter a predicate watches. A
+   * run whose predicates watch error counters that stay at zero wakes it
+   * only at its interval boundaries. */
+  int ctl_fd;            /* eventfd the workers write to; -1 until started */
+  atomic_int ctl_kicked; /* a kick is pending: the next one need not write */
+  int nwatch;            /* counter ids the predicates watch */
+  int watch_ids[2 * NHB_MAX_PREDICATES];
   int started;
   int finished;
   atomic_int stop_requested;
@@ -1288,6 +1297,8 @@ void nhb__sequencer_stop_now(nhb__worker* w, uint64_t drain_ns);
 void nhb__worker_maybe_finish(nhb__worker* w);
 /* Asks every worker's loop to run on_wakeup (stop requests, new intervals). */
 void nhb__run_wake_workers(nhb_run* run);
+/* Wakes the controller (any thread; a no-op while a kick is pending). */
+void nhb__run_kick(nhb_run* run);
 
 /* interval.c */
 int nhb__ivl_alloc(nhb_run* run);
