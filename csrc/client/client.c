@@ -309,6 +309,10 @@ static void on_housekeeping(uv_timer_t* handle) {
 
 static void* worker_main(void* arg) {
   nhb__worker* w = (nhb__worker*)arg;
+  /* Named for top -H, perf and /proc (15 characters at most). */
+  char name[16];
+  snprintf(name, sizeof(name), "nhb-worker-%u", (unsigned)w->index % 10000u);
+  pthread_setname_np(pthread_self(), name);
   nhb__pin_thread(w->cpu);
   int r = nhb__pool_init(w);
   if (r == 0) r = nhb__request_worker_init(w);
@@ -727,6 +731,7 @@ static void merge(nhb_run* run) {
 
 static void* controller_main(void* arg) {
   nhb_run* run = (nhb_run*)arg;
+  pthread_setname_np(pthread_self(), "nhb-controller");
   uint64_t sums[NHB_COUNTER_ID_COUNT];
   for (;;) {
     controller_sleep(run);
