@@ -17,6 +17,10 @@ Clients (--clients, comma list):
                after SMALL and LARGE requests by a termination predicate on
                ``upstream_rq_total``.
   nhbench-h2c  the same over h2c (the same connections; one request in flight on each).
+  nhbench-all  nhbench's run, every thread of the process counted (no toggle): the worker,
+               the controller and the Python thread that waits; start-up and result building
+               cancel out in the difference, work that recurs per unit of time does not. The
+               whole process's figure against the worker's (nhbench's row).
   nhbench-2w   HTTP/1.1 with two workers, each with the same number of connections: the
                multi-core check, whose instructions per request should equal nhbench's.
   nhbench-fixed  HTTP/1.1 at a fixed rate (--fixed-rps, default 2,000: what the client keeps
@@ -88,8 +92,8 @@ print(json.dumps({"completed": r.counters["benchmark.http_2xx"]
 """
 
 _TOTALS = re.compile(r"^(?:summary|totals):\s+(\d+)", re.MULTILINE)
-CLIENTS = ("nhbench", "nhbench-h2c", "nhbench-2w", "nhbench-fixed", "floor", "floor-uring",
-           "floor-timer", "wrk", "h2load", "h2load-h2c")
+CLIENTS = ("nhbench", "nhbench-all", "nhbench-h2c", "nhbench-2w", "nhbench-fixed", "floor",
+           "floor-uring", "floor-timer", "wrk", "h2load", "h2load-h2c")
 TARGETS = ("nginx", "nhbench")
 
 
@@ -151,8 +155,8 @@ def run_pair(client: str, port: int, conns: int, cfg: argparse.Namespace,
             argv = [sys.executable, "-c", _CLIENT, proto, str(port), str(size),
                     str(cfg.client_cpu), str(conns), str(workers), str(rps),
                     str(cfg.trace_sample_rate), json.dumps(cfg.check), cfg.group_by or ""]
-            results.append(callgrind(argv, out, cfg.client_cpu, "worker_main",
-                                     _last_json("completed")))
+            toggle = None if client == "nhbench-all" else "worker_main"
+            results.append(callgrind(argv, out, cfg.client_cpu, toggle, _last_json("completed")))
         elif client in ("floor", "floor-uring", "floor-timer"):
             try:
                 binary = build("request_floor_uring" if client == "floor-uring" else "request_floor")

@@ -1,17 +1,20 @@
 /* client.c: a load run: workers, the controller, and the merged statistics.
  *
  * nhb_run_start() starts one thread per worker plus a controller thread. The
- * controller wakes every few milliseconds, sums the counters the workers
- * publish, evaluates the termination and failure predicates on the sums and
- * asks every worker to stop when one fires. When all workers are done it joins
- * them, merges their statistics and wakes whoever waits in nhb_run_wait().
+ * controller sleeps until an interval boundary or until a worker kicks it
+ * (nhb__run_kick), sums the counters the workers publish, evaluates the
+ * termination and failure predicates on the sums and asks every worker to
+ * stop when one fires. When all workers are done it joins them, merges their
+ * statistics and wakes whoever waits in nhb_run_wait().
  */
 #include <errno.h>
 #include <math.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -21,7 +24,12 @@
 _Static_assert(HOUSEKEEPING_MS * 1000000ULL == NHB_HICCUP_PERIOD_NS,
                "the hiccup meter rides on the housekeeping timer");
 #define TIMEOUT_SCAN_NS (50 * NHB__NS_PER_MS)
-#define CONTROLLER_PERIOD_NS (5 * NHB__NS_PER_MS)
+/* A worker with nothing to look after until its next release skips its
+ * housekeeping ticks when that release is at least this far away. */
+#define IDLE_SKIP_MIN_NS (50 * NHB__NS_PER_MS)
+/* The controller's longest sleep without a kick: a safety net only, since
+ * every event it acts on kicks it. */
+#define CONTROLLER_MAX_SLEEP_NS (1000 * NHB__NS_PER_MS)
 /* A stop request drains in-flight requests for at most this long, so that
  * Ctrl-C gives a partial result promptly. */
 #define STOP_DRAIN_MAX_NS (1000 * NHB__NS_PER_MS)
@@ -44,7 +52,25 @@ static void stats_free(nhb_stats* st) {
   }
 }
 
+/* What publish() last stored for counter id `id` (the controller's sums'
+ * layout: the fixed counters, the status codes, the gRPC ones, the checks). */
+static uint64_t published_value(nhb__worker* w, int id) {
+  if (id < NHB_CTR_COUNT) return atomic_load_explicit(&w->published[id], memory_order_relaxed);
+  if (id < NHB_CHECK_PASS_ID)
+    return atomic_load_explicit(&w->published_status[id - NHB_CTR_COUNT], memory_order_relaxed);
+  return atomic_load_explicit(&w->published_checks[id - NHB_CHECK_PASS_ID], memory_order_relaxed);
+}
+
+/* The sum of the counters the predicates watch, as published: within a
+ * phase counters only grow, so a change of the sum is a change of one. */
+static uint64_t watched_sum(nhb__worker* w) {
+  uint64_t sum = 0;
+  for (int i = 0; i < w->run->nwatch; i++) sum += published_value(w, w->run->watch_ids[i]);
+  return sum;
+}
+
 static void publish(nhb__worker* w) {
+  uint64_t watched = w->run->nwatch > 0 ? watched_sum(w) : 0;
   /* After a warm-up the counters go on from the warm-up's; the predicates
    * and the progress see the measured phase's own (w->warm is zero without
    * a warm-up, and during it). */
@@ -68,6 +94,10 @@ static void publish(nhb__worker* w) {
   }
   nhb__pool_endpoints_publish(w);
   if (w->grp != NULL) nhb__grp_publish(w);
+  /* The predicates are judged as soon as what they watch moves, and not
+   * otherwise: a run whose error counters stay at zero never wakes the
+   * controller from here. */
+  if (w->run->nwatch > 0 && watched_sum(w) != watched) nhb__run_kick(w->run);
 }
 
 /* ---- load-generator health ---------------------------------------------- */
@@ -211,6 +241,46 @@ static void on_wakeup(uv_async_t* handle) {
   nhb__ivl_worker_poll(w);
 }
 
+static void on_housekeeping(uv_timer_t* handle);
+
+/* Is there nothing the housekeeping tick would look after: no request in
+ * flight or queued, no connection being made, not stopping? */
+static int worker_idle(const nhb__worker* w) {
+  if (w->stopping || w->in_flight != 0 || w->pending_len != 0) return 0;
+  for (uint32_t i = 0; i < w->nconns; i++)
+    if (w->conns[i].state == NHB__CX_CONNECTING) return 0;
+  return 1;
+}
+
+/* Between releases far apart (a low fixed rate) a worker with nothing in
+ * flight sleeps through its ticks, waking one period before the next
+ * release (or the phase's start or end), so that a run at 5 requests a
+ * second wakes its worker about 15 times a second rather than 100 times.
+ * Nothing is lost: progress was published on this tick and nothing can
+ * change it before a release; time-outs need something in flight or
+ * connecting; stops and interval boundaries arrive through the wake-up
+ * handle; and the hiccup meter measures stalls while there is something to
+ * measure (a stall in the gap that delays the release is that release's
+ * lateness, validity's other measure). */
+static void plan_housekeeping(nhb__worker* w, uint64_t now) {
+  uint64_t until = 0;
+  if (w->next_due_ns != 0 && worker_idle(w)) {
+    until = w->next_due_ns;
+    if (w->end_ns < until) until = w->end_ns;
+    if (w->load_state == 0 && w->start_ns > now && w->start_ns < until) until = w->start_ns;
+    if (until < now + IDLE_SKIP_MIN_NS) until = 0;
+  }
+  if (until != 0) {
+    uint64_t ms = (until - now) / NHB__NS_PER_MS - HOUSEKEEPING_MS;
+    uv_timer_start(&w->housekeeping, on_housekeeping, ms, HOUSEKEEPING_MS);
+    w->hiccup_due_ms = uv_now(&w->loop) + ms;
+    w->housekeeping_skipping = 1;
+  } else if (w->housekeeping_skipping) {
+    /* Back to the period (libuv re-armed it with the period already). */
+    w->housekeeping_skipping = 0;
+  }
+}
+
 static void on_housekeeping(uv_timer_t* handle) {
   nhb__worker* w = (nhb__worker*)handle->data;
   uint64_t now = nhb__now_ns();
@@ -234,10 +304,15 @@ static void on_housekeeping(uv_timer_t* handle) {
   }
   nhb__worker_maybe_finish(w);
   publish(w);
+  plan_housekeeping(w, now);
 }
 
 static void* worker_main(void* arg) {
   nhb__worker* w = (nhb__worker*)arg;
+  /* Named for top -H, perf and /proc (15 characters at most). */
+  char name[16];
+  snprintf(name, sizeof(name), "nhb-worker-%u", (unsigned)w->index % 10000u);
+  pthread_setname_np(pthread_self(), name);
   nhb__pin_thread(w->cpu);
   int r = nhb__pool_init(w);
   if (r == 0) r = nhb__request_worker_init(w);
@@ -265,6 +340,7 @@ static void* worker_main(void* arg) {
   publish(w);
   nhb__ivl_worker_close(w);
   atomic_store(&w->done, 1);
+  nhb__run_kick(w->run);
   return NULL;
 }
 
@@ -414,7 +490,11 @@ int nhb_run_create_ex(const nhb_client_config* config, nhb_run** out, char* err,
     const nhb_predicate* p = i < config->n_termination ? &config->termination[i]
                                                        : &config->failure[i - config->n_termination];
     if (p->counter >= NHB_CTR_COUNT) run->watch_status = 1;
+    int seen = 0;
+    for (int k = 0; k < run->nwatch; k++) seen |= run->watch_ids[k] == p->counter;
+    if (!seen) run->watch_ids[run->nwatch++] = p->counter;
   }
+  run->ctl_fd = -1;
   run->cpus = calloc((size_t)run->nworkers, sizeof(int));
   run->workers = calloc((size_t)run->nworkers, sizeof(nhb__worker));
   if (!run->cpus || !run->workers || stats_alloc(&run->global) < 0 || copy_strings(run) < 0)
@@ -491,6 +571,35 @@ void nhb__run_wake_workers(nhb_run* run) {
     if (w->wakeup.data != NULL) uv_async_send(&w->wakeup);
   }
   pthread_mutex_unlock(&run->lock);
+}
+
+void nhb__run_kick(nhb_run* run) {
+  if (run->ctl_fd < 0 || atomic_exchange(&run->ctl_kicked, 1)) return;
+  uint64_t one = 1;
+  /* Cannot fail short of a counter overflow, which the controller's read
+   * resets long before. */
+  (void)!write(run->ctl_fd, &one, sizeof(one));
+}
+
+/* Sleeps until the next interval boundary, a kick, or the safety net. */
+static void controller_sleep(nhb_run* run) {
+  uint64_t now = nhb__now_ns();
+  uint64_t wait = CONTROLLER_MAX_SLEEP_NS;
+  /* While the workers close an interval they kick as each one has. */
+  if (run->config.stats_interval_ns != 0 && !run->ivl_waiting) {
+    uint64_t next = run->ivl_next_ns != 0 ? run->ivl_next_ns : run->t0_ns + run->config.stats_interval_ns;
+    wait = next <= now ? 0 : next - now < wait ? next - now : wait;
+  }
+  if (wait > 0) {
+    struct pollfd p = {.fd = run->ctl_fd, .events = POLLIN};
+    struct timespec ts = {(time_t)(wait / NHB__NS_PER_S), (long)(wait % NHB__NS_PER_S)};
+    ppoll(&p, 1, &ts, NULL);
+  }
+  uint64_t v;
+  (void)!read(run->ctl_fd, &v, sizeof(v));
+  /* An exchange, not a store: it reads the flag a worker set after its
+   * publish, so the sums below see what that worker published. */
+  atomic_exchange(&run->ctl_kicked, 0);
 }
 
 static void request_stop_all(nhb_run* run) {
@@ -622,10 +731,10 @@ static void merge(nhb_run* run) {
 
 static void* controller_main(void* arg) {
   nhb_run* run = (nhb_run*)arg;
+  pthread_setname_np(pthread_self(), "nhb-controller");
   uint64_t sums[NHB_COUNTER_ID_COUNT];
   for (;;) {
-    struct timespec ts = {0, (long)CONTROLLER_PERIOD_NS};
-    nanosleep(&ts, NULL);
+    controller_sleep(run);
     int all_done = 1;
     memset(sums, 0, sizeof(sums));
     for (int i = 0; i < run->nworkers; i++) {
@@ -727,6 +836,8 @@ int nhb_run_start(nhb_run* run) {
     w->stats.execution_start_ns = run->t0_realtime_ns + (w->start_ns - run->t0_ns);
     nhb__sequencer_worker_start(w); /* end_ns, the count, jitter, warm-up */
   }
+  run->ctl_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (run->ctl_fd < 0) return NHB_ETHREAD;
   run->started = 1;
   for (int i = 0; i < run->nworkers; i++) {
     if (pthread_create(&run->workers[i].thread, NULL, worker_main, &run->workers[i]) != 0) {
@@ -895,6 +1006,7 @@ void nhb_run_destroy(nhb_run* run) {
   free(run->dns_host);
   free(run->workers);
   free(run->cpus);
+  if (run->ctl_fd >= 0) close(run->ctl_fd);
   pthread_mutex_destroy(&run->lock);
   pthread_cond_destroy(&run->finished_cond);
   free(run);

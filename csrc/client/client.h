@@ -795,6 +795,7 @@ struct nhb__worker {
    * housekeeping timer (a hiccup meter, as jHiccup's), in the measured phase. */
   nhb_hist* hiccup;       /* ns late; NULL until the worker starts */
   uint64_t hiccup_due_ms; /* the housekeeping timer's due time, loop clock; 0: none */
+  int housekeeping_skipping; /* idle: the timer is set for the next release */
   int load_state;         /* 0 before the measured phase, 1 in it, 2 after */
   uint64_t load_cpu0_ns, load_wall0_ns, load_cpu_ns, load_wall_ns;
   int64_t load_wait0_ns, load_wait_ns; /* run-queue wait (schedstat); -1: unknown */
@@ -811,6 +812,15 @@ struct nhb_run {
   pthread_t controller;
   pthread_mutex_t lock;
   pthread_cond_t finished_cond;
+  /* The controller sleeps until the next interval boundary or a kick
+   * (nhb__run_kick): a worker finished, closed an interval, ended its
+   * warm-up, or published a new value of a counter a predicate watches. A
+   * run whose predicates watch error counters that stay at zero wakes it
+   * only at its interval boundaries. */
+  int ctl_fd;            /* eventfd the workers write to; -1 until started */
+  atomic_int ctl_kicked; /* a kick is pending: the next one need not write */
+  int nwatch;            /* counter ids the predicates watch */
+  int watch_ids[2 * NHB_MAX_PREDICATES];
   int started;
   int finished;
   atomic_int stop_requested;
@@ -1336,6 +1346,8 @@ void nhb__sequencer_stop_now(nhb__worker* w, uint64_t drain_ns);
 void nhb__worker_maybe_finish(nhb__worker* w);
 /* Asks every worker's loop to run on_wakeup (stop requests, new intervals). */
 void nhb__run_wake_workers(nhb_run* run);
+/* Wakes the controller (any thread; a no-op while a kick is pending). */
+void nhb__run_kick(nhb_run* run);
 
 /* interval.c */
 int nhb__ivl_alloc(nhb_run* run);

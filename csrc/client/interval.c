@@ -12,7 +12,8 @@
  *   2. A worker that sees the new epoch (acquire; in on_wakeup, and in its
  *      10 ms housekeeping in case a wake-up was coalesced) stamps its buffer
  *      ivl[E & 1] with the time and its counters, switches ivl_hist to
- *      ivl[(E+1) & 1], and then publishes w->ivl_closed = E+1 (release).
+ *      ivl[(E+1) & 1], publishes w->ivl_closed = E+1 (release) and kicks
+ *      the controller.
  *   3. Once every worker has published E+1, or has finished, the controller
  *      merges the buffers ivl[E & 1], resets them, and queues the interval.
  *      Only then may it increment the epoch again (step 1).
@@ -45,7 +46,7 @@
 int nhb__ivl_alloc(nhb_run* run) {
   if (run->config.stats_interval_ns == 0) return 0;
   /* Below a millisecond an interval would hold a handful of samples and the
-   * controller (which ticks every 5 ms) could not keep the boundaries. */
+   * controller's wake-ups would be most of what the run does. */
   if (run->config.stats_interval_ns < NHB__NS_PER_MS) return NHB_EINVAL;
   run->ivl_merge = malloc(sizeof(nhb_hist));
   run->ivl_last = calloc((size_t)run->nworkers * NHB_COUNTER_ID_COUNT, sizeof(uint64_t));
@@ -95,6 +96,7 @@ void nhb__ivl_worker_poll(nhb__worker* w) {
   w->ivl_epoch = e;
   w->ivl_hist = w->ivl[e & 1].hist;
   atomic_store_explicit(&w->ivl_closed, e, memory_order_release);
+  nhb__run_kick(w->run);
 }
 
 void nhb__ivl_worker_close(nhb__worker* w) {

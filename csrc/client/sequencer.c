@@ -630,6 +630,8 @@ void nhb__sequencer_end_warmup(nhb__worker* w) {
   w->warming = 0;
   st->execution_duration_ns = 0;
   atomic_fetch_sub(&w->run->warming, 1);
+  /* The predicates wait for the measured phase: judge them now. */
+  nhb__run_kick(w->run);
 }
 
 void nhb__sequencer_next_phase(nhb__worker* w) {
