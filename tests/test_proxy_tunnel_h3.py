@@ -12,12 +12,15 @@ the origin, nhbench's test server, whose request counter is compared with the cl
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 from typing import Any
 
 import pytest
+from support.cli import nhbench_cli
 from support.masque_proxy import masque_proxy
+from support.sockets import free_port
 
 import nhbench
 
@@ -167,3 +170,32 @@ def test_an_untrusted_proxy_certificate_is_a_counted_tls_failure(
     assert "certificate verify failed" in result.error, result.error
     assert connects == []
     assert insecure.counters["benchmark.http_2xx"] == RUN["requests"]
+
+
+def test_a_closed_proxy_port_is_a_connect_failure(plain_origin: nhbench.TestServer) -> None:
+    port = free_port(socket.SOCK_DGRAM)  # nothing listens there: ICMP port unreachable
+    result = nhbench.run(plain_origin.url, proxy=f"https://127.0.0.1:{port}",
+                         proxy_protocol="http3", proxy_insecure=True,
+                         no_default_failure_predicates=True, allow_no_success=True,
+                         **{**RUN, "requests": 3, "connections": 1})
+    c = result.counters
+    assert c["tunnel.connect_fail"] == c["upstream_cx_total"] >= 1, (c, result.error)
+    assert c.get("benchmark.http_2xx", 0) == 0
+    assert "could not connect to the proxy" in (result.error or "") or \
+        "the proxy's UDP port" in (result.error or "")
+
+
+def test_the_command_line_spelling(tls_origin: nhbench.TestServer) -> None:
+    before = tls_origin.stats()["requests"]
+    with masque_proxy() as proxy:
+        proc = nhbench_cli("run", "--cacert", tls_origin.ca_cert, "--proxy", proxy.url,
+                           "--proxy-protocol", "http3", "--proxy-cacert", proxy.ca_cert,
+                           "--rps", "50", "--duration", "1", "--connections", "2",
+                           "--output-format", "json", tls_origin.url)
+        connects = proxy.connects()
+    assert proc.returncode == 0, proc.stderr
+    result = next(r for r in json.loads(proc.stdout)["results"] if r["name"] == "global")
+    c = {x["name"]: int(x["value"]) for x in result["counters"]}
+    assert len(connects) == c["tunnel.established"] == c["upstream_cx_total"] >= 1
+    assert tls_origin.stats()["requests"] - before == c["benchmark.http_2xx"] > 0
+    assert "benchmark_http_client.tunnel_setup" in {s["id"] for s in result["statistics"]}

@@ -72,7 +72,7 @@ from urllib.parse import unquote
 from aioquic.asyncio import QuicConnectionProtocol, serve
 from aioquic.buffer import encode_uint_var
 from aioquic.h3.connection import H3_ALPN, H3Connection
-from aioquic.h3.events import DataReceived, DatagramReceived, H3Event, HeadersReceived
+from aioquic.h3.events import DatagramReceived, DataReceived, H3Event, HeadersReceived
 from aioquic.quic.configuration import QuicConfiguration
 from aioquic.quic.events import ConnectionTerminated, QuicEvent
 
