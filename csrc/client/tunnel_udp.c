@@ -1300,12 +1300,22 @@ int nhb__udp_tunnel_stream_start(nhb__conn* c, nhb__udp_tunnel* t, const struct 
   return 0;
 }
 
-/* The run is over (or the connection went): a CONNECTION_CLOSE when the
- * connection is live and ngtcp2 is not running, then the timer closes. */
+/* The run is over: a CONNECTION_CLOSE when the connection is live, then the
+ * timer closes. The run can end inside ngtcp2's stream callback (the last
+ * response came in the origin's bytes there): then neither a write nor the
+ * QUIC state's end, which ngtcp2 is not made for; the state goes with the
+ * connection's handle (carrier.c's close), after ngtcp2 returned. */
 void nhb__udp_tunnel_stream_close(nhb__conn* c, nhb__udp_tunnel* t, int live) {
   if (t == NULL) return;
-  if (!live || t->in_lib) nhb__udp_tunnel_teardown(t);
-  nhb__udp_tunnel_close(c, t);
+  if (live && !t->in_lib) {
+    nhb__udp_tunnel_close(c, t);
+    return;
+  }
+  if (t->timer_init) {
+    t->timer_init = 0;
+    uv_timer_stop(&t->timer);
+    uv_close((uv_handle_t*)&t->timer, NULL);
+  }
 }
 
 void nhb__udp_tunnel_stream_free(nhb__udp_tunnel* t) {
