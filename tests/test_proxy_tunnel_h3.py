@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from support.cli import nhbench_cli
 from support.masque_proxy import masque_proxy
+from support.polling import wait_until
 from support.sockets import free_port
 
 import nhbench
@@ -199,3 +200,19 @@ def test_the_command_line_spelling(tls_origin: nhbench.TestServer) -> None:
     assert len(connects) == c["tunnel.established"] == c["upstream_cx_total"] >= 1
     assert tls_origin.stats()["requests"] - before == c["benchmark.http_2xx"] > 0
     assert "benchmark_http_client.tunnel_setup" in {s["id"] for s in result["statistics"]}
+
+
+def test_connections_closed_mid_run_tell_the_proxy(plain_origin: nhbench.TestServer) -> None:
+    # Five requests per connection: 30 requests make six connections one after the other,
+    # each ending its QUIC connection to the proxy with CONNECTION_CLOSE (H3_NO_ERROR, 0x100)
+    # rather than leaving it to the proxy's idle time-out; at the run's end the last one
+    # too, unless the run ended inside ngtcp2's callback.
+    with masque_proxy() as proxy:
+        result = nhbench.run(plain_origin.url, proxy=proxy.url, proxy_protocol="http3",
+                             proxy_cacert=proxy.ca_cert, max_requests_per_connection=5,
+                             **{**RUN, "requests": 30, "connections": 1})
+        c = result.counters
+        assert c["benchmark.http_2xx"] == 30, result.error
+        assert c["tunnel.established"] == c["upstream_cx_total"] == 6
+        assert wait_until(lambda: len(proxy.closes()) >= 5, timeout=10), proxy.closes()
+        assert set(proxy.closes()) == {0x100}

@@ -758,6 +758,10 @@ const nhb__transport_vtable nhb__transport_carried_h3 = {
     "carried-h3", h3leg_on_connected, h3leg_on_read, carrier_write, carrier_close, NULL, h3leg_start,
 };
 
+void nhb__carrier_h3_closing(nhb__conn* c) {
+  if (c->carrier != NULL && c->carrier->h3 != NULL) nhb__udp_tunnel_stream_closing(c, c->carrier->h3);
+}
+
 void nhb__carrier_worker_close(nhb__worker* w) {
   for (uint32_t i = 0; i < w->nconns; i++) {
     nhb__conn* c = &w->conns[i];

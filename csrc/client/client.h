@@ -1015,6 +1015,10 @@ int nhb__udp_tunnel_stream_start(nhb__conn* c, nhb__udp_tunnel* t, const struct 
                                  const nhb_sockaddr* to);
 size_t nhb__udp_tunnel_stream_put(nhb__conn* c, nhb__udp_tunnel* t, const char* data, size_t len);
 void nhb__udp_tunnel_stream_close(nhb__conn* c, nhb__udp_tunnel* t, int live);
+/* The connection closes mid-run: a CONNECTION_CLOSE while the socket is open
+ * (the pool's conn_close, through nhb__carrier_h3_closing). */
+void nhb__udp_tunnel_stream_closing(nhb__conn* c, nhb__udp_tunnel* t);
+void nhb__carrier_h3_closing(nhb__conn* c);
 void nhb__udp_tunnel_stream_free(nhb__udp_tunnel* t);
 void nhb__carrier_h3_room(nhb__conn* c);
 void nhb__carrier_worker_close(nhb__worker* w);

@@ -613,6 +613,8 @@ static void conn_close(nhb__conn* c) {
   }
   /* A UDP handle is no stream (uv_close stops its receiving). */
   if (NHB__LIKELY(c->transport->start == NULL)) uv_read_stop((uv_stream_t*)&c->tcp);
+  /* The HTTP/3 proxy leg tells the proxy while its socket is open. */
+  else if (NHB__UNLIKELY(c->transport == &nhb__transport_carried_h3)) nhb__carrier_h3_closing(c);
   uv_close((uv_handle_t*)&c->tcp, conn_on_close);
 }
 

@@ -59,7 +59,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "client/client.h"
 #include "common/h2_mem.h"
@@ -186,6 +188,7 @@ struct nhb__udp_tunnel {
   uint8_t* sbuf;   /* TUN_SBUF bytes: our stream's bytes until acknowledged */
   size_t s_acked, s_sent, s_end; /* stream offsets: acknowledged, sent, written */
   uint64_t delivered; /* the origin's bytes handed on (or counted) */
+  int close_fd;       /* a copy of the socket for a CONNECTION_CLOSE after ngtcp2 returned, or -1 */
 };
 
 /* The run's part: the proxy's credentials and each target's HEADERS frame. */
@@ -345,6 +348,7 @@ static int frame_unexpected_on_request(uint64_t type) {
 
 static int tun_stream_data(nhb__conn* c, nhb__udp_tunnel* t, const uint8_t* p, size_t n);
 static int tun_stream_answer(nhb__conn* c, nhb__udp_tunnel* t);
+static void tun_closed_inside(nhb__conn* c, nhb__udp_tunnel* t);
 
 /* The CONNECT stream's bytes from the proxy. 0, or -1 with t->why. */
 static int tun_request_data(nhb__conn* c, nhb__udp_tunnel* t, const uint8_t* p, size_t len, int fin) {
@@ -828,6 +832,7 @@ int nhb__udp_tunnel_read(nhb__conn* c, nhb__udp_tunnel* t, const char* data, siz
   t->in_lib = 1;
   int r = ngtcp2_conn_read_pkt(t->qc, &t->path, &pi, (const uint8_t*)data, len, nhb__now_ns());
   t->in_lib = 0;
+  if (NHB__UNLIKELY(t->close_fd >= 0)) tun_closed_inside(c, t);
   if (tun_after(c, t, r) == 0) {
     tun_want_write(t);
     if (NHB__UNLIKELY(t->stream)) {
@@ -847,6 +852,7 @@ int nhb__udp_tunnel_new(nhb__conn* c, nhb__udp_tunnel** out) {
   nhb__udp_tunnel* t = calloc(1, sizeof(*t));
   if (t == NULL) return NHB_ENOMEM;
   t->conn = c;
+  t->close_fd = -1;
   t->conn_ref.get_conn = tun_get_conn;
   t->conn_ref.user_data = t;
   nghttp2_mem m = nhb__h2_mem_allocator(&c->worker->h2_mem);
@@ -886,8 +892,20 @@ void nhb__udp_tunnel_teardown(nhb__udp_tunnel* t) {
 
 /* The run is over: a CONNECTION_CLOSE to the proxy (best effort), and the
  * timer closes with the loop. */
+static void tun_send_close(nhb__conn* c, nhb__udp_tunnel* t, int fd);
+
 void nhb__udp_tunnel_close(nhb__conn* c, nhb__udp_tunnel* t) {
   if (t == NULL) return;
+  tun_send_close(c, t, -1);
+  if (t->timer_init) {
+    t->timer_init = 0;
+    uv_close((uv_handle_t*)&t->timer, NULL);
+  }
+}
+
+/* A CONNECTION_CLOSE (H3_NO_ERROR) to the proxy, best effort: on the
+ * connection's socket, or on `fd` (>= 0, its copy) once the handle closed. */
+static void tun_send_close(nhb__conn* c, nhb__udp_tunnel* t, int fd) {
   if (t->qc != NULL && !ngtcp2_conn_is_in_closing_period(t->qc) && !ngtcp2_conn_is_in_draining_period(t->qc) &&
       t->handshake_done) {
     ngtcp2_connection_close_error ccerr;
@@ -896,14 +914,13 @@ void nhb__udp_tunnel_close(nhb__conn* c, nhb__udp_tunnel* t) {
     ngtcp2_pkt_info pi;
     ngtcp2_ssize n =
         ngtcp2_conn_write_connection_close(t->qc, NULL, &pi, t->pkt, sizeof(t->pkt), &ccerr, nhb__now_ns());
-    if (n > 0) {
+    if (n > 0 && fd >= 0) {
+      if (send(fd, t->pkt, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL) == n)
+        c->worker->stats.counters[NHB_CTR_UPSTREAM_CX_TX_BYTES_TOTAL] += (uint64_t)n;
+    } else if (n > 0) {
       uv_buf_t buf = uv_buf_init((char*)t->pkt, (unsigned)n);
       (void)nhb__udp_send(c, &buf, 1);
     }
-  }
-  if (t->timer_init) {
-    t->timer_init = 0;
-    uv_close((uv_handle_t*)&t->timer, NULL);
   }
 }
 
@@ -957,6 +974,7 @@ nhb__udp_tunnel* nhb__udp_tunnel_parser_new(nhb__conn* c) {
   nhb__udp_tunnel* t = calloc(1, sizeof(*t));
   if (t == NULL) return NULL;
   t->conn = c;
+  t->close_fd = -1;
   t->hmem = *nghttp3_mem_default();
   tun_reset(t);
   t->req_sid = 0;
@@ -1292,6 +1310,8 @@ int nhb__udp_tunnel_stream_start(nhb__conn* c, nhb__udp_tunnel* t, const struct 
   t->s_freed = 0;
   t->s_acked = t->s_sent = t->s_end = 0;
   t->delivered = 0;
+  if (t->close_fd >= 0) close(t->close_fd);
+  t->close_fd = -1;
   int r = nhb__udp_tunnel_start(c, t, local, local_len, to);
   if (r < 0) return r;
   /* The CONNECT's HEADERS frame goes out first from the ring. */
@@ -1311,6 +1331,7 @@ void nhb__udp_tunnel_stream_close(nhb__conn* c, nhb__udp_tunnel* t, int live) {
     nhb__udp_tunnel_close(c, t);
     return;
   }
+  if (live) nhb__udp_tunnel_stream_closing(c, t); /* after ngtcp2 returned */
   if (t->timer_init) {
     t->timer_init = 0;
     uv_timer_stop(&t->timer);
@@ -1318,8 +1339,27 @@ void nhb__udp_tunnel_stream_close(nhb__conn* c, nhb__udp_tunnel* t, int live) {
   }
 }
 
+void nhb__udp_tunnel_stream_closing(nhb__conn* c, nhb__udp_tunnel* t) {
+  if (t == NULL) return;
+  if (!t->in_lib) {
+    tun_send_close(c, t, -1);
+    return;
+  }
+  /* Inside ngtcp2 (not re-entrant), and the handle closes at once: a copy of
+   * the socket takes the CONNECTION_CLOSE once ngtcp2 returned. */
+  if (t->close_fd < 0) t->close_fd = dup(c->sock_fd);
+}
+
+/* After ngtcp2 returned: the CONNECTION_CLOSE a close inside it left. */
+static void tun_closed_inside(nhb__conn* c, nhb__udp_tunnel* t) {
+  tun_send_close(c, t, t->close_fd);
+  close(t->close_fd);
+  t->close_fd = -1;
+}
+
 void nhb__udp_tunnel_stream_free(nhb__udp_tunnel* t) {
   if (t == NULL) return;
+  if (t->close_fd >= 0) close(t->close_fd);
   free(t->sbuf);
   nhb__udp_tunnel_free(t);
 }

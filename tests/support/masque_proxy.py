@@ -93,6 +93,15 @@ class MasqueProxy:
     def url(self) -> str:
         return f"https://127.0.0.1:{self.port}"
 
+    def closes(self) -> list[int]:
+        """The error code of every QUIC connection the client closed (CONNECTION_CLOSE), in
+        order (``--log`` + ``.closed``, one a line)."""
+        path = self.log_path + ".closed"
+        if not os.path.exists(path):
+            return []
+        with open(path, encoding="utf-8") as f:
+            return [int(line) for line in f if line.strip()]
+
     def connects(self) -> list[dict[str, Any]]:
         """Every CONNECT it received, in order (the JSON lines of its log)."""
         if not os.path.exists(self.log_path):
@@ -179,6 +188,9 @@ class Proxy(QuicConnectionProtocol):
 
     def quic_event_received(self, event: QuicEvent) -> None:
         if isinstance(event, ConnectionTerminated):
+            if event.reason_phrase != "Idle timeout":
+                with open(self.log_path + ".closed", "a", encoding="utf-8") as log:
+                    log.write(f"{event.error_code}\n")
             for relay in self._relays.values():
                 if relay.transport is not None:
                     relay.transport.close()
