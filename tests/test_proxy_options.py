@@ -96,6 +96,27 @@ def test_connect_udp_over_http2_config() -> None:
     assert tunnel["tls"] == {"sni": "proxy.test", "insecure": True}
 
 
+def test_connect_on_an_http3_stream_config() -> None:
+    # --proxy-protocol http3 for an HTTP/1.1 or HTTP/2 run: a classic CONNECT on an HTTP/3
+    # stream (the carrier's QUIC leg), with the proxy's TLS; CONNECT-UDP only for HTTP/3.
+    options = Options(uri="http://origin.test:8080/", proxy="https://u:p@localhost:4443",
+                      proxy_protocol="http3", proxy_insecure=True)
+    endpoint = options.proxy_endpoint
+    assert endpoint is not None
+    assert (endpoint.mode, endpoint.protocol) == ("connect", "http3")
+    config = _proxy_config(options)
+    assert config["proxy_protocol"] == "http3"
+    assert config["proxy_tls"] == {"sni": "localhost", "verify_name": "localhost",
+                                   "insecure": True}
+    assert config["tunnel_requests"] == [render_connect("origin.test", 8080, "Basic dTpw")]
+    # Nighthawk's --tunnel-protocol http3: the TLS context's sni, no name check.
+    nighthawk = Options(uri="https://origin.test/", tunnel_protocol="http3",
+                        tunnel_uri="127.0.0.1:4443", tunnel_tls_context='{"sni": "p.test"}')
+    endpoint = nighthawk.proxy_endpoint
+    assert endpoint is not None and endpoint.protocol == "http3" and endpoint.tls is not None
+    assert _proxy_config(nighthawk)["proxy_tls"] == {"sni": "p.test", "insecure": True}
+
+
 @pytest.mark.parametrize(("argv", "expected"), [
     (["run", "--proxy", "ftp://127.0.0.1:3128", "https://127.0.0.1/"],
      "--proxy: only http:// and https:// proxies are supported (got ftp://)"),
@@ -105,8 +126,10 @@ def test_connect_udp_over_http2_config() -> None:
     (["run", "--proxy", "http://127.0.0.1:3128", "--proxy-protocol", "http3",
       "--protocol", "http3", "https://127.0.0.1/"],
      "--proxy-protocol: http3 reaches the proxy over QUIC, which is TLS"),
+    (["run", "--proxy", "http://127.0.0.1:3128", "--proxy-protocol", "http3",
+      "https://127.0.0.1/"], "--proxy-protocol: http3 reaches the proxy over QUIC, which is TLS"),
     (["run", "--proxy", "https://127.0.0.1:3128", "--proxy-protocol", "http3",
-      "https://127.0.0.1/"], "--proxy-protocol: http3 (CONNECT-UDP, RFC 9298) carries UDP"),
+      "udp://127.0.0.1:9/"], "--proxy: udp:// runs over UDP"),
     (["run", "--proxy", "https://127.0.0.1:3128", "--proxy-protocol", "http3", "--protocol",
       "http3", "--resolve", "127.0.0.2", "https://example.test/"],
      "--proxy-protocol: mutually exclusive with --resolve"),
@@ -158,8 +181,8 @@ def test_connect_udp_over_http2_config() -> None:
       "https://127.0.0.1/"],
      "inline_string: OpenSSL cannot load it"),
     (["run", "--tunnel-protocol", "http3", "--tunnel-uri", "127.0.0.1:3128",
-      "--tunnel-tls-context", "{}", "https://127.0.0.1/"],
-     "--tunnel-protocol: http3 (CONNECT on an HTTP/3 stream to the proxy) is not built"),
+      "--tunnel-tls-context", "{}", "--protocol", "http3", "https://127.0.0.1/"],
+     "--tunnel-protocol: protocol http3 over tunnel_protocol http3 is not supported"),
     # Nighthawk's own rules, in its order.
     (["nighthawk", "client", "--tunnel-protocol", "http1", "http://127.0.0.1/"],
      "--tunnel-protocol: needs tunnel_uri"),

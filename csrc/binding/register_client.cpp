@@ -385,11 +385,11 @@ class ClientRun {
     config_.tunnel_requests = tunnel_ptrs_.data();
     config_.tunnel_request_lens = tunnel_lens_.data();
     config_.ntunnel_requests = static_cast<uint32_t>(tunnel_requests_.size());
-    // The proxy leg: "proxy_protocol" "http1" | "http2" (the CONNECT on an
-    // HTTP/2 stream), "proxy_tls" dict (sni, verify_name, cacert, cacert_pem: the
-    // CAs' PEM text, insecure)
-    // for TLS to the proxy; absent = plain TCP.
-    config_.proxy_protocol = get_choice(d, "proxy_protocol", "http1", {"http1", "http2"}) + 1;
+    // The proxy leg: "proxy_protocol" "http1" | "http2" | "http3" (the CONNECT
+    // on an HTTP/2 or HTTP/3 stream), "proxy_tls" dict (sni, verify_name, cacert,
+    // cacert_pem: the CAs' PEM text, insecure)
+    // for TLS to the proxy; absent = plain TCP (http3 needs it: QUIC is TLS).
+    config_.proxy_protocol = get_choice(d, "proxy_protocol", "http1", {"http1", "http2", "http3"}) + 1;
     if (d.contains("proxy_tls") && !d["proxy_tls"].is_none()) {
       py::dict pt = d["proxy_tls"].cast<py::dict>();
       nhb_tls_config& t = config_.proxy_tls;

@@ -84,6 +84,8 @@ struct nhb__carrier {
   const char* plain;
   size_t plain_len;
   int plain_waits;
+  /* The CONNECT on an HTTP/3 stream (tunnel_udp.c), the entry's, kept. */
+  nhb__udp_tunnel* h3;
 };
 
 static int carrier_pump(nhb__conn* c);
@@ -257,9 +259,36 @@ static int carrier_pump(nhb__conn* c) {
   return 0;
 }
 
+/* HTTP/3: the inner transport's bytes into the QUIC leg's ring, as far as
+ * they fit. */
+static void take_plain_h3(nhb__conn* c) {
+  nhb__carrier* k = c->carrier;
+  while (k->plain_len > 0) {
+    size_t n = nhb__udp_tunnel_stream_put(c, k->h3, k->plain, k->plain_len);
+    if (n == 0) break;
+    k->plain += n;
+    k->plain_len -= n;
+  }
+}
+
+void nhb__carrier_h3_room(nhb__conn* c) {
+  nhb__carrier* k = c->carrier;
+  if (k == NULL || k->h3 == NULL || !conn_live(c)) return;
+  take_plain_h3(c);
+  carrier_notify(c);
+}
+
 int nhb__carrier_send(nhb__conn* c, const char* data, size_t len) {
   nhb__carrier* k = c->carrier;
   if (k->plain_len > 0) return NHB_ESTATE; /* one write at a time */
+  if (k->h3 != NULL) {
+    k->plain = data;
+    k->plain_len = len;
+    take_plain_h3(c);
+    if (k->plain_len == 0) return 0;
+    k->plain_waits = 1;
+    return 1;
+  }
   k->plain = data;
   k->plain_len = len;
   if (k->in_recv) {
@@ -684,6 +713,60 @@ static void carrier_close(nhb__conn* c) {
   k->plain_waits = 0;
   k->sock_pending = 0;
   k->dq_len = k->dq_off = 0;
+  if (k->h3 != NULL) nhb__udp_tunnel_teardown(k->h3);
+}
+
+/* ---- the HTTP/3 leg ------------------------------------------------------------------
+ *
+ * The connection's handle is a UDP socket to the proxy (the pool opens one
+ * for a transport with `start`); tunnel_udp.c runs QUIC, the CONNECT and its
+ * answer on it, and on a 2xx starts the inner transport, whose bytes come
+ * back through carrier_write (TCP) or nhb__carrier_send (TLS). */
+
+static void h3leg_on_connected(nhb__conn* c) {
+  /* The pool reports a UDP socket up at once; the tunnel comes up with the
+   * proxy's answer. */
+  NHB__UNUSED(c);
+}
+
+static int h3leg_on_read(nhb__conn* c, const char* data, size_t len) {
+  return nhb__udp_tunnel_read(c, c->carrier->h3, data, len);
+}
+
+static int h3leg_start(nhb__conn* c, const nhb_sockaddr* to) {
+  nhb__carrier* k = c->carrier;
+  if (k == NULL) {
+    if ((k = calloc(1, sizeof(*k))) == NULL) return NHB_ENOMEM;
+    c->carrier = k;
+  }
+  k->plain_len = 0;
+  k->plain_waits = 0;
+  int r = k->h3 == NULL ? nhb__udp_tunnel_new(c, &k->h3) : 0;
+  if (r == 0) r = nhb__transport_udp.start(c, to);
+  if (r < 0) return r;
+  struct sockaddr_storage local;
+  int len = (int)sizeof(local);
+  r = uv_udp_getsockname(&c->udp, (struct sockaddr*)&local, &len);
+  uv_os_fd_t fd;
+  if (r == 0) r = uv_fileno((const uv_handle_t*)&c->udp, &fd);
+  if (r < 0) return r;
+  c->sock_fd = fd;
+  return nhb__udp_tunnel_stream_start(c, k->h3, (const struct sockaddr*)&local, (size_t)len, to);
+}
+
+const nhb__transport_vtable nhb__transport_carried_h3 = {
+    "carried-h3", h3leg_on_connected, h3leg_on_read, carrier_write, carrier_close, NULL, h3leg_start,
+};
+
+void nhb__carrier_h3_closing(nhb__conn* c) {
+  if (c->carrier != NULL && c->carrier->h3 != NULL) nhb__udp_tunnel_stream_closing(c, c->carrier->h3);
+}
+
+void nhb__carrier_worker_close(nhb__worker* w) {
+  for (uint32_t i = 0; i < w->nconns; i++) {
+    nhb__conn* c = &w->conns[i];
+    if (c->carrier != NULL && c->carrier->h3 != NULL) nhb__udp_tunnel_stream_close(c, c->carrier->h3, conn_live(c));
+  }
 }
 
 const nhb__transport_vtable nhb__transport_carried = {
@@ -693,6 +776,7 @@ const nhb__transport_vtable nhb__transport_carried = {
 void nhb__carrier_conn_free(nhb__conn* c) {
   if (c->carrier == NULL) return;
   carrier_close(c);
+  nhb__udp_tunnel_stream_free(c->carrier->h3);
   free(c->carrier->out);
   free(c->carrier->dq);
   free(c->carrier);
@@ -846,9 +930,19 @@ static int h2_blocks(nhb_run* run, char* err, size_t err_len) {
 int nhb__carrier_run_init(nhb_run* run, char* err, size_t err_len) {
   const nhb_client_config* cfg = &run->config;
   nhb__run_tunnel* t = &run->tunnel;
-  if (cfg->proxy_protocol != 0 && cfg->proxy_protocol != 1 && cfg->proxy_protocol != 2) {
-    if (err != NULL && err_len > 0) snprintf(err, err_len, "proxy_protocol: 1 (HTTP/1.1) or 2 (HTTP/2)");
+  if (cfg->proxy_protocol < 0 || cfg->proxy_protocol > 3) {
+    if (err != NULL && err_len > 0) snprintf(err, err_len, "proxy_protocol: 1 (HTTP/1.1), 2 (HTTP/2) or 3 (HTTP/3)");
     return NHB_EINVAL;
+  }
+  if (cfg->proxy_protocol == 3) {
+    /* QUIC is TLS (GnuTLS's, as the HTTP/3 client's): no OpenSSL context. */
+    if (!cfg->proxy_tls.enabled) {
+      if (err != NULL && err_len > 0) snprintf(err, err_len, "proxy_protocol 3 (HTTP/3): needs proxy_tls");
+      return NHB_EINVAL;
+    }
+    t->h3 = 1;
+    t->carried = 1;
+    return nhb__udp_tunnel_stream_run_init(run, err, err_len);
   }
   t->h2 = cfg->proxy_protocol == 2;
   t->carried = t->h2 || cfg->proxy_tls.enabled;
@@ -862,6 +956,7 @@ int nhb__carrier_run_init(nhb_run* run, char* err, size_t err_len) {
 
 void nhb__carrier_run_free(nhb_run* run) {
   nhb__run_tunnel* t = &run->tunnel;
+  nhb__udp_tunnel_stream_run_free(run);
   if (t->ssl_ctx != NULL) SSL_CTX_free((SSL_CTX*)t->ssl_ctx);
   if (t->h2_callbacks != NULL) nghttp2_session_callbacks_del((nghttp2_session_callbacks*)t->h2_callbacks);
   if (t->h2_option != NULL) nghttp2_option_del((nghttp2_option*)t->h2_option);

@@ -513,6 +513,10 @@ typedef struct nhb__run_tunnel {
   void* h2_nva;       /* nghttp2_nv[]: every target's block, end to end */
   size_t* h2_nvoff;   /* n + 1 offsets into h2_nva */
   char* h2_strings;   /* lower-cased header names */
+  /* proxy_protocol 3: the CONNECT on an HTTP/3 stream (tunnel_udp.c's
+   * nhb__udp_tunnel_stream_*): its run part (TLS, each target's HEADERS). */
+  int h3;
+  void* h3_run;
 } nhb__run_tunnel;
 
 /* A connection's proxy leg (carrier.c), allocated on its entry's first
@@ -1008,6 +1012,30 @@ void nhb__udp_tunnel_datagram(nhb__udp_tunnel* t, const uint8_t* data, size_t le
 nhb__udp_tunnel* nhb__udp_tunnel_parser_new(nhb__conn* c);
 int nhb__udp_tunnel_parsed(const nhb__udp_tunnel* t, const char** why, uint32_t* queued);
 int nhb__h3_tunnel_up(nhb__conn* c);
+/* The HTTP/3 proxy leg of a TCP tunnel (proxy_protocol 3): tunnel_udp.c's
+ * QUIC connection to the proxy with a classic CONNECT on its request stream;
+ * carrier.c's nhb__transport_carried_h3 owns the UDP socket and runs the
+ * inner transport above it. stream_put frames bytes as DATA into the
+ * connection's ring and returns how many it took (0: the ring is full, and
+ * nhb__carrier_h3_room is called once acknowledgements made room). */
+extern const nhb__transport_vtable nhb__transport_carried_h3;
+int nhb__udp_tunnel_stream_run_init(nhb_run* run, char* err, size_t err_len);
+void nhb__udp_tunnel_stream_run_free(nhb_run* run);
+int nhb__udp_tunnel_stream_start(nhb__conn* c, nhb__udp_tunnel* t, const struct sockaddr* local, size_t local_len,
+                                 const nhb_sockaddr* to);
+size_t nhb__udp_tunnel_stream_put(nhb__conn* c, nhb__udp_tunnel* t, const char* data, size_t len);
+void nhb__udp_tunnel_stream_close(nhb__conn* c, nhb__udp_tunnel* t, int live);
+/* The connection closes mid-run: a CONNECTION_CLOSE while the socket is open
+ * (the pool's conn_close, through nhb__carrier_h3_closing). */
+void nhb__udp_tunnel_stream_closing(nhb__conn* c, nhb__udp_tunnel* t);
+void nhb__carrier_h3_closing(nhb__conn* c);
+void nhb__udp_tunnel_stream_free(nhb__udp_tunnel* t);
+void nhb__carrier_h3_room(nhb__conn* c);
+void nhb__carrier_worker_close(nhb__worker* w);
+/* The fuzz target's seam: `on` makes a parser tunnel read a classic
+ * CONNECT's answer (DATA after a 2xx is counted, not handed on); returns the
+ * bytes counted so far. */
+uint64_t nhb__udp_tunnel_parser_stream(nhb__udp_tunnel* t, int on);
 void nhb__h3_tunnel_packet(nhb__conn* c, const uint8_t* data, size_t len);
 /* What tunnel_udp.c's legs share: a failure by cause (counted once, the
  * connection failed), and the tunnel coming up after a 2xx (counted, the

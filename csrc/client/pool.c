@@ -613,6 +613,8 @@ static void conn_close(nhb__conn* c) {
   }
   /* A UDP handle is no stream (uv_close stops its receiving). */
   if (NHB__LIKELY(c->transport->start == NULL)) uv_read_stop((uv_stream_t*)&c->tcp);
+  /* The HTTP/3 proxy leg tells the proxy while its socket is open. */
+  else if (NHB__UNLIKELY(c->transport == &nhb__transport_carried_h3)) nhb__carrier_h3_closing(c);
   uv_close((uv_handle_t*)&c->tcp, conn_on_close);
 }
 
@@ -674,7 +676,7 @@ static void conn_lost(nhb__conn* c, int err) {
       nhb__tunnel_conn_lost(c, err);
       err = NHB_EPROXY;
     } else if (c->transport == &nhb__transport_tls ||
-               (c->transport == &nhb__transport_carried && nhb__tunnel_inner(c) == &nhb__transport_tls)) {
+               (c->carrier != NULL && nhb__tunnel_inner(c) == &nhb__transport_tls)) {
       w->stats.counters[NHB_CTR_SSL_CONNECTION_ERROR]++;
     }
     if (err == UV_EOF) {
@@ -764,7 +766,9 @@ static void conn_start(nhb__worker* w, nhb__conn* c) {
    * which then hands it to the protocol's transport; over TLS to the proxy or
    * HTTP/2 the carrier runs that transport above the proxy leg (carrier.c). */
   if (NHB__UNLIKELY(w->run->tunnel.n != 0)) {
-    c->transport = w->run->tunnel.carried ? &nhb__transport_carried : &nhb__transport_tunnel;
+    c->transport = w->run->tunnel.h3        ? &nhb__transport_carried_h3
+                   : w->run->tunnel.carried ? &nhb__transport_carried
+                                            : &nhb__transport_tunnel;
     c->tunnel = NHB__TUNNEL_TCP;
   }
   ctr[NHB_CTR_UPSTREAM_CX_TOTAL]++;
@@ -1203,6 +1207,7 @@ void nhb__pool_close_all(nhb__worker* w) {
     uv_close((uv_handle_t*)&w->backoff_timer, NULL);
   }
   if (w->protocol != NULL && w->protocol->worker_close != NULL) w->protocol->worker_close(w);
+  if (NHB__UNLIKELY(w->run->tunnel.h3)) nhb__carrier_worker_close(w);
   for (uint32_t i = 0; i < w->nconns; i++) {
     nhb__conn* c = &w->conns[i];
     c->avail_pos = -1;

@@ -230,9 +230,9 @@ static int tls_fail_io(nhb__conn* c) {
 static int tls_sock_write(nhb__conn* c, size_t len) {
   nhb__tls* t = c->tls;
   t->out_len = 0;
-  /* Inside a tunnel over TLS to the proxy or HTTP/2, the proxy leg takes
-   * the ciphertext in place of the socket (carrier.c). */
-  if (NHB__UNLIKELY(c->transport == &nhb__transport_carried)) {
+  /* Inside a tunnel over TLS to the proxy, HTTP/2 or HTTP/3, the proxy leg
+   * takes the ciphertext in place of the socket (carrier.c). */
+  if (NHB__UNLIKELY(c->carrier != NULL)) {
     int r = nhb__carrier_send(c, t->out, len);
     if (r == 1) {
       t->sock_pending = 1;

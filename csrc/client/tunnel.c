@@ -239,7 +239,7 @@ int nhb__tunnel_run_init(nhb_run* run, char* err, size_t err_len) {
   if (cfg->ntunnel_requests == 0) {
     /* CONNECT-UDP keeps the histogram (tunnel_udp.c records into it). */
     if (cfg->udp_tunnel_authority != NULL) return 0;
-    if (cfg->proxy_tls.enabled || cfg->proxy_protocol == 2) {
+    if (cfg->proxy_tls.enabled || cfg->proxy_protocol >= 2) {
       if (err != NULL && err_len > 0) snprintf(err, err_len, "proxy_tls, proxy_protocol: need tunnel_requests");
       return NHB_EINVAL;
     }

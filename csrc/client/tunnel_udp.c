@@ -64,7 +64,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "client/client.h"
 #include "common/h2_mem.h"
@@ -84,6 +87,11 @@
 /* Peer unidirectional streams we follow (control, QPACK encoder, decoder,
  * one more); others are read and dropped. */
 #define TUN_UNI 4
+/* The HTTP/3 proxy leg of a TCP tunnel: our stream bytes kept until the
+ * proxy acknowledged them, and its windows (wide, as the HTTP/2 leg's). */
+#define TUN_SBUF (128u * 1024u)
+#define TUN_STREAM_WINDOW (1u << 24)
+#define TUN_CONN_WINDOW (1u << 30)
 
 /* HTTP/3 frame and stream types, settings (RFC 9114, 9220, 9297). */
 #define H3F_DATA 0x00
@@ -176,18 +184,36 @@ struct nhb__udp_tunnel {
   uint16_t rx_len[RX_SLOTS];
   uint8_t rx_buf[RX_SLOTS][TUN_DGRAM_MAX];
   uint8_t pkt[TUN_PKT_MAX];
+  /* A classic CONNECT on the request stream (the HTTP/3 proxy leg of a TCP
+   * tunnel, carrier.c; see "CONNECT on a request stream" below): set for the
+   * entry's life. */
+  int stream;
+  int parser;      /* the fuzz target's tunnel: DATA is counted, not handed on */
+  int req_reset;   /* the proxy reset the CONNECT stream */
+  int inner_err;   /* the inner transport refused the origin's bytes */
+  int s_freed;     /* an acknowledgement made room in sbuf */
+  uint8_t* sbuf;   /* TUN_SBUF bytes: our stream's bytes until acknowledged */
+  size_t s_acked, s_sent, s_end; /* stream offsets: acknowledged, sent, written */
+  uint64_t delivered; /* the origin's bytes handed on (or counted) */
+  int close_fd;       /* a copy of the socket for a CONNECTION_CLOSE after ngtcp2 returned, or -1 */
 };
 
 /* The run's part: the proxy's credentials and each target's HEADERS frame. */
 typedef struct nhb__udp_tunnel_run {
   void* h2; /* tunnel_udp_h2.c's, with proxy_protocol 2; else NULL */
   gnutls_certificate_credentials_t cred;
+  const char* sni;
+  const char* verify_name;
+  int insecure;
   uint32_t n;
   uint8_t** frame;
   size_t* frame_len;
 } nhb__udp_tunnel_run;
 
-static nhb__udp_tunnel_run* trun(const nhb_run* run) { return (nhb__udp_tunnel_run*)run->udp_tunnel; }
+static nhb__udp_tunnel_run* trun(const nhb_run* run) {
+  /* CONNECT-UDP's, or the HTTP/3 proxy leg's of TCP tunnels (one or none). */
+  return (nhb__udp_tunnel_run*)(run->udp_tunnel != NULL ? run->udp_tunnel : run->tunnel.h3_run);
+}
 
 const char* nhb__udp_tunnel_authority(const nhb_run* run) {
   const char* a = run->config.udp_tunnel_authority;
@@ -199,7 +225,11 @@ const char* nhb__udp_tunnel_authority(const nhb_run* run) {
 void nhb__udp_tunnel_fail(nhb__conn* c, nhb_counter_t cause, const char* what) {
   nhb__worker* w = c->worker;
   char text[256];
-  snprintf(text, sizeof(text), "CONNECT-UDP through %s: %s", nhb__udp_tunnel_authority(w->run), what);
+  const nhb__run_tunnel* rt = &w->run->tunnel;
+  if (rt->h3)
+    snprintf(text, sizeof(text), "CONNECT %s via HTTP/3: %s", rt->authority[c->target < rt->n ? c->target : 0], what);
+  else
+    snprintf(text, sizeof(text), "CONNECT-UDP through %s: %s", nhb__udp_tunnel_authority(w->run), what);
   w->stats.counters[cause]++;
   nhb__worker_record_error_text(w, NHB_EPROXY, text);
   if (c->state == NHB__CX_CONNECTING) {
@@ -324,6 +354,10 @@ static int frame_unexpected_on_request(uint64_t type) {
   }
 }
 
+static int tun_stream_data(nhb__conn* c, nhb__udp_tunnel* t, const uint8_t* p, size_t n);
+static int tun_stream_answer(nhb__conn* c, nhb__udp_tunnel* t);
+static void tun_closed_inside(nhb__conn* c, nhb__udp_tunnel* t);
+
 /* The CONNECT stream's bytes from the proxy. 0, or -1 with t->why. */
 static int tun_request_data(nhb__conn* c, nhb__udp_tunnel* t, const uint8_t* p, size_t len, int fin) {
   const uint8_t* end = p + len;
@@ -361,11 +395,16 @@ static int tun_request_data(nhb__conn* c, nhb__udp_tunnel* t, const uint8_t* p, 
     if (f->type == H3F_HEADERS) {
       if (tun_headers(t, p, n, f->left == 0) < 0) return -1;
     } else if (f->type == H3F_DATA && t->status >= 200 && t->status < 300) {
-      tun_capsules(c, t, p, p + n);
+      if (t->stream) {
+        if (tun_stream_data(c, t, p, n) < 0) return -1;
+      } else {
+        tun_capsules(c, t, p, p + n);
+      }
     }
     p += n;
     if (f->left == 0) f->stage = 0;
   }
+  if (t->stream && t->status != 0 && !t->up && t->why == NULL && tun_stream_answer(c, t) < 0) return -1;
   if (fin && (f->stage != 0 || f->v.n != 0 || t->cap.stage != 0 || t->cap.v.n != 0)) {
     /* RFC 9297 section 3.3: a capsule (or frame) cut off by the stream's end
      * is malformed. */
@@ -506,9 +545,14 @@ static int tun_stream_close(ngtcp2_conn* qc, uint32_t flags, int64_t sid, uint64
   return 0;
 }
 
+static int tun_acked(ngtcp2_conn* qc, int64_t sid, uint64_t offset, uint64_t datalen, void* user_data,
+                     void* stream_user_data);
+
 static int tun_stream_reset(ngtcp2_conn* qc, int64_t sid, uint64_t final_size, uint64_t code, void* user_data,
                             void* stream_user_data) {
   NHB__UNUSED(final_size);
+  nhb__udp_tunnel* t = user_data;
+  if (sid == t->req_sid) t->req_reset = 1;
   return tun_stream_close(qc, 0, sid, code, user_data, stream_user_data);
 }
 
@@ -570,6 +614,15 @@ static int tun_write(nhb__conn* c, nhb__udp_tunnel* t) {
       v.base = (uint8_t*)(uintptr_t)(TUN_CONTROL + t->ctrl_sent);
       v.len = sizeof(TUN_CONTROL) - t->ctrl_sent;
       sent = &t->ctrl_sent;
+      nv = 1;
+    } else if (t->stream && t->req_sid >= 0 && t->s_sent < t->s_end) {
+      /* The ring's bytes up to its end; the rest in the next packet. */
+      size_t at = t->s_sent % TUN_SBUF;
+      size_t len = t->s_end - t->s_sent;
+      v.base = t->sbuf + at;
+      v.len = len < TUN_SBUF - at ? len : TUN_SBUF - at;
+      sid = t->req_sid;
+      sent = &t->s_sent;
       nv = 1;
     } else if (t->req_sid >= 0 && t->req_sent < t->req_len) {
       sid = t->req_sid;
@@ -683,6 +736,9 @@ int nhb__udp_tunnel_established(nhb__conn* c, nhb__udp_tunnel* t) {
  * 0 when the connection goes on. */
 static int tun_after(nhb__conn* c, nhb__udp_tunnel* t, int r) {
   char text[200];
+  /* The carrier's connection may have ended inside the call (its inner
+   * transport failed it): nothing more to count. */
+  if (t->stream && c->state != NHB__CX_READY && c->state != NHB__CX_CONNECTING) return -1;
   if (NHB__UNLIKELY(t->sock_error != 0)) {
     snprintf(text, sizeof(text), "the proxy's UDP port: %s", nhb_strerror(t->sock_error));
     nhb__udp_tunnel_fail(c, t->handshake_done ? NHB_CTR_TUNNEL_CLOSED : NHB_CTR_TUNNEL_CONNECT_FAIL, text);
@@ -702,7 +758,8 @@ static int tun_after(nhb__conn* c, nhb__udp_tunnel* t, int r) {
       nhb__udp_tunnel_fail(c, t->handshake_done ? NHB_CTR_TUNNEL_CLOSED : NHB_CTR_TUNNEL_TIMEOUT,
                "no packet from the proxy (QUIC idle time-out)");
     } else if (r == NGTCP2_ERR_CRYPTO) {
-      nhb__udp_tunnel_fail(c, NHB_CTR_TUNNEL_CONNECT_FAIL, tun_handshake_why(t, text, sizeof(text)));
+      nhb__udp_tunnel_fail(c, t->stream ? NHB_CTR_TUNNEL_TLS_FAIL : NHB_CTR_TUNNEL_CONNECT_FAIL,
+               tun_handshake_why(t, text, sizeof(text)));
     } else {
       snprintf(text, sizeof(text), "QUIC with the proxy failed: %s", ngtcp2_strerror(r));
       nhb__udp_tunnel_fail(c, t->handshake_done ? NHB_CTR_TUNNEL_PROTOCOL_ERROR : NHB_CTR_TUNNEL_CONNECT_FAIL, text);
@@ -716,14 +773,14 @@ static int tun_after(nhb__conn* c, nhb__udp_tunnel* t, int r) {
     }
   }
   if (t->settings && t->req_sid < 0) {
-    if (!t->connect_protocol || !t->h3_datagram) {
+    if (!t->stream && (!t->connect_protocol || !t->h3_datagram)) {
       nhb__udp_tunnel_fail(c, NHB_CTR_TUNNEL_PROTOCOL_ERROR,
                !t->connect_protocol ? "the proxy does not offer extended CONNECT (SETTINGS_ENABLE_CONNECT_PROTOCOL)"
                                     : "the proxy does not offer HTTP Datagrams (SETTINGS_H3_DATAGRAM)");
       return -1;
     }
     const ngtcp2_transport_params* tp = ngtcp2_conn_get_remote_transport_params(t->qc);
-    if (tp == NULL || tp->max_datagram_frame_size < NHB__UDP_TUNNEL_INNER_MAX + 8) {
+    if (!t->stream && (tp == NULL || tp->max_datagram_frame_size < NHB__UDP_TUNNEL_INNER_MAX + 8)) {
       nhb__udp_tunnel_fail(c, NHB_CTR_TUNNEL_PROTOCOL_ERROR,
                "the proxy's QUIC DATAGRAM frames cannot carry a QUIC packet (max_datagram_frame_size)");
       return -1;
@@ -736,11 +793,27 @@ static int tun_after(nhb__conn* c, nhb__udp_tunnel* t, int r) {
   }
   if (!t->up && t->status != 0) {
     if (t->status < 200 || t->status > 299) {
-      snprintf(text, sizeof(text), "the proxy answered %d to CONNECT-UDP", t->status);
+      snprintf(text, sizeof(text), "the proxy answered %d to CONNECT%s", t->status, t->stream ? "" : "-UDP");
       nhb__udp_tunnel_fail(c, NHB_CTR_TUNNEL_NON_2XX, text);
       return -1;
     }
-    if (nhb__udp_tunnel_established(c, t) < 0) return -1;
+    if (t->stream) {
+      if (tun_stream_answer(c, t) < 0) return -1;
+    } else if (nhb__udp_tunnel_established(c, t) < 0) {
+      return -1;
+    }
+  }
+  if (t->stream && t->req_closed && t->up && !t->req_reset) {
+    /* The origin closed its side: the proxy ended the stream (RFC 9114
+     * section 4.4). */
+    t->req_closed = 0;
+    nhb__conn_eof(c);
+    return -1;
+  }
+  if (t->stream && t->req_reset) {
+    nhb__udp_tunnel_fail(c, NHB_CTR_TUNNEL_RESET,
+             t->up ? "the proxy reset the CONNECT stream" : "the proxy reset the CONNECT stream before its answer");
+    return -1;
   }
   if (t->req_closed) {
     nhb__udp_tunnel_fail(c, NHB_CTR_TUNNEL_CLOSED,
@@ -772,7 +845,17 @@ int nhb__udp_tunnel_read(nhb__conn* c, nhb__udp_tunnel* t, const char* data, siz
   t->in_lib = 1;
   int r = ngtcp2_conn_read_pkt(t->qc, &t->path, &pi, (const uint8_t*)data, len, nhb__now_ns());
   t->in_lib = 0;
-  if (tun_after(c, t, r) == 0) tun_want_write(t);
+  if (NHB__UNLIKELY(t->close_fd >= 0)) tun_closed_inside(c, t);
+  if (tun_after(c, t, r) == 0) {
+    tun_want_write(t);
+    if (NHB__UNLIKELY(t->stream)) {
+      if (t->inner_err < 0) return t->inner_err;
+      if (t->s_freed) {
+        t->s_freed = 0;
+        nhb__carrier_h3_room(c);
+      }
+    }
+  }
   return 0;
 }
 
@@ -782,6 +865,7 @@ int nhb__udp_tunnel_new(nhb__conn* c, nhb__udp_tunnel** out) {
   nhb__udp_tunnel* t = calloc(1, sizeof(*t));
   if (t == NULL) return NHB_ENOMEM;
   t->conn = c;
+  t->close_fd = -1;
   t->conn_ref.get_conn = tun_get_conn;
   t->conn_ref.user_data = t;
   nghttp2_mem m = nhb__h2_mem_allocator(&c->worker->h2_mem);
@@ -824,9 +908,21 @@ void nhb__udp_tunnel_teardown(nhb__udp_tunnel* t) {
 
 /* The run is over: a CONNECTION_CLOSE to the proxy (best effort), and the
  * timer closes with the loop. */
+static void tun_send_close(nhb__conn* c, nhb__udp_tunnel* t, int fd);
+
 void nhb__udp_tunnel_close(nhb__conn* c, nhb__udp_tunnel* t) {
   if (t == NULL) return;
   nhb__udp_h2_close(t->h2);
+  tun_send_close(c, t, -1);
+  if (t->timer_init) {
+    t->timer_init = 0;
+    uv_close((uv_handle_t*)&t->timer, NULL);
+  }
+}
+
+/* A CONNECTION_CLOSE (H3_NO_ERROR) to the proxy, best effort: on the
+ * connection's socket, or on `fd` (>= 0, its copy) once the handle closed. */
+static void tun_send_close(nhb__conn* c, nhb__udp_tunnel* t, int fd) {
   if (t->qc != NULL && !ngtcp2_conn_is_in_closing_period(t->qc) && !ngtcp2_conn_is_in_draining_period(t->qc) &&
       t->handshake_done) {
     ngtcp2_connection_close_error ccerr;
@@ -835,14 +931,13 @@ void nhb__udp_tunnel_close(nhb__conn* c, nhb__udp_tunnel* t) {
     ngtcp2_pkt_info pi;
     ngtcp2_ssize n =
         ngtcp2_conn_write_connection_close(t->qc, NULL, &pi, t->pkt, sizeof(t->pkt), &ccerr, nhb__now_ns());
-    if (n > 0) {
+    if (n > 0 && fd >= 0) {
+      if (send(fd, t->pkt, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL) == n)
+        c->worker->stats.counters[NHB_CTR_UPSTREAM_CX_TX_BYTES_TOTAL] += (uint64_t)n;
+    } else if (n > 0) {
       uv_buf_t buf = uv_buf_init((char*)t->pkt, (unsigned)n);
       (void)nhb__udp_send(c, &buf, 1);
     }
-  }
-  if (t->timer_init) {
-    t->timer_init = 0;
-    uv_close((uv_handle_t*)&t->timer, NULL);
   }
 }
 
@@ -854,7 +949,6 @@ void nhb__udp_tunnel_free(nhb__udp_tunnel* t) {
 }
 
 static int tun_tls_init(nhb__conn* c, nhb__udp_tunnel* t) {
-  const nhb_client_config* cfg = &c->worker->run->config;
   if (gnutls_init(&t->tls, GNUTLS_CLIENT) != 0) return NHB_ENOMEM;
   if (ngtcp2_crypto_gnutls_configure_client_session(t->tls) != 0 ||
       gnutls_priority_set_direct(t->tls, "NORMAL:-VERS-ALL:+VERS-TLS1.3:%DISABLE_TLS13_COMPAT_MODE", NULL) != 0 ||
@@ -863,11 +957,12 @@ static int tun_tls_init(nhb__conn* c, nhb__udp_tunnel* t) {
   gnutls_session_set_ptr(t->tls, &t->conn_ref);
   static const gnutls_datum_t alpn = {(unsigned char*)"h3", 2};
   if (gnutls_alpn_set_protocols(t->tls, &alpn, 1, GNUTLS_ALPN_MANDATORY) != 0) return NHB_ETLS;
-  const char* sni = cfg->udp_tunnel_sni;
+  const nhb__udp_tunnel_run* tr = trun(c->worker->run);
+  const char* sni = tr->sni;
   if (sni != NULL && sni[0] != '\0' && gnutls_server_name_set(t->tls, GNUTLS_NAME_DNS, sni, strlen(sni)) != 0)
     return NHB_ETLS;
-  if (!cfg->udp_tunnel_insecure) {
-    const char* name = cfg->udp_tunnel_verify_name;
+  if (!tr->insecure) {
+    const char* name = tr->verify_name;
     gnutls_session_set_verify_cert(t->tls, name != NULL && name[0] ? name : NULL, 0);
   }
   return 0;
@@ -897,6 +992,7 @@ nhb__udp_tunnel* nhb__udp_tunnel_parser_new(nhb__conn* c) {
   nhb__udp_tunnel* t = calloc(1, sizeof(*t));
   if (t == NULL) return NULL;
   t->conn = c;
+  t->close_fd = -1;
   t->hmem = *nghttp3_mem_default();
   tun_reset(t);
   t->req_sid = 0;
@@ -983,6 +1079,13 @@ int nhb__udp_tunnel_start(nhb__conn* c, nhb__udp_tunnel* t, const struct sockadd
   params.initial_max_data = 1u << 22;
   params.max_idle_timeout = TUN_IDLE_TIMEOUT_NS;
   params.max_datagram_frame_size = TUN_DGRAM_MAX + 16;
+  if (t->stream) {
+    /* The origin's bytes on the CONNECT stream: windows as wide as the
+     * HTTP/2 leg's, returned as the inner transport takes the bytes. */
+    params.initial_max_stream_data_bidi_local = TUN_STREAM_WINDOW;
+    params.initial_max_data = TUN_CONN_WINDOW;
+    cb.acked_stream_data_offset = tun_acked;
+  }
   if (ngtcp2_conn_client_new(&t->qc, &dcid, &scid, &t->path, NGTCP2_PROTO_VER_V1, &cb, &settings, &params, &t->qmem,
                              t) != 0)
     return NHB_ENOMEM;
@@ -1057,6 +1160,9 @@ int nhb__udp_tunnel_run_init(nhb_run* run, char* err, size_t err_len) {
   nhb__udp_tunnel_run* tr = calloc(1, sizeof(*tr));
   if (tr == NULL) return NHB_ENOMEM;
   run->udp_tunnel = tr;
+  tr->sni = cfg->udp_tunnel_sni;
+  tr->verify_name = cfg->udp_tunnel_verify_name;
+  tr->insecure = cfg->udp_tunnel_insecure;
   tr->n = cfg->nudp_tunnel_paths;
   tr->frame = calloc(tr->n, sizeof(*tr->frame));
   tr->frame_len = calloc(tr->n, sizeof(*tr->frame_len));
@@ -1130,4 +1236,272 @@ void nhb__udp_tunnel_run_free(nhb_run* run) {
   free(tr->frame_len);
   free(tr);
   run->udp_tunnel = NULL;
+}
+
+/* ---- CONNECT on a request stream (the HTTP/3 proxy leg of a TCP tunnel) ----------
+ *
+ * With proxy_protocol 3 and tunnel_requests, a TCP tunnel's proxy leg is this
+ * connection (carrier.c owns the UDP socket and the carrier): the same QUIC,
+ * control stream and answer reading as CONNECT-UDP's above, but the request
+ * is a classic CONNECT (RFC 9114 section 4.4: :method CONNECT and :authority
+ * host:port only, then the CONNECT request head's fields but Host), the
+ * proxy's SETTINGS need offer nothing, and once the answer is 2xx the
+ * stream's DATA frames carry the origin's bytes both ways: theirs go to the
+ * inner transport (TCP or TLS to the origin) from inside ngtcp2's callback,
+ * ours are framed into sbuf (a ring the entry allocates once) and sent from
+ * there; they stay until the proxy acknowledged them (ngtcp2 may send them
+ * again). While ngtcp2 runs (in_lib) nothing calls it: the inner
+ * transport's writes only fill the ring, which is sent once it returned.
+ */
+
+static int tun_acked(ngtcp2_conn* qc, int64_t sid, uint64_t offset, uint64_t datalen, void* user_data,
+                     void* stream_user_data) {
+  NHB__UNUSED(qc);
+  NHB__UNUSED(offset);
+  NHB__UNUSED(stream_user_data);
+  nhb__udp_tunnel* t = user_data;
+  if (sid != t->req_sid) return 0;
+  /* ngtcp2 reports the acknowledged bytes in order, each once. */
+  t->s_acked += (size_t)datalen;
+  t->s_freed = 1;
+  return 0;
+}
+
+/* A 2xx answer: the tunnel is up, counted and timed, and the inner
+ * transport starts above it. 0, or -1 when the connection ended. */
+static int tun_stream_answer(nhb__conn* c, nhb__udp_tunnel* t) {
+  if (t->up || t->status < 200 || t->status > 299) return 0;
+  t->up = 1;
+  if (t->parser) return 0;
+  nhb__worker* w = c->worker;
+  w->stats.counters[NHB_CTR_TUNNEL_ESTABLISHED]++;
+  nhb_hist* h = w->stats.hists[NHB_HIST_TUNNEL_SETUP];
+  if (h != NULL) nhb_hist_record(h, nhb__now_ns() - c->tunnel_start_ns);
+  c->tunnel = 0;
+  nhb__tunnel_inner(c)->on_connected(c);
+  return c->state == NHB__CX_CONNECTING || c->state == NHB__CX_READY ? 0 : -1;
+}
+
+/* The origin's bytes (a DATA frame's payload, in pieces). */
+static int tun_stream_data(nhb__conn* c, nhb__udp_tunnel* t, const uint8_t* p, size_t n) {
+  if (!t->up && tun_stream_answer(c, t) < 0) return 0;
+  t->delivered += n;
+  if (t->parser || t->inner_err < 0 || n == 0) return 0;
+  if (c->state != NHB__CX_CONNECTING && c->state != NHB__CX_READY) return 0;
+  int r = nhb__tunnel_inner(c)->on_read(c, (const char*)p, n);
+  /* Handed up once ngtcp2 returned (nhb__udp_tunnel_read). */
+  if (r < 0) t->inner_err = r;
+  return 0;
+}
+
+static void ring_put(nhb__udp_tunnel* t, const uint8_t* p, size_t n) {
+  size_t at = t->s_end % TUN_SBUF;
+  size_t first = n < TUN_SBUF - at ? n : TUN_SBUF - at;
+  memcpy(t->sbuf + at, p, first);
+  memcpy(t->sbuf, p + first, n - first);
+  t->s_end += n;
+}
+
+size_t nhb__udp_tunnel_stream_put(nhb__conn* c, nhb__udp_tunnel* t, const char* data, size_t len) {
+  size_t room = TUN_SBUF - (t->s_end - t->s_acked);
+  /* A DATA frame: type 0, a length of at most 4 bytes, the bytes. */
+  if (len == 0 || room <= 5 || t->qc == NULL) return 0;
+  size_t n = len < room - 5 ? len : room - 5;
+  uint8_t head[5];
+  size_t hn = put_vint(head, H3F_DATA);
+  hn += put_vint(head + hn, n);
+  ring_put(t, head, hn);
+  ring_put(t, (const uint8_t*)data, n);
+  if (!t->in_lib) {
+    t->in_lib = 1;
+    int r = tun_write(c, t);
+    t->in_lib = 0;
+    /* An error is the timer's to report, outside the caller's write. */
+    if (r != 0) tun_want_write(t);
+  }
+  return n;
+}
+
+int nhb__udp_tunnel_stream_start(nhb__conn* c, nhb__udp_tunnel* t, const struct sockaddr* local, size_t local_len,
+                                 const nhb_sockaddr* to) {
+  if (t->sbuf == NULL && (t->sbuf = malloc(TUN_SBUF)) == NULL) return NHB_ENOMEM;
+  t->stream = 1;
+  t->req_reset = 0;
+  t->inner_err = 0;
+  t->s_freed = 0;
+  t->s_acked = t->s_sent = t->s_end = 0;
+  t->delivered = 0;
+  if (t->close_fd >= 0) close(t->close_fd);
+  t->close_fd = -1;
+  int r = nhb__udp_tunnel_start(c, t, local, local_len, to);
+  if (r < 0) return r;
+  /* The CONNECT's HEADERS frame goes out first from the ring. */
+  ring_put(t, t->req, t->req_len);
+  t->req_len = 0;
+  return 0;
+}
+
+/* The run is over: a CONNECTION_CLOSE when the connection is live, then the
+ * timer closes. The run can end inside ngtcp2's stream callback (the last
+ * response came in the origin's bytes there): then neither a write nor the
+ * QUIC state's end, which ngtcp2 is not made for; the state goes with the
+ * connection's handle (carrier.c's close), after ngtcp2 returned. */
+void nhb__udp_tunnel_stream_close(nhb__conn* c, nhb__udp_tunnel* t, int live) {
+  if (t == NULL) return;
+  if (live && !t->in_lib) {
+    nhb__udp_tunnel_close(c, t);
+    return;
+  }
+  if (live) nhb__udp_tunnel_stream_closing(c, t); /* after ngtcp2 returned */
+  if (t->timer_init) {
+    t->timer_init = 0;
+    uv_timer_stop(&t->timer);
+    uv_close((uv_handle_t*)&t->timer, NULL);
+  }
+}
+
+void nhb__udp_tunnel_stream_closing(nhb__conn* c, nhb__udp_tunnel* t) {
+  if (t == NULL) return;
+  if (!t->in_lib) {
+    tun_send_close(c, t, -1);
+    return;
+  }
+  /* Inside ngtcp2 (not re-entrant), and the handle closes at once: a copy of
+   * the socket takes the CONNECTION_CLOSE once ngtcp2 returned. */
+  if (t->close_fd < 0) t->close_fd = dup(c->sock_fd);
+}
+
+/* After ngtcp2 returned: the CONNECTION_CLOSE a close inside it left. */
+static void tun_closed_inside(nhb__conn* c, nhb__udp_tunnel* t) {
+  tun_send_close(c, t, t->close_fd);
+  close(t->close_fd);
+  t->close_fd = -1;
+}
+
+void nhb__udp_tunnel_stream_free(nhb__udp_tunnel* t) {
+  if (t == NULL) return;
+  if (t->close_fd >= 0) close(t->close_fd);
+  free(t->sbuf);
+  nhb__udp_tunnel_free(t);
+}
+
+uint64_t nhb__udp_tunnel_parser_stream(nhb__udp_tunnel* t, int on) {
+  if (on) {
+    t->stream = 1;
+    t->parser = 1;
+  }
+  return t->delivered;
+}
+
+/* Each target's HEADERS frame, from its CONNECT request head (tunnel.c's):
+ * :method CONNECT, :authority, then the head's fields but Host, names
+ * lower-cased (RFC 9114 sections 4.2 and 4.4); and the TLS to the proxy
+ * (config.proxy_tls, on GnuTLS as QUIC's). */
+int nhb__udp_tunnel_stream_run_init(nhb_run* run, char* err, size_t err_len) {
+  const nhb_client_config* cfg = &run->config;
+  const nhb__run_tunnel* rt = &run->tunnel;
+  const nhb_tls_config* pc = &cfg->proxy_tls;
+  nhb__udp_tunnel_run* tr = calloc(1, sizeof(*tr));
+  if (tr == NULL) return NHB_ENOMEM;
+  run->tunnel.h3_run = tr;
+  tr->sni = pc->sni;
+  tr->verify_name = pc->verify_name;
+  tr->insecure = pc->insecure;
+  tr->n = rt->n;
+  tr->frame = calloc(tr->n, sizeof(*tr->frame));
+  tr->frame_len = calloc(tr->n, sizeof(*tr->frame_len));
+  if (tr->frame == NULL || tr->frame_len == NULL) return NHB_ENOMEM;
+  for (uint32_t i = 0; i < tr->n; i++) {
+    size_t need = 64 + 2 * rt->request_len[i];
+    uint8_t* block = malloc(need);
+    uint8_t* frame = malloc(need + 16);
+    char* field = malloc(rt->request_len[i] + 2);
+    if (block == NULL || frame == NULL || field == NULL) {
+      free(block);
+      free(frame);
+      free(field);
+      return NHB_ENOMEM;
+    }
+    size_t n = 0;
+    block[n++] = 0; /* Required Insert Count 0, Base 0: no dynamic table */
+    block[n++] = 0;
+    n += put_field(block + n, ":method", "CONNECT");
+    n += put_field(block + n, ":authority", rt->authority[i]);
+    const char* p = memchr(rt->request[i], '\n', rt->request_len[i]);
+    const char* end = rt->request[i] + rt->request_len[i];
+    while (p != NULL && ++p < end) {
+      const char* eol = memchr(p, '\r', (size_t)(end - p));
+      if (eol == NULL || eol == p) break;
+      const char* colon = memchr(p, ':', (size_t)(eol - p));
+      if (colon == NULL) {
+        free(block);
+        free(frame);
+        free(field);
+        if (err != NULL && err_len > 0) snprintf(err, err_len, "tunnel_requests: a header line without ':'");
+        return NHB_EINVAL;
+      }
+      size_t nlen = (size_t)(colon - p);
+      const char* v = colon + 1;
+      while (v < eol && (*v == ' ' || *v == '\t')) v++;
+      if (!(nlen == 4 && strncasecmp(p, "host", 4) == 0)) {
+        /* put_field takes C strings: the name, NUL, the value, NUL. */
+        for (size_t m = 0; m < nlen; m++) field[m] = (char)(p[m] >= 'A' && p[m] <= 'Z' ? p[m] + 32 : p[m]);
+        field[nlen] = '\0';
+        size_t vlen = (size_t)(eol - v);
+        memcpy(field + nlen + 1, v, vlen);
+        field[nlen + 1 + vlen] = '\0';
+        n += put_field(block + n, field, field + nlen + 1);
+      }
+      p = memchr(eol, '\n', (size_t)(end - eol));
+    }
+    free(field);
+    size_t f = 0;
+    f += put_vint(frame + f, H3F_HEADERS);
+    f += put_vint(frame + f, n);
+    memcpy(frame + f, block, n);
+    free(block);
+    tr->frame[i] = frame;
+    tr->frame_len[i] = f + n;
+  }
+  if (gnutls_certificate_allocate_credentials(&tr->cred) != 0) {
+    tr->cred = NULL;
+    return NHB_ENOMEM;
+  }
+  if (!pc->insecure) {
+    const char* ca = pc->cacert;
+    int r = 0;
+    if (ca != NULL && ca[0] != '\0') {
+      struct stat st;
+      int is_dir = stat(ca, &st) == 0 && S_ISDIR(st.st_mode);
+      r = is_dir ? gnutls_certificate_set_x509_trust_dir(tr->cred, ca, GNUTLS_X509_FMT_PEM)
+                 : gnutls_certificate_set_x509_trust_file(tr->cred, ca, GNUTLS_X509_FMT_PEM);
+      if (r <= 0) {
+        if (err) snprintf(err, err_len, "proxy_tls cacert: GnuTLS cannot load CA certificates from '%s'", ca);
+        return NHB_EINVAL;
+      }
+    }
+    if (pc->cert_pem != NULL && pc->cert_pem[0] != '\0') {
+      /* CAs given as PEM text (Nighthawk's trusted_ca.inline_string). */
+      gnutls_datum_t d = {(unsigned char*)(uintptr_t)pc->cert_pem, (unsigned)strlen(pc->cert_pem)};
+      if (gnutls_certificate_set_x509_trust_mem(tr->cred, &d, GNUTLS_X509_FMT_PEM) <= 0) {
+        if (err) snprintf(err, err_len, "proxy_tls cacert_pem: no PEM certificate in it");
+        return NHB_EINVAL;
+      }
+    } else if ((ca == NULL || ca[0] == '\0') && gnutls_certificate_set_x509_system_trust(tr->cred) < 0) {
+      if (err) snprintf(err, err_len, "proxy: GnuTLS cannot load the system's CA certificates");
+      return NHB_EINVAL;
+    }
+  }
+  return 0;
+}
+
+void nhb__udp_tunnel_stream_run_free(nhb_run* run) {
+  nhb__udp_tunnel_run* tr = run->tunnel.h3_run;
+  if (tr == NULL) return;
+  if (tr->cred != NULL) gnutls_certificate_free_credentials(tr->cred);
+  for (uint32_t i = 0; tr->frame != NULL && i < tr->n; i++) free(tr->frame[i]);
+  free(tr->frame);
+  free(tr->frame_len);
+  free(tr);
+  run->tunnel.h3_run = NULL;
 }

@@ -371,6 +371,36 @@ def udp_tunnel_seeds() -> list[bytes]:
     ]
 
 
+def h3_tunnel_seeds() -> list[bytes]:
+    """fuzz_client_h3_tunnel: what an HTTP/3 proxy sends for a classic CONNECT (pieces as
+    udp_tunnel_seeds', but 2 is another unidirectional stream and 3 the CONNECT stream
+    again): its SETTINGS, its answer (200, 403, an interim 100 first), then the origin's
+    bytes in DATA frames, whole or split across pieces, and a few broken ones."""
+    def piece(where: int, data: bytes, fin: bool = False) -> bytes:
+        return bytes([where | (4 if fin else 0), len(data)]) + data
+
+    settings = piece(1, b"\x00\x04\x00")
+    ok = piece(0, b"\x01\x03\x00\x00\xd9")
+    refused = piece(0, b"\x01\x08\x00\x00\x5f\x09\x03403", fin=True)
+    interim = piece(0, b"\x01\x04\x00\x00\xff\x00")
+    answer = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+    data = piece(0, b"\x00" + bytes([len(answer)]) + answer)
+    split = piece(0, b"\x00" + bytes([len(answer)]) + answer[:10]) + piece(3, answer[10:])
+    return [
+        settings + ok + data,
+        settings + ok + split + piece(0, b"", fin=True),
+        ok + data + piece(0, b"\x00\x00", fin=True),
+        settings + refused,
+        settings + interim + ok + data,
+        settings + piece(0, b"\x00\x02ab") + ok,  # DATA before the answer
+        settings + piece(0, b"\x01\x04\xff\xff\xff\xff"),  # not QPACK
+        settings + ok + piece(0, b"\x04\x00"),  # SETTINGS on the request stream
+        settings + ok + piece(0, b"\x21\x03abc") + data,  # a reserved frame type, skipped
+        settings + ok + piece(0, b"\x00\x05ab", fin=True),  # DATA cut off by FIN
+        settings + piece(2, b"\x02\x3f\xe1\x1f") + ok + data,
+    ]
+
+
 def tunnel_seeds() -> list[bytes]:
     """fuzz_client_tunnel: proxies' answers to CONNECT (the first byte is the read size).
     tinyproxy's and squid's own answers as they send them, a refusal with a body, interim
@@ -611,6 +641,7 @@ def main() -> None:
         "fuzz_client_tunnel": write("fuzz_client_tunnel", tunnel_seeds()),
         "fuzz_client_udp_tunnel": write("fuzz_client_udp_tunnel", udp_tunnel_seeds()),
         "fuzz_client_capsules": write("fuzz_client_capsules", capsule_seeds()),
+        "fuzz_client_h3_tunnel": write("fuzz_client_h3_tunnel", h3_tunnel_seeds()),
         "fuzz_client_h2_tunnel": write("fuzz_client_h2_tunnel", h2_tunnel_seeds()),
         "fuzz_server_h3": write("fuzz_server_h3", h3_seeds()),
         "fuzz_check": write("fuzz_check", check_seeds()),

@@ -159,7 +159,7 @@ STATISTIC_DESCRIPTIONS: dict[str, str] = {
     INTER_EVENT_GAP: "Gap between consecutive events of a response",
     STREAM_DURATION: "Stream duration (a response's first event to its last)",
     EVENTS_PER_RESPONSE: "Events per response (SSE events, or body pieces)",
-    TUNNEL_SETUP: "CONNECT tunnel setup (TCP to the proxy connected, or CONNECT-UDP's first "
+    TUNNEL_SETUP: "CONNECT tunnel setup (TCP to the proxy connected, or over QUIC the first "
     "packet to it, to its 2xx answer)",
     ORIGIN_LATENCY: "Origin latency (the latency response header's values)",
     LATENCY_CHECK_FAILED: "Latency of 2xx responses that failed a check",

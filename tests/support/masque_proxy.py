@@ -1,6 +1,11 @@
-"""A CONNECT-UDP proxy (RFC 9298) over HTTP/3 on aioquic: our stand-in, because no packaged
-CONNECT-UDP proxy exists here (Debian's squid, tinyproxy, nginx and nghttpx speak CONNECT
-over TCP only).
+"""A CONNECT-UDP proxy (RFC 9298) over HTTP/3 on aioquic, which also takes a classic CONNECT
+(RFC 9114 section 4.4: a TCP tunnel on a request stream): our stand-in, because no packaged
+HTTP/3 proxy of either kind exists here (Debian's squid, tinyproxy, nginx and nghttpx speak
+CONNECT over TCP only).
+
+A classic CONNECT (``:method CONNECT`` without ``:protocol``) gets 200 and a TCP connection
+to its ``:authority``; the stream's DATA goes to it, its bytes come back as DATA, and its
+end (FIN) ends the stream (tests/test_proxy_tunnel_h3.py).
 
 Run as a script (`masque_proxy()` below starts it as a subprocess for tests/test_proxy_udp.py
 and tests/hostile/test_proxy_udp_attacks.py)::
@@ -32,6 +37,14 @@ next to its ENABLE_CONNECT_PROTOCOL = 1.
 - ``bad-headers``: a HEADERS frame whose field section is not QPACK.
 - ``truncated-capsule``: after its 200, half a capsule, then the stream's end.
 
+For a classic CONNECT, besides ``refuse``, ``frame-unexpected`` and ``bad-headers``:
+
+- ``reset``: the stream reset (H3_CONNECT_ERROR) instead of an answer.
+- ``silent``: no answer at all (the client's --timeout).
+- ``end-with-answer``: 200 that ends the stream.
+- ``data-first``: a DATA frame before the answer.
+- ``garbage-data``: after its 200, a DATA frame of random bytes before the origin's.
+
 ``--close-after S`` closes each QUIC connection S seconds after its CONNECT (a proxy that
 goes away mid-run).
 
@@ -59,7 +72,7 @@ from urllib.parse import unquote
 from aioquic.asyncio import QuicConnectionProtocol, serve
 from aioquic.buffer import encode_uint_var
 from aioquic.h3.connection import H3_ALPN, H3Connection
-from aioquic.h3.events import DatagramReceived, H3Event, HeadersReceived
+from aioquic.h3.events import DatagramReceived, DataReceived, H3Event, HeadersReceived
 from aioquic.quic.configuration import QuicConfiguration
 from aioquic.quic.events import ConnectionTerminated, QuicEvent
 
@@ -79,6 +92,15 @@ class MasqueProxy:
     @property
     def url(self) -> str:
         return f"https://127.0.0.1:{self.port}"
+
+    def closes(self) -> list[int]:
+        """The error code of every QUIC connection the client closed (CONNECTION_CLOSE), in
+        order (``--log`` + ``.closed``, one a line)."""
+        path = self.log_path + ".closed"
+        if not os.path.exists(path):
+            return []
+        with open(path, encoding="utf-8") as f:
+            return [int(line) for line in f if line.strip()]
 
     def connects(self) -> list[dict[str, Any]]:
         """Every CONNECT it received, in order (the JSON lines of its log)."""
@@ -160,13 +182,22 @@ class Proxy(QuicConnectionProtocol):
         super().__init__(*args, **kwargs)
         self._http = H3Connection(self._quic, enable_webtransport=self.mode != "no-datagrams")
         self._relays: dict[int, Relay] = {}
+        #: classic CONNECT: each stream's TCP connection to its origin
+        self._writers: dict[int, asyncio.StreamWriter] = {}
+        self._early: dict[int, list[bytes]] = {}
 
     def quic_event_received(self, event: QuicEvent) -> None:
         if isinstance(event, ConnectionTerminated):
+            if event.reason_phrase != "Idle timeout":
+                with open(self.log_path + ".closed", "a", encoding="utf-8") as log:
+                    log.write(f"{event.error_code}\n")
             for relay in self._relays.values():
                 if relay.transport is not None:
                     relay.transport.close()
             self._relays.clear()
+            for writer in self._writers.values():
+                writer.close()
+            self._writers.clear()
             return
         for h3_event in self._http.handle_event(event):
             self._h3_event(h3_event)
@@ -174,6 +205,15 @@ class Proxy(QuicConnectionProtocol):
     def _h3_event(self, event: H3Event) -> None:
         if isinstance(event, HeadersReceived):
             asyncio.ensure_future(self._connect(event))
+        elif isinstance(event, DataReceived):
+            writer = self._writers.get(event.stream_id)
+            if writer is None:
+                # Bytes before the origin's connection is up wait for it.
+                self._early.setdefault(event.stream_id, []).append(event.data)
+            elif event.data:
+                writer.write(event.data)
+            if event.stream_ended and writer is not None and writer.can_write_eof():
+                writer.write_eof()
         elif isinstance(event, DatagramReceived):
             relay = self._relays.get(event.stream_id)
             data = event.data
@@ -197,6 +237,9 @@ class Proxy(QuicConnectionProtocol):
                                             ":path", "capsule-protocol",
                                             "proxy-authorization")}
         path = fields.get(":path", "")
+        if fields.get(":method") == "CONNECT" and ":protocol" not in fields:
+            await self._connect_tcp(sid, fields, entry)
+            return
         ok = (fields.get(":method") == "CONNECT" and fields.get(":protocol") == "connect-udp"
               and path.startswith(PREFIX) and path.endswith("/"))
         status = 200 if ok and self.mode != "refuse" else (403 if ok else 400)
@@ -229,6 +272,70 @@ class Proxy(QuicConnectionProtocol):
             self.transmit()
         if self.close_after > 0:
             loop.call_later(self.close_after, self._close)
+
+    async def _connect_tcp(self, sid: int, fields: dict[str, str],
+                           entry: dict[str, Any]) -> None:
+        """A classic CONNECT: a TCP tunnel to :authority on this stream."""
+        authority = fields.get(":authority", "")
+        host, _, port = authority.rpartition(":")
+        ok = (":scheme" not in fields and ":path" not in fields and port.isdigit()
+              and self.mode != "refuse")
+        status = 200 if ok else (403 if self.mode == "refuse" else 400)
+        entry["status"] = status
+        self._log(entry)
+        if self.mode in ("frame-unexpected", "bad-headers"):
+            payload = frame(0x04, b"") if self.mode == "frame-unexpected" else frame(
+                0x01, b"\xff\xff\xff\xff")
+            self._quic.send_stream_data(sid, payload, end_stream=False)
+            self.transmit()
+            return
+        if self.mode == "reset":
+            self._quic.reset_stream(sid, 0x10F)  # H3_CONNECT_ERROR
+            self.transmit()
+            return
+        if self.mode == "silent":
+            return
+        if self.mode == "data-first":
+            self._quic.send_stream_data(sid, frame(0x00, b"too early"), end_stream=False)
+            self.transmit()
+            return
+        if status != 200:
+            self._http.send_headers(sid, [(b":status", str(status).encode())], end_stream=True)
+            self.transmit()
+            return
+        try:
+            reader, writer = await asyncio.open_connection(host.strip("[]"), int(port))
+        except OSError:
+            self._http.send_headers(sid, [(b":status", b"502")], end_stream=True)
+            self.transmit()
+            return
+        self._writers[sid] = writer
+        for data in self._early.pop(sid, []):
+            writer.write(data)
+        end = self.mode == "end-with-answer"
+        self._http.send_headers(sid, [(b":status", b"200")], end_stream=end)
+        if self.mode == "garbage-data":
+            self._http.send_data(sid, os.urandom(64), end_stream=False)
+        self.transmit()
+        if end:
+            writer.close()
+            return
+        if self.close_after > 0:
+            asyncio.get_running_loop().call_later(self.close_after, self._close)
+        try:
+            while True:
+                data = await reader.read(65536)
+                if sid not in self._writers:
+                    break
+                self._http.send_data(sid, data, end_stream=not data)
+                self.transmit()
+                if not data:
+                    break
+        except (ConnectionError, OSError):
+            pass
+        finally:
+            self._writers.pop(sid, None)
+            writer.close()
 
     def _close(self) -> None:
         self._quic.close(error_code=0x100, reason_phrase="proxy going away")

@@ -315,8 +315,8 @@ NIGHTHAWK_CLIENT_FLAGS: tuple[ForeignFlag, ...] = (
             "--tunnel-uri (CONNECT per connection, csrc/client/tunnel.c)",
             _set("tunnel_uri")),
     _mapped(("--tunnel-protocol",), "http1|http2|http3", "the tunnel's protocol",
-            "--tunnel-protocol (http1, http2: CONNECT on an HTTP/2 stream, CONNECT-UDP with -p "
-            "http3; http3 refused: not built)",
+            "--tunnel-protocol (http1; http2: CONNECT on an HTTP/2 stream, CONNECT-UDP with -p "
+            "http3; http3: CONNECT on an HTTP/3 stream over QUIC, csrc/client/carrier.c)",
             _tunnel_protocol, default="http1"),
     _refused(("--http3-protocol-options",), "string",
              "Envoy Http3ProtocolOptions in JSON",

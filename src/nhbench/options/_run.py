@@ -179,7 +179,7 @@ class Options(
         if self.proxy is not None:
             scheme, host, port, auth = parse_proxy(self.proxy, "proxy",
                                                    default_port=DEFAULT_PROXY_PORT)
-            if self.proxy_protocol == "http3":
+            if self.proxy_protocol == "http3" and self.core_protocol == "http3":
                 return ProxyEndpoint(host, port, "connect-udp", auth)
             tls = None
             if scheme == "https":
@@ -188,8 +188,7 @@ class Options(
                 tls = ProxyTls(sni=None if _is_ip(host) else host, verify_name=host,
                                cacert=self.proxy_cacert, cacert_pem=None,
                                insecure=self.proxy_insecure)
-            protocol: Literal["http1", "http2"] = (
-                "http2" if self.proxy_protocol == "http2" else "http1")
+            protocol: Literal["http1", "http2", "http3"] = self.proxy_protocol
             if self.core_protocol == "http3":
                 # CONNECT-UDP on an HTTP/2 stream (the only other form check_proxy lets
                 # through for HTTP/3).
@@ -210,8 +209,7 @@ class Options(
                                insecure=not verify)
             return ProxyEndpoint(host, port,
                                  "connect-udp" if self.core_protocol == "http3" else "connect",
-                                 auth, tls,
-                                 "http2" if self.tunnel_protocol == "http2" else "http1")
+                                 auth, tls, self.tunnel_protocol or "http1")
         return None
 
     @property

@@ -56,8 +56,9 @@ class ProxyEndpoint:
     authorization: str | None
     #: TLS to the proxy, or None (plain TCP).
     tls: ProxyTls | None = None
-    #: the CONNECT's protocol: an HTTP/1.1 request, or a stream of an HTTP/2 connection.
-    protocol: Literal["http1", "http2"] = "http1"
+    #: the CONNECT's protocol: an HTTP/1.1 request, or a stream of an HTTP/2 connection or of
+    #: an HTTP/3 one (QUIC, so always with tls).
+    protocol: Literal["http1", "http2", "http3"] = "http1"
 
 
 def parse_proxy_url(value: str, what: str, *, default_port: int) -> tuple[str, int, str | None]:
@@ -184,7 +185,8 @@ class Proxy(RunPart):
         "name, --proxy-cacert, --proxy-insecure). Credentials are sent as Basic "
         "Proxy-Authorization. An HTTP/3 run opens one CONNECT-UDP tunnel (RFC 9298) per "
         "connection: with proxy_protocol http3 to an https:// proxy over QUIC, with http2 on "
-        "an HTTP/2 stream.",
+        "an HTTP/2 stream; with proxy_protocol http3 any other run's CONNECT rides an HTTP/3 "
+        "stream over QUIC.",
     )
     proxy_protocol: Annotated[
         Literal["http1", "http2", "http3"],
@@ -195,8 +197,9 @@ class Proxy(RunPart):
         "http2, one HTTP/2 connection to the proxy per connection carrying one CONNECT "
         "stream (h2c with prior knowledge to an http:// proxy, ALPN h2 to an https:// one; for "
         "an HTTP/3 run an extended CONNECT for CONNECT-UDP, RFC 9298, whose datagrams ride "
-        "as capsules); http3, for an HTTP/3 run, an https:// proxy reached over QUIC that "
-        "opens one CONNECT-UDP tunnel per connection.",
+        "as capsules); http3, one QUIC connection to an https:// proxy per connection, "
+        "carrying one CONNECT stream (RFC 9114 section 4.4) that carries the HTTP/1.1 or "
+        "HTTP/2 connection to the origin, or for an HTTP/3 run one CONNECT-UDP tunnel.",
     )
     proxy_cacert: Annotated[str | None, Flag(metavar="FILE", group="Targets and transport")] = (
         Field(default=None, description="PEM file (or OpenSSL hashed directory) of CA "
@@ -211,10 +214,10 @@ class Proxy(RunPart):
     ] = Field(
         default=None,
         description="Nighthawk's tunnel: every connection opens a CONNECT tunnel through "
-        "tunnel_uri, over HTTP/1.1 (http1) or on an HTTP/2 stream (http2; proxy_protocol); "
-        "an HTTP/3 run's is CONNECT-UDP (RFC 9298) on that HTTP/2 stream, as Nighthawk's "
-        "(http1 and http3 refused for it, as Nighthawk does). http3 (a TCP CONNECT on an "
-        "HTTP/3 stream) is refused: not built. CONNECT-UDP over HTTP/3 is --proxy "
+        "tunnel_uri, over HTTP/1.1 (http1), on an HTTP/2 stream (http2) or on an HTTP/3 "
+        "stream over QUIC (http3, which needs tunnel_tls_context); proxy_protocol. An HTTP/3 "
+        "run's is CONNECT-UDP (RFC 9298) on the HTTP/2 stream, as Nighthawk's (http1 and "
+        "http3 refused for it, as Nighthawk does). CONNECT-UDP over HTTP/3 is --proxy "
         "https://host:port --proxy-protocol http3.",
     )
     tunnel_uri: Annotated[str | None, Flag(metavar="URI", group="Targets and transport")] = Field(
@@ -329,14 +332,10 @@ def _check_origin_reached_by_proxy(options: Options, name: str) -> None:
 
 
 def check_proxy_http3(options: Options) -> bool:
-    """CONNECT-UDP (RFC 9298) over HTTP/3: ``proxy https://... proxy_protocol http3`` for an
-    HTTP/3 run. True when the options ask for it and it fits (nothing else of check_proxy
-    applies then). Nighthawk's ``tunnel_protocol http3`` is another thing (a TCP CONNECT on
-    an HTTP/3 stream, refused by Nighthawk itself for an HTTP/3 run, whose CONNECT-UDP rides
-    an HTTP/2 proxy): refused by name."""
-    if options.tunnel_protocol == "http3":
-        raise _refuse("tunnel_protocol", "http3 (CONNECT on an HTTP/3 stream to the proxy) is "
-                      "not built: use http1 or http2")
+    """``proxy https://... proxy_protocol http3``: CONNECT-UDP (RFC 9298) over HTTP/3 for an
+    HTTP/3 run, True when it fits (nothing else of check_proxy applies then); for any other
+    run a TCP CONNECT on an HTTP/3 stream (as Nighthawk's ``tunnel_protocol http3``), False:
+    check_proxy's rules follow."""
     if options.proxy_protocol != "http3":
         return False
     name = "proxy_protocol"
@@ -346,8 +345,7 @@ def check_proxy_http3(options: Options) -> bool:
         raise _refuse(name, "http3 reaches the proxy over QUIC, which is TLS: give the proxy "
                       "as https://host:port")
     if options.protocol != "http3":
-        raise _refuse(name, "http3 (CONNECT-UDP, RFC 9298) carries UDP: it needs protocol "
-                      "http3 (a TCP CONNECT on an HTTP/3 stream is not built)")
+        return False
     if options.tunnel_protocol is not None:
         raise _conflict("proxy", "tunnel_uri")
     if options.proxy_cacert is not None and options.proxy_insecure:
