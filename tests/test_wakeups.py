@@ -1,4 +1,6 @@
-"""How often the run's threads wake up at a low rate (docs/live.md, "How the core does it (cost)").
+"""How often the run's threads wake up at a low rate.
+
+(docs/live.md, "How the core does it (cost)".)
 
 A run at 5 requests a second has next to nothing to do: its controller should sleep until
 there is something to judge and its worker between releases far apart. Counted as the
