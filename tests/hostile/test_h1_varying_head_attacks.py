@@ -50,6 +50,11 @@ CASES: list[tuple[str, bytes]] = [
     ("framing-after-a-line-break", _resp(b"c\r\nContent-Length: 0")),
     ("chunked-after-a-line-break", _resp(b"c\r\nTransfer-Encoding: chunked")),
     ("long", _resp(b"v" * 3000)),
+    # The same bytes further in, where the client compares several bytes at a time.
+    ("control-byte-far", _resp(b"0123456789abcdefghij\x01kl")),
+    ("del-far", _resp(b"0123456789abcdef\x7f")),
+    ("obs-text-far", _resp(b"0123456789abcdef01234567\x80")),
+    ("space-at-end-far", _resp(b"0123456789abcdef0123456 ")),
 ]
 
 
