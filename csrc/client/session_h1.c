@@ -408,6 +408,14 @@ static inline int h1_vary_match(const nhb__conn* c, const char* d, size_t hl) {
   const char* k = c->h1_head;
   size_t kp = 0, dp = 0;
   for (uint32_t i = 0; i < c->h1_nvary; i++) {
+    /* The kept value again (a date within its second), through its CR:
+     * nothing to scan. */
+    size_t same = c->h1_vary_end[i] + 1u - kp;
+    if (dp + same <= hl && memcmp(d + dp, k + kp, same) == 0) {
+      dp += same - 1;
+      kp += same - 1;
+      continue;
+    }
     size_t fixed = c->h1_vary_at[i] - kp;
     if (dp + fixed >= hl || memcmp(d + dp, k + kp, fixed) != 0) return 0;
     dp += fixed;
@@ -624,16 +632,15 @@ static int h1_on_data(nhb__conn* c, const char* data, size_t len) {
   int first = c->slots->first_ns == 0;
   int at_boundary = c->h1_at_boundary;
   if (at_boundary && c->h1_head_len != 0 && c->slots->rq.spec == c->h1_spec) {
-    if (NHB__LIKELY(c->h1_nvary == 0)) {
-      if (len == c->h1_head_len + c->h1_body_bytes && memcmp(data, c->h1_head, c->h1_cmp_len) == 0) {
-        /* The replay (above): what llhttp's callbacks would have set. */
-        c->header_bytes = c->h1_header_bytes;
-        c->body_bytes = c->h1_body_bytes;
-        c->keep_alive = 1;
-        return h1_finish_response(c, c->h1_status, 1);
-      }
-    } else if (len > c->h1_body_bytes && len - c->h1_body_bytes <= NHB__H1_VARY_HEAD_MAX &&
-               h1_vary_match(c, data, len - (size_t)c->h1_body_bytes)) {
+    if (len == c->h1_head_len + c->h1_body_bytes && memcmp(data, c->h1_head, c->h1_cmp_len) == 0) {
+      /* The replay (above): what llhttp's callbacks would have set. */
+      c->header_bytes = c->h1_header_bytes;
+      c->body_bytes = c->h1_body_bytes;
+      c->keep_alive = 1;
+      return h1_finish_response(c, c->h1_status, 1);
+    }
+    if (c->h1_nvary != 0 && len > c->h1_body_bytes && len - c->h1_body_bytes <= NHB__H1_VARY_HEAD_MAX &&
+        h1_vary_match(c, data, len - (size_t)c->h1_body_bytes)) {
       /* The same with varying values: the header size follows the head's. */
       c->header_bytes = c->h1_header_bytes + (len - c->h1_body_bytes) - c->h1_head_len;
       c->body_bytes = c->h1_body_bytes;
