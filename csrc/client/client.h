@@ -599,6 +599,7 @@ struct nhb__conn {
    * starts and ends (its CR) in h1_head; 0 of them: only a byte-identical
    * head is replayed. */
   uint32_t h1_nvary;
+  uint32_t h1_vary_same;    /* the last head replayed had the kept values */
   uint16_t h1_vary_at[NHB__H1_VARY_MAX];
   uint16_t h1_vary_end[NHB__H1_VARY_MAX];
   /* CONNECT through a proxy (tunnel.c): where the tunnel is (0 once it is

@@ -403,10 +403,12 @@ static uint32_t h1_vary_learn(const nhb__conn* c, const char* d, size_t dl, uint
 }
 
 /* Whether the head of `d`, `hl` bytes, is the kept head with other clean
- * values in its varying places (h1_vary_learn). */
+ * values in its varying places (h1_vary_learn): 0 no, 2 with the kept values
+ * in all of them, 1 with another in some. */
 static inline int h1_vary_match(const nhb__conn* c, const char* d, size_t hl) {
   const char* k = c->h1_head;
   size_t kp = 0, dp = 0;
+  int all_kept = 2;
   for (uint32_t i = 0; i < c->h1_nvary; i++) {
     /* The kept value again (a date within its second), through its CR:
      * nothing to scan. */
@@ -416,6 +418,7 @@ static inline int h1_vary_match(const nhb__conn* c, const char* d, size_t hl) {
       kp += same - 1;
       continue;
     }
+    all_kept = 1;
     size_t fixed = c->h1_vary_at[i] - kp;
     if (dp + fixed >= hl || memcmp(d + dp, k + kp, fixed) != 0) return 0;
     dp += fixed;
@@ -425,7 +428,7 @@ static inline int h1_vary_match(const nhb__conn* c, const char* d, size_t hl) {
     kp = c->h1_vary_end[i];
   }
   size_t fixed = c->h1_head_len - kp;
-  return dp + fixed == hl && memcmp(d + dp, k + kp, fixed) == 0;
+  return dp + fixed == hl && memcmp(d + dp, k + kp, fixed) == 0 ? all_kept : 0;
 }
 
 /* Whether the checks' verdict on a response with a counted body is decided
@@ -498,6 +501,7 @@ static void h1_head_keep(nhb__conn* c, const char* data, size_t len, int status)
   c->h1_header_bytes = c->header_bytes;
   c->h1_body_bytes = c->body_bytes;
   c->h1_nvary = nvary;
+  c->h1_vary_same = 1;
   memcpy(c->h1_vary_at, at, nvary * sizeof(at[0]));
   memcpy(c->h1_vary_end, end, nvary * sizeof(end[0]));
 }
@@ -632,16 +636,22 @@ static int h1_on_data(nhb__conn* c, const char* data, size_t len) {
   int first = c->slots->first_ns == 0;
   int at_boundary = c->h1_at_boundary;
   if (at_boundary && c->h1_head_len != 0 && c->slots->rq.spec == c->h1_spec) {
-    if (len == c->h1_head_len + c->h1_body_bytes && memcmp(data, c->h1_head, c->h1_cmp_len) == 0) {
+    /* With varying values, the byte-identical compare is tried first only
+     * while heads come back identical (nginx's Date within its second); an
+     * origin whose every head differs goes to the values at once. */
+    if ((c->h1_nvary == 0 || c->h1_vary_same) && len == c->h1_head_len + c->h1_body_bytes &&
+        memcmp(data, c->h1_head, c->h1_cmp_len) == 0) {
       /* The replay (above): what llhttp's callbacks would have set. */
       c->header_bytes = c->h1_header_bytes;
       c->body_bytes = c->h1_body_bytes;
       c->keep_alive = 1;
       return h1_finish_response(c, c->h1_status, 1);
     }
+    int m;
     if (c->h1_nvary != 0 && len > c->h1_body_bytes && len - c->h1_body_bytes <= NHB__H1_VARY_HEAD_MAX &&
-        h1_vary_match(c, data, len - (size_t)c->h1_body_bytes)) {
+        (m = h1_vary_match(c, data, len - (size_t)c->h1_body_bytes)) != 0) {
       /* The same with varying values: the header size follows the head's. */
+      c->h1_vary_same = m == 2;
       c->header_bytes = c->h1_header_bytes + (len - c->h1_body_bytes) - c->h1_head_len;
       c->body_bytes = c->h1_body_bytes;
       c->keep_alive = 1;
