@@ -39,7 +39,11 @@ Clients (--clients, comma list):
 
 Targets (--targets): nginx (the main scenario, --nginx-connections, default 50) and the
 nhbench test server (the old scenario of those hot-path checks, --server-connections, default
-10), each alone on --server-cpu.
+10), each alone on --server-cpu; and the "varying head" scenario of each: nginx-varying asks
+a location that adds ``X-Request-Id: $request_id`` (32 random hex digits) to every response,
+as Envoy and Istio add request ids, and nhbench-varying runs the test server with
+``--emit-previous-request-delta-in-response-header`` (a per-request number of varying
+length), so no two response heads are byte-identical.
 
     python benchmarks/callgrind_per_request.py                        # everything, one pair
     python benchmarks/callgrind_per_request.py --targets nhbench --clients nhbench --pairs 3
@@ -74,6 +78,7 @@ import json, sys
 import nhbench
 proto, port, n, cpu, conns, workers, rps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), \
     int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7])
+path = sys.argv[11] if len(sys.argv) > 11 else "/"
 extra = {"protocol": "http2", "h2c": True} if proto == "h2" else {}
 if float(sys.argv[8]) > 0:
     # Traces on (docs/telemetry.md): the spans go to a port nothing listens on; the worker's
@@ -83,7 +88,7 @@ if len(sys.argv) > 9 and sys.argv[9] != "[]":
     extra["check"] = json.loads(sys.argv[9])  # response checks (docs/checks.md)
 if len(sys.argv) > 10 and sys.argv[10]:
     extra["group_by"] = sys.argv[10]  # statistics per group (docs/engine.md "Groups")
-r = nhbench.run(f"http://127.0.0.1:{port}/", rps=rps, connections=conns, concurrency=workers,
+r = nhbench.run(f"http://127.0.0.1:{port}{path}", rps=rps, connections=conns, concurrency=workers,
                 cpus=[cpu] * workers, duration="120s",
                 termination_predicate={"upstream_rq_total": n}, **extra)
 print(json.dumps({"completed": r.counters["benchmark.http_2xx"]
@@ -94,7 +99,11 @@ print(json.dumps({"completed": r.counters["benchmark.http_2xx"]
 _TOTALS = re.compile(r"^(?:summary|totals):\s+(\d+)", re.MULTILINE)
 CLIENTS = ("nhbench", "nhbench-all", "nhbench-h2c", "nhbench-2w", "nhbench-fixed", "floor",
            "floor-uring", "floor-timer", "wrk", "h2load", "h2load-h2c")
-TARGETS = ("nginx", "nhbench")
+TARGETS = ("nginx", "nhbench", "nginx-varying", "nhbench-varying")
+# The path each target is asked for: nginx-varying's location adds a request id.
+_PATHS = {"nginx-varying": "/request-id"}
+# The header the nhbench-varying server adds to every response.
+DELTA_HEADER = "x-nhb-previous-request-delta"
 
 
 class Skip(Exception):
@@ -143,9 +152,11 @@ def _h2load_done(out: str) -> int:
 
 
 def run_pair(client: str, port: int, conns: int, cfg: argparse.Namespace,
-             tmp: Path) -> tuple[float, str]:
+             tmp: Path, path: str = "/") -> tuple[float, str]:
     """(instructions per request, details) of one short and one long run of `client`."""
     results = []
+    if path != "/" and client.startswith(("floor", "h2load")):
+        raise Skip(f"asks only for / (the target's varying head is at {path})")
     for size, seconds in ((cfg.small, cfg.short_s), (cfg.large, cfg.long_s)):
         out = tmp / f"callgrind.{client}.{port}.{size}.out"
         if client.startswith("nhbench"):
@@ -154,7 +165,7 @@ def run_pair(client: str, port: int, conns: int, cfg: argparse.Namespace,
             rps = cfg.fixed_rps if client == "nhbench-fixed" else 0
             argv = [sys.executable, "-c", _CLIENT, proto, str(port), str(size),
                     str(cfg.client_cpu), str(conns), str(workers), str(rps),
-                    str(cfg.trace_sample_rate), json.dumps(cfg.check), cfg.group_by or ""]
+                    str(cfg.trace_sample_rate), json.dumps(cfg.check), cfg.group_by or "", path]
             toggle = None if client == "nhbench-all" else "worker_main"
             results.append(callgrind(argv, out, cfg.client_cpu, toggle, _last_json("completed")))
         elif client in ("floor", "floor-uring", "floor-timer"):
@@ -170,7 +181,7 @@ def run_pair(client: str, port: int, conns: int, cfg: argparse.Namespace,
         elif client == "wrk":
             if not shutil.which("wrk"):
                 raise Skip("wrk is not installed")
-            argv = ["wrk", "-t1", f"-c{conns}", f"-d{seconds:g}s", f"http://127.0.0.1:{port}/"]
+            argv = ["wrk", "-t1", f"-c{conns}", f"-d{seconds:g}s", f"http://127.0.0.1:{port}{path}"]
             results.append(callgrind(argv, out, cfg.client_cpu, None, _wrk_done))
         elif client in ("h2load", "h2load-h2c"):
             if not shutil.which("h2load"):
@@ -189,7 +200,7 @@ def run_pair(client: str, port: int, conns: int, cfg: argparse.Namespace,
 @contextlib.contextmanager
 def target(name: str, cfg: argparse.Namespace) -> Iterator[dict[str, int]]:
     """The ports (h1, h2c) of target `name` running alone on the server CPU."""
-    if name == "nginx":
+    if name.startswith("nginx"):
         try:
             with NginxOrigin(access_log=False, listeners=("h1", "h2c"), cpu=cfg.server_cpu,
                              tuned=True) as nginx:
@@ -203,6 +214,8 @@ def target(name: str, cfg: argparse.Namespace) -> Iterator[dict[str, int]]:
         if cfg.server_error_body_every:
             # Every Nth response a 200 error body (docs/server.md): responses that differ.
             body += ["--error-body-every", str(cfg.server_error_body_every)]
+        if name == "nhbench-varying":
+            body += ["--emit-previous-request-delta-in-response-header", DELTA_HEADER]
         with nhbench_server(cfg.server_cpu, body, tool="callgrind_per_request") as srv:
             # One listener: it tells HTTP/1.1 and h2c apart by the HTTP/2 preface.
             yield {"h1": srv.port, "h2c": srv.port}
@@ -281,7 +294,8 @@ def main(argv: list[str] | None = None) -> int:
     with (contextlib.nullcontext(str(args.keep)) if args.keep is not None
           else tempfile.TemporaryDirectory(prefix="nhb-callgrind-")) as tmpdir:
         for tname in targets:
-            conns = args.nginx_connections if tname == "nginx" else args.server_connections
+            conns = args.nginx_connections if tname.startswith("nginx") \
+                else args.server_connections
             try:
                 ctx = target(tname, args)
                 ports = ctx.__enter__()
@@ -294,14 +308,15 @@ def main(argv: list[str] | None = None) -> int:
                     for pair in range(1, args.pairs + 1):
                         try:
                             port = ports["h2c" if client.endswith("-h2c") else "h1"]
-                            per, detail = run_pair(client, port, conns, args, Path(tmpdir))
+                            per, detail = run_pair(client, port, conns, args, Path(tmpdir),
+                                                   _PATHS.get(tname, "/"))
                         except Skip as e:
-                            print(f"{tname:<8} {conns:>3} conns {client:<12} n/a ({e})",
+                            print(f"{tname:<15} {conns:>3} conns {client:<12} n/a ({e})",
                                   flush=True)
                             rows.append({"target": tname, "connections": conns,
                                          "client": client, "skipped": str(e)})
                             break
-                        print(f"{tname:<8} {conns:>3} conns {client:<12} pair {pair}: "
+                        print(f"{tname:<15} {conns:>3} conns {client:<12} pair {pair}: "
                               f"{per:>8,.0f} instructions/request ({detail})", flush=True)
                         rows.append({"target": tname, "connections": conns, "client": client,
                                      "pair": pair, "instructions_per_request": round(per, 1),

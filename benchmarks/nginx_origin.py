@@ -14,10 +14,12 @@ Listeners (all on 127.0.0.1; `listeners` picks which):
 * ``tls``: TLS with ALPN h2 and http/1.1, certificate for ``localhost`` and ``127.0.0.1``;
 * ``tls_other``: TLS with a certificate for ``other.example`` only (host name mismatch).
 
-Paths: ``/`` answers 13 bytes, ``/big`` a 1 MiB file, ``/upload`` stores a PUT body of up
-to 16 MiB (201/204), ``/reset`` answers nothing (HTTP/1.1: the connection closes; HTTP/2:
-RST_STREAM). Every request nginx answers is one line in its access log (unless
-``access_log=False``), so tests can compare the client's counters with an independent count.
+Paths: ``/`` answers 13 bytes (``/request-id`` the same with an ``X-Request-Id`` header
+of 32 random hex digits, a head that differs in every response), ``/big`` a 1 MiB file,
+``/upload`` stores a PUT body of up to 16 MiB (201/204), ``/reset`` answers nothing (HTTP/1.1:
+the connection closes; HTTP/2: RST_STREAM). Every request nginx answers is one line in its
+access log (unless ``access_log=False``), so tests can compare the client's counters with an
+independent count.
 
 The tests use the defaults. The benchmarks pass ``tuned=True`` (more descriptors and
 connections per worker, ``multi_accept``, a listen backlog of 4096, so nginx is not the
@@ -67,6 +69,8 @@ http {{
 {listen}
 {certificate}        root {tmp}/www;
         location = / {{ return 200 "{body}"; }}
+        # A head that differs in every response, as behind Envoy or Istio: 32 random hex digits.
+        location = /request-id {{ add_header X-Request-Id $request_id always; return 200 "{body}"; }}
         location = /big {{ try_files /big =404; }}
         # WebDAV PUT stores the body, so nginx reads all of it ($request_length shows it).
         location = /upload {{ client_max_body_size 16m; dav_methods PUT; }}

@@ -85,6 +85,10 @@ typedef struct nhb__olat {
 #define NHB__RESP_INTERIM 100u
 #define NHB__BODY_MAX ((uint64_t)INT64_MAX)
 
+/* HTTP/1.1 response-head replay (session_h1.c): at most this many header
+ * values of the kept head may differ from one response to the next. */
+#define NHB__H1_VARY_MAX 8u
+
 /* One request's timestamps, all CLOCK_MONOTONIC ns. */
 typedef struct nhb__request {
   uint64_t scheduled_ns; /* when the schedule wanted it released */
@@ -595,6 +599,13 @@ struct nhb__conn {
   uint32_t h1_cmp_len;
   uint32_t h1_chk_failed;   /* the kept response's failed checks (bits) */
   int h1_chk_keep;          /* the response being finished was just kept */
+  /* The head's varying values (session_h1.c, "varying values"): where each
+   * starts and ends (its CR) in h1_head; 0 of them: only a byte-identical
+   * head is replayed. */
+  uint32_t h1_nvary;
+  uint32_t h1_vary_same;    /* the last head replayed had the kept values */
+  uint16_t h1_vary_at[NHB__H1_VARY_MAX];
+  uint16_t h1_vary_end[NHB__H1_VARY_MAX];
   /* CONNECT through a proxy (tunnel.c): where the tunnel is (0 once it is
    * up, or without one), when it began (TCP connected) and the answer so far,
    * read by c->parser before the session takes it over. */

@@ -8,9 +8,14 @@
  * paused at the end of each response so the pool can act on the response
  * outside the parser.
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "client/client.h"
 
@@ -265,9 +270,166 @@ static const llhttp_settings_t h1_obs_settings = {
  * callbacks. When a check reads the body (or the body is chunked), the
  * whole response is kept (up to NHB__H1_RESP_MAX bytes) and compared; when
  * the head decides every check, the head is, as without checks. Any byte
- * compared that differs sends the read through both, as without the copy. */
+ * compared that differs sends the read through both, as without the copy.
+ *
+ * Varying values. Many origins add a value of their own to every response
+ * (a request id, a time taken, the date): no two heads are byte-identical,
+ * yet only those values change. When llhttp has parsed two heads in a row
+ * (without checks) that differ only in the values of up to NHB__H1_VARY_MAX
+ * fields, the kept head remembers where those values are, and a later head
+ * is replayed when it has the kept head's bytes everywhere else and, in each
+ * of those places, a value of any length made of printable ASCII with no
+ * space at either end (llhttp reads such a value the same way whatever its
+ * bytes, and reports exactly them). Fields that frame the response or the
+ * connection (Content-Length, Transfer-Encoding, Connection,
+ * Proxy-Connection, Upgrade), the status line, the names, their order and
+ * the line ends are never among them: they are compared byte for byte, so
+ * a response framed differently goes through llhttp. The header size is the
+ * kept one plus the difference in the heads' lengths (the names are the
+ * same; llhttp counts each value as its bytes). */
 #define NHB__H1_HEAD_MAX 1024u
 #define NHB__H1_RESP_MAX 16384u
+/* A head with varying values may be longer than the kept one, up to this. */
+#define NHB__H1_VARY_HEAD_MAX (2u * NHB__H1_HEAD_MAX)
+
+/* The length of the value at `v` that ends at a CR within `n` bytes, when it
+ * is clean: printable ASCII (0x20-0x7e), not empty, with no space at either
+ * end; llhttp takes such a value whole, as one value of exactly these bytes.
+ * SIZE_MAX otherwise (stricter than llhttp: a tab or obs-text sends the
+ * response through it). One pass, sixteen bytes at a time with SSE2, then
+ * eight at a time: a byte at or above
+ * 0x7f (x, or x + 1 past 0x7f) or below 0x20 (x - 0x20 borrowing) sets its
+ * high bit in `bad`, and the lowest one set is the first such byte (a carry
+ * or borrow only crosses into the next byte from a byte that is itself
+ * flagged), which must be the CR. */
+static inline size_t h1_value_scan(const char* v, size_t n) {
+  size_t i = 0;
+#if defined(__SSE2__)
+  /* Sixteen at a time where SSE2 is (every x86-64): as signed bytes, the
+   * clean ones are those above 0x1f and below 0x7f. */
+  const __m128i above = _mm_set1_epi8(0x1f), below = _mm_set1_epi8(0x7f);
+  for (; i + 16 <= n; i += 16) {
+    __m128i x = _mm_loadu_si128((const __m128i*)(const void*)(v + i));
+    __m128i ok = _mm_and_si128(_mm_cmpgt_epi8(x, above), _mm_cmplt_epi8(x, below));
+    unsigned bad = (unsigned)_mm_movemask_epi8(ok) ^ 0xffffu;
+    if (bad != 0) {
+      i += (size_t)__builtin_ctz(bad);
+      goto found;
+    }
+  }
+#endif
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t x;
+    memcpy(&x, v + i, 8);
+    uint64_t bad = (x | (x + ones) | ((x - 0x20 * ones) & ~x)) & highs;
+    if (bad != 0) {
+      i += (size_t)__builtin_ctzll(bad) >> 3;
+      goto found;
+    }
+  }
+#endif
+  for (; i < n; i++) {
+    unsigned char b = (unsigned char)v[i];
+    if (b < 0x20 || b > 0x7e) goto found;
+  }
+  return SIZE_MAX;
+found:
+  if (v[i] != '\r' || i == 0 || v[0] == ' ' || v[i - 1] == ' ') return SIZE_MAX;
+  return i;
+}
+
+/* Whether a field frames the response or the connection for llhttp. */
+static int h1_framing_name(const char* name, size_t len) {
+  static const char* const names[] = {"content-length", "transfer-encoding", "connection", "proxy-connection",
+                                      "upgrade"};
+  for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+    if (strlen(names[i]) == len && strncasecmp(name, names[i], len) == 0) return 1;
+  return 0;
+}
+
+/* The head `d` (`dl` bytes) that llhttp just parsed whole, for the kept
+ * head's request spec with its status and body size, against the kept head:
+ * the number of values that differ (or varied before), their places in `d`
+ * in at/end (end: the value's CR). 0 when the heads differ in anything else
+ * (see "Varying values" above), when a value is not clean, or when more than
+ * NHB__H1_VARY_MAX vary: then only a byte-identical head is replayed. Both
+ * heads passed llhttp; each line is walked to its CR. */
+static uint32_t h1_vary_learn(const nhb__conn* c, const char* d, size_t dl, uint16_t* at, uint16_t* end) {
+  const char* k = c->h1_head;
+  size_t kl = c->h1_head_len;
+  const char* kcr = memchr(k, '\r', kl);
+  const char* dcr = memchr(d, '\r', dl);
+  if (kcr == NULL || dcr == NULL || kcr - k != dcr - d || memcmp(k, d, (size_t)(kcr - k)) != 0) return 0;
+  size_t kp = (size_t)(kcr - k), dp = kp;
+  uint32_t n = 0, j = 0;
+  for (;;) {
+    /* kp, dp: the CR that ends a line in each. */
+    if (kp + 2 >= kl || dp + 2 >= dl || k[kp + 1] != '\n' || d[dp + 1] != '\n') return 0;
+    kp += 2;
+    dp += 2;
+    if (k[kp] == '\r' || d[dp] == '\r') {
+      /* The blank line: the head's end in both. */
+      int ends = kp + 2 == kl && dp + 2 == dl && k[kp] == '\r' && d[dp] == '\r' && k[kp + 1] == '\n' &&
+                 d[dp + 1] == '\n';
+      return ends ? n : 0;
+    }
+    const char* kline = k + kp;
+    const char* dline = d + dp;
+    kcr = memchr(kline, '\r', kl - kp);
+    dcr = memchr(dline, '\r', dl - dp);
+    if (kcr == NULL || dcr == NULL) return 0;
+    const char* colon = memchr(kline, ':', (size_t)(kcr - kline));
+    if (colon == NULL) return 0;
+    size_t vs = (size_t)(colon - kline) + 1; /* the value's start: after the colon and white space */
+    while (kline + vs < kcr && (kline[vs] == ' ' || kline[vs] == '\t')) vs++;
+    size_t kll = (size_t)(kcr - kline), dll = (size_t)(dcr - dline);
+    if (dll < vs || memcmp(kline, dline, vs) != 0) return 0;
+    int was = j < c->h1_nvary && c->h1_vary_at[j] == kp + vs;
+    if (was) j++;
+    if (was || kll != dll || memcmp(kline + vs, dline + vs, kll - vs) != 0) {
+      /* dline[dll] is the line's CR. */
+      if (n == NHB__H1_VARY_MAX || h1_framing_name(kline, (size_t)(colon - kline)) ||
+          h1_value_scan(dline + vs, dll - vs + 1) != dll - vs)
+        return 0;
+      at[n] = (uint16_t)(dp + vs);
+      end[n] = (uint16_t)(dp + dll);
+      n++;
+    }
+    kp += kll;
+    dp += dll;
+  }
+}
+
+/* Whether the head of `d`, `hl` bytes, is the kept head with other clean
+ * values in its varying places (h1_vary_learn): 0 no, 2 with the kept values
+ * in all of them, 1 with another in some. */
+static inline int h1_vary_match(const nhb__conn* c, const char* d, size_t hl) {
+  const char* k = c->h1_head;
+  size_t kp = 0, dp = 0;
+  int all_kept = 2;
+  for (uint32_t i = 0; i < c->h1_nvary; i++) {
+    /* The kept value again (a date within its second), through its CR:
+     * nothing to scan. */
+    size_t same = c->h1_vary_end[i] + 1u - kp;
+    if (dp + same <= hl && memcmp(d + dp, k + kp, same) == 0) {
+      dp += same - 1;
+      kp += same - 1;
+      continue;
+    }
+    all_kept = 1;
+    size_t fixed = c->h1_vary_at[i] - kp;
+    if (dp + fixed >= hl || memcmp(d + dp, k + kp, fixed) != 0) return 0;
+    dp += fixed;
+    size_t vl = h1_value_scan(d + dp, hl - dp);
+    if (vl == SIZE_MAX) return 0;
+    dp += vl;
+    kp = c->h1_vary_end[i];
+  }
+  size_t fixed = c->h1_head_len - kp;
+  return dp + fixed == hl && memcmp(d + dp, k + kp, fixed) == 0 ? all_kept : 0;
+}
 
 /* Whether the checks' verdict on a response with a counted body is decided
  * by its head: status, header and body.size checks (the size is the head's
@@ -315,6 +477,12 @@ static void h1_head_keep(nhb__conn* c, const char* data, size_t len, int status)
     if (head_len > NHB__H1_HEAD_MAX) return;
   }
   if (head_len == 0) return;
+  /* Varying values (above): learnt from the kept head before it goes. */
+  uint16_t at[NHB__H1_VARY_MAX], end[NHB__H1_VARY_MAX];
+  uint32_t nvary = 0;
+  if (w->run->chk.n == 0 && c->h1_head_len != 0 && c->h1_spec == c->slots->rq.spec && c->h1_status == status &&
+      c->h1_body_bytes == c->body_bytes)
+    nvary = h1_vary_learn(c, data, head_len, at, end);
   if (keep > c->h1_head_cap) {
     /* Grows at most a few times per connection entry: never per request. */
     uint32_t cap = (uint32_t)((keep + 63u) & ~(size_t)63u);
@@ -332,6 +500,10 @@ static void h1_head_keep(nhb__conn* c, const char* data, size_t len, int status)
   c->h1_status = status;
   c->h1_header_bytes = c->header_bytes;
   c->h1_body_bytes = c->body_bytes;
+  c->h1_nvary = nvary;
+  c->h1_vary_same = 1;
+  memcpy(c->h1_vary_at, at, nvary * sizeof(at[0]));
+  memcpy(c->h1_vary_end, end, nvary * sizeof(end[0]));
 }
 
 static int h1_open(nhb__conn* c) {
@@ -463,13 +635,28 @@ static int h1_on_data(nhb__conn* c, const char* data, size_t len) {
    * read of its own. */
   int first = c->slots->first_ns == 0;
   int at_boundary = c->h1_at_boundary;
-  if (at_boundary && c->h1_head_len != 0 && len == c->h1_head_len + c->h1_body_bytes &&
-      c->slots->rq.spec == c->h1_spec && memcmp(data, c->h1_head, c->h1_cmp_len) == 0) {
-    /* The replay (above): what llhttp's callbacks would have set. */
-    c->header_bytes = c->h1_header_bytes;
-    c->body_bytes = c->h1_body_bytes;
-    c->keep_alive = 1;
-    return h1_finish_response(c, c->h1_status, 1);
+  if (at_boundary && c->h1_head_len != 0 && c->slots->rq.spec == c->h1_spec) {
+    /* With varying values, the byte-identical compare is tried first only
+     * while heads come back identical (nginx's Date within its second); an
+     * origin whose every head differs goes to the values at once. */
+    if ((c->h1_nvary == 0 || c->h1_vary_same) && len == c->h1_head_len + c->h1_body_bytes &&
+        memcmp(data, c->h1_head, c->h1_cmp_len) == 0) {
+      /* The replay (above): what llhttp's callbacks would have set. */
+      c->header_bytes = c->h1_header_bytes;
+      c->body_bytes = c->h1_body_bytes;
+      c->keep_alive = 1;
+      return h1_finish_response(c, c->h1_status, 1);
+    }
+    int m;
+    if (c->h1_nvary != 0 && len > c->h1_body_bytes && len - c->h1_body_bytes <= NHB__H1_VARY_HEAD_MAX &&
+        (m = h1_vary_match(c, data, len - (size_t)c->h1_body_bytes)) != 0) {
+      /* The same with varying values: the header size follows the head's. */
+      c->h1_vary_same = m == 2;
+      c->header_bytes = c->h1_header_bytes + (len - c->h1_body_bytes) - c->h1_head_len;
+      c->body_bytes = c->h1_body_bytes;
+      c->keep_alive = 1;
+      return h1_finish_response(c, c->h1_status, 1);
+    }
   }
   c->h1_at_boundary = 0;
   if (c->hdr_open) c->hdr_gap = data;

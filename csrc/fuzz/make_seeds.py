@@ -236,6 +236,29 @@ H1_TEMPLATES: list[tuple[int, list[bytes]]] = [
 ]
 
 
+def varying(value: bytes, extra: bytes = b"", length: bytes = b"2", body: bytes = b"ok",
+            then: bytes = b"") -> bytes:
+    """A response whose X-Request-Id value varies (session_h1.c, "varying values"), in a read
+    of its own (with `then`, more bytes in the same read)."""
+    resp = (b"HTTP/1.1 200 OK\r\nServer: s\r\nX-Request-Id: " + value + b"\r\n" + extra
+            + b"Content-Length: " + length + b"\r\n\r\n" + body + then)
+    return bytes([0, len(resp)]) + resp
+
+
+# Heads that differ only in a value, one response per read on one connection: the first is
+# kept, the second teaches the replay which value varies, the rest are replayed from it or
+# (a value with a control byte, a different Content-Length, a field more) go through llhttp.
+H1_TEMPLATES += [
+    (0, [varying(b"a1"), varying(b"b22"), varying(b"c"), varying(b"0123456789abcdef0123456789abcdef"),
+         varying(b"d d"), varying(b"e\x01"), varying(b"f", length=b"3", body=b"ok!"), varying(b"g"),
+         varying(b"h", extra=b"X-More: 1\r\n"), varying(b"i"), varying(b"j")]),
+    (1, [varying(b"1", body=b""), varying(b"22", body=b""), varying(b"333", body=b""),
+         varying(b"4", length=b"9", body=b"")]),
+    (0, [varying(b"a"), varying(b"b", extra=b"Date: 1\r\n"), varying(b"c", extra=b"Date: 22\r\n"),
+         varying(b"d", extra=b"Date: 22\r\n", then=b"HTTP/1.1 200 OK\r\n"), OP_EOF]),
+]
+
+
 def h2_client_templates() -> list[tuple[int, bytes]]:
     settings = frame(SETTINGS, 0, 0, struct.pack(">HI", 3, 1)) + frame(SETTINGS, ACK, 0)
     hdrs = frame(HEADERS, END_HEADERS, 1, hpack([(":status", "200"), ("content-length", "2")]))
