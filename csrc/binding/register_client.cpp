@@ -390,20 +390,22 @@ class ClientRun {
     // cacert_pem: the CAs' PEM text, insecure)
     // for TLS to the proxy; absent = plain TCP (http3 needs it: QUIC is TLS).
     config_.proxy_protocol = get_choice(d, "proxy_protocol", "http1", {"http1", "http2", "http3"}) + 1;
-    if (d.contains("proxy_tls") && !d["proxy_tls"].is_none()) {
-      py::dict pt = d["proxy_tls"].cast<py::dict>();
-      nhb_tls_config& t = config_.proxy_tls;
-      auto str = [&](const char* key, std::string& keep) -> const char* {
-        keep = get_as<std::string>(pt, key, "");
-        return keep.empty() ? nullptr : keep.c_str();
-      };
-      t.enabled = 1;
-      t.sni = str("sni", proxy_sni_);
-      t.verify_name = str("verify_name", proxy_verify_name_);
-      t.cacert = str("cacert", proxy_cacert_);
-      t.cert_pem = str("cacert_pem", proxy_cacert_pem_);
-      t.insecure = get_as<bool>(pt, "insecure", false);
-    }
+    if (d.contains("proxy_tls") && !d["proxy_tls"].is_none()) parse_proxy_tls(d["proxy_tls"].cast<py::dict>());
+  }
+  // TLS to the proxy (sni, verify_name, cacert, cacert_pem, insecure): the CONNECT
+  // tunnels' proxy leg and CONNECT-UDP's HTTP/2 leg read the same dict.
+  void parse_proxy_tls(const py::dict& pt) {
+    nhb_tls_config& t = config_.proxy_tls;
+    auto str = [&](const char* key, std::string& keep) -> const char* {
+      keep = get_as<std::string>(pt, key, "");
+      return keep.empty() ? nullptr : keep.c_str();
+    };
+    t.enabled = 1;
+    t.sni = str("sni", proxy_sni_);
+    t.verify_name = str("verify_name", proxy_verify_name_);
+    t.cacert = str("cacert", proxy_cacert_);
+    t.cert_pem = str("cacert_pem", proxy_cacert_pem_);
+    t.insecure = get_as<bool>(pt, "insecure", false);
   }
   std::string proxy_sni_, proxy_verify_name_, proxy_cacert_, proxy_cacert_pem_;
   std::vector<std::string> tunnel_requests_;
@@ -437,20 +439,7 @@ class ClientRun {
     // "tls" dict (sni, verify_name, cacert, cacert_pem, insecure; absent: h2c).
     if (get_choice(u, "protocol", "http3", {"http3", "http2"}) == 1) {
       config_.proxy_protocol = 2;
-      if (u.contains("tls") && !u["tls"].is_none()) {
-        py::dict pt = u["tls"].cast<py::dict>();
-        nhb_tls_config& t = config_.proxy_tls;
-        auto str = [&](const char* key, std::string& keep) -> const char* {
-          keep = get_as<std::string>(pt, key, "");
-          return keep.empty() ? nullptr : keep.c_str();
-        };
-        t.enabled = 1;
-        t.sni = str("sni", proxy_sni_);
-        t.verify_name = str("verify_name", proxy_verify_name_);
-        t.cacert = str("cacert", proxy_cacert_);
-        t.cert_pem = str("cacert_pem", proxy_cacert_pem_);
-        t.insecure = get_as<bool>(pt, "insecure", false);
-      }
+      if (u.contains("tls") && !u["tls"].is_none()) parse_proxy_tls(u["tls"].cast<py::dict>());
     }
   }
   std::string udp_tunnel_authority_, udp_tunnel_authorization_, udp_tunnel_sni_, udp_tunnel_verify_name_,

@@ -1145,6 +1145,41 @@ static size_t put_field(uint8_t* p, const char* name, const char* value) {
   return n + vl;
 }
 
+/* The credentials that check the proxy's certificate: a CA file or OpenSSL-style
+ * directory (`what` names it in an error), CAs as PEM text (Nighthawk's
+ * trusted_ca.inline_string), or the system's store when neither is given;
+ * nothing to trust with `insecure`. */
+static int tun_trust(gnutls_certificate_credentials_t* cred, int insecure, const char* ca, const char* pem,
+                     const char* what, char* err, size_t err_len) {
+  if (gnutls_certificate_allocate_credentials(cred) != 0) {
+    *cred = NULL;
+    return NHB_ENOMEM;
+  }
+  if (insecure) return 0;
+  int have_ca = ca != NULL && ca[0] != '\0';
+  if (have_ca) {
+    struct stat st;
+    int is_dir = stat(ca, &st) == 0 && S_ISDIR(st.st_mode);
+    int r = is_dir ? gnutls_certificate_set_x509_trust_dir(*cred, ca, GNUTLS_X509_FMT_PEM)
+                   : gnutls_certificate_set_x509_trust_file(*cred, ca, GNUTLS_X509_FMT_PEM);
+    if (r <= 0) {
+      if (err) snprintf(err, err_len, "%s: GnuTLS cannot load CA certificates from '%s'", what, ca);
+      return NHB_EINVAL;
+    }
+  }
+  if (pem != NULL && pem[0] != '\0') {
+    gnutls_datum_t d = {(unsigned char*)(uintptr_t)pem, (unsigned)strlen(pem)};
+    if (gnutls_certificate_set_x509_trust_mem(*cred, &d, GNUTLS_X509_FMT_PEM) <= 0) {
+      if (err) snprintf(err, err_len, "proxy_tls cacert_pem: no PEM certificate in it");
+      return NHB_EINVAL;
+    }
+  } else if (!have_ca && gnutls_certificate_set_x509_system_trust(*cred) < 0) {
+    if (err) snprintf(err, err_len, "proxy: GnuTLS cannot load the system's CA certificates");
+    return NHB_EINVAL;
+  }
+  return 0;
+}
+
 int nhb__udp_tunnel_run_init(nhb_run* run, char* err, size_t err_len) {
   const nhb_client_config* cfg = &run->config;
   if (cfg->udp_tunnel_authority == NULL) return 0;
@@ -1202,28 +1237,8 @@ int nhb__udp_tunnel_run_init(nhb_run* run, char* err, size_t err_len) {
     tr->frame_len[i] = f + n;
   }
   if (cfg->proxy_protocol == 2) return nhb__udp_h2_run_init(run, &tr->h2, err, err_len);
-  if (gnutls_certificate_allocate_credentials(&tr->cred) != 0) {
-    tr->cred = NULL;
-    return NHB_ENOMEM;
-  }
-  if (!cfg->udp_tunnel_insecure) {
-    const char* ca = cfg->udp_tunnel_cacert;
-    int r;
-    if (ca != NULL && ca[0] != '\0') {
-      struct stat st;
-      int is_dir = stat(ca, &st) == 0 && S_ISDIR(st.st_mode);
-      r = is_dir ? gnutls_certificate_set_x509_trust_dir(tr->cred, ca, GNUTLS_X509_FMT_PEM)
-                 : gnutls_certificate_set_x509_trust_file(tr->cred, ca, GNUTLS_X509_FMT_PEM);
-      if (r <= 0) {
-        if (err) snprintf(err, err_len, "proxy_cacert: GnuTLS cannot load CA certificates from '%s'", ca);
-        return NHB_EINVAL;
-      }
-    } else if (gnutls_certificate_set_x509_system_trust(tr->cred) < 0) {
-      if (err) snprintf(err, err_len, "proxy: GnuTLS cannot load the system's CA certificates");
-      return NHB_EINVAL;
-    }
-  }
-  return 0;
+  return tun_trust(&tr->cred, cfg->udp_tunnel_insecure, cfg->udp_tunnel_cacert, NULL, "proxy_cacert", err,
+                   err_len);
 }
 
 void nhb__udp_tunnel_run_free(nhb_run* run) {
@@ -1463,36 +1478,7 @@ int nhb__udp_tunnel_stream_run_init(nhb_run* run, char* err, size_t err_len) {
     tr->frame[i] = frame;
     tr->frame_len[i] = f + n;
   }
-  if (gnutls_certificate_allocate_credentials(&tr->cred) != 0) {
-    tr->cred = NULL;
-    return NHB_ENOMEM;
-  }
-  if (!pc->insecure) {
-    const char* ca = pc->cacert;
-    int r = 0;
-    if (ca != NULL && ca[0] != '\0') {
-      struct stat st;
-      int is_dir = stat(ca, &st) == 0 && S_ISDIR(st.st_mode);
-      r = is_dir ? gnutls_certificate_set_x509_trust_dir(tr->cred, ca, GNUTLS_X509_FMT_PEM)
-                 : gnutls_certificate_set_x509_trust_file(tr->cred, ca, GNUTLS_X509_FMT_PEM);
-      if (r <= 0) {
-        if (err) snprintf(err, err_len, "proxy_tls cacert: GnuTLS cannot load CA certificates from '%s'", ca);
-        return NHB_EINVAL;
-      }
-    }
-    if (pc->cert_pem != NULL && pc->cert_pem[0] != '\0') {
-      /* CAs given as PEM text (Nighthawk's trusted_ca.inline_string). */
-      gnutls_datum_t d = {(unsigned char*)(uintptr_t)pc->cert_pem, (unsigned)strlen(pc->cert_pem)};
-      if (gnutls_certificate_set_x509_trust_mem(tr->cred, &d, GNUTLS_X509_FMT_PEM) <= 0) {
-        if (err) snprintf(err, err_len, "proxy_tls cacert_pem: no PEM certificate in it");
-        return NHB_EINVAL;
-      }
-    } else if ((ca == NULL || ca[0] == '\0') && gnutls_certificate_set_x509_system_trust(tr->cred) < 0) {
-      if (err) snprintf(err, err_len, "proxy: GnuTLS cannot load the system's CA certificates");
-      return NHB_EINVAL;
-    }
-  }
-  return 0;
+  return tun_trust(&tr->cred, pc->insecure, pc->cacert, pc->cert_pem, "proxy_tls cacert", err, err_len);
 }
 
 void nhb__udp_tunnel_stream_run_free(nhb_run* run) {
