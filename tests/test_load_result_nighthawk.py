@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 import pytest
+from packaging.version import Version
 from support.fakecore import core_result, core_worker, spread
 
 import nhbench
@@ -89,7 +90,8 @@ def test_json_is_nighthawks_layout() -> None:
     assert text.startswith('{\n "options": {\n  "output_format": {\n   "value": "HUMAN"\n  },')
     document = json.loads(text)
     assert list(document) == ["options", "results", "version", "timestamp"]
-    major, minor, patch = (int(n) for n in nhbench.__version__.split(".")[:3])
+    # The release numbers of the version (a development build's 0.1.devN+g<hash> is 0.1.0).
+    major, minor, patch = (*Version(nhbench.__version__).release, 0, 0)[:3]
     assert document["version"] == {"version": {"major_number": major, "minor_number": minor,
                                                "patch": patch}}
     options = document["options"]
