@@ -1145,6 +1145,36 @@ static size_t put_field(uint8_t* p, const char* name, const char* value) {
   return n + vl;
 }
 
+/* The run's part of either use of the outer QUIC connection (CONNECT-UDP, or
+ * a CONNECT stream for the carrier), stored at *slot so that a failed set-up
+ * is freed with the run: the proxy's TLS names and one request frame per
+ * target. */
+static nhb__udp_tunnel_run* tun_run_new(void* slot, const char* sni, const char* verify_name, int insecure,
+                                        uint32_t n) {
+  nhb__udp_tunnel_run* tr = calloc(1, sizeof(*tr));
+  if (tr == NULL) return NULL;
+  *(nhb__udp_tunnel_run**)slot = tr;
+  tr->sni = sni;
+  tr->verify_name = verify_name;
+  tr->insecure = insecure;
+  tr->n = n;
+  tr->frame = calloc(n, sizeof(*tr->frame));
+  tr->frame_len = calloc(n, sizeof(*tr->frame_len));
+  return tr->frame != NULL && tr->frame_len != NULL ? tr : NULL;
+}
+
+static void tun_run_free(void* slot) {
+  nhb__udp_tunnel_run* tr = *(nhb__udp_tunnel_run**)slot;
+  if (tr == NULL) return;
+  if (tr->cred != NULL) gnutls_certificate_free_credentials(tr->cred);
+  nhb__udp_h2_run_free(tr->h2);
+  for (uint32_t i = 0; tr->frame != NULL && i < tr->n; i++) free(tr->frame[i]);
+  free(tr->frame);
+  free(tr->frame_len);
+  free(tr);
+  *(nhb__udp_tunnel_run**)slot = NULL;
+}
+
 /* The credentials that check the proxy's certificate: a CA file or OpenSSL-style
  * directory (`what` names it in an error), CAs as PEM text (Nighthawk's
  * trusted_ca.inline_string), or the system's store when neither is given;
@@ -1192,16 +1222,9 @@ int nhb__udp_tunnel_run_init(nhb_run* run, char* err, size_t err_len) {
     if (err) snprintf(err, err_len, "udp_tunnel: one path per target (%u), or one for all", (unsigned)ntargets);
     return NHB_EINVAL;
   }
-  nhb__udp_tunnel_run* tr = calloc(1, sizeof(*tr));
+  nhb__udp_tunnel_run* tr = tun_run_new(&run->udp_tunnel, cfg->udp_tunnel_sni, cfg->udp_tunnel_verify_name,
+                                        cfg->udp_tunnel_insecure, cfg->nudp_tunnel_paths);
   if (tr == NULL) return NHB_ENOMEM;
-  run->udp_tunnel = tr;
-  tr->sni = cfg->udp_tunnel_sni;
-  tr->verify_name = cfg->udp_tunnel_verify_name;
-  tr->insecure = cfg->udp_tunnel_insecure;
-  tr->n = cfg->nudp_tunnel_paths;
-  tr->frame = calloc(tr->n, sizeof(*tr->frame));
-  tr->frame_len = calloc(tr->n, sizeof(*tr->frame_len));
-  if (tr->frame == NULL || tr->frame_len == NULL) return NHB_ENOMEM;
   const char* auth = cfg->udp_tunnel_authorization;
   for (uint32_t i = 0; i < tr->n; i++) {
     const char* path = cfg->udp_tunnel_paths[i];
@@ -1241,17 +1264,7 @@ int nhb__udp_tunnel_run_init(nhb_run* run, char* err, size_t err_len) {
                    err_len);
 }
 
-void nhb__udp_tunnel_run_free(nhb_run* run) {
-  nhb__udp_tunnel_run* tr = trun(run);
-  if (tr == NULL) return;
-  if (tr->cred != NULL) gnutls_certificate_free_credentials(tr->cred);
-  nhb__udp_h2_run_free(tr->h2);
-  for (uint32_t i = 0; tr->frame != NULL && i < tr->n; i++) free(tr->frame[i]);
-  free(tr->frame);
-  free(tr->frame_len);
-  free(tr);
-  run->udp_tunnel = NULL;
-}
+void nhb__udp_tunnel_run_free(nhb_run* run) { tun_run_free(&run->udp_tunnel); }
 
 /* ---- CONNECT on a request stream (the HTTP/3 proxy leg of a TCP tunnel) ----------
  *
@@ -1416,16 +1429,8 @@ int nhb__udp_tunnel_stream_run_init(nhb_run* run, char* err, size_t err_len) {
   const nhb_client_config* cfg = &run->config;
   const nhb__run_tunnel* rt = &run->tunnel;
   const nhb_tls_config* pc = &cfg->proxy_tls;
-  nhb__udp_tunnel_run* tr = calloc(1, sizeof(*tr));
+  nhb__udp_tunnel_run* tr = tun_run_new(&run->tunnel.h3_run, pc->sni, pc->verify_name, pc->insecure, rt->n);
   if (tr == NULL) return NHB_ENOMEM;
-  run->tunnel.h3_run = tr;
-  tr->sni = pc->sni;
-  tr->verify_name = pc->verify_name;
-  tr->insecure = pc->insecure;
-  tr->n = rt->n;
-  tr->frame = calloc(tr->n, sizeof(*tr->frame));
-  tr->frame_len = calloc(tr->n, sizeof(*tr->frame_len));
-  if (tr->frame == NULL || tr->frame_len == NULL) return NHB_ENOMEM;
   for (uint32_t i = 0; i < tr->n; i++) {
     size_t need = 64 + 2 * rt->request_len[i];
     uint8_t* block = malloc(need);
@@ -1481,13 +1486,4 @@ int nhb__udp_tunnel_stream_run_init(nhb_run* run, char* err, size_t err_len) {
   return tun_trust(&tr->cred, pc->insecure, pc->cacert, pc->cert_pem, "proxy_tls cacert", err, err_len);
 }
 
-void nhb__udp_tunnel_stream_run_free(nhb_run* run) {
-  nhb__udp_tunnel_run* tr = run->tunnel.h3_run;
-  if (tr == NULL) return;
-  if (tr->cred != NULL) gnutls_certificate_free_credentials(tr->cred);
-  for (uint32_t i = 0; tr->frame != NULL && i < tr->n; i++) free(tr->frame[i]);
-  free(tr->frame);
-  free(tr->frame_len);
-  free(tr);
-  run->tunnel.h3_run = NULL;
-}
+void nhb__udp_tunnel_stream_run_free(nhb_run* run) { tun_run_free(&run->tunnel.h3_run); }
