@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 from support.cli import nhbench_cli
+from support.connect_udp import assert_tunnelled_run, requests_served, settled
 from support.masque_proxy import masque_proxy
-from support.polling import wait_until
 from support.sockets import free_port
 
 import nhbench
@@ -37,42 +37,15 @@ def origin() -> Iterator[nhbench.TestServer]:
         yield server
 
 
-def _requests(server: nhbench.TestServer) -> int:
-    return int(server.stats()["requests"])
-
-
-def _settled(server: nhbench.TestServer, before: int, count: int) -> int:
-    """The origin's requests since `before`, once it counted `count` of them (the last
-    response counts when its packet is written, a moment after the client has it)."""
-    wait_until(lambda: _requests(server) - before >= count, timeout=10)
-    return _requests(server) - before
 
 
 def test_every_connection_opens_one_connect_udp(origin: nhbench.TestServer) -> None:
-    before = _requests(origin)
+    before = requests_served(origin)
     with masque_proxy() as proxy:
         result = nhbench.run(origin.url, cacert=origin.ca_cert, proxy=proxy.url,
                              proxy_protocol="http3", proxy_cacert=proxy.ca_cert, **RUN)
         connects = proxy.connects()
-    c = result.counters
-    assert c["benchmark.http_2xx"] == RUN["requests"], (c, result.error)
-    # The origin answered exactly what the client counted, and all of it came through.
-    assert _settled(origin, before, RUN["requests"]) == RUN["requests"]
-    # One extended CONNECT per connection, naming the origin in the default URI template.
-    host, port = origin.address[:2]
-    assert len(connects) == c["upstream_cx_total"] == c["tunnel.established"] >= 1
-    for connect in connects:
-        assert connect[":method"] == "CONNECT" and connect[":protocol"] == "connect-udp"
-        assert connect[":scheme"] == "https"
-        assert connect[":authority"] == f"127.0.0.1:{proxy.port}"
-        assert connect[":path"] == f"/.well-known/masque/udp/{host}/{port}/"
-        assert connect["capsule-protocol"] == "?1"
-        assert connect["proxy-authorization"] is None
-    # The QUIC handshake with the origin ran inside the tunnel, once per connection.
-    assert c["ssl.handshake"] == c["upstream_cx_total"]
-    assert result.stat("benchmark_http_client.tunnel_setup").count == c["upstream_cx_total"]
-    assert c.get("tunnel.datagrams_dropped", 0) == 0
-    assert result.error_count == 0
+    assert_tunnelled_run(result, connects, origin, before, proxy.port, RUN["requests"])
 
 
 def test_proxy_credentials_go_in_the_connect(origin: nhbench.TestServer) -> None:
@@ -88,7 +61,7 @@ def test_proxy_credentials_go_in_the_connect(origin: nhbench.TestServer) -> None
 
 
 def test_proxy_refusing_is_counted(origin: nhbench.TestServer) -> None:
-    before = _requests(origin)
+    before = requests_served(origin)
     with masque_proxy(mode="refuse") as proxy:
         result = nhbench.run(origin.url, cacert=origin.ca_cert, proxy=proxy.url,
                              proxy_protocol="http3", proxy_cacert=proxy.ca_cert,
@@ -101,11 +74,11 @@ def test_proxy_refusing_is_counted(origin: nhbench.TestServer) -> None:
     assert c.get("benchmark.http_2xx", 0) == 0
     assert c["benchmark.pool_connection_failure"] == 5
     assert "the proxy answered 403 to CONNECT-UDP" in (result.error or "")
-    assert _requests(origin) == before
+    assert requests_served(origin) == before
 
 
 def test_proxy_closing_mid_run_is_counted(origin: nhbench.TestServer) -> None:
-    before = _requests(origin)
+    before = requests_served(origin)
     with masque_proxy(close_after=0.5) as proxy:
         result = nhbench.run(origin.url, cacert=origin.ca_cert, proxy=proxy.url,
                              proxy_protocol="http3", proxy_cacert=proxy.ca_cert, rps=50,
@@ -123,7 +96,7 @@ def test_proxy_closing_mid_run_is_counted(origin: nhbench.TestServer) -> None:
     # The origin answered every request the client counted, and at most one more per tunnel
     # the proxy closed: a request in flight at the close can reach the origin while its
     # response is lost with the tunnel (one connection: one request in flight).
-    served = _settled(origin, before, ok)
+    served = settled(origin, before, ok)
     assert ok <= served <= ok + c["tunnel.proxy_closed"], (served, c)
 
 
@@ -160,7 +133,7 @@ def test_the_proxy_certificate_is_checked(origin: nhbench.TestServer) -> None:
 
 
 def test_the_command_line_spelling(origin: nhbench.TestServer) -> None:
-    before = _requests(origin)
+    before = requests_served(origin)
     with masque_proxy() as proxy:
         proc = nhbench_cli("run", "--protocol", "http3", "--cacert", origin.ca_cert,
                            "--proxy", proxy.url, "--proxy-protocol", "http3",
@@ -171,6 +144,6 @@ def test_the_command_line_spelling(origin: nhbench.TestServer) -> None:
     result = next(r for r in json.loads(proc.stdout)["results"] if r["name"] == "global")
     c = {x["name"]: int(x["value"]) for x in result["counters"]}
     assert c["benchmark.http_2xx"] > 0
-    assert _settled(origin, before, c["benchmark.http_2xx"]) == c["benchmark.http_2xx"]
+    assert settled(origin, before, c["benchmark.http_2xx"]) == c["benchmark.http_2xx"]
     assert len(connects) == c["upstream_cx_total"] == c["tunnel.established"]
     assert "benchmark_http_client.tunnel_setup" in {s["id"] for s in result["statistics"]}

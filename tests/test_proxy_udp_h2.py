@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 from support.cli import nhbench_cli
+from support.connect_udp import assert_tunnelled_run, requests_served
 from support.masque_h2_proxy import masque_h2_proxy
-from support.polling import wait_until
 from support.sockets import free_port
 
 import nhbench
@@ -38,45 +38,19 @@ def origin() -> Iterator[nhbench.TestServer]:
         yield server
 
 
-def _requests(server: nhbench.TestServer) -> int:
-    return int(server.stats()["requests"])
-
-
-def _settled(server: nhbench.TestServer, before: int, count: int) -> int:
-    """The origin's requests since `before`, once it counted `count` of them."""
-    wait_until(lambda: _requests(server) - before >= count, timeout=10)
-    return _requests(server) - before
 
 
 @pytest.mark.parametrize("tls", [True, False], ids=["https", "h2c"])
 @pytest.mark.parametrize("mode", ["ok", "split"])
 def test_every_connection_opens_one_connect_udp(origin: nhbench.TestServer, tls: bool,
                                                 mode: str) -> None:
-    before = _requests(origin)
+    before = requests_served(origin)
     with masque_h2_proxy(tls=tls, mode=mode) as proxy:
         extra = {"proxy_cacert": proxy.ca_cert} if tls else {}
         result = nhbench.run(origin.url, cacert=origin.ca_cert, proxy=proxy.url,
                              proxy_protocol="http2", **extra, **RUN)
         connects = proxy.connects()
-    c = result.counters
-    assert c["benchmark.http_2xx"] == RUN["requests"], (c, result.error)
-    # The origin answered exactly what the client counted, and all of it came through.
-    assert _settled(origin, before, RUN["requests"]) == RUN["requests"]
-    # One extended CONNECT per connection, naming the origin in the default URI template.
-    host, port = origin.address[:2]
-    assert len(connects) == c["upstream_cx_total"] == c["tunnel.established"] >= 1
-    for connect in connects:
-        assert connect[":method"] == "CONNECT" and connect[":protocol"] == "connect-udp"
-        assert connect[":scheme"] == "https"
-        assert connect[":authority"] == f"127.0.0.1:{proxy.port}"
-        assert connect[":path"] == f"/.well-known/masque/udp/{host}/{port}/"
-        assert connect["capsule-protocol"] == "?1"
-        assert connect["proxy-authorization"] is None
-    # The QUIC handshake with the origin ran inside the tunnel, once per connection.
-    assert c["ssl.handshake"] == c["upstream_cx_total"]
-    assert result.stat("benchmark_http_client.tunnel_setup").count == c["upstream_cx_total"]
-    assert c.get("tunnel.datagrams_dropped", 0) == 0
-    assert result.error_count == 0
+    assert_tunnelled_run(result, connects, origin, before, proxy.port, RUN["requests"])
 
 
 def test_proxy_credentials_go_in_the_connect(origin: nhbench.TestServer) -> None:
@@ -92,7 +66,7 @@ def test_proxy_credentials_go_in_the_connect(origin: nhbench.TestServer) -> None
 
 
 def test_proxy_refusing_is_counted(origin: nhbench.TestServer) -> None:
-    before = _requests(origin)
+    before = requests_served(origin)
     with masque_h2_proxy(mode="refuse") as proxy:
         result = nhbench.run(origin.url, cacert=origin.ca_cert, proxy=proxy.url,
                              proxy_protocol="http2", proxy_cacert=proxy.ca_cert, **FAILING,
@@ -105,7 +79,7 @@ def test_proxy_refusing_is_counted(origin: nhbench.TestServer) -> None:
     assert c.get("benchmark.http_2xx", 0) == 0
     assert c["benchmark.pool_connection_failure"] == 5
     assert "the proxy answered 403 to CONNECT-UDP" in (result.error or "")
-    assert _requests(origin) == before
+    assert requests_served(origin) == before
 
 
 def test_a_closed_proxy_port_is_a_connect_failure(origin: nhbench.TestServer) -> None:
