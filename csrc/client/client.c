@@ -272,14 +272,11 @@ static void plan_housekeeping(nhb__worker* w, uint64_t now) {
      * are close together (most runs) need not pay on every tick. */
     if (until < now + IDLE_SKIP_MIN_NS || !worker_idle(w)) until = 0;
   }
+  /* Otherwise the period goes on: libuv re-armed the repeating timer with it. */
   if (until != 0) {
     uint64_t ms = (until - now) / NHB__NS_PER_MS - HOUSEKEEPING_MS;
     uv_timer_start(&w->housekeeping, on_housekeeping, ms, HOUSEKEEPING_MS);
     w->hiccup_due_ms = uv_now(&w->loop) + ms;
-    w->housekeeping_skipping = 1;
-  } else if (w->housekeeping_skipping) {
-    /* Back to the period (libuv re-armed it with the period already). */
-    w->housekeeping_skipping = 0;
   }
 }
 

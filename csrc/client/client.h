@@ -810,7 +810,6 @@ struct nhb__worker {
    * housekeeping timer (a hiccup meter, as jHiccup's), in the measured phase. */
   nhb_hist* hiccup;       /* ns late; NULL until the worker starts */
   uint64_t hiccup_due_ms; /* the housekeeping timer's due time, loop clock; 0: none */
-  int housekeeping_skipping; /* idle: the timer is set for the next release */
   int load_state;         /* 0 before the measured phase, 1 in it, 2 after */
   uint64_t load_cpu0_ns, load_wall0_ns, load_cpu_ns, load_wall_ns;
   int64_t load_wait0_ns, load_wait_ns; /* run-queue wait (schedstat); -1: unknown */
