@@ -482,12 +482,14 @@ def demo(session: nox.Session) -> None:
 def bench(session: nox.Session) -> None:
     """Build and compare against peer tools (benchmarks/peer_compare.py), then the test
     server against nginx (benchmarks/server_compare.py), then big results: loading,
-    merging, the result browser and start-up (benchmarks/results_speed.py, which takes
-    none of the peer scripts' arguments)."""
-    session.install(".")
+    merging, the result browser and start-up (benchmarks/results_speed.py), then a Ray
+    campaign's per-step overhead on a two-node local cluster (benchmarks/ray_step_overhead.py);
+    the last two take none of the peer scripts' arguments."""
+    session.install(".[ray]")
     session.run("python", "benchmarks/peer_compare.py", *session.posargs)
     session.run("python", "benchmarks/server_compare.py", *session.posargs)
     session.run("python", "benchmarks/results_speed.py")
+    session.run("python", "benchmarks/ray_step_overhead.py")
 
 
 @nox.session(reuse_venv=True)
