@@ -15,7 +15,6 @@ sweep's stop rules and the machine facts all parse through it.
 from __future__ import annotations
 
 import functools
-
 import ipaddress
 import math
 import os
