@@ -161,10 +161,10 @@ _HEADLINE_IDS = frozenset((SCHEDULED_TO_RESPONSE, REQUEST_TO_RESPONSE))
 
 
 def _summary_entry(entry: object, headline: bool) -> object:
-    """`entry` (a result entry of a document) with only what a row shows: the headline
-    statistics when `headline` (the global entry), no statistic otherwise; its name,
-    counters and durations as they are. Anything not shaped as expected is left as it is,
-    for the loader to refuse."""
+    """`entry` (a result entry of a document) with only what a row shows: for the global
+    entry (`headline`) its headline statistics and its counters, for another (a worker, a
+    host: the row counts workers) its name and durations only. Anything not shaped as
+    expected is left as it is, for the loader to refuse."""
     if not isinstance(entry, dict):
         return entry
     kept = dict(entry)
@@ -172,6 +172,8 @@ def _summary_entry(entry: object, headline: bool) -> object:
     if isinstance(statistics, list):
         kept["statistics"] = [s for s in statistics if headline and isinstance(s, dict)
                               and s.get("id") in _HEADLINE_IDS]
+    if not headline and isinstance(kept.get("counters"), list):
+        kept["counters"] = []
     outputs = kept.get("user_defined_outputs")
     if isinstance(outputs, list):
         kept["user_defined_outputs"] = [_summary_output(o, headline) for o in outputs]
@@ -189,6 +191,8 @@ def _summary_output(output: object, headline: bool) -> object:
     if not isinstance(value, dict):
         return output
     value = dict(value)
+    if not headline:
+        value.pop("zero_counters", None)
     extras = value.get("statistics")
     if isinstance(extras, dict):
         value["statistics"] = {k: v for k, v in extras.items() if headline and k in _HEADLINE_IDS}
