@@ -3,10 +3,12 @@ that could not be read, found by `Catalogue.scan`.
 
 A directory with a ``manifest.json`` is a sweep campaign (`nhbench.campaign`): it is one
 entry, its steps are listed on its own page, and the walk does not descend into it. Every
-other ``*.json`` file is read with `nhbench.load_result`, which recognises nhbench's,
-Nighthawk's and Fortio's JSON (whichever loaders `nhbench._load.LOADERS` has); a file it
-refuses is an entry too, with the loader's one-line reason, so that one bad file never hides
-the others. Hidden files and directories (a name starting with ``.``: ``.git``, a virtual
+other ``*.json`` file is read with the loader of `nhbench.load_result`, which recognises
+nhbench's, Nighthawk's and Fortio's JSON (whichever loaders `nhbench._load.LOADERS` has);
+for the list only the part of the file its row shows is loaded and checked
+(`Catalogue.summarise`), the rest when the result is opened (`Catalogue.load`). A file the
+loader refuses is an entry too, with the loader's one-line reason, so that one bad file
+never hides the others. Hidden files and directories (a name starting with ``.``: ``.git``, a virtual
 environment) are skipped.
 
 Nothing outside the root is read or listed: every path is resolved (`os.path.realpath`) and
