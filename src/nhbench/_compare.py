@@ -37,6 +37,7 @@ imported only when a comparison is computed, never at ``import nhbench``.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -56,9 +57,21 @@ __all__ = [
     "Verdict",
     "compare",
     "comparison_stats_interval",
+    "single_threaded_blas",
 ]
 
 Verdict = Literal["regressed", "improved", "no significant change", "not tested"]
+
+
+def single_threaded_blas() -> None:
+    """Have numpy's BLAS (OpenBLAS in numpy's wheels) use one thread in this process,
+    unless the user chose otherwise (``OPENBLAS_NUM_THREADS`` set), before numpy is first
+    imported; too late, it does nothing. The comparison's products are small (thousands of
+    rows by tens), and OpenBLAS's threads cost more than they share: the browser's compare
+    page took 175-205 ms of CPU with them, 89-94 ms with one, on 2 busy CPUs. Called by the
+    commands that compare (``nhbench browse``, ``ui``, ``compare``); a library user's process
+    is left as it is."""
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 #: The statistics a comparison covers, in its table's order, and which way is worse.
 COMPARED_STATISTICS: tuple[tuple[str, str], ...] = (
@@ -537,9 +550,9 @@ def compare(baseline: Result | Sequence[Result], candidate: Result | Sequence[Re
     if blocked:
         length = block_length or _block_length([run for side in runs for run in side], middle)
     rng = np.random.default_rng(seed)
-    point = [_side_statistics(side, highest, middle) for side in runs]
-    replicas = [_side_statistics(_resample(side, rng, resamples, length), highest, middle,
-                                 per_row=True) for side in runs]
+    point = [_side_statistics(_merged(side, middle), highest) for side in runs]
+    replicas = [_side_statistics(_resample(side, rng, resamples, length, middle), highest)
+                for side in runs]
     n1, n2 = len(runs[0]), len(runs[1])
     several = n1 > 1 or n2 > 1
     per_run = None
@@ -549,7 +562,8 @@ def compare(baseline: Result | Sequence[Result], candidate: Result | Sequence[Re
                      "itself, not how much runs on this host differ from one another; "
                      "several runs a side (nhbench run --repeat N, 4 or more) add that")
     else:
-        per_run = [[_side_statistics([run], highest, middle) for run in side] for side in runs]
+        per_run = [[_side_statistics(_merged([run], middle), highest) for run in side]
+                   for side in runs]
         if min_p_value(n1, n2) > alpha:
             notes.append(f"{n1} against {n2} runs: the rank test cannot reach "
                          f"p < {alpha:g} with so few runs; the verdicts rest on the "
@@ -580,17 +594,104 @@ def _whole(run: tuple[list[dict[int, int]], list[float], list[float], list[float
     return [merged], [sum(ok)], [sum(errors)], [sum(seconds)], False
 
 
-def _resample(side: list[_Run], rng: Any, resamples: int, length: int | None) -> list[_Run]:
-    """`resamples` resampled copies of the side, as one `_Run` whose rows are the
-    resamples: the runs drawn with replacement (several runs), then each drawn run's
-    blocks of intervals (or its requests)."""
+@dataclass
+class _Replicas:
+    """What each statistic needs of a set of rows (resamples, or one row: a side's runs
+    merged): their latency count, the sum of their latencies (each bucket at its middle),
+    the bucket column of each of `_PERCENTILES`, and their 2xx, errors and seconds."""
+
+    total: npt.NDArray[np.float64]
+    weighted: npt.NDArray[np.float64]
+    found: npt.NDArray[np.int64]  # rows x percentiles
+    ok: npt.NDArray[np.float64]
+    errors: npt.NDArray[np.float64]
+    seconds: npt.NDArray[np.float64]
+
+
+def _targets(total: Any) -> Any:
+    """hdrh's target count of each percentile of each row: round half up, at least 1."""
+    import numpy as np
+
+    fractions = np.array(list(_PERCENTILES.values()))
+    return np.maximum(np.floor(fractions[None, :] * total[:, None] + 0.5), 1)
+
+
+def _first_reaching(cumulative: Any, targets: Any) -> Any:
+    """The first column of each row of `cumulative` (running totals, non-decreasing along
+    a row) that reaches each of the row's `targets` (a binary search per row); the last
+    column for a row that reaches none (a row without counts)."""
+    import numpy as np
+
+    found = np.empty(targets.shape, dtype=np.int64)
+    for row, row_targets in enumerate(targets):
+        found[row] = np.searchsorted(cumulative[row], row_targets, side="left")
+    return np.minimum(found, max(cumulative.shape[1] - 1, 0))
+
+
+def _of_counts(counts: Any, ok: Any, errors: Any, seconds: Any, middle: Any) -> _Replicas:
+    import numpy as np
+
+    total = counts.sum(axis=1)
+    found = _first_reaching(np.cumsum(counts, axis=1), _targets(total))
+    return _Replicas(total, counts @ middle, found, ok, errors, seconds)
+
+
+# Columns between two that the block bootstrap's percentile search computes for every
+# resample; the columns in between are computed only for the resamples whose percentile
+# falls there.
+_COARSE = 32
+
+
+def _of_blocks(parts: list[tuple[Any, Any]], middle: Any, ok: Any, errors: Any,
+               seconds: Any) -> _Replicas:
+    """The statistics of resamples that are weighted sums of interval rows: `parts` holds
+    each run's (weights: resamples x rows, counts: rows x buckets). A resample's counts
+    (resamples x buckets, tens of MB) are never formed: its running totals are its weights
+    times the rows' running totals (the sum is linear), computed first at every
+    `_COARSE`-th column and then, for the resamples whose percentile lies between two of
+    those, at the columns between them. The counts are whole numbers far below 2^53, so
+    the totals and percentiles are exactly those of the counts; the latency sum is summed
+    in another order (per row first), which can move the mean in its last digits."""
+    import numpy as np
+
+    running = [(weights, np.cumsum(counts, axis=1)) for weights, counts in parts]
+    columns = running[0][1].shape[1]
+    resamples = parts[0][0].shape[0]
+    total = sum(weights @ rows[:, -1] for weights, rows in running) if columns else \
+        np.zeros(resamples)
+    weighted = sum(weights @ (counts @ middle) for weights, counts in parts)
+    targets = _targets(total)
+    found = np.zeros(targets.shape, dtype=np.int64)
+    if columns:
+        marks = np.arange(min(_COARSE, columns) - 1, columns, _COARSE)
+        if marks[-1] != columns - 1:
+            marks = np.append(marks, columns - 1)
+        coarse = sum(weights @ rows[:, marks] for weights, rows in running)
+        block = _first_reaching(coarse, targets)  # the first mark reaching each target
+        for mark in np.unique(block):
+            low = int(marks[mark - 1]) + 1 if mark > 0 else 0
+            high = int(marks[mark]) + 1
+            for p in range(targets.shape[1]):
+                rows_here = np.nonzero(block[:, p] == mark)[0]
+                if not len(rows_here):
+                    continue
+                fine = sum(weights[rows_here] @ rows[:, low:high] for weights, rows in running)
+                found[rows_here, p] = low + _first_reaching(fine, targets[rows_here, p:p + 1])[:, 0]
+    return _Replicas(total, weighted, found, ok, errors, seconds)
+
+
+def _resample(side: list[_Run], rng: Any, resamples: int, length: int | None, middle: Any
+              ) -> _Replicas:
+    """`resamples` resampled copies of the side: the runs drawn with replacement (several
+    runs), then each drawn run's blocks of intervals (or its requests)."""
     import numpy as np
 
     n = len(side)
     draws = (rng.multinomial(n, [1.0 / n] * n, size=resamples) if n > 1
              else np.ones((resamples, 1), dtype=np.int64))
     columns = side[0].counts.shape[1]
-    counts = np.zeros((resamples, columns))
+    counts = None if length is not None else np.zeros((resamples, columns))
+    parts = []
     ok = np.zeros(resamples)
     errors = np.zeros(resamples)
     seconds = np.zeros(resamples)
@@ -605,11 +706,12 @@ def _resample(side: list[_Run], rng: Any, resamples: int, length: int | None) ->
             weights = np.zeros_like(starts, dtype=float)
             for j in range(length):
                 weights += np.roll(starts, j, axis=1)
-            counts += weights @ run.counts
+            parts.append((weights, run.counts))
             ok += weights @ run.ok
             errors += weights @ run.errors
             seconds += weights @ run.seconds
         else:
+            assert counts is not None
             total = run.counts[0].sum()
             if total > 0:
                 probabilities = run.counts[0] / total
@@ -623,32 +725,34 @@ def _resample(side: list[_Run], rng: Any, resamples: int, length: int | None) ->
             errors += drawn_errors
             ok += times * finished - drawn_errors
             seconds += times * run.seconds[0]
-    return [_Run(counts, ok, errors, seconds, False)]
+    if counts is None:
+        return _of_blocks(parts, middle, ok, errors, seconds)
+    return _of_counts(counts, ok, errors, seconds, middle)
 
 
-def _side_statistics(side: list[_Run], highest: Any, middle: Any, *,
-                     per_row: bool = False) -> dict[str, Any]:
-    """Each statistic of the side: of every row of its one run with `per_row` (the
-    resamples), else of all its runs' rows merged (a 1-element array)."""
+def _merged(side: list[_Run], middle: Any) -> _Replicas:
+    """The side's runs (all their rows) as one row."""
     import numpy as np
 
-    if per_row:
-        counts, ok, errors, seconds = side[0].counts, side[0].ok, side[0].errors, side[0].seconds
-    else:
-        counts = sum(run.counts.sum(axis=0) for run in side)[None, :]
-        ok = np.array([sum(float(run.ok.sum()) for run in side)])
-        errors = np.array([sum(float(run.errors.sum()) for run in side)])
-        seconds = np.array([sum(float(run.seconds.sum()) for run in side)])
-    total = counts.sum(axis=1)
-    cumulative = np.cumsum(counts, axis=1)
+    counts = sum(run.counts.sum(axis=0) for run in side)[None, :]
+    ok = np.array([sum(float(run.ok.sum()) for run in side)])
+    errors = np.array([sum(float(run.errors.sum()) for run in side)])
+    seconds = np.array([sum(float(run.seconds.sum()) for run in side)])
+    return _of_counts(counts, ok, errors, seconds, middle)
+
+
+def _side_statistics(replicas: _Replicas, highest: Any) -> dict[str, Any]:
+    """Each statistic of each row of `replicas` (NaN where a row has none)."""
+    import numpy as np
+
+    total = replicas.total
     out: dict[str, Any] = {}
-    for name, fraction in _PERCENTILES.items():
-        # hdrh's target count: round half up, at least 1.
-        target = np.maximum(np.floor(fraction * total + 0.5), 1)
-        index = np.argmax(cumulative >= target[:, None], axis=1)
-        out[name] = np.where(total > 0, highest[index], np.nan)
+    for column, name in enumerate(_PERCENTILES):
+        index = replicas.found[:, column]
+        out[name] = np.where(total > 0, highest[index] if len(highest) else np.nan, np.nan)
+    ok, errors, seconds = replicas.ok, replicas.errors, replicas.seconds
     with np.errstate(invalid="ignore", divide="ignore"):
-        out["mean"] = np.where(total > 0, (counts @ middle) / np.maximum(total, 1), np.nan)
+        out["mean"] = np.where(total > 0, replicas.weighted / np.maximum(total, 1), np.nan)
         out["rate"] = np.where(seconds > 0, ok / np.where(seconds > 0, seconds, 1), np.nan)
         finished = ok + errors
         out["error_rate"] = np.where(finished > 0, errors / np.where(finished > 0, finished, 1),

@@ -39,8 +39,9 @@ from ._result import Result, Statistic, WorkerResult
 from .outputs import is_nighthawk_document, nhbench_extension
 
 __all__ = ["FORMAT_NAMES", "LOADERS", "MAX_FILE_HISTOGRAM_COUNTS", "MAX_PERCENTILES",
-           "MAX_RESULT_ENTRIES", "MAX_SECONDS", "MAX_STATISTICS", "detect_format",
-           "load_result", "parse_json", "read_result_text", "result_from_document"]
+           "MAX_RESULT_ENTRIES", "MAX_SECONDS", "MAX_STATISTICS", "check_result_document",
+           "detect_format", "load_result", "parse_json", "parse_result_text",
+           "read_result_text", "result_from_document"]
 
 #: Result entries (workers, hosts, global) one file may have. A run has one per worker plus
 #: global; a distributed run one per worker and per host: 4096 is 64 hosts of 63 workers.
@@ -378,6 +379,14 @@ def _validation_reason(exc: ValidationError) -> str:
 def read_result_text(raw: str | bytes, name: str) -> tuple[str, Any]:
     """The format and parsed document of result text (a file's contents, stdin), or a
     `ResultFileError` saying in one line why it is not a result; `name` names the source."""
+    kind, data = parse_result_text(raw, name)
+    check_result_document(kind, data, name)
+    return kind, data
+
+
+def parse_result_text(raw: str | bytes, name: str) -> tuple[str, Any]:
+    """The first half of `read_result_text`: the text parsed and its format recognised,
+    nothing of the document checked yet (`check_result_document` does that)."""
 
     def fail(reason: str) -> ResultFileError:
         return ResultFileError(f"cannot load result {name!r}: {reason}", name)
@@ -397,12 +406,21 @@ def read_result_text(raw: str | bytes, name: str) -> tuple[str, Any]:
     if kind is None:
         raise fail("not a result: no format nhbench reads has this shape "
                    "(nhbench JSON has 'options' and 'results')")
+    return kind, data
+
+
+def check_result_document(kind: str, data: Any, name: str, *,
+                          sizes_of: Any = None) -> None:
+    """The second half of `read_result_text`: every number finite and within 64 bits,
+    every string valid Unicode, the growing lists bounded; `ResultFileError` (one line)
+    otherwise. `sizes_of`: the document whose list sizes are checked when it is not `data`
+    (the browser's list checks a summary's values but the whole file's sizes)."""
     try:
         _check_document(data)
-        _check_sizes(kind, data)
+        _check_sizes(kind, data if sizes_of is None else sizes_of)
     except ValueError as exc:
-        raise fail(f"invalid {FORMAT_NAMES.get(kind, kind)}: {exc}") from None
-    return kind, data
+        raise ResultFileError(f"cannot load result {name!r}: invalid "
+                              f"{FORMAT_NAMES.get(kind, kind)}: {exc}", name) from None
 
 
 def result_from_document(kind: str, data: Any, name: str) -> Result:

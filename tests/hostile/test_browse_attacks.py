@@ -246,6 +246,44 @@ def test_each_hostile_file_is_its_own_422_and_the_list_keeps_the_good_ones(
     assert request(browse.port, "/result/good.json")[0] == 200
 
 
+def test_a_fault_the_list_does_not_read_is_a_422_then_an_unreadable_row(
+        tmp_path: Path, serve: Any) -> None:
+    # The list reads only what a row shows (docs/outputs.md, "What it lists"): hostile
+    # histograms and NaNs in a statistic no row shows are found when the result is opened,
+    # and the list names the file as unreadable from then on, never showing it as a result
+    # again and never failing.
+    good(tmp_path / "good.json")
+    tiny = {"sigfig": 1, "lowest": 1, "highest": 2}
+    write(tmp_path / "overrun.json", with_blobs(BASE, [blob(zigzag_leb(1) * 5000, **tiny)]))
+    write(tmp_path / "jump.json",
+          with_blobs(BASE, [blob(zigzag_leb(-(2**40)) + zigzag_leb(5), **tiny)]))
+    nan = copy.deepcopy(BASE)
+    for statistic in global_entry(nan)["statistics"]:
+        if statistic["id"].endswith("latency_2xx"):
+            statistic.update(min=float("nan"), mean=float("inf"))
+    write(tmp_path / "nan-2xx.json", nan)
+    names = ["overrun.json", "jump.json", "nan-2xx.json"]
+    browse = serve(tmp_path)
+
+    def kinds() -> dict[str, str]:
+        status, _, page = request(browse.port, "/")
+        assert status == 200, page[-400:]
+        rows = re.findall(rb'<tr class="([^"]*)" data-kind="[^"]*" data-path="([^"]*)"', page)
+        return {path.decode(): kind.decode() for kind, path in rows}
+
+    assert kinds() == {"good.json": "result", **{name: "result" for name in names}}
+    assert request(browse.port, "/compare?id=good.json&id=jump.json")[0] == 422
+    for name in names:
+        status, _, body = request(browse.port, "/result/" + name)
+        assert status == 422 and name.encode() in body, (name, status, body[-300:])
+    assert kinds() == {"good.json": "result", **{name: "error unreadable" for name in names}}
+    status, _, page = request(browse.port, "/")
+    reasons = re.findall(rb'<span class="error">([^<]*)</span>', page)
+    assert sum(b"does not decode" in r for r in reasons) == 2, reasons
+    assert sum(b"not a finite number" in r for r in reasons) == 1, reasons
+    assert request(browse.port, "/result/good.json")[0] == 200
+
+
 def test_a_renderer_that_raises_is_that_file_s_422(tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     # Whatever the loader lets through, a page that fails to render is a 422 naming the

@@ -3,10 +3,12 @@ that could not be read, found by `Catalogue.scan`.
 
 A directory with a ``manifest.json`` is a sweep campaign (`nhbench.campaign`): it is one
 entry, its steps are listed on its own page, and the walk does not descend into it. Every
-other ``*.json`` file is read with `nhbench.load_result`, which recognises nhbench's,
-Nighthawk's and Fortio's JSON (whichever loaders `nhbench._load.LOADERS` has); a file it
-refuses is an entry too, with the loader's one-line reason, so that one bad file never hides
-the others. Hidden files and directories (a name starting with ``.``: ``.git``, a virtual
+other ``*.json`` file is read with the loader of `nhbench.load_result`, which recognises
+nhbench's, Nighthawk's and Fortio's JSON (whichever loaders `nhbench._load.LOADERS` has);
+for the list only the part of the file its row shows is loaded and checked
+(`Catalogue.summarise`), the rest when the result is opened (`Catalogue.load`). A file the
+loader refuses is an entry too, with the loader's one-line reason, so that one bad file
+never hides the others. Hidden files and directories (a name starting with ``.``: ``.git``, a virtual
 environment) are skipped.
 
 Nothing outside the root is read or listed: every path is resolved (`os.path.realpath`) and
@@ -49,7 +51,12 @@ from typing import TYPE_CHECKING
 
 from .._exceptions import CampaignError, ResultFileError
 from .._input import limit_of
-from .._load import read_result_text, result_from_document
+from .._load import (
+    check_result_document,
+    parse_result_text,
+    read_result_text,
+    result_from_document,
+)
 from .._names import REQUEST_TO_RESPONSE, SCHEDULED_TO_RESPONSE
 from .._notebook import result_verdict
 from .._version import __version__
@@ -149,6 +156,72 @@ def headline_statistic(result: Result) -> tuple[Statistic | None, bool]:
             return statistic, corrected
     return None, True
 
+
+
+# The statistics a row shows (`headline_statistic`): the only ones its summary keeps.
+_HEADLINE_IDS = frozenset((SCHEDULED_TO_RESPONSE, REQUEST_TO_RESPONSE))
+
+
+def _summary_entry(entry: object, headline: bool) -> object:
+    """`entry` (a result entry of a document) with only what a row shows: for the global
+    entry (`headline`) its headline statistics and its counters, for another (a worker, a
+    host: the row counts workers) its name and durations only. Anything not shaped as
+    expected is left as it is, for the loader to refuse."""
+    if not isinstance(entry, dict):
+        return entry
+    kept = dict(entry)
+    statistics = kept.get("statistics")
+    if isinstance(statistics, list):
+        kept["statistics"] = [s for s in statistics if headline and isinstance(s, dict)
+                              and s.get("id") in _HEADLINE_IDS]
+    if not headline and isinstance(kept.get("counters"), list):
+        kept["counters"] = []
+    outputs = kept.get("user_defined_outputs")
+    if isinstance(outputs, list):
+        kept["user_defined_outputs"] = [_summary_output(o, headline) for o in outputs]
+    return kept
+
+
+def _summary_output(output: object, headline: bool) -> object:
+    # nhbench's extension of an entry: its per-statistic extras (the encoded histograms)
+    # cut as the statistics are, and the run's timeline (the bulk of a run with
+    # intervals) left out.
+    if not isinstance(output, dict):
+        return output
+    typed = output.get("typed_output")
+    value = typed.get("value") if isinstance(typed, dict) else None
+    if not isinstance(value, dict):
+        return output
+    value = dict(value)
+    if not headline:
+        value.pop("zero_counters", None)
+    extras = value.get("statistics")
+    if isinstance(extras, dict):
+        value["statistics"] = {k: v for k, v in extras.items() if headline and k in _HEADLINE_IDS}
+    run = value.get("run")
+    if isinstance(run, dict):
+        run = dict(run)
+        run.pop("timeline", None)
+        if "warmup" in run:
+            run["warmup"] = _summary_entry(run["warmup"], False)
+        value["run"] = run
+    return {**output, "typed_output": {**typed, "value": value}}  # type: ignore[dict-item]
+
+
+def summary_document(data: dict[str, object]) -> dict[str, object]:
+    """A result document (nhbench's or Nighthawk's, parsed) cut to what a list row shows:
+    every entry with its name, counters and durations, the global entry's headline
+    statistics, the options and the run's facts; no other statistic, histogram or
+    timeline. Loading it gives the row the whole file gives, for a fraction of the work
+    (tests/test_browse_scan.py compares the two); what it leaves out is checked when the
+    result is opened."""
+    summary = dict(data)
+    results = data.get("results")
+    if isinstance(results, list):
+        summary["results"] = [_summary_entry(e, isinstance(e, dict) and e.get("name") == "global")
+                              for e in results]
+    summary.pop("timeline", None)  # nhbench's older shape keeps it at the top
+    return summary
 
 
 @dataclass(frozen=True)
@@ -395,10 +468,49 @@ class Catalogue:
 
     def load(self, relative: str) -> Result:
         """The `Result` in the file at `relative`; ResultFileError (one line) otherwise.
-        The file is read through `open`, so never from outside the root."""
+        The file is read through `open`, so never from outside the root. A file the list
+        showed from its summary (`summarise`) that turns out not to load is listed as
+        unreadable from then on, with the reason."""
         name = str(self.root / relative)
-        kind, data = read_result_text(self.read(relative), name)
-        return result_from_document(kind, data, name)
+        try:
+            kind, data = read_result_text(self.read(relative), name)
+            return result_from_document(kind, data, name)
+        except ResultFileError as exc:
+            self._refused(relative, str(exc))
+            raise
+
+    def summarise(self, relative: str) -> Entry:
+        """The list's row of the result file at `relative`, from a quick read: the file is
+        parsed whole and refused as `load` would refuse it for anything the row shows
+        (not JSON, no format nhbench reads, a list over its limit, an invalid option, a
+        bad value or histogram of the headline statistic, no global entry...), but the
+        other statistics, their histograms and the timeline are checked when the result
+        is opened (`load`). ResultFileError (one line) for a file refused."""
+        name = str(self.root / relative)
+        kind, data = parse_result_text(self.read(relative), name)
+        if kind in ("nhbench", "nighthawk") and isinstance(data, dict):
+            summary = summary_document(data)
+            check_result_document(kind, summary, name, sizes_of=data)
+            return Entry.from_result(relative, result_from_document(kind, summary, name))
+        check_result_document(kind, data, name)
+        return Entry.from_result(relative, result_from_document(kind, data, name))
+
+    def _refused(self, relative: str, reason: str) -> None:
+        """Remember that the file at `relative` (as it is now) does not load: its row
+        becomes unreadable, here and in the on-disk index."""
+        real = self.resolve(relative)
+        if real is None:
+            return
+        try:
+            key = _key(os.stat(real))
+        except OSError:
+            return
+        with self._lock:
+            cached = self._cache.get(relative)
+            if cached is None or cached[0] != key or cached[1].kind != "result":
+                return
+            self._cache[relative] = (key, Entry.failed(relative, reason))
+            self._dirty = True
 
     def manifest(self, relative: str) -> CampaignManifest:
         path = self.campaign_dir(relative)
@@ -421,7 +533,7 @@ class Catalogue:
             if campaign:
                 entry = Entry.from_campaign(relative, load_manifest(path))
             else:
-                entry = Entry.from_result(relative, self.load(relative))
+                entry = self.summarise(relative)
         except (ResultFileError, CampaignError) as exc:
             entry = Entry.failed(relative, str(exc))
         except Exception as exc:  # noqa: BLE001 - one odd file must not take the list down

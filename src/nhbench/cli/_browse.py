@@ -105,8 +105,12 @@ def _sync_options(args: argparse.Namespace) -> float | None:
 
 
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from .._compare import single_threaded_blas
     from ..browse import BrowseServer
     from ..options import format_address, parse_address
+
+    # Before numpy is imported (a comparison imports it): see its doc.
+    single_threaded_blas()
 
     directory = Path(args.directory)
     if not directory.is_dir():

@@ -108,8 +108,11 @@ def _load_side(path: str, side: str) -> list[Result]:
 
 
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from .._compare import compare
+    from .._compare import compare, single_threaded_blas
     from .._histogram import HistogramDecodeError
+
+    # Before numpy is imported (a comparison imports it): see its doc.
+    single_threaded_blas()
 
     output = args.output.strip().lower()
     if output not in ("human", "json"):

@@ -73,8 +73,12 @@ def add_parser(commands: Subparsers, command: Command) -> argparse.ArgumentParse
 
 
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from .._compare import single_threaded_blas
     from ..compat._fortio_rest import start_fortio_ui
     from ..options import UILimits, format_address, parse_address
+
+    # Before numpy is imported (a comparison imports it): see its doc.
+    single_threaded_blas()
 
     directory = Path(args.directory)
     if not directory.is_dir():

@@ -14,6 +14,7 @@ sweep's stop rules and the machine facts all parse through it.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import math
 import os
@@ -640,6 +641,15 @@ def parse_uri(uri: object) -> Target:
     ``http://`` and ``https://``, ``grpc://`` (gRPC over h2c), ``grpcs://`` (gRPC over
     TLS), and the echo targets ``tcp://host:port`` and ``udp://host:port``.
     """
+    # Remembered per text: the checks of one set of options ask for the target about ten
+    # times, and the result browser validates the options of thousands of files. The
+    # answer depends on the text alone and a Target is frozen; a refusal is not remembered.
+    if type(uri) is str:
+        return _parse_uri_text(uri)
+    return _parse_uri(uri)
+
+
+def _parse_uri(uri: object) -> Target:
     if not isinstance(uri, str) or not uri.strip():
         raise ValueError("must be a URL such as http://127.0.0.1:8080/")
     if any(ch.isspace() or ord(ch) < 0x20 or ord(ch) == 0x7F for ch in uri):
@@ -716,6 +726,11 @@ def parse_uri(uri: object) -> Target:
     return Target(
         scheme=scheme, host=host, port=port or default_port, path=path, authority=authority
     )
+
+
+@functools.lru_cache(maxsize=1024)
+def _parse_uri_text(uri: str) -> Target:
+    return _parse_uri(uri)
 
 
 # --------------------------------------------------------------------------------------------
