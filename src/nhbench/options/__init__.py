@@ -29,6 +29,7 @@ from ._response_checks import (
     parse_checks,
     run_checks,
 )
+from ._nofile import limit_text, nofile_refusal, raise_nofile
 from ._run import Options, make_options
 from ._run_load import DEFAULT_DURATION
 from ._run_output import DEFAULT_PERCENTILES
@@ -209,6 +210,9 @@ from ._sweep import (
 )
 
 __all__ += [
+    "limit_text",
+    "nofile_refusal",
+    "raise_nofile",
     "ADAPT_KEYS",
     "DEFAULT_MAX_SEARCH_STEPS",
     "NOT_IN_AN_ADAPT",

@@ -400,7 +400,7 @@ def check_http3(options: Options, info: ValidationInfo) -> None:
     }
     for name, reason in reasons.items():
         value = given.get(name)
-        if value is None or value is False:
+        if value is None or value is False or value == ():
             continue
         if name == "tls_session_reuse" and name not in options.model_fields_set:
             continue
