@@ -184,9 +184,10 @@ def test_the_server_raises_its_soft_limit_and_says_what_it_holds() -> None:
 # ---- source addresses ----------------------------------------------------------------------
 
 
-def established_sources(port: int) -> Counter[str]:
-    """The local addresses of the established TCP connections to `port` (``ss``)."""
-    out = subprocess.run(["ss", "-Htn", "state", "established", f"( dport = :{port} )"],
+def established_sources(port: int, kind: str = "-t") -> Counter[str]:
+    """The local addresses of the established TCP connections (connected UDP sockets with
+    `kind` "-u") to `port` (``ss``)."""
+    out = subprocess.run(["ss", "-Hn", kind, "state", "established", f"( dport = :{port} )"],
                          capture_output=True, text=True, check=True).stdout
     return Counter(line.split()[2].rsplit(":", 1)[0] for line in out.splitlines() if line)
 
@@ -245,6 +246,50 @@ def test_three_sources_repeated_flag_and_two_workers(server: nhbench.TestServer)
     assert proc.returncode == 0, err
     most = max(seen, key=lambda c: sum(c.values()))
     assert most == Counter({"127.0.0.2": 2, "127.0.0.3": 2, "127.0.0.4": 2}), seen
+
+
+@pytest.mark.skipif(shutil.which("ss") is None, reason="needs ss (iproute2)")
+def test_udp_echo_sockets_take_the_source_addresses_in_turn() -> None:
+    with nhbench.TestServer(udp_echo="127.0.0.1:0", subprocess=True) as server:
+        host, port = server.udp_echo_addresses[0]
+        with subprocess.Popen(
+                [sys.executable, "-m", "nhbench", "run", f"udp://{host}:{port}",
+                 "--connections", "5", "--rps", "50", "--duration", "2s",
+                 "--prefetch-connections", "--source-address", "127.0.0.2,127.0.0.3"],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                env=cli_env()) as proc:
+            seen: list[Counter[str]] = []
+            while proc.poll() is None:
+                seen.append(established_sources(port, "-u"))
+                time.sleep(0.1)
+            _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    most = max(seen, key=lambda c: sum(c.values()))
+    assert most == Counter({"127.0.0.2": 3, "127.0.0.3": 2}), seen
+
+
+@pytest.mark.skipif(shutil.which("ss") is None, reason="needs ss (iproute2)")
+def test_http3_connections_take_the_source_addresses_in_turn() -> None:
+    # Each HTTP/3 connection has a UDP socket of its own, bound to its source address.
+    with nhbench.TestServer(http3=True, tls_self_signed=True, subprocess=True) as server:
+        port = int(server.url.rsplit(":", 1)[1].strip("/"))
+        with subprocess.Popen(
+                [sys.executable, "-m", "nhbench", *run_args(
+                    server.url, 3, "--protocol", "http3", "--cacert", str(server.ca_cert),
+                    "--source-address", "127.0.0.2,127.0.0.3", "--duration", "2s")],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                env=cli_env()) as proc:
+            seen: list[Counter[str]] = []
+            while proc.poll() is None:
+                seen.append(established_sources(port, "-u"))
+                time.sleep(0.1)
+            out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    counters = counters_of(out)
+    assert counters["upstream_cx_http3_total"] == 3 and counters["ssl.handshake"] == 3
+    assert counters["benchmark.http_2xx"] == counters["upstream_rq_total"] >= 3
+    most = max(seen, key=lambda c: sum(c.values()))
+    assert most == Counter({"127.0.0.2": 2, "127.0.0.3": 1}), seen
 
 
 def test_an_address_not_on_this_host_is_refused_by_name_before_the_run(
