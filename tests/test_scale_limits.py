@@ -90,7 +90,7 @@ needs_room = pytest.mark.skipif(HARD != resource.RLIM_INFINITY and HARD < 2000,
 def test_a_lowered_soft_limit_is_raised_and_the_run_opens_every_connection(
         server: nhbench.TestServer) -> None:
     n = 500
-    proc = nhbench_limited(run_args(server.url, n, "--verbosity", "info"), 200, None)
+    proc = nhbench_limited(run_args(server.url, n, "--verbosity", "debug"), 200, None)
     assert proc.returncode == 0, proc.stderr
     assert "run: RLIMIT_NOFILE soft limit raised from 200 to " in proc.stderr
     counters = counters_of(proc.stdout)

@@ -41,7 +41,8 @@ def _hard_cap(hard: int) -> int:
 
 def raise_nofile(what: str = "run") -> tuple[int, int, int]:
     """Raise the soft RLIMIT_NOFILE to the hard limit (never above it) and return (soft
-    before, soft now, hard). Logged at INFO when it changed, at DEBUG when it did not."""
+    before, soft now, hard), logged at DEBUG (``--verbosity debug``); a limit that could not
+be raised at INFO."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     target = _hard_cap(hard)
     if soft == resource.RLIM_INFINITY or soft >= target:
@@ -54,7 +55,7 @@ def raise_nofile(what: str = "run") -> tuple[int, int, int]:
         _log.info("%s: RLIMIT_NOFILE soft %d, hard %s: could not raise it (%s)",
                   what, soft, limit_text(hard), exc)
         return soft, soft, hard
-    _log.info("%s: RLIMIT_NOFILE soft limit raised from %d to %d (the hard limit%s)",
+    _log.debug("%s: RLIMIT_NOFILE soft limit raised from %d to %d (the hard limit%s)",
               what, soft, target, "" if target == hard else ", capped by fs.nr_open")
     return soft, target, hard
 
