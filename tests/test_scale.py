@@ -2,8 +2,9 @@
 it shows stays true: 2,000 connections from a client process to a test-server process, each
 connection used, counts exact, every descriptor returned; a lowered soft descriptor limit is
 raised to the hard one, and more connections than the hard limit allows are refused by name
-before the run; the merge of many workers' results is exact. Real processes throughout (the client and the server each their own); no
-timing is judged (the figures are in docs/benchmarks.md, "Scale").
+before the run; the merge of many workers' results is exact. Real processes throughout (the
+client and the server each their own); no timing is judged (the figures are in
+docs/benchmarks.md, "Scale").
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ from ._echo import parse_echo_params
 from ._errors import format_validation_error
 from ._flags import Flag, add_model_flags, flag_of, model_flags
 from ._listen import DEFAULT_LISTEN, parse_listen
+from ._nofile import limit_text, nofile_refusal, raise_nofile
 from ._request_set import request_specs
 from ._response import (
     MAX_RESPONSE_BODY_SIZE,
@@ -29,7 +30,6 @@ from ._response_checks import (
     parse_checks,
     run_checks,
 )
-from ._nofile import limit_text, nofile_refusal, raise_nofile
 from ._run import Options, make_options
 from ._run_load import DEFAULT_DURATION
 from ._run_output import DEFAULT_PERCENTILES
