@@ -561,10 +561,10 @@ typedef struct nhb_client_config {
    * used ("lru", a FIFO), which spreads requests over all connections. */
   int reuse_lru;
   /* Outgoing connections bind to one of these local addresses (port 0: the
-   * kernel picks it at connect time, IP_BIND_ADDRESS_NO_PORT) before
-   * connecting, connection k of worker w to sources[(w * connections + k) %
-   * nsources]. nsources 0 = the kernel chooses the address. Copied by
-   * nhb_run_create(); at most NHB_MAX_SOURCES. */
+   * kernel picks it, at connect time for TCP: IP_BIND_ADDRESS_NO_PORT) before
+   * connecting: entry k of worker w's n connection entries binds to
+   * sources[(w * n + k) % nsources]. nsources 0 = the kernel chooses the
+   * address. Copied by nhb_run_create(); at most NHB_MAX_SOURCES. */
   const nhb_sockaddr* sources;
   uint32_t nsources;
   /* ---- response observation (session_h1.c, session_h2.c) ---- */
