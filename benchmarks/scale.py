@@ -17,9 +17,10 @@ Three measurements, each printed as one JSON line and then as a table:
   run (every connection's descriptor returned) and the server's after the client left; the
   machine's ListenOverflows and TCPSynRetrans while the connections opened (what makes the
   last of many simultaneous connects wait for a SYN retransmission).
-* ``--emfile-limit L --emfile-connections N``: the client run with its RLIMIT_NOFILE
-  lowered to L and N > L connections asked: what fails, how it is counted and named, the
-  exit code of ``nhbench run`` (the CLI in a child process with the lowered limit).
+* ``--emfile-limit L --emfile-connections N``: the client run with its soft RLIMIT_NOFILE
+  lowered to L and N > L connections asked (the run raises it to the hard limit and opens
+  all N), then with the hard limit lowered to L too (refused before the run, exit 2): the
+  CLI in a child process with the lowered limits.
 * ``--merge 256,1024``: the controller's end of a Ray run (``ClusterBenchmark._result``:
   `merge_core`, `merge_endpoints`, the merged Result, each node's own verdict, one entry
   per worker and per node, called without Ray) over W workers in W/64 nodes, from the core
@@ -183,11 +184,15 @@ def measure(n: int, bursts: int, gap: float) -> dict[str, Any]:
 # ---- too many connections for the descriptor limit ----------------------------------------
 
 
-def emfile_run(limit: int, n: int, url: str, extra: tuple[str, ...] = ()) -> dict[str, Any]:
-    """``nhbench run`` with RLIMIT_NOFILE lowered to `limit` and `n` connections asked:
-    its exit code, its last stderr line and its counters."""
+def emfile_run(limit: int, n: int, url: str, extra: tuple[str, ...] = (),
+               hard: bool = False) -> dict[str, Any]:
+    """``nhbench run`` with its soft RLIMIT_NOFILE lowered to `limit` (and the hard limit
+    too when `hard`) and `n` connections asked: its exit code, its last stderr line and its
+    counters. The run raises its soft limit to the hard one, so with the hard limit left
+    high every connection opens; with both lowered, more connections than fit are refused
+    before the run (exit 2)."""
     def lower() -> None:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (limit, nofile()[1]))
+        resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit if hard else nofile()[1]))
 
     proc = subprocess.run(
         [sys.executable, "-m", "nhbench", "run", url, "--connections", str(n), "--rps",
@@ -199,7 +204,7 @@ def emfile_run(limit: int, n: int, url: str, extra: tuple[str, ...] = ()) -> dic
         entry = json.loads(proc.stdout)["results"][-1]
         counters = {c["name"]: int(c["value"]) for c in entry["counters"]}
     lines = proc.stderr.strip().splitlines()
-    return {"limit": limit, "connections": n, "exit": proc.returncode,
+    return {"limit": limit, "hard": hard, "connections": n, "exit": proc.returncode,
             "stderr": lines[-1] if lines else "", "counters": counters}
 
 
@@ -271,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--bursts", type=int, default=3, help="bursts of N requests per run")
     p.add_argument("--gap", type=float, default=3.0, help="seconds between bursts")
     p.add_argument("--emfile-limit", type=int, default=500,
-                   help="RLIMIT_NOFILE for the EMFILE run (0: skip it)")
+                   help="RLIMIT_NOFILE for the descriptor-limit runs (0: skip them)")
     p.add_argument("--emfile-connections", type=int, default=1000)
     p.add_argument("--merge", default="256,1024", help="worker counts to merge ('' for none)")
     p.add_argument("--merge-reps", type=int, default=3, help="merges timed per count (best)")
@@ -311,7 +316,7 @@ def main(argv: list[str] | None = None) -> int:
             if cfg.emfile_limit:
                 emf = [emfile_run(cfg.emfile_limit, cfg.emfile_connections, server.url),
                        emfile_run(cfg.emfile_limit, cfg.emfile_connections, server.url,
-                                  ("--no-default-failure-predicates",))]
+                                  hard=True)]
                 for e in emf:
                     print(json.dumps(e), flush=True)
             if merges:

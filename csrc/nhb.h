@@ -432,6 +432,8 @@ typedef struct nhb_predicate {
 /* The most targets a run may have (several targets): each one has
  * at least one connection, with its 64 KiB read buffer, in every worker. */
 #define NHB_MAX_TARGETS 1024
+/* Source addresses a run's connections spread over (config.sources). */
+#define NHB_MAX_SOURCES 1024
 
 typedef struct nhb_client_config {
   /* Target. `addr` is a struct sockaddr_in or sockaddr_in6. */
@@ -558,9 +560,13 @@ typedef struct nhb_client_config {
    * most recently used (Nighthawk's default "mru"), 1 = the least recently
    * used ("lru", a FIFO), which spreads requests over all connections. */
   int reuse_lru;
-  /* Outgoing TCP connections bind to this local address (port 0: any)
-   * before connecting; len 0 = the kernel chooses. */
-  nhb_sockaddr source;
+  /* Outgoing connections bind to one of these local addresses (port 0: the
+   * kernel picks it, at connect time for TCP: IP_BIND_ADDRESS_NO_PORT) before
+   * connecting: entry k of worker w's n connection entries binds to
+   * sources[(w * n + k) % nsources]. nsources 0 = the kernel chooses the
+   * address. Copied by nhb_run_create(); at most NHB_MAX_SOURCES. */
+  const nhb_sockaddr* sources;
+  uint32_t nsources;
   /* ---- response observation (session_h1.c, session_h2.c) ---- */
   /* Nighthawk's --latency-response-header-name: the response header whose
    * value (an integer of nanoseconds) goes into origin_latency_statistic.

@@ -402,7 +402,6 @@ def test_garbage_from_the_peer_neither_crashes_nor_spins() -> None:
         (("--alpn", "h2"), "--alpn: HTTP/3 offers h3 only"),
         (("--http1.0",), "--http1.0: does not apply to HTTP/3"),
         (("--tls-session-reuse", "on"), "no resumption"),
-        (("--source-address", "127.0.0.1"), "--source-address: not supported over HTTP/3"),
         (("--template",), "--template: not supported over HTTP/3"),
     ],
 )

@@ -52,21 +52,31 @@ def test_every_exception_class_is_exported_and_documented() -> None:
 
 
 def test_core_error_carries_the_core_code_and_name() -> None:
-    # A real run whose core cannot start: the descriptor limit is lowered to the lowest free
-    # descriptor just before start(), so the first descriptor the core opens (a worker's
-    # event loop) fails with EMFILE. In a child process, so that the test process keeps its
-    # limit.
+    # A real run whose core cannot start: start() raises the soft descriptor limit to the
+    # hard one and checks the run fits, so both are lowered, and then (after that check,
+    # in core_config) every descriptor left is taken, so the first descriptor the core
+    # opens (a worker's event loop) fails with EMFILE. In a child process, so that the test
+    # process keeps its limit.
     script = textwrap.dedent(
         """
         import json, os, resource, sys
         import nhbench
         from nhbench._run import load_core
 
+        class Crowded(nhbench.Benchmark):
+            def core_config(self):
+                config = super().core_config()
+                while True:
+                    try:
+                        os.open(os.devnull, os.O_RDONLY)
+                    except OSError:
+                        return config
+
         load_core()
-        bench = nhbench.Benchmark("http://127.0.0.1:9/", rps=10, duration="1s")
+        bench = Crowded("http://127.0.0.1:9/", rps=10, duration="1s", connections=1)
         free = os.open(os.devnull, os.O_RDONLY)
         os.close(free)
-        resource.setrlimit(resource.RLIMIT_NOFILE, (free, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+        resource.setrlimit(resource.RLIMIT_NOFILE, (free + 100, free + 100))
         try:
             bench.start()
         except nhbench.CoreError as exc:

@@ -205,7 +205,7 @@ class ClientRun {
   // Several targets, connection reuse, source address, Unix sockets.
   // `targets`: [("tcp", numeric host, port) | ("unix", path, 0), ...], which
   // replaces `address`/`port`; `reuse_strategy`: "mru" | "lru";
-  // `source_address`: (numeric host, port).
+  // `source_addresses`: [(numeric host, port), ...], spread over round-robin.
   void parse_targets(const py::dict& d) {
     nhb_client_config& c = config_;
     if (py::object v = value_of(d, "targets")) {
@@ -253,13 +253,22 @@ class ClientRun {
     c.dns_pick = get_choice(d, "dns_pick", "first", {"first", "rr", "random"});
     static const int kDnsFamily[] = {AF_UNSPEC, AF_INET, AF_INET6};
     c.dns_family = kDnsFamily[get_choice(d, "dns_family", "auto", {"auto", "v4", "v6"})];
-    if (py::object v = value_of(d, "source_address")) {
-      py::sequence t = tuple_of(v, 2, "source_address", "(host, port)");
-      c.source.len = fill_sockaddr(str_of(t[0], "source_address"), port_of(t[1], "source_address"), c.source.bytes,
-                                   "source_address");
+    if (py::object v = value_of(d, "source_addresses")) {
+      if (!py::isinstance<py::list>(v) && !py::isinstance<py::tuple>(v))
+        config_error("source_addresses", "expected a list");
+      py::sequence seq = py::reinterpret_borrow<py::sequence>(v);
+      sources_.resize(py::len(seq));
+      for (size_t i = 0; i < sources_.size(); i++) {
+        py::sequence t = tuple_of(seq[i], 2, "source_addresses", "(host, port)");
+        sources_[i].len = fill_sockaddr(str_of(t[0], "source_addresses"), port_of(t[1], "source_addresses"),
+                                        sources_[i].bytes, "source_addresses");
+      }
+      c.sources = sources_.data();
+      c.nsources = sources_.size() > UINT32_MAX ? UINT32_MAX : static_cast<uint32_t>(sources_.size());
     }
   }
   std::vector<nhb_sockaddr> targets_;
+  std::vector<nhb_sockaddr> sources_;
   std::vector<nhb_sockaddr> endpoints_;
   std::string dns_host_;
 

@@ -855,6 +855,9 @@ struct nhb_run {
   nhb_sockaddr* targets;
   uint32_t ntargets;
   uint32_t* spec_target;
+  /* The source addresses (pool.c): config.sources copied; config.sources
+   * points here. NULL with none. */
+  nhb_sockaddr* sources;
   /* Where connections go (pool.c): the targets (run->targets itself) or,
    * with config.endpoints, the single target's addresses (endpoint_copies).
    * ep_next is the next address a round-robin connection takes, run-wide;
@@ -1266,6 +1269,10 @@ void nhb__conn_slot_refused(nhb__conn* c, nhb__slot* s);
 void nhb__conn_update(nhb__conn* c);
 /* Closes a connection after an error; fails every request it carries. */
 void nhb__conn_fail(nhb__conn* c, int err, nhb_counter_t reason);
+/* The source address connection `c` binds to (round-robin over
+ * config.sources by its place in the run), NULL without --source-address. */
+const nhb_sockaddr* nhb__conn_source(const nhb__conn* c);
+
 /* DNS per connection (dns.c and pool.c). conn_open starts a connection's
  * handle and connect to `to`; conn_fail_unopened fails a connection that has
  * no handle (its requests, the connect failure, the back-off) and frees its

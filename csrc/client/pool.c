@@ -29,6 +29,8 @@
  * that can take a request sit on the `avail` stack. Nothing here allocates
  * after nhb__pool_init().
  */
+#include <errno.h>
+#include <netinet/in.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -235,12 +237,22 @@ int nhb__pool_run_init(nhb_run* run, char* err, size_t err_len) {
   run->config.ntargets = n;
   int r = endpoints_init(run, err, err_len);
   if (r < 0) return r;
-  const nhb_sockaddr* src = &cfg->source;
-  if (src->len != 0) {
-    sa_family_t family = ((const struct sockaddr*)src->bytes)->sa_family;
+  if (cfg->nsources > NHB_MAX_SOURCES || (cfg->nsources > 0 && cfg->sources == NULL)) {
+    if (err) snprintf(err, err_len, "sources: at most %d, in an array", NHB_MAX_SOURCES);
+    return NHB_EINVAL;
+  }
+  if (cfg->nsources > 0) {
+    run->sources = calloc(cfg->nsources, sizeof(nhb_sockaddr));
+    if (run->sources == NULL) return NHB_ENOMEM;
+    memcpy(run->sources, cfg->sources, cfg->nsources * sizeof(nhb_sockaddr));
+    run->config.sources = run->sources;
+  }
+  for (uint32_t i = 0; i < cfg->nsources; i++) {
+    const nhb_sockaddr* src = &run->sources[i];
+    sa_family_t family = src->len >= sizeof(sa_family_t) ? ((const struct sockaddr*)src->bytes)->sa_family : AF_UNSPEC;
     if (!((family == AF_INET && src->len == sizeof(struct sockaddr_in)) ||
           (family == AF_INET6 && src->len == sizeof(struct sockaddr_in6)))) {
-      if (err) snprintf(err, err_len, "source_address: an IPv4 or IPv6 socket address");
+      if (err) snprintf(err, err_len, "sources: entry %u is not an IPv4 or IPv6 socket address", i);
       return NHB_EINVAL;
     }
   }
@@ -282,8 +294,10 @@ void nhb__pool_run_free(nhb_run* run) {
   run->endpoint_copies = NULL;
   free(run->targets);
   free(run->spec_target);
+  free(run->sources);
   run->targets = NULL;
   run->spec_target = NULL;
+  run->sources = NULL;
 }
 
 /* The target a request goes to: one predictable branch with one target. */
@@ -806,17 +820,44 @@ void nhb__conn_fail_unopened(nhb__worker* w, nhb__conn* c, int err) {
   tp->free_conns[tp->nfree++] = c;
 }
 
+const nhb_sockaddr* nhb__conn_source(const nhb__conn* c) {
+  const nhb__worker* w = c->worker;
+  const nhb_client_config* cfg = &w->run->config;
+  if (NHB__LIKELY(cfg->nsources == 0)) return NULL;
+  /* Round-robin by the connection's place in the run, so that a connection
+   * that reconnects keeps its address and the spread stays even. */
+  uint64_t k = (uint64_t)w->index * w->nconns + (uint64_t)(c - w->conns);
+  return &cfg->sources[k % cfg->nsources];
+}
+
+/* Binds a TCP handle made for the source address's family (uv_tcp_init_ex)
+ * to that address. IP_BIND_ADDRESS_NO_PORT leaves the choice of port to
+ * connect(), which picks one free for the whole 4-tuple. Without it, bind()
+ * takes a port no other connection from that address may use, to any
+ * destination, so one address would hold at most its ephemeral range. */
+static int tcp_bind_source(nhb__conn* c, const nhb_sockaddr* src) {
+  uv_os_fd_t fd;
+  int one = 1;
+  int r = uv_fileno((const uv_handle_t*)&c->tcp, &fd);
+  /* SOL_IP on an IPv6 socket too: Linux hands it to the IPv4 options. */
+  if (r == 0 && setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof(one)) != 0) r = uv_translate_sys_error(errno);
+  if (r == 0) r = uv_tcp_bind(&c->tcp, (const struct sockaddr*)src->bytes, 0);
+  return r;
+}
+
 /* Opens the handle of a connection that conn_start began and connects it to
  * `to`: one of the run's addresses, or the one its name resolved to. */
 void nhb__conn_open(nhb__worker* w, nhb__conn* c, const nhb_sockaddr* to) {
-  const nhb_client_config* cfg = &w->run->config;
   const int unix_socket = ((const struct sockaddr*)to->bytes)->sa_family == AF_UNIX;
   /* A datagram transport (udp:// echo, HTTP/3) has a UDP handle,
    * which its `start` connects. */
   const int datagram = c->transport->start != NULL;
+  const nhb_sockaddr* src = NHB__UNLIKELY(datagram || unix_socket) ? NULL : nhb__conn_source(c);
   int r = NHB__UNLIKELY(datagram)      ? uv_udp_init(&w->loop, &c->udp)
           : NHB__UNLIKELY(unix_socket) ? uv_pipe_init(&w->loop, &c->pipe, 0)
-                                       : uv_tcp_init(&w->loop, &c->tcp);
+          : NHB__UNLIKELY(src != NULL)
+              ? uv_tcp_init_ex(&w->loop, &c->tcp, ((const struct sockaddr*)src->bytes)->sa_family)
+              : uv_tcp_init(&w->loop, &c->tcp);
   if (r < 0) {
     /* Without a handle there is nothing to close: fail the requests here. */
     nhb__conn_fail_unopened(w, c, r);
@@ -832,9 +873,9 @@ void nhb__conn_open(nhb__worker* w, nhb__conn* c, const nhb_sockaddr* to) {
     r = 0;
   } else {
     uv_tcp_nodelay(&c->tcp, 1);
-    /* --source-address: the kernel picks the port; a bind that fails (the
-     * address is not this host's) fails the connection like a refused one. */
-    if (NHB__UNLIKELY(cfg->source.len != 0)) r = uv_tcp_bind(&c->tcp, (const struct sockaddr*)cfg->source.bytes, 0);
+    /* --source-address: a bind that fails (the address is no longer this
+     * host's) fails the connection like a refused one. */
+    if (NHB__UNLIKELY(src != NULL)) r = tcp_bind_source(c, src);
     if (r == 0 && NHB__LIKELY(c->transport->connect == NULL))
       r = uv_tcp_connect(&c->connect_req, &c->tcp, (const struct sockaddr*)to->bytes, conn_on_connect);
     else if (r == 0)

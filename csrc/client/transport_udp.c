@@ -69,11 +69,12 @@ static void udp_on_recv(uv_udp_t* handle, ssize_t nread, const uv_buf_t* buf, co
 }
 
 static int udp_start(nhb__conn* c, const nhb_sockaddr* to) {
-  /* --source-address, as for TCP: the kernel picks the port; a bind that
-   * fails (not this host's address) fails the connection. */
-  const nhb_sockaddr* src = &c->worker->run->config.source;
+  /* --source-address, as for TCP (nhb__conn_source): the kernel picks the
+   * port when binding, since a UDP socket has no connect-time choice; a bind
+   * that fails (not this host's address) fails the connection. */
+  const nhb_sockaddr* src = nhb__conn_source(c);
   int r = 0;
-  if (NHB__UNLIKELY(src->len != 0)) r = uv_udp_bind(&c->udp, (const struct sockaddr*)src->bytes, 0);
+  if (NHB__UNLIKELY(src != NULL)) r = uv_udp_bind(&c->udp, (const struct sockaddr*)src->bytes, 0);
   if (r == 0) r = uv_udp_connect(&c->udp, (const struct sockaddr*)to->bytes);
   if (r == 0) r = uv_udp_recv_start(&c->udp, udp_alloc, udp_on_recv);
   return r;

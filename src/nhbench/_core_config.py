@@ -343,7 +343,8 @@ def _targets_config(options: Options) -> dict[str, Any]:
 
     Keys: ``targets`` list[("tcp", numeric host, port) | ("unix", path, 0)] (replaces
     ``address``/``port``; each endpoint's name is resolved here, as the URI's host is by the
-    run), ``reuse_strategy`` "mru" | "lru", ``source_address`` (numeric host, 0), and
+    run), ``reuse_strategy`` "mru" | "lru", ``source_addresses`` [(numeric host, 0), ...] (round
+    robin over the connections), and
     ``tls`` again when a tls_context sets some of it.
     """
     config: dict[str, Any] = {}
@@ -358,11 +359,11 @@ def _targets_config(options: Options) -> dict[str, Any]:
         ]
     if options.experimental_h1_connection_reuse_strategy != "mru":
         config["reuse_strategy"] = options.experimental_h1_connection_reuse_strategy
-    source = options.source_address
+    sources = options.source_address
     if options.upstream_bind_config is not None:
-        source = parse_bind_config(options.upstream_bind_config)
-    if source is not None:
-        config["source_address"] = (source, 0)
+        sources = (parse_bind_config(options.upstream_bind_config),)
+    if sources:
+        config["source_addresses"] = [(source, 0) for source in sources]
     mapped = options.tls_context_options
     if mapped and options.target.scheme == "https":
         tls = _tls_config(options)

@@ -22,6 +22,7 @@ from ._exceptions import (
     ConfigRejectedError,
     CoreError,
     CoreUnavailableError,
+    OptionsError,
 )
 from ._groups import group_plan, refuse_unknown_group_rules
 from ._progress import Progress
@@ -39,6 +40,8 @@ from .options import (
     core_check_error,
     format_address,
     make_options,
+    nofile_refusal,
+    raise_nofile,
     request_specs,
     resolve,
     target_addresses,
@@ -134,6 +137,15 @@ class Benchmark:
         """Resolve the host, hand the config to the core and start the workers."""
         if self._run is not None:
             raise RuntimeError("this Benchmark was already started")
+        # As Go does for Fortio: the soft descriptor limit up to the hard one; then a run
+        # whose connections cannot all be open at once under it is refused by name before
+        # anything is resolved or sent, rather than failing connections with EMFILE.
+        raise_nofile("run")
+        refusal = nofile_refusal(max(self.options.connections,
+                                     len(self.options.multi_target_endpoint)),
+                                 self.options.workers)
+        if refusal is not None:
+            raise OptionsError(f"connections: {refusal}", option="connections")
         core = load_core()
         target = self.options.target
         unix = self.options.unix_socket_path

@@ -229,9 +229,14 @@ def _run_and_report(options: Options, *, implicit_intervals: bool = False) -> tu
             result = benchmark.run(live.on_progress, live.on_interval)
         except OptionsError as exc:
             # The core refused the configuration (ConfigRejectedError): invalid input that
-            # Python's checks did not catch, such as a TLS group OpenSSL does not know.
+            # Python's checks did not catch, such as a TLS group OpenSSL does not know; or
+            # the start refused the connections the descriptor limit cannot hold, named by
+            # the option's field, spelled here as its flag.
             live.close()
-            die(str(exc), status=2)
+            message = str(exc)
+            if exc.option and message.startswith(f"{exc.option}:"):
+                message = "--" + exc.option.replace("_", "-") + message[len(exc.option):]
+            die(message, status=2)
         except (RunError, CoreUnavailableError, NHBenchError) as exc:
             live.close()
             die(str(exc), status=1)

@@ -83,8 +83,12 @@ def server_options_from_args(
 
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from .._server import TestServer, address_lines, stats_line
+    from ..options import raise_nofile
 
     options = server_options_from_args(args, parser)
+    # As Go does for Fortio's server: the soft descriptor limit up to the hard one, so that
+    # max_connections' default (the soft limit less 64) holds what the machine allows.
+    was, soft, hard = raise_nofile("server")
     stop = threading.Event()
     # Every SIGINT or SIGTERM only stops serving: the final counters are always printed.
     with stop_on_signals(lambda signum: stop.set(), second_sigint_aborts=False):
@@ -108,6 +112,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             )
             sys.stdout.write("".join(line + "\n" for line in lines))
             sys.stdout.flush()
+            note(_capacity_line(options.max_connections, was, soft, hard))
             if options.tls_ca_out:
                 note(f"TLS: self-signed certificate written to {options.tls_ca_out} "
                      f"(clients: --cacert {options.tls_ca_out})")
@@ -140,3 +145,25 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             f"{connections} connection{'s' if connections != 1 else ''}"
         )
     return 0
+
+
+# csrc/server: max_connections 0 is the soft RLIMIT_NOFILE less this headroom.
+_SERVER_FD_HEADROOM = 64
+
+
+def _capacity_line(max_connections: int, was: int, soft: int, hard: int) -> str:
+    """What the server can hold, and the descriptor limit it holds it under."""
+    import resource
+
+    from ..options import limit_text
+
+    if max_connections:
+        holds = f"up to {max_connections:,} connections at once (--max-connections)"
+    elif soft == resource.RLIM_INFINITY:
+        holds = "connections without a limit of its own"
+    else:
+        most = soft - _SERVER_FD_HEADROOM if soft > 2 * _SERVER_FD_HEADROOM else soft // 2
+        holds = f"up to {most:,} connections at once"
+    raised = f"raised from {limit_text(was)} to " if was != soft else ""
+    return (f"holds {holds} (RLIMIT_NOFILE soft limit {raised}{limit_text(soft)}, "
+            f"hard {limit_text(hard)})")

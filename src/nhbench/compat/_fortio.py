@@ -544,7 +544,11 @@ def _load(args: FortioArgs, target: str) -> int:
         benchmark = _benchmark(options, options.sequential_warmup
                                and not args.allow_initial_errors)
         with _stop_on_signals(benchmark.stop):
-            result = benchmark.run(None, None)
+            try:
+                result = benchmark.run(None, None)
+            except OptionsError as exc:
+                # Refused at the start (the descriptor limit): nothing was sent.
+                raise _in_fortio_terms(exc) from None
     finally:
         for path in plan.temporary:
             os.unlink(path)

@@ -14,6 +14,7 @@ from ._echo import parse_echo_params
 from ._errors import format_validation_error
 from ._flags import Flag, add_model_flags, flag_of, model_flags
 from ._listen import DEFAULT_LISTEN, parse_listen
+from ._nofile import limit_text, nofile_refusal, raise_nofile
 from ._request_set import request_specs
 from ._response import (
     MAX_RESPONSE_BODY_SIZE,
@@ -209,6 +210,9 @@ from ._sweep import (
 )
 
 __all__ += [
+    "limit_text",
+    "nofile_refusal",
+    "raise_nofile",
     "ADAPT_KEYS",
     "DEFAULT_MAX_SEARCH_STEPS",
     "NOT_IN_AN_ADAPT",

@@ -395,12 +395,10 @@ def check_http3(options: Options, info: ValidationInfo) -> None:
                              "handshake; no resumption, no 0-RTT)",
         "http1_0": "does not apply to HTTP/3",
         "template": "not supported over HTTP/3",
-        "source_address": "not supported over HTTP/3 (its UDP socket is not bound)",
-        "upstream_bind_config": "not supported over HTTP/3 (its UDP socket is not bound)",
     }
     for name, reason in reasons.items():
         value = given.get(name)
-        if value is None or value is False:
+        if value is None or value is False or value == ():
             continue
         if name == "tls_session_reuse" and name not in options.model_fields_set:
             continue

@@ -18,6 +18,7 @@ from ._flags import Flag
 from ._run_model import Data, RunPart, json_text, lower
 from ._run_tls import TLS_FIELDS
 from ._targets import (
+    MAX_SOURCES,
     MAX_TARGETS,
     check_source_address,
     check_unix_path,
@@ -95,11 +96,15 @@ class Targets(RunPart):
         "recently used: requests spread over all connections). HTTP/2 ignores it.",
     )
     source_address: Annotated[
-        str | None, Flag(metavar="ADDR", group="Targets and transport")
+        tuple[str, ...],
+        Flag(metavar="ADDR[,ADDR...]", append=True, group="Targets and transport"),
     ] = Field(
-        default=None,
-        description="Bind outgoing connections to this local IPv4 or IPv6 address (the "
-        "kernel picks the port), e.g. 127.0.0.2. Not with a Unix socket.",
+        default=(),
+        description="Bind outgoing connections to these local IPv4 or IPv6 addresses, e.g. "
+        "127.0.0.2; comma-separated or repeated. Connections take them in turn (round "
+        "robin); each address is tried at start and one this host cannot bind is refused. "
+        "The kernel picks the port at connect time (IP_BIND_ADDRESS_NO_PORT), so each "
+        "address has its own ephemeral range per destination. Not with a Unix socket.",
     )
     upstream_bind_config: Annotated[
         str | None, Flag(metavar="JSON", group="Targets and transport")
@@ -211,12 +216,21 @@ class Targets(RunPart):
     @classmethod
     def _check_source_address(cls, value: object, info: ValidationInfo) -> object:
         if value is None:
-            return None
-        address = parse_source_address(value)
+            return ()
+        value = as_tuple(value)
+        if not isinstance(value, (list, tuple)):
+            return value
+        addresses: list[str] = []
+        for item in value:
+            parts = item.split(",") if isinstance(item, str) else [item]
+            addresses.extend(parse_source_address(part) for part in parts)
+        if len(addresses) > MAX_SOURCES:
+            raise ValueError(f"at most {MAX_SOURCES} addresses (got {len(addresses)})")
         # The addresses belong to the machine of the run, not to that of a result's reader.
         if not (info.context or {}).get("echo"):
-            check_source_address(address)
-        return address
+            for address in addresses:
+                check_source_address(address)
+        return tuple(addresses)
 
     @field_validator("upstream_bind_config", mode="before")
     @classmethod
@@ -282,12 +296,12 @@ def check_targets(options: Options, info: ValidationInfo) -> None:
     unix_url = options.uri and parse_uri(options.uri).unix_socket is not None
     pairs = [
         ("upstream_bind_config", "source_address",
-         options.upstream_bind_config is not None and options.source_address is not None),
+         options.upstream_bind_config is not None and bool(options.source_address)),
         ("unix_socket", "uri", options.unix_socket is not None and unix_url),
         ("unix_socket", "multi_target_endpoint",
          options.unix_socket is not None and bool(endpoints)),
         ("source_address", "unix_socket",
-         options.source_address is not None and options.unix_socket_path is not None),
+         bool(options.source_address) and options.unix_socket_path is not None),
         ("upstream_bind_config", "unix_socket",
          options.upstream_bind_config is not None and options.unix_socket_path is not None),
         ("transport_socket", "tls_context",

@@ -394,8 +394,9 @@ class ServerOptions(StrictModel):
         description="HTTP, TCP echo, redirector and TCP proxy connections open at once (all "
         "workers; a proxied one counts twice: it holds two descriptors); more are closed as "
         "soon "
-        "as accepted. 0 = the file-descriptor limit (soft RLIMIT_NOFILE) minus 64, so that "
-        "/stats and the process never run out.",
+        "as accepted. 0 = the file-descriptor limit (soft RLIMIT_NOFILE, which nhbench "
+        "server raises to the hard limit at start) minus 64, so that /stats and the process "
+        "never run out.",
     )
     tls_cert: Annotated[str | None, Flag(metavar="FILE", group=_TLS)] = Field(
         default=None,

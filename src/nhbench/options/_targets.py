@@ -15,6 +15,7 @@ ValueError with a message that follows "<option>: " directly.
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 import json
 import os
@@ -24,6 +25,7 @@ import stat
 from typing import Any
 
 __all__ = [
+    "MAX_SOURCES",
     "MAX_TARGETS",
     "UNIX_HOST",
     "check_unix_socket",
@@ -38,6 +40,8 @@ __all__ = [
 # The C core's NHB_MAX_TARGETS: every target has at least one connection (and its 64 KiB
 # read buffer) in every worker, so the list is bounded; far above any real endpoint list.
 MAX_TARGETS = 1024
+# The C core's NHB_MAX_SOURCES: --source-address entries a run spreads its connections over.
+MAX_SOURCES = 1024
 # The Host a Unix socket URL sends when it names none (curl sends "localhost" too).
 UNIX_HOST = "localhost"
 # sun_path is 108 bytes with its terminating NUL.
@@ -128,8 +132,10 @@ def check_source_address(address: str) -> None:
         try:
             sock.bind((address, 0))
         except OSError as exc:
+            name = errno.errorcode.get(exc.errno or 0, "")
             raise ValueError(
-                f"cannot bind {address}: {exc.strerror or exc} (not an address of this host?)"
+                f"cannot bind {address}: {exc.strerror or exc} ({name + ': ' if name else ''}"
+                "not an address of this host?)"
             ) from None
 
 
