@@ -16,6 +16,7 @@ from __future__ import annotations
 import socket
 import struct
 import threading
+from collections.abc import Callable
 
 import pytest
 from support import h2frames as h2
@@ -41,7 +42,7 @@ class Seen:
         self.overruns = 0  # DATA frames larger than the stream window in force
 
 
-def big_body_origin(seen: Seen):  # type: ignore[no-untyped-def]
+def big_body_origin(seen: Seen) -> Callable[[socket.socket], None]:
     """Answers every request with a 200 and a BIG-byte body in full-size DATA frames."""
     def handle(conn: socket.socket) -> None:
         def on_frame(kind: int, _flags: int, stream: int, payload: bytes) -> None:
@@ -83,7 +84,7 @@ def test_a_large_body_completes_with_next_to_no_window_updates() -> None:
     assert seen.window_updates == [(0, (1 << 30) - 1 - 65535)]
 
 
-def tiny_window_origin(seen: Seen, window: int):  # type: ignore[no-untyped-def]
+def tiny_window_origin(seen: Seen, window: int) -> Callable[[socket.socket], None]:
     """Announces a `window`-byte stream window and a connection window that it leaves at
     the default 65,535; it reopens both by what each DATA frame carried (so the client can
     never have more than `window` bytes of a stream in flight) and answers a request once
@@ -100,9 +101,9 @@ def tiny_window_origin(seen: Seen, window: int):  # type: ignore[no-untyped-def]
             elif kind == h2.HEADERS and acked:
                 strict.add(stream)
             elif kind == h2.DATA:
-                if stream in strict and len(payload) > window:
-                    seen.overruns += 1
                 with seen.lock:
+                    if stream in strict and len(payload) > window:
+                        seen.overruns += 1
                     seen.data_bytes[stream] = seen.data_bytes.get(stream, 0) + len(payload)
                     if stream in strict:
                         seen.strict_frames[stream] = seen.strict_frames.get(stream, 0) + 1
