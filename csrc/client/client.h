@@ -757,12 +757,19 @@ struct nhb__worker {
   char* tls_plain;      /* NHB__READ_BUFFER_SIZE bytes: TLS plaintext (transport_tls.c) */
   char* carrier_plain;  /* NHB__READ_BUFFER_SIZE bytes: the proxy TLS's plaintext (carrier.c) */
   /* HTTP/2: connections with frames to write, written once per loop
-   * iteration (right before the loop polls) so that the requests released in
-   * one iteration share a write. */
+   * iteration (right before the loop polls, or after one more non-blocking
+   * poll when reads marked them) so that the requests released in one
+   * iteration share a write. */
   uv_prepare_t h2_prepare;
   int h2_prepare_active;
   nhb__conn** h2_dirty;
   uint32_t h2_ndirty;
+  /* After reads, the write waits for one non-blocking poll (h2_on_prepare):
+   * the idle handle makes that poll non-blocking, the check handle writes
+   * after it; both are active only then. */
+  uv_idle_t h2_idle;
+  uv_check_t h2_check;
+  int h2_read_dirty; /* a read marked a connection since the last write pass */
   /* HTTP/2's latency phases: the clock read by the first request's END_STREAM
    * serialized in one pass over the dirty connections (or one flush when the
    * socket drains), shared by every request that pass writes; 0 = not read. */

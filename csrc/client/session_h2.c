@@ -14,6 +14,8 @@
  * per loop iteration. Sessions with something to send are marked dirty and
  * written from a uv_prepare handle, which runs right before the loop polls:
  * every request released or answered in one iteration shares that write.
+ * When reads marked them, the write follows one more, non-blocking poll, so
+ * that responses which arrived meanwhile share it too (h2_on_prepare).
  *
  * Streams are tied to slots through the stream user data. A slot can outlive
  * its stream (a time-out resets the stream and frees the slot), so every
@@ -857,6 +859,7 @@ static int h2_on_data(nhb__conn* c, const char* data, size_t len) {
   }
   /* SETTINGS acknowledgements, WINDOW_UPDATEs, new requests. */
   h2_mark_dirty(c);
+  c->worker->h2_read_dirty = 1;
   return 0;
 }
 
@@ -960,12 +963,13 @@ static const nhb__session_vtable nhb__session_h2_traced = {
 
 /* ---- per worker ------------------------------------------------------------ */
 
-static void h2_on_prepare(uv_prepare_t* handle) {
-  nhb__worker* w = (nhb__worker*)handle->data;
-  /* One clock read for the requests that this pass writes (h2_on_frame_send). */
+/* Writes every dirty connection, one clock read for the requests the pass
+ * writes (h2_on_frame_send). A stack: a connection flushed here can be
+ * marked again (by another's failure, say) and is then simply flushed
+ * again. */
+static void h2_flush_dirty(nhb__worker* w) {
+  w->h2_read_dirty = 0;
   w->h2_tx_ns = 0;
-  /* A stack: a connection flushed here can be marked again (by another's
-   * failure, say) and is then simply flushed again. */
   while (w->h2_ndirty > 0) {
     nhb__conn* c = w->h2_dirty[--w->h2_ndirty];
     c->h2->dirty = 0;
@@ -973,12 +977,55 @@ static void h2_on_prepare(uv_prepare_t* handle) {
   }
 }
 
+/* Nothing to do: an active idle handle only makes the loop's next poll
+ * non-blocking (libuv polls with a zero timeout while one is active). */
+static void h2_on_idle(uv_idle_t* handle) { NHB__UNUSED(handle); }
+
+/* After the non-blocking poll and the reads it brought: everything freed by
+ * the responses of both polls goes out now, in one write per connection. */
+static void h2_on_check(uv_check_t* handle) {
+  nhb__worker* w = (nhb__worker*)handle->data;
+  uv_idle_stop(&w->h2_idle);
+  uv_check_stop(&w->h2_check);
+  h2_flush_dirty(w);
+}
+
+/* Runs right before the loop polls. When reads marked connections (their
+ * responses freed requests, or nghttp2 owes the server an answer), the
+ * write waits for one more poll, a non-blocking one: responses that arrived
+ * while this iteration's reads were parsed (the server keeps answering the
+ * other streams meanwhile) are read and free their requests first, and all
+ * of it shares one send per connection. Over loopback a send costs the
+ * client the server's receive path too, so fewer, larger sends are the
+ * cheaper kernel side; the measured effect is in docs/benchmarks.md ("HTTP/2:
+ * sends, windows and the stage"). No request waits for anything that can
+ * block: the extra poll has a zero timeout, and the write follows it in the
+ * same iteration (the check phase), whatever it returned; at most one such
+ * poll per write, as the write clears the read mark. Requests released by
+ * the sequencer or the pool alone (no read since the last write) go out
+ * here at once, as before. */
+static void h2_on_prepare(uv_prepare_t* handle) {
+  nhb__worker* w = (nhb__worker*)handle->data;
+  if (w->h2_read_dirty && w->h2_ndirty > 0) {
+    w->h2_read_dirty = 0;
+    uv_idle_start(&w->h2_idle, h2_on_idle);
+    uv_check_start(&w->h2_check, h2_on_check);
+    return;
+  }
+  h2_flush_dirty(w);
+}
+
 static int h2_worker_init(nhb__worker* w) {
   w->h2_dirty = calloc(w->nconns, sizeof(nhb__conn*));
   if (w->h2_dirty == NULL) return NHB_ENOMEM;
+  /* The three handles are initialised together (their init cannot fail
+   * on Unix) so that h2_worker_close closes all or none. */
   int r = uv_prepare_init(&w->loop, &w->h2_prepare);
+  if (r == 0) r = uv_idle_init(&w->loop, &w->h2_idle);
+  if (r == 0) r = uv_check_init(&w->loop, &w->h2_check);
   if (r < 0) return r;
   w->h2_prepare.data = w;
+  w->h2_check.data = w;
   w->h2_prepare_active = 1;
   return uv_prepare_start(&w->h2_prepare, h2_on_prepare);
 }
@@ -988,6 +1035,8 @@ static void h2_worker_close(nhb__worker* w) {
   w->h2_prepare_active = 0;
   w->h2_ndirty = 0;
   uv_close((uv_handle_t*)&w->h2_prepare, NULL);
+  uv_close((uv_handle_t*)&w->h2_idle, NULL);
+  uv_close((uv_handle_t*)&w->h2_check, NULL);
 }
 
 static void h2_worker_free(nhb__worker* w) {
