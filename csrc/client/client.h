@@ -359,7 +359,6 @@ typedef enum {
 /* nhb__worker.release_handles: the sequencer's handles that are initialised. */
 #define NHB__RH_CHECK 1u
 #define NHB__RH_POLL 2u
-#define NHB__RH_PREPARE 4u
 #define NHB__RH_SPIN 8u
 #define NHB__RH_SLEEP 16u
 /* A request the server refused unprocessed (HTTP/2 GOAWAY above its last
@@ -668,8 +667,7 @@ struct nhb__worker {
   uv_poll_t release_poll; /* NHB_IDLE_POLL: watches release_fd */
   uv_idle_t release_spin; /* NHB_IDLE_SPIN: runs every loop iteration */
   uv_timer_t release_sleep; /* NHB_IDLE_SLEEP: millisecond timer */
-  uv_prepare_t release_prepare; /* NHB_IDLE_POLL: programs release_fd */
-  uv_check_t release_check; /* releases what fell due during I/O */
+  uv_check_t release_check; /* spin, sleep: releases what fell due during I/O */
   /* Which of the release handles above uv_*_init() succeeded on (NHB__RH_*
    * bits): a worker whose set-up failed part way closes only those, since
    * uv_close() on a handle never initialised aborts the process. */

@@ -8,7 +8,8 @@
  * thousands of requests per second, so the wake-up for the next release is one
  * of three idle strategies (Nighthawk's names):
  *   poll:  a timerfd armed at the absolute deadline and watched by the loop;
- *          precise to tens of microseconds and costs nothing while idle.
+ *          precise to tens of microseconds and costs nothing while idle;
+ *          programmed by arm() when the next release's time moves.
  *   spin:  a uv_idle handle keeps the loop polling without sleeping; the most
  *          precise and burns a whole CPU.
  *   sleep: a libuv millisecond timer; the cheapest and up to ~1 ms late.
@@ -175,29 +176,22 @@ static void on_release_poll(uv_poll_t* handle, int status, int events) {
   NHB__UNUSED(status);
   NHB__UNUSED(events);
   nhb__worker* w = (nhb__worker*)handle->data;
-  /* The programmed deadline has passed. Re-programming the timerfd (which the
-   * prepare callback does when another release is wanted) also clears its
-   * expiration count, so the fd needs a read() only when nothing is wanted. */
+  /* The programmed deadline has passed. Re-programming the timerfd (which
+   * arm() does when another release is wanted) also clears its expiration
+   * count, so the fd needs a read() only when nothing is wanted. */
   w->timer_deadline_ns = 0;
   nhb__sequencer_run(w);
   if (w->want_deadline_ns == 0) nhb__timerfd_drain(w->release_fd);
 }
 
-/* Runs once per loop iteration, right before the loop blocks in epoll: the
- * only place that programs the timerfd, and only when the wanted deadline
- * changed. On a virtual machine each timerfd_settime() costs about as much as
- * a whole request, so re-programming for every release would double the
- * client's CPU. */
-static void on_release_prepare(uv_prepare_t* handle) {
-  nhb__worker* w = (nhb__worker*)handle->data;
-  if (w->want_deadline_ns != 0 && w->want_deadline_ns != w->timer_deadline_ns) {
-    nhb__timerfd_arm(w->release_fd, w->want_deadline_ns);
-    w->timer_deadline_ns = w->want_deadline_ns;
-  }
-}
-
 /* Runs after every batch of I/O callbacks: releases that fell due while the
- * loop was busy anyway go out without a timer wake-up of their own. */
+ * loop was busy anyway go out without a wake-up of their own. Only the spin
+ * and sleep strategies keep it: with the timerfd (poll) every response
+ * already looks at the schedule (nhb__conn_update() runs the sequencer when
+ * a connection is free), and a release that falls due during anything else
+ * finds the timerfd readable at the loop's next poll, which does not block.
+ * A check handle is a queue walk and a clock read on every loop iteration,
+ * two per fixed-rate request, for nothing in the common case. */
 static void on_release_check(uv_check_t* handle) {
   nhb__worker* w = (nhb__worker*)handle->data;
   if (w->next_due_ns != 0 && nhb__now_ns() >= w->next_due_ns) nhb__sequencer_run(w);
@@ -220,7 +214,8 @@ int nhb__sequencer_init(nhb__worker* w) {
   w->release_check.data = w;
   if ((r = uv_check_init(&w->loop, &w->release_check)) < 0) return r;
   w->release_handles |= NHB__RH_CHECK;
-  if (w->interval_ns > 0) uv_check_start(&w->release_check, on_release_check);
+  if (w->interval_ns > 0 && cfg->idle_strategy != NHB_IDLE_POLL)
+    uv_check_start(&w->release_check, on_release_check);
   switch (cfg->idle_strategy) {
     case NHB_IDLE_POLL: {
       int fd = nhb__timerfd_create();
@@ -229,10 +224,6 @@ int nhb__sequencer_init(nhb__worker* w) {
       if ((r = uv_poll_init(&w->loop, &w->release_poll, fd)) < 0) return r;
       w->release_handles |= NHB__RH_POLL;
       w->release_poll.data = w;
-      w->release_prepare.data = w;
-      if ((r = uv_prepare_init(&w->loop, &w->release_prepare)) < 0) return r;
-      w->release_handles |= NHB__RH_PREPARE;
-      uv_prepare_start(&w->release_prepare, on_release_prepare);
       return uv_poll_start(&w->release_poll, UV_READABLE, on_release_poll);
     }
     case NHB_IDLE_SPIN:
@@ -254,7 +245,20 @@ static void arm(nhb__worker* w, uint64_t deadline) {
   w->next_due_ns = deadline;
   switch (w->run->config.idle_strategy) {
     case NHB_IDLE_POLL:
+      /* The timerfd is programmed only when the wanted deadline moves: a
+       * response that looks at the schedule finds the same next release
+       * and costs no system call. It moves once per release (a release is
+       * made, the next one is wanted), which is one timerfd_settime() per
+       * release, as when a prepare handle programmed it before each poll;
+       * programming it here spares the loop that handle, a queue walk on
+       * every iteration. On a virtual machine each timerfd_settime() costs
+       * about as much as a whole request, so it is never made for an
+       * unchanged deadline. */
       w->want_deadline_ns = deadline;
+      if (deadline != w->timer_deadline_ns) {
+        nhb__timerfd_arm(w->release_fd, deadline);
+        w->timer_deadline_ns = deadline;
+      }
       break;
     case NHB_IDLE_SPIN:
       if (!uv_is_active((uv_handle_t*)&w->release_spin))
@@ -338,6 +342,14 @@ static void release_sequential(nhb__worker* w, uint64_t now) {
 void nhb__sequencer_run(nhb__worker* w) {
   if (w->stopping || w->finishing || NHB__UNLIKELY(w->releasing)) return;
   uint64_t now = nhb__now_ns();
+  /* Armed with the timerfd for a release not yet due: nothing can be
+   * released, and arm() would program the deadline it has. Every response
+   * asks (nhb__conn_update()), so on a fixed-rate run this is one of the
+   * two looks per request; it spares that look the schedule's arithmetic.
+   * Only for the timerfd: it is always programmed for next_due_ns while a
+   * release is wanted (arm() does that), so the wake-up comes by itself,
+   * whereas a sleep timer that fired a little early must be started again. */
+  if (w->run->config.idle_strategy == NHB_IDLE_POLL && now < w->next_due_ns) return;
   nhb_stats* st = &w->stats;
   const int open_loop = w->run->config.open_loop;
 
@@ -488,7 +500,6 @@ void nhb__sequencer_close(nhb__worker* w) {
   unsigned h = w->release_handles;
   w->release_handles = 0;
   if (h & NHB__RH_CHECK) uv_close((uv_handle_t*)&w->release_check, NULL);
-  if (h & NHB__RH_PREPARE) uv_close((uv_handle_t*)&w->release_prepare, NULL);
   if (h & NHB__RH_POLL) uv_close((uv_handle_t*)&w->release_poll, NULL);
   if (h & NHB__RH_SPIN) uv_close((uv_handle_t*)&w->release_spin, NULL);
   if (h & NHB__RH_SLEEP) uv_close((uv_handle_t*)&w->release_sleep, NULL);
