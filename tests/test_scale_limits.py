@@ -346,3 +346,23 @@ def test_one_source_address_has_its_port_range_per_destination() -> None:
     assert counters["upstream_cx_total"] == 8
     assert counters["upstream_cx_connect_fail"] == 0, counters
     assert counters["benchmark.http_2xx"] == 8
+
+
+def test_a_source_address_of_the_other_family_is_refused_by_name_before_the_run(
+        server: nhbench.TestServer) -> None:
+    # Connections take the addresses in turn whatever the destination, so ::1 with an IPv4
+    # target would fail every second connect: refused instead, and nothing is sent.
+    before = requests_seen(server)
+    proc = subprocess.run(
+        [sys.executable, "-m", "nhbench", *run_args(server.url, 2, "--source-address",
+                                                       "127.0.0.2,::1")],
+        capture_output=True, text=True, env=cli_env(), timeout=60, check=False)
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert proc.stderr == ("nhbench: error: --source-address: ::1 cannot reach the run's IPv4 "
+                           "destination (127.0.0.1); give source addresses of the same "
+                           "family\n")
+    assert requests_seen(server) == before
+    with pytest.raises(nhbench.OptionsError, match=r"^source_address: ::1 cannot reach"):
+        nhbench.run(server.url, source_address=["::1"], duration=0.5)
+    assert requests_seen(server) == before

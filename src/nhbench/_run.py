@@ -44,6 +44,7 @@ from .options import (
     raise_nofile,
     request_specs,
     resolve,
+    source_family_refusal,
     target_addresses,
     until_targets,
 )
@@ -162,6 +163,13 @@ class Benchmark:
             self.addresses = target_addresses(self.options)
             self.address = self.addresses[0]
         config = self.core_config()
+        sources = [host for host, _ in config.get("source_addresses", ())]
+        if sources and not unix:
+            destinations = [t[1] for t in config.get("targets", ()) if t[0] == "tcp"]
+            refusal = source_family_refusal(
+                sources, destinations or self.addresses or [self.address])
+            if refusal is not None:
+                raise OptionsError(f"source_address: {refusal}", option="source_address")
         spans = SpanExporter.for_run(self.options, config)
         _log.debug("resolved %s to %s", target.host, ", ".join(self.addresses) or self.address)
         if _log.isEnabledFor(logging.DEBUG):

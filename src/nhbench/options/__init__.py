@@ -47,7 +47,12 @@ from ._scrape import (
 )
 from ._server import ServerOptions, fanout_target, fanout_url, make_server_options
 from ._stats_sinks import apply_stats_sinks, parse_stats_sink
-from ._targets import parse_bind_config, parse_resolve_entry, parse_unix_url
+from ._targets import (
+    parse_bind_config,
+    parse_resolve_entry,
+    parse_unix_url,
+    source_family_refusal,
+)
 from ._tls_context import parse_tls_context
 from ._ui_limits import DEFAULT_UI_LIMITS, UILimits, allowed_target
 from ._values import (
@@ -146,6 +151,7 @@ __all__ = [
     "parse_stats_sink",
     "parse_tls_context",
     "parse_unix_url",
+    "source_family_refusal",
     "parse_uri",
     "render_option_docs",
     "request_specs",

@@ -22,6 +22,7 @@ import os
 import re
 import socket
 import stat
+from collections.abc import Sequence
 from typing import Any
 
 __all__ = [
@@ -35,6 +36,7 @@ __all__ = [
     "parse_resolve_entry",
     "parse_source_address",
     "parse_unix_url",
+    "source_family_refusal",
 ]
 
 # The C core's NHB_MAX_TARGETS: every target has at least one connection (and its 64 KiB
@@ -137,6 +139,24 @@ def check_source_address(address: str) -> None:
                 f"cannot bind {address}: {exc.strerror or exc} ({name + ': ' if name else ''}"
                 "not an address of this host?)"
             ) from None
+
+
+def source_family_refusal(sources: Sequence[str], destinations: Sequence[str]) -> str | None:
+    """Why the connections cannot go from `sources` to `destinations` (numeric addresses),
+    or None. Connections take the source addresses in turn, whatever the destination, so
+    an IPv4 source paired with an IPv6 destination (or the other way) would make every
+    connection given it fail its connect; refused before anything is sent instead."""
+    def family(address: str) -> int:
+        return ipaddress.ip_address(address.strip("[]")).version
+
+    wanted = {family(d) for d in destinations}
+    wrong = [s for s in sources if family(s) not in wanted]
+    if not wrong or not wanted:
+        return None
+    kinds = " and ".join(f"IPv{v}" for v in sorted(wanted))
+    return (f"{', '.join(wrong)} cannot reach the run's {kinds} "
+            f"destination{'s' if len(destinations) > 1 else ''} "
+            f"({', '.join(destinations)}); give source addresses of the same family")
 
 
 # Envoy's BindConfig fields nhbench does not apply, refused by name rather than ignored.
