@@ -5,9 +5,10 @@
 A run at 5 requests a second has next to nothing to do: its controller should sleep until
 there is something to judge and its worker between releases far apart. Counted as the
 kernel counts them, the voluntary context switches of each thread (named by the core) in
-/proc; the bounds are several times the expected rates (controller 1, worker about 20 a
-second) and several times below what a 5 ms controller tick and a 10 ms housekeeping tick
-made (about 180 and 100).
+/proc; the bounds are above the expected rates (controller 1; worker 10, one wake-up for
+each release and one for its response) and several times below what a 5 ms controller tick
+and a 10 ms housekeeping tick made (about 180 and 100). The worker's bound, 20, is also below
+what waking one tick before each release and one after made (about 25).
 """
 
 from __future__ import annotations
@@ -62,4 +63,4 @@ def test_controller_and_worker_sleep_at_a_low_rate(server) -> None:
              for name in ("nhb-controller", "nhb-worker-0") if name in after and name in before}
     assert set(rates) == {"nhb-controller", "nhb-worker-0"}, rates
     assert rates["nhb-controller"] < 20, rates
-    assert rates["nhb-worker-0"] < 50, rates
+    assert rates["nhb-worker-0"] < 20, rates

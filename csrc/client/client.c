@@ -24,9 +24,6 @@
 _Static_assert(HOUSEKEEPING_MS * 1000000ULL == NHB_HICCUP_PERIOD_NS,
                "the hiccup meter rides on the housekeeping timer");
 #define TIMEOUT_SCAN_NS (50 * NHB__NS_PER_MS)
-/* A worker with nothing to look after until its next release skips its
- * housekeeping ticks when that release is at least this far away. */
-#define IDLE_SKIP_MIN_NS (50 * NHB__NS_PER_MS)
 /* The controller's longest sleep without a kick: a safety net only, since
  * every event it acts on kicks it. */
 #define CONTROLLER_MAX_SLEEP_NS (1000 * NHB__NS_PER_MS)
@@ -253,15 +250,20 @@ static int worker_idle(const nhb__worker* w) {
 }
 
 /* Between releases far apart (a low fixed rate) a worker with nothing in
- * flight sleeps through its ticks, waking one period before the next
- * release (or the phase's start or end), so that a run at 5 requests a
- * second wakes its worker about 15 times a second rather than 100 times.
- * Nothing is lost: progress was published on this tick and nothing can
+ * flight sleeps through its ticks until one period after the next release
+ * (or the phase's start or end): the release wakes the loop by itself (the
+ * sequencer's timer), and its response, if it leaves the worker idle again,
+ * plans the next sleep (nhb__worker_went_idle), so that a run at 5 requests
+ * a second wakes its worker about twice per request, for the release and
+ * for the response, rather than 100 times a second. Nothing is lost:
+ * progress is published on this tick or by that response and nothing can
  * change it before a release; time-outs need something in flight or
- * connecting; stops and interval boundaries arrive through the wake-up
- * handle; and the hiccup meter measures stalls while there is something to
- * measure (a stall in the gap that delays the release is that release's
- * lateness, validity's other measure). */
+ * connecting, and a response slower than a period finds the ticks going
+ * again; the phase's start and end are the sequencer's own timers; stops
+ * and interval boundaries arrive through the wake-up handle; and the hiccup
+ * meter measures stalls while there is something to measure (a stall in the
+ * gap that delays the release is that release's lateness, validity's other
+ * measure). */
 static void plan_housekeeping(nhb__worker* w, uint64_t now) {
   uint64_t until = 0;
   if (w->next_due_ns != 0) {
@@ -270,15 +272,22 @@ static void plan_housekeeping(nhb__worker* w, uint64_t now) {
     if (w->load_state == 0 && w->start_ns > now && w->start_ns < until) until = w->start_ns;
     /* The gap first: the idle test walks the connections, which a run whose releases
      * are close together (most runs) need not pay on every tick. */
-    if (until < now + IDLE_SKIP_MIN_NS || !worker_idle(w)) until = 0;
+    if (until < now + NHB__IDLE_SKIP_MIN_NS || !worker_idle(w)) until = 0;
   }
   /* Otherwise the period goes on: libuv re-armed the repeating timer with it. */
   if (until != 0) {
-    uint64_t ms = (until - now) / NHB__NS_PER_MS - HOUSEKEEPING_MS;
+    uint64_t ms = (until - now) / NHB__NS_PER_MS + HOUSEKEEPING_MS;
     uv_timer_start(&w->housekeeping, on_housekeeping, ms, HOUSEKEEPING_MS);
     w->hiccup_due_ms = uv_now(&w->loop) + ms;
   }
 }
+
+void nhb__worker_went_idle(nhb__worker* w, uint64_t now) {
+  publish(w);
+  plan_housekeeping(w, now);
+}
+
+void nhb__worker_publish(nhb__worker* w) { publish(w); }
 
 static void on_housekeeping(uv_timer_t* handle) {
   nhb__worker* w = (nhb__worker*)handle->data;

@@ -1394,6 +1394,15 @@ void nhb__sequencer_stop_now(nhb__worker* w, uint64_t drain_ns);
 
 /* client.c */
 void nhb__worker_maybe_finish(nhb__worker* w);
+/* Nothing is in flight and the next release is at least this far away: the
+ * worker may sleep through its housekeeping ticks (client.c). */
+#define NHB__IDLE_SKIP_MIN_NS (50 * NHB__NS_PER_MS)
+/* A response left the worker with nothing in flight and its next release
+ * NHB__IDLE_SKIP_MIN_NS or more away: publishes now and sleeps through the
+ * ticks until after that release. */
+void nhb__worker_went_idle(nhb__worker* w, uint64_t now);
+/* Publishes the worker's counters for the controller and the progress. */
+void nhb__worker_publish(nhb__worker* w);
 /* Asks every worker's loop to run on_wakeup (stop requests, new intervals). */
 void nhb__run_wake_workers(nhb_run* run);
 /* Wakes the controller (any thread; a no-op while a kick is pending). */

@@ -349,7 +349,13 @@ void nhb__sequencer_run(nhb__worker* w) {
    * Only for the timerfd: it is always programmed for next_due_ns while a
    * release is wanted (arm() does that), so the wake-up comes by itself,
    * whereas a sleep timer that fired a little early must be started again. */
-  if (w->run->config.idle_strategy == NHB_IDLE_POLL && now < w->next_due_ns) return;
+  if (w->run->config.idle_strategy == NHB_IDLE_POLL && now < w->next_due_ns) {
+    /* A low rate's response that leaves nothing in flight: the worker can
+     * sleep until after the next release (one compare at higher rates). */
+    if (NHB__UNLIKELY(w->next_due_ns - now >= NHB__IDLE_SKIP_MIN_NS) && w->in_flight == 0)
+      nhb__worker_went_idle(w, now);
+    return;
+  }
   nhb_stats* st = &w->stats;
   const int open_loop = w->run->config.open_loop;
 
@@ -640,8 +646,12 @@ void nhb__sequencer_end_warmup(nhb__worker* w) {
   w->released = 0;
   w->warming = 0;
   st->execution_duration_ns = 0;
+  /* The predicates wait for the measured phase: judge them now, on the
+   * measured phase's counters (zero so far), not on what the warm-up last
+   * published, which a kicked controller would otherwise read before the
+   * worker's next publication. */
+  nhb__worker_publish(w);
   atomic_fetch_sub(&w->run->warming, 1);
-  /* The predicates wait for the measured phase: judge them now. */
   nhb__run_kick(w->run);
 }
 
