@@ -84,6 +84,18 @@ void nhb_hist_init(nhb_hist* h);
 void nhb_hist_record(nhb_hist* h, uint64_t value);
 void nhb_hist_add(nhb_hist* dst, const nhb_hist* src);
 size_t nhb_hist_index(uint64_t value);
+/* The value of bucket `index` as HdrHistogram reports it at a percentile: the
+ * highest value the bucket holds (`highest` non-zero), or its lowest. */
+uint64_t nhb_hist_bucket_value(size_t index, int highest);
+/* HdrHistogram's percentile walk over sparse (index, count) pairs (2 * npairs
+ * words, index non-decreasing, zero counts skipped): for each of the npoints
+ * fractions (ascending) the bucket value and the cumulative count where the
+ * count reaches the fraction's target, exactly as the hdrh package computes
+ * them. Returns -1 (nothing written) for unsorted pairs or an index outside the
+ * layout, 1 when the counts sum beyond 64 bits, 0 otherwise; the caller checks
+ * that some count is non-zero. */
+int nhb_hist_percentiles(const uint64_t* pairs, size_t npairs, const double* points,
+                         size_t npoints, uint64_t* values, uint64_t* cumulative);
 void nhb_stream_init(nhb_stream* s);
 void nhb_stream_record(nhb_stream* s, uint64_t value);
 void nhb_stream_add(nhb_stream* dst, const nhb_stream* src);

@@ -649,7 +649,9 @@ class ClientRun {
     return py::make_tuple(sampled, dropped);
   }
 
-  py::dict result() {
+  // `compact`: histograms as hist_to_dict's packed "buckets" (the run's own
+  // Result is built from those), except each worker's small hiccup histogram.
+  py::dict result(bool compact) {
     const nhb_stats* global = nhb_run_global_stats(run_);
     if (!global) throw std::runtime_error("the run has not finished");
     py::dict d;
@@ -676,9 +678,9 @@ class ClientRun {
     d["error"] = err.empty() ? py::object(py::none()) : py::object(py::str(err));
     d["insecure"] = insecure_;
     py::list workers;
-    for (int i = 0; i < nhb_run_worker_count(run_); i++) workers.append(with_checks(stats_to_dict(nhb_run_worker_stats(run_, i)), nhb_run_worker_stats(run_, i)));
+    for (int i = 0; i < nhb_run_worker_count(run_); i++) workers.append(with_checks(stats_to_dict(nhb_run_worker_stats(run_, i), compact), nhb_run_worker_stats(run_, i)));
     d["workers"] = workers;
-    d["global"] = with_checks(stats_to_dict(global), global);
+    d["global"] = with_checks(stats_to_dict(global, compact), global);
     // Per endpoint (the targets, or the target's addresses), in their order;
     // empty with one endpoint.
     uint32_t nep = 0;
@@ -689,7 +691,7 @@ class ClientRun {
       e["connections"] = ep[i].connections;
       e["requests"] = ep[i].requests;
       e["errors"] = ep[i].errors;
-      e["latency"] = hist_to_dict(ep[i].latency);
+      e["latency"] = hist_to_dict(ep[i].latency, compact);
       endpoints.append(e);
     }
     d["endpoints"] = endpoints;
@@ -708,7 +710,7 @@ class ClientRun {
       e["classes"] = classes;
       e["failures"] = gr[i].failures;
       e["check_failed"] = gr[i].check_failed;
-      e["latency"] = hist_to_dict(gr[i].latency);
+      e["latency"] = hist_to_dict(gr[i].latency, compact);
       groups.append(e);
     }
     d["groups"] = groups;
@@ -727,7 +729,7 @@ class ClientRun {
     d["load"] = load;
     // Schedule shapes: what the schedule did.
     const nhb_stats* warm = nhb_run_warmup_stats(run_);
-    d["warmup"] = warm ? py::object(with_checks(stats_to_dict(warm), warm)) : py::object(py::none());
+    d["warmup"] = warm ? py::object(with_checks(stats_to_dict(warm, compact), warm)) : py::object(py::none());
     nhb_schedule_facts f{};
     nhb_run_schedule_facts(run_, -1, &f);
     py::dict sched;
@@ -795,5 +797,5 @@ void register_client(py::module_& m) {
       .def("take_spans", &ClientRun::take_spans)
       .def("trace_counts", &ClientRun::trace_counts)
       .def("arrivals", &ClientRun::arrivals)
-      .def("result", &ClientRun::result);
+      .def("result", &ClientRun::result, py::arg("compact") = false);
 }

@@ -244,7 +244,10 @@ class Benchmark:
 
     def result(self) -> Result:
         """The result, once `wait()` returned True."""
-        core = self._core_run().result()
+        # compact: the histograms' buckets as packed bytes, their percentiles walked in C;
+        # (index, count) tuples only when a consumer asks (docs/benchmarks.md "The threads
+        # besides the workers").
+        core = self._core_run().result(compact=True)
         self.intervals()  # the last, partial interval is ready once the run has finished
         if self._spans is not None:
             core["global"]["counters"].update(self._spans.finish())
