@@ -691,6 +691,12 @@ int nhb_run_start(nhb_run* run);
 /* Waits up to timeout_s seconds (negative = forever). Returns 1 when the run
  * has finished and its statistics are final, 0 on time-out. */
 int nhb_run_wait(nhb_run* run, double timeout_s);
+/* The same, also returning (0, unless the run finished meanwhile) as soon as
+ * `wake_fd` is readable or a signal interrupts the wait: the caller's signal
+ * handlers run then, without waking on a timer to find out (the Python thread
+ * that waits for a run passes its signal wake-up fd). The caller drains
+ * wake_fd. A negative wake_fd: nhb_run_wait. */
+int nhb_run_wait_fd(nhb_run* run, double timeout_s, int wake_fd);
 /* Asks the run to stop gracefully. Thread-safe and idempotent. */
 void nhb_run_stop(nhb_run* run);
 /* A live snapshot: counters summed over workers, refreshed about every 10 ms. */

@@ -514,11 +514,13 @@ class ClientRun {
     if (r < 0) raise_core_error(r, "cannot start the run");
   }
 
-  bool wait(std::optional<double> timeout) {
+  // wake_fd >= 0: also return (False) once it is readable, e.g. Python's
+  // signal wake-up fd (nhb_run_wait_fd).
+  bool wait(std::optional<double> timeout, int wake_fd) {
     int r;
     {
       py::gil_scoped_release release;
-      r = nhb_run_wait(run_, timeout ? *timeout : -1.0);
+      r = nhb_run_wait_fd(run_, timeout ? *timeout : -1.0, wake_fd);
     }
     if (r < 0) raise_core_error(r, "wait");
     return r == 1;
@@ -790,7 +792,7 @@ void register_client(py::module_& m) {
   py::class_<ClientRun>(m, "ClientRun")
       .def(py::init<const py::dict&>(), py::arg("config"))
       .def("start", &ClientRun::start)
-      .def("wait", &ClientRun::wait, py::arg("timeout") = py::none())
+      .def("wait", &ClientRun::wait, py::arg("timeout") = py::none(), py::arg("wake_fd") = -1)
       .def("stop", &ClientRun::stop)
       .def("progress", &ClientRun::progress)
       .def("take_intervals", &ClientRun::take_intervals)
