@@ -92,8 +92,8 @@ uint64_t nhb_hist_bucket_value(size_t index, int highest);
  * fractions (ascending) the bucket value and the cumulative count where the
  * count reaches the fraction's target, exactly as the hdrh package computes
  * them. Returns -1 (nothing written) for unsorted pairs or an index outside the
- * layout, 1 when the counts sum beyond 64 bits, 0 otherwise; the caller checks
- * that some count is non-zero. */
+ * layout, 1 when the counts sum beyond 64 bits, 2 (nothing written) when
+ * every count is zero, 0 otherwise. */
 int nhb_hist_percentiles(const uint64_t* pairs, size_t npairs, const double* points,
                          size_t npoints, uint64_t* values, uint64_t* cumulative);
 void nhb_stream_init(nhb_stream* s);

@@ -120,20 +120,24 @@ static py::list percentiles_of_packed(const py::bytes& buckets, const std::vecto
       throw py::value_error("histogram_percentiles: the points are not in ascending order");
   }
   size_t npairs = static_cast<size_t>(size) / (2 * sizeof(uint64_t));
-  // bytes gives no alignment guarantee beyond its header's: copy the words out.
-  std::vector<uint64_t> pairs(npairs * 2);
-  if (size) memcpy(pairs.data(), data, static_cast<size_t>(size));
-  bool any = false;
-  for (size_t k = 0; k < npairs && !any; k++) any = pairs[2 * k + 1] != 0;
+  // CPython's bytes data is 8-byte aligned (it follows the object's header); should
+  // another build not align it, the words are copied out.
+  const uint64_t* words = reinterpret_cast<const uint64_t*>(data);
+  std::vector<uint64_t> copy;
+  if (reinterpret_cast<uintptr_t>(data) % alignof(uint64_t) != 0) {
+    copy.resize(npairs * 2);
+    memcpy(copy.data(), data, static_cast<size_t>(size));
+    words = copy.data();
+  }
   py::list out;
-  if (!any) return out;
   std::vector<uint64_t> values(points.size()), cumulative(points.size());
-  int rc = nhb_hist_percentiles(pairs.data(), npairs, points.data(), points.size(), values.data(),
+  int rc = nhb_hist_percentiles(words, npairs, points.data(), points.size(), values.data(),
                                 cumulative.data());
+  if (rc == 2) return out;  // every count zero: no samples
   if (rc < 0)
     throw py::value_error("histogram_percentiles: bucket indexes out of order or outside 0.." +
                           std::to_string(NHB_HIST_COUNTS_LEN - 1));
-  if (rc > 0) throw py::value_error("histogram_percentiles: the counts sum beyond 64 bits");
+  if (rc == 1) throw py::value_error("histogram_percentiles: the counts sum beyond 64 bits");
   for (size_t p = 0; p < points.size(); p++) out.append(py::make_tuple(values[p], cumulative[p]));
   return out;
 }

@@ -46,6 +46,7 @@ int nhb_hist_percentiles(const uint64_t* pairs, size_t npairs, const double* poi
     if (pairs[2 * k] >= NHB_HIST_COUNTS_LEN || (k && pairs[2 * k] < pairs[2 * k - 2])) return -1;
     if (__builtin_add_overflow(total, pairs[2 * k + 1], &total)) return 1;
   }
+  if (total == 0) return 2;
   size_t reached = 0; /* one past the last pair taken */
   uint64_t sum = 0;
   size_t found = 0;
