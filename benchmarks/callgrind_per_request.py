@@ -117,7 +117,12 @@ def callgrind(argv: list[str], out: Path, cpu: int, toggle: str | None,
           f"--callgrind-out-file={out}"]
     if toggle:
         vg.append(f"--toggle-collect={toggle}")
-    proc = subprocess.run([*vg, *argv], capture_output=True, text=True, env=child_env(),
+    # One hash seed for every run: with a random one the interpreter's dict lookups (tens of
+    # millions of instructions of import work) move by tens of instructions per request
+    # between the short and the long run of nhbench-all (docs/benchmarks.md, "The threads
+    # besides the workers").
+    proc = subprocess.run([*vg, *argv], capture_output=True, text=True,
+                          env={**child_env(), "PYTHONHASHSEED": "0"},
                           check=False, timeout=900)
     if proc.returncode != 0:
         raise Skip(f"exit status {proc.returncode}: " + proc.stderr.strip()[-300:])

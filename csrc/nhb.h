@@ -84,6 +84,18 @@ void nhb_hist_init(nhb_hist* h);
 void nhb_hist_record(nhb_hist* h, uint64_t value);
 void nhb_hist_add(nhb_hist* dst, const nhb_hist* src);
 size_t nhb_hist_index(uint64_t value);
+/* The value of bucket `index` as HdrHistogram reports it at a percentile: the
+ * highest value the bucket holds (`highest` non-zero), or its lowest. */
+uint64_t nhb_hist_bucket_value(size_t index, int highest);
+/* HdrHistogram's percentile walk over sparse (index, count) pairs (2 * npairs
+ * words, index non-decreasing, zero counts skipped): for each of the npoints
+ * fractions (ascending) the bucket value and the cumulative count where the
+ * count reaches the fraction's target, exactly as the hdrh package computes
+ * them. Returns -1 (nothing written) for unsorted pairs or an index outside the
+ * layout, 1 when the counts sum beyond 64 bits, 2 (nothing written) when
+ * every count is zero, 0 otherwise. */
+int nhb_hist_percentiles(const uint64_t* pairs, size_t npairs, const double* points,
+                         size_t npoints, uint64_t* values, uint64_t* cumulative);
 void nhb_stream_init(nhb_stream* s);
 void nhb_stream_record(nhb_stream* s, uint64_t value);
 void nhb_stream_add(nhb_stream* dst, const nhb_stream* src);
@@ -685,6 +697,12 @@ int nhb_run_start(nhb_run* run);
 /* Waits up to timeout_s seconds (negative = forever). Returns 1 when the run
  * has finished and its statistics are final, 0 on time-out. */
 int nhb_run_wait(nhb_run* run, double timeout_s);
+/* The same, also returning (0, unless the run finished meanwhile) as soon as
+ * `wake_fd` is readable or a signal interrupts the wait: the caller's signal
+ * handlers run then, without waking on a timer to find out (the Python thread
+ * that waits for a run passes its signal wake-up fd). The caller drains
+ * wake_fd. A negative wake_fd: nhb_run_wait. */
+int nhb_run_wait_fd(nhb_run* run, double timeout_s, int wake_fd);
 /* Asks the run to stop gracefully. Thread-safe and idempotent. */
 void nhb_run_stop(nhb_run* run);
 /* A live snapshot: counters summed over workers, refreshed about every 10 ms. */

@@ -9,12 +9,21 @@ kernel counts them, the voluntary context switches of each thread (named by the 
 each release and one for its response) and several times below what a 5 ms controller tick
 and a 10 ms housekeeping tick made (about 180 and 100). The worker's bound, 20, is also below
 what waking one tick before each release and one after made (about 25).
+
+The Python thread that waits for a run (`Benchmark.run` without a progress callback,
+intervals or --until) sleeps until the run ends, a signal arrives (Python's signal wake-up
+fd, which the core's wait polls) or the watchdog's deadline comes: it woke 10 times a second
+before. Ctrl-C must still stop such a run at once.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import signal
+import subprocess
+import sys
 import threading
 import time
 
@@ -64,3 +73,79 @@ def test_controller_and_worker_sleep_at_a_low_rate(server) -> None:
     assert set(rates) == {"nhb-controller", "nhb-worker-0"}, rates
     assert rates["nhb-controller"] < 20, rates
     assert rates["nhb-worker-0"] < 20, rates
+
+
+_WAITER = """
+import json, sys
+import nhbench
+r = nhbench.run(sys.argv[1], rps=5, duration="120s", connections=2)
+print(json.dumps({"interrupted": r.interrupted, "terminated_by": r.terminated_by,
+                  "ok": r.counters["benchmark.http_2xx"]}))
+"""
+
+
+def _main_thread_switches(pid: int) -> int:
+    with open(f"/proc/{pid}/task/{pid}/status") as f:
+        match = _SWITCHES.search(f.read())
+    assert match
+    return int(match.group(1))
+
+
+def test_waiting_python_thread_sleeps_and_ctrl_c_still_stops_the_run(server) -> None:
+    # A run of 120 s in the main thread of another process: counted from outside over 3 s,
+    # then stopped with SIGINT. Without the wake-up fd the wait would last until the
+    # watchdog's deadline (past the 120 s), with the 0.1 s tick it was 10 a second.
+    proc = subprocess.Popen([sys.executable, "-c", _WAITER, server.url], text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 30
+        while int(server.stats()["requests"]) < 3:
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the run did not start"
+            time.sleep(0.05)
+        before, t0 = _main_thread_switches(proc.pid), time.monotonic()
+        time.sleep(3.0)
+        rate = (_main_thread_switches(proc.pid) - before) / (time.monotonic() - t0)
+        assert rate < 3, rate
+        proc.send_signal(signal.SIGINT)
+        stopped = time.monotonic()
+        out, err = proc.communicate(timeout=60)
+        took = time.monotonic() - stopped
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result["interrupted"] and result["terminated_by"] == "stop", result
+    assert result["ok"] >= 3, result
+    # Far below the 120 s the run (and the wait, woken only by the watchdog) had left.
+    assert took < 20, took
+
+
+def test_the_idle_wait_ends_by_the_watchdogs_deadline() -> None:
+    # The long wait must not make the watchdog late: it lasts until just past the deadline,
+    # and the watchdog acts as before (stops a run past its end, gives up on a stopped one).
+    from nhbench._exceptions import CoreError
+    from nhbench._run import Benchmark
+
+    bench = Benchmark("http://127.0.0.1:1/", rps=5, duration="2s", drain_timeout="1s")
+    now = time.monotonic()
+    bench._started_at = now
+    due = bench._watchdog_due()
+    # The start delay, 2 s, 1 s of drain and the 10 s of slack.
+    assert due is not None
+    assert due - now == pytest.approx(bench.options.start_delay + 13.0)
+    assert 0 < bench._idle_timeout() <= due - now + 0.2
+    bench._started_at = now - 14 - bench.options.start_delay
+    assert bench._idle_timeout() == pytest.approx(0.1)
+    bench._watchdog()  # past the deadline: it asks for the stop (no run yet to stop)
+    assert bench.stop_requested
+    bench._stopped_at = time.monotonic() - 10.5  # stopped; the give-up comes 11 s after
+    assert bench._watchdog_due() == pytest.approx(bench._stopped_at + 11)
+    bench._watchdog()
+    bench._stopped_at -= 1
+    with pytest.raises(CoreError, match="did not finish within 11 s of being stopped"):
+        bench._watchdog()
+    # No planned end: nothing for the watchdog to look at until a stop; a minute at most.
+    assert Benchmark("http://127.0.0.1:1/", rps=5, no_duration=True)._idle_timeout() == 60.0

@@ -523,11 +523,13 @@ class ClientRun {
     if (r < 0) raise_core_error(r, "cannot start the run");
   }
 
-  bool wait(std::optional<double> timeout) {
+  // wake_fd >= 0: also return (False) once it is readable, e.g. Python's
+  // signal wake-up fd (nhb_run_wait_fd).
+  bool wait(std::optional<double> timeout, int wake_fd) {
     int r;
     {
       py::gil_scoped_release release;
-      r = nhb_run_wait(run_, timeout ? *timeout : -1.0);
+      r = nhb_run_wait_fd(run_, timeout ? *timeout : -1.0, wake_fd);
     }
     if (r < 0) raise_core_error(r, "wait");
     return r == 1;
@@ -658,7 +660,9 @@ class ClientRun {
     return py::make_tuple(sampled, dropped);
   }
 
-  py::dict result() {
+  // `compact`: histograms as hist_to_dict's packed "buckets" (the run's own
+  // Result is built from those), except each worker's small hiccup histogram.
+  py::dict result(bool compact) {
     const nhb_stats* global = nhb_run_global_stats(run_);
     if (!global) throw std::runtime_error("the run has not finished");
     py::dict d;
@@ -685,9 +689,9 @@ class ClientRun {
     d["error"] = err.empty() ? py::object(py::none()) : py::object(py::str(err));
     d["insecure"] = insecure_;
     py::list workers;
-    for (int i = 0; i < nhb_run_worker_count(run_); i++) workers.append(with_checks(stats_to_dict(nhb_run_worker_stats(run_, i)), nhb_run_worker_stats(run_, i)));
+    for (int i = 0; i < nhb_run_worker_count(run_); i++) workers.append(with_checks(stats_to_dict(nhb_run_worker_stats(run_, i), compact), nhb_run_worker_stats(run_, i)));
     d["workers"] = workers;
-    d["global"] = with_checks(stats_to_dict(global), global);
+    d["global"] = with_checks(stats_to_dict(global, compact), global);
     // Per endpoint (the targets, or the target's addresses), in their order;
     // empty with one endpoint.
     uint32_t nep = 0;
@@ -698,7 +702,7 @@ class ClientRun {
       e["connections"] = ep[i].connections;
       e["requests"] = ep[i].requests;
       e["errors"] = ep[i].errors;
-      e["latency"] = hist_to_dict(ep[i].latency);
+      e["latency"] = hist_to_dict(ep[i].latency, compact);
       endpoints.append(e);
     }
     d["endpoints"] = endpoints;
@@ -717,7 +721,7 @@ class ClientRun {
       e["classes"] = classes;
       e["failures"] = gr[i].failures;
       e["check_failed"] = gr[i].check_failed;
-      e["latency"] = hist_to_dict(gr[i].latency);
+      e["latency"] = hist_to_dict(gr[i].latency, compact);
       groups.append(e);
     }
     d["groups"] = groups;
@@ -736,7 +740,7 @@ class ClientRun {
     d["load"] = load;
     // Schedule shapes: what the schedule did.
     const nhb_stats* warm = nhb_run_warmup_stats(run_);
-    d["warmup"] = warm ? py::object(with_checks(stats_to_dict(warm), warm)) : py::object(py::none());
+    d["warmup"] = warm ? py::object(with_checks(stats_to_dict(warm, compact), warm)) : py::object(py::none());
     nhb_schedule_facts f{};
     nhb_run_schedule_facts(run_, -1, &f);
     py::dict sched;
@@ -797,12 +801,12 @@ void register_client(py::module_& m) {
   py::class_<ClientRun>(m, "ClientRun")
       .def(py::init<const py::dict&>(), py::arg("config"))
       .def("start", &ClientRun::start)
-      .def("wait", &ClientRun::wait, py::arg("timeout") = py::none())
+      .def("wait", &ClientRun::wait, py::arg("timeout") = py::none(), py::arg("wake_fd") = -1)
       .def("stop", &ClientRun::stop)
       .def("progress", &ClientRun::progress)
       .def("take_intervals", &ClientRun::take_intervals)
       .def("take_spans", &ClientRun::take_spans)
       .def("trace_counts", &ClientRun::trace_counts)
       .def("arrivals", &ClientRun::arrivals)
-      .def("result", &ClientRun::result);
+      .def("result", &ClientRun::result, py::arg("compact") = false);
 }

@@ -1,5 +1,7 @@
 // register_histogram.cpp: statistic conversion shared by the client binding,
 // and a test hook that records values with the C recorder.
+#include <cmath>
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -83,13 +85,74 @@ py::list merge_sparse(py::handle parts) {
 
 }  // namespace
 
-py::dict hist_to_dict(const nhb_hist* h) {
+// The non-zero buckets as one bytes object of native uint64 (index, count)
+// pairs: a run's result has up to tens of thousands of buckets per histogram,
+// and a Python tuple per bucket (with its two ints) was most of the Python
+// thread's work in building the result (docs/benchmarks.md "The threads
+// besides the workers"). The Python side reads them with array('Q').
+static py::bytes packed_buckets(const nhb_hist* h) {
+  size_t n = 0;
+  if (h->total)
+    for (size_t i = 0; i < NHB_HIST_COUNTS_LEN; i++) n += h->counts[i] != 0;
+  py::bytes out = py::reinterpret_steal<py::bytes>(
+      PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(n * 2 * sizeof(uint64_t))));
+  if (!out) throw py::error_already_set();
+  uint64_t* w = reinterpret_cast<uint64_t*>(PyBytes_AS_STRING(out.ptr()));
+  for (size_t i = 0; n && i < NHB_HIST_COUNTS_LEN; i++)
+    if (h->counts[i]) {
+      *w++ = i;
+      *w++ = h->counts[i];
+    }
+  return out;
+}
+
+// The percentile walk of nhb_hist_percentiles over packed buckets (see there):
+// a list of (value, cumulative count), one per point, [] for no samples.
+static py::list percentiles_of_packed(const py::bytes& buckets, const std::vector<double>& points) {
+  char* data = nullptr;
+  Py_ssize_t size = 0;
+  if (PyBytes_AsStringAndSize(buckets.ptr(), &data, &size) != 0) throw py::error_already_set();
+  if (size % (2 * sizeof(uint64_t)) != 0)
+    throw py::value_error("histogram_percentiles: buckets is not whole (index, count) pairs");
+  for (size_t p = 0; p < points.size(); p++) {
+    if (std::isnan(points[p])) throw py::value_error("histogram_percentiles: a point is NaN");
+    if (p && points[p] < points[p - 1])
+      throw py::value_error("histogram_percentiles: the points are not in ascending order");
+  }
+  size_t npairs = static_cast<size_t>(size) / (2 * sizeof(uint64_t));
+  // CPython's bytes data is 8-byte aligned (it follows the object's header); should
+  // another build not align it, the words are copied out.
+  const uint64_t* words = reinterpret_cast<const uint64_t*>(data);
+  std::vector<uint64_t> copy;
+  if (reinterpret_cast<uintptr_t>(data) % alignof(uint64_t) != 0) {
+    copy.resize(npairs * 2);
+    memcpy(copy.data(), data, static_cast<size_t>(size));
+    words = copy.data();
+  }
+  py::list out;
+  std::vector<uint64_t> values(points.size()), cumulative(points.size());
+  int rc = nhb_hist_percentiles(words, npairs, points.data(), points.size(), values.data(),
+                                cumulative.data());
+  if (rc == 2) return out;  // every count zero: no samples
+  if (rc < 0)
+    throw py::value_error("histogram_percentiles: bucket indexes out of order or outside 0.." +
+                          std::to_string(NHB_HIST_COUNTS_LEN - 1));
+  if (rc == 1) throw py::value_error("histogram_percentiles: the counts sum beyond 64 bits");
+  for (size_t p = 0; p < points.size(); p++) out.append(py::make_tuple(values[p], cumulative[p]));
+  return out;
+}
+
+py::dict hist_to_dict(const nhb_hist* h, bool compact) {
   py::dict d;
   d["count"] = h->total;
   d["min"] = h->total ? h->min : 0;
   d["max"] = h->max;
   d["sum"] = h->sum;
   d["sumsq"] = h->sumsq;
+  if (compact) {
+    d["buckets"] = packed_buckets(h);
+    return d;
+  }
   py::list counts;
   if (h->total) {
     for (size_t i = 0; i < NHB_HIST_COUNTS_LEN; i++)
@@ -109,7 +172,7 @@ py::dict stream_to_dict(const nhb_stream* s) {
   return d;
 }
 
-py::dict stats_to_dict(const nhb_stats* st) {
+py::dict stats_to_dict(const nhb_stats* st, bool compact) {
   py::dict d;
   d["execution_start_ns"] = st->execution_start_ns;
   d["execution_duration_ns"] = st->execution_duration_ns;
@@ -127,7 +190,7 @@ py::dict stats_to_dict(const nhb_stats* st) {
   // A NULL histogram is one the run does not measure (origin_latency_statistic
   // without latency_response_header_name): absent, as in Nighthawk's output.
   for (int i = 0; i < NHB_HIST_COUNT; i++)
-    if (st->hists[i] != nullptr) hists[nhb_histogram_names[i]] = hist_to_dict(st->hists[i]);
+    if (st->hists[i] != nullptr) hists[nhb_histogram_names[i]] = hist_to_dict(st->hists[i], compact);
   for (int i = 0; i < NHB_STREAM_COUNT; i++) {
     // events_per_response is measured only with stream_stats: absent without.
     if (i == NHB_STREAM_EVENTS_PER_RESPONSE && st->streams[i].total == 0) continue;
@@ -150,6 +213,9 @@ void register_histogram(py::module_& m) {
       },
       py::arg("values"), "Records `values` (ns) with the C recorder and returns the histogram dict.");
   m.def("histogram_index", &nhb_hist_index, py::arg("value"));
+  m.def("histogram_percentiles", &percentiles_of_packed, py::arg("buckets"), py::arg("points"),
+        "(value, cumulative count) at each point (fractions, ascending) of packed (index, count) "
+        "uint64 pairs (index non-decreasing), as the hdrh package computes them; [] when empty.");
   m.def("histogram_merge", &merge_sparse, py::arg("parts"),
         "The (index, count) pairs of several histograms of the core's layout added bucket by "
         "bucket: sorted by index, zero counts left out.");

@@ -7,6 +7,8 @@ extern "C" {
 #include "nhb.h"
 }
 
-py::dict hist_to_dict(const nhb_hist* h);
+// `compact`: the non-zero buckets as "buckets", bytes of native uint64 (index,
+// count) pairs, instead of "counts", a list of (index, count) tuples.
+py::dict hist_to_dict(const nhb_hist* h, bool compact = false);
 py::dict stream_to_dict(const nhb_stream* s);
-py::dict stats_to_dict(const nhb_stats* st);
+py::dict stats_to_dict(const nhb_stats* st, bool compact = false);

@@ -503,6 +503,7 @@ int nhb_run_create_ex(const nhb_client_config* config, nhb_run** out, char* err,
     if (!seen) run->watch_ids[run->nwatch++] = p->counter;
   }
   run->ctl_fd = -1;
+  run->finished_fd = -1;
   run->cpus = calloc((size_t)run->nworkers, sizeof(int));
   run->workers = calloc((size_t)run->nworkers, sizeof(nhb__worker));
   if (!run->cpus || !run->workers || stats_alloc(&run->global) < 0 || copy_strings(run) < 0)
@@ -797,6 +798,10 @@ static void* controller_main(void* arg) {
   run->finished = 1;
   pthread_cond_broadcast(&run->finished_cond);
   pthread_mutex_unlock(&run->lock);
+  {
+    uint64_t one = 1;
+    (void)!write(run->finished_fd, &one, sizeof(one));
+  }
   return NULL;
 }
 
@@ -846,6 +851,8 @@ int nhb_run_start(nhb_run* run) {
   }
   run->ctl_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (run->ctl_fd < 0) return NHB_ETHREAD;
+  run->finished_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (run->finished_fd < 0) return NHB_ETHREAD;
   run->started = 1;
   for (int i = 0; i < run->nworkers; i++) {
     if (pthread_create(&run->workers[i].thread, NULL, worker_main, &run->workers[i]) != 0) {
@@ -885,6 +892,18 @@ int nhb_run_wait(nhb_run* run, double timeout_s) {
   int finished = run->finished;
   pthread_mutex_unlock(&run->lock);
   return finished;
+}
+
+int nhb_run_wait_fd(nhb_run* run, double timeout_s, int wake_fd) {
+  if (!run->started) return NHB_ESTATE;
+  if (wake_fd < 0) return nhb_run_wait(run, timeout_s);
+  /* The finished eventfd stays readable once written: poll() returns at once
+   * for every later wait. */
+  struct pollfd p[2] = {{.fd = run->finished_fd, .events = POLLIN}, {.fd = wake_fd, .events = POLLIN}};
+  int ms = timeout_s < 0 ? -1 : timeout_s > 2e6 ? 2000000000 : (int)(timeout_s * 1000.0);
+  /* EINTR too returns: a signal arrived, whose handler the caller runs. */
+  (void)poll(p, 2, ms);
+  return nhb_run_wait(run, 0.0);
 }
 
 void nhb_run_stop(nhb_run* run) {
@@ -1015,6 +1034,7 @@ void nhb_run_destroy(nhb_run* run) {
   free(run->workers);
   free(run->cpus);
   if (run->ctl_fd >= 0) close(run->ctl_fd);
+  if (run->finished_fd >= 0) close(run->finished_fd);
   pthread_mutex_destroy(&run->lock);
   pthread_cond_destroy(&run->finished_cond);
   free(run);

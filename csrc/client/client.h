@@ -837,6 +837,7 @@ struct nhb_run {
    * run whose predicates watch error counters that stay at zero wakes it
    * only at its interval boundaries. */
   int ctl_fd;            /* eventfd the workers write to; -1 until started */
+  int finished_fd;       /* eventfd written once when the run has finished; -1 until started */
   atomic_int ctl_kicked; /* a kick is pending: the next one need not write */
   int nwatch;            /* counter ids the predicates watch */
   int watch_ids[2 * NHB_MAX_PREDICATES];

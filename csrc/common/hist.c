@@ -26,6 +26,50 @@ size_t nhb_hist_index(uint64_t value) {
   return base + (size_t)sub_bucket - SUB_BUCKET_HALF_COUNT;
 }
 
+uint64_t nhb_hist_bucket_value(size_t index, int highest) {
+  /* hdrh's get_value_from_index, then its lowest or highest equivalent value:
+   * a bucket's values are [sub << bucket, (sub + 1) << bucket). */
+  int bucket = (int)(index >> NHB_HIST_SUB_BUCKET_HALF_COUNT_MAGNITUDE) - 1;
+  uint64_t sub = (uint64_t)(index & (SUB_BUCKET_HALF_COUNT - 1)) + SUB_BUCKET_HALF_COUNT;
+  if (bucket < 0) {
+    sub -= SUB_BUCKET_HALF_COUNT;
+    bucket = 0;
+  }
+  uint64_t low = sub << bucket;
+  return highest ? low + ((uint64_t)1 << bucket) - 1 : low;
+}
+
+int nhb_hist_percentiles(const uint64_t* pairs, size_t npairs, const double* points,
+                         size_t npoints, uint64_t* values, uint64_t* cumulative) {
+  uint64_t total = 0;
+  for (size_t k = 0; k < npairs; k++) {
+    if (pairs[2 * k] >= NHB_HIST_COUNTS_LEN || (k && pairs[2 * k] < pairs[2 * k - 2])) return -1;
+    if (__builtin_add_overflow(total, pairs[2 * k + 1], &total)) return 1;
+  }
+  if (total == 0) return 2;
+  size_t reached = 0; /* one past the last pair taken */
+  uint64_t sum = 0;
+  size_t found = 0;
+  for (size_t p = 0; p < npoints; p++) {
+    /* hdrh's get_target_count_at_percentile in its own double arithmetic:
+     * min(percentile, 100) * total / 100, rounded half up, at least 1. */
+    double percent = points[p] * 100.0;
+    if (percent > 100.0) percent = 100.0;
+    double t = percent * (double)total / 100 + 0.5;
+    uint64_t target = t >= 18446744073709551615.0 ? UINT64_MAX : t >= 1.0 ? (uint64_t)t : 1;
+    while (sum < target && reached < npairs) {
+      if (pairs[2 * reached + 1]) {
+        sum += pairs[2 * reached + 1];
+        found = (size_t)pairs[2 * reached];
+      }
+      reached++;
+    }
+    values[p] = nhb_hist_bucket_value(found, points[p] > 0);
+    cumulative[p] = sum;
+  }
+  return 0;
+}
+
 void nhb_hist_init(nhb_hist* h) {
   memset(h, 0, sizeof(*h));
   h->min = UINT64_MAX;

@@ -13,6 +13,7 @@ max, mean and pstdev are exact rather than quantized to bucket boundaries.
 
 from __future__ import annotations
 
+import array
 import base64
 import binascii
 import ctypes
@@ -41,6 +42,8 @@ __all__ = [
     "merge_sparse",
     "summary_from_core",
     "percentile_points",
+    "packed_percentile_points",
+    "unpack_buckets",
     "sparse_counts",
     "encode",
     "encode_sparse",
@@ -196,6 +199,38 @@ def percentile_points(
         if exact_min is not None:
             value = max(value, exact_min)
         result.append(PercentilePoint(point, int(value), cumulative))
+    return result
+
+
+def unpack_buckets(buckets: bytes) -> list[tuple[int, int]]:
+    """The ``(index, count)`` pairs of the core's compact form (``ClientRun.result(
+    compact=True)``'s "buckets": native uint64 index, count, index, count ...)."""
+    words = array.array("Q")
+    words.frombytes(buckets)
+    return list(zip(words[0::2], words[1::2], strict=True))
+
+
+def packed_percentile_points(
+    buckets: bytes,
+    points: Iterable[float],
+    exact_min: int | None = None,
+    exact_max: int | None = None,
+) -> list[PercentilePoint]:
+    """`percentile_points` of the core's compact buckets, the walk made by the C core
+    (``_core.histogram_percentiles``, hdrh's rule in hdrh's arithmetic, tested against
+    hdrh): no Python object per bucket. The buckets must be in index order, as the core
+    writes them."""
+    from . import _core
+
+    ordered = sorted(set(points))
+    result = []
+    for point, (value, count) in zip(ordered, _core.histogram_percentiles(buckets, ordered),
+                                     strict=False):
+        if exact_max is not None:
+            value = min(value, exact_max)
+        if exact_min is not None:
+            value = max(value, exact_min)
+        result.append(PercentilePoint(point, int(value), count))
     return result
 
 

@@ -159,6 +159,9 @@ class Statistic(BaseModel):
     # only when somebody asks, because most callers only need the percentiles.
     _sparse: list[tuple[int, int]] | None = PrivateAttr(None)
     _hist: HdrHistogram | None = PrivateAttr(None)
+    # Or the core's compact form of them (bytes of uint64 index, count), which the pairs are
+    # made from on first use.
+    _packed: bytes | None = PrivateAttr(None)
 
     # ---- construction from the core -------------------------------------------------------
 
@@ -168,13 +171,25 @@ class Statistic(BaseModel):
     ) -> Statistic:
         """A latency statistic (ns in the core, seconds here) with exact percentile points."""
         summary = _histogram.summary_from_core(d)
-        pairs = [(int(i), int(c)) for i, c in d.get("counts") or ()]
+        packed: bytes | None = d.get("buckets")
+        pairs: list[tuple[int, int]] | None = None
+        if not summary.count:
+            found: list[_histogram.PercentilePoint] = []
+        elif packed is not None:
+            # The core's compact form: the percentiles walked in C, the pairs made only
+            # when a consumer asks (docs/benchmarks.md "The threads besides the workers").
+            found = _histogram.packed_percentile_points(
+                packed, points, exact_min=summary.min, exact_max=summary.max)
+        else:
+            pairs = [(int(i), int(c)) for i, c in d.get("counts") or ()]
+            found = _histogram.percentile_points(
+                pairs, points, exact_min=summary.min, exact_max=summary.max)
+        if packed is None and pairs is None:
+            pairs = [(int(i), int(c)) for i, c in d.get("counts") or ()]
         percentiles = [
             Percentile(percentile=p.percentile, count=p.count, value=p.value / _NS)
-            for p in _histogram.percentile_points(
-                pairs, points, exact_min=summary.min, exact_max=summary.max
-            )
-        ] if summary.count else []
+            for p in found
+        ]
         stat = cls(
             id=stat_id,
             count=summary.count,
@@ -185,6 +200,7 @@ class Statistic(BaseModel):
             percentiles=percentiles,
         )
         stat._sparse = pairs
+        stat._packed = packed
         return stat
 
     @classmethod
@@ -205,7 +221,8 @@ class Statistic(BaseModel):
 
     @property
     def has_histogram(self) -> bool:
-        return bool(self._sparse) or self._hist is not None or bool(self.hdr_histogram)
+        return (bool(self._sparse) or bool(self._packed) or self._hist is not None
+                or bool(self.hdr_histogram))
 
     def p(self, percent: float) -> float:
         """The value at `percent` (0-100): ``p(99)`` is p99, in seconds for latencies.
@@ -243,9 +260,13 @@ class Statistic(BaseModel):
                 wanted.setdefault(fraction, []).append(k)
         if wanted:
             scale = 1 if self.raw else _NS
-            for point in _histogram.percentile_points(
-                    self._pairs(), list(wanted),
-                    exact_min=round(self.min * scale), exact_max=round(self.max * scale)):
+            exact_min, exact_max = round(self.min * scale), round(self.max * scale)
+            found = (_histogram.packed_percentile_points(self._packed, list(wanted), exact_min,
+                                                         exact_max)
+                     if self._packed is not None and self._sparse is None
+                     else _histogram.percentile_points(self._pairs(), list(wanted), exact_min,
+                                                       exact_max))
+            for point in found:
                 for k in wanted[point.percentile]:
                     values[k] = point.value / scale
         return values
@@ -253,8 +274,8 @@ class Statistic(BaseModel):
     def histogram(self) -> HdrHistogram:
         """The full histogram as an `hdrh.HdrHistogram` (values in ns)."""
         if self._hist is None:
-            if self._sparse is not None:
-                self._hist = _histogram.from_sparse(self._sparse)
+            if self._sparse is not None or self._packed is not None:
+                self._hist = _histogram.from_sparse(self._pairs())
             elif self.hdr_histogram:
                 self._hist = _histogram.decode(self.hdr_histogram)
             else:
@@ -263,7 +284,7 @@ class Statistic(BaseModel):
 
     def encoded(self) -> str | None:
         """The compressed "HISTFAAA…" encoding of the histogram (None for size statistics)."""
-        if self.hdr_histogram is None and self._sparse is not None:
+        if self.hdr_histogram is None and (self._sparse is not None or self._packed is not None):
             self.hdr_histogram = _histogram.encode(self.histogram())
         return self.hdr_histogram
 
@@ -288,7 +309,8 @@ class Statistic(BaseModel):
 
     def _pairs(self) -> list[tuple[int, int]]:
         if self._sparse is None:
-            self._sparse = _histogram.sparse_counts(self.histogram())
+            self._sparse = (_histogram.unpack_buckets(self._packed) if self._packed is not None
+                            else _histogram.sparse_counts(self.histogram()))
         return self._sparse
 
     # ---- Nighthawk-shaped JSON ------------------------------------------------------------

@@ -11,9 +11,13 @@ it.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
+import signal
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from types import ModuleType, TracebackType
 from typing import Any, Protocol
 
@@ -55,6 +59,11 @@ __all__ = ["Benchmark", "BenchmarkProtocol", "load_core", "resolve"]
 # becomes KeyboardInterrupt only then) and the progress callback; 0.1 s keeps Ctrl-C prompt
 # while costing nothing measurable (the core releases the GIL while waiting).
 _POLL_INTERVAL = 0.1
+# When nothing but Ctrl-C and the watchdog needs the waiting thread (no progress callback,
+# no intervals, no --until), it sleeps until the watchdog's deadline, at most this long: a
+# signal wakes it through Python's signal wake-up fd at once (`_signal_wakeup`), the run's
+# end through the core's.
+_IDLE_POLL_MAX = 60.0
 # Slack on top of start_delay + duration + drain_timeout before the watchdog stops a run that
 # should have ended, and again before it gives up on the core finishing at all.
 _WATCHDOG_SLACK = 10.0
@@ -264,7 +273,10 @@ class Benchmark:
 
     def result(self) -> Result:
         """The result, once `wait()` returned True."""
-        core = self._core_run().result()
+        # compact: the histograms' buckets as packed bytes, their percentiles walked in C;
+        # (index, count) tuples only when a consumer asks (docs/benchmarks.md "The threads
+        # besides the workers").
+        core = self._core_run().result(compact=True)
         self.intervals()  # the last, partial interval is ready once the run has finished
         if self._spans is not None:
             core["global"]["counters"].update(self._spans.finish())
@@ -318,13 +330,19 @@ class Benchmark:
         if self._run is None:
             self.start()
         run = self._core_run()
+        idle = (on_progress is None and on_interval is None and self._until is None
+                and not self.options.effective_stats_interval)
         try:
-            while not run.wait(_POLL_INTERVAL):
-                if on_progress is not None:
-                    on_progress(self.progress())
-                self._deliver(on_interval)
-                self._check_until()
-                self._watchdog()
+            with _signal_wakeup(idle) as wake_fd:
+                while not run.wait(_POLL_INTERVAL if wake_fd < 0 else self._idle_timeout(),
+                                   wake_fd):
+                    if wake_fd >= 0:
+                        _drain(wake_fd)
+                    if on_progress is not None:
+                        on_progress(self.progress())
+                    self._deliver(on_interval)
+                    self._check_until()
+                    self._watchdog()
         except KeyboardInterrupt:
             if self._stop_requested:
                 raise
@@ -409,18 +427,24 @@ class Benchmark:
         # run must still end: stop it well after it should have finished, and give up with an
         # error if even the stop does not finish it. This is what keeps "never a hang" true
         # whatever the target does.
-        now = time.monotonic()
+        due = self._watchdog_due()
+        if due is None or time.monotonic() <= due:
+            return
+        if self._stopped_at is not None:
+            limit = self.options.drain_timeout + _WATCHDOG_SLACK
+            raise CoreError(f"the run did not finish within {limit:g} s of being stopped")
+        self.stop()
+
+    def _watchdog_due(self) -> float | None:
+        """When (time.monotonic()) the watchdog acts unless the run has ended by then: a
+        stopped run's give-up, or the stop of a run past its planned end; None for a run
+        without a planned end."""
         options = self.options
         if self._stopped_at is not None:
-            if now - self._stopped_at > options.drain_timeout + _WATCHDOG_SLACK:
-                raise CoreError(
-                    f"the run did not finish within {options.drain_timeout + _WATCHDOG_SLACK:g} s "
-                    f"of being stopped"
-                )
-            return
+            return self._stopped_at + options.drain_timeout + _WATCHDOG_SLACK
         duration = options.effective_duration
         if duration is None:
-            return
+            return None
         deadline = options.start_delay + duration + options.drain_timeout + _WATCHDOG_SLACK
         # Schedule shapes: a scheduled start waits first, and a warm-up is one
         # more phase with its own drain.
@@ -431,8 +455,51 @@ class Benchmark:
         elif options.simple_warmup or options.sequential_warmup:
             count = 1 if options.simple_warmup else options.connections
             deadline += count * (options.request_timeout or options.timeout) + options.timeout
-        if now - self._started_at > deadline:
-            self.stop()
+        return self._started_at + deadline
+
+    def _idle_timeout(self) -> float:
+        # Until the watchdog's next deadline (a little past it), at most a minute.
+        due = self._watchdog_due()
+        if due is None:
+            return _IDLE_POLL_MAX
+        return min(_IDLE_POLL_MAX, max(_POLL_INTERVAL, due - time.monotonic() + _POLL_INTERVAL))
+
+
+@contextlib.contextmanager
+def _signal_wakeup(wanted: bool) -> Iterator[int]:
+    """A pipe Python's signal handler writes to (`signal.set_wakeup_fd`), the end to read
+    yielded for the core's wait to poll beside the run's end: a wait then lasts until the
+    run ends or a signal arrives, not a 0.1 s tick (10 wake-ups a second for a whole run).
+    -1 (poll as before) when not `wanted`, outside the main thread (where no handler runs)
+    or when the program already has a wake-up fd (asyncio's): that one is left alone."""
+    if not wanted or threading.current_thread() is not threading.main_thread():
+        yield -1
+        return
+    read_fd, write_fd = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        previous = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+    except ValueError:
+        previous = None
+    try:
+        if previous != -1:
+            if previous is not None:
+                signal.set_wakeup_fd(previous)
+            yield -1
+            return
+        try:
+            yield read_fd
+        finally:
+            signal.set_wakeup_fd(-1)
+    finally:
+        os.close(read_fd)
+        os.close(write_fd)
+
+
+def _drain(fd: int) -> None:
+    # The signal numbers Python wrote; its handlers run on their own once the core returns.
+    with contextlib.suppress(BlockingIOError):
+        while os.read(fd, 512):
+            pass
 
 
 def config_summary(config: dict[str, Any], *, full: bool = False) -> str:

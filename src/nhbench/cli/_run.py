@@ -43,6 +43,8 @@ from ._common import NOT_OPTIONS, PROG, die
 # either, so that it costs an interpreter start and little more (docs/benchmarks.md,
 # "Start-up").
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ..options import Options
     from ._commands import Command, Subparsers
 
@@ -222,11 +224,12 @@ def _run_and_report(options: Options, *, implicit_intervals: bool = False) -> tu
     live = _LiveOutput(options, implicit_intervals=implicit_intervals)
     benchmark = make_benchmark(options)
     # The first SIGINT or SIGTERM drains and reports; a second SIGINT abandons (exit 130).
-    # The run's wait loop wakes every 0.1 s, so a signal takes effect within that.
+    # The run's wait loop wakes every 0.1 s while something is shown or served, and on a
+    # signal otherwise (Benchmark's signal wake-up fd), so a signal takes effect at once.
     with stop_on_signals(lambda signum: benchmark.stop(), notice=_notice_run_stop):
         try:
             live.start()
-            result = benchmark.run(live.on_progress, live.on_interval)
+            result = benchmark.run(*live.callbacks())
         except OptionsError as exc:
             # The core refused the configuration (ConfigRejectedError): invalid input that
             # Python's checks did not catch, such as a TLS group OpenSSL does not know; or
@@ -338,6 +341,14 @@ class _LiveOutput:
             die(f"--prometheus-listen: cannot listen: {exc.strerror or exc}", status=1)
         # Port 0 picks a free port: the line says which, for scrapers and tests.
         _log.info("prometheus metrics on http://%s/metrics", format_address(host, port))
+
+    def callbacks(self) -> tuple[Callable[[Any], None] | None, Callable[[Any], None] | None]:
+        """`on_progress` and `on_interval` for the run, None for what nothing consumes: a
+        run without a display, interval lines or an endpoint then does not wake 10 times a
+        second to call them (docs/benchmarks.md "The threads besides the workers")."""
+        shows = self._display is not None or self._endpoint is not None
+        return (self.on_progress if shows else None,
+                self.on_interval if shows or self._lines is not None else None)
 
     def on_progress(self, progress: Any) -> None:
         if self._display is not None:
