@@ -114,6 +114,14 @@ def _seconds(value: Any) -> float:
     return seconds
 
 
+def _times(entry: Mapping[str, Any]) -> None:
+    if "execution_duration" in entry:
+        _seconds(entry["execution_duration"])
+    start = entry.get("execution_start")
+    if start is not None and (type(start) is not str or not _TIME.match(start)):
+        raise _NotSure
+
+
 def _headline(entry: Mapping[str, Any], extension: Mapping[str, Any]) -> Statistic | None:
     """The latency the row shows (`headline_statistic`'s choice: the global entry's
     scheduled_to_response when it has samples, else its request_to_response); None when
@@ -196,12 +204,7 @@ def _fields(data: Any) -> dict[str, Any]:
         name = entry.get("name")
         if type(name) is not str:
             raise _NotSure
-        # Every entry's times, as the summary's path checks them.
-        if "execution_duration" in entry:
-            _seconds(entry["execution_duration"])
-        start = entry.get("execution_start")
-        if start is not None and (type(start) is not str or not _TIME.match(start)):
-            raise _NotSure
+        _times(entry)  # every entry's, as the summary's path checks them
         if name == "global":
             if global_entry is not None:
                 raise _NotSure
@@ -212,6 +215,12 @@ def _fields(data: Any) -> dict[str, Any]:
         raise _NotSure
     if not set(run) <= _RUN_KEYS:
         raise _NotSure
+    warmup = run.get("warmup")
+    if warmup is not None:
+        # The warm-up's entry: its name and times, as the summary's path checks them.
+        if type(warmup) is not dict or type(warmup.get("name")) is not str:
+            raise _NotSure
+        _times(warmup)
     extra_options = run.get("options", {})
     if type(extra_options) is not dict or not _ROW_OPTIONS.isdisjoint(extra_options) \
             or not extra_options.keys() <= _OPTION_NAMES:

@@ -509,7 +509,9 @@ class Catalogue:
         (not JSON, no format nhbench reads, a list over its limit, an invalid option, a
         bad value or histogram of the headline statistic, no global entry...), but the
         other statistics, their histograms and the timeline are checked when the result
-        is opened (`load`). ResultFileError (one line) for a file refused."""
+        is opened (`load`). A file nhbench wrote whose row fields all pass `quick_fields`'
+        checks is listed without the models: its options the row does not show are then
+        checked when it is opened too. ResultFileError (one line) for a file refused."""
         name = str(self.root / relative)
         kind, data = parse_result_text(self.read(relative), name)
         if kind in ("nhbench", "nighthawk") and isinstance(data, dict):
