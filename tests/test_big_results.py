@@ -13,6 +13,7 @@ benchmarks/results_speed.py, never asserted here):
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -24,7 +25,7 @@ import nhbench
 from nhbench import _histogram
 from nhbench._load import LOADERS, load_result, read_result_text
 from nhbench.browse._pages import list_page
-from nhbench.browse._scan import Catalogue, index_path
+from nhbench.browse._scan import Catalogue, Entry, index_path
 from nhbench.distributed import merge_stats
 
 DATA = Path(__file__).parent / "data"
@@ -264,9 +265,11 @@ def test_an_index_that_is_not_this_ones_is_ignored(
     index = index_path(os.path.realpath(root))
     assert index is not None
     document = json.loads(index.read_text())
-    # Each damage also plants a wrong label, which must not be shown.
+    # Each damage also plants a wrong label, which must not be shown. An entry is the list
+    # of its fields' values, in the dataclass's order.
+    names = [field.name for field in dataclasses.fields(Entry)]
     for _, fields in document["entries"].values():
-        fields["label"] = "planted"
+        fields[names.index("label")] = "planted"
     if damage == "not json":
         index.write_text("{" + json.dumps(document)[:100])
     else:
@@ -275,9 +278,9 @@ def test_an_index_that_is_not_this_ones_is_ignored(
         elif damage == "other root":
             document["root"] = "/elsewhere"
         elif damage == "odd entry":
-            next(iter(document["entries"].values()))[1]["extra"] = 1
+            next(iter(document["entries"].values()))[1].append(1)
         else:
-            next(iter(document["entries"].values()))[1]["ok"] = "yes"
+            next(iter(document["entries"].values()))[1][names.index("ok")] = "yes"
         index.write_text(json.dumps(document))
     listing = Catalogue(root).scan()
     assert listing == expected

@@ -12,8 +12,10 @@ with the reason when it is opened, and listed as unreadable from then on.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import os
+import random
 import socket
 from pathlib import Path
 from typing import Any
@@ -22,8 +24,10 @@ import pytest
 
 import nhbench
 from nhbench._exceptions import ResultFileError
+from nhbench._load import check_result_document, parse_result_text
 from nhbench.browse import Catalogue
-from nhbench.browse._scan import Entry
+from nhbench.browse._quick import quick_fields
+from nhbench.browse._scan import Entry, summary_document
 
 DATA = Path(__file__).parent / "data"
 CPU = min(os.sched_getaffinity(0))
@@ -221,3 +225,171 @@ def test_a_fault_the_row_does_not_read_is_named_when_opened_and_listed_after(
     # The next browser process reads the index, with the file still unreadable.
     again = {e.path: e for e in Catalogue(tmp_path).scan().entries}
     assert again["worker-histogram.json"] == after["worker-histogram.json"]
+
+
+# ---- the quick reader (`nhbench.browse._quick`) ------------------------------------------
+
+def _quick_row(catalogue: Catalogue, relative: str) -> Entry | None:
+    """The row `quick_fields` makes of the file, or None when it hands the file over (or
+    the document's own checks, which come first, refuse it)."""
+    name = str(catalogue.root / relative)
+    try:
+        kind, data = parse_result_text(catalogue.read(relative), name)
+        summary = summary_document(data)
+        check_result_document(kind, summary, name, sizes_of=data)
+    except ResultFileError:
+        return None
+    fields = quick_fields(data) if kind == "nhbench" else None
+    return None if fields is None else Entry.from_fields(relative, fields)
+
+
+def test_the_quick_reader_s_row_is_the_full_load_s_row(tmp_path: Path, runs: dict[str, str],
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    names = _files(tmp_path, runs)
+    catalogue = Catalogue(tmp_path)
+    taken = set()
+    for name in names:
+        row = _quick_row(catalogue, name)
+        if row is not None:
+            taken.add(name)
+            assert row == _full(catalogue, name), name
+    # nhbench's own files take the quick path (one and two workers, intervals, as fast as
+    # possible, other labels and URL, no scheduled_to_response); a staged run (its rate is
+    # the stages'), one whose failure predicate fired (the verdict names the threshold of
+    # the options), Nighthawk's, Fortio's and the earlier format's files do not. A key
+    # given twice is merged by the parser both paths share.
+    for run in ("one", "two", "max"):
+        assert {f"{run}.json", f"{run}-relabelled.json", f"{run}-uncorrected.json"} <= taken
+    assert not any(name.startswith(("staged", "refused")) for name in taken)
+    assert not {"nighthawk-gold.json", "earlier.json", "fortio.json"} & taken
+    assert not any(name.endswith("-nighthawk.json") for name in taken)
+    assert {"one-repeated.json", "two-repeated.json"} <= taken
+
+
+# What a mutation puts in place of a value: other types, out-of-range and huge numbers,
+# markup, text that is no duration or count, empty containers.
+_REPLACEMENTS: tuple[Any, ...] = (
+    None, True, 0, -1, 1.5, -0.5, 2**64, 2**63, 10**30, 1e308, float("nan"), float("inf"), "",
+    "x", "<script>alert(1)</script>", "-5", "1e3", "18446744073709551616", "1.5s", "-1s",
+    "1e400s", "\ud800", [], {}, ["a"], {"value": 5},
+)
+
+
+def _leaves(document: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """The path of every value of `document` (containers included)."""
+    found = [path]
+    if isinstance(document, dict):
+        for key, value in document.items():
+            found += _leaves(value, (*path, key))
+    elif isinstance(document, list):
+        for index, value in enumerate(document):
+            found += _leaves(value, (*path, index))
+    return found
+
+
+def _row_reads(path: tuple[Any, ...], document: dict[str, Any]) -> bool:
+    """Whether the quick reader reads the value at `path` (or a container of it)."""
+    if len(path) <= 1:
+        return True
+    if path[0] == "options":
+        return path[1] in ("labels", "uri", "requests_per_second")
+    if path[0] != "results":
+        return False
+    if len(path) == 2:
+        return True  # an entry
+    entry = document["results"][path[1]]
+    if path[2] in ("name", "execution_duration", "execution_start"):
+        return True
+    if entry.get("name") != "global":
+        # A worker's: its name and times (above), the shape of its extension.
+        return path[2] == "user_defined_outputs" and len(path) < 7
+    if len(path) == 3:
+        return True  # the global entry's statistics, counters, extension...
+    if path[2] == "statistics":
+        return document["results"][path[1]]["statistics"][path[3]].get(
+            "id") in ("benchmark_http_client.scheduled_to_response",
+                      "benchmark_http_client.request_to_response")
+    if path[2] != "user_defined_outputs" or len(path) < 7:
+        return True
+    inner = path[6:]
+    if inner[0] == "run":
+        # The run's options: their names (the values are the options', checked when the
+        # result is opened).
+        return len(inner) == 1 or inner[1] in (
+            "terminated_by", "failed_predicates", "validity") or inner == ("run", "options")
+    if inner[0] == "statistics":
+        return len(inner) == 1 or inner[1] in ("benchmark_http_client.scheduled_to_response",
+                                               "benchmark_http_client.request_to_response")
+    return True
+
+
+def _mutants(document: dict[str, Any], rng: random.Random,
+             ) -> list[tuple[bool, tuple[Any, ...], Any]]:
+    """Documents made from `document` by one change each (a value replaced, a key
+    removed, a key added), with whether the quick reader reads where the change is. Every
+    value the row reads is changed every way; of the others a sample."""
+    paths = _leaves(document)
+    read = [p for p in paths if _row_reads(p, document)]
+    others = [p for p in paths if not _row_reads(p, document)]
+    chosen = read + rng.sample(others, min(len(others), 150))
+    out = []
+    for path in chosen:
+        replacements = _REPLACEMENTS if path in read else rng.sample(_REPLACEMENTS, 3)
+        for replacement in (*replacements, _DELETE, _EXTRA):
+            mutant = copy.deepcopy(document)
+            parent: Any = mutant
+            for part in path[:-1]:
+                parent = parent[part]
+            if not path:
+                continue
+            if replacement is _DELETE:
+                del parent[path[-1]]
+            elif replacement is _EXTRA:
+                if not isinstance(parent, dict):
+                    continue
+                parent["zz_extra"] = "<b>extra</b>"
+            else:
+                parent[path[-1]] = replacement
+            out.append((path in read, path, mutant))
+    return out
+
+
+_DELETE = object()
+_EXTRA = object()
+
+
+@pytest.mark.parametrize("base", ["one.json", "two.json"])
+def test_the_quick_reader_gives_the_full_load_s_row_or_hands_the_file_over(
+        tmp_path: Path, runs: dict[str, str], base: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    document = json.loads(runs[base])
+    # The timeline is no part of a row and the summary leaves it out: not mutated.
+    for entry in document["results"]:
+        for output in entry.get("user_defined_outputs", []):
+            output["typed_output"]["value"].get("run", {}).pop("timeline", None)
+    catalogue = Catalogue(tmp_path)
+    (tmp_path / "base.json").write_text(json.dumps(document))
+    unchanged = _quick_row(catalogue, "base.json")
+    assert unchanged is not None and unchanged == _full(catalogue, "base.json")
+    counts = {"taken": 0, "handed over": 0, "refused when opened": 0}
+    for i, (read, path, mutant) in enumerate(_mutants(document, random.Random(base))):
+        name = f"m{i}.json"
+        (tmp_path / name).write_text(json.dumps(mutant))
+        row = _quick_row(catalogue, name)
+        if row is None:
+            counts["handed over"] += 1
+            continue
+        full = _full(catalogue, name)
+        if isinstance(full, Entry):
+            assert row == full, (name, read, mutant)
+            counts["taken"] += 1
+        else:
+            # A fault where the row does not read: the row is the file's own (what the
+            # unchanged file's row was, the mutant's other fields being the same), and
+            # the fault is named when the result is opened.
+            assert not read, (name, full, path)
+            assert dataclasses.replace(row, path="base.json") == unchanged, (name, full)
+            counts["refused when opened"] += 1
+    assert counts["taken"] > 100 and counts["handed over"] > 500, counts

@@ -104,7 +104,10 @@ def _merge_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     # Nighthawk reads its JSON with protobuf's C++ parser, which merges a repeated field
     # given twice and takes the last value of a singular one; its own medium.proto.gold has
     # "labels" three times. Python's json would keep only the last.
-    merged: dict[str, Any] = {}
+    merged = dict(pairs)
+    if len(merged) == len(pairs):
+        return merged  # no key given twice: what json.loads itself makes
+    merged = {}
     for key, value in pairs:
         if key in merged and (isinstance(merged[key], list) or isinstance(value, list)):
             before = merged[key] if isinstance(merged[key], list) else [merged[key]]

@@ -47,7 +47,7 @@ import threading
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .._exceptions import CampaignError, ResultFileError
 from .._input import limit_of
@@ -61,6 +61,7 @@ from .._names import REQUEST_TO_RESPONSE, SCHEDULED_TO_RESPONSE
 from .._notebook import result_verdict
 from .._version import __version__
 from ..campaign import CampaignManifest, is_campaign, load_manifest
+from ._quick import quick_fields
 
 if TYPE_CHECKING:
     from .._result import Result, Statistic
@@ -172,8 +173,9 @@ def _summary_entry(entry: object, headline: bool) -> object:
     kept = dict(entry)
     statistics = kept.get("statistics")
     if isinstance(statistics, list):
+        # An id of another type (a list is not hashable) is no headline id either.
         kept["statistics"] = [s for s in statistics if headline and isinstance(s, dict)
-                              and s.get("id") in _HEADLINE_IDS]
+                              and isinstance(s.get("id"), str) and s["id"] in _HEADLINE_IDS]
     if not headline and isinstance(kept.get("counters"), list):
         kept["counters"] = []
     outputs = kept.get("user_defined_outputs")
@@ -264,6 +266,18 @@ class Entry:
         )
 
     @classmethod
+    def from_fields(cls, path: str, fields: dict[str, Any]) -> Entry:
+        """The row of `quick_fields`' reading, as `from_result` makes it from a `Result`."""
+        latency = fields["latency"]
+        return cls(
+            path=path, kind="result", label=clip(fields["label"]), time=fields["time"],
+            url=clip(fields["url"]), requested_rps=fields["requested_rps"],
+            achieved_rps=fields["achieved_rps"], p50=percentile(latency, 50),
+            p99=percentile(latency, 99), errors=fields["errors"], ok=fields["ok"],
+            verdict=clip(fields["verdict"]), validity=fields["validity"],
+        )
+
+    @classmethod
     def from_campaign(cls, path: str, manifest: CampaignManifest) -> Entry:
         steps = manifest.steps
         best = next((s for s in steps if s.index == manifest.highest_passing_step), None)
@@ -288,7 +302,8 @@ class Entry:
 
 
 #: The shape of the on-disk index (`index_path`); an index of another shape is ignored.
-INDEX_FORMAT = 1
+#: 2: each entry a list of its fields' values (1: an object of them).
+INDEX_FORMAT = 2
 
 # What identifies one version of a file: modification time, size, status-change time, inode.
 _Key = tuple[int, int, int, int]
@@ -313,34 +328,43 @@ def index_path(real_root: str) -> Path | None:
     return Path(base) / "nhbench" / "browse" / f"{digest}.json"
 
 
-def _entry_document(entry: Entry) -> dict[str, object]:
-    fields = dataclasses.asdict(entry)
-    fields["time"] = None if entry.time is None else entry.time.isoformat()
-    return fields
+def _entry_document(entry: Entry) -> list[object]:
+    """`entry` as the index keeps it: its fields' values in their order (a list rather than
+    an object per entry: the names repeated 5,000 times were most of the index to parse)."""
+    values = [getattr(entry, name) for name in _ENTRY_NAMES]
+    values[_TIME] = None if entry.time is None else entry.time.isoformat()
+    return values
 
 
-_ENTRY_FIELDS = {f.name: f for f in dataclasses.fields(Entry)}
+_ENTRY_NAMES = tuple(f.name for f in dataclasses.fields(Entry))
+_TIME = _ENTRY_NAMES.index("time")
+_TEXTS = tuple(_ENTRY_NAMES.index(name) for name in
+               ("path", "kind", "label", "url", "verdict", "validity", "error"))
+_NUMBERS = tuple(_ENTRY_NAMES.index(name) for name in
+                 ("requested_rps", "achieved_rps", "p50", "p99"))
+_INTEGERS = tuple(_ENTRY_NAMES.index(name) for name in ("errors", "steps"))
+_OK = _ENTRY_NAMES.index("ok")
 
 
-def _entry_from_document(fields: dict[str, object]) -> Entry:
+def _entry_from_document(values: object) -> Entry:
     """An `Entry` from its index document; ValueError/TypeError for anything else."""
-    if set(fields) != set(_ENTRY_FIELDS):
+    if type(values) is not list or len(values) != len(_ENTRY_NAMES):
         raise ValueError("not an entry")
-    values = dict(fields)
-    when = values.get("time")
-    values["time"] = None if when is None else datetime.fromisoformat(str(when))
-    for name in ("path", "kind", "label", "url", "verdict", "validity", "error"):
-        if not isinstance(values[name], str):
-            raise TypeError(name)
-    for name in ("requested_rps", "achieved_rps", "p50", "p99"):
-        if values[name] is not None and type(values[name]) not in (int, float):
-            raise TypeError(name)
-    for name in ("errors", "steps"):
-        if values[name] is not None and type(values[name]) is not int:
-            raise TypeError(name)
-    if type(values["ok"]) is not bool:
+    values = list(values)
+    when = values[_TIME]
+    values[_TIME] = None if when is None else datetime.fromisoformat(str(when))
+    for i in _TEXTS:
+        if type(values[i]) is not str:
+            raise TypeError(_ENTRY_NAMES[i])
+    for i in _NUMBERS:
+        if values[i] is not None and type(values[i]) not in (int, float):
+            raise TypeError(_ENTRY_NAMES[i])
+    for i in _INTEGERS:
+        if values[i] is not None and type(values[i]) is not int:
+            raise TypeError(_ENTRY_NAMES[i])
+    if type(values[_OK]) is not bool:
         raise TypeError("ok")
-    return Entry(**values)  # type: ignore[arg-type]
+    return Entry(*values)
 
 
 @dataclass(frozen=True)
@@ -485,12 +509,20 @@ class Catalogue:
         (not JSON, no format nhbench reads, a list over its limit, an invalid option, a
         bad value or histogram of the headline statistic, no global entry...), but the
         other statistics, their histograms and the timeline are checked when the result
-        is opened (`load`). ResultFileError (one line) for a file refused."""
+        is opened (`load`). A file nhbench wrote whose row fields all pass `quick_fields`'
+        checks is listed without the models: its options the row does not show are then
+        checked when it is opened too. ResultFileError (one line) for a file refused."""
         name = str(self.root / relative)
         kind, data = parse_result_text(self.read(relative), name)
         if kind in ("nhbench", "nighthawk") and isinstance(data, dict):
             summary = summary_document(data)
             check_result_document(kind, summary, name, sizes_of=data)
+            if kind == "nhbench":
+                # A file nhbench wrote: its row read straight from the document when the
+                # quick reader is sure of every field it shows (`quick_fields`).
+                fields = quick_fields(data)
+                if fields is not None:
+                    return Entry.from_fields(relative, fields)
             return Entry.from_result(relative, result_from_document(kind, summary, name))
         check_result_document(kind, data, name)
         return Entry.from_result(relative, result_from_document(kind, data, name))
@@ -601,7 +633,8 @@ class Catalogue:
             fd, temporary = tempfile.mkstemp(dir=self._index.parent, prefix=".index-",
                                              suffix=".json")
             with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(document, f, separators=(",", ":"))
+                # One string from the C encoder: `json.dump` to a file encodes in Python.
+                f.write(json.dumps(document, separators=(",", ":")))
             os.replace(temporary, self._index)
             temporary = None
         except (OSError, ValueError):
