@@ -1388,10 +1388,6 @@ static inline void nhb__stage_response(nhb__worker* w, uint64_t scheduled_ns) {
 int nhb__sequencer_init(nhb__worker* w);
 /* Releases every request that is due and arms the wake-up for the next one. */
 void nhb__sequencer_run(nhb__worker* w);
-/* nhb__sequencer_run() for a caller that has just read the clock (`seen`,
- * nhb__now_ns(), never 0): a look that finds the armed release not yet due
- * by that time returns without a clock read of its own. */
-void nhb__sequencer_look(nhb__worker* w, uint64_t seen);
 void nhb__sequencer_close(nhb__worker* w);
 /* Stops releasing now (a stop request or a predicate) and drains in-flight
  * requests for at most drain_ns. */

@@ -653,7 +653,7 @@ void nhb__conn_fail(nhb__conn* c, int err, nhb_counter_t reason) {
 
 /* The connection may have room again, or may have to go: close it when it is
  * done, else give it queued requests and let the sequencer use the rest. */
-static inline void conn_update_at(nhb__conn* c, uint64_t seen) {
+void nhb__conn_update(nhb__conn* c) {
   nhb__worker* w = c->worker;
   if (c->state != NHB__CX_READY) return;
   if (NHB__UNLIKELY(c->draining | !c->keep_alive | w->finishing) && c->nactive == c->nrefused) {
@@ -674,13 +674,8 @@ static inline void conn_update_at(nhb__conn* c, uint64_t seen) {
    * --max-active-requests): queued requests and a blocked or max-rate
    * sequencer may go on elsewhere. */
   if (NHB__UNLIKELY(w->pending_len > 0)) pool_pump(w);
-  if (nhb__pool_has_connection(w)) {
-    if (seen != 0) nhb__sequencer_look(w, seen);
-    else nhb__sequencer_run(w);
-  }
+  if (nhb__pool_has_connection(w)) nhb__sequencer_run(w);
 }
-
-void nhb__conn_update(nhb__conn* c) { conn_update_at(c, 0); }
 
 /* The byte stream ended: `err` is UV_EOF for a clean end, else the error. A
  * close-delimited HTTP/1.1 response ends here; requests still waiting for
@@ -1107,12 +1102,7 @@ void nhb__conn_response(nhb__conn* c, nhb__slot* s, int status) {
   if (NHB__UNLIKELY(w->backoff_failures != 0)) w->backoff_failures = 0;
   if (NHB__UNLIKELY(s->span_id != 0)) nhb__trace_end(w, s, status > 0 ? status : 1, NHB_CTR_COUNT, now);
   slot_release(w, c, s);
-  /* The response's receive time serves the sequencer's look at the
-   * schedule too: only this function's bookkeeping lies between the two, and
-   * a look that finds the next release not yet due by it returns (the
-   * timerfd brings that release); one that may release reads the clock
-   * itself, so release times and lateness are never taken from it. */
-  conn_update_at(c, now);
+  nhb__conn_update(c);
   nhb__worker_maybe_finish(w);
 }
 

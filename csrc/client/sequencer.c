@@ -352,38 +352,23 @@ static void release_sequential(nhb__worker* w, uint64_t now) {
   w->stats.counters[NHB_CTR_SEQUENCER_RELEASED]++;
 }
 
-/* Armed with the timerfd for a release not yet due at `now`: nothing can be
- * released, and arm() would program the deadline it has. Every response
- * asks (nhb__conn_update()), so on a fixed-rate run this is one of the two
- * looks per request; it spares that look the schedule's arithmetic. Only
- * for the timerfd: it is always programmed for next_due_ns while a release
- * is wanted (arm() does that), so the wake-up comes by itself, whereas a
- * sleep timer that fired a little early must be started again. The same
- * holds for a `now` read a little earlier (nhb__sequencer_look()): a
- * release that fell due since is made by that wake-up, at the loop's next
- * poll, which then does not block. */
-static inline int not_yet_due(nhb__worker* w, uint64_t now) {
-  if (w->run->config.idle_strategy != NHB_IDLE_POLL || now >= w->next_due_ns) return 0;
-  /* A low rate's response that leaves nothing in flight: the worker can
-   * sleep until after the next release (one compare at higher rates). */
-  if (NHB__UNLIKELY(w->next_due_ns - now >= NHB__IDLE_SKIP_MIN_NS) && w->in_flight == 0)
-    nhb__worker_went_idle(w, now);
-  return 1;
-}
-
-void nhb__sequencer_look(nhb__worker* w, uint64_t seen) {
-  if (w->stopping || w->finishing || NHB__UNLIKELY(w->releasing)) return;
-  /* Only the "not yet due" answer is taken from the caller's time; a look
-   * that may release reads the clock (nhb__sequencer_run()), so a release's
-   * time and its lateness are those of the moment it is made. */
-  if (not_yet_due(w, seen)) return;
-  nhb__sequencer_run(w);
-}
-
 void nhb__sequencer_run(nhb__worker* w) {
   if (w->stopping || w->finishing || NHB__UNLIKELY(w->releasing)) return;
   uint64_t now = nhb__now_ns();
-  if (not_yet_due(w, now)) return;
+  /* Armed with the timerfd for a release not yet due: nothing can be
+   * released, and arm() would program the deadline it has. Every response
+   * asks (nhb__conn_update()), so on a fixed-rate run this is one of the
+   * two looks per request; it spares that look the schedule's arithmetic.
+   * Only for the timerfd: it is always programmed for next_due_ns while a
+   * release is wanted (arm() does that), so the wake-up comes by itself,
+   * whereas a sleep timer that fired a little early must be started again. */
+  if (w->run->config.idle_strategy == NHB_IDLE_POLL && now < w->next_due_ns) {
+    /* A low rate's response that leaves nothing in flight: the worker can
+     * sleep until after the next release (one compare at higher rates). */
+    if (NHB__UNLIKELY(w->next_due_ns - now >= NHB__IDLE_SKIP_MIN_NS) && w->in_flight == 0)
+      nhb__worker_went_idle(w, now);
+    return;
+  }
   nhb_stats* st = &w->stats;
   const int open_loop = w->run->config.open_loop;
 
