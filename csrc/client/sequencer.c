@@ -36,6 +36,19 @@
 
 static void begin_stop_at(nhb__worker* w, uint64_t t);
 
+/* llround() of a time offset x >= 0 without the library call (a tenth of
+ * a fixed-rate release's schedule arithmetic). For 0.5 <= x < 2^52 the sum
+ * x + 0.5 is exact or rounds only where it must: x's spacing is at most
+ * 0.5 there and a multiple of it, so x + 0.5 stays in x's binade, or the
+ * next one only when x's fraction is at least 0.5 already, and truncating
+ * it is rounding half away from zero, as llround() does. Smaller offsets
+ * (x + 0.5 could round up across a binade) and larger ones (whole numbers,
+ * where adding 0.5 makes a tie) take llround() itself. */
+static inline uint64_t round_ns(double x) {
+  if (NHB__LIKELY(x >= 0.5 && x < 0x1p52)) return (uint64_t)(x + 0.5);
+  return (uint64_t)llround(x);
+}
+
 /* The due time of the first release of burst group g. nhb_run_create_ex()
  * bounds the rate (NHB_MAX_RPS), so the interval is at least 1 us and g stays
  * far below 2^53 for any run that fits in a uint64_t of nanoseconds; the
@@ -43,7 +56,7 @@ static void begin_stop_at(nhb__worker* w, uint64_t t);
 static uint64_t group_time(const nhb__worker* w, uint64_t g) {
   double offset = (double)g * (double)w->run->config.burst_size * w->interval_ns;
   if (NHB__UNLIKELY(offset >= (double)(UINT64_MAX - w->sched_base_ns) - 1e6)) return UINT64_MAX;
-  return w->sched_base_ns + (uint64_t)llround(offset);
+  return w->sched_base_ns + round_ns(offset);
 }
 
 /* Stages: release k of this worker is due where the integral of the rate
@@ -68,7 +81,7 @@ static uint64_t stage_time_at(nhb__worker* w, double count) {
   double denom = s->a + sqrt(disc > 0 ? disc : 0);
   double x = denom > 0 ? 2 * m / denom : 0;
   if (x > d) x = d;
-  return w->start_ns + s->start_ns + (uint64_t)llround(x);
+  return w->start_ns + s->start_ns + round_ns(x);
 }
 
 static inline uint64_t stage_time(nhb__worker* w, uint64_t k) {
@@ -96,7 +109,7 @@ static uint64_t poisson_time(nhb__worker* w, uint64_t k) {
   } else {
     double offset = w->arr_count * w->interval_ns;
     t = offset >= (double)(UINT64_MAX - w->start_ns) - 1e6 ? UINT64_MAX
-                                                             : w->start_ns + (uint64_t)llround(offset);
+                                                             : w->start_ns + round_ns(offset);
   }
   w->base_index = k + 1;
   w->base_ns = t;
