@@ -248,7 +248,7 @@ def test_each_hostile_file_is_its_own_422_and_the_list_keeps_the_good_ones(
 
 def test_a_fault_the_list_does_not_read_is_a_422_then_an_unreadable_row(
         tmp_path: Path, serve: Any) -> None:
-    # The list reads only what a row shows (docs/outputs.md, "What it lists"): hostile
+    # The list reads only what a row shows (docs/outputs.md, "The result browser"): hostile
     # histograms and NaNs in a statistic no row shows are found when the result is opened,
     # and the list names the file as unreadable from then on, never showing it as a result
     # again and never failing.
