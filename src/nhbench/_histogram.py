@@ -194,12 +194,18 @@ def percentile_points(
             value = reference.get_highest_equivalent_value(bucket_value)
         else:
             value = reference.get_lowest_equivalent_value(bucket_value)
-        if exact_max is not None:
-            value = min(value, exact_max)
-        if exact_min is not None:
-            value = max(value, exact_min)
-        result.append(PercentilePoint(point, int(value), cumulative))
+        result.append(PercentilePoint(point, _clamped(value, exact_min, exact_max), cumulative))
     return result
+
+
+def _clamped(value: int, exact_min: int | None, exact_max: int | None) -> int:
+    """A bucket's value kept within the exact minimum and maximum the histogram recorded
+    (a bucket's edge can lie beyond them)."""
+    if exact_max is not None:
+        value = min(value, exact_max)
+    if exact_min is not None:
+        value = max(value, exact_min)
+    return int(value)
 
 
 def unpack_buckets(buckets: bytes) -> list[tuple[int, int]]:
@@ -226,11 +232,7 @@ def packed_percentile_points(
     result = []
     for point, (value, count) in zip(ordered, _core.histogram_percentiles(buckets, ordered),
                                      strict=False):
-        if exact_max is not None:
-            value = min(value, exact_max)
-        if exact_min is not None:
-            value = max(value, exact_min)
-        result.append(PercentilePoint(point, int(value), count))
+        result.append(PercentilePoint(point, _clamped(value, exact_min, exact_max), count))
     return result
 
 
