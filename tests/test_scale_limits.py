@@ -22,7 +22,6 @@ import shutil
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 import urllib.request
 from collections import Counter
@@ -192,36 +191,34 @@ def established_sources(port: int, kind: str = "-t") -> Counter[str]:
     return Counter(line.split()[2].rsplit(":", 1)[0] for line in out.splitlines() if line)
 
 
+def run_watching_sources(args: list[str], port: int, kind: str = "-t",
+                         ) -> tuple[subprocess.CompletedProcess[str], Counter[str]]:
+    """``nhbench ARGS`` in a child, its connections' source addresses sampled with ``ss``
+    while it runs; the finished process and the largest sample (all connections open)."""
+    seen: list[Counter[str]] = []
+    with subprocess.Popen([sys.executable, "-m", "nhbench", *args], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, env=cli_env()) as proc:
+        while proc.poll() is None:
+            seen.append(established_sources(port, kind))
+            time.sleep(0.1)
+        out, err = proc.communicate(timeout=60)
+    done = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    return done, max(seen, key=lambda c: sum(c.values()), default=Counter())
+
+
 @pytest.mark.skipif(shutil.which("ss") is None, reason="needs ss (iproute2)")
 def test_connections_spread_over_the_source_addresses_in_turn(
         server: nhbench.TestServer) -> None:
     port = int(server.url.rsplit(":", 1)[1].strip("/"))
-    seen: list[Counter[str]] = []
-    done = threading.Event()
-
-    def watch() -> None:
-        while not done.is_set():
-            seen.append(established_sources(port))
-            time.sleep(0.1)
-
-    watcher = threading.Thread(target=watch, daemon=True)
     before = requests_seen(server)
-    watcher.start()
-    try:
-        # A comma list; one worker, so the turn is 127.0.0.2, .3, .2, .3, ...
-        proc = subprocess.run(
-            [sys.executable, "-m", "nhbench", *run_args(server.url, 7, "--source-address",
-                                                           "127.0.0.2,127.0.0.3",
-                                                           "--duration", "2s")],
-            capture_output=True, text=True, env=cli_env(), timeout=120, check=False)
-    finally:
-        done.set()
-        watcher.join()
+    # A comma list; one worker, so the turn is 127.0.0.2, .3, .2, .3, ...
+    proc, most = run_watching_sources(run_args(server.url, 7, "--source-address",
+                                               "127.0.0.2,127.0.0.3", "--duration", "2s"),
+                                      port)
     assert proc.returncode == 0, proc.stderr
     counters = counters_of(proc.stdout)
     assert counters["upstream_cx_total"] == 7
-    most = max(seen, key=lambda c: sum(c.values()))
-    assert most == Counter({"127.0.0.2": 4, "127.0.0.3": 3}), seen
+    assert most == Counter({"127.0.0.2": 4, "127.0.0.3": 3})
     requests, connections = requests_seen(server)
     assert connections - before[1] == 7
     assert requests - before[0] == counters["benchmark.http_2xx"] >= 7
@@ -231,66 +228,36 @@ def test_three_sources_repeated_flag_and_two_workers(server: nhbench.TestServer)
     # Repeated flags add up; two workers take the next turns after each other's
     # connections (worker 0: connections 0-2, worker 1: 3-5 of the run).
     port = int(server.url.rsplit(":", 1)[1].strip("/"))
-    seen: list[Counter[str]] = []
-    with subprocess.Popen(
-            [sys.executable, "-m", "nhbench", *run_args(server.url, 3, "--source-address",
-                                                           "127.0.0.2", "--source-address",
-                                                           "127.0.0.3,127.0.0.4",
-                                                           "--concurrency", "2",
-                                                           "--duration", "2s")],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env()) as proc:
-        while proc.poll() is None:
-            seen.append(established_sources(port))
-            time.sleep(0.1)
-        _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 0, err
-    most = max(seen, key=lambda c: sum(c.values()))
-    assert most == Counter({"127.0.0.2": 2, "127.0.0.3": 2, "127.0.0.4": 2}), seen
-
+    proc, most = run_watching_sources(run_args(server.url, 3, "--source-address", "127.0.0.2",
+                                               "--source-address", "127.0.0.3,127.0.0.4",
+                                               "--concurrency", "2", "--duration", "2s"), port)
+    assert proc.returncode == 0, proc.stderr
+    assert most == Counter({"127.0.0.2": 2, "127.0.0.3": 2, "127.0.0.4": 2})
 
 @pytest.mark.skipif(shutil.which("ss") is None, reason="needs ss (iproute2)")
 def test_udp_echo_sockets_take_the_source_addresses_in_turn() -> None:
     with nhbench.TestServer(udp_echo="127.0.0.1:0", subprocess=True) as server:
         host, port = server.udp_echo_addresses[0]
-        with subprocess.Popen(
-                [sys.executable, "-m", "nhbench", "run", f"udp://{host}:{port}",
-                 "--connections", "5", "--rps", "50", "--duration", "2s",
-                 "--prefetch-connections", "--source-address", "127.0.0.2,127.0.0.3"],
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                env=cli_env()) as proc:
-            seen: list[Counter[str]] = []
-            while proc.poll() is None:
-                seen.append(established_sources(port, "-u"))
-                time.sleep(0.1)
-            _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 0, err
-    most = max(seen, key=lambda c: sum(c.values()))
-    assert most == Counter({"127.0.0.2": 3, "127.0.0.3": 2}), seen
-
+        proc, most = run_watching_sources(
+            ["run", f"udp://{host}:{port}", "--connections", "5", "--rps", "50",
+             "--duration", "2s", "--prefetch-connections", "--source-address",
+             "127.0.0.2,127.0.0.3"], port, "-u")
+    assert proc.returncode == 0, proc.stderr
+    assert most == Counter({"127.0.0.2": 3, "127.0.0.3": 2})
 
 @pytest.mark.skipif(shutil.which("ss") is None, reason="needs ss (iproute2)")
 def test_http3_connections_take_the_source_addresses_in_turn() -> None:
     # Each HTTP/3 connection has a UDP socket of its own, bound to its source address.
     with nhbench.TestServer(http3=True, tls_self_signed=True, subprocess=True) as server:
         port = int(server.url.rsplit(":", 1)[1].strip("/"))
-        with subprocess.Popen(
-                [sys.executable, "-m", "nhbench", *run_args(
-                    server.url, 3, "--protocol", "http3", "--cacert", str(server.ca_cert),
-                    "--source-address", "127.0.0.2,127.0.0.3", "--duration", "2s")],
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                env=cli_env()) as proc:
-            seen: list[Counter[str]] = []
-            while proc.poll() is None:
-                seen.append(established_sources(port, "-u"))
-                time.sleep(0.1)
-            out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 0, err
-    counters = counters_of(out)
+        proc, most = run_watching_sources(run_args(
+            server.url, 3, "--protocol", "http3", "--cacert", str(server.ca_cert),
+            "--source-address", "127.0.0.2,127.0.0.3", "--duration", "2s"), port, "-u")
+    assert proc.returncode == 0, proc.stderr
+    counters = counters_of(proc.stdout)
     assert counters["upstream_cx_http3_total"] == 3 and counters["ssl.handshake"] == 3
     assert counters["benchmark.http_2xx"] == counters["upstream_rq_total"] >= 3
-    most = max(seen, key=lambda c: sum(c.values()))
-    assert most == Counter({"127.0.0.2": 2, "127.0.0.3": 1}), seen
-
+    assert most == Counter({"127.0.0.2": 2, "127.0.0.3": 1})
 
 # 192.0.2.0/24 is TEST-NET-1: never an address of this host. ::1 with an IPv4 target: the
 # connections take the addresses in turn whatever the destination, so every second connect
