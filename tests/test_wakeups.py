@@ -149,3 +149,50 @@ def test_the_idle_wait_ends_by_the_watchdogs_deadline() -> None:
         bench._watchdog()
     # No planned end: nothing for the watchdog to look at until a stop; a minute at most.
     assert Benchmark("http://127.0.0.1:1/", rps=5, no_duration=True)._idle_timeout() == 60.0
+
+
+class _StopIgnored:
+    """The core's run with its stop() ignored: a core that does not finish when stopped.
+    (A real core cannot be made to hang on demand; the wait and everything else are real.)"""
+
+    def __init__(self, run: object) -> None:
+        self.real = run
+        self.stops = 0
+
+    def stop(self) -> None:
+        self.stops += 1
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.real, name)
+
+
+def test_a_stop_from_another_thread_wakes_the_idle_wait(server, monkeypatch) -> None:
+    # The idle wait sleeps until the watchdog's deadline as it stood when the wait began (up
+    # to a minute). A stop from another thread moves that deadline (the give-up, counted
+    # from the stop), so it must wake the wait: the give-up then comes on time.
+    import nhbench._run as run_module
+    from nhbench._exceptions import CoreError
+
+    monkeypatch.setattr(run_module, "_WATCHDOG_SLACK", 1.0)
+    previous = signal.set_wakeup_fd(-1)
+    assert previous == -1, "another wake-up fd is set: the idle wait would not be used"
+    bench = run_module.Benchmark(server.url, rps=5, duration="120s", connections=2,
+                                 drain_timeout="1s")
+    bench.start()
+    hung = _StopIgnored(bench._run)
+    bench._run = hung
+    stopper = threading.Timer(1.0, bench.stop)
+    stopper.start()
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(CoreError, match="did not finish within 2 s of being stopped"):
+            bench.run()
+        took = time.monotonic() - t0
+    finally:
+        stopper.cancel()
+        hung.real.stop()
+        assert hung.real.wait(30)
+    assert hung.stops >= 1
+    # The stop at 1 s, the give-up 2 s later; without the wake-up the wait lasted the whole
+    # minute it had planned before the stop.
+    assert 2.5 < took < 20, took

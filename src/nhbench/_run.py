@@ -61,8 +61,8 @@ __all__ = ["Benchmark", "BenchmarkProtocol", "load_core", "resolve"]
 _POLL_INTERVAL = 0.1
 # When nothing but Ctrl-C and the watchdog needs the waiting thread (no progress callback,
 # no intervals, no --until), it sleeps until the watchdog's deadline, at most this long: a
-# signal wakes it through Python's signal wake-up fd at once (`_signal_wakeup`), the run's
-# end through the core's.
+# signal wakes it through Python's signal wake-up fd at once (`_signal_wakeup`), a stop
+# from another thread through the same pipe, the run's end through the core's.
 _IDLE_POLL_MAX = 60.0
 # Slack on top of start_delay + duration + drain_timeout before the watchdog stops a run that
 # should have ended, and again before it gives up on the core finishing at all.
@@ -124,6 +124,12 @@ class Benchmark:
         self._started_at = 0.0
         self._started_wall = 0.0
         self._stopped_at: float | None = None
+        # The write end of the waiting thread's wake-up pipe while it sleeps in the core's
+        # wait (-1 otherwise): a stop from another thread writes to it so the wait ends and
+        # the watchdog's give-up is timed from the stop, not from before it. Re-entrant: a
+        # signal handler (main thread) may call stop() while the waiter holds it.
+        self._wake_write = -1
+        self._wake_lock = threading.RLock()
         self._timeline: list[IntervalRecord] = []
         self._spans: SpanExporter | None = None
         # --until (docs/trust.md "Running until the numbers are tight"): the estimate reads
@@ -228,6 +234,27 @@ class Benchmark:
         self._stop_requested = True
         if self._run is not None:
             self._stop_core()
+            self._wake_waiter()
+
+    def _wake_waiter(self) -> None:
+        with self._wake_lock:
+            if self._wake_write >= 0:
+                with contextlib.suppress(OSError):  # full pipe: a wake-up is already there
+                    os.write(self._wake_write, b"\0")
+
+    @contextlib.contextmanager
+    def _waiting(self, idle: bool) -> Iterator[int]:
+        # The signal wake-up pipe, published for stop() while the wait may use it; cleared
+        # under the lock before the pipe is closed, so stop() never writes to a closed (and
+        # perhaps reused) descriptor.
+        with _signal_wakeup(idle) as (read_fd, write_fd):
+            with self._wake_lock:
+                self._wake_write = write_fd
+            try:
+                yield read_fd
+            finally:
+                with self._wake_lock:
+                    self._wake_write = -1
 
     @property
     def stop_requested(self) -> bool:
@@ -333,7 +360,7 @@ class Benchmark:
         idle = (on_progress is None and on_interval is None and self._until is None
                 and not self.options.effective_stats_interval)
         try:
-            with _signal_wakeup(idle) as wake_fd:
+            with self._waiting(idle) as wake_fd:
                 while not run.wait(_POLL_INTERVAL if wake_fd < 0 else self._idle_timeout(),
                                    wake_fd):
                     if wake_fd >= 0:
@@ -466,14 +493,15 @@ class Benchmark:
 
 
 @contextlib.contextmanager
-def _signal_wakeup(wanted: bool) -> Iterator[int]:
-    """A pipe Python's signal handler writes to (`signal.set_wakeup_fd`), the end to read
-    yielded for the core's wait to poll beside the run's end: a wait then lasts until the
-    run ends or a signal arrives, not a 0.1 s tick (10 wake-ups a second for a whole run).
-    -1 (poll as before) when not `wanted`, outside the main thread (where no handler runs)
-    or when the program already has a wake-up fd (asyncio's): that one is left alone."""
+def _signal_wakeup(wanted: bool) -> Iterator[tuple[int, int]]:
+    """A pipe Python's signal handler writes to (`signal.set_wakeup_fd`): its ends (read,
+    write), the read end for the core's wait to poll beside the run's end: a wait then lasts
+    until the run ends or a signal arrives, not a 0.1 s tick (10 wake-ups a second for a
+    whole run). (-1, -1) (poll as before) when not `wanted`, outside the main thread (where
+    no handler runs) or when the program already has a wake-up fd (asyncio's): that one is
+    left alone."""
     if not wanted or threading.current_thread() is not threading.main_thread():
-        yield -1
+        yield -1, -1
         return
     read_fd, write_fd = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
     try:
@@ -484,10 +512,10 @@ def _signal_wakeup(wanted: bool) -> Iterator[int]:
         if previous != -1:
             if previous is not None:
                 signal.set_wakeup_fd(previous)
-            yield -1
+            yield -1, -1
             return
         try:
-            yield read_fd
+            yield read_fd, write_fd
         finally:
             signal.set_wakeup_fd(-1)
     finally:
