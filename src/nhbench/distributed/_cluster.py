@@ -785,13 +785,14 @@ class ClusterBenchmark:
         failed = [(h, a) for h, a in refused if a.get("kind") != "options"]
         if failed:
             host, answer = failed[0]
-            raise RunError(f"{flag}: {self._describe(host)}: {answer.get('message')}; "
-                           f"no node started")
-        options = {a.get("option") for _, a in refused}
+            raise RunError(f"{flag}: {self._describe(host)}: "
+                           f"{str(answer.get('message') or 'failed')[:500]}; no node started")
+        options = {a.get("option") if isinstance(a.get("option"), str) else None
+                   for _, a in refused}
         option = options.pop() if len(options) == 1 else None
         parts = []
         for host, answer in refused:
-            message = str(answer.get("message") or "refused")
+            message = str(answer.get("message") or "refused")[:500]
             if option and message.startswith(f"{option}: "):
                 message = message[len(option) + 2:]
             parts.append(f"{self._describe(host)}: {message}")
