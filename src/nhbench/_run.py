@@ -181,8 +181,9 @@ class Benchmark:
 
     def preflight(self) -> None:
         """Every refusal `start()` makes before it sends anything (the descriptor limit, the
-        source addresses' family), without starting: a distributed run asks each node this
-        before any node starts (docs/distributed.md "Refused before anything is sent")."""
+        compiled extension, the target's resolution, the source addresses' family), without
+        starting: a distributed run asks each node this before any node starts
+        (docs/distributed.md, "Refused before anything is sent")."""
         self._prepare()
 
     def _prepare(self) -> dict[str, Any]:

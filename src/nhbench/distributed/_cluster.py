@@ -159,8 +159,9 @@ class _LoadActor:
         """What this node would refuse of the run in `data` before sending anything (its
         options, its descriptor limit after raising it, its source addresses: the checks
         of `Benchmark.start`, by `Benchmark.preflight`), None when its share fits. The
-        controller asks every node this before any node starts (`ClusterBenchmark._preflight`),
-        so that one node's refusal refuses the whole run and nothing is sent."""
+        controller asks every node this before any node starts
+        (`ClusterBenchmark._preflight`), so that one node's refusal refuses the whole run
+        and nothing is sent."""
         try:
             _NodeBenchmark(make_options(**dict(data))).preflight()
         except NHBenchError as exc:

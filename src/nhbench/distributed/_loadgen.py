@@ -5,7 +5,8 @@ the Ray load actor's operations (`_LoadActor`: info, clock, check, run, progress
 JSON lines on its stdin and stdout. `LoadgenBenchmark` is `ClusterBenchmark` with those
 agents in place of Ray actors: the same version check, pre-flight check, clock rounds,
 scheduled start, watchdog, interval merge and result (`merge_core`, `merge_stats`,
-`merge_endpoints`), so a run merges the same way wherever its load generators are. Only how an agent is reached differs:
+`merge_endpoints`), so a run merges the same way wherever its load generators are. Only how
+an agent is reached differs:
 
 - ``ssh://USER@HOST[:PORT]``: a channel of the SSH host layer (nhbench.hosts: host-key
   policy, key, password from the environment, jump host);
