@@ -430,7 +430,8 @@ def test_a_node_whose_limit_cannot_hold_its_share_refuses_the_whole_run_first(
 
 def test_the_agent_checks_a_share_without_sending(server: nhbench.TestServer) -> None:
     # The check operation alone, on an agent under a hard limit of 128: a share of 200
-    # connections is refused with the run's own words, one of 20 fits; neither is sent.
+    # connections is refused with the run's own words, one of 20 fits, a source address of
+    # the other family than the target's is refused as the run refuses it; none is sent.
     import json
     import resource
     import subprocess
@@ -441,8 +442,9 @@ def test_the_agent_checks_a_share_without_sending(server: nhbench.TestServer) ->
     seen = server.stats()
     requests = [{"id": i, "op": "check",
                  "args": {"options": {"uri": server.url, "connections": n,
-                                      "prefetch_connections": True, "duration": 1}}}
-                for i, n in ((1, 200), (2, 20))]
+                                      "prefetch_connections": True, "duration": 1, **more}}}
+                for i, n, more in ((1, 200, {}), (2, 20, {}),
+                                   (3, 2, {"source_address": ["::1"]}))]
     proc = subprocess.run([sys.executable, "-m", "nhbench.distributed._agent"],
                           input="".join(json.dumps(r) + "\n" for r in requests),
                           capture_output=True, text=True, preexec_fn=low_limit,
@@ -450,12 +452,16 @@ def test_the_agent_checks_a_share_without_sending(server: nhbench.TestServer) ->
                           check=False)
     assert proc.returncode == 0, proc.stderr
     answers = [json.loads(line) for line in proc.stdout.strip().splitlines()]
-    assert [a["id"] for a in answers] == [1, 2], answers
+    assert [a["id"] for a in answers] == [1, 2, 3], answers
     refused = answers[0]["ok"]
     assert refused["kind"] == "options" and refused["option"] == "connections", refused
     assert refused["message"].startswith("connections: 200 connections need "), refused
     assert "hard limit of 128" in refused["message"], refused
     assert answers[1] == {"id": 2, "ok": None}
+    assert answers[2]["ok"] == {
+        "kind": "options", "option": "source_address",
+        "message": "source_address: ::1 cannot reach the run's IPv4 destination (127.0.0.1); "
+                   "give source addresses of the same family"}, answers[2]
     now = server.stats()
     assert (now["requests"], now["connections_total"]) == (
         seen["requests"], seen["connections_total"])
