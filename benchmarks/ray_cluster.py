@@ -4,7 +4,9 @@ scripts import it as ``ray_cluster``, the tests as ``benchmarks.ray_cluster``).
 
 Each node is its own ``ray start`` (a GCS and raylet for the head, a raylet for the others),
 started in its own session and process group, with its own temp dir, a small --num-cpus and
-a resource naming it (``nhb_node_0``...), so the tests can tell the nodes apart. Teardown
+a resource naming it (``nhb_node_0``...), so the tests can tell the nodes apart, and, when
+asked (`nofile`), a hard RLIMIT_NOFILE of its own, which its daemons and its actors inherit
+(a node that cannot hold a run's connections, on one machine). Teardown
 ends exactly those process groups (SIGTERM, then SIGKILL for what is left): never ``ray
 stop``, which would end every Ray process on the machine, other people's included.
 """
@@ -14,11 +16,13 @@ from __future__ import annotations
 import json
 import os
 import re
+import resource
 import signal
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -65,6 +69,12 @@ def _children(parents: set[int]) -> list[int]:
     return found
 
 
+def _nofile(limit: int) -> Callable[[], None]:
+    def apply() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
+    return apply
+
+
 @dataclass
 class LocalRayCluster:
     """``nodes`` Ray nodes on this machine; `address` is the head's GCS ``HOST:PORT``."""
@@ -72,6 +82,8 @@ class LocalRayCluster:
     root: Path
     nodes: int = 2
     address: str = ""
+    #: Node index -> the RLIMIT_NOFILE (soft and hard) its `ray start` is given.
+    nofile: dict[int, int] = field(default_factory=dict)
     _groups: list[int] = field(default_factory=list)
 
     def start(self) -> LocalRayCluster:
@@ -86,9 +98,11 @@ class LocalRayCluster:
                          f"--ray-client-server-port={_free_port()}"]
             else:
                 args += [f"--address={self.address}"]
+            limit = self.nofile.get(i)
             proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                     text=True, start_new_session=True,
-                                    stdin=subprocess.DEVNULL)
+                                    stdin=subprocess.DEVNULL,
+                                    preexec_fn=None if limit is None else _nofile(limit))
             # `ray start` leaves its daemons in its process group and exits.
             self._groups.append(proc.pid)
             try:
@@ -123,6 +137,20 @@ class LocalRayCluster:
                 raise RuntimeError(f"the Ray cluster did not reach {self.nodes} nodes: "
                                    f"{proc.stdout[-500:]} {proc.stderr[-2000:]}")
             time.sleep(0.5)
+
+    def node_ids(self) -> dict[int, str]:
+        """Node index -> Ray's node id (by the resource naming each node)."""
+        code = ("import json, ray, sys; ray.init(address=sys.argv[1], logging_level='ERROR', "
+                "log_to_driver=False); print(json.dumps({n['NodeID']: sorted(n['Resources']) "
+                "for n in ray.nodes() if n['Alive']}))")
+        proc = subprocess.run([sys.executable, "-c", code, self.address], check=True,
+                              capture_output=True, text=True, timeout=_START_TIMEOUT)
+        found = {}
+        for node_id, names in json.loads(proc.stdout.strip().splitlines()[-1]).items():
+            for name in names:
+                if name.startswith("nhb_node_"):
+                    found[int(name.removeprefix("nhb_node_"))] = node_id
+        return found
 
     def processes(self, title: str) -> list[int]:
         """This cluster's processes whose command line starts with `title` (an actor's

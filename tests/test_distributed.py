@@ -1,7 +1,8 @@
 """Load from a real two-node Ray cluster on this machine (docs/distributed.md).
 
 One cluster for the module (benchmarks/ray_cluster.py: two `ray start` nodes, torn down
-by their process groups) and one subprocess test server. Every run checks the merge against
+by their process groups, node 1 under a low descriptor limit of its own) and one subprocess
+test server. Every run checks the merge against
 the server's own request count and the hosts' own histograms; nothing here measures time.
 
 Serial: starting Ray's daemons and its worker processes loads both CPUs for seconds, which
@@ -15,6 +16,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
+import resource
 import shutil
 import signal
 import subprocess
@@ -35,6 +38,12 @@ from nhbench.distributed import merge_groups, merge_stats
 pytestmark = [pytest.mark.serial, pytest.mark.slow, pytest.mark.timeout(180)]
 
 PACKAGE_PARENT = str(Path(nhbench.__file__).resolve().parent.parent)
+# Node 1 of the module's cluster runs under a hard RLIMIT_NOFILE of its own, low enough
+# that a share of 1,500 connections does not fit there and fits on node 0 (this process's
+# limit); the other tests' runs hold a few connections, which it does not touch.
+LOW_NOFILE = 1024
+_HARD = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+ROOM = _HARD == resource.RLIM_INFINITY or _HARD >= 4096
 LATENCY = "benchmark_http_client.scheduled_to_response"
 
 
@@ -59,7 +68,8 @@ def cluster() -> Iterator[LocalRayCluster]:
     # long) stops it from starting.
     root = Path(tempfile.mkdtemp(prefix="nhbray-", dir="/tmp"))
     try:
-        with LocalRayCluster(root, nodes=2) as ray_cluster:
+        with LocalRayCluster(root, nodes=2, nofile={1: LOW_NOFILE} if ROOM else {}) \
+                as ray_cluster:
             yield ray_cluster
     finally:
         shutil.rmtree(root, ignore_errors=True)
@@ -762,3 +772,53 @@ def test_service_executions_share_one_session(cluster: LocalRayCluster,
         assert _until_no_actors(cluster) == []
     finally:
         service.stop(drain=30)
+
+
+@pytest.mark.skipif(not ROOM, reason="the hard RLIMIT_NOFILE is below 4096 here")
+def test_a_node_whose_limit_cannot_hold_its_share_refuses_the_whole_run_first(
+        cluster: LocalRayCluster, server: nhbench.TestServer) -> None:
+    # 1,500 connections fit on node 0 and not under node 1's limit: every node is asked
+    # before any has its run, so the run is refused naming node 1, and node 0 never opened
+    # a connection (--prefetch-connections opens all of them as soon as its run arms).
+    from nhbench.distributed import RaySession, make_benchmark
+    from nhbench.options import make_options
+
+    args = ["--connections", "1500", "--prefetch-connections", "--rps", "20",
+            "--duration", "1s"]
+    seen = server.stats()
+    proc = cli("run", server.url, "--ray", cluster.address, *args)
+    now = server.stats()
+    assert proc.returncode == 2, proc.stderr
+    assert (now["requests"], now["connections_total"]) == (
+        seen["requests"], seen["connections_total"]), proc.stderr
+    assert proc.stdout == ""
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    match = re.fullmatch(
+        r"nhbench: error: --connections: host_[01] \(node ([0-9a-f]{12}), [^)]+\): 1,500 "
+        r"connections need [\d,]+ descriptors \(.*\), more than RLIMIT_NOFILE's hard limit "
+        r"of 1,024; at most \d+ connections per worker fit \(1 of 2 nodes refused; no node "
+        r"started\)", lines[0])
+    assert match is not None, lines[0]
+    assert match.group(1) == cluster.node_ids()[1][:12]
+
+    # In a session (a campaign's steps): the refusal leaves the actors as they were, and the
+    # next run, which fits everywhere, runs on them.
+    def options(**values: object) -> object:
+        return make_options(server.url, ray=cluster.address, **values)
+
+    with RaySession() as session:
+        make_benchmark(options(rps=20, duration="0.5s"), session=session).run()
+        pids = _actor_pids(cluster)
+        seen = server.stats()
+        with pytest.raises(nhbench.OptionsError, match=r"^connections: host_[01] \(node "):
+            make_benchmark(options(connections=1500, prefetch_connections=True, rps=20,
+                                   duration="1s"), session=session).run()
+        now = server.stats()
+        assert (now["requests"], now["connections_total"]) == (
+            seen["requests"], seen["connections_total"])
+        assert (session.connections, session.actors_started, session.actors) == (1, 2, 2)
+        assert _actor_pids(cluster) == pids
+        result = make_benchmark(options(rps=20, duration="0.5s"), session=session).run()
+        assert result.counters["upstream_rq_total"] == _served(server) - now["requests"] > 0
+        assert session.actors_started == 2

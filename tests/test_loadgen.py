@@ -10,6 +10,7 @@ request count is what the merge is checked against. Nothing here measures time.
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -392,3 +393,75 @@ def test_an_agent_refuses_options_as_an_options_error() -> None:
     answer = json.loads(proc.stdout.strip().splitlines()[-1])
     assert answer["id"] == 1 and answer["error"]["kind"] == "options", answer
     assert answer["error"]["option"] == "rps" and "rps" in answer["error"]["message"], answer
+
+
+def test_a_node_whose_limit_cannot_hold_its_share_refuses_the_whole_run_first(
+        sshd: Any, server: nhbench.TestServer, tmp_path: Path) -> None:
+    # Two load generators over SSH; the wrapper gives the agent that starts second a hard
+    # RLIMIT_NOFILE of 256 (the first to create the marker directory keeps sshd's limit,
+    # ample). 300 connections fit on one node and not on the other: every node is asked
+    # before any starts, so the run is refused naming that node, and the other never opened
+    # a connection (--prefetch-connections opens all 300 as soon as its run arms, which is
+    # what it did before the pre-flight, while the refusal was on its way).
+    marker = tmp_path / "first"
+    wrapper = tmp_path / "wrap.sh"
+    wrapper.write_text(f"mkdir {shlex.quote(str(marker))} 2>/dev/null || ulimit -n 256\n"
+                       'exec "$@"\n')
+    seen = server.stats()
+    proc = nhbench_cli("run", server.url, *_ssh_args(sshd, _python(wrapper=wrapper)),
+                       "--connections", "300", "--prefetch-connections", "--rps", "20",
+                       "--duration", "1s", "--cpus", CPU, env={"SSH_AUTH_SOCK": ""})
+    now = server.stats()
+    assert proc.returncode == 2, proc.stderr
+    assert (now["requests"], now["connections_total"]) == (
+        seen["requests"], seen["connections_total"]), proc.stderr
+    assert proc.stdout == ""
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    line = lines[0]
+    named = re.findall(rf"host_([01]) \(ssh://{re.escape(sshd.address)}, ", line)
+    assert len(named) == 1, line
+    assert line.startswith(f"nhbench: error: --connections: host_{named[0]} "), line
+    assert ": 300 connections need " in line
+    assert "more than RLIMIT_NOFILE's hard limit of 256; at most " in line
+    assert line.endswith(" connections per worker fit (1 of 2 nodes refused; no node "
+                         "started)"), line
+
+
+def test_the_agent_checks_a_share_without_sending(server: nhbench.TestServer) -> None:
+    # The check operation alone, on an agent under a hard limit of 128: a share of 200
+    # connections is refused with the run's own words, one of 20 fits, a source address of
+    # the other family than the target's is refused as the run refuses it; none is sent.
+    import json
+    import resource
+    import subprocess
+
+    def low_limit() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (128, 128))
+
+    seen = server.stats()
+    requests = [{"id": i, "op": "check",
+                 "args": {"options": {"uri": server.url, "connections": n,
+                                      "prefetch_connections": True, "duration": 1, **more}}}
+                for i, n, more in ((1, 200, {}), (2, 20, {}),
+                                   (3, 2, {"source_address": ["::1"]}))]
+    proc = subprocess.run([sys.executable, "-m", "nhbench.distributed._agent"],
+                          input="".join(json.dumps(r) + "\n" for r in requests),
+                          capture_output=True, text=True, preexec_fn=low_limit,
+                          env={**os.environ, "PYTHONPATH": PACKAGE_PARENT}, timeout=60,
+                          check=False)
+    assert proc.returncode == 0, proc.stderr
+    answers = [json.loads(line) for line in proc.stdout.strip().splitlines()]
+    assert [a["id"] for a in answers] == [1, 2, 3], answers
+    refused = answers[0]["ok"]
+    assert refused["kind"] == "options" and refused["option"] == "connections", refused
+    assert refused["message"].startswith("connections: 200 connections need "), refused
+    assert "hard limit of 128" in refused["message"], refused
+    assert answers[1] == {"id": 2, "ok": None}
+    assert answers[2]["ok"] == {
+        "kind": "options", "option": "source_address",
+        "message": "source_address: ::1 cannot reach the run's IPv4 destination (127.0.0.1); "
+                   "give source addresses of the same family"}, answers[2]
+    now = server.stats()
+    assert (now["requests"], now["connections_total"]) == (
+        seen["requests"], seen["connections_total"])

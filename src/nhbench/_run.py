@@ -153,43 +153,14 @@ class Benchmark:
         """Resolve the host, hand the config to the core and start the workers."""
         if self._run is not None:
             raise RuntimeError("this Benchmark was already started")
-        # As Go does for Fortio: the soft descriptor limit up to the hard one; then a run
-        # whose connections cannot all be open at once under it is refused by name before
-        # anything is resolved or sent, rather than failing connections with EMFILE.
-        raise_nofile("run")
-        refusal = nofile_refusal(max(self.options.connections,
-                                     len(self.options.multi_target_endpoint)),
-                                 self.options.workers)
-        if refusal is not None:
-            raise OptionsError(f"connections: {refusal}", option="connections")
-        core = load_core()
-        target = self.options.target
-        unix = self.options.unix_socket_path
-        proxy = self.options.proxy_endpoint
-        if proxy is not None:
-            # The proxy resolves the origin's name; the connections go to the proxy.
-            self.address = resolve(proxy.host, proxy.port, self.options.address_family)
-        elif unix:
-            self.address = f"unix:{unix}"
-        elif self.options.multi_target_endpoint:
-            self.address = resolve(target.host, target.port, self.options.address_family)
-        else:
-            # --resolve and --dns-method: every address new connections may go to.
-            self.addresses = target_addresses(self.options)
-            self.address = self.addresses[0]
-        config = self.core_config()
-        sources = [host for host, _ in config.get("source_addresses", ())]
-        if sources and not unix:
-            destinations = [t[1] for t in config.get("targets", ()) if t[0] == "tcp"]
-            refusal = source_family_refusal(
-                sources, destinations or self.addresses or [self.address])
-            if refusal is not None:
-                raise OptionsError(f"source_address: {refusal}", option="source_address")
+        config = self._prepare()
         spans = SpanExporter.for_run(self.options, config)
-        _log.debug("resolved %s to %s", target.host, ", ".join(self.addresses) or self.address)
+        _log.debug("resolved %s to %s", self.options.target.host,
+                   ", ".join(self.addresses) or self.address)
         if _log.isEnabledFor(logging.DEBUG):
             _log.debug("core config: %s", config_summary(config))
             _log.log(_TRACE, "core config (full): %s", config_summary(config, full=True))
+        core = load_core()
         try:
             run = core.ClientRun(config)
         except ValueError as exc:
@@ -213,6 +184,49 @@ class Benchmark:
         self._started_wall = time.time()
         if self._stop_requested:
             self._stop_core()
+
+    def preflight(self) -> None:
+        """Every refusal `start()` makes before it sends anything (the descriptor limit, the
+        compiled extension, the target's resolution, the source addresses' family), without
+        starting: a distributed run asks each node this before any node starts
+        (docs/distributed.md, "Refused before anything is sent")."""
+        self._prepare()
+
+    def _prepare(self) -> dict[str, Any]:
+        # What start() checks and resolves before the core has the config; nothing here
+        # connects or sends. As Go does for Fortio: the soft descriptor limit up to the hard one; then a run
+        # whose connections cannot all be open at once under it is refused by name before
+        # anything is resolved or sent, rather than failing connections with EMFILE.
+        raise_nofile("run")
+        refusal = nofile_refusal(max(self.options.connections,
+                                     len(self.options.multi_target_endpoint)),
+                                 self.options.workers)
+        if refusal is not None:
+            raise OptionsError(f"connections: {refusal}", option="connections")
+        load_core()  # a node without the core says so here, before any node starts
+        target = self.options.target
+        unix = self.options.unix_socket_path
+        proxy = self.options.proxy_endpoint
+        if proxy is not None:
+            # The proxy resolves the origin's name; the connections go to the proxy.
+            self.address = resolve(proxy.host, proxy.port, self.options.address_family)
+        elif unix:
+            self.address = f"unix:{unix}"
+        elif self.options.multi_target_endpoint:
+            self.address = resolve(target.host, target.port, self.options.address_family)
+        else:
+            # --resolve and --dns-method: every address new connections may go to.
+            self.addresses = target_addresses(self.options)
+            self.address = self.addresses[0]
+        config = self.core_config()
+        sources = [host for host, _ in config.get("source_addresses", ())]
+        if sources and not unix:
+            destinations = [t[1] for t in config.get("targets", ()) if t[0] == "tcp"]
+            refusal = source_family_refusal(
+                sources, destinations or self.addresses or [self.address])
+            if refusal is not None:
+                raise OptionsError(f"source_address: {refusal}", option="source_address")
+        return config
 
     def core_config(self) -> dict[str, Any]:
         """The core's configuration for this run (the host already resolved). A front-end

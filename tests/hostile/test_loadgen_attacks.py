@@ -6,7 +6,8 @@ The remote "agent" here is a real process reached through the real OpenSSH serve
 own `run`) and then lies in one way each: counters its workers do not add up to, a
 histogram holding more values than its count, negative or fractional counts, a NaN sum, a
 line that is not JSON, an answer to a request never made, an answer with no core result, a
-line too long to be an answer. Every one must fail the run with exit status 1 and one line
+line too long to be an answer, a pre-flight check answered with something else than a
+refusal or nothing. Every one must fail the run with exit status 1 and one line
 naming the load generator: never a traceback, never a merged report.
 """
 
@@ -39,6 +40,11 @@ for line in sys.stdin:
         send({"id": rid, "ok": agent.info()})
     elif op == "clock":
         send({"id": rid, "ok": agent.clock()})
+    elif op == "check":
+        # Its check says its share fits (what the real agent's check would say here), or,
+        # in one mode, something else than a refusal or nothing.
+        send({"id": rid, "ok": 42 if mode == "check_not_refusal"
+              else agent.check(req["args"]["options"])})
     elif op in ("stop", "progress"):
         send({"id": rid, "ok": None})
     elif op == "run":
@@ -73,7 +79,7 @@ for line in sys.stdin:
 '''
 
 MODES = ["counter_mismatch", "histogram_mismatch", "negative", "fraction", "nan", "no_core",
-         "not_json", "unknown_id", "long_line", "workers_not_list"]
+         "not_json", "unknown_id", "long_line", "workers_not_list", "check_not_refusal"]
 
 
 @pytest.fixture(scope="module")

@@ -5,8 +5,8 @@ The controller starts this module on each load generator (over SSH, ``docker exe
 stdout (docs/distributed.md, "Load generators over SSH and in containers"). Every request is
 ``{"id": N, "op": NAME, "args": {...}}`` and gets one answer ``{"id": N, "ok": VALUE}`` or
 ``{"id": N, "error": {"kind": ..., "message": ..., "option": ...}}``. The operations are
-those of the Ray load actor (`_LoadActor`: info, clock, run, progress, stop), served by the
-same class, so a node does the same work whichever way the controller reaches it.
+those of the Ray load actor (`_LoadActor`: info, clock, check, run, progress, stop), served
+by the same class, so a node does the same work whichever way the controller reaches it.
 
 ``run`` answers when the run has ended, on a thread of its own, so that ``stop``,
 ``progress`` and ``clock`` are answered while it lasts. End of input stops a run that is
@@ -62,6 +62,8 @@ def main() -> int:
                 value: Any = agent.info()
             elif op == "clock":
                 value = agent.clock()
+            elif op == "check":
+                value = agent.check(args["options"])
             elif op == "run":
                 value = agent.run(args["options"])
             elif op == "progress":

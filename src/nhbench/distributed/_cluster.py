@@ -70,6 +70,9 @@ _CONNECT_TIMEOUT = 5.0
 _READY_TIMEOUT = 120.0
 # Time for a kept actor to answer before it counts as gone (and a new one is placed).
 _PING_TIMEOUT = 10.0
+# Time for every node's check of its share (`_LoadActor.check`): it may resolve the target,
+# which a slow resolver can stretch to its own timeout (5 s by default, twice).
+_CHECK_TIMEOUT = 30.0
 # The actor's calls may overlap: run() blocks for the whole run while stop() and
 # progress() must still reach it.
 _ACTOR_CONCURRENCY = 4
@@ -151,6 +154,21 @@ class _LoadActor:
     def clock(self) -> int:
         """This node's wall clock (epoch ns), for the controller's offset rounds."""
         return time.time_ns()
+
+    def check(self, data: Mapping[str, Any]) -> dict[str, Any] | None:
+        """What this node would refuse of the run in `data` before sending anything (its
+        options, its descriptor limit after raising it, its source addresses: the checks
+        of `Benchmark.start`, by `Benchmark.preflight`), None when its share fits. The
+        controller asks every node this before any node starts
+        (`ClusterBenchmark._preflight`), so that one node's refusal refuses the whole run
+        and nothing is sent."""
+        try:
+            _NodeBenchmark(make_options(**dict(data))).preflight()
+        except NHBenchError as exc:
+            return {"kind": "options" if isinstance(exc, OptionsError) else "nhbench",
+                    "option": getattr(exc, "option", None),
+                    "message": (str(exc).strip() or type(exc).__name__).splitlines()[0][:500]}
+        return None
 
     def run(self, data: Mapping[str, Any], run_id: str = "") -> dict[str, Any]:
         """Run the options in `data` (already carrying this node's scheduled start) and
@@ -643,9 +661,10 @@ class ClusterBenchmark:
              on_progress: Callable[[Progress], object] | None,
              on_interval: Callable[[IntervalRecord], object] | None) -> Result:
         self._acquire(ray, session)
+        base = self.options.model_dump(exclude={"ray", "hosts", "scheduled_start"})
+        self._preflight(ray, base)
         self._measure_clocks(ray)
         scheduled = self._scheduled_start()
-        base = self.options.model_dump(exclude={"ray", "hosts", "scheduled_start"})
         refs = {}
         sent = time.time()
         for host in self._hosts:
@@ -737,6 +756,50 @@ class ClusterBenchmark:
                 raise RunError(f"--ray: {self._describe(host)} runs nhbench {host.version}, "
                                f"this controller {__version__}: install the same version on "
                                f"every node")
+
+    def _preflight(self, ray: Any, base: Mapping[str, Any]) -> None:
+        # Every node's check of its share (`_LoadActor.check`), all at once: one Ray round
+        # trip, a few milliseconds, before any node has a run call.
+        refs = {host.actor.check.remote(base): host for host in self._hosts}
+        ready, _ = ray.wait(list(refs), num_returns=len(refs), timeout=_CHECK_TIMEOUT)
+        answers = []
+        for ref, host in refs.items():
+            if ref not in ready:
+                raise RunError(f"--ray: {self._describe(host)} did not check the run within "
+                               f"{_CHECK_TIMEOUT:g} s")
+            try:
+                answers.append((host, ray.get(ref)))
+            except ray.exceptions.RayError as exc:
+                raise RunError(f"--ray: {self._describe(host)} could not check the run: "
+                               f"{_first_line(exc)}") from None
+        self._refuse(answers, "--ray")
+
+    def _refuse(self, answers: Sequence[tuple[_Host, Any]], flag: str) -> None:
+        """The whole run refused when any node's check (`_LoadActor.check`) refused its
+        share, naming every such node: an options error (exit 2) spelled as the option's
+        own when the nodes refused the same one, a run error for any other failure."""
+        refused = [(host, answer) for host, answer in answers if answer]
+        if not refused:
+            return
+        # Refused before any node had its run: the actors are as good as before the run.
+        self._dispatched = False
+        failed = [(h, a) for h, a in refused if a.get("kind") != "options"]
+        if failed:
+            host, answer = failed[0]
+            raise RunError(f"{flag}: {self._describe(host)}: "
+                           f"{str(answer.get('message') or 'failed')[:500]}; no node started")
+        options = {a.get("option") if isinstance(a.get("option"), str) else None
+                   for _, a in refused}
+        option = options.pop() if len(options) == 1 else None
+        parts = []
+        for host, answer in refused:
+            message = str(answer.get("message") or "refused")[:500]
+            if option and message.startswith(f"{option}: "):
+                message = message[len(option) + 2:]
+            parts.append(f"{self._describe(host)}: {message}")
+        text = "; ".join(parts) + f" ({len(refused)} of {len(answers)} "\
+            f"node{'s' if len(answers) != 1 else ''} refused; no node started)"
+        raise OptionsError(f"{option}: {text}" if option else text, option=option)
 
     def _measure_clocks(self, ray: Any) -> None:
         # NTP's estimate: the node read its clock somewhere between t0 and t1, so the offset

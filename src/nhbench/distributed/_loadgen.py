@@ -1,11 +1,12 @@
 """Load generators reached over SSH, in containers, or as local processes (``--loadgen``).
 
 Each load generator runs the agent (``python -m nhbench.distributed._agent``), which serves
-the Ray load actor's operations (`_LoadActor`: info, clock, run, progress, stop) in JSON
-lines on its stdin and stdout. `LoadgenBenchmark` is `ClusterBenchmark` with those agents
-in place of Ray actors: the same version check, clock rounds, scheduled start, watchdog,
-interval merge and result (`merge_core`, `merge_stats`, `merge_endpoints`), so a run merges
-the same way wherever its load generators are. Only how an agent is reached differs:
+the Ray load actor's operations (`_LoadActor`: info, clock, check, run, progress, stop) in
+JSON lines on its stdin and stdout. `LoadgenBenchmark` is `ClusterBenchmark` with those
+agents in place of Ray actors: the same version check, pre-flight check, clock rounds,
+scheduled start, watchdog, interval merge and result (`merge_core`, `merge_stats`,
+`merge_endpoints`), so a run merges the same way wherever its load generators are. Only how
+an agent is reached differs:
 
 - ``ssh://USER@HOST[:PORT]``: a channel of the SSH host layer (nhbench.hosts: host-key
   policy, key, password from the environment, jump host);
@@ -41,6 +42,7 @@ from .._version import __version__
 from ..hosts import SSHHost, SSHTarget, password_from_environment
 from ..options import Options
 from ._cluster import (
+    _CHECK_TIMEOUT,
     _CLOCK_ROUNDS,
     _POLL_INTERVAL,
     _READY_TIMEOUT,
@@ -438,11 +440,12 @@ class LoadgenBenchmark(ClusterBenchmark):
         self._generators = self._connect()
         self._hosts = list(self._generators)
         self._check_agents()
-        self._measure_agent_clocks()
-        scheduled = self._scheduled_start()
         base = self.options.model_dump(mode="json", exclude={
             "loadgen", "loadgen_python", "loadgen_ssh_key", "loadgen_known_hosts",
             "loadgen_password_env", "loadgen_jump", "scheduled_start"})
+        self._preflight_agents(base)
+        self._measure_agent_clocks()
+        scheduled = self._scheduled_start()
         runs: list[Future[Any]] = []
         for generator in self._generators:
             assert generator.link is not None
@@ -507,6 +510,20 @@ class LoadgenBenchmark(ClusterBenchmark):
                                f"{generator.version or '(unknown)'}, this controller "
                                f"{__version__}: install the same version on every load "
                                f"generator")
+
+    def _preflight_agents(self, base: dict[str, Any]) -> None:
+        # Every agent's check of its share, all at once, before any has a run call: one
+        # round trip over the links (`ClusterBenchmark._preflight`).
+        calls = [(g, g.link.call("check", options=base)) for g in self._generators
+                 if g.link is not None]
+        answers = []
+        for generator, future in calls:
+            answer = self._get(generator, future, _CHECK_TIMEOUT, "check the run")
+            if answer is not None and not isinstance(answer, dict):
+                raise RunError(f"--loadgen: {self._describe(generator)} answered its check "
+                               f"with something else than a refusal or nothing")
+            answers.append((generator, answer))
+        self._refuse(answers, "--loadgen")
 
     def _measure_agent_clocks(self) -> None:
         # NTP's estimate, as for Ray nodes (ClusterBenchmark._measure_clocks).
