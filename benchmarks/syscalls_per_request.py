@@ -17,8 +17,8 @@ Counts are per response; the clients' start-up (nhbench's interpreter, connectio
 included and amortised over the run, so use runs of a few seconds. Needs `perf` with
 tracepoint access (perf_event_paranoid ≤ 2 for one's own processes, as here).
 
-`--requests N` gives every client the same request count (nhbench `-n`, h2load `-n`) instead
-of the same duration; with `--short M` each client also runs M requests and the row is the
+`--requests N` gives nhbench and h2load the same request count (`-n`) instead of the same
+duration (wrk and the floor keep `--duration`); with `--short M` each client also runs M requests and the row is the
 difference of the two runs over N − M responses, so start-up (nhbench's interpreter and
 imports, about half a CPU second on a loaded machine) cancels out as in the callgrind
 benchmarks; `--repeat` runs the clients in turn that many times (interleaved, one column per
@@ -181,8 +181,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--client-cpu", type=int, default=0)
     p.add_argument("--server-cpu", type=int, default=1)
     p.add_argument("--requests", type=int, default=0,
-                   help="the same request count for every client (h2load -n, nhbench -n) "
-                        "instead of --duration")
+                   help="the same request count for nhbench and h2load (-n) instead of "
+                        "--duration (wrk and the floor keep --duration)")
     p.add_argument("--repeat", type=int, default=1, help="runs of each client, interleaved")
     p.add_argument("--short", type=int, default=0,
                    help="with --requests: also run each client with this many requests and "
