@@ -192,7 +192,11 @@ def test_h1_connection_reuse_strategy_on_the_wire(origin: ConnectionOrigin,
         # every time and a pick among 4 idle connections at random 3 times in 4.
         assert changes <= (total - 1) // 2, (changes, sequence)
     else:
-        assert counts[-1] >= total // 4 - 2  # a FIFO: every connection takes its turn
+        # A FIFO: every connection takes its turn, and a request never takes the connection
+        # of the one before while another is free. Not an even split: a connection whose
+        # response is late misses its turns (14 + 14 + 2 + 2 once under the hogs, every
+        # request still changing connection).
+        assert counts[-1] >= 1, counts
         assert changes >= (total - 1) * 3 // 4, (changes, sequence)
 
 
