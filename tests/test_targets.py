@@ -8,6 +8,7 @@ Counts and wide ratios only; no timing thresholds.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import socket
@@ -181,7 +182,7 @@ def test_h1_connection_reuse_strategy_on_the_wire(origin: ConnectionOrigin,
     counts = sorted(origin.per_connection(), reverse=True)
     assert len(counts) == 4 and sum(counts) == total
     sequence = list(origin.by_request)
-    changes = sum(1 for before, after in zip(sequence, sequence[1:]) if before != after)
+    changes = sum(1 for before, after in itertools.pairwise(sequence) if before != after)
     if strategy == "mru":
         # Not "one connection carries everything": on a busy host (load 12, CPU hogs) this
         # origin's Python threads or the worker were late often enough that a release found
