@@ -41,7 +41,7 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
         # delays past the next release (50 ms; the server is no real-time process) does not
         # block it. Made in this process over one connection, beside 3 CPU hogs and the
         # other test worker, the run waited for its CPU 34-79 % of the run and was invalid
-        # 10 times in 10; in real time over one connection, 2 of 20 releases found it busy.
+        # 10 times in 10; in real time over one connection, once 2 of 20 releases found it busy.
         calm_file = directory / "calm.json"
         made = subprocess.run(
             [*_calm_prefix(), sys.executable, "-m", "nhbench", "run", slow.url, "--rps", "20",
