@@ -8,6 +8,7 @@ Counts and wide ratios only; no timing thresholds.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import socket
@@ -167,24 +168,37 @@ def test_closed_loop_waits_per_target_with_one_connection_each() -> None:
 # ---- connection reuse strategy -------------------------------------------------------------
 
 
-# serial: "each request ends long before the next" needs a CPU free at 60/s (with the other
-# test worker busy on a loaded machine, mru split 30/30 once).
-@pytest.mark.serial
 @pytest.mark.parametrize("strategy", ["mru", "lru"])
 def test_h1_connection_reuse_strategy_on_the_wire(origin: ConnectionOrigin,
                                                   strategy: str) -> None:
-    # Four connections open before the first request; at 60/s each request ends long before
-    # the next, so the strategy alone decides which connection takes it.
-    result = run(origin.url, rps=60, duration=1.0, connections=4, prefetch_connections=True,
+    # Four connections open before the first request, at 20/s: the strategy decides which
+    # connection takes each request. lru takes them in turn, so every request changes
+    # connection; mru takes the connection of the request before unless that one is still
+    # busy (its response not yet read), then the next most recent.
+    result = run(origin.url, rps=20, duration=2.0, connections=4, prefetch_connections=True,
                  experimental_h1_connection_reuse_strategy=strategy)
     total = result.counters["benchmark.http_2xx"]
-    assert total >= 40
+    assert total >= 20
     counts = sorted(origin.per_connection(), reverse=True)
     assert len(counts) == 4 and sum(counts) == total
+    sequence = list(origin.by_request)
+    changes = sum(1 for before, after in itertools.pairwise(sequence) if before != after)
     if strategy == "mru":
-        assert counts[0] >= total - 2  # one connection carries (nearly) everything
+        # Not "one connection carries everything": on a busy host (load 12, CPU hogs) this
+        # origin's Python threads or the worker were late often enough that a release found
+        # the last connection busy, and one late response moves the rest of the run to
+        # another (at 60/s: 30 + 30 once on CI, 7 runs of 8 under the hogs, up to 32
+        # changes in 59 where responses came later than the next release). At 20/s the
+        # same host gave 0-11 changes in 39: mru sticks to its connection where lru changes
+        # every time and a pick among 4 idle connections at random 3 times in 4.
+        assert changes <= (total - 1) // 2, (changes, sequence)
     else:
-        assert counts[-1] >= total // 4 - 2  # a FIFO: every connection takes its turn
+        # A FIFO: every connection takes its turn, and a request never takes the connection
+        # of the one before while another is free. Not an even split: a connection whose
+        # response is late misses its turns (14 + 14 + 2 + 2 once under the hogs, every
+        # request still changing connection).
+        assert counts[-1] >= 1, counts
+        assert changes >= (total - 1) * 3 // 4, (changes, sequence)
 
 
 def test_reuse_strategy_bad_value_is_one_line_exit_2() -> None:
