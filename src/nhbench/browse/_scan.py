@@ -210,15 +210,52 @@ def _summary_output(output: object, headline: bool) -> object:
     return {**output, "typed_output": {**typed, "value": value}}  # type: ignore[dict-item]
 
 
+def _cuttable(entry: object) -> bool:
+    """Whether cutting `entry` to its summary leaves out nothing the loader refuses for its
+    shape: every statistic is an object with a text id and every counter an object (the
+    cut would drop the others, and the loader refuses a statistic or a counter of another
+    shape, naming where it is)."""
+    if not isinstance(entry, dict):
+        return True
+    statistics = entry.get("statistics")
+    if isinstance(statistics, list) and not all(
+            isinstance(s, dict) and isinstance(s.get("id"), str) for s in statistics):
+        return False
+    counters = entry.get("counters")
+    return not isinstance(counters, list) or all(isinstance(c, dict) for c in counters)
+
+
+def _run_of(results: object) -> dict[str, Any] | None:
+    # nhbench's run facts (their warm-up entry is cut as a worker's is), if an entry has them.
+    if not isinstance(results, list):
+        return None
+    for entry in results:
+        outputs = entry.get("user_defined_outputs") if isinstance(entry, dict) else None
+        for output in outputs if isinstance(outputs, list) else ():
+            typed = output.get("typed_output") if isinstance(output, dict) else None
+            value = typed.get("value") if isinstance(typed, dict) else None
+            run = value.get("run") if isinstance(value, dict) else None
+            if isinstance(run, dict):
+                return run
+    return None
+
+
 def summary_document(data: dict[str, object]) -> dict[str, object]:
     """A result document (nhbench's or Nighthawk's, parsed) cut to what a list row shows:
     every entry with its name, counters and durations, the global entry's headline
     statistics, the options and the run's facts; no other statistic, histogram or
     timeline. Loading it gives the row the whole file gives, for a fraction of the work
     (tests/test_browse_scan.py compares the two); what it leaves out is checked when the
-    result is opened."""
-    summary = dict(data)
+    result is opened. A document with a statistic or a counter that is no object (or a
+    statistic without a text id) is returned whole, so that the list refuses it with the
+    full load's message rather than cutting the fault away."""
     results = data.get("results")
+    if isinstance(results, list) and not all(_cuttable(e) for e in results):
+        return data  # the whole document, for the loader's own refusal
+    run = _run_of(results)
+    if run is not None and not _cuttable(run.get("warmup")):
+        return data
+    summary = dict(data)
     if isinstance(results, list):
         summary["results"] = [_summary_entry(e, isinstance(e, dict) and e.get("name") == "global")
                               for e in results]
@@ -517,6 +554,9 @@ class Catalogue:
         if kind in ("nhbench", "nighthawk") and isinstance(data, dict):
             summary = summary_document(data)
             check_result_document(kind, summary, name, sizes_of=data)
+            if summary is data:
+                # Not cut (`summary_document`): the full load decides, and refuses.
+                return Entry.from_result(relative, result_from_document(kind, data, name))
             if kind == "nhbench":
                 # A file nhbench wrote: its row read straight from the document when the
                 # quick reader is sure of every field it shows (`quick_fields`).
