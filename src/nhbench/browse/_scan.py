@@ -82,6 +82,10 @@ __all__ = [
 #: Directory levels below the root that are walked. Campaigns and `--output-dir`
 #: directories are one or two levels deep; deeper trees are usually something else.
 MAX_DEPTH = 6
+#: New or changed result files from which one walk reads them in more than one process
+#: (`nhbench.browse._pool`), when more than one CPU is usable: below it, starting a reading
+#: process (about half a second) would cost more than it saves.
+POOL_MIN_FILES = 1000
 #: JSON files read in one listing. Each is parsed whole; a few thousand take seconds.
 MAX_FILES = 5000
 #: A larger file is listed as an error rather than read: results with histograms are tens
@@ -404,6 +408,17 @@ def _entry_from_document(values: object) -> Entry:
     return Entry(*values)
 
 
+# The place `Catalogue._entry` holds in a walk's entries for a file read at the walk's end.
+_PENDING = Entry(path="", kind="pending")
+
+
+def _odd(relative: str, exc: Exception) -> Entry:
+    # A file a loader accepted but that lacks what the summary reads (no "global" entry,
+    # say): listed as unreadable, with what was missing.
+    reason = f"{type(exc).__name__}: {exc}".splitlines()[0]
+    return Entry.failed(relative, f"cannot summarise {relative!r}: {reason}")
+
+
 @dataclass(frozen=True)
 class Listing:
     entries: list[Entry]
@@ -413,10 +428,18 @@ class Listing:
 
 class Catalogue:
     """The results under `root`, with the per-file summary cache. Thread-safe: the
-    browser's request threads share one."""
+    browser's request threads share one.
 
-    def __init__(self, root: str | os.PathLike[str]) -> None:
+    With `reading_processes` a walk that finds at least `POOL_MIN_FILES` files to read
+    reads them in more than one process when more than one CPU is usable
+    (`nhbench.browse._pool`). It is the caller's choice, made by ``nhbench browse``:
+    starting a process with ``spawn`` imports the program's main module again, which a
+    script without an ``if __name__ == "__main__"`` guard would run again."""
+
+    def __init__(self, root: str | os.PathLike[str], *, reading_processes: bool = False,
+                 ) -> None:
         self.root = Path(root)
+        self.reading_processes = reading_processes
         self._real_root = os.path.realpath(self.root)
         self._lock = threading.Lock()
         # One walk at a time: concurrent loads of the list wait for it and then find every
@@ -428,6 +451,8 @@ class Catalogue:
         self._index = index_path(self._real_root)
         self._index_read = False
         self._dirty = False
+        # The files a walk found new or changed, with their keys, read together at its end.
+        self._pending: list[tuple[str, _Key]] | None = None
 
     # ---- paths ------------------------------------------------------------------------
 
@@ -601,22 +626,61 @@ class Catalogue:
             cached = self._cache.get(relative)
         if cached is not None and cached[0] == key:
             return cached[1]
-        try:
-            if campaign:
+        if campaign:
+            try:
                 entry = Entry.from_campaign(relative, load_manifest(path))
-            else:
-                entry = self.summarise(relative)
-        except (ResultFileError, CampaignError) as exc:
-            entry = Entry.failed(relative, str(exc))
-        except Exception as exc:  # noqa: BLE001 - one odd file must not take the list down
-            # A file a loader accepted but that lacks what the summary reads (no "global"
-            # entry, say): listed as unreadable, with what was missing.
-            reason = f"{type(exc).__name__}: {exc}".splitlines()[0]
-            entry = Entry.failed(relative, f"cannot summarise {relative!r}: {reason}")
+            except (ResultFileError, CampaignError) as exc:
+                entry = Entry.failed(relative, str(exc))
+            except Exception as exc:  # noqa: BLE001 - one odd file must not take the list down
+                entry = _odd(relative, exc)
+            self._remember(relative, key, entry)
+            return entry
+        if self._pending is not None:
+            # A walk that reads its new files together (`_summarise_pending`): a place
+            # held for this one.
+            self._pending.append((relative, key))
+            return _PENDING
+        entry = self.row(relative)
+        self._remember(relative, key, entry)
+        return entry
+
+    def _remember(self, relative: str, key: _Key, entry: Entry) -> None:
         with self._lock:
             self._cache[relative] = (key, entry)
             self._dirty = True
-        return entry
+
+    def row(self, relative: str) -> Entry:
+        """The list's row of the result file at `relative` (`summarise`), or an unreadable
+        row with the reason: what the walk lists, here or in a reading process
+        (`nhbench.browse._pool`)."""
+        try:
+            return self.summarise(relative)
+        except ResultFileError as exc:
+            return Entry.failed(relative, str(exc))
+        except Exception as exc:  # noqa: BLE001 - one odd file must not take the list down
+            return _odd(relative, exc)
+
+    def _summarise_pending(self, entries: list[Entry], notes: list[str]) -> None:
+        """Read the files the walk held places for in `entries`: in reading processes
+        when there are many (`nhbench.browse._pool`), else here, one after the other."""
+        pending, self._pending = self._pending or [], None
+        relatives = [relative for relative, _ in pending]
+        rows = None
+        if self.reading_processes and len(pending) >= POOL_MIN_FILES:
+            from ._pool import pool_size, summarise_in_pool
+
+            if pool_size() > 1:
+                rows, note = summarise_in_pool(self, relatives)
+                if note:
+                    notes.append(note)
+        if rows is None:
+            rows = [self.row(relative) for relative in relatives]
+        made = iter(rows)
+        for i, entry in enumerate(entries):
+            if entry is _PENDING:
+                entries[i] = next(made)
+        for (relative, key), entry in zip(pending, rows, strict=True):
+            self._remember(relative, key, entry)
 
     def scan(self) -> Listing:
         """Walk the root: every campaign and ``*.json`` file as an `Entry`, newest first
@@ -685,6 +749,13 @@ class Catalogue:
                     os.unlink(temporary)
 
     def _scan(self) -> Listing:
+        self._pending = []
+        try:
+            return self._walk()
+        finally:
+            self._pending = None
+
+    def _walk(self) -> Listing:
         entries: list[Entry] = []
         notes: list[str] = []
         files = 0
@@ -722,6 +793,7 @@ class Catalogue:
                     continue
                 files += 1
                 entries.append(self._entry(prefix + name, full, campaign=False))
+        self._summarise_pending(entries, notes)
         if files >= MAX_FILES:
             notes.append(f"stopped after {MAX_FILES} JSON files: point nhbench browse at a "
                          "smaller directory to see the rest")
