@@ -60,11 +60,11 @@ from .._load import (
 from .._names import REQUEST_TO_RESPONSE, SCHEDULED_TO_RESPONSE
 from .._notebook import result_verdict
 from .._version import __version__
-from ..campaign import CampaignManifest, is_campaign, load_manifest
 from ._quick import quick_fields
 
 if TYPE_CHECKING:
     from .._result import Result, Statistic
+    from ..campaign import CampaignManifest
 
 __all__ = [
     "MAX_DEPTH",
@@ -521,6 +521,8 @@ class Catalogue:
         path = Path(real)
         manifest = self.resolve(relative + "/manifest.json") if relative != "." else \
             self.resolve("manifest.json")
+        from ..campaign import is_campaign
+
         return path if manifest is not None and is_campaign(path) else None
 
     # ---- loading ----------------------------------------------------------------------
@@ -613,6 +615,8 @@ class Catalogue:
         path = self.campaign_dir(relative)
         if path is None:
             raise CampaignError(f"no campaign directory {relative!r} in {str(self.root)!r}")
+        from ..campaign import load_manifest
+
         return load_manifest(path)
 
     def _entry(self, relative: str, path: str | Path, campaign: bool) -> Entry:
@@ -627,6 +631,8 @@ class Catalogue:
         if cached is not None and cached[0] == key:
             return cached[1]
         if campaign:
+            from ..campaign import load_manifest
+
             try:
                 entry = Entry.from_campaign(relative, load_manifest(path))
             except (ResultFileError, CampaignError) as exc:
@@ -756,6 +762,8 @@ class Catalogue:
             self._pending = None
 
     def _walk(self) -> Listing:
+        from ..campaign import is_campaign  # here: a reading process (`._pool`) walks nothing
+
         entries: list[Entry] = []
         notes: list[str] = []
         files = 0
