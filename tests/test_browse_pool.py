@@ -4,8 +4,9 @@ A walk with reading processes gives the rows, the refusals and the on-disk index
 in one process gives; a reading process killed while it reads leaves the walk to read its
 files itself, with a note, never fewer rows; and ``nhbench browse`` stopped by SIGINT while
 its processes read leaves none of them behind. The processes are real (``spawn``), as are
-the files (real runs, broken ones); nothing is mocked. The thresholds are lowered so that
-few files take the path.
+the files (real runs, broken ones). The thresholds are lowered so that few files take the
+path, and the count of readers (`_pool.readers`: by the idle CPUs of the load average) is
+set to one, since the load of the machine running the tests is not the test's to choose.
 """
 
 from __future__ import annotations
@@ -66,6 +67,7 @@ def _children_cpu() -> float:
 def test_the_rows_refusals_and_index_are_the_one_process_walk_s(
         tmp_path: Path, texts: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_scan, "POOL_MIN_FILES", 10)
+    monkeypatch.setattr(_pool, "readers", lambda: 1)
     monkeypatch.setattr(_pool, "CHUNK", 4)
     root = tmp_path / "results"
     _write(root, texts, 60)
@@ -120,6 +122,7 @@ def _alive(pid: int) -> bool:
 def test_a_killed_reading_process_leaves_its_files_to_the_walk(
         tmp_path: Path, texts: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_scan, "POOL_MIN_FILES", 10)
+    monkeypatch.setattr(_pool, "readers", lambda: 1)
     monkeypatch.setattr(_pool, "CHUNK", 2)
     root = tmp_path / "results"
     _write(root, texts, 300)
@@ -154,8 +157,12 @@ def test_sigint_to_browse_while_its_processes_read_leaves_none_behind(
     # Above the threshold of `nhbench browse` (`POOL_MIN_FILES`): small files, read fast.
     _write(root, {"one": texts["one"], "not-json": "{"}, _scan.POOL_MIN_FILES + 200)
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    # nhbench's CLI with one reader whatever the load (``-c``: a spawned reader imports no
+    # main module).
+    main = ("import sys\nfrom nhbench.browse import _pool\n_pool.readers = lambda: 1\n"
+            "from nhbench.cli import main\nsys.exit(main())\n")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "nhbench", "browse", str(root), "--listen", "127.0.0.1:0"],
+        [sys.executable, "-c", main, "browse", str(root), "--listen", "127.0.0.1:0"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
         stdin=subprocess.DEVNULL)
     try:
@@ -187,3 +194,15 @@ def _get(url: str) -> None:
         urllib.request.urlopen(url, timeout=120).read()
     except OSError:
         pass  # the server stops while the list is being made
+
+
+def test_readers_are_the_idle_cpus_beyond_the_walk_s_own(monkeypatch: pytest.MonkeyPatch,
+                                                        ) -> None:
+    usable = len(os.sched_getaffinity(0))
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.2, 0.0, 0.0))
+    assert _pool.readers() == min(usable - 1, _pool.MAX_READERS)
+    monkeypatch.setattr(os, "getloadavg", lambda: (usable - 0.5, 0.0, 0.0))
+    assert _pool.readers() == 0  # a busy machine: the walk reads alone
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+    assert _pool.readers() == 0

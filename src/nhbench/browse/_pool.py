@@ -4,7 +4,7 @@ The first list of a directory never browsed reads and checks every file (about 0
 CPU for a one-worker result, 1.3 ms for a large one: docs/benchmarks.md, "Big results"),
 one CPU's work for thousands of files. When a walk finds at least
 `nhbench.browse._scan.POOL_MIN_FILES` files it has no row for and more than one CPU is
-usable (`os.sched_getaffinity`), `summarise_in_pool` reads them in chunks of `CHUNK` files:
+usable (`os.sched_getaffinity`) and idle (`readers`), `summarise_in_pool` reads them in chunks of `CHUNK` files:
 the walk's own process reads chunks as before, and up to `MAX_READERS` reading processes
 read the others with the same `Catalogue.row` (so the same rows and the same refusals; each
 opens its files under the same root checks). They are started with the ``spawn`` method,
@@ -33,27 +33,39 @@ if TYPE_CHECKING:
 
     from ._scan import Catalogue, Entry
 
-__all__ = ["CHUNK", "MAX_READERS", "pool_size", "summarise_in_pool"]
+__all__ = ["CHUNK", "MAX_READERS", "readers", "summarise_in_pool"]
 
 #: Files a reading process is given at a time: about 10-40 ms of reading, so that the
 #: processes finish together, while the names sent and the rows sent back stay small.
 CHUNK = 32
-#: Reading processes at most, besides the walk's own (each costs about half a second of
-#: CPU to start: the interpreter, pydantic and the loader).
+#: Reading processes at most, besides the walk's own (each costs about a third of a
+#: second of CPU to start: the interpreter, pydantic and the loader).
 MAX_READERS = 3
 
 # The catalogue of each root a reading process was given (one per process in practice).
 _catalogues: dict[str, Catalogue] = {}
 
 
-def pool_size() -> int:
-    """Processes that would read a big walk: the CPUs this process may run on, the walk's
-    own process included, at most ``MAX_READERS + 1``."""
+def readers() -> int:
+    """Reading processes worth starting for a big walk now: one per CPU this process may
+    run on (`os.sched_getaffinity`) beyond its own, as many as are idle by the one-minute
+    load average, at most `MAX_READERS`; 0: read in this process.
+
+    Idle CPUs, because a reader only gains when it has a CPU to itself: Linux's automatic
+    process groups (``kernel.sched_autogroup_enabled``) give the walk's process and its
+    readers one session's share of a busy machine between them, so on a loaded machine
+    they read no faster and each reader adds its start and its share of the cache. Measured
+    on 2 CPUs at load 14: 6.0-6.9 s for 5,000 files with a reader, 4.3-5.4 s without
+    (docs/benchmarks.md, "The never-browsed scan in more than one process")."""
     try:
         usable = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         usable = os.cpu_count() or 1
-    return max(1, min(usable, MAX_READERS + 1))
+    try:
+        idle = int(usable - os.getloadavg()[0])
+    except OSError:
+        idle = usable - 1
+    return max(0, min(usable - 1, idle, MAX_READERS))
 
 
 def _start_reader() -> None:
@@ -71,20 +83,20 @@ def _read_chunk(root: str, relatives: list[str]) -> list[Entry]:
     return [catalogue.row(relative) for relative in relatives]
 
 
-def summarise_in_pool(catalogue: Catalogue, relatives: list[str]) -> tuple[list[Entry], str]:
-    """The rows of `relatives` (in their order) and a note for the list ("" when the
-    reading processes did their part)."""
+def summarise_in_pool(catalogue: Catalogue, relatives: list[str], count: int,
+                      ) -> tuple[list[Entry], str]:
+    """The rows of `relatives` (in their order), read here and in `count` reading
+    processes, and a note for the list ("" when the reading processes did their part)."""
     import multiprocessing
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
     chunks = [relatives[i:i + CHUNK] for i in range(0, len(relatives), CHUNK)]
     rows: list[list[Entry] | None] = [None] * len(chunks)
     root = str(catalogue.root)
-    readers = pool_size() - 1
     failure = ""
     pool: ProcessPoolExecutor | None = None
     try:
-        pool = ProcessPoolExecutor(readers, mp_context=multiprocessing.get_context("spawn"),
+        pool = ProcessPoolExecutor(count, mp_context=multiprocessing.get_context("spawn"),
                                    initializer=_start_reader)
     except (OSError, ValueError, ImportError) as exc:
         failure = f"{type(exc).__name__}: {exc}"
@@ -93,7 +105,7 @@ def summarise_in_pool(catalogue: Catalogue, relatives: list[str]) -> tuple[list[
     try:
         while given < len(chunks) or in_flight:
             # Two chunks queued per reading process, so that none waits for its next.
-            while not failure and len(in_flight) < 2 * readers and given < len(chunks):
+            while not failure and len(in_flight) < 2 * count and given < len(chunks):
                 assert pool is not None
                 try:
                     in_flight[pool.submit(_read_chunk, root, chunks[given])] = given

@@ -83,8 +83,8 @@ __all__ = [
 #: directories are one or two levels deep; deeper trees are usually something else.
 MAX_DEPTH = 6
 #: New or changed result files from which one walk reads them in more than one process
-#: (`nhbench.browse._pool`), when more than one CPU is usable: below it, starting a reading
-#: process (about half a second) would cost more than it saves.
+#: (`nhbench.browse._pool`), when more than one CPU is usable and idle: below it, starting
+#: a reading process (about a third of a second of CPU) would cost more than it saves.
 POOL_MIN_FILES = 1000
 #: JSON files read in one listing. Each is parsed whole; a few thousand take seconds.
 MAX_FILES = 5000
@@ -431,8 +431,8 @@ class Catalogue:
     browser's request threads share one.
 
     With `reading_processes` a walk that finds at least `POOL_MIN_FILES` files to read
-    reads them in more than one process when more than one CPU is usable
-    (`nhbench.browse._pool`). It is the caller's choice, made by ``nhbench browse``:
+    reads them in more than one process when more than one CPU is usable and idle
+    (`nhbench.browse._pool.readers`). It is the caller's choice, made by ``nhbench browse``:
     starting a process with ``spawn`` imports the program's main module again, which a
     script without an ``if __name__ == "__main__"`` guard would run again."""
 
@@ -673,10 +673,11 @@ class Catalogue:
         relatives = [relative for relative, _ in pending]
         rows = None
         if self.reading_processes and len(pending) >= POOL_MIN_FILES:
-            from ._pool import pool_size, summarise_in_pool
+            from ._pool import readers, summarise_in_pool
 
-            if pool_size() > 1:
-                rows, note = summarise_in_pool(self, relatives)
+            count = readers()
+            if count:
+                rows, note = summarise_in_pool(self, relatives, count)
                 if note:
                     notes.append(note)
         if rows is None:
