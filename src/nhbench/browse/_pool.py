@@ -99,7 +99,7 @@ def summarise_in_pool(catalogue: Catalogue, relatives: list[str], count: int,
         pool = ProcessPoolExecutor(count, mp_context=multiprocessing.get_context("spawn"),
                                    initializer=_start_reader)
     except (OSError, ValueError, ImportError) as exc:
-        failure = f"{type(exc).__name__}: {exc}"
+        failure = _reason(exc)
     in_flight: dict[Future[list[Entry]], int] = {}
     given = 0
     try:
