@@ -67,7 +67,7 @@ def _children_cpu() -> float:
 def test_the_rows_refusals_and_index_are_the_one_process_walk_s(
         tmp_path: Path, texts: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_scan, "POOL_MIN_FILES", 10)
-    monkeypatch.setattr(_pool, "readers", lambda: 1)
+    monkeypatch.setattr(_pool, "readers", lambda since=None: 1)
     monkeypatch.setattr(_pool, "CHUNK", 4)
     root = tmp_path / "results"
     _write(root, texts, 60)
@@ -122,7 +122,7 @@ def _alive(pid: int) -> bool:
 def test_a_killed_reading_process_leaves_its_files_to_the_walk(
         tmp_path: Path, texts: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_scan, "POOL_MIN_FILES", 10)
-    monkeypatch.setattr(_pool, "readers", lambda: 1)
+    monkeypatch.setattr(_pool, "readers", lambda since=None: 1)
     monkeypatch.setattr(_pool, "CHUNK", 2)
     root = tmp_path / "results"
     _write(root, texts, 300)
@@ -159,7 +159,7 @@ def test_sigint_to_browse_while_its_processes_read_leaves_none_behind(
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
     # nhbench's CLI with one reader whatever the load (``-c``: a spawned reader imports no
     # main module).
-    main = ("import sys\nfrom nhbench.browse import _pool\n_pool.readers = lambda: 1\n"
+    main = ("import sys\nfrom nhbench.browse import _pool\n_pool.readers = lambda since=None: 1\n"
             "from nhbench.cli import main\nsys.exit(main())\n")
     proc = subprocess.Popen(
         [sys.executable, "-c", main, "browse", str(root), "--listen", "127.0.0.1:0"],
@@ -203,6 +203,16 @@ def test_readers_are_the_idle_cpus_beyond_the_walk_s_own(monkeypatch: pytest.Mon
     assert _pool.readers() == min(usable - 1, _pool.MAX_READERS)
     monkeypatch.setattr(os, "getloadavg", lambda: (usable - 0.5, 0.0, 0.0))
     assert _pool.readers() == 0  # a busy machine: the walk reads alone
+    # By the CPUs' idle time since the walk began (/proc/stat), when there is enough of it:
+    # half of every CPU idle is half of them.
+    now = _pool.cpu_times()
+    assert now is not None and set(now) == os.sched_getaffinity(0)
+    monkeypatch.setattr(os, "getloadavg", lambda: (usable + 5.0, 0.0, 0.0))
+    half = {cpu: (idle - 500, total - 1000) for cpu, (idle, total) in now.items()}
+    assert _pool.readers(half) == min(usable - 1, int(usable / 2 + 0.3), _pool.MAX_READERS)
+    busy = {cpu: (idle, total - 1000) for cpu, (idle, total) in now.items()}
+    assert _pool.readers(busy) == 0
+    assert _pool.readers(now) == 0  # too little time to say: the load average (busy)
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
     monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))
     assert _pool.readers() == 0

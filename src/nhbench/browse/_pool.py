@@ -46,25 +46,67 @@ MAX_READERS = 3
 _catalogues: dict[str, Catalogue] = {}
 
 
-def readers() -> int:
+def cpu_times() -> dict[int, tuple[int, int]] | None:
+    """Per CPU this process may run on, its (idle, total) time in clock ticks from
+    ``/proc/stat`` (idle counts I/O wait); None where it cannot be read."""
+    try:
+        usable = os.sched_getaffinity(0)
+        with open("/proc/stat", "rb") as f:
+            text = f.read().decode("ascii", "replace")
+    except (AttributeError, OSError):
+        return None
+    times = {}
+    for line in text.splitlines():
+        if line.startswith("cpu") and line[3:4].isdigit():
+            name, *values = line.split()
+            try:
+                cpu, numbers = int(name[3:]), [int(v) for v in values[:8]]
+            except ValueError:
+                return None
+            if cpu in usable and len(numbers) >= 5:
+                times[cpu] = (numbers[3] + numbers[4], sum(numbers))
+    return times or None
+
+
+# Clock ticks of all usable CPUs below which the idle time of a walk says too little (at
+# 100 a second, 25 ms of two CPUs; the walk of 5,000 new files takes about 35 ms): the load
+# average decides instead.
+_MIN_TICKS = 5
+# A CPU idle for 70 % of the walk counts as idle: the tick counts of a short walk are
+# coarse (3 idle ticks of 7 on two CPUs, one of them the walk's own, is one idle CPU).
+_IDLE_SHARE = 0.7
+
+
+def readers(since: dict[int, tuple[int, int]] | None = None) -> int:
     """Reading processes worth starting for a big walk now: one per CPU this process may
-    run on (`os.sched_getaffinity`) beyond its own, as many as are idle by the one-minute
-    load average, at most `MAX_READERS`; 0: read in this process.
+    run on (`os.sched_getaffinity`) beyond its own, as many as were idle since `since`
+    (`cpu_times` when the walk began; the walk's own CPU counts as busy) or, without it,
+    by the one-minute load average, at most `MAX_READERS`; 0: read in this process.
 
     Idle CPUs, because a reader only gains when it has a CPU to itself: Linux's automatic
     process groups (``kernel.sched_autogroup_enabled``) give the walk's process and its
     readers one session's share of a busy machine between them, so on a loaded machine
-    they read no faster and each reader adds its start and its share of the cache. Measured
-    on 2 CPUs at load 14: 6.0-6.9 s for 5,000 files with a reader, 4.3-5.4 s without
-    (docs/benchmarks.md, "The never-browsed scan in more than one process")."""
+    they read no faster and each reader adds its start and its share of the cache.
+    Measured on 2 CPUs (docs/benchmarks.md, "The never-browsed scan in more than one
+    process"): 5,000 files in 1.9-2.2 s with a reader against 2.6-2.9 s without when the
+    CPUs were idle, but 6.0-6.9 s against 4.3-5.4 s at load 14. The one-minute load
+    average lags: it still said 3 to 6 when the CPUs had been idle for a minute."""
     try:
         usable = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         usable = os.cpu_count() or 1
-    try:
-        idle = int(usable - os.getloadavg()[0])
-    except OSError:
-        idle = usable - 1
+    idle = None
+    now = cpu_times() if since is not None else None
+    if since is not None and now is not None:
+        idle_ticks = sum(now[c][0] - since[c][0] for c in now if c in since)
+        total_ticks = sum(now[c][1] - since[c][1] for c in now if c in since)
+        if total_ticks >= _MIN_TICKS:
+            idle = int(usable * max(0, idle_ticks) / total_ticks + 1 - _IDLE_SHARE)
+    if idle is None:
+        try:
+            idle = int(usable - os.getloadavg()[0])
+        except OSError:
+            idle = usable - 1
     return max(0, min(usable - 1, idle, MAX_READERS))
 
 

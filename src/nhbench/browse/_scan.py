@@ -453,6 +453,7 @@ class Catalogue:
         self._dirty = False
         # The files a walk found new or changed, with their keys, read together at its end.
         self._pending: list[tuple[str, _Key]] | None = None
+        self._walk_began: dict[int, tuple[int, int]] | None = None
 
     # ---- paths ------------------------------------------------------------------------
 
@@ -675,7 +676,7 @@ class Catalogue:
         if self.reading_processes and len(pending) >= POOL_MIN_FILES:
             from ._pool import readers, summarise_in_pool
 
-            count = readers()
+            count = readers(self._walk_began)
             if count:
                 rows, note = summarise_in_pool(self, relatives, count)
                 if note:
@@ -757,6 +758,11 @@ class Catalogue:
 
     def _scan(self) -> Listing:
         self._pending = []
+        self._walk_began = None
+        if self.reading_processes:
+            from ._pool import cpu_times  # how idle the CPUs are while the walk runs
+
+            self._walk_began = cpu_times()
         try:
             return self._walk()
         finally:
