@@ -180,7 +180,28 @@ def test_a_file_the_row_cannot_trust_is_refused_as_the_full_load_refuses_it(
     def huge_label(d: dict[str, Any]) -> None:
         d["options"]["labels"] = [float("nan")]
 
-    for name, change in (("headline-histogram.json", headline_histogram),
+    # Statistics and counters of shapes the summary's cut would have dropped: the full
+    # load refuses them naming where they are, and so must the list.
+    def worker(d: dict[str, Any]) -> dict[str, Any]:
+        return next(e for e in d["results"] if e["name"] == "worker_0")
+
+    def statistic_number(d: dict[str, Any]) -> None:
+        _global(d)["statistics"].insert(3, 5)
+
+    def worker_statistic_text(d: dict[str, Any]) -> None:
+        worker(d)["statistics"].append("latency")
+
+    def statistic_id_number(d: dict[str, Any]) -> None:
+        worker(d)["statistics"].insert(0, {"id": 7})
+
+    def worker_counter_list(d: dict[str, Any]) -> None:
+        worker(d)["counters"].append(["upstream_cx_total", "1"])
+
+    for name, change in (("statistic-number.json", statistic_number),
+                         ("worker-statistic-text.json", worker_statistic_text),
+                         ("statistic-id-number.json", statistic_id_number),
+                         ("worker-counter-list.json", worker_counter_list),
+                         ("headline-histogram.json", headline_histogram),
                          ("negative-count.json", negative_count), ("bad-uri.json", bad_uri),
                          ("no-global.json", no_global), ("entries.json", too_many_entries),
                          ("nan-label.json", huge_label)):

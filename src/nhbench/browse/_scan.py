@@ -60,11 +60,11 @@ from .._load import (
 from .._names import REQUEST_TO_RESPONSE, SCHEDULED_TO_RESPONSE
 from .._notebook import result_verdict
 from .._version import __version__
-from ..campaign import CampaignManifest, is_campaign, load_manifest
 from ._quick import quick_fields
 
 if TYPE_CHECKING:
     from .._result import Result, Statistic
+    from ..campaign import CampaignManifest
 
 __all__ = [
     "MAX_DEPTH",
@@ -82,6 +82,10 @@ __all__ = [
 #: Directory levels below the root that are walked. Campaigns and `--output-dir`
 #: directories are one or two levels deep; deeper trees are usually something else.
 MAX_DEPTH = 6
+#: New or changed result files from which one walk reads them in more than one process
+#: (`nhbench.browse._pool`), when more than one CPU is usable and idle: below it, starting
+#: a reading process (about a third of a second of CPU) would cost more than it saves.
+POOL_MIN_FILES = 1000
 #: JSON files read in one listing. Each is parsed whole; a few thousand take seconds.
 MAX_FILES = 5000
 #: A larger file is listed as an error rather than read: results with histograms are tens
@@ -210,15 +214,52 @@ def _summary_output(output: object, headline: bool) -> object:
     return {**output, "typed_output": {**typed, "value": value}}  # type: ignore[dict-item]
 
 
+def _cuttable(entry: object) -> bool:
+    """Whether cutting `entry` to its summary leaves out nothing the loader refuses for its
+    shape: every statistic is an object with a text id and every counter an object (the
+    cut would drop the others, and the loader refuses a statistic or a counter of another
+    shape, naming where it is)."""
+    if not isinstance(entry, dict):
+        return True
+    statistics = entry.get("statistics")
+    if isinstance(statistics, list) and not all(
+            isinstance(s, dict) and isinstance(s.get("id"), str) for s in statistics):
+        return False
+    counters = entry.get("counters")
+    return not isinstance(counters, list) or all(isinstance(c, dict) for c in counters)
+
+
+def _run_of(results: object) -> dict[str, Any] | None:
+    # nhbench's run facts (their warm-up entry is cut as a worker's is), if an entry has them.
+    if not isinstance(results, list):
+        return None
+    for entry in results:
+        outputs = entry.get("user_defined_outputs") if isinstance(entry, dict) else None
+        for output in outputs if isinstance(outputs, list) else ():
+            typed = output.get("typed_output") if isinstance(output, dict) else None
+            value = typed.get("value") if isinstance(typed, dict) else None
+            run = value.get("run") if isinstance(value, dict) else None
+            if isinstance(run, dict):
+                return run
+    return None
+
+
 def summary_document(data: dict[str, object]) -> dict[str, object]:
     """A result document (nhbench's or Nighthawk's, parsed) cut to what a list row shows:
     every entry with its name, counters and durations, the global entry's headline
     statistics, the options and the run's facts; no other statistic, histogram or
     timeline. Loading it gives the row the whole file gives, for a fraction of the work
     (tests/test_browse_scan.py compares the two); what it leaves out is checked when the
-    result is opened."""
-    summary = dict(data)
+    result is opened. A document with a statistic or a counter that is no object (or a
+    statistic without a text id) is returned whole, so that the list refuses it with the
+    full load's message rather than cutting the fault away."""
     results = data.get("results")
+    if isinstance(results, list) and not all(_cuttable(e) for e in results):
+        return data  # the whole document, for the loader's own refusal
+    run = _run_of(results)
+    if run is not None and not _cuttable(run.get("warmup")):
+        return data
+    summary = dict(data)
     if isinstance(results, list):
         summary["results"] = [_summary_entry(e, isinstance(e, dict) and e.get("name") == "global")
                               for e in results]
@@ -367,6 +408,17 @@ def _entry_from_document(values: object) -> Entry:
     return Entry(*values)
 
 
+# The place `Catalogue._entry` holds in a walk's entries for a file read at the walk's end.
+_PENDING = Entry(path="", kind="pending")
+
+
+def _odd(relative: str, exc: Exception) -> Entry:
+    # A file a loader accepted but that lacks what the summary reads (no "global" entry,
+    # say): listed as unreadable, with what was missing.
+    reason = f"{type(exc).__name__}: {exc}".splitlines()[0]
+    return Entry.failed(relative, f"cannot summarise {relative!r}: {reason}")
+
+
 @dataclass(frozen=True)
 class Listing:
     entries: list[Entry]
@@ -376,10 +428,18 @@ class Listing:
 
 class Catalogue:
     """The results under `root`, with the per-file summary cache. Thread-safe: the
-    browser's request threads share one."""
+    browser's request threads share one.
 
-    def __init__(self, root: str | os.PathLike[str]) -> None:
+    With `reading_processes` a walk that finds at least `POOL_MIN_FILES` files to read
+    reads them in more than one process when more than one CPU is usable and idle
+    (`nhbench.browse._pool.readers`). It is the caller's choice, made by ``nhbench browse``:
+    starting a process with ``spawn`` imports the program's main module again, which a
+    script without an ``if __name__ == "__main__"`` guard would run again."""
+
+    def __init__(self, root: str | os.PathLike[str], *, reading_processes: bool = False,
+                 ) -> None:
         self.root = Path(root)
+        self.reading_processes = reading_processes
         self._real_root = os.path.realpath(self.root)
         self._lock = threading.Lock()
         # One walk at a time: concurrent loads of the list wait for it and then find every
@@ -391,6 +451,9 @@ class Catalogue:
         self._index = index_path(self._real_root)
         self._index_read = False
         self._dirty = False
+        # The files a walk found new or changed, with their keys, read together at its end.
+        self._pending: list[tuple[str, _Key]] | None = None
+        self._walk_began: dict[int, tuple[int, int]] | None = None
 
     # ---- paths ------------------------------------------------------------------------
 
@@ -459,6 +522,8 @@ class Catalogue:
         path = Path(real)
         manifest = self.resolve(relative + "/manifest.json") if relative != "." else \
             self.resolve("manifest.json")
+        from ..campaign import is_campaign
+
         return path if manifest is not None and is_campaign(path) else None
 
     # ---- loading ----------------------------------------------------------------------
@@ -517,6 +582,9 @@ class Catalogue:
         if kind in ("nhbench", "nighthawk") and isinstance(data, dict):
             summary = summary_document(data)
             check_result_document(kind, summary, name, sizes_of=data)
+            if summary is data:
+                # Not cut (`summary_document`): the full load decides, and refuses.
+                return Entry.from_result(relative, result_from_document(kind, data, name))
             if kind == "nhbench":
                 # A file nhbench wrote: its row read straight from the document when the
                 # quick reader is sure of every field it shows (`quick_fields`).
@@ -548,6 +616,8 @@ class Catalogue:
         path = self.campaign_dir(relative)
         if path is None:
             raise CampaignError(f"no campaign directory {relative!r} in {str(self.root)!r}")
+        from ..campaign import load_manifest
+
         return load_manifest(path)
 
     def _entry(self, relative: str, path: str | Path, campaign: bool) -> Entry:
@@ -561,22 +631,64 @@ class Catalogue:
             cached = self._cache.get(relative)
         if cached is not None and cached[0] == key:
             return cached[1]
-        try:
-            if campaign:
+        if campaign:
+            from ..campaign import load_manifest
+
+            try:
                 entry = Entry.from_campaign(relative, load_manifest(path))
-            else:
-                entry = self.summarise(relative)
-        except (ResultFileError, CampaignError) as exc:
-            entry = Entry.failed(relative, str(exc))
-        except Exception as exc:  # noqa: BLE001 - one odd file must not take the list down
-            # A file a loader accepted but that lacks what the summary reads (no "global"
-            # entry, say): listed as unreadable, with what was missing.
-            reason = f"{type(exc).__name__}: {exc}".splitlines()[0]
-            entry = Entry.failed(relative, f"cannot summarise {relative!r}: {reason}")
+            except (ResultFileError, CampaignError) as exc:
+                entry = Entry.failed(relative, str(exc))
+            except Exception as exc:  # noqa: BLE001 - one odd file must not take the list down
+                entry = _odd(relative, exc)
+            self._remember(relative, key, entry)
+            return entry
+        if self._pending is not None:
+            # A walk that reads its new files together (`_summarise_pending`): a place
+            # held for this one.
+            self._pending.append((relative, key))
+            return _PENDING
+        entry = self.row(relative)
+        self._remember(relative, key, entry)
+        return entry
+
+    def _remember(self, relative: str, key: _Key, entry: Entry) -> None:
         with self._lock:
             self._cache[relative] = (key, entry)
             self._dirty = True
-        return entry
+
+    def row(self, relative: str) -> Entry:
+        """The list's row of the result file at `relative` (`summarise`), or an unreadable
+        row with the reason: what the walk lists, here or in a reading process
+        (`nhbench.browse._pool`)."""
+        try:
+            return self.summarise(relative)
+        except ResultFileError as exc:
+            return Entry.failed(relative, str(exc))
+        except Exception as exc:  # noqa: BLE001 - one odd file must not take the list down
+            return _odd(relative, exc)
+
+    def _summarise_pending(self, entries: list[Entry], notes: list[str]) -> None:
+        """Read the files the walk held places for in `entries`: in reading processes
+        when there are many (`nhbench.browse._pool`), else here, one after the other."""
+        pending, self._pending = self._pending or [], None
+        relatives = [relative for relative, _ in pending]
+        rows = None
+        if self.reading_processes and len(pending) >= POOL_MIN_FILES:
+            from ._pool import readers, summarise_in_pool
+
+            count = readers(self._walk_began)
+            if count:
+                rows, note = summarise_in_pool(self, relatives, count)
+                if note:
+                    notes.append(note)
+        if rows is None:
+            rows = [self.row(relative) for relative in relatives]
+        made = iter(rows)
+        for i, entry in enumerate(entries):
+            if entry is _PENDING:
+                entries[i] = next(made)
+        for (relative, key), entry in zip(pending, rows, strict=True):
+            self._remember(relative, key, entry)
 
     def scan(self) -> Listing:
         """Walk the root: every campaign and ``*.json`` file as an `Entry`, newest first
@@ -645,6 +757,20 @@ class Catalogue:
                     os.unlink(temporary)
 
     def _scan(self) -> Listing:
+        self._pending = []
+        self._walk_began = None
+        if self.reading_processes:
+            from ._pool import cpu_times  # how idle the CPUs are while the walk runs
+
+            self._walk_began = cpu_times()
+        try:
+            return self._walk()
+        finally:
+            self._pending = None
+
+    def _walk(self) -> Listing:
+        from ..campaign import is_campaign  # here: a reading process (`._pool`) walks nothing
+
         entries: list[Entry] = []
         notes: list[str] = []
         files = 0
@@ -682,6 +808,7 @@ class Catalogue:
                     continue
                 files += 1
                 entries.append(self._entry(prefix + name, full, campaign=False))
+        self._summarise_pending(entries, notes)
         if files >= MAX_FILES:
             notes.append(f"stopped after {MAX_FILES} JSON files: point nhbench browse at a "
                          "smaller directory to see the rest")

@@ -630,8 +630,10 @@ class BrowseServer:
     def __init__(self, root: str | Path, host: str, port: int, *, timeout: float = TIMEOUT,
                  max_connections: int = MAX_CONNECTIONS, max_heavy: int = MAX_HEAVY,
                  heavy_wait: float = HEAVY_WAIT, base_url: str = "", ui: Any = None,
-                 prefix: str = "/", proxy_protocol: bool = False) -> None:
-        self.catalogue = Catalogue(root)
+                 prefix: str = "/", proxy_protocol: bool = False,
+                 reading_processes: bool = False) -> None:
+        # `reading_processes`: see `Catalogue` (``nhbench browse`` sets it).
+        self.catalogue = Catalogue(root, reading_processes=reading_processes)
         # Fortio's -base-url: the index's URLs are it, the mount and the name.
         self.base_url = base_url.strip().rstrip("/")
         self._host = host

@@ -136,7 +136,8 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             note(f"sync: {line}")
         if interval is not None:
             loop = SyncLoop(args.sync, directory, interval, any_host=args.sync_any_host)
-    server = BrowseServer(directory, host, port, base_url=args.base_url)
+    server = BrowseServer(directory, host, port, base_url=args.base_url,
+                          reading_processes=True)
     stop = threading.Event()
     with stop_on_signals(lambda signum: stop.set(), second_sigint_aborts=False):
         try:
