@@ -26,7 +26,10 @@ less. The goals (docs/benchmarks.md, "Big results"):
 The first list page of a browser process is also timed in fresh processes (a child
 ``python`` per run, timing the first ``list_page(catalogue.scan())`` it makes, with the
 index of an earlier browser present: the jinja2 environment, the templates and every row
-made for the first time). The process runs with ``OPENBLAS_NUM_THREADS=1`` unless set, as
+made for the first time). And as a user meets it: the first list page of a new ``nhbench
+browse`` (which walks the directory and makes the rows as it starts), asked for at once
+when it prints its URL and half a second later, timed as the request's wall time. The
+process runs with ``OPENBLAS_NUM_THREADS=1`` unless set, as
 ``nhbench browse`` does (`nhbench._compare.single_threaded_blas`): the compare page's
 products are small and OpenBLAS's threads cost more CPU than they save.
 
@@ -47,11 +50,13 @@ import json
 import os
 import resource
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -70,6 +75,10 @@ GOALS_MS = {
     "browse: scan of 5,000 results, index present (new process)": 2000.0,
     "browse: list page of 5,000, first of a process": 100.0,
     "browse: list page of 5,000, first of a new process (index present)": 100.0,
+    "browse: list page of 5,000, first of `nhbench browse` (index present), asked 0 s after "
+    "its URL": 100.0,
+    "browse: list page of 5,000, first of `nhbench browse` (index present), asked 0.5 s "
+    "after its URL": 100.0,
     "browse: list page of 5,000": 100.0,
     "browse: result page (4 workers x 60 intervals)": 100.0,
     "browse: compare page (2 results)": 100.0,
@@ -134,6 +143,32 @@ def write_copies(four: Path, one: Path, directory: Path, count: int) -> None:
         sub = directory / f"batch-{i // 100:03d}"
         sub.mkdir(exist_ok=True)
         (sub / f"result-{i:05d}.json").write_text(json.dumps(document))
+
+
+def first_page_of_browse(root: Path, env: dict[str, str], delay: float) -> float:
+    """The wall time in ms of the first list page of a new ``nhbench browse`` on `root`,
+    asked for `delay` seconds after it prints its URL (it walks the directory and makes the
+    rows as it starts: `BrowseServer.warm`)."""
+    proc = subprocess.Popen([sys.executable, "-m", "nhbench", "browse", str(root),
+                             "--listen", "127.0.0.1:0"], stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, text=True,
+                            env=env)
+    try:
+        assert proc.stdout is not None
+        url = proc.stdout.readline().strip()
+        time.sleep(delay)
+        began = time.perf_counter()
+        with urllib.request.urlopen(url, timeout=120) as response:
+            response.read()
+        return (time.perf_counter() - began) * 1e3
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
 
 
 def main() -> int:
@@ -277,6 +312,14 @@ def main() -> int:
         record(f"browse: list page of {args.results:,}, first of a new process (index present)",
                statistics.median(walls), min(walls), statistics.median(cpus),
                note=f"{len(walls)} fresh processes; scan with the index included")
+        for delay in (0.0, 0.5):
+            waits = [first_page_of_browse(browse, env, delay)
+                     for _ in range(max(3, args.runs // 2))]
+            record(f"browse: list page of {args.results:,}, first of `nhbench browse` "
+                   f"(index present), asked {delay:g} s after its URL",
+                   statistics.median(waits), min(waits), None,
+                   note=f"{len(waits)} fresh browsers; the request's wall time (the walk "
+                        "starts with the server)")
         record(f"browse: list page of {args.results:,}",
                *timed(lambda: list_page(catalogue.scan(), str(browse)), args.runs),
                note="(rescan included) every later load")

@@ -21,6 +21,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -200,6 +201,40 @@ def test_list_has_every_result_the_campaign_and_the_bad_file(
     refused = next(r for r in rows if r.get_attribute("data-path") == "refused.json")
     assert "fail" in refused.get_attribute("class").split()
     assert refused.find_elements("css selector", "td")[9].text.startswith("FAILED")
+
+
+def test_browse_walks_the_directory_as_it_starts(results_dir: Path, tmp_path: Path) -> None:
+    # `nhbench browse` reads the directory (and writes its index) as it starts, before any
+    # page is asked for, so that the first list finds its rows made.
+    cache = tmp_path / "cache"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "nhbench", "browse", str(results_dir), "--listen", "127.0.0.1:0"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**_env(), "XDG_CACHE_HOME": str(cache)}, stdin=subprocess.DEVNULL)
+    try:
+        assert proc.stdout is not None
+        url = proc.stdout.readline().strip()
+        assert url.startswith("http://127.0.0.1:"), url
+        deadline = time.monotonic() + 60
+        while not list(cache.rglob("*.json")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        indexes = list(cache.rglob("*.json"))
+        assert len(indexes) == 1, "no index written before the first request"
+        entries = json.loads(indexes[0].read_text())["entries"]
+        assert {"single.json", "multi.json", "refused.json", "runs/timeline.json",
+                "broken.json", "sweep"} <= set(entries)
+        with urllib.request.urlopen(url, timeout=60) as response:
+            page = response.read().decode()
+        assert 'data-path="runs/timeline.json"' in page and 'data-path="broken.json"' in page
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            _, stderr = proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    assert proc.returncode == 0 and "Traceback" not in stderr, stderr
 
 
 def test_filter_hides_the_rows_without_the_words(driver: Any, browse: str) -> None:

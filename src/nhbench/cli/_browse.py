@@ -150,6 +150,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             sys.stdout.write(f"http://{format_address(*bound)}/\n")
             sys.stdout.flush()
             note(f"browsing {directory}; Ctrl-C stops")
+            server.warm()
             if loop is not None:
                 loop.start()
             # The wait wakes up now and then so that a signal takes effect at once.
