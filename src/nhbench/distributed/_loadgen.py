@@ -1,4 +1,4 @@
-"""Load generators reached over SSH, in containers, or as local processes (``--loadgen``).
+"""Load generators reached over SSH or in containers (``--loadgen``).
 
 Each load generator runs the agent (``python -m nhbench.distributed._agent``), which serves
 the Ray load actor's operations (`_LoadActor`: info, clock, check, run, progress, stop) in
@@ -11,8 +11,7 @@ an agent is reached differs:
 - ``ssh://USER@HOST[:PORT]``: a channel of the SSH host layer (nhbench.hosts: host-key
   policy, key, password from the environment, jump host);
 - ``docker://CONTAINER``: ``docker exec -i CONTAINER ...``;
-- ``kubectl://NS/POD[/CONTAINER]``: ``kubectl exec -i -n NS POD [-c CONTAINER] -- ...``;
-- ``local``: a process on this machine (tests, and a placement like any other).
+- ``kubectl://NS/POD[/CONTAINER]``: ``kubectl exec -i -n NS POD [-c CONTAINER] -- ...``.
 
 What an agent sends back is checked before it is merged (`check_answer`): a remote that
 answers something else than the core's result shape fails the run naming it, instead of
@@ -62,7 +61,7 @@ _CALL_TIMEOUT = 10.0
 
 @dataclass(frozen=True)
 class Placement:
-    """Where one load generator runs: `kind` (ssh, docker, kubectl, local) and its parts."""
+    """Where one load generator runs: `kind` (ssh, docker, kubectl) and its parts."""
 
     kind: str
     text: str
@@ -74,9 +73,7 @@ class Placement:
 
 def parse_placement(text: str) -> Placement:
     """``ssh://USER@HOST[:PORT]``, ``docker://CONTAINER``, ``kubectl://NS/POD[/CONTAINER]``
-    or ``local`` -> `Placement` (OptionsError naming --loadgen otherwise)."""
-    if text == "local":
-        return Placement("local", text)
+    -> `Placement` (OptionsError naming --loadgen otherwise)."""
     scheme, _, rest = text.partition("://")
     if scheme == "ssh":
         return Placement("ssh", text, target=SSHTarget.parse(rest, option="loadgen"))
@@ -98,11 +95,9 @@ def agent_argv(placement: Placement, python: str = "python3") -> list[str]:
         return [shlex.join(inner)]
     if placement.kind == "docker":
         return ["docker", "exec", "-i", placement.container, *inner]
-    if placement.kind == "kubectl":
-        container = ["-c", placement.container] if placement.container else []
-        return ["kubectl", "exec", "-i", "-n", placement.namespace, placement.pod,
-                *container, "--", *inner]
-    return inner
+    container = ["-c", placement.container] if placement.container else []
+    return ["kubectl", "exec", "-i", "-n", placement.namespace, placement.pod,
+            *container, "--", *inner]
 
 
 # ---- what comes back: checked before it is merged ---------------------------------------
