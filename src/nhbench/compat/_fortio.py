@@ -843,7 +843,8 @@ def _report(args: FortioArgs, rest: list[str]) -> int:
     status, loop = _sync(args, directory)
     if status:
         return status
-    server = BrowseServer(directory, host, int(port), base_url=args.base_url)
+    server = BrowseServer(directory, host, int(port), base_url=args.base_url,
+                          reading_processes=True)
     stop = threading.Event()
     with _stop_on_signals(stop.set):
         try:
@@ -855,6 +856,7 @@ def _report(args: FortioArgs, rest: list[str]) -> int:
         try:
             shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
             _err(f"UI started - visit:\nhttp://{shown}:{bound[1]}/")
+            server.warm()
             if loop is not None:
                 loop.start()
             while not stop.is_set():
