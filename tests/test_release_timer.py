@@ -123,8 +123,9 @@ def test_warmup_then_measured_phase_rearm_the_timer(server):
     before = served(server)
     result = run(server.url, rps=250, duration=0.4, warmup=0.2, connections=4)
     # 50 on a machine that gives the worker its CPU. A warm-up's backlog is dropped at its
-    # end (docs/engine.md, "Warm-up"), so a worker starved through the 0.2 s (seen at load
-    # 15 on 2 CPUs: 8) makes fewer; the measured phase then starts its own schedule.
+    # end (docs/engine.md, "Shaping the schedule": the warm-up), so a worker starved
+    # through the 0.2 s (seen at load 15 on 2 CPUs: 8) makes fewer; the measured phase then
+    # starts its own schedule.
     assert 25 <= result.schedule.warmup_released <= 50
     assert result.schedule.released == 100
     assert served(server) - before == result.schedule.warmup_released + 100
