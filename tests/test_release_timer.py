@@ -11,17 +11,13 @@ release's time. Counts and wide bounds, no timing thresholds.
 
 from __future__ import annotations
 
-import os
-
 import pytest
+from support.pinned import SERVER_CPUS, run, served
 
 import nhbench
 
 pytestmark = pytest.mark.core
 
-CPUS = sorted(os.sched_getaffinity(0))
-CLIENT_CPU = str(CPUS[0])
-SERVER_CPUS = [CPUS[1] if len(CPUS) > 1 else CPUS[0]]
 STRATEGIES = ["poll", "spin", "sleep"]
 
 
@@ -30,14 +26,6 @@ def server():
     with nhbench.TestServer(cpus=SERVER_CPUS) as srv:
         yield srv
 
-
-def served(server) -> int:
-    return int(server.stats()["requests"])
-
-
-def run(url, **kw):
-    kw.setdefault("cpus", CLIENT_CPU)
-    return nhbench.run(url, **kw)
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)

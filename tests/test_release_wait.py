@@ -12,19 +12,16 @@ release and serve exactly what its schedule says. Counts, no timings.
 
 from __future__ import annotations
 
-import os
 import threading
 
 import pytest
+from support.pinned import CLIENT_CPU, SERVER_CPUS, run, served
 
 import nhbench
 from nhbench._run import Benchmark
 
 pytestmark = pytest.mark.core
 
-CPUS = sorted(os.sched_getaffinity(0))
-CLIENT_CPU = str(CPUS[0])
-SERVER_CPUS = [CPUS[1] if len(CPUS) > 1 else CPUS[0]]
 
 
 @pytest.fixture(scope="module")
@@ -32,14 +29,6 @@ def server():
     with nhbench.TestServer(cpus=SERVER_CPUS) as srv:
         yield srv
 
-
-def served(server) -> int:
-    return int(server.stats()["requests"])
-
-
-def run(url, **kw):
-    kw.setdefault("cpus", CLIENT_CPU)
-    return nhbench.run(url, **kw)
 
 
 def send_buffer_max() -> int:

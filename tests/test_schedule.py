@@ -8,22 +8,19 @@ thresholds. Bad values: exit 2 and one line (the CLI as a subprocess).
 from __future__ import annotations
 
 import json
-import os
 import socket
 import statistics
 import threading
 import time
 
 import pytest
+from support.pinned import SERVER_CPUS, run, served
 from test_cli_errors import assert_one_line_error, nhbench_cli
 
 import nhbench
 
 pytestmark = pytest.mark.core
 
-CPUS = sorted(os.sched_getaffinity(0))
-CLIENT_CPU = str(CPUS[0])
-SERVER_CPUS = [CPUS[1] if len(CPUS) > 1 else CPUS[0]]
 
 
 @pytest.fixture(scope="module")
@@ -31,14 +28,6 @@ def server():
     with nhbench.TestServer(cpus=SERVER_CPUS) as srv:
         yield srv
 
-
-def served(server) -> int:
-    return int(server.stats()["requests"])
-
-
-def run(url, **kw):
-    kw.setdefault("cpus", CLIENT_CPU)
-    return nhbench.run(url, **kw)
 
 
 # ---- --requests N (Fortio's -n) ---------------------------------------------------------
