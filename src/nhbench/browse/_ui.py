@@ -471,4 +471,5 @@ def start_ui(root: str, host: str, port: int, *, prefix: str = "/", token: str |
     server = BrowseServer(root, host, port, ui=routes, prefix=prefix,
                           proxy_protocol=forwarded_from is not None)
     bound_host, bound_port = server.start()
+    server.warm()
     return UIHandle(bound_host, bound_port, prefix, required, runs, server)
