@@ -86,7 +86,7 @@ def test_statsd_udp_and_tcp_add_up_to_the_result(server: nhbench.TestServer) -> 
         counters = _counters(result)
         requests = _scheduled_count(result)
         assert requests == counters["benchmark.http_2xx"] == 880
-        _wait_for(lambda: _timer_count(tcp.lines()) >= requests)
+        _wait_for(lambda: all(_timer_count(sink.lines()) >= requests for sink in (udp, tcp)))
         for sink in (udp, tcp):
             lines = sink.lines()
             sums = _counter_sums(lines)
@@ -363,7 +363,9 @@ def test_a_flush_interval_longer_than_the_interval(server: nhbench.TestServer) -
     with StatsdServer("udp") as udp:
         result = nhbench.run(server.url, rps=300, duration="1.8s", statsd=[udp.address],
                              stats_interval="200ms", stats_flush_interval="600ms")
-        _wait_for(lambda: _counter_sums(udp.lines())["benchmark.http_2xx"] >= 540)
+        # The timers' datagrams follow the counters' in a push: wait for both.
+        _wait_for(lambda: _counter_sums(udp.lines())["benchmark.http_2xx"] >= 540
+                  and _timer_count(udp.lines()) >= 540)
         lines = udp.lines()
     assert len(result.timeline) >= 9
     assert 3 <= len([line for line in lines if line.name == "envoy.nhbench.rps"]) <= 4
