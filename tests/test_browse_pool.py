@@ -64,15 +64,23 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def test_the_rows_refusals_and_index_are_the_one_process_walk_s(
-        tmp_path: Path, texts: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+def _serial_walk(tmp_path: Path, texts: dict[str, str], monkeypatch: pytest.MonkeyPatch, *,
+                 files: int, chunk: int) -> tuple[Path, Any]:
+    """`files` results written under tmp_path/results and their one-process walk (its index
+    under tmp_path/serial), with the pool's thresholds lowered to few files, `chunk` files a
+    chunk and one reader."""
     monkeypatch.setattr(_scan, "POOL_MIN_FILES", 10)
     monkeypatch.setattr(_pool, "readers", lambda since=None: 1)
-    monkeypatch.setattr(_pool, "CHUNK", 4)
+    monkeypatch.setattr(_pool, "CHUNK", chunk)
     root = tmp_path / "results"
-    _write(root, texts, 60)
+    _write(root, texts, files)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "serial"))
-    serial = Catalogue(root).scan()
+    return root, Catalogue(root).scan()
+
+
+def test_the_rows_refusals_and_index_are_the_one_process_walk_s(
+        tmp_path: Path, texts: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    root, serial = _serial_walk(tmp_path, texts, monkeypatch, files=60, chunk=4)
     index = _scan.index_path(os.path.realpath(root))
     assert index is not None
     serial_index = json.loads(index.read_text())
@@ -121,13 +129,7 @@ def _alive(pid: int) -> bool:
 
 def test_a_killed_reading_process_leaves_its_files_to_the_walk(
         tmp_path: Path, texts: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_scan, "POOL_MIN_FILES", 10)
-    monkeypatch.setattr(_pool, "readers", lambda since=None: 1)
-    monkeypatch.setattr(_pool, "CHUNK", 2)
-    root = tmp_path / "results"
-    _write(root, texts, 300)
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "serial"))
-    serial = Catalogue(root).scan()
+    root, serial = _serial_walk(tmp_path, texts, monkeypatch, files=300, chunk=2)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "pool"))
     got: dict[str, Any] = {}
     walk = threading.Thread(target=lambda: got.update(
