@@ -12,6 +12,7 @@ at. One browser and one ``nhbench browse`` for the module: starting Chromium tak
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -93,27 +94,36 @@ def results_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-@pytest.fixture(scope="module")
-def browse(results_dir: Path) -> Iterator[str]:
-    """``nhbench browse`` on the results, on a free port; its URL."""
+@contextlib.contextmanager
+def _browse_process(root: Path, env: dict[str, str] | None = None) -> Iterator[str]:
+    """``nhbench browse`` on `root`, on a free port: its URL; stopped by SIGINT at the end,
+    which must find nothing failed on the server's side."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "nhbench", "browse", str(results_dir), "--listen", "127.0.0.1:0"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(),
+        [sys.executable, "-m", "nhbench", "browse", str(root), "--listen", "127.0.0.1:0"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env or _env(),
         stdin=subprocess.DEVNULL)
     assert proc.stdout is not None
     url = proc.stdout.readline().strip()
-    assert re.fullmatch(r"http://127\.0\.0\.1:\d+/", url), (url, proc.stderr.read()
-                                                            if proc.poll() is not None else "")
-    yield url
-    proc.send_signal(signal.SIGINT)
     try:
-        _, stderr = proc.communicate(timeout=10)
+        assert re.fullmatch(r"http://127\.0\.0\.1:\d+/", url), (
+            url, proc.stderr.read() if proc.stderr and proc.poll() is not None else "")
+        yield url
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-    # Nothing failed on the server's side while the pages were served.
+        proc.send_signal(signal.SIGINT)
+        try:
+            _, stderr = proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
     assert proc.returncode == 0 and "Traceback" not in stderr, stderr
+
+
+@pytest.fixture(scope="module")
+def browse(results_dir: Path) -> Iterator[str]:
+    """``nhbench browse`` on the results, on a free port; its URL."""
+    with _browse_process(results_dir) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -207,14 +217,7 @@ def test_browse_walks_the_directory_as_it_starts(results_dir: Path, tmp_path: Pa
     # `nhbench browse` reads the directory (and writes its index) as it starts, before any
     # page is asked for, so that the first list finds its rows made.
     cache = tmp_path / "cache"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "nhbench", "browse", str(results_dir), "--listen", "127.0.0.1:0"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**_env(), "XDG_CACHE_HOME": str(cache)}, stdin=subprocess.DEVNULL)
-    try:
-        assert proc.stdout is not None
-        url = proc.stdout.readline().strip()
-        assert url.startswith("http://127.0.0.1:"), url
+    with _browse_process(results_dir, {**_env(), "XDG_CACHE_HOME": str(cache)}) as url:
         deadline = time.monotonic() + 60
         while not list(cache.rglob("*.json")) and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -226,15 +229,6 @@ def test_browse_walks_the_directory_as_it_starts(results_dir: Path, tmp_path: Pa
         with urllib.request.urlopen(url, timeout=60) as response:
             page = response.read().decode()
         assert 'data-path="runs/timeline.json"' in page and 'data-path="broken.json"' in page
-    finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            _, stderr = proc.communicate(timeout=30)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.communicate()
-    assert proc.returncode == 0 and "Traceback" not in stderr, stderr
 
 
 def test_filter_hides_the_rows_without_the_words(driver: Any, browse: str) -> None:
