@@ -29,6 +29,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.cli import refused_before_sending
 
 import nhbench
 from benchmarks.ray_cluster import LocalRayCluster
@@ -787,19 +788,13 @@ def test_a_node_whose_limit_cannot_hold_its_share_refuses_the_whole_run_first(
             "--duration", "1s"]
     seen = server.stats()
     proc = cli("run", server.url, "--ray", cluster.address, *args)
-    now = server.stats()
-    assert proc.returncode == 2, proc.stderr
-    assert (now["requests"], now["connections_total"]) == (
-        seen["requests"], seen["connections_total"]), proc.stderr
-    assert proc.stdout == ""
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1, proc.stderr
+    line = refused_before_sending(proc, server, seen)
     match = re.fullmatch(
         r"nhbench: error: --connections: host_[01] \(node ([0-9a-f]{12}), [^)]+\): 1,500 "
         r"connections need [\d,]+ descriptors \(.*\), more than RLIMIT_NOFILE's hard limit "
         r"of 1,024; at most \d+ connections per worker fit \(1 of 2 nodes refused; no node "
-        r"started\)", lines[0])
-    assert match is not None, lines[0]
+        r"started\)", line)
+    assert match is not None, line
     assert match.group(1) == cluster.node_ids()[1][:12]
 
     # In a session (a campaign's steps): the refusal leaves the actors as they were, and the

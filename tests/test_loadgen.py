@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.cli import PACKAGE_PARENT, nhbench_cli
+from support.cli import PACKAGE_PARENT, nhbench_cli, refused_before_sending
 
 import nhbench
 from nhbench.distributed._loadgen import agent_argv, check_answer, parse_placement
@@ -411,14 +411,7 @@ def test_a_node_whose_limit_cannot_hold_its_share_refuses_the_whole_run_first(
     proc = nhbench_cli("run", server.url, *_ssh_args(sshd, _python(wrapper=wrapper)),
                        "--connections", "300", "--prefetch-connections", "--rps", "20",
                        "--duration", "1s", "--cpus", CPU, env={"SSH_AUTH_SOCK": ""})
-    now = server.stats()
-    assert proc.returncode == 2, proc.stderr
-    assert (now["requests"], now["connections_total"]) == (
-        seen["requests"], seen["connections_total"]), proc.stderr
-    assert proc.stdout == ""
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1, proc.stderr
-    line = lines[0]
+    line = refused_before_sending(proc, server, seen)
     named = re.findall(rf"host_([01]) \(ssh://{re.escape(sshd.address)}, ", line)
     assert len(named) == 1, line
     assert line.startswith(f"nhbench: error: --connections: host_{named[0]} "), line

@@ -31,6 +31,21 @@ def nhbench_cli(*args: str, timeout: float = 120, env: Mapping[str, str] | None 
                           stdin=subprocess.DEVNULL, check=False)
 
 
+def refused_before_sending(proc: subprocess.CompletedProcess[str], server: nhbench.TestServer,
+                           seen: Mapping[str, object]) -> str:
+    """The one line of a run refused as an options error (exit 2) with nothing sent: the test
+    server's request and connection counts as they were in `seen` (its stats before the
+    run), nothing on stdout. Returns the line."""
+    now = server.stats()
+    assert proc.returncode == 2, proc.stderr
+    assert (now["requests"], now["connections_total"]) == (
+        seen["requests"], seen["connections_total"]), proc.stderr
+    assert proc.stdout == ""
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    return lines[0]
+
+
 #: ``python -c PEAK_RSS_MAIN ARGS`` runs ``nhbench ARGS`` and, at exit, writes the process's
 #: own peak RSS (VmHWM, in KiB) to the file named by NHB_PEAK_FILE. wait4's ru_maxrss would
 #: not do: the kernel folds the pre-exec memory into it, so the size of the test process the
