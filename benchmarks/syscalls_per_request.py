@@ -25,6 +25,10 @@ benchmarks; `--repeat` runs the clients in turn that many times (interleaved, on
 run). The TCP rows are `nstat` deltas around each run over the client's
 responses: the network namespace's counters, so they hold both ends of the loopback
 connections (the client's and nginx's segments) and anything else using TCP meanwhile.
+
+`--server-side` also counts nginx's worker while each client runs: its system calls and CPU
+per response, attached by `perf stat -p`. Both tools make nginx write and read alike; what
+differs is what the client's waits cost it (waking a sleeping client is nginx's work).
 """
 
 from __future__ import annotations
@@ -33,9 +37,11 @@ import argparse
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -137,39 +143,69 @@ def tcp_counters() -> dict[str, int]:
     return {k: int(v) for k, v in data.get("kernel", data).items() if k in TCP_COUNTERS}
 
 
+EVENTS = ",".join(["raw_syscalls:sys_enter", "context-switches", "task-clock"] +
+                  [f"syscalls:sys_enter_{s}" for s in SYSCALLS])
+
+
+def perf_counts(path: Path) -> dict[str, float]:
+    """`perf stat -x ;` output as {event: count}, the syscall tracepoints by their call's name."""
+    counts: dict[str, float] = {}
+    for line in path.read_text().splitlines():
+        parts = line.split(";")
+        if len(parts) < 3 or line.startswith("#"):
+            continue
+        try:
+            value = float(parts[0])
+        except ValueError:
+            continue
+        counts[parts[2].replace("syscalls:sys_enter_", "")] = value
+    return counts
+
+
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of one process, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def measure(client: str, scenario: str, url: str, duration: float, cpu: int,
-            requests: int = 0) -> dict[str, float]:
+            requests: int = 0, server_pid: int | None = None) -> dict[str, float]:
+    """The client's counts per run; with `server_pid`, also that server process's system
+    calls and CPU during the run, under keys prefixed "server:"."""
     with tempfile.TemporaryDirectory() as tmp:
         perf_out = Path(tmp) / "perf.txt"
+        server_out = Path(tmp) / "server.txt"
         json_path = Path(tmp) / "result.json" if client.startswith("nhbench") else None
         argv = client_argv(client, scenario, url, duration, requests)
         if json_path is not None:
             argv[argv.index("--output") + 1] = str(json_path)
-        events = ",".join(["raw_syscalls:sys_enter", "context-switches", "task-clock"] +
-                          [f"syscalls:sys_enter_{s}" for s in SYSCALLS])
         env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE.parent / "src"),
                                                             os.environ.get("PYTHONPATH", "")]))
+        server_perf = None
+        if server_pid is not None:
+            server_perf = subprocess.Popen(["perf", "stat", "-x", ";", "-o", str(server_out),
+                                            "-e", EVENTS, "-p", str(server_pid)])
+            time.sleep(0.3)  # perf attaches before the client starts
+            server_cpu = process_cpu_s(server_pid)
         tcp_before = tcp_counters()
-        proc = subprocess.run(["perf", "stat", "-x", ";", "-o", str(perf_out), "-e", events,
+        proc = subprocess.run(["perf", "stat", "-x", ";", "-o", str(perf_out), "-e", EVENTS,
                                "--", "taskset", "-c", str(cpu), *argv],
                               capture_output=True, text=True, env=env, check=False)
         tcp_after = tcp_counters()
+        if server_perf is not None and server_pid is not None:
+            server_cpu = process_cpu_s(server_pid) - server_cpu
+            server_perf.send_signal(signal.SIGINT)
+            server_perf.wait()
         if proc.returncode != 0:
             raise SystemExit(f"{client} failed ({proc.returncode}): {proc.stderr.strip()[-500:]}")
         n = responses_of(client, proc.stdout, json_path)
-        counts: dict[str, float] = {"responses": n}
-        for line in perf_out.read_text().splitlines():
-            parts = line.split(";")
-            if len(parts) < 3 or line.startswith("#"):
-                continue
-            try:
-                value = float(parts[0])
-            except ValueError:
-                continue
-            name = parts[2].replace("syscalls:sys_enter_", "")
-            counts[name] = value
+        counts: dict[str, float] = {"responses": n, **perf_counts(perf_out)}
         for name in tcp_after:
             counts[name] = tcp_after[name] - tcp_before.get(name, 0)
+        if server_perf is not None:
+            counts.update({f"server:{k}": v for k, v in perf_counts(server_out).items()
+                           if k != "task-clock"})
+            counts["server:cpu_s"] = server_cpu
         return counts
 
 
@@ -187,20 +223,24 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--short", type=int, default=0,
                    help="with --requests: also run each client with this many requests and "
                         "count the difference of the two runs (start-up cancels out)")
+    p.add_argument("--server-side", action="store_true",
+                   help="also count nginx's worker: its system calls and CPU per response "
+                        "while each client runs (what the client's pattern costs the server)")
     args = p.parse_args(argv)
     listener = SCENARIOS[args.scenario][0]
     rows = []
     with NginxOrigin(tuned=True, access_log=False, cpu=args.server_cpu) as nginx:
         url = nginx.url(listener)
+        worker = nginx_worker(nginx.pid) if args.server_side else None
         for _ in range(args.repeat):
             for client in args.clients.split(","):
                 if client == "floor" and args.scenario not in ("max", "fixed"):
                     continue
                 counts = measure(client, args.scenario, url, args.duration, args.client_cpu,
-                                 args.requests)
+                                 args.requests, worker)
                 if args.requests and args.short:
                     short = measure(client, args.scenario, url, args.duration, args.client_cpu,
-                                    args.short)
+                                    args.short, worker)
                     counts = {k: v - short.get(k, 0) for k, v in counts.items()}
                 rows.append((client, counts))
     names = [s for s in ("raw_syscalls:sys_enter", *SYSCALLS, "context-switches", *TCP_COUNTERS)
@@ -215,7 +255,25 @@ def main(argv: list[str] | None = None) -> int:
     for s in names:
         label = "all system calls" if s == "raw_syscalls:sys_enter" else s
         print(f"{label:24}" + "".join(f"{c.get(s, 0) / max(c['responses'], 1):>14.3f}" for _, c in rows))
+    if args.server_side:
+        print("nginx's worker, per response of each client's run:")
+        print(f"{'CPU µs':24}" + "".join(
+            f"{c.get('server:cpu_s', 0) * 1e6 / max(c['responses'], 1):>14.2f}" for _, c in rows))
+        server = [s for s in ("raw_syscalls:sys_enter", *SYSCALLS, "context-switches")
+                  if any(c.get(f"server:{s}", 0) for _, c in rows)]
+        for s in server:
+            label = "all system calls" if s == "raw_syscalls:sys_enter" else s
+            print(f"{label:24}" + "".join(
+                f"{c.get(f'server:{s}', 0) / max(c['responses'], 1):>14.3f}" for _, c in rows))
     return 0
+
+
+def nginx_worker(master: int) -> int:
+    """nginx's one worker process (the benchmarks run `worker_processes 1`)."""
+    children = Path(f"/proc/{master}/task/{master}/children").read_text().split()
+    if len(children) != 1:
+        raise SystemExit(f"expected one nginx worker under {master}, found {children}")
+    return int(children[0])
 
 
 if __name__ == "__main__":
