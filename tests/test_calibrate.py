@@ -44,9 +44,12 @@ def test_every_strategy_measured_and_ordered(calibration: dict[str, Any]) -> Non
         q = w["quantiles_us"]
         assert q["49"] <= q["51"] and q["98.5"] <= q["99.5"], (name, q)
         assert w["stddev_us"] >= 0 and w["mean_us"] <= w["max_us"] * 1.001, (name, w)
-    # The millisecond timer rounds every wait up to a whole millisecond: on average it wakes
-    # later than the timerfd (a wide ratio, not a timing).
-    assert calibration["wakeups"]["sleep"]["mean_us"] > calibration["wakeups"]["poll"]["mean_us"]
+    # The millisecond timer rounds every wait up to a whole millisecond, and the wake-ups are
+    # not a whole number of milliseconds apart, so half of its wake-ups are hundreds of
+    # microseconds late; the timerfd's are late only by the wake-up itself. Medians, not
+    # means: a loaded machine's occasional late wake-up of the timerfd moves its mean past
+    # the timer's (seen once under load), not its median.
+    assert calibration["wakeups"]["sleep"]["p50_us"] > calibration["wakeups"]["poll"]["p50_us"]
 
 
 def test_clock_syscall_and_host_facts(calibration: dict[str, Any]) -> None:
