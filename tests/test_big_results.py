@@ -171,6 +171,9 @@ def test_merge_sparse_equals_adding_in_python(runs: dict[str, nhbench.Result]) -
 @pytest.mark.parametrize(("parts", "error", "needle"), [
     ([[(-1, 1)]], ValueError, "bucket index -1 outside"),
     ([[(10**6, 1)]], ValueError, "bucket index 1000000 outside"),
+    # Beyond 64 bits: clamped, then refused as outside (not OverflowError).
+    ([[(10**30, 1)]], ValueError, f"bucket index {2**63 - 1} outside"),
+    ([[(-(10**30), 1)]], ValueError, f"bucket index {-(2**63)} outside"),
     ([[(1, -1)]], ValueError, "a count outside 0..2^64-1"),
     ([[(1, 1 << 64)]], ValueError, "a count outside 0..2^64-1"),
     ([[(1, (1 << 64) - 1)], [(1, 1)]], ValueError, "overflows 64 bits"),

@@ -46,10 +46,17 @@ py::list merge_sparse(py::handle parts) {
       } else {
         throw py::type_error("histogram_merge: a bucket is not an (index, count) pair");
       }
-      // Any integer (numpy's too, through __index__); a huge one is clamped, then refused below.
+      // Any integer (numpy's too, through __index__); a huge one is clamped to the
+      // Py_ssize_t range (for a plain int too, whose own conversion would raise
+      // OverflowError), then refused below with the same ValueError as any index outside.
       Py_ssize_t index = PyLong_CheckExact(index_obj) ? PyLong_AsSsize_t(index_obj)
                                                       : PyNumber_AsSsize_t(index_obj, nullptr);
-      if (index == -1 && PyErr_Occurred()) throw py::error_already_set();
+      if (index == -1 && PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_OverflowError)) throw py::error_already_set();
+        PyErr_Clear();
+        index = PyNumber_AsSsize_t(index_obj, nullptr);
+        if (index == -1 && PyErr_Occurred()) throw py::error_already_set();
+      }
       if (index < 0 || static_cast<size_t>(index) >= NHB_HIST_COUNTS_LEN)
         throw py::value_error("histogram_merge: bucket index " + std::to_string(index) +
                               " outside 0.." + std::to_string(NHB_HIST_COUNTS_LEN - 1));
