@@ -315,6 +315,10 @@ def test_sweep_finds_target_and_cpus_locally(tmp_path: Path, server: Any) -> Non
     assert "ingress cpu" in report and "5,22,77,94 (4) exclusive" in report
     assert "4Gi/4Gi" in report
     assert "Kubernetes version" in report
+    # The cluster table is label/value rows under its title: no empty header line, no rule.
+    cluster_lines = report.split("Cluster (target node)\n", 1)[1].splitlines()
+    assert cluster_lines[0] == "-" * len("Cluster (target node)")
+    assert cluster_lines[1].strip() and not cluster_lines[1].startswith("-"), cluster_lines[:3]
     # A resumed campaign finds the service again (its URL is the node's, not the options').
     proc = nhbench_cli("sweep", "--resume", str(out), "--steps", "50,60")
     assert proc.returncode == 0, proc.stderr

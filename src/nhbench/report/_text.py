@@ -50,7 +50,7 @@ def text_table(
     max_width: int | None = None,
 ) -> list[str]:
     """A fixed-width table: numeric columns right-aligned, text left-aligned, two spaces
-    between columns, a dashed rule under the header. With `max_width`, longer cells are
+    between columns, a dashed rule under the header (neither when every header is empty). With `max_width`, longer cells are
     wrapped onto continuation lines (the facts' "unknown (reason)" texts can be long)."""
     wrapped_rows: list[list[list[str]]] = []
     for row in rows:
@@ -71,7 +71,9 @@ def text_table(
         ]
         return "  ".join(parts).rstrip()
 
-    out = [line(headers), "  ".join("-" * width for width in widths)]
+    # A table of label/value rows has nothing to name its columns: no header line and no
+    # rule under it (they printed as an empty line over a dashed one).
+    out = [line(headers), "  ".join("-" * width for width in widths)] if any(headers) else []
     for wrapped in wrapped_rows:
         height = max(len(parts) for parts in wrapped)
         for index in range(height):
