@@ -586,7 +586,8 @@ def test_a_loadgen_session_outlives_refusals_and_placement_changes(
         assert stopped.run().interrupted
         result = run(session, [first, first], duration="1s")
         assert not result.interrupted
-        assert result.counters["upstream_rq_total"] >= 2 * 40 * 0.9
+        # 80 planned over its second: a wide ratio (a run stopped at once has none).
+        assert result.counters["upstream_rq_total"] > 40
         assert _agent_pids(pids) == started
         assert (session.connections, session.agents_started, session.agents) == (2, 2, 2)
         # Another placement set: the kept one goes on, only the new one starts, and the one
