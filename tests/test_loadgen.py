@@ -458,3 +458,277 @@ def test_the_agent_checks_a_share_without_sending(server: nhbench.TestServer) ->
     now = server.stats()
     assert (now["requests"], now["connections_total"]) == (
         seen["requests"], seen["connections_total"])
+
+
+# ---- campaigns keep one agent per load generator (LoadgenSession) ----------------------------
+#
+# The agents are counted independently of the session's own counters: the wrapper given as
+# --loadgen-python appends the agent's process id to a file each time one starts, and sshd
+# logs each accepted login.
+
+
+def _agent_pids(path: Path) -> list[int]:
+    return [int(pid) for pid in path.read_text().split()] if path.exists() else []
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+
+
+def _until_ended(pids: list[int], seconds: float = 60.0) -> list[int]:
+    deadline = time.monotonic() + seconds
+    while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return [pid for pid in pids if _alive(pid)]
+
+
+def _logins(sshd: Any) -> int:
+    return sshd.log().count("Accepted publickey")
+
+
+def _pid_wrapper(tmp_path: Path) -> tuple[Path, str]:
+    pids = tmp_path / "pids"
+    wrapper = tmp_path / "wrap.sh"
+    wrapper.write_text(f'echo $$ >> {shlex.quote(str(pids))}\nexec "$@"\n')
+    return pids, _python(wrapper=wrapper)
+
+
+def test_a_sweep_starts_each_agent_once(sshd: Any, server: nhbench.TestServer, tmp_path: Path,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Three steps over two SSH load generators: two logins and two agents for the whole
+    # campaign (not one per step), every step's merge exactly the server's count of it, and
+    # the campaign's end ends both agents.
+    from nhbench.sweep import Sweep, prepare_sweep
+
+    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+    pids, python = _pid_wrapper(tmp_path)
+    served_at: list[int] = []
+    seen: list[tuple[int, int, int]] = []
+    sweep: Sweep | None = None
+
+    def on_step(record: object) -> None:
+        served_at.append(_served(server))
+        # getattr: the counters are read besides the independent counts, which come first.
+        session = getattr(sweep, "loadgen_session", None)
+        seen.append((-1, -1, -1) if session is None else (
+            session.connections, session.agents_started, session.agents))
+
+    logins = _logins(sshd)
+    before = _served(server)
+    config = prepare_sweep({
+        "url": server.url, "loadgen": [f"ssh://{sshd.address}"] * 2,
+        "loadgen_ssh_key": str(sshd.user_key), "loadgen_known_hosts": str(sshd.known_hosts),
+        "loadgen_python": python, "cpus": CPU, "rps": 20, "max_rps": 60, "step_rps": 20,
+        "duration": "0.5s", "out": str(tmp_path / "c")})
+    sweep = Sweep(config, captures=False, facts=False, reports=False, stream=None,
+                  on_step=on_step)
+    campaign = sweep.run()
+    assert [s.rps_per_worker for s in campaign.steps] == [20, 40, 60]
+    agents = _agent_pids(pids)
+    assert len(agents) == 2, agents
+    assert _logins(sshd) - logins == 2, sshd.log()[-2000:]
+    assert seen == [(2, 2, 2)] * 3
+    for step, (start, end) in zip(campaign.steps, zip([before, *served_at], served_at,
+                                                      strict=False), strict=True):
+        result = campaign.result(step.index)
+        assert result.counters["upstream_rq_total"] == end - start > 0, step.index
+        assert [h.name for h in result.hosts] == ["host_0", "host_1"]
+        assert [h.address for h in result.hosts] == [f"ssh://{sshd.address}"] * 2
+    # The campaign's end closed the session: both agents ended.
+    assert sweep.loadgen_session is None
+    assert _until_ended(agents) == []
+
+
+def test_a_loadgen_session_outlives_refusals_and_placement_changes(
+        sshd: Any, server: nhbench.TestServer, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from nhbench.distributed import LoadgenSession, make_benchmark
+    from nhbench.options import make_options
+
+    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+    pids, python = _pid_wrapper(tmp_path)
+    # Two texts for the same sshd (with and without the user): two load generators.
+    first, second = f"ssh://{sshd.address}", f"ssh://{sshd.host}:{sshd.port}"
+
+    def benchmark(session: LoadgenSession, placements: list[str], **values: object) -> Any:
+        values = {"rps": 40, "duration": "0.5s", "cpus": CPU, **values}
+        return make_benchmark(make_options(
+            server.url, loadgen=placements, loadgen_ssh_key=str(sshd.user_key),
+            loadgen_known_hosts=str(sshd.known_hosts), loadgen_python=python, **values),
+            session=session)
+
+    def run(session: LoadgenSession, placements: list[str], **values: object) -> Any:
+        before = _served(server)
+        result = benchmark(session, placements, **values).run()
+        assert result.success, result.error
+        assert result.counters["upstream_rq_total"] == _served(server) - before > 0
+        return result
+
+    with LoadgenSession() as session:
+        logins = _logins(sshd)
+        run(session, [first, first])
+        started = _agent_pids(pids)
+        assert len(started) == 2
+        assert (session.connections, session.agents_started, session.agents) == (2, 2, 2)
+        # Refused by the agents' pre-flight before any had its run: they stay as they were.
+        seen = server.stats()
+        with pytest.raises(nhbench.OptionsError, match=r"^source_address: host_0 "):
+            benchmark(session, [first, first], source_address=["::1"]).run()
+        assert server.stats()["requests"] == seen["requests"]
+        # A run stopped by its caller ends normally, and the stop does not reach the next
+        # run on the same agents: that one runs its whole duration.
+        stopped = benchmark(session, [first, first], duration="60s")
+        threading.Timer(2.5, stopped.stop).start()
+        assert stopped.run().interrupted
+        result = run(session, [first, first], duration="1s")
+        assert not result.interrupted
+        # 80 planned over its second: a wide ratio (a run stopped at once has none).
+        assert result.counters["upstream_rq_total"] > 40
+        assert _agent_pids(pids) == started
+        assert (session.connections, session.agents_started, session.agents) == (2, 2, 2)
+        # Another placement set: the kept one goes on, only the new one starts, and the one
+        # no longer used ends.
+        result = run(session, [first, second])
+        assert [h.address for h in result.hosts] == [first, second]
+        now = _agent_pids(pids)
+        assert now[:2] == started and len(now) == 3
+        assert _until_ended([started[1]]) == [] and _alive(started[0]) and _alive(now[2])
+        assert (session.connections, session.agents_started, session.agents) == (3, 3, 2)
+        # The same placements in another order: both kept, named by their new positions.
+        result = run(session, [second, first])
+        assert [h.address for h in result.hosts] == [second, first]
+        assert _agent_pids(pids) == now
+        assert _logins(sshd) - logins == 3
+    # The end of the session ends every agent (and close() again does nothing).
+    assert session.agents == 0
+    session.close()
+    assert _until_ended(now) == []
+
+
+def test_a_host_lost_during_or_between_runs_gives_fresh_agents(
+        sshd: Any, server: nhbench.TestServer, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from nhbench.distributed import LoadgenSession, make_benchmark
+    from nhbench.options import make_options
+
+    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+    pids, python = _pid_wrapper(tmp_path)
+    placements = [f"ssh://{sshd.address}"] * 2
+
+    def benchmark(session: LoadgenSession, **values: object) -> Any:
+        values = {"rps": 40, "duration": "0.5s", "cpus": CPU, **values}
+        return make_benchmark(make_options(
+            server.url, loadgen=placements, loadgen_ssh_key=str(sshd.user_key),
+            loadgen_known_hosts=str(sshd.known_hosts), loadgen_python=python, **values),
+            session=session)
+
+    def run(session: LoadgenSession) -> None:
+        before = _served(server)
+        result = benchmark(session).run()
+        assert result.success, result.error
+        assert result.counters["upstream_rq_total"] == _served(server) - before > 0
+
+    with LoadgenSession() as session:
+        run(session)
+        agents = _agent_pids(pids)
+        assert len(agents) == 2 and session.agents_started == 2
+        # An agent killed mid-run fails that run naming it, and ends every agent.
+        failure: list[BaseException] = []
+        before = _served(server)
+
+        def long_run() -> None:
+            try:
+                benchmark(session, duration="60s").run()
+            except BaseException as exc:  # noqa: BLE001 - the test reads it
+                failure.append(exc)
+
+        runner = threading.Thread(target=long_run)
+        runner.start()
+        deadline = time.monotonic() + 90
+        while _served(server) - before < 20:
+            assert runner.is_alive() and time.monotonic() < deadline
+            time.sleep(0.1)
+        os.kill(agents[1], signal.SIGKILL)
+        runner.join(60)
+        assert not runner.is_alive()
+        assert len(failure) == 1 and isinstance(failure[0], nhbench.RunError), failure
+        message = str(failure[0])
+        assert "host_1 (ssh://" in message and "was lost during the run" in message, message
+        assert session.agents == 0
+        assert _until_ended(agents) == []
+        # The next run starts fresh agents and runs as the first did.
+        run(session)
+        fresh = _agent_pids(pids)[2:]
+        assert len(fresh) == 2 and session.agents_started == 4
+        # An agent killed between runs: the next run finds it gone and starts every agent
+        # anew (RaySession's rule for an actor that does not answer), then runs.
+        os.kill(fresh[0], signal.SIGKILL)
+        assert _until_ended([fresh[0]]) == []
+        run(session)
+        assert len(_agent_pids(pids)) == 6 and session.agents_started == 6
+        assert _until_ended([fresh[1]]) == []
+    assert _until_ended(_agent_pids(pids)) == []
+
+
+def test_service_executions_share_one_set_of_agents(sshd: Any, server: nhbench.TestServer,
+                                                    tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    # A service whose executions run from two SSH load generators (its overrides): two
+    # executions on the same two agents; the agents end when the service has been idle.
+    grpc = pytest.importorskip("grpc", reason="needs grpcio (the test extra)")
+    pytest.importorskip("grpc_reflection", reason="needs grpcio-reflection (the test extra)")
+    from google.protobuf import descriptor_pool, message_factory
+    from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
+        ProtoReflectionDescriptorDatabase,
+    )
+
+    from nhbench.service._server import Service
+
+    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+    pids, python = _pid_wrapper(tmp_path)
+    service_name = "nighthawk.client.NighthawkService"
+    service = Service(("127.0.0.1", 0), overrides={
+        "loadgen": [f"ssh://{sshd.address}"] * 2, "loadgen_ssh_key": str(sshd.user_key),
+        "loadgen_known_hosts": str(sshd.known_hosts), "loadgen_python": python},
+        ray_idle_timeout=3.0)
+    service.start()
+    try:
+        with grpc.insecure_channel(service.address) as channel:
+            pool = descriptor_pool.DescriptorPool(ProtoReflectionDescriptorDatabase(channel))
+            method = pool.FindServiceByName(service_name).methods_by_name["ExecutionStream"]
+            request_class = message_factory.GetMessageClass(method.input_type)
+            response_class = message_factory.GetMessageClass(method.output_type)
+            call = channel.stream_stream(
+                f"/{service_name}/ExecutionStream",
+                request_serializer=request_class.SerializeToString,
+                response_deserializer=response_class.FromString)
+            for _ in range(2):
+                request = request_class()
+                request.start_request.options.uri.value = server.url
+                request.start_request.options.duration.seconds = 1
+                request.start_request.options.requests_per_second.value = 30
+                before = _served(server)
+                responses = list(call(iter([request]), timeout=120))
+                served = _served(server) - before
+                assert len(responses) == 1 and not responses[0].HasField("error_detail")
+                results = responses[0].output.results
+                assert [e.name for e in results][-3:] == ["host_0", "host_1", "global"]
+                global_ = {c.name: c.value for c in results[-1].counters}
+                assert global_["upstream_rq_total"] == served > 0
+        agents = _agent_pids(pids)
+        assert len(agents) == 2, agents
+        session = service.session
+        assert session is not None and service.ray_session is None
+        assert (session.connections, session.agents_started, session.agents) == (2, 2, 2)
+        # Idle past the time-out: the agents end.
+        deadline = time.monotonic() + 30
+        while service.session is not None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert service.session is None and session.agents == 0
+        assert _until_ended(agents) == []
+    finally:
+        service.stop(drain=30)

@@ -8,6 +8,10 @@ stdout (docs/distributed.md, "Load generators over SSH and in containers"). Ever
 those of the Ray load actor (`_LoadActor`: info, clock, check, run, progress, stop), served
 by the same class, so a node does the same work whichever way the controller reaches it.
 
+One agent serves many runs, one after another (a campaign's steps: `LoadgenSession`); the
+``run``, ``progress`` and ``stop`` requests name their run (``"run_id"``), as the actor's
+calls do.
+
 ``run`` answers when the run has ended, on a thread of its own, so that ``stop``,
 ``progress`` and ``clock`` are answered while it lasts. End of input stops a run that is
 going and ends the process: a controller that goes away leaves nothing running.
@@ -20,6 +24,7 @@ import os
 import socket
 import sys
 import threading
+import time
 from typing import IO, Any
 
 from .._exceptions import NHBenchError, OptionsError
@@ -33,12 +38,23 @@ class _Agent(_LoadActor):
     def info(self) -> dict[str, Any]:
         return {"version": __version__, "hostname": socket.gethostname(), "pid": os.getpid()}
 
+    def current_run(self) -> str:
+        """The id of the run going (or of the last one)."""
+        with self._lock:
+            return self._run_id
+
 
 def _error(exc: BaseException) -> dict[str, Any]:
     kind = ("options" if isinstance(exc, OptionsError)
             else "nhbench" if isinstance(exc, NHBenchError) else "other")
     text = (str(exc).strip() or type(exc).__name__).splitlines()[0][:500]
     return {"kind": kind, "message": text, "option": getattr(exc, "option", None)}
+
+
+def _run_id(args: dict[str, Any]) -> str:
+    # Which run a call is about: one agent serves many runs of a session (a campaign's
+    # steps), and a stop sent for one must not stop the next (`_LoadActor`).
+    return str(args.get("run_id") or "")[:100]
 
 
 def main() -> int:
@@ -65,11 +81,11 @@ def main() -> int:
             elif op == "check":
                 value = agent.check(args["options"])
             elif op == "run":
-                value = agent.run(args["options"])
+                value = agent.run(args["options"], _run_id(args))
             elif op == "progress":
-                value = agent.progress()
+                value = agent.progress(_run_id(args))
             elif op == "stop":
-                agent.stop()
+                agent.stop(_run_id(args))
                 value = None
             else:
                 raise ValueError(f"unknown operation {op!r}")
@@ -92,10 +108,13 @@ def main() -> int:
             runner.start()
         else:
             answer(request_id, op, args)
-    # The controller went away (or closed our input to end us): stop a run still going.
-    agent.stop()
-    if runner is not None:
-        runner.join(timeout=30.0)
+    # The controller went away (or closed our input to end us): stop a run still going,
+    # again until it has ended (a run whose request came last may not have begun yet).
+    deadline = time.monotonic() + 30.0
+    agent.stop(agent.current_run())
+    while runner is not None and runner.is_alive() and time.monotonic() < deadline:
+        runner.join(timeout=0.1)
+        agent.stop(agent.current_run())
     return 0
 
 

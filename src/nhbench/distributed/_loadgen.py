@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .._exceptions import NHBenchError, OptionsError, RunError
@@ -43,11 +43,15 @@ from ..options import Options
 from ._cluster import (
     _CHECK_TIMEOUT,
     _CLOCK_ROUNDS,
+    _PING_TIMEOUT,
     _POLL_INTERVAL,
     _READY_TIMEOUT,
+    _START_LEAD,
+    _WARM_LEAD,
     ClusterBenchmark,
     _Host,
 )
+from ._loadgen_session import LoadgenSession
 
 __all__ = ["LoadgenBenchmark", "Placement", "agent_argv", "check_answer", "parse_placement"]
 
@@ -403,15 +407,31 @@ class _Generator(_Host):
     placement: Placement | None = None
     link: _AgentLink | None = None
     ssh: SSHHost | None = None
+    # What makes an agent reusable by a later run of a session: the placement's text, its
+    # occurrence among the run's (a text given twice is two agents) and how it was reached.
+    key: tuple[str, ...] = ()
+
+    def end(self) -> None:
+        """End the agent (end of its input: it stops a run still going and exits) and its
+        connection."""
+        if self.link is not None:
+            self.link.close()
+        if self.ssh is not None:
+            self.ssh.close()
 
 
 class LoadgenBenchmark(ClusterBenchmark):
     """One run from the ``--loadgen`` load generators, with `Benchmark`'s face: ``run()``
     and ``stop()``. The steps and the merge are `ClusterBenchmark`'s; each Ray call is an
-    agent call here."""
+    agent call here.
 
-    def __init__(self, options: Options) -> None:
+    With a `session` (`LoadgenSession`) the run uses the session's agents (and leaves them
+    to it), as a Ray run uses its `RaySession`'s actors; without one it connects, starts the
+    agents and ends them itself."""
+
+    def __init__(self, options: Options, session: LoadgenSession | None = None) -> None:
         super().__init__(options)
+        self._agents = session
         self._generators: list[_Generator] = []
 
     def run(
@@ -419,22 +439,31 @@ class LoadgenBenchmark(ClusterBenchmark):
         on_progress: Callable[[Progress], object] | None = None,
         on_interval: Callable[[IntervalRecord], object] | None = None,
     ) -> Result:
+        session = self._agents if self._agents is not None else LoadgenSession()
         try:
-            push = MetricsPush(self.options) if self.options.pushes_metrics else None
-            return run_pushing(push, lambda interval: self._run_agents(on_progress, interval),
-                               on_interval)
+            with session._lock:
+                session.last_used = time.monotonic()
+                try:
+                    push = MetricsPush(self.options) if self.options.pushes_metrics else None
+                    return run_pushing(
+                        push, lambda interval: self._run_agents(session, on_progress, interval),
+                        on_interval)
+                except BaseException:
+                    # The agents had work of this run: no later run inherits their state.
+                    if self._dispatched:
+                        session._discard()
+                    raise
+                finally:
+                    session.last_used = time.monotonic()
         finally:
-            for generator in self._generators:
-                if generator.link is not None:
-                    generator.link.close()
-                if generator.ssh is not None:
-                    generator.ssh.close()
+            if self._agents is None:
+                session.close()
 
-    def _run_agents(self, on_progress: Callable[[Progress], object] | None,
+    def _run_agents(self, session: LoadgenSession,
+                    on_progress: Callable[[Progress], object] | None,
                     on_interval: Callable[[IntervalRecord], object] | None) -> Result:
-        self._generators = self._connect()
+        self._acquire_agents(session)
         self._hosts = list(self._generators)
-        self._check_agents()
         base = self.options.model_dump(mode="json", exclude={
             "loadgen", "loadgen_python", "loadgen_ssh_key", "loadgen_known_hosts",
             "loadgen_password_env", "loadgen_jump", "scheduled_start"})
@@ -442,59 +471,98 @@ class LoadgenBenchmark(ClusterBenchmark):
         self._measure_agent_clocks()
         scheduled = self._scheduled_start()
         runs: list[Future[Any]] = []
+        sent = time.time()
         for generator in self._generators:
             assert generator.link is not None
             data = {**base, "scheduled_start": scheduled + generator.offset_ns / 1e9}
-            runs.append(generator.link.call("run", options=data))
+            # Every call names its run: a stop sent for one run never stops a later one
+            # on the same agent.
+            runs.append(generator.link.call("run", options=data, run_id=self._run_id))
         answers = self._wait_agents(runs, scheduled, on_progress, on_interval)
         for generator, answer in zip(self._generators, answers, strict=True):
             self._collect(generator, answer.get("intervals") or ())
         self._deliver(on_interval, final=True)
+        # How long the agents took from the run call to armed workers: the next run on them
+        # leads by twice that (within the bounds), as on kept Ray actors.
+        session._armed_in = max((int(a["armed_ns"]) - g.offset_ns) / 1e9 - sent
+                                for g, a in zip(self._generators, answers, strict=True))
         return self._result(answers, scheduled)
 
     # ---- steps ------------------------------------------------------------------------
 
-    def _connect(self) -> list[_Generator]:
+    def _acquire_agents(self, session: LoadgenSession) -> None:
+        """This run's agents: the session's for the load generators it already reaches, and
+        new ones for the others (`ClusterBenchmark._acquire`'s rules). A kept agent that
+        does not answer is replaced, with every other."""
         options = self.options
         python = options.loadgen_python or "python3"
         password = (password_from_environment(options.loadgen_password_env)
                     if options.loadgen_password_env else None)
         jump = SSHTarget.parse(options.loadgen_jump, option="loadgen_jump") \
             if options.loadgen_jump else None
-        generators: list[_Generator] = []
+        placements = {text: parse_placement(text) for text in options.loadgen}
+        reached = (python, options.loadgen_ssh_key or "", options.loadgen_known_hosts or "",
+                   options.loadgen_password_env or "", options.loadgen_jump or "")
+        wanted: list[tuple[str, ...]] = []
+        for text in options.loadgen:
+            wanted.append((text, str(sum(key[0] == text for key in wanted)), *reached))
+        kept = {g.key: g for g in session._generators if g.key in wanted}
+        if kept:
+            self._generators = list(kept.values())
+            try:
+                self._check_agents(_PING_TIMEOUT)
+            except RunError:
+                kept = {}  # an agent gone since the last run: every one is started anew
+        self._dispatched = True
+        session._discard(keep=set(kept))
+        fresh: list[_Generator] = []
         try:
-            for i, text in enumerate(options.loadgen):
-                placement = parse_placement(text)
-                generator = _Generator(name=f"host_{i}", node_id=text, address=text,
-                                       placement=placement)
-                generators.append(generator)
-                argv = agent_argv(placement, python)
-                if placement.target is not None:
-                    generator.ssh = SSHHost.connect(
-                        placement.target, key_filename=options.loadgen_ssh_key,
-                        password=password, known_hosts=options.loadgen_known_hosts,
-                        jump=jump)
-                    channel = generator.ssh.open_stream(argv[0])
-                    generator.link = _AgentLink(
-                        generator.name, channel.makefile("rb"), _ChannelWriter(channel),
-                        channel.close, _Tail(channel.makefile_stderr("rb")).text)
-                else:
-                    generator.link = _open_process(generator.name, argv)
+            for i, key in enumerate(wanted):
+                if key in kept:
+                    continue
+                generator = _Generator(name=f"host_{i}", node_id=key[0], address=key[0],
+                                       placement=placements[key[0]], key=key)
+                # The session holds it from here: a failure below ends it with the others.
+                session._generators.append(generator)
+                fresh.append(generator)
+                self._start_agent(generator, session, python, password, jump)
         except NHBenchError as exc:
-            for generator in generators:
-                if generator.link is not None:
-                    generator.link.close()
-                if generator.ssh is not None:
-                    generator.ssh.close()
             if isinstance(exc, OptionsError):
                 raise
             raise RunError(f"--loadgen: {exc}") from None
-        return generators
+        if fresh:
+            self._generators = fresh
+            self._check_agents(_READY_TIMEOUT)
+        if not fresh and session._armed_in is not None:
+            self._lead = min(_START_LEAD, max(_WARM_LEAD, 2 * session._armed_in))
+        by_key = {g.key: g for g in session._generators}
+        # This run's copies (its clock offsets are its own), named by position as always.
+        self._generators = [replace(by_key[key], name=f"host_{i}", offset_ns=0,
+                                    uncertainty_ns=0) for i, key in enumerate(wanted)]
 
-    def _check_agents(self) -> None:
+    def _start_agent(self, generator: _Generator, session: LoadgenSession, python: str,
+                     password: str | None, jump: SSHTarget | None) -> None:
+        options = self.options
+        placement = generator.placement
+        assert placement is not None
+        argv = agent_argv(placement, python)
+        if placement.target is not None:
+            generator.ssh = SSHHost.connect(
+                placement.target, key_filename=options.loadgen_ssh_key,
+                password=password, known_hosts=options.loadgen_known_hosts, jump=jump)
+            session.connections += 1
+            channel = generator.ssh.open_stream(argv[0])
+            generator.link = _AgentLink(
+                generator.name, channel.makefile("rb"), _ChannelWriter(channel),
+                channel.close, _Tail(channel.makefile_stderr("rb")).text)
+        else:
+            generator.link = _open_process(generator.name, argv)
+        session.agents_started += 1
+
+    def _check_agents(self, timeout: float) -> None:
         calls = [(g, g.link.call("info")) for g in self._generators if g.link is not None]
         for generator, future in calls:
-            info = self._get(generator, future, _READY_TIMEOUT, "start its agent")
+            info = self._get(generator, future, timeout, "start its agent")
             if not isinstance(info, dict):
                 raise RunError(f"--loadgen: {self._describe(generator)} answered something "
                                f"else than its identity")
@@ -602,10 +670,11 @@ class LoadgenBenchmark(ClusterBenchmark):
         self._stop_sent = True
         for generator in self._generators:
             if generator.link is not None:
-                generator.link.call("stop")
+                generator.link.call("stop", run_id=self._run_id)
 
     def _agent_progress(self) -> Progress | None:
-        calls = [(g, g.link.call("progress")) for g in self._generators if g.link is not None]
+        calls = [(g, g.link.call("progress", run_id=self._run_id)) for g in self._generators
+                 if g.link is not None]
         elapsed = 0.0
         counters: dict[str, int] = {}
         endpoints: dict[str, list[int]] = {}

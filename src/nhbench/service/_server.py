@@ -42,7 +42,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from .._exceptions import NHBenchError, OptionsError, ResolveError
-from ..distributed import BenchmarkProtocol, RaySession, make_benchmark
+from ..distributed import BenchmarkProtocol, RaySession, Session, make_benchmark, make_session
 from ..options import parse_stats_sink
 from ..outputs import nighthawk_output
 from ._mapping import MAX_STATS_SINKS, LocalAccess, refuse_unsupported, start_options
@@ -83,10 +83,11 @@ SPARE_CALLS = 16
 #: opens and the next one as soon as they read an answer; a stream that sends nothing for
 #: this long only holds a place of the budget. It ends with DEADLINE_EXCEEDED.
 IDLE_TIMEOUT = 30.0
-#: Seconds the Ray cluster connection and load actors of ``--ray`` executions are kept after
-#: the last execution (`RaySession`): the next execution within that time starts at once,
-#: without connecting and starting actors again; after it, the cluster gets its resources
-#: back and the next execution connects anew.
+#: Seconds the Ray cluster connection and load actors of ``--ray`` executions (`RaySession`),
+#: or the load generators' agents of ``loadgen`` executions (`LoadgenSession`), are kept
+#: after the last execution: the next execution within that time starts at once, without
+#: connecting and starting actors or agents again; after it, the cluster or the load
+#: generators get their resources back and the next execution connects anew.
 RAY_IDLE_TIMEOUT = 300.0
 # How often an idle stream looks at its clock.
 _IDLE_POLL = 0.25
@@ -133,10 +134,11 @@ class Service:
         self._streams: set[_Stream] = set()  # the open ExecutionStreams
         self._server: grpc.Server | None = None
         self._health: health.HealthServicer | None = None
-        # The executions' Ray session (--ray): made by the first execution, closed after
-        # ray_idle_timeout seconds without one, and with the service.
+        # The executions' session (--ray: a RaySession; loadgen: a LoadgenSession): made
+        # by the first execution, closed after ray_idle_timeout seconds without one, and
+        # with the service.
         self.ray_idle_timeout = ray_idle_timeout
-        self.ray_session: RaySession | None = None
+        self.session: Session | None = None
         self._ray_timer: threading.Timer | None = None
 
     # ---- life cycle --------------------------------------------------------------------
@@ -220,23 +222,37 @@ class Service:
         if self._server is not None:
             self._server.stop(grace).wait()
 
-    def _session_for(self, benchmark_options: Any) -> RaySession | None:
-        """The Ray session of an execution on a cluster (None for a local one)."""
-        if benchmark_options.ray is None:
+    @property
+    def ray_session(self) -> RaySession | None:
+        """The executions' `RaySession` while one is kept (--ray), else None."""
+        session = self.session
+        return session if isinstance(session, RaySession) else None
+
+    def _session_for(self, benchmark_options: Any) -> Session | None:
+        """The session of an execution on a cluster or from load generators (None for a
+        local one): the one kept, when it is of the execution's kind."""
+        made = make_session(benchmark_options)
+        if made is None:
             return None
+        stale = None
         with self._lock:
             if self._ray_timer is not None:
                 self._ray_timer.cancel()
                 self._ray_timer = None
-            if self.ray_session is None:
-                self.ray_session = RaySession()
-            return self.ray_session
+            if self.session is not None and type(self.session) is not type(made):
+                stale, self.session = self.session, None
+            if self.session is None:
+                self.session = made
+            session = self.session
+        if stale is not None:
+            stale.close()
+        return session
 
     def _ray_session_idle(self) -> None:
         # After an execution on the cluster: the session is closed unless another one
         # comes within the idle time-out.
         with self._lock:
-            if self.ray_session is None or self._closing:
+            if self.session is None or self._closing:
                 return
             if self._ray_timer is not None:
                 self._ray_timer.cancel()
@@ -249,13 +265,14 @@ class Service:
         with self._lock:
             if idle and (self._running or threading.current_thread() is not self._ray_timer):
                 return  # an execution took the session since the timer fired
-            session, self.ray_session = self.ray_session, None
+            session, self.session = self.session, None
             if self._ray_timer is not None:
                 self._ray_timer.cancel()
                 self._ray_timer = None
         if session is not None:
             session.close()
-            _log.info("Ray session closed (%s)", "idle" if idle else "service stopping")
+            _log.info("%s closed (%s)", "Ray session" if isinstance(session, RaySession)
+                      else "load generators' session", "idle" if idle else "service stopping")
 
     # ---- the stream ----------------------------------------------------------------------
 

@@ -46,7 +46,14 @@ from ..capture import (
     install_tools,
     refused_perf_events,
 )
-from ..distributed import BenchmarkProtocol, RaySession, make_benchmark
+from ..distributed import (
+    BenchmarkProtocol,
+    LoadgenSession,
+    RaySession,
+    Session,
+    make_benchmark,
+    make_session,
+)
 from ..hosts import (
     ClusterFacts,
     Host,
@@ -125,8 +132,9 @@ class Sweep:
         self._note = _note_to(stream)
         self._stop_requested = False
         self._benchmark: BenchmarkProtocol | None = None
-        # With --ray: one cluster connection and one set of load actors for every step.
-        self._ray_session: RaySession | None = None
+        # With --ray: one cluster connection and one set of load actors for every step;
+        # with --loadgen: one connection and one agent per load generator (`make_session`).
+        self._session: Session | None = None
         self.store: CampaignStore | None = None
         self.signal: int | None = None
         self._saved: CampaignManifest | None = None
@@ -168,7 +176,14 @@ class Sweep:
     def ray_session(self) -> RaySession | None:
         """With --ray, while the campaign runs: the one cluster connection and set of load
         actors every step uses (docs/distributed.md, "Campaigns on Ray"); else None."""
-        return self._ray_session
+        return self._session if isinstance(self._session, RaySession) else None
+
+    @property
+    def loadgen_session(self) -> LoadgenSession | None:
+        """With --loadgen, while the campaign runs: the one set of agents (and their
+        connections) every step uses (docs/distributed.md, "Campaigns with --loadgen");
+        else None."""
+        return self._session if isinstance(self._session, LoadgenSession) else None
 
     # ---- setup ------------------------------------------------------------------------------
 
@@ -315,8 +330,7 @@ class Sweep:
         host = self._connect()
         loadgen: Host = LocalHost()
         server = None
-        if config.options.ray is not None:
-            self._ray_session = RaySession()
+        self._session = make_session(config.options)
         try:
             if self._saved is None:
                 self._check_perf_events(host)
@@ -365,9 +379,9 @@ class Sweep:
             self._render_reports()
             return Campaign(store.directory, store.manifest)
         finally:
-            if self._ray_session is not None:
-                self._ray_session.close()
-                self._ray_session = None
+            if self._session is not None:
+                self._session.close()
+                self._session = None
             if server is not None:
                 server.stop()
             if host is not self._target_host:
@@ -503,7 +517,7 @@ class Sweep:
                                                  path / "loadgen", "loadgen"), "loadgen"))
             if self._stop_requested:
                 return None, None
-            benchmark = make_benchmark(step_options, session=self._ray_session)
+            benchmark = make_benchmark(step_options, session=self._session)
             if self._scrapes is not None:
                 # Right before the load and right after it: the deltas are the step's.
                 self._scrapes.before()
