@@ -25,7 +25,12 @@ import pytest
 from support.cli import PACKAGE_PARENT, nhbench_cli, refused_before_sending
 
 import nhbench
-from nhbench.distributed._loadgen import agent_argv, check_answer, parse_placement
+from nhbench.distributed._loadgen import (
+    LoadgenBenchmark,
+    agent_argv,
+    check_answer,
+    parse_placement,
+)
 from nhbench.options import Options
 
 pytestmark = pytest.mark.serial
@@ -732,3 +737,27 @@ def test_service_executions_share_one_set_of_agents(sshd: Any, server: nhbench.T
         assert _until_ended(agents) == []
     finally:
         service.stop(drain=30)
+
+
+def test_a_start_too_soon_for_the_agents_is_refused_naming_loadgen(
+        sshd: Any, server: nhbench.TestServer) -> None:
+    # --scheduled-start one second ahead: valid for a local run, but the load generators
+    # need their lead once they are ready, so the run is refused by its own flag, nothing
+    # sent.
+    seen = server.stats()
+    proc = nhbench_cli("run", server.url, *_ssh_args(sshd, _python()), "--rps", "10",
+                       "--duration", "1s", "--cpus", CPU,
+                       "--scheduled-start", f"{time.time() + 1:.3f}")
+    line = refused_before_sending(proc, server, seen)
+    assert line.startswith("nhbench: error: --scheduled-start: with --loadgen it must lie at "
+                           "least 1 s ahead when the nodes are ready (it is "), line
+    # The offset is the time's distance from now: positive for a time still ahead (it read
+    # as the opposite sign). Judged on the check itself, which has no connection's delay.
+    ahead = time.time() + 0.5
+    benchmark = LoadgenBenchmark(Options(uri=server.url, loadgen=("ssh://u@127.0.0.1:1",),
+                                         scheduled_start=ahead))
+    with pytest.raises(nhbench.OptionsError, match=r"with --loadgen it must lie") as refused:
+        benchmark._scheduled_start()
+    offset = float(re.search(r"\(it is ([-+][0-9.]+) s from now\)",  # type: ignore[union-attr]
+                             str(refused.value)).group(1))
+    assert 0 < offset <= 0.5, str(refused.value)

@@ -597,6 +597,9 @@ class ClusterBenchmark:
     With a `session` the run uses the session's connection and actors (and leaves them to
     it); without one it connects, places its actors and ends both itself."""
 
+    #: The option that placed the run, as refusals name it.
+    _FLAG = "--ray"
+
     def __init__(self, options: Options, session: RaySession | None = None) -> None:
         refuse_unknown_group_rules(options)
         self.options = options
@@ -772,7 +775,7 @@ class ClusterBenchmark:
             except ray.exceptions.RayError as exc:
                 raise RunError(f"--ray: {self._describe(host)} could not check the run: "
                                f"{_first_line(exc)}") from None
-        self._refuse(answers, "--ray")
+        self._refuse(answers, self._FLAG)
 
     def _refuse(self, answers: Sequence[tuple[_Host, Any]], flag: str) -> None:
         """The whole run refused when any node's check (`_LoadActor.check`) refused its
@@ -826,9 +829,9 @@ class ClusterBenchmark:
             # measured guess, the user's start must not depend on it.
             if given < now + _START_LEAD:
                 raise OptionsError(
-                    f"scheduled_start: with --ray it must lie at least {_START_LEAD:g} s "
-                    f"ahead when the nodes are ready (it is "
-                    f"{now - given:+.3f} s from now)",
+                    f"scheduled_start: with {self._FLAG} it must lie at least "
+                    f"{_START_LEAD:g} s ahead when the nodes are ready (it is "
+                    f"{given - now:+.3f} s from now)",
                     option="scheduled_start")
             return float(given)
         return earliest + max(self.options.start_delay, 0.0)
@@ -857,7 +860,7 @@ class ClusterBenchmark:
             # the others now, not after they ran their whole duration.
             for ref in ready:
                 answers[ref] = self._answer(ray, ref, refs[ref])
-            stopped_at = self._watchdog("--ray", deadline, stopped_at,
+            stopped_at = self._watchdog(self._FLAG, deadline, stopped_at,
                                         [refs[r] for r in pending])
             if pending:
                 next_progress = self._live(next_progress, lambda: self._progress(ray),

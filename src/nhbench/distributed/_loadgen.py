@@ -429,6 +429,8 @@ class LoadgenBenchmark(ClusterBenchmark):
     to it), as a Ray run uses its `RaySession`'s actors; without one it connects, starts the
     agents and ends them itself."""
 
+    _FLAG = "--loadgen"
+
     def __init__(self, options: Options, session: LoadgenSession | None = None) -> None:
         super().__init__(options)
         self._agents = session
