@@ -50,8 +50,9 @@ def text_table(
     max_width: int | None = None,
 ) -> list[str]:
     """A fixed-width table: numeric columns right-aligned, text left-aligned, two spaces
-    between columns, a dashed rule under the header (neither when every header is empty). With `max_width`, longer cells are
-    wrapped onto continuation lines (the facts' "unknown (reason)" texts can be long)."""
+    between columns, a dashed rule under the header (neither when every header is empty).
+    With `max_width`, longer cells are wrapped onto continuation lines (the facts' "unknown
+    (reason)" texts can be long)."""
     wrapped_rows: list[list[list[str]]] = []
     for row in rows:
         wrapped_rows.append([
