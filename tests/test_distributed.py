@@ -30,6 +30,7 @@ from pathlib import Path
 
 import pytest
 from support.cli import refused_before_sending
+from support.service_calls import two_node_executions
 
 import nhbench
 from benchmarks.ray_cluster import LocalRayCluster
@@ -723,44 +724,18 @@ def test_a_session_outlives_refusals_placement_changes_and_a_lost_node(
 def test_service_executions_share_one_session(cluster: LocalRayCluster,
                                               server: nhbench.TestServer) -> None:
     # Two executions of `service --ray` on the same actors; the session closes when idle.
-    grpc = pytest.importorskip("grpc", reason="needs grpcio (the test extra)")
+    pytest.importorskip("grpc", reason="needs grpcio (the test extra)")
     pytest.importorskip("grpc_reflection", reason="needs grpcio-reflection (the test extra)")
-    from google.protobuf import descriptor_pool, message_factory
-    from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
-        ProtoReflectionDescriptorDatabase,
-    )
 
     from nhbench.service._server import Service
 
-    service_name = "nighthawk.client.NighthawkService"
     service = Service(("127.0.0.1", 0), overrides={"ray": cluster.address},
                       ray_idle_timeout=3.0)
     service.start()
     pids: list[list[int]] = []
     try:
-        with grpc.insecure_channel(service.address) as channel:
-            pool = descriptor_pool.DescriptorPool(ProtoReflectionDescriptorDatabase(channel))
-            method = pool.FindServiceByName(service_name).methods_by_name["ExecutionStream"]
-            request_class = message_factory.GetMessageClass(method.input_type)
-            response_class = message_factory.GetMessageClass(method.output_type)
-            call = channel.stream_stream(
-                f"/{service_name}/ExecutionStream",
-                request_serializer=request_class.SerializeToString,
-                response_deserializer=response_class.FromString)
-            for _ in range(2):
-                request = request_class()
-                request.start_request.options.uri.value = server.url
-                request.start_request.options.duration.seconds = 1
-                request.start_request.options.requests_per_second.value = 30
-                before = _served(server)
-                responses = list(call(iter([request]), timeout=120))
-                served = _served(server) - before
-                assert len(responses) == 1 and not responses[0].HasField("error_detail")
-                results = responses[0].output.results
-                assert [e.name for e in results][-3:] == ["host_0", "host_1", "global"]
-                global_ = {c.name: c.value for c in results[-1].counters}
-                assert global_["upstream_rq_total"] == served > 0
-                pids.append(_actor_pids(cluster))
+        two_node_executions(service.address, server, 2,
+                            lambda: pids.append(_actor_pids(cluster)))
         session = service.ray_session
         assert session is not None
         assert (session.connections, session.actors_started, session.actors) == (1, 2, 2)

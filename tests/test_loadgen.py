@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 from support.cli import PACKAGE_PARENT, nhbench_cli, refused_before_sending
+from support.service_calls import two_node_executions
 
 import nhbench
 from nhbench.distributed._loadgen import (
@@ -684,46 +685,20 @@ def test_service_executions_share_one_set_of_agents(sshd: Any, server: nhbench.T
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     # A service whose executions run from two SSH load generators (its overrides): two
     # executions on the same two agents; the agents end when the service has been idle.
-    grpc = pytest.importorskip("grpc", reason="needs grpcio (the test extra)")
+    pytest.importorskip("grpc", reason="needs grpcio (the test extra)")
     pytest.importorskip("grpc_reflection", reason="needs grpcio-reflection (the test extra)")
-    from google.protobuf import descriptor_pool, message_factory
-    from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
-        ProtoReflectionDescriptorDatabase,
-    )
 
     from nhbench.service._server import Service
 
     monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
     pids, python = _pid_wrapper(tmp_path)
-    service_name = "nighthawk.client.NighthawkService"
     service = Service(("127.0.0.1", 0), overrides={
         "loadgen": [f"ssh://{sshd.address}"] * 2, "loadgen_ssh_key": str(sshd.user_key),
         "loadgen_known_hosts": str(sshd.known_hosts), "loadgen_python": python},
         ray_idle_timeout=3.0)
     service.start()
     try:
-        with grpc.insecure_channel(service.address) as channel:
-            pool = descriptor_pool.DescriptorPool(ProtoReflectionDescriptorDatabase(channel))
-            method = pool.FindServiceByName(service_name).methods_by_name["ExecutionStream"]
-            request_class = message_factory.GetMessageClass(method.input_type)
-            response_class = message_factory.GetMessageClass(method.output_type)
-            call = channel.stream_stream(
-                f"/{service_name}/ExecutionStream",
-                request_serializer=request_class.SerializeToString,
-                response_deserializer=response_class.FromString)
-            for _ in range(2):
-                request = request_class()
-                request.start_request.options.uri.value = server.url
-                request.start_request.options.duration.seconds = 1
-                request.start_request.options.requests_per_second.value = 30
-                before = _served(server)
-                responses = list(call(iter([request]), timeout=120))
-                served = _served(server) - before
-                assert len(responses) == 1 and not responses[0].HasField("error_detail")
-                results = responses[0].output.results
-                assert [e.name for e in results][-3:] == ["host_0", "host_1", "global"]
-                global_ = {c.name: c.value for c in results[-1].counters}
-                assert global_["upstream_rq_total"] == served > 0
+        two_node_executions(service.address, server, 2)
         agents = _agent_pids(pids)
         assert len(agents) == 2, agents
         session = service.session
