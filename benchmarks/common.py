@@ -17,6 +17,7 @@ import re
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -269,3 +270,24 @@ def machine_info(tools: Sequence[str] = tuple(VERSION_COMMANDS)) -> dict[str, An
         "loadavg_before": os.getloadavg(),
         "versions": versions,
     }
+
+
+def print_step_overheads(steps: Sequence[Any], wanted: int, duration: float, wall: float,
+                         first: str = "") -> bool:
+    """A campaign's per-step overhead (each step's wall time minus its duration), step by
+    step, then the first step's, the median, max and mean of the others and the campaign's
+    wall per step; False (said on stderr) when the campaign recorded another number of steps.
+    `first` says what the first step does besides (connecting, starting actors)."""
+    if len(steps) != wanted:
+        print(f"the sweep recorded {len(steps)} steps of {wanted}", file=sys.stderr)
+        return False
+    overheads = [(s.ended_at - s.started_at).total_seconds() - duration for s in steps]
+    for step, overhead in zip(steps, overheads, strict=True):
+        print(f"step {step.index:2d} rps/worker {step.rps_per_worker:g}: "
+              f"overhead {overhead:.3f} s")
+    rest = overheads[1:]
+    print(f"first step overhead: {overheads[0]:.3f} s{f' ({first})' if first else ''}")
+    print(f"steps 2..{len(steps)}: median {statistics.median(rest):.3f} s, "
+          f"max {max(rest):.3f} s, mean {statistics.mean(rest):.3f} s")
+    print(f"campaign wall per step minus duration: {wall / len(steps) - duration:.3f} s")
+    return True

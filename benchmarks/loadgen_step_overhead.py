@@ -27,12 +27,13 @@ import getpass
 import os
 import shlex
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from common import print_step_overheads
 
 import nhbench
 from nhbench.campaign import load_campaign
@@ -101,21 +102,11 @@ def main(argv: list[str] | None = None) -> int:
                               captures=False, facts=False, reports=False)
             wall = time.monotonic() - wall0
             campaign = load_campaign(root / "campaign")
-        steps = campaign.steps
-        if len(steps) != args.steps:
-            print(f"the sweep recorded {len(steps)} steps of {args.steps}", file=sys.stderr)
+        if not print_step_overheads(campaign.steps, args.steps, args.duration, wall,
+                                    "connects, starts the agents"):
             return 1
-        overheads = [(s.ended_at - s.started_at).total_seconds() - args.duration for s in steps]
-        for step, overhead in zip(steps, overheads, strict=True):
-            print(f"step {step.index:2d} rps/worker {step.rps_per_worker:g}: "
-                  f"overhead {overhead:.3f} s")
-        rest = overheads[1:]
         agents = len(starts.read_text().split()) if starts.exists() else 0
-        print(f"first step overhead: {overheads[0]:.3f} s")
-        print(f"steps 2..{len(steps)}: median {statistics.median(rest):.3f} s, "
-              f"max {max(rest):.3f} s, mean {statistics.mean(rest):.3f} s")
-        print(f"campaign wall per step minus duration: {wall / len(steps) - args.duration:.3f} s")
-        print(f"agents started: {agents} (two load generators, {len(steps)} steps)")
+        print(f"agents started: {agents} (two load generators, {args.steps} steps)")
         print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
         return 0
     finally:

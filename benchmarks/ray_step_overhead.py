@@ -21,12 +21,12 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from common import print_step_overheads
 from ray_cluster import LocalRayCluster
 
 import nhbench
@@ -56,19 +56,9 @@ def main(argv: list[str] | None = None) -> int:
                               captures=False, facts=False, reports=False)
             wall = time.monotonic() - wall0
             campaign = load_campaign(root / "campaign")
-        steps = campaign.steps
-        if len(steps) != args.steps:
-            print(f"the sweep recorded {len(steps)} steps of {args.steps}", file=sys.stderr)
+        if not print_step_overheads(campaign.steps, args.steps, args.duration, wall,
+                                    "connects, starts the actors"):
             return 1
-        overheads = [(s.ended_at - s.started_at).total_seconds() - args.duration for s in steps]
-        for step, overhead in zip(steps, overheads, strict=True):
-            print(f"step {step.index:2d} rps/worker {step.rps_per_worker:g}: "
-                  f"overhead {overhead:.3f} s")
-        rest = overheads[1:]
-        print(f"first step overhead: {overheads[0]:.3f} s (connects, starts the actors)")
-        print(f"steps 2..{len(steps)}: median {statistics.median(rest):.3f} s, "
-              f"max {max(rest):.3f} s, mean {statistics.mean(rest):.3f} s")
-        print(f"campaign wall per step minus duration: {wall / len(steps) - args.duration:.3f} s")
         print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
         return 0
     finally:
