@@ -103,8 +103,9 @@ _PRELUDE = (
     'PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"; export PATH; LC_ALL=C; export LC_ALL',
     f"s() {{ printf '\\n{_MARK}%s\\n' \"$1\"; }}",
     # "exit N" after an output says whether the command worked; its stderr is kept,
-    # since that is what says why it did not.
-    "x() { \"$@\" 2>&1; echo \"exit $?\"; }",
+    # since that is what says why it did not. It goes on a line of its own: kubelet writes
+    # cpu_manager_state with Go's json.Marshal, which ends it without a newline.
+    "x() { o=$(\"$@\" 2>&1); st=$?; printf '%s\\nexit %s\\n' \"$o\" \"$st\"; }",
 )
 
 
