@@ -157,7 +157,9 @@ def intel_notes(manifest: CampaignManifest) -> list[str]:
 
 def watched_cpu_lines(manifest: CampaignManifest) -> list[str]:
     """The watched target groups as the script's header names its pods' CPU sets, with their
-    cores and threads: ``ingress: 5,22,77,94 (4 CPUs, 2C4T)``."""
+    cores and threads: ``ingress: 5,22,77,94 (4 CPUs, 2C4T)``; a group whose steps watched
+    several sets (a --watch-pod group whose pod moved) has a line per set, ending ``in
+    step 1`` / ``in steps 2-3``."""
     spec = (manifest.target_capture or {}).get("watch_cpus") or {}
     lines = []
 
@@ -173,9 +175,9 @@ def watched_cpu_lines(manifest: CampaignManifest) -> list[str]:
             lines.append(f"{name}: {described(group_cpus(manifest, None, str(name)) or [])}")
             continue
         # The steps watched other CPUs than the campaign started with (a --watch-pod
-        # group's pod moved): each set with the steps that watched it.
-        lines.append(f"{name}: " + "; ".join(
-            f"{described(cpus)} in {step_ranges(indices)}" for cpus, indices in runs))
+        # group's pod moved): each set, a line each, with the steps that watched it.
+        lines += [f"{name}: {described(cpus)} in {step_ranges(indices)}"
+                  for cpus, indices in runs]
     return lines
 
 
