@@ -506,6 +506,23 @@ def test_sweep_stops_when_a_watched_pod_is_gone(tmp_path: Path, server: Any) -> 
     assert len(adapted.steps) == 1
 
 
+def test_sweep_without_watched_pods_lists_no_pods(tmp_path: Path, server: Any) -> None:
+    # A guard rather than a new behaviour: with --k8s-service alone nothing is resolved
+    # per step (the pods' namespaces are never listed; the facts' label queries aside).
+    root = stand_ins(tmp_path, node_port=_port(server))
+    args = _sweep_args(root, tmp_path / "c", "--steps", "50,60")
+    for pod in ("ingress=istio-system/istio-ingressgateway",
+                "nighthawk=default/nighthawk-server/nighthawk-server"):
+        at = args.index(pod)
+        del args[at - 1:at + 1]
+    proc = nhbench_cli(*args)
+    assert proc.returncode == 0, proc.stderr
+    assert len(load_campaign(tmp_path / "c").steps) == 2
+    assert _pod_calls(root) == {"istio-system": 0, "default": 0}
+    assert "get service -n istio-system istio-ingressgateway -o json" in (
+        root / "kubectl.log").read_text()
+
+
 def test_sweep_refuses_unresolvable_pod_and_service(tmp_path: Path) -> None:
     root = stand_ins(tmp_path)
     out = tmp_path / "c"
