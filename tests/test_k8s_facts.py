@@ -491,6 +491,18 @@ def test_sweep_stops_when_a_watched_pod_is_gone(tmp_path: Path, server: Any) -> 
     assert f"Stop reason: {reason}" in (out / "report.txt").read_text()
     assert "istio-ingressgateway-*" in (out / "report.html").read_text()
     assert _pod_calls(root) == {"istio-system": 3, "default": 3}
+    # Once a pod runs again, --resume continues on its CPUs.
+    (root / "pods-later.json").write_text(_istio_pods(
+        name="istio-ingressgateway-6f9c8d7b5-zz9qq", uid=_NEW_UID))
+    _state_with(root, _NEW_UID, "10-11")
+    proc = nhbench_cli("sweep", "--resume", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert ("--watch-pod ingress=istio-system/istio-ingressgateway: CPUs changed since step 1: "
+            "5,22,77,94 -> 10-11") in proc.stderr
+    resumed = load_campaign(out)
+    assert resumed.manifest.status == "completed" and len(resumed.steps) == 3
+    assert [step.watch_cpus["ingress"] for step in resumed.steps] == [
+        [5, 22, 77, 94], [10, 11], [10, 11]]
     # adapt ends the same way; a campaign that did not end its search exits 1 there.
     adapt_root = tmp_path / "adapt"
     adapt_root.mkdir()

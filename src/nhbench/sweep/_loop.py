@@ -237,6 +237,14 @@ class Sweep:
                            f"{','.join(map(str, pod.cpus))} ({', '.join(sources)}; "
                            f"{len(pod.containers)} container(s), matched by {pod.matched})")
             self.config.target_spec = spec.model_copy(update={"watch_cpus": groups})
+            last = self._saved.steps[-1] if self._saved and self._saved.steps else None
+            for pod in cluster.pods:
+                # Resumed: the pod may have moved since the last recorded step.
+                before = None if last is None else last.watch_cpus.get(pod.group)
+                if last is not None and before is not None and before != pod.cpus:
+                    self._note(f"--watch-pod {pod.group}={pod.given}: CPUs changed since step "
+                               f"{last.index}: {format_cpu_list(before)} -> "
+                               f"{format_cpu_list(pod.cpus)}")
             self._pods = {pod.group: pod for pod in cluster.pods}
             self._pods_host = host
         return cluster
