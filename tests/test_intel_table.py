@@ -209,6 +209,7 @@ def _sample_lab(campaign: Path, *, watch: dict[str, list[int]]) -> CampaignManif
     loads = {"ingress": 11.0, "nighthawk": 22.0, "sidecar": 33.0}
     for step in data["steps"]:
         step["target_capture"] = None
+        step["watch_cpus"] = watch  # what each step watched, as a run there records it
         step["target_cpu"] = {name: loads[name] for name in watch}
         step["loadgen_cpu"], step["nhbench_cpu"] = 44.0, 55.0
     return CampaignManifest.model_validate(data)

@@ -12,6 +12,7 @@ conversation, not a cluster.
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import stat
@@ -129,6 +130,23 @@ def test_watch_pod_refusals_name_what_is_missing() -> None:
         resolve_pod(parse_pod_ref("g=default/ingress"), pods, state, "0-7")
     with pytest.raises(K8sError, match=r"has no container proxy \(its containers: app\)"):
         resolve_pod(parse_pod_ref("g=default/web-1/proxy"), pods, state, "0-7")
+    # A pod that does not run has no CPUs of its own yet (Pending) or is giving them back
+    # (being deleted): refused by name rather than watched on the CPUs it was last given.
+    pending = json.loads(pods)
+    pending["items"][0]["status"]["phase"] = "Pending"
+    with pytest.raises(K8sError, match=r"--watch-pod g: pod default/web-1 is Pending, not "
+                       "Running"):
+        resolve_pod(parse_pod_ref("g=default/web-1"), json.dumps(pending), state, "0-7")
+    deleted = json.loads(pods)
+    deleted["items"][0]["metadata"]["deletionTimestamp"] = "2026-11-29T08:00:00Z"
+    with pytest.raises(K8sError, match=r"pod default/web-1 is terminating"):
+        resolve_pod(parse_pod_ref("g=default/web-1"), json.dumps(deleted), state, "0-7")
+    # During a rollout a deployment's old pod terminates while its new one runs: the group
+    # is the new one.
+    rollout = json.loads(_pods("u2", ["app"], name="web-2"))
+    rollout["items"] += deleted["items"]
+    assert [c.pod for c in resolve_pod(parse_pod_ref("g=default/web"), json.dumps(rollout),
+                                       state, "0-7").containers] == ["web-2"]
     with pytest.raises(K8sError, match="kubectl get pods -n default failed: Error from server "
                        r"\(Forbidden\)"):
         resolve_pod(parse_pod_ref("g=default/web"), 'Error from server (Forbidden): pods is '
@@ -188,20 +206,32 @@ def _script(path: Path, body: str) -> None:
     path.chmod(path.stat().st_mode | stat.S_IEXEC)
 
 
-def stand_ins(tmp_path: Path, *, node_port: int = 30088, tools: bool = True) -> Path:
+def stand_ins(tmp_path: Path, *, node_port: int = 30088, tools: bool = True,
+              istio_pods_after: tuple[int, str] | None = None) -> Path:
     """A bin directory with a stand-in kubectl (and, with `tools`, istioctl, calicoctl,
     docker, crictl, kubelet), and a kubelet directory holding the lab cpu_manager_state.
-    The ingress service's http2 NodePort is `node_port`."""
+    The ingress service's http2 NodePort is `node_port`. The kubectl stand-in logs its
+    arguments, one call a line, in ROOT/kubectl.log. With `istio_pods_after` (N, JSON) its
+    ``get pods -n istio-system`` prints JSON from the (N+1)th call on instead of the lab
+    recording: a pod restarted, rescheduled or gone while a campaign runs."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     service = json.loads(read("lab_service_ingressgateway.json"))
     service["spec"]["ports"][1]["nodePort"] = node_port
     (tmp_path / "service.json").write_text(json.dumps(service))
     d = DATA
+    log = tmp_path / "kubectl.log"
+    istio_pods = f"cat {d}/lab_pods_istio-system.json"
+    if istio_pods_after is not None:
+        (tmp_path / "pods-later.json").write_text(istio_pods_after[1])
+        istio_pods = (f"if [ \"$(grep -c '^get pods -n istio-system ' {log})\" -gt "
+                      f"{istio_pods_after[0]} ]; then cat {tmp_path}/pods-later.json; "
+                      f"else {istio_pods}; fi")
     _script(bin_dir / "kubectl", f"""case "$1" in --request-timeout=*) shift ;; esac
+echo "$*" >> {log}
 case "$*" in
   "version --client -o json"|"version -o json") cat {d}/kubectl_version_kudo549.json ;;
-  "get pods -n istio-system -o json") cat {d}/lab_pods_istio-system.json ;;
+  "get pods -n istio-system -o json") {istio_pods} ;;
   "get pods -n default -o json") cat {d}/lab_pods_default.json ;;
   "get pods -A -l app=istiod -o json") cat {d}/lab_pods_istio-system.json ;;
   "get pods -A -l k8s-app=calico-node -o json") echo '{{"items": []}}' ;;
@@ -249,6 +279,12 @@ def test_collect_cluster_locally_with_stand_ins(tmp_path: Path,
     assert istiod.containers[0].source == "shared pool" and 0 in istiod.cpus
     assert 5 not in istiod.cpus
     assert facts.service is not None and facts.service.url == "http://127.0.0.1:30088/"
+    # kubelet writes the state with Go's json.Marshal: no newline at its end.
+    state = root / "kubelet" / "cpu_manager_state"
+    state.write_text(state.read_text().rstrip("\n"))
+    again = collect_cluster(LocalHost(), kubelet_dir=str(root / "kubelet"),
+                            pods=[parse_pod_ref("ingress=istio-system/istio-ingressgateway")])
+    assert again is not None and again.pods[0].cpus == [5, 22, 77, 94]
 
 
 def test_missing_tools_are_unknown_with_reasons(tmp_path: Path,
@@ -298,10 +334,16 @@ def _sweep_args(root: Path, out: Path, *extra: str) -> list[str]:
 def test_sweep_finds_target_and_cpus_locally(tmp_path: Path, server: Any) -> None:
     root = stand_ins(tmp_path, node_port=_port(server))
     out = tmp_path / "c"
-    proc = nhbench_cli(*_sweep_args(root, out))
+    proc = nhbench_cli(*_sweep_args(root, out, "--steps", "50,60"))
     assert proc.returncode == 0, proc.stderr
     assert f"http://127.0.0.1:{_port(server)}/" in proc.stderr
+    # The pods are resolved at the start (with the other facts) and again before each
+    # step, once each time; pods that stayed put change nothing and are not mentioned.
+    assert _pod_calls(root) == {"istio-system": 3, "default": 3}
+    assert "changed before step" not in proc.stderr and "ingress CPUs" not in (
+        out / "report.txt").read_text()
     campaign = load_campaign(out)
+    assert [step.watch_cpus["ingress"] for step in campaign.steps] == [[5, 22, 77, 94]] * 2
     manifest = campaign.manifest
     assert manifest.url == f"http://127.0.0.1:{_port(server)}/"
     assert campaign.steps[0].http_2xx > 0  # the load reached the server the service names
@@ -320,10 +362,177 @@ def test_sweep_finds_target_and_cpus_locally(tmp_path: Path, server: Any) -> Non
     assert cluster_lines[0] == "-" * len("Cluster (target node)")
     assert cluster_lines[1].strip() and not cluster_lines[1].startswith("-"), cluster_lines[:3]
     # A resumed campaign finds the service again (its URL is the node's, not the options').
-    proc = nhbench_cli("sweep", "--resume", str(out), "--steps", "50,60")
+    proc = nhbench_cli("sweep", "--resume", str(out), "--steps", "50,60,70")
     assert proc.returncode == 0, proc.stderr
     resumed = load_campaign(out)
-    assert len(resumed.steps) == 2 and resumed.steps[1].http_2xx > 0
+    assert len(resumed.steps) == 3 and resumed.steps[2].http_2xx > 0
+    assert _pod_calls(root) == {"istio-system": 5, "default": 5}
+
+
+def _pod_calls(root: Path) -> dict[str, int]:
+    """How many times the stand-in kubectl listed each namespace's pods."""
+    calls = (root / "kubectl.log").read_text().splitlines()
+    return {namespace: calls.count(f"get pods -n {namespace} -o json")
+            for namespace in ("istio-system", "default")}
+
+
+def _istio_pods(*, name: str | None = None, uid: str | None = None,
+                gone: bool = False) -> str:
+    """The lab's istio-system pods with the ingress gateway's pod replaced (another name
+    or UID: a restarted or rescheduled pod) or gone."""
+    pods = json.loads(read("lab_pods_istio-system.json"))
+    ingress = pods["items"][0]
+    if gone:
+        pods["items"].remove(ingress)
+    ingress["metadata"].update({"name": name or ingress["metadata"]["name"],
+                                "uid": uid or ingress["metadata"]["uid"]})
+    return json.dumps(pods)
+
+
+_NEW_UID = "0d1e2f30-4152-4637-8899-aabbccddeeff"
+
+
+def _state_with(root: Path, uid: str, cpus: str) -> None:
+    # The stand-in's state file holds the new pod's entry from the start: kubectl, not
+    # the file, is what switches in the stand-in (the script reads the file first).
+    state = json.loads(read("lab_cpu_manager_state.json"))
+    state["entries"][uid] = {"istio-proxy": cpus}
+    (root / "kubelet" / "cpu_manager_state").write_text(json.dumps(state))
+
+
+def _table_rows(report: str) -> tuple[list[str], list[list[str]]]:
+    lines = report.split("Steps\n-----\n", 1)[1].splitlines()
+    split = [[cell.strip() for cell in line.split("  ") if cell.strip()] for line in lines]
+    return split[0], [row for row in split[2:] if row and row[0].isdigit()]
+
+
+def test_sweep_follows_a_pod_that_moved(tmp_path: Path, server: Any) -> None:
+    # STAND-IN: the ingress gateway's pod is replaced after step 1 (kubectl lists another
+    # pod, with other exclusive CPUs, from its third listing on: the start, step 1, then
+    # step 2). No cluster can restart a pod here.
+    root = stand_ins(tmp_path, node_port=_port(server), istio_pods_after=(
+        2, _istio_pods(name="istio-ingressgateway-6f9c8d7b5-zz9qq", uid=_NEW_UID)))
+    _state_with(root, _NEW_UID, "10-11")
+    out = tmp_path / "c"
+    proc = nhbench_cli(*_sweep_args(root, out, "--steps", "50,60,70"))
+    assert proc.returncode == 0, proc.stderr
+    notes = [line for line in proc.stderr.splitlines() if "changed before step" in line]
+    assert notes == [
+        "nhbench: --watch-pod ingress=istio-system/istio-ingressgateway: CPUs changed before "
+        "step 2: 5,22,77,94 -> 10-11 (pod istio-ingressgateway-6f9c8d7b5-k2x4p -> "
+        "istio-ingressgateway-6f9c8d7b5-zz9qq); step 2 watches the new ones"]
+    assert _pod_calls(root) == {"istio-system": 4, "default": 4}
+    campaign = load_campaign(out)
+    assert campaign.manifest.status == "completed"
+    assert [step.watch_cpus["ingress"] for step in campaign.steps] == [
+        [5, 22, 77, 94], [10, 11], [10, 11]]
+    nighthawk = campaign.manifest.target_capture["watch_cpus"]["nighthawk"]
+    assert all(step.watch_cpus["nighthawk"] == nighthawk for step in campaign.steps)
+    # The reports give each step the CPUs it watched: the header each set with its steps,
+    # and a column for the group that changed (not for the one that did not).
+    report = (out / "report.txt").read_text()
+    watched = [line.split(":", 1)[1].strip() if line.startswith("CPUs:") else line.strip()
+               for line in report.split("\n\nSteps\n")[0].splitlines()[-3:]]
+    assert [line.split(" (")[0] for line in watched] == [
+        "ingress: 5,22,77,94", "ingress: 10-11", "nighthawk: 1-4,18-21,23,74-76,78-79"]
+    assert watched[0].endswith(") in step 1") and watched[1].endswith(") in steps 2-3")
+    headers, rows = _table_rows(report)
+    assert "ingress CPUs" in headers and "nighthawk CPUs" not in headers
+    column = headers.index("ingress CPUs")
+    assert [row[column] for row in rows] == ["5,22,77,94", "10-11", "10-11"]
+    with (out / "results.csv").open() as csv_file:
+        table = list(csv.DictReader(csv_file))
+    assert [row["target_cpus_ingress"] for row in table] == ["5,22,77,94", "10-11", "10-11"]
+    assert "target_cpus_nighthawk" not in table[0]
+    html = (out / "report.html").read_text()
+    assert "ingress CPUs</th>" in html and "<td>10-11</td>" in html
+    # Resumed: the pods are resolved again at the start and before the new step.
+    proc = nhbench_cli("sweep", "--resume", str(out), "--steps", "50,60,70,80")
+    assert proc.returncode == 0, proc.stderr
+    assert "changed before step" not in proc.stderr
+    resumed = load_campaign(out)
+    assert [step.watch_cpus["ingress"] for step in resumed.steps][2:] == [[10, 11]] * 2
+    assert _pod_calls(root) == {"istio-system": 6, "default": 6}
+    assert ") in steps 2-4\n" in (out / "report.txt").read_text()
+
+
+def test_sweep_says_a_pod_recreated_under_its_name(tmp_path: Path, server: Any) -> None:
+    # STAND-IN, as above: the same pod name with a new UID (a stateful set's pod
+    # recreated) and the same CPUs: measured as before, and said.
+    root = stand_ins(tmp_path, node_port=_port(server),
+                     istio_pods_after=(2, _istio_pods(uid=_NEW_UID)))
+    _state_with(root, _NEW_UID, "5,22,77,94")
+    out = tmp_path / "c"
+    proc = nhbench_cli(*_sweep_args(root, out, "--steps", "50,60"))
+    assert proc.returncode == 0, proc.stderr
+    assert ("--watch-pod ingress=istio-system/istio-ingressgateway: pod "
+            "istio-ingressgateway-6f9c8d7b5-k2x4p recreated (new UID) before step 2; same CPUs "
+            "5,22,77,94") in proc.stderr
+    assert [s.watch_cpus["ingress"] for s in load_campaign(out).steps] == [[5, 22, 77, 94]] * 2
+
+
+def test_sweep_stops_when_a_watched_pod_is_gone(tmp_path: Path, server: Any) -> None:
+    # STAND-IN, as above: the ingress gateway's pod is gone before step 2.
+    root = stand_ins(tmp_path, node_port=_port(server),
+                     istio_pods_after=(2, _istio_pods(gone=True)))
+    out = tmp_path / "c"
+    proc = nhbench_cli(*_sweep_args(root, out, "--steps", "50,60,70"))
+    # Ended as a stop rule ends a sweep: stopped, exit 0, the steps done kept and reported.
+    assert proc.returncode == 0, proc.stderr
+    reason = ("before step 2: --watch-pod ingress: no pod named istio-ingressgateway or "
+              "istio-ingressgateway-* in namespace istio-system (its pods: "
+              "istiod-7d4b9c6f8-abcde)")
+    assert f"nhbench: stopping: {reason}" in proc.stderr
+    campaign = load_campaign(out)
+    assert (campaign.manifest.status, campaign.manifest.stop_reason) == ("stopped", reason)
+    assert len(campaign.steps) == 1 and campaign.steps[0].http_2xx > 0
+    assert [path.name for path in (out / "steps").iterdir()] == [campaign.steps[0].directory
+                                                                 .rpartition("/")[2]]
+    assert f"Stop reason: {reason}" in (out / "report.txt").read_text()
+    assert "istio-ingressgateway-*" in (out / "report.html").read_text()
+    assert _pod_calls(root) == {"istio-system": 3, "default": 3}
+    # Once a pod runs again, --resume continues on its CPUs.
+    (root / "pods-later.json").write_text(_istio_pods(
+        name="istio-ingressgateway-6f9c8d7b5-zz9qq", uid=_NEW_UID))
+    _state_with(root, _NEW_UID, "10-11")
+    proc = nhbench_cli("sweep", "--resume", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert ("--watch-pod ingress=istio-system/istio-ingressgateway: CPUs changed since step 1: "
+            "5,22,77,94 -> 10-11") in proc.stderr
+    resumed = load_campaign(out)
+    assert resumed.manifest.status == "completed" and len(resumed.steps) == 3
+    assert [step.watch_cpus["ingress"] for step in resumed.steps] == [
+        [5, 22, 77, 94], [10, 11], [10, 11]]
+    # adapt ends the same way; a campaign that did not end its search exits 1 there.
+    adapt_root = tmp_path / "adapt"
+    adapt_root.mkdir()
+    root = stand_ins(adapt_root, node_port=_port(server),
+                     istio_pods_after=(2, _istio_pods(gone=True)))
+    args = _sweep_args(root, adapt_root / "c")
+    args[args.index("--steps"):args.index("--steps") + 2] = []
+    proc = nhbench_cli("adapt", *args[1:], "--slo", "p99<10s", "--min-rps", "20",
+                       "--max-rps", "80")
+    assert proc.returncode == 1, proc.stderr
+    adapted = load_campaign(adapt_root / "c")
+    assert (adapted.manifest.status, adapted.manifest.stop_reason) == ("stopped", reason)
+    assert len(adapted.steps) == 1
+
+
+def test_sweep_without_watched_pods_lists_no_pods(tmp_path: Path, server: Any) -> None:
+    # A guard rather than a new behaviour: with --k8s-service alone nothing is resolved
+    # per step (the pods' namespaces are never listed; the facts' label queries aside).
+    root = stand_ins(tmp_path, node_port=_port(server))
+    args = _sweep_args(root, tmp_path / "c", "--steps", "50,60")
+    for pod in ("ingress=istio-system/istio-ingressgateway",
+                "nighthawk=default/nighthawk-server/nighthawk-server"):
+        at = args.index(pod)
+        del args[at - 1:at + 1]
+    proc = nhbench_cli(*args)
+    assert proc.returncode == 0, proc.stderr
+    assert len(load_campaign(tmp_path / "c").steps) == 2
+    assert _pod_calls(root) == {"istio-system": 0, "default": 0}
+    assert "get service -n istio-system istio-ingressgateway -o json" in (
+        root / "kubectl.log").read_text()
 
 
 def test_sweep_refuses_unresolvable_pod_and_service(tmp_path: Path) -> None:

@@ -11,9 +11,9 @@ import itertools
 
 from .._format import format_latency, format_rate
 from .._svg import PALETTE, Series, line_chart
-from ._models import LATENCY_KEYS, CampaignManifest
+from ._models import LATENCY_KEYS, CampaignManifest, StepRecord
 
-__all__ = ["sweep_charts", "watched_groups"]
+__all__ = ["changed_groups", "group_cpus", "group_cpu_runs", "sweep_charts", "watched_groups"]
 
 
 def watched_groups(manifest: CampaignManifest) -> list[str]:
@@ -29,6 +29,43 @@ def watched_groups(manifest: CampaignManifest) -> list[str]:
             if name not in names:
                 names.append(name)
     return names
+
+
+def group_cpus(manifest: CampaignManifest, step: StepRecord | None, group: str) -> list[int] | None:
+    """The CPUs of watched group `group`: those the step watched (its record, else its
+    capture), else those the campaign's capture spec names; None when the group is not
+    watched. A --watch-pod group is resolved again before each step, so steps may differ."""
+    if step is not None:
+        if group in step.watch_cpus:
+            return list(step.watch_cpus[group])
+        if step.target_capture is not None:
+            for load in step.target_capture.groups:
+                if load.name == group:
+                    return list(load.cpus)
+    spec = (manifest.target_capture or {}).get("watch_cpus") or {}
+    cpus = spec.get(group)
+    return None if cpus is None else [int(cpu) for cpu in cpus]
+
+
+def group_cpu_runs(manifest: CampaignManifest, group: str) -> list[tuple[list[int], list[int]]]:
+    """(CPUs, step indices) of `group` for each CPU set its steps watched, in the order of
+    their first step; [] without steps or when the steps watched what the capture spec
+    names (the usual case: nothing changed)."""
+    runs: dict[tuple[int, ...], list[int]] = {}
+    for step in manifest.steps:
+        cpus = group_cpus(manifest, step, group)
+        if cpus is not None:
+            runs.setdefault(tuple(cpus), []).append(step.index)
+    if not runs or list(runs) == [tuple(group_cpus(manifest, None, group) or ())]:
+        return []
+    return [(list(cpus), indices) for cpus, indices in runs.items()]
+
+
+def changed_groups(manifest: CampaignManifest) -> list[str]:
+    """The watched groups whose CPUs differ between steps (a --watch-pod group whose pod
+    moved during the campaign)."""
+    return [group for group in watched_groups(manifest)
+            if len(group_cpu_runs(manifest, group)) > 1]
 
 
 def sweep_charts(manifest: CampaignManifest, *, inline_style: bool = False) -> list[str]:

@@ -26,6 +26,7 @@ import dataclasses
 from typing import Any
 
 from ..options import TABLE_LAYOUTS, format_cpu_list
+from ._charts import group_cpu_runs, group_cpus
 from ._models import CampaignManifest, StepRecord
 from ._table import ViewColumn, format_percent, protocol_of, step_view
 
@@ -57,18 +58,6 @@ def table_layout(manifest: CampaignManifest) -> str:
     """The campaign's step-table layout: its ``table`` setting, else "nhbench"."""
     value = str(manifest.settings.get("table") or "nhbench")
     return value if value in TABLE_LAYOUTS else "nhbench"
-
-
-def group_cpus(manifest: CampaignManifest, step: StepRecord | None, group: str) -> list[int] | None:
-    """The CPUs of watched group `group`: those the step measured (its capture), else those
-    the campaign's capture spec names; None when the group is not watched."""
-    if step is not None and step.target_capture is not None:
-        for load in step.target_capture.groups:
-            if load.name == group:
-                return list(load.cpus)
-    spec = (manifest.target_capture or {}).get("watch_cpus") or {}
-    cpus = spec.get(group)
-    return None if cpus is None else [int(cpu) for cpu in cpus]
 
 
 def core_thread(cpus: list[int], cores: list[list[int]] | None,
@@ -168,13 +157,30 @@ def intel_notes(manifest: CampaignManifest) -> list[str]:
 
 def watched_cpu_lines(manifest: CampaignManifest) -> list[str]:
     """The watched target groups as the script's header names its pods' CPU sets, with their
-    cores and threads: ``ingress: 5,22,77,94 (4 CPUs, 2C4T)``."""
+    cores and threads: ``ingress: 5,22,77,94 (4 CPUs, 2C4T)``; a group whose steps watched
+    several sets (a --watch-pod group whose pod moved) has a line per set, ending ``in
+    step 1`` / ``in steps 2-3``."""
     spec = (manifest.target_capture or {}).get("watch_cpus") or {}
     lines = []
-    for name in spec:
-        cpus = group_cpus(manifest, None, str(name)) or []
+
+    def described(cpus: list[int]) -> str:
         text, reason = core_thread(cpus, *_target_cores(manifest))
         count = len(set(cpus))
-        lines.append(f"{name}: {format_cpu_list(cpus)} ({count} CPU{'s' * (count != 1)}, "
-                     f"{text or 'cores unknown: ' + (reason or '')})")
+        return (f"{format_cpu_list(cpus)} ({count} CPU{'s' * (count != 1)}, "
+                f"{text or 'cores unknown: ' + (reason or '')})")
+
+    for name in spec:
+        runs = group_cpu_runs(manifest, str(name))
+        if not runs:
+            lines.append(f"{name}: {described(group_cpus(manifest, None, str(name)) or [])}")
+            continue
+        # The steps watched other CPUs than the campaign started with (a --watch-pod
+        # group's pod moved): each set, a line each, with the steps that watched it.
+        lines += [f"{name}: {described(cpus)} in {step_ranges(indices)}"
+                  for cpus, indices in runs]
     return lines
+
+
+def step_ranges(indices: list[int]) -> str:
+    """[1, 2, 3, 5] -> "steps 1-3,5"; [2] -> "step 2"."""
+    return ("step " if len(indices) == 1 else "steps ") + format_cpu_list(indices)

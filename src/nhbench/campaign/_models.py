@@ -116,6 +116,11 @@ class StepRecord(BaseModel):
     target_cpu: dict[str, float | None] = Field(
         default_factory=dict, description="Watched CPU group -> busy % on the target."
     )
+    watch_cpus: dict[str, list[int]] = Field(
+        default_factory=dict,
+        description="Watched CPU group -> the target CPUs it was during this step (a "
+        "--watch-pod group is resolved again before each step, and its pod may have moved); "
+        "empty for a step recorded before steps carried it.")
     nhbench_cpu: float | None = Field(
         default=None,
         description="CPU time the nhbench process itself used during the step, as % of one "

@@ -27,7 +27,7 @@ from .._format import format_latency, format_rate
 
 # The worker pinning is written as --cpus takes it.
 from ..options import format_cpu_list
-from ._charts import watched_groups
+from ._charts import changed_groups, group_cpus, watched_groups
 from ._models import LATENCY_KEYS, CampaignManifest, StepRecord
 from ._perfstat import perf_stat_columns
 
@@ -226,6 +226,20 @@ def _target_cpu(manifest: CampaignManifest) -> list[StepColumn]:
     ]
 
 
+def _target_cpus(manifest: CampaignManifest) -> list[StepColumn]:
+    # A --watch-pod group whose pod moved during the campaign watched other CPUs on some
+    # steps: each step shows the set it watched, so that no step's CPU % reads as the
+    # load of CPUs it did not watch. Absent when nothing changed (the header has the set).
+    def cpus_of(group: str) -> Cell:
+        return lambda s: format_cpu_list(group_cpus(manifest, s, group) or [])
+
+    return [
+        StepColumn(f"target_cpus_{group}", cpus_of(group), numeric=False,
+                   csv=Shown(f"target_cpus_{group}", last=True), report=f"{group} CPUs")
+        for group in changed_groups(manifest)
+    ]
+
+
 def _frame_cpu(manifest: CampaignManifest) -> list[StepColumn]:
     return [
         StepColumn(f"cpu_{group}", _cpu_of(group), frame=f"cpu_{group}")
@@ -289,6 +303,7 @@ STEP_TABLE: tuple[StepColumn | PerCampaign, ...] = (
                notebook=Shown("errors", lambda s: str(s.error_count))),
     StepColumn("error_rate", lambda s: s.error_rate, csv="error_rate", frame="error_rate"),
     PerCampaign("target_cpu", _target_cpu),
+    PerCampaign("target_cpus", _target_cpus),
     PerCampaign("frame_cpu", _frame_cpu),
     # perf stat per watched group: IPC in the reports' table (every count in their own
     # perf stat table), every count in the CSV and the DataFrame (campaign/_perfstat.py).

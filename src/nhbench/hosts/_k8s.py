@@ -12,6 +12,10 @@ names, container IDs, resources) and kubelet's ``cpu_manager_state`` (pod UID ->
 -> CPU set; the pre-1.18 format keyed by container ID is read too). A pod or a service that
 cannot be resolved is a `K8sError`: a group that was asked for and cannot be watched, or a
 target that cannot be found, must stop the sweep before it starts, naming why.
+
+During a campaign `resolve_watched_pods` resolves the watched pods again before each step
+(`watched_pods_script`: the pods' namespaces, the state file and the online CPUs only, one
+round trip), since a pod restarted or rescheduled may have other CPUs, or be gone.
 """
 
 from __future__ import annotations
@@ -46,6 +50,8 @@ __all__ = [
     "parse_kubelet_version",
     "resolve_pod",
     "resolve_service",
+    "resolve_watched_pods",
+    "watched_pods_script",
 ]
 
 DEFAULT_KUBELET_DIR = "/var/lib/kubelet"
@@ -64,17 +70,10 @@ def cluster_script(kubectl: str, kubelet_dir: str, namespaces: Iterable[str],
     """The shell script whose sections `collect_cluster` parses. `kubectl` is a command
     (``kubectl``, ``k3s kubectl``, ``sudo kubectl --kubeconfig /etc/kubernetes/admin.conf``)
     and is used as given; every other name is quoted."""
-    state = shlex.quote(f"{kubelet_dir.rstrip('/')}/cpu_manager_state")
     config = shlex.quote(f"{kubelet_dir.rstrip('/')}/config.yaml")
-    # A kubeconfig naming an unreachable server would otherwise hold each call for
-    # kubectl's default (no) request timeout: facts must never stall a sweep's start.
-    k = f"{kubectl} --request-timeout=10s"
+    k = _kubectl(kubectl)
     lines = [
-        'PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"; export PATH; LC_ALL=C; export LC_ALL',
-        f"s() {{ printf '\\n{_MARK}%s\\n' \"$1\"; }}",
-        # "exit N" after an output says whether the command worked; its stderr is kept,
-        # since that is what says why it did not.
-        "x() { \"$@\" 2>&1; echo \"exit $?\"; }",
+        *_PRELUDE,
         f"s tools; for t in {' '.join(_TOOLS)}; do command -v \"$t\" >/dev/null 2>&1 && echo \"$t\"; done",
         f"s kubectl; {k} version --client -o json >/dev/null 2>&1 && echo found",
         "s docker; command -v docker >/dev/null 2>&1 && x docker version",
@@ -88,17 +87,54 @@ def cluster_script(kubectl: str, kubelet_dir: str, namespaces: Iterable[str],
         # The image tags are a fallback, asked only of a server that answered.
         f"s calico_pods; [ \"$st\" = 0 ] && x {k} get pods -A -l k8s-app=calico-node -o json",
         f"s istiod_pods; [ \"$st\" = 0 ] && x {k} get pods -A -l app=istiod -o json",
-        f"s cpu_state; if [ -r {state} ]; then x cat {state}; elif [ -e {state} ]; then "
-        f"x sudo -n cat {state}; else echo 'No such file or directory'; echo 'exit 1'; fi",
+        _state_line(kubelet_dir),
         f"s kubelet_config; grep -h '^cpuManagerPolicy' {config} 2>/dev/null",
         "s online; cat /sys/devices/system/cpu/online 2>/dev/null",
     ]
-    for namespace in dict.fromkeys(namespaces):
-        lines.append(f"s pods:{namespace}; x {k} get pods -n {shlex.quote(namespace)} -o json")
+    lines += _pods_lines(k, namespaces)
     if service is not None:
         lines.append(f"s service; x {k} get service -n {shlex.quote(service.namespace)} "
                      f"{shlex.quote(service.name)} -o json")
         lines.append(f"s nodes; x {k} get nodes -o json")
+    return "\n".join(lines) + "\n"
+
+
+_PRELUDE = (
+    'PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"; export PATH; LC_ALL=C; export LC_ALL',
+    f"s() {{ printf '\\n{_MARK}%s\\n' \"$1\"; }}",
+    # "exit N" after an output says whether the command worked; its stderr is kept,
+    # since that is what says why it did not. It goes on a line of its own: kubelet writes
+    # cpu_manager_state with Go's json.Marshal, which ends it without a newline.
+    "x() { o=$(\"$@\" 2>&1); st=$?; printf '%s\\nexit %s\\n' \"$o\" \"$st\"; }",
+)
+
+
+def _kubectl(kubectl: str) -> str:
+    # A kubeconfig naming an unreachable server would otherwise hold each call for
+    # kubectl's default (no) request timeout: facts must never stall a sweep.
+    return f"{kubectl} --request-timeout=10s"
+
+
+def _state_line(kubelet_dir: str) -> str:
+    state = shlex.quote(f"{kubelet_dir.rstrip('/')}/cpu_manager_state")
+    return (f"s cpu_state; if [ -r {state} ]; then x cat {state}; elif [ -e {state} ]; then "
+            f"x sudo -n cat {state}; else echo 'No such file or directory'; echo 'exit 1'; fi")
+
+
+def _pods_lines(k: str, namespaces: Iterable[str]) -> list[str]:
+    return [f"s pods:{namespace}; x {k} get pods -n {shlex.quote(namespace)} -o json"
+            for namespace in dict.fromkeys(namespaces)]
+
+
+def watched_pods_script(kubectl: str, kubelet_dir: str, namespaces: Iterable[str]) -> str:
+    """The script `resolve_watched_pods` runs before each step: only what the watched pods'
+    CPUs are read from (the pods of their namespaces, cpu_manager_state, the online CPUs)."""
+    lines = [
+        *_PRELUDE,
+        _state_line(kubelet_dir),
+        "s online; cat /sys/devices/system/cpu/online 2>/dev/null",
+        *_pods_lines(_kubectl(kubectl), namespaces),
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -338,10 +374,21 @@ def _match_pods(ref: PodRef, pods: list[dict[str, Any]]) -> tuple[list[dict[str,
     if exact:
         return exact, "pod name"
     # A deployment's, daemon set's or stateful set's pods are named after it with a suffix.
+    # During a rollout the old pods terminate while the new ones start: only the running
+    # ones that are not being deleted are the group.
     prefixed = [pod for pod in pods
                 if str((pod.get("metadata") or {}).get("name", "")).startswith(ref.pod + "-")
-                and (pod.get("status") or {}).get("phase", "Running") == "Running"]
+                and _not_running(pod) is None]
     return prefixed, "name prefix"
+
+
+def _not_running(pod: dict[str, Any]) -> str | None:
+    """Why `pod` does not run (its phase, or that it is being deleted), or None. A pod
+    without a phase is taken as running, as recorded outputs may leave it out."""
+    if (pod.get("metadata") or {}).get("deletionTimestamp"):
+        return "terminating"
+    phase = (pod.get("status") or {}).get("phase", "Running")
+    return None if phase == "Running" else f"{phase}, not Running"
 
 
 def _resources(container: dict[str, Any]) -> dict[str, str | None]:
@@ -392,6 +439,11 @@ def _resolve_pod(ref: PodRef, pods_output: str, state: CpuState, online: str) ->
     for pod in matched:
         name = str(pod["metadata"]["name"])
         uid = str(pod["metadata"].get("uid") or "")
+        # Its CPUs are not the ones it will run on (a pending pod has no exclusive CPUs
+        # yet; a terminating one is giving them back).
+        why = _not_running(pod)
+        if why is not None:
+            raise K8sError(f"{flag}: pod {ref.namespace}/{name} is {why}", "watch_pod")
         spec_containers = [c for c in (pod.get("spec") or {}).get("containers") or []
                            if isinstance(c, dict)]
         cnames = [str(c.get("name")) for c in spec_containers]
@@ -413,7 +465,8 @@ def _resolve_pod(ref: PodRef, pods_output: str, state: CpuState, online: str) ->
                 raise K8sError(f"{flag}: cpu_manager_state CPU list {cpu_list!r}: {exc}",
                                "watch_pod") from None
             cpus += [cpu for cpu in parsed if cpu not in cpus]
-            containers.append(ContainerCpus(pod=name, container=cname, cpus=cpu_list,
+            containers.append(ContainerCpus(pod=name, pod_uid=uid or None, container=cname,
+                                            cpus=cpu_list,
                                             source=source, **_resources(container)))
     return WatchedPod(group=ref.group, given=ref.given, matched=how, cpus=sorted(cpus),
                       containers=containers)
@@ -612,6 +665,33 @@ def _state(sections: dict[str, str], kubelet_dir: str) -> tuple[CpuState | None,
         return None, f"{path}: {exc}"
 
 
+def resolve_watched_pods(host: Host, pods: Sequence[PodRef], *, kubectl: str = "kubectl",
+                         kubelet_dir: str = DEFAULT_KUBELET_DIR) -> list[WatchedPod]:
+    """`pods` resolved again on `host` (in one round trip): what `collect_cluster` gives
+    in its ``pods``, without the other facts. K8sError when one cannot be resolved any
+    more (gone, not running, no CPUs), naming the group and why; HostError when `host`
+    cannot run the script."""
+    result = host.run(watched_pods_script(kubectl, kubelet_dir, (p.namespace for p in pods)),
+                      timeout=60)
+    sections = parse_sections(result.stdout)
+    if not sections:
+        reason = _first_line(result.stderr, f"exit status {result.exit_status}")
+        raise K8sError(f"--watch-pod: the pods script did not run on {host.name}: {reason}",
+                       "watch_pod")
+    return _watched_pods(sections, pods, *_state(sections, kubelet_dir))
+
+
+def _watched_pods(sections: dict[str, str], pods: Sequence[PodRef], state: CpuState | None,
+                  state_reason: str | None) -> list[WatchedPod]:
+    resolved = []
+    for ref in pods:
+        if state is None:
+            raise K8sError(f"--watch-pod {ref.group}: {state_reason}", "watch_pod")
+        resolved.append(resolve_pod(ref, _status(sections.get(f"pods:{ref.namespace}", ""))[0],
+                                    state, sections.get("online", "")))
+    return resolved
+
+
 def collect_cluster(host: Host, *, kubectl: str = "kubectl",
                     kubelet_dir: str = DEFAULT_KUBELET_DIR, pods: Sequence[PodRef] = (),
                     service: ServiceRef | None = None,
@@ -648,11 +728,7 @@ def collect_cluster(host: Host, *, kubectl: str = "kubectl",
         flag = "--watch-pod" if pods else "--k8s-service"
         raise K8sError(f"{flag} needs kubectl on {host.name}: {kubectl!r} does not run "
                        "there (give the command with --kubectl)", option)
-    for ref in pods:
-        if state is None:
-            raise K8sError(f"--watch-pod {ref.group}: {state_reason}", "watch_pod")
-        facts.pods.append(resolve_pod(ref, _status(sections.get(f"pods:{ref.namespace}", ""))[0],
-                                      state, sections.get("online", "")))
+    facts.pods = _watched_pods(sections, pods, state, state_reason)
     if service is not None:
         facts.service = resolve_service(service, _status(sections.get("service", ""))[0],
                                         _status(sections.get("nodes", ""))[0], url)

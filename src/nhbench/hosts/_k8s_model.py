@@ -19,6 +19,9 @@ class ContainerCpus(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     pod: str
+    pod_uid: str | None = Field(
+        default=None, description="The pod's UID: a pod recreated under the same name has "
+        "another one.")
     container: str
     cpus: str = Field(description="CPU list as kubelet's cpu_manager_state gives it.")
     source: str = Field(

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from .._calibrate import CalibrationError, calibrate
-from .._exceptions import HostError, OptionsError
+from .._exceptions import HostError, K8sError, OptionsError
 from .._result import Result
 from .._run import resolve
 from .._server import TestServer
@@ -61,11 +61,13 @@ from ..hosts import (
     MachineFacts,
     SSHHost,
     SSHTarget,
+    WatchedPod,
     collect_cluster,
     collect_facts,
     password_from_environment,
+    resolve_watched_pods,
 )
-from ..options import Options, affinity_cpus, make_options, target_addresses
+from ..options import Options, affinity_cpus, format_cpu_list, make_options, target_addresses
 from ..report import write_reports
 from ._config import SweepConfig, default_out, prepare_sweep, settings_for_resume
 from ._records import record_from_result
@@ -140,6 +142,10 @@ class Sweep:
         self._saved: CampaignManifest | None = None
         self._scrapes = (None if config.scrape is None
                          else StepScrapes(config.scrape, self._note))
+        # The --watch-pod groups as last resolved, and the host they are resolved on: they
+        # are resolved again before each step (`_resolve_pods`).
+        self._pods: dict[str, WatchedPod] = {}
+        self._pods_host: Host | None = None
         if config.resume is not None:
             # Checked here, before any connection or server, so that an incompatible resume
             # fails as fast and as cleanly as a bad option.
@@ -246,7 +252,54 @@ class Sweep:
                            f"{','.join(map(str, pod.cpus))} ({', '.join(sources)}; "
                            f"{len(pod.containers)} container(s), matched by {pod.matched})")
             self.config.target_spec = spec.model_copy(update={"watch_cpus": groups})
+            last = self._saved.steps[-1] if self._saved and self._saved.steps else None
+            for pod in cluster.pods:
+                # Resumed: the pod may have moved since the last recorded step.
+                before = None if last is None else last.watch_cpus.get(pod.group)
+                if last is not None and before is not None and before != pod.cpus:
+                    self._note(f"--watch-pod {pod.group}={pod.given}: CPUs changed since step "
+                               f"{last.index}: {format_cpu_list(before)} -> "
+                               f"{format_cpu_list(pod.cpus)}")
+            self._pods = {pod.group: pod for pod in cluster.pods}
+            self._pods_host = host
         return cluster
+
+    def _resolve_pods(self, index: int) -> str | None:
+        """Before step `index`, the --watch-pod groups resolved again (the pods' JSON and
+        cpu_manager_state, one round trip), so that the step's target capture watches the
+        CPUs the pods have now: a pod restarted or rescheduled may have others. A change is
+        used for the step and said in one line; a pod that cannot be resolved any more
+        (gone, not running, no CPUs) is returned as the reason the campaign stops, since
+        its old CPUs would be measured silently otherwise. None: go on."""
+        k8s, spec, host = self.config.k8s, self.config.target_spec, self._pods_host
+        if k8s is None or not self._pods or spec is None or host is None:
+            return None
+        try:
+            pods = resolve_watched_pods(host, k8s.pods, kubectl=k8s.kubectl,
+                                        kubelet_dir=k8s.kubelet_dir)
+        except K8sError as exc:
+            return f"before step {index}: {exc}"
+        except HostError as exc:
+            return f"before step {index}: --watch-pod not resolved again: {exc}"
+        groups = dict(spec.watch_cpus)
+        for pod in pods:
+            old = self._pods.get(pod.group)
+            if old is None:
+                continue
+            which, replaced = _pod_change(old, pod)
+            if old.cpus != pod.cpus:
+                self._note(f"--watch-pod {pod.group}={pod.given}: CPUs changed before step "
+                           f"{index}: {format_cpu_list(old.cpus)} -> "
+                           f"{format_cpu_list(pod.cpus)} ({which}); step {index} watches "
+                           "the new ones")
+            elif replaced:
+                self._note(f"--watch-pod {pod.group}={pod.given}: {which} before step "
+                           f"{index}; same CPUs {format_cpu_list(pod.cpus)}")
+            groups[pod.group] = pod.cpus
+            self._pods[pod.group] = pod
+        if groups != spec.watch_cpus:
+            self.config.target_spec = spec.model_copy(update={"watch_cpus": groups})
+        return None
 
     def _add_calibration(self, facts: dict[str, Any]) -> dict[str, Any]:
         """The load generator's facts with this machine's calibration, when asked for: it is
@@ -424,6 +477,11 @@ class Sweep:
                     return
                 rate = strategy.next_rate(manifest)
                 index = len(manifest.steps) + 1
+                gone = self._resolve_pods(index)
+                if gone is not None:
+                    self._note(f"stopping: {gone}")
+                    store.finish("stopped", gone)
+                    return
                 current = (index, rate)
                 record, result = self._run_step(store, options, index, rate, target_host,
                                                 loadgen_host)
@@ -507,11 +565,12 @@ class Sweep:
     ) -> tuple[StepRecord | None, Result | None]:
         path = store.prepare_step(index, rate)
         step_options = make_options(options, rps=rate)
+        target_spec = self.config.target_spec
         started_at = datetime.now(timezone.utc)
         captures: list[tuple[StepCapture | None, str]] = []
         result: Result | None = None
         try:
-            captures.append((self._start_capture(target_host, self.config.target_spec,
+            captures.append((self._start_capture(target_host, target_spec,
                                                  path / "target", "target"), "target"))
             captures.append((self._start_capture(loadgen_host, self.config.loadgen_spec,
                                                  path / "loadgen", "loadgen"), "loadgen"))
@@ -559,6 +618,9 @@ class Sweep:
             loadgen_cpu_fallback=fallback,
             nhbench_cpu=fallback,
         )
+        if target_spec is not None:
+            # What each group was during this step: a --watch-pod group may differ per step.
+            record.watch_cpus = {name: list(cpus) for name, cpus in target_spec.watch_cpus.items()}
         if self._scrapes is not None:
             record.scrape = self._scrapes.records(path)
         return record, result
@@ -570,6 +632,19 @@ class Sweep:
             write_reports(self.store.directory, self.store.manifest)
         except Exception as exc:  # noqa: BLE001 - a report must never cost the measurements
             self._note(f"report not written: {type(exc).__name__}: {exc}".splitlines()[0])
+
+
+def _pod_change(old: WatchedPod, new: WatchedPod) -> tuple[str, bool]:
+    """("pod A -> B", True) when the group matched other pods than before; ("pod A
+    recreated (new UID)", True) for a pod recreated under its name (a stateful set's);
+    ("pod A", False) for the same pod."""
+    names = [", ".join(dict.fromkeys(c.pod for c in pod.containers)) for pod in (old, new)]
+    if names[0] != names[1]:
+        return f"pod {names[0]} -> {names[1]}", True
+    uids = [{c.pod_uid for c in pod.containers} for pod in (old, new)]
+    if uids[0] != uids[1]:
+        return f"pod {names[1]} recreated (new UID)", True
+    return f"pod {names[1]}", False
 
 
 def run_sweep(
