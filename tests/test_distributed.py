@@ -231,14 +231,8 @@ def test_service_executions_run_on_the_cluster(cluster: LocalRayCluster,
                                                server: nhbench.TestServer) -> None:
     # `nhbench service --ray ADDRESS` runs every execution on the cluster; the client is a
     # generic one (server reflection, dynamic messages), as in tests/test_service.py.
-    grpc = pytest.importorskip("grpc", reason="needs grpcio (the test extra)")
+    pytest.importorskip("grpc", reason="needs grpcio (the test extra)")
     pytest.importorskip("grpc_reflection", reason="needs grpcio-reflection (the test extra)")
-    from google.protobuf import descriptor_pool, message_factory
-    from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
-        ProtoReflectionDescriptorDatabase,
-    )
-
-    service_name = "nighthawk.client.NighthawkService"
     process = subprocess.Popen(
         [sys.executable, "-m", "nhbench", "service", "--listen", "127.0.0.1:0",
          "--ray", cluster.address],
@@ -248,30 +242,11 @@ def test_service_executions_run_on_the_cluster(cluster: LocalRayCluster,
         assert process.stdout is not None
         line = process.stdout.readline()
         assert line.startswith("listening on "), (line, process.stderr)
-        with grpc.insecure_channel(line.split()[-1]) as channel:
-            pool = descriptor_pool.DescriptorPool(ProtoReflectionDescriptorDatabase(channel))
-            method = pool.FindServiceByName(service_name).methods_by_name["ExecutionStream"]
-            request_class = message_factory.GetMessageClass(method.input_type)
-            response_class = message_factory.GetMessageClass(method.output_type)
-            request = request_class()
-            request.start_request.options.uri.value = server.url
-            request.start_request.options.duration.seconds = 1
-            request.start_request.options.requests_per_second.value = 30
-            call = channel.stream_stream(
-                f"/{service_name}/ExecutionStream",
-                request_serializer=request_class.SerializeToString,
-                response_deserializer=response_class.FromString)
-            before = _served(server)
-            responses = list(call(iter([request]), timeout=120))
-            served = _served(server) - before
+        two_node_executions(line.split()[-1], server, 1)
     finally:
         process.send_signal(signal.SIGTERM)
         process.communicate(timeout=60)
-    assert len(responses) == 1 and not responses[0].HasField("error_detail"), responses
-    names = [entry.name for entry in responses[0].output.results]
-    assert names[-3:] == ["host_0", "host_1", "global"]
-    global_ = {c.name: c.value for c in responses[0].output.results[-1].counters}
-    assert global_["upstream_rq_total"] == served > 0
+
 
 def test_ctrl_c_stops_every_node(cluster: LocalRayCluster, server: nhbench.TestServer,
                                  tmp_path: Path) -> None:

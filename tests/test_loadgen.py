@@ -14,6 +14,7 @@ import re
 import shlex
 import shutil
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.cli import PACKAGE_PARENT, nhbench_cli, refused_before_sending
+from support.cli import PACKAGE_PARENT, cli_env, nhbench_cli, refused_before_sending
 from support.service_calls import two_node_executions
 
 import nhbench
@@ -736,3 +737,27 @@ def test_a_start_too_soon_for_the_agents_is_refused_naming_loadgen(
     offset = float(re.search(r"\(it is ([-+][0-9.]+) s from now\)",  # type: ignore[union-attr]
                              str(refused.value)).group(1))
     assert 0 < offset <= 0.5, str(refused.value)
+
+
+def test_the_service_runs_its_executions_from_the_loadgen_hosts(
+        sshd: Any, server: nhbench.TestServer, tmp_path: Path) -> None:
+    # `nhbench service --loadgen ... --loadgen ...`: every execution runs from the two SSH
+    # load generators, on one set of agents (two executions, two agents started).
+    pytest.importorskip("grpc", reason="needs grpcio (the test extra)")
+    pytest.importorskip("grpc_reflection", reason="needs grpcio-reflection (the test extra)")
+    pids, python = _pid_wrapper(tmp_path)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "nhbench", "service", "--listen", "127.0.0.1:0",
+         *_ssh_args(sshd, python)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=cli_env({"SSH_AUTH_SOCK": ""}), stdin=subprocess.DEVNULL)
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        assert line.startswith("listening on "), (line, process.stderr)
+        two_node_executions(line.split()[-1], server, 2)
+        assert len(_agent_pids(pids)) == 2
+    finally:
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 0, stderr

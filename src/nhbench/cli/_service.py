@@ -19,8 +19,10 @@ if TYPE_CHECKING:
 
 __all__ = ["add_parser", "run"]
 
-# The run options the service applies to every execution: where the load comes from.
-_SERVICE_RUN_OPTIONS = ("ray", "hosts")
+# The run options the service applies to every execution: where the load comes from (a Ray
+# cluster, or load generators over SSH or in containers).
+_SERVICE_RUN_OPTIONS = ("ray", "hosts", "loadgen", "loadgen_python", "loadgen_ssh_key",
+                        "loadgen_known_hosts", "loadgen_password_env", "loadgen_jump")
 
 
 def add_parser(commands: Subparsers,
