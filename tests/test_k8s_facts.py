@@ -444,6 +444,9 @@ def test_sweep_follows_a_pod_that_moved(tmp_path: Path, server: Any) -> None:
         table = list(csv.DictReader(csv_file))
     assert [row["target_cpus_ingress"] for row in table] == ["5,22,77,94", "10-11", "10-11"]
     assert "target_cpus_nighthawk" not in table[0]
+    # The DataFrame's rows (Campaign.rows) carry the same per-step set.
+    assert [row["cpus_ingress"] for row in campaign.rows()] == ["5,22,77,94", "10-11", "10-11"]
+    assert "cpus_nighthawk" not in campaign.rows()[0]
     html = (out / "report.html").read_text()
     assert "ingress CPUs</th>" in html and "<td>10-11</td>" in html
     # Resumed: the pods are resolved again at the start and before the new step.

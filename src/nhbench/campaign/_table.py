@@ -229,13 +229,15 @@ def _target_cpu(manifest: CampaignManifest) -> list[StepColumn]:
 def _target_cpus(manifest: CampaignManifest) -> list[StepColumn]:
     # A --watch-pod group whose pod moved during the campaign watched other CPUs on some
     # steps: each step shows the set it watched, so that no step's CPU % reads as the
-    # load of CPUs it did not watch. Absent when nothing changed (the header has the set).
+    # load of CPUs it did not watch (the DataFrame's cpus_GROUP next to its cpu_GROUP). Absent
+    # when nothing changed (the header has the set).
     def cpus_of(group: str) -> Cell:
         return lambda s: format_cpu_list(group_cpus(manifest, s, group) or [])
 
     return [
         StepColumn(f"target_cpus_{group}", cpus_of(group), numeric=False,
-                   csv=Shown(f"target_cpus_{group}", last=True), report=f"{group} CPUs")
+                   csv=Shown(f"target_cpus_{group}", last=True), report=f"{group} CPUs",
+                   frame=f"cpus_{group}")
         for group in changed_groups(manifest)
     ]
 
