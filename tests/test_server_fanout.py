@@ -332,3 +332,16 @@ def test_without_mirroring_head_reads_no_body_and_a_bad_method_differs_in_serial
     theirs, ours = _side_by_side(urls, "/?X=BAD%20M", serial=True, mirror=False)
     assert theirs == (200, "")
     assert ours == (503, "")
+
+
+def test_without_mirroring_connect_to_a_url_without_a_path_goes_in_authority_form(
+        fortio_targets: tuple[int, int]) -> None:
+    a, b = fortio_targets
+    # Go writes "CONNECT host:port HTTP/1.1" for the URL without a path (which Go's mux
+    # answers 404) and "CONNECT /debug HTTP/1.1" for the other (echoed).
+    theirs, ours = _side_by_side([f"http://127.0.0.1:{a}", f"http://127.0.0.1:{b}/debug"],
+                                 "/?X=CONNECT", mirror=False)
+    assert theirs == ours
+    status, text = ours
+    assert status == 404
+    assert text.startswith("404 page not found\n") and "\nCONNECT /debug HTTP/1.1\n" in text
