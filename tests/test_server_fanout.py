@@ -253,8 +253,9 @@ def no_mirror_pair(fortio_targets: tuple[int, int]) -> Iterator[tuple[int, int]]
 _FORM = "application/x-www-form-urlencoded"
 
 # (query or path, client method, client body, client headers, what each target must get:
-# its request line, its body as /debug shows it and its length, None for no request at all). Each case holds something the
-# plain GET sent before does not do, so that each fails on it.
+# its request line, its body as /debug shows it and its length; None for no request at
+# all). Each case holds something the plain GET sent before does not do, so that each fails
+# on it.
 _FORM_CASES = [
     ("/?payload=abc", "GET", b"", (), ("POST /debug", "abc", 3)),
     ("/?payload=a%20b+c", "GET", b"", (), ("POST /debug", "a b c", 5)),
@@ -345,3 +346,17 @@ def test_without_mirroring_connect_to_a_url_without_a_path_goes_in_authority_for
     status, text = ours
     assert status == 404
     assert text.startswith("404 page not found\n") and "\nCONNECT /debug HTTP/1.1\n" in text
+
+
+def test_without_mirroring_the_error_line_names_the_form_method(
+        fortio_targets: tuple[int, int]) -> None:
+    a, _ = fortio_targets
+    down = free_port()
+    url = f"http://127.0.0.1:{down}/x"
+    (s1, t1), (s2, t2) = _side_by_side([f"http://127.0.0.1:{a}/debug", url],
+                                       "/?X=PUT&payload=a", mirror=False)
+    assert s1 == s2 == 503
+    # Go's url.Error: "Put" for PUT.
+    for text in (t1, t2):
+        assert f'\nError for {url}: Put "{url}": ' in text, text
+        assert text.endswith("connection refused\n")
