@@ -2,7 +2,8 @@
 against real Fortio: ``fortio load`` through our fan-out to two of our servers (each target
 sees every request), and our fan-out side by side with ``fortio server -M`` on the same
 targets (``fortio server`` echoes, whose /debug page shows what each target received), in
-parallel, serial and non-mirroring modes, with a target down."""
+parallel, serial and non-mirroring modes (with the ``payload``/``X``/``H`` query form that
+Fortio reads there), with a target down."""
 
 from __future__ import annotations
 
@@ -93,9 +94,11 @@ _VARIABLE = (
 )
 
 
-def _normal(body: bytes) -> str:
+def _normal(body: bytes, *, keep_length: bool = False) -> str:
     text = body.decode()
     for pattern, replacement in _VARIABLE:
+        if keep_length and replacement == "":
+            continue  # without mirroring both send the payload with a Content-Length
         text = pattern.sub(replacement, text)
     return text
 
@@ -231,3 +234,129 @@ def test_keep_alive_to_the_targets_survives_a_target_closing(tmp_path: Path) -> 
                 assert _read_response(s).startswith(b"HTTP/1.1 200 ")
         assert fan.stats()["fanout_upstream_errors"] == 0
         assert a.stats()["requests"] == 5
+
+
+# ---- without mirroring: the query read as Fortio's form -----------------------------------------
+
+
+@pytest.fixture(scope="module")
+def no_mirror_pair(fortio_targets: tuple[int, int]) -> Iterator[tuple[int, int]]:
+    """``fortio server -M ... -multi-mirror-origin=false`` and ours, in parallel mode, on the
+    same two echo targets: (their port, our port)."""
+    a, b = fortio_targets
+    urls = [f"http://127.0.0.1:{a}/debug?a=b", f"http://127.0.0.1:{b}/debug"]
+    with _fortio_multi(urls, "-multi-mirror-origin=false") as theirs, nhbench.TestServer(
+            http_fanout=f"127.0.0.1:0={','.join(urls)}", http_fanout_no_mirror=True) as fan:
+        yield theirs, fan.http_fanout_address[1]
+
+
+_FORM = "application/x-www-form-urlencoded"
+
+# (query or path, client method, client body, client headers, what each target must get:
+# its request line, its body as /debug shows it and its length; None for no request at
+# all). Each case holds something the plain GET sent before does not do, so that each fails
+# on it.
+_FORM_CASES = [
+    ("/?payload=abc", "GET", b"", (), ("POST /debug", "abc", 3)),
+    ("/?payload=a%20b+c", "GET", b"", (), ("POST /debug", "a b c", 5)),
+    ("/?X=PUT", "GET", b"", (), ("PUT /debug", "", 0)),
+    ("/?X=DELETE&payload=x", "GET", b"", (), ("DELETE /debug", "x", 1)),
+    # H is not applied without mirroring, by Fortio itself; only the payload is sent
+    ("/?H=X-Foo:bar&payload=p", "GET", b"", (), ("POST /debug", "p", 1)),
+    # repeated keys: the first value wins
+    ("/?payload=one&payload=two&X=PATCH&X=PUT", "GET", b"", (), ("PATCH /debug", "one", 3)),
+    # a pair with an invalid escape is dropped whole (the next one counts), as is one with ';'
+    ("/?payload=%zz&payload=second", "GET", b"", (), ("POST /debug", "second", 6)),
+    ("/?payload=a%2&X=PUT", "GET", b"", (), ("PUT /debug", "", 0)),
+    ("/?payload=a;b&X=PUT", "GET", b"", (), ("PUT /debug", "", 0)),
+    # an empty payload is none; the first (empty) one still wins over a later one
+    ("/?payload=&payload=late&X=PUT", "GET", b"", (), ("PUT /debug", "", 0)),
+    # keys are unescaped too
+    ("/?pay%6coad=enc&%58=PUT", "GET", b"", (), ("PUT /debug", "enc", 3)),
+    # a Content-Type in H makes it a POST (with Content-Length: 0); an empty one does not;
+    # Go trims Unicode white space (U+00A0, U+3000) around its name and value
+    ("/?H=Content-Type:%20text/plain", "GET", b"", (), ("POST /debug", "", 0)),
+    ("/?H=%C2%A0content-TYPE%E3%80%80:%C2%A0x", "GET", b"", (), ("POST /debug", "", 0)),
+    ("/?H=Content-Type:%20%C2%A0&payload=z&X=PUT", "GET", b"", (), ("PUT /debug", "z", 1)),
+    # the method is sent as given (Go adds Content-Length: 0 only for POST, PUT, PATCH)
+    ("/?X=put", "GET", b"", (), ("put /debug", "", 0)),
+    ("/?X=OPTIONS&payload=%00%0D%0A", "GET", b"", (), ("OPTIONS /debug", r"\x00\r\n", 3)),
+    # a form body gives nothing: Fortio has read the body before it reads the form
+    ("/?X=PUT", "POST", b"payload=frombody&X=DELETE", (("Content-Type", _FORM),),
+     ("PUT /debug", "", 0)),
+    # a method Go's net/http refuses: nothing is sent, 503 with an empty body
+    ("/?X=BAD%20METHOD", "GET", b"", (), None),
+    ("/?X=GET%20/x%20HTTP/1.1%0D%0AX-Injected:%201%0D%0A", "GET", b"", (), None),
+]
+
+
+@pytest.mark.parametrize(("path", "method", "body", "headers", "expected"), _FORM_CASES,
+                         ids=[c[0] + (" " + c[1] if c[1] != "GET" else "") for c in _FORM_CASES])
+def test_without_mirroring_the_query_form_is_read_as_fortio_reads_it(
+        no_mirror_pair: tuple[int, int], path: str, method: str, body: bytes,
+        headers: tuple[tuple[str, str], ...], expected: tuple[str, str, int] | None) -> None:
+    theirs, ours = no_mirror_pair
+    s1, b1 = _request(theirs, path, method=method, body=body, headers=headers)
+    s2, b2 = _request(ours, path, method=method, body=body, headers=headers)
+    # Same status, and each target got the same request line, headers (Content-Length
+    # included) and body.
+    assert (s1, _normal(b1, keep_length=True)) == (s2, _normal(b2, keep_length=True))
+    text = _normal(b2, keep_length=True)
+    if expected is None:
+        assert (s2, text) == (503, "")
+        return
+    assert s2 == 200
+    line, payload, length = expected
+    first, second = text.split("<banner>")[1:]
+    for part in (first, second):
+        assert f"\n{line}" in part
+        assert "X-Foo" not in part and "X-Injected" not in part
+        if payload:
+            assert f"Content-Length: {length}\n" in part
+            assert part.endswith(f"body:\n\n{payload}\n")
+        elif line.split()[0] in ("POST", "PUT", "PATCH"):
+            assert "Content-Length: 0\n" in part
+        else:
+            assert "Content-Length" not in part
+    assert first.count("?a=b") == 1 and "?a=b" not in second
+
+
+def test_without_mirroring_head_reads_no_body_and_a_bad_method_differs_in_serial_mode(
+        fortio_targets: tuple[int, int]) -> None:
+    a, b = fortio_targets
+    urls = [f"http://127.0.0.1:{a}/debug", f"http://127.0.0.1:{b}/debug"]
+    # X=HEAD: sent with the payload, the targets' answers read without a body.
+    theirs, ours = _side_by_side(urls, "/?X=HEAD&payload=zz", mirror=False)
+    assert theirs == ours == (200, "")
+    # A refused method in serial mode: Fortio answers 200 with an empty body (nothing was
+    # sent); nhbench 503, as in parallel mode (a difference by design, in docs/fortio.md).
+    theirs, ours = _side_by_side(urls, "/?X=BAD%20M", serial=True, mirror=False)
+    assert theirs == (200, "")
+    assert ours == (503, "")
+
+
+def test_without_mirroring_connect_to_a_url_without_a_path_goes_in_authority_form(
+        fortio_targets: tuple[int, int]) -> None:
+    a, b = fortio_targets
+    # Go writes "CONNECT host:port HTTP/1.1" for the URL without a path (which Go's mux
+    # answers 404) and "CONNECT /debug HTTP/1.1" for the other (echoed).
+    theirs, ours = _side_by_side([f"http://127.0.0.1:{a}", f"http://127.0.0.1:{b}/debug"],
+                                 "/?X=CONNECT", mirror=False)
+    assert theirs == ours
+    status, text = ours
+    assert status == 404
+    assert text.startswith("404 page not found\n") and "\nCONNECT /debug HTTP/1.1\n" in text
+
+
+def test_without_mirroring_the_error_line_names_the_form_method(
+        fortio_targets: tuple[int, int]) -> None:
+    a, _ = fortio_targets
+    down = free_port()
+    url = f"http://127.0.0.1:{down}/x"
+    (s1, t1), (s2, t2) = _side_by_side([f"http://127.0.0.1:{a}/debug", url],
+                                       "/?X=PUT&payload=a", mirror=False)
+    assert s1 == s2 == 503
+    # Go's url.Error: "Put" for PUT.
+    for text in (t1, t2):
+        assert f'\nError for {url}: Put "{url}": ' in text, text
+        assert text.endswith("connection refused\n")

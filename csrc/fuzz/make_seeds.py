@@ -330,10 +330,21 @@ def grpc_seeds() -> list[bytes]:
     ]
 
 
+FANOUT_FORMS = [
+    "/?payload=abc", "/?payload=a%20b+c", "/?X=PUT", "/?X=DELETE&payload=x", "/?H=X-Foo:bar",
+    "/?payload=one&payload=two", "/?payload=%zz&payload=second", "/?payload=a%2", "/?payload=",
+    "/?payload=a;b&X=PUT", "/?pay%6coad=enc&%58=PATCH", "/?H=Content-Type:%20text/plain",
+    "/?H=%C2%A0content-TYPE%E3%80%80:%C2%A0x&H=Content-Type:%E2%80%8A",
+    "/?X=GET%20/x%20HTTP/1.1%0D%0AX-Injected:%201", "/?X=%00&payload=%00%0D%0A",
+    "http://h/p?X=HEAD&payload=zz", "/no-query", "/?&&=&X", "/?X=CONNECT",
+]
+
+
 def fanout_seeds() -> list[bytes]:
-    """fuzz_server_fanout: a byte saying the request was a HEAD, a byte placing the split
-    between two reads, then a target's response (see the target's header comment)."""
-    return [
+    """fuzz_server_fanout: a byte saying the request was a HEAD (bit 0) or that the input is
+    a request URI read as a form (bit 1), a byte placing the split between two reads, then a
+    target's response or the URI (see the target's header comment)."""
+    return [b"\x02\x00" + uri.encode() for uri in FANOUT_FORMS] + [
         b"\x00\x80HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n",
         b"\x00\x10HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
         b"\x00\xffHTTP/1.0 503 Service Unavailable\r\n\r\nuntil EOF",

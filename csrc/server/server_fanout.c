@@ -14,11 +14,13 @@
  * What goes to a target, as Fortio builds it: mirroring (the default), the
  * incoming method, the target's path with the request URI appended, every
  * end-to-end header (the hop-by-hop ones, Host and the framing headers are
- * the fan-out's own), the body with a Content-Length; otherwise a GET of
- * the target's URL carrying only the trace headers (x-request-id, b3,
- * x-b3-*) and nhbench's User-Agent. Both add X-On-Behalf-Of (the client's
- * address), X-Proxy-Agent when the client's User-Agent is not nhbench's,
- * and X-Fortio-Multi-Id (the target's position, from 1).
+ * the fan-out's own), the body with a Content-Length; otherwise a request
+ * for the target's URL built from the client's query as Fortio reads it as
+ * a form (nhb__srv_fanout_read_form(): "payload" is the body, "X" the
+ * method), carrying only the trace headers (x-request-id, b3, x-b3-*) and
+ * nhbench's User-Agent. Both add X-On-Behalf-Of (the client's address),
+ * X-Proxy-Agent when the client's User-Agent is not nhbench's, and
+ * X-Fortio-Multi-Id (the target's position, from 1).
  *
  * Every client connection owns one connection per target, opened at its
  * first request and kept alive across the client's requests (a target that
@@ -90,6 +92,10 @@ struct nhb__srv_fanout {
   size_t method_len;
   char method[24];
   char peer[64];
+  /* Not mirroring: the method and body read from the query, decoded into
+   * `form`. */
+  nhb__srv_buf form;
+  nhb__srv_fanout_form fm;
   nhb__srv_buf resp;  /* the response to the client */
   nhb__srv_buf stash; /* input not parsed yet */
   nhb__srv_buf spare; /* the stash being parsed */
@@ -124,6 +130,7 @@ static void fanout_unref(nhb__srv_fanout* f) {
   }
   nhb__srv_buf_free(&f->req);
   nhb__srv_buf_free(&f->out);
+  nhb__srv_buf_free(&f->form);
   nhb__srv_buf_free(&f->resp);
   nhb__srv_buf_free(&f->stash);
   nhb__srv_buf_free(&f->spare);
@@ -241,6 +248,186 @@ static void fanout_answer(nhb__srv_fanout* f) {
   client_send(f);
 }
 
+/* ---- the form of a non-mirroring request -------------------------------------------------- */
+
+/* Fortio (MakeSimpleRequest with CommonHTTPOptionsFromForm) reads the
+ * request's form with Go's Request.FormValue. TeeHandler has read the body
+ * before, so a form body gives nothing: the form is the query alone, as Go's
+ * url.ParseQuery splits it (the server Fortio is built with sets no limit on
+ * the number of pairs). */
+
+static int hex_value(unsigned char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  c |= 0x20;
+  return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+/* Go's QueryUnescape takes s: every '%' starts a "%XX". */
+static int q_valid(const char* s, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (s[i] == '%') {
+      if (i + 2 >= n || hex_value((unsigned char)s[i + 1]) < 0 || hex_value((unsigned char)s[i + 2]) < 0)
+        return 0;
+      i += 2;
+    }
+  return 1;
+}
+
+/* The next byte of the valid s at *i, unescaped ('+' is a space). */
+static unsigned char q_byte(const char* s, size_t* i) {
+  unsigned char c = (unsigned char)s[*i];
+  if (c == '%') {
+    c = (unsigned char)(hex_value((unsigned char)s[*i + 1]) << 4 | hex_value((unsigned char)s[*i + 2]));
+    *i += 3;
+    return c;
+  }
+  *i += 1;
+  return c == '+' ? ' ' : c;
+}
+
+/* The valid s unescaped is lit. */
+static int q_is(const char* s, size_t n, const char* lit) {
+  size_t i = 0, j = 0;
+  while (i < n)
+    if (!lit[j] || q_byte(s, &i) != (unsigned char)lit[j++]) return 0;
+  return !lit[j];
+}
+
+static int q_decode(nhb__srv_buf* b, const char* s, size_t n) {
+  if (nhb__srv_buf_reserve(b, n) < 0) return NHB_ENOMEM;
+  for (size_t i = 0; i < n;) b->p[b->len++] = (char)q_byte(s, &i);
+  return 0;
+}
+
+/* Go's unicode.IsSpace as UTF-8: U+1680, U+2000-200A, U+2028, U+2029,
+ * U+202F, U+205F, U+3000. */
+static int space3(const unsigned char* s) {
+  return (s[0] == 0xE1 && s[1] == 0x9A && s[2] == 0x80) ||
+         (s[0] == 0xE2 && s[1] == 0x80 &&
+          ((s[2] >= 0x80 && s[2] <= 0x8A) || s[2] == 0xA8 || s[2] == 0xA9 || s[2] == 0xAF)) ||
+         (s[0] == 0xE2 && s[1] == 0x81 && s[2] == 0x9F) || (s[0] == 0xE3 && s[1] == 0x80 && s[2] == 0x80);
+}
+
+static int space1(unsigned char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
+
+/* Go's strings.TrimSpace (ASCII white space, U+0085, U+00A0 and the rest). */
+static void trim_space(const char** sp, size_t* np) {
+  const unsigned char* s = (const unsigned char*)*sp;
+  size_t n = *np;
+  for (;;) {
+    if (n >= 1 && space1(s[0])) s += 1, n -= 1;
+    else if (n >= 2 && s[0] == 0xC2 && (s[1] == 0x85 || s[1] == 0xA0)) s += 2, n -= 2;
+    else if (n >= 3 && space3(s)) s += 3, n -= 3;
+    else break;
+  }
+  for (;;) {
+    if (n >= 1 && space1(s[n - 1])) n -= 1;
+    else if (n >= 2 && s[n - 2] == 0xC2 && (s[n - 1] == 0x85 || s[n - 1] == 0xA0)) n -= 2;
+    else if (n >= 3 && space3(s + n - 3)) n -= 3;
+    else break;
+  }
+  *sp = (const char*)s;
+  *np = n;
+}
+
+/* An "H" value as Fortio's AddAndValidateExtraHeader takes it. The header
+ * is not sent (Fortio adds the H headers only when MakeSimpleRequest copies
+ * all headers, which its fan-out never asks for), but a Content-Type makes
+ * the method POST. 1 a non-empty Content-Type, 0 an empty one, -1 anything
+ * else. */
+static int h_content_type(const char* v, size_t n) {
+  const char* colon = memchr(v, ':', n);
+  if (!colon) return -1;
+  const char* k = v;
+  size_t kn = (size_t)(colon - v);
+  trim_space(&k, &kn);
+  /* strings.ToLower: no other rune lowers to these letters. */
+  if (kn != 12 || strncasecmp(k, "content-type", 12) != 0) return -1;
+  const char* val = colon + 1;
+  size_t vn = n - (size_t)(val - v);
+  trim_space(&val, &vn);
+  return vn > 0;
+}
+
+/* RFC 9110's token, which Go's net/http requires of a method. */
+static int is_token(const char* s, size_t n) {
+  if (!n) return 0;
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)s[i];
+    int ok = (c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'z') ||
+             (c && strchr("!#$%&'*+-.^_`|~", c) != NULL);
+    if (!ok) return 0;
+  }
+  return 1;
+}
+
+static int is_method(const nhb__srv_fanout_form* fm, const char* m) {
+  size_t n = strlen(m);
+  return fm->method_len == n && memcmp(fm->method, m, n) == 0;
+}
+
+/* The URL has a path (Go's URL.Path is not empty). */
+static int url_has_path(const char* url) {
+  const char* p = strstr(url, "://");
+  p = p ? p + 3 : url;
+  p += strcspn(p, "/?#");
+  return *p == '/';
+}
+
+int nhb__srv_fanout_read_form(const char* uri, size_t n, nhb__srv_buf* b, nhb__srv_fanout_form* out) {
+  b->len = 0;
+  size_t pay_off = 0, pay_len = 0, m_off = 0, m_len = 0;
+  int have_pay = 0, have_m = 0, content_type = 0;
+  const char* end = uri + n;
+  const char* q = memchr(uri, '?', n);
+  q = q ? q + 1 : end;
+  while (q < end) {
+    const char* pair = q;
+    const char* amp = memchr(q, '&', (size_t)(end - q));
+    size_t pn = (size_t)((amp ? amp : end) - pair);
+    q = amp ? amp + 1 : end;
+    /* Go skips an empty pair, and one with a ';' (no longer a separator). */
+    if (!pn || memchr(pair, ';', pn)) continue;
+    const char* eq = memchr(pair, '=', pn);
+    size_t kn = eq ? (size_t)(eq - pair) : pn;
+    const char* v = eq ? eq + 1 : pair + pn;
+    size_t vn = eq ? pn - kn - 1 : 0;
+    /* A pair with a bad escape is dropped whole; the next one counts. */
+    if (!q_valid(pair, kn) || !q_valid(v, vn)) continue;
+    /* FormValue: the first value of a key. */
+    if (!have_pay && q_is(pair, kn, "payload")) {
+      have_pay = 1;
+      pay_off = b->len;
+      if (q_decode(b, v, vn) < 0) return NHB_ENOMEM;
+      pay_len = b->len - pay_off;
+    } else if (!have_m && q_is(pair, kn, "X")) {
+      have_m = 1;
+      m_off = b->len;
+      if (q_decode(b, v, vn) < 0) return NHB_ENOMEM;
+      m_len = b->len - m_off;
+    } else if (q_is(pair, kn, "H")) {
+      /* Every H, in order; the last Content-Type wins. */
+      size_t at = b->len;
+      if (q_decode(b, v, vn) < 0) return NHB_ENOMEM;
+      int ct = b->len > at ? h_content_type(b->p + at, b->len - at) : -1;
+      if (ct >= 0) content_type = ct;
+      b->len = at;
+    }
+  }
+  out->payload = pay_len ? b->p + pay_off : "";
+  out->payload_len = pay_len;
+  /* HTTPOptions.Method(). */
+  if (m_len) {
+    out->method = b->p + m_off;
+    out->method_len = m_len;
+  } else {
+    out->method = pay_len || content_type ? "POST" : "GET";
+    out->method_len = strlen(out->method);
+  }
+  out->method_ok = is_token(out->method, out->method_len);
+  return 0;
+}
+
 /* ---- targets ------------------------------------------------------------------------ */
 
 
@@ -308,15 +495,28 @@ static void up_fail(nhb__srv_fanout* f, int i, const char* why, int retryable) {
    * around the reason. */
   const nhb_server_fanout_target* t = &f->targets[i];
   int mirror = !f->w->server->config.http_fanout_no_mirror;
-  char op[24];
-  size_t k = 0;
-  const char* m = mirror ? f->method : "GET ";
-  for (; k + 1 < sizeof(op) && m[k] && m[k] != ' '; k++) op[k] = (char)(k ? (m[k] | 0x20) : m[k]);
-  op[k] = 0;
-  int r = mirror ? nhb__srv_buf_printf(&u->body, "Error for http://%s%s%.*s: %s \"http://%s%s%.*s\": %s\n", t->host,
-                                       t->path, (int)f->url_len, f->req.p + f->url_off, op, t->host, t->path,
-                                       (int)f->url_len, f->req.p + f->url_off, why)
-                 : nhb__srv_buf_printf(&u->body, "Error for %s: %s \"%s\": %s\n", t->url, op, t->url, why);
+  int r;
+  if (mirror) {
+    char op[24];
+    size_t k = 0;
+    const char* m = f->method;
+    for (; k + 1 < sizeof(op) && m[k] && m[k] != ' '; k++) op[k] = (char)(k ? (m[k] | 0x20) : m[k]);
+    op[k] = 0;
+    r = nhb__srv_buf_printf(&u->body, "Error for http://%s%s%.*s: %s \"http://%s%s%.*s\": %s\n", t->host, t->path,
+                            (int)f->url_len, f->req.p + f->url_off, op, t->host, t->path, (int)f->url_len,
+                            f->req.p + f->url_off, why);
+  } else {
+    /* Go's url.Error names the method as "Put" for PUT (only A-Z lowered,
+     * the first byte kept), whatever its length. */
+    r = nhb__srv_buf_printf(&u->body, "Error for %s: ", t->url);
+    if (r == 0) r = nhb__srv_buf_reserve(&u->body, f->fm.method_len);
+    if (r == 0)
+      for (size_t k = 0; k < f->fm.method_len; k++) {
+        char c = f->fm.method[k];
+        u->body.p[u->body.len++] = k && c >= 'A' && c <= 'Z' ? (char)(c | 0x20) : c;
+      }
+    if (r == 0) r = nhb__srv_buf_printf(&u->body, " \"%s\": %s\n", t->url, why);
+  }
   if (r < 0) {
     fanout_close(f);
     return;
@@ -446,10 +646,20 @@ static void up_send(nhb__srv_fanout* f, int i) {
    * (an allocation per write). */
   nhb__srv_buf* h = &u->head;
   h->len = 0;
-  int r = mirror ? nhb__srv_buf_append(h, f->method, f->method_len) : nhb__srv_buf_append(h, "GET ", 4);
-  if (r == 0) r = nhb__srv_buf_append(h, t->path, strlen(t->path));
-  if (r == 0 && mirror) r = nhb__srv_buf_append(h, f->req.p + f->url_off, f->url_len);
-  else if (r == 0 && !t->path[0]) r = nhb__srv_buf_append(h, "/", 1);
+  int r;
+  if (mirror) {
+    r = nhb__srv_buf_append(h, f->method, f->method_len);
+    if (r == 0) r = nhb__srv_buf_append(h, t->path, strlen(t->path));
+    if (r == 0) r = nhb__srv_buf_append(h, f->req.p + f->url_off, f->url_len);
+  } else {
+    r = nhb__srv_buf_append(h, f->fm.method, f->fm.method_len);
+    if (r == 0) r = nhb__srv_buf_append(h, " ", 1);
+    /* Go writes CONNECT for a URL without a path in authority form. */
+    if (r == 0 && is_method(&f->fm, "CONNECT") && !url_has_path(t->url))
+      r = nhb__srv_buf_append(h, t->host, strlen(t->host));
+    else if (r == 0)
+      r = nhb__srv_buf_append(h, t->path[0] ? t->path : "/", t->path[0] ? strlen(t->path) : 1);
+  }
   if (r == 0) r = nhb__srv_buf_append(h, " HTTP/1.1\r\nHost: ", 17);
   if (r == 0) r = nhb__srv_buf_append(h, t->host, strlen(t->host));
   if (r == 0) r = nhb__srv_buf_append(h, "\r\n", 2);
@@ -463,12 +673,14 @@ static void up_send(nhb__srv_fanout* f, int i) {
   b[n++] = uv_buf_init(h->p, (unsigned)h->len);
   b[n++] = uv_buf_init(f->out.p, (unsigned)f->out.len);
   if (mirror && f->body_len) b[n++] = uv_buf_init(f->req.p + f->body_off, (unsigned)f->body_len);
+  if (!mirror && f->fm.payload_len) b[n++] = uv_buf_init((char*)f->fm.payload, (unsigned)f->fm.payload_len);
   llhttp_init(&u->parser, HTTP_RESPONSE, &up_settings);
   u->parser.data = u;
   u->body.len = 0;
   u->got_bytes = 0;
   u->too_big = 0;
-  u->skip_body = (uint8_t)(mirror && f->is_head);
+  /* Go reads no body in a response to HEAD (the method exactly). */
+  u->skip_body = (uint8_t)(mirror ? f->is_head : is_method(&f->fm, "HEAD"));
   nhb__srv_bump(&f->w->counters.fanout_upstream_requests, 1);
   if (uv_write(&u->wreq, (uv_stream_t*)&u->tcp, b, n, up_on_written) < 0) up_fail(f, i, "write failed", 0);
 }
@@ -594,6 +806,10 @@ static int build_out(nhb__srv_fanout* f) {
   int has_body_method = f->parser.method == HTTP_POST || f->parser.method == HTTP_PUT || f->parser.method == HTTP_PATCH;
   if (r == 0 && mirror && (f->body_len || has_body_method))
     r = nhb__srv_buf_printf(o, "Content-Length: %llu\r\n", (unsigned long long)f->body_len);
+  /* Go's client: the payload's length, or 0 for these methods (exactly). */
+  if (r == 0 && !mirror &&
+      (f->fm.payload_len || is_method(&f->fm, "POST") || is_method(&f->fm, "PUT") || is_method(&f->fm, "PATCH")))
+    r = nhb__srv_buf_printf(o, "Content-Length: %zu\r\n", f->fm.payload_len);
   if (r == 0) r = nhb__srv_buf_append(o, "\r\n", 2);
   return r < 0 ? NHB_ENOMEM : 0;
 }
@@ -606,6 +822,31 @@ static void fanout_start(nhb__srv_fanout* f) {
   if (f->method_len >= sizeof(f->method)) f->method_len = sizeof(f->method) - 1;
   f->is_head = f->parser.method == HTTP_HEAD;
   f->keep_alive = (uint8_t)llhttp_should_keep_alive(&f->parser);
+  if (f->w->server->config.http_fanout_no_mirror) {
+    if (nhb__srv_fanout_read_form(f->req.p + f->url_off, f->url_len, &f->form, &f->fm) < 0) {
+      fanout_close(f);
+      return;
+    }
+    /* The payload is a body: bounded as the client's would be (it cannot
+     * be longer than max_header_bytes either, being in the request line). */
+    if (f->fm.payload_len > f->w->server->config.max_body_bytes) {
+      f->busy = 0;
+      client_refuse(f, 413);
+      return;
+    }
+    if (!f->fm.method_ok) {
+      /* Go's http.NewRequest refuses the method (so nothing can be injected
+       * into the request line): Fortio sends nothing and its parallel mode
+       * answers 503 with an empty body. Its serial mode answers 200 with an
+       * empty body; nhbench answers 503 there too, as nothing was sent. */
+      for (int i = 0; i < f->ntargets; i++) {
+        f->up[i].status = -1;
+        f->up[i].body.len = 0;
+      }
+      fanout_answer(f);
+      return;
+    }
+  }
   int r = build_out(f);
   if (r == 400) {
     f->busy = 0;

@@ -819,6 +819,21 @@ void nhb__srv_fanout_close_all(nhb__srv_worker* w);
  * complete response broke an invariant (a status outside 100-999, a body
  * past the cap). */
 int nhb__srv_fanout_parse_response(const char* p, size_t n, size_t split, int head_request);
+/* What a non-mirroring fan-out sends, read from the request URI's query as
+ * Fortio reads its form (Go's url.ParseQuery and Request.FormValue): the
+ * first "payload" is the body, the method is the first "X", else POST when
+ * there is a payload or an "H" value names a non-empty Content-Type, else
+ * GET. The decoded payload and method go in `scratch` (reset here); the
+ * pointers stay valid until it is used again. */
+typedef struct nhb__srv_fanout_form {
+  const char* payload;
+  size_t payload_len;
+  const char* method;
+  size_t method_len;
+  int method_ok; /* a token, as Go's net/http requires of a method */
+} nhb__srv_fanout_form;
+/* Returns 0, or NHB_ENOMEM. Also the fuzz target's seam. */
+int nhb__srv_fanout_read_form(const char* uri, size_t n, nhb__srv_buf* scratch, nhb__srv_fanout_form* out);
 
 /* server_respond.c */
 const char* nhb__srv_reason(unsigned status);

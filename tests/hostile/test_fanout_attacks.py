@@ -8,6 +8,7 @@ After every attack the fan-out must still answer a plain request.
 
 from __future__ import annotations
 
+import re
 import socket
 import threading
 import time
@@ -356,3 +357,136 @@ def test_pipelined_requests_are_answered_in_order() -> None:
         assert [b.split(b"HTTP")[0] for b in bodies] == \
             [b"/%d" % i for i in range(n - 1)] + [b"/last"]
         assert t.connections == 1
+
+
+# ---- without mirroring: the query form (payload, X) -------------------------------------------
+
+
+
+def answer_ok_with_body(conn: socket.socket, t: FakeTarget) -> None:
+    """answer_ok, reading each request's body (by its Content-Length) into `received`."""
+    while data := t.read_head(conn):
+        head, _, body = data.partition(b"\r\n\r\n")
+        match = re.search(rb"\r\nContent-Length: (\d+)\r\n", head + b"\r\n")
+        length = int(match.group(1)) if match else 0
+        while len(body) < length:
+            chunk = conn.recv(65536)
+            if not chunk:
+                return
+            body += chunk
+            with t.lock:
+                t.received += chunk
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n")
+
+
+def one_request(t: FakeTarget) -> tuple[bytes, bytes]:
+    """The only request `t` received: (head, body)."""
+    data = bytes(t.received)
+    assert data.count(b" HTTP/1.1\r\n") == 1, data[:300]
+    head, _, body = data.partition(b"\r\n\r\n")
+    return head, body
+
+
+@pytest.mark.parametrize("method", [
+    "GET%20/x%20HTTP/1.1%0D%0AX-Injected:%201%0D%0A%0D%0A",  # a request line of its own
+    "PUT%0AX-Injected:%201",
+    "PUT%0DX-Injected:%201",
+    "PUT%00",
+    "%20PUT",
+    "PU:T",
+    "P%C3%9AT",  # not ASCII
+])
+def test_a_method_that_is_not_a_token_is_refused_and_nothing_is_sent(method: str) -> None:
+    # Go's net/http refuses such a method (http.NewRequest): Fortio sends nothing and answers
+    # 503 with an empty body. Nothing may reach a target's request line.
+    with target(answer_ok_with_body) as t, fanout(t.url, http_fanout_no_mirror=True) as s:
+        data = exchange(s, f"GET /?payload=p&X={method} HTTP/1.1\r\nHost: h\r\n"
+                           f"Connection: close\r\n\r\n".encode())
+        assert data.startswith(b"HTTP/1.1 503 ") and data.endswith(b"\r\n\r\n"), data
+        assert t.connections == 0 and not t.received
+        assert s.stats()["fanout_upstream_requests"] == 0
+        assert still_answers(s)
+
+
+def test_nul_and_crlf_in_the_payload_stay_in_the_counted_body() -> None:
+    payload = b"\x00\r\nX-Injected: 1\r\n\r\nGET /evil HTTP/1.1\r\nHost: h\r\n\r\n"
+    query = "".join(f"%{b:02X}" for b in payload)
+    with target(answer_ok_with_body) as t, fanout(t.url, http_fanout_no_mirror=True) as s:
+        data = exchange(s, f"GET /?X=PUT&payload={query} HTTP/1.1\r\nHost: h\r\n"
+                           f"Connection: close\r\n\r\n".encode())
+        assert data.startswith(b"HTTP/1.1 200 ") and data.endswith(b"\r\n\r\nok\n"), data
+        assert wait_until(lambda: len(t.received) > len(payload), timeout=10)
+        head, body = bytes(t.received).split(b"\r\n\r\n", 1)
+        assert head.startswith(b"PUT / HTTP/1.1\r\n")
+        assert b"X-Injected" not in head
+        assert f"\r\nContent-Length: {len(payload)}".encode() in head
+        assert body == payload
+        assert still_answers(s)
+
+
+def test_a_huge_query_is_read_up_to_max_header_bytes_then_refused() -> None:
+    # A 60 KB payload (with every escape form) and 20000 empty pairs, within the default
+    # 64 KiB head: sent whole. Go's url.ParseQuery has no limit on the pairs as Fortio is
+    # built (urlmaxqueryparams=0).
+    payload = ("a+b%20c%2B" * 6000)[:60000]
+    expected = payload.replace("+", " ").replace("%20", " ").replace("%2B", "+").encode()
+    with target(answer_ok_with_body) as t, fanout(t.url, http_fanout_no_mirror=True) as s:
+        data = exchange(s, f"GET /?payload={payload}&X=PATCH HTTP/1.1\r\nHost: h\r\n"
+                           f"Connection: close\r\n\r\n".encode())
+        assert data.startswith(b"HTTP/1.1 200 "), data[:100]
+        assert wait_until(lambda: len(t.received) > len(expected), timeout=10)
+        head, body = one_request(t)
+        assert head.startswith(b"PATCH / HTTP/1.1\r\n")
+        assert body == expected
+
+        t.received.clear()
+        data = exchange(s, b"GET /?" + b"&" * 20000 + b"payload=last HTTP/1.1\r\nHost: h\r\n"
+                        b"Connection: close\r\n\r\n")
+        assert data.startswith(b"HTTP/1.1 200 ")
+        assert wait_until(lambda: t.received.endswith(b"last"), timeout=10)
+        assert one_request(t)[0].startswith(b"POST / HTTP/1.1\r\n")
+
+        # Past max_header_bytes: refused before any target sees it.
+        t.received.clear()
+        data = exchange(s, b"GET /?payload=" + b"x" * 70000 + b" HTTP/1.1\r\nHost: h\r\n"
+                        b"Connection: close\r\n\r\n")
+        assert data.startswith(b"HTTP/1.1 431 ")
+        assert not t.received
+        assert still_answers(s)
+
+
+def test_a_payload_or_form_body_over_max_body_bytes_is_refused() -> None:
+    with target(answer_ok_with_body) as t, fanout(t.url, http_fanout_no_mirror=True,
+                                                  max_body_bytes="1KiB") as s:
+        # The payload is a body: bounded as one (413), nothing sent.
+        data = exchange(s, b"GET /?payload=" + b"p" * 2000 + b" HTTP/1.1\r\nHost: h\r\n"
+                        b"Connection: close\r\n\r\n")
+        assert data.startswith(b"HTTP/1.1 413 "), data[:100]
+        # Escapes count decoded: 3000 bytes of query, 1000 of payload, sent.
+        data = exchange(s, b"GET /?payload=" + b"%41" * 1000 + b" HTTP/1.1\r\nHost: h\r\n"
+                        b"Connection: close\r\n\r\n")
+        assert data.startswith(b"HTTP/1.1 200 "), data[:100]
+        assert wait_until(lambda: len(t.received) > 1000, timeout=10)
+        assert one_request(t)[1] == b"A" * 1000
+        # A form body (which the non-mirroring fan-out does not read, as Fortio) over the
+        # limit: refused as any body.
+        t.received.clear()
+        body = b"payload=" + b"f" * 2000
+        data = exchange(s, b"POST /?X=PUT HTTP/1.1\r\nHost: h\r\nConnection: close\r\n"
+                        b"Content-Type: application/x-www-form-urlencoded\r\n"
+                        b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        assert data.startswith(b"HTTP/1.1 413 ")
+        assert t.connections == 1 and not t.received
+        assert still_answers(s)
+
+
+def test_connect_to_a_url_without_a_path_is_sent_in_authority_form() -> None:
+    # Go's request line for CONNECT when the URL has no path; with a path, the path.
+    with target(answer_ok_with_body) as t, fanout(f"http://127.0.0.1:{t.port}",
+                                                  http_fanout_no_mirror=True) as s:
+        data = exchange(s, b"GET /?X=CONNECT HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
+        assert data.startswith(b"HTTP/1.1 200 ")
+        assert wait_until(lambda: bool(t.received), timeout=10)
+        head, body = one_request(t)
+        assert head.startswith(b"CONNECT 127.0.0.1:%d HTTP/1.1\r\n" % t.port), head
+        assert b"Content-Length" not in head and body == b""
