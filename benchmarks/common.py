@@ -291,3 +291,17 @@ def print_step_overheads(steps: Sequence[Any], wanted: int, duration: float, wal
           f"max {max(rest):.3f} s, mean {statistics.mean(rest):.3f} s")
     print(f"campaign wall per step minus duration: {wall / len(steps) - duration:.3f} s")
     return True
+
+
+def step_overhead_args(argv: list[str] | None, description: str) -> argparse.Namespace:
+    """The per-step overhead benchmarks' arguments: --steps, --duration (seconds per step)
+    and --rps (the first step's rate per worker and the step between rates)."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--steps", type=int, default=10, help="steps of the sweep (10)")
+    parser.add_argument("--duration", type=float, default=1.0, help="seconds per step (1)")
+    parser.add_argument("--rps", type=int, default=20, help="the first step's rate per worker, "
+                        "and the step between rates (20)")
+    args = parser.parse_args(argv)
+    if args.steps < 2 or args.duration <= 0 or args.rps <= 0:
+        parser.error("--steps needs at least 2, --duration and --rps positive values")
+    return args

@@ -22,7 +22,6 @@ and docs/benchmarks.md have the figures.
 
 from __future__ import annotations
 
-import argparse
 import getpass
 import os
 import shlex
@@ -33,7 +32,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import print_step_overheads
+from common import print_step_overheads, step_overhead_args
 
 import nhbench
 from nhbench.campaign import load_campaign
@@ -68,16 +67,9 @@ def _start_sshd(directory: Path) -> tuple[subprocess.Popen[bytes], int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=10, help="steps of the sweep (10)")
-    parser.add_argument("--duration", type=float, default=1.0, help="seconds per step (1)")
-    parser.add_argument("--rps", type=int, default=20, help="the first step's rate per worker, "
-                        "and the step between rates (20)")
-    args = parser.parse_args(argv)
-    if args.steps < 2 or args.duration <= 0 or args.rps <= 0:
-        parser.error("--steps needs at least 2, --duration and --rps positive values")
+    args = step_overhead_args(argv, __doc__.splitlines()[0])
     if not os.access(SSHD, os.X_OK):
-        parser.error(f"{SSHD} is not installed (package openssh-server)")
+        raise SystemExit(f"{SSHD} is not installed (package openssh-server)")
     os.environ.pop("SSH_AUTH_SOCK", None)  # the user key only, as the tests
     root = Path(tempfile.mkdtemp(prefix="nhblg-", dir="/tmp"))
     sshd = None

@@ -18,7 +18,6 @@ docs/distributed.md ("Campaigns on Ray") and docs/benchmarks.md have the figures
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import sys
@@ -26,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import print_step_overheads
+from common import print_step_overheads, step_overhead_args
 from ray_cluster import LocalRayCluster
 
 import nhbench
@@ -34,14 +33,7 @@ from nhbench.campaign import load_campaign
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=10, help="steps of the sweep (10)")
-    parser.add_argument("--duration", type=float, default=1.0, help="seconds per step (1)")
-    parser.add_argument("--rps", type=int, default=20, help="the first step's rate per worker, "
-                        "and the step between rates (20)")
-    args = parser.parse_args(argv)
-    if args.steps < 2 or args.duration <= 0 or args.rps <= 0:
-        parser.error("--steps needs at least 2, --duration and --rps positive values")
+    args = step_overhead_args(argv, __doc__.splitlines()[0])
     root = Path(tempfile.mkdtemp(prefix="nhbray-", dir="/tmp"))
     try:
         print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")

@@ -22,10 +22,10 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, TypeVar
 
 from .. import _histogram
 from .._exceptions import NHBenchError, OptionsError, RunError
@@ -466,6 +466,10 @@ class _Host:
     uncertainty_ns: int = 0
 
 
+#: A node of a run: a Ray actor's host, or a load generator (`_loadgen._Generator`).
+_H = TypeVar("_H", bound=_Host)
+
+
 def _import_ray() -> Any:
     try:
         import ray
@@ -705,12 +709,20 @@ class ClusterBenchmark:
         if fresh:
             self._hosts = fresh
             self._check_ready(ray)
-        if not fresh and session._armed_in is not None:
-            self._lead = min(_START_LEAD, max(_WARM_LEAD, 2 * session._armed_in))
-        by_node = {host.node_id: host for host in session._hosts}
-        # This run's copies (its clock offsets are its own), named by position as always.
-        self._hosts = [replace(by_node[node_id], name=f"host_{i}", offset_ns=0,
-                               uncertainty_ns=0) for i, node_id in enumerate(chosen)]
+        self._hosts = self._for_this_run(session._hosts, chosen, lambda host: host.node_id,
+                                         None if fresh else session._armed_in)
+
+    def _for_this_run(self, held: Sequence[_H], chosen: Sequence[Hashable],
+                      key: Callable[[_H], Hashable], armed_in: float | None) -> list[_H]:
+        """This run's copies of the session's nodes (a Ray actor's or a load generator's),
+        `chosen` by `key` in the run's order: its clock offsets are its own, and the nodes
+        are named by position as always. `armed_in`: how long the kept nodes took to arm
+        last time (None when some are new), which sets a warm session's shorter lead."""
+        if armed_in is not None:
+            self._lead = min(_START_LEAD, max(_WARM_LEAD, 2 * armed_in))
+        by_key = {key(host): host for host in held}
+        return [replace(by_key[k], name=f"host_{i}", offset_ns=0, uncertainty_ns=0)
+                for i, k in enumerate(chosen)]
 
     def _choose(self, ray: Any) -> list[dict[str, Any]]:
         """The alive nodes this run uses: the first `hosts` by address, then node id."""

@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from .._exceptions import NHBenchError, OptionsError, RunError
@@ -46,8 +46,6 @@ from ._cluster import (
     _PING_TIMEOUT,
     _POLL_INTERVAL,
     _READY_TIMEOUT,
-    _START_LEAD,
-    _WARM_LEAD,
     ClusterBenchmark,
     _Host,
 )
@@ -535,12 +533,9 @@ class LoadgenBenchmark(ClusterBenchmark):
         if fresh:
             self._generators = fresh
             self._check_agents(_READY_TIMEOUT)
-        if not fresh and session._armed_in is not None:
-            self._lead = min(_START_LEAD, max(_WARM_LEAD, 2 * session._armed_in))
-        by_key = {g.key: g for g in session._generators}
-        # This run's copies (its clock offsets are its own), named by position as always.
-        self._generators = [replace(by_key[key], name=f"host_{i}", offset_ns=0,
-                                    uncertainty_ns=0) for i, key in enumerate(wanted)]
+        self._generators = self._for_this_run(session._generators, wanted,
+                                              lambda generator: generator.key,
+                                              None if fresh else session._armed_in)
 
     def _start_agent(self, generator: _Generator, session: LoadgenSession, python: str,
                      password: str | None, jump: SSHTarget | None) -> None:
