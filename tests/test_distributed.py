@@ -23,13 +23,13 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from support.cli import refused_before_sending
+from support.killed_run import failure_when_killed
 from support.service_calls import two_node_executions
 
 import nhbench
@@ -666,26 +666,10 @@ def test_a_session_outlives_refusals_placement_changes_and_a_lost_node(
         run(session)
         assert (session.actors_started, session.actors) == (3, 2)
         # A node lost mid-run fails that run by name; the next run places fresh actors.
-        failure: list[BaseException] = []
-        before = _served(server)
-
-        def long_run() -> None:
-            try:
-                run(session, duration="60s")
-            except BaseException as exc:  # noqa: BLE001 - the test reads it
-                failure.append(exc)
-
-        runner = threading.Thread(target=long_run)
-        runner.start()
-        deadline = time.monotonic() + 90
-        while _served(server) - before < 20:
-            assert runner.is_alive() and time.monotonic() < deadline
-            time.sleep(0.1)
-        os.kill(_actor_pids(cluster)[0], signal.SIGKILL)
-        runner.join(60)
-        assert not runner.is_alive()
-        assert len(failure) == 1 and isinstance(failure[0], nhbench.RunError), failure
-        assert "was lost during the run" in str(failure[0])
+        failure = failure_when_killed(lambda: run(session, duration="60s"), server,
+                                      lambda: os.kill(_actor_pids(cluster)[0], signal.SIGKILL))
+        assert isinstance(failure, nhbench.RunError), failure
+        assert "was lost during the run" in str(failure)
         assert session.actors == 0
         before = _served(server)
         after = run(session)

@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 from support.cli import PACKAGE_PARENT, cli_env, nhbench_cli, refused_before_sending
+from support.killed_run import failure_when_killed
 from support.service_calls import two_node_executions
 
 import nhbench
@@ -644,26 +645,10 @@ def test_a_host_lost_during_or_between_runs_gives_fresh_agents(
         agents = _agent_pids(pids)
         assert len(agents) == 2 and session.agents_started == 2
         # An agent killed mid-run fails that run naming it, and ends every agent.
-        failure: list[BaseException] = []
-        before = _served(server)
-
-        def long_run() -> None:
-            try:
-                benchmark(session, duration="60s").run()
-            except BaseException as exc:  # noqa: BLE001 - the test reads it
-                failure.append(exc)
-
-        runner = threading.Thread(target=long_run)
-        runner.start()
-        deadline = time.monotonic() + 90
-        while _served(server) - before < 20:
-            assert runner.is_alive() and time.monotonic() < deadline
-            time.sleep(0.1)
-        os.kill(agents[1], signal.SIGKILL)
-        runner.join(60)
-        assert not runner.is_alive()
-        assert len(failure) == 1 and isinstance(failure[0], nhbench.RunError), failure
-        message = str(failure[0])
+        failure = failure_when_killed(lambda: benchmark(session, duration="60s").run(), server,
+                                      lambda: os.kill(agents[1], signal.SIGKILL))
+        assert isinstance(failure, nhbench.RunError), failure
+        message = str(failure)
         assert "host_1 (ssh://" in message and "was lost during the run" in message, message
         assert session.agents == 0
         assert _until_ended(agents) == []
