@@ -22,10 +22,10 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .. import _histogram
 from .._exceptions import NHBenchError, OptionsError, RunError
@@ -37,6 +37,9 @@ from .._run import Benchmark
 from .._timeline import IntervalRecord
 from .._version import __version__
 from ..options import Options, make_options
+
+if TYPE_CHECKING:
+    from ._loadgen_session import LoadgenSession
 
 __all__ = ["Cluster", "ClusterBenchmark", "RaySession", "merge_core", "merge_endpoints",
            "merge_groups", "merge_intervals", "merge_stats"]
@@ -638,20 +641,27 @@ class ClusterBenchmark:
         the nodes' counters summed about every 0.5 s; `on_interval` each merged interval
         (every node's interval k added up) once every node has closed it."""
         session = self._session if self._session is not None else RaySession()
+        with self._using(session, own=self._session is None):
+            ray = session._connect(self.options.ray or "auto")
+            # Ray's driver prints what the cluster reports (a worker that died, with its
+            # exit detail) on stdout from a thread of its own; stdout is the report's (the
+            # json output may go there), so during the run such lines go to stderr.
+            with contextlib.redirect_stdout(sys.stderr):
+                push = MetricsPush(self.options) if self.options.pushes_metrics else None
+                return run_pushing(
+                    push, lambda interval: self._run(ray, session, on_progress, interval),
+                    on_interval)
+
+    @contextlib.contextmanager
+    def _using(self, session: RaySession | LoadgenSession, own: bool) -> Iterator[None]:
+        """One run on `session` (its lock held: one run at a time). A run that fails once
+        its nodes had work (`_dispatched`) ends them all, so that no later run inherits
+        their state; a session made for this run alone (`own`) is closed after it."""
         try:
             with session._lock:
                 session.last_used = time.monotonic()
                 try:
-                    ray = session._connect(self.options.ray or "auto")
-                    # Ray's driver prints what the cluster reports (a worker that died, with
-                    # its exit detail) on stdout from a thread of its own; stdout is the
-                    # report's (the json output may go there), so during the run such lines
-                    # go to stderr.
-                    with contextlib.redirect_stdout(sys.stderr):
-                        push = MetricsPush(self.options) if self.options.pushes_metrics else None
-                        return run_pushing(
-                            push, lambda interval: self._run(ray, session, on_progress, interval),
-                            on_interval)
+                    yield
                 except BaseException:
                     if self._dispatched:
                         session._discard()
@@ -659,7 +669,7 @@ class ClusterBenchmark:
                 finally:
                     session.last_used = time.monotonic()
         finally:
-            if self._session is None:
+            if own:
                 session.close()
 
     # ---- steps ------------------------------------------------------------------------

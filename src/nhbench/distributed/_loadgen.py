@@ -440,24 +440,11 @@ class LoadgenBenchmark(ClusterBenchmark):
         on_interval: Callable[[IntervalRecord], object] | None = None,
     ) -> Result:
         session = self._agents if self._agents is not None else LoadgenSession()
-        try:
-            with session._lock:
-                session.last_used = time.monotonic()
-                try:
-                    push = MetricsPush(self.options) if self.options.pushes_metrics else None
-                    return run_pushing(
-                        push, lambda interval: self._run_agents(session, on_progress, interval),
-                        on_interval)
-                except BaseException:
-                    # The agents had work of this run: no later run inherits their state.
-                    if self._dispatched:
-                        session._discard()
-                    raise
-                finally:
-                    session.last_used = time.monotonic()
-        finally:
-            if self._agents is None:
-                session.close()
+        with self._using(session, own=self._agents is None):
+            push = MetricsPush(self.options) if self.options.pushes_metrics else None
+            return run_pushing(
+                push, lambda interval: self._run_agents(session, on_progress, interval),
+                on_interval)
 
     def _run_agents(self, session: LoadgenSession,
                     on_progress: Callable[[Progress], object] | None,
