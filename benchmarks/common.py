@@ -272,6 +272,22 @@ def machine_info(tools: Sequence[str] = tuple(VERSION_COMMANDS)) -> dict[str, An
     }
 
 
+def timed_sweep(url: str, out: Path, args: argparse.Namespace,
+                **placement: Any) -> tuple[list[Any], float]:
+    """A sweep of `args.steps` steps of `args.duration` s (`step_overhead_args`) against
+    `url`, placed by `placement` (``ray=``, or ``loadgen=`` and its SSH options), with no
+    captures, facts or reports: its steps and its wall time."""
+    import nhbench
+    from nhbench.campaign import load_campaign
+
+    started = time.monotonic()
+    nhbench.run_sweep(url, rps=args.rps, max_rps=args.rps * args.steps, step_rps=args.rps,
+                      duration=f"{args.duration}s", out=out, captures=False, facts=False,
+                      reports=False, **placement)
+    wall = time.monotonic() - started
+    return load_campaign(out).steps, wall
+
+
 def print_step_overheads(steps: Sequence[Any], wanted: int, duration: float, wall: float,
                          first: str = "") -> bool:
     """A campaign's per-step overhead (each step's wall time minus its duration), step by

@@ -32,10 +32,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import print_step_overheads, step_overhead_args
+from common import print_step_overheads, step_overhead_args, timed_sweep
 
 import nhbench
-from nhbench.campaign import load_campaign
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from support.sshd_fixture import SSHD, _config, _free_port, _keygen, _wait_for_banner  # noqa: E402
@@ -84,17 +83,12 @@ def main(argv: list[str] | None = None) -> int:
                              sys.executable])
         placement = f"ssh://{getpass.getuser()}@127.0.0.1:{port}"
         with nhbench.TestServer(subprocess=True) as server:
-            wall0 = time.monotonic()
-            nhbench.run_sweep(server.url, loadgen=[placement, placement],
-                              loadgen_ssh_key=str(root / "user_key"),
-                              loadgen_known_hosts=str(root / "known_hosts"),
-                              loadgen_python=python, rps=args.rps,
-                              max_rps=args.rps * args.steps, step_rps=args.rps,
-                              duration=f"{args.duration}s", out=root / "campaign",
-                              captures=False, facts=False, reports=False)
-            wall = time.monotonic() - wall0
-            campaign = load_campaign(root / "campaign")
-        if not print_step_overheads(campaign.steps, args.steps, args.duration, wall,
+            steps, wall = timed_sweep(server.url, root / "campaign", args,
+                                      loadgen=[placement, placement],
+                                      loadgen_ssh_key=str(root / "user_key"),
+                                      loadgen_known_hosts=str(root / "known_hosts"),
+                                      loadgen_python=python)
+        if not print_step_overheads(steps, args.steps, args.duration, wall,
                                     "connects, starts the agents"):
             return 1
         agents = len(starts.read_text().split()) if starts.exists() else 0

@@ -25,11 +25,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import print_step_overheads, step_overhead_args
+from common import print_step_overheads, step_overhead_args, timed_sweep
 from ray_cluster import LocalRayCluster
 
 import nhbench
-from nhbench.campaign import load_campaign
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -41,14 +40,8 @@ def main(argv: list[str] | None = None) -> int:
         with LocalRayCluster(root, nodes=2) as cluster, \
                 nhbench.TestServer(subprocess=True) as server:
             print(f"two-node cluster at {cluster.address} in {time.monotonic() - started:.1f} s")
-            wall0 = time.monotonic()
-            nhbench.run_sweep(server.url, ray=cluster.address, rps=args.rps,
-                              max_rps=args.rps * args.steps, step_rps=args.rps,
-                              duration=f"{args.duration}s", out=root / "campaign",
-                              captures=False, facts=False, reports=False)
-            wall = time.monotonic() - wall0
-            campaign = load_campaign(root / "campaign")
-        if not print_step_overheads(campaign.steps, args.steps, args.duration, wall,
+            steps, wall = timed_sweep(server.url, root / "campaign", args, ray=cluster.address)
+        if not print_step_overheads(steps, args.steps, args.duration, wall,
                                     "connects, starts the actors"):
             return 1
         print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")

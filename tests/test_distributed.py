@@ -30,6 +30,7 @@ from pathlib import Path
 import pytest
 from support.cli import refused_before_sending
 from support.killed_run import failure_when_killed
+from support.polling import wait_until
 from support.service_calls import two_node_executions
 
 import nhbench
@@ -700,10 +701,8 @@ def test_service_executions_share_one_session(cluster: LocalRayCluster,
         assert (session.connections, session.actors_started, session.actors) == (1, 2, 2)
         assert len(pids[0]) == 2 and pids[1] == pids[0]
         # Idle past the time-out: the actors end (and the connection with them).
-        deadline = time.monotonic() + 30
-        while service.ray_session is not None and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert service.ray_session is None and session.actors == 0
+        assert wait_until(lambda: service.ray_session is None, timeout=30, step=0.2)
+        assert session.actors == 0
         assert _until_no_actors(cluster) == []
     finally:
         service.stop(drain=30)

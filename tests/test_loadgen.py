@@ -9,6 +9,7 @@ request count is what the merge is checked against. Nothing here measures time.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import shlex
@@ -25,6 +26,7 @@ from typing import Any
 import pytest
 from support.cli import PACKAGE_PARENT, cli_env, nhbench_cli, refused_before_sending
 from support.killed_run import failure_when_killed
+from support.polling import wait_until
 from support.service_calls import two_node_executions
 
 import nhbench
@@ -551,31 +553,45 @@ def test_a_sweep_starts_each_agent_once(sshd: Any, server: nhbench.TestServer, t
     assert _until_ended(agents) == []
 
 
+@dataclasses.dataclass
+class _SessionRuns:
+    """Runs from `sshd`'s load generators against `server` on a `LoadgenSession` (the
+    session tests): 40 rps for 0.5 s unless told otherwise."""
+
+    sshd: Any
+    server: nhbench.TestServer
+    python: str
+
+    def benchmark(self, session: Any, placements: list[str], **values: object) -> Any:
+        from nhbench.distributed import make_benchmark
+        from nhbench.options import make_options
+
+        values = {"rps": 40, "duration": "0.5s", "cpus": CPU, **values}
+        return make_benchmark(make_options(
+            self.server.url, loadgen=placements, loadgen_ssh_key=str(self.sshd.user_key),
+            loadgen_known_hosts=str(self.sshd.known_hosts), loadgen_python=self.python,
+            **values), session=session)
+
+    def run(self, session: Any, placements: list[str], **values: object) -> Any:
+        """A run that succeeds, its requests counted exactly at the server."""
+        before = _served(self.server)
+        result = self.benchmark(session, placements, **values).run()
+        assert result.success, result.error
+        assert result.counters["upstream_rq_total"] == _served(self.server) - before > 0
+        return result
+
+
 def test_a_loadgen_session_outlives_refusals_and_placement_changes(
         sshd: Any, server: nhbench.TestServer, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from nhbench.distributed import LoadgenSession, make_benchmark
-    from nhbench.options import make_options
+    from nhbench.distributed import LoadgenSession
 
     monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
     pids, python = _pid_wrapper(tmp_path)
     # Two texts for the same sshd (with and without the user): two load generators.
     first, second = f"ssh://{sshd.address}", f"ssh://{sshd.host}:{sshd.port}"
-
-    def benchmark(session: LoadgenSession, placements: list[str], **values: object) -> Any:
-        values = {"rps": 40, "duration": "0.5s", "cpus": CPU, **values}
-        return make_benchmark(make_options(
-            server.url, loadgen=placements, loadgen_ssh_key=str(sshd.user_key),
-            loadgen_known_hosts=str(sshd.known_hosts), loadgen_python=python, **values),
-            session=session)
-
-    def run(session: LoadgenSession, placements: list[str], **values: object) -> Any:
-        before = _served(server)
-        result = benchmark(session, placements, **values).run()
-        assert result.success, result.error
-        assert result.counters["upstream_rq_total"] == _served(server) - before > 0
-        return result
-
+    runs = _SessionRuns(sshd, server, python)
+    benchmark, run = runs.benchmark, runs.run
     with LoadgenSession() as session:
         logins = _logins(sshd)
         run(session, [first, first])
@@ -620,32 +636,18 @@ def test_a_loadgen_session_outlives_refusals_and_placement_changes(
 def test_a_host_lost_during_or_between_runs_gives_fresh_agents(
         sshd: Any, server: nhbench.TestServer, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from nhbench.distributed import LoadgenSession, make_benchmark
-    from nhbench.options import make_options
+    from nhbench.distributed import LoadgenSession
 
     monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
     pids, python = _pid_wrapper(tmp_path)
     placements = [f"ssh://{sshd.address}"] * 2
-
-    def benchmark(session: LoadgenSession, **values: object) -> Any:
-        values = {"rps": 40, "duration": "0.5s", "cpus": CPU, **values}
-        return make_benchmark(make_options(
-            server.url, loadgen=placements, loadgen_ssh_key=str(sshd.user_key),
-            loadgen_known_hosts=str(sshd.known_hosts), loadgen_python=python, **values),
-            session=session)
-
-    def run(session: LoadgenSession) -> None:
-        before = _served(server)
-        result = benchmark(session).run()
-        assert result.success, result.error
-        assert result.counters["upstream_rq_total"] == _served(server) - before > 0
-
+    runs = _SessionRuns(sshd, server, python)
     with LoadgenSession() as session:
-        run(session)
+        runs.run(session, placements)
         agents = _agent_pids(pids)
         assert len(agents) == 2 and session.agents_started == 2
         # An agent killed mid-run fails that run naming it, and ends every agent.
-        failure = failure_when_killed(lambda: benchmark(session, duration="60s").run(), server,
+        failure = failure_when_killed(lambda: runs.benchmark(session, placements, duration="60s").run(), server,
                                       lambda: os.kill(agents[1], signal.SIGKILL))
         assert isinstance(failure, nhbench.RunError), failure
         message = str(failure)
@@ -653,14 +655,14 @@ def test_a_host_lost_during_or_between_runs_gives_fresh_agents(
         assert session.agents == 0
         assert _until_ended(agents) == []
         # The next run starts fresh agents and runs as the first did.
-        run(session)
+        runs.run(session, placements)
         fresh = _agent_pids(pids)[2:]
         assert len(fresh) == 2 and session.agents_started == 4
         # An agent killed between runs: the next run finds it gone and starts every agent
         # anew (RaySession's rule for an actor that does not answer), then runs.
         os.kill(fresh[0], signal.SIGKILL)
         assert _until_ended([fresh[0]]) == []
-        run(session)
+        runs.run(session, placements)
         assert len(_agent_pids(pids)) == 6 and session.agents_started == 6
         assert _until_ended([fresh[1]]) == []
     assert _until_ended(_agent_pids(pids)) == []
@@ -691,10 +693,8 @@ def test_service_executions_share_one_set_of_agents(sshd: Any, server: nhbench.T
         assert session is not None and service.ray_session is None
         assert (session.connections, session.agents_started, session.agents) == (2, 2, 2)
         # Idle past the time-out: the agents end.
-        deadline = time.monotonic() + 30
-        while service.session is not None and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert service.session is None and session.agents == 0
+        assert wait_until(lambda: service.session is None, timeout=30, step=0.2)
+        assert session.agents == 0
         assert _until_ended(agents) == []
     finally:
         service.stop(drain=30)
