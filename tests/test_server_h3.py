@@ -95,6 +95,20 @@ def test_our_http3_client_gets_every_response_and_the_counts_add_up() -> None:
     assert stats["tx_bytes"] > 100 * ok
 
 
+def test_our_http3_client_closes_each_connection_it_is_done_with() -> None:
+    # One request per connection: each of the ten ends with the client's CONNECTION_CLOSE
+    # when its response is in, not only those still open when the run ends; without it the
+    # server would hold nine until its idle time-out (a minute).
+    with TestServer("127.0.0.1:0", tls_self_signed=True, http3=True) as server:
+        result = nhbench.run(server.url, protocol="http3", cacert=server.ca_cert, rps=50,
+                             requests=10, connections=1, max_requests_per_connection=1)
+        assert result.counters.get("benchmark.http_2xx") == 10, result.counters
+        assert wait_until(lambda: server.stats()["connections_active"] == 0, timeout=10)
+        stats = server.stats()
+    assert stats["connections_http3"] == 10
+    assert stats["tls_handshake_errors"] == stats["h3_protocol_errors"] == 0
+
+
 def test_our_http3_client_sees_the_nighthawk_delay_per_request() -> None:
     delay = '{"static_delay": "0.08s"}'
     with TestServer("127.0.0.1:0", tls_self_signed=True, http3=True) as server:

@@ -337,6 +337,7 @@ typedef struct nhb__protocol {
   int (*worker_init)(nhb__worker* w);                        /* end of nhb__pool_init */
   void (*worker_close)(nhb__worker* w);                      /* nhb__pool_close_all */
   void (*worker_free)(nhb__worker* w);                       /* nhb__pool_free */
+  void (*conn_closing)(nhb__conn* c);                        /* the pool closes it; socket still open */
   void (*conn_free)(nhb__conn* c);                           /* nhb__pool_free, per entry */
 } nhb__protocol;
 

@@ -618,6 +618,8 @@ static void conn_alloc(uv_handle_t* handle, size_t suggested, uv_buf_t* buf) {
 static void conn_close(nhb__conn* c) {
   if (c->state == NHB__CX_DISCONNECTED || c->state == NHB__CX_CLOSING) return;
   if (c->avail_pos >= 0) avail_remove(c->worker, c);
+  const nhb__protocol* proto = c->worker->protocol;
+  if (NHB__UNLIKELY(proto->conn_closing != NULL)) proto->conn_closing(c);
   c->state = NHB__CX_CLOSING;
   if (NHB__UNLIKELY(c->dns_pending)) {
     /* Still resolving, no handle yet: the resolution's callback (dns.c),

@@ -107,6 +107,7 @@ typedef struct nhb__h3 {
   int64_t goaway_id;
   int lib_error;      /* an nghttp3 error inside a callback, for the message */
   int sock_error;     /* a send failed for good (h3_write): the connection ends */
+  int idle_closed;    /* QUIC's idle time-out ended it: closed without a word (RFC 9000 10.1) */
   nhb__udp_tunnel* tun; /* through a CONNECT-UDP proxy (tunnel_udp.c), else NULL */
   uint8_t pkt[H3_PKT_MAX];
 } nhb__h3;
@@ -719,6 +720,7 @@ static int quic_start(nhb__conn* c, const nhb_sockaddr* to) {
   h->goaway = 0;
   h->lib_error = 0;
   h->sock_error = 0;
+  h->idle_closed = 0;
   h->start_ns = nhb__now_ns();
   /* The connected UDP socket of transport_udp.c: its datagrams come back
    * through c->transport->on_read, ours. */
@@ -849,6 +851,7 @@ static void h3_conn_error(nhb__conn* c, int r) {
       return;
     }
     /* Idle with nothing in flight: closed quietly, like a server's idle close. */
+    h->idle_closed = 1;
     c->draining = 1;
     nhb__conn_update(c);
     return;
@@ -1243,20 +1246,30 @@ static const nhb__session_vtable nhb__session_h3_traced = {
 
 /* ---- per worker, per connection entry --------------------------------------------- */
 
+/* A connection that is done (its --max-requests-per-connection answered, the
+ * run over) tells the server, with NO_ERROR, as closing a TCP connection
+ * would, rather than leave it there until the server's idle time-out: a
+ * server that finds connections by address would hand a later connection
+ * from the same port (the kernel gives it out again) to the stale one. Called
+ * while the socket is still open; closes that already told the server (an
+ * error's CONNECTION_CLOSE), that it told us of, or an idle time-out's, say
+ * nothing more. */
+static void h3_conn_closing(nhb__conn* c) {
+  nhb__h3* h = c->proto;
+  if (c->state != NHB__CX_READY || h == NULL || h->qc == NULL || h->idle_closed) return;
+  ngtcp2_connection_close_error ccerr;
+  ngtcp2_connection_close_error_default(&ccerr);
+  ngtcp2_connection_close_error_set_application_error(&ccerr, NGHTTP3_H3_NO_ERROR, NULL, 0);
+  h3_send_close(c, &ccerr);
+}
+
 static void h3_worker_close(nhb__worker* w) {
   if (w->run->config.protocol != NHB_PROTO_HTTP3) return;
   for (uint32_t i = 0; i < w->nconns; i++) {
     nhb__conn* c = &w->conns[i];
     nhb__h3* h = c->proto;
     if (h == NULL) continue;
-    /* The run is over: tell the server (NO_ERROR) rather than leave it to
-     * its idle time-out. */
-    if ((c->state == NHB__CX_READY || c->state == NHB__CX_CONNECTING) && h->qc != NULL) {
-      ngtcp2_connection_close_error ccerr;
-      ngtcp2_connection_close_error_default(&ccerr);
-      ngtcp2_connection_close_error_set_application_error(&ccerr, NGHTTP3_H3_NO_ERROR, NULL, 0);
-      if (c->state == NHB__CX_READY) h3_send_close(c, &ccerr);
-    }
+    h3_conn_closing(c);
     if (h->timer_init) {
       h->timer_init = 0;
       uv_close((uv_handle_t*)&h->timer, NULL);
@@ -1382,5 +1395,6 @@ const nhb__protocol nhb__protocol_h3 = {
     .run_init = h3_run_init,
     .run_free = h3_run_free,
     .worker_close = h3_worker_close,
+    .conn_closing = h3_conn_closing,
     .conn_free = h3_conn_free,
 };
