@@ -1065,6 +1065,7 @@ typedef struct nhb_server_config {
   X(h3_streams_reset)     /* HTTP/3 streams reset before their response was delivered */ \
   X(h3_protocol_errors)   /* QUIC connections ended for a protocol or handshake error */ \
   X(quic_packets_dropped) /* datagrams that were no QUIC packet for a connection, or refused */ \
+  X(quic_connections_beside) /* client Initials that began a connection beside one from their address */ \
   X(stream_events)        /* --stream-events: events written, every protocol */ \
   X(event_streams_active) /* --stream-events: event streams begun and not yet ended or dropped */
 

@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -154,6 +155,27 @@ def test_aioquic_gets_the_configured_responses() -> None:
     assert "GET /debug HTTP/3.0" in debug["body"] and "(QUIC)" in debug["body"]
     assert stats["requests"] == 6 and stats["status"]["418"] == 1
     assert stats["connections_http3"] == 5  # one QUIC connection per client run
+
+
+def test_a_new_connection_from_the_port_of_one_never_closed_is_served() -> None:
+    # The server finds QUIC connections by the client's address. A client that went away
+    # without CONNECTION_CLOSE leaves its connection behind; the kernel may give the port to
+    # the next socket, whose handshake (an Initial naming a new connection ID) must start a
+    # connection of its own beside the stale one, not go to it.
+    with socket.socket(socket.AF_INET6, socket.SOCK_DGRAM) as probe:
+        probe.bind(("::", 0))
+        port = str(probe.getsockname()[1])
+    with TestServer("127.0.0.1:0", tls_self_signed=True, http3=True) as server:
+        url, ca = server.url, server.ca_cert
+        (first,) = aioquic(url, ca, "--local-port", port, "--abandon")
+        assert server.stats()["connections_active"] == 1  # left behind
+        (second,) = aioquic(url, ca, "--local-port", port)
+        stats = settled(server, "requests", 2)
+        # The second closed; the stale one stays until its idle time-out.
+        assert wait_until(lambda: server.stats()["connections_active"] == 1, timeout=10)
+    assert first["status"] == second["status"] == 200
+    assert stats["connections_http3"] == 2 and stats["quic_connections_beside"] == 1
+    assert stats["h3_protocol_errors"] == 0
 
 
 @pytest.mark.skipif(CURL is None, reason="curl is not installed")

@@ -97,6 +97,7 @@ struct nhb__srv_h3c {
   struct sockaddr_storage peer, local;
   socklen_t peer_len, local_len;
   uint64_t key;
+  ngtcp2_cid odcid, scid; /* the client's first destination ID and ours: its Initials name one */
   ngtcp2_crypto_conn_ref conn_ref;
   ngtcp2_conn* qc;
   nghttp3_conn* hc;
@@ -108,6 +109,7 @@ struct nhb__srv_h3c {
   uint8_t dead; /* freed once the current call returns */
   uint8_t in_lib;
   uint8_t timer_closing;
+  uint8_t shared; /* another connection has the same client address (by_id) */
   nhb__srv_h3s* streams;
   size_t nwaiting;
 };
@@ -1008,6 +1010,8 @@ static nhb__srv_h3c* conn_new(nhb__srv_listener* l, const ngtcp2_pkt_hd* hd, con
     return NULL;
   }
   params.stateless_reset_token_present = 1;
+  q3->odcid = hd->dcid;
+  q3->scid = scid;
   ngtcp2_path path;
   path.local.addr = (ngtcp2_sockaddr*)&q3->local;
   path.local.addrlen = q3->local_len;
@@ -1039,6 +1043,35 @@ static void on_alloc(uv_handle_t* handle, size_t suggested, uv_buf_t* buf) {
 
 static void dropped(nhb__srv_worker* w) { nhb__srv_bump(&w->counters.quic_packets_dropped, 1); }
 
+static int cid_is(const ngtcp2_cid* cid, const uint8_t* p, size_t n) {
+  return cid->datalen == n && memcmp(cid->data, p, n) == 0;
+}
+
+/* Connections are found by the client's address: one socket, one
+ * connection, and a short-header packet costs no more than a hash lookup.
+ * But a client Initial from a known address that names neither of the
+ * connection's IDs is another connection from that port: the kernel gave it
+ * to a new socket after the old one went away without CONNECTION_CLOSE (lost,
+ * or never sent), or someone forged the address. Either way it starts a
+ * connection of its own beside the first (`shared`, both), and from then on
+ * that address's packets go to the connection they name (our ID, or the
+ * client's first one in its early Initials), else to the newest. Nothing
+ * ends the older one: a stale one goes at its idle time-out, and a forged
+ * Initial cannot cut a live client off.
+ *
+ * `newest` is the address's first connection in the table; NULL means the
+ * packet is a new connection's Initial. */
+static nhb__srv_h3c* by_id(nhb__srv_h3c* newest, const struct sockaddr* sa, const uint8_t* data, size_t len) {
+  ngtcp2_version_cid vc;
+  if (ngtcp2_pkt_decode_version_cid(&vc, data, len, H3_SCID_LEN) != 0) return newest;
+  for (nhb__srv_h3c* q3 = newest; q3 != NULL; q3 = q3->hnext)
+    if (q3->key == newest->key && addr_same(sa, &q3->peer) &&
+        (cid_is(&q3->scid, vc.dcid, vc.dcidlen) || cid_is(&q3->odcid, vc.dcid, vc.dcidlen)))
+      return q3;
+  ngtcp2_pkt_hd hd;
+  return (data[0] & 0x80) && ngtcp2_accept(&hd, data, len) == 0 ? NULL : newest;
+}
+
 static void on_recv(uv_udp_t* handle, ssize_t nread, const uv_buf_t* buf, const struct sockaddr* addr,
                     unsigned flags) {
   nhb__srv_listener* l = handle->data;
@@ -1056,6 +1089,10 @@ static void on_recv(uv_udp_t* handle, ssize_t nread, const uv_buf_t* buf, const 
   size_t len = (size_t)nread;
   uint64_t key = addr_key(addr);
   nhb__srv_h3c* q3 = table_find(w->h3, addr, key);
+  nhb__srv_h3c* beside = NULL;
+  /* Only a long header (the handshake's) can start another connection. */
+  if (q3 && NHB__UNLIKELY(q3->shared | (data[0] & 0x80)) && !(q3 = by_id(beside = q3, addr, data, len)))
+    nhb__srv_bump(&w->counters.quic_connections_beside, 1);
   if (!q3) {
     ngtcp2_pkt_hd hd;
     /* Only a client Initial (of a version we speak, big enough) starts a
@@ -1079,6 +1116,7 @@ static void on_recv(uv_udp_t* handle, ssize_t nread, const uv_buf_t* buf, const 
       dropped(w);
       return;
     }
+    if (beside) beside->shared = q3->shared = 1;
   }
   w->now_ns = nhb__now_ns();
   ngtcp2_path path;

@@ -125,6 +125,7 @@ class ServerStatsDict(TypedDict):
     h3_streams_reset: int
     h3_protocol_errors: int
     quic_packets_dropped: int
+    quic_connections_beside: int
     stream_events: int
     event_streams_active: int
 

@@ -541,6 +541,7 @@ SERVER_STATS: tuple[str, ...] = (
     "h3_streams_reset",
     "h3_protocol_errors",
     "quic_packets_dropped",
+    "quic_connections_beside",
     "stream_events",
     "event_streams_active",
 )
@@ -609,6 +610,9 @@ SERVER_STAT_DESCRIPTIONS: dict[str, str] = {
     "quic_packets_dropped": "datagrams on the HTTP/3 ports that were dropped: not a QUIC "
     "packet, for no connection and not a client Initial, undecryptable, or refused over "
     "max_connections",
+    "quic_connections_beside": "QUIC connections begun beside another from the same client "
+    "address: an Initial naming a new connection ID, from a port whose earlier socket went "
+    "away without CONNECTION_CLOSE or with a forged address; also in connections_http3",
     "stream_events": "events of --stream-events written, every protocol (HTTP/1.1: handed "
     "to the socket; HTTP/2 and HTTP/3: taken whole into a DATA frame); not in requests",
     "event_streams_active": "--stream-events streams in progress now: begun and not yet "

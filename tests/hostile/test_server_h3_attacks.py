@@ -64,7 +64,8 @@ def initial_datagram() -> bytes:
 class RawH3:
     """One QUIC + HTTP/3 connection driven by hand over a UDP socket."""
 
-    def __init__(self, server: TestServer, cert: tuple[str, str] | None = None) -> None:
+    def __init__(self, server: TestServer, cert: tuple[str, str] | None = None,
+                 share_port: bool = False) -> None:
         config = QuicConfiguration(is_client=True, alpn_protocols=H3_ALPN)
         config.load_verify_locations(server.ca_cert)
         if cert is not None:
@@ -74,6 +75,12 @@ class RawH3:
         self.quic = QuicConnection(configuration=config)
         self.h3 = H3Connection(self.quic)
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        if share_port:
+            # Another socket may send from this port too (SO_REUSEPORT); connected, this one
+            # still gets every datagram the server sends to the port.
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            self.sock.bind(("127.0.0.1", 0))
+            self.sock.connect(self.addr)
         self.sock.settimeout(0.05)
         self.statuses: dict[int, int] = {}
         self.quic.connect(self.addr, now=time.monotonic())
@@ -118,6 +125,39 @@ class RawH3:
     def close(self) -> None:
         self.sock.close()
 
+    def answered(self, sid: int, seconds: float = 5.0) -> int | None:
+        end = time.monotonic() + seconds
+        while sid not in self.statuses and time.monotonic() < end:
+            self.pump(0.1)
+        return self.statuses.get(sid)
+
+
+
+def test_a_forged_initial_from_a_live_clients_address_does_not_cut_it_off() -> None:
+    # The server finds connections by the client's address; an Initial naming a new
+    # connection ID from that address starts a connection beside the first (a port given
+    # to a new socket). Forged, from a live client's address and port, it must not take
+    # the client's packets: they name its own connection.
+    with TestServer("127.0.0.1:0", tls_self_signed=True, http3=True) as server:
+        victim = RawH3(server, share_port=True)
+        try:
+            assert victim.answered(victim.open()) == 200
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as forger:
+                forger.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+                forger.bind(victim.sock.getsockname())
+                for _ in range(3):
+                    forger.sendto(initial_datagram(), quic_address(server))
+                # And garbage, long headers (the ones looked at by ID) among it, from there.
+                rng = random.Random(11)
+                for size in (1, 6, 7, 30, 1200, 1400) * 20:
+                    junk = bytes([0x80 | rng.getrandbits(8)]) + rng.randbytes(size - 1)
+                    forger.sendto(junk, quic_address(server))
+            assert wait_until(lambda: server.stats()["quic_connections_beside"] == 3, timeout=10)
+            assert [victim.answered(victim.open()) for _ in range(3)] == [200, 200, 200]
+        finally:
+            victim.close()
+        stats = server.stats()
+    assert stats["connections_http3"] == 4 and stats["requests"] == 4
 
 def test_garbage_datagrams_are_dropped_and_never_answered() -> None:
     rng = random.Random(7)

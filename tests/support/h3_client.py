@@ -3,14 +3,17 @@
 Run as a script (tests/test_server_h3.py starts it as a subprocess)::
 
     python h3_client.py --cacert CA [--method GET] [--header 'name: value' ...]
-                        [--data TEXT] [--count N] [--cert PEM --key PEM] URL
+                        [--data TEXT] [--count N] [--cert PEM --key PEM]
+                        [--local-port PORT] [--abandon] URL
 
 It makes ``--count`` requests (one after the other, on one QUIC connection) and prints one
 JSON line per response: ``status``, ``headers`` (a list of [name, value], in order, pseudo
 headers left out), ``body_bytes``, ``body`` (the first 4096 bytes, as text) and ``seconds``
 (from the request sent to the response's end). A failure (handshake, time-out, reset) prints
 ``{"error": "..."}`` and exits 1. ``--cert``/``--key``: the client certificate it presents
-when the server asks for one.
+when the server asks for one. ``--local-port``: the UDP port to send from. ``--abandon``: exit
+after the responses without closing the connection (no CONNECTION_CLOSE), as a client that
+crashed or whose close was lost.
 
 Written from aioquic's documented asyncio API (``aioquic.asyncio.connect``,
 ``QuicConnectionProtocol``, ``aioquic.h3.connection.H3Connection``); aioquic ships no HTTP/3
@@ -22,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 import time
 from typing import Any
@@ -97,6 +101,8 @@ async def main(argv: list[str]) -> int:
     parser.add_argument("--timeout", type=float, default=20.0)
     parser.add_argument("--cert")
     parser.add_argument("--key")
+    parser.add_argument("--local-port", type=int, default=0)
+    parser.add_argument("--abandon", action="store_true")
     args = parser.parse_args(argv)
     headers = [(h.split(":", 1)[0].strip(), h.split(":", 1)[1].strip()) for h in args.header]
     parts = urlsplit(args.url)
@@ -108,7 +114,7 @@ async def main(argv: list[str]) -> int:
     try:
         async with connect(parts.hostname or "127.0.0.1", parts.port or 443,
                            configuration=config, create_protocol=Client,
-                           wait_connected=True) as client:
+                           wait_connected=True, local_port=args.local_port) as client:
             assert isinstance(client, Client)
             for _ in range(args.count):
                 start = time.monotonic()
@@ -120,6 +126,8 @@ async def main(argv: list[str]) -> int:
                 response["body"] = body[:4096].decode(errors="replace")
                 response["seconds"] = time.monotonic() - start
                 print(json.dumps(response), flush=True)
+            if args.abandon:
+                os._exit(0)  # the socket closes with the process: the server is not told
     except Exception as e:  # noqa: BLE001 - one line for the test, whatever failed
         print(json.dumps({"error": f"{type(e).__name__}: {e}"}), flush=True)
         return 1
