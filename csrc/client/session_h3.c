@@ -43,6 +43,7 @@
  * nghttp2 does), so a busy worker reuses those blocks instead of calling
  * malloc per request. GnuTLS allocates with its own allocator, per connection.
  */
+#include <fcntl.h>
 #include <gnutls/crypto.h>
 #include <gnutls/gnutls.h>
 #include <nghttp3/nghttp3.h>
@@ -53,7 +54,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "client/client.h"
 #include "common/h2_mem.h"
@@ -108,6 +111,8 @@ typedef struct nhb__h3 {
   int lib_error;      /* an nghttp3 error inside a callback, for the message */
   int sock_error;     /* a send failed for good (h3_write): the connection ends */
   int idle_closed;    /* QUIC's idle time-out ended it: closed without a word (RFC 9000 10.1) */
+  int close_owed;     /* closed inside an ngtcp2 call: CONNECTION_CLOSE goes out once it returns ... */
+  int owed_fd;        /* ... on this copy of the socket, which the pool closed */
   nhb__udp_tunnel* tun; /* through a CONNECT-UDP proxy (tunnel_udp.c), else NULL */
   uint8_t pkt[H3_PKT_MAX];
 } nhb__h3;
@@ -602,6 +607,10 @@ static void h3_teardown(nhb__conn* c) {
   nhb__h3* h = c->proto;
   if (h == NULL) return;
   if (h->timer_init) uv_timer_stop(&h->timer);
+  if (h->close_owed) {
+    h->close_owed = 0;
+    close(h->owed_fd);
+  }
   if (h->tun != NULL) nhb__udp_tunnel_teardown(h->tun);
   if (h->hc != NULL) nghttp3_conn_del(h->hc);
   if (h->qc != NULL) ngtcp2_conn_del(h->qc);
@@ -783,23 +792,50 @@ static void h3_handshake_error(nhb__conn* c, char* text, size_t len) {
     snprintf(text, len, "TLS handshake failed (HTTP/3): the QUIC handshake broke off");
 }
 
-/* Sends a CONNECTION_CLOSE (best effort: a lost one ends at the server's
- * idle time-out). */
-static void h3_send_close(nhb__conn* c, const ngtcp2_connection_close_error* ccerr) {
-  nhb__h3* h = c->proto;
+/* The CONNECTION_CLOSE for `ccerr` built in h->pkt: its length, or 0 when
+ * there is none to send (the connection is closing or draining already). */
+static size_t h3_close_packet(nhb__h3* h, const ngtcp2_connection_close_error* ccerr) {
   if (h == NULL || h->qc == NULL || ngtcp2_conn_is_in_closing_period(h->qc) ||
       ngtcp2_conn_is_in_draining_period(h->qc))
-    return;
+    return 0;
   ngtcp2_path_storage ps;
   ngtcp2_path_storage_zero(&ps);
   ngtcp2_pkt_info pi;
   ngtcp2_ssize n = ngtcp2_conn_write_connection_close(h->qc, &ps.path, &pi, h->pkt, sizeof(h->pkt), ccerr,
                                                       nhb__now_ns());
-  if (n <= 0) return;
+  return n > 0 ? (size_t)n : 0;
+}
+
+/* Sends a CONNECTION_CLOSE (best effort: a lost one ends at the server's
+ * idle time-out). */
+static void h3_send_close(nhb__conn* c, const ngtcp2_connection_close_error* ccerr) {
+  nhb__h3* h = c->proto;
+  size_t n = h3_close_packet(h, ccerr);
+  if (n == 0) return;
   if (h->tun != NULL)
-    (void)nhb__udp_tunnel_send(c, h->tun, h->pkt, (size_t)n);
+    (void)nhb__udp_tunnel_send(c, h->tun, h->pkt, n);
   else
-    (void)nhb__transport_udp.write(c, (const char*)h->pkt, (size_t)n);
+    (void)nhb__transport_udp.write(c, (const char*)h->pkt, n);
+}
+
+/* The close of a connection we are done with: NO_ERROR. */
+static ngtcp2_connection_close_error h3_done(void) {
+  ngtcp2_connection_close_error ccerr;
+  ngtcp2_connection_close_error_default(&ccerr);
+  ngtcp2_connection_close_error_set_application_error(&ccerr, NGHTTP3_H3_NO_ERROR, NULL, 0);
+  return ccerr;
+}
+
+/* The CONNECTION_CLOSE that h3_conn_closing owed, now that ngtcp2's call
+ * returned, on the copy of the closed socket. */
+static void h3_pay_close(nhb__conn* c) {
+  nhb__h3* h = c->proto;
+  h->close_owed = 0;
+  ngtcp2_connection_close_error ccerr = h3_done();
+  size_t n = h3_close_packet(h, &ccerr);
+  ssize_t sent = n > 0 ? send(h->owed_fd, h->pkt, n, MSG_DONTWAIT) : 0;
+  if (sent > 0) c->worker->stats.counters[NHB_CTR_UPSTREAM_CX_TX_BYTES_TOTAL] += (uint64_t)sent;
+  close(h->owed_fd);
 }
 
 /* ngtcp2 refused what arrived or ended the connection: `r` is its error. */
@@ -945,6 +981,7 @@ static int h3_read_packet(nhb__conn* c, const char* data, size_t len) {
   h->rx_ns = nhb__now_ns();
   int r = ngtcp2_conn_read_pkt(h->qc, &path, &pi, (const uint8_t*)data, len, h->rx_ns);
   h->in_lib = 0;
+  if (NHB__UNLIKELY(h->close_owed)) h3_pay_close(c);
   if (c->state != NHB__CX_READY && c->state != NHB__CX_CONNECTING) return 0;
   if (r != 0) {
     h3_conn_error(c, r);
@@ -1085,6 +1122,7 @@ static void h3_on_timer(uv_timer_t* timer) {
   if (ngtcp2_conn_get_expiry(h->qc) <= now) r = ngtcp2_conn_handle_expiry(h->qc, now);
   if (r == 0) r = h3_write(c);
   h->in_lib = 0;
+  if (NHB__UNLIKELY(h->close_owed)) h3_pay_close(c);
   if (c->state != NHB__CX_READY && c->state != NHB__CX_CONNECTING) return;
   if (NHB__UNLIKELY(h->sock_error != 0)) {
     int e = h->sock_error;
@@ -1253,14 +1291,24 @@ static const nhb__session_vtable nhb__session_h3_traced = {
  * from the same port (the kernel gives it out again) to the stale one. Called
  * while the socket is still open; closes that already told the server (an
  * error's CONNECTION_CLOSE), that it told us of, or an idle time-out's, say
- * nothing more. */
+ * nothing more. Most closes come from inside ngtcp2_conn_read_pkt (the
+ * response that was the connection's last), where ngtcp2 may not be called:
+ * the packet is then built once that call returns (h3_pay_close) and sent on
+ * a copy of the socket the pool is closing now. Through a CONNECT-UDP proxy
+ * nothing is owed: the packets ride the connection to the proxy, which the
+ * pool is closing, and with it the proxy closes its own socket to the origin. */
 static void h3_conn_closing(nhb__conn* c) {
   nhb__h3* h = c->proto;
-  if (c->state != NHB__CX_READY || h == NULL || h->qc == NULL || h->idle_closed) return;
-  ngtcp2_connection_close_error ccerr;
-  ngtcp2_connection_close_error_default(&ccerr);
-  ngtcp2_connection_close_error_set_application_error(&ccerr, NGHTTP3_H3_NO_ERROR, NULL, 0);
-  h3_send_close(c, &ccerr);
+  if (c->state != NHB__CX_READY || h == NULL || h->qc == NULL || h->idle_closed || h->close_owed) return;
+  if (NHB__LIKELY(!h->in_lib)) {
+    ngtcp2_connection_close_error ccerr = h3_done();
+    h3_send_close(c, &ccerr);
+    return;
+  }
+  uv_os_fd_t fd;
+  if (h->tun == NULL && uv_fileno((const uv_handle_t*)&c->udp, &fd) == 0 &&
+      (h->owed_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0)) >= 0)
+    h->close_owed = 1;
 }
 
 static void h3_worker_close(nhb__worker* w) {
