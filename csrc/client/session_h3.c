@@ -111,8 +111,8 @@ typedef struct nhb__h3 {
   int lib_error;      /* an nghttp3 error inside a callback, for the message */
   int sock_error;     /* a send failed for good (h3_write): the connection ends */
   int idle_closed;    /* QUIC's idle time-out ended it: closed without a word (RFC 9000 10.1) */
-  int close_owed;     /* closed inside an ngtcp2 call: CONNECTION_CLOSE goes out once it returns ... */
-  int owed_fd;        /* ... on this copy of the socket, which the pool closed */
+  int close_fd;       /* closed inside an ngtcp2 call: a copy of the socket for the CONNECTION_CLOSE
+                       * once ngtcp2 returned (the pool closed the handle), or -1 */
   nhb__udp_tunnel* tun; /* through a CONNECT-UDP proxy (tunnel_udp.c), else NULL */
   uint8_t pkt[H3_PKT_MAX];
 } nhb__h3;
@@ -576,6 +576,7 @@ static int h3_alloc(nhb__conn* c) {
   nhb__h3* h = calloc(1, sizeof(*h));
   if (h == NULL) return NHB_ENOMEM;
   h->conn = c;
+  h->close_fd = -1;
   h->conn_ref.get_conn = h3_get_conn;
   h->conn_ref.user_data = h;
   nghttp2_mem m = nhb__h2_mem_allocator(&c->worker->h2_mem);
@@ -607,10 +608,8 @@ static void h3_teardown(nhb__conn* c) {
   nhb__h3* h = c->proto;
   if (h == NULL) return;
   if (h->timer_init) uv_timer_stop(&h->timer);
-  if (h->close_owed) {
-    h->close_owed = 0;
-    close(h->owed_fd);
-  }
+  if (h->close_fd >= 0) close(h->close_fd);
+  h->close_fd = -1;
   if (h->tun != NULL) nhb__udp_tunnel_teardown(h->tun);
   if (h->hc != NULL) nghttp3_conn_del(h->hc);
   if (h->qc != NULL) ngtcp2_conn_del(h->qc);
@@ -826,16 +825,16 @@ static ngtcp2_connection_close_error h3_done(void) {
   return ccerr;
 }
 
-/* The CONNECTION_CLOSE that h3_conn_closing owed, now that ngtcp2's call
- * returned, on the copy of the closed socket. */
-static void h3_pay_close(nhb__conn* c) {
+/* After ngtcp2 returned: the CONNECTION_CLOSE a close inside it left
+ * (h3_conn_closing), on the copy of the closed socket. */
+static void h3_closed_inside(nhb__conn* c) {
   nhb__h3* h = c->proto;
-  h->close_owed = 0;
   ngtcp2_connection_close_error ccerr = h3_done();
   size_t n = h3_close_packet(h, &ccerr);
-  ssize_t sent = n > 0 ? send(h->owed_fd, h->pkt, n, MSG_DONTWAIT) : 0;
-  if (sent > 0) c->worker->stats.counters[NHB_CTR_UPSTREAM_CX_TX_BYTES_TOTAL] += (uint64_t)sent;
-  close(h->owed_fd);
+  if (n > 0 && send(h->close_fd, h->pkt, n, MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)n)
+    c->worker->stats.counters[NHB_CTR_UPSTREAM_CX_TX_BYTES_TOTAL] += n;
+  close(h->close_fd);
+  h->close_fd = -1;
 }
 
 /* ngtcp2 refused what arrived or ended the connection: `r` is its error. */
@@ -981,7 +980,7 @@ static int h3_read_packet(nhb__conn* c, const char* data, size_t len) {
   h->rx_ns = nhb__now_ns();
   int r = ngtcp2_conn_read_pkt(h->qc, &path, &pi, (const uint8_t*)data, len, h->rx_ns);
   h->in_lib = 0;
-  if (NHB__UNLIKELY(h->close_owed)) h3_pay_close(c);
+  if (NHB__UNLIKELY(h->close_fd >= 0)) h3_closed_inside(c);
   if (c->state != NHB__CX_READY && c->state != NHB__CX_CONNECTING) return 0;
   if (r != 0) {
     h3_conn_error(c, r);
@@ -1122,7 +1121,7 @@ static void h3_on_timer(uv_timer_t* timer) {
   if (ngtcp2_conn_get_expiry(h->qc) <= now) r = ngtcp2_conn_handle_expiry(h->qc, now);
   if (r == 0) r = h3_write(c);
   h->in_lib = 0;
-  if (NHB__UNLIKELY(h->close_owed)) h3_pay_close(c);
+  if (NHB__UNLIKELY(h->close_fd >= 0)) h3_closed_inside(c);
   if (c->state != NHB__CX_READY && c->state != NHB__CX_CONNECTING) return;
   if (NHB__UNLIKELY(h->sock_error != 0)) {
     int e = h->sock_error;
@@ -1293,22 +1292,21 @@ static const nhb__session_vtable nhb__session_h3_traced = {
  * error's CONNECTION_CLOSE), that it told us of, or an idle time-out's, say
  * nothing more. Most closes come from inside ngtcp2_conn_read_pkt (the
  * response that was the connection's last), where ngtcp2 may not be called:
- * the packet is then built once that call returns (h3_pay_close) and sent on
- * a copy of the socket the pool is closing now. Through a CONNECT-UDP proxy
+ * the packet is then built once that call returns (h3_closed_inside) and
+ * sent on a copy of the socket the pool is closing now. Through a CONNECT-UDP proxy
  * nothing is owed: the packets ride the connection to the proxy, which the
  * pool is closing, and with it the proxy closes its own socket to the origin. */
 static void h3_conn_closing(nhb__conn* c) {
   nhb__h3* h = c->proto;
-  if (c->state != NHB__CX_READY || h == NULL || h->qc == NULL || h->idle_closed || h->close_owed) return;
+  if (c->state != NHB__CX_READY || h == NULL || h->qc == NULL || h->idle_closed || h->close_fd >= 0) return;
   if (NHB__LIKELY(!h->in_lib)) {
     ngtcp2_connection_close_error ccerr = h3_done();
     h3_send_close(c, &ccerr);
     return;
   }
   uv_os_fd_t fd;
-  if (h->tun == NULL && uv_fileno((const uv_handle_t*)&c->udp, &fd) == 0 &&
-      (h->owed_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0)) >= 0)
-    h->close_owed = 1;
+  if (h->tun == NULL && uv_fileno((const uv_handle_t*)&c->udp, &fd) == 0)
+    h->close_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
 }
 
 static void h3_worker_close(nhb__worker* w) {
