@@ -132,7 +132,6 @@ class RawH3:
         return self.statuses.get(sid)
 
 
-
 def test_a_forged_initial_from_a_live_clients_address_does_not_cut_it_off() -> None:
     # The server finds connections by the client's address; an Initial naming a new
     # connection ID from that address starts a connection beside the first (a port given
@@ -158,6 +157,7 @@ def test_a_forged_initial_from_a_live_clients_address_does_not_cut_it_off() -> N
             victim.close()
         stats = server.stats()
     assert stats["connections_http3"] == 4 and stats["requests"] == 4
+
 
 def test_garbage_datagrams_are_dropped_and_never_answered() -> None:
     rng = random.Random(7)
