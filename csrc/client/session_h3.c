@@ -1293,9 +1293,10 @@ static const nhb__session_vtable nhb__session_h3_traced = {
  * nothing more. Most closes come from inside ngtcp2_conn_read_pkt (the
  * response that was the connection's last), where ngtcp2 may not be called:
  * the packet is then built once that call returns (h3_closed_inside) and
- * sent on a copy of the socket the pool is closing now. Through a CONNECT-UDP proxy
- * nothing is owed: the packets ride the connection to the proxy, which the
- * pool is closing, and with it the proxy closes its own socket to the origin. */
+ * sent on a copy of the socket the pool is closing now. Through a CONNECT-UDP
+ * proxy nothing is owed: the packets ride the connection to the proxy, which
+ * the pool is closing, and with it the proxy closes its own socket to the
+ * origin. */
 static void h3_conn_closing(nhb__conn* c) {
   nhb__h3* h = c->proto;
   if (c->state != NHB__CX_READY || h == NULL || h->qc == NULL || h->idle_closed || h->close_fd >= 0) return;

@@ -1089,10 +1089,14 @@ static void on_recv(uv_udp_t* handle, ssize_t nread, const uv_buf_t* buf, const 
   size_t len = (size_t)nread;
   uint64_t key = addr_key(addr);
   nhb__srv_h3c* q3 = table_find(w->h3, addr, key);
+  /* The connection a new one from the same address begins beside, if any:
+   * only a long header (the handshake's) can start one. */
   nhb__srv_h3c* beside = NULL;
-  /* Only a long header (the handshake's) can start another connection. */
-  if (q3 && NHB__UNLIKELY(q3->shared | (data[0] & 0x80)) && !(q3 = by_id(beside = q3, addr, data, len)))
-    nhb__srv_bump(&w->counters.quic_connections_beside, 1);
+  if (q3 && NHB__UNLIKELY(q3->shared | (data[0] & 0x80))) {
+    nhb__srv_h3c* named = by_id(q3, addr, data, len);
+    if (!named) beside = q3;
+    q3 = named;
+  }
   if (!q3) {
     ngtcp2_pkt_hd hd;
     /* Only a client Initial (of a version we speak, big enough) starts a
@@ -1116,7 +1120,10 @@ static void on_recv(uv_udp_t* handle, ssize_t nread, const uv_buf_t* buf, const 
       dropped(w);
       return;
     }
-    if (beside) beside->shared = q3->shared = 1;
+    if (beside) {
+      beside->shared = q3->shared = 1;
+      nhb__srv_bump(&w->counters.quic_connections_beside, 1);
+    }
   }
   w->now_ns = nhb__now_ns();
   ngtcp2_path path;

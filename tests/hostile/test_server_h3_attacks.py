@@ -159,6 +159,25 @@ def test_a_forged_initial_from_a_live_clients_address_does_not_cut_it_off() -> N
     assert stats["connections_http3"] == 4 and stats["requests"] == 4
 
 
+
+def test_an_initial_beside_a_client_over_max_connections_is_refused_not_counted_beside() -> None:
+    # The one place is the live client's: an Initial from its port starts nothing, and
+    # counts as refused, not as a connection begun beside it.
+    with TestServer("127.0.0.1:0", tls_self_signed=True, http3=True, max_connections=1) as server:
+        victim = RawH3(server, share_port=True)
+        try:
+            assert victim.answered(victim.open()) == 200
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as forger:
+                forger.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+                forger.bind(victim.sock.getsockname())
+                forger.sendto(initial_datagram(), quic_address(server))
+            assert wait_until(lambda: server.stats()["connections_refused"] == 1, timeout=10)
+            assert victim.answered(victim.open()) == 200
+        finally:
+            victim.close()
+        stats = server.stats()
+    assert stats["quic_connections_beside"] == 0 and stats["connections_http3"] == 1
+
 def test_garbage_datagrams_are_dropped_and_never_answered() -> None:
     rng = random.Random(7)
     with TestServer("127.0.0.1:0", tls_self_signed=True, http3=True) as server:
