@@ -19,7 +19,7 @@ import sys
 import pytest
 from support.http_proxies import squid, tinyproxy
 from support.peers import peer_env, require_fortio
-from support.sockets import free_port
+from support.sockets import reserved_port
 
 import nhbench
 
@@ -141,10 +141,10 @@ def test_proxy_credentials_on_absolute_form_requests(plain_origin: nhbench.TestS
 
 
 def test_proxy_refusing_the_connection_is_counted(tls_origin: nhbench.TestServer) -> None:
-    port = free_port(socket.SOCK_STREAM)  # nothing listens there
-    result = nhbench.run(tls_origin.url, proxy=f"http://127.0.0.1:{port}",
-                         cacert=tls_origin.ca_cert, no_default_failure_predicates=True,
-                         allow_no_success=True, **{**RUN, "requests": 5})
+    with reserved_port() as port:  # bound, never listened on: refused
+        result = nhbench.run(tls_origin.url, proxy=f"http://127.0.0.1:{port}",
+                             cacert=tls_origin.ca_cert, no_default_failure_predicates=True,
+                             allow_no_success=True, **{**RUN, "requests": 5})
     c = result.counters
     assert c["tunnel.connect_fail"] >= 1
     assert c["tunnel.connect_fail"] == c["upstream_cx_connect_fail"]

@@ -21,7 +21,7 @@ import pytest
 from support.cli import nhbench_cli
 from support.masque_proxy import masque_proxy
 from support.polling import wait_until
-from support.sockets import free_port
+from support.sockets import reserved_port
 
 import nhbench
 
@@ -174,11 +174,11 @@ def test_an_untrusted_proxy_certificate_is_a_counted_tls_failure(
 
 
 def test_a_closed_proxy_port_is_a_connect_failure(plain_origin: nhbench.TestServer) -> None:
-    port = free_port(socket.SOCK_DGRAM)  # nothing listens there: ICMP port unreachable
-    result = nhbench.run(plain_origin.url, proxy=f"https://127.0.0.1:{port}",
-                         proxy_protocol="http3", proxy_insecure=True,
-                         no_default_failure_predicates=True, allow_no_success=True,
-                         **{**RUN, "requests": 3, "connections": 1})
+    with reserved_port(kind=socket.SOCK_DGRAM) as port:  # ICMP port unreachable
+        result = nhbench.run(plain_origin.url, proxy=f"https://127.0.0.1:{port}",
+                             proxy_protocol="http3", proxy_insecure=True,
+                             no_default_failure_predicates=True, allow_no_success=True,
+                             **{**RUN, "requests": 3, "connections": 1})
     c = result.counters
     assert c["tunnel.connect_fail"] == c["upstream_cx_total"] >= 1, (c, result.error)
     assert c.get("benchmark.http_2xx", 0) == 0

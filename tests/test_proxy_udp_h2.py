@@ -21,7 +21,7 @@ import pytest
 from support.cli import nhbench_cli
 from support.connect_udp import assert_tunnelled_run, requests_served
 from support.masque_h2_proxy import masque_h2_proxy
-from support.sockets import free_port
+from support.sockets import reserved_port
 
 import nhbench
 
@@ -83,10 +83,10 @@ def test_proxy_refusing_is_counted(origin: nhbench.TestServer) -> None:
 
 
 def test_a_closed_proxy_port_is_a_connect_failure(origin: nhbench.TestServer) -> None:
-    port = free_port()  # nothing listens there: the TCP connect is refused
-    result = nhbench.run(origin.url, cacert=origin.ca_cert, proxy=f"http://127.0.0.1:{port}",
-                         proxy_protocol="http2", **FAILING,
-                         **{**RUN, "requests": 3, "connections": 1, "concurrency": 1})
+    with reserved_port() as port:  # bound, never listened on: the TCP connect is refused
+        result = nhbench.run(origin.url, cacert=origin.ca_cert, proxy=f"http://127.0.0.1:{port}",
+                             proxy_protocol="http2", **FAILING,
+                             **{**RUN, "requests": 3, "connections": 1, "concurrency": 1})
     c = result.counters
     assert c["tunnel.connect_fail"] >= 1
     assert c["tunnel.connect_fail"] == c["upstream_cx_total"]

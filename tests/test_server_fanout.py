@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from support.peers import fortio_echo_server, require_fortio
 from support.polling import wait_until
-from support.sockets import free_port, listening
+from support.sockets import free_port, listening, reserved_port
 
 import nhbench
 
@@ -181,27 +181,28 @@ def test_parallel_status_is_the_first_not_ok(fortio_targets: tuple[int, int]) ->
 
 def test_a_target_down(fortio_targets: tuple[int, int]) -> None:
     a, _ = fortio_targets
-    down = free_port()
-    urls = [f"http://127.0.0.1:{a}", f"http://127.0.0.1:{down}"]
-    for serial in (False, True):
-        (s1, t1), (s2, t2) = _side_by_side(urls, "/echo?x=7", serial=serial)
-        # Serial mode takes the first target's status (200 here), parallel the first
-        # failure's (503).
-        assert s1 == s2 == (200 if serial else 503)
-        # The live target's (empty) echo, then Fortio's error line for the one down; Go's
-        # dial error is longer ("dial tcp ...: connect: connection refused") than libuv's.
-        line = f'Error for http://127.0.0.1:{down}/echo?x=7: Get "http://127.0.0.1:{down}/echo?x=7": '
-        for text in (t1, t2):
-            assert text.startswith(line), text
-            assert text.endswith("connection refused\n"), text
-            assert text.count("\n") == 1
+    with reserved_port() as down:
+        urls = [f"http://127.0.0.1:{a}", f"http://127.0.0.1:{down}"]
+        for serial in (False, True):
+            (s1, t1), (s2, t2) = _side_by_side(urls, "/echo?x=7", serial=serial)
+            # Serial mode takes the first target's status (200 here), parallel the first
+            # failure's (503).
+            assert s1 == s2 == (200 if serial else 503)
+            # The live target's (empty) echo, then Fortio's error line for the one down; Go's
+            # dial error is longer ("dial tcp ...: connect: connection refused") than libuv's.
+            url = f"http://127.0.0.1:{down}/echo?x=7"
+            line = f'Error for {url}: Get "{url}": '
+            for text in (t1, t2):
+                assert text.startswith(line), text
+                assert text.endswith("connection refused\n"), text
+                assert text.count("\n") == 1
 
 
 def test_serial_first_target_down_is_503_with_the_rest(fortio_targets: tuple[int, int]) -> None:
     _, b = fortio_targets
-    down = free_port()
-    (s1, t1), (s2, t2) = _side_by_side([f"http://127.0.0.1:{down}", f"http://127.0.0.1:{b}"],
-                                       "/echo?status=201", serial=True)
+    with reserved_port() as down:
+        (s1, t1), (s2, t2) = _side_by_side([f"http://127.0.0.1:{down}", f"http://127.0.0.1:{b}"],
+                                           "/echo?status=201", serial=True)
     assert s1 == s2 == 503
     assert t1.startswith(f"Error for http://127.0.0.1:{down}/echo?status=201: ")
     assert t2.startswith(f"Error for http://127.0.0.1:{down}/echo?status=201: ")
@@ -351,10 +352,10 @@ def test_without_mirroring_connect_to_a_url_without_a_path_goes_in_authority_for
 def test_without_mirroring_the_error_line_names_the_form_method(
         fortio_targets: tuple[int, int]) -> None:
     a, _ = fortio_targets
-    down = free_port()
-    url = f"http://127.0.0.1:{down}/x"
-    (s1, t1), (s2, t2) = _side_by_side([f"http://127.0.0.1:{a}/debug", url],
-                                       "/?X=PUT&payload=a", mirror=False)
+    with reserved_port() as down:
+        url = f"http://127.0.0.1:{down}/x"
+        (s1, t1), (s2, t2) = _side_by_side([f"http://127.0.0.1:{a}/debug", url],
+                                           "/?X=PUT&payload=a", mirror=False)
     assert s1 == s2 == 503
     # Go's url.Error: "Put" for PUT.
     for text in (t1, t2):

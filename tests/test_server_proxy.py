@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from support.peers import fortio_echo_server, require_fortio
 from support.polling import wait_until
-from support.sockets import free_port, listening, read_until_close
+from support.sockets import free_port, listening, read_until_close, reserved_port
 
 import nhbench
 from nhbench.options import make_server_options
@@ -170,8 +170,8 @@ def test_half_close_destination_fin_keeps_the_client_sending() -> None:
 
 
 def test_unreachable_destination_closes_the_client_and_is_counted() -> None:
-    closed_port = free_port()
-    with nhbench.TestServer(tcp_proxy=f"127.0.0.1:0=127.0.0.1:{closed_port}") as proxy:
+    with reserved_port() as closed_port, nhbench.TestServer(
+            tcp_proxy=f"127.0.0.1:0=127.0.0.1:{closed_port}") as proxy:
         for _ in range(3):
             with socket.create_connection(proxy.tcp_proxy_address) as c:
                 data, closed = read_until_close(c, timeout=5)

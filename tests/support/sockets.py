@@ -30,16 +30,20 @@ def read_until_close(sock: socket.socket, timeout: float = 10) -> tuple[bytes, b
 
 
 @contextlib.contextmanager
-def reserved_port(host: str = "127.0.0.1") -> Iterator[int]:
-    """A TCP port on `host` where a connection is refused, for as long as the block runs.
+def reserved_port(host: str = "127.0.0.1", kind: int = socket.SOCK_STREAM) -> Iterator[int]:
+    """A port on `host` where a connection (TCP) or a datagram (UDP) is refused, for as long
+    as the block runs.
 
-    The socket is bound and never listened on: the kernel refuses connections to it (RST),
-    and no other process or test can take the port meanwhile. A port bound and closed (or a
-    fixed one such as 1) is refused only until someone else binds it, which parallel test
-    runs do."""
-    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET,
-                       socket.SOCK_STREAM) as sock:
+    A TCP socket is bound and never listened on: the kernel answers a connect with RST. A UDP
+    socket is bound and connected to the discard port, so it takes no datagram from anyone
+    else and the kernel answers theirs with ICMP port unreachable. Either way no other process
+    or test can take the port meanwhile. A port bound and closed (or a fixed one such as 1) is
+    refused only until someone else binds it, which parallel test runs do."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, kind) as sock:
         sock.bind((host, 0))
+        if kind == socket.SOCK_DGRAM:
+            sock.connect((host, 9))
         yield int(sock.getsockname()[1])
 
 
