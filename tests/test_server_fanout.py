@@ -16,9 +16,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from support.peers import fortio_echo_server, require_fortio
-from support.polling import wait_until
-from support.sockets import free_port, listening, reserved_port
+from support.peers import fortio_echo_server, fortio_servers, require_fortio
+from support.sockets import reserved_port
 
 import nhbench
 
@@ -34,11 +33,9 @@ def fortio_targets() -> Iterator[tuple[int, int]]:
 
 @contextmanager
 def _fortio_multi(urls: list[str], *flags: str) -> Iterator[int]:
-    """``fortio server -M "port url..."``: the -M port."""
-    multi = free_port()
-    with fortio_echo_server("-M", f"127.0.0.1:{multi} {' '.join(urls)}", *flags):
-        assert wait_until(lambda: listening(multi), timeout=20)
-        yield multi
+    """``fortio server -M "127.0.0.1:0 url..."``: the -M port."""
+    with fortio_servers("-M", f"127.0.0.1:0 {' '.join(urls)}", *flags) as ports:
+        yield ports["Multi on 127.0.0.1:0"]
 
 
 def _request(port: int, path: str, *, method: str = "GET", body: bytes = b"",

@@ -21,7 +21,8 @@ from pathlib import Path
 from .polling import wait_until
 
 __all__ = ["FORTIO_MODULE", "build_fortio_decoder", "chromedriver_binary", "chromium_binary",
-           "fortio_binary", "fortio_echo_server", "fortio_report", "peer_env", "require_fortio"]
+           "fortio_binary", "fortio_echo_server", "fortio_report", "fortio_servers", "peer_env",
+           "require_fortio"]
 
 #: Fortio's Go module as `go install fortio.org/fortio@v1.66.5` left it in the module cache.
 FORTIO_MODULE = Path.home() / "go/pkg/mod/fortio.org/fortio@v1.66.5"
@@ -75,25 +76,49 @@ def require_fortio() -> str:
     return binary
 
 
+#: Fortio's log line for each server it has bound: its name ("http-echo", "Multi on ...") and
+#: the port the kernel gave it.
+_FORTIO_LISTENING = re.compile(r'"msg":"Fortio [\d.]+ (.+?) server listening on tcp [\d.]+:(\d+)"')
+_FORTIO_READY = re.compile(r"All fortio .* servers started")
+
+
 @contextmanager
 def fortio_echo_server(*args: str) -> Iterator[int]:
-    """Real ``fortio server`` with only its HTTP echo (on a free loopback port) and `args`;
-    the port. The calling test is skipped when Fortio is not installed."""
-    from support.polling import wait_until
-    from support.sockets import free_port, listening
+    """Real ``fortio server`` with only its HTTP echo (on a loopback port the kernel picks)
+    and `args`; the port. The calling test is skipped when Fortio is not installed."""
+    with fortio_servers(*args) as ports:
+        yield ports["http-echo"]
 
-    port = free_port()
-    proc = subprocess.Popen(
-        [require_fortio(), "server", "-http-port", f"127.0.0.1:{port}", "-grpc-port",
-         "disabled", "-redirect-port", "disabled", "-tcp-port", "disabled", "-udp-port",
-         "disabled", *args],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        assert wait_until(lambda: listening(port), timeout=20), "fortio server did not start"
-        yield port
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+
+@contextmanager
+def fortio_servers(*args: str) -> Iterator[dict[str, int]]:
+    """Real ``fortio server`` with its HTTP echo on port 0 and `args` (pass port 0 for any
+    other server too, e.g. ``-M "127.0.0.1:0 URL"``); each server's port by the name Fortio
+    logs it under ("http-echo", "Multi on 127.0.0.1:0"), once Fortio has said all are
+    started. Read from its log rather than picked beforehand: a port bound and closed to find
+    it free can be taken by a parallel test before Fortio binds it."""
+    import tempfile
+
+    binary = require_fortio()
+    with tempfile.TemporaryFile("w+") as log:
+        proc = subprocess.Popen(
+            [binary, "server", "-http-port", "127.0.0.1:0", "-grpc-port", "disabled",
+             "-redirect-port", "disabled", "-tcp-port", "disabled", "-udp-port", "disabled",
+             *args],
+            stdout=subprocess.DEVNULL, stderr=log)
+        try:
+            def started() -> bool:
+                log.seek(0)
+                return bool(_FORTIO_READY.search(log.read())) or proc.poll() is not None
+
+            assert wait_until(started, timeout=20), "fortio server did not start"
+            log.seek(0)
+            text = log.read()
+            assert proc.poll() is None, f"fortio server exited: {text}"
+            yield {name: int(port) for name, port in _FORTIO_LISTENING.findall(text)}
+        finally:
+            proc.terminate()
+            proc.wait(timeout=10)
 
 
 def chromium_binary() -> str | None:
