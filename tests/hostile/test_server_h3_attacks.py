@@ -125,6 +125,14 @@ class RawH3:
     def close(self) -> None:
         self.sock.close()
 
+    def same_port(self) -> socket.socket:
+        """Another UDP socket on this client's address and port (both use SO_REUSEPORT), as
+        a forger on the client's path would send from."""
+        forger = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        forger.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        forger.bind(self.sock.getsockname())
+        return forger
+
     def answered(self, sid: int, seconds: float = 5.0) -> int | None:
         end = time.monotonic() + seconds
         while sid not in self.statuses and time.monotonic() < end:
@@ -141,9 +149,7 @@ def test_a_forged_initial_from_a_live_clients_address_does_not_cut_it_off() -> N
         victim = RawH3(server, share_port=True)
         try:
             assert victim.answered(victim.open()) == 200
-            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as forger:
-                forger.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-                forger.bind(victim.sock.getsockname())
+            with victim.same_port() as forger:
                 for _ in range(3):
                     forger.sendto(initial_datagram(), quic_address(server))
                 # And garbage, long headers (the ones looked at by ID) among it, from there.
@@ -159,7 +165,6 @@ def test_a_forged_initial_from_a_live_clients_address_does_not_cut_it_off() -> N
     assert stats["connections_http3"] == 4 and stats["requests"] == 4
 
 
-
 def test_an_initial_beside_a_client_over_max_connections_is_refused_not_counted_beside() -> None:
     # The one place is the live client's: an Initial from its port starts nothing, and
     # counts as refused, not as a connection begun beside it.
@@ -167,9 +172,7 @@ def test_an_initial_beside_a_client_over_max_connections_is_refused_not_counted_
         victim = RawH3(server, share_port=True)
         try:
             assert victim.answered(victim.open()) == 200
-            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as forger:
-                forger.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-                forger.bind(victim.sock.getsockname())
+            with victim.same_port() as forger:
                 forger.sendto(initial_datagram(), quic_address(server))
             assert wait_until(lambda: server.stats()["connections_refused"] == 1, timeout=10)
             assert victim.answered(victim.open()) == 200
@@ -177,6 +180,7 @@ def test_an_initial_beside_a_client_over_max_connections_is_refused_not_counted_
             victim.close()
         stats = server.stats()
     assert stats["quic_connections_beside"] == 0 and stats["connections_http3"] == 1
+
 
 def test_garbage_datagrams_are_dropped_and_never_answered() -> None:
     rng = random.Random(7)
