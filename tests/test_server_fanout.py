@@ -180,15 +180,15 @@ def test_a_target_down(fortio_targets: tuple[int, int]) -> None:
     a, _ = fortio_targets
     with reserved_port() as down:
         urls = [f"http://127.0.0.1:{a}", f"http://127.0.0.1:{down}"]
+        # The live target's (empty) echo, then Fortio's error line for the one down; Go's
+        # dial error is longer ("dial tcp ...: connect: connection refused") than libuv's.
+        url = f"http://127.0.0.1:{down}/echo?x=7"
+        line = f'Error for {url}: Get "{url}": '
         for serial in (False, True):
             (s1, t1), (s2, t2) = _side_by_side(urls, "/echo?x=7", serial=serial)
             # Serial mode takes the first target's status (200 here), parallel the first
             # failure's (503).
             assert s1 == s2 == (200 if serial else 503)
-            # The live target's (empty) echo, then Fortio's error line for the one down; Go's
-            # dial error is longer ("dial tcp ...: connect: connection refused") than libuv's.
-            url = f"http://127.0.0.1:{down}/echo?x=7"
-            line = f'Error for {url}: Get "{url}": '
             for text in (t1, t2):
                 assert text.startswith(line), text
                 assert text.endswith("connection refused\n"), text

@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -97,8 +98,6 @@ def fortio_servers(*args: str) -> Iterator[dict[str, int]]:
     logs it under ("http-echo", "Multi on 127.0.0.1:0"), once Fortio has said all are
     started. Read from its log rather than picked beforehand: a port bound and closed to find
     it free can be taken by a parallel test before Fortio binds it."""
-    import tempfile
-
     binary = require_fortio()
     with tempfile.TemporaryFile("w+") as log:
         proc = subprocess.Popen(
